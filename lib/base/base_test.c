@@ -1,0 +1,144 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/opt.h"
+#include "base/rng.h"
+#include "base/thread.h"
+
+static void test_err_at(void **state)
+{
+    tfm_err e = {0};
+    assert_int_equal(tfm_err_at(&e, "a.yaml", 12, 3, "unknown key '%s'", "x"), -1);
+    assert_string_equal(e.msg, "a.yaml:12:3: unknown key 'x'");
+    tfm_err_at(&e, "b", 0, 0, "bad");
+    assert_string_equal(e.msg, "b: bad");
+    tfm_err_prefix(&e, "loading %s", "m");
+    assert_string_equal(e.msg, "loading m: b: bad");
+}
+
+static void test_json_string(void **state)
+{
+    tfm_buf b = {0};
+    tfm_buf_put_json_string(&b, "a\"\\\n\x01\xc3\xa9\xff", 8);
+    assert_string_equal(tfm_buf_cstr(&b), "\"a\\\"\\\\\\n\\u0001\xc3\xa9\\ufffd\"");
+    tfm_buf_free(&b);
+}
+
+static void test_rng_repeatable(void **state)
+{
+    tfm_rng a, b;
+    tfm_rng_seed(&a, 42);
+    tfm_rng_seed(&b, 42);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(tfm_rng_u64(&a), tfm_rng_u64(&b));
+    tfm_rng_seed(&b, 43);
+    assert_int_not_equal(tfm_rng_u64(&a), tfm_rng_u64(&b));
+    /* below(): every value reachable, none out of range */
+    int seen[7] = {0};
+    for (int i = 0; i < 7000; i++) {
+        uint64_t v = tfm_rng_below(&a, 7);
+        assert_true(v < 7);
+        seen[v]++;
+    }
+    for (int i = 0; i < 7; i++)
+        assert_true(seen[i] > 800 && seen[i] < 1200);
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 20000; i++) {
+        double x = tfm_rng_normal(&a);
+        sum += x;
+        sq += x * x;
+    }
+    assert_true(fabs(sum / 20000) < 0.05);
+    assert_true(fabs(sq / 20000 - 1) < 0.05);
+}
+
+static void test_atomic_write(void **state)
+{
+    char dir[] = "/tmp/tfm_base_testXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    tfm_err e = {0};
+    tfm_out o;
+    assert_int_equal(tfm_out_open(&o, path, &e), 0);
+    fputs("partial", o.fp);
+    assert_int_equal(access(path, F_OK), -1); /* nothing visible before commit */
+    tfm_out_abort(&o);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(tfm_write_file(path, "hello", 5, &e), 0);
+    tfm_map m;
+    assert_int_equal(tfm_map_open(&m, path, &e), 0);
+    assert_int_equal(m.size, 5);
+    assert_memory_equal(m.data, "hello", 5);
+    tfm_map_close(&m);
+    unlink(path);
+    assert_int_equal(tfm_map_open(&m, path, &e), -1);
+    assert_non_null(strstr(e.msg, "out.txt"));
+    rmdir(dir);
+}
+
+static void test_getline_nul(void **state)
+{
+    FILE *fp = tmpfile();
+    fwrite("ab\0c\nlast", 1, 9, fp);
+    rewind(fp);
+    tfm_buf b = {0};
+    assert_int_equal(tfm_getline(fp, &b), 1);
+    assert_int_equal(b.len, 4);
+    assert_memory_equal(b.data, "ab\0c", 4);
+    assert_int_equal(tfm_getline(fp, &b), 1);
+    assert_int_equal(b.len, 4);
+    assert_int_equal(tfm_getline(fp, &b), 0);
+    fclose(fp);
+    tfm_buf_free(&b);
+}
+
+static void add_index(void *ctx, int i, int n)
+{
+    int *slots = ctx;
+    slots[i] = i + 1;
+}
+
+static void test_parallel(void **state)
+{
+    int slots[4] = {0};
+    tfm_parallel_run(4, add_index, slots);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(slots[i], i + 1);
+}
+
+static void test_parse(void **state)
+{
+    long v;
+    double d;
+    assert_int_equal(tfm_parse_long("12", 0, 100, &v), 0);
+    assert_int_equal(v, 12);
+    assert_int_equal(tfm_parse_long("12x", 0, 100, &v), -1);
+    assert_int_equal(tfm_parse_long("101", 0, 100, &v), -1);
+    assert_int_equal(tfm_parse_long("", 0, 100, &v), -1);
+    assert_int_equal(tfm_parse_double("0.5", 0, 1, &d), 0);
+    assert_int_equal(tfm_parse_double("nan", 0, 1, &d), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_err_at),       cmocka_unit_test(test_json_string),
+        cmocka_unit_test(test_rng_repeatable), cmocka_unit_test(test_atomic_write),
+        cmocka_unit_test(test_getline_nul),  cmocka_unit_test(test_parallel),
+        cmocka_unit_test(test_parse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

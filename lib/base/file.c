@@ -1,0 +1,263 @@
+#include "base/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int tfm_read_all(FILE *fp, const char *name, tfm_buf *b, tfm_err *err)
+{
+    for (;;) {
+        tfm_buf_reserve(b, 1 << 16);
+        size_t n = fread(b->data + b->len, 1, b->cap - b->len - 1, fp);
+        b->len += n;
+        if (n == 0) {
+            if (ferror(fp))
+                return tfm_err_errno(err, "%s: read error", name);
+            return 0;
+        }
+    }
+}
+
+int tfm_map_open(tfm_map *m, const char *path, tfm_err *err)
+{
+    memset(m, 0, sizeof *m);
+    if (strcmp(path, "-") == 0) {
+        tfm_buf b = {0};
+        if (tfm_read_all(stdin, "<stdin>", &b, err) < 0) {
+            tfm_buf_free(&b);
+            return -1;
+        }
+        m->data = (const unsigned char *)b.data;
+        m->size = b.len;
+        return 0;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tfm_err_errno(err, "%s", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return tfm_err_errno(err, "%s", path);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return tfm_err_set(err, "%s: is a directory", path);
+    }
+    if (S_ISREG(st.st_mode)) {
+        if (st.st_size == 0) {
+            close(fd);
+            m->data = (const unsigned char *)tfm_calloc(1, 1);
+            return 0;
+        }
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (p == MAP_FAILED)
+            return tfm_err_errno(err, "%s: mmap", path);
+        m->data = p;
+        m->size = (size_t)st.st_size;
+        m->mapped = 1;
+        return 0;
+    }
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        close(fd);
+        return tfm_err_errno(err, "%s", path);
+    }
+    tfm_buf b = {0};
+    int rc = tfm_read_all(fp, path, &b, err);
+    fclose(fp);
+    if (rc < 0) {
+        tfm_buf_free(&b);
+        return -1;
+    }
+    m->data = (const unsigned char *)b.data;
+    m->size = b.len;
+    return 0;
+}
+
+void tfm_map_close(tfm_map *m)
+{
+    if (!m->data)
+        return;
+    if (m->mapped)
+        munmap((void *)m->data, m->size);
+    else
+        free((void *)m->data);
+    memset(m, 0, sizeof *m);
+}
+
+/* Temporary files still open, removed by the signal handler.  A fixed table
+ * keeps the handler async-signal-safe (no malloc, no locks it could wait on). */
+#define MAX_PENDING 64
+static char *pending[MAX_PENDING];
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void pending_add(char *tmp)
+{
+    pthread_mutex_lock(&pending_lock);
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (!pending[i]) {
+            pending[i] = tmp;
+            break;
+        }
+    pthread_mutex_unlock(&pending_lock);
+}
+
+static void pending_remove(char *tmp)
+{
+    pthread_mutex_lock(&pending_lock);
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i] == tmp)
+            pending[i] = NULL;
+    pthread_mutex_unlock(&pending_lock);
+}
+
+static void remove_pending_and_reraise(int sig)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i])
+            unlink(pending[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void tfm_out_install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = remove_pending_and_reraise;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL);
+}
+
+int tfm_out_open(tfm_out *o, const char *path, tfm_err *err)
+{
+    memset(o, 0, sizeof *o);
+    if (!path || strcmp(path, "-") == 0) {
+        o->fp = stdout;
+        return 0;
+    }
+    size_t n = strlen(path);
+    o->tmp = tfm_malloc(n + 16);
+    snprintf(o->tmp, n + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        tfm_err_errno(err, "%s: cannot create", path);
+        free(o->tmp);
+        o->tmp = NULL;
+        return -1;
+    }
+    /* mkstemp creates 0600; output files should get the usual umask mode. */
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, 0666 & ~um);
+    o->fp = fdopen(fd, "wb");
+    if (!o->fp) {
+        tfm_err_errno(err, "%s", path);
+        close(fd);
+        unlink(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
+        return -1;
+    }
+    o->path = tfm_strdup(path);
+    pending_add(o->tmp);
+    return 0;
+}
+
+static void out_release(tfm_out *o)
+{
+    if (o->tmp)
+        pending_remove(o->tmp);
+    free(o->tmp);
+    free(o->path);
+    memset(o, 0, sizeof *o);
+}
+
+int tfm_out_commit(tfm_out *o, tfm_err *err)
+{
+    if (!o->fp)
+        return tfm_err_set(err, "output not open");
+    if (!o->tmp) {
+        int rc = 0;
+        if (fflush(o->fp) != 0 || ferror(o->fp))
+            rc = tfm_err_errno(err, "<stdout>: write error");
+        o->fp = NULL;
+        return rc;
+    }
+    int rc = 0;
+    if (fflush(o->fp) != 0 || ferror(o->fp) || fsync(fileno(o->fp)) != 0)
+        rc = tfm_err_errno(err, "%s: write error", o->path);
+    if (fclose(o->fp) != 0 && rc == 0)
+        rc = tfm_err_errno(err, "%s: write error", o->path);
+    o->fp = NULL;
+    if (rc == 0 && rename(o->tmp, o->path) != 0)
+        rc = tfm_err_errno(err, "%s: cannot rename into place", o->path);
+    if (rc != 0)
+        unlink(o->tmp);
+    out_release(o);
+    return rc;
+}
+
+void tfm_out_abort(tfm_out *o)
+{
+    if (!o->fp)
+        return;
+    if (o->tmp) {
+        fclose(o->fp);
+        unlink(o->tmp);
+    } else {
+        fflush(o->fp);
+    }
+    out_release(o);
+}
+
+int tfm_write_file(const char *path, const void *data, size_t n, tfm_err *err)
+{
+    tfm_out o;
+    if (tfm_out_open(&o, path, err) < 0)
+        return -1;
+    if (n && fwrite(data, 1, n, o.fp) != n) {
+        tfm_err_errno(err, "%s: write error", path);
+        tfm_out_abort(&o);
+        return -1;
+    }
+    return tfm_out_commit(&o, err);
+}
+
+int tfm_getline(FILE *fp, tfm_buf *b)
+{
+    /* getline(3) keeps embedded NULs countable and grows b's malloc'd data. */
+    ssize_t n = getline(&b->data, &b->cap, fp);
+    if (n < 0) {
+        b->len = 0;
+        return ferror(fp) ? -1 : 0;
+    }
+    if (n > 0 && b->data[n - 1] == '\n')
+        n--;
+    b->len = (size_t)n;
+    b->data[n] = '\0';
+    return 1;
+}
+
+int tfm_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int tfm_mkdir(const char *path, tfm_err *err)
+{
+    if (mkdir(path, 0777) == 0 || (errno == EEXIST && tfm_is_dir(path)))
+        return 0;
+    return tfm_err_errno(err, "%s: cannot create directory", path);
+}

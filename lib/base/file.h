@@ -1,0 +1,59 @@
+/* Files: whole-file mapping for reading, atomic write-then-rename for
+ * writing, and a line reader for streams.  A path of "-" means stdin/stdout.
+ * Every function names the path in its error. */
+#ifndef TFM_BASE_FILE_H
+#define TFM_BASE_FILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+
+/* Read-only view of a whole file: mmap'd for regular files, read into memory
+ * for pipes and stdin.  The struct owns the mapping/copy. */
+typedef struct tfm_map {
+    const unsigned char *data;
+    size_t size;
+    int mapped; /* 1: munmap on close; 0: free */
+} tfm_map;
+
+int tfm_map_open(tfm_map *m, const char *path, tfm_err *err);
+void tfm_map_close(tfm_map *m);
+
+/* Reads a whole stream into b (appending). */
+int tfm_read_all(FILE *fp, const char *name, tfm_buf *b, tfm_err *err);
+
+/* Output written to "path.tmp.XXXXXX" and renamed over path by commit, so a
+ * reader never sees a half-written file and a failure leaves nothing behind.
+ * "-" or NULL writes to stdout directly.  Open outputs are also removed if the
+ * process is stopped by SIGINT/SIGTERM/SIGHUP (see tfm_out_install_signals). */
+typedef struct tfm_out {
+    FILE *fp;
+    char *path; /* final path; NULL for stdout */
+    char *tmp;  /* temporary path; NULL for stdout */
+} tfm_out;
+
+int tfm_out_open(tfm_out *o, const char *path, tfm_err *err);
+/* Flushes, fsyncs and renames; closes in every case. */
+int tfm_out_commit(tfm_out *o, tfm_err *err);
+/* Closes and removes the temporary file. */
+void tfm_out_abort(tfm_out *o);
+/* Write a whole buffer atomically to path. */
+int tfm_write_file(const char *path, const void *data, size_t n, tfm_err *err);
+/* Installs handlers that remove every open temporary output and then
+ * re-raise the signal.  Programs that handle signals themselves (tfm-train)
+ * don't call this. */
+void tfm_out_install_signals(void);
+
+/* Reads one line (without the '\n', a '\r' before it is kept) into b,
+ * replacing its content.  Returns 1 when a line was read, 0 at end of input,
+ * -1 on a read error. */
+int tfm_getline(FILE *fp, tfm_buf *b);
+
+/* 1 if path is an existing directory. */
+int tfm_is_dir(const char *path);
+/* mkdir -p for one level. */
+int tfm_mkdir(const char *path, tfm_err *err);
+
+#endif

@@ -1,0 +1,28 @@
+/* Option handling shared by the programs in cmd/: number parsing with range
+ * checks, the common exits, and --version.  These are the only library
+ * functions that print and exit; they exist for main(). */
+#ifndef TFM_BASE_OPT_H
+#define TFM_BASE_OPT_H
+
+#include "base/err.h"
+
+/* Whole-string parses; -1 when the text is not a number or out of range. */
+int tfm_parse_long(const char *s, long min, long max, long *out);
+int tfm_parse_double(const char *s, double min, double max, double *out);
+
+/* Parses an option value or exits 2 naming the option and the range. */
+long tfm_opt_long(const char *prog, const char *opt, const char *arg, long min, long max);
+double tfm_opt_double(const char *prog, const char *opt, const char *arg, double min, double max);
+
+/* "prog: message" on stderr, then "Try 'prog --help'." and exit 2. */
+void tfm_usage_error(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+/* "prog: <err->msg>" and exit 1. */
+void tfm_die(const char *prog, const tfm_err *err) __attribute__((noreturn));
+/* "prog: message" and exit 1. */
+void tfm_fatal(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+/* Prints "prog (tfm) VERSION" to stdout and exits 0. */
+void tfm_print_version(const char *prog) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,66 @@
+/* A JSON (and YAML) document tree, parsed with libyaml: JSON is a flow-style
+ * YAML document, so tokenizer.json, safetensors headers and YAML configs all
+ * go through one parser, and every node remembers its line and column for
+ * error messages ("file:line:col: ...").
+ *
+ * The document owns every node and string; tfm_json_doc_free releases all. */
+#ifndef TFM_IO_JSON_H
+#define TFM_IO_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+
+typedef enum tfm_json_type {
+    TFM_JSON_NULL,
+    TFM_JSON_BOOL,
+    TFM_JSON_NUMBER,
+    TFM_JSON_STRING,
+    TFM_JSON_ARRAY,
+    TFM_JSON_OBJECT,
+} tfm_json_type;
+
+typedef struct tfm_json tfm_json;
+struct tfm_json {
+    tfm_json_type type;
+    long line, col;     /* 1-based position of the node in the source */
+    const char *str;    /* STRING: decoded UTF-8 (NUL-terminated, may hold NULs);
+                           NUMBER/BOOL/NULL: the scalar's text as written */
+    size_t len;         /* length of str in bytes */
+    double num;         /* NUMBER */
+    int boolean;        /* BOOL */
+    size_t n;           /* ARRAY/OBJECT: number of items */
+    tfm_json **items;   /* ARRAY/OBJECT: the values, in document order */
+    tfm_json **keys;    /* OBJECT: the keys (STRING nodes, with positions) */
+};
+
+typedef struct tfm_json_doc {
+    tfm_json *root;
+    const char *name;   /* file name used in messages (borrowed) */
+    void *arena;        /* private */
+} tfm_json_doc;
+
+/* Parses text[0..len) (JSON, or YAML when yaml != 0: plain scalars are then
+ * typed as YAML 1.2 core schema would: null/true/false/numbers).  With
+ * yaml == 0, input that is valid YAML but not JSON is rejected.  `name`
+ * appears in error messages as name:line:col. */
+int tfm_json_parse(tfm_json_doc *doc, const char *text, size_t len,
+                   const char *name, int yaml, tfm_err *err);
+/* Reads and parses a file ("-" for stdin). */
+int tfm_json_parse_file(tfm_json_doc *doc, const char *path, int yaml, tfm_err *err);
+void tfm_json_doc_free(tfm_json_doc *doc);
+
+/* Object member by key, or NULL (also NULL when obj is not an object). */
+const tfm_json *tfm_json_get(const tfm_json *obj, const char *key);
+
+/* Typed accessors that fail with "name:line:col: <what> must be ..." */
+int tfm_json_expect(const tfm_json_doc *doc, const tfm_json *node,
+                    tfm_json_type type, const char *what, tfm_err *err);
+int tfm_json_get_int(const tfm_json_doc *doc, const tfm_json *node, const char *what,
+                     int64_t min, int64_t max, int64_t *out, tfm_err *err);
+
+const char *tfm_json_type_name(tfm_json_type t);
+
+#endif

@@ -1,0 +1,89 @@
+/* The tokenizer every program uses, whatever its kind.
+ *
+ * A tokenizer comes from a HuggingFace tokenizer.json, from GPT-2's
+ * vocab.json + merges.txt (or encoder.json + vocab.bpe) in a directory, from
+ * BERT's vocab.txt, or from the JSON text stored in a model file.  Once built
+ * it is read-only: encode/decode may be called from several threads at once
+ * (per-call scratch lives in a tfm_tok_scratch the caller owns).
+ *
+ * Ownership: tfm_tokenizer_load/_from_json/training return a tokenizer the
+ * caller frees with tfm_tokenizer_free. */
+#ifndef TFM_TEXT_TOKENIZER_H
+#define TFM_TEXT_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+
+typedef enum tfm_tok_kind {
+    TFM_TOK_BPE,       /* byte-level BPE, GPT-2 style */
+    TFM_TOK_WORDPIECE, /* BERT style */
+    TFM_TOK_CHAR,      /* one token per Unicode character */
+} tfm_tok_kind;
+
+typedef struct tfm_tokenizer tfm_tokenizer;
+/* Per-thread encoding scratch (e.g. the BPE word cache); NULL is allowed and
+ * means "no cache" (slower, still correct). */
+typedef struct tfm_tok_scratch tfm_tok_scratch;
+
+/* path: tokenizer.json, a directory with vocab.json+merges.txt /
+ * encoder.json+vocab.bpe / vocab.txt / tokenizer.json, or a vocab.txt. */
+int tfm_tokenizer_load(tfm_tokenizer **out, const char *path, tfm_err *err);
+/* From tokenizer.json text (name is used in messages). */
+int tfm_tokenizer_from_json(tfm_tokenizer **out, const char *json, size_t len,
+                            const char *name, tfm_err *err);
+void tfm_tokenizer_free(tfm_tokenizer *tok);
+/* Serialises as a tokenizer.json that HuggingFace tokenizers loads. */
+void tfm_tokenizer_to_json(const tfm_tokenizer *tok, tfm_buf *out);
+
+tfm_tok_kind tfm_tokenizer_kind(const tfm_tokenizer *tok);
+uint32_t tfm_tokenizer_vocab_size(const tfm_tokenizer *tok);
+/* The token's text as stored in the vocabulary (GPT-2's byte alphabet for
+ * byte-level BPE, "##" prefixes for WordPiece); NULL for an unknown id. */
+const char *tfm_tokenizer_piece(const tfm_tokenizer *tok, uint32_t id, size_t *len);
+/* Id of a vocabulary entry or special token, -1 if absent. */
+int64_t tfm_tokenizer_token_id(const tfm_tokenizer *tok, const char *piece, size_t len);
+
+/* Well-known special tokens; -1 when the tokenizer has none.
+ * eos: <|endoftext|> for GPT-2, [SEP] for BERT; bos: <|endoftext|> / [CLS]. */
+typedef struct tfm_tok_specials {
+    int64_t unk, pad, bos, eos, cls, sep, mask;
+} tfm_tok_specials;
+const tfm_tok_specials *tfm_tokenizer_specials(const tfm_tokenizer *tok);
+
+tfm_tok_scratch *tfm_tok_scratch_new(const tfm_tokenizer *tok);
+void tfm_tok_scratch_free(tfm_tok_scratch *s);
+
+/* Appends the ids of text[0..len) to out.  With split_special != 0 the text
+ * of an added special token ("<|endoftext|>", "[MASK]") becomes its id;
+ * otherwise it is ordinary text.  No [CLS]/[SEP] are added here. */
+void tfm_tokenizer_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
+                          const char *text, size_t len, int split_special,
+                          tfm_ids *out);
+/* Appends the text of ids to out; an id outside the vocabulary is an error
+ * naming it.  skip_special drops special tokens from the text. */
+int tfm_tokenizer_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n,
+                         int skip_special, tfm_buf *out, tfm_err *err);
+
+/* Training. */
+typedef struct tfm_tok_train_opts {
+    tfm_tok_kind kind;
+    uint32_t vocab_size;     /* target, specials and base alphabet included */
+    uint64_t min_frequency;  /* pairs/words seen fewer times are not merged */
+    const char **specials;   /* NULL: the kind's defaults */
+    size_t n_specials;
+    int lowercase;           /* -1: the kind's default (WordPiece: yes) */
+    int threads;
+} tfm_tok_train_opts;
+
+/* Streaming word counter: feed text in any number of pieces (each a complete
+ * line or document; never split inside a word), then train. */
+typedef struct tfm_tok_trainer tfm_tok_trainer;
+tfm_tok_trainer *tfm_tok_trainer_new(const tfm_tok_train_opts *opts);
+void tfm_tok_trainer_feed(tfm_tok_trainer *t, const char *text, size_t len);
+int tfm_tok_trainer_finish(tfm_tok_trainer *t, tfm_tokenizer **out, tfm_err *err);
+void tfm_tok_trainer_free(tfm_tok_trainer *t);
+
+#endif

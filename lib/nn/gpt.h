@@ -1,0 +1,164 @@
+/* GPT-style decoder-only language model: forward, backward, parameters.
+ *
+ * Tutorial:
+ *
+ *     tfm_gpt_config cfg;
+ *     tfm_gpt_config_default(&cfg);          // GPT-2 small shape, pre-LN
+ *     cfg.n_layer = 4; cfg.vocab_size = 73;  // ...
+ *     tfm_gpt m;
+ *     if (tfm_gpt_init(&m, &cfg, &err) < 0) ...      // params (zeroed) + grads
+ *     tfm_gpt_init_weights(&m, seed);                // GPT-2 style random init
+ *     tfm_gpt_set_training(&m, 1);                   // dropout on
+ *     for (;;) {
+ *         tfm_gpt_zero_grad(&m);
+ *         if (tfm_gpt_forward(&m, x, y, B, T, &loss, &err) < 0) ...
+ *         tfm_gpt_backward(&m, 1.0f);                // grads += d(loss)/d(params)
+ *         ... optimizer over m.params / m.grads using m.table ...
+ *     }
+ *     tfm_gpt_free(&m);
+ *
+ * Memory (llm.c style): the parameters are one float array sliced into named
+ * tensors (m.table lists them with offsets), the gradients a second array of
+ * the same layout, the activations a third, planned for the largest (B, T)
+ * seen so far and reused; nothing is allocated per step.
+ *
+ * Tensor names and layouts follow HuggingFace GPT-2, so GPT-2 checkpoints
+ * map one to one (without the "transformer." prefix):
+ *     wte.weight               [V, C]
+ *     wpe.weight               [block_size, C]
+ *     h.{i}.ln_1.weight/.bias  [C]
+ *     h.{i}.attn.c_attn.weight [C, 3C]   (stored [in, out]: y = x·W + b)
+ *     h.{i}.attn.c_attn.bias   [3C]      (q, k, v in that order)
+ *     h.{i}.attn.c_proj.weight [C, C]    ([in, out])
+ *     h.{i}.attn.c_proj.bias   [C]
+ *     h.{i}.ln_2.weight/.bias  [C]
+ *     h.{i}.mlp.c_fc.weight    [C, 4C]   ([in, out])
+ *     h.{i}.mlp.c_fc.bias      [4C]
+ *     h.{i}.mlp.c_proj.weight  [4C, C]   ([in, out])
+ *     h.{i}.mlp.c_proj.bias    [C]
+ *     ln_f.weight/.bias        [C]       (pre-LN only; GPT-1's post-LN has none)
+ *     lm_head.weight           [V, C]    (only when tie_embeddings == 0; a
+ *                                         Linear, [out, in], as in HF)
+ * With bias == 0 the four linear biases are absent (layer norms keep theirs).
+ * Post-LN (GPT-1): x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)).
+ * Pre-LN (GPT-2):  x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); then ln_f.
+ * Dropout (one probability) after the embedding sum, on the attention
+ * probabilities, and after each of the two residual projections, as GPT-2.
+ *
+ * Threads: call tfm_blas_init (tensor/gemm.h) once, before the first model
+ * call; it sets BLIS's kernels and thread count and OpenMP's thread count.
+ *
+ * Ownership: tfm_gpt owns params, grads, activations and the table (names
+ * included); tfm_gpt_free releases all.  Pointers returned by the accessors
+ * stay valid until the next forward with a larger B·T, or free. */
+#ifndef TFM_NN_GPT_H
+#define TFM_NN_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/rng.h"
+
+typedef enum tfm_ln_place {
+    TFM_LN_PRE,   /* GPT-2 */
+    TFM_LN_POST,  /* GPT-1, original Transformer */
+} tfm_ln_place;
+
+typedef enum tfm_act {
+    TFM_ACT_GELU_TANH,   /* GPT-2's tanh approximation */
+    TFM_ACT_GELU_EXACT,  /* x·Φ(x) with erf (BERT) */
+    TFM_ACT_RELU,
+} tfm_act;
+
+typedef struct tfm_gpt_config {
+    int n_layer;
+    int n_head;
+    int n_embd;          /* C; a multiple of n_head */
+    int block_size;      /* maximum context T */
+    int vocab_size;      /* V */
+    float dropout;       /* in [0, 1); applied only in training mode */
+    int tie_embeddings;  /* 1: the LM head is wte (default) */
+    tfm_ln_place ln;
+    tfm_act act;
+    float ln_eps;        /* 1e-5 */
+    int bias;            /* 1: linear layers have biases (default) */
+    float label_smoothing; /* in [0, 1): target = (1-ε)·onehot + ε/V */
+} tfm_gpt_config;
+
+/* GPT-2 small: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
+ * 50257, dropout 0, tied, pre-LN, GELU tanh, eps 1e-5, bias, no smoothing. */
+void tfm_gpt_config_default(tfm_gpt_config *cfg);
+/* Checks ranges and divisibility; the message names the bad field
+ * (e.g. "n_embd 100 is not a multiple of n_head 3"). */
+int tfm_gpt_config_check(const tfm_gpt_config *cfg, tfm_err *err);
+/* Number of parameters the config implies (tied head counted once). */
+size_t tfm_gpt_config_num_params(const tfm_gpt_config *cfg);
+
+typedef struct tfm_param {
+    char name[48];       /* e.g. "h.3.attn.c_attn.weight" */
+    int ndim;            /* 1 or 2 */
+    size_t shape[2];     /* shape[1] is 0 for ndim 1 */
+    size_t offset;       /* in floats, into params and grads */
+    size_t numel;
+    int decay;           /* 1 for matrices (linear and embedding weights),
+                            0 for biases and layer-norm parameters */
+} tfm_param;
+
+typedef struct tfm_gpt_acts tfm_gpt_acts;   /* private activation plan */
+
+typedef struct tfm_gpt {
+    tfm_gpt_config cfg;
+    float *params;       /* n_params floats, 64-byte aligned */
+    float *grads;        /* n_params floats; accumulated by backward */
+    size_t n_params;
+    tfm_param *table;    /* n_table entries, in the order listed above */
+    int n_table;
+    int training;        /* dropout active when 1 and cfg.dropout > 0 */
+    tfm_rng rng;         /* dropout masks; part of the training state:
+                            save and restore it to resume bit for bit */
+    /* Set by the last forward: */
+    int B, T;
+    float loss;          /* mean loss, or -1 when no targets were given */
+    tfm_gpt_acts *acts;
+} tfm_gpt;
+
+/* Allocates params (zeroed) and grads (zeroed) for cfg; activations are
+ * planned on the first forward.  The rng is seeded with 0; seed it (or
+ * restore it) yourself for dropout.  -1 on a bad config. */
+int tfm_gpt_init(tfm_gpt *m, const tfm_gpt_config *cfg, tfm_err *err);
+void tfm_gpt_free(tfm_gpt *m);
+
+/* GPT-2 initialisation from seed: matrices and embeddings N(0, 0.02), the
+ * residual projections (attn.c_proj, mlp.c_proj weights) N(0, 0.02/√(2·L)),
+ * biases 0, layer norms weight 1 bias 0.  Also seeds m->rng from seed. */
+void tfm_gpt_init_weights(tfm_gpt *m, uint64_t seed);
+
+/* Finds a parameter by name; NULL when absent. */
+const tfm_param *tfm_gpt_param(const tfm_gpt *m, const char *name);
+
+void tfm_gpt_set_training(tfm_gpt *m, int training);
+
+/* inputs: B·T token ids, row-major [B, T]; targets: the same shape, or NULL
+ * for logits only (then *loss is set to -1).  A target of -1 is ignored in
+ * the loss (padding); the mean runs over the others.  1 ≤ T ≤ block_size.
+ * Ids outside [0, V) are an error naming the position.  loss may be NULL. */
+int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
+                    int B, int T, float *loss, tfm_err *err);
+
+/* Logits [B, T, V] of the last forward.  Valid until the next backward
+ * (which turns them into their gradient in place) or forward. */
+float *tfm_gpt_logits(tfm_gpt *m);
+
+/* Sets every gradient to 0. */
+void tfm_gpt_zero_grad(tfm_gpt *m);
+
+/* Adds scale · d(mean loss)/d(params) of the last forward (which must have
+ * had targets) into m->grads.  scale is 1 normally, 1/k when accumulating k
+ * micro-batches. */
+void tfm_gpt_backward(tfm_gpt *m, float scale);
+
+/* Bytes held by the model (params, grads, activations), for reports. */
+size_t tfm_gpt_bytes(const tfm_gpt *m);
+
+#endif

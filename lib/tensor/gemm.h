@@ -1,0 +1,37 @@
+/* The one matrix product of the suite: a row-major wrapper over BLIS.
+ *
+ * Every product in tfm goes through tfm_gemm so that kernel choice,
+ * threading and the single-row fast path live in one place.  Transposed
+ * operands are passed to BLIS as strides: nothing is copied.
+ *
+ * Call tfm_blas_init once, before any BLIS use (it must set BLIS_ARCH_TYPE
+ * before BLIS initialises itself: Debian's BLIS 0.9 does not know recent
+ * CPUs and would otherwise fall back to its slow reference kernels). */
+#ifndef TFM_TENSOR_GEMM_H
+#define TFM_TENSOR_GEMM_H
+
+#include <stddef.h>
+
+/* Picks BLIS's kernels from the CPU's features (AVX-512F -> skx, AVX2 ->
+ * haswell) unless the user set BLIS_ARCH_TYPE, and sets the thread count
+ * of BLIS and OpenMP.  threads <= 0 means TFM_NUM_THREADS, else all cores
+ * (tfm_threads_default).  May be called again to change the thread count. */
+void tfm_blas_init(int threads);
+/* The thread count set by tfm_blas_init (1 before it). */
+int tfm_blas_threads(void);
+
+/* C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C, all row-major.
+ * op(A) = A (A is M×K, row stride lda) or Aᵀ (transA: A is K×M, stride lda);
+ * likewise B.  beta 0 overwrites C (NaNs in C do not propagate).
+ * Single rows or columns go to gemv; small products run on one thread. */
+void tfm_gemm(int transA, int transB, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc);
+
+/* The same product on exactly one thread, for callers that are already
+ * inside a parallel loop (per-head attention). */
+void tfm_gemm1(int transA, int transB, int M, int N, int K, float alpha,
+               const float *A, int lda, const float *B, int ldb, float beta,
+               float *C, int ldc);
+
+#endif

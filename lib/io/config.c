@@ -1,0 +1,613 @@
+#include "io/config.h"
+
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "base/opt.h"
+#include "io/json.h"
+
+#define OFF(f) offsetof(tfm_config, f)
+#define I64 9.2e18
+
+/* The single source of truth for keys, defaults, ranges and documentation. */
+static const tfm_config_key keys[] = {
+    {"model.n_layer", TFM_CONFIG_INT, OFF(model.n_layer), "4", 1, 1024, NULL,
+     "number of transformer blocks"},
+    {"model.n_head", TFM_CONFIG_INT, OFF(model.n_head), "4", 1, 1024, NULL,
+     "attention heads per block (must divide n_embd)"},
+    {"model.n_embd", TFM_CONFIG_INT, OFF(model.n_embd), "128", 1, 65536, NULL,
+     "model width (embedding size)"},
+    {"model.block_size", TFM_CONFIG_INT, OFF(model.block_size), "64", 1, 1048576, NULL,
+     "context length in tokens"},
+    {"model.vocab_size", TFM_CONFIG_INT, OFF(model.vocab_size), "0", 0, 16777216, NULL,
+     "vocabulary size; 0 takes it from the tokenizer (or the largest id in the data + 1)"},
+    {"model.dropout", TFM_CONFIG_FLOAT, OFF(model.dropout), "0", 0, 0.99, NULL,
+     "dropout probability on embeddings, attention and residual branches"},
+    {"model.tie_embeddings", TFM_CONFIG_BOOL, OFF(model.tie_embeddings), "true", 0, 0, NULL,
+     "the LM head shares the token embedding matrix"},
+    {"model.bias", TFM_CONFIG_BOOL, OFF(model.bias), "true", 0, 0, NULL,
+     "linear layers and layer norms have biases"},
+    {"model.norm", TFM_CONFIG_ENUM, OFF(model.norm), "pre", 0, 0, "pre|post",
+     "layer norm placement: pre (GPT-2) or post (GPT-1, original Transformer)"},
+    {"model.activation", TFM_CONFIG_ENUM, OFF(model.activation), "gelu", 0, 0,
+     "gelu|gelu_exact|relu", "MLP activation: gelu (tanh approximation), gelu_exact (erf), relu"},
+    {"model.ln_eps", TFM_CONFIG_FLOAT, OFF(model.ln_eps), "1e-05", 1e-12, 1, NULL,
+     "layer norm epsilon"},
+
+    {"data.train", TFM_CONFIG_STRING, OFF(data.train), "", 0, 0, NULL,
+     "training tokens: a .npy file of uint16 or uint32 ids"},
+    {"data.val", TFM_CONFIG_STRING, OFF(data.val), "", 0, 0, NULL,
+     "validation tokens (.npy); empty: no validation unless data.text is split"},
+    {"data.text", TFM_CONFIG_STRING, OFF(data.text), "", 0, 0, NULL,
+     "a text file to encode with data.tokenizer instead of data.train"},
+    {"data.tokenizer", TFM_CONFIG_STRING, OFF(data.tokenizer), "", 0, 0, NULL,
+     "tokenizer (tokenizer.json, ...) stored in the model file; required with data.text"},
+    {"data.val_fraction", TFM_CONFIG_FLOAT, OFF(data.val_fraction), "0.1", 0, 0.9, NULL,
+     "with data.text: the last fraction of the tokens used for validation"},
+
+    {"optim.type", TFM_CONFIG_ENUM, OFF(optim.type), "adamw", 0, 0, "adamw|adam",
+     "adamw (decoupled weight decay) or adam (weight decay added to the gradient)"},
+    {"optim.lr", TFM_CONFIG_FLOAT, OFF(optim.lr), "0.001", 0, 1e6, NULL,
+     "peak learning rate (for inverse_sqrt: a multiplier of the schedule)"},
+    {"optim.beta1", TFM_CONFIG_FLOAT, OFF(optim.beta1), "0.9", 0, 0.999999, NULL,
+     "Adam first-moment decay"},
+    {"optim.beta2", TFM_CONFIG_FLOAT, OFF(optim.beta2), "0.999", 0, 0.999999999, NULL,
+     "Adam second-moment decay"},
+    {"optim.eps", TFM_CONFIG_FLOAT, OFF(optim.eps), "1e-08", 0, 1, NULL,
+     "Adam epsilon"},
+    {"optim.weight_decay", TFM_CONFIG_FLOAT, OFF(optim.weight_decay), "0", 0, 10, NULL,
+     "weight decay, applied to matrices only (not biases, norms)"},
+    {"optim.grad_clip", TFM_CONFIG_FLOAT, OFF(optim.grad_clip), "1", 0, 1e9, NULL,
+     "clip the global gradient norm to this value; 0 disables"},
+
+    {"schedule.warmup", TFM_CONFIG_INT, OFF(schedule.warmup), "0", 0, I64, NULL,
+     "steps of linear warmup from 0 to optim.lr"},
+    {"schedule.decay", TFM_CONFIG_ENUM, OFF(schedule.decay), "cosine", 0, 0,
+     "cosine|linear|constant|inverse_sqrt",
+     "after warmup: cosine or linear to min_lr at max_steps, constant, or inverse_sqrt"},
+    {"schedule.min_lr", TFM_CONFIG_FLOAT, OFF(schedule.min_lr), "0", 0, 1e6, NULL,
+     "final learning rate of cosine and linear decay"},
+
+    {"train.batch_size", TFM_CONFIG_INT, OFF(train.batch_size), "12", 1, 1048576, NULL,
+     "sequences per micro-batch"},
+    {"train.grad_accum", TFM_CONFIG_INT, OFF(train.grad_accum), "1", 1, 65536, NULL,
+     "micro-batches accumulated per optimizer step"},
+    {"train.max_steps", TFM_CONFIG_INT, OFF(train.max_steps), "1000", 0, I64, NULL,
+     "optimizer steps in the whole run"},
+    {"train.eval_interval", TFM_CONFIG_INT, OFF(train.eval_interval), "200", 0, I64, NULL,
+     "evaluate on the validation set every N steps (and at the end); 0: only at the end"},
+    {"train.eval_batches", TFM_CONFIG_INT, OFF(train.eval_batches), "20", 1, 1000000, NULL,
+     "validation batches per evaluation (the same batches every time)"},
+    {"train.checkpoint_interval", TFM_CONFIG_INT, OFF(train.checkpoint_interval), "0", 0, I64,
+     NULL, "save a checkpoint every N steps; 0: at every evaluation"},
+    {"train.log_interval", TFM_CONFIG_INT, OFF(train.log_interval), "10", 1, I64, NULL,
+     "write a log.tsv line every N steps"},
+    {"train.patience", TFM_CONFIG_INT, OFF(train.patience), "0", 0, I64, NULL,
+     "stop after N evaluations without a new best validation loss; 0: never"},
+    {"train.seed", TFM_CONFIG_INT, OFF(train.seed), "1337", -1, I64, NULL,
+     "random seed for initialisation, batches and dropout; -1: from the clock (logged)"},
+    {"train.threads", TFM_CONFIG_INT, OFF(train.threads), "0", 0, 4096, NULL,
+     "threads; 0: --threads, TFM_NUM_THREADS or all cores"},
+    {"train.label_smoothing", TFM_CONFIG_FLOAT, OFF(train.label_smoothing), "0", 0, 0.999,
+     NULL, "label smoothing of the cross-entropy loss"},
+};
+
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+const tfm_config_key *tfm_config_keys(size_t *n)
+{
+    *n = NKEYS;
+    return keys;
+}
+
+const tfm_config_key *tfm_config_find(const char *path)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].path, path) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+/* Index of s in "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *s, size_t len)
+{
+    int idx = 0;
+    const char *p = choices;
+    for (;;) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == len && memcmp(p, s, n) == 0)
+            return idx;
+        if (!bar)
+            return -1;
+        p = bar + 1;
+        idx++;
+    }
+}
+
+static const char *choice_at(const char *choices, int idx, char *buf, size_t size)
+{
+    const char *p = choices;
+    for (int i = 0; i < idx; i++) {
+        p = strchr(p, '|');
+        if (!p)
+            return NULL;
+        p++;
+    }
+    const char *bar = strchr(p, '|');
+    size_t n = bar ? (size_t)(bar - p) : strlen(p);
+    if (n >= size)
+        n = size - 1;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return buf;
+}
+
+const char *tfm_config_choice_name(const char *path, int value, char *buf, size_t size)
+{
+    const tfm_config_key *k = tfm_config_find(path);
+    if (!k || k->type != TFM_CONFIG_ENUM)
+        return NULL;
+    return choice_at(k->choices, value, buf, size);
+}
+
+static const char *type_name(const tfm_config_key *k)
+{
+    switch (k->type) {
+    case TFM_CONFIG_INT: return "an integer";
+    case TFM_CONFIG_FLOAT: return "a number";
+    case TFM_CONFIG_BOOL: return "true or false";
+    case TFM_CONFIG_STRING: return "a string";
+    case TFM_CONFIG_ENUM: return "one of";
+    }
+    return "?";
+}
+
+/* Parses text as the key's type and stores it.  Returns 0, or -1 with a
+ * message (without location: the caller adds where the text came from). */
+static int store(tfm_config *c, const tfm_config_key *k, const char *text, int is_string,
+                 tfm_err *err)
+{
+    char *field = (char *)c + k->offset;
+    switch (k->type) {
+    case TFM_CONFIG_INT: {
+        char *end;
+        errno = 0;
+        long long v = is_string ? 0 : strtoll(text, &end, 10);
+        if (is_string || errno || !*text || *end) {
+            /* Accept integral numbers written as 1e3 or 1000.0. */
+            double d;
+            if (is_string || tfm_parse_double(text, -I64, I64, &d) < 0 || d != floor(d))
+                return tfm_err_set(err, "'%s' must be an integer, got '%s'", k->path, text);
+            v = (long long)d;
+        }
+        if ((double)v < k->min || (double)v > k->max)
+            return tfm_err_set(err, "'%s' must be in [%.0f, %.0f], got %lld", k->path, k->min,
+                               k->max, v);
+        *(int64_t *)field = v;
+        return 0;
+    }
+    case TFM_CONFIG_FLOAT: {
+        double d;
+        if (is_string || tfm_parse_double(text, -INFINITY, INFINITY, &d) < 0)
+            return tfm_err_set(err, "'%s' must be a number, got '%s'", k->path, text);
+        if (d < k->min || d > k->max)
+            return tfm_err_set(err, "'%s' must be in [%g, %g], got %s", k->path, k->min,
+                               k->max, text);
+        *(double *)field = d;
+        return 0;
+    }
+    case TFM_CONFIG_BOOL: {
+        int b;
+        if (!is_string && (!strcmp(text, "true") || !strcmp(text, "True") || !strcmp(text, "1")))
+            b = 1;
+        else if (!is_string &&
+                 (!strcmp(text, "false") || !strcmp(text, "False") || !strcmp(text, "0")))
+            b = 0;
+        else
+            return tfm_err_set(err, "'%s' must be true or false, got '%s'", k->path, text);
+        *(int *)field = b;
+        return 0;
+    }
+    case TFM_CONFIG_STRING: {
+        size_t n = strlen(text);
+        if (n >= TFM_CONFIG_PATH_MAX)
+            return tfm_err_set(err, "'%s' is too long (%zu bytes, at most %d)", k->path, n,
+                               TFM_CONFIG_PATH_MAX - 1);
+        memcpy(field, text, n + 1);
+        return 0;
+    }
+    case TFM_CONFIG_ENUM: {
+        int idx = choice_index(k->choices, text, strlen(text));
+        if (idx < 0)
+            return tfm_err_set(err, "'%s' must be one of %s, got '%s'", k->path, k->choices,
+                               text);
+        *(int *)field = idx;
+        return 0;
+    }
+    }
+    return tfm_err_set(err, "internal: bad key type");
+}
+
+void tfm_config_defaults(tfm_config *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < NKEYS; i++) {
+        tfm_err err = {0};
+        int rc = store(c, &keys[i], keys[i].def, 0, &err);
+        TFM_ASSERT(rc == 0);
+    }
+}
+
+/* Levenshtein distance, for "did you mean". */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return (size_t)-1;
+    size_t row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t prev = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cur = row[j];
+            size_t sub = prev + (a[i - 1] != b[j - 1]);
+            size_t del = row[j] + 1, ins = row[j - 1] + 1;
+            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+const char *tfm_config_suggest(const char *path)
+{
+    /* Compare both the full path and the last component, so that a key put in
+     * the wrong section ("train.lr") and a typo ("optim.lerning_rate") both
+     * find their match. */
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    const char *dot = strrchr(path, '.');
+    const char *leaf = dot ? dot + 1 : path;
+    for (size_t i = 0; i < NKEYS; i++) {
+        const char *kleaf = strrchr(keys[i].path, '.') + 1;
+        size_t d1 = edit_distance(path, keys[i].path);
+        size_t d2 = edit_distance(leaf, kleaf);
+        /* A matching leaf in another section is a strong hint. */
+        size_t d = d1 < d2 + 1 ? d1 : d2 + 1;
+        if (d < best_d) {
+            best_d = d;
+            best = keys[i].path;
+        }
+    }
+    /* Long names people type for the short keys. */
+    static const char *const aliases[][2] = {
+        {"learning_rate", "optim.lr"}, {"layers", "model.n_layer"},
+        {"heads", "model.n_head"},     {"d_model", "model.n_embd"},
+        {"context", "model.block_size"}, {"seq_len", "model.block_size"},
+        {"clip", "optim.grad_clip"},   {"steps", "train.max_steps"},
+        {"warmup_steps", "schedule.warmup"}, {"epsilon", "optim.eps"},
+    };
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        size_t d = edit_distance(leaf, aliases[i][0]);
+        if (d < best_d) {
+            best_d = d;
+            best = aliases[i][1];
+        }
+    }
+    size_t len = strlen(leaf);
+    size_t limit = len / 3 > 2 ? len / 3 : 2;
+    if (best_d > limit)
+        return NULL;
+    return best;
+}
+
+static int unknown_key(tfm_err *err, const char *name, long line, long col, const char *shown,
+                       const char *full)
+{
+    const char *s = tfm_config_suggest(full);
+    if (s)
+        return tfm_err_at(err, name, line, col, "unknown key '%s' (did you mean '%s'?)", shown,
+                          s);
+    return tfm_err_at(err, name, line, col, "unknown key '%s'", shown);
+}
+
+static int is_section(const char *s, size_t n)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        const char *dot = strchr(keys[i].path, '.');
+        if ((size_t)(dot - keys[i].path) == n && memcmp(keys[i].path, s, n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int apply_value(tfm_config *c, const tfm_config_key *k, const tfm_json_doc *doc,
+                       const tfm_json *v, tfm_err *err)
+{
+    const char *name = doc->name;
+    tfm_err e = {0};
+    switch (v->type) {
+    case TFM_JSON_NULL:
+        if (k->type == TFM_CONFIG_STRING)
+            return store(c, k, "", 1, &e) < 0 ? tfm_err_at(err, name, v->line, v->col, "%s", e.msg)
+                                             : 0;
+        return tfm_err_at(err, name, v->line, v->col, "'%s' must be %s%s%s, got null", k->path,
+                          type_name(k), k->choices ? " " : "", k->choices ? k->choices : "");
+    case TFM_JSON_ARRAY:
+    case TFM_JSON_OBJECT:
+        return tfm_err_at(err, name, v->line, v->col, "'%s' must be %s%s%s, got %s", k->path,
+                          type_name(k), k->choices ? " " : "", k->choices ? k->choices : "",
+                          v->type == TFM_JSON_ARRAY ? "a list" : "a mapping");
+    case TFM_JSON_STRING:
+        if (memchr(v->str, 0, v->len))
+            return tfm_err_at(err, name, v->line, v->col, "'%s' contains a NUL byte", k->path);
+        /* A quoted "4" is still a string: numbers must be written as numbers,
+         * except that strings and enums take any text. */
+        if (store(c, k, v->str, k->type == TFM_CONFIG_INT || k->type == TFM_CONFIG_FLOAT ||
+                                    k->type == TFM_CONFIG_BOOL, &e) < 0)
+            return tfm_err_at(err, name, v->line, v->col, "%s", e.msg);
+        return 0;
+    case TFM_JSON_NUMBER:
+    case TFM_JSON_BOOL:
+        if (k->type == TFM_CONFIG_STRING || k->type == TFM_CONFIG_ENUM) {
+            /* A file name like 2024 is fine; an enum given a number is not. */
+            if (k->type == TFM_CONFIG_ENUM || v->type == TFM_JSON_BOOL)
+                return tfm_err_at(err, name, v->line, v->col, "'%s' must be %s%s%s, got %s",
+                                  k->path, type_name(k), k->choices ? " " : "",
+                                  k->choices ? k->choices : "", v->str);
+        }
+        if (k->type == TFM_CONFIG_BOOL && v->type != TFM_JSON_BOOL)
+            return tfm_err_at(err, name, v->line, v->col, "'%s' must be true or false, got %s",
+                              k->path, v->str);
+        if ((k->type == TFM_CONFIG_INT || k->type == TFM_CONFIG_FLOAT) &&
+            v->type != TFM_JSON_NUMBER)
+            return tfm_err_at(err, name, v->line, v->col, "'%s' must be %s, got %s", k->path,
+                              type_name(k), v->str);
+        if (store(c, k, v->str, 0, &e) < 0)
+            return tfm_err_at(err, name, v->line, v->col, "%s", e.msg);
+        return 0;
+    }
+    return 0;
+}
+
+int tfm_config_apply_yaml(tfm_config *c, const char *text, size_t len, const char *name,
+                          tfm_err *err)
+{
+    tfm_json_doc doc;
+    if (tfm_json_parse(&doc, text, len, name, 1, err) < 0)
+        return -1;
+    int rc = -1;
+    const tfm_json *root = doc.root;
+    if (!root || root->type == TFM_JSON_NULL) { /* an empty file sets nothing */
+        rc = 0;
+        goto out;
+    }
+    if (root->type != TFM_JSON_OBJECT) {
+        tfm_err_at(err, name, root->line, root->col,
+                   "the configuration must be a mapping of sections (model:, data:, ...)");
+        goto out;
+    }
+    for (size_t i = 0; i < root->n; i++) {
+        const tfm_json *sk = root->keys[i], *sv = root->items[i];
+        if (!is_section(sk->str, sk->len)) {
+            if (sv->type != TFM_JSON_OBJECT) {
+                /* "lr: 0.1" at the top: suggest the sectioned key. */
+                char full[256];
+                snprintf(full, sizeof full, "%.*s", (int)sk->len, sk->str);
+                unknown_key(err, name, sk->line, sk->col, full, full);
+            } else {
+                tfm_err_at(err, name, sk->line, sk->col,
+                           "unknown section '%.*s' (expected model, data, optim, schedule or "
+                           "train)",
+                           (int)sk->len, sk->str);
+            }
+            goto out;
+        }
+        if (sv->type == TFM_JSON_NULL)
+            continue;
+        if (sv->type != TFM_JSON_OBJECT) {
+            tfm_err_at(err, name, sv->line, sv->col, "section '%.*s' must be a mapping",
+                       (int)sk->len, sk->str);
+            goto out;
+        }
+        for (size_t j = 0; j < sv->n; j++) {
+            const tfm_json *kk = sv->keys[j], *kv = sv->items[j];
+            char full[256];
+            snprintf(full, sizeof full, "%.*s.%.*s", (int)sk->len, sk->str, (int)kk->len,
+                     kk->str);
+            const tfm_config_key *k = tfm_config_find(full);
+            if (!k) {
+                char shown[128];
+                snprintf(shown, sizeof shown, "%.*s", (int)kk->len, kk->str);
+                unknown_key(err, name, kk->line, kk->col, shown, full);
+                goto out;
+            }
+            for (size_t p = 0; p < j; p++)
+                if (sv->keys[p]->len == kk->len && !memcmp(sv->keys[p]->str, kk->str, kk->len)) {
+                    tfm_err_at(err, name, kk->line, kk->col, "duplicate key '%s'", full);
+                    goto out;
+                }
+            if (apply_value(c, k, &doc, kv, err) < 0)
+                goto out;
+        }
+    }
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
+int tfm_config_load_yaml(tfm_config *c, const char *path, tfm_err *err)
+{
+    tfm_buf b = {0};
+    FILE *fp = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!fp)
+        return tfm_err_errno(err, "%s", path);
+    int rc = tfm_read_all(fp, path, &b, err);
+    if (fp != stdin)
+        fclose(fp);
+    if (rc == 0)
+        rc = tfm_config_apply_yaml(c, b.data ? b.data : "", b.len, path, err);
+    tfm_buf_free(&b);
+    return rc;
+}
+
+int tfm_config_set(tfm_config *c, const char *assignment, tfm_err *err)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return tfm_err_set(err, "--set '%s': expected key=value (e.g. optim.lr=3e-4)",
+                           assignment);
+    char path[256];
+    size_t n = (size_t)(eq - assignment);
+    if (n >= sizeof path)
+        n = sizeof path - 1;
+    memcpy(path, assignment, n);
+    path[n] = 0;
+    const tfm_config_key *k = tfm_config_find(path);
+    if (!k) {
+        const char *s = tfm_config_suggest(path);
+        if (s)
+            return tfm_err_set(err, "--set: unknown key '%s' (did you mean '%s'?)", path, s);
+        return tfm_err_set(err, "--set: unknown key '%s'", path);
+    }
+    if (store(c, k, eq + 1, 0, err) < 0)
+        return tfm_err_prefix(err, "--set");
+    return 0;
+}
+
+int tfm_config_validate(const tfm_config *c, tfm_err *err)
+{
+    if (c->model.n_embd % c->model.n_head)
+        return tfm_err_set(err, "model.n_embd (%lld) must be divisible by model.n_head (%lld)",
+                           (long long)c->model.n_embd, (long long)c->model.n_head);
+    if (!c->data.train[0] && !c->data.text[0])
+        return tfm_err_set(err, "no training data: set data.train (a .npy token file) or "
+                                "data.text with data.tokenizer");
+    if (c->data.train[0] && c->data.text[0])
+        return tfm_err_set(err, "data.train and data.text are exclusive: set one of them");
+    if (c->data.text[0] && !c->data.tokenizer[0])
+        return tfm_err_set(err, "data.text needs data.tokenizer");
+    if (c->schedule.decay != TFM_CONFIG_DECAY_INVERSE_SQRT &&
+        c->schedule.min_lr > c->optim.lr)
+        return tfm_err_set(err, "schedule.min_lr (%g) is above optim.lr (%g)", c->schedule.min_lr,
+                           c->optim.lr);
+    if (c->schedule.decay == TFM_CONFIG_DECAY_INVERSE_SQRT && c->schedule.warmup == 0)
+        return tfm_err_set(err, "schedule.decay inverse_sqrt needs schedule.warmup > 0");
+    return 0;
+}
+
+/* Shortest decimal that reads back to the same double. */
+static void put_double(tfm_buf *out, double d)
+{
+    char s[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(s, sizeof s, "%.*g", prec, d);
+        if (strtod(s, NULL) == d)
+            break;
+    }
+    /* YAML 1.2 core schema: "1e-05" is a float, but "1" would read as an int,
+     * which is fine for a float key. */
+    tfm_buf_puts(out, s);
+}
+
+static int needs_quotes(const char *s)
+{
+    if (!*s)
+        return 1;
+    static const char special[] = ":#{}[],&*!|>'\"%@`";
+    if (strchr("-?~ ", s[0]) || isspace((unsigned char)s[strlen(s) - 1]))
+        return 1;
+    for (const char *p = s; *p; p++)
+        if (strchr(special, *p) || (unsigned char)*p < 0x20)
+            return 1;
+    /* Would be typed as something else. */
+    double d;
+    if (tfm_parse_double(s, -INFINITY, INFINITY, &d) == 0)
+        return 1;
+    static const char *words[] = {"true", "false", "null", "True", "False", "Null", "TRUE",
+                                  "FALSE", "NULL", "yes", "no", "on", "off"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (!strcmp(s, words[i]))
+            return 1;
+    return 0;
+}
+
+void tfm_config_dump(const tfm_config *c, int comments, tfm_buf *out)
+{
+    const char *section = "";
+    size_t section_len = 0;
+    for (size_t i = 0; i < NKEYS; i++) {
+        const tfm_config_key *k = &keys[i];
+        const char *dot = strchr(k->path, '.');
+        size_t sl = (size_t)(dot - k->path);
+        if (sl != section_len || memcmp(section, k->path, sl)) {
+            tfm_buf_printf(out, "%.*s:\n", (int)sl, k->path);
+            section = k->path;
+            section_len = sl;
+        }
+        size_t start = out->len;
+        tfm_buf_printf(out, "  %s: ", dot + 1);
+        const char *field = (const char *)c + k->offset;
+        char tmp[64];
+        switch (k->type) {
+        case TFM_CONFIG_INT:
+            tfm_buf_printf(out, "%lld", (long long)*(const int64_t *)field);
+            break;
+        case TFM_CONFIG_FLOAT:
+            put_double(out, *(const double *)field);
+            break;
+        case TFM_CONFIG_BOOL:
+            tfm_buf_puts(out, *(const int *)field ? "true" : "false");
+            break;
+        case TFM_CONFIG_STRING:
+            if (needs_quotes(field))
+                tfm_buf_put_json_string(out, field, strlen(field));
+            else
+                tfm_buf_puts(out, field);
+            break;
+        case TFM_CONFIG_ENUM:
+            tfm_buf_puts(out, choice_at(k->choices, *(const int *)field, tmp, sizeof tmp));
+            break;
+        }
+        if (comments) {
+            size_t w = out->len - start;
+            for (; w < 28; w++)
+                tfm_buf_putc(out, ' ');
+            tfm_buf_printf(out, " # %s", k->doc);
+        }
+        tfm_buf_putc(out, '\n');
+    }
+}
+
+int tfm_config_gpt(const tfm_config *c, tfm_gpt_config *g, tfm_err *err)
+{
+    tfm_gpt_config_default(g);
+    g->n_layer = (int)c->model.n_layer;
+    g->n_head = (int)c->model.n_head;
+    g->n_embd = (int)c->model.n_embd;
+    g->block_size = (int)c->model.block_size;
+    g->vocab_size = (int)c->model.vocab_size;
+    g->dropout = (float)c->model.dropout;
+    g->tie_embeddings = c->model.tie_embeddings;
+    g->bias = c->model.bias;
+    g->ln = c->model.norm == TFM_CONFIG_NORM_POST ? TFM_LN_POST : TFM_LN_PRE;
+    g->act = c->model.activation == TFM_CONFIG_ACT_RELU         ? TFM_ACT_RELU
+             : c->model.activation == TFM_CONFIG_ACT_GELU_EXACT ? TFM_ACT_GELU_EXACT
+                                                                : TFM_ACT_GELU_TANH;
+    g->ln_eps = (float)c->model.ln_eps;
+    g->label_smoothing = (float)c->train.label_smoothing;
+    if (tfm_gpt_config_check(g, err) < 0)
+        return tfm_err_prefix(err, "model");
+    return 0;
+}

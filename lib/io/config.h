@@ -1,0 +1,138 @@
+/* Training configuration: one typed schema table drives everything.
+ *
+ * Every key ("model.n_layer") has a type, a default, a range or a list of
+ * choices, and a line of documentation.  The same table parses YAML files
+ * (unknown or mistyped keys are errors with file:line:col and a "did you
+ * mean" hint), applies `--set key=value` overrides, prints the effective
+ * configuration back as YAML (--dump-config), and lists the keys so that a
+ * test can check that man/tfm-config.5 documents every one of them.
+ *
+ * Precedence is the order of the calls: tfm_config_defaults, then
+ * tfm_config_load_yaml, then tfm_config_set for each override.
+ *
+ * A tfm_config is plain data (fixed-size strings), so it can be copied with
+ * `=` and needs no free. */
+#ifndef TFM_IO_CONFIG_H
+#define TFM_IO_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "nn/gpt.h"
+
+#define TFM_CONFIG_PATH_MAX 1024
+
+typedef enum tfm_config_norm {
+    TFM_CONFIG_NORM_PRE,  /* GPT-2: x + f(LN(x)) */
+    TFM_CONFIG_NORM_POST, /* GPT-1 / original Transformer: LN(x + f(x)) */
+} tfm_config_norm;
+
+typedef enum tfm_config_act {
+    TFM_CONFIG_ACT_GELU,       /* tanh approximation (GPT-2) */
+    TFM_CONFIG_ACT_GELU_EXACT, /* erf form (BERT) */
+    TFM_CONFIG_ACT_RELU,
+} tfm_config_act;
+
+typedef enum tfm_config_optim {
+    TFM_CONFIG_OPTIM_ADAMW,
+    TFM_CONFIG_OPTIM_ADAM,
+} tfm_config_optim;
+
+typedef enum tfm_config_decay {
+    TFM_CONFIG_DECAY_COSINE,
+    TFM_CONFIG_DECAY_LINEAR,
+    TFM_CONFIG_DECAY_CONSTANT,
+    TFM_CONFIG_DECAY_INVERSE_SQRT,
+} tfm_config_decay;
+
+typedef struct tfm_config {
+    struct {
+        int64_t n_layer, n_head, n_embd, block_size;
+        int64_t vocab_size; /* 0: from the tokenizer (or the data) */
+        double dropout;
+        int tie_embeddings;
+        int bias;
+        int norm;       /* tfm_config_norm */
+        int activation; /* tfm_config_act */
+        double ln_eps;
+    } model;
+    struct {
+        char train[TFM_CONFIG_PATH_MAX];
+        char val[TFM_CONFIG_PATH_MAX];
+        char text[TFM_CONFIG_PATH_MAX];
+        char tokenizer[TFM_CONFIG_PATH_MAX];
+        double val_fraction;
+    } data;
+    struct {
+        int type; /* tfm_config_optim */
+        double lr, beta1, beta2, eps, weight_decay, grad_clip;
+    } optim;
+    struct {
+        int64_t warmup;
+        int decay; /* tfm_config_decay */
+        double min_lr;
+    } schedule;
+    struct {
+        int64_t batch_size, grad_accum, max_steps;
+        int64_t eval_interval, eval_batches, checkpoint_interval;
+        int64_t log_interval, patience;
+        int64_t seed; /* -1: chosen from the clock and logged */
+        int64_t threads; /* 0: --threads, TFM_NUM_THREADS or all cores */
+        double label_smoothing;
+    } train;
+} tfm_config;
+
+typedef enum tfm_config_type {
+    TFM_CONFIG_INT,
+    TFM_CONFIG_FLOAT,
+    TFM_CONFIG_BOOL,
+    TFM_CONFIG_STRING,
+    TFM_CONFIG_ENUM, /* stored as int: index into `choices` */
+} tfm_config_type;
+
+typedef struct tfm_config_key {
+    const char *path;      /* "section.name" */
+    tfm_config_type type;
+    size_t offset;         /* into tfm_config */
+    const char *def;       /* default, as YAML text */
+    double min, max;       /* INT and FLOAT, inclusive */
+    const char *choices;   /* ENUM: "pre|post" (index = enum value) */
+    const char *doc;       /* one line for --dump-config and the man page */
+} tfm_config_key;
+
+/* The schema, in the order --dump-config prints it. */
+const tfm_config_key *tfm_config_keys(size_t *n);
+const tfm_config_key *tfm_config_find(const char *path);
+
+void tfm_config_defaults(tfm_config *c);
+
+/* Applies the keys present in a YAML document (sections as mappings:
+ * `model: {n_layer: 4}`); keys absent keep their current value.  Errors name
+ * name:line:col.  tfm_config_load_yaml reads a file. */
+int tfm_config_apply_yaml(tfm_config *c, const char *text, size_t len,
+                          const char *name, tfm_err *err);
+int tfm_config_load_yaml(tfm_config *c, const char *path, tfm_err *err);
+
+/* One override "section.key=value"; the value is read as the key's type. */
+int tfm_config_set(tfm_config *c, const char *assignment, tfm_err *err);
+
+/* Checks between keys (n_embd divisible by n_head, data present, ...). */
+int tfm_config_validate(const tfm_config *c, tfm_err *err);
+
+/* Appends the configuration as YAML; with comments != 0 each key carries its
+ * documentation as a comment.  The output parses back to the same values. */
+void tfm_config_dump(const tfm_config *c, int comments, tfm_buf *out);
+
+/* The model section as the model code's config; vocab_size must have been
+ * resolved (non-zero).  Fails with the model code's message on a bad shape. */
+int tfm_config_gpt(const tfm_config *c, tfm_gpt_config *out, tfm_err *err);
+
+/* The closest key to a misspelt one (NULL when nothing is close). */
+const char *tfm_config_suggest(const char *path);
+
+/* Enum value name, e.g. tfm_config_choice_name("model.norm", 0) = "pre". */
+const char *tfm_config_choice_name(const char *path, int value, char *buf, size_t size);
+
+#endif

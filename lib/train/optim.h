@@ -1,0 +1,49 @@
+/* Adam and AdamW over a model's flat parameter array, and gradient clipping
+ * by global norm.
+ *
+ * The optimizer works on the layout of tfm_gpt (one float array for the
+ * parameters, one for the gradients, a table of named slices with a `decay`
+ * flag): weight decay touches only the slices flagged as matrices.
+ *
+ *   AdamW (decoupled, Loshchilov & Hutter):  p -= lr·wd·p, then the Adam step
+ *   Adam with weight decay (L2):             g += wd·p,    then the Adam step
+ *   Adam step, t = 1, 2, ...:  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
+ *                              p -= lr/(1-β1^t) · m / (√v/√(1-β2^t) + ε)
+ * which is PyTorch's formulation, so runs can be compared with it.
+ *
+ * Ownership: tfm_adam owns m and v; tfm_adam_free releases them. */
+#ifndef TFM_TRAIN_OPTIM_H
+#define TFM_TRAIN_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/gpt.h"
+
+typedef struct tfm_adam {
+    float *m, *v;   /* first and second moments, n floats each */
+    size_t n;
+    int64_t t;      /* steps taken; bias correction uses t after increment */
+    int decoupled;  /* 1: AdamW; 0: Adam with L2 weight decay */
+    double beta1, beta2, eps, weight_decay;
+} tfm_adam;
+
+/* Moments zeroed, t = 0. */
+void tfm_adam_init(tfm_adam *o, size_t n, int decoupled, double beta1, double beta2,
+                   double eps, double weight_decay);
+void tfm_adam_free(tfm_adam *o);
+
+/* One step at learning rate lr over params/grads described by table. */
+void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_param *table,
+                   int n_table, double lr);
+
+/* √(Σ g²), summed in double in fixed chunks so that the result does not depend
+ * on the number of threads (resumed runs must match bit for bit). */
+double tfm_grad_norm(const float *g, size_t n);
+
+/* Scales g so that its norm is at most max_norm (PyTorch's clip_grad_norm_:
+ * factor max_norm / (norm + 1e-6), applied only when it is < 1).  Returns the
+ * norm before clipping.  max_norm <= 0 only measures. */
+double tfm_grad_clip(float *g, size_t n, double max_norm);
+
+#endif

@@ -1,0 +1,456 @@
+/* KV-cache inference forward; see gpt_infer.h. */
+#include "config.h"
+
+#include "nn/gpt_infer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "tensor/gemm.h"
+#include "tensor/ops.h"
+
+/* ---- weights ---- */
+
+int tfm_gpt_weights_bind(tfm_gpt_weights *w, const tfm_gpt_config *c,
+                         tfm_gpt_lookup lookup, void *ctx, tfm_err *err)
+{
+    memset(w, 0, sizeof *w);
+    const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
+    char name[64];
+#define GET(dst, nm, d0, d1)                                                  \
+    do {                                                                      \
+        if (!((dst) = lookup(ctx, (nm), (d0), (d1), err)))                    \
+            goto fail;                                                        \
+    } while (0)
+    GET(w->wte, "wte.weight", V, C);
+    GET(w->wpe, "wpe.weight", (size_t)c->block_size, C);
+    if (c->ln == TFM_LN_PRE) {
+        GET(w->lnf_w, "ln_f.weight", C, 0);
+        GET(w->lnf_b, "ln_f.bias", C, 0);
+    }
+    if (c->tie_embeddings)
+        w->lm_head = w->wte;
+    else
+        GET(w->lm_head, "lm_head.weight", V, C);
+    w->n_layer = c->n_layer;
+    w->layers = tfm_calloc((size_t)c->n_layer, sizeof *w->layers);
+    for (int l = 0; l < c->n_layer; l++) {
+        tfm_gpt_layer_weights *L = &w->layers[l];
+#define GETL(dst, suffix, d0, d1)                                             \
+        do {                                                                  \
+            snprintf(name, sizeof name, "h.%d.%s", l, suffix);                \
+            GET(dst, name, d0, d1);                                           \
+        } while (0)
+        GETL(L->ln1_w, "ln_1.weight", C, 0);
+        GETL(L->ln1_b, "ln_1.bias", C, 0);
+        GETL(L->qkv_w, "attn.c_attn.weight", C, 3 * C);
+        GETL(L->proj_w, "attn.c_proj.weight", C, C);
+        GETL(L->ln2_w, "ln_2.weight", C, 0);
+        GETL(L->ln2_b, "ln_2.bias", C, 0);
+        GETL(L->fc_w, "mlp.c_fc.weight", C, 4 * C);
+        GETL(L->fcp_w, "mlp.c_proj.weight", 4 * C, C);
+        if (c->bias) {
+            GETL(L->qkv_b, "attn.c_attn.bias", 3 * C, 0);
+            GETL(L->proj_b, "attn.c_proj.bias", C, 0);
+            GETL(L->fc_b, "mlp.c_fc.bias", 4 * C, 0);
+            GETL(L->fcp_b, "mlp.c_proj.bias", C, 0);
+        }
+#undef GETL
+    }
+#undef GET
+    return 0;
+fail:
+    tfm_gpt_weights_free(w);
+    return -1;
+}
+
+static const float *model_lookup(void *ctx, const char *name, size_t d0, size_t d1,
+                                 tfm_err *err)
+{
+    const tfm_gpt *m = ctx;
+    const tfm_param *p = tfm_gpt_param(m, name);
+    if (!p) {
+        tfm_err_set(err, "model has no tensor '%s'", name);
+        return NULL;
+    }
+    if (p->shape[0] != d0 || p->shape[1] != d1) {
+        tfm_err_set(err, "tensor '%s' has shape [%zu, %zu], expected [%zu, %zu]",
+                    name, p->shape[0], p->shape[1], d0, d1);
+        return NULL;
+    }
+    return m->params + p->offset;
+}
+
+int tfm_gpt_weights_from_model(tfm_gpt_weights *w, const tfm_gpt *m, tfm_err *err)
+{
+    return tfm_gpt_weights_bind(w, &m->cfg, model_lookup, (void *)m, err);
+}
+
+void tfm_gpt_weights_free(tfm_gpt_weights *w)
+{
+    free(w->layers);
+    memset(w, 0, sizeof *w);
+}
+
+/* ---- gemv over [in, out] weights ---- */
+
+#define TILE 64
+
+/* y[r, j0 .. j0+TILE) for NR rows: the accumulators stay in registers
+ * (NR × 4 AVX-512 vectors) while W streams through once. */
+static inline __attribute__((always_inline)) void
+gemv_tile(float *y, const float *x, const float *W, const float *b, int NR,
+          int K, int N, int j0)
+{
+    float acc[4][TILE];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < TILE; j++)
+            acc[r][j] = b ? b[j0 + j] : 0.0f;
+    for (int i = 0; i < K; i++) {
+        const float *wr = W + (size_t)i * N + j0;
+        for (int r = 0; r < NR; r++) {
+            float xv = x[(size_t)r * K + i];
+            for (int j = 0; j < TILE; j++)
+                acc[r][j] += xv * wr[j];
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < TILE; j++)
+            y[(size_t)r * N + j0 + j] = acc[r][j];
+}
+
+static void gemv_cols(float *y, const float *x, const float *W, const float *b,
+                      int nr, int K, int N, int j0, int j1)
+{
+    /* the ragged right edge, plainly */
+    for (int r = 0; r < nr; r++)
+        for (int j = j0; j < j1; j++) {
+            float s = b ? b[j] : 0.0f;
+            for (int i = 0; i < K; i++)
+                s += x[(size_t)r * K + i] * W[(size_t)i * N + j];
+            y[(size_t)r * N + j] = s;
+        }
+}
+
+void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
+                   int n, int K, int N)
+{
+    int ntiles = N / TILE;
+    for (int r0 = 0; r0 < n; r0 += 4) {
+        int nr = n - r0 < 4 ? n - r0 : 4;
+        const float *xr = x + (size_t)r0 * K;
+        float *yr = y + (size_t)r0 * N;
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < ntiles; t++) {
+            switch (nr) {
+            case 1: gemv_tile(yr, xr, W, b, 1, K, N, t * TILE); break;
+            case 2: gemv_tile(yr, xr, W, b, 2, K, N, t * TILE); break;
+            case 3: gemv_tile(yr, xr, W, b, 3, K, N, t * TILE); break;
+            default: gemv_tile(yr, xr, W, b, 4, K, N, t * TILE); break;
+            }
+        }
+        if (ntiles * TILE < N)
+            gemv_cols(yr, xr, W, b, nr, K, N, ntiles * TILE, N);
+    }
+}
+
+/* out[r, v] = <head[v, :], x[r, :]> for the [V, C] LM head: each row of
+ * the head is read once for all n rows. */
+static void head_rows(float *out, const float *x, const float *head, int n, int V, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int v = 0; v < V; v++) {
+        const float *hv = head + (size_t)v * C;
+        for (int r = 0; r < n; r++) {
+            const float *xr = x + (size_t)r * C;
+            float s = 0.0f;
+#pragma omp simd reduction(+:s)
+            for (int i = 0; i < C; i++)
+                s += hv[i] * xr[i];
+            out[(size_t)r * V + v] = s;
+        }
+    }
+}
+
+/* Below this many rows the weights dominate: stream them once with gemv. */
+#define GEMV_ROWS 8
+
+static void linear(float *out, const float *in, const float *W, const float *b,
+                   int R, int K, int N)
+{
+    if (R <= GEMV_ROWS) {
+        tfm_gemv_rows(out, in, W, b, R, K, N);
+        return;
+    }
+    tfm_gemm(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
+    if (b)
+        tfm_bias_forward(out, b, R, N);
+}
+
+/* ---- the cache ---- */
+
+static int threads_now(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static void ensure_rows(tfm_gpt_infer *g, int rows)
+{
+    if (rows <= g->max_rows)
+        return;
+    const size_t C = (size_t)g->cfg.n_embd, R = (size_t)rows;
+    free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc);
+    free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos);
+    g->x = tfm_aligned_alloc(sizeof(float) * R * C);
+    g->h = tfm_aligned_alloc(sizeof(float) * R * C);
+    g->qkv = tfm_aligned_alloc(sizeof(float) * R * 3 * C);
+    g->att = tfm_aligned_alloc(sizeof(float) * R * C);
+    g->fc = tfm_aligned_alloc(sizeof(float) * R * 4 * C);
+    g->mean = tfm_malloc(sizeof(float) * R);
+    g->rstd = tfm_malloc(sizeof(float) * R);
+    g->row_slot = tfm_malloc(sizeof(int) * R);
+    g->row_pos = tfm_malloc(sizeof(int) * R);
+    g->max_rows = rows;
+}
+
+int tfm_gpt_infer_init(tfm_gpt_infer *g, const tfm_gpt_config *cfg,
+                       const tfm_gpt_weights *w, int n_slots, int max_len,
+                       tfm_err *err)
+{
+    memset(g, 0, sizeof *g);
+    if (tfm_gpt_config_check(cfg, err) < 0)
+        return -1;
+    if (n_slots < 1 || max_len < 1)
+        return tfm_err_set(err, "inference needs at least one slot and one position");
+    if (max_len > cfg->block_size)
+        max_len = cfg->block_size;
+    g->cfg = *cfg;
+    g->w = w;
+    g->n_slots = n_slots;
+    g->max_len = max_len;
+    size_t per = (size_t)cfg->n_layer * n_slots * max_len * cfg->n_embd;
+    g->kcache = tfm_aligned_alloc(sizeof(float) * per);
+    g->vcache = tfm_aligned_alloc(sizeof(float) * per);
+    g->len = tfm_calloc((size_t)n_slots, sizeof *g->len);
+    ensure_rows(g, n_slots > GEMV_ROWS ? n_slots : GEMV_ROWS);
+    return 0;
+}
+
+void tfm_gpt_infer_free(tfm_gpt_infer *g)
+{
+    free(g->kcache); free(g->vcache); free(g->len);
+    free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc);
+    free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos);
+    free(g->scores);
+    memset(g, 0, sizeof *g);
+}
+
+size_t tfm_gpt_infer_bytes(const tfm_gpt_infer *g)
+{
+    const size_t C = (size_t)g->cfg.n_embd;
+    size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len * C;
+    size_t scratch = sizeof(float) * (size_t)g->max_rows * (10 * C + 2);
+    return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len;
+}
+
+void tfm_gpt_infer_reset(tfm_gpt_infer *g, int slot)
+{
+    TFM_ASSERT(slot >= 0 && slot < g->n_slots);
+    g->len[slot] = 0;
+}
+
+static inline float *kv_at(const tfm_gpt_infer *g, float *cache, int layer, int slot, int pos)
+{
+    return cache + (((size_t)layer * g->n_slots + slot) * g->max_len + pos) * g->cfg.n_embd;
+}
+
+void tfm_gpt_infer_copy_slot(tfm_gpt_infer *g, int dst, int src)
+{
+    TFM_ASSERT(dst >= 0 && dst < g->n_slots && src >= 0 && src < g->n_slots);
+    if (dst == src)
+        return;
+    size_t n = (size_t)g->len[src] * g->cfg.n_embd * sizeof(float);
+    for (int l = 0; l < g->cfg.n_layer; l++) {
+        memcpy(kv_at(g, g->kcache, l, dst, 0), kv_at(g, g->kcache, l, src, 0), n);
+        memcpy(kv_at(g, g->vcache, l, dst, 0), kv_at(g, g->vcache, l, src, 0), n);
+    }
+    g->len[dst] = g->len[src];
+}
+
+/* att[r] = softmax(q_r · K_slotᵀ / √HS over positions ≤ pos_r) · V_slot,
+ * per head; the (row, head) pairs run in parallel. */
+static void attention(tfm_gpt_infer *g, int layer, int R)
+{
+    const int C = g->cfg.n_embd, NH = g->cfg.n_head, HS = C / NH;
+    const float scale = 1.0f / sqrtf((float)HS);
+    int nt = threads_now();
+    if (nt > g->scores_threads) {
+        free(g->scores);
+        g->scores = tfm_malloc(sizeof(float) * (size_t)nt * g->max_len);
+        g->scores_threads = nt;
+    }
+#pragma omp parallel for schedule(dynamic, 1) if (R * NH > 1)
+    for (int rh = 0; rh < R * NH; rh++) {
+        int r = rh / NH, h = rh % NH;
+#ifdef _OPENMP
+        float *s = g->scores + (size_t)omp_get_thread_num() * g->max_len;
+#else
+        float *s = g->scores;
+#endif
+        int slot = g->row_slot[r], pos = g->row_pos[r];
+        const float *q = g->qkv + (size_t)r * 3 * C + h * HS;
+        float mx = -INFINITY;
+        for (int j = 0; j <= pos; j++) {
+            const float *k = kv_at(g, g->kcache, layer, slot, j) + h * HS;
+            float d = 0.0f;
+#pragma omp simd reduction(+:d)
+            for (int i = 0; i < HS; i++)
+                d += q[i] * k[i];
+            s[j] = d * scale;
+            mx = s[j] > mx ? s[j] : mx;
+        }
+        float sum = 0.0f;
+        for (int j = 0; j <= pos; j++) {
+            s[j] = expf(s[j] - mx);
+            sum += s[j];
+        }
+        float *o = g->att + (size_t)r * C + h * HS;
+        for (int i = 0; i < HS; i++)
+            o[i] = 0.0f;
+        for (int j = 0; j <= pos; j++) {
+            const float *v = kv_at(g, g->vcache, layer, slot, j) + h * HS;
+            float p = s[j] / sum;
+#pragma omp simd
+            for (int i = 0; i < HS; i++)
+                o[i] += p * v[i];
+        }
+    }
+}
+
+static tfm_act_kind act_kind(tfm_act a)
+{
+    switch (a) {
+    case TFM_ACT_GELU_EXACT: return TFM_ACT_KIND_GELU_EXACT;
+    case TFM_ACT_RELU: return TFM_ACT_KIND_RELU;
+    default: return TFM_ACT_KIND_GELU_TANH;
+    }
+}
+
+/* The forward over R rows whose slot/position are in row_slot/row_pos and
+ * tokens in tok; logits of the rows in want[0..nwant) go to logits. */
+static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
+                         int first_logit_row, float *logits)
+{
+    const tfm_gpt_config *c = &g->cfg;
+    const tfm_gpt_weights *w = g->w;
+    const int C = c->n_embd, V = c->vocab_size;
+    float *x = g->x, *h = g->h;
+
+    for (int r = 0; r < R; r++) {
+        const float *te = w->wte + (size_t)tok[r] * C;
+        const float *pe = w->wpe + (size_t)g->row_pos[r] * C;
+        float *xr = x + (size_t)r * C;
+        for (int i = 0; i < C; i++)
+            xr[i] = te[i] + pe[i];
+    }
+    for (int l = 0; l < c->n_layer; l++) {
+        const tfm_gpt_layer_weights *L = &w->layers[l];
+        const int pre = c->ln == TFM_LN_PRE;
+        const float *ain = x;
+        if (pre) {
+            tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C, c->ln_eps);
+            ain = h;
+        }
+        linear(g->qkv, ain, L->qkv_w, L->qkv_b, R, C, 3 * C);
+        for (int r = 0; r < R; r++) {
+            const float *q = g->qkv + (size_t)r * 3 * C;
+            memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + C,
+                   sizeof(float) * C);
+            memcpy(kv_at(g, g->vcache, l, g->row_slot[r], g->row_pos[r]), q + 2 * C,
+                   sizeof(float) * C);
+        }
+        attention(g, l, R);
+        linear(h, g->att, L->proj_w, L->proj_b, R, C, C);
+        tfm_add_inplace(x, h, (size_t)R * C);
+        if (!pre)
+            tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C, c->ln_eps);
+        const float *min = x;
+        if (pre) {
+            tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
+            min = h;
+        }
+        linear(g->fc, min, L->fc_w, L->fc_b, R, C, 4 * C);
+        tfm_act_forward(act_kind(c->act), g->fc, g->fc, (size_t)R * 4 * C);
+        linear(h, g->fc, L->fcp_w, L->fcp_b, R, 4 * C, C);
+        tfm_add_inplace(x, h, (size_t)R * C);
+        if (!pre)
+            tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
+    }
+    if (!logits)
+        return;
+    int n = R - first_logit_row;
+    const float *xf = x + (size_t)first_logit_row * C;
+    if (c->ln == TFM_LN_PRE) {
+        tfm_layernorm_forward(h, g->mean, g->rstd, xf, w->lnf_w, w->lnf_b, n, C, c->ln_eps);
+        xf = h;
+    }
+    head_rows(logits, xf, w->lm_head, n, V, C);
+}
+
+static int check_token(const tfm_gpt_infer *g, uint32_t t, tfm_err *err)
+{
+    if (t >= (uint32_t)g->cfg.vocab_size)
+        return tfm_err_set(err, "token id %u is outside the model's vocabulary (%d)",
+                           t, g->cfg.vocab_size);
+    return 0;
+}
+
+int tfm_gpt_infer_prefill(tfm_gpt_infer *g, int slot, const uint32_t *tokens,
+                          int n, float *logits, tfm_err *err)
+{
+    TFM_ASSERT(slot >= 0 && slot < g->n_slots);
+    if (n <= 0)
+        return 0;
+    if (g->len[slot] + n > g->max_len)
+        return tfm_err_set(err, "context length %d exceeded (%d + %d tokens)",
+                           g->max_len, g->len[slot], n);
+    for (int i = 0; i < n; i++)
+        if (check_token(g, tokens[i], err) < 0)
+            return -1;
+    ensure_rows(g, n);
+    for (int i = 0; i < n; i++) {
+        g->row_slot[i] = slot;
+        g->row_pos[i] = g->len[slot] + i;
+    }
+    forward_rows(g, n, tokens, n - 1, logits);
+    g->len[slot] += n;
+    return 0;
+}
+
+int tfm_gpt_infer_step(tfm_gpt_infer *g, int n, const uint32_t *tokens,
+                       const int *slots, float *logits, tfm_err *err)
+{
+    ensure_rows(g, n);
+    for (int i = 0; i < n; i++) {
+        int s = slots[i];
+        TFM_ASSERT(s >= 0 && s < g->n_slots);
+        if (g->len[s] >= g->max_len)
+            return tfm_err_set(err, "context length %d exceeded", g->max_len);
+        if (check_token(g, tokens[i], err) < 0)
+            return -1;
+        g->row_slot[i] = s;
+        g->row_pos[i] = g->len[s];
+    }
+    forward_rows(g, n, tokens, 0, logits);
+    for (int i = 0; i < n; i++)
+        g->len[slots[i]]++;
+    return 0;
+}

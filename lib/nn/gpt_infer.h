@@ -1,0 +1,116 @@
+/* Inference forward of the GPT model (nn/gpt.h) with a key/value cache.
+ *
+ *     tfm_gpt_weights w;                         // pointers, not copies
+ *     tfm_gpt_weights_from_model(&w, &model, &err);   // or _bind(lookup)
+ *     tfm_gpt_infer g;
+ *     tfm_gpt_infer_init(&g, &cfg, &w, n_slots, max_len, &err);
+ *     tfm_gpt_infer_prefill(&g, slot, prompt, n, logits, &err); // one batched pass
+ *     for (;;) tfm_gpt_infer_step(&g, n, tokens, slots, logits, &err);
+ *     tfm_gpt_infer_free(&g);
+ *
+ * A "slot" is one sequence's cache (keys and values of every layer for
+ * positions 0..len-1).  prefill appends many tokens to one slot at once
+ * (matrix products over all its positions); step appends one token to each
+ * of n slots and returns n rows of logits: several prompts or beams decode
+ * as one batch, reading every weight once per step.  Slots may have
+ * different lengths.
+ *
+ * Weights are only pointed to: they may live in a memory-mapped model file
+ * and are never copied or written.  The layout and names are nn/gpt.h's
+ * (matrices [in, out], lm_head [V, C]).
+ *
+ * Context: a slot holds at most min(max_len, block_size) positions (learned
+ * position embeddings end there).  Appending past that is an error
+ * ("context length N exceeded"); the caller decides to stop — there is no
+ * sliding window.
+ *
+ * Threads: the OpenMP thread count (tfm_blas_init).  Single rows use a
+ * gemv that splits the output columns over the threads; prefill uses
+ * tfm_gemm.
+ *
+ * Ownership: tfm_gpt_infer owns its cache and scratch, never the weights
+ * (which must outlive it). */
+#ifndef TFM_NN_GPT_INFER_H
+#define TFM_NN_GPT_INFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "nn/gpt.h"
+
+typedef struct tfm_gpt_layer_weights {
+    const float *ln1_w, *ln1_b;   /* [C] */
+    const float *qkv_w, *qkv_b;   /* [C, 3C], [3C] */
+    const float *proj_w, *proj_b; /* [C, C], [C] */
+    const float *ln2_w, *ln2_b;   /* [C] */
+    const float *fc_w, *fc_b;     /* [C, 4C], [4C] */
+    const float *fcp_w, *fcp_b;   /* [4C, C], [C] */
+} tfm_gpt_layer_weights;
+
+typedef struct tfm_gpt_weights {
+    const float *wte;             /* [V, C] */
+    const float *wpe;             /* [block_size, C] */
+    const float *lnf_w, *lnf_b;   /* [C]; NULL for post-LN */
+    const float *lm_head;         /* [V, C]; == wte when tied */
+    tfm_gpt_layer_weights *layers; /* [n_layer], owned by this struct */
+    int n_layer;
+} tfm_gpt_weights;
+
+/* Finds a tensor by name and checks its shape (dims[1] = 0 for vectors);
+ * returns NULL after setting err when absent or of another shape. */
+typedef const float *(*tfm_gpt_lookup)(void *ctx, const char *name, size_t d0,
+                                       size_t d1, tfm_err *err);
+
+/* Binds every tensor the config needs through lookup. */
+int tfm_gpt_weights_bind(tfm_gpt_weights *w, const tfm_gpt_config *cfg,
+                         tfm_gpt_lookup lookup, void *ctx, tfm_err *err);
+/* Points into a tfm_gpt's parameter array (the model must outlive w). */
+int tfm_gpt_weights_from_model(tfm_gpt_weights *w, const tfm_gpt *m, tfm_err *err);
+void tfm_gpt_weights_free(tfm_gpt_weights *w);
+
+typedef struct tfm_gpt_infer {
+    tfm_gpt_config cfg;
+    const tfm_gpt_weights *w;
+    int n_slots, max_len;
+    float *kcache, *vcache; /* [n_layer][n_slots][max_len][C] each */
+    int *len;               /* [n_slots] positions filled */
+    int max_rows;           /* scratch capacity in rows */
+    float *x, *h, *qkv, *att, *fc, *mean, *rstd; /* scratch */
+    float *scores;          /* [threads][max_len] */
+    int scores_threads;
+    int *row_slot, *row_pos;
+} tfm_gpt_infer;
+
+/* max_len: positions per slot (clamped to cfg->block_size). */
+int tfm_gpt_infer_init(tfm_gpt_infer *g, const tfm_gpt_config *cfg,
+                       const tfm_gpt_weights *w, int n_slots, int max_len,
+                       tfm_err *err);
+void tfm_gpt_infer_free(tfm_gpt_infer *g);
+
+/* Empties a slot. */
+void tfm_gpt_infer_reset(tfm_gpt_infer *g, int slot);
+/* Slot dst becomes a copy of slot src (its filled positions only). */
+void tfm_gpt_infer_copy_slot(tfm_gpt_infer *g, int dst, int src);
+
+/* Appends tokens[0..n) to slot in one pass.  logits: [V] for the last
+ * position (NULL: none).  Errors: an id outside the vocabulary, or the
+ * context overflowing. */
+int tfm_gpt_infer_prefill(tfm_gpt_infer *g, int slot, const uint32_t *tokens,
+                          int n, float *logits, tfm_err *err);
+
+/* Appends tokens[i] to slots[i] for i < n (distinct slots); logits
+ * [n, V] are those of the next token of each. */
+int tfm_gpt_infer_step(tfm_gpt_infer *g, int n, const uint32_t *tokens,
+                       const int *slots, float *logits, tfm_err *err);
+
+/* Bytes of cache and scratch held (the weights are not counted). */
+size_t tfm_gpt_infer_bytes(const tfm_gpt_infer *g);
+
+/* y[n, N] = x[n, K] · W[K, N] (+ b[N]), W row-major [in, out]; the output
+ * columns are split over the OpenMP threads and W is read once for all n
+ * rows.  Exposed for the tests and the benchmark. */
+void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
+                   int n, int K, int N);
+
+#endif

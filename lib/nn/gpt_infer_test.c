@@ -1,0 +1,342 @@
+/* The KV-cache forward against the training forward (nn/gpt.h) recomputing
+ * the whole sequence at every step: same tokens, logits within rounding. */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "infer/beam.h"
+#include "infer/sample.h"
+#include "nn/gpt.h"
+#include "nn/gpt_infer.h"
+#include "tensor/gemm.h"
+
+static void test_gemv_rows(void **state)
+{
+    const int Ks[] = {7, 64, 100}, Ns[] = {64, 130, 333};
+    tfm_rng r;
+    tfm_rng_seed(&r, 1);
+    for (int ki = 0; ki < 3; ki++)
+        for (int ni = 0; ni < 3; ni++)
+            for (int n = 1; n <= 6; n++) {
+                int K = Ks[ki], N = Ns[ni];
+                float *W = malloc(sizeof(float) * K * N), *x = malloc(sizeof(float) * n * K);
+                float *b = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * n * N);
+                for (int i = 0; i < K * N; i++) W[i] = tfm_rng_normal(&r);
+                for (int i = 0; i < n * K; i++) x[i] = tfm_rng_normal(&r);
+                for (int i = 0; i < N; i++) b[i] = tfm_rng_normal(&r);
+                tfm_gemv_rows(y, x, W, (n & 1) ? b : NULL, n, K, N);
+                for (int rr = 0; rr < n; rr++)
+                    for (int j = 0; j < N; j++) {
+                        double s = (n & 1) ? b[j] : 0;
+                        for (int i = 0; i < K; i++)
+                            s += (double)x[rr * K + i] * W[(size_t)i * N + j];
+                        assert_true(fabs(s - y[rr * N + j]) < 1e-4 * (1 + fabs(s)));
+                    }
+                free(W); free(x); free(b); free(y);
+            }
+}
+
+/* A small model with weights large enough that the next token is rarely a
+ * near tie (GPT-2's 0.02 init gives almost flat logits). */
+static void make_model(tfm_gpt *m, tfm_ln_place ln, int tied, int bias, int V)
+{
+    tfm_gpt_config c;
+    tfm_gpt_config_default(&c);
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_embd = 32;
+    c.block_size = 48;
+    c.vocab_size = V;
+    c.ln = ln;
+    c.tie_embeddings = tied;
+    c.bias = bias;
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_init(m, &c, &err), 0);
+    tfm_gpt_init_weights(m, 1234 + ln * 10 + tied * 3 + bias);
+    tfm_rng r;
+    tfm_rng_seed(&r, 99);
+    for (int i = 0; i < m->n_table; i++) {
+        tfm_param *p = &m->table[i];
+        for (size_t j = 0; j < p->numel; j++) {
+            float *v = &m->params[p->offset + j];
+            if (p->ndim == 2)
+                *v *= 20.0f;
+            else if (strstr(p->name, "bias"))
+                *v = 0.1f * tfm_rng_normal(&r);
+            else
+                *v = 1.0f + 0.1f * tfm_rng_normal(&r);
+        }
+    }
+}
+
+/* Next-token logits of seq[0..n) by the training forward. */
+static void full_logits(tfm_gpt *m, const uint32_t *seq, int n, float *out)
+{
+    int32_t *in = malloc(sizeof *in * n);
+    for (int i = 0; i < n; i++)
+        in[i] = (int32_t)seq[i];
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_forward(m, in, NULL, 1, n, NULL, &err), 0);
+    memcpy(out, tfm_gpt_logits(m) + (size_t)(n - 1) * m->cfg.vocab_size,
+           sizeof(float) * m->cfg.vocab_size);
+    free(in);
+}
+
+static void assert_close(const float *a, const float *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!(fabsf(a[i] - b[i]) <= 2e-3f * (1.0f + fabsf(b[i]))))
+            fail_msg("logit %d: cache %g, full %g", i, a[i], b[i]);
+}
+
+static void greedy_case(tfm_ln_place ln, int tied, int bias)
+{
+    enum { V = 61, P = 5, NEW = 30 };
+    tfm_gpt m;
+    make_model(&m, ln, tied, bias, V);
+    tfm_gpt_weights w;
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_weights_from_model(&w, &m, &err), 0);
+    tfm_gpt_infer g;
+    assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, 1, P + NEW, &err), 0);
+
+    uint32_t seq_c[P + NEW], seq_f[P + NEW];
+    const uint32_t prompt[P] = {3, 14, 15, 9, 26};
+    memcpy(seq_c, prompt, sizeof prompt);
+    memcpy(seq_f, prompt, sizeof prompt);
+    float lc[V], lf[V];
+    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, prompt, P, lc, &err), 0);
+    int distinct = 0;
+    for (int t = P; t < P + NEW; t++) {
+        full_logits(&m, seq_f, t, lf);
+        assert_close(lc, lf, V);
+        seq_c[t] = tfm_argmax(lc, V);
+        seq_f[t] = tfm_argmax(lf, V);
+        assert_int_equal(seq_c[t], seq_f[t]);
+        distinct += seq_c[t] != seq_c[t - 1];
+        if (t + 1 < P + NEW) {
+            int slot = 0;
+            assert_int_equal(tfm_gpt_infer_step(&g, 1, &seq_c[t], &slot, lc, &err), 0);
+        }
+    }
+    assert_true(distinct > 3); /* not a degenerate repetition */
+    /* the context is full now: one more is an error, not a crash */
+    int slot = 0;
+    assert_int_equal(tfm_gpt_infer_step(&g, 1, &seq_c[0], &slot, lc, &err), 0);
+    assert_int_equal(tfm_gpt_infer_step(&g, 1, &seq_c[0], &slot, lc, &err), -1);
+    assert_non_null(strstr(err.msg, "context length"));
+    tfm_gpt_infer_free(&g);
+    tfm_gpt_weights_free(&w);
+    tfm_gpt_free(&m);
+}
+
+static void test_greedy_cache_equals_full(void **state)
+{
+    greedy_case(TFM_LN_PRE, 1, 1);
+    greedy_case(TFM_LN_PRE, 0, 0);
+    greedy_case(TFM_LN_POST, 1, 1);
+}
+
+/* Three prompts of different lengths decoded as one batch give what each
+ * gives alone. */
+static void test_batch_equals_single(void **state)
+{
+    enum { V = 50, NEW = 12 };
+    tfm_gpt m;
+    make_model(&m, TFM_LN_PRE, 1, 1, V);
+    tfm_gpt_weights w;
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_weights_from_model(&w, &m, &err), 0);
+    const uint32_t p0[] = {1, 2, 3}, p1[] = {7}, p2[] = {40, 41, 42, 43, 44, 45, 46};
+    const uint32_t *ps[3] = {p0, p1, p2};
+    const int pn[3] = {3, 1, 7};
+    uint32_t alone[3][NEW], batch[3][NEW];
+    float lg[3 * V];
+    for (int k = 0; k < 3; k++) {
+        tfm_gpt_infer g;
+        assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, 1, 32, &err), 0);
+        assert_int_equal(tfm_gpt_infer_prefill(&g, 0, ps[k], pn[k], lg, &err), 0);
+        for (int t = 0; t < NEW; t++) {
+            alone[k][t] = tfm_argmax(lg, V);
+            int s = 0;
+            assert_int_equal(tfm_gpt_infer_step(&g, 1, &alone[k][t], &s, lg, &err), 0);
+        }
+        tfm_gpt_infer_free(&g);
+    }
+    tfm_gpt_infer g;
+    assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, 3, 32, &err), 0);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(tfm_gpt_infer_prefill(&g, 2 - k, ps[k], pn[k], lg + k * V, &err), 0);
+    const int slots[3] = {2, 1, 0};
+    for (int t = 0; t < NEW; t++) {
+        uint32_t tok[3];
+        for (int k = 0; k < 3; k++)
+            tok[k] = batch[k][t] = tfm_argmax(lg + k * V, V);
+        assert_int_equal(tfm_gpt_infer_step(&g, 3, tok, slots, lg, &err), 0);
+    }
+    assert_memory_equal(alone, batch, sizeof alone);
+    tfm_gpt_infer_free(&g);
+    tfm_gpt_weights_free(&w);
+    tfm_gpt_free(&m);
+}
+
+/* Beam search through the cache, and through a step function that
+ * recomputes every hypothesis from scratch with the training forward. */
+typedef struct full_ctx {
+    tfm_gpt *m;
+    uint32_t hist[8][64];
+    int len[8];
+} full_ctx;
+
+static int full_step(void *ctx, size_t n, const uint32_t *tokens, const int *slots,
+                     float *logprobs, tfm_err *err)
+{
+    full_ctx *f = ctx;
+    int V = f->m->cfg.vocab_size;
+    for (size_t i = 0; i < n; i++) {
+        int s = slots[i];
+        f->hist[s][f->len[s]++] = tokens[i];
+        full_logits(f->m, f->hist[s], f->len[s], logprobs + i * V);
+        tfm_log_softmax(logprobs + i * V, V, logprobs + i * V);
+    }
+    return 0;
+}
+
+static int full_copy(void *ctx, int dst, int src, tfm_err *err)
+{
+    full_ctx *f = ctx;
+    memcpy(f->hist[dst], f->hist[src], sizeof f->hist[0]);
+    f->len[dst] = f->len[src];
+    return 0;
+}
+
+typedef struct cache_ctx {
+    tfm_gpt_infer *g;
+} cache_ctx;
+
+static int cache_step(void *ctx, size_t n, const uint32_t *tokens, const int *slots,
+                      float *logprobs, tfm_err *err)
+{
+    cache_ctx *c = ctx;
+    int V = c->g->cfg.vocab_size;
+    if (tfm_gpt_infer_step(c->g, (int)n, tokens, slots, logprobs, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        tfm_log_softmax(logprobs + i * V, V, logprobs + i * V);
+    return 0;
+}
+
+static int cache_copy(void *ctx, int dst, int src, tfm_err *err)
+{
+    cache_ctx *c = ctx;
+    tfm_gpt_infer_copy_slot(c->g, dst, src);
+    return 0;
+}
+
+static void test_beam_cache_equals_full(void **state)
+{
+    enum { V = 40, P = 4 };
+    tfm_gpt m;
+    make_model(&m, TFM_LN_PRE, 1, 1, V);
+    tfm_gpt_weights w;
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_weights_from_model(&w, &m, &err), 0);
+    const uint32_t prompt[P] = {5, 6, 7, 8};
+    tfm_beam_opts o;
+    tfm_beam_opts_default(&o);
+    o.beam = 4;
+    o.nbest = 3;
+    o.max_len = 14;
+    o.eos = 0;
+    float first[V];
+
+    full_ctx *f = calloc(1, sizeof *f);
+    f->m = &m;
+    memcpy(f->hist[0], prompt, sizeof prompt);
+    f->len[0] = P;
+    full_logits(&m, prompt, P, first);
+    tfm_log_softmax(first, V, first);
+    tfm_beam_model fm = {f, V, full_step, full_copy};
+    tfm_beam_result rf;
+    assert_int_equal(tfm_beam_search(&fm, &o, first, &rf, &err), 0);
+
+    tfm_gpt_infer g;
+    assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, o.beam, P + o.max_len, &err), 0);
+    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, prompt, P, first, &err), 0);
+    tfm_log_softmax(first, V, first);
+    cache_ctx cc = {&g};
+    tfm_beam_model cm = {&cc, V, cache_step, cache_copy};
+    tfm_beam_result rc;
+    assert_int_equal(tfm_beam_search(&cm, &o, first, &rc, &err), 0);
+
+    assert_int_equal(rc.n, rf.n);
+    for (size_t i = 0; i < rc.n; i++) {
+        assert_int_equal(rc.hyps[i].len, rf.hyps[i].len);
+        assert_memory_equal(rc.hyps[i].tokens, rf.hyps[i].tokens,
+                            rc.hyps[i].len * sizeof(uint32_t));
+        assert_true(fabs(rc.hyps[i].score - rf.hyps[i].score) < 1e-3);
+    }
+    /* and the beam found something at least as good as greedy */
+    tfm_beam_opts o1 = o;
+    o1.beam = o1.nbest = 1;
+    tfm_gpt_infer_reset(&g, 0);
+    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, prompt, P, first, &err), 0);
+    tfm_log_softmax(first, V, first);
+    tfm_beam_result r1;
+    assert_int_equal(tfm_beam_search(&cm, &o1, first, &r1, &err), 0);
+    assert_true(rc.hyps[0].score >= r1.hyps[0].score - 1e-6);
+    tfm_beam_result_free(&r1);
+    tfm_beam_result_free(&rc);
+    tfm_beam_result_free(&rf);
+    free(f);
+    tfm_gpt_infer_free(&g);
+    tfm_gpt_weights_free(&w);
+    tfm_gpt_free(&m);
+}
+
+static void test_bad_token(void **state)
+{
+    tfm_gpt m;
+    make_model(&m, TFM_LN_PRE, 1, 1, 20);
+    tfm_gpt_weights w;
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_weights_from_model(&w, &m, &err), 0);
+    tfm_gpt_infer g;
+    assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, 1, 8, &err), 0);
+    const uint32_t bad[] = {1, 20};
+    float lg[20];
+    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, bad, 2, lg, &err), -1);
+    assert_non_null(strstr(err.msg, "vocabulary"));
+    const uint32_t longp[9] = {0};
+    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, longp, 9, lg, &err), -1);
+    assert_non_null(strstr(err.msg, "context length"));
+    tfm_gpt_infer_free(&g);
+    tfm_gpt_weights_free(&w);
+    tfm_gpt_free(&m);
+}
+
+static int setup(void **state)
+{
+    tfm_blas_init(2);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemv_rows),
+        cmocka_unit_test(test_greedy_cache_equals_full),
+        cmocka_unit_test(test_batch_equals_single),
+        cmocka_unit_test(test_beam_cache_equals_full),
+        cmocka_unit_test(test_bad_token),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

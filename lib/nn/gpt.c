@@ -1,0 +1,666 @@
+#include "config.h"
+
+#include "nn/gpt.h"
+#include "nn/attention.h"
+#include "tensor/gemm.h"
+#include "tensor/ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- config -------------------------------------------------------------- */
+
+void tfm_gpt_config_default(tfm_gpt_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->n_layer = 12;
+    c->n_head = 12;
+    c->n_embd = 768;
+    c->block_size = 1024;
+    c->vocab_size = 50257;
+    c->dropout = 0.0f;
+    c->tie_embeddings = 1;
+    c->ln = TFM_LN_PRE;
+    c->act = TFM_ACT_GELU_TANH;
+    c->ln_eps = 1e-5f;
+    c->bias = 1;
+    c->label_smoothing = 0.0f;
+}
+
+int tfm_gpt_config_check(const tfm_gpt_config *c, tfm_err *err)
+{
+    if (c->n_layer < 1 || c->n_layer > 1000)
+        return tfm_err_set(err, "n_layer %d is out of range [1, 1000]", c->n_layer);
+    if (c->n_head < 1 || c->n_head > 1024)
+        return tfm_err_set(err, "n_head %d is out of range [1, 1024]", c->n_head);
+    if (c->n_embd < 1 || c->n_embd > 65536)
+        return tfm_err_set(err, "n_embd %d is out of range [1, 65536]", c->n_embd);
+    if (c->n_embd % c->n_head)
+        return tfm_err_set(err, "n_embd %d is not a multiple of n_head %d", c->n_embd,
+                           c->n_head);
+    if (c->block_size < 1 || c->block_size > 1 << 20)
+        return tfm_err_set(err, "block_size %d is out of range [1, 1048576]", c->block_size);
+    if (c->vocab_size < 1 || c->vocab_size > 1 << 24)
+        return tfm_err_set(err, "vocab_size %d is out of range [1, 16777216]", c->vocab_size);
+    if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
+        return tfm_err_set(err, "dropout %g is out of range [0, 1)", c->dropout);
+    if (!(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f))
+        return tfm_err_set(err, "label_smoothing %g is out of range [0, 1)",
+                           c->label_smoothing);
+    if (!(c->ln_eps > 0.0f && c->ln_eps < 1.0f))
+        return tfm_err_set(err, "layernorm eps %g is out of range (0, 1)", c->ln_eps);
+    if (c->ln != TFM_LN_PRE && c->ln != TFM_LN_POST)
+        return tfm_err_set(err, "unknown layer norm placement %d", (int)c->ln);
+    if (c->act != TFM_ACT_GELU_TANH && c->act != TFM_ACT_GELU_EXACT && c->act != TFM_ACT_RELU)
+        return tfm_err_set(err, "unknown activation %d", (int)c->act);
+    return 0;
+}
+
+/* ---- parameter table ----------------------------------------------------- */
+
+/* Per-layer parameter slots, in table order. */
+enum {
+    P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB,
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW, P_FCPB, P_NLAYER
+};
+
+typedef struct layer_params {
+    float *p[P_NLAYER];
+} layer_params;
+
+/* Each tensor starts on a 64-byte boundary (16 floats) for the SIMD loops and
+ * BLIS; the padding stays zero in params and grads. */
+static size_t align16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+typedef struct table_builder {
+    tfm_param *t;
+    int n;
+    size_t off;
+    size_t real;
+} table_builder;
+
+static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1, int decay)
+{
+    size_t numel = d1 ? d0 * d1 : d0;
+    if (tb->t) {
+        tfm_param *p = &tb->t[tb->n];
+        snprintf(p->name, sizeof p->name, "%s", name);
+        p->ndim = d1 ? 2 : 1;
+        p->shape[0] = d0;
+        p->shape[1] = d1;
+        p->offset = tb->off;
+        p->numel = numel;
+        p->decay = decay;
+    }
+    tb->n++;
+    tb->off += align16(numel);
+    tb->real += numel;
+}
+
+static void build_table(const tfm_gpt_config *c, table_builder *tb)
+{
+    size_t C = c->n_embd, V = c->vocab_size;
+    char name[64];
+    add_param(tb, "wte.weight", V, C, 1);
+    add_param(tb, "wpe.weight", c->block_size, C, 1);
+    for (int l = 0; l < c->n_layer; l++) {
+#define ADD(suffix, d0, d1, decay)                                          \
+    do {                                                                    \
+        snprintf(name, sizeof name, "h.%d.%s", l, suffix);                 \
+        add_param(tb, name, d0, d1, decay);                                 \
+    } while (0)
+        ADD("ln_1.weight", C, 0, 0);
+        ADD("ln_1.bias", C, 0, 0);
+        ADD("attn.c_attn.weight", C, 3 * C, 1);
+        if (c->bias)
+            ADD("attn.c_attn.bias", 3 * C, 0, 0);
+        ADD("attn.c_proj.weight", C, C, 1);
+        if (c->bias)
+            ADD("attn.c_proj.bias", C, 0, 0);
+        ADD("ln_2.weight", C, 0, 0);
+        ADD("ln_2.bias", C, 0, 0);
+        ADD("mlp.c_fc.weight", C, 4 * C, 1);
+        if (c->bias)
+            ADD("mlp.c_fc.bias", 4 * C, 0, 0);
+        ADD("mlp.c_proj.weight", 4 * C, C, 1);
+        if (c->bias)
+            ADD("mlp.c_proj.bias", C, 0, 0);
+#undef ADD
+    }
+    if (c->ln == TFM_LN_PRE) {
+        add_param(tb, "ln_f.weight", C, 0, 0);
+        add_param(tb, "ln_f.bias", C, 0, 0);
+    }
+    if (!c->tie_embeddings)
+        add_param(tb, "lm_head.weight", V, C, 1);
+}
+
+size_t tfm_gpt_config_num_params(const tfm_gpt_config *c)
+{
+    table_builder tb = {0};
+    build_table(c, &tb);
+    return tb.real;
+}
+
+const tfm_param *tfm_gpt_param(const tfm_gpt *m, const char *name)
+{
+    for (int i = 0; i < m->n_table; i++)
+        if (!strcmp(m->table[i].name, name))
+            return &m->table[i];
+    return NULL;
+}
+
+/* ---- activations --------------------------------------------------------- */
+
+typedef struct layer_acts {
+    float *ln1, *ln1_mean, *ln1_rstd;  /* [N,C], [N], [N] */
+    float *qkv;                        /* [N,3C] */
+    float *att;                        /* [B,NH,T,T] probabilities */
+    float *atty;                       /* [N,C] heads concatenated */
+    float *res_attn;                   /* [N,C] */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fch;                        /* [N,4C] before the activation */
+    float *res_mlp;                    /* [N,C] */
+} layer_acts;
+
+struct tfm_gpt_acts {
+    size_t cap_n, cap_att;     /* planned B·T and B·T·T */
+    float *mem;
+    size_t bytes;
+    float *encoded;            /* [N,C] embeddings (after dropout) */
+    layer_acts *layer;
+    float *lnf, *lnf_mean, *lnf_rstd;
+    float *logits;             /* [N,V] */
+    float *lse, *losses;       /* [N] */
+    int32_t *inputs, *targets; /* [N] copies for backward */
+    int have_targets;
+    long count;                /* targets counted in the loss */
+    /* scratch, reused by every layer */
+    float *fcg;                /* [N,4C] activation output */
+    float *dfch;               /* [N,4C] */
+    float *dqkv;               /* [N,3C] */
+    float *datty, *d0, *d1, *d2, *dtmp; /* [N,C] */
+    float *attn_scratch;
+    size_t attn_scratch_n;
+    /* dropout streams of the last forward */
+    uint64_t seed;
+};
+
+static layer_params layer_ptrs(const tfm_gpt *m, float *base, int l)
+{
+    /* Table rows per layer: 8 with biases, 4 fewer without. */
+    int per = m->cfg.bias ? 12 : 8;
+    const tfm_param *t = m->table + 2 + (size_t)l * per;
+    layer_params lp;
+    memset(&lp, 0, sizeof lp);
+    int i = 0;
+    lp.p[P_LN1W] = base + t[i++].offset;
+    lp.p[P_LN1B] = base + t[i++].offset;
+    lp.p[P_QKVW] = base + t[i++].offset;
+    if (m->cfg.bias)
+        lp.p[P_QKVB] = base + t[i++].offset;
+    lp.p[P_PROJW] = base + t[i++].offset;
+    if (m->cfg.bias)
+        lp.p[P_PROJB] = base + t[i++].offset;
+    lp.p[P_LN2W] = base + t[i++].offset;
+    lp.p[P_LN2B] = base + t[i++].offset;
+    lp.p[P_FCW] = base + t[i++].offset;
+    if (m->cfg.bias)
+        lp.p[P_FCB] = base + t[i++].offset;
+    lp.p[P_FCPW] = base + t[i++].offset;
+    if (m->cfg.bias)
+        lp.p[P_FCPB] = base + t[i++].offset;
+    return lp;
+}
+
+static float *param_ptr(const tfm_gpt *m, float *base, const char *name)
+{
+    const tfm_param *p = tfm_gpt_param(m, name);
+    return p ? base + p->offset : NULL;
+}
+
+static void acts_free(tfm_gpt_acts *a)
+{
+    if (!a)
+        return;
+    free(a->mem);
+    free(a->layer);
+    free(a);
+}
+
+/* Lays out every activation for N = B·T rows in one allocation (two passes:
+ * the first, with base NULL, only counts). */
+static void take(float **ptr, float *base, size_t *off, size_t n)
+{
+    if (base)
+        *ptr = base + *off;
+    *off += align16(n);
+}
+
+static size_t acts_layout(tfm_gpt_acts *a, const tfm_gpt_config *c, size_t N, size_t att,
+                          size_t scratch, float *base)
+{
+    size_t C = c->n_embd, V = c->vocab_size, off = 0;
+    float *in = NULL, *tg = NULL;
+    take(&a->encoded, base, &off, N * C);
+    for (int l = 0; l < c->n_layer; l++) {
+        layer_acts dummy, *la = base ? &a->layer[l] : &dummy;
+        take(&la->ln1, base, &off, N * C);
+        take(&la->ln1_mean, base, &off, N);
+        take(&la->ln1_rstd, base, &off, N);
+        take(&la->qkv, base, &off, N * 3 * C);
+        take(&la->att, base, &off, att * c->n_head);
+        take(&la->atty, base, &off, N * C);
+        take(&la->res_attn, base, &off, N * C);
+        take(&la->ln2, base, &off, N * C);
+        take(&la->ln2_mean, base, &off, N);
+        take(&la->ln2_rstd, base, &off, N);
+        take(&la->fch, base, &off, N * 4 * C);
+        take(&la->res_mlp, base, &off, N * C);
+    }
+    take(&a->lnf, base, &off, N * C);
+    take(&a->lnf_mean, base, &off, N);
+    take(&a->lnf_rstd, base, &off, N);
+    take(&a->logits, base, &off, N * V);
+    take(&a->lse, base, &off, N);
+    take(&a->losses, base, &off, N);
+    take(&in, base, &off, N);
+    take(&tg, base, &off, N);
+    a->inputs = (int32_t *)in;
+    a->targets = (int32_t *)tg;
+    take(&a->fcg, base, &off, N * 4 * C);
+    take(&a->dfch, base, &off, N * 4 * C);
+    take(&a->dqkv, base, &off, N * 3 * C);
+    take(&a->datty, base, &off, N * C);
+    take(&a->d0, base, &off, N * C);
+    take(&a->d1, base, &off, N * C);
+    take(&a->d2, base, &off, N * C);
+    take(&a->dtmp, base, &off, N * C);
+    take(&a->attn_scratch, base, &off, scratch);
+    return off;
+}
+
+static int acts_plan(tfm_gpt *m, int B, int T, tfm_err *err)
+{
+    size_t N = (size_t)B * T, att = (size_t)B * T * T;
+    tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = m->cfg.n_head};
+    size_t scratch = tfm_attn_scratch_floats(&probe);
+    tfm_gpt_acts *a = m->acts;
+    if (a && a->cap_n >= N && a->cap_att >= att && a->attn_scratch_n >= scratch)
+        return 0;
+    /* Grow to cover both the old and the new shape, so alternating shapes
+     * (training and evaluation batches) settle after one re-plan. */
+    if (a) {
+        N = N > a->cap_n ? N : a->cap_n;
+        att = att > a->cap_att ? att : a->cap_att;
+        scratch = scratch > a->attn_scratch_n ? scratch : a->attn_scratch_n;
+    }
+    acts_free(a);
+    a = tfm_calloc(1, sizeof *a);
+    a->layer = tfm_calloc((size_t)m->cfg.n_layer, sizeof *a->layer);
+    size_t n = acts_layout(a, &m->cfg, N, att, scratch, NULL);
+    a->mem = tfm_aligned_alloc(n * sizeof(float));
+    if (!a->mem) {
+        acts_free(a);
+        m->acts = NULL;
+        return tfm_err_set(err, "out of memory planning activations for batch %d x %d", B, T);
+    }
+    memset(a->mem, 0, n * sizeof(float));
+    acts_layout(a, &m->cfg, N, att, scratch, a->mem);
+    a->cap_n = N;
+    a->cap_att = att;
+    a->attn_scratch_n = scratch;
+    a->bytes = n * sizeof(float);
+    m->acts = a;
+    return 0;
+}
+
+/* ---- init ---------------------------------------------------------------- */
+
+int tfm_gpt_init(tfm_gpt *m, const tfm_gpt_config *cfg, tfm_err *err)
+{
+    memset(m, 0, sizeof *m);
+    if (tfm_gpt_config_check(cfg, err) < 0)
+        return -1;
+    m->cfg = *cfg;
+    table_builder tb = {0};
+    build_table(cfg, &tb);
+    m->table = tfm_calloc((size_t)tb.n, sizeof *m->table);
+    m->n_table = tb.n;
+    tb.t = m->table;
+    tb.n = 0;
+    tb.off = 0;
+    tb.real = 0;
+    build_table(cfg, &tb);
+    m->n_params = tb.off;
+    m->params = tfm_aligned_alloc(m->n_params * sizeof(float));
+    m->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
+    if (!m->params || !m->grads) {
+        tfm_gpt_free(m);
+        return tfm_err_set(err, "out of memory for %zu parameters", tb.real);
+    }
+    memset(m->params, 0, m->n_params * sizeof(float));
+    memset(m->grads, 0, m->n_params * sizeof(float));
+    tfm_rng_seed(&m->rng, 0);
+    m->loss = -1.0f;
+    return 0;
+}
+
+void tfm_gpt_free(tfm_gpt *m)
+{
+    free(m->params);
+    free(m->grads);
+    free(m->table);
+    acts_free(m->acts);
+    memset(m, 0, sizeof *m);
+}
+
+void tfm_gpt_init_weights(tfm_gpt *m, uint64_t seed)
+{
+    tfm_rng r;
+    tfm_rng_seed(&r, seed);
+    float resid_std = 0.02f / sqrtf(2.0f * m->cfg.n_layer);
+    for (int i = 0; i < m->n_table; i++) {
+        const tfm_param *p = &m->table[i];
+        float *w = m->params + p->offset;
+        const char *name = p->name;
+        size_t len = strlen(name);
+        int is_ln = strstr(name, "ln_") != NULL;
+        int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
+        if (is_ln && !is_bias) {
+            for (size_t j = 0; j < p->numel; j++)
+                w[j] = 1.0f;
+        } else if (is_bias) {
+            memset(w, 0, p->numel * sizeof *w);
+        } else {
+            float std = strstr(name, "c_proj.weight") ? resid_std : 0.02f;
+            for (size_t j = 0; j < p->numel; j++)
+                w[j] = std * tfm_rng_normal(&r);
+        }
+    }
+    tfm_rng_seed(&m->rng, seed ^ 0xD1B54A32D192ED03ull);
+}
+
+void tfm_gpt_set_training(tfm_gpt *m, int training)
+{
+    m->training = training;
+}
+
+float *tfm_gpt_logits(tfm_gpt *m)
+{
+    return m->acts ? m->acts->logits : NULL;
+}
+
+void tfm_gpt_zero_grad(tfm_gpt *m)
+{
+    memset(m->grads, 0, m->n_params * sizeof(float));
+}
+
+size_t tfm_gpt_bytes(const tfm_gpt *m)
+{
+    return 2 * m->n_params * sizeof(float) + (m->acts ? m->acts->bytes : 0);
+}
+
+/* ---- layers -------------------------------------------------------------- */
+
+static tfm_act_kind act_kind(tfm_act a)
+{
+    switch (a) {
+    case TFM_ACT_GELU_EXACT: return TFM_ACT_KIND_GELU_EXACT;
+    case TFM_ACT_RELU: return TFM_ACT_KIND_RELU;
+    default: return TFM_ACT_KIND_GELU_TANH;
+    }
+}
+
+/* out[N,O] = inp[N,I]·W[I,O] + b   (W stored [in, out], as HF GPT-2) */
+static void linear_forward(float *out, const float *inp, const float *W, const float *b,
+                           int N, int I, int O)
+{
+    tfm_gemm(0, 0, N, O, I, 1.0f, inp, I, W, O, 0.0f, out, O);
+    if (b)
+        tfm_bias_forward(out, b, N, O);
+}
+
+/* dW += inpᵀ·dout, db += Σ dout, dinp = dout·Wᵀ + beta·dinp (dinp may be NULL) */
+static void linear_backward(float *dinp, float beta, float *dW, float *db, const float *dout,
+                            const float *inp, const float *W, int N, int I, int O)
+{
+    tfm_gemm(1, 0, I, O, N, 1.0f, inp, I, dout, O, 1.0f, dW, O);
+    if (db)
+        tfm_bias_backward(db, dout, N, O);
+    if (dinp)
+        tfm_gemm(0, 1, N, I, O, 1.0f, dout, O, W, O, beta, dinp, I);
+}
+
+/* Dropout stream of one site: a splitmix64 step over (step seed, site). */
+static uint64_t site_seed(uint64_t seed, uint64_t site)
+{
+    uint64_t z = seed + (site + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+enum { SITE_EMB, SITE_ATT, SITE_RATT, SITE_RMLP };
+
+static uint64_t layer_site(uint64_t seed, int l, int which)
+{
+    return site_seed(seed, 1 + (uint64_t)l * 3 + (uint64_t)(which - 1));
+}
+
+static float drop_p(const tfm_gpt *m)
+{
+    return m->training ? m->cfg.dropout : 0.0f;
+}
+
+int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
+                    int B, int T, float *loss, tfm_err *err)
+{
+    const tfm_gpt_config *c = &m->cfg;
+    int C = c->n_embd, V = c->vocab_size, NH = c->n_head, L = c->n_layer;
+    if (B < 1 || T < 1)
+        return tfm_err_set(err, "batch %d x %d is empty", B, T);
+    if (T > c->block_size)
+        return tfm_err_set(err, "sequence length %d exceeds the model's context %d", T,
+                           c->block_size);
+    size_t N = (size_t)B * T;
+    for (size_t i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V)
+            return tfm_err_set(err, "token id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
+                               (int)inputs[i], i / T, i % T, V);
+        if (targets && (targets[i] < -1 || targets[i] >= V))
+            return tfm_err_set(err, "target id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
+                               (int)targets[i], i / T, i % T, V);
+    }
+    if (acts_plan(m, B, T, err) < 0)
+        return -1;
+    tfm_gpt_acts *a = m->acts;
+    m->B = B;
+    m->T = T;
+    memcpy(a->inputs, inputs, N * sizeof *inputs);
+    a->have_targets = targets != NULL;
+    if (targets)
+        memcpy(a->targets, targets, N * sizeof *targets);
+    float p = drop_p(m);
+    a->seed = p > 0.0f ? tfm_rng_u64(&m->rng) : 0;
+    tfm_act_kind ak = act_kind(c->act);
+
+    float *wte = param_ptr(m, m->params, "wte.weight");
+    float *wpe = param_ptr(m, m->params, "wpe.weight");
+    tfm_embedding_forward(a->encoded, inputs, wte, wpe, B, T, C);
+    tfm_dropout_forward(a->encoded, a->encoded, N * C, p, site_seed(a->seed, SITE_EMB));
+
+    const float *x = a->encoded;
+    for (int l = 0; l < L; l++) {
+        layer_params lp = layer_ptrs(m, m->params, l);
+        layer_acts *la = &a->layer[l];
+        tfm_attn at = {.B = B, .Tq = T, .Tk = T, .NH = NH, .HS = C / NH,
+                       .mask = TFM_MASK_CAUSAL, .dropout = p,
+                       .seed = layer_site(a->seed, l, SITE_ATT)};
+        if (c->ln == TFM_LN_PRE) {
+            tfm_layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, lp.p[P_LN1W],
+                                  lp.p[P_LN1B], N, C, c->ln_eps);
+            linear_forward(la->qkv, la->ln1, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
+        } else {
+            linear_forward(la->qkv, x, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
+        }
+        tfm_attn_forward(&at, la->atty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
+                         la->qkv + 2 * C, 3 * C, a->attn_scratch);
+        linear_forward(la->res_attn, la->atty, lp.p[P_PROJW], lp.p[P_PROJB], N, C, C);
+        tfm_dropout_forward(la->res_attn, la->res_attn, N * C, p,
+                            layer_site(a->seed, l, SITE_RATT));
+        tfm_add_inplace(la->res_attn, x, N * C);
+        const float *mlp_in;
+        if (c->ln == TFM_LN_PRE) {
+            tfm_layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->res_attn,
+                                  lp.p[P_LN2W], lp.p[P_LN2B], N, C, c->ln_eps);
+            mlp_in = la->ln2;
+        } else {
+            tfm_layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, la->res_attn,
+                                  lp.p[P_LN1W], lp.p[P_LN1B], N, C, c->ln_eps);
+            mlp_in = la->ln1;
+        }
+        linear_forward(la->fch, mlp_in, lp.p[P_FCW], lp.p[P_FCB], N, C, 4 * C);
+        tfm_act_forward(ak, a->fcg, la->fch, N * 4 * C);
+        linear_forward(la->res_mlp, a->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, 4 * C, C);
+        tfm_dropout_forward(la->res_mlp, la->res_mlp, N * C, p,
+                            layer_site(a->seed, l, SITE_RMLP));
+        tfm_add_inplace(la->res_mlp, mlp_in == la->ln2 ? la->res_attn : la->ln1, N * C);
+        if (c->ln == TFM_LN_POST) {
+            tfm_layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->res_mlp,
+                                  lp.p[P_LN2W], lp.p[P_LN2B], N, C, c->ln_eps);
+            x = la->ln2;
+        } else {
+            x = la->res_mlp;
+        }
+    }
+    const float *final = x;
+    if (c->ln == TFM_LN_PRE) {
+        tfm_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x,
+                              param_ptr(m, m->params, "ln_f.weight"),
+                              param_ptr(m, m->params, "ln_f.bias"), N, C, c->ln_eps);
+        final = a->lnf;
+    }
+    const float *head = c->tie_embeddings ? wte : param_ptr(m, m->params, "lm_head.weight");
+    tfm_gemm(0, 1, N, V, C, 1.0f, final, C, head, C, 0.0f, a->logits, V);
+
+    m->loss = -1.0f;
+    if (targets) {
+        double total = tfm_crossentropy_forward(a->lse, a->losses, a->logits, targets, N, V,
+                                                c->label_smoothing, &a->count);
+        m->loss = a->count ? (float)(total / a->count) : 0.0f;
+    }
+    if (loss)
+        *loss = m->loss;
+    return 0;
+}
+
+void tfm_gpt_backward(tfm_gpt *m, float scale)
+{
+    const tfm_gpt_config *c = &m->cfg;
+    tfm_gpt_acts *a = m->acts;
+    TFM_ASSERT(a && a->have_targets);
+    int B = m->B, T = m->T, C = c->n_embd, V = c->vocab_size, NH = c->n_head, L = c->n_layer;
+    size_t N = (size_t)B * T;
+    float p = drop_p(m);
+    tfm_act_kind ak = act_kind(c->act);
+    float *G = m->grads, *P = m->params;
+
+    tfm_crossentropy_backward(a->logits, a->lse, a->targets, N, V, c->label_smoothing,
+                              a->count ? scale / a->count : 0.0f);
+    float *wte = param_ptr(m, P, "wte.weight");
+    float *dwte = param_ptr(m, G, "wte.weight");
+    const float *head = c->tie_embeddings ? wte : param_ptr(m, P, "lm_head.weight");
+    float *dhead = c->tie_embeddings ? dwte : param_ptr(m, G, "lm_head.weight");
+    const float *final = c->ln == TFM_LN_PRE ? a->lnf : a->layer[L - 1].ln2;
+    /* logits = final·headᵀ */
+    tfm_gemm(1, 0, V, C, N, 1.0f, a->logits, V, final, C, 1.0f, dhead, C);
+
+    /* dy: gradient of the current block's output */
+    float *dy = a->d0;
+    if (c->ln == TFM_LN_PRE) {
+        tfm_gemm(0, 0, N, C, V, 1.0f, a->logits, V, head, C, 0.0f, a->dtmp, C);
+        memset(dy, 0, N * C * sizeof *dy);
+        tfm_layernorm_backward(dy, param_ptr(m, G, "ln_f.weight"), param_ptr(m, G, "ln_f.bias"),
+                               a->dtmp, a->layer[L - 1].res_mlp,
+                               param_ptr(m, P, "ln_f.weight"), a->lnf_mean, a->lnf_rstd, N, C);
+    } else {
+        tfm_gemm(0, 0, N, C, V, 1.0f, a->logits, V, head, C, 0.0f, dy, C);
+    }
+
+    for (int l = L - 1; l >= 0; l--) {
+        layer_params lp = layer_ptrs(m, P, l), gp = layer_ptrs(m, G, l);
+        layer_acts *la = &a->layer[l];
+        const float *x;
+        if (l == 0)
+            x = a->encoded;
+        else
+            x = c->ln == TFM_LN_PRE ? a->layer[l - 1].res_mlp : a->layer[l - 1].ln2;
+        tfm_attn at = {.B = B, .Tq = T, .Tk = T, .NH = NH, .HS = C / NH,
+                       .mask = TFM_MASK_CAUSAL, .dropout = p,
+                       .seed = layer_site(a->seed, l, SITE_ATT)};
+        if (c->ln == TFM_LN_PRE) {
+            /* res_mlp = res_attn + drop(act(fch)·Wp + b); dy flows to res_attn */
+            tfm_dropout_backward(a->dtmp, dy, N * C, p, layer_site(a->seed, l, SITE_RMLP));
+            tfm_act_forward(ak, a->fcg, la->fch, N * 4 * C);
+            linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, a->fcg,
+                            lp.p[P_FCPW], N, 4 * C, C);
+            tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * 4 * C);
+            linear_backward(a->dtmp, 0.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln2,
+                            lp.p[P_FCW], N, C, 4 * C);
+            tfm_layernorm_backward(dy, gp.p[P_LN2W], gp.p[P_LN2B], a->dtmp, la->res_attn,
+                                   lp.p[P_LN2W], la->ln2_mean, la->ln2_rstd, N, C);
+            /* res_attn = x + drop(atty·Wproj + b); dy now holds d res_attn */
+            tfm_dropout_backward(a->dtmp, dy, N * C, p, layer_site(a->seed, l, SITE_RATT));
+            linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
+                            lp.p[P_PROJW], N, C, C);
+            tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
+                              a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
+                              la->qkv + 2 * C, 3 * C, a->attn_scratch);
+            linear_backward(a->dtmp, 0.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, la->ln1,
+                            lp.p[P_QKVW], N, C, 3 * C);
+            tfm_layernorm_backward(dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
+                                   la->ln1_mean, la->ln1_rstd, N, C);
+            /* dy is now d x */
+        } else {
+            /* ln2 = LN(res_mlp) */
+            float *dr2 = a->d1, *dr1 = a->d2;
+            memset(dr2, 0, N * C * sizeof *dr2);
+            tfm_layernorm_backward(dr2, gp.p[P_LN2W], gp.p[P_LN2B], dy, la->res_mlp,
+                                   lp.p[P_LN2W], la->ln2_mean, la->ln2_rstd, N, C);
+            /* res_mlp = ln1 + drop(act(fch)·Wp + b) */
+            tfm_dropout_backward(a->dtmp, dr2, N * C, p, layer_site(a->seed, l, SITE_RMLP));
+            tfm_act_forward(ak, a->fcg, la->fch, N * 4 * C);
+            linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, a->fcg,
+                            lp.p[P_FCPW], N, 4 * C, C);
+            tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * 4 * C);
+            linear_backward(dr2, 1.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln1,
+                            lp.p[P_FCW], N, C, 4 * C);
+            /* dr2 = d ln1; ln1 = LN(res_attn) */
+            memset(dr1, 0, N * C * sizeof *dr1);
+            tfm_layernorm_backward(dr1, gp.p[P_LN1W], gp.p[P_LN1B], dr2, la->res_attn,
+                                   lp.p[P_LN1W], la->ln1_mean, la->ln1_rstd, N, C);
+            /* res_attn = x + drop(atty·Wproj + b) */
+            tfm_dropout_backward(a->dtmp, dr1, N * C, p, layer_site(a->seed, l, SITE_RATT));
+            linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
+                            lp.p[P_PROJW], N, C, C);
+            tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
+                              a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
+                              la->qkv + 2 * C, 3 * C, a->attn_scratch);
+            linear_backward(dr1, 1.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, x,
+                            lp.p[P_QKVW], N, C, 3 * C);
+            /* dr1 = d x: it becomes the next block's dy */
+            a->d2 = dy;
+            a->d0 = dr1;
+            dy = dr1;
+        }
+    }
+    tfm_dropout_backward(a->dtmp, dy, N * C, p, site_seed(a->seed, SITE_EMB));
+    tfm_embedding_backward(dwte, param_ptr(m, G, "wpe.weight"), a->dtmp, a->inputs, B, T, C);
+    /* the logits now hold their gradient */
+    a->have_targets = 0;
+}

@@ -1,0 +1,115 @@
+#include "config.h"
+
+#include "tensor/gemm.h"
+#include "base/thread.h"
+
+/* blis.h is not warning-clean under -Wextra; it is not our code. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#include <blis.h>
+#pragma GCC diagnostic pop
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int blas_threads = 1;
+static int blas_ready;
+
+/* BLIS reads BLIS_ARCH_TYPE once, at its own initialisation, so this must run
+ * before any other BLIS call.  Debian's BLIS 0.9 does not recognise Zen 5 and
+ * silently picks the generic reference kernels (~15% of peak); the numeric ids
+ * are BLIS 0.9's arch_t values (0 = skx, 3 = haswell). */
+static void choose_arch(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        setenv("BLIS_ARCH_TYPE", "0", 0);
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        setenv("BLIS_ARCH_TYPE", "3", 0);
+}
+
+void tfm_blas_init(int threads)
+{
+    if (!blas_ready) {
+        choose_arch();
+        bli_init();
+        blas_ready = 1;
+    }
+    if (threads <= 0)
+        threads = tfm_threads_default();
+    blas_threads = threads;
+    bli_thread_set_num_threads(threads);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+}
+
+int tfm_blas_threads(void)
+{
+    return blas_threads;
+}
+
+/* Below ~64³ multiply-adds BLIS's thread start-up (a few µs) costs more than
+ * the second core gains. */
+static int small_product(int M, int N, int K)
+{
+    return (double)M * N * K <= 64.0 * 64 * 64 * 2;
+}
+
+static void gemm(int nthreads, int transA, int transB, int M, int N, int K,
+                 float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc)
+{
+    if (!blas_ready)
+        tfm_blas_init(1);
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+    /* Row-major X with leading dimension ld: row stride ld, column stride 1;
+     * its transpose is the same memory with the strides swapped. */
+    inc_t rsa = transA ? 1 : lda, csa = transA ? lda : 1;
+    inc_t rsb = transB ? 1 : ldb, csb = transB ? ldb : 1;
+    float a = alpha, b = beta;
+    if (M == 1) {
+        /* c[1,N] = op(B)ᵀ·op(A)ᵀ: gemv over op(B)ᵀ (N×K), x = row of op(A);
+         * sgemm with M = 1 is several times slower than gemv. */
+        bli_sgemv(BLIS_TRANSPOSE, BLIS_NO_CONJUGATE, K, N, &a, (float *)B, rsb, csb,
+                  (float *)A, csa, &b, C, 1);
+        return;
+    }
+    if (N == 1) {
+        bli_sgemv(BLIS_NO_TRANSPOSE, BLIS_NO_CONJUGATE, M, K, &a, (float *)A, rsa, csa,
+                  (float *)B, rsb, &b, C, ldc);
+        return;
+    }
+    rntm_t rntm;
+    bli_rntm_init(&rntm);
+    if (nthreads <= 1 || small_product(M, N, K))
+        nthreads = 1;
+    bli_rntm_set_num_threads(nthreads, &rntm);
+    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, M, N, K, &a, (float *)A, rsa, csa,
+                 (float *)B, rsb, csb, &b, C, ldc, 1, NULL, &rntm);
+}
+
+void tfm_gemm(int transA, int transB, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc)
+{
+    gemm(blas_threads, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void tfm_gemm1(int transA, int transB, int M, int N, int K, float alpha,
+               const float *A, int lda, const float *B, int ldb, float beta,
+               float *C, int ldc)
+{
+    gemm(1, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

@@ -1,0 +1,124 @@
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/rng.h"
+#include "tensor/gemm.h"
+
+/* Reference product in double: C = alpha·op(A)·op(B) + beta·C. */
+static void naive(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0.0;
+            for (int k = 0; k < K; k++) {
+                float a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                float b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                s += (double)a * b;
+            }
+            float *c = &C[(size_t)i * ldc + j];
+            *c = (float)(alpha * s + (beta == 0.0f ? 0.0 : (double)beta * *c));
+        }
+}
+
+static void check_case(int ta, int tb, int M, int N, int K, float alpha, float beta, int pad,
+                       int one_thread)
+{
+    tfm_rng r;
+    tfm_rng_seed(&r, (uint64_t)(M * 1000003 + N * 1009 + K * 7 + ta * 2 + tb));
+    int arows = ta ? K : M, acols = ta ? M : K;
+    int brows = tb ? N : K, bcols = tb ? K : N;
+    int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
+    size_t na = (size_t)arows * lda + 1, nb = (size_t)brows * ldb + 1, nc = (size_t)M * ldc + 1;
+    float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B);
+    float *C = malloc(nc * sizeof *C), *R = malloc(nc * sizeof *R);
+    for (size_t i = 0; i < na; i++)
+        A[i] = tfm_rng_float(&r) - 0.5f;
+    for (size_t i = 0; i < nb; i++)
+        B[i] = tfm_rng_float(&r) - 0.5f;
+    for (size_t i = 0; i < nc; i++)
+        C[i] = R[i] = tfm_rng_float(&r) - 0.5f;
+    if (beta == 0.0f) /* beta 0 must overwrite, even NaN */
+        for (int i = 0; i < M; i++)
+            C[(size_t)i * ldc] = NAN;
+    naive(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
+    if (one_thread)
+        tfm_gemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        tfm_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < ldc && (size_t)i * ldc + j < nc; j++) {
+            size_t x = (size_t)i * ldc + j;
+            if (j >= N) { /* padding is untouched */
+                assert_true(C[x] == R[x]);
+                continue;
+            }
+            double tol = 1e-5 * (K + 1);
+            if (!(fabs(C[x] - R[x]) <= tol)) {
+                print_error("ta=%d tb=%d M=%d N=%d K=%d at (%d,%d): %g vs %g\n", ta, tb, M, N,
+                            K, i, j, C[x], R[x]);
+                fail();
+            }
+        }
+    free(A);
+    free(B);
+    free(C);
+    free(R);
+}
+
+static void test_all_transposes(void **state)
+{
+    (void)state;
+    static const int shapes[][3] = {
+        {1, 1, 1}, {3, 5, 7}, {17, 33, 9}, {64, 64, 64}, {1, 37, 19}, {23, 1, 11},
+        {1, 1, 40}, {130, 70, 150}, {5, 6, 0},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int pad = 0; pad < 2; pad++) {
+                    int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                    check_case(ta, tb, M, N, K, 1.0f, 0.0f, pad * 3, 0);
+                    check_case(ta, tb, M, N, K, 0.5f, 1.0f, pad * 3, 0);
+                    check_case(ta, tb, M, N, K, -2.0f, 0.25f, pad, 1);
+                }
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    tfm_blas_init(2);
+    assert_int_equal(tfm_blas_threads(), 2);
+    check_case(0, 1, 200, 180, 160, 1.0f, 0.0f, 0, 0);
+    check_case(1, 0, 200, 180, 160, 1.0f, 1.0f, 5, 0);
+    tfm_blas_init(1);
+    assert_int_equal(tfm_blas_threads(), 1);
+}
+
+static void test_arch_respects_user(void **state)
+{
+    (void)state;
+    /* tfm_blas_init ran already (main): the variable is set to a number
+     * (ours or the user's), never removed. */
+    const char *v = getenv("BLIS_ARCH_TYPE");
+    if (__builtin_cpu_supports("avx2"))
+        assert_non_null(v);
+}
+
+int main(void)
+{
+    tfm_blas_init(1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_all_transposes),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_arch_respects_user),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

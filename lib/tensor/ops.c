@@ -1,0 +1,446 @@
+#include "config.h"
+
+#include "tensor/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define PAR_MIN 32768
+
+/* Cephes-style expf: n = round(x/ln 2), r = x - n·ln 2 in two parts, a
+ * degree-6 polynomial for e^r, and 2^n through the exponent bits.  Plain C
+ * with no branches, so loops over it vectorise (libm's expf does not). */
+static inline float exp_poly(float x)
+{
+    float xc = x < -87.33654f ? -87.33654f : x;
+    xc = xc > 88.37626f ? 88.37626f : xc;
+    float n = __builtin_roundevenf(xc * 1.44269504088896341f);
+    float r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r * r + r + 1.0f;
+    union { float f; int32_t i; } u;
+    u.i = ((int32_t)n + 127) << 23;
+    /* underflow to 0 (softmax of masked or far-below-max entries) */
+    return x < -87.33654f ? 0.0f : p * u.f;
+}
+
+float tfm_expf(float x)
+{
+    return exp_poly(x);
+}
+
+/* ---- layer norm ---------------------------------------------------------- */
+
+void tfm_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                           const float *w, const float *b, int N, int C, float eps)
+{
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *y = out + (size_t)n * C;
+        float s = 0.0f;
+#pragma omp simd reduction(+:s)
+        for (int i = 0; i < C; i++)
+            s += x[i];
+        float m = s / C;
+        float v = 0.0f;
+#pragma omp simd reduction(+:v)
+        for (int i = 0; i < C; i++) {
+            float d = x[i] - m;
+            v += d * d;
+        }
+        float rs = 1.0f / sqrtf(v / C + eps);
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            y[i] = (x[i] - m) * rs * w[i] + b[i];
+        mean[n] = m;
+        rstd[n] = rs;
+    }
+}
+
+/* Column block width for parameter reductions: each thread owns whole
+ * columns and sums the rows in order, so results do not depend on the
+ * thread count or scheduling. */
+#define COLBLK 64
+
+void tfm_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, const float *mean,
+                            const float *rstd, int N, int C)
+{
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+        float *dx = dinp + (size_t)n * C;
+        float m = mean[n], rs = rstd[n];
+        float s1 = 0.0f, s2 = 0.0f;
+#pragma omp simd reduction(+:s1, s2)
+        for (int i = 0; i < C; i++) {
+            float xh = (x[i] - m) * rs;
+            float dn = dy[i] * w[i];
+            s1 += dn;
+            s2 += dn * xh;
+        }
+        s1 /= C;
+        s2 /= C;
+#pragma omp simd
+        for (int i = 0; i < C; i++) {
+            float xh = (x[i] - m) * rs;
+            dx[i] += (dy[i] * w[i] - s1 - xh * s2) * rs;
+        }
+    }
+    int nblk = (C + COLBLK - 1) / COLBLK;
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
+    for (int k = 0; k < nblk; k++) {
+        int c0 = k * COLBLK, c1 = c0 + COLBLK < C ? c0 + COLBLK : C;
+        float aw[COLBLK], ab[COLBLK];
+        memset(aw, 0, sizeof aw);
+        memset(ab, 0, sizeof ab);
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            float m = mean[n], rs = rstd[n];
+#pragma omp simd
+            for (int i = c0; i < c1; i++) {
+                aw[i - c0] += dy[i] * (x[i] - m) * rs;
+                ab[i - c0] += dy[i];
+            }
+        }
+        for (int i = c0; i < c1; i++) {
+            dw[i] += aw[i - c0];
+            db[i] += ab[i - c0];
+        }
+    }
+}
+
+/* ---- activations --------------------------------------------------------- */
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+/* GELU-tanh as x·σ(2u), since ½(1 + tanh u) = σ(2u): no cancellation in the
+ * negative tail, where 1 + tanh u would lose every digit. */
+static inline float sigmoid_poly(float z)
+{
+    return 1.0f / (1.0f + exp_poly(-z));
+}
+
+/* Φ(x) = ½·erfc(-x/√2) through Numerical Recipes' erfc (fractional error
+ * < 1.2e-7), taking the small side of the tail directly so that neither
+ * tail cancels. */
+static inline float cdf_poly(float x)
+{
+    float z = x * 0.7071067811865476f;
+    float a = fabsf(z);
+    float t = 1.0f / (1.0f + 0.5f * a);
+    float p = 0.17087277f;
+    p = p * t - 0.82215223f;
+    p = p * t + 1.48851587f;
+    p = p * t - 1.13520398f;
+    p = p * t + 0.27886807f;
+    p = p * t - 0.18628806f;
+    p = p * t + 0.09678418f;
+    p = p * t + 0.37409196f;
+    p = p * t + 1.00002368f;
+    p = p * t - 1.26551223f;
+    float half_erfc = 0.5f * t * exp_poly(-a * a + p);
+    return z < 0.0f ? half_erfc : 1.0f - half_erfc;
+}
+
+void tfm_act_forward(tfm_act_kind kind, float *out, const float *inp, size_t n)
+{
+    switch (kind) {
+    case TFM_ACT_KIND_GELU_TANH:
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            float x = inp[i];
+            float u = GELU_K * (x + GELU_A * x * x * x);
+            out[i] = x * sigmoid_poly(2.0f * u);
+        }
+        break;
+    case TFM_ACT_KIND_GELU_EXACT:
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            float x = inp[i];
+            out[i] = x * cdf_poly(x);
+        }
+        break;
+    case TFM_ACT_KIND_RELU:
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+        for (size_t i = 0; i < n; i++)
+            out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+        break;
+    }
+}
+
+void tfm_act_backward(tfm_act_kind kind, float *dinp, const float *dout,
+                      const float *inp, size_t n)
+{
+    switch (kind) {
+    case TFM_ACT_KIND_GELU_TANH:
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            float x = inp[i];
+            float u = GELU_K * (x + GELU_A * x * x * x);
+            float sg = sigmoid_poly(2.0f * u);
+            float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+            /* ½(1+tanh) = σ, ½(1-tanh²) = 2σ(1-σ) */
+            dinp[i] = dout[i] * (sg + x * 2.0f * sg * (1.0f - sg) * du);
+        }
+        break;
+    case TFM_ACT_KIND_GELU_EXACT:
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            float x = inp[i];
+            float cdf = cdf_poly(x);
+            float pdf = 0.3989422804014327f * exp_poly(-0.5f * x * x);
+            dinp[i] = dout[i] * (cdf + x * pdf);
+        }
+        break;
+    case TFM_ACT_KIND_RELU:
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+        for (size_t i = 0; i < n; i++)
+            dinp[i] = inp[i] > 0.0f ? dout[i] : 0.0f;
+        break;
+    }
+}
+
+/* ---- bias, residual ------------------------------------------------------ */
+
+void tfm_bias_forward(float *out, const float *bias, int N, int C)
+{
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        float *y = out + (size_t)n * C;
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            y[i] += bias[i];
+    }
+}
+
+void tfm_bias_backward(float *dbias, const float *dout, int N, int C)
+{
+    int nblk = (C + COLBLK - 1) / COLBLK;
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
+    for (int k = 0; k < nblk; k++) {
+        int c0 = k * COLBLK, c1 = c0 + COLBLK < C ? c0 + COLBLK : C;
+        float acc[COLBLK];
+        memset(acc, 0, sizeof acc);
+        for (int n = 0; n < N; n++) {
+            const float *dy = dout + (size_t)n * C;
+#pragma omp simd
+            for (int i = c0; i < c1; i++)
+                acc[i - c0] += dy[i];
+        }
+        for (int i = c0; i < c1; i++)
+            dbias[i] += acc[i - c0];
+    }
+}
+
+void tfm_add(float *out, const float *a, const float *b, size_t n)
+{
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+void tfm_add_inplace(float *y, const float *x, size_t n)
+{
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+/* ---- dropout ------------------------------------------------------------- */
+
+/* A 32-bit integer hash of (seed, i) (murmur3's finalizer, applied twice so
+ * both seed halves mix in): cheap, vectorisable, and good enough to decide
+ * coin flips. */
+static inline uint32_t drop_hash(uint64_t seed, size_t i)
+{
+    uint32_t h = (uint32_t)i * 0x9E3779B1u ^ (uint32_t)seed;
+    h ^= h >> 16; h *= 0x85EBCA6Bu; h ^= h >> 13; h *= 0xC2B2AE35u; h ^= h >> 16;
+    h ^= (uint32_t)(seed >> 32) ^ (uint32_t)((uint64_t)i >> 32);
+    h ^= h >> 16; h *= 0x85EBCA6Bu; h ^= h >> 13; h *= 0xC2B2AE35u; h ^= h >> 16;
+    return h;
+}
+
+static inline uint32_t drop_threshold(float p)
+{
+    double t = (double)p * 4294967296.0;
+    return t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+}
+
+int tfm_dropout_keep(uint64_t seed, size_t i, float p)
+{
+    return drop_hash(seed, i) >= drop_threshold(p);
+}
+
+static void dropout_apply(float *out, const float *inp, size_t n, float p, uint64_t seed)
+{
+    uint32_t thr = drop_threshold(p);
+    float scale = 1.0f / (1.0f - p);
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        out[i] = drop_hash(seed, i) >= thr ? inp[i] * scale : 0.0f;
+}
+
+void tfm_dropout_forward(float *out, const float *inp, size_t n, float p, uint64_t seed)
+{
+    if (p <= 0.0f) {
+        if (out != inp)
+            memcpy(out, inp, n * sizeof *out);
+        return;
+    }
+    dropout_apply(out, inp, n, p, seed);
+}
+
+void tfm_dropout_backward(float *dinp, const float *dout, size_t n, float p, uint64_t seed)
+{
+    tfm_dropout_forward(dinp, dout, n, p, seed);
+}
+
+/* ---- embedding ----------------------------------------------------------- */
+
+void tfm_embedding_forward(float *out, const int32_t *tok, const float *wte,
+                           const float *wpe, int B, int T, int C)
+{
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= PAR_MIN)
+    for (int bt = 0; bt < B * T; bt++) {
+        int t = bt % T;
+        const float *e = wte + (size_t)tok[bt] * C;
+        float *y = out + (size_t)bt * C;
+        if (wpe) {
+            const float *p = wpe + (size_t)t * C;
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                y[i] = e[i] + p[i];
+        } else {
+            memcpy(y, e, (size_t)C * sizeof *y);
+        }
+    }
+}
+
+void tfm_embedding_backward(float *dwte, float *dwpe, const float *dout,
+                            const int32_t *tok, int B, int T, int C)
+{
+    /* Tokens repeat, so rows of dwte collide: split by columns instead of
+     * rows, each thread adding its columns in sequence order. */
+    int nblk = (C + COLBLK - 1) / COLBLK;
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= PAR_MIN)
+    for (int k = 0; k < nblk; k++) {
+        int c0 = k * COLBLK, c1 = c0 + COLBLK < C ? c0 + COLBLK : C;
+        for (int bt = 0; bt < B * T; bt++) {
+            float *d = dwte + (size_t)tok[bt] * C;
+            const float *dy = dout + (size_t)bt * C;
+#pragma omp simd
+            for (int i = c0; i < c1; i++)
+                d[i] += dy[i];
+        }
+    }
+    if (!dwpe)
+        return;
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        float *d = dwpe + (size_t)t * C;
+        for (int b = 0; b < B; b++) {
+            const float *dy = dout + ((size_t)b * T + t) * C;
+#pragma omp simd
+            for (int i = 0; i < C; i++)
+                d[i] += dy[i];
+        }
+    }
+}
+
+/* ---- softmax and cross-entropy ------------------------------------------- */
+
+static void softmax_row(float *x, int len)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < len; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    float s = 0.0f;
+#pragma omp simd reduction(+:s)
+    for (int i = 0; i < len; i++) {
+        float e = exp_poly(x[i] - mx);
+        x[i] = e;
+        s += e;
+    }
+    float inv = 1.0f / s;
+#pragma omp simd
+    for (int i = 0; i < len; i++)
+        x[i] *= inv;
+}
+
+void tfm_softmax_rows(float *x, int N, int len, int ld)
+{
+#pragma omp parallel for schedule(static) if ((size_t)N * len >= PAR_MIN)
+    for (int n = 0; n < N; n++)
+        softmax_row(x + (size_t)n * ld, len);
+}
+
+double tfm_crossentropy_forward(float *lse, float *losses, const float *logits,
+                                const int32_t *targets, int N, int V, float eps,
+                                long *count)
+{
+    double total = 0.0;
+    long cnt = 0;
+#pragma omp parallel for schedule(static) reduction(+:total, cnt) if ((size_t)N * V >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * V;
+        float mx = -INFINITY;
+        for (int i = 0; i < V; i++)
+            mx = x[i] > mx ? x[i] : mx;
+        float s = 0.0f, sx = 0.0f;
+#pragma omp simd reduction(+:s, sx)
+        for (int i = 0; i < V; i++) {
+            s += exp_poly(x[i] - mx);
+            sx += x[i];
+        }
+        float l = mx + logf(s);
+        lse[n] = l;
+        int t = targets[n];
+        float loss = 0.0f;
+        if (t >= 0) {
+            /* -Σ q_j log p_j with q = (1-eps)·onehot + eps/V, log p_j = x_j - lse */
+            loss = l - (1.0f - eps) * x[t] - eps * (sx / V);
+            cnt++;
+        }
+        if (losses)
+            losses[n] = loss;
+        else
+            total += loss;
+    }
+    /* With per-row losses, sum them in order: OpenMP's reduction combines
+     * threads in arrival order, which would make the loss differ between
+     * runs in the last bits. */
+    if (losses)
+        for (int n = 0; n < N; n++)
+            total += losses[n];
+    *count = cnt;
+    return total;
+}
+
+void tfm_crossentropy_backward(float *logits, const float *lse, const int32_t *targets,
+                               int N, int V, float eps, float dloss)
+{
+#pragma omp parallel for schedule(static) if ((size_t)N * V >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        float *x = logits + (size_t)n * V;
+        int t = targets[n];
+        if (t < 0) {
+            memset(x, 0, (size_t)V * sizeof *x);
+            continue;
+        }
+        float l = lse[n], u = eps / V;
+#pragma omp simd
+        for (int i = 0; i < V; i++)
+            x[i] = dloss * (exp_poly(x[i] - l) - u);
+        x[t] -= dloss * (1.0f - eps);
+    }
+}

@@ -1,0 +1,87 @@
+/* Fused elementwise and row-wise kernels with their backward passes.
+ *
+ * All tensors are float32, row-major, caller-owned; N is the number of rows
+ * (batch × time), C the row width.  Loops run on OpenMP threads (the count
+ * set by tfm_blas_init) and are deterministic for a given thread count:
+ * reductions across rows never depend on scheduling.
+ *
+ * Convention for backward passes: gradients of inputs that may have several
+ * consumers (residual streams, parameters) are ACCUMULATED (+=); the
+ * others are written (=).  Each function says which. */
+#ifndef TFM_TENSOR_OPS_H
+#define TFM_TENSOR_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Vectorisable exp with ~2 ulp error; saturates outside [-87.3, 88.7]. */
+float tfm_expf(float x);
+
+/* out[n,:] = (inp[n,:] - mean) · rstd · w + b;  mean, rstd: [N] saved.
+ * out may alias inp. */
+void tfm_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                           const float *w, const float *b, int N, int C, float eps);
+/* dinp += ..., dw += ..., db += ... .  inp is the forward's input (not out). */
+void tfm_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, const float *mean,
+                            const float *rstd, int N, int C);
+
+typedef enum tfm_act_kind {
+    TFM_ACT_KIND_GELU_TANH,
+    TFM_ACT_KIND_GELU_EXACT,
+    TFM_ACT_KIND_RELU,
+} tfm_act_kind;
+
+/* out = act(inp), n elements; out may alias inp. */
+void tfm_act_forward(tfm_act_kind kind, float *out, const float *inp, size_t n);
+/* dinp = dout · act'(inp) (written); dinp may alias dout. */
+void tfm_act_backward(tfm_act_kind kind, float *dinp, const float *dout,
+                      const float *inp, size_t n);
+
+/* out[n,:] += bias (broadcast over rows). */
+void tfm_bias_forward(float *out, const float *bias, int N, int C);
+/* dbias += Σ_n dout[n,:]. */
+void tfm_bias_backward(float *dbias, const float *dout, int N, int C);
+
+/* out = a + b, n elements (out may alias either). */
+void tfm_add(float *out, const float *a, const float *b, size_t n);
+/* y += x. */
+void tfm_add_inplace(float *y, const float *x, size_t n);
+
+/* Dropout with a counter-based mask: element i of stream `seed` is kept
+ * with probability 1-p and scaled by 1/(1-p).  The mask is a pure function
+ * of (seed, i), so backward regenerates it instead of storing it, and the
+ * result does not depend on the thread count.  out may alias inp. */
+void tfm_dropout_forward(float *out, const float *inp, size_t n, float p, uint64_t seed);
+/* dinp = dout · mask / (1-p) (written; may alias dout). */
+void tfm_dropout_backward(float *dinp, const float *dout, size_t n, float p, uint64_t seed);
+/* 1 when element i of stream seed is kept. */
+int tfm_dropout_keep(uint64_t seed, size_t i, float p);
+
+/* out[b,t,:] = wte[tok[b,t],:] + wpe[t,:]  (wpe may be NULL).
+ * tok must be in range (the caller checks). */
+void tfm_embedding_forward(float *out, const int32_t *tok, const float *wte,
+                           const float *wpe, int B, int T, int C);
+/* dwte[tok] += dout, dwpe[t] += Σ_b dout[b,t] (dwpe may be NULL). */
+void tfm_embedding_backward(float *dwte, float *dwpe, const float *dout,
+                            const int32_t *tok, int B, int T, int C);
+
+/* Row-wise softmax in place over the first `len` entries of each of N rows
+ * of width ld. */
+void tfm_softmax_rows(float *x, int N, int len, int ld);
+
+/* Cross-entropy fused with the softmax.  logits [N,V]; targets [N] (-1 =
+ * ignored).  Label smoothing eps: target distribution (1-eps)·onehot + eps/V
+ * (PyTorch's definition).  Writes lse[n] (log-sum-exp, for backward) and
+ * losses[n] (0 for ignored rows; may be NULL); returns the sum of the losses
+ * and stores the number of counted rows in *count. */
+double tfm_crossentropy_forward(float *lse, float *losses, const float *logits,
+                                const int32_t *targets, int N, int V, float eps,
+                                long *count);
+/* In place: logits[n,:] becomes dloss[n] · (softmax - target distribution);
+ * ignored rows become 0.  dloss is the same for every row (mean loss:
+ * scale / count). */
+void tfm_crossentropy_backward(float *logits, const float *lse, const int32_t *targets,
+                               int N, int V, float eps, float dloss);
+
+#endif

@@ -1,0 +1,68 @@
+/* Checkpoints of a training run, as safetensors files.
+ *
+ * RUNDIR/model.safetensors  the weights (F32, tfm_gpt's names) and in
+ *                           __metadata__: "format" = "tfm-gpt", "config" = the
+ *                           effective YAML configuration, "tokenizer" = the
+ *                           tokenizer.json text (when the run had one), "step".
+ *                           Self-sufficient for tfm-generate and tfm-eval.
+ * RUNDIR/best.safetensors   the same, at the lowest validation loss so far.
+ * RUNDIR/state.safetensors  everything needed to resume bit for bit: the
+ *                           weights again (so that one file is one consistent
+ *                           snapshot: files are renamed one at a time), the Adam
+ *                           moments "adam.m.<name>", "adam.v.<name>", and the
+ *                           step, RNG states, best loss in __metadata__.
+ *
+ * Every file carries "checksum": a 64-bit hash of the tensor data and the
+ * other metadata, so that a flipped byte anywhere is an error on load, not a
+ * silently different model.  Files are written to a temporary name and
+ * renamed (base/file.h), so a kill at any moment leaves the previous
+ * checkpoint intact. */
+#ifndef TFM_TRAIN_CHECKPOINT_H
+#define TFM_TRAIN_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/rng.h"
+#include "io/config.h"
+#include "nn/gpt.h"
+#include "text/tokenizer.h"
+#include "train/optim.h"
+
+/* The scalars of a run that are not tensors. */
+typedef struct tfm_train_state {
+    int64_t step;          /* optimizer steps done */
+    tfm_rng data_rng;      /* next training batch */
+    double best_val;       /* lowest validation loss, INFINITY before the first */
+    int64_t best_step;
+    int64_t evals_since_best;
+    double elapsed;        /* seconds of training so far (all sessions) */
+    uint64_t seed;
+} tfm_train_state;
+
+/* Writes the weights of m with config_yaml and tok_json (may be NULL). */
+int tfm_checkpoint_save_model(const char *path, const tfm_gpt *m, const char *config_yaml,
+                              const char *tok_json, size_t tok_len, int64_t step,
+                              tfm_err *err);
+int tfm_checkpoint_save_state(const char *path, const tfm_gpt *m, const tfm_adam *o,
+                              const tfm_train_state *s, const char *config_yaml,
+                              tfm_err *err);
+
+/* Restores weights, moments, dropout RNG and state into an m and o already
+ * built for the same configuration; any missing tensor or other shape is an
+ * error naming the file (e.g. a run directory from another model). */
+int tfm_checkpoint_load_state(const char *path, tfm_gpt *m, tfm_adam *o, tfm_train_state *s,
+                              tfm_err *err);
+
+/* Loads a model file: its config (defaults overlaid with the stored YAML),
+ * the model built from it with the stored weights, and the tokenizer when
+ * the file has one (*tok = NULL otherwise; tok may be NULL to skip it).
+ * The caller frees m (tfm_gpt_free) and *tok. */
+int tfm_checkpoint_load_model(const char *path, tfm_config *c, tfm_gpt *m,
+                              tfm_tokenizer **tok, tfm_err *err);
+
+/* The configuration stored in a model or state file, applied over *c. */
+int tfm_checkpoint_load_config(const char *path, tfm_config *c, tfm_err *err);
+
+#endif

@@ -1,0 +1,421 @@
+#include "train/train.h"
+
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/buf.h"
+#include "base/file.h"
+#include "base/progress.h"
+#include "nn/gpt.h"
+#include "train/checkpoint.h"
+#include "train/data.h"
+#include "train/optim.h"
+#include "train/schedule.h"
+
+/* Validation batches are drawn from their own stream so that every
+ * evaluation sees the same windows and training batches are unaffected. */
+#define EVAL_SEED_SALT 0x9e3779b97f4a7c15ULL
+#define DATA_SEED_SALT 0xd1b54a32d192ed03ULL
+
+static void say(const tfm_train_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void say(const tfm_train_opts *o, const char *fmt, ...)
+{
+    if (!o->message)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    o->message(o->ctx, msg);
+}
+
+int tfm_train_evaluate(tfm_gpt *m, const tfm_tokens *data, int B, int T, int64_t n_batches,
+                       uint64_t seed, double *loss, tfm_err *err)
+{
+    tfm_rng rng;
+    tfm_rng_seed(&rng, seed);
+    size_t bt = (size_t)B * T;
+    int32_t *x = tfm_malloc(bt * sizeof *x), *y = tfm_malloc(bt * sizeof *y);
+    int was_training = m->training;
+    tfm_gpt_set_training(m, 0);
+    double sum = 0;
+    int rc = 0;
+    for (int64_t i = 0; i < n_batches; i++) {
+        tfm_tokens_batch(data, &rng, B, T, x, y);
+        float l;
+        if (tfm_gpt_forward(m, x, y, B, T, &l, err) < 0) {
+            rc = -1;
+            break;
+        }
+        sum += l;
+    }
+    tfm_gpt_set_training(m, was_training);
+    free(x);
+    free(y);
+    *loss = sum / (double)n_batches;
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static char *join(const char *dir, const char *file)
+{
+    tfm_buf b = {0};
+    tfm_buf_printf(&b, "%s/%s", dir, file);
+    return (char *)tfm_buf_cstr(&b);
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static const char LOG_HEADER[] =
+    "step\ttrain_loss\tval_loss\tlr\tgrad_norm\ttokens_per_s\telapsed_s\n";
+
+/* On resume, drop log lines written after the checkpoint we restart from
+ * (a kill -9 can leave some), so the log reads as one run. */
+static int log_truncate(const char *path, int64_t step, tfm_err *err)
+{
+    if (!file_exists(path))
+        return tfm_write_file(path, LOG_HEADER, sizeof LOG_HEADER - 1, err);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return tfm_err_errno(err, "%s", path);
+    tfm_buf line = {0}, out = {0};
+    int first = 1;
+    while (tfm_getline(fp, &line) > 0) {
+        const char *s = tfm_buf_cstr(&line);
+        if (!first) {
+            char *end;
+            long long k = strtoll(s, &end, 10);
+            if (end == s || k > step)
+                continue;
+        }
+        first = 0;
+        tfm_buf_append(&out, line.data, line.len);
+        tfm_buf_putc(&out, '\n');
+    }
+    fclose(fp);
+    if (first)
+        tfm_buf_puts(&out, LOG_HEADER);
+    int rc = tfm_write_file(path, out.data, out.len, err);
+    tfm_buf_free(&line);
+    tfm_buf_free(&out);
+    return rc;
+}
+
+typedef struct run {
+    const tfm_config *cfg;
+    const tfm_train_opts *o;
+    tfm_gpt m;
+    tfm_adam adam;
+    tfm_train_state st;
+    tfm_tokenizer *tok;
+    tfm_buf tok_json, config_yaml;
+    tfm_tokens train, val;
+    char *model_path, *best_path, *state_path, *log_path;
+    int64_t saved_step;
+} run;
+
+static int save(run *R, tfm_err *err)
+{
+    const char *tj = R->tok ? R->tok_json.data : NULL;
+    if (tfm_checkpoint_save_model(R->model_path, &R->m, tfm_buf_cstr(&R->config_yaml), tj,
+                                  R->tok_json.len, R->st.step, err) < 0)
+        return -1;
+    if (tfm_checkpoint_save_state(R->state_path, &R->m, &R->adam, &R->st,
+                                  tfm_buf_cstr(&R->config_yaml), err) < 0)
+        return -1;
+    R->saved_step = R->st.step;
+    return 0;
+}
+
+static int load_data(run *R, tfm_config *cfg, tfm_err *err)
+{
+    if (cfg->data.tokenizer[0]) {
+        if (tfm_tokenizer_load(&R->tok, cfg->data.tokenizer, err) < 0)
+            return -1;
+        tfm_tokenizer_to_json(R->tok, &R->tok_json);
+    }
+    if (cfg->data.text[0]) {
+        if (tfm_tokens_from_text(&R->train, &R->val, cfg->data.text, R->tok,
+                                 cfg->data.val_fraction, err) < 0)
+            return -1;
+    } else {
+        if (tfm_tokens_open_npy(&R->train, cfg->data.train, err) < 0)
+            return -1;
+        if (cfg->data.val[0] && tfm_tokens_open_npy(&R->val, cfg->data.val, err) < 0)
+            return -1;
+    }
+    uint32_t tok_vocab = R->tok ? tfm_tokenizer_vocab_size(R->tok) : 0;
+    if (cfg->model.vocab_size == 0) {
+        if (R->tok) {
+            cfg->model.vocab_size = tok_vocab;
+        } else {
+            uint32_t mx = tfm_tokens_max(&R->train), mv = tfm_tokens_max(&R->val);
+            cfg->model.vocab_size = (int64_t)(mx > mv ? mx : mv) + 1;
+        }
+    } else if (R->tok && (uint32_t)cfg->model.vocab_size < tok_vocab) {
+        return tfm_err_set(err,
+                           "model.vocab_size %lld is smaller than the vocabulary of "
+                           "tokenizer %s (%u tokens)",
+                           (long long)cfg->model.vocab_size, cfg->data.tokenizer, tok_vocab);
+    }
+    uint32_t V = (uint32_t)cfg->model.vocab_size;
+    if (tfm_tokens_check(&R->train, V, err) < 0 || tfm_tokens_check(&R->val, V, err) < 0)
+        return -1;
+    size_t need = (size_t)cfg->model.block_size + 1;
+    if (R->train.n < need)
+        return tfm_err_set(err, "%s: %zu tokens, fewer than block_size + 1 = %zu", R->train.name,
+                           R->train.n, need);
+    if (R->val.n && R->val.n < need)
+        return tfm_err_set(err, "%s: %zu tokens, fewer than block_size + 1 = %zu", R->val.name,
+                           R->val.n, need);
+    return 0;
+}
+
+int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *res,
+                  tfm_err *err)
+{
+    run R_ = {0}, *R = &R_;
+    tfm_config cfg = *c;
+    R->cfg = &cfg;
+    R->o = o;
+    memset(res, 0, sizeof *res);
+    res->val_loss = NAN;
+    int rc = -1;
+    int32_t *x = NULL, *y = NULL;
+    double *times = NULL;
+    int model_ok = 0, adam_ok = 0;
+    tfm_progress bar = {0};
+
+    if (tfm_config_validate(&cfg, err) < 0)
+        goto out;
+    if (load_data(R, &cfg, err) < 0)
+        goto out;
+
+    tfm_gpt_config gc;
+    if (tfm_config_gpt(&cfg, &gc, err) < 0)
+        goto out;
+    if (tfm_mkdir(o->rundir, err) < 0)
+        goto out;
+    R->model_path = join(o->rundir, "model.safetensors");
+    R->best_path = join(o->rundir, "best.safetensors");
+    R->state_path = join(o->rundir, "state.safetensors");
+    R->log_path = join(o->rundir, "log.tsv");
+
+    if (tfm_gpt_init(&R->m, &gc, err) < 0)
+        goto out;
+    model_ok = 1;
+    tfm_adam_init(&R->adam, R->m.n_params, cfg.optim.type == TFM_CONFIG_OPTIM_ADAMW,
+                  cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay);
+    adam_ok = 1;
+
+    int resumed = file_exists(R->state_path);
+    if (resumed) {
+        if (tfm_checkpoint_load_state(R->state_path, &R->m, &R->adam, &R->st, err) < 0)
+            goto out;
+        cfg.train.seed = (int64_t)R->st.seed;
+        say(o, "resuming %s at step %lld", o->rundir, (long long)R->st.step);
+    } else {
+        uint64_t seed = cfg.train.seed >= 0 ? (uint64_t)cfg.train.seed : tfm_rng_entropy_seed();
+        if (cfg.train.seed < 0) {
+            seed &= (1ULL << 62) - 1; /* stays a valid non-negative train.seed */
+            cfg.train.seed = (int64_t)seed;
+            say(o, "seed %llu", (unsigned long long)seed);
+        }
+        R->st.seed = seed;
+        R->st.best_val = INFINITY;
+        R->st.best_step = -1;
+        tfm_gpt_init_weights(&R->m, seed);
+        tfm_rng_seed(&R->st.data_rng, seed ^ DATA_SEED_SALT);
+    }
+    tfm_config_dump(&cfg, 0, &R->config_yaml);
+    if (log_truncate(R->log_path, resumed ? R->st.step : -1, err) < 0)
+        goto out;
+    R->saved_step = R->st.step;
+    res->seed = R->st.seed;
+    res->best_val = R->st.best_val;
+
+    if (R->st.step >= cfg.train.max_steps) {
+        say(o, "%s is already at step %lld of %lld", o->rundir, (long long)R->st.step,
+            (long long)cfg.train.max_steps);
+        if (!resumed && save(R, err) < 0)
+            goto out;
+        res->end = TFM_TRAIN_DONE;
+        res->step = R->st.step;
+        rc = 0;
+        goto out;
+    }
+
+    FILE *logf = fopen(R->log_path, "a");
+    if (!logf) {
+        tfm_err_errno(err, "%s", R->log_path);
+        goto out;
+    }
+    setvbuf(logf, NULL, _IOLBF, 0);
+
+    const int B = (int)cfg.train.batch_size, T = (int)cfg.model.block_size;
+    const int64_t accum = cfg.train.grad_accum;
+    x = tfm_malloc((size_t)B * T * sizeof *x);
+    y = tfm_malloc((size_t)B * T * sizeof *y);
+    int64_t todo = cfg.train.max_steps - R->st.step;
+    if (o->run_steps > 0 && o->run_steps < todo)
+        todo = o->run_steps;
+    times = tfm_malloc((size_t)todo * sizeof *times);
+
+    tfm_schedule sched;
+    tfm_schedule_from_config(&sched, &cfg);
+    tfm_gpt_set_training(&R->m, 1);
+    tfm_progress_init(&bar, "train", "step", (double)cfg.train.max_steps, o->quiet);
+
+    double session_start = tfm_now(), elapsed0 = R->st.elapsed;
+    double log_loss = 0, log_time = 0;
+    int64_t log_n = 0;
+    res->end = TFM_TRAIN_DONE;
+    while (R->st.step < cfg.train.max_steps) {
+        if (o->stop && *o->stop) {
+            res->end = TFM_TRAIN_STOPPED;
+            break;
+        }
+        if (o->run_steps > 0 && res->steps_run >= o->run_steps) {
+            res->end = TFM_TRAIN_PAUSED;
+            break;
+        }
+        double t0 = tfm_now();
+        tfm_gpt_zero_grad(&R->m);
+        double loss = 0;
+        for (int64_t a = 0; a < accum; a++) {
+            tfm_tokens_batch(&R->train, &R->st.data_rng, B, T, x, y);
+            float l;
+            if (tfm_gpt_forward(&R->m, x, y, B, T, &l, err) < 0)
+                goto out_log;
+            tfm_gpt_backward(&R->m, 1.0f / (float)accum);
+            loss += l / (double)accum;
+        }
+        double norm = tfm_grad_clip(R->m.grads, R->m.n_params, cfg.optim.grad_clip);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            tfm_progress_end(&bar);
+            tfm_err_set(err,
+                        "%s at step %lld (loss %g, gradient norm %g): stopped; the last good "
+                        "checkpoint (step %lld) is kept in %s",
+                        !isfinite(loss) ? "the loss is not finite" : "the gradient is not finite",
+                        (long long)R->st.step + 1, loss, norm, (long long)R->saved_step,
+                        o->rundir);
+            goto out_log;
+        }
+        double lr = tfm_schedule_lr(&sched, R->st.step);
+        tfm_adam_step(&R->adam, R->m.params, R->m.grads, R->m.table, R->m.n_table, lr);
+        R->st.step++;
+        double dt = tfm_now() - t0;
+        times[res->steps_run++] = dt;
+        log_loss += loss;
+        log_time += dt;
+        log_n++;
+        res->train_loss = loss;
+        R->st.elapsed = elapsed0 + (tfm_now() - session_start);
+
+        const int64_t step = R->st.step;
+        const int last = step == cfg.train.max_steps;
+        int evaluated = 0;
+        double vloss = NAN;
+        if (R->val.n && ((cfg.train.eval_interval && step % cfg.train.eval_interval == 0) ||
+                         last)) {
+            if (tfm_train_evaluate(&R->m, &R->val, B, T, cfg.train.eval_batches,
+                                   R->st.seed ^ EVAL_SEED_SALT, &vloss, err) < 0)
+                goto out_log;
+            evaluated = 1;
+            res->val_loss = vloss;
+            if (vloss < R->st.best_val) {
+                R->st.best_val = vloss;
+                R->st.best_step = step;
+                R->st.evals_since_best = 0;
+                if (tfm_checkpoint_save_model(R->best_path, &R->m,
+                                              tfm_buf_cstr(&R->config_yaml),
+                                              R->tok ? R->tok_json.data : NULL, R->tok_json.len,
+                                              step, err) < 0)
+                    goto out_log;
+            } else {
+                R->st.evals_since_best++;
+            }
+            res->best_val = R->st.best_val;
+        }
+        if (step % cfg.train.log_interval == 0 || evaluated || last) {
+            R->st.elapsed = elapsed0 + (tfm_now() - session_start);
+            double tps = log_time > 0 ? (double)log_n * accum * B * T / log_time : 0;
+            fprintf(logf, "%lld\t%.6f\t", (long long)step, log_loss / (double)log_n);
+            if (evaluated)
+                fprintf(logf, "%.6f", vloss);
+            fprintf(logf, "\t%.6g\t%.6g\t%.1f\t%.3f\n", lr, norm, tps, R->st.elapsed);
+            log_loss = log_time = 0;
+            log_n = 0;
+        }
+        int ckpt = cfg.train.checkpoint_interval
+                       ? step % cfg.train.checkpoint_interval == 0
+                       : evaluated;
+        if (ckpt && save(R, err) < 0)
+            goto out_log;
+        snprintf(bar.extra, sizeof bar.extra, "loss %.4f%s", loss, "");
+        if (R->st.best_val < INFINITY) {
+            size_t l = strlen(bar.extra);
+            snprintf(bar.extra + l, sizeof bar.extra - l, " val %.4f", res->val_loss);
+        }
+        tfm_progress_update(&bar, (double)step);
+        if (evaluated && cfg.train.patience && R->st.evals_since_best >= cfg.train.patience) {
+            res->end = TFM_TRAIN_PATIENCE;
+            say(o, "no better validation loss in %lld evaluations: stopping at step %lld "
+                   "(best %.4f at step %lld)",
+                (long long)cfg.train.patience, (long long)step, R->st.best_val,
+                (long long)R->st.best_step);
+            break;
+        }
+    }
+    tfm_progress_end(&bar);
+    if (R->saved_step != R->st.step && save(R, err) < 0)
+        goto out_log;
+    if (res->end == TFM_TRAIN_STOPPED)
+        say(o, "interrupted: saved step %lld in %s", (long long)R->st.step, o->rundir);
+    res->step = R->st.step;
+    if (res->steps_run) {
+        qsort(times, (size_t)res->steps_run, sizeof *times, cmp_double);
+        res->ms_per_step = 1000 * times[res->steps_run / 2];
+    }
+    rc = 0;
+out_log:
+    tfm_progress_end(&bar);
+    fclose(logf);
+out:
+    free(x);
+    free(y);
+    free(times);
+    if (adam_ok)
+        tfm_adam_free(&R->adam);
+    if (model_ok)
+        tfm_gpt_free(&R->m);
+    if (R->tok)
+        tfm_tokenizer_free(R->tok);
+    tfm_buf_free(&R->tok_json);
+    tfm_buf_free(&R->config_yaml);
+    tfm_tokens_free(&R->train);
+    tfm_tokens_free(&R->val);
+    free(R->model_path);
+    free(R->best_path);
+    free(R->state_path);
+    free(R->log_path);
+    return rc;
+}

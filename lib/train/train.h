@@ -1,0 +1,65 @@
+/* The training loop: config in, run directory out.
+ *
+ *     tfm_train_opts o = {.rundir = "run"};
+ *     tfm_train_result r;
+ *     if (tfm_train_run(&cfg, &o, &r, &err) < 0) ... err.msg ...
+ *
+ * A run directory that already holds state.safetensors is resumed: weights,
+ * Adam moments, step, schedule position, data and dropout RNGs continue
+ * exactly where the last checkpoint left them (same thread count → same bits).
+ * Each step draws train.grad_accum micro-batches of batch_size × block_size
+ * tokens, clips the gradient norm, and steps Adam(W) at the scheduled
+ * learning rate.  log.tsv gets a line every log_interval steps and at each
+ * evaluation.  The loop checks *stop between steps (a signal handler sets it)
+ * and then saves and returns normally.  A NaN or infinite loss or gradient
+ * stops the run without saving: the previous checkpoint stays the last one.
+ *
+ * The library prints nothing itself except the progress bar (stderr, TTY
+ * only); messages worth showing go to opts->message. */
+#ifndef TFM_TRAIN_TRAIN_H
+#define TFM_TRAIN_TRAIN_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "io/config.h"
+
+typedef struct tfm_train_opts {
+    const char *rundir;
+    int quiet;                     /* no progress bar */
+    int64_t run_steps;             /* > 0: at most this many steps in this call */
+    volatile sig_atomic_t *stop;   /* may be NULL */
+    void (*message)(void *ctx, const char *msg); /* may be NULL */
+    void *ctx;
+} tfm_train_opts;
+
+typedef enum tfm_train_end {
+    TFM_TRAIN_DONE,      /* reached train.max_steps */
+    TFM_TRAIN_STOPPED,   /* *stop was set */
+    TFM_TRAIN_PAUSED,    /* run_steps reached */
+    TFM_TRAIN_PATIENCE,  /* early stopping */
+} tfm_train_end;
+
+typedef struct tfm_train_result {
+    tfm_train_end end;
+    int64_t step;          /* steps done in total */
+    int64_t steps_run;     /* in this call */
+    double train_loss;     /* of the last step */
+    double val_loss;       /* of the last evaluation (NAN if none) */
+    double best_val;
+    double ms_per_step;    /* median over this call's steps */
+    uint64_t seed;
+} tfm_train_result;
+
+int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *r,
+                  tfm_err *err);
+
+/* Mean loss over n_batches fixed batches (drawn from seed) of data, model in
+ * evaluation mode.  Exposed for the benchmark and tests. */
+struct tfm_gpt;
+struct tfm_tokens;
+int tfm_train_evaluate(struct tfm_gpt *m, const struct tfm_tokens *data, int B, int T,
+                       int64_t n_batches, uint64_t seed, double *loss, tfm_err *err);
+
+#endif

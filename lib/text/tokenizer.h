@@ -46,6 +46,10 @@ const char *tfm_tokenizer_piece(const tfm_tokenizer *tok, uint32_t id, size_t *l
 /* Id of a vocabulary entry or special token, -1 if absent. */
 int64_t tfm_tokenizer_token_id(const tfm_tokenizer *tok, const char *piece, size_t len);
 
+/* Rank of the merge that produced a byte-level BPE token (0 = the first
+ * merge); -1 for base bytes, added tokens, other kinds and unknown ids. */
+int64_t tfm_tokenizer_merge_rank(const tfm_tokenizer *tok, uint32_t id);
+
 /* Well-known special tokens; -1 when the tokenizer has none.
  * eos: <|endoftext|> for GPT-2, [SEP] for BERT; bos: <|endoftext|> / [CLS]. */
 typedef struct tfm_tok_specials {

@@ -1,0 +1,28 @@
+/* GPT-2's pre-tokenization, written out by hand.  It splits text exactly as
+ * tiktoken and HuggingFace tokenizers apply the regex
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * with \p{L} = Lu Ll Lt Lm Lo, \p{N} = Nd Nl No (utf8proc's Unicode 15
+ * tables) and \s = the Unicode White_Space property (U+0009..000D, 0020,
+ * 0085, 00A0, 1680, 2000..200A, 2028, 2029, 202F, 205F, 3000), which is what
+ * Rust's regex and Oniguruma use.
+ *
+ * Those tools only ever see valid UTF-8 (their input is decoded first, an
+ * invalid byte becoming U+FFFD).  Here each byte that is not part of a valid
+ * sequence is a character of its own in the class of U+FFFD (a symbol: the
+ * [^\s\p{L}\p{N}] class), but keeps its own byte, so byte-level BPE encodes it
+ * exactly and decode(encode(x)) == x for any bytes. */
+#ifndef TFM_TEXT_PRETOK_H
+#define TFM_TEXT_PRETOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { TFM_CC_LETTER, TFM_CC_NUMBER, TFM_CC_SPACE, TFM_CC_OTHER };
+
+/* Class of the character at s[0..n) (n >= 1), its length in *adv. */
+int tfm_char_class(const unsigned char *s, size_t n, size_t *adv);
+
+/* End of the pre-token that starts at s[i] (i < n); always > i. */
+size_t tfm_gpt2_pretok_next(const unsigned char *s, size_t n, size_t i);
+
+#endif

@@ -1,0 +1,549 @@
+/* The tokenizer facade: what every kind shares (vocabulary table, added
+ * tokens, specials, tokenizer.json envelope, file dispatch). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/file.h"
+#include "text/tok_internal.h"
+
+/* ---- vocabulary ---- */
+
+static uint64_t piece_hash(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ^ (h >> 31);
+}
+
+tfm_tokenizer *tfm_tok_new(tfm_tok_kind kind, const tfm_tok_ops *ops)
+{
+    tfm_tokenizer *t = tfm_calloc(1, sizeof *t);
+    t->kind = kind;
+    t->ops = ops;
+    t->specials = (tfm_tok_specials){-1, -1, -1, -1, -1, -1, -1};
+    return t;
+}
+
+static void hash_insert(tfm_tokenizer *t, uint32_t id)
+{
+    uint32_t h = (uint32_t)piece_hash(t->pieces[id], t->piece_lens[id]) & (t->hash_cap - 1);
+    while (t->hash[h] != UINT32_MAX)
+        h = (h + 1) & (t->hash_cap - 1);
+    t->hash[h] = id;
+    t->hash_used++;
+}
+
+static void hash_grow(tfm_tokenizer *t)
+{
+    uint32_t cap = t->hash_cap ? t->hash_cap * 2 : 1024;
+    free(t->hash);
+    t->hash = tfm_malloc((size_t)cap * sizeof *t->hash);
+    memset(t->hash, 0xff, (size_t)cap * sizeof *t->hash);
+    t->hash_cap = cap;
+    t->hash_used = 0;
+    for (uint32_t id = 0; id < t->n_pieces; id++)
+        if (t->pieces[id])
+            hash_insert(t, id);
+}
+
+int64_t tfm_tokenizer_token_id(const tfm_tokenizer *t, const char *piece, size_t len)
+{
+    if (!t->hash_cap)
+        return -1;
+    uint32_t h = (uint32_t)piece_hash(piece, len) & (t->hash_cap - 1);
+    for (;;) {
+        uint32_t id = t->hash[h];
+        if (id == UINT32_MAX)
+            return -1;
+        if (t->piece_lens[id] == len && memcmp(t->pieces[id], piece, len) == 0)
+            return id;
+        h = (h + 1) & (t->hash_cap - 1);
+    }
+}
+
+static void pieces_reserve(tfm_tokenizer *t, uint32_t n)
+{
+    if (n <= t->cap_pieces)
+        return;
+    uint32_t cap = t->cap_pieces ? t->cap_pieces : 256;
+    while (cap < n)
+        cap *= 2;
+    t->pieces = tfm_realloc(t->pieces, (size_t)cap * sizeof *t->pieces);
+    t->piece_lens = tfm_realloc(t->piece_lens, (size_t)cap * sizeof *t->piece_lens);
+    memset(t->pieces + t->cap_pieces, 0, (size_t)(cap - t->cap_pieces) * sizeof *t->pieces);
+    memset(t->piece_lens + t->cap_pieces, 0, (size_t)(cap - t->cap_pieces) * sizeof *t->piece_lens);
+    t->cap_pieces = cap;
+}
+
+int tfm_tok_vocab_set(tfm_tokenizer *t, uint32_t id, const char *piece, size_t len,
+                      const char *what, tfm_err *err)
+{
+    const char *w = what ? what : "", *sep = what ? ": " : "";
+    if (id >= 0x7fffffffu)
+        return tfm_err_set(err, "%s%stoken id %u is too large", w, sep, id);
+    if (len > 0xffffffu)
+        return tfm_err_set(err, "%s%stoken of %zu bytes is too long", w, sep, len);
+    pieces_reserve(t, id + 1);
+    if (t->pieces[id])
+        return tfm_err_set(err, "%s%stoken id %u is used twice", w, sep, id);
+    int64_t old = tfm_tokenizer_token_id(t, piece, len);
+    if (old >= 0)
+        return tfm_err_set(err, "%s%stoken '%.*s' appears twice (ids %lld and %u)", w, sep,
+                           (int)len, piece, (long long)old, id);
+    t->pieces[id] = tfm_strndup(piece, len);
+    t->piece_lens[id] = (uint32_t)len;
+    if (id >= t->n_pieces)
+        t->n_pieces = id + 1;
+    if ((t->hash_used + 1) * 4 >= t->hash_cap * 3)
+        hash_grow(t);
+    else
+        hash_insert(t, id);
+    return 0;
+}
+
+uint32_t tfm_tok_vocab_push(tfm_tokenizer *t, const char *piece, size_t len)
+{
+    uint32_t id = t->n_pieces;
+    int rc = tfm_tok_vocab_set(t, id, piece, len, NULL, NULL);
+    TFM_ASSERT(rc == 0);
+    return id;
+}
+
+/* ---- added tokens and specials ---- */
+
+static void added_flag_set(tfm_tokenizer *t, uint32_t id, uint8_t v)
+{
+    if (id >= t->added_flag_cap) {
+        size_t cap = t->added_flag_cap ? t->added_flag_cap : 64;
+        while (cap <= id)
+            cap *= 2;
+        t->added_flag = tfm_realloc(t->added_flag, cap);
+        memset(t->added_flag + t->added_flag_cap, 0, cap - t->added_flag_cap);
+        t->added_flag_cap = cap;
+    }
+    t->added_flag[id] = v;
+}
+
+int tfm_tok_add_token(tfm_tokenizer *t, const tfm_tok_added *a, const char *what, tfm_err *err)
+{
+    if (a->len == 0)
+        return tfm_err_set(err, "%s: an added token is empty", what);
+    int64_t have = tfm_tokenizer_token_id(t, a->content, a->len);
+    if (have >= 0 && have != a->id)
+        return tfm_err_set(err, "%s: added token '%s' has id %u but the vocabulary says %lld",
+                           what, a->content, a->id, (long long)have);
+    if (have < 0 && tfm_tok_vocab_set(t, a->id, a->content, a->len, what, err))
+        return -1;
+    for (size_t i = 0; i < t->n_added; i++)
+        if (t->added[i].id == a->id)
+            return tfm_err_set(err, "%s: added token id %u appears twice", what, a->id);
+    t->added = tfm_realloc(t->added, (t->n_added + 1) * sizeof *t->added);
+    size_t i = t->n_added++;
+    while (i > 0 && t->added[i - 1].id > a->id) {
+        t->added[i] = t->added[i - 1];
+        i--;
+    }
+    t->added[i] = *a;
+    t->added[i].content = tfm_strndup(a->content, a->len);
+    added_flag_set(t, a->id, a->special ? 2 : 1);
+    if (a->len > t->max_added_len)
+        t->max_added_len = a->len;
+    return 0;
+}
+
+void tfm_tok_add_specials(tfm_tokenizer *t, const char **specials, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(specials[i]);
+        if (len == 0)
+            continue;
+        int64_t id = tfm_tokenizer_token_id(t, specials[i], len);
+        if (id >= 0 && tfm_tok_is_added(t, (uint32_t)id))
+            continue;
+        tfm_tok_added a = {.content = (char *)specials[i], .len = len,
+                           .id = id >= 0 ? (uint32_t)id : t->n_pieces, .special = 1};
+        int rc = tfm_tok_add_token(t, &a, "specials", NULL);
+        TFM_ASSERT(rc == 0);
+    }
+}
+
+void tfm_tok_guess_specials(tfm_tokenizer *t)
+{
+    static const struct {
+        const char *name;
+        size_t field; /* offset in tfm_tok_specials */
+    } names[] = {
+#define F(f) offsetof(tfm_tok_specials, f)
+        {"[UNK]", F(unk)}, {"<unk>", F(unk)}, {"<|unk|>", F(unk)},
+        {"[PAD]", F(pad)}, {"<pad>", F(pad)}, {"<|pad|>", F(pad)},
+        {"[CLS]", F(cls)}, {"<cls>", F(cls)},
+        {"[SEP]", F(sep)}, {"<sep>", F(sep)},
+        {"[MASK]", F(mask)}, {"<mask>", F(mask)},
+        {"<|endoftext|>", F(eos)}, {"</s>", F(eos)}, {"<|eos|>", F(eos)},
+        {"<|endoftext|>", F(bos)}, {"<s>", F(bos)}, {"<|bos|>", F(bos)},
+        {"[CLS]", F(bos)}, {"[SEP]", F(eos)},
+#undef F
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int64_t *f = (int64_t *)((char *)&t->specials + names[i].field);
+        if (*f >= 0)
+            continue;
+        int64_t id = tfm_tokenizer_token_id(t, names[i].name, strlen(names[i].name));
+        if (id >= 0 && tfm_tok_is_added(t, (uint32_t)id) == 2)
+            *f = id;
+    }
+}
+
+/* ---- the public API ---- */
+
+void tfm_tokenizer_free(tfm_tokenizer *t)
+{
+    if (!t)
+        return;
+    if (t->ops && t->ops->free)
+        t->ops->free(t->impl);
+    for (uint32_t i = 0; i < t->n_pieces; i++)
+        free(t->pieces[i]);
+    free(t->pieces);
+    free(t->piece_lens);
+    free(t->hash);
+    for (size_t i = 0; i < t->n_added; i++)
+        free(t->added[i].content);
+    free(t->added);
+    free(t->added_flag);
+    free(t);
+}
+
+tfm_tok_kind tfm_tokenizer_kind(const tfm_tokenizer *t) { return t->kind; }
+uint32_t tfm_tokenizer_vocab_size(const tfm_tokenizer *t) { return t->n_pieces; }
+const tfm_tok_specials *tfm_tokenizer_specials(const tfm_tokenizer *t) { return &t->specials; }
+
+const char *tfm_tokenizer_piece(const tfm_tokenizer *t, uint32_t id, size_t *len)
+{
+    if (id >= t->n_pieces || !t->pieces[id])
+        return NULL;
+    if (len)
+        *len = t->piece_lens[id];
+    return t->pieces[id];
+}
+
+int64_t tfm_tokenizer_merge_rank(const tfm_tokenizer *t, uint32_t id)
+{
+    return t->kind == TFM_TOK_BPE ? tfm_bpe_merge_rank(t, id) : -1;
+}
+
+tfm_tok_scratch *tfm_tok_scratch_new(const tfm_tokenizer *t)
+{
+    tfm_tok_scratch *s = tfm_calloc(1, sizeof *s);
+    s->tok = t;
+    if (t->ops->scratch_new)
+        s->impl = t->ops->scratch_new(t);
+    return s;
+}
+
+void tfm_tok_scratch_free(tfm_tok_scratch *s)
+{
+    if (!s)
+        return;
+    if (s->tok->ops->scratch_free)
+        s->tok->ops->scratch_free(s->impl);
+    free(s);
+}
+
+/* The added token that starts at s[0..n), longest first; NULL if none. */
+static const tfm_tok_added *added_at(const tfm_tokenizer *t, const char *s, size_t n)
+{
+    const tfm_tok_added *best = NULL;
+    for (size_t i = 0; i < t->n_added; i++) {
+        const tfm_tok_added *a = &t->added[i];
+        if (a->len <= n && (!best || a->len > best->len) && a->content[0] == s[0] &&
+            memcmp(a->content, s, a->len) == 0)
+            best = a;
+    }
+    return best;
+}
+
+void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const char *text,
+                          size_t len, int split_special, tfm_ids *out)
+{
+    void *sc = scratch ? scratch->impl : NULL;
+    if (!split_special || t->n_added == 0) {
+        t->ops->encode(t, sc, text, len, out);
+        return;
+    }
+    /* Added tokens are cut out first (as HF does); the text between them is
+     * encoded on its own, so no pre-token spans an added token. */
+    uint8_t first[256] = {0};
+    for (size_t i = 0; i < t->n_added; i++)
+        first[(unsigned char)t->added[i].content[0]] = 1;
+    size_t start = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!first[(unsigned char)text[i]])
+            continue;
+        const tfm_tok_added *a = added_at(t, text + i, len - i);
+        if (!a)
+            continue;
+        if (i > start)
+            t->ops->encode(t, sc, text + start, i - start, out);
+        tfm_ids_push(out, a->id);
+        i += a->len - 1;
+        start = i + 1;
+    }
+    if (start < len)
+        t->ops->encode(t, sc, text + start, len - start, out);
+}
+
+int tfm_tokenizer_decode(const tfm_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,
+                         tfm_buf *out, tfm_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= t->n_pieces || !t->pieces[ids[i]])
+            return tfm_err_set(err, "token id %u is not in the vocabulary (size %u)", ids[i],
+                               t->n_pieces);
+    if (!skip_special) {
+        t->ops->decode(t, ids, n, out);
+        return 0;
+    }
+    uint32_t *keep = tfm_malloc((n + 1) * sizeof *keep);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tfm_tok_is_added(t, ids[i]) != 2)
+            keep[k++] = ids[i];
+    t->ops->decode(t, keep, k, out);
+    free(keep);
+    return 0;
+}
+
+/* ---- tokenizer.json ---- */
+
+void tfm_tokenizer_to_json(const tfm_tokenizer *t, tfm_buf *out)
+{
+    tfm_buf_puts(out, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n"
+                      "  \"added_tokens\": [");
+    for (size_t i = 0; i < t->n_added; i++) {
+        const tfm_tok_added *a = &t->added[i];
+        tfm_buf_printf(out, "%s\n    {\"id\": %u, \"content\": ", i ? "," : "", a->id);
+        tfm_buf_put_json_string(out, a->content, a->len);
+        tfm_buf_printf(out, ", \"single_word\": %s, \"lstrip\": %s, \"rstrip\": %s, "
+                            "\"normalized\": %s, \"special\": %s}",
+                       a->single_word ? "true" : "false", a->lstrip ? "true" : "false",
+                       a->rstrip ? "true" : "false", a->normalized ? "true" : "false",
+                       a->special ? "true" : "false");
+    }
+    tfm_buf_puts(out, t->n_added ? "\n  ],\n" : "],\n");
+    t->ops->to_json(t, out);
+    tfm_buf_puts(out, "\n}\n");
+}
+
+static int get_bool(const tfm_json *obj, const char *key, int def)
+{
+    const tfm_json *x = tfm_json_get(obj, key);
+    return x && x->type == TFM_JSON_BOOL ? x->boolean : def;
+}
+
+static int added_from_json(tfm_tokenizer *t, const tfm_json_doc *doc, const tfm_json *arr,
+                           tfm_err *err)
+{
+    if (!arr || arr->type == TFM_JSON_NULL)
+        return 0;
+    if (tfm_json_expect(doc, arr, TFM_JSON_ARRAY, "added_tokens", err))
+        return -1;
+    for (size_t i = 0; i < arr->n; i++) {
+        const tfm_json *e = arr->items[i];
+        if (tfm_json_expect(doc, e, TFM_JSON_OBJECT, "an added token", err))
+            return -1;
+        const tfm_json *id = tfm_json_get(e, "id"), *c = tfm_json_get(e, "content");
+        if (!id || !c)
+            return tfm_err_at(err, doc->name, e->line, e->col,
+                              "an added token needs \"id\" and \"content\"");
+        int64_t v;
+        if (tfm_json_get_int(doc, id, "id", 0, 0x7ffffffe, &v, err) ||
+            tfm_json_expect(doc, c, TFM_JSON_STRING, "content", err))
+            return -1;
+        tfm_tok_added a = {
+            .content = (char *)c->str, .len = c->len, .id = (uint32_t)v,
+            .special = get_bool(e, "special", 0), .single_word = get_bool(e, "single_word", 0),
+            .lstrip = get_bool(e, "lstrip", 0), .rstrip = get_bool(e, "rstrip", 0),
+            .normalized = get_bool(e, "normalized", 0),
+        };
+        if (tfm_tok_add_token(t, &a, doc->name, err))
+            return tfm_err_prefix(err, "%s:%ld:%ld", doc->name, e->line, e->col) ;
+    }
+    return 0;
+}
+
+static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
+{
+    const tfm_json *root = doc->root;
+    if (tfm_json_expect(doc, root, TFM_JSON_OBJECT, "a tokenizer.json", err))
+        return -1;
+    const tfm_json *model = tfm_json_get(root, "model");
+    if (!model)
+        return tfm_err_at(err, doc->name, root->line, root->col,
+                          "no \"model\": not a tokenizer.json (for GPT-2's vocab.json + "
+                          "merges.txt give their directory)");
+    if (tfm_json_expect(doc, model, TFM_JSON_OBJECT, "model", err))
+        return -1;
+    const tfm_json *type = tfm_json_get(model, "type");
+    const tfm_json *pre = tfm_json_get(root, "pre_tokenizer");
+    const tfm_json *ptype = tfm_json_get(pre, "type");
+    tfm_tokenizer *t;
+    int rc;
+    if (type && type->type == TFM_JSON_STRING && strcmp(type->str, "WordPiece") == 0) {
+        t = tfm_tok_new(TFM_TOK_WORDPIECE, NULL);
+        rc = tfm_tok_wordpiece_from_json(t, doc, root, err);
+    } else if (type && type->type == TFM_JSON_STRING && strcmp(type->str, "BPE") == 0) {
+        if (ptype && ptype->type == TFM_JSON_STRING && strcmp(ptype->str, "ByteLevel") == 0) {
+            t = tfm_tok_new(TFM_TOK_BPE, &tfm_bpe_ops);
+            rc = tfm_bpe_from_json(t, doc, root, err);
+        } else if (!pre || pre->type == TFM_JSON_NULL) {
+            t = tfm_tok_new(TFM_TOK_CHAR, &tfm_char_ops);
+            rc = tfm_char_from_json(t, doc, root, err);
+        } else {
+            const tfm_json *at = ptype ? ptype : pre;
+            return tfm_err_at(err, doc->name, at->line, at->col,
+                              "unsupported pre_tokenizer for a BPE model (ByteLevel, or null "
+                              "for a character model)");
+        }
+    } else {
+        const tfm_json *at = type ? type : model;
+        return tfm_err_at(err, doc->name, at->line, at->col,
+                          "unsupported model type (BPE or WordPiece)");
+    }
+    if (rc == 0)
+        rc = added_from_json(t, doc, tfm_json_get(root, "added_tokens"), err);
+    if (rc) {
+        tfm_tokenizer_free(t);
+        return -1;
+    }
+    tfm_tok_guess_specials(t);
+    *out = t;
+    return 0;
+}
+
+int tfm_tokenizer_from_json(tfm_tokenizer **out, const char *json, size_t len, const char *name,
+                            tfm_err *err)
+{
+    tfm_json_doc doc;
+    if (tfm_json_parse(&doc, json, len, name, 0, err))
+        return -1;
+    int rc = from_doc(out, &doc, err);
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
+static int exists(const char *dir, const char *name, tfm_buf *path)
+{
+    tfm_buf_clear(path);
+    tfm_buf_printf(path, "%s/%s", dir, name);
+    struct stat st;
+    return stat(tfm_buf_cstr(path), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int load_gpt2(tfm_tokenizer **out, const char *vocab, const char *merges, tfm_err *err)
+{
+    tfm_tokenizer *t = tfm_tok_new(TFM_TOK_BPE, &tfm_bpe_ops);
+    if (tfm_bpe_from_gpt2_files(t, vocab, merges, err)) {
+        tfm_tokenizer_free(t);
+        return -1;
+    }
+    /* GPT-2's <|endoftext|> is a special token (HF lists it in added_tokens). */
+    static const char eot[] = "<|endoftext|>";
+    int64_t id = tfm_tokenizer_token_id(t, eot, sizeof eot - 1);
+    if (id >= 0) {
+        tfm_tok_added a = {.content = (char *)eot, .len = sizeof eot - 1, .id = (uint32_t)id,
+                           .special = 1};
+        tfm_tok_add_token(t, &a, vocab, NULL);
+    }
+    tfm_tok_guess_specials(t);
+    *out = t;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+int tfm_tokenizer_load(tfm_tokenizer **out, const char *path, tfm_err *err)
+{
+    *out = NULL;
+    if (tfm_is_dir(path)) {
+        tfm_buf a = {0}, b = {0};
+        int rc;
+        if (exists(path, "tokenizer.json", &a)) {
+            rc = tfm_tokenizer_load(out, tfm_buf_cstr(&a), err);
+        } else if (exists(path, "vocab.json", &a) && exists(path, "merges.txt", &b)) {
+            rc = load_gpt2(out, tfm_buf_cstr(&a), tfm_buf_cstr(&b), err);
+        } else if (exists(path, "encoder.json", &a) && exists(path, "vocab.bpe", &b)) {
+            rc = load_gpt2(out, tfm_buf_cstr(&a), tfm_buf_cstr(&b), err);
+        } else if (exists(path, "vocab.txt", &a)) {
+            rc = tfm_tokenizer_load(out, tfm_buf_cstr(&a), err);
+        } else {
+            rc = tfm_err_set(err, "%s: no tokenizer.json, vocab.json + merges.txt, "
+                                  "encoder.json + vocab.bpe or vocab.txt in this directory", path);
+        }
+        tfm_buf_free(&a);
+        tfm_buf_free(&b);
+        return rc;
+    }
+    if (ends_with(path, ".txt")) {
+        tfm_tokenizer *t = tfm_tok_new(TFM_TOK_WORDPIECE, NULL);
+        if (tfm_tok_wordpiece_from_vocab_txt(t, path, err)) {
+            tfm_tokenizer_free(t);
+            return -1;
+        }
+        *out = t;
+        return 0;
+    }
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, path, 0, err))
+        return -1;
+    int rc = from_doc(out, &doc, err);
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
+/* ---- training ---- */
+
+struct tfm_tok_trainer {
+    const tfm_tok_trainer_ops *ops;
+    void *impl;
+    tfm_tok_train_opts opts;
+};
+
+tfm_tok_trainer *tfm_tok_trainer_new(const tfm_tok_train_opts *opts)
+{
+    tfm_tok_trainer *t = tfm_calloc(1, sizeof *t);
+    t->opts = *opts;
+    switch (opts->kind) {
+    case TFM_TOK_BPE: t->ops = &tfm_bpe_trainer_ops; break;
+    case TFM_TOK_CHAR: t->ops = &tfm_char_trainer_ops; break;
+    case TFM_TOK_WORDPIECE: t->ops = &tfm_tok_wordpiece_trainer_ops; break;
+    }
+    t->impl = t->ops->create(&t->opts);
+    return t;
+}
+
+void tfm_tok_trainer_feed(tfm_tok_trainer *t, const char *text, size_t len)
+{
+    t->ops->feed(t->impl, text, len);
+}
+
+int tfm_tok_trainer_finish(tfm_tok_trainer *t, tfm_tokenizer **out, tfm_err *err)
+{
+    return t->ops->finish(t->impl, &t->opts, out, err);
+}
+
+void tfm_tok_trainer_free(tfm_tok_trainer *t)
+{
+    if (!t)
+        return;
+    t->ops->free(t->impl);
+    free(t);
+}

@@ -1,0 +1,72 @@
+#include "config.h"
+
+#include "text/utf8.h"
+
+int32_t tfm_utf8_decode(const unsigned char *s, size_t n, size_t *adv)
+{
+    unsigned c = s[0];
+    *adv = 1;
+    if (c < 0x80)
+        return (int32_t)c;
+    size_t len;
+    uint32_t cp, min;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2; cp = c & 0x1F; min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3; cp = c & 0x0F; min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4; cp = c & 0x07; min = 0x10000;
+    } else {
+        return -1;
+    }
+    if (len > n)
+        return -1;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return -1;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return -1;
+    *adv = len;
+    return (int32_t)cp;
+}
+
+size_t tfm_utf8_encode(uint32_t cp, unsigned char *d)
+{
+    if (cp < 0x80) {
+        d[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        d[0] = (unsigned char)(0xC0 | (cp >> 6));
+        d[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        d[0] = (unsigned char)(0xE0 | (cp >> 12));
+        d[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        d[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    d[0] = (unsigned char)(0xF0 | (cp >> 18));
+    d[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    d[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    d[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+int tfm_utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0, adv;
+    while (i < n) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        if (tfm_utf8_decode(s + i, n - i, &adv) < 0)
+            return 0;
+        i += adv;
+    }
+    return 1;
+}

@@ -1,0 +1,22 @@
+/* UTF-8 decoding that never fails: an invalid or truncated sequence yields
+ * one byte at a time, so callers can keep every input byte. */
+#ifndef TFM_TEXT_UTF8_H
+#define TFM_TEXT_UTF8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Decodes the character at s[0..n) (n >= 1).  Returns the code point and sets
+ * *adv to its length; for a byte that does not start a valid, complete,
+ * shortest-form sequence (surrogates and > U+10FFFF included) returns -1
+ * with *adv = 1. */
+int32_t tfm_utf8_decode(const unsigned char *s, size_t n, size_t *adv);
+
+/* Appends the encoding of cp (< 0x110000) to dst (4 bytes room); returns the
+ * length. */
+size_t tfm_utf8_encode(uint32_t cp, unsigned char *dst);
+
+/* 1 when s[0..n) is valid UTF-8. */
+int tfm_utf8_valid(const unsigned char *s, size_t n);
+
+#endif

@@ -1,0 +1,192 @@
+/* tfm-train: train a GPT-style language model from a YAML configuration.
+ * Options -> tfm_config -> tfm_train_run; everything else is in lib/train. */
+#include "config.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/err.h"
+#include "base/file.h"
+#include "base/opt.h"
+#include "base/thread.h"
+#include "io/config.h"
+#include "tensor/gemm.h"
+#include "train/checkpoint.h"
+#include "train/train.h"
+
+static const char *prog = "tfm-train";
+
+static void usage(void)
+{
+    printf("Usage: %s -c CONFIG.yaml [--set KEY=VALUE]... [-o RUNDIR] [options]\n"
+           "Train a GPT-style language model; resume when RUNDIR holds a checkpoint.\n"
+           "\n"
+           "  -c, --config FILE    YAML configuration (see tfm-config(5)); optional when\n"
+           "                       resuming (the run's own configuration is used)\n"
+           "      --set KEY=VALUE  override one key, e.g. --set optim.lr=3e-4 (repeatable;\n"
+           "                       defaults < CONFIG < --set)\n"
+           "  -o, --output DIR     run directory (default: run)\n"
+           "      --dump-config    print the effective configuration as YAML and exit\n"
+           "      --list-keys      print every configuration key as TSV (key, type,\n"
+           "                       default, range or choices, description) and exit\n"
+           "      --steps N        stop after N steps in this invocation (saved; rerun to\n"
+           "                       continue)\n"
+           "      --seed N         same as --set train.seed=N\n"
+           "      --threads N      threads (default: train.threads, TFM_NUM_THREADS, or\n"
+           "                       all cores)\n"
+           "  -q, --quiet          no progress bar or messages on stderr\n"
+           "  -h, --help           this help\n"
+           "      --version        print the version\n"
+           "\n"
+           "Writes RUNDIR/model.safetensors (last), best.safetensors (lowest validation\n"
+           "loss), state.safetensors (for resuming) and log.tsv.  SIGINT/SIGTERM save a\n"
+           "checkpoint and exit 0.  Exit status: 0 success, 1 failure, 2 usage.\n",
+           prog);
+    exit(0);
+}
+
+static const char *const type_names[] = {"int", "float", "bool", "string", "enum"};
+
+static void list_keys(void)
+{
+    size_t n;
+    const tfm_config_key *k = tfm_config_keys(&n);
+    for (size_t i = 0; i < n; i++) {
+        printf("%s\t%s\t%s\t", k[i].path, type_names[k[i].type], k[i].def);
+        if (k[i].type == TFM_CONFIG_ENUM)
+            printf("%s", k[i].choices);
+        else if (k[i].type == TFM_CONFIG_INT || k[i].type == TFM_CONFIG_FLOAT)
+            printf("%.10g..%.10g", k[i].min, k[i].max);
+        printf("\t%s\n", k[i].doc);
+    }
+    exit(fflush(stdout) ? 1 : 0);
+}
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    stop_flag = 1;
+    /* A second signal is not ignored: the user means it. */
+    signal(sig, SIG_DFL);
+}
+
+static void message(void *ctx, const char *msg)
+{
+    if (!*(int *)ctx)
+        fprintf(stderr, "%s: %s\n", prog, msg);
+}
+
+enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION };
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"set", required_argument, NULL, OPT_SET},
+        {"output", required_argument, NULL, 'o'},
+        {"dump-config", no_argument, NULL, OPT_DUMP},
+        {"list-keys", no_argument, NULL, OPT_LIST},
+        {"steps", required_argument, NULL, OPT_STEPS},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    const char *config_path = NULL, *rundir = "run";
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    int n_sets = 0, dump = 0, quiet = 0, threads = 0;
+    long steps = 0;
+    char seed_set[64];
+    int c;
+    while ((c = getopt_long(argc, argv, "c:o:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config_path = optarg; break;
+        case 'o': rundir = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(); break;
+        case OPT_SET: sets[n_sets++] = optarg; break;
+        case OPT_DUMP: dump = 1; break;
+        case OPT_LIST: list_keys(); break;
+        case OPT_STEPS: steps = tfm_opt_long(prog, "--steps", optarg, 1, 1L << 62); break;
+        case OPT_SEED:
+            tfm_opt_long(prog, "--seed", optarg, -1, 1L << 62);
+            snprintf(seed_set, sizeof seed_set, "train.seed=%s", optarg);
+            sets[n_sets++] = seed_set;
+            break;
+        case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 4096); break;
+        case OPT_VERSION: tfm_print_version(prog);
+        default: tfm_usage_error(prog, "unknown option");
+        }
+    }
+    if (optind < argc)
+        tfm_usage_error(prog, "unexpected argument '%s'", argv[optind]);
+    if (!*rundir)
+        tfm_usage_error(prog, "-o: empty run directory");
+
+    tfm_config cfg;
+    tfm_config_defaults(&cfg);
+    tfm_err err = {0};
+    if (config_path) {
+        if (tfm_config_load_yaml(&cfg, config_path, &err) < 0)
+            tfm_die(prog, &err);
+    } else {
+        /* Resuming: the run directory remembers its configuration. */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/state.safetensors", rundir);
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            if (!dump)
+                tfm_usage_error(prog, "no configuration: give -c CONFIG.yaml (or -o a run "
+                                      "directory to resume)");
+        } else if (tfm_checkpoint_load_config(path, &cfg, &err) < 0) {
+            tfm_die(prog, &err);
+        }
+    }
+    for (int i = 0; i < n_sets; i++)
+        if (tfm_config_set(&cfg, sets[i], &err) < 0)
+            tfm_die(prog, &err);
+    free(sets);
+    if (dump) {
+        tfm_buf b = {0};
+        tfm_config_dump(&cfg, 1, &b);
+        fwrite(b.data, 1, b.len, stdout);
+        tfm_buf_free(&b);
+        return fflush(stdout) ? 1 : 0;
+    }
+    if (tfm_config_validate(&cfg, &err) < 0)
+        tfm_die(prog, &err);
+
+    if (!threads)
+        threads = cfg.train.threads > 0 ? (int)cfg.train.threads : tfm_threads_default();
+    tfm_blas_init(threads);
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    tfm_train_opts o = {.rundir = rundir, .quiet = quiet, .run_steps = steps,
+                        .stop = &stop_flag, .message = message, .ctx = &quiet};
+    tfm_train_result r;
+    if (tfm_train_run(&cfg, &o, &r, &err) < 0)
+        tfm_die(prog, &err);
+    if (!quiet) {
+        fprintf(stderr, "%s: step %lld/%lld  train loss %.4f", prog, (long long)r.step,
+                (long long)cfg.train.max_steps, r.train_loss);
+        if (!isnan(r.val_loss))
+            fprintf(stderr, "  val loss %.4f (best %.4f)", r.val_loss, r.best_val);
+        if (r.steps_run)
+            fprintf(stderr, "  %.1f ms/step on %d threads", r.ms_per_step, threads);
+        fprintf(stderr, "\n");
+    }
+    return 0;
+}

@@ -1,0 +1,51 @@
+#!/bin/sh
+# tfm-train's configuration: file:line:col errors, --set precedence,
+# --dump-config round trip, usage errors, and the man page lists every key.
+. "${TFM_SRCDIR:-..}/tests/train_lib.sh"
+
+cat > bad.yaml <<END
+model:
+  n_layer: 2
+optim:
+  lerning_rate: 0.1
+END
+expect_fail 1 "tfm-train: bad.yaml:4:3: unknown key 'lerning_rate' (did you mean 'optim.lr'?)" \
+    tfm-train -c bad.yaml
+printf 'model:\n  n_head: four\n' > bad2.yaml
+expect_fail 1 "bad2.yaml:2:11: 'model.n_head' must be an integer" tfm-train -c bad2.yaml
+printf 'model: [1, 2\n' > bad3.yaml
+expect_fail 1 "bad3.yaml:" tfm-train -c bad3.yaml
+expect_fail 1 "nope.yaml" tfm-train -c nope.yaml
+expect_fail 1 "unknown key 'optim.lrr' (did you mean 'optim.lr'?)" \
+    tfm-train --dump-config --set optim.lrr=1
+expect_fail 2 "Try" tfm-train --no-such-option
+expect_fail 2 "--threads" tfm-train --threads 0 -c bad.yaml
+expect_fail 2 "no configuration" tfm-train -o empty-run
+
+# defaults < YAML < --set, in --set order
+printf 'optim:\n  lr: 0.01\n  beta2: 0.95\n' > p.yaml
+tfm-train -c p.yaml --set optim.lr=0.5 --set optim.lr=0.25 --seed 9 --dump-config > eff.yaml
+grep -q '^  lr: 0.25 ' eff.yaml || fail "--set did not win: $(grep lr: eff.yaml)"
+grep -q '^  beta2: 0.95 ' eff.yaml || fail "YAML did not beat the default"
+grep -q '^  beta1: 0.9 ' eff.yaml || fail "default lost"
+grep -q '^  seed: 9 ' eff.yaml || fail "--seed"
+# the dump is a valid configuration that reproduces itself
+tfm-train -c eff.yaml --dump-config > eff2.yaml
+cmp eff.yaml eff2.yaml || fail "--dump-config does not round-trip"
+
+# every key of the schema is documented, with its default, in tfm-config(5)
+man5="$TFM_SRCDIR/man/tfm-config.5"
+tfm-train --list-keys > keys.tsv
+# "key<TAB>default" per line (read(1) would merge empty fields)
+awk -F'\t' '{ print $1 "\t" ($3 == "" ? "\"\"" : $3) }' keys.tsv > defaults.tsv
+n=$(wc -l < defaults.tsv)
+awk -F'\t' 'NR == FNR { def[".B " $1] = $2; next }
+    ($0 in def) { k = $0; getline; if (index($0, "default \\fB" def[k] "\\fR")) ok[k] = 1 }
+    END { for (k in def) if (!(k in ok)) { print "missing or wrong default: " k; bad = 1 }
+          exit bad }' defaults.tsv "$man5" || fail "man/tfm-config.5 disagrees with --list-keys"
+[ "$n" -gt 30 ] || fail "only $n keys listed"
+# and documents nothing that does not exist
+grep '^\.B [a-z_]*\.[a-z_]*$' "$man5" | sed 's/^\.B //' | while read -r key; do
+    grep -q "^$key	" keys.tsv || fail "man/tfm-config.5 documents unknown key $key"
+done
+echo "ok: $n keys"

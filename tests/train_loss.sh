@@ -1,0 +1,32 @@
+#!/bin/sh
+# A tiny model learns: the validation loss falls well below the initial
+# loss (ln V); the text + tokenizer path works and embeds the tokenizer.
+. "${TFM_SRCDIR:-..}/tests/train_lib.sh"
+setup_data
+tfm-train -q -c run.yaml --set train.max_steps=80 --set train.eval_interval=40 -o r
+first=$(awk -F'\t' 'NR == 2 { print $2 }' r/log.tsv)
+last=$(awk -F'\t' '$3 != "" { v = $3 } END { print v }' r/log.tsv)
+echo "first train loss $first, last val loss $last"
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 4 && b < 2.8) }' ||
+    fail "loss did not fall enough: $first -> $last"
+# log.tsv columns
+head -n 1 r/log.tsv | grep -qx 'step	train_loss	val_loss	lr	grad_norm	tokens_per_s	elapsed_s' ||
+    fail "log header"
+[ "$(awk -F'\t' 'NF != 7' r/log.tsv | wc -l)" = 0 ] || fail "log lines without 7 fields"
+
+# post-LN, ReLU, untied, Adam with L2, linear decay, accumulation also train
+tfm-train -q -c run.yaml --set model.norm=post --set model.activation=relu \
+    --set model.tie_embeddings=false --set optim.type=adam --set schedule.decay=linear \
+    --set train.grad_accum=2 --set train.max_steps=60 -o p
+last=$(awk -F'\t' '$3 != "" { v = $3 } END { print v }' p/log.tsv)
+awk -v b="$last" 'BEGIN { exit !(b < 3.2) }' || fail "variant did not learn: $last"
+
+if command -v tfm-tokenize >/dev/null; then
+    tfm-tokenize train --model char -o tok.json corpus.txt
+    tfm-train -q -c run.yaml --set data.train= --set data.val= --set data.text=corpus.txt \
+        --set data.tokenizer=tok.json --set train.max_steps=60 -o t
+    grep -q '"tokenizer"' t/model.safetensors || fail "no tokenizer in the model file"
+    last=$(awk -F'\t' '$3 != "" { v = $3 } END { print v }' t/log.tsv)
+    awk -v b="$last" 'BEGIN { exit !(b < 2.8) }' || fail "char model did not learn: $last"
+fi
+echo ok

@@ -1,0 +1,693 @@
+/* tfm-tokenize: train, apply and inspect tokenizers.
+ * Options -> library calls -> output; the work is in lib/text. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/opt.h"
+#include "base/progress.h"
+#include "base/rng.h"
+#include "base/thread.h"
+#include "io/npy.h"
+#include "text/encode_stream.h"
+#include "text/tokenizer.h"
+
+static const char *prog = "tfm-tokenize";
+
+static void usage_main(FILE *fp)
+{
+    fprintf(fp,
+            "Usage: %s COMMAND [OPTION]... [FILE]...\n"
+            "Train, apply and inspect tokenizers (byte-level BPE, WordPiece, char).\n"
+            "\n"
+            "Commands:\n"
+            "  train    learn a tokenizer from text and write its tokenizer.json\n"
+            "  encode   text to token ids (ids, pieces, jsonl or .npy)\n"
+            "  decode   token ids (text or .npy) back to text\n"
+            "  vocab    the vocabulary as TSV: id, piece, merge rank\n"
+            "\n"
+            "  -h, --help     this help; '%s COMMAND --help' for a command's options\n"
+            "      --version  print the version\n"
+            "\n"
+            "TOK (-t) is a tokenizer.json, a directory holding GPT-2's vocab.json +\n"
+            "merges.txt (or encoder.json + vocab.bpe), or BERT's vocab.txt.\n"
+            "Exit status: 0 success, 1 failure, 2 usage error.  See tfm-tokenize(1).\n",
+            prog, prog);
+}
+
+static void usage_train(FILE *fp)
+{
+    fprintf(fp,
+            "Usage: %s train [OPTION]... [FILE]...\n"
+            "Learn a tokenizer from the text in FILEs (standard input if none).\n"
+            "\n"
+            "  -m, --model KIND        bpe (byte-level, GPT-2 style; default), wordpiece\n"
+            "                          (BERT style) or char (one token per character)\n"
+            "  -v, --vocab-size N      vocabulary size, specials and base alphabet\n"
+            "                          included (default 30000; char: every character seen)\n"
+            "      --min-frequency N   do not merge pairs (char: keep characters) seen fewer\n"
+            "                          than N times (default 2; char 0)\n"
+            "      --special TOKEN     a special token (repeatable; default bpe:\n"
+            "                          <|endoftext|>; wordpiece: [PAD] [UNK] [CLS] [SEP] [MASK])\n"
+            "      --lowercase         lowercase (and strip accents) before training\n"
+            "      --no-lowercase      keep case (the default except for wordpiece)\n"
+            "      --sample-lines N    train on N lines drawn uniformly from the input\n"
+            "      --seed S            seed of the sample (default: random, logged)\n"
+            "  -o, --output FILE       write tokenizer.json to FILE (default stdout)\n"
+            "      --threads N         threads (default: all cores or $TFM_NUM_THREADS)\n"
+            "  -q, --quiet             no progress or summary on stderr\n"
+            "  -h, --help              this help\n",
+            prog);
+}
+
+static void usage_encode(FILE *fp)
+{
+    fprintf(fp,
+            "Usage: %s encode -t TOK [OPTION]... [FILE]...\n"
+            "Encode text from FILEs (standard input if none) as token ids; each input\n"
+            "line is one sequence unless --document.\n"
+            "\n"
+            "  -t, --tokenizer TOK     the tokenizer (tokenizer.json, GPT-2 directory, vocab.txt)\n"
+            "  -f, --format FMT        ids (default): ids separated by spaces, a line per line;\n"
+            "                          pieces: vocabulary pieces likewise;\n"
+            "                          jsonl: {\"ids\":[...]} per line;\n"
+            "                          npy: one flat uint16 array (uint32 if the vocabulary\n"
+            "                          has more than 65536 entries)\n"
+            "  -d, --document          the whole input is one sequence (newlines are text)\n"
+            "      --add-special       [CLS] A [SEP] (B [SEP] for \"A<TAB>B\" lines, with\n"
+            "                          type_ids in jsonl); GPT-2 style: <|endoftext|> after\n"
+            "      --split-special     special-token text in the input becomes its id\n"
+            "  -o, --output FILE       write to FILE (default stdout), atomically\n"
+            "      --threads N         threads (default: all cores or $TFM_NUM_THREADS)\n"
+            "  -q, --quiet             no summary on stderr\n"
+            "  -h, --help              this help\n",
+            prog);
+}
+
+static void usage_decode(FILE *fp)
+{
+    fprintf(fp,
+            "Usage: %s decode -t TOK [OPTION]... [FILE]\n"
+            "Turn token ids back into text.  FILE (standard input if none or -) holds\n"
+            "ids separated by spaces (one output line per input line; jsonl lines\n"
+            "{\"ids\":[...]} too) or is a .npy array (decoded as one text).\n"
+            "\n"
+            "  -t, --tokenizer TOK     the tokenizer\n"
+            "      --skip-special      leave special tokens out of the text\n"
+            "  -o, --output FILE       write to FILE (default stdout), atomically\n"
+            "  -q, --quiet             (accepted for symmetry; decode prints no chatter)\n"
+            "  -h, --help              this help\n",
+            prog);
+}
+
+static void usage_vocab(FILE *fp)
+{
+    fprintf(fp,
+            "Usage: %s vocab -t TOK [OPTION]...\n"
+            "Print the vocabulary as TSV: id, piece (tab, newline and backslash escaped\n"
+            "as \\t \\n \\\\), and the merge rank that made it (- for none).\n"
+            "\n"
+            "  -t, --tokenizer TOK     the tokenizer\n"
+            "  -o, --output FILE       write to FILE (default stdout), atomically\n"
+            "  -h, --help              this help\n",
+            prog);
+}
+
+enum {
+    OPT_VERSION = 256,
+    OPT_MIN_FREQ,
+    OPT_SPECIAL,
+    OPT_LOWER,
+    OPT_NO_LOWER,
+    OPT_SAMPLE,
+    OPT_SEED,
+    OPT_THREADS,
+    OPT_ADD_SPECIAL,
+    OPT_SPLIT_SPECIAL,
+    OPT_SKIP_SPECIAL,
+};
+
+static tfm_tokenizer *load_tokenizer(const char *path)
+{
+    if (!path)
+        tfm_usage_error(prog, "missing -t TOK (the tokenizer)");
+    tfm_tokenizer *tok;
+    tfm_err err = {0};
+    if (tfm_tokenizer_load(&tok, path, &err) < 0)
+        tfm_die(prog, &err);
+    return tok;
+}
+
+static void open_out(tfm_out *o, const char *path)
+{
+    tfm_err err = {0};
+    if (tfm_out_open(o, path, &err) < 0)
+        tfm_die(prog, &err);
+}
+
+static void commit_out(tfm_out *o)
+{
+    tfm_err err = {0};
+    if (tfm_out_commit(o, &err) < 0)
+        tfm_die(prog, &err);
+}
+
+static void fail_out(tfm_out *o, const tfm_err *err)
+{
+    tfm_out_abort(o);
+    tfm_die(prog, err);
+}
+
+static int open_in(const char *path)
+{
+    if (strcmp(path, "-") == 0)
+        return STDIN_FILENO;
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* train */
+
+/* Reservoir of sampled lines (Algorithm R): memory bounded by N lines. */
+typedef struct sample {
+    uint64_t want, seen;
+    char **lines;
+    size_t *lens;
+    tfm_rng rng;
+} sample;
+
+static void sample_add(sample *s, const char *line, size_t n)
+{
+    uint64_t slot;
+    if (s->seen < s->want) {
+        slot = s->seen;
+    } else {
+        slot = tfm_rng_below(&s->rng, s->seen + 1);
+        if (slot >= s->want) {
+            s->seen++;
+            return;
+        }
+        free(s->lines[slot]);
+    }
+    s->lines[slot] = tfm_strndup(line, n);
+    s->lens[slot] = n;
+    s->seen++;
+}
+
+typedef struct train_feed {
+    tfm_tok_trainer *tr;
+    sample *smp;
+    uint64_t lines, bytes;
+} train_feed;
+
+/* Complete lines (each with its newline) go to the trainer in blocks, or one
+ * at a time to the sample. */
+static void feed_lines(train_feed *f, const char *text, size_t len)
+{
+    f->bytes += len;
+    const char *s = text, *end = text + len;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *le = nl ? nl + 1 : end;
+        f->lines++;
+        if (f->smp)
+            sample_add(f->smp, s, (size_t)(le - s));
+        s = le;
+    }
+    if (!f->smp)
+        tfm_tok_trainer_feed(f->tr, text, len);
+}
+
+static int train_read(train_feed *f, int fd, const char *name, tfm_progress *pg,
+                      double *done, tfm_err *err)
+{
+    size_t cap = 1u << 20;
+    tfm_buf b = {0};
+    tfm_buf_reserve(&b, cap);
+    int rc = 0;
+    for (;;) {
+        tfm_buf_reserve(&b, cap);
+        ssize_t n = read(fd, b.data + b.len, b.cap - b.len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = tfm_err_errno(err, "%s: read error", name);
+            break;
+        }
+        if (n == 0)
+            break;
+        size_t old = b.len;
+        b.len += (size_t)n;
+        *done += (double)n;
+        tfm_progress_update(pg, *done / 1e6);
+        size_t cut = 0;
+        for (size_t i = b.len; i > old; i--)
+            if (b.data[i - 1] == '\n') {
+                cut = i;
+                break;
+            }
+        if (!cut)
+            continue; /* a line longer than the buffer: keep reading */
+        feed_lines(f, b.data, cut);
+        memmove(b.data, b.data + cut, b.len - cut);
+        b.len -= cut;
+    }
+    if (rc == 0 && b.len)
+        feed_lines(f, b.data, b.len);
+    tfm_buf_free(&b);
+    return rc;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'},
+        {"vocab-size", required_argument, 0, 'v'},
+        {"min-frequency", required_argument, 0, OPT_MIN_FREQ},
+        {"special", required_argument, 0, OPT_SPECIAL},
+        {"lowercase", no_argument, 0, OPT_LOWER},
+        {"no-lowercase", no_argument, 0, OPT_NO_LOWER},
+        {"sample-lines", required_argument, 0, OPT_SAMPLE},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"output", required_argument, 0, 'o'},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    tfm_tok_train_opts o = {.kind = TFM_TOK_BPE, .lowercase = -1};
+    long vocab = -1, min_freq = -1, sample_n = 0, threads = tfm_threads_default();
+    long long seed = -1;
+    const char *output = NULL;
+    int quiet = 0, c;
+    const char **specials = NULL;
+    size_t n_specials = 0;
+    while ((c = getopt_long(argc, argv, "m:v:o:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            if (strcmp(optarg, "bpe") == 0)
+                o.kind = TFM_TOK_BPE;
+            else if (strcmp(optarg, "wordpiece") == 0)
+                o.kind = TFM_TOK_WORDPIECE;
+            else if (strcmp(optarg, "char") == 0)
+                o.kind = TFM_TOK_CHAR;
+            else
+                tfm_usage_error(prog, "--model: '%s' is not one of bpe, wordpiece, char", optarg);
+            break;
+        case 'v': vocab = tfm_opt_long(prog, "--vocab-size", optarg, 1, UINT32_MAX); break;
+        case OPT_MIN_FREQ: min_freq = tfm_opt_long(prog, "--min-frequency", optarg, 0, LONG_MAX); break;
+        case OPT_SPECIAL:
+            specials = tfm_realloc(specials, (n_specials + 1) * sizeof *specials);
+            specials[n_specials++] = optarg;
+            break;
+        case OPT_LOWER: o.lowercase = 1; break;
+        case OPT_NO_LOWER: o.lowercase = 0; break;
+        case OPT_SAMPLE: sample_n = tfm_opt_long(prog, "--sample-lines", optarg, 1, 1L << 40); break;
+        case OPT_SEED: seed = tfm_opt_long(prog, "--seed", optarg, 0, LONG_MAX); break;
+        case 'o': output = optarg; break;
+        case OPT_THREADS: threads = tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
+        case 'q': quiet = 1; break;
+        case 'h': usage_train(stdout); exit(0);
+        default: tfm_usage_error(prog, "usage: %s train [OPTION]... [FILE]...", prog);
+        }
+    }
+    if (vocab < 0)
+        vocab = o.kind == TFM_TOK_CHAR ? 0 : 30000;
+    /* A character seen once still belongs in a char vocabulary. */
+    if (min_freq < 0)
+        min_freq = o.kind == TFM_TOK_CHAR ? 0 : 2;
+    o.vocab_size = (uint32_t)vocab;
+    o.min_frequency = (uint64_t)min_freq;
+    o.specials = specials;
+    o.n_specials = n_specials;
+    o.threads = (int)threads;
+
+    sample smp = {0};
+    train_feed f = {.tr = tfm_tok_trainer_new(&o)};
+    if (sample_n) {
+        if (seed < 0) {
+            seed = (long long)(tfm_rng_entropy_seed() & INT64_MAX);
+            if (!quiet)
+                fprintf(stderr, "%s: sampling with --seed %lld\n", prog, seed);
+        }
+        smp.want = (uint64_t)sample_n;
+        smp.lines = tfm_calloc((size_t)sample_n, sizeof *smp.lines);
+        smp.lens = tfm_calloc((size_t)sample_n, sizeof *smp.lens);
+        tfm_rng_seed(&smp.rng, (uint64_t)seed);
+        f.smp = &smp;
+    }
+
+    /* The total is known when every input is a regular file. */
+    double total = 0;
+    int nfiles = argc - optind;
+    for (int i = optind; i < argc; i++) {
+        struct stat st;
+        if (strcmp(argv[i], "-") != 0 && stat(argv[i], &st) == 0 && S_ISREG(st.st_mode))
+            total += (double)st.st_size;
+        else
+            total = -1e300;
+    }
+    tfm_progress pg;
+    tfm_progress_init(&pg, "reading", "MB", nfiles && total > 0 ? total / 1e6 : 0, quiet);
+    double t0 = tfm_now(), done = 0;
+    tfm_err err = {0};
+    for (int i = nfiles ? optind : -1; i < argc; i++) {
+        const char *name = i < 0 ? "-" : argv[i];
+        int fd = open_in(name);
+        if (fd < 0) {
+            tfm_progress_end(&pg);
+            tfm_err_errno(&err, "%s", name);
+            tfm_die(prog, &err);
+        }
+        int rc = train_read(&f, fd, strcmp(name, "-") ? name : "<stdin>", &pg, &done, &err);
+        if (fd != STDIN_FILENO)
+            close(fd);
+        if (rc < 0) {
+            tfm_progress_end(&pg);
+            tfm_die(prog, &err);
+        }
+        if (i < 0)
+            break;
+    }
+    tfm_progress_end(&pg);
+
+    uint64_t used = f.lines, used_bytes = f.bytes;
+    if (f.smp) {
+        /* Fed in blocks so the trainer can count on several threads. */
+        used = smp.seen < smp.want ? smp.seen : smp.want;
+        used_bytes = 0;
+        tfm_buf blk = {0};
+        for (uint64_t i = 0; i < used; i++) {
+            used_bytes += smp.lens[i];
+            tfm_buf_append(&blk, smp.lines[i], smp.lens[i]);
+            if (smp.lens[i] == 0 || smp.lines[i][smp.lens[i] - 1] != '\n')
+                tfm_buf_putc(&blk, '\n');
+            free(smp.lines[i]);
+            if (blk.len >= (1u << 20) || i + 1 == used) {
+                tfm_tok_trainer_feed(f.tr, blk.data, blk.len);
+                tfm_buf_clear(&blk);
+            }
+        }
+        tfm_buf_free(&blk);
+        for (uint64_t i = used; i < smp.want; i++)
+            free(smp.lines[i]);
+        free(smp.lines);
+        free(smp.lens);
+        if (!quiet)
+            fprintf(stderr, "%s: sampled %llu of %llu lines (seed %lld)\n", prog,
+                    (unsigned long long)used, (unsigned long long)f.lines, seed);
+    }
+
+    tfm_tokenizer *tok;
+    if (tfm_tok_trainer_finish(f.tr, &tok, &err) < 0)
+        tfm_die(prog, &err);
+    tfm_tok_trainer_free(f.tr);
+    free(specials);
+
+    tfm_buf json = {0};
+    tfm_tokenizer_to_json(tok, &json);
+    tfm_out out;
+    open_out(&out, output);
+    if (fwrite(json.data, 1, json.len, out.fp) != json.len) {
+        tfm_err_errno(&err, "%s: write error", output ? output : "<stdout>");
+        fail_out(&out, &err);
+    }
+    commit_out(&out);
+    if (!quiet)
+        fprintf(stderr, "%s: trained a vocabulary of %u on %llu lines (%.1f MB) in %.2f s\n",
+                prog, tfm_tokenizer_vocab_size(tok), (unsigned long long)used,
+                used_bytes / 1e6, tfm_now() - t0);
+    tfm_buf_free(&json);
+    tfm_tokenizer_free(tok);
+    return 0;
+}
+
+/* encode */
+
+static int cmd_encode(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"tokenizer", required_argument, 0, 't'},
+        {"format", required_argument, 0, 'f'},
+        {"document", no_argument, 0, 'd'},
+        {"add-special", no_argument, 0, OPT_ADD_SPECIAL},
+        {"split-special", no_argument, 0, OPT_SPLIT_SPECIAL},
+        {"output", required_argument, 0, 'o'},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    tfm_enc_opts o = {.format = TFM_ENC_IDS, .threads = tfm_threads_default()};
+    const char *tpath = NULL, *output = NULL;
+    int quiet = 0, c;
+    while ((c = getopt_long(argc, argv, "t:f:do:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 't': tpath = optarg; break;
+        case 'f':
+            if (strcmp(optarg, "ids") == 0)
+                o.format = TFM_ENC_IDS;
+            else if (strcmp(optarg, "pieces") == 0)
+                o.format = TFM_ENC_PIECES;
+            else if (strcmp(optarg, "jsonl") == 0)
+                o.format = TFM_ENC_JSONL;
+            else if (strcmp(optarg, "npy") == 0)
+                o.format = TFM_ENC_NPY;
+            else
+                tfm_usage_error(prog, "--format: '%s' is not one of ids, pieces, jsonl, npy", optarg);
+            break;
+        case 'd': o.document = 1; break;
+        case OPT_ADD_SPECIAL: o.add_special = 1; break;
+        case OPT_SPLIT_SPECIAL: o.split_special = 1; break;
+        case 'o': output = optarg; break;
+        case OPT_THREADS: o.threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
+        case 'q': quiet = 1; break;
+        case 'h': usage_encode(stdout); exit(0);
+        default: tfm_usage_error(prog, "usage: %s encode -t TOK [OPTION]... [FILE]...", prog);
+        }
+    }
+    const char *env = getenv("TFM_ENCODE_CHUNK"); /* tests: force many rounds */
+    long chunk;
+    if (env && tfm_parse_long(env, 1, 1L << 30, &chunk) == 0)
+        o.chunk = (size_t)chunk;
+    int to_stdout = !output || strcmp(output, "-") == 0;
+    if (o.format == TFM_ENC_NPY && to_stdout && isatty(STDOUT_FILENO))
+        tfm_usage_error(prog, "not writing binary .npy to a terminal; use -o FILE or a redirection");
+    tfm_tokenizer *tok = load_tokenizer(tpath);
+
+    tfm_out_install_signals();
+    tfm_err err = {0};
+    tfm_encoder *enc;
+    if (tfm_encoder_new(&enc, tok, &o, output, &err) < 0)
+        tfm_die(prog, &err);
+    double t0 = tfm_now();
+    int nfiles = argc - optind;
+    for (int i = nfiles ? optind : -1; i < argc; i++) {
+        const char *name = i < 0 ? "-" : argv[i];
+        int fd = open_in(name);
+        int rc = fd < 0 ? tfm_err_errno(&err, "%s", name)
+                        : tfm_encoder_feed_fd(enc, fd, strcmp(name, "-") ? name : "<stdin>", &err);
+        if (fd > STDIN_FILENO)
+            close(fd);
+        if (rc < 0) {
+            tfm_encoder_free(enc); /* removes the unfinished output */
+            tfm_die(prog, &err);
+        }
+        if (i < 0)
+            break;
+    }
+    if (tfm_encoder_finish(enc, &err) < 0) {
+        tfm_encoder_free(enc);
+        tfm_die(prog, &err);
+    }
+    const tfm_enc_stats *st = tfm_encoder_stats(enc);
+    double dt = tfm_now() - t0;
+    if (!quiet)
+        fprintf(stderr, "%s: %llu bytes, %llu sequence(s), %llu tokens in %.2f s (%.1f MB/s)\n",
+                prog, (unsigned long long)st->bytes, (unsigned long long)st->sequences,
+                (unsigned long long)st->tokens, dt, dt > 0 ? st->bytes / 1e6 / dt : 0.0);
+    tfm_encoder_free(enc);
+    tfm_tokenizer_free(tok);
+    return 0;
+}
+
+/* decode */
+
+static int cmd_decode(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"tokenizer", required_argument, 0, 't'},
+        {"skip-special", no_argument, 0, OPT_SKIP_SPECIAL},
+        {"output", required_argument, 0, 'o'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *tpath = NULL, *output = NULL;
+    int skip = 0, c;
+    while ((c = getopt_long(argc, argv, "t:o:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 't': tpath = optarg; break;
+        case OPT_SKIP_SPECIAL: skip = 1; break;
+        case 'o': output = optarg; break;
+        case 'q': break;
+        case 'h': usage_decode(stdout); exit(0);
+        default: tfm_usage_error(prog, "usage: %s decode -t TOK [OPTION]... [FILE]", prog);
+        }
+    }
+    if (argc - optind > 1)
+        tfm_usage_error(prog, "decode takes at most one FILE");
+    const char *in = optind < argc ? argv[optind] : "-";
+    const char *in_name = strcmp(in, "-") ? in : "<stdin>";
+    tfm_tokenizer *tok = load_tokenizer(tpath);
+    tfm_err err = {0};
+    FILE *fp = strcmp(in, "-") ? fopen(in, "rb") : stdin;
+    if (!fp) {
+        tfm_err_errno(&err, "%s", in);
+        tfm_die(prog, &err);
+    }
+    tfm_out_install_signals();
+    tfm_out out;
+    open_out(&out, output);
+    const char *oname = output && strcmp(output, "-") ? output : "<stdout>";
+    /* No text line starts with NumPy's magic byte, so one byte tells. */
+    int first = getc(fp);
+    int rc;
+    if (first == 0x93) {
+        tfm_npy arr;
+        tfm_buf image = {0};
+        if (fp == stdin) {
+            ungetc(first, fp);
+            rc = tfm_read_all(fp, in_name, &image, &err);
+            if (rc == 0)
+                rc = tfm_npy_parse(&arr, image.data, image.len, in_name, &err);
+        } else {
+            rc = tfm_npy_open(&arr, in, &err);
+        }
+        if (rc == 0) {
+            rc = tfm_decode_npy(tok, &arr, in_name, out.fp, oname, skip, &err);
+            tfm_npy_close(&arr);
+        }
+        tfm_buf_free(&image);
+    } else {
+        if (first != EOF)
+            ungetc(first, fp);
+        rc = tfm_decode_stream(tok, fp, in_name, out.fp, oname, skip, &err);
+    }
+    if (fp != stdin)
+        fclose(fp);
+    if (rc < 0)
+        fail_out(&out, &err);
+    commit_out(&out);
+    tfm_tokenizer_free(tok);
+    return 0;
+}
+
+/* vocab */
+
+static void put_tsv_field(tfm_buf *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (s[i]) {
+        case '\t': tfm_buf_puts(b, "\\t"); break;
+        case '\n': tfm_buf_puts(b, "\\n"); break;
+        case '\r': tfm_buf_puts(b, "\\r"); break;
+        case '\\': tfm_buf_puts(b, "\\\\"); break;
+        default: tfm_buf_putc(b, s[i]);
+        }
+    }
+}
+
+static int cmd_vocab(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"tokenizer", required_argument, 0, 't'},
+        {"output", required_argument, 0, 'o'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *tpath = NULL, *output = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "t:o:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 't': tpath = optarg; break;
+        case 'o': output = optarg; break;
+        case 'q': break;
+        case 'h': usage_vocab(stdout); exit(0);
+        default: tfm_usage_error(prog, "usage: %s vocab -t TOK [OPTION]...", prog);
+        }
+    }
+    if (optind < argc)
+        tfm_usage_error(prog, "vocab takes no FILE (unexpected '%s')", argv[optind]);
+    tfm_tokenizer *tok = load_tokenizer(tpath);
+    tfm_out_install_signals();
+    tfm_out out;
+    open_out(&out, output);
+    tfm_buf b = {0};
+    uint32_t n = tfm_tokenizer_vocab_size(tok);
+    tfm_err err = {0};
+    for (uint32_t id = 0; id < n; id++) {
+        size_t len = 0;
+        const char *p = tfm_tokenizer_piece(tok, id, &len);
+        tfm_buf_printf(&b, "%u\t", id);
+        if (p)
+            put_tsv_field(&b, p, len);
+        int64_t rank = tfm_tokenizer_merge_rank(tok, id);
+        if (rank >= 0)
+            tfm_buf_printf(&b, "\t%lld\n", (long long)rank);
+        else
+            tfm_buf_puts(&b, "\t-\n");
+        if (b.len >= (1u << 16) || id + 1 == n) {
+            if (fwrite(b.data, 1, b.len, out.fp) != b.len) {
+                tfm_err_errno(&err, "%s: write error", output ? output : "<stdout>");
+                fail_out(&out, &err);
+            }
+            tfm_buf_clear(&b);
+        }
+    }
+    tfm_buf_free(&b);
+    commit_out(&out);
+    tfm_tokenizer_free(tok);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage_main(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+        usage_main(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0)
+        tfm_print_version(prog);
+    /* Subcommand options start after the command name; getopt_long reports
+     * "tfm-tokenize: unrecognized option" with the program's name. */
+    argv[1] = (char *)prog;
+    if (strcmp(cmd, "train") == 0)
+        return cmd_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "encode") == 0)
+        return cmd_encode(argc - 1, argv + 1);
+    if (strcmp(cmd, "decode") == 0)
+        return cmd_decode(argc - 1, argv + 1);
+    if (strcmp(cmd, "vocab") == 0)
+        return cmd_vocab(argc - 1, argv + 1);
+    if (cmd[0] == '-')
+        tfm_usage_error(prog, "unknown option '%s' (options follow the command)", cmd);
+    tfm_usage_error(prog, "unknown command '%s' (train, encode, decode, vocab)", cmd);
+}

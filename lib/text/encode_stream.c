@@ -1,0 +1,730 @@
+#include "text/encode_stream.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/file.h"
+#include "base/thread.h"
+#include "io/json.h"
+#include "io/npy.h"
+
+/* Below this many bytes a round runs on one thread: starting threads would
+ * cost more than they save. */
+#define MIN_PARALLEL_BYTES (64u << 10)
+
+struct part {
+    const char *text;
+    size_t len;
+    tfm_buf out;
+    uint64_t seqs, tokens;
+    tfm_ids ids, types;
+};
+
+struct tfm_encoder {
+    const tfm_tokenizer *tok;
+    tfm_enc_opts opts;
+    const tfm_tok_specials *sp;
+    int pairs;      /* add_special with [CLS]/[SEP] */
+    int wide;       /* npy element is u4 */
+    uint32_t *sep_ids; /* per-line npy separator */
+    size_t n_sep;
+    tfm_buf pending;
+    size_t scanned; /* pending[0..scanned) holds no cut point */
+    int threads;
+    tfm_tok_scratch **scratch;
+    struct part *parts;
+    tfm_out out;          /* text formats */
+    tfm_npy_writer npy;   /* npy */
+    int open;             /* an output is open (not yet committed) */
+    const char *out_name;
+    int started;    /* document prefix written */
+    int emitted;    /* document: a token has been written */
+    int write_failed;     /* errno, or -1 with the message in werr */
+    tfm_err werr;
+    tfm_enc_stats stats;
+};
+
+static size_t safe_cut_above(const char *text, size_t len, size_t low)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    if (low < 1)
+        low = 1;
+    for (size_t p = len ? len - 1 : 0; p >= low; p--) {
+        unsigned char a = s[p - 1], b = s[p];
+        if (a > 0x20 && a < 0x7f && (b == ' ' || (b >= '\t' && b <= '\r')))
+            return p;
+    }
+    return 0;
+}
+
+size_t tfm_enc_safe_cut(const char *text, size_t len)
+{
+    return safe_cut_above(text, len, 1);
+}
+
+size_t tfm_enc_safe_cut_after(const char *text, size_t len, size_t from)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t p = from ? from : 1; p < len; p++) {
+        unsigned char a = s[p - 1], b = s[p];
+        if (a > 0x20 && a < 0x7f && (b == ' ' || (b >= '\t' && b <= '\r')))
+            return p;
+    }
+    return 0;
+}
+
+/* Decimal digits without printf: formatting ids is a large share of the
+ * work for the text formats. */
+static void put_u32(tfm_buf *b, uint32_t v)
+{
+    char tmp[10];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    tfm_buf_reserve(b, (size_t)n);
+    for (int i = n - 1; i >= 0; i--)
+        b->data[b->len++] = tmp[i];
+}
+
+static void put_piece(const tfm_encoder *e, tfm_buf *b, uint32_t id)
+{
+    size_t n = 0;
+    const char *p = tfm_tokenizer_piece(e->tok, id, &n);
+    if (!p) {
+        tfm_buf_printf(b, "<%u>", id);
+        return;
+    }
+    tfm_buf_reserve(b, n * 4);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c < 0x21 || c == 0x7f) {
+            static const char hex[] = "0123456789abcdef";
+            b->data[b->len++] = '\\';
+            b->data[b->len++] = 'x';
+            b->data[b->len++] = hex[c >> 4];
+            b->data[b->len++] = hex[c & 15];
+        } else if (c == '\\') {
+            b->data[b->len++] = '\\';
+            b->data[b->len++] = '\\';
+        } else {
+            b->data[b->len++] = (char)c;
+        }
+    }
+}
+
+/* Appends ids in the output format, separated but without a leading
+ * separator. */
+static void put_ids(const tfm_encoder *e, tfm_buf *b, const uint32_t *ids, size_t n)
+{
+    switch (e->opts.format) {
+    case TFM_ENC_IDS:
+    case TFM_ENC_JSONL: {
+        char sep = e->opts.format == TFM_ENC_IDS ? ' ' : ',';
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                tfm_buf_putc(b, sep);
+            put_u32(b, ids[i]);
+        }
+        break;
+    }
+    case TFM_ENC_PIECES:
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                tfm_buf_putc(b, ' ');
+            put_piece(e, b, ids[i]);
+        }
+        break;
+    case TFM_ENC_NPY:
+        if (e->wide) {
+            tfm_buf_reserve(b, n * 4);
+            for (size_t i = 0; i < n; i++) {
+                uint32_t v = ids[i];
+                unsigned char *d = (unsigned char *)b->data + b->len;
+                d[0] = (unsigned char)v;
+                d[1] = (unsigned char)(v >> 8);
+                d[2] = (unsigned char)(v >> 16);
+                d[3] = (unsigned char)(v >> 24);
+                b->len += 4;
+            }
+        } else {
+            tfm_buf_reserve(b, n * 2);
+            for (size_t i = 0; i < n; i++) {
+                unsigned char *d = (unsigned char *)b->data + b->len;
+                d[0] = (unsigned char)ids[i];
+                d[1] = (unsigned char)(ids[i] >> 8);
+                b->len += 2;
+            }
+        }
+        break;
+    }
+}
+
+static void encode_line(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc,
+                        const char *s, size_t n)
+{
+    const tfm_tok_specials *sp = e->sp;
+    int split = e->opts.split_special;
+    tfm_ids_clear(&pt->ids);
+    tfm_ids_clear(&pt->types);
+    size_t first_len = 0;
+    if (e->pairs) {
+        const char *tab = memchr(s, '\t', n);
+        size_t na = tab ? (size_t)(tab - s) : n;
+        tfm_ids_push(&pt->ids, (uint32_t)sp->cls);
+        tfm_tokenizer_encode(e->tok, sc, s, na, split, &pt->ids);
+        tfm_ids_push(&pt->ids, (uint32_t)sp->sep);
+        first_len = pt->ids.len;
+        if (tab) {
+            tfm_tokenizer_encode(e->tok, sc, tab + 1, n - na - 1, split, &pt->ids);
+            tfm_ids_push(&pt->ids, (uint32_t)sp->sep);
+        }
+    } else {
+        tfm_tokenizer_encode(e->tok, sc, s, n, split, &pt->ids);
+        if (e->opts.add_special && sp->eos >= 0)
+            tfm_ids_push(&pt->ids, (uint32_t)sp->eos);
+    }
+    pt->seqs++;
+    pt->tokens += pt->ids.len;
+
+    tfm_buf *b = &pt->out;
+    switch (e->opts.format) {
+    case TFM_ENC_IDS:
+    case TFM_ENC_PIECES:
+        put_ids(e, b, pt->ids.data, pt->ids.len);
+        tfm_buf_putc(b, '\n');
+        break;
+    case TFM_ENC_JSONL:
+        tfm_buf_puts(b, "{\"ids\":[");
+        put_ids(e, b, pt->ids.data, pt->ids.len);
+        tfm_buf_putc(b, ']');
+        if (e->opts.add_special) {
+            tfm_buf_puts(b, ",\"type_ids\":[");
+            for (size_t i = 0; i < pt->ids.len; i++) {
+                if (i)
+                    tfm_buf_putc(b, ',');
+                tfm_buf_putc(b, e->pairs && i >= first_len ? '1' : '0');
+            }
+            tfm_buf_putc(b, ']');
+        }
+        tfm_buf_puts(b, "}\n");
+        break;
+    case TFM_ENC_NPY:
+        put_ids(e, b, pt->ids.data, pt->ids.len);
+        if (!e->opts.add_special || (!e->pairs && sp->eos < 0)) {
+            put_ids(e, b, e->sep_ids, e->n_sep);
+            pt->tokens += e->n_sep;
+        }
+        break;
+    }
+}
+
+struct round {
+    tfm_encoder *e;
+    int n;
+};
+
+static void encode_part(void *ctx, int i, int n)
+{
+    (void)n;
+    struct round *r = ctx;
+    tfm_encoder *e = r->e;
+    struct part *pt = &e->parts[i];
+    tfm_tok_scratch *sc = e->scratch[i];
+    if (e->opts.document) {
+        tfm_ids_clear(&pt->ids);
+        tfm_tokenizer_encode(e->tok, sc, pt->text, pt->len, e->opts.split_special,
+                             &pt->ids);
+        pt->tokens += pt->ids.len;
+        put_ids(e, &pt->out, pt->ids.data, pt->ids.len);
+        return;
+    }
+    const char *s = pt->text, *end = pt->text + pt->len;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *le = nl ? nl : end;
+        encode_line(e, pt, sc, s, (size_t)(le - s));
+        s = nl ? nl + 1 : end;
+    }
+}
+
+static void emit(tfm_encoder *e, const void *p, size_t n)
+{
+    if (!n || e->write_failed)
+        return;
+    if (e->opts.format == TFM_ENC_NPY) {
+        if (tfm_npy_writer_append(&e->npy, p, n / (e->wide ? 4 : 2), &e->werr) < 0)
+            e->write_failed = -1;
+    } else if (fwrite(p, 1, n, e->out.fp) != n) {
+        e->write_failed = errno ? errno : EIO;
+    }
+}
+
+static void emit_doc_ids(tfm_encoder *e, const uint32_t *ids, size_t n)
+{
+    if (!n)
+        return;
+    tfm_buf b = {0};
+    if (e->emitted && e->opts.format != TFM_ENC_NPY)
+        tfm_buf_putc(&b, e->opts.format == TFM_ENC_JSONL ? ',' : ' ');
+    put_ids(e, &b, ids, n);
+    emit(e, b.data, b.len);
+    tfm_buf_free(&b);
+    e->emitted = 1;
+    e->stats.tokens += n;
+}
+
+static void doc_start(tfm_encoder *e)
+{
+    if (e->started)
+        return;
+    e->started = 1;
+    if (e->opts.format == TFM_ENC_JSONL)
+        emit(e, "{\"ids\":[", 8);
+    if (e->opts.add_special && e->pairs) {
+        uint32_t cls = (uint32_t)e->sp->cls;
+        emit_doc_ids(e, &cls, 1);
+    }
+}
+
+/* Encodes text[0..len) (complete lines, or a document piece ending at a
+ * safe cut) and writes the output. */
+static void run_round(tfm_encoder *e, const char *text, size_t len)
+{
+    int n = e->threads;
+    if (len < MIN_PARALLEL_BYTES)
+        n = 1;
+    size_t start = 0;
+    for (int i = 0; i < n; i++) {
+        size_t end = len;
+        if (i < n - 1) {
+            size_t target = len / (size_t)n * (size_t)(i + 1);
+            if (target <= start)
+                target = start + 1;
+            if (e->opts.document) {
+                size_t c = tfm_enc_safe_cut_after(text, len, target);
+                end = c ? c : len;
+            } else {
+                const char *nl = target < len ? memchr(text + target, '\n', len - target) : NULL;
+                end = nl ? (size_t)(nl - text) + 1 : len;
+            }
+        }
+        struct part *pt = &e->parts[i];
+        pt->text = text + start;
+        pt->len = end - start;
+        tfm_buf_clear(&pt->out);
+        pt->seqs = pt->tokens = 0;
+        start = end;
+    }
+    struct round r = {e, n};
+    tfm_parallel_run(n, encode_part, &r);
+    if (e->opts.document)
+        doc_start(e);
+    for (int i = 0; i < n; i++) {
+        struct part *pt = &e->parts[i];
+        if (e->opts.document && pt->out.len) {
+            if (e->emitted && e->opts.format != TFM_ENC_NPY)
+                emit(e, e->opts.format == TFM_ENC_JSONL ? "," : " ", 1);
+            e->emitted = 1;
+        }
+        emit(e, pt->out.data, pt->out.len);
+        e->stats.sequences += pt->seqs;
+        e->stats.tokens += pt->tokens;
+        /* A huge round must not pin its memory for the rest of the run. */
+        if (pt->out.cap > (64u << 20)) {
+            tfm_buf_free(&pt->out);
+            tfm_ids_free(&pt->ids);
+        }
+    }
+    e->stats.bytes += len;
+}
+
+int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
+                    const tfm_enc_opts *opts, const char *path, tfm_err *err)
+{
+    tfm_encoder *e = tfm_calloc(1, sizeof *e);
+    e->tok = tok;
+    e->opts = *opts;
+    if (!e->opts.chunk)
+        e->opts.chunk = 1u << 20;
+    e->threads = opts->threads < 1 ? 1 : opts->threads;
+    e->sp = tfm_tokenizer_specials(tok);
+    e->pairs = opts->add_special && e->sp->cls >= 0 && e->sp->sep >= 0;
+    e->wide = tfm_tokenizer_vocab_size(tok) > 65536;
+    e->out_name = path && strcmp(path, "-") ? path : "<stdout>";
+    e->scratch = tfm_calloc((size_t)e->threads, sizeof *e->scratch);
+    e->parts = tfm_calloc((size_t)e->threads, sizeof *e->parts);
+    for (int i = 0; i < e->threads; i++)
+        e->scratch[i] = tfm_tok_scratch_new(tok);
+    int rc;
+    if (opts->format == TFM_ENC_NPY) {
+        if (e->sp->eos >= 0) {
+            e->sep_ids = tfm_malloc(sizeof *e->sep_ids);
+            e->sep_ids[0] = (uint32_t)e->sp->eos;
+            e->n_sep = 1;
+        } else {
+            tfm_ids nl = {0};
+            tfm_tokenizer_encode(tok, NULL, "\n", 1, 0, &nl);
+            e->sep_ids = nl.data;
+            e->n_sep = nl.len;
+        }
+        rc = tfm_npy_writer_open(&e->npy, path, e->wide ? TFM_NPY_U32 : TFM_NPY_U16,
+                                 0, err);
+    } else {
+        rc = tfm_out_open(&e->out, path, err);
+    }
+    if (rc < 0) {
+        tfm_encoder_free(e);
+        return -1;
+    }
+    e->open = 1;
+    *out = e;
+    return 0;
+}
+
+static int check_write(tfm_encoder *e, tfm_err *err)
+{
+    if (e->write_failed > 0) {
+        errno = e->write_failed;
+        return tfm_err_errno(err, "%s: write error", e->out_name);
+    }
+    if (e->write_failed < 0) {
+        *err = e->werr;
+        return -1;
+    }
+    return 0;
+}
+
+/* Encodes everything in pending up to its last cut point. */
+static void drain(tfm_encoder *e, int all)
+{
+    tfm_buf *p = &e->pending;
+    size_t cut;
+    if (all) {
+        cut = p->len;
+    } else if (e->opts.document) {
+        cut = safe_cut_above(p->data, p->len, e->scanned);
+    } else {
+        cut = 0;
+        for (size_t i = p->len; i > e->scanned; i--)
+            if (p->data[i - 1] == '\n') {
+                cut = i;
+                break;
+            }
+    }
+    if (!cut) {
+        e->scanned = p->len;
+        return;
+    }
+    run_round(e, p->data, cut);
+    memmove(p->data, p->data + cut, p->len - cut);
+    p->len -= cut;
+    e->scanned = 0;
+}
+
+int tfm_encoder_feed(tfm_encoder *e, const char *data, size_t len, tfm_err *err)
+{
+    size_t round = e->opts.chunk * (size_t)e->threads;
+    while (len) {
+        size_t take = len;
+        if (e->pending.len < round && take > round - e->pending.len)
+            take = round - e->pending.len;
+        tfm_buf_append(&e->pending, data, take);
+        data += take;
+        len -= take;
+        if (e->pending.len >= round) {
+            size_t before = e->pending.len;
+            drain(e, 0);
+            /* No cut point in a whole round (one giant line or word): keep
+             * reading until one comes. */
+            if (e->pending.len == before && len) {
+                tfm_buf_append(&e->pending, data, len);
+                len = 0;
+            }
+        }
+    }
+    return check_write(e, err);
+}
+
+static int flush_out(tfm_encoder *e, tfm_err *err)
+{
+    if (e->opts.format != TFM_ENC_NPY && fflush(e->out.fp) != 0 && !e->write_failed)
+        e->write_failed = errno ? errno : EIO;
+    return check_write(e, err);
+}
+
+int tfm_encoder_feed_fd(tfm_encoder *e, int fd, const char *name, tfm_err *err)
+{
+    size_t cap = 1u << 20;
+    char *buf = tfm_malloc(cap);
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, cap);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = tfm_err_errno(err, "%s: read error", name);
+            break;
+        }
+        if (n == 0)
+            break;
+        if ((rc = tfm_encoder_feed(e, buf, (size_t)n, err)) < 0)
+            break;
+        /* Interactive input (one line at a time through a pipe or a
+         * terminal): answer each line now rather than after a full round. */
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if ((size_t)n < cap && poll(&pfd, 1, 0) == 0 && e->pending.len &&
+            e->opts.format != TFM_ENC_NPY) {
+            drain(e, 0);
+            if ((rc = flush_out(e, err)) < 0)
+                break;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+int tfm_encoder_finish(tfm_encoder *e, tfm_err *err)
+{
+    if (e->pending.len)
+        drain(e, 1);
+    if (e->opts.document) {
+        doc_start(e);
+        if (e->opts.add_special) {
+            int64_t end = e->pairs ? e->sp->sep : e->sp->eos;
+            if (end >= 0) {
+                uint32_t id = (uint32_t)end;
+                emit_doc_ids(e, &id, 1);
+            }
+        }
+        e->stats.sequences = 1;
+        if (e->opts.format == TFM_ENC_JSONL)
+            emit(e, "]}\n", 3);
+        else if (e->opts.format != TFM_ENC_NPY)
+            emit(e, "\n", 1);
+    }
+    if (check_write(e, err) < 0)
+        return -1;
+    e->open = 0;
+    if (e->opts.format == TFM_ENC_NPY)
+        return tfm_npy_writer_commit(&e->npy, err);
+    return tfm_out_commit(&e->out, err);
+}
+
+const tfm_enc_stats *tfm_encoder_stats(const tfm_encoder *e)
+{
+    return &e->stats;
+}
+
+void tfm_encoder_free(tfm_encoder *e)
+{
+    if (!e)
+        return;
+    for (int i = 0; i < e->threads; i++) {
+        tfm_tok_scratch_free(e->scratch[i]);
+        tfm_buf_free(&e->parts[i].out);
+        tfm_ids_free(&e->parts[i].ids);
+        tfm_ids_free(&e->parts[i].types);
+    }
+    if (e->open) {
+        if (e->opts.format == TFM_ENC_NPY)
+            tfm_npy_writer_abort(&e->npy);
+        else
+            tfm_out_abort(&e->out);
+    }
+    free(e->scratch);
+    free(e->parts);
+    free(e->sep_ids);
+    tfm_buf_free(&e->pending);
+    free(e);
+}
+
+/* Decoding */
+
+static int decode_write(const tfm_tokenizer *tok, const uint32_t *ids, size_t n,
+                        int skip_special, tfm_buf *text, FILE *out,
+                        const char *out_name, int newline, tfm_err *err)
+{
+    tfm_buf_clear(text);
+    if (tfm_tokenizer_decode(tok, ids, n, skip_special, text, err) < 0)
+        return -1;
+    if (newline)
+        tfm_buf_putc(text, '\n');
+    if (text->len && fwrite(text->data, 1, text->len, out) != text->len)
+        return tfm_err_errno(err, "%s: write error", out_name);
+    return 0;
+}
+
+static int out_of_range(tfm_err *err, const char *name, long line, long col,
+                        const char *digits, size_t nd, uint32_t vocab)
+{
+    return tfm_err_at(err, name, line, col,
+                      "id %.*s is outside the vocabulary (size %u)", (int)nd,
+                      digits, vocab);
+}
+
+/* One line of the "ids" format: numbers separated by spaces, tabs, commas or
+ * brackets. */
+static int parse_id_line(const char *s, size_t n, const char *name, long line,
+                         uint32_t vocab, tfm_ids *ids, tfm_err *err)
+{
+    size_t i = 0;
+    while (i < n) {
+        char c = s[i];
+        if (c == ' ' || c == '\t' || c == ',' || c == '\r' || c == '[' || c == ']') {
+            i++;
+            continue;
+        }
+        if (c < '0' || c > '9')
+            return tfm_err_at(err, name, line, (long)i + 1,
+                              "expected a token id, found '%c'", c);
+        size_t start = i;
+        uint64_t v = 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            if (v <= UINT32_MAX)
+                v = v * 10 + (uint64_t)(s[i] - '0');
+            i++;
+        }
+        if (v >= vocab)
+            return out_of_range(err, name, line, (long)start + 1, s + start,
+                                i - start, vocab);
+        tfm_ids_push(ids, (uint32_t)v);
+    }
+    return 0;
+}
+
+static int parse_json_line(const char *s, size_t n, const char *name, long line,
+                           uint32_t vocab, tfm_ids *ids, tfm_err *err)
+{
+    tfm_json_doc doc;
+    char where[64];
+    snprintf(where, sizeof where, "line %ld", line);
+    if (tfm_json_parse(&doc, s, n, where, 0, err) < 0)
+        return tfm_err_prefix(err, "%s", name);
+    int rc = 0;
+    const tfm_json *arr = tfm_json_get(doc.root, "ids");
+    if (!arr || arr->type != TFM_JSON_ARRAY) {
+        rc = tfm_err_at(err, name, line, 1, "expected an object with an \"ids\" array");
+        goto done;
+    }
+    for (size_t i = 0; i < arr->n; i++) {
+        const tfm_json *v = arr->items[i];
+        if (v->type != TFM_JSON_NUMBER || v->num < 0 || v->num != (double)(uint64_t)v->num) {
+            rc = tfm_err_at(err, name, line, v->col, "expected a token id");
+            goto done;
+        }
+        if (v->num >= vocab) {
+            rc = out_of_range(err, name, line, v->col, v->str, v->len, vocab);
+            goto done;
+        }
+        tfm_ids_push(ids, (uint32_t)v->num);
+    }
+done:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
+int tfm_decode_stream(const tfm_tokenizer *tok, FILE *in, const char *in_name,
+                      FILE *out, const char *out_name, int skip_special,
+                      tfm_err *err)
+{
+    uint32_t vocab = tfm_tokenizer_vocab_size(tok);
+    tfm_buf line = {0}, text = {0};
+    tfm_ids ids = {0};
+    long lineno = 0;
+    int rc = 0, got;
+    while ((got = tfm_getline(in, &line)) > 0) {
+        lineno++;
+        tfm_ids_clear(&ids);
+        size_t i = 0;
+        while (i < line.len && (line.data[i] == ' ' || line.data[i] == '\t'))
+            i++;
+        if (i < line.len && line.data[i] == '{')
+            rc = parse_json_line(line.data, line.len, in_name, lineno, vocab, &ids, err);
+        else
+            rc = parse_id_line(line.data, line.len, in_name, lineno, vocab, &ids, err);
+        if (rc < 0)
+            break;
+        if ((rc = decode_write(tok, ids.data, ids.len, skip_special, &text, out,
+                               out_name, 1, err)) < 0)
+            break;
+    }
+    if (got < 0 && rc == 0)
+        rc = tfm_err_errno(err, "%s: read error", in_name);
+    tfm_buf_free(&line);
+    tfm_buf_free(&text);
+    tfm_ids_free(&ids);
+    return rc;
+}
+
+int tfm_decode_array(const tfm_tokenizer *tok, const uint32_t *ids, size_t n,
+                     const char *name, FILE *out, const char *out_name,
+                     int skip_special, tfm_err *err)
+{
+    uint32_t vocab = tfm_tokenizer_vocab_size(tok);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= vocab)
+            return tfm_err_set(err, "%s: element %zu: id %u is outside the vocabulary (size %u)",
+                               name, i, ids[i], vocab);
+    tfm_buf text = {0};
+    /* Byte-level and char tokens decode to concatenated bytes, so a large
+     * array can go in slices without needing its whole text at once;
+     * WordPiece's spacing depends on neighbours, so it goes whole. */
+    size_t slice = tfm_tokenizer_kind(tok) == TFM_TOK_WORDPIECE ? n : (size_t)1 << 20;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0;) {
+        size_t m = n - i < slice ? n - i : slice;
+        rc = decode_write(tok, ids + i, m, skip_special, &text, out, out_name, 0, err);
+        i += m;
+    }
+    tfm_buf_free(&text);
+    return rc;
+}
+
+int tfm_decode_npy(const tfm_tokenizer *tok, const struct tfm_npy *a,
+                   const char *name, FILE *out, const char *out_name,
+                   int skip_special, tfm_err *err)
+{
+    if (a->ndim > 1)
+        return tfm_err_set(err, "%s: expected a 1-D array of token ids, not %d-D",
+                           name, a->ndim);
+    if (a->dtype == TFM_NPY_U32)
+        return tfm_decode_array(tok, a->data, a->count, name, out, out_name,
+                                skip_special, err);
+    uint32_t *ids = tfm_malloc((a->count ? a->count : 1) * sizeof *ids);
+    int rc = 0;
+    for (size_t i = 0; i < a->count && rc == 0; i++) {
+        int64_t v;
+        switch (a->dtype) {
+        case TFM_NPY_U8: v = ((const uint8_t *)a->data)[i]; break;
+        case TFM_NPY_U16: v = ((const uint16_t *)a->data)[i]; break;
+        case TFM_NPY_U64: {
+            uint64_t u = ((const uint64_t *)a->data)[i];
+            v = u > INT64_MAX ? INT64_MAX : (int64_t)u;
+            break;
+        }
+        case TFM_NPY_I8: v = ((const int8_t *)a->data)[i]; break;
+        case TFM_NPY_I16: v = ((const int16_t *)a->data)[i]; break;
+        case TFM_NPY_I32: v = ((const int32_t *)a->data)[i]; break;
+        case TFM_NPY_I64: v = ((const int64_t *)a->data)[i]; break;
+        default:
+            rc = tfm_err_set(err, "%s: expected integer token ids, not %s", name,
+                             tfm_npy_dtype_descr(a->dtype));
+            continue;
+        }
+        if (v < 0 || v > UINT32_MAX)
+            rc = tfm_err_set(err, "%s: element %zu: id %lld is outside the vocabulary (size %u)",
+                             name, i, (long long)v, tfm_tokenizer_vocab_size(tok));
+        else
+            ids[i] = (uint32_t)v;
+    }
+    if (rc == 0)
+        rc = tfm_decode_array(tok, ids, a->count, name, out, out_name, skip_special, err);
+    free(ids);
+    return rc;
+}

@@ -1,0 +1,84 @@
+#!/bin/sh
+# Bad input: the exact exit status (1 failure, 2 usage), one message naming
+# the file (and line:col), and no output file or temporary left behind.
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/tokenize_lib.sh"
+set -e
+make_corpus corpus.txt
+$T train -q --model bpe --vocab-size 300 -o tok.json corpus.txt
+mkdir o
+
+no_output() {
+    [ -z "$(ls -A o)" ] || { ls -la o >&2; fail "output left behind: $*"; }
+}
+
+# usage errors: exit 2, usage hint on stderr, nothing on stdout
+expect_exit 2 $T
+expect_exit 2 $T frobnicate
+grep -q "unknown command 'frobnicate'" err || fail "unknown command message"
+expect_exit 2 $T encode --no-such-option -t tok.json corpus.txt
+grep -q "tfm-tokenize" err && grep -q -- "--help" err || fail "unknown option: no usage hint"
+[ -s out ] && fail "usage error wrote to stdout"
+expect_exit 2 $T encode -t tok.json --format yaml corpus.txt
+expect_exit 2 $T encode -t tok.json --threads 0 corpus.txt
+expect_exit 2 $T encode corpus.txt
+grep -q -- "-t" err || fail "missing -t not explained"
+expect_exit 2 $T train --model unigram corpus.txt
+expect_exit 2 $T train --vocab-size -5 corpus.txt
+expect_exit 2 $T decode -t tok.json a b
+# help and version: exit 0 on stdout
+for c in train encode decode vocab; do
+    $T $c --help | grep -q "Usage: tfm-tokenize $c" || fail "$c --help"
+done
+$T --help | grep -q "Usage:" || fail "--help"
+$T --version | grep -q "tfm-tokenize (tfm)" || fail "--version"
+
+# a missing input: exit 1, names the file, no output file
+expect_exit 1 $T encode -q -t tok.json -o o/x.ids no-such-file.txt
+grep -q "^tfm-tokenize: no-such-file.txt: No such file" err || { cat err >&2; fail "missing input message"; }
+no_output "missing input"
+# a missing tokenizer
+expect_exit 1 $T encode -t no-such.json -o o/x.ids corpus.txt
+grep -q "no-such.json" err || fail "missing tokenizer not named"
+no_output "missing tokenizer"
+# malformed JSON: file:line:col
+printf '{\n  "version": "1.0",\n  "model": {"type": "BPE", "vocab": {"a": 0,, }}\n}\n' >bad.json
+expect_exit 1 $T encode -t bad.json -o o/x.ids corpus.txt
+grep -Eq "^tfm-tokenize: bad.json:[0-9]+:[0-9]+: " err || { cat err >&2; fail "malformed JSON without line:col"; }
+[ "$(wc -l <err)" -eq 1 ] || { cat err >&2; fail "malformed JSON: more than one line"; }
+no_output "malformed JSON"
+# valid JSON, not a tokenizer
+echo '[1, 2, 3]' >notok.json
+expect_exit 1 $T vocab -t notok.json -o o/v.tsv
+grep -q "notok.json" err || fail "non-tokenizer JSON not named"
+no_output "non-tokenizer"
+# an id out of range, in text (line:col) and in .npy
+printf '1 2 3\n4 999999 5\n' >ids.txt
+expect_exit 1 $T decode -t tok.json -o o/x.txt ids.txt
+grep -q "^tfm-tokenize: ids.txt:2:3: id 999999 is outside the vocabulary (size 300)" err ||
+    { cat err >&2; fail "id out of range message"; }
+no_output "id out of range"
+printf '1 2 x\n' >junk.txt
+expect_exit 1 $T decode -t tok.json junk.txt
+grep -q "junk.txt:1:5:" err || { cat err >&2; fail "junk id position"; }
+# a truncated .npy
+$T encode -q -t tok.json --document --format npy -o good.npy corpus.txt
+head -c 100 good.npy >trunc.npy
+expect_exit 1 $T decode -t tok.json -o o/x.txt trunc.npy
+grep -q "trunc.npy" err || { cat err >&2; fail "truncated npy not named"; }
+no_output "truncated npy"
+# the output of a failed run in a later file is not left half-written
+expect_exit 1 $T encode -q -t tok.json -o o/x.ids corpus.txt no-such-file.txt
+no_output "second input missing"
+# an existing output is not clobbered by a failed run
+echo keep >o/keep.ids
+expect_exit 1 $T encode -q -t tok.json -o o/keep.ids no-such-file.txt
+[ "$(cat o/keep.ids)" = keep ] || fail "failed run clobbered its output"
+rm o/keep.ids
+# binary to a terminal is refused only on a tty; to a pipe it works
+$T encode -q -t tok.json --format npy corpus.txt | head -c 6 | grep -q NUMPY || fail "npy to a pipe"
+# invalid UTF-8 never crashes and round-trips through byte-level BPE
+printf 'ok \377\376 bad \300\200 utf8 \355\240\200\n' >inv.txt
+$T encode -q -t tok.json inv.txt >inv.ids
+$T decode -t tok.json inv.ids >inv.back
+cmp inv.txt inv.back || fail "invalid UTF-8 round trip"
+exit 0

@@ -1,0 +1,71 @@
+#!/bin/sh
+# With GPT-2's published vocabulary (a directory, as -t takes it), the
+# program's ids equal the golden ids (OpenAI's tiktoken) for every case, as a
+# whole document, through every output format, and decode gives the text back.
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/tokenize_lib.sh"
+set -e
+dir=$(gpt2_dir) || skip "GPT-2 vocabulary not in testdata/"
+gold=$(golden gpt2.tsv) || skip "testdata gpt2.tsv missing"
+command -v python3 >/dev/null || skip "python3 needed to read the golden JSON strings"
+
+# Cases without a newline become the lines of lines.txt (per-line mode
+# encodes each line as its own text); the others get a file each, encoded
+# with --document.
+python3 - "$gold" <<'PY'
+import json, sys
+lines, ids = open("lines.txt", "wb"), open("lines.ids", "w")
+for i, line in enumerate(open(sys.argv[1], encoding="utf-8")):
+    text, _, want = line.rstrip("\n").partition("\t")
+    s = json.loads(text).encode("utf-8", "surrogatepass")
+    open("case.%d" % i, "wb").write(s)
+    if b"\n" in s:
+        open("multi.%d" % i, "wb").write(s)
+        open("multi.%d.ids" % i, "w").write(want + "\n")
+    else:
+        lines.write(s + b"\n")
+        ids.write(want + "\n")
+PY
+n=$(wc -l <lines.txt)
+$T encode -q -t "$dir" lines.txt >got
+if ! cmp -s got lines.ids; then
+    diff lines.ids got | head -n 20 >&2
+    fail "per-line ids differ from the golden ids"
+fi
+$T decode -t "$dir" got >back
+cmp back lines.txt || fail "decode of the golden lines"
+for f in multi.*[0-9]; do
+    $T encode -q -t "$dir" --document "$f" >got
+    cmp -s got "$f.ids" || fail "$f: want $(cat "$f.ids"), got $(cat got)"
+    $T decode -t "$dir" got | head -c -1 >back   # decode ends the line with \n
+    cmp -s back "$f" || fail "decode differs for $f"
+    n=$((n + 1))
+done
+
+# All cases at once as one document through npy equals the concatenated
+# text's ids (cases end in arbitrary bytes, so compare decode instead).
+cat case.*[0-9] >all.txt
+$T encode -q -t "$dir" --document --format npy -o all.npy all.txt
+$T decode -t "$dir" all.npy >back
+cmp all.txt back || fail "npy round trip of all cases"
+# uint16 for GPT-2's 50257 entries, 1-D
+head -c 128 all.npy | grep -q "'descr': '<u2'" || fail "npy dtype is not <u2"
+
+# the first known case through jsonl and pieces
+printf 'Hello, world!' >h.txt
+$T encode -q -t "$dir" --format jsonl h.txt >h.jsonl
+[ "$(cat h.jsonl)" = '{"ids":[15496,11,995,0]}' ] || fail "jsonl: $(cat h.jsonl)"
+$T encode -q -t "$dir" --format pieces h.txt >h.pieces
+[ "$(cat h.pieces)" = 'Hello , Ġworld !' ] || fail "pieces: $(cat h.pieces)"
+# GPT-2 --add-special ends each sequence with <|endoftext|>
+$T encode -q -t "$dir" --add-special h.txt >h.ids
+[ "$(cat h.ids)" = '15496 11 995 0 50256' ] || fail "add-special: $(cat h.ids)"
+# special-token text is text unless --split-special
+printf 'a<|endoftext|>b\n' >s.txt
+$T encode -q -t "$dir" --split-special s.txt >s.ids
+[ "$(cat s.ids)" = '64 50256 65' ] || fail "split-special: $(cat s.ids)"
+$T encode -q -t "$dir" s.txt >s.ids
+grep -qw 50256 s.ids && fail "<|endoftext|> split without --split-special"
+# jsonl from encode decodes
+$T decode -t "$dir" h.jsonl >h.back
+[ "$(cat h.back)" = 'Hello, world!' ] || fail "decode of jsonl"
+echo "$n golden cases agree"

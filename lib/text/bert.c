@@ -1,0 +1,375 @@
+/* BERT's basic tokenization, exactly as HuggingFace tokenizers does it
+ * (normalizers/bert.rs + pre_tokenizers/bert.rs):
+ *
+ *   BertNormalizer, per character, in this order:
+ *     clean_text:  drop U+0000, U+FFFD and "other" characters (Cc, Cf, Co,
+ *                  Cs; not \t \n \r), map whitespace to ' '
+ *     chinese:     ' ' c ' ' around CJK ideographs
+ *     strip:       NFD, then drop Mn (strip_accents null follows lowercase)
+ *     lowercase:   Rust's char::to_lowercase (full mapping: U+0130 -> i̇)
+ *   BertPreTokenizer: split on whitespace (removed), then on punctuation
+ *   (ASCII 33-47, 58-64, 91-96, 123-126, and Unicode P*), each punctuation
+ *   character a word of its own.
+ *
+ * HF takes the general categories for "other", Mn and P* from an old table
+ * (the unicode_categories crate), while lowercasing and NFD use a current
+ * Unicode.  utf8proc knows the current categories; bert_tables.h lists where
+ * HF's table disagrees, measured by running every code point through HF
+ * tokenizers 0.23.2 (see testdata/bert/README).
+ *
+ * Speed: ASCII goes through a byte table; only other characters pay for
+ * decoding and the utf8proc lookups. */
+#include <config.h>
+
+#include <string.h>
+
+#include <utf8proc.h>
+
+#include "text/bert_internal.h"
+#include "text/bert_tables.h"
+
+void tfm_bert_norm_default(tfm_bert_norm *n)
+{
+    n->clean_text = 1;
+    n->handle_chinese_chars = 1;
+    n->strip_accents = -1;
+    n->lowercase = 1;
+}
+
+size_t tfm_bert_utf8_next(const unsigned char *s, size_t n, int32_t *cp)
+{
+    unsigned b0 = s[0];
+    if (b0 < 0x80) {
+        *cp = (int32_t)b0;
+        return 1;
+    }
+    unsigned need, lo = 0x80, hi = 0xBF;
+    int32_t v;
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+        need = 1;
+        v = b0 & 0x1F;
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        need = 2;
+        v = b0 & 0x0F;
+        if (b0 == 0xE0)
+            lo = 0xA0;
+        else if (b0 == 0xED)
+            hi = 0x9F; /* no surrogates */
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        need = 3;
+        v = b0 & 0x07;
+        if (b0 == 0xF0)
+            lo = 0x90;
+        else if (b0 == 0xF4)
+            hi = 0x8F;
+    } else {
+        *cp = 0xFFFD;
+        return 1;
+    }
+    size_t i = 1;
+    for (; i <= need; i++) {
+        if (i >= n || s[i] < lo || s[i] > hi) {
+            *cp = 0xFFFD; /* the maximal subpart s[0..i) */
+            return i;
+        }
+        v = (v << 6) | (s[i] & 0x3F);
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    *cp = v;
+    return i;
+}
+
+void tfm_bert_put_utf8(tfm_buf *b, int32_t cp)
+{
+    unsigned char t[4];
+    size_t n;
+    if (cp < 0x80) {
+        t[0] = (unsigned char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        t[0] = (unsigned char)(0xC0 | (cp >> 6));
+        t[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        t[0] = (unsigned char)(0xE0 | (cp >> 12));
+        t[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        t[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        t[0] = (unsigned char)(0xF0 | (cp >> 18));
+        t[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+        t[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        t[3] = (unsigned char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    tfm_buf_append(b, t, n);
+}
+
+static int in_ranges(const uint32_t (*r)[2], size_t n, int32_t cp)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((uint32_t)cp < r[mid][0])
+            hi = mid;
+        else if ((uint32_t)cp > r[mid][1])
+            lo = mid + 1;
+        else
+            return 1;
+    }
+    return 0;
+}
+#define IN_TABLE(t, cp) in_ranges(t, sizeof t / sizeof t[0], cp)
+
+/* Rust's char::is_whitespace (the White_Space property). */
+static int is_ws(int32_t c)
+{
+    return (c >= 9 && c <= 13) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+           c == 0x205F || c == 0x3000;
+}
+
+/* HF's is_control: "other" characters except \t \n \r. */
+static int is_other(int32_t c)
+{
+    if (c < 0x80)
+        return (c < 32 && c != 9 && c != 10 && c != 13) || c == 127;
+    if (IN_TABLE(bert_other_extra, c))
+        return 1;
+    if (IN_TABLE(bert_other_missing, c))
+        return 0;
+    utf8proc_category_t k = utf8proc_category(c);
+    return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF ||
+           k == UTF8PROC_CATEGORY_CO || k == UTF8PROC_CATEGORY_CS;
+}
+
+static int is_chinese(int32_t c)
+{
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+           (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+           (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+static int is_mn(int32_t c)
+{
+    if (IN_TABLE(bert_mn_extra, c))
+        return 1;
+    if (IN_TABLE(bert_mn_missing, c))
+        return 0;
+    return utf8proc_category(c) == UTF8PROC_CATEGORY_MN;
+}
+
+static int is_punct(int32_t c)
+{
+    if (c < 0x80)
+        return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
+               (c >= 123 && c <= 126);
+    if (IN_TABLE(bert_punct_extra, c))
+        return 1;
+    if (IN_TABLE(bert_punct_missing, c))
+        return 0;
+    utf8proc_category_t k = utf8proc_category(c);
+    return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
+}
+
+/* ASCII classes, per clean_text setting. */
+enum { A_WORD, A_UPPER, A_SPACE, A_PUNCT, A_DROP, A_NONASCII };
+
+static unsigned char ascii_class[2][256];
+
+static void ascii_init(void)
+{
+    for (int clean = 0; clean < 2; clean++) {
+        unsigned char *t = ascii_class[clean];
+        for (int c = 0; c < 256; c++) {
+            if (c >= 0x80)
+                t[c] = A_NONASCII;
+            else if (clean && (c == 0 || is_other(c)))
+                t[c] = A_DROP;
+            else if (is_ws(c))
+                t[c] = A_SPACE;
+            else if (is_punct(c))
+                t[c] = A_PUNCT;
+            else if (c >= 'A' && c <= 'Z')
+                t[c] = A_UPPER;
+            else
+                t[c] = A_WORD;
+        }
+    }
+}
+
+/* Splitter state: the current word and where it goes. */
+typedef struct split {
+    int pretok;
+    tfm_buf *word;
+    tfm_bert_word_fn fn;
+    void *ctx;
+} split;
+
+static inline void flush(split *s)
+{
+    if (s->word->len) {
+        s->fn(s->ctx, s->word->data, s->word->len);
+        s->word->len = 0;
+    }
+}
+
+/* One normalized character into the pre-tokenizer. */
+static void emit(split *s, int32_t c)
+{
+    if (!s->pretok) {
+        tfm_bert_put_utf8(s->word, c);
+    } else if (is_ws(c)) {
+        flush(s);
+    } else if (is_punct(c)) {
+        flush(s);
+        tfm_bert_put_utf8(s->word, c);
+        flush(s);
+    } else {
+        tfm_bert_put_utf8(s->word, c);
+    }
+}
+
+static void emit_lower(split *s, const tfm_bert_norm *n, int32_t c)
+{
+    if (n->lowercase) {
+        if (c == 0x130) { /* the one unconditional multi-character lowercase */
+            emit(s, 'i');
+            emit(s, 0x307);
+            return;
+        }
+        c = bert_tolower(c);
+    }
+    emit(s, c);
+}
+
+/* The normalizer's pipeline for one input character. */
+static void norm_char(split *s, const tfm_bert_norm *n, int normalize, int32_t c)
+{
+    if (!normalize) {
+        emit(s, c);
+        return;
+    }
+    if (n->clean_text) {
+        if (c == 0 || c == 0xFFFD || is_other(c))
+            return;
+        if (is_ws(c))
+            c = ' ';
+    }
+    int cjk = n->handle_chinese_chars && is_chinese(c);
+    if (cjk)
+        emit(s, ' ');
+    int strip = n->strip_accents < 0 ? n->lowercase : n->strip_accents;
+    /* U+11938 decomposes since Unicode 13, not in HF's NFD tables. */
+    if (strip && c >= 0xC0 && c != 0x11938) {
+        utf8proc_int32_t d[32];
+        int last = 0;
+        utf8proc_ssize_t k = utf8proc_decompose_char(c, d, 32, UTF8PROC_DECOMPOSE, &last);
+        if (k < 1 || k > 32) {
+            d[0] = c;
+            k = 1;
+        }
+        for (utf8proc_ssize_t i = 0; i < k; i++)
+            if (!is_mn(d[i]))
+                emit_lower(s, n, d[i]);
+    } else {
+        emit_lower(s, n, c);
+    }
+    if (cjk)
+        emit(s, ' ');
+}
+
+void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
+                    const char *text, size_t len, tfm_buf *word,
+                    tfm_bert_word_fn fn, void *ctx)
+{
+    static int ready;
+    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+        ascii_init(); /* idempotent, so a race only repeats the work */
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    }
+    split s = {pretokenize, word, fn, ctx};
+    word->len = 0;
+    const unsigned char *p = (const unsigned char *)text, *end = p + len;
+    int fast = normalize && pretokenize;
+    const unsigned char *cls = ascii_class[normalize && norm->clean_text];
+    int lower = normalize && norm->lowercase;
+    while (p < end) {
+        unsigned c = *p;
+        if (fast && c < 0x80) {
+            /* The common case: a run of ASCII word characters. */
+            tfm_buf_reserve(word, 64);
+            switch (cls[c]) {
+            case A_WORD:
+                word->data[word->len++] = (char)c;
+                break;
+            case A_UPPER:
+                word->data[word->len++] = (char)(lower ? c + 32 : c);
+                break;
+            case A_SPACE:
+                flush(&s);
+                break;
+            case A_PUNCT:
+                flush(&s);
+                word->data[word->len++] = (char)c;
+                flush(&s);
+                break;
+            default: /* A_DROP */
+                break;
+            }
+            p++;
+            continue;
+        }
+        int32_t cp;
+        p += tfm_bert_utf8_next(p, (size_t)(end - p), &cp);
+        norm_char(&s, norm, normalize, cp);
+    }
+    flush(&s);
+}
+
+static void collect(void *ctx, const char *w, size_t n)
+{
+    tfm_bert_words *out = ctx;
+    if (out->n == out->cap) {
+        out->cap = out->cap ? 2 * out->cap : 64;
+        out->off = tfm_realloc(out->off, out->cap * sizeof *out->off);
+        out->len = tfm_realloc(out->len, out->cap * sizeof *out->len);
+    }
+    out->off[out->n] = (uint32_t)out->text.len;
+    out->len[out->n] = (uint32_t)n;
+    out->n++;
+    tfm_buf_append(&out->text, w, n);
+}
+
+void tfm_bert_pretokenize(const tfm_bert_norm *norm, const char *text, size_t len,
+                          tfm_bert_words *out)
+{
+    tfm_buf word = {0};
+    out->n = 0;
+    tfm_buf_clear(&out->text);
+    tfm_bert_split(norm, 1, 1, text, len, &word, collect, out);
+    tfm_buf_free(&word);
+}
+
+void tfm_bert_words_free(tfm_bert_words *w)
+{
+    tfm_buf_free(&w->text);
+    free(w->off);
+    free(w->len);
+    memset(w, 0, sizeof *w);
+}
+
+static void append_word(void *ctx, const char *w, size_t n)
+{
+    tfm_buf_append(ctx, w, n);
+}
+
+void tfm_bert_normalize(const tfm_bert_norm *norm, const char *text, size_t len,
+                        tfm_buf *out)
+{
+    tfm_buf word = {0};
+    tfm_bert_split(norm, 1, 0, text, len, &word, append_word, out);
+    tfm_buf_free(&word);
+}

@@ -1,0 +1,816 @@
+/* WordPiece exactness against HuggingFace tokenizers (golden files in
+ * testdata/bert, produced as testdata/bert/README says), decoding, loading
+ * edge cases and the trainer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "io/json.h"
+#include "text/bert_internal.h"
+#include "text/wordpiece.h"
+
+static char *path_of(const char *name)
+{
+    const char *src = getenv("TFM_SRCDIR");
+    tfm_buf b = {0};
+    tfm_buf_printf(&b, "%s/testdata/bert/%s", src ? src : "..", name);
+    return (char *)tfm_buf_cstr(&b);
+}
+
+static tfm_wordpiece *bert_vocab(void)
+{
+    static tfm_wordpiece *wp;
+    if (!wp) {
+        tfm_err e = {0};
+        char *p = path_of("bert-base-uncased-vocab.txt");
+        if (tfm_wordpiece_load_vocab_txt(&wp, p, &e) < 0)
+            fail_msg("%s", e.msg);
+        free(p);
+    }
+    return wp;
+}
+
+/* Decodes a JSON string literal through the project's JSON reader. */
+static void json_string(const char *lit, size_t n, tfm_buf *out)
+{
+    tfm_json_doc d;
+    tfm_err e = {0};
+    if (tfm_json_parse(&d, lit, n, "case", 0, &e) < 0)
+        fail_msg("bad case %.*s: %s", (int)n, lit, e.msg);
+    assert_int_equal(d.root->type, TFM_JSON_STRING);
+    tfm_buf_clear(out);
+    tfm_buf_append(out, d.root->str, d.root->len);
+    tfm_json_doc_free(&d);
+}
+
+static void parse_ids(const char *s, size_t n, tfm_ids *ids)
+{
+    tfm_ids_clear(ids);
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && s[i] == ' ')
+            i++;
+        if (i >= n)
+            break;
+        uint32_t v = 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            v = v * 10 + (uint32_t)(s[i++] - '0');
+        tfm_ids_push(ids, v);
+    }
+}
+
+static void show_ids(const char *what, const tfm_ids *ids)
+{
+    fprintf(stderr, "  %s:", what);
+    for (size_t i = 0; i < ids->len; i++)
+        fprintf(stderr, " %u", ids->data[i]);
+    fprintf(stderr, "\n");
+}
+
+static int same_ids(const tfm_ids *a, const tfm_ids *b)
+{
+    return a->len == b->len && (a->len == 0 || !memcmp(a->data, b->data, a->len * 4));
+}
+
+/* Every line "input<TAB>ids" of a golden file must match.  hex: the input is
+ * hex bytes rather than a JSON string. */
+static void check_file(const tfm_wordpiece *wp, const char *name, int hex)
+{
+    char *p = path_of(name);
+    tfm_map m;
+    tfm_err e = {0};
+    if (tfm_map_open(&m, p, &e) < 0)
+        fail_msg("%s", e.msg);
+    const char *s = (const char *)m.data, *end = s + m.size;
+    tfm_buf in = {0};
+    tfm_ids want = {0}, got = {0};
+    tfm_wordpiece_scratch *sc = tfm_wordpiece_scratch_new();
+    int bad = 0, lines = 0;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        if (!nl)
+            nl = end;
+        const char *tab = memchr(s, '\t', (size_t)(nl - s));
+        assert_non_null(tab);
+        if (hex) {
+            tfm_buf_clear(&in);
+            for (const char *q = s; q + 1 < tab; q += 2) {
+                unsigned v;
+                sscanf(q, "%2x", &v);
+                tfm_buf_putc(&in, (char)v);
+            }
+        } else {
+            json_string(s, (size_t)(tab - s), &in);
+        }
+        parse_ids(tab + 1, (size_t)(nl - tab - 1), &want);
+        tfm_ids_clear(&got);
+        tfm_wordpiece_encode(wp, lines & 1 ? sc : NULL, in.data, in.len, &got);
+        lines++;
+        if (!same_ids(&want, &got)) {
+            fprintf(stderr, "%s:%d: %.*s\n", name, lines, (int)(tab - s), s);
+            show_ids("want", &want);
+            show_ids("got ", &got);
+            bad++;
+        }
+        s = nl + 1;
+    }
+    tfm_wordpiece_scratch_free(sc);
+    tfm_buf_free(&in);
+    tfm_ids_free(&want);
+    tfm_ids_free(&got);
+    tfm_map_close(&m);
+    free(p);
+    assert_true(lines > 10);
+    assert_int_equal(bad, 0);
+}
+
+static void test_golden(void **state)
+{
+    (void)state;
+    check_file(bert_vocab(), "bert-uncased.tsv", 0);
+}
+
+static void test_cases_uncased(void **state)
+{
+    (void)state;
+    check_file(bert_vocab(), "cases-uncased.tsv", 0);
+}
+
+static void test_invalid_utf8(void **state)
+{
+    (void)state;
+    check_file(bert_vocab(), "invalid.tsv", 1);
+}
+
+/* A tokenizer.json around BERT's vocabulary with the given normalizer, built
+ * through our own JSON writer (so this also round-trips model_json). */
+static tfm_wordpiece *with_normalizer(const char *normalizer, const char *pre)
+{
+    tfm_wordpiece *base = bert_vocab();
+    tfm_buf j = {0};
+    tfm_buf_printf(&j, "{\"normalizer\":%s,\"pre_tokenizer\":%s,\"model\":", normalizer, pre);
+    tfm_wordpiece_model_json(base, &j);
+    tfm_buf_puts(&j, "}");
+    tfm_json_doc d;
+    tfm_err e = {0};
+    if (tfm_json_parse(&d, j.data, j.len, "tok.json", 0, &e) < 0)
+        fail_msg("%s", e.msg);
+    tfm_wordpiece *wp;
+    if (tfm_wordpiece_from_json(&wp, &d, tfm_json_get(d.root, "model"),
+                                tfm_json_get(d.root, "normalizer"),
+                                tfm_json_get(d.root, "pre_tokenizer"), &e) < 0)
+        fail_msg("%s", e.msg);
+    tfm_json_doc_free(&d);
+    tfm_buf_free(&j);
+    assert_int_equal(tfm_wordpiece_vocab_size(wp), tfm_wordpiece_vocab_size(base));
+    return wp;
+}
+
+static void test_cases_other_normalizers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *norm, *file;
+    } t[] = {
+        {"{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,"
+         "\"strip_accents\":null,\"lowercase\":true}",
+         "cases-uncased.tsv"},
+        {"{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,"
+         "\"strip_accents\":null,\"lowercase\":false}",
+         "cases-cased.tsv"},
+        {"{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,"
+         "\"strip_accents\":false,\"lowercase\":true}",
+         "cases-lower_keep_accents.tsv"},
+        {"{\"type\":\"BertNormalizer\",\"clean_text\":false,\"handle_chinese_chars\":false,"
+         "\"strip_accents\":false,\"lowercase\":false}",
+         "cases-raw.tsv"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        tfm_wordpiece *wp = with_normalizer(t[i].norm, "{\"type\":\"BertPreTokenizer\"}");
+        check_file(wp, t[i].file, 0);
+        tfm_wordpiece_free(wp);
+    }
+}
+
+/* Every code point through the normalizer and the pre-tokenizer, hashed in
+ * the form testdata/bert/probe.js writes (hex UTF-8 columns), against the
+ * hash of HF's output. */
+static uint64_t fnv_buf(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static void join_word(void *ctx, const char *w, size_t n)
+{
+    tfm_buf *b = ctx;
+    if (b->len)
+        tfm_buf_putc(b, '|');
+    tfm_buf_append(b, w, n);
+}
+
+static void put_hex(tfm_buf *line, const tfm_buf *b)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (size_t i = 0; i < b->len; i++) {
+        unsigned char c = (unsigned char)b->data[i];
+        tfm_buf_putc(line, hx[c >> 4]);
+        tfm_buf_putc(line, hx[c & 15]);
+    }
+}
+
+static void test_every_code_point(void **state)
+{
+    (void)state;
+    tfm_bert_norm nd, nl, nc;
+    tfm_bert_norm_default(&nd);
+    nl = nd;
+    nl.strip_accents = 0;
+    nc.clean_text = 1;
+    nc.handle_chinese_chars = 0;
+    nc.strip_accents = 0;
+    nc.lowercase = 0;
+    tfm_buf t = {0}, a = {0}, w = {0}, line = {0};
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int32_t cp = 0; cp <= 0x10FFFF; cp++) {
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+            continue;
+        tfm_buf_clear(&line);
+        tfm_buf_printf(&line, "%x\t", (unsigned)cp);
+        tfm_buf_clear(&t);
+        tfm_bert_put_utf8(&t, cp);
+        tfm_buf_clear(&a);
+        tfm_bert_normalize(&nd, t.data, t.len, &a);
+        put_hex(&line, &a);
+        tfm_buf_putc(&line, '\t');
+        tfm_buf_clear(&a);
+        tfm_bert_normalize(&nl, t.data, t.len, &a);
+        put_hex(&line, &a);
+        tfm_buf_putc(&line, '\t');
+        tfm_buf_clear(&t);
+        tfm_buf_putc(&t, 'a');
+        tfm_bert_put_utf8(&t, cp);
+        tfm_buf_putc(&t, 'b');
+        tfm_buf_clear(&a);
+        tfm_bert_normalize(&nc, t.data, t.len, &a);
+        put_hex(&line, &a);
+        tfm_buf_putc(&line, '\t');
+        tfm_buf_clear(&a);
+        tfm_bert_split(&nd, 0, 1, t.data, t.len, &w, join_word, &a);
+        put_hex(&line, &a);
+        tfm_buf_putc(&line, '\n');
+        h = fnv_buf(h, line.data, line.len);
+    }
+    tfm_buf_free(&t);
+    tfm_buf_free(&a);
+    tfm_buf_free(&w);
+    tfm_buf_free(&line);
+    /* FNV-1a 64 of the probe.tsv that testdata/bert/probe.js writes from
+     * HF tokenizers 0.23.2 (see testdata/bert/README). */
+    assert_int_equal(h, 0xcf7880b10e86d2d9ULL);
+}
+
+/* ---- decoding ---- */
+
+static void test_decode_golden(void **state)
+{
+    (void)state;
+    tfm_wordpiece *wp = bert_vocab();
+    char *p = path_of("decode.tsv");
+    tfm_map m;
+    tfm_err e = {0};
+    if (tfm_map_open(&m, p, &e) < 0)
+        fail_msg("%s", e.msg);
+    const char *s = (const char *)m.data, *end = s + m.size;
+    tfm_buf want = {0}, got = {0};
+    tfm_ids ids = {0};
+    int bad = 0, n = 0;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *tab = memchr(s, '\t', (size_t)(nl - s));
+        parse_ids(s, (size_t)(tab - s), &ids);
+        json_string(tab + 1, (size_t)(nl - tab - 1), &want);
+        tfm_buf_clear(&got);
+        assert_int_equal(tfm_wordpiece_decode(wp, ids.data, ids.len, &got, &e), 0);
+        n++;
+        if (got.len != want.len || memcmp(got.data, want.data, got.len) != 0) {
+            fprintf(stderr, "decode.tsv:%d: want '%.*s' got '%.*s'\n", n, (int)want.len,
+                    want.data, (int)got.len, got.data);
+            bad++;
+        }
+        s = nl + 1;
+    }
+    assert_int_equal(bad, 0);
+    assert_true(n > 100);
+    tfm_buf_free(&want);
+    tfm_buf_free(&got);
+    tfm_ids_free(&ids);
+    tfm_map_close(&m);
+    free(p);
+}
+
+static void test_decoder_cleanup(void **state)
+{
+    (void)state;
+    char *p = path_of("decoder.tsv");
+    tfm_map m;
+    tfm_err e = {0};
+    if (tfm_map_open(&m, p, &e) < 0)
+        fail_msg("%s", e.msg);
+    const char *s = (const char *)m.data, *end = s + m.size;
+    tfm_buf want = {0}, got = {0};
+    int n = 0;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *tab = memchr(s, '\t', (size_t)(nl - s));
+        tfm_json_doc d;
+        assert_int_equal(tfm_json_parse(&d, s, (size_t)(tab - s), "decoder.tsv", 0, &e), 0);
+        const char *pieces[32];
+        size_t lens[32];
+        for (size_t i = 0; i < d.root->n; i++) {
+            pieces[i] = d.root->items[i]->str;
+            lens[i] = d.root->items[i]->len;
+        }
+        tfm_buf_clear(&got);
+        tfm_wordpiece_decode_pieces(pieces, lens, d.root->n, "##", 1, &got);
+        json_string(tab + 1, (size_t)(nl - tab - 1), &want);
+        n++;
+        if (got.len != want.len || memcmp(got.data, want.data, got.len) != 0)
+            fail_msg("decoder.tsv:%d: want '%.*s' got '%.*s'", n, (int)want.len, want.data,
+                     (int)got.len, got.data);
+        tfm_json_doc_free(&d);
+        s = nl + 1;
+    }
+    assert_true(n > 10);
+    tfm_buf_free(&want);
+    tfm_buf_free(&got);
+    tfm_map_close(&m);
+    free(p);
+}
+
+static void test_decode_bad_id(void **state)
+{
+    (void)state;
+    tfm_buf out = {0};
+    tfm_err e = {0};
+    uint32_t ids[] = {7592, 30522};
+    assert_int_equal(tfm_wordpiece_decode(bert_vocab(), ids, 2, &out, &e), -1);
+    assert_non_null(strstr(e.msg, "30522"));
+    tfm_buf_free(&out);
+}
+
+/* ---- loading ---- */
+
+static tfm_wordpiece *vocab_of(const char *text, tfm_err *e)
+{
+    tfm_wordpiece *wp = NULL;
+    tfm_wordpiece_from_vocab_txt(&wp, text, strlen(text), "v.txt", e);
+    return wp;
+}
+
+static void expect_encode(const tfm_wordpiece *wp, const char *text, const uint32_t *want,
+                          size_t n)
+{
+    tfm_ids got = {0};
+    tfm_wordpiece_encode(wp, NULL, text, strlen(text), &got);
+    if (got.len != n || (n && memcmp(got.data, want, n * 4)))
+        show_ids(text, &got);
+    assert_int_equal(got.len, n);
+    if (n)
+        assert_memory_equal(got.data, want, n * 4);
+    tfm_ids_free(&got);
+}
+
+static void test_vocab_txt_edges(void **state)
+{
+    (void)state;
+    tfm_err e = {0};
+    /* \r\n endings, trailing blanks, an empty line, a duplicate, no final \n */
+    tfm_wordpiece *wp = vocab_of("[UNK]\r\nun\r\n##aff  \n\n##able\nun\n##a\n##f\naf", &e);
+    assert_non_null(wp);
+    assert_int_equal(tfm_wordpiece_vocab_size(wp), 9);
+    size_t len;
+    assert_string_equal(tfm_wordpiece_piece(wp, 2, &len), "##aff");
+    assert_int_equal(len, 5);
+    assert_int_equal(tfm_wordpiece_piece(wp, 3, &len)[0], 0);
+    assert_int_equal(tfm_wordpiece_id(wp, "un", 2), 5); /* the later duplicate */
+    assert_int_equal(tfm_wordpiece_unk_id(wp), 0);
+    const uint32_t w1[] = {5, 2, 4};
+    expect_encode(wp, "unaffable", w1, 3);
+    const uint32_t w2[] = {0, 8};
+    expect_encode(wp, "unx af", w2, 2);
+    const uint32_t w3[] = {8, 7, 6, 7};
+    expect_encode(wp, "AFFAF", w3, 4);
+    tfm_wordpiece_free(wp);
+
+    assert_null(vocab_of("a\nb\n", &e));
+    assert_non_null(strstr(e.msg, "[UNK]"));
+    assert_null(vocab_of("[UNK]\nok\nbad\xff\n", &e));
+    assert_string_equal(e.msg, "v.txt:3: invalid UTF-8");
+    assert_null(vocab_of("", &e));
+    assert_non_null(strstr(e.msg, "v.txt"));
+
+    tfm_wordpiece *wp2;
+    assert_int_equal(tfm_wordpiece_load_vocab_txt(&wp2, "/nonexistent/vocab.txt", &e), -1);
+    assert_non_null(strstr(e.msg, "/nonexistent/vocab.txt"));
+}
+
+static void test_max_chars(void **state)
+{
+    (void)state;
+    tfm_err e = {0};
+    tfm_wordpiece *wp = vocab_of("[UNK]\na\n##a\n", &e);
+    assert_non_null(wp);
+    char buf[202];
+    memset(buf, 'a', 101);
+    buf[101] = 0;
+    const uint32_t unk[] = {0};
+    expect_encode(wp, buf, unk, 1);
+    buf[100] = 0;
+    uint32_t hundred[100];
+    hundred[0] = 1;
+    for (int i = 1; i < 100; i++)
+        hundred[i] = 2;
+    expect_encode(wp, buf, hundred, 100);
+    tfm_wordpiece_free(wp);
+}
+
+static void test_json_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json, *msg;
+    } t[] = {
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{}}}", "tok.json:1:18: model type 'BPE'"},
+        {"{\"model\":{\"type\":\"WordPiece\"}}", "tok.json:1:10: model has no \"vocab\""},
+        {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":-1}}}", "tok.json:1:43: token id"},
+        {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}",
+         "tok.json: unknown token '[UNK]' is not in the vocabulary"},
+        {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"[UNK]\":0,\"a\":0}}}",
+         "tok.json:1:53: token id 0 is used twice"},
+        {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"[UNK]\":99999999}}}",
+         "tok.json:1:38: vocabulary ids go up to 99999999"},
+        {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"[UNK]\":0}},"
+         "\"normalizer\":{\"type\":\"NFC\"}}",
+         "tok.json:1:72: normalizer type 'NFC'"},
+        {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"[UNK]\":0}},"
+         "\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":1}}",
+         "tok.json:1:101: lowercase must be a boolean"},
+        {"{\"model\":{\"type\":\"WordPiece\",\"unk_token\":5,\"vocab\":{\"[UNK]\":0}}}",
+         "tok.json:1:42: unk_token must be a string"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        tfm_json_doc d;
+        tfm_err e = {0};
+        assert_int_equal(tfm_json_parse(&d, t[i].json, strlen(t[i].json), "tok.json", 0, &e), 0);
+        tfm_wordpiece *wp = NULL;
+        int r = tfm_wordpiece_from_json(&wp, &d, tfm_json_get(d.root, "model"),
+                                        tfm_json_get(d.root, "normalizer"),
+                                        tfm_json_get(d.root, "pre_tokenizer"), &e);
+        if (r != -1 || strncmp(e.msg, t[i].msg, strlen(t[i].msg)) != 0)
+            fail_msg("case %zu: got %d '%s', want '%s'", i, r, e.msg, t[i].msg);
+        assert_null(wp);
+        tfm_json_doc_free(&d);
+    }
+}
+
+static void test_json_pieces(void **state)
+{
+    (void)state;
+    tfm_wordpiece *wp = bert_vocab();
+    tfm_buf b = {0};
+    tfm_wordpiece_normalizer_json(wp, &b);
+    assert_string_equal(tfm_buf_cstr(&b),
+                        "{\"type\":\"BertNormalizer\",\"clean_text\":true,"
+                        "\"handle_chinese_chars\":true,\"strip_accents\":null,"
+                        "\"lowercase\":true}");
+    tfm_buf_clear(&b);
+    tfm_wordpiece_pre_tokenizer_json(wp, &b);
+    assert_string_equal(tfm_buf_cstr(&b), "{\"type\":\"BertPreTokenizer\"}");
+    tfm_buf_clear(&b);
+    tfm_wordpiece_decoder_json(wp, &b);
+    assert_string_equal(tfm_buf_cstr(&b), "{\"type\":\"WordPiece\",\"prefix\":\"##\",\"cleanup\":true}");
+    tfm_buf_clear(&b);
+    tfm_wordpiece_post_processor_json(wp, &b);
+    assert_string_equal(tfm_buf_cstr(&b),
+                        "{\"type\":\"BertProcessing\",\"sep\":[\"[SEP]\",102],"
+                        "\"cls\":[\"[CLS]\",101]}");
+    tfm_buf_clear(&b);
+    tfm_wordpiece_model_json(wp, &b);
+    assert_memory_equal(b.data,
+                        "{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\","
+                        "\"continuing_subword_prefix\":\"##\",\"max_input_chars_per_word\":100,"
+                        "\"vocab\":{\"[PAD]\":0,",
+                        120);
+    tfm_buf_free(&b);
+
+    /* The decoder's options come back from JSON. */
+    tfm_json_doc d;
+    tfm_err e = {0};
+    const char *j = "{\"type\":\"WordPiece\",\"prefix\":\"@@\",\"cleanup\":false}";
+    assert_int_equal(tfm_json_parse(&d, j, strlen(j), "d.json", 0, &e), 0);
+    tfm_wordpiece *w2 = vocab_of("[UNK]\nhello\n@@lo\n.\n", &e);
+    assert_int_equal(tfm_wordpiece_decoder_from_json(w2, &d, d.root, &e), 0);
+    uint32_t ids[] = {1, 2, 3};
+    tfm_buf out = {0};
+    assert_int_equal(tfm_wordpiece_decode(w2, ids, 3, &out, &e), 0);
+    assert_string_equal(tfm_buf_cstr(&out), "hellolo .");
+    tfm_buf_free(&out);
+    tfm_wordpiece_free(w2);
+    tfm_json_doc_free(&d);
+}
+
+static void test_no_pretokenizer(void **state)
+{
+    (void)state;
+    /* HF with pre_tokenizer null: the whole normalized text is one word. */
+    tfm_wordpiece *wp = with_normalizer("null", "null");
+    const uint32_t want[] = {7592}; /* "hello" */
+    expect_encode(wp, "hello", want, 1);
+    const uint32_t unk[] = {100};   /* "hello world" has no full match */
+    expect_encode(wp, "hello world", unk, 1);
+    const uint32_t upper[] = {100}; /* no lowercasing without a normalizer */
+    expect_encode(wp, "Hello", upper, 1);
+    tfm_wordpiece_free(wp);
+}
+
+static void test_pretokenize_api(void **state)
+{
+    (void)state;
+    tfm_bert_norm n;
+    tfm_bert_norm_default(&n);
+    tfm_bert_words w = {0};
+    const char *text = "Héllo, 世界! a\xffz";
+    tfm_bert_pretokenize(&n, text, strlen(text), &w);
+    static const char *const want[] = {"hello", ",", "世", "界", "!", "az"};
+    assert_int_equal(w.n, 6);
+    for (size_t i = 0; i < w.n; i++) {
+        assert_int_equal(w.len[i], strlen(want[i]));
+        assert_memory_equal(w.text.data + w.off[i], want[i], w.len[i]);
+    }
+    tfm_bert_words_free(&w);
+    tfm_buf b = {0};
+    tfm_bert_normalize(&n, "ÀB\tC", 5, &b);
+    assert_string_equal(tfm_buf_cstr(&b), "ab c");
+    tfm_buf_free(&b);
+}
+
+/* ---- training ---- */
+
+static tfm_wordpiece *train(const char *corpus, uint32_t vocab, uint64_t minf)
+{
+    tfm_tok_train_opts o = {.kind = TFM_TOK_WORDPIECE, .vocab_size = vocab,
+                            .min_frequency = minf, .lowercase = -1, .threads = 1};
+    tfm_wordpiece_trainer *t = tfm_wordpiece_trainer_new(&o);
+    tfm_wordpiece_trainer_feed(t, corpus, strlen(corpus));
+    tfm_wordpiece *wp;
+    tfm_err e = {0};
+    if (tfm_wordpiece_trainer_finish(t, &wp, &e) < 0)
+        fail_msg("%s", e.msg);
+    tfm_wordpiece_trainer_free(t);
+    return wp;
+}
+
+static void expect_pieces(const tfm_wordpiece *wp, const char *const *want, size_t n)
+{
+    if (tfm_wordpiece_vocab_size(wp) != n) {
+        for (uint32_t i = 0; i < tfm_wordpiece_vocab_size(wp); i++)
+            fprintf(stderr, " %s", tfm_wordpiece_piece(wp, i, NULL));
+        fprintf(stderr, "\n");
+    }
+    assert_int_equal(tfm_wordpiece_vocab_size(wp), n);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(tfm_wordpiece_piece(wp, (uint32_t)i, NULL), want[i]);
+}
+
+static void test_train_tiny(void **state)
+{
+    (void)state;
+    /* ab: 3 times, cd: once.  Alphabet ##b ##d a c.  Scores: (a,##b) 3/(3·3),
+     * (c,##d) 1/(1·1): the likelihood score merges the rarer pair first
+     * (frequency, as in BPE, would take ab). */
+    const char *corpus = "AB ab ab cd";
+    static const char *const v10[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                      "##b",   "##d",   "a",     "c",     "cd"};
+    tfm_wordpiece *wp = train(corpus, 10, 0);
+    expect_pieces(wp, v10, 10);
+    tfm_wordpiece_free(wp);
+    static const char *const v11[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "##b",
+                                      "##d",   "a",     "c",     "cd",    "ab"};
+    wp = train(corpus, 100, 0);
+    expect_pieces(wp, v11, 11);
+    tfm_wordpiece_free(wp);
+    /* min_frequency 2: cd (count 1) is never merged. */
+    static const char *const vmin[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                       "##b",   "##d",   "a",     "c",     "ab"};
+    wp = train(corpus, 100, 2);
+    expect_pieces(wp, vmin, 10);
+    tfm_wordpiece_free(wp);
+    /* A tie (equal score and count) goes to the smaller id of a: a < c. */
+    static const char *const vtie[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                       "##b",   "##d",   "a",     "c",     "ab"};
+    wp = train("cd ab", 10, 0);
+    expect_pieces(wp, vtie, 10);
+    tfm_wordpiece_free(wp);
+}
+
+static void test_train_merges_reuse(void **state)
+{
+    (void)state;
+    /* "abc" can be built two ways; the piece must appear once. */
+    tfm_wordpiece *wp = train("abc abc ab bc abd xbc", 1000, 0);
+    uint32_t n = tfm_wordpiece_vocab_size(wp);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = i + 1; j < n; j++)
+            assert_string_not_equal(tfm_wordpiece_piece(wp, i, NULL),
+                                    tfm_wordpiece_piece(wp, j, NULL));
+    /* Everything merged: each word is one piece. */
+    tfm_ids ids = {0};
+    tfm_wordpiece_encode(wp, NULL, "abc abd xbc", 11, &ids);
+    assert_int_equal(ids.len, 3);
+    tfm_ids_free(&ids);
+    tfm_wordpiece_free(wp);
+}
+
+static const char *corpus_text(size_t *len)
+{
+    static tfm_buf b;
+    if (!b.len) {
+        /* A varied corpus: the golden inputs plus the hand-made cases. */
+        const char *files[] = {"bert-uncased.tsv", "cases-uncased.tsv"};
+        for (int f = 0; f < 2; f++) {
+            char *p = path_of(files[f]);
+            tfm_map m;
+            tfm_err e = {0};
+            if (tfm_map_open(&m, p, &e) < 0)
+                fail_msg("%s", e.msg);
+            const char *s = (const char *)m.data, *end = s + m.size;
+            tfm_buf one = {0};
+            while (s < end) {
+                const char *nl = memchr(s, '\n', (size_t)(end - s));
+                const char *tab = memchr(s, '\t', (size_t)(nl - s));
+                json_string(s, (size_t)(tab - s), &one);
+                tfm_buf_append(&b, one.data, one.len);
+                tfm_buf_putc(&b, '\n');
+                s = nl + 1;
+            }
+            tfm_buf_free(&one);
+            tfm_map_close(&m);
+            free(p);
+        }
+    }
+    *len = b.len;
+    return b.data;
+}
+
+static void test_train_roundtrip(void **state)
+{
+    (void)state;
+    size_t len;
+    const char *text = corpus_text(&len);
+    tfm_tok_train_opts o = {.kind = TFM_TOK_WORDPIECE, .vocab_size = 600, .min_frequency = 2,
+                            .lowercase = -1, .threads = 1};
+    tfm_wordpiece *wp[2];
+    for (int r = 0; r < 2; r++) {
+        tfm_wordpiece_trainer *t = tfm_wordpiece_trainer_new(&o);
+        /* fed in pieces the second time: counting must not care */
+        if (r == 0) {
+            tfm_wordpiece_trainer_feed(t, text, len);
+        } else {
+            const char *s = text, *end = text + len;
+            while (s < end) {
+                const char *nl = memchr(s, '\n', (size_t)(end - s));
+                tfm_wordpiece_trainer_feed(t, s, (size_t)(nl - s) + 1);
+                s = nl + 1;
+            }
+        }
+        tfm_err e = {0};
+        assert_int_equal(tfm_wordpiece_trainer_finish(t, &wp[r], &e), 0);
+        tfm_wordpiece_trainer_free(t);
+    }
+    /* Deterministic. */
+    uint32_t n = tfm_wordpiece_vocab_size(wp[0]);
+    assert_int_equal(n, 600);
+    assert_int_equal(tfm_wordpiece_vocab_size(wp[1]), n);
+    for (uint32_t i = 0; i < n; i++)
+        assert_string_equal(tfm_wordpiece_piece(wp[0], i, NULL), tfm_wordpiece_piece(wp[1], i, NULL));
+    assert_string_equal(tfm_wordpiece_piece(wp[0], 1, NULL), "[UNK]");
+    assert_int_equal(tfm_wordpiece_unk_id(wp[0]), 1);
+
+    /* Round trip: every word of the corpus (up to 100 characters) encodes
+     * without [UNK], and the pieces glue back to the word. */
+    tfm_bert_norm norm;
+    tfm_bert_norm_default(&norm);
+    tfm_bert_words w = {0};
+    tfm_bert_pretokenize(&norm, text, len, &w);
+    tfm_ids ids = {0};
+    tfm_buf out = {0};
+    size_t pieces = 0;
+    for (size_t i = 0; i < w.n; i++) {
+        const char *s = w.text.data + w.off[i];
+        size_t chars = 0;
+        for (size_t k = 0; k < w.len[i]; k++)
+            chars += ((unsigned char)s[k] & 0xC0) != 0x80;
+        if (chars > 100)
+            continue;
+        tfm_ids_clear(&ids);
+        tfm_wordpiece_encode_word(wp[0], s, w.len[i], &ids);
+        pieces += ids.len;
+        tfm_buf_clear(&out);
+        tfm_err e = {0};
+        assert_int_equal(tfm_wordpiece_decode(wp[0], ids.data, ids.len, &out, &e), 0);
+        if (out.len != w.len[i] || memcmp(out.data, s, out.len) != 0)
+            fail_msg("word '%.*s' came back as '%.*s'", (int)w.len[i], s, (int)out.len, out.data);
+    }
+    /* The merges did something: fewer pieces than characters. */
+    assert_true(pieces * 4 < w.text.len * 3);
+    tfm_bert_words_free(&w);
+    tfm_ids_free(&ids);
+    tfm_buf_free(&out);
+
+    /* The trained model survives tokenizer.json and back. */
+    tfm_buf j = {0};
+    tfm_buf_puts(&j, "{\"normalizer\":");
+    tfm_wordpiece_normalizer_json(wp[0], &j);
+    tfm_buf_puts(&j, ",\"pre_tokenizer\":");
+    tfm_wordpiece_pre_tokenizer_json(wp[0], &j);
+    tfm_buf_puts(&j, ",\"model\":");
+    tfm_wordpiece_model_json(wp[0], &j);
+    tfm_buf_puts(&j, "}");
+    tfm_json_doc d;
+    tfm_err e = {0};
+    assert_int_equal(tfm_json_parse(&d, j.data, j.len, "t.json", 0, &e), 0);
+    tfm_wordpiece *back;
+    assert_int_equal(tfm_wordpiece_from_json(&back, &d, tfm_json_get(d.root, "model"),
+                                             tfm_json_get(d.root, "normalizer"),
+                                             tfm_json_get(d.root, "pre_tokenizer"), &e),
+                     0);
+    tfm_ids a = {0}, b = {0};
+    tfm_wordpiece_encode(wp[0], NULL, text, len, &a);
+    tfm_wordpiece_encode(back, NULL, text, len, &b);
+    assert_true(same_ids(&a, &b));
+    tfm_ids_free(&a);
+    tfm_ids_free(&b);
+    tfm_wordpiece_free(back);
+    tfm_json_doc_free(&d);
+    tfm_buf_free(&j);
+    tfm_wordpiece_free(wp[0]);
+    tfm_wordpiece_free(wp[1]);
+}
+
+static void test_train_specials(void **state)
+{
+    (void)state;
+    const char *sp[] = {"<s>", "<unk>", "</s>", "<s>"};
+    tfm_tok_train_opts o = {.kind = TFM_TOK_WORDPIECE, .vocab_size = 50, .specials = sp,
+                            .n_specials = 4, .lowercase = 0};
+    tfm_wordpiece_trainer *t = tfm_wordpiece_trainer_new(&o);
+    tfm_wordpiece_trainer_feed(t, "Hello HELLO", 11);
+    tfm_wordpiece *wp;
+    tfm_err e = {0};
+    assert_int_equal(tfm_wordpiece_trainer_finish(t, &wp, &e), 0);
+    tfm_wordpiece_trainer_free(t);
+    assert_string_equal(tfm_wordpiece_piece(wp, 0, NULL), "<s>");
+    assert_string_equal(tfm_wordpiece_piece(wp, 1, NULL), "<unk>");
+    assert_string_equal(tfm_wordpiece_piece(wp, 2, NULL), "</s>");
+    assert_int_equal(tfm_wordpiece_unk_id(wp), 1);
+    assert_int_equal(tfm_wordpiece_norm(wp)->lowercase, 0);
+    assert_true(tfm_wordpiece_id(wp, "Hello", 5) >= 0);
+    assert_true(tfm_wordpiece_id(wp, "HELLO", 5) >= 0);
+    tfm_wordpiece_free(wp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_cases_uncased),
+        cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_cases_other_normalizers),
+        cmocka_unit_test(test_every_code_point),
+        cmocka_unit_test(test_decode_golden),
+        cmocka_unit_test(test_decoder_cleanup),
+        cmocka_unit_test(test_decode_bad_id),
+        cmocka_unit_test(test_vocab_txt_edges),
+        cmocka_unit_test(test_max_chars),
+        cmocka_unit_test(test_json_errors),
+        cmocka_unit_test(test_json_pieces),
+        cmocka_unit_test(test_no_pretokenizer),
+        cmocka_unit_test(test_pretokenize_api),
+        cmocka_unit_test(test_train_tiny),
+        cmocka_unit_test(test_train_merges_reuse),
+        cmocka_unit_test(test_train_roundtrip),
+        cmocka_unit_test(test_train_specials),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,641 @@
+/* WordPiece training.
+ *
+ * Counting: each fed text goes through BERT's basic tokenizer and every word
+ * is counted in a hash map, so memory grows with the number of distinct
+ * words, never with the corpus.  Words longer than 100 characters are not
+ * counted: the model maps them to the unknown token whatever it learns.
+ *
+ * Learning: each word starts as its characters, the first as itself and the
+ * others as "##"-continuations; the initial vocabulary is the specials, then
+ * that alphabet in byte order.  Then, until the vocabulary reaches its size,
+ * the adjacent pair (a, b) with the highest likelihood score
+ *     count(ab) / (count(a) · count(b))
+ * (counts weighted by word frequency) is merged into a + b-without-"##".
+ * Pairs seen fewer than min_frequency times are never merged.
+ *
+ * Tie-breaking (so that a run is deterministic): higher score, then higher
+ * pair count, then smaller id of a, then smaller id of b.  Ids follow the
+ * order in which symbols enter the vocabulary.  When a merge spells a piece
+ * that already exists (ab + ##c and a + ##bc both give abc) the existing id
+ * is reused and the vocabulary does not grow.
+ *
+ * Updates are incremental: each pair lists the words it occurs in, a merge
+ * rewrites only those words and adjusts the counts of the neighbouring pairs.
+ * A merge also changes count(a) and count(b), which changes the score of every
+ * pair containing a or b — so each symbol lists its pairs and those are
+ * re-queued.  The priority queue is a binary heap with lazy deletion: an entry
+ * is used only if its score and count still match the pair's. */
+#include <config.h>
+
+#include <string.h>
+
+#include "text/bert_internal.h"
+#include "text/wordpiece.h"
+
+#define DEFAULT_VOCAB 30000
+
+typedef struct wslot {
+    uint64_t count;
+    uint64_t off;   /* in the arena; UINT64_MAX: empty */
+    uint32_t len;
+    uint32_t hash;
+} wslot;
+
+/* A string -> count map over an arena (words while counting, symbols while
+ * learning). */
+typedef struct smap {
+    wslot *s;
+    size_t mask, used;
+    tfm_buf arena;
+} smap;
+
+struct tfm_wordpiece_trainer {
+    tfm_bert_norm norm;
+    uint32_t vocab_size;
+    uint64_t min_freq;
+    char **specials;
+    size_t n_specials;
+    smap words;
+    tfm_buf scratch;
+};
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+    return h ^ (h >> 31);
+}
+
+static void smap_init(smap *m, size_t cap)
+{
+    size_t c = 64;
+    while (c < cap)
+        c *= 2;
+    m->s = tfm_malloc(c * sizeof *m->s);
+    for (size_t i = 0; i < c; i++)
+        m->s[i].off = UINT64_MAX;
+    m->mask = c - 1;
+    m->used = 0;
+    memset(&m->arena, 0, sizeof m->arena);
+}
+
+static void smap_free(smap *m)
+{
+    free(m->s);
+    tfm_buf_free(&m->arena);
+    memset(m, 0, sizeof *m);
+}
+
+static void smap_grow(smap *m)
+{
+    size_t cap = 2 * (m->mask + 1);
+    wslot *s = tfm_malloc(cap * sizeof *s);
+    for (size_t i = 0; i < cap; i++)
+        s[i].off = UINT64_MAX;
+    for (size_t i = 0; i <= m->mask; i++) {
+        if (m->s[i].off == UINT64_MAX)
+            continue;
+        size_t j = m->s[i].hash & (cap - 1);
+        while (s[j].off != UINT64_MAX)
+            j = (j + 1) & (cap - 1);
+        s[j] = m->s[i];
+    }
+    free(m->s);
+    m->s = s;
+    m->mask = cap - 1;
+}
+
+/* The slot for key, inserted with count 0 if new. */
+static wslot *smap_get(smap *m, const char *k, size_t n, int insert)
+{
+    uint64_t h = hash_bytes(k, n);
+    size_t i = (size_t)h & m->mask;
+    for (;;) {
+        wslot *e = &m->s[i];
+        if (e->off == UINT64_MAX)
+            break;
+        if (e->hash == (uint32_t)h && e->len == n && memcmp(m->arena.data + e->off, k, n) == 0)
+            return e;
+        i = (i + 1) & m->mask;
+    }
+    if (!insert)
+        return NULL;
+    if (2 * (m->used + 1) > m->mask + 1) {
+        smap_grow(m);
+        return smap_get(m, k, n, insert);
+    }
+    wslot *e = &m->s[i];
+    e->off = m->arena.len;
+    e->len = (uint32_t)n;
+    e->hash = (uint32_t)h;
+    e->count = 0;
+    tfm_buf_append(&m->arena, k, n);
+    m->used++;
+    return e;
+}
+
+tfm_wordpiece_trainer *tfm_wordpiece_trainer_new(const tfm_tok_train_opts *opts)
+{
+    static const char *const dflt[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    tfm_wordpiece_trainer *t = tfm_calloc(1, sizeof *t);
+    tfm_bert_norm_default(&t->norm);
+    t->norm.lowercase = opts->lowercase < 0 ? 1 : opts->lowercase != 0;
+    t->vocab_size = opts->vocab_size ? opts->vocab_size : DEFAULT_VOCAB;
+    t->min_freq = opts->min_frequency;
+    const char *const *sp = opts->specials ? opts->specials : dflt;
+    size_t ns = opts->specials ? opts->n_specials : sizeof dflt / sizeof dflt[0];
+    t->specials = tfm_malloc((ns + 1) * sizeof *t->specials);
+    for (size_t i = 0; i < ns; i++) {
+        size_t j = 0;
+        while (j < t->n_specials && strcmp(t->specials[j], sp[i]) != 0)
+            j++;
+        if (j == t->n_specials)
+            t->specials[t->n_specials++] = tfm_strdup(sp[i]);
+    }
+    smap_init(&t->words, 1 << 12);
+    return t;
+}
+
+void tfm_wordpiece_trainer_free(tfm_wordpiece_trainer *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->n_specials; i++)
+        free(t->specials[i]);
+    free(t->specials);
+    smap_free(&t->words);
+    tfm_buf_free(&t->scratch);
+    free(t);
+}
+
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+void tfm_wordpiece_trainer_add_word(tfm_wordpiece_trainer *t, const char *word, size_t len,
+                                    uint64_t count)
+{
+    if (len == 0 || (len > 100 && utf8_chars(word, len) > 100))
+        return;
+    smap_get(&t->words, word, len, 1)->count += count;
+}
+
+static void count_word(void *ctx, const char *w, size_t n)
+{
+    tfm_wordpiece_trainer_add_word(ctx, w, n, 1);
+}
+
+void tfm_wordpiece_trainer_feed(tfm_wordpiece_trainer *t, const char *text, size_t len)
+{
+    tfm_bert_split(&t->norm, 1, 1, text, len, &t->scratch, count_word, t);
+}
+
+/* ---- learning ---- */
+
+typedef struct pair {
+    uint32_t a, b;
+    int64_t count;
+    uint32_t *words; /* words holding the pair (possibly stale, no dups in a row) */
+    uint32_t nw, cw;
+    uint32_t stamp;  /* merge step that last touched it */
+} pair;
+
+typedef struct hent {
+    double score;
+    int64_t count;
+    uint32_t pair;
+} hent;
+
+typedef struct word {
+    uint64_t count;
+    uint32_t *s; /* symbols, into the shared array */
+    uint32_t n;
+    uint32_t stamp;
+} word;
+
+typedef struct learner {
+    smap syms;          /* symbol text -> id (count field = id) */
+    uint64_t *sym_off;  /* symbol id -> arena offset, length */
+    uint32_t *sym_len;
+    int64_t *sc;        /* symbol counts */
+    uint32_t **sp;      /* symbol -> pairs containing it */
+    uint32_t *spn, *spc;
+    uint32_t nsym, csym;
+    pair *pairs;
+    size_t npairs, cpairs;
+    uint64_t *pkey;     /* pair map: (a << 32 | b) + 1, 0 empty */
+    uint32_t *pval;
+    size_t pmask;
+    hent *heap;
+    size_t nheap, cheap;
+    word *words;
+    size_t nwords;
+    uint32_t *touched;
+    size_t ntouched, ctouched;
+    uint32_t step;
+} learner;
+
+static uint32_t sym_add(learner *L, const char *s, size_t n)
+{
+    wslot *e = smap_get(&L->syms, s, n, 1);
+    if (e->count)
+        return (uint32_t)(e->count - 1);
+    if (L->nsym == L->csym) {
+        L->csym = L->csym ? 2 * L->csym : 1024;
+        L->sym_off = tfm_realloc(L->sym_off, L->csym * sizeof *L->sym_off);
+        L->sym_len = tfm_realloc(L->sym_len, L->csym * sizeof *L->sym_len);
+        L->sc = tfm_realloc(L->sc, L->csym * sizeof *L->sc);
+        L->sp = tfm_realloc(L->sp, L->csym * sizeof *L->sp);
+        L->spn = tfm_realloc(L->spn, L->csym * sizeof *L->spn);
+        L->spc = tfm_realloc(L->spc, L->csym * sizeof *L->spc);
+    }
+    uint32_t id = L->nsym++;
+    e->count = (uint64_t)id + 1;
+    L->sym_off[id] = e->off;
+    L->sym_len[id] = e->len;
+    L->sc[id] = 0;
+    L->sp[id] = NULL;
+    L->spn[id] = L->spc[id] = 0;
+    return id;
+}
+
+static const char *sym_str(const learner *L, uint32_t id)
+{
+    return L->syms.arena.data + L->sym_off[id];
+}
+
+static size_t pslot(uint64_t key, size_t mask)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ULL) >> 17) & mask;
+}
+
+static void pmap_grow(learner *L)
+{
+    size_t cap = L->pmask ? 2 * (L->pmask + 1) : 1 << 16;
+    uint64_t *k = tfm_calloc(cap, sizeof *k);
+    uint32_t *v = tfm_malloc(cap * sizeof *v);
+    for (size_t i = 0; L->pmask && i <= L->pmask; i++) {
+        if (!L->pkey[i])
+            continue;
+        size_t j = pslot(L->pkey[i], cap - 1);
+        while (k[j])
+            j = (j + 1) & (cap - 1);
+        k[j] = L->pkey[i];
+        v[j] = L->pval[i];
+    }
+    free(L->pkey);
+    free(L->pval);
+    L->pkey = k;
+    L->pval = v;
+    L->pmask = cap - 1;
+}
+
+static void sp_add(learner *L, uint32_t s, uint32_t p)
+{
+    if (L->spn[s] == L->spc[s]) {
+        L->spc[s] = L->spc[s] ? 2 * L->spc[s] : 4;
+        L->sp[s] = tfm_realloc(L->sp[s], L->spc[s] * sizeof *L->sp[s]);
+    }
+    L->sp[s][L->spn[s]++] = p;
+}
+
+static uint32_t pair_get(learner *L, uint32_t a, uint32_t b)
+{
+    uint64_t key = ((uint64_t)a << 32 | b) + 1;
+    if (2 * (L->npairs + 1) > L->pmask + 1)
+        pmap_grow(L);
+    size_t i = pslot(key, L->pmask);
+    while (L->pkey[i]) {
+        if (L->pkey[i] == key)
+            return L->pval[i];
+        i = (i + 1) & L->pmask;
+    }
+    if (L->npairs == L->cpairs) {
+        L->cpairs = L->cpairs ? 2 * L->cpairs : 1 << 14;
+        L->pairs = tfm_realloc(L->pairs, L->cpairs * sizeof *L->pairs);
+    }
+    uint32_t p = (uint32_t)L->npairs++;
+    memset(&L->pairs[p], 0, sizeof L->pairs[p]);
+    L->pairs[p].a = a;
+    L->pairs[p].b = b;
+    L->pairs[p].stamp = UINT32_MAX;
+    L->pkey[i] = key;
+    L->pval[i] = p;
+    sp_add(L, a, p);
+    if (b != a)
+        sp_add(L, b, p);
+    return p;
+}
+
+static void touch(learner *L, uint32_t p)
+{
+    if (L->pairs[p].stamp == L->step)
+        return;
+    L->pairs[p].stamp = L->step;
+    if (L->ntouched == L->ctouched) {
+        L->ctouched = L->ctouched ? 2 * L->ctouched : 1024;
+        L->touched = tfm_realloc(L->touched, L->ctouched * sizeof *L->touched);
+    }
+    L->touched[L->ntouched++] = p;
+}
+
+static void pair_add(learner *L, uint32_t a, uint32_t b, int64_t delta, uint32_t w)
+{
+    uint32_t p = pair_get(L, a, b);
+    pair *q = &L->pairs[p];
+    q->count += delta;
+    if (delta > 0 && (q->nw == 0 || q->words[q->nw - 1] != w)) {
+        if (q->nw == q->cw) {
+            q->cw = q->cw ? 2 * q->cw : 2;
+            q->words = tfm_realloc(q->words, q->cw * sizeof *q->words);
+        }
+        q->words[q->nw++] = w;
+    }
+    touch(L, p);
+}
+
+/* 1 if x should come out of the heap before y. */
+static int before(const learner *L, const hent *x, const hent *y)
+{
+    if (x->score != y->score)
+        return x->score > y->score;
+    if (x->count != y->count)
+        return x->count > y->count;
+    const pair *p = &L->pairs[x->pair], *q = &L->pairs[y->pair];
+    if (p->a != q->a)
+        return p->a < q->a;
+    return p->b < q->b;
+}
+
+static double score_of(const learner *L, const pair *p)
+{
+    return (double)p->count / ((double)L->sc[p->a] * (double)L->sc[p->b]);
+}
+
+static void heap_push(learner *L, uint32_t p)
+{
+    const pair *q = &L->pairs[p];
+    if (q->count <= 0)
+        return;
+    if (L->nheap == L->cheap) {
+        L->cheap = L->cheap ? 2 * L->cheap : 1 << 14;
+        L->heap = tfm_realloc(L->heap, L->cheap * sizeof *L->heap);
+    }
+    hent e = {score_of(L, q), q->count, p};
+    size_t i = L->nheap++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!before(L, &e, &L->heap[up]))
+            break;
+        L->heap[i] = L->heap[up];
+        i = up;
+    }
+    L->heap[i] = e;
+}
+
+static hent heap_pop(learner *L)
+{
+    hent top = L->heap[0], last = L->heap[--L->nheap];
+    size_t i = 0, n = L->nheap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && before(L, &L->heap[c + 1], &L->heap[c]))
+            c++;
+        if (!before(L, &L->heap[c], &last))
+            break;
+        L->heap[i] = L->heap[c];
+        i = c;
+    }
+    if (n)
+        L->heap[i] = last;
+    return top;
+}
+
+/* Re-queues every live pair of symbol s, dropping dead ones from its list. */
+static void requeue_symbol(learner *L, uint32_t s)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < L->spn[s]; i++) {
+        uint32_t p = L->sp[s][i];
+        if (L->pairs[p].count <= 0)
+            continue;
+        L->sp[s][k++] = p;
+        touch(L, p);
+    }
+    L->spn[s] = k;
+}
+
+static void merge(learner *L, uint32_t p, uint32_t m)
+{
+    uint32_t a = L->pairs[p].a, b = L->pairs[p].b;
+    uint32_t *ws = L->pairs[p].words, nw = L->pairs[p].nw;
+    L->pairs[p].words = NULL;
+    L->pairs[p].nw = L->pairs[p].cw = 0;
+    for (uint32_t k = 0; k < nw; k++) {
+        uint32_t wi = ws[k];
+        word *w = &L->words[wi];
+        if (w->stamp == L->step)
+            continue;
+        w->stamp = L->step;
+        int64_t c = (int64_t)w->count;
+        uint32_t *s = w->s, n = w->n;
+        for (uint32_t i = 0; i + 1 < n; i++) {
+            if (s[i] != a || s[i + 1] != b)
+                continue;
+            if (i > 0) {
+                pair_add(L, s[i - 1], a, -c, wi);
+                pair_add(L, s[i - 1], m, c, wi);
+            }
+            if (i + 2 < n) {
+                pair_add(L, b, s[i + 2], -c, wi);
+                pair_add(L, m, s[i + 2], c, wi);
+            }
+            pair_add(L, a, b, -c, wi);
+            L->sc[a] -= c;
+            L->sc[b] -= c;
+            L->sc[m] += c;
+            s[i] = m;
+            memmove(s + i + 1, s + i + 2, (n - i - 2) * sizeof *s);
+            n--;
+        }
+        w->n = n;
+    }
+    free(ws);
+    requeue_symbol(L, a);
+    if (b != a)
+        requeue_symbol(L, b);
+    requeue_symbol(L, m);
+}
+
+static int cmp_str(const void *x, const void *y)
+{
+    const char *const *a = x, *const *b = y;
+    return strcmp(*a, *b);
+}
+
+static void learner_free(learner *L)
+{
+    smap_free(&L->syms);
+    for (uint32_t i = 0; i < L->nsym; i++)
+        free(L->sp[i]);
+    free(L->sp);
+    free(L->spn);
+    free(L->spc);
+    free(L->sym_off);
+    free(L->sym_len);
+    free(L->sc);
+    for (size_t i = 0; i < L->npairs; i++)
+        free(L->pairs[i].words);
+    free(L->pairs);
+    free(L->pkey);
+    free(L->pval);
+    free(L->heap);
+    free(L->words);
+    free(L->touched);
+}
+
+static int is_unk_like(const char *s)
+{
+    return strcasestr(s, "unk") != NULL;
+}
+
+int tfm_wordpiece_trainer_finish(tfm_wordpiece_trainer *t, tfm_wordpiece **out, tfm_err *err)
+{
+    *out = NULL;
+    learner L;
+    memset(&L, 0, sizeof L);
+    smap_init(&L.syms, 1 << 12);
+    smap *W = &t->words;
+
+    /* The unknown token: [UNK] or the first unk-like special, else [UNK]. */
+    const char *unk = NULL;
+    for (size_t i = 0; i < t->n_specials && !unk; i++)
+        if (strcmp(t->specials[i], "[UNK]") == 0)
+            unk = t->specials[i];
+    for (size_t i = 0; i < t->n_specials && !unk; i++)
+        if (is_unk_like(t->specials[i]))
+            unk = t->specials[i];
+    for (size_t i = 0; i < t->n_specials; i++)
+        sym_add(&L, t->specials[i], strlen(t->specials[i]));
+    if (!unk) {
+        unk = "[UNK]";
+        sym_add(&L, unk, 5);
+    }
+
+    /* The alphabet, in byte order. */
+    smap alpha;
+    smap_init(&alpha, 1 << 10);
+    tfm_buf tmp = {0};
+    size_t total_syms = 0;
+    for (size_t i = 0; i <= W->mask; i++) {
+        if (W->s[i].off == UINT64_MAX)
+            continue;
+        const char *w = W->arena.data + W->s[i].off;
+        size_t n = W->s[i].len;
+        for (size_t j = 0; j < n;) {
+            size_t k = j + 1;
+            while (k < n && ((unsigned char)w[k] & 0xC0) == 0x80)
+                k++;
+            tfm_buf_clear(&tmp);
+            if (j)
+                tfm_buf_puts(&tmp, "##");
+            tfm_buf_append(&tmp, w + j, k - j);
+            smap_get(&alpha, tmp.data, tmp.len, 1);
+            total_syms++;
+            j = k;
+        }
+    }
+    char **names = tfm_malloc((alpha.used + 1) * sizeof *names);
+    size_t na = 0;
+    for (size_t i = 0; i <= alpha.mask; i++)
+        if (alpha.s[i].off != UINT64_MAX)
+            names[na++] = tfm_strndup(alpha.arena.data + alpha.s[i].off, alpha.s[i].len);
+    qsort(names, na, sizeof *names, cmp_str);
+    for (size_t i = 0; i < na; i++) {
+        sym_add(&L, names[i], strlen(names[i]));
+        free(names[i]);
+    }
+    free(names);
+    smap_free(&alpha);
+
+    /* Words as symbol sequences, and the initial pair counts. */
+    L.words = tfm_malloc((W->used + 1) * sizeof *L.words);
+    uint32_t *syms = tfm_malloc((total_syms + 1) * sizeof *syms);
+    size_t pos = 0;
+    L.step = 0;
+    for (size_t i = 0; i <= W->mask; i++) {
+        if (W->s[i].off == UINT64_MAX)
+            continue;
+        const char *w = W->arena.data + W->s[i].off;
+        size_t n = W->s[i].len;
+        word *wd = &L.words[L.nwords];
+        wd->count = W->s[i].count;
+        wd->s = syms + pos;
+        wd->n = 0;
+        wd->stamp = UINT32_MAX;
+        for (size_t j = 0; j < n;) {
+            size_t k = j + 1;
+            while (k < n && ((unsigned char)w[k] & 0xC0) == 0x80)
+                k++;
+            tfm_buf_clear(&tmp);
+            if (j)
+                tfm_buf_puts(&tmp, "##");
+            tfm_buf_append(&tmp, w + j, k - j);
+            uint32_t s = (uint32_t)(smap_get(&L.syms, tmp.data, tmp.len, 0)->count - 1);
+            L.sc[s] += (int64_t)wd->count;
+            if (wd->n)
+                pair_add(&L, wd->s[wd->n - 1], s, (int64_t)wd->count, (uint32_t)L.nwords);
+            wd->s[wd->n++] = s;
+            j = k;
+        }
+        pos += wd->n;
+        L.nwords++;
+    }
+    for (size_t i = 0; i < L.ntouched; i++)
+        heap_push(&L, L.touched[i]);
+    L.ntouched = 0;
+
+    /* Merge until the vocabulary is full or nothing is left to merge. */
+    int64_t minf = t->min_freq > 1 ? (int64_t)t->min_freq : 1;
+    while (L.nsym < t->vocab_size && L.nheap) {
+        hent e = heap_pop(&L);
+        pair *q = &L.pairs[e.pair];
+        if (q->count < minf || q->count != e.count || score_of(&L, q) != e.score)
+            continue; /* stale, or too rare */
+        L.step++;
+        tfm_buf_clear(&tmp);
+        tfm_buf_append(&tmp, sym_str(&L, q->a), L.sym_len[q->a]);
+        const char *bs = sym_str(&L, q->b);
+        size_t bn = L.sym_len[q->b];
+        if (bn >= 2 && bs[0] == '#' && bs[1] == '#')
+            tfm_buf_append(&tmp, bs + 2, bn - 2);
+        else
+            tfm_buf_append(&tmp, bs, bn);
+        uint32_t m = sym_add(&L, tmp.data, tmp.len);
+        merge(&L, e.pair, m);
+        for (size_t i = 0; i < L.ntouched; i++)
+            heap_push(&L, L.touched[i]);
+        L.ntouched = 0;
+    }
+    tfm_buf_free(&tmp);
+    free(syms);
+
+    const char **pieces = tfm_malloc((L.nsym + 1) * sizeof *pieces);
+    size_t *lens = tfm_malloc((L.nsym + 1) * sizeof *lens);
+    for (uint32_t i = 0; i < L.nsym; i++) {
+        pieces[i] = sym_str(&L, i);
+        lens[i] = L.sym_len[i];
+    }
+    int r = tfm_wordpiece_from_pieces(out, pieces, lens, L.nsym, unk, &t->norm, err);
+    free(pieces);
+    free(lens);
+    learner_free(&L);
+    return r;
+}

@@ -136,15 +136,20 @@ static void gemv_cols(float *y, const float *x, const float *W, const float *b,
         }
 }
 
+/* Below this many weights a second thread costs more (start-up and, on a
+ * busy machine, waiting for it) than it saves. */
+#define GEMV_PAR_MIN (1 << 17)
+
 void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
                    int n, int K, int N)
 {
     int ntiles = N / TILE;
+    int par = (size_t)K * N >= GEMV_PAR_MIN;
     for (int r0 = 0; r0 < n; r0 += 4) {
         int nr = n - r0 < 4 ? n - r0 : 4;
         const float *xr = x + (size_t)r0 * K;
         float *yr = y + (size_t)r0 * N;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (par)
         for (int t = 0; t < ntiles; t++) {
             switch (nr) {
             case 1: gemv_tile(yr, xr, W, b, 1, K, N, t * TILE); break;
@@ -162,7 +167,7 @@ void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
  * the head is read once for all n rows. */
 static void head_rows(float *out, const float *x, const float *head, int n, int V, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)V * C >= GEMV_PAR_MIN)
     for (int v = 0; v < V; v++) {
         const float *hv = head + (size_t)v * C;
         for (int r = 0; r < n; r++) {
@@ -297,7 +302,11 @@ static void attention(tfm_gpt_infer *g, int layer, int R)
         g->scores = tfm_malloc(sizeof(float) * (size_t)nt * g->max_len);
         g->scores_threads = nt;
     }
-#pragma omp parallel for schedule(dynamic, 1) if (R * NH > 1)
+    /* worth threads only when there is real work: long contexts or many rows */
+    size_t work = 0;
+    for (int r = 0; r < R; r++)
+        work += (size_t)(g->row_pos[r] + 1) * C;
+#pragma omp parallel for schedule(dynamic, 1) if (R * NH > 1 && work >= (1 << 16))
     for (int rh = 0; rh < R * NH; rh++) {
         int r = rh / NH, h = rh % NH;
 #ifdef _OPENMP

@@ -1,0 +1,462 @@
+/* tfm-generate: continue prompts with a language model.
+ * Options -> tfm_gen_opts -> tfm_gen_run (lib/infer/generate.h) -> stdout. */
+#include "config.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/opt.h"
+#include "base/rng.h"
+#include "infer/generate.h"
+#include "tensor/gemm.h"
+
+static const char *prog = "tfm-generate";
+
+static void __attribute__((noreturn)) usage(void)
+{
+    printf("Usage: %s -m MODEL.safetensors [options] [PROMPT]...\n"
+           "Continue each PROMPT (or each line of stdin) with a language model.\n"
+           "\n"
+           "Input and output:\n"
+           "  -m, --model FILE       model file written by tfm-train (weights, config and\n"
+           "                         tokenizer in one safetensors file), or a GPT-2\n"
+           "                         safetensors checkpoint (with --ids)\n"
+           "      --prompt-file F    one prompt per line from F ('-': stdin)\n"
+           "      --raw              all of the input is one prompt (newlines included)\n"
+           "      --ids              prompts and output are token ids separated by spaces\n"
+           "      --json             one JSON object per prompt: prompt, text, ids,\n"
+           "                         logprobs, finish_reason, timings\n"
+           "      --batch N          prompts decoded together (default 8; 1 for stdin, so\n"
+           "                         each line is answered before the next is read)\n"
+           "Strategy (default: sampling, --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05):\n"
+           "      --greedy           always the most probable token\n"
+           "      --beam N           beam search with N beams\n"
+           "      --lenpen A         beam: score = sum log p / length^A (default 0.6)\n"
+           "      --nbest K          beam: print the K best hypotheses (default 1)\n"
+           "      --temp T           sampling temperature (0 = greedy)\n"
+           "      --top-k K          keep the K most probable tokens (0 = off)\n"
+           "      --top-p P          keep the smallest set reaching probability P (1 = off)\n"
+           "      --min-p P          keep tokens with p >= P * p_max (0 = off)\n"
+           "      --repeat-penalty R penalise tokens already seen (1 = off)\n"
+           "      --repeat-last-n N  only the last N tokens count for the penalty (0 = all)\n"
+           "      --seed N           random seed (default: from the clock, logged)\n"
+           "Length and stopping:\n"
+           "  -n, --max-tokens N     new tokens at most (default 128)\n"
+           "      --stop STR         stop before STR (repeatable; STR is not printed)\n"
+           "      --ignore-eos       do not stop at the end-of-text token\n"
+           "      --no-cache         recompute the whole sequence for every token (slow;\n"
+           "                         the baseline that shows what the cache saves)\n"
+           "Other:\n"
+           "      --threads N        threads (default: TFM_NUM_THREADS or all cores)\n"
+           "  -q, --quiet            no messages or speed summary on stderr\n"
+           "  -h, --help             this help\n"
+           "      --version          print the version\n"
+           "\n"
+           "Generation stops at end-of-text, after N tokens, at a stop string, or when\n"
+           "the model's context is full.  Exit status: 0 success, 1 failure, 2 usage.\n",
+           prog);
+    exit(0);
+}
+
+enum {
+    OPT_PROMPT_FILE = 256, OPT_RAW, OPT_IDS, OPT_JSON, OPT_BATCH, OPT_GREEDY,
+    OPT_BEAM, OPT_LENPEN, OPT_NBEST, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP,
+    OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS,
+    OPT_VERSION, OPT_NO_CACHE,
+};
+
+static const struct option long_opts[] = {
+    {"model", required_argument, 0, 'm'},
+    {"prompt-file", required_argument, 0, OPT_PROMPT_FILE},
+    {"raw", no_argument, 0, OPT_RAW},
+    {"ids", no_argument, 0, OPT_IDS},
+    {"json", no_argument, 0, OPT_JSON},
+    {"batch", required_argument, 0, OPT_BATCH},
+    {"greedy", no_argument, 0, OPT_GREEDY},
+    {"beam", required_argument, 0, OPT_BEAM},
+    {"lenpen", required_argument, 0, OPT_LENPEN},
+    {"nbest", required_argument, 0, OPT_NBEST},
+    {"temp", required_argument, 0, OPT_TEMP},
+    {"temperature", required_argument, 0, OPT_TEMP},
+    {"top-k", required_argument, 0, OPT_TOPK},
+    {"top-p", required_argument, 0, OPT_TOPP},
+    {"min-p", required_argument, 0, OPT_MINP},
+    {"repeat-penalty", required_argument, 0, OPT_REPEAT},
+    {"repeat-last-n", required_argument, 0, OPT_REPEAT_N},
+    {"seed", required_argument, 0, OPT_SEED},
+    {"max-tokens", required_argument, 0, 'n'},
+    {"stop", required_argument, 0, OPT_STOP},
+    {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
+    {"no-cache", no_argument, 0, OPT_NO_CACHE},
+    {"threads", required_argument, 0, OPT_THREADS},
+    {"quiet", no_argument, 0, 'q'},
+    {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, OPT_VERSION},
+    {0, 0, 0, 0},
+};
+
+typedef struct app {
+    tfm_lm lm;
+    tfm_tok_scratch *scratch;
+    int ids_mode, json, stream, quiet;
+    tfm_gen gen;
+} app;
+
+/* Prompt text -> ids (or parses "12 7 99" with --ids). */
+static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
+                         const char *where, tfm_err *err)
+{
+    tfm_ids_clear(out);
+    if (a->ids_mode) {
+        const char *p = text, *end = text + len;
+        while (p < end) {
+            while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n' || *p == ','))
+                p++;
+            if (p >= end)
+                break;
+            char *q;
+            unsigned long long v = strtoull(p, &q, 10);
+            if (q == p || v >= (unsigned long long)a->lm.cfg.vocab_size)
+                return tfm_err_set(err, "%s: '%.*s' is not a token id below %d", where,
+                                   (int)(q > p ? q - p : 1), p, a->lm.cfg.vocab_size);
+            tfm_ids_push(out, (uint32_t)v);
+            p = q;
+        }
+        return 0;
+    }
+    tfm_tokenizer_encode(a->lm.tok, a->scratch, text, len, 1, out);
+    return 0;
+}
+
+static void on_text(void *ctx, size_t index, const char *text, size_t n)
+{
+    app *a = ctx;
+    if (!a->stream)
+        return;
+    fwrite(text, 1, n, stdout);
+    fflush(stdout);
+}
+
+static void put_ids_json(tfm_buf *b, const tfm_ids *ids)
+{
+    tfm_buf_putc(b, '[');
+    for (size_t i = 0; i < ids->len; i++)
+        tfm_buf_printf(b, "%s%u", i ? "," : "", ids->data[i]);
+    tfm_buf_putc(b, ']');
+}
+
+static void put_hyp_json(tfm_buf *b, const app *a, const tfm_gen_hyp *h, int beam)
+{
+    tfm_buf_puts(b, "\"text\":");
+    tfm_buf_put_json_string(b, h->text.data ? h->text.data : "", h->text.len);
+    tfm_buf_puts(b, ",\"ids\":");
+    put_ids_json(b, &h->ids);
+    tfm_buf_puts(b, ",\"logprobs\":[");
+    for (size_t i = 0; i < h->ids.len; i++)
+        tfm_buf_printf(b, "%s%.6g", i ? "," : "", h->logprobs[i]);
+    tfm_buf_printf(b, "],\"finish_reason\":\"%s\"", tfm_finish_name(h->finish));
+    if (beam)
+        tfm_buf_printf(b, ",\"score\":%.6g", h->score);
+}
+
+static void print_result(app *a, const char *prompt, size_t plen, const tfm_gen_result *r)
+{
+    tfm_buf b = {0};
+    if (a->json) {
+        int beam = a->gen.opts.strategy == TFM_GEN_BEAM;
+        tfm_buf_puts(&b, "{\"prompt\":");
+        tfm_buf_put_json_string(&b, prompt, plen);
+        tfm_buf_printf(&b, ",\"prompt_tokens\":%zu,", r->n_prompt);
+        if (r->n_hyps)
+            put_hyp_json(&b, a, &r->hyps[0], beam);
+        if (r->n_hyps > 1) {
+            tfm_buf_puts(&b, ",\"nbest\":[");
+            for (size_t k = 0; k < r->n_hyps; k++) {
+                tfm_buf_puts(&b, k ? ",{" : "{");
+                put_hyp_json(&b, a, &r->hyps[k], beam);
+                tfm_buf_putc(&b, '}');
+            }
+            tfm_buf_putc(&b, ']');
+        }
+        tfm_buf_printf(&b, ",\"timings\":{\"prefill_s\":%.6f,\"decode_s\":%.6f}}\n",
+                       r->prefill_s, r->decode_s);
+    } else {
+        for (size_t k = 0; k < r->n_hyps; k++) {
+            const tfm_gen_hyp *h = &r->hyps[k];
+            if (a->ids_mode) {
+                for (size_t i = 0; i < h->ids.len; i++)
+                    tfm_buf_printf(&b, "%s%u", i ? " " : "", h->ids.data[i]);
+            } else if (!(a->stream && k == 0)) {
+                tfm_buf_append(&b, h->text.data, h->text.len);
+            }
+            tfm_buf_putc(&b, '\n');
+        }
+    }
+    fwrite(b.data, 1, b.len, stdout);
+    fflush(stdout);
+    tfm_buf_free(&b);
+}
+
+/* Generates for prompts[0..n) (texts kept for --json) and prints them. */
+static void run(app *a, char **texts, size_t *lens, size_t n, size_t first_index)
+{
+    tfm_err err = {0};
+    tfm_ids *ids = tfm_calloc(n ? n : 1, sizeof *ids);
+    for (size_t i = 0; i < n; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "prompt %zu", first_index + i + 1);
+        if (encode_prompt(a, texts[i], lens[i], &ids[i], where, &err) < 0)
+            tfm_die(prog, &err);
+    }
+    tfm_gen_result *res = tfm_calloc(n ? n : 1, sizeof *res);
+    if (tfm_gen_run(&a->gen, ids, n, first_index, res, on_text, a, &err) < 0)
+        tfm_die(prog, &err);
+    for (size_t i = 0; i < n; i++) {
+        print_result(a, texts[i], lens[i], &res[i]);
+        tfm_gen_result_free(&res[i]);
+        tfm_ids_free(&ids[i]);
+    }
+    free(res);
+    free(ids);
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = NULL, *prompt_file = NULL;
+    int raw = 0, batch = 0, threads = 0, have_seed = 0;
+    int greedy = 0, beam = 0, sampling_opt = 0, beam_opt = 0;
+    uint64_t seed = 0;
+    tfm_gen_opts o;
+    tfm_gen_opts_default(&o);
+    const char **stops = NULL;
+    size_t n_stops = 0;
+    app a = {0};
+
+    int c;
+    while ((c = getopt_long(argc, argv, "m:n:qh", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case OPT_PROMPT_FILE: prompt_file = optarg; break;
+        case OPT_RAW: raw = 1; break;
+        case OPT_IDS: a.ids_mode = 1; break;
+        case OPT_JSON: a.json = 1; break;
+        case OPT_BATCH: batch = (int)tfm_opt_long(prog, "--batch", optarg, 1, 256); break;
+        case OPT_GREEDY: greedy = 1; break;
+        case OPT_BEAM: beam = (int)tfm_opt_long(prog, "--beam", optarg, 1, 64); break;
+        case OPT_LENPEN:
+            o.beam.alpha = (float)tfm_opt_double(prog, "--lenpen", optarg, -10, 10);
+            beam_opt = 1;
+            break;
+        case OPT_NBEST:
+            o.beam.nbest = (int)tfm_opt_long(prog, "--nbest", optarg, 1, 64);
+            beam_opt = 1;
+            break;
+        case OPT_TEMP:
+            o.sample.temperature = (float)tfm_opt_double(prog, "--temp", optarg, 0, 1e6);
+            sampling_opt = 1;
+            break;
+        case OPT_TOPK:
+            o.sample.top_k = (uint32_t)tfm_opt_long(prog, "--top-k", optarg, 0, 1L << 30);
+            sampling_opt = 1;
+            break;
+        case OPT_TOPP: {
+            double p = tfm_opt_double(prog, "--top-p", optarg, 0, 1);
+            if (p <= 0)
+                tfm_usage_error(prog, "--top-p must be in (0, 1]");
+            o.sample.top_p = (float)p;
+            sampling_opt = 1;
+            break;
+        }
+        case OPT_MINP:
+            o.sample.min_p = (float)tfm_opt_double(prog, "--min-p", optarg, 0, 1);
+            sampling_opt = 1;
+            break;
+        case OPT_REPEAT:
+            o.sample.repeat_penalty = (float)tfm_opt_double(prog, "--repeat-penalty", optarg, 1e-3, 1e3);
+            sampling_opt = 1;
+            break;
+        case OPT_REPEAT_N:
+            o.sample.repeat_last_n = (uint32_t)tfm_opt_long(prog, "--repeat-last-n", optarg, 0, 1L << 30);
+            sampling_opt = 1;
+            break;
+        case OPT_SEED: {
+            long v = tfm_opt_long(prog, "--seed", optarg, 0, 0x7fffffffffffffffL);
+            seed = (uint64_t)v;
+            have_seed = 1;
+            break;
+        }
+        case 'n': o.max_tokens = (int)tfm_opt_long(prog, "--max-tokens", optarg, 1, 1 << 24); break;
+        case OPT_STOP:
+            if (!*optarg)
+                tfm_usage_error(prog, "--stop needs a non-empty string");
+            stops = tfm_realloc(stops, sizeof *stops * (n_stops + 1));
+            stops[n_stops++] = optarg;
+            break;
+        case OPT_IGNORE_EOS: o.ignore_eos = 1; break;
+        case OPT_NO_CACHE: o.no_cache = 1; break;
+        case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
+        case 'q': a.quiet = 1; break;
+        case 'h': usage();
+        case OPT_VERSION: tfm_print_version(prog);
+        default: tfm_usage_error(prog, "unknown option");
+        }
+    }
+    if (!model)
+        tfm_usage_error(prog, "no model given (-m MODEL.safetensors)");
+    /* Strategies exclude each other's knobs: a beam has no temperature. */
+    if (greedy && beam)
+        tfm_usage_error(prog, "--greedy and --beam exclude each other");
+    if ((greedy || beam) && sampling_opt)
+        tfm_usage_error(prog, "sampling options (--temp, --top-k, --top-p, --min-p, "
+                        "--repeat-penalty) do not apply to %s", beam ? "--beam" : "--greedy");
+    if ((greedy || beam) && have_seed)
+        tfm_usage_error(prog, "--seed does not apply to %s", beam ? "--beam" : "--greedy");
+    if (beam_opt && !beam)
+        tfm_usage_error(prog, "--lenpen and --nbest need --beam");
+    if (beam && o.beam.nbest > beam)
+        tfm_usage_error(prog, "--nbest %d is larger than --beam %d", o.beam.nbest, beam);
+    if (raw && optind < argc)
+        tfm_usage_error(prog, "--raw reads the prompt from the input, not the arguments");
+    if (o.no_cache && beam)
+        tfm_usage_error(prog, "--no-cache applies to greedy decoding and sampling only");
+    if (prompt_file && optind < argc)
+        tfm_usage_error(prog, "give prompts as arguments or with --prompt-file, not both");
+    if (greedy)
+        o.strategy = TFM_GEN_GREEDY;
+    if (beam) {
+        o.strategy = TFM_GEN_BEAM;
+        o.beam.beam = beam;
+    }
+    if (o.strategy == TFM_GEN_SAMPLE && o.sample.temperature == 0)
+        o.strategy = TFM_GEN_GREEDY;
+    o.stops = stops;
+    o.n_stops = n_stops;
+
+    tfm_blas_init(threads);
+    tfm_err err = {0};
+    if (tfm_lm_open(&a.lm, model, &err) < 0)
+        tfm_die(prog, &err);
+    if (!a.lm.tok && !a.ids_mode)
+        tfm_fatal(prog, "%s has no tokenizer: give prompts as token ids with --ids", model);
+    if (n_stops && !a.lm.tok)
+        tfm_usage_error(prog, "--stop needs a model with a tokenizer");
+    if (a.lm.tok)
+        a.scratch = tfm_tok_scratch_new(a.lm.tok);
+    if (o.strategy == TFM_GEN_SAMPLE) {
+        if (!have_seed) {
+            seed = tfm_rng_entropy_seed() & 0x7fffffffffffffffULL;
+            if (!a.quiet)
+                fprintf(stderr, "%s: seed %" PRIu64 "\n", prog, seed);
+        }
+        o.seed = seed;
+    }
+
+    /* Where prompts come from decides batching: arguments and files are
+     * read up front and batched; stdin lines one at a time, so that each
+     * is answered before the next is read. */
+    int from_stdin_lines = optind >= argc && !raw &&
+                           (!prompt_file || strcmp(prompt_file, "-") == 0);
+    if (!batch)
+        batch = from_stdin_lines ? 1 : 8;
+    if (tfm_gen_init(&a.gen, &a.lm, &o, batch, &err) < 0)
+        tfm_die(prog, &err);
+
+    size_t count = 0;
+    if (optind < argc) {
+        size_t n = (size_t)(argc - optind);
+        size_t *lens = tfm_malloc(sizeof *lens * n);
+        for (size_t i = 0; i < n; i++)
+            lens[i] = strlen(argv[optind + i]);
+        a.stream = n == 1 && !a.json && !a.ids_mode;
+        run(&a, argv + optind, lens, n, 0);
+        free(lens);
+        count = n;
+    } else if (raw) {
+        tfm_buf in = {0};
+        FILE *fp = stdin;
+        const char *name = prompt_file ? prompt_file : "-";
+        if (prompt_file && strcmp(prompt_file, "-") != 0 && !(fp = fopen(prompt_file, "rb"))) {
+            tfm_err_errno(&err, "%s", prompt_file);
+            tfm_die(prog, &err);
+        }
+        if (tfm_read_all(fp, strcmp(name, "-") ? name : "stdin", &in, &err) < 0)
+            tfm_die(prog, &err);
+        if (fp != stdin)
+            fclose(fp);
+        char *text = in.data ? in.data : (char *)"";
+        size_t len = in.len;
+        a.stream = !a.json && !a.ids_mode;
+        run(&a, &text, &len, 1, 0);
+        tfm_buf_free(&in);
+        count = 1;
+    } else {
+        FILE *fp = stdin;
+        if (prompt_file && strcmp(prompt_file, "-") != 0 && !(fp = fopen(prompt_file, "rb"))) {
+            tfm_err_errno(&err, "%s", prompt_file);
+            tfm_die(prog, &err);
+        }
+        a.stream = batch == 1 && !a.json && !a.ids_mode;
+        tfm_buf line = {0};
+        char **texts = tfm_malloc(sizeof *texts * batch);
+        size_t *lens = tfm_malloc(sizeof *lens * batch);
+        size_t nb = 0;
+        int r;
+        while ((r = tfm_getline(fp, &line)) > 0) {
+            if (line.len && line.data[line.len - 1] == '\r')
+                line.len--;
+            texts[nb] = tfm_strndup(line.data ? line.data : "", line.len);
+            lens[nb] = line.len;
+            if (++nb == (size_t)batch) {
+                run(&a, texts, lens, nb, count);
+                for (size_t i = 0; i < nb; i++)
+                    free(texts[i]);
+                count += nb;
+                nb = 0;
+            }
+        }
+        if (r < 0) {
+            tfm_err_errno(&err, "%s", prompt_file && strcmp(prompt_file, "-") ? prompt_file : "stdin");
+            tfm_die(prog, &err);
+        }
+        if (nb) {
+            run(&a, texts, lens, nb, count);
+            for (size_t i = 0; i < nb; i++)
+                free(texts[i]);
+            count += nb;
+        }
+        if (fp != stdin)
+            fclose(fp);
+        free(texts);
+        free(lens);
+        tfm_buf_free(&line);
+        if (count == 0)
+            tfm_fatal(prog, "no prompt in the input");
+    }
+
+    if (!a.quiet) {
+        const tfm_gen *g = &a.gen;
+        fprintf(stderr,
+                "%s: %zu prompt%s; prompt %zu tokens, %.1f tok/s; generated %zu tokens, "
+                "%.1f tok/s; model %.1f MB mapped, cache %.1f MB, %d thread%s\n",
+                prog, count, count == 1 ? "" : "s", g->stat_prompt_tokens,
+                g->stat_prefill_s > 0 ? g->stat_prompt_tokens / g->stat_prefill_s : 0.0,
+                g->stat_gen_tokens,
+                g->stat_decode_s > 0 ? g->stat_gen_tokens / g->stat_decode_s : 0.0,
+                a.lm.file_bytes / 1e6,
+                g->infer_ready ? tfm_gpt_infer_bytes(&g->infer) / 1e6 : 0.0,
+                tfm_blas_threads(), tfm_blas_threads() == 1 ? "" : "s");
+    }
+    tfm_gen_free(&a.gen);
+    if (a.scratch)
+        tfm_tok_scratch_free(a.scratch);
+    tfm_lm_close(&a.lm);
+    free(stops);
+    return 0;
+}

@@ -1,0 +1,425 @@
+/* The decoding loop: batching, stopping rules, text streaming. */
+#include "config.h"
+
+#include "infer/generate.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/progress.h"
+
+void tfm_gen_opts_default(tfm_gen_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->strategy = TFM_GEN_SAMPLE;
+    tfm_sample_opts_default(&o->sample);
+    o->sample.temperature = 0.8f;
+    o->sample.top_k = 40;
+    o->sample.top_p = 0.95f;
+    o->sample.min_p = 0.05f;
+    tfm_beam_opts_default(&o->beam);
+    o->max_tokens = 128;
+}
+
+void tfm_gen_result_free(tfm_gen_result *r)
+{
+    for (size_t i = 0; i < r->n_hyps; i++) {
+        tfm_ids_free(&r->hyps[i].ids);
+        free(r->hyps[i].logprobs);
+        tfm_buf_free(&r->hyps[i].text);
+    }
+    free(r->hyps);
+    memset(r, 0, sizeof *r);
+}
+
+size_t tfm_gen_final_prefix(const char *text, size_t n, const char *const *stops,
+                            size_t n_stops)
+{
+    /* an unfinished UTF-8 character at the end: its lead byte announces
+     * more continuation bytes than follow it */
+    size_t keep = n;
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        unsigned char c = (unsigned char)text[n - back];
+        if ((c & 0xC0) == 0x80)
+            continue; /* a continuation byte: look further back */
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        if (need > back)
+            keep = n - back;
+        break;
+    }
+    /* the longest suffix that is a proper prefix of a stop string */
+    for (size_t s = 0; s < n_stops; s++) {
+        size_t sl = strlen(stops[s]);
+        for (size_t k = sl > 1 ? sl - 1 : 0; k > 0; k--) {
+            if (k > n)
+                continue;
+            if (memcmp(text + n - k, stops[s], k) == 0) {
+                if (n - k < keep)
+                    keep = n - k;
+                break;
+            }
+        }
+    }
+    return keep;
+}
+
+/* One prompt being decoded. */
+typedef struct seq {
+    size_t index;
+    int slot;
+    tfm_ids hist;        /* prompt + generated, for the repetition penalty */
+    tfm_gen_hyp *hyp;
+    size_t printed;      /* bytes of hyp->text already handed out */
+    tfm_sampler sampler;
+    int has_sampler;
+    int done;
+} seq;
+
+static void emit(tfm_gen_text_fn fn, void *ctx, seq *s, size_t upto)
+{
+    if (upto > s->printed && fn)
+        fn(ctx, s->index, s->hyp->text.data + s->printed, upto - s->printed);
+    if (upto > s->printed)
+        s->printed = upto;
+}
+
+/* Earliest occurrence of any stop string in text[from..n), or n. */
+static size_t find_stop(const char *text, size_t n, size_t from,
+                        const char *const *stops, size_t n_stops)
+{
+    size_t best = n;
+    for (size_t s = 0; s < n_stops; s++) {
+        size_t sl = strlen(stops[s]);
+        if (!sl || from >= n)
+            continue;
+        const char *p = memmem(text + from, n - from, stops[s], sl);
+        if (p && (size_t)(p - text) < best)
+            best = (size_t)(p - text);
+    }
+    return best;
+}
+
+/* Re-decodes the whole continuation (a byte-level token may end inside a
+ * character, and WordPiece joins pieces), then cuts at a stop string and
+ * hands out what is final.  Returns 1 when a stop string was found. */
+static int update_text(const tfm_gen *g, seq *s, tfm_gen_text_fn fn, void *ctx,
+                       int final, tfm_err *err)
+{
+    const tfm_lm *lm = g->lm;
+    tfm_gen_hyp *h = s->hyp;
+    if (!lm->tok)
+        return 0;
+    tfm_buf_clear(&h->text);
+    if (tfm_tokenizer_decode(lm->tok, h->ids.data, h->ids.len, 1, &h->text, err) < 0)
+        return -1;
+    size_t from = s->printed;
+    size_t stop = find_stop(h->text.data, h->text.len, from, g->opts.stops, g->opts.n_stops);
+    if (stop < h->text.len) {
+        h->text.len = stop;
+        emit(fn, ctx, s, stop);
+        return 1;
+    }
+    size_t upto = final ? h->text.len
+                        : tfm_gen_final_prefix(h->text.data, h->text.len,
+                                               g->opts.stops, g->opts.n_stops);
+    emit(fn, ctx, s, upto);
+    return 0;
+}
+
+int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
+                 int batch, tfm_err *err)
+{
+    memset(g, 0, sizeof *g);
+    if (opts->max_tokens < 1)
+        return tfm_err_set(err, "max tokens must be at least 1");
+    if (opts->strategy == TFM_GEN_SAMPLE && tfm_sample_opts_check(&opts->sample, err) < 0)
+        return -1;
+    if (opts->strategy == TFM_GEN_BEAM) {
+        if (opts->beam.beam < 1)
+            return tfm_err_set(err, "beam size must be at least 1");
+        if (opts->beam.nbest < 1 || opts->beam.nbest > opts->beam.beam)
+            return tfm_err_set(err, "nbest must be between 1 and the beam size (%d)",
+                               opts->beam.beam);
+    }
+    g->lm = lm;
+    g->opts = *opts;
+    g->batch = batch < 1 ? 1 : batch;
+    return 0;
+}
+
+void tfm_gen_free(tfm_gen *g)
+{
+    if (g->infer_ready)
+        tfm_gpt_infer_free(&g->infer);
+    memset(g, 0, sizeof *g);
+}
+
+/* A cache with at least `slots` slots of `len` positions. */
+static int need_cache(tfm_gen *g, int slots, int len, tfm_err *err)
+{
+    if (len > g->lm->cfg.block_size)
+        len = g->lm->cfg.block_size;
+    if (g->infer_ready && g->infer_slots >= slots && g->infer_len >= len) {
+        for (int i = 0; i < g->infer_slots; i++)
+            tfm_gpt_infer_reset(&g->infer, i);
+        return 0;
+    }
+    if (g->infer_ready)
+        tfm_gpt_infer_free(&g->infer);
+    g->infer_ready = 0;
+    if (tfm_gpt_infer_init(&g->infer, &g->lm->cfg, &g->lm->w, slots, len, err) < 0)
+        return -1;
+    g->infer_ready = 1;
+    g->infer_slots = slots;
+    g->infer_len = len;
+    return 0;
+}
+
+static int check_prompt(const tfm_gen *g, const tfm_ids *p, size_t index, tfm_err *err)
+{
+    if (p->len == 0)
+        return tfm_err_set(err, "prompt %zu is empty", index + 1);
+    if (p->len > (size_t)g->lm->cfg.block_size)
+        return tfm_err_set(err, "prompt %zu is %zu tokens, longer than the model's context (%d)",
+                           index + 1, p->len, g->lm->cfg.block_size);
+    return 0;
+}
+
+static void hyp_push(tfm_gen_hyp *h, uint32_t tok, float lp)
+{
+    tfm_ids_push(&h->ids, tok);
+    h->logprobs = tfm_realloc(h->logprobs, sizeof *h->logprobs * h->ids.len);
+    h->logprobs[h->ids.len - 1] = lp;
+    h->score += lp;
+}
+
+/* Greedy and sampling: prompts[0..n) decoded as one batch. */
+static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index,
+                     tfm_gen_result *res, tfm_gen_text_fn fn, void *ctx, tfm_err *err)
+{
+    const tfm_lm *lm = g->lm;
+    const int V = lm->cfg.vocab_size;
+    size_t maxp = 0;
+    for (size_t i = 0; i < n; i++)
+        maxp = prompts[i].len > maxp ? prompts[i].len : maxp;
+    if (need_cache(g, (int)n, (int)(maxp + g->opts.max_tokens), err) < 0)
+        return -1;
+    const int ctx_len = g->infer.max_len;
+    int rc = -1;
+    seq *seqs = tfm_calloc(n, sizeof *seqs);
+    float *logits = tfm_malloc(sizeof *logits * n * V);
+    uint32_t *toks = tfm_malloc(sizeof *toks * n);
+    int *slots = tfm_malloc(sizeof *slots * n);
+    size_t *rows = tfm_malloc(sizeof *rows * n); /* row -> seq */
+    size_t nrows = 0;
+
+    double t0 = tfm_now();
+    for (size_t i = 0; i < n; i++) {
+        seq *s = &seqs[i];
+        s->index = first_index + i;
+        s->slot = (int)i;
+        res[i].n_prompt = prompts[i].len;
+        res[i].hyps = tfm_calloc(1, sizeof *res[i].hyps);
+        res[i].n_hyps = 1;
+        s->hyp = &res[i].hyps[0];
+        tfm_ids_append(&s->hist, prompts[i].data, prompts[i].len);
+        if (g->opts.strategy == TFM_GEN_SAMPLE) {
+            if (tfm_sampler_init(&s->sampler, &g->opts.sample, (uint32_t)V,
+                                 g->opts.seed + s->index, err) < 0)
+                goto done;
+            s->has_sampler = 1;
+        }
+        if (tfm_gpt_infer_prefill(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
+                                  logits + nrows * V, err) < 0)
+            goto done;
+        rows[nrows++] = i;
+    }
+    double t1 = tfm_now();
+    size_t generated = 0;
+    for (;;) {
+        size_t nstep = 0;
+        for (size_t r = 0; r < nrows; r++) {
+            seq *s = &seqs[rows[r]];
+            const float *lg = logits + r * V;
+            uint32_t tok = s->has_sampler
+                ? tfm_sampler_sample(&s->sampler, lg, s->hist.data, s->hist.len)
+                : tfm_argmax(lg, (size_t)V);
+            float lp = (float)(lg[tok] - tfm_logsumexp(lg, (size_t)V));
+            if (!g->opts.ignore_eos && lm->eos >= 0 && tok == (uint32_t)lm->eos) {
+                s->hyp->finish = TFM_FINISH_EOS;
+                s->done = 1;
+            } else {
+                generated++;
+                hyp_push(s->hyp, tok, lp);
+                tfm_ids_push(&s->hist, tok);
+                int st = update_text(g, s, fn, ctx, 0, err);
+                if (st < 0)
+                    goto done;
+                if (st == 1) {
+                    s->hyp->finish = TFM_FINISH_STOP;
+                    s->done = 1;
+                } else if (s->hyp->ids.len >= (size_t)g->opts.max_tokens ||
+                           g->infer.len[s->slot] >= ctx_len) {
+                    s->hyp->finish = TFM_FINISH_LENGTH;
+                    s->done = 1;
+                }
+            }
+            if (s->done) {
+                if (s->hyp->finish != TFM_FINISH_STOP && update_text(g, s, fn, ctx, 1, err) < 0)
+                    goto done;
+                continue;
+            }
+            toks[nstep] = tok;
+            slots[nstep] = s->slot;
+            rows[nstep] = rows[r];
+            nstep++;
+        }
+        nrows = nstep;
+        if (!nrows)
+            break;
+        if (g->opts.no_cache) {
+            /* the baseline the cache is measured against: the whole
+             * sequence again, in one batched pass per row */
+            for (size_t r = 0; r < nrows; r++) {
+                seq *s = &seqs[rows[r]];
+                tfm_gpt_infer_reset(&g->infer, s->slot);
+                if (tfm_gpt_infer_prefill(&g->infer, s->slot, s->hist.data, (int)s->hist.len,
+                                          logits + r * V, err) < 0)
+                    goto done;
+            }
+        } else if (tfm_gpt_infer_step(&g->infer, (int)nrows, toks, slots, logits, err) < 0) {
+            goto done;
+        }
+    }
+    double t2 = tfm_now();
+    for (size_t i = 0; i < n; i++) {
+        res[i].prefill_s = t1 - t0;
+        res[i].decode_s = t2 - t1;
+        g->stat_prompt_tokens += prompts[i].len;
+    }
+    g->stat_gen_tokens += generated;
+    g->stat_prefill_s += t1 - t0;
+    g->stat_decode_s += t2 - t1;
+    rc = 0;
+done:
+    for (size_t i = 0; i < n; i++) {
+        tfm_ids_free(&seqs[i].hist);
+        if (seqs[i].has_sampler)
+            tfm_sampler_free(&seqs[i].sampler);
+    }
+    free(seqs);
+    free(logits);
+    free(toks);
+    free(slots);
+    free(rows);
+    return rc;
+}
+
+/* Beam search's view of the cache. */
+static int beam_step(void *ctx, size_t n, const uint32_t *tokens, const int *slots,
+                     float *logprobs, tfm_err *err)
+{
+    tfm_gen *g = ctx;
+    const int V = g->lm->cfg.vocab_size;
+    if (tfm_gpt_infer_step(&g->infer, (int)n, tokens, slots, logprobs, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        tfm_log_softmax(logprobs + i * V, (size_t)V, logprobs + i * V);
+    return 0;
+}
+
+static int beam_copy(void *ctx, int dst, int src, tfm_err *err)
+{
+    tfm_gen *g = ctx;
+    tfm_gpt_infer_copy_slot(&g->infer, dst, src);
+    return 0;
+}
+
+static int run_beam(tfm_gen *g, const tfm_ids *prompt, size_t index,
+                    tfm_gen_result *res, tfm_gen_text_fn fn, void *ctx, tfm_err *err)
+{
+    const tfm_lm *lm = g->lm;
+    const int V = lm->cfg.vocab_size;
+    const tfm_gen_opts *o = &g->opts;
+    if (need_cache(g, o->beam.beam, (int)prompt->len + o->max_tokens, err) < 0)
+        return -1;
+    float *first = tfm_malloc(sizeof *first * V);
+    int rc = -1;
+    tfm_beam_result br = {0};
+    double t0 = tfm_now();
+    if (tfm_gpt_infer_prefill(&g->infer, 0, prompt->data, (int)prompt->len, first, err) < 0)
+        goto done;
+    tfm_log_softmax(first, (size_t)V, first);
+    double t1 = tfm_now();
+    tfm_beam_opts bo = o->beam;
+    /* the last token needs no cache position: up to max_len - prompt + 1 */
+    int room = g->infer.max_len - (int)prompt->len + 1;
+    bo.max_len = o->max_tokens < room ? o->max_tokens : room;
+    bo.eos = o->ignore_eos ? -1 : lm->eos;
+    tfm_beam_model m = {g, (uint32_t)V, beam_step, beam_copy};
+    if (tfm_beam_search(&m, &bo, first, &br, err) < 0)
+        goto done;
+    double t2 = tfm_now();
+    res->n_prompt = prompt->len;
+    res->prefill_s = t1 - t0;
+    res->decode_s = t2 - t1;
+    res->n_hyps = br.n;
+    res->hyps = tfm_calloc(br.n ? br.n : 1, sizeof *res->hyps);
+    size_t generated = br.steps + 1;
+    for (size_t k = 0; k < br.n; k++) {
+        const tfm_beam_hyp *bh = &br.hyps[k];
+        tfm_gen_hyp *h = &res->hyps[k];
+        size_t len = bh->len;
+        if (bh->finish == TFM_FINISH_EOS && len > 0)
+            len--; /* end-of-text is not part of the output */
+        for (size_t i = 0; i < len; i++)
+            hyp_push(h, bh->tokens[i], bh->logprobs[i]);
+        h->finish = bh->finish;
+        h->score = bh->score;
+        if (lm->tok) {
+            if (tfm_tokenizer_decode(lm->tok, h->ids.data, h->ids.len, 1, &h->text, err) < 0)
+                goto done;
+            size_t stop = find_stop(h->text.data, h->text.len, 0, o->stops, o->n_stops);
+            if (stop < h->text.len) {
+                h->text.len = stop;
+                h->finish = TFM_FINISH_STOP;
+            }
+        }
+    }
+    if (fn && br.n && res->hyps[0].text.len)
+        fn(ctx, index, res->hyps[0].text.data, res->hyps[0].text.len);
+    g->stat_prompt_tokens += prompt->len;
+    g->stat_gen_tokens += generated;
+    g->stat_prefill_s += t1 - t0;
+    g->stat_decode_s += t2 - t1;
+    rc = 0;
+done:
+    tfm_beam_result_free(&br);
+    free(first);
+    return rc;
+}
+
+int tfm_gen_run(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index,
+                tfm_gen_result *results, tfm_gen_text_fn on_text, void *ctx,
+                tfm_err *err)
+{
+    memset(results, 0, sizeof *results * n);
+    for (size_t i = 0; i < n; i++)
+        if (check_prompt(g, &prompts[i], first_index + i, err) < 0)
+            return -1;
+    for (size_t b0 = 0; b0 < n;) {
+        size_t nb = g->opts.strategy == TFM_GEN_BEAM ? 1 : n - b0;
+        if (nb > (size_t)g->batch)
+            nb = (size_t)g->batch;
+        int rc = g->opts.strategy == TFM_GEN_BEAM
+            ? run_beam(g, &prompts[b0], first_index + b0, &results[b0], on_text, ctx, err)
+            : run_batch(g, prompts + b0, nb, first_index + b0, results + b0, on_text, ctx, err);
+        if (rc < 0) {
+            for (size_t i = 0; i < n; i++)
+                tfm_gen_result_free(&results[i]);
+            return -1;
+        }
+        b0 += nb;
+    }
+    return 0;
+}

@@ -1,0 +1,131 @@
+/* Text generation: prompts in, continuations out, over the KV-cache
+ * forward (nn/gpt_infer.h) with one of three strategies — greedy, sampling
+ * (infer/sample.h) or beam search (infer/beam.h).
+ *
+ *     tfm_lm lm;   tfm_lm_open(&lm, "model.safetensors", &err);
+ *     tfm_gen_opts o;   tfm_gen_opts_default(&o);   o.max_tokens = 50;
+ *     tfm_gen gen;  tfm_gen_init(&gen, &lm, &o, n_prompts_at_once, &err);
+ *     tfm_gen_run(&gen, prompts, n, results, on_text, ctx, &err);
+ *
+ * Several prompts given to one tfm_gen_run are decoded as one batch (one
+ * read of the weights per step for all of them); beam search decodes the
+ * beams of one prompt as a batch and the prompts one after another.
+ *
+ * Stopping: end-of-text (not part of the text), max_tokens, a stop string
+ * (the text is cut where it begins; it is not part of the text), or the
+ * model's context filling up (finish "length": there is no sliding window;
+ * a prompt that does not fit is an error).
+ *
+ * Streaming: on_text receives each prompt's text piece by piece as soon as
+ * it is final — bytes that might begin a stop string or end inside a UTF-8
+ * character are held back until they are decided.
+ *
+ * Ownership: tfm_lm owns the mapping, weights view and tokenizer;
+ * tfm_gen owns the cache; each tfm_gen_result owns its arrays. */
+#ifndef TFM_INFER_GENERATE_H
+#define TFM_INFER_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "infer/beam.h"
+#include "infer/sample.h"
+#include "nn/gpt.h"
+#include "nn/gpt_infer.h"
+#include "text/tokenizer.h"
+
+/* A model opened for inference: weights used in place from the mapped
+ * file. */
+typedef struct tfm_lm {
+    tfm_gpt_config cfg;
+    tfm_gpt_weights w;
+    tfm_tokenizer *tok;   /* NULL when the file carries none */
+    int64_t eos;          /* end-of-text id, -1 when none */
+    size_t file_bytes;
+    void *file;           /* private: the open safetensors file */
+} tfm_lm;
+
+/* Opens a tfm model file (tfm-train's model.safetensors): checks the
+ * format, reads the config and tokenizer from __metadata__ and binds the
+ * F32 tensors where they lie in the mapping.  Errors name the path. */
+int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err);
+void tfm_lm_close(tfm_lm *lm);
+
+typedef enum tfm_gen_strategy {
+    TFM_GEN_SAMPLE,
+    TFM_GEN_GREEDY,
+    TFM_GEN_BEAM,
+} tfm_gen_strategy;
+
+typedef struct tfm_gen_opts {
+    tfm_gen_strategy strategy;
+    tfm_sample_opts sample;
+    tfm_beam_opts beam;      /* beam.max_len and beam.eos are set from below */
+    int max_tokens;          /* new tokens at most */
+    const char *const *stops;/* stop strings */
+    size_t n_stops;
+    uint64_t seed;           /* prompt i samples with seed + i */
+    int ignore_eos;          /* 1: end-of-text is an ordinary token */
+    int no_cache;            /* 1: recompute the whole sequence for every
+                                token (greedy/sampling; for benchmarks and
+                                tests of the cache) */
+} tfm_gen_opts;
+
+/* Sampling with temperature 0.8, top-k 40, top-p 0.95, min-p 0.05;
+ * max_tokens 128; beam 4, alpha 0.6, nbest 1. */
+void tfm_gen_opts_default(tfm_gen_opts *o);
+
+typedef struct tfm_gen_hyp {
+    tfm_ids ids;             /* generated tokens (end-of-text excluded) */
+    float *logprobs;         /* [ids.len]: log p under the model's own
+                                distribution (before any filter) */
+    tfm_buf text;            /* decoded, cut at a stop string */
+    tfm_finish finish;
+    double score;            /* beam: Σ log p / L^α; otherwise Σ log p */
+} tfm_gen_hyp;
+
+typedef struct tfm_gen_result {
+    size_t n_prompt;         /* prompt tokens */
+    tfm_gen_hyp *hyps;       /* best first; 1 unless beam with nbest > 1 */
+    size_t n_hyps;
+    double prefill_s, decode_s; /* wall time (shared when batched) */
+} tfm_gen_result;
+
+void tfm_gen_result_free(tfm_gen_result *r);
+
+/* Called with the next final piece of prompt `index`'s text. */
+typedef void (*tfm_gen_text_fn)(void *ctx, size_t index, const char *text, size_t n);
+
+typedef struct tfm_gen {
+    const tfm_lm *lm;
+    tfm_gen_opts opts;
+    int batch;               /* prompts decoded together at most */
+    tfm_gpt_infer infer;
+    int infer_ready;
+    int infer_slots, infer_len;
+    /* Totals over every run, for the speed summary.  Batched prompts share
+     * their prefill and decode time; beam search counts decode steps. */
+    size_t stat_prompt_tokens, stat_gen_tokens;
+    double stat_prefill_s, stat_decode_s;
+} tfm_gen;
+
+int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
+                 int batch, tfm_err *err);
+void tfm_gen_free(tfm_gen *g);
+
+/* Generates for prompts[0..n) (token ids; none may be empty), in batches
+ * of g->batch.  results[n] are filled (free each with tfm_gen_result_free).
+ * on_text may be NULL.  index passed to on_text counts from first_index. */
+int tfm_gen_run(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index,
+                tfm_gen_result *results, tfm_gen_text_fn on_text, void *ctx,
+                tfm_err *err);
+
+/* Of text[0..n): how many leading bytes are final — not inside an
+ * incomplete UTF-8 character at the end and not the start of a possible
+ * stop string.  Exposed for the tests. */
+size_t tfm_gen_final_prefix(const char *text, size_t n, const char *const *stops,
+                            size_t n_stops);
+
+#endif

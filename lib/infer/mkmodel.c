@@ -1,0 +1,129 @@
+/* Writes a model file with random weights, for tests, man page examples and
+ * the generation benchmark: the same layout tfm-train writes (weights, the
+ * YAML config and optionally a character tokenizer in __metadata__).
+ *
+ *   mkmodel OUT.safetensors [--text FILE] [--layers L] [--heads H] [--embd C]
+ *           [--context T] [--vocab V] [--seed S] [--scale X] [--post-ln]
+ *
+ * With --text, a character tokenizer is trained on FILE (plus <unk> and
+ * <|endoftext|>) and sets the vocabulary; without it the file has no
+ * tokenizer (prompts as --ids).  --scale multiplies the matrices so that a
+ * random model is not almost uniform. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/file.h"
+#include "base/opt.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "nn/gpt.h"
+#include "text/tokenizer.h"
+
+static const char *prog = "mkmodel";
+
+int main(int argc, char **argv)
+{
+    const char *text = NULL;
+    long layers = 2, heads = 2, embd = 32, context = 64, vocab = 64, seed = 1;
+    double scale = 1;
+    int post = 0;
+    static const struct option opts[] = {
+        {"text", required_argument, 0, 't'}, {"layers", required_argument, 0, 'l'},
+        {"heads", required_argument, 0, 'H'}, {"embd", required_argument, 0, 'c'},
+        {"context", required_argument, 0, 'T'}, {"vocab", required_argument, 0, 'v'},
+        {"seed", required_argument, 0, 's'}, {"scale", required_argument, 0, 'x'},
+        {"post-ln", no_argument, 0, 'p'}, {0, 0, 0, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': text = optarg; break;
+        case 'l': layers = tfm_opt_long(prog, "--layers", optarg, 1, 96); break;
+        case 'H': heads = tfm_opt_long(prog, "--heads", optarg, 1, 96); break;
+        case 'c': embd = tfm_opt_long(prog, "--embd", optarg, 1, 1 << 14); break;
+        case 'T': context = tfm_opt_long(prog, "--context", optarg, 1, 1 << 16); break;
+        case 'v': vocab = tfm_opt_long(prog, "--vocab", optarg, 1, 1 << 20); break;
+        case 's': seed = tfm_opt_long(prog, "--seed", optarg, 0, 1L << 40); break;
+        case 'x': scale = tfm_opt_double(prog, "--scale", optarg, 0, 1e6); break;
+        case 'p': post = 1; break;
+        default: tfm_usage_error(prog, "unknown option");
+        }
+    }
+    if (optind + 1 != argc)
+        tfm_usage_error(prog, "usage: mkmodel OUT.safetensors [options]");
+    const char *out = argv[optind];
+    tfm_err err = {0};
+
+    tfm_tokenizer *tok = NULL;
+    if (text) {
+        tfm_buf t = {0};
+        FILE *fp = fopen(text, "rb");
+        if (!fp) {
+            tfm_err_errno(&err, "%s", text);
+            tfm_die(prog, &err);
+        }
+        if (tfm_read_all(fp, text, &t, &err) < 0)
+            tfm_die(prog, &err);
+        fclose(fp);
+        static const char *specials[] = {"<unk>", "<|endoftext|>"};
+        tfm_tok_train_opts to = {.kind = TFM_TOK_CHAR, .vocab_size = 1 << 20,
+                                 .specials = specials, .n_specials = 2,
+                                 .lowercase = -1, .threads = 1};
+        tfm_tok_trainer *tr = tfm_tok_trainer_new(&to);
+        tfm_tok_trainer_feed(tr, t.data ? t.data : "", t.len);
+        if (tfm_tok_trainer_finish(tr, &tok, &err) < 0)
+            tfm_die(prog, &err);
+        tfm_tok_trainer_free(tr);
+        tfm_buf_free(&t);
+        vocab = tfm_tokenizer_vocab_size(tok);
+    }
+
+    tfm_config cfg;
+    tfm_config_defaults(&cfg);
+    cfg.model.n_layer = layers;
+    cfg.model.n_head = heads;
+    cfg.model.n_embd = embd;
+    cfg.model.block_size = context;
+    cfg.model.vocab_size = vocab;
+    cfg.model.dropout = 0;
+    cfg.model.norm = post ? TFM_CONFIG_NORM_POST : TFM_CONFIG_NORM_PRE;
+    tfm_gpt_config g;
+    if (tfm_config_gpt(&cfg, &g, &err) < 0)
+        tfm_die(prog, &err);
+    tfm_gpt m;
+    if (tfm_gpt_init(&m, &g, &err) < 0)
+        tfm_die(prog, &err);
+    tfm_gpt_init_weights(&m, (uint64_t)seed);
+    for (int i = 0; i < m.n_table; i++)
+        if (m.table[i].ndim == 2)
+            for (size_t j = 0; j < m.table[i].numel; j++)
+                m.params[m.table[i].offset + j] *= (float)scale;
+
+    tfm_buf yaml = {0}, tj = {0};
+    tfm_config_dump(&cfg, 0, &yaml);
+    tfm_safetensors_writer w;
+    tfm_safetensors_writer_init(&w);
+    tfm_safetensors_writer_meta(&w, "format", "tfm-gpt");
+    tfm_safetensors_writer_meta_n(&w, "config", yaml.data, yaml.len);
+    if (tok) {
+        tfm_tokenizer_to_json(tok, &tj);
+        tfm_safetensors_writer_meta_n(&w, "tokenizer", tj.data, tj.len);
+    }
+    for (int i = 0; i < m.n_table; i++)
+        tfm_safetensors_writer_add(&w, m.table[i].name, TFM_ST_F32, m.table[i].ndim,
+                                   m.table[i].shape, m.params + m.table[i].offset);
+    if (tfm_safetensors_writer_write(&w, out, &err) < 0)
+        tfm_die(prog, &err);
+    tfm_safetensors_writer_free(&w);
+    tfm_buf_free(&yaml);
+    tfm_buf_free(&tj);
+    tfm_gpt_free(&m);
+    if (tok)
+        tfm_tokenizer_free(tok);
+    return 0;
+}

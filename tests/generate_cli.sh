@@ -1,0 +1,163 @@
+#!/bin/sh
+# tfm-generate end to end: strategies, determinism, batching, stop strings,
+# JSON output, streaming without read-ahead, and bad input.
+set -eu
+: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
+PATH="$TFM_BUILDDIR:$PATH"
+work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-generate.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_exit() {
+    want=$1; shift
+    set +e; "$@" >out 2>err; got=$?; set -e
+    [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
+}
+G="tfm-generate -q --threads 1"
+MK="$TFM_BUILDDIR/lib/infer/mkmodel"
+
+# A random model whose next token is far from uniform, with a character
+# tokenizer (and an end-of-text token) over this text.
+cat >text.txt <<'TXT'
+In the beginning the shell was small, and every program did one thing well.
+A tokenizer turns text into numbers; a model turns numbers into more numbers.
+TXT
+"$MK" m.st --text text.txt --layers 2 --heads 2 --embd 32 --context 48 --scale 3 --seed 4
+"$MK" ids.st --layers 1 --heads 2 --embd 16 --context 32 --vocab 50 --scale 6
+
+# Greedy is deterministic; --temp 0 and --top-k 1 are greedy too.
+$G -m m.st --greedy -n 20 "In the" >g1
+$G -m m.st --greedy -n 20 "In the" >g2
+cmp -s g1 g2 || fail "greedy differs between runs"
+[ "$(wc -c <g1)" -gt 1 ] || fail "greedy printed nothing"
+$G -m m.st --temp 0 -n 20 "In the" >t0
+cmp -s g1 t0 || fail "--temp 0 differs from --greedy"
+$G -m m.st --top-k 1 --seed 5 -n 20 "In the" >k1
+cmp -s g1 k1 || fail "--top-k 1 differs from --greedy"
+# the cache changes nothing but the speed
+$G -m m.st --greedy --no-cache -n 20 "In the" >nc
+cmp -s g1 nc || fail "--no-cache differs from the cached greedy"
+# --beam 1 is greedy
+$G -m m.st --beam 1 -n 20 "In the" >b1
+cmp -s g1 b1 || fail "--beam 1 differs from --greedy"
+
+# Seeds: the same seed, the same text; another seed, another text.
+$G -m m.st --seed 11 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 -n 40 "In the" "A mo" >s1
+$G -m m.st --seed 11 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 -n 40 "In the" "A mo" >s2
+$G -m m.st --seed 12 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 -n 40 "In the" "A mo" >s3
+cmp -s s1 s2 || fail "same seed, different text"
+cmp -s s1 s3 && fail "different seeds, same text"
+# a chosen seed is logged
+tfm-generate -m m.st --threads 1 -n 3 "In" 2>err >/dev/null
+grep -q 'seed [0-9]' err || fail "random seed not logged"
+
+# Batched prompts give what each gives alone, in input order.
+$G -m m.st --greedy -n 15 "In the" "A tok" "numbers" >batch
+{ $G -m m.st --greedy -n 15 "In the"; $G -m m.st --greedy -n 15 "A tok"; \
+  $G -m m.st --greedy -n 15 "numbers"; } >single
+cmp -s batch single || fail "batched output differs from one at a time"
+printf 'In the\nA tok\nnumbers\n' | $G -m m.st --greedy -n 15 >lines
+cmp -s batch lines || fail "stdin lines differ from arguments"
+printf 'In the\nA tok\nnumbers\n' >prompts.txt
+$G -m m.st --greedy -n 15 --prompt-file prompts.txt --batch 2 >file
+cmp -s batch file || fail "--prompt-file differs"
+
+# JSON: one object per prompt with consistent fields.
+$G -m m.st --greedy -n 12 --json "In the" "A" >j
+[ "$(wc -l <j)" -eq 2 ] || fail "expected 2 JSON lines"
+if /usr/bin/python3 -c 'import json' 2>/dev/null; then
+    /usr/bin/python3 - j <<'PY' || fail "JSON output"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["prompt"] for r in rows] == ["In the", "A"], rows
+for r in rows:
+    assert len(r["ids"]) == len(r["logprobs"]) <= 12
+    assert all(lp <= 0 for lp in r["logprobs"])
+    assert r["finish_reason"] in ("eos", "length", "stop")
+    assert r["finish_reason"] != "length" or len(r["ids"]) == 12
+    assert r["prompt_tokens"] == len(r["prompt"])
+    assert "prefill_s" in r["timings"] and "decode_s" in r["timings"]
+PY
+fi
+# the JSON text is the plain output
+/usr/bin/python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["text"])' j >jt 2>/dev/null &&
+    { $G -m m.st --greedy -n 12 "In the" >pt; cmp -s jt pt || fail "JSON text differs from plain text"; }
+
+# -n bounds the output (ids mode counts tokens).
+$G -m ids.st --ids --greedy --ignore-eos -n 7 "1 2 3" >n7
+[ "$(wc -w <n7)" -eq 7 ] || fail "-n 7 gave $(wc -w <n7) tokens"
+
+# Stop strings: the text is cut before the first occurrence.
+$G -m m.st --greedy --ignore-eos -n 30 "In the" >full
+# (random models repeat themselves: take the first change of character)
+stop=$(/usr/bin/python3 -c 'import sys; t=open(sys.argv[1]).read(); i=next(i for i in range(len(t)) if t[i]!=t[i+1]); print(t[i:i+2])' full)
+[ -n "$stop" ] || fail "no text to take a stop string from"
+$G -m m.st --greedy --ignore-eos -n 30 --stop "$stop" "In the" >cut
+expect=$(/usr/bin/python3 -c 'import sys; t=open(sys.argv[1]).read(); print(t[:t.find(sys.argv[2])])' full "$stop")
+[ -n "$expect" ] || fail "stop string at the start: a weak test"
+[ "$(cat cut)" = "$expect" ] || fail "stop string: got '$(cat cut)', expected '$expect'"
+$G -m m.st --greedy --ignore-eos -n 30 --stop "$stop" --json "In the" | grep -q '"finish_reason":"stop"' ||
+    fail "finish reason is not stop"
+
+# Beam search: n-best lists, best first; beam 4 scores at least greedy's.
+$G -m m.st --beam 4 --nbest 3 -n 10 --json "In the" >bj
+/usr/bin/python3 - bj <<'PY' || fail "beam JSON"
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+s = [h["score"] for h in r["nbest"]]
+assert len(s) == 3 and s == sorted(s, reverse=True), s
+PY
+[ "$($G -m m.st --beam 3 --nbest 2 -n 10 "In the" | wc -l)" -eq 2 ] || fail "--nbest 2 prints 2 lines"
+
+# The context limit ends generation (finish "length"), it is not an error.
+long='In the beginning the shell was small, and ev'
+$G -m m.st --greedy --ignore-eos -n 100 --json "$long" >ctx
+grep -q '"finish_reason":"length"' ctx || fail "context limit"
+
+# --raw: the whole input is one prompt.
+printf 'In the\nA tok\n' | $G -m m.st --greedy -n 5 --raw --json >raw
+[ "$(wc -l <raw)" -eq 1 ] || fail "--raw gave several prompts"
+grep -q '"prompt":"In the\\nA tok\\n"' raw || fail "--raw prompt"
+
+# One prompt at a time: each answer is out before the next line is read.
+if command -v timeout >/dev/null && command -v mkfifo >/dev/null; then
+    mkfifo in.fifo
+    ( $G -m m.st --greedy -n 5 <in.fifo >stream.out & echo $! >pid
+      exec 3>in.fifo; echo "In the" >&3; sleep 0.2
+      i=0; while [ ! -s stream.out ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+      [ -s stream.out ] && echo answered >state || echo waiting >state
+      exec 3>&- )
+    wait "$(cat pid)" 2>/dev/null || true
+    [ "$(cat state)" = answered ] || fail "no output before the end of input (read-ahead)"
+fi
+
+# Bad input: usage errors exit 2, failures exit 1, never a crash.
+expect_exit 2 tfm-generate -m m.st --beam 2 --top-p 0.9 "x"
+grep -q 'do not apply to --beam' err || fail "beam + top-p message"
+expect_exit 2 tfm-generate -m m.st --greedy --temp 0.5 "x"
+expect_exit 2 tfm-generate -m m.st --nbest 2 "x"
+expect_exit 2 tfm-generate -m m.st --beam 2 --nbest 3 "x"
+expect_exit 2 tfm-generate "x"
+expect_exit 2 tfm-generate -m m.st --top-p 0 "x"
+expect_exit 2 tfm-generate -m m.st -n 0 "x"
+expect_exit 1 tfm-generate -m missing.st "x"
+grep -q 'missing.st' err || fail "missing file not named"
+printf 'not a model at all' >bad.st
+expect_exit 1 tfm-generate -m bad.st "x"
+grep -q 'bad.st' err || fail "bad model file not named"
+head -c 3000 m.st >trunc.st
+expect_exit 1 tfm-generate -m trunc.st "x"
+expect_exit 1 tfm-generate -m text.txt "x"
+expect_exit 1 tfm-generate -q -m m.st ""
+grep -q 'empty' err || fail "empty prompt message"
+printf 'In\n\nA\n' >withblank.txt
+expect_exit 1 tfm-generate -q -m m.st --prompt-file withblank.txt
+toolong=$(head -c 60 text.txt | tr '\n' ' ')
+expect_exit 1 tfm-generate -q -m m.st "$toolong"
+grep -q 'longer than the model' err || fail "too-long prompt message"
+expect_exit 1 tfm-generate -q -m ids.st "x"
+grep -q 'no tokenizer' err || fail "no tokenizer message"
+expect_exit 1 tfm-generate -q -m ids.st --ids "1 2 999"
+grep -q '999' err || fail "bad id not named"
+echo ok

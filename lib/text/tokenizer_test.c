@@ -1,0 +1,100 @@
+/* The facade over WordPiece: loading BERT's vocab.txt, the specials table,
+ * special-token splitting, and tokenizer.json written and read back. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "text/tokenizer.h"
+
+static tfm_tokenizer *bert;
+
+static int setup(void **state)
+{
+    const char *src = getenv("TFM_SRCDIR");
+    tfm_buf p = {0};
+    tfm_buf_printf(&p, "%s/testdata/bert/bert-base-uncased-vocab.txt", src ? src : SRCDIR);
+    tfm_err err = {0};
+    int rc = tfm_tokenizer_load(&bert, tfm_buf_cstr(&p), &err);
+    if (rc)
+        fprintf(stderr, "%s\n", err.msg);
+    tfm_buf_free(&p);
+    return rc;
+}
+
+static int teardown(void **state)
+{
+    tfm_tokenizer_free(bert);
+    return 0;
+}
+
+static void test_bert_specials(void **state)
+{
+    const tfm_tok_specials *s = tfm_tokenizer_specials(bert);
+    assert_int_equal(tfm_tokenizer_kind(bert), TFM_TOK_WORDPIECE);
+    assert_int_equal(tfm_tokenizer_vocab_size(bert), 30522);
+    assert_int_equal(s->pad, 0);
+    assert_int_equal(s->unk, 100);
+    assert_int_equal(s->cls, 101);
+    assert_int_equal(s->sep, 102);
+    assert_int_equal(s->mask, 103);
+    assert_int_equal(s->bos, 101);
+    assert_int_equal(s->eos, 102);
+    assert_int_equal(tfm_tokenizer_merge_rank(bert, 2000), -1);
+
+    tfm_ids ids = {0};
+    const char *t = "[CLS] Hello [MASK] world[SEP]";
+    tfm_tokenizer_encode(bert, NULL, t, strlen(t), 1, &ids);
+    static const uint32_t want[] = {101, 7592, 103, 2088, 102};
+    assert_int_equal(ids.len, 5);
+    assert_memory_equal(ids.data, want, sizeof want);
+    tfm_buf out = {0};
+    tfm_err err = {0};
+    assert_int_equal(tfm_tokenizer_decode(bert, ids.data, ids.len, 1, &out, &err), 0);
+    assert_string_equal(tfm_buf_cstr(&out), "hello world");
+    tfm_ids_clear(&ids);
+    tfm_tokenizer_encode(bert, NULL, t, strlen(t), 0, &ids);
+    assert_true(ids.len > 5); /* "[", "cls", "]", ... */
+    tfm_buf_free(&out);
+    tfm_ids_free(&ids);
+}
+
+static void test_bert_json(void **state)
+{
+    tfm_buf a = {0}, b = {0};
+    tfm_tokenizer_to_json(bert, &a);
+    tfm_tokenizer *t;
+    tfm_err err = {0};
+    if (tfm_tokenizer_from_json(&t, a.data, a.len, "bert.json", &err))
+        fail_msg("%s", err.msg);
+    tfm_tokenizer_to_json(t, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    assert_int_equal(tfm_tokenizer_specials(t)->mask, 103);
+    const char *s = "Caf\xc3\xa9 [MASK] \xe4\xbd\xa0\xe5\xa5\xbd, UNAFFABLE!";
+    tfm_ids x = {0}, y = {0};
+    tfm_tokenizer_encode(bert, NULL, s, strlen(s), 1, &x);
+    tfm_tokenizer_encode(t, NULL, s, strlen(s), 1, &y);
+    assert_int_equal(x.len, y.len);
+    assert_memory_equal(x.data, y.data, x.len * 4);
+    tfm_tokenizer_free(t);
+    tfm_ids_free(&x);
+    tfm_ids_free(&y);
+    tfm_buf_free(&a);
+    tfm_buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bert_specials),
+        cmocka_unit_test(test_bert_json),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

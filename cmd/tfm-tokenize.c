@@ -150,6 +150,25 @@ static tfm_tokenizer *load_tokenizer(const char *path)
     return tok;
 }
 
+/* Atomic replace (temporary + rename) is for regular files: renaming over
+ * /dev/null or a FIFO would replace the device itself.  Such outputs are
+ * written in place, as standard output. */
+static const char *output_path(const char *path)
+{
+    struct stat st;
+    if (!path || strcmp(path, "-") == 0)
+        return NULL;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        if (!freopen(path, "w", stdout)) {
+            tfm_err err = {0};
+            tfm_err_errno(&err, "%s", path);
+            tfm_die(prog, &err);
+        }
+        return NULL;
+    }
+    return path;
+}
+
 static void open_out(tfm_out *o, const char *path)
 {
     tfm_err err = {0};
@@ -315,7 +334,7 @@ static int cmd_train(int argc, char **argv)
         case OPT_NO_LOWER: o.lowercase = 0; break;
         case OPT_SAMPLE: sample_n = tfm_opt_long(prog, "--sample-lines", optarg, 1, 1L << 40); break;
         case OPT_SEED: seed = tfm_opt_long(prog, "--seed", optarg, 0, LONG_MAX); break;
-        case 'o': output = optarg; break;
+        case 'o': output = output_path(optarg); break;
         case OPT_THREADS: threads = tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': quiet = 1; break;
         case 'h': usage_train(stdout); exit(0);
@@ -470,7 +489,7 @@ static int cmd_encode(int argc, char **argv)
         case 'd': o.document = 1; break;
         case OPT_ADD_SPECIAL: o.add_special = 1; break;
         case OPT_SPLIT_SPECIAL: o.split_special = 1; break;
-        case 'o': output = optarg; break;
+        case 'o': output = output_path(optarg); break;
         case OPT_THREADS: o.threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': quiet = 1; break;
         case 'h': usage_encode(stdout); exit(0);
@@ -540,7 +559,7 @@ static int cmd_decode(int argc, char **argv)
         switch (c) {
         case 't': tpath = optarg; break;
         case OPT_SKIP_SPECIAL: skip = 1; break;
-        case 'o': output = optarg; break;
+        case 'o': output = output_path(optarg); break;
         case 'q': break;
         case 'h': usage_decode(stdout); exit(0);
         default: tfm_usage_error(prog, "usage: %s decode -t TOK [OPTION]... [FILE]", prog);
@@ -623,7 +642,7 @@ static int cmd_vocab(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "t:o:qh", lo, NULL)) != -1) {
         switch (c) {
         case 't': tpath = optarg; break;
-        case 'o': output = optarg; break;
+        case 'o': output = output_path(optarg); break;
         case 'q': break;
         case 'h': usage_vocab(stdout); exit(0);
         default: tfm_usage_error(prog, "usage: %s vocab -t TOK [OPTION]...", prog);

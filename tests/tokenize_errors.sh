@@ -76,6 +76,14 @@ expect_exit 1 $T encode -q -t tok.json -o o/keep.ids no-such-file.txt
 rm o/keep.ids
 # binary to a terminal is refused only on a tty; to a pipe it works
 $T encode -q -t tok.json --format npy corpus.txt | head -c 6 | grep -q NUMPY || fail "npy to a pipe"
+# -o naming a FIFO (or a device) writes into it: renaming over it would
+# replace the device itself
+mkfifo fifo
+cat fifo >from-fifo &
+$T encode -q -t tok.json -o fifo corpus.txt
+wait
+[ -p fifo ] || fail "-o replaced a FIFO"
+$T encode -q -t tok.json corpus.txt | cmp - from-fifo || fail "-o FIFO content"
 # invalid UTF-8 never crashes and round-trips through byte-level BPE
 printf 'ok \377\376 bad \300\200 utf8 \355\240\200\n' >inv.txt
 $T encode -q -t tok.json inv.txt >inv.ids

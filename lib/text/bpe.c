@@ -487,7 +487,7 @@ static void bpe_to_json(const tfm_tokenizer *tok, tfm_buf *out)
 {
     const tfm_bpe *m = tok->impl;
     const char *bl = m->add_prefix_space ? "true" : "false";
-    tfm_buf_puts(out, "  \"normalizer\": null,\n");
+    tfm_tok_normalizer_to_json(tok, out);
     tfm_buf_printf(out, "  \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": %s, "
                         "\"trim_offsets\": true, \"use_regex\": true},\n", bl);
     tfm_buf_puts(out, "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
@@ -595,10 +595,8 @@ int tfm_bpe_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_jso
 {
     const tfm_json *model = tfm_json_get(root, "model");
     const tfm_json *pre = tfm_json_get(root, "pre_tokenizer");
-    const tfm_json *norm = tfm_json_get(root, "normalizer");
-    if (norm && norm->type != TFM_JSON_NULL)
-        return tfm_err_at(err, doc->name, norm->line, norm->col,
-                          "normalizer: only null is supported with a byte-level BPE model");
+    if (tfm_tok_normalizer_from_json(tok, doc, root, err))
+        return -1;
     int aps = 0;
     const tfm_json *x;
     if ((x = tfm_json_get(pre, "add_prefix_space")) && x->type == TFM_JSON_BOOL)

@@ -21,6 +21,7 @@
 #include "text/pretok.h"
 #include "text/tok_internal.h"
 #include "text/tokenizer.h"
+#include "text/utf8.h"
 
 static tfm_tokenizer *gpt2;
 
@@ -516,6 +517,44 @@ static void test_train_known(void **state)
     tfm_ids_free(&ids);
 }
 
+static void test_lowercase(void **state)
+{
+    tfm_tok_train_opts o = {.kind = TFM_TOK_BPE, .vocab_size = 400, .min_frequency = 1,
+                            .threads = 1, .lowercase = 1};
+    tfm_tok_trainer *tr = tfm_tok_trainer_new(&o);
+    tfm_tok_trainer_feed(tr, corpus, sizeof corpus - 1);
+    tfm_tokenizer *t;
+    tfm_err err = {0};
+    assert_int_equal(tfm_tok_trainer_finish(tr, &t, &err), 0);
+    tfm_tok_trainer_free(tr);
+    assert_true(tfm_tokenizer_token_id(t, "The", 3) < 0);
+    tfm_ids a = {0}, b = {0};
+    encode_str(t, NULL, "THE Quick DOG", 13, 0, &a);
+    encode_str(t, NULL, "the quick dog", 13, 0, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len * 4);
+    tfm_buf js = {0};
+    tfm_tokenizer_to_json(t, &js);
+    assert_non_null(strstr(js.data, "\"normalizer\": {\"type\": \"Lowercase\"}"));
+    tfm_tokenizer *c;
+    if (tfm_tokenizer_from_json(&c, js.data, js.len, "lower.json", &err))
+        fail_msg("%s", err.msg);
+    encode_str(c, NULL, "THE Quick DOG", 13, 0, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len * 4);
+    /* Rust's char::to_lowercase: U+0130 becomes "i" + U+0307; invalid bytes stay */
+    tfm_buf l = {0};
+    tfm_utf8_lower("\xc4\xb0X\xce\xa3\xff", 6, &l);
+    assert_int_equal(l.len, 7);
+    assert_memory_equal(l.data, "i\xcc\x87x\xcf\x83\xff", 7);
+    tfm_buf_free(&l);
+    tfm_tokenizer_free(t);
+    tfm_tokenizer_free(c);
+    tfm_buf_free(&js);
+    tfm_ids_free(&a);
+    tfm_ids_free(&b);
+}
+
 static void test_char(void **state)
 {
     tfm_tok_train_opts o = {.kind = TFM_TOK_CHAR, .threads = 1, .lowercase = -1};
@@ -584,6 +623,7 @@ int main(void)
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_train_bpe),
         cmocka_unit_test(test_train_known),
+        cmocka_unit_test(test_lowercase),
         cmocka_unit_test(test_char),
     };
     return cmocka_run_group_tests(tests, load_gpt2, free_gpt2);

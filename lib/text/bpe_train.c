@@ -26,6 +26,7 @@
 #include "text/bpe.h"
 #include "text/pretok.h"
 #include "text/tok_internal.h"
+#include "text/utf8.h"
 
 /* ---- word counts ---- */
 
@@ -135,6 +136,8 @@ typedef struct bpe_trainer {
     tfm_buf pending;  /* fed text not yet counted (threads > 1) */
     size_t *cuts;     /* ends of the fed pieces in pending */
     size_t n_cuts, cap_cuts;
+    int lowercase;
+    tfm_buf lower;
 } bpe_trainer;
 
 static void *bt_create(const tfm_tok_train_opts *opts)
@@ -142,6 +145,7 @@ static void *bt_create(const tfm_tok_train_opts *opts)
     bpe_trainer *t = tfm_calloc(1, sizeof *t);
     wc_init(&t->words);
     t->threads = opts->threads > 0 ? opts->threads : 1;
+    t->lowercase = opts->lowercase == 1;
     return t;
 }
 
@@ -204,6 +208,12 @@ static void bt_flush(bpe_trainer *t)
 static void bt_feed(void *impl, const char *text, size_t len)
 {
     bpe_trainer *t = impl;
+    if (t->lowercase) {
+        tfm_buf_clear(&t->lower);
+        tfm_utf8_lower(text, len, &t->lower);
+        text = t->lower.data;
+        len = t->lower.len;
+    }
     if (t->threads <= 1) {
         wc_count_text(&t->words, (const unsigned char *)text, len);
         return;
@@ -225,6 +235,7 @@ static void bt_free(void *impl)
         return;
     wc_free(&t->words);
     tfm_buf_free(&t->pending);
+    tfm_buf_free(&t->lower);
     free(t->cuts);
     free(t);
 }
@@ -369,6 +380,7 @@ static int bt_finish(void *impl, const tfm_tok_train_opts *opts, tfm_tokenizer *
     size_t nsp = opts->specials ? opts->n_specials : 1;
 
     tfm_tokenizer *tok = tfm_tok_new(TFM_TOK_BPE, &tfm_bpe_ops);
+    tok->lowercase = t->lowercase;
     for (size_t i = 0; i < nsp; i++)
         if (sp[i][0] && tfm_tokenizer_token_id(tok, sp[i], strlen(sp[i])) < 0)
             tfm_tok_vocab_push(tok, sp[i], strlen(sp[i]));

@@ -8,9 +8,10 @@
  * the unknown token, or is dropped when there is none.
  *
  * tokenizer.json form: HuggingFace tokenizers has no character model, so it
- * is written as a BPE model with no merges, no normalizer and no
- * pre-tokenizer (HF's BPE then splits the text into characters and maps the
- * unknown ones to unk_token) and the "Fuse" decoder (pieces concatenated).
+ * is written as a BPE model with no merges and no pre-tokenizer (HF's BPE
+ * then splits the text into characters and maps the unknown ones to
+ * unk_token), the "Fuse" decoder (pieces concatenated), and the Lowercase
+ * normalizer when trained with lowercase.
  * Reading, a BPE model whose pre_tokenizer is null is taken as a char model. */
 #include "config.h"
 
@@ -50,7 +51,8 @@ static void char_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n,
 static void char_to_json(const tfm_tokenizer *tok, tfm_buf *out)
 {
     const char_model *m = tok->impl;
-    tfm_buf_puts(out, "  \"normalizer\": null,\n  \"pre_tokenizer\": null,\n"
+    tfm_tok_normalizer_to_json(tok, out);
+    tfm_buf_puts(out, "  \"pre_tokenizer\": null,\n"
                       "  \"post_processor\": null,\n  \"decoder\": {\"type\": \"Fuse\"},\n"
                       "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n"
                       "    \"unk_token\": ");
@@ -81,9 +83,8 @@ int tfm_char_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_js
 {
     const tfm_json *model = tfm_json_get(root, "model");
     const tfm_json *x;
-    if ((x = tfm_json_get(root, "normalizer")) && x->type != TFM_JSON_NULL)
-        return tfm_err_at(err, doc->name, x->line, x->col,
-                          "normalizer: only null is supported with a character model");
+    if (tfm_tok_normalizer_from_json(tok, doc, root, err))
+        return -1;
     if ((x = tfm_json_get(model, "merges")) && !(x->type == TFM_JSON_ARRAY && x->n == 0))
         return tfm_err_at(err, doc->name, x->line, x->col,
                           "a BPE model with merges needs the ByteLevel pre_tokenizer");
@@ -116,18 +117,27 @@ int tfm_char_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_js
 
 typedef struct char_trainer {
     uint64_t *count; /* [0x110000] */
+    int lowercase;
+    tfm_buf lower;
 } char_trainer;
 
 static void *char_train_create(const tfm_tok_train_opts *opts)
 {
     char_trainer *t = tfm_calloc(1, sizeof *t);
     t->count = tfm_calloc(0x110000, sizeof *t->count);
+    t->lowercase = opts->lowercase == 1;
     return t;
 }
 
 static void char_train_feed(void *impl, const char *text, size_t len)
 {
     char_trainer *t = impl;
+    if (t->lowercase) {
+        tfm_buf_clear(&t->lower);
+        tfm_utf8_lower(text, len, &t->lower);
+        text = t->lower.data;
+        len = t->lower.len;
+    }
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0, adv;
     while (i < len) {
@@ -168,6 +178,7 @@ static int char_train_finish(void *impl, const tfm_tok_train_opts *opts, tfm_tok
     const char **sp = opts->specials ? opts->specials : defaults;
     size_t nsp = opts->specials ? opts->n_specials : 1;
     tfm_tokenizer *tok = tfm_tok_new(TFM_TOK_CHAR, &tfm_char_ops);
+    tok->lowercase = t->lowercase;
     char_model *m = tfm_calloc(1, sizeof *m);
     m->unk = -1;
     tok->impl = m;
@@ -207,6 +218,7 @@ static void char_train_free(void *impl)
     if (!t)
         return;
     free(t->count);
+    tfm_buf_free(&t->lower);
     free(t);
 }
 

@@ -70,12 +70,23 @@ struct tfm_tokenizer {
     size_t max_added_len; /* longest added token */
 
     tfm_tok_specials specials;
+    /* BPE and char: a Lowercase normalizer runs before the model (the
+     * facade applies it; WordPiece normalizes by itself). */
+    int lowercase;
 };
 
 struct tfm_tok_scratch {
     const tfm_tokenizer *tok;
     void *impl;
+    tfm_buf norm; /* normalized text */
 };
+
+/* tokenizer.json's "normalizer" for BPE and char: null or Lowercase; sets
+ * tok->lowercase, or fails naming the position. */
+int tfm_tok_normalizer_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
+                                 const tfm_json *root, tfm_err *err);
+/* Writes the "normalizer" member with its ",\n". */
+void tfm_tok_normalizer_to_json(const tfm_tokenizer *tok, tfm_buf *out);
 
 /* A new empty tokenizer of the kind (specials all -1). */
 tfm_tokenizer *tfm_tok_new(tfm_tok_kind kind, const tfm_tok_ops *ops);

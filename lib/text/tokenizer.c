@@ -8,6 +8,7 @@
 
 #include "base/file.h"
 #include "text/tok_internal.h"
+#include "text/utf8.h"
 
 /* ---- vocabulary ---- */
 
@@ -251,6 +252,7 @@ void tfm_tok_scratch_free(tfm_tok_scratch *s)
         return;
     if (s->tok->ops->scratch_free)
         s->tok->ops->scratch_free(s->impl);
+    tfm_buf_free(&s->norm);
     free(s);
 }
 
@@ -267,12 +269,28 @@ static const tfm_tok_added *added_at(const tfm_tokenizer *t, const char *s, size
     return best;
 }
 
+/* One span without added tokens: normalizer (if the facade owns one), then
+ * the model. */
+static void encode_span(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const char *text,
+                        size_t len, tfm_ids *out)
+{
+    void *sc = scratch ? scratch->impl : NULL;
+    if (!t->lowercase || t->kind == TFM_TOK_WORDPIECE) {
+        t->ops->encode(t, sc, text, len, out);
+        return;
+    }
+    tfm_buf local = {0}, *b = scratch ? &scratch->norm : &local;
+    tfm_buf_clear(b);
+    tfm_utf8_lower(text, len, b);
+    t->ops->encode(t, sc, b->data, b->len, out);
+    tfm_buf_free(&local);
+}
+
 void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const char *text,
                           size_t len, int split_special, tfm_ids *out)
 {
-    void *sc = scratch ? scratch->impl : NULL;
     if (!split_special || t->n_added == 0) {
-        t->ops->encode(t, sc, text, len, out);
+        encode_span(t, scratch, text, len, out);
         return;
     }
     /* Added tokens are cut out first (as HF does); the text between them is
@@ -288,13 +306,13 @@ void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, cons
         if (!a)
             continue;
         if (i > start)
-            t->ops->encode(t, sc, text + start, i - start, out);
+            encode_span(t, scratch, text + start, i - start, out);
         tfm_ids_push(out, a->id);
         i += a->len - 1;
         start = i + 1;
     }
     if (start < len)
-        t->ops->encode(t, sc, text + start, len - start, out);
+        encode_span(t, scratch, text + start, len - start, out);
 }
 
 int tfm_tokenizer_decode(const tfm_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,
@@ -319,6 +337,27 @@ int tfm_tokenizer_decode(const tfm_tokenizer *t, const uint32_t *ids, size_t n, 
 }
 
 /* ---- tokenizer.json ---- */
+
+int tfm_tok_normalizer_from_json(tfm_tokenizer *t, const tfm_json_doc *doc, const tfm_json *root,
+                                 tfm_err *err)
+{
+    const tfm_json *n = tfm_json_get(root, "normalizer");
+    if (!n || n->type == TFM_JSON_NULL)
+        return 0;
+    const tfm_json *type = tfm_json_get(n, "type");
+    if (type && type->type == TFM_JSON_STRING && strcmp(type->str, "Lowercase") == 0) {
+        t->lowercase = 1;
+        return 0;
+    }
+    return tfm_err_at(err, doc->name, n->line, n->col,
+                      "unsupported normalizer for this model (null or Lowercase)");
+}
+
+void tfm_tok_normalizer_to_json(const tfm_tokenizer *t, tfm_buf *out)
+{
+    tfm_buf_puts(out, t->lowercase ? "  \"normalizer\": {\"type\": \"Lowercase\"},\n"
+                                   : "  \"normalizer\": null,\n");
+}
 
 void tfm_tokenizer_to_json(const tfm_tokenizer *t, tfm_buf *out)
 {

@@ -1,5 +1,8 @@
 #include "config.h"
 
+#include <utf8proc.h>
+
+#include "base/buf.h"
 #include "text/utf8.h"
 
 int32_t tfm_utf8_decode(const unsigned char *s, size_t n, size_t *adv)
@@ -69,4 +72,29 @@ int tfm_utf8_valid(const unsigned char *s, size_t n)
         i += adv;
     }
     return 1;
+}
+
+void tfm_utf8_lower(const char *s, size_t n, tfm_buf *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, adv;
+    tfm_buf_reserve(out, n + 8);
+    while (i < n) {
+        if (u[i] < 0x80) {
+            char c = (char)u[i];
+            tfm_buf_putc(out, c >= 'A' && c <= 'Z' ? (char)(c + 32) : c);
+            i++;
+            continue;
+        }
+        int32_t cp = tfm_utf8_decode(u + i, n - i, &adv);
+        if (cp < 0) {
+            tfm_buf_putc(out, (char)u[i]);
+        } else if (cp == 0x130) {
+            tfm_buf_append(out, "i\xcc\x87", 3);
+        } else {
+            unsigned char d[4];
+            tfm_buf_append(out, d, tfm_utf8_encode((uint32_t)utf8proc_tolower(cp), d));
+        }
+        i += adv;
+    }
 }

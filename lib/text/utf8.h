@@ -16,6 +16,12 @@ int32_t tfm_utf8_decode(const unsigned char *s, size_t n, size_t *adv);
  * length. */
 size_t tfm_utf8_encode(uint32_t cp, unsigned char *dst);
 
+/* Appends s[0..n) lowercased character by character as HuggingFace's
+ * Lowercase normalizer does (Rust's char::to_lowercase: simple mappings
+ * plus U+0130 -> "i\u0307"); invalid bytes are copied unchanged. */
+struct tfm_buf;
+void tfm_utf8_lower(const char *s, size_t n, struct tfm_buf *out);
+
 /* 1 when s[0..n) is valid UTF-8. */
 int tfm_utf8_valid(const unsigned char *s, size_t n);
 

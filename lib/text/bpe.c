@@ -45,16 +45,9 @@ int tfm_bpe_char_byte(uint32_t cp)
 
 void tfm_bpe_spell(const unsigned char *s, size_t n, tfm_buf *out)
 {
-    static uint32_t table[256];
-    static int ready;
-    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-        for (unsigned b = 0; b < 256; b++)
-            table[b] = tfm_bpe_byte_char((uint8_t)b);
-        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-    }
     unsigned char u[4];
     for (size_t i = 0; i < n; i++)
-        tfm_buf_append(out, u, tfm_utf8_encode(table[s[i]], u));
+        tfm_buf_append(out, u, tfm_utf8_encode(tfm_bpe_byte_char(s[i]), u));
 }
 
 /* ---- the model ---- */

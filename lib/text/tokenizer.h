@@ -61,8 +61,12 @@ tfm_tok_scratch *tfm_tok_scratch_new(const tfm_tokenizer *tok);
 void tfm_tok_scratch_free(tfm_tok_scratch *s);
 
 /* Appends the ids of text[0..len) to out.  With split_special != 0 the text
- * of an added special token ("<|endoftext|>", "[MASK]") becomes its id;
- * otherwise it is ordinary text.  No [CLS]/[SEP] are added here. */
+ * of an added token ("<|endoftext|>", "[MASK]"; tokenizer.json's
+ * added_tokens, longest match first, matched on the raw text) becomes its
+ * id and the text between is encoded piece by piece, as HuggingFace does;
+ * otherwise it is ordinary text.  (lstrip/rstrip/single_word of added tokens
+ * are kept in tokenizer.json but not applied.)  No [CLS]/[SEP] are added
+ * here.  Byte-level BPE: decode(encode(x)) == x for any bytes. */
 void tfm_tokenizer_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
                           const char *text, size_t len, int split_special,
                           tfm_ids *out);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -89,6 +90,15 @@ static void test_atomic_write(void **state)
     rmdir(dir);
 }
 
+static void test_write_device_in_place(void **state)
+{
+    tfm_err e = {0};
+    assert_int_equal(tfm_write_file("/dev/null", "x", 1, &e), 0);
+    struct stat st;
+    assert_int_equal(stat("/dev/null", &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+}
+
 static void test_getline_nul(void **state)
 {
     FILE *fp = tmpfile();
@@ -138,7 +148,7 @@ int main(void)
         cmocka_unit_test(test_err_at),       cmocka_unit_test(test_json_string),
         cmocka_unit_test(test_rng_repeatable), cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_getline_nul),  cmocka_unit_test(test_parallel),
-        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_parse), cmocka_unit_test(test_write_device_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,6 +146,16 @@ int tfm_out_open(tfm_out *o, const char *path, tfm_err *err)
         o->fp = stdout;
         return 0;
     }
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode))
+            return tfm_err_set(err, "%s: is a directory", path);
+        o->fp = fopen(path, "wb");
+        if (!o->fp)
+            return tfm_err_errno(err, "%s", path);
+        o->direct = 1;
+        return 0;
+    }
     size_t n = strlen(path);
     o->tmp = tfm_malloc(n + 16);
     snprintf(o->tmp, n + 16, "%s.tmp.XXXXXX", path);
@@ -190,8 +200,11 @@ int tfm_out_commit(tfm_out *o, tfm_err *err)
     if (!o->tmp) {
         int rc = 0;
         if (fflush(o->fp) != 0 || ferror(o->fp))
-            rc = tfm_err_errno(err, "<stdout>: write error");
+            rc = tfm_err_errno(err, "%s: write error", o->direct ? "output" : "<stdout>");
+        if (o->direct && fclose(o->fp) != 0 && rc == 0)
+            rc = tfm_err_errno(err, "output: write error");
         o->fp = NULL;
+        o->direct = 0;
         return rc;
     }
     int rc = 0;
@@ -215,6 +228,8 @@ void tfm_out_abort(tfm_out *o)
     if (o->tmp) {
         fclose(o->fp);
         unlink(o->tmp);
+    } else if (o->direct) {
+        fclose(o->fp);
     } else {
         fflush(o->fp);
     }

@@ -26,12 +26,15 @@ int tfm_read_all(FILE *fp, const char *name, tfm_buf *b, tfm_err *err);
 
 /* Output written to "path.tmp.XXXXXX" and renamed over path by commit, so a
  * reader never sees a half-written file and a failure leaves nothing behind.
- * "-" or NULL writes to stdout directly.  Open outputs are also removed if the
+ * "-" or NULL writes to stdout directly, and so does an existing path that is
+ * not a regular file (a device or FIFO), which is written in place.  Open outputs are also removed if the
  * process is stopped by SIGINT/SIGTERM/SIGHUP (see tfm_out_install_signals). */
 typedef struct tfm_out {
     FILE *fp;
     char *path; /* final path; NULL for stdout */
-    char *tmp;  /* temporary path; NULL for stdout */
+    char *tmp;  /* temporary path; NULL for stdout and devices */
+    int direct; /* 1: an existing non-regular file (device, FIFO) opened in
+                   place: renaming over /dev/null would replace the device */
 } tfm_out;
 
 int tfm_out_open(tfm_out *o, const char *path, tfm_err *err);

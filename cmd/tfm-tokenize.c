@@ -533,7 +533,7 @@ static int cmd_encode(int argc, char **argv)
     const tfm_enc_stats *st = tfm_encoder_stats(enc);
     double dt = tfm_now() - t0;
     if (!quiet)
-        fprintf(stderr, "%s: %llu bytes, %llu sequence(s), %llu tokens in %.2f s (%.1f MB/s)\n",
+        fprintf(stderr, "%s: %llu bytes, %llu sequence(s), %llu tokens in %.3f s (%.1f MB/s)\n",
                 prog, (unsigned long long)st->bytes, (unsigned long long)st->sequences,
                 (unsigned long long)st->tokens, dt, dt > 0 ? st->bytes / 1e6 / dt : 0.0);
     tfm_encoder_free(enc);

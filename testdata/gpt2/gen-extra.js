@@ -17,6 +17,7 @@ const cases = [
   "The quick brown fox jumps over the lazy dog. It's 5 o'clock; isn't it?",
   "    def foo(x):\n        return x * 2\n",
   "Line one.\nLine two.\n\nParagraph\ttabbed   spaced   \n",
+  "a\u001c\u001cb", "a \u001c b", "a\u001c \u001fb", "x\u00a0\u00a0y", "x \u0085 y", "a\u200e\u200eb", "\ufeffhi", "A\u0300\u0300 b", "x\u2028\u2028",
   "\ud800\udc00", "\ud83e\udd16 robots \ud83e\udd16", "\u{1F9D1}\u200d\u{1F4BB}", "\u{10FFFD}", "\u{E0001}",
 ];
 const fs = require("fs");

@@ -880,11 +880,12 @@ static int on_end(builder *b, tfm_err *err)
     frame *f = &b->frames[--b->depth];
     tfm_json *j = f->node;
     size_t count = b->n_kids - f->base;
-    tfm_json **kids = b->kids + f->base;
+    tfm_json **kids = count ? b->kids + f->base : NULL;
     if (j->type == TFM_JSON_ARRAY) {
         j->n = count;
         j->items = arena_alloc(b->a, (count ? count : 1) * sizeof *j->items);
-        memcpy(j->items, kids, count * sizeof *kids);
+        if (count)
+            memcpy(j->items, kids, count * sizeof *kids);
     } else {
         j->n = count / 2;
         j->keys = arena_alloc(b->a, (j->n ? j->n : 1) * sizeof *j->keys);

@@ -89,6 +89,12 @@ static void test_types_nesting(void **state)
     d = parse_ok(" \"x\" ", 0);
     assert_int_equal(d.root->type, TFM_JSON_STRING);
     tfm_json_doc_free(&d);
+    d = parse_ok("[]", 0);
+    assert_int_equal(d.root->n, 0);
+    tfm_json_doc_free(&d);
+    d = parse_ok("{}", 0);
+    assert_int_equal(d.root->type, TFM_JSON_OBJECT);
+    tfm_json_doc_free(&d);
     d = parse_ok("-0.5", 0);
     assert_true(d.root->num == -0.5);
     tfm_json_doc_free(&d);

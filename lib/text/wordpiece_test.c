@@ -201,6 +201,28 @@ static void test_cases_other_normalizers(void **state)
     }
 }
 
+/* A tokenizer.json as HF writes it (pretty-printed, its own key order). */
+static void test_hf_saved(void **state)
+{
+    (void)state;
+    char *p = path_of("hf-saved.json");
+    tfm_json_doc d;
+    tfm_err e = {0};
+    if (tfm_json_parse_file(&d, p, 0, &e) < 0)
+        fail_msg("%s", e.msg);
+    tfm_wordpiece *wp;
+    if (tfm_wordpiece_from_json(&wp, &d, tfm_json_get(d.root, "model"),
+                                tfm_json_get(d.root, "normalizer"),
+                                tfm_json_get(d.root, "pre_tokenizer"), &e) < 0 ||
+        tfm_wordpiece_decoder_from_json(wp, &d, tfm_json_get(d.root, "decoder"), &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(tfm_wordpiece_vocab_size(wp), 400);
+    check_file(wp, "hf-saved.tsv", 0);
+    tfm_wordpiece_free(wp);
+    tfm_json_doc_free(&d);
+    free(p);
+}
+
 /* Every code point through the normalizer and the pre-tokenizer, hashed in
  * the form testdata/bert/probe.js writes (hex UTF-8 columns), against the
  * hash of HF's output. */
@@ -797,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_cases_uncased),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_cases_other_normalizers),
+        cmocka_unit_test(test_hf_saved),
         cmocka_unit_test(test_every_code_point),
         cmocka_unit_test(test_decode_golden),
         cmocka_unit_test(test_decoder_cleanup),

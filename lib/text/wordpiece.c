@@ -642,6 +642,12 @@ void tfm_wordpiece_decode_pieces(const char *const *pieces, const size_t *lens, 
     }
 }
 
+void tfm_wordpiece_decode_pieces_wp(const tfm_wordpiece *wp, const char *const *pieces,
+                                    const size_t *lens, size_t n, tfm_buf *out)
+{
+    tfm_wordpiece_decode_pieces(pieces, lens, n, wp->dec_prefix, wp->dec_cleanup, out);
+}
+
 int tfm_wordpiece_decode(const tfm_wordpiece *wp, const uint32_t *ids, size_t n,
                          tfm_buf *out, tfm_err *err)
 {

@@ -132,6 +132,10 @@ int tfm_wordpiece_decode(const tfm_wordpiece *wp, const uint32_t *ids, size_t n,
 void tfm_wordpiece_decode_pieces(const char *const *pieces, const size_t *lens, size_t n,
                                  const char *prefix, int cleanup, tfm_buf *out);
 
+/* The same with wp's decoder options (from tfm_wordpiece_decoder_from_json). */
+void tfm_wordpiece_decode_pieces_wp(const tfm_wordpiece *wp, const char *const *pieces,
+                                    const size_t *lens, size_t n, tfm_buf *out);
+
 /* ---- tokenizer.json pieces (each a JSON value, no trailing comma) ---- */
 void tfm_wordpiece_normalizer_json(const tfm_wordpiece *wp, tfm_buf *out);
 void tfm_wordpiece_pre_tokenizer_json(const tfm_wordpiece *wp, tfm_buf *out);

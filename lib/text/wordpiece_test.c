@@ -547,6 +547,11 @@ static void test_json_pieces(void **state)
     tfm_buf out = {0};
     assert_int_equal(tfm_wordpiece_decode(w2, ids, 3, &out, &e), 0);
     assert_string_equal(tfm_buf_cstr(&out), "hellolo .");
+    const char *pc[] = {"a", "@@b", "."};
+    size_t pl[] = {1, 3, 1};
+    tfm_buf_clear(&out);
+    tfm_wordpiece_decode_pieces_wp(w2, pc, pl, 3, &out);
+    assert_string_equal(tfm_buf_cstr(&out), "ab .");
     tfm_buf_free(&out);
     tfm_wordpiece_free(w2);
     tfm_json_doc_free(&d);

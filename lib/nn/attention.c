@@ -48,6 +48,28 @@ static int row_len(const tfm_attn *a, int b, int i)
     return len;
 }
 
+/* In place over x[0, len); called inside the (batch, head) loop, so no
+ * parallel region of its own. */
+static void softmax_row(float *x, int len)
+{
+    if (len <= 0)
+        return;
+    float mx = x[0];
+    for (int j = 1; j < len; j++)
+        mx = x[j] > mx ? x[j] : mx;
+    float s = 0.0f;
+#pragma omp simd reduction(+:s)
+    for (int j = 0; j < len; j++) {
+        float e = tfm_expf_inline(x[j] - mx);
+        x[j] = e;
+        s += e;
+    }
+    float inv = 1.0f / s;
+#pragma omp simd
+    for (int j = 0; j < len; j++)
+        x[j] *= inv;
+}
+
 /* P with dropout applied (mask regenerated from the element index). */
 static void dropped(const tfm_attn *a, float *dst, const float *P, size_t base)
 {
@@ -75,8 +97,7 @@ void tfm_attn_forward(const tfm_attn *a, float *out, int ldo, float *att,
         for (int i = 0; i < Tq; i++) {
             float *row = P + (size_t)i * Tk;
             int len = row_len(a, b, i);
-            if (len > 0)
-                tfm_softmax_rows(row, 1, len, Tk);
+            softmax_row(row, len);
             memset(row + len, 0, (size_t)(Tk - len) * sizeof *row);
         }
         const float *Pd = P;

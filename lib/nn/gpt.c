@@ -104,7 +104,7 @@ static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1,
 static void build_table(const tfm_gpt_config *c, table_builder *tb)
 {
     size_t C = c->n_embd, V = c->vocab_size;
-    char name[64];
+    char name[48];
     add_param(tb, "wte.weight", V, C, 1);
     add_param(tb, "wpe.weight", c->block_size, C, 1);
     for (int l = 0; l < c->n_layer; l++) {

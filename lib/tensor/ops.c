@@ -4,32 +4,14 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define PAR_MIN 32768
 
-/* Cephes-style expf: n = round(x/ln 2), r = x - n·ln 2 in two parts, a
- * degree-6 polynomial for e^r, and 2^n through the exponent bits.  Plain C
- * with no branches, so loops over it vectorise (libm's expf does not). */
-static inline float exp_poly(float x)
-{
-    float xc = x < -87.33654f ? -87.33654f : x;
-    xc = xc > 88.37626f ? 88.37626f : xc;
-    float n = __builtin_roundevenf(xc * 1.44269504088896341f);
-    float r = xc - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
-    float p = 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * r * r + r + 1.0f;
-    union { float f; int32_t i; } u;
-    u.i = ((int32_t)n + 127) << 23;
-    /* underflow to 0 (softmax of masked or far-below-max entries) */
-    return x < -87.33654f ? 0.0f : p * u.f;
-}
+#define exp_poly tfm_expf_inline
 
 float tfm_expf(float x)
 {
@@ -152,61 +134,112 @@ static inline float cdf_poly(float x)
     return z < 0.0f ? half_erfc : 1.0f - half_erfc;
 }
 
+/* This thread's share [*i0, *i1) of n elements, split in 16-float blocks. */
+static void thread_chunk(size_t n, size_t *i0, size_t *i1)
+{
+#ifdef _OPENMP
+    size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+#else
+    size_t nt = 1, t = 0;
+#endif
+    size_t blocks = (n + 15) / 16, per = (blocks + nt - 1) / nt;
+    size_t a = t * per * 16, b = a + per * 16;
+    *i0 = a < n ? a : n;
+    *i1 = b < n ? b : n;
+}
+
+/* The loops live in plain functions: GCC does not vectorise them inside
+ * "parallel for simd" (it gives up on the outlined body). */
+static void gelu_tanh_fwd(float *restrict out, const float *restrict inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_K * (x + GELU_A * x * x * x);
+        out[i] = x * sigmoid_poly(2.0f * u);
+    }
+}
+
+static void gelu_exact_fwd(float *restrict out, const float *restrict inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = x * cdf_poly(x);
+    }
+}
+
+static void relu_fwd(float *restrict out, const float *restrict inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+static void gelu_tanh_bwd(float *dinp, const float *dout, const float *restrict inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_K * (x + GELU_A * x * x * x);
+        float sg = sigmoid_poly(2.0f * u);
+        float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+        /* ½(1+tanh) = σ, ½(1-tanh²) = 2σ(1-σ) */
+        dinp[i] = dout[i] * (sg + x * 2.0f * sg * (1.0f - sg) * du);
+    }
+}
+
+static void gelu_exact_bwd(float *dinp, const float *dout, const float *restrict inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cdf = cdf_poly(x);
+        float pdf = 0.3989422804014327f * exp_poly(-0.5f * x * x);
+        dinp[i] = dout[i] * (cdf + x * pdf);
+    }
+}
+
+static void relu_bwd(float *dinp, const float *dout, const float *restrict inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dinp[i] = inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
 void tfm_act_forward(tfm_act_kind kind, float *out, const float *inp, size_t n)
 {
-    switch (kind) {
-    case TFM_ACT_KIND_GELU_TANH:
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float x = inp[i];
-            float u = GELU_K * (x + GELU_A * x * x * x);
-            out[i] = x * sigmoid_poly(2.0f * u);
+    void (*f)(float *restrict, const float *restrict, size_t) =
+        kind == TFM_ACT_KIND_GELU_TANH ? gelu_tanh_fwd
+        : kind == TFM_ACT_KIND_GELU_EXACT ? gelu_exact_fwd : relu_fwd;
+    if (out == inp) {
+        /* in place: restrict does not hold, go through a stack block */
+#pragma omp parallel if (n >= PAR_MIN)
+        {
+            size_t i0, i1;
+            thread_chunk(n, &i0, &i1);
+            float tmp[256];
+            for (size_t i = i0; i < i1; i += 256) {
+                size_t k = i1 - i < 256 ? i1 - i : 256;
+                memcpy(tmp, inp + i, k * sizeof *tmp);
+                f(out + i, tmp, k);
+            }
         }
-        break;
-    case TFM_ACT_KIND_GELU_EXACT:
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float x = inp[i];
-            out[i] = x * cdf_poly(x);
-        }
-        break;
-    case TFM_ACT_KIND_RELU:
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-        for (size_t i = 0; i < n; i++)
-            out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
-        break;
+        return;
+    }
+#pragma omp parallel if (n >= PAR_MIN)
+    {
+        size_t i0, i1;
+        thread_chunk(n, &i0, &i1);
+        f(out + i0, inp + i0, i1 - i0);
     }
 }
 
 void tfm_act_backward(tfm_act_kind kind, float *dinp, const float *dout,
                       const float *inp, size_t n)
 {
-    switch (kind) {
-    case TFM_ACT_KIND_GELU_TANH:
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float x = inp[i];
-            float u = GELU_K * (x + GELU_A * x * x * x);
-            float sg = sigmoid_poly(2.0f * u);
-            float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-            /* ½(1+tanh) = σ, ½(1-tanh²) = 2σ(1-σ) */
-            dinp[i] = dout[i] * (sg + x * 2.0f * sg * (1.0f - sg) * du);
-        }
-        break;
-    case TFM_ACT_KIND_GELU_EXACT:
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float x = inp[i];
-            float cdf = cdf_poly(x);
-            float pdf = 0.3989422804014327f * exp_poly(-0.5f * x * x);
-            dinp[i] = dout[i] * (cdf + x * pdf);
-        }
-        break;
-    case TFM_ACT_KIND_RELU:
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-        for (size_t i = 0; i < n; i++)
-            dinp[i] = inp[i] > 0.0f ? dout[i] : 0.0f;
-        break;
+    void (*f)(float *, const float *, const float *restrict, size_t) =
+        kind == TFM_ACT_KIND_GELU_TANH ? gelu_tanh_bwd
+        : kind == TFM_ACT_KIND_GELU_EXACT ? gelu_exact_bwd : relu_bwd;
+#pragma omp parallel if (n >= PAR_MIN)
+    {
+        size_t i0, i1;
+        thread_chunk(n, &i0, &i1);
+        f(dinp + i0, dout + i0, inp + i0, i1 - i0);
     }
 }
 

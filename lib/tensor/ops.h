@@ -14,7 +14,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Vectorisable exp with ~2 ulp error; saturates outside [-87.3, 88.7]. */
+/* Vectorisable exp with ~2 ulp error: n = rint(x/ln 2), r = x - n·ln 2 in two
+ * parts, a degree-6 polynomial for e^r, 2^n through the exponent bits.
+ * Plain C without branches, so loops over it vectorise (libm's expf does
+ * not).  0 below -87.3, saturates above 88.4. */
+static inline float tfm_expf_inline(float x)
+{
+    float xc = x < -87.33654f ? -87.33654f : x;
+    xc = xc > 88.37626f ? 88.37626f : xc;
+    /* rint, not roundeven: GCC 12 vectorises only the former */
+    float n = __builtin_rintf(xc * 1.44269504088896341f);
+    float r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r * r + r + 1.0f;
+    union { float f; int32_t i; } u;
+    u.i = ((int32_t)n + 127) << 23;
+    return x < -87.33654f ? 0.0f : p * u.f;
+}
+/* The same, out of line. */
 float tfm_expf(float x);
 
 /* out[n,:] = (inp[n,:] - mean) · rstd · w + b;  mean, rstd: [N] saved.

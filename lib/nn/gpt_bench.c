@@ -1,0 +1,155 @@
+/* Micro-benchmark of the GPT core: milliseconds per forward+backward step
+ * for a shape, and how much of BLIS's measured sgemm peak that is.
+ *
+ *   gpt_bench [-L layers] [-H heads] [-C width] [-T context] [-B batch]
+ *             [-V vocab] [-n steps] [-t threads] [--adamw]
+ * Defaults: the char-small shape (4, 4, 128, 64, 12, 73).  --adamw adds a
+ * plain AdamW update over all parameters to each step (the optimizer
+ * itself lives in lib/train; this only estimates its memory traffic).
+ * Prints to stdout: ms_per_step (median), gflops, gemm_peak_gflops,
+ * efficiency, peak_rss_mib. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/opt.h"
+#include "base/progress.h"
+#include "base/rng.h"
+#include "nn/gpt.h"
+#include "tensor/gemm.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static long peak_rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6))
+            kib = strtol(line + 6, NULL, 10);
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* sgemm GFLOP/s on a square product of the model's width, the best of a few. */
+static double gemm_peak(int n)
+{
+    float *a = tfm_aligned_alloc((size_t)n * n * sizeof(float));
+    float *b = tfm_aligned_alloc((size_t)n * n * sizeof(float));
+    float *c = tfm_aligned_alloc((size_t)n * n * sizeof(float));
+    for (size_t i = 0; i < (size_t)n * n; i++)
+        a[i] = b[i] = 0.001f * (float)(i % 97);
+    double best = 0.0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = tfm_now();
+        tfm_gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double dt = tfm_now() - t0;
+        double g = 2.0 * n * n * n / dt / 1e9;
+        best = g > best ? g : best;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    const char *prog = "gpt_bench";
+    tfm_gpt_config cfg;
+    tfm_gpt_config_default(&cfg);
+    cfg.n_layer = 4;
+    cfg.n_head = 4;
+    cfg.n_embd = 128;
+    cfg.block_size = 64;
+    cfg.vocab_size = 73;
+    int B = 12, steps = 20, threads = 0, adamw = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--adamw")) {
+            adamw = 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            tfm_usage_error(prog, "option %s needs a value", o);
+        const char *v = argv[++i];
+        if (!strcmp(o, "-L")) cfg.n_layer = (int)tfm_opt_long(prog, o, v, 1, 1000);
+        else if (!strcmp(o, "-H")) cfg.n_head = (int)tfm_opt_long(prog, o, v, 1, 1024);
+        else if (!strcmp(o, "-C")) cfg.n_embd = (int)tfm_opt_long(prog, o, v, 1, 65536);
+        else if (!strcmp(o, "-T")) cfg.block_size = (int)tfm_opt_long(prog, o, v, 1, 1 << 20);
+        else if (!strcmp(o, "-B")) B = (int)tfm_opt_long(prog, o, v, 1, 1 << 20);
+        else if (!strcmp(o, "-V")) cfg.vocab_size = (int)tfm_opt_long(prog, o, v, 1, 1 << 24);
+        else if (!strcmp(o, "-n")) steps = (int)tfm_opt_long(prog, o, v, 1, 1000000);
+        else if (!strcmp(o, "-t")) threads = (int)tfm_opt_long(prog, o, v, 1, 1024);
+        else tfm_usage_error(prog, "unknown option %s", o);
+    }
+    tfm_blas_init(threads);
+    int T = cfg.block_size;
+    tfm_gpt m;
+    tfm_err err = {0};
+    if (tfm_gpt_init(&m, &cfg, &err) < 0)
+        tfm_die(prog, &err);
+    tfm_gpt_init_weights(&m, 1);
+    size_t N = (size_t)B * T;
+    int32_t *x = tfm_malloc(2 * N * sizeof *x);
+    tfm_rng r;
+    tfm_rng_seed(&r, 2);
+    for (size_t i = 0; i < 2 * N; i++)
+        x[i] = (int32_t)tfm_rng_below(&r, cfg.vocab_size);
+    float *mom = NULL, *var = NULL;
+    if (adamw) {
+        mom = tfm_aligned_alloc(m.n_params * sizeof(float));
+        var = tfm_aligned_alloc(m.n_params * sizeof(float));
+        memset(mom, 0, m.n_params * sizeof(float));
+        memset(var, 0, m.n_params * sizeof(float));
+    }
+    double *ms = tfm_malloc((size_t)(steps + 1) * sizeof *ms);
+    float loss = 0.0f;
+    for (int s = 0; s <= steps; s++) { /* step 0 plans memory and warms up */
+        double t0 = tfm_now();
+        tfm_gpt_zero_grad(&m);
+        if (tfm_gpt_forward(&m, x, x + N, B, T, &loss, &err) < 0)
+            tfm_die(prog, &err);
+        tfm_gpt_backward(&m, 1.0f);
+        if (adamw) {
+            float *p = m.params, *g = m.grads;
+#pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < m.n_params; i++) {
+                mom[i] = 0.9f * mom[i] + 0.1f * g[i];
+                var[i] = 0.99f * var[i] + 0.01f * g[i] * g[i];
+                p[i] -= 1e-4f * (mom[i] / (sqrtf(var[i]) + 1e-8f) + 0.1f * p[i]);
+            }
+        }
+        ms[s] = (tfm_now() - t0) * 1e3;
+    }
+    qsort(ms + 1, (size_t)steps, sizeof *ms, cmp_double);
+    double med = ms[1 + steps / 2];
+    double C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size, HS = C / cfg.n_head;
+    double fwd = 2.0 * N * (12.0 * C * C) * L + 2.0 * N * C * V +
+                 2.0 * 2.0 * B * cfg.n_head * (double)T * T * HS * L;
+    double flops = 3.0 * fwd;
+    double peak = gemm_peak(cfg.n_embd >= 512 ? cfg.n_embd : 512);
+    double got = flops / (med / 1e3) / 1e9;
+    printf("shape L=%d H=%d C=%d T=%d B=%d V=%d threads=%d%s\n", cfg.n_layer, cfg.n_head,
+           cfg.n_embd, T, B, cfg.vocab_size, tfm_blas_threads(), adamw ? " +adamw" : "");
+    printf("ms_per_step=%.2f (median of %d; min %.2f)\n", med, steps, ms[1]);
+    printf("gflops=%.1f gemm_peak_gflops=%.1f efficiency=%.0f%%\n", got, peak,
+           100.0 * got / peak);
+    printf("loss=%.4f model_bytes=%zu peak_rss_mib=%.0f\n", loss, tfm_gpt_bytes(&m),
+           peak_rss_kib() / 1024.0);
+    free(ms);
+    free(x);
+    free(mom);
+    free(var);
+    tfm_gpt_free(&m);
+    return 0;
+}

@@ -1,0 +1,204 @@
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/gpt.h"
+#include "tensor/gemm.h"
+#include "tensor/gradcheck.h"
+
+enum { B_ = 2, T_ = 5 };
+
+struct ctx {
+    tfm_gpt m;
+    int32_t x[B_ * T_], y[B_ * T_];
+    tfm_rng rng0; /* dropout stream restored before every forward */
+};
+
+static double model_loss(void *p)
+{
+    struct ctx *c = p;
+    float loss;
+    tfm_err err = {0};
+    c->m.rng = c->rng0;
+    if (tfm_gpt_forward(&c->m, c->x, c->y, B_, T_, &loss, &err) < 0)
+        fail_msg("%s", err.msg);
+    return loss;
+}
+
+static void small_config(tfm_gpt_config *cfg)
+{
+    tfm_gpt_config_default(cfg);
+    cfg->n_layer = 2;
+    cfg->n_head = 2;
+    cfg->n_embd = 8;
+    cfg->block_size = 6;
+    cfg->vocab_size = 7;
+}
+
+/* Large random weights, so every path (attention, activation tails) is
+ * exercised away from its linear regime. */
+static void random_weights(tfm_gpt *m, uint64_t seed)
+{
+    tfm_rng r;
+    tfm_rng_seed(&r, seed);
+    for (int i = 0; i < m->n_table; i++) {
+        const tfm_param *p = &m->table[i];
+        float *w = m->params + p->offset;
+        int ln_w = strstr(p->name, "ln_") && strstr(p->name, ".weight");
+        for (size_t j = 0; j < p->numel; j++)
+            w[j] = ln_w ? 1.0f + 0.2f * tfm_rng_normal(&r) : 0.4f * tfm_rng_normal(&r);
+    }
+}
+
+static void check_model(const tfm_gpt_config *cfg, int ignore_one)
+{
+    struct ctx c;
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_init(&c.m, cfg, &err), 0);
+    random_weights(&c.m, 7);
+    tfm_rng r;
+    tfm_rng_seed(&r, 11);
+    for (int i = 0; i < B_ * T_; i++) {
+        c.x[i] = (int32_t)tfm_rng_below(&r, cfg->vocab_size);
+        c.y[i] = (int32_t)tfm_rng_below(&r, cfg->vocab_size);
+    }
+    if (ignore_one)
+        c.y[3] = -1;
+    tfm_gpt_set_training(&c.m, cfg->dropout > 0.0f);
+    tfm_rng_seed(&c.rng0, 5);
+    model_loss(&c);
+    tfm_gpt_zero_grad(&c.m);
+    tfm_gpt_backward(&c.m, 1.0f);
+    float *g = malloc(c.m.n_params * sizeof(float));
+    memcpy(g, c.m.grads, c.m.n_params * sizeof(float));
+    double worst = 0.0;
+    for (int i = 0; i < c.m.n_table; i++) {
+        const tfm_param *p = &c.m.table[i];
+        double e = gc_check(p->name, model_loss, &c, c.m.params + p->offset, g + p->offset,
+                            p->numel, 1e-2f, 24, 1e-2);
+        if (e > 2e-2)
+            print_error("%s: worst error %g\n", p->name, e);
+        worst = e > worst ? e : worst;
+    }
+    assert_true(worst < 2e-2);
+    /* backward accumulates: a second pass doubles the gradients */
+    model_loss(&c);
+    tfm_gpt_backward(&c.m, 1.0f);
+    for (size_t i = 0; i < c.m.n_params; i++)
+        assert_true(fabsf(c.m.grads[i] - 2.0f * g[i]) <= 1e-6f + 1e-5f * fabsf(g[i]));
+    /* and scale scales */
+    tfm_gpt_zero_grad(&c.m);
+    model_loss(&c);
+    tfm_gpt_backward(&c.m, 0.5f);
+    for (size_t i = 0; i < c.m.n_params; i++)
+        assert_true(fabsf(c.m.grads[i] - 0.5f * g[i]) <= 1e-6f + 1e-5f * fabsf(g[i]));
+    free(g);
+    tfm_gpt_free(&c.m);
+}
+
+static void test_pre_ln(void **state)
+{
+    (void)state;
+    tfm_gpt_config cfg;
+    small_config(&cfg);
+    check_model(&cfg, 0);
+}
+
+static void test_post_ln_variants(void **state)
+{
+    (void)state;
+    tfm_gpt_config cfg;
+    small_config(&cfg);
+    cfg.ln = TFM_LN_POST;
+    cfg.act = TFM_ACT_GELU_EXACT;
+    cfg.tie_embeddings = 0;
+    cfg.bias = 0;
+    cfg.label_smoothing = 0.1f;
+    check_model(&cfg, 1);
+}
+
+/* Dropout masks are a function of the model's rng, restored before each
+ * forward, so the function stays deterministic for the difference quotient.
+ * (ReLU is checked per layer: its kinks defeat finite differences here.) */
+static void test_dropout(void **state)
+{
+    (void)state;
+    tfm_gpt_config cfg;
+    small_config(&cfg);
+    cfg.dropout = 0.2f;
+    check_model(&cfg, 0);
+}
+
+static void test_table_and_init(void **state)
+{
+    (void)state;
+    tfm_gpt_config cfg;
+    small_config(&cfg);
+    cfg.vocab_size = 50;
+    tfm_gpt m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_init(&m, &cfg, &err), 0);
+    /* GPT-2 count: V·C + T·C + L·(12C² + 13C) + 2C */
+    size_t C = 8, expect = 50 * C + 6 * C + 2 * (12 * C * C + 13 * C) + 2 * C;
+    assert_int_equal(tfm_gpt_config_num_params(&cfg), expect);
+    size_t sum = 0;
+    for (int i = 0; i < m.n_table; i++) {
+        sum += m.table[i].numel;
+        assert_int_equal(m.table[i].offset % 16, 0);
+        assert_int_equal(m.table[i].decay, m.table[i].ndim == 2);
+    }
+    assert_int_equal(sum, expect);
+    const tfm_param *p = tfm_gpt_param(&m, "h.1.attn.c_attn.weight");
+    assert_non_null(p);
+    assert_int_equal(p->shape[0], 8);
+    assert_int_equal(p->shape[1], 24);
+    assert_null(tfm_gpt_param(&m, "lm_head.weight"));
+    tfm_gpt_init_weights(&m, 1);
+    /* small random weights: the loss starts near ln V */
+    int32_t x[B_ * T_], y[B_ * T_];
+    for (int i = 0; i < B_ * T_; i++)
+        x[i] = i % 50, y[i] = (i * 7 + 3) % 50;
+    float loss;
+    assert_int_equal(tfm_gpt_forward(&m, x, y, B_, T_, &loss, &err), 0);
+    if (!(fabsf(loss - logf(50.0f)) < 0.1f))
+        fail_msg("initial loss %g, expected about %g", loss, logf(50.0f));
+    /* the same forward again gives the same loss, bit for bit */
+    float loss2;
+    assert_int_equal(tfm_gpt_forward(&m, x, y, B_, T_, &loss2, &err), 0);
+    assert_true(loss == loss2);
+    /* logits only */
+    assert_int_equal(tfm_gpt_forward(&m, x, NULL, 1, 3, &loss2, &err), 0);
+    assert_true(loss2 == -1.0f);
+    assert_non_null(tfm_gpt_logits(&m));
+    /* bad input is an error naming the position, not a crash */
+    x[7] = 50;
+    assert_int_equal(tfm_gpt_forward(&m, x, y, B_, T_, &loss, &err), -1);
+    assert_non_null(strstr(err.msg, "token id 50 at batch row 1, position 2"));
+    x[7] = 0;
+    assert_int_equal(tfm_gpt_forward(&m, x, y, 1, 7, &loss, &err), -1);
+    assert_non_null(strstr(err.msg, "exceeds the model's context 6"));
+    tfm_gpt_free(&m);
+
+    cfg.n_head = 3;
+    assert_int_equal(tfm_gpt_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "n_embd 8 is not a multiple of n_head 3"));
+    assert_int_equal(tfm_gpt_init(&m, &cfg, &err), -1);
+}
+
+int main(void)
+{
+    tfm_blas_init(0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pre_ln),
+        cmocka_unit_test(test_post_ln_variants),
+        cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_table_and_init),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

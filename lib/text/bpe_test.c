@@ -182,6 +182,38 @@ static void test_pretok(void **state)
     expect_split("x\xe4\xbd", (const char *[]){"x", "\xe4\xbd", NULL});
 }
 
+/* The class of every code point, against testdata/gpt2/classes.tsv (what
+ * tiktoken does; see gen-classes.js). */
+static void test_classes(void **state)
+{
+    char *p = path_of("testdata/gpt2/classes.tsv");
+    FILE *fp = fopen(p, "r");
+    assert_non_null(fp);
+    unsigned lo, hi;
+    char k;
+    uint32_t next = 0, bad = 0;
+    while (fscanf(fp, "%x %x %c", &lo, &hi, &k) == 3) {
+        if (lo > next)
+            next = lo; /* surrogates */
+        assert_int_equal(lo, next);
+        int want = k == 'L' ? TFM_CC_LETTER : k == 'N' ? TFM_CC_NUMBER
+                 : k == 'S' ? TFM_CC_SPACE : TFM_CC_OTHER;
+        for (uint32_t cp = lo; cp <= hi; cp++) {
+            unsigned char u[4];
+            size_t l = tfm_utf8_encode(cp, u), adv;
+            int got = tfm_char_class(u, l, &adv);
+            assert_int_equal(adv, l);
+            if (got != want && bad++ < 10)
+                print_error("U+%04X: class %d, want %c\n", cp, got, k);
+        }
+        next = hi + 1;
+    }
+    fclose(fp);
+    free(p);
+    assert_int_equal(next, 0x110000);
+    assert_int_equal(bad, 0);
+}
+
 /* decode(encode(x)) == x for random bytes, biased towards interesting ones. */
 static void test_roundtrip_random(void **state)
 {
@@ -613,6 +645,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pretok),
+        cmocka_unit_test(test_classes),
         cmocka_unit_test(test_golden_shared),
         cmocka_unit_test(test_golden_extra),
         cmocka_unit_test(test_roundtrip_random),

@@ -24,6 +24,61 @@ static const uint8_t ascii_class[128] = {
 #undef N
 };
 
+/* Letters and digits that Unicode 16 added (unassigned in utf8proc 2.8's
+ * Unicode 15 tables).  tiktoken 1.0.22 and HF tokenizers 0.23.2 classify by
+ * Unicode 16, so these must count too.  Derived from Node's ICU (Unicode 17)
+ * categories, keeping only the code points tiktoken treats as letters or
+ * numbers (Unicode 17's additions are still unassigned for it). */
+static const struct {
+    int32_t lo, hi;
+    int cls;
+} unicode16_added[] = {
+    {0x1C89, 0x1C8A, TFM_CC_LETTER},
+    {0xA7CB, 0xA7CD, TFM_CC_LETTER},
+    {0xA7DA, 0xA7DC, TFM_CC_LETTER},
+    {0x105C0, 0x105F3, TFM_CC_LETTER},
+    {0x10D40, 0x10D49, TFM_CC_NUMBER},
+    {0x10D4A, 0x10D65, TFM_CC_LETTER},
+    {0x10D6F, 0x10D85, TFM_CC_LETTER},
+    {0x10EC2, 0x10EC4, TFM_CC_LETTER},
+    {0x11380, 0x11389, TFM_CC_LETTER},
+    {0x1138B, 0x1138B, TFM_CC_LETTER},
+    {0x1138E, 0x1138E, TFM_CC_LETTER},
+    {0x11390, 0x113B5, TFM_CC_LETTER},
+    {0x113B7, 0x113B7, TFM_CC_LETTER},
+    {0x113D1, 0x113D1, TFM_CC_LETTER},
+    {0x113D3, 0x113D3, TFM_CC_LETTER},
+    {0x116D0, 0x116E3, TFM_CC_NUMBER},
+    {0x11BC0, 0x11BE0, TFM_CC_LETTER},
+    {0x11BF0, 0x11BF9, TFM_CC_NUMBER},
+    {0x13460, 0x143FA, TFM_CC_LETTER},
+    {0x16100, 0x1611D, TFM_CC_LETTER},
+    {0x16130, 0x16139, TFM_CC_NUMBER},
+    {0x16D40, 0x16D6C, TFM_CC_LETTER},
+    {0x16D70, 0x16D79, TFM_CC_NUMBER},
+    {0x18CFF, 0x18CFF, TFM_CC_LETTER},
+    {0x1CCF0, 0x1CCF9, TFM_CC_NUMBER},
+    {0x1E5D0, 0x1E5ED, TFM_CC_LETTER},
+    {0x1E5F0, 0x1E5F0, TFM_CC_LETTER},
+    {0x1E5F1, 0x1E5FA, TFM_CC_NUMBER},
+    {0x2EBF0, 0x2EE5D, TFM_CC_LETTER},
+};
+
+static int added_class(int32_t cp)
+{
+    size_t lo = 0, hi = sizeof unicode16_added / sizeof unicode16_added[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < unicode16_added[mid].lo)
+            hi = mid;
+        else if (cp > unicode16_added[mid].hi)
+            lo = mid + 1;
+        else
+            return unicode16_added[mid].cls;
+    }
+    return TFM_CC_OTHER;
+}
+
 static int cp_class(int32_t cp)
 {
     switch (cp) {
@@ -39,6 +94,8 @@ static int cp_class(int32_t cp)
         return TFM_CC_LETTER;
     case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
         return TFM_CC_NUMBER;
+    case UTF8PROC_CATEGORY_CN:
+        return added_class(cp);
     default:
         return TFM_CC_OTHER;
     }

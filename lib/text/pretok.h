@@ -1,8 +1,10 @@
 /* GPT-2's pre-tokenization, written out by hand.  It splits text exactly as
  * tiktoken and HuggingFace tokenizers apply the regex
  *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * with \p{L} = Lu Ll Lt Lm Lo, \p{N} = Nd Nl No (utf8proc's Unicode 15
- * tables) and \s = the Unicode White_Space property (U+0009..000D, 0020,
+ * with \p{L} = Lu Ll Lt Lm Lo, \p{N} = Nd Nl No as of Unicode 16 (what
+ * tiktoken 1.0.22 and HF tokenizers 0.23 use: utf8proc's Unicode 15 tables
+ * plus a table of the letters and digits Unicode 16 added) and \s = the
+ * Unicode White_Space property (U+0009..000D, 0020,
  * 0085, 00A0, 1680, 2000..200A, 2028, 2029, 202F, 205F, 3000), which is what
  * Rust's regex and Oniguruma use.
  *

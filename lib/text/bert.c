@@ -300,7 +300,8 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
         unsigned c = *p;
         if (fast && c < 0x80) {
             /* The common case: a run of ASCII word characters. */
-            tfm_buf_reserve(word, 64);
+            if (word->len + 2 > word->cap)
+                tfm_buf_reserve(word, 64);
             switch (cls[c]) {
             case A_WORD:
                 word->data[word->len++] = (char)c;

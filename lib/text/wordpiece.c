@@ -17,16 +17,38 @@
 
 #define NONE UINT32_MAX
 
+/* A slot holds enough to decide most lookups without touching anything
+ * else: the key's first 8 bytes and a tag of 24 hash bits + the length
+ * (capped at 255).  Keys up to 8 bytes match on (head, tag) alone. */
 typedef struct slot {
+    uint64_t head; /* first min(len, 8) bytes, little-endian, zero-padded */
     uint32_t id;   /* NONE: empty */
-    uint32_t hash; /* low 32 bits of the key's hash */
+    uint32_t tag;
 } slot;
 
+/* A blocked Bloom filter (two bits in one 64-bit word per key, ~16 bits
+ * per key: ~2% false positives) answers most misses from L1 — the greedy
+ * search tries many lengths that are not pieces, and each probe of the big
+ * table would be a cache miss. */
 typedef struct table {
     slot *s;
     size_t mask;
     size_t maxlen; /* longest key in bytes */
+    uint64_t *bloom;
+    size_t bmask;
 } table;
+
+static inline int bloom_maybe(const table *t, uint64_t h)
+{
+    uint64_t w = t->bloom[(h >> 40) & t->bmask];
+    uint64_t bits = (1ULL << (h & 63)) | (1ULL << ((h >> 6) & 63));
+    return (w & bits) == bits;
+}
+
+static inline void bloom_add(table *t, uint64_t h)
+{
+    t->bloom[(h >> 40) & t->bmask] |= (1ULL << (h & 63)) | (1ULL << ((h >> 6) & 63));
+}
 
 struct tfm_wordpiece {
     uint32_t n;      /* ids 0..n-1 (a JSON vocabulary may leave holes) */
@@ -70,19 +92,52 @@ static inline size_t slot_of(uint64_t h, size_t mask)
     return (size_t)((h ^ (h >> 29)) * 0x9E3779B97F4A7C15ULL >> 20) & mask;
 }
 
-static inline uint32_t table_find(const tfm_wordpiece *wp, const table *t, uint64_t h,
-                                  const char *key, size_t n, size_t skip)
+static inline uint32_t tag_of(uint64_t h, size_t n)
 {
+    return ((uint32_t)(h >> 32) & ~0xFFu) | (uint32_t)(n < 255 ? n : 255);
+}
+
+/* First min(n, 8) bytes of s as a little-endian number. */
+static inline uint64_t head_of(const char *s, size_t n)
+{
+    uint64_t v = 0;
+    if (n >= 8) {
+        memcpy(&v, s, 8);
+        return v;
+    }
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)(unsigned char)s[i] << (8 * i);
+    return v;
+}
+
+static inline uint64_t head_cut(uint64_t head8, size_t n)
+{
+    return n >= 8 ? head8 : head8 & ((1ULL << (8 * n)) - 1);
+}
+
+/* Looks key[0..n) up; head is head_of(key, n).  skip: the table's keys are
+ * the pieces minus that many leading bytes (the "##"). */
+static inline uint32_t table_find(const tfm_wordpiece *wp, const table *t, uint64_t h,
+                                  uint64_t head, const char *key, size_t n, size_t skip)
+{
+    uint32_t tag = tag_of(h, n);
     size_t i = slot_of(h, t->mask);
     for (;;) {
         const slot *e = &t->s[i];
         if (e->id == NONE)
             return NONE;
-        if (e->hash == (uint32_t)h && wp->len[e->id] == n + skip &&
-            memcmp(wp->arena + wp->off[e->id] + skip, key, n) == 0)
+        if (e->tag == tag && e->head == head &&
+            (n <= 8 || (wp->len[e->id] == n + skip &&
+                        memcmp(wp->arena + wp->off[e->id] + skip + 8, key + 8, n - 8) == 0)))
             return e->id;
         i = (i + 1) & t->mask;
     }
+}
+
+static uint32_t table_lookup(const tfm_wordpiece *wp, const table *t, const char *key, size_t n,
+                             size_t skip)
+{
+    return table_find(wp, t, fnv(key, n), head_of(key, n), key, n, skip);
 }
 
 /* Inserts id under its piece minus `skip` leading bytes. */
@@ -95,7 +150,9 @@ static void table_put(tfm_wordpiece *wp, table *t, uint32_t id, size_t skip)
     while (t->s[i].id != NONE)
         i = (i + 1) & t->mask;
     t->s[i].id = id;
-    t->s[i].hash = (uint32_t)h;
+    t->s[i].tag = tag_of(h, n);
+    t->s[i].head = head_of(k, n);
+    bloom_add(t, h);
     if (n > t->maxlen)
         t->maxlen = n;
 }
@@ -110,6 +167,11 @@ static void table_init(table *t, size_t n)
         t->s[i].id = NONE;
     t->mask = cap - 1;
     t->maxlen = 0;
+    size_t words = 1;
+    while (words * 4 < n + 1)
+        words *= 2;
+    t->bloom = tfm_calloc(words, sizeof *t->bloom);
+    t->bmask = words - 1;
 }
 
 /* A fresh model with the vocabulary's pieces laid out but no index yet. */
@@ -142,13 +204,11 @@ static int wp_index(tfm_wordpiece *wp, const char *name, tfm_err *err)
         if (wp->len[i] == NONE)
             continue;
         const char *p = wp->arena + wp->off[i];
-        uint64_t h = fnv(p, wp->len[i]);
-        if (table_find(wp, &wp->full, h, p, wp->len[i], 0) == NONE)
+        if (table_lookup(wp, &wp->full, p, wp->len[i], 0) == NONE)
             table_put(wp, &wp->full, i, 0);
         if (wp->len[i] >= wp->prefix_len && memcmp(p, wp->prefix, wp->prefix_len) == 0) {
             size_t k = wp->len[i] - wp->prefix_len;
-            if (table_find(wp, &wp->cont, fnv(p + wp->prefix_len, k), p + wp->prefix_len, k,
-                           wp->prefix_len) == NONE)
+            if (table_lookup(wp, &wp->cont, p + wp->prefix_len, k, wp->prefix_len) == NONE)
                 table_put(wp, &wp->cont, i, wp->prefix_len);
         }
     }
@@ -169,6 +229,8 @@ void tfm_wordpiece_free(tfm_wordpiece *wp)
     free(wp->len);
     free(wp->full.s);
     free(wp->cont.s);
+    free(wp->full.bloom);
+    free(wp->cont.bloom);
     free(wp->unk);
     free(wp->prefix);
     free(wp->dec_prefix);
@@ -485,7 +547,7 @@ const char *tfm_wordpiece_piece(const tfm_wordpiece *wp, uint32_t id, size_t *le
 
 int64_t tfm_wordpiece_id(const tfm_wordpiece *wp, const char *piece, size_t len)
 {
-    uint32_t id = table_find(wp, &wp->full, fnv(piece, len), piece, len, 0);
+    uint32_t id = table_lookup(wp, &wp->full, piece, len, 0);
     return id == NONE ? -1 : (int64_t)id;
 }
 
@@ -540,13 +602,17 @@ void tfm_wordpiece_encode_word(const tfm_wordpiece *wp, const char *word, size_t
         uint64_t h = FNV_INIT;
         for (size_t i = 0; i < hn; i++)
             hs[i + 1] = h = fnv_step(h, (unsigned char)k[i]);
+        uint64_t head8 = head_of(k, lim);
         size_t len = lim;
         for (; len > 0; len--) {
             /* Only end on a character boundary. */
             if (start + len < n && (w[start + len] & 0xC0) == 0x80)
                 continue;
             uint64_t hl = len <= 64 ? hs[len] : fnv(k, len);
-            id = table_find(wp, t, hl, k, len, t == &wp->cont ? wp->prefix_len : 0);
+            if (!bloom_maybe(t, hl))
+                continue;
+            id = table_find(wp, t, hl, head_cut(head8, len), k, len,
+                            t == &wp->cont ? wp->prefix_len : 0);
             if (id != NONE)
                 break;
         }

@@ -1,6 +1,7 @@
 #include "text/encode_stream.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +16,8 @@
 /* Below this many bytes a round runs on one thread: starting threads would
  * cost more than they save. */
 #define MIN_PARALLEL_BYTES (64u << 10)
+/* A round is cut into this many parts per thread, taken in turn. */
+#define PARTS_PER_THREAD 4
 
 struct part {
     const char *text;
@@ -77,19 +80,30 @@ size_t tfm_enc_safe_cut_after(const char *text, size_t len, size_t from)
     return 0;
 }
 
-/* Decimal digits without printf: formatting ids is a large share of the
- * work for the text formats. */
-static void put_u32(tfm_buf *b, uint32_t v)
+/* Decimal digits without printf, two at a time: formatting ids is a large
+ * share of the work for the text formats.  d must have room for 10. */
+static char *put_u32(char *d, uint32_t v)
 {
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
     char tmp[10];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    tfm_buf_reserve(b, (size_t)n);
-    for (int i = n - 1; i >= 0; i--)
-        b->data[b->len++] = tmp[i];
+    int n = 10;
+    while (v >= 100) {
+        uint32_t r = v % 100;
+        v /= 100;
+        tmp[--n] = pairs[2 * r + 1];
+        tmp[--n] = pairs[2 * r];
+    }
+    if (v >= 10) {
+        tmp[--n] = pairs[2 * v + 1];
+        tmp[--n] = pairs[2 * v];
+    } else {
+        tmp[--n] = (char)('0' + v);
+    }
+    memcpy(d, tmp + n, (size_t)(10 - n));
+    return d + (10 - n);
 }
 
 static void put_piece(const tfm_encoder *e, tfm_buf *b, uint32_t id)
@@ -126,11 +140,14 @@ static void put_ids(const tfm_encoder *e, tfm_buf *b, const uint32_t *ids, size_
     case TFM_ENC_IDS:
     case TFM_ENC_JSONL: {
         char sep = e->opts.format == TFM_ENC_IDS ? ' ' : ',';
+        tfm_buf_reserve(b, n * 11);
+        char *d = b->data + b->len;
         for (size_t i = 0; i < n; i++) {
             if (i)
-                tfm_buf_putc(b, sep);
-            put_u32(b, ids[i]);
+                *d++ = sep;
+            d = put_u32(d, ids[i]);
         }
+        b->len = (size_t)(d - b->data);
         break;
     }
     case TFM_ENC_PIECES:
@@ -226,16 +243,12 @@ static void encode_line(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc,
 
 struct round {
     tfm_encoder *e;
-    int n;
+    int n;            /* parts */
+    atomic_int next;  /* the next part to take */
 };
 
-static void encode_part(void *ctx, int i, int n)
+static void encode_one(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc)
 {
-    (void)n;
-    struct round *r = ctx;
-    tfm_encoder *e = r->e;
-    struct part *pt = &e->parts[i];
-    tfm_tok_scratch *sc = e->scratch[i];
     if (e->opts.document) {
         tfm_ids_clear(&pt->ids);
         tfm_tokenizer_encode(e->tok, sc, pt->text, pt->len, e->opts.split_special,
@@ -251,6 +264,17 @@ static void encode_part(void *ctx, int i, int n)
         encode_line(e, pt, sc, s, (size_t)(le - s));
         s = nl ? nl + 1 : end;
     }
+}
+
+/* Thread i takes the round's parts one at a time, so a slow part does not
+ * leave the other threads idle. */
+static void encode_part(void *ctx, int i, int n)
+{
+    (void)n;
+    struct round *r = ctx;
+    int j;
+    while ((j = atomic_fetch_add(&r->next, 1)) < r->n)
+        encode_one(r->e, &r->e->parts[j], r->e->scratch[i]);
 }
 
 static void emit(tfm_encoder *e, const void *p, size_t n)
@@ -296,9 +320,8 @@ static void doc_start(tfm_encoder *e)
  * safe cut) and writes the output. */
 static void run_round(tfm_encoder *e, const char *text, size_t len)
 {
-    int n = e->threads;
-    if (len < MIN_PARALLEL_BYTES)
-        n = 1;
+    int threads = len < MIN_PARALLEL_BYTES ? 1 : e->threads;
+    int n = threads * PARTS_PER_THREAD;
     size_t start = 0;
     for (int i = 0; i < n; i++) {
         size_t end = len;
@@ -321,8 +344,9 @@ static void run_round(tfm_encoder *e, const char *text, size_t len)
         pt->seqs = pt->tokens = 0;
         start = end;
     }
-    struct round r = {e, n};
-    tfm_parallel_run(n, encode_part, &r);
+    struct round r = {.e = e, .n = n};
+    atomic_init(&r.next, 0);
+    tfm_parallel_run(threads, encode_part, &r);
     if (e->opts.document)
         doc_start(e);
     for (int i = 0; i < n; i++) {
@@ -358,7 +382,7 @@ int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
     e->wide = tfm_tokenizer_vocab_size(tok) > 65536;
     e->out_name = path && strcmp(path, "-") ? path : "<stdout>";
     e->scratch = tfm_calloc((size_t)e->threads, sizeof *e->scratch);
-    e->parts = tfm_calloc((size_t)e->threads, sizeof *e->parts);
+    e->parts = tfm_calloc((size_t)e->threads * PARTS_PER_THREAD, sizeof *e->parts);
     for (int i = 0; i < e->threads; i++)
         e->scratch[i] = tfm_tok_scratch_new(tok);
     int rc;
@@ -525,8 +549,9 @@ void tfm_encoder_free(tfm_encoder *e)
 {
     if (!e)
         return;
-    for (int i = 0; i < e->threads; i++) {
+    for (int i = 0; i < e->threads; i++)
         tfm_tok_scratch_free(e->scratch[i]);
+    for (int i = 0; i < e->threads * PARTS_PER_THREAD; i++) {
         tfm_buf_free(&e->parts[i].out);
         tfm_ids_free(&e->parts[i].ids);
         tfm_ids_free(&e->parts[i].types);

@@ -48,6 +48,26 @@ $G -m m.st --seed 11 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 -n 40 "In the" "A 
 $G -m m.st --seed 12 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 -n 40 "In the" "A mo" >s3
 cmp -s s1 s2 || fail "same seed, different text"
 cmp -s s1 s3 && fail "different seeds, same text"
+# Sampling frequencies on a fixed model: 600 prompts, one token each (prompt
+# i samples with seed + i), top-k 3 at temperature 1: only three tokens may
+# appear, with the model's probabilities renormalised over them (the JSON
+# reports each token's log-probability under the model).
+for i in $(seq 600); do echo "In the"; done >same.txt
+$G -m m.st --seed 100 --temp 1 --top-k 3 --top-p 1 --min-p 0 -n 1 --json --batch 64 \
+    --prompt-file same.txt >freq.jsonl
+/usr/bin/python3 - freq.jsonl <<'PY' || fail "sampling frequencies"
+import json, math, sys, collections
+rows = [json.loads(l) for l in open(sys.argv[1])]
+count = collections.Counter(r["ids"][0] for r in rows)
+lp = {r["ids"][0]: r["logprobs"][0] for r in rows}
+assert len(count) <= 3, "more than top-k tokens drawn: %s" % count
+z = sum(math.exp(v) for v in lp.values())
+n = len(rows)
+chi2 = sum((count[t] - n * math.exp(lp[t]) / z) ** 2 / (n * math.exp(lp[t]) / z) for t in count)
+# 99.9th percentile of chi-square with 2 degrees of freedom
+assert chi2 < 13.8, (chi2, count, lp)
+assert len(count) >= 2, "a degenerate distribution tests nothing: %s" % count
+PY
 # a chosen seed is logged
 tfm-generate -m m.st --threads 1 -n 3 "In" 2>err >/dev/null
 grep -q 'seed [0-9]' err || fail "random seed not logged"

@@ -98,28 +98,32 @@ void tfm_gpt_weights_free(tfm_gpt_weights *w)
 
 /* ---- gemv over [in, out] weights ---- */
 
-#define TILE 64
-
-/* y[r, j0 .. j0+TILE) for NR rows: the accumulators stay in registers
- * (NR × 4 AVX-512 vectors) while W streams through once. */
+/* y[r, j0 .. j0+TW) for NR rows: the accumulators stay in registers
+ * (NR × TW/16 AVX-512 vectors) while W streams through once, row by row;
+ * the prefetch runs a few rows ahead because consecutive rows of a tile
+ * are N floats apart, a stride the hardware prefetcher follows late. */
+#define GEMV_PF 8
 static inline __attribute__((always_inline)) void
 gemv_tile(float *y, const float *x, const float *W, const float *b, int NR,
-          int K, int N, int j0)
+          int TW, int K, int N, int j0)
 {
-    float acc[4][TILE];
+    float acc[4][128];
     for (int r = 0; r < NR; r++)
-        for (int j = 0; j < TILE; j++)
+        for (int j = 0; j < TW; j++)
             acc[r][j] = b ? b[j0 + j] : 0.0f;
     for (int i = 0; i < K; i++) {
         const float *wr = W + (size_t)i * N + j0;
+        if (i + GEMV_PF < K)
+            for (int j = 0; j < TW; j += 16)
+                __builtin_prefetch(wr + (size_t)GEMV_PF * N + j);
         for (int r = 0; r < NR; r++) {
             float xv = x[(size_t)r * K + i];
-            for (int j = 0; j < TILE; j++)
+            for (int j = 0; j < TW; j++)
                 acc[r][j] += xv * wr[j];
         }
     }
     for (int r = 0; r < NR; r++)
-        for (int j = 0; j < TILE; j++)
+        for (int j = 0; j < TW; j++)
             y[(size_t)r * N + j0 + j] = acc[r][j];
 }
 
@@ -143,23 +147,26 @@ static void gemv_cols(float *y, const float *x, const float *W, const float *b,
 void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
                    int n, int K, int N)
 {
-    int ntiles = N / TILE;
     int par = (size_t)K * N >= GEMV_PAR_MIN;
     for (int r0 = 0; r0 < n; r0 += 4) {
         int nr = n - r0 < 4 ? n - r0 : 4;
+        /* wide tiles for one or two rows, narrower ones for more, so the
+         * accumulators always fit in the 32 vector registers */
+        int tw = nr <= 2 ? 128 : 64;
+        int ntiles = N / tw;
         const float *xr = x + (size_t)r0 * K;
         float *yr = y + (size_t)r0 * N;
 #pragma omp parallel for schedule(static) if (par)
         for (int t = 0; t < ntiles; t++) {
             switch (nr) {
-            case 1: gemv_tile(yr, xr, W, b, 1, K, N, t * TILE); break;
-            case 2: gemv_tile(yr, xr, W, b, 2, K, N, t * TILE); break;
-            case 3: gemv_tile(yr, xr, W, b, 3, K, N, t * TILE); break;
-            default: gemv_tile(yr, xr, W, b, 4, K, N, t * TILE); break;
+            case 1: gemv_tile(yr, xr, W, b, 1, 128, K, N, t * 128); break;
+            case 2: gemv_tile(yr, xr, W, b, 2, 128, K, N, t * 128); break;
+            case 3: gemv_tile(yr, xr, W, b, 3, 64, K, N, t * 64); break;
+            default: gemv_tile(yr, xr, W, b, 4, 64, K, N, t * 64); break;
             }
         }
-        if (ntiles * TILE < N)
-            gemv_cols(yr, xr, W, b, nr, K, N, ntiles * TILE, N);
+        if (ntiles * tw < N)
+            gemv_cols(yr, xr, W, b, nr, K, N, ntiles * tw, N);
     }
 }
 
@@ -327,8 +334,9 @@ static void attention(tfm_gpt_infer *g, int layer, int R)
             mx = s[j] > mx ? s[j] : mx;
         }
         float sum = 0.0f;
+#pragma omp simd reduction(+:sum)
         for (int j = 0; j <= pos; j++) {
-            s[j] = expf(s[j] - mx);
+            s[j] = tfm_expf_inline(s[j] - mx);
             sum += s[j];
         }
         float *o = g->att + (size_t)r * C + h * HS;

@@ -68,7 +68,7 @@ static void usage_train(FILE *fp)
             "  -o, --output FILE       write tokenizer.json to FILE (default stdout)\n"
             "      --threads N         threads (default: all cores or $TFM_NUM_THREADS)\n"
             "  -q, --quiet             no progress or summary on stderr\n"
-            "  -h, --help              this help\n",
+            "  -h, --help              this help;  --version  the version\n",
             prog);
 }
 
@@ -92,7 +92,7 @@ static void usage_encode(FILE *fp)
             "  -o, --output FILE       write to FILE (default stdout), atomically\n"
             "      --threads N         threads (default: all cores or $TFM_NUM_THREADS)\n"
             "  -q, --quiet             no summary on stderr\n"
-            "  -h, --help              this help\n",
+            "  -h, --help              this help;  --version  the version\n",
             prog);
 }
 
@@ -107,8 +107,9 @@ static void usage_decode(FILE *fp)
             "  -t, --tokenizer TOK     the tokenizer\n"
             "      --skip-special      leave special tokens out of the text\n"
             "  -o, --output FILE       write to FILE (default stdout), atomically\n"
-            "  -q, --quiet             (accepted for symmetry; decode prints no chatter)\n"
-            "  -h, --help              this help\n",
+            "      --threads N         accepted like every command's (decode runs on one)\n"
+            "  -q, --quiet             accepted (decode prints no chatter)\n"
+            "  -h, --help              this help;  --version  the version\n",
             prog);
 }
 
@@ -121,7 +122,8 @@ static void usage_vocab(FILE *fp)
             "\n"
             "  -t, --tokenizer TOK     the tokenizer\n"
             "  -o, --output FILE       write to FILE (default stdout), atomically\n"
-            "  -h, --help              this help\n",
+            "      --threads N, -q     accepted like every command's (no effect)\n"
+            "  -h, --help              this help;  --version  the version\n",
             prog);
 }
 
@@ -148,25 +150,6 @@ static tfm_tokenizer *load_tokenizer(const char *path)
     if (tfm_tokenizer_load(&tok, path, &err) < 0)
         tfm_die(prog, &err);
     return tok;
-}
-
-/* Atomic replace (temporary + rename) is for regular files: renaming over
- * /dev/null or a FIFO would replace the device itself.  Such outputs are
- * written in place, as standard output. */
-static const char *output_path(const char *path)
-{
-    struct stat st;
-    if (!path || strcmp(path, "-") == 0)
-        return NULL;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        if (!freopen(path, "w", stdout)) {
-            tfm_err err = {0};
-            tfm_err_errno(&err, "%s", path);
-            tfm_die(prog, &err);
-        }
-        return NULL;
-    }
-    return path;
 }
 
 static void open_out(tfm_out *o, const char *path)
@@ -303,6 +286,7 @@ static int cmd_train(int argc, char **argv)
         {"threads", required_argument, 0, OPT_THREADS},
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},
     };
     tfm_tok_train_opts o = {.kind = TFM_TOK_BPE, .lowercase = -1};
@@ -334,10 +318,11 @@ static int cmd_train(int argc, char **argv)
         case OPT_NO_LOWER: o.lowercase = 0; break;
         case OPT_SAMPLE: sample_n = tfm_opt_long(prog, "--sample-lines", optarg, 1, 1L << 40); break;
         case OPT_SEED: seed = tfm_opt_long(prog, "--seed", optarg, 0, LONG_MAX); break;
-        case 'o': output = output_path(optarg); break;
+        case 'o': output = optarg; break;
         case OPT_THREADS: threads = tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': quiet = 1; break;
         case 'h': usage_train(stdout); exit(0);
+        case OPT_VERSION: tfm_print_version(prog);
         default: tfm_usage_error(prog, "usage: %s train [OPTION]... [FILE]...", prog);
         }
     }
@@ -466,6 +451,7 @@ static int cmd_encode(int argc, char **argv)
         {"threads", required_argument, 0, OPT_THREADS},
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},
     };
     tfm_enc_opts o = {.format = TFM_ENC_IDS, .threads = tfm_threads_default()};
@@ -489,10 +475,11 @@ static int cmd_encode(int argc, char **argv)
         case 'd': o.document = 1; break;
         case OPT_ADD_SPECIAL: o.add_special = 1; break;
         case OPT_SPLIT_SPECIAL: o.split_special = 1; break;
-        case 'o': output = output_path(optarg); break;
+        case 'o': output = optarg; break;
         case OPT_THREADS: o.threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': quiet = 1; break;
         case 'h': usage_encode(stdout); exit(0);
+        case OPT_VERSION: tfm_print_version(prog);
         default: tfm_usage_error(prog, "usage: %s encode -t TOK [OPTION]... [FILE]...", prog);
         }
     }
@@ -549,8 +536,10 @@ static int cmd_decode(int argc, char **argv)
         {"tokenizer", required_argument, 0, 't'},
         {"skip-special", no_argument, 0, OPT_SKIP_SPECIAL},
         {"output", required_argument, 0, 'o'},
+        {"threads", required_argument, 0, OPT_THREADS},
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},
     };
     const char *tpath = NULL, *output = NULL;
@@ -559,9 +548,11 @@ static int cmd_decode(int argc, char **argv)
         switch (c) {
         case 't': tpath = optarg; break;
         case OPT_SKIP_SPECIAL: skip = 1; break;
-        case 'o': output = output_path(optarg); break;
+        case 'o': output = optarg; break;
         case 'q': break;
         case 'h': usage_decode(stdout); exit(0);
+        case OPT_VERSION: tfm_print_version(prog);
+        case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         default: tfm_usage_error(prog, "usage: %s decode -t TOK [OPTION]... [FILE]", prog);
         }
     }
@@ -633,8 +624,10 @@ static int cmd_vocab(int argc, char **argv)
     static const struct option lo[] = {
         {"tokenizer", required_argument, 0, 't'},
         {"output", required_argument, 0, 'o'},
+        {"threads", required_argument, 0, OPT_THREADS},
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},
     };
     const char *tpath = NULL, *output = NULL;
@@ -642,9 +635,11 @@ static int cmd_vocab(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "t:o:qh", lo, NULL)) != -1) {
         switch (c) {
         case 't': tpath = optarg; break;
-        case 'o': output = output_path(optarg); break;
+        case 'o': output = optarg; break;
         case 'q': break;
         case 'h': usage_vocab(stdout); exit(0);
+        case OPT_VERSION: tfm_print_version(prog);
+        case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         default: tfm_usage_error(prog, "usage: %s vocab -t TOK [OPTION]...", prog);
         }
     }

@@ -623,6 +623,15 @@ int tfm_wordpiece_trainer_finish(tfm_wordpiece_trainer *t, tfm_wordpiece **out, 
         for (size_t i = 0; i < L.ntouched; i++)
             heap_push(&L, L.touched[i]);
         L.ntouched = 0;
+        /* Most entries are stale by now: rebuild with one per live pair, so
+         * the heap stays proportional to the pairs, not to the merges. */
+        if (L.nheap > 4 * L.npairs + 65536) {
+            L.nheap = 0;
+            for (size_t p = 0; p < L.npairs; p++)
+                heap_push(&L, (uint32_t)p);
+            L.cheap = 2 * L.nheap + 1024;
+            L.heap = tfm_realloc(L.heap, L.cheap * sizeof *L.heap);
+        }
     }
     tfm_buf_free(&tmp);
     free(syms);

@@ -45,4 +45,13 @@ for tok in "$@"; do
         cmp -s ref.npy got.npy || fail "$tok $mode: npy through a pipe differs"
     done
 done
+# a tokenizer that prefixes each text with a space (ByteLevel
+# add_prefix_space, RoBERTa style) must not get one at every cut
+sed 's/"add_prefix_space": *false/"add_prefix_space": true/g' bpe.json >prefix.json
+[ "$(echo x | $T encode -q -t prefix.json)" = "$(echo ' x' | $T encode -q -t prefix.json)" ] ||
+    fail "prefix.json does not add a prefix space"
+$T encode -q -t prefix.json --document -o ref base.txt
+TFM_ENCODE_CHUNK=100 $T encode -q -t prefix.json --document --threads 2 -o got base.txt
+cmp -s ref got || fail "add_prefix_space tokenizer: chunked document differs"
+
 echo "streaming and thread equality on $sz bytes for: $*"

@@ -32,6 +32,7 @@ struct tfm_encoder {
     tfm_enc_opts opts;
     const tfm_tok_specials *sp;
     int pairs;      /* add_special with [CLS]/[SEP] */
+    int whole;      /* document mode may not be cut (see tfm_encoder_new) */
     int wide;       /* npy element is u4 */
     uint32_t *sep_ids; /* per-line npy separator */
     size_t n_sep;
@@ -330,7 +331,7 @@ static void run_round(tfm_encoder *e, const char *text, size_t len)
             if (target <= start)
                 target = start + 1;
             if (e->opts.document) {
-                size_t c = tfm_enc_safe_cut_after(text, len, target);
+                size_t c = e->whole ? 0 : tfm_enc_safe_cut_after(text, len, target);
                 end = c ? c : len;
             } else {
                 const char *nl = target < len ? memchr(text + target, '\n', len - target) : NULL;
@@ -381,6 +382,17 @@ int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
     e->pairs = opts->add_special && e->sp->cls >= 0 && e->sp->sep >= 0;
     e->wide = tfm_tokenizer_vocab_size(tok) > 65536;
     e->out_name = path && strcmp(path, "-") ? path : "<stdout>";
+    if (opts->document) {
+        /* A tokenizer that prefixes each text with a space (ByteLevel
+         * add_prefix_space, as RoBERTa's) would get one at every cut: such
+         * a document is encoded whole, in memory. */
+        tfm_ids a = {0}, b = {0};
+        tfm_tokenizer_encode(tok, NULL, "x", 1, 0, &a);
+        tfm_tokenizer_encode(tok, NULL, " x", 2, 0, &b);
+        e->whole = a.len == b.len && memcmp(a.data, b.data, a.len * sizeof *a.data) == 0;
+        tfm_ids_free(&a);
+        tfm_ids_free(&b);
+    }
     e->scratch = tfm_calloc((size_t)e->threads, sizeof *e->scratch);
     e->parts = tfm_calloc((size_t)e->threads * PARTS_PER_THREAD, sizeof *e->parts);
     for (int i = 0; i < e->threads; i++)
@@ -432,7 +444,7 @@ static void drain(tfm_encoder *e, int all)
     if (all) {
         cut = p->len;
     } else if (e->opts.document) {
-        cut = safe_cut_above(p->data, p->len, e->scanned);
+        cut = e->whole ? 0 : safe_cut_above(p->data, p->len, e->scanned);
     } else {
         cut = 0;
         for (size_t i = p->len; i > e->scanned; i--)

@@ -69,6 +69,10 @@ struct tfm_bpe {
     char **bytes;          /* [n_vocab]: the bytes an id stands for */
     uint32_t *bytes_len;
     int add_prefix_space;
+    /* HF's ignore_merges: a word that is in the vocabulary as a whole is
+     * that token, whatever the merges would give. */
+    int ignore_merges;
+    const tfm_tokenizer *tok;
 };
 
 static inline uint32_t pair_hash(uint32_t a, uint32_t b)
@@ -135,6 +139,7 @@ static char *piece_bytes(const char *p, size_t n, uint32_t *outlen)
 static tfm_bpe *bpe_model_build(tfm_tokenizer *tok, tfm_bpe_merge *merges, size_t n_merges)
 {
     tfm_bpe *m = tfm_calloc(1, sizeof *m);
+    m->tok = tok;
     m->merges = merges;
     m->n_merges = n_merges;
     m->n_vocab = tok->n_pieces;
@@ -390,6 +395,28 @@ void tfm_bpe_encode_word_heap(const tfm_bpe *m, const unsigned char *s, size_t n
     free(heap);
 }
 
+static int whole_word(const tfm_bpe *m, const unsigned char *s, size_t n, tfm_ids *out)
+{
+    tfm_buf b = {0};
+    tfm_bpe_spell(s, n, &b);
+    int64_t id = tfm_tokenizer_token_id(m->tok, b.data, b.len);
+    tfm_buf_free(&b);
+    if (id < 0 || (uint32_t)id >= m->n_vocab || !m->in_vocab[id])
+        return 0;
+    tfm_ids_push(out, (uint32_t)id);
+    return 1;
+}
+
+static void word_ids(const tfm_bpe *m, const unsigned char *s, size_t n, tfm_ids *out)
+{
+    if (m->ignore_merges && whole_word(m, s, n, out))
+        return;
+    if (n > SMALL_WORD)
+        tfm_bpe_encode_word_heap(m, s, n, out);
+    else
+        merge_small(m, s, n, out);
+}
+
 void tfm_bpe_encode_word(const tfm_bpe *m, tfm_bpe_cache *c, const unsigned char *s,
                          size_t n, tfm_ids *out)
 {
@@ -398,12 +425,8 @@ void tfm_bpe_encode_word(const tfm_bpe *m, tfm_bpe_cache *c, const unsigned char
             tfm_ids_push(out, m->byte_id[s[0]]);
         return;
     }
-    if (n > SMALL_WORD) {
-        tfm_bpe_encode_word_heap(m, s, n, out);
-        return;
-    }
     if (!c || n > CACHE_MAX_WORD) {
-        merge_small(m, s, n, out);
+        word_ids(m, s, n, out);
         return;
     }
     uint64_t h = word_hash(s, n);
@@ -419,7 +442,7 @@ void tfm_bpe_encode_word(const tfm_bpe *m, tfm_bpe_cache *c, const unsigned char
         i = (i + 1) & c->mask;
     }
     size_t before = out->len;
-    merge_small(m, s, n, out);
+    word_ids(m, s, n, out);
     if (c->used >= CACHE_SLOTS / 2 || c->arena.len > (64u << 20)) {
         /* full: start over rather than evict (cheap, and the working set of
          * a text's frequent words refills it at once) */
@@ -490,7 +513,11 @@ static void bpe_to_json(const tfm_tokenizer *tok, tfm_buf *out)
     tfm_buf_puts(out, "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n"
                       "    \"unk_token\": null,\n    \"continuing_subword_prefix\": null,\n"
                       "    \"end_of_word_suffix\": null,\n    \"fuse_unk\": false,\n"
-                      "    \"byte_fallback\": false,\n    \"vocab\": {");
+                      "    \"byte_fallback\": false,\n");
+    /* only when set: older readers reject the field */
+    if (m->ignore_merges)
+        tfm_buf_puts(out, "    \"ignore_merges\": true,\n");
+    tfm_buf_puts(out, "    \"vocab\": {");
     int first = 1;
     for (uint32_t id = 0; id < m->n_vocab; id++) {
         if (!m->in_vocab[id])
@@ -646,6 +673,8 @@ int tfm_bpe_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_jso
     }
     tfm_bpe *m = bpe_model_build(tok, mg, n);
     m->add_prefix_space = aps;
+    if ((x = tfm_json_get(model, "ignore_merges")) && x->type == TFM_JSON_BOOL)
+        m->ignore_merges = x->boolean;
     tok->impl = m;
     return 0;
 }

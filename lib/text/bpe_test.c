@@ -361,6 +361,43 @@ static void test_json_roundtrip_gpt2(void **state)
     tfm_buf_free(&js2);
 }
 
+/* HF's ignore_merges: a word in the vocabulary is taken whole. */
+static void test_ignore_merges(void **state)
+{
+    static const char fmt[] =
+        "{\"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", %s"
+        "\"vocab\": {\"a\": 0, \"b\": 1, \"c\": 2, \"ab\": 3, \"bc\": 4, \"abc\": 5},"
+        " \"merges\": [[\"b\", \"c\"], \"a b\"]}}";
+    for (int im = 0; im < 2; im++) {
+        char js[512];
+        snprintf(js, sizeof js, fmt, im ? "\"ignore_merges\": true, " : "");
+        tfm_tokenizer *t;
+        tfm_err err = {0};
+        if (tfm_tokenizer_from_json(&t, js, strlen(js), "im.json", &err))
+            fail_msg("%s", err.msg);
+        tfm_ids ids = {0};
+        tfm_tok_scratch *sc = tfm_tok_scratch_new(t);
+        for (int pass = 0; pass < 2; pass++) {
+            encode_str(t, sc, "abc", 3, 0, &ids);
+            if (im) {
+                assert_int_equal(ids.len, 1);
+                assert_int_equal(ids.data[0], 5);
+            } else {
+                assert_int_equal(ids.len, 2);
+                assert_int_equal(ids.data[0], 0);
+                assert_int_equal(ids.data[1], 4);
+            }
+        }
+        tfm_buf out = {0};
+        tfm_tokenizer_to_json(t, &out);
+        assert_true((strstr(out.data, "ignore_merges") != NULL) == im);
+        tfm_buf_free(&out);
+        tfm_tok_scratch_free(sc);
+        tfm_ids_free(&ids);
+        tfm_tokenizer_free(t);
+    }
+}
+
 static void test_bad_files(void **state)
 {
     char dir[] = "/tmp/tfm_bpe_test_XXXXXX";
@@ -653,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_long_word),
         cmocka_unit_test(test_specials),
         cmocka_unit_test(test_json_roundtrip_gpt2),
+        cmocka_unit_test(test_ignore_merges),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_train_bpe),
         cmocka_unit_test(test_train_known),

@@ -98,75 +98,90 @@ void tfm_gpt_weights_free(tfm_gpt_weights *w)
 
 /* ---- gemv over [in, out] weights ---- */
 
-/* y[r, j0 .. j0+TW) for NR rows: the accumulators stay in registers
- * (NR × TW/16 AVX-512 vectors) while W streams through once, row by row;
- * the prefetch runs a few rows ahead because consecutive rows of a tile
- * are N floats apart, a stride the hardware prefetcher follows late. */
-#define GEMV_PF 8
-static inline __attribute__((always_inline)) void
-gemv_tile(float *y, const float *x, const float *W, const float *b, int NR,
-          int TW, int K, int N, int j0)
-{
-    float acc[4][128];
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < TW; j++)
-            acc[r][j] = b ? b[j0 + j] : 0.0f;
-    for (int i = 0; i < K; i++) {
-        const float *wr = W + (size_t)i * N + j0;
-        if (i + GEMV_PF < K)
-            for (int j = 0; j < TW; j += 16)
-                __builtin_prefetch(wr + (size_t)GEMV_PF * N + j);
-        for (int r = 0; r < NR; r++) {
-            float xv = x[(size_t)r * K + i];
-            for (int j = 0; j < TW; j++)
-                acc[r][j] += xv * wr[j];
-        }
-    }
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < TW; j++)
-            y[(size_t)r * N + j0 + j] = acc[r][j];
-}
-
-static void gemv_cols(float *y, const float *x, const float *W, const float *b,
-                      int nr, int K, int N, int j0, int j1)
-{
-    /* the ragged right edge, plainly */
-    for (int r = 0; r < nr; r++)
-        for (int j = j0; j < j1; j++) {
-            float s = b ? b[j] : 0.0f;
-            for (int i = 0; i < K; i++)
-                s += x[(size_t)r * K + i] * W[(size_t)i * N + j];
-            y[(size_t)r * N + j] = s;
-        }
-}
-
 /* Below this many weights a second thread costs more (start-up and, on a
  * busy machine, waiting for it) than it saves. */
 #define GEMV_PAR_MIN (1 << 17)
 
-void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
-                   int n, int K, int N)
+static int gemv_threads(int K, int N)
 {
-    int par = (size_t)K * N >= GEMV_PAR_MIN;
-    for (int r0 = 0; r0 < n; r0 += 4) {
-        int nr = n - r0 < 4 ? n - r0 : 4;
-        /* wide tiles for one or two rows, narrower ones for more, so the
-         * accumulators always fit in the 32 vector registers */
-        int tw = nr <= 2 ? 128 : 64;
-        int ntiles = N / tw;
-        const float *xr = x + (size_t)r0 * K;
-        float *yr = y + (size_t)r0 * N;
-#pragma omp parallel for schedule(static) if (par)
-        for (int t = 0; t < ntiles; t++) {
-            switch (nr) {
-            case 1: gemv_tile(yr, xr, W, b, 1, 128, K, N, t * 128); break;
-            case 2: gemv_tile(yr, xr, W, b, 2, 128, K, N, t * 128); break;
-            case 3: gemv_tile(yr, xr, W, b, 3, 64, K, N, t * 64); break;
-            default: gemv_tile(yr, xr, W, b, 4, 64, K, N, t * 64); break;
-            }
+#ifdef _OPENMP
+    return (size_t)K * N >= GEMV_PAR_MIN ? omp_get_max_threads() : 1;
+#else
+    return 1;
+#endif
+}
+
+size_t tfm_gemv_scratch_floats(int n, int N)
+{
+#ifdef _OPENMP
+    return (size_t)omp_get_max_threads() * n * N;
+#else
+    return (size_t)n * N;
+#endif
+}
+
+/* part[r, :] = Σ_{i0 <= i < i1} x[r, i] · W[i, :].  The rows of W are read
+ * in order, four at a time: one long sequential stream per thread, which
+ * the memory system serves far better than many short strided ones (a
+ * column-tiled loop ran 1.5x slower per CPU-second here). */
+static void gemv_block(float *part, const float *x, const float *W, int n, int K,
+                       int N, int i0, int i1)
+{
+    memset(part, 0, sizeof(float) * (size_t)n * N);
+    int i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const float *w0 = W + (size_t)i * N, *w1 = w0 + N, *w2 = w1 + N, *w3 = w2 + N;
+        for (int r = 0; r < n; r++) {
+            const float *xr = x + (size_t)r * K + i;
+            float x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];
+            float *acc = part + (size_t)r * N;
+#pragma omp simd
+            for (int j = 0; j < N; j++)
+                acc[j] += x0 * w0[j] + x1 * w1[j] + x2 * w2[j] + x3 * w3[j];
         }
-        if (ntiles * tw < N)
-            gemv_cols(yr, xr, W, b, nr, K, N, ntiles * tw, N);
+    }
+    for (; i < i1; i++) {
+        const float *w0 = W + (size_t)i * N;
+        for (int r = 0; r < n; r++) {
+            float x0 = x[(size_t)r * K + i];
+            float *acc = part + (size_t)r * N;
+#pragma omp simd
+            for (int j = 0; j < N; j++)
+                acc[j] += x0 * w0[j];
+        }
+    }
+}
+
+void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
+                   int n, int K, int N, float *scratch)
+{
+    int nt = gemv_threads(K, N);
+    if (nt == 1) {
+        gemv_block(y, x, W, n, K, N, 0, K);
+        if (b)
+            tfm_bias_forward(y, b, n, N);
+        return;
+    }
+    /* Each thread sums its own slice of K into a partial result; the
+     * partials are then added up column-slice by column-slice. */
+#pragma omp parallel num_threads(nt)
+    {
+#ifdef _OPENMP
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+#else
+        int t = 0, T = 1;
+#endif
+        int i0 = (int)((long)K * t / T), i1 = (int)((long)K * (t + 1) / T);
+        gemv_block(scratch + (size_t)t * n * N, x, W, n, K, N, i0, i1);
+#pragma omp barrier
+        int j0 = (int)((long)N * t / T), j1 = (int)((long)N * (t + 1) / T);
+        for (int r = 0; r < n; r++)
+            for (int j = j0; j < j1; j++) {
+                float sum = b ? b[j] : 0.0f;
+                for (int u = 0; u < T; u++)
+                    sum += scratch[((size_t)u * n + r) * N + j];
+                y[(size_t)r * N + j] = sum;
+            }
     }
 }
 
@@ -191,11 +206,11 @@ static void head_rows(float *out, const float *x, const float *head, int n, int 
 /* Below this many rows the weights dominate: stream them once with gemv. */
 #define GEMV_ROWS 8
 
-static void linear(float *out, const float *in, const float *W, const float *b,
-                   int R, int K, int N)
+static void linear(tfm_gpt_infer *g, float *out, const float *in, const float *W,
+                   const float *b, int R, int K, int N)
 {
     if (R <= GEMV_ROWS) {
-        tfm_gemv_rows(out, in, W, b, R, K, N);
+        tfm_gemv_rows(out, in, W, b, R, K, N, g->gemv_part);
         return;
     }
     tfm_gemm(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
@@ -253,6 +268,8 @@ int tfm_gpt_infer_init(tfm_gpt_infer *g, const tfm_gpt_config *cfg,
     g->vcache = tfm_aligned_alloc(sizeof(float) * per);
     g->len = tfm_calloc((size_t)n_slots, sizeof *g->len);
     ensure_rows(g, n_slots > GEMV_ROWS ? n_slots : GEMV_ROWS);
+    g->gemv_part = tfm_aligned_alloc(sizeof(float) *
+                                     tfm_gemv_scratch_floats(GEMV_ROWS, 4 * cfg->n_embd));
     return 0;
 }
 
@@ -262,6 +279,7 @@ void tfm_gpt_infer_free(tfm_gpt_infer *g)
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos);
     free(g->scores);
+    free(g->gemv_part);
     memset(g, 0, sizeof *g);
 }
 
@@ -386,7 +404,7 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
             tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C, c->ln_eps);
             ain = h;
         }
-        linear(g->qkv, ain, L->qkv_w, L->qkv_b, R, C, 3 * C);
+        linear(g, g->qkv, ain, L->qkv_w, L->qkv_b, R, C, 3 * C);
         for (int r = 0; r < R; r++) {
             const float *q = g->qkv + (size_t)r * 3 * C;
             memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + C,
@@ -395,7 +413,7 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
                    sizeof(float) * C);
         }
         attention(g, l, R);
-        linear(h, g->att, L->proj_w, L->proj_b, R, C, C);
+        linear(g, h, g->att, L->proj_w, L->proj_b, R, C, C);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
             tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C, c->ln_eps);
@@ -404,9 +422,9 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
             tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
             min = h;
         }
-        linear(g->fc, min, L->fc_w, L->fc_b, R, C, 4 * C);
+        linear(g, g->fc, min, L->fc_w, L->fc_b, R, C, 4 * C);
         tfm_act_forward(act_kind(c->act), g->fc, g->fc, (size_t)R * 4 * C);
-        linear(h, g->fc, L->fcp_w, L->fcp_b, R, 4 * C, C);
+        linear(g, h, g->fc, L->fcp_w, L->fcp_b, R, 4 * C, C);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
             tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);

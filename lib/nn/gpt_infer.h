@@ -24,9 +24,9 @@
  * ("context length N exceeded"); the caller decides to stop — there is no
  * sliding window.
  *
- * Threads: the OpenMP thread count (tfm_blas_init).  Single rows use a
- * gemv that splits the output columns over the threads; prefill uses
- * tfm_gemm.
+ * Threads: the OpenMP thread count (tfm_blas_init).  Up to 8 rows (decode
+ * steps) use a gemv that streams each weight matrix once, split over the
+ * threads; longer prompts use tfm_gemm.
  *
  * Ownership: tfm_gpt_infer owns its cache and scratch, never the weights
  * (which must outlive it). */
@@ -80,6 +80,7 @@ typedef struct tfm_gpt_infer {
     float *scores;          /* [threads][max_len] */
     int scores_threads;
     int *row_slot, *row_pos;
+    float *gemv_part;       /* partial sums of the threads' gemv slices */
 } tfm_gpt_infer;
 
 /* max_len: positions per slot (clamped to cfg->block_size). */
@@ -107,10 +108,13 @@ int tfm_gpt_infer_step(tfm_gpt_infer *g, int n, const uint32_t *tokens,
 /* Bytes of cache and scratch held (the weights are not counted). */
 size_t tfm_gpt_infer_bytes(const tfm_gpt_infer *g);
 
-/* y[n, N] = x[n, K] · W[K, N] (+ b[N]), W row-major [in, out]; the output
- * columns are split over the OpenMP threads and W is read once for all n
- * rows.  Exposed for the tests and the benchmark. */
+/* y[n, N] = x[n, K] · W[K, N] (+ b[N]), W row-major [in, out], read once
+ * for all n rows.  The threads split K (each streams a contiguous block of
+ * W) and add their partial sums at the end, in thread order: the result
+ * is the same for the same thread count.  scratch: at least
+ * tfm_gemv_scratch_floats(n, N) floats.  Exposed for tests and benchmarks. */
+size_t tfm_gemv_scratch_floats(int n, int N);
 void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
-                   int n, int K, int N);
+                   int n, int K, int N, float *scratch);
 
 #endif

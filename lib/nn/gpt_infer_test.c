@@ -20,7 +20,8 @@
 
 static void test_gemv_rows(void **state)
 {
-    const int Ks[] = {7, 64, 100}, Ns[] = {64, 130, 333};
+    /* small and large enough to run on one thread and on several */
+    const int Ks[] = {7, 64, 700}, Ns[] = {64, 130, 333};
     tfm_rng r;
     tfm_rng_seed(&r, 1);
     for (int ki = 0; ki < 3; ki++)
@@ -32,7 +33,9 @@ static void test_gemv_rows(void **state)
                 for (int i = 0; i < K * N; i++) W[i] = tfm_rng_normal(&r);
                 for (int i = 0; i < n * K; i++) x[i] = tfm_rng_normal(&r);
                 for (int i = 0; i < N; i++) b[i] = tfm_rng_normal(&r);
-                tfm_gemv_rows(y, x, W, (n & 1) ? b : NULL, n, K, N);
+                float *scratch = malloc(sizeof(float) * tfm_gemv_scratch_floats(n, N));
+                tfm_gemv_rows(y, x, W, (n & 1) ? b : NULL, n, K, N, scratch);
+                free(scratch);
                 for (int rr = 0; rr < n; rr++)
                     for (int j = 0; j < N; j++) {
                         double s = (n & 1) ? b[j] : 0;

@@ -674,6 +674,20 @@ static void test_char(void **state)
     tfm_tokenizer_free(c);
     tfm_ids_free(&ids);
     tfm_ids_free(&ids2);
+
+    /* holes in the id space: written back without them; decode rejects them */
+    static const char holes[] = "{\"model\": {\"type\": \"BPE\", \"unk_token\": \"?\", "
+                                "\"vocab\": {\"?\": 0, \"a\": 1, \"c\": 3}, \"merges\": []}}";
+    if (tfm_tokenizer_from_json(&c, holes, strlen(holes), "holes.json", &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(tfm_tokenizer_vocab_size(c), 4);
+    tfm_buf_clear(&js);
+    tfm_tokenizer_to_json(c, &js);
+    assert_non_null(strstr(js.data, "\"c\": 3"));
+    uint32_t two = 2;
+    tfm_buf_clear(&js2);
+    assert_int_equal(tfm_tokenizer_decode(c, &two, 1, 0, &js2, &err), -1);
+    tfm_tokenizer_free(c);
     tfm_buf_free(&js);
     tfm_buf_free(&js2);
 }

@@ -63,8 +63,12 @@ static void char_to_json(const tfm_tokenizer *tok, tfm_buf *out)
     tfm_buf_puts(out, ",\n    \"continuing_subword_prefix\": null,\n"
                       "    \"end_of_word_suffix\": null,\n    \"fuse_unk\": false,\n"
                       "    \"byte_fallback\": false,\n    \"vocab\": {");
+    int first = 1;
     for (uint32_t id = 0; id < tok->n_pieces; id++) {
-        tfm_buf_puts(out, id ? ",\n      " : "\n      ");
+        if (!tok->pieces[id])
+            continue; /* a hole in the id space */
+        tfm_buf_puts(out, first ? "\n      " : ",\n      ");
+        first = 0;
         tfm_buf_put_json_string(out, tok->pieces[id], tok->piece_lens[id]);
         tfm_buf_printf(out, ": %u", id);
     }

@@ -33,6 +33,11 @@ grep -q '^  seed: 9 ' eff.yaml || fail "--seed"
 tfm-train -c eff.yaml --dump-config > eff2.yaml
 cmp eff.yaml eff2.yaml || fail "--dump-config does not round-trip"
 
+# the example configurations are valid
+for f in "$TFM_SRCDIR"/scripts/examples/*.yaml; do
+    tfm-train -c "$f" --dump-config > /dev/null || fail "$f"
+done
+
 # every key of the schema is documented, with its default, in tfm-config(5)
 man5="$TFM_SRCDIR/man/tfm-config.5"
 tfm-train --list-keys > keys.tsv

@@ -31,6 +31,11 @@ tfm-train -q -o d --threads 1
 cut -f 1-5 d/log.tsv > d.log
 cmp a.log d.log || fail "stale log lines kept"
 
+# Temporary files of an interrupted save are cleaned up.
+echo partial > d/model.safetensors.tmp.AbCdEf
+tfm-train -q -o d --threads 1
+[ -e d/model.safetensors.tmp.AbCdEf ] && fail "stale temporary kept"
+
 # Already finished: nothing to do, nothing changed.
 cp a/model.safetensors before
 tfm-train -q -o a

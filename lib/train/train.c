@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 #include "base/file.h"
@@ -119,6 +121,27 @@ static int log_truncate(const char *path, int64_t step, tfm_err *err)
     return rc;
 }
 
+/* A kill -9 during a save leaves the temporary file of an atomic write
+ * behind ("model.safetensors.tmp.XXXXXX"); the checkpoint itself is intact. */
+static void remove_stale_temporaries(const char *rundir)
+{
+    static const char *const names[] = {"model.safetensors.tmp.", "best.safetensors.tmp.",
+                                        "state.safetensors.tmp.", "log.tsv.tmp."};
+    DIR *d = opendir(rundir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (!strncmp(e->d_name, names[i], strlen(names[i]))) {
+                char *p = join(rundir, e->d_name);
+                unlink(p);
+                free(p);
+            }
+    }
+    closedir(d);
+}
+
 typedef struct run {
     const tfm_config *cfg;
     const tfm_train_opts *o;
@@ -214,6 +237,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         goto out;
     if (tfm_mkdir(o->rundir, err) < 0)
         goto out;
+    remove_stale_temporaries(o->rundir);
     R->model_path = join(o->rundir, "model.safetensors");
     R->best_path = join(o->rundir, "best.safetensors");
     R->state_path = join(o->rundir, "state.safetensors");

@@ -17,6 +17,7 @@
 
 #include "base/file.h"
 #include "base/rng.h"
+#include "base/thread.h"
 #include "text/bpe.h"
 #include "text/pretok.h"
 #include "text/tok_internal.h"
@@ -326,6 +327,47 @@ static void test_specials(void **state)
     assert_int_equal(tfm_tokenizer_merge_rank(gpt2, 256), 0); /* "Ġ t" is the first merge */
     tfm_buf_free(&out);
     tfm_ids_free(&ids);
+}
+
+/* Concurrent encoding, one scratch per thread, gives the same ids. */
+typedef struct par_ctx {
+    const char *text;
+    size_t len;
+    tfm_ids out[4];
+} par_ctx;
+
+static void par_encode(void *vctx, int i, int n)
+{
+    par_ctx *c = vctx;
+    tfm_tok_scratch *sc = tfm_tok_scratch_new(gpt2);
+    for (int rep = 0; rep < 3; rep++) {
+        tfm_ids_clear(&c->out[i]);
+        tfm_tokenizer_encode(gpt2, sc, c->text, c->len, 1, &c->out[i]);
+    }
+    tfm_tok_scratch_free(sc);
+}
+
+static void test_threads(void **state)
+{
+    char *p = path_of("testdata/gpt2/corpus.txt");
+    tfm_map m;
+    tfm_err err = {0};
+    if (tfm_map_open(&m, p, &err))
+        fail_msg("%s", err.msg);
+    par_ctx c = {.text = (const char *)m.data, .len = m.size};
+    tfm_parallel_run(4, par_encode, &c);
+    tfm_ids want = {0};
+    tfm_tokenizer_encode(gpt2, NULL, c.text, c.len, 1, &want);
+    assert_true(want.len > 1000);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(c.out[i].len, want.len);
+        assert_memory_equal(c.out[i].data, want.data, want.len * 4);
+        tfm_ids_free(&c.out[i]);
+    }
+    check_roundtrip(gpt2, c.text, c.len, &want);
+    tfm_ids_free(&want);
+    tfm_map_close(&m);
+    free(p);
 }
 
 static void write_tmp(const char *path, const char *text)
@@ -703,6 +745,7 @@ int main(void)
         cmocka_unit_test(test_merge_paths_agree),
         cmocka_unit_test(test_long_word),
         cmocka_unit_test(test_specials),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_json_roundtrip_gpt2),
         cmocka_unit_test(test_ignore_merges),
         cmocka_unit_test(test_bad_files),

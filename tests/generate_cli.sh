@@ -26,6 +26,15 @@ TXT
 "$MK" m.st --text text.txt --layers 2 --heads 2 --embd 32 --context 48 --scale 3 --seed 4
 "$MK" ids.st --layers 1 --heads 2 --embd 16 --context 32 --vocab 50 --scale 6
 
+# A HuggingFace GPT-2 style file (prefixed names, no metadata) with the
+# same weights gives the same tokens.
+"$MK" hf.st --hf --layers 1 --heads 1 --embd 64 --context 32 --vocab 50 --scale 6
+"$MK" tf.st --layers 1 --heads 1 --embd 64 --context 32 --vocab 50 --scale 6
+$G -m hf.st --ids --greedy -n 10 "1 2 3" >hf.out
+$G -m tf.st --ids --greedy -n 10 "1 2 3" >tf.out
+cmp -s hf.out tf.out || fail "GPT-2 layout file differs from the tfm file"
+[ "$(wc -w <hf.out)" -ge 1 ] || fail "no output from the GPT-2 layout file"
+
 # Greedy is deterministic; --temp 0 and --top-k 1 are greedy too.
 $G -m m.st --greedy -n 20 "In the" >g1
 $G -m m.st --greedy -n 20 "In the" >g2

@@ -3,12 +3,15 @@
  * YAML config and optionally a character tokenizer in __metadata__).
  *
  *   mkmodel OUT.safetensors [--text FILE] [--layers L] [--heads H] [--embd C]
- *           [--context T] [--vocab V] [--seed S] [--scale X] [--post-ln]
+ *           [--context T] [--vocab V] [--seed S] [--scale X] [--post-ln] [--hf]
  *
  * With --text, a character tokenizer is trained on FILE (plus <unk> and
  * <|endoftext|>) and sets the vocabulary; without it the file has no
  * tokenizer (prompts as --ids).  --scale multiplies the matrices so that a
- * random model is not almost uniform. */
+ * random model is not almost uniform.  --hf writes the layout of a
+ * HuggingFace GPT-2 checkpoint instead: "transformer."-prefixed names, no
+ * metadata (so no config: the loader reads the shape off the tensors and
+ * assumes 64-wide heads). */
 #include "config.h"
 
 #include <getopt.h>
@@ -31,13 +34,13 @@ int main(int argc, char **argv)
     const char *text = NULL;
     long layers = 2, heads = 2, embd = 32, context = 64, vocab = 64, seed = 1;
     double scale = 1;
-    int post = 0;
+    int post = 0, hf = 0;
     static const struct option opts[] = {
         {"text", required_argument, 0, 't'}, {"layers", required_argument, 0, 'l'},
         {"heads", required_argument, 0, 'H'}, {"embd", required_argument, 0, 'c'},
         {"context", required_argument, 0, 'T'}, {"vocab", required_argument, 0, 'v'},
         {"seed", required_argument, 0, 's'}, {"scale", required_argument, 0, 'x'},
-        {"post-ln", no_argument, 0, 'p'}, {0, 0, 0, 0},
+        {"post-ln", no_argument, 0, 'p'}, {"hf", no_argument, 0, 'f'}, {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -51,6 +54,7 @@ int main(int argc, char **argv)
         case 's': seed = tfm_opt_long(prog, "--seed", optarg, 0, 1L << 40); break;
         case 'x': scale = tfm_opt_double(prog, "--scale", optarg, 0, 1e6); break;
         case 'p': post = 1; break;
+        case 'f': hf = 1; break;
         default: tfm_usage_error(prog, "unknown option");
         }
     }
@@ -108,15 +112,20 @@ int main(int argc, char **argv)
     tfm_config_dump(&cfg, 0, &yaml);
     tfm_safetensors_writer w;
     tfm_safetensors_writer_init(&w);
-    tfm_safetensors_writer_meta(&w, "format", "tfm-gpt");
-    tfm_safetensors_writer_meta_n(&w, "config", yaml.data, yaml.len);
-    if (tok) {
-        tfm_tokenizer_to_json(tok, &tj);
-        tfm_safetensors_writer_meta_n(&w, "tokenizer", tj.data, tj.len);
+    if (!hf) {
+        tfm_safetensors_writer_meta(&w, "format", "tfm-gpt");
+        tfm_safetensors_writer_meta_n(&w, "config", yaml.data, yaml.len);
+        if (tok) {
+            tfm_tokenizer_to_json(tok, &tj);
+            tfm_safetensors_writer_meta_n(&w, "tokenizer", tj.data, tj.len);
+        }
     }
-    for (int i = 0; i < m.n_table; i++)
-        tfm_safetensors_writer_add(&w, m.table[i].name, TFM_ST_F32, m.table[i].ndim,
+    for (int i = 0; i < m.n_table; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", hf ? "transformer." : "", m.table[i].name);
+        tfm_safetensors_writer_add(&w, name, TFM_ST_F32, m.table[i].ndim,
                                    m.table[i].shape, m.params + m.table[i].offset);
+    }
     if (tfm_safetensors_writer_write(&w, out, &err) < 0)
         tfm_die(prog, &err);
     tfm_safetensors_writer_free(&w);

@@ -206,6 +206,11 @@ typedef struct split {
     tfm_buf *word;
     tfm_bert_word_fn fn;
     void *ctx;
+    /* NFD's canonical reordering: kept (non-Mn) combining marks waiting for
+     * the next starter, in stable ccc order.  Almost always empty. */
+    int32_t *pend;
+    uint8_t *pccc;
+    size_t npend, cpend;
 } split;
 
 static inline void flush(split *s)
@@ -245,6 +250,52 @@ static void emit_lower(split *s, const tfm_bert_norm *n, int32_t c)
     emit(s, c);
 }
 
+/* The canonical combining class as HF's NFD (Unicode 9 tables) sees it:
+ * marks added since are unknown to it (class 0). */
+static int hf_ccc(int32_t c)
+{
+    if (c < 0x300)
+        return 0;
+    if (IN_TABLE(bert_ccc_zero, c))
+        return 0;
+    return utf8proc_get_property(c)->combining_class;
+}
+
+static void pend_flush(split *s, const tfm_bert_norm *n)
+{
+    for (size_t i = 0; i < s->npend; i++)
+        emit_lower(s, n, s->pend[i]);
+    s->npend = 0;
+}
+
+/* One character of the NFD output (strip_accents on). */
+static void put_nfd(split *s, const tfm_bert_norm *n, int32_t c)
+{
+    int k = hf_ccc(c);
+    if (k == 0) {
+        if (s->npend)
+            pend_flush(s, n);
+        if (!is_mn(c))
+            emit_lower(s, n, c);
+        return;
+    }
+    if (is_mn(c))
+        return; /* dropped: where it would sort changes nothing */
+    if (s->npend == s->cpend) {
+        s->cpend = s->cpend ? 2 * s->cpend : 16;
+        s->pend = tfm_realloc(s->pend, s->cpend * sizeof *s->pend);
+        s->pccc = tfm_realloc(s->pccc, s->cpend);
+    }
+    size_t i = s->npend++;
+    while (i > 0 && s->pccc[i - 1] > k) {
+        s->pend[i] = s->pend[i - 1];
+        s->pccc[i] = s->pccc[i - 1];
+        i--;
+    }
+    s->pend[i] = c;
+    s->pccc[i] = (uint8_t)k;
+}
+
 /* The normalizer's pipeline for one input character. */
 static void norm_char(split *s, const tfm_bert_norm *n, int normalize, int32_t c)
 {
@@ -259,11 +310,19 @@ static void norm_char(split *s, const tfm_bert_norm *n, int normalize, int32_t c
             c = ' ';
     }
     int cjk = n->handle_chinese_chars && is_chinese(c);
-    if (cjk)
-        emit(s, ' ');
     int strip = n->strip_accents < 0 ? n->lowercase : n->strip_accents;
+    if (!strip) {
+        if (cjk)
+            emit(s, ' ');
+        emit_lower(s, n, c);
+        if (cjk)
+            emit(s, ' ');
+        return;
+    }
+    if (cjk)
+        put_nfd(s, n, ' ');
     /* U+11938 decomposes since Unicode 13, not in HF's NFD tables. */
-    if (strip && c >= 0xC0 && c != 0x11938) {
+    if (c >= 0xC0 && c != 0x11938) {
         utf8proc_int32_t d[32];
         int last = 0;
         utf8proc_ssize_t k = utf8proc_decompose_char(c, d, 32, UTF8PROC_DECOMPOSE, &last);
@@ -272,13 +331,12 @@ static void norm_char(split *s, const tfm_bert_norm *n, int normalize, int32_t c
             k = 1;
         }
         for (utf8proc_ssize_t i = 0; i < k; i++)
-            if (!is_mn(d[i]))
-                emit_lower(s, n, d[i]);
+            put_nfd(s, n, d[i]);
     } else {
-        emit_lower(s, n, c);
+        put_nfd(s, n, c);
     }
     if (cjk)
-        emit(s, ' ');
+        put_nfd(s, n, ' ');
 }
 
 void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
@@ -290,7 +348,7 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
         ascii_init(); /* idempotent, so a race only repeats the work */
         __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
     }
-    split s = {pretokenize, word, fn, ctx};
+    split s = {pretokenize, word, fn, ctx, NULL, NULL, 0, 0};
     word->len = 0;
     const unsigned char *p = (const unsigned char *)text, *end = p + len;
     int fast = normalize && pretokenize;
@@ -299,6 +357,8 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
     while (p < end) {
         unsigned c = *p;
         if (fast && c < 0x80) {
+            if (s.npend && cls[c] != A_DROP)
+                pend_flush(&s, norm);
             /* The common case: a run of ASCII word characters. */
             if (word->len + 2 > word->cap)
                 tfm_buf_reserve(word, 64);
@@ -327,7 +387,11 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
         p += tfm_bert_utf8_next(p, (size_t)(end - p), &cp);
         norm_char(&s, norm, normalize, cp);
     }
+    if (s.npend)
+        pend_flush(&s, norm);
     flush(&s);
+    free(s.pend);
+    free(s.pccc);
 }
 
 static void collect(void *ctx, const char *w, size_t n)

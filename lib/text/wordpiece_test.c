@@ -302,6 +302,65 @@ static void test_every_code_point(void **state)
     assert_int_equal(h, 0xcf7880b10e86d2d9ULL);
 }
 
+/* Canonical reordering of combining marks (HF's NFD): testdata/bert/ccc.tsv
+ * holds "input hex<TAB>normalized hex" from probe_ccc.js. */
+static void test_canonical_order(void **state)
+{
+    (void)state;
+    char *p = path_of("ccc.tsv");
+    tfm_map m;
+    tfm_err e = {0};
+    if (tfm_map_open(&m, p, &e) < 0)
+        fail_msg("%s", e.msg);
+    tfm_bert_norm n;
+    tfm_bert_norm_default(&n);
+    const char *s = (const char *)m.data, *end = s + m.size;
+    tfm_buf in = {0}, want = {0}, got = {0};
+    int lines = 0, bad = 0;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *tab = memchr(s, '\t', (size_t)(nl - s));
+        tfm_buf_clear(&in);
+        tfm_buf_clear(&want);
+        for (const char *q = s; q + 1 < tab; q += 2) {
+            unsigned v;
+            sscanf(q, "%2x", &v);
+            tfm_buf_putc(&in, (char)v);
+        }
+        for (const char *q = tab + 1; q + 1 < nl; q += 2) {
+            unsigned v;
+            sscanf(q, "%2x", &v);
+            tfm_buf_putc(&want, (char)v);
+        }
+        tfm_buf_clear(&got);
+        tfm_bert_normalize(&n, in.data, in.len, &got);
+        lines++;
+        if (got.len != want.len || memcmp(got.data, want.data, got.len) != 0) {
+            if (bad++ < 10)
+                fprintf(stderr, "ccc.tsv:%d: %.*s\n", lines, (int)(tab - s), s);
+        }
+        s = nl + 1;
+    }
+    assert_true(lines > 1000);
+    assert_int_equal(bad, 0);
+    /* Across a dropped character (NUL goes before NFD), and with an ASCII
+     * starter in between (no reordering across it). */
+    const char *x = "a\xF0\x9D\x85\xAD\x00\xF0\x9D\x85\xA5" "b";
+    tfm_buf_clear(&got);
+    tfm_bert_normalize(&n, x, 11, &got);
+    assert_int_equal(got.len, 10);
+    assert_memory_equal(got.data, "a\xF0\x9D\x85\xA5\xF0\x9D\x85\xAD" "b", 10);
+    x = "\xF0\x9D\x85\xAD" "c\xF0\x9D\x85\xA5";
+    tfm_buf_clear(&got);
+    tfm_bert_normalize(&n, x, 9, &got);
+    assert_memory_equal(got.data, x, 9);
+    tfm_buf_free(&in);
+    tfm_buf_free(&want);
+    tfm_buf_free(&got);
+    tfm_map_close(&m);
+    free(p);
+}
+
 /* ---- decoding ---- */
 
 static void test_decode_golden(void **state)
@@ -826,6 +885,7 @@ int main(void)
         cmocka_unit_test(test_cases_other_normalizers),
         cmocka_unit_test(test_hf_saved),
         cmocka_unit_test(test_every_code_point),
+        cmocka_unit_test(test_canonical_order),
         cmocka_unit_test(test_decode_golden),
         cmocka_unit_test(test_decoder_cleanup),
         cmocka_unit_test(test_decode_bad_id),

@@ -9,6 +9,6 @@ int main(void){
     int mn=k==UTF8PROC_CATEGORY_MN;
     utf8proc_int32_t d[32]; int last=0; utf8proc_ssize_t n=utf8proc_decompose_char(c,d,32,UTF8PROC_DECOMPOSE,&last);
     int dec=!(n==1&&d[0]==c);
-    printf("%x\t%d\t%d\t%d\t%d\t%x\n",c,other,punct,mn,dec,utf8proc_tolower(c));
+    printf("%x\t%d\t%d\t%d\t%d\t%x\t%d\n",c,other,punct,mn,dec,utf8proc_tolower(c),utf8proc_get_property(c)->combining_class);
   }
 }

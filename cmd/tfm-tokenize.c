@@ -179,6 +179,22 @@ static int open_in(const char *path)
     return open(path, O_RDONLY | O_CLOEXEC);
 }
 
+/* Total size of the inputs in MB when every one is a regular file, else 0
+ * (unknown), for the progress bar. */
+static double input_mb(int argc, char **argv, int first)
+{
+    double total = 0;
+    if (first >= argc)
+        return 0;
+    for (int i = first; i < argc; i++) {
+        struct stat st;
+        if (strcmp(argv[i], "-") == 0 || stat(argv[i], &st) != 0 || !S_ISREG(st.st_mode))
+            return 0;
+        total += (double)st.st_size;
+    }
+    return total / 1e6;
+}
+
 /* train */
 
 /* Reservoir of sampled lines (Algorithm R): memory bounded by N lines. */
@@ -352,18 +368,9 @@ static int cmd_train(int argc, char **argv)
         f.smp = &smp;
     }
 
-    /* The total is known when every input is a regular file. */
-    double total = 0;
     int nfiles = argc - optind;
-    for (int i = optind; i < argc; i++) {
-        struct stat st;
-        if (strcmp(argv[i], "-") != 0 && stat(argv[i], &st) == 0 && S_ISREG(st.st_mode))
-            total += (double)st.st_size;
-        else
-            total = -1e300;
-    }
     tfm_progress pg;
-    tfm_progress_init(&pg, "reading", "MB", nfiles && total > 0 ? total / 1e6 : 0, quiet);
+    tfm_progress_init(&pg, "reading", "MB", input_mb(argc, argv, optind), quiet);
     double t0 = tfm_now(), done = 0;
     tfm_err err = {0};
     for (int i = nfiles ? optind : -1; i < argc; i++) {
@@ -494,11 +501,14 @@ static int cmd_encode(int argc, char **argv)
 
     tfm_out_install_signals();
     tfm_err err = {0};
+    int nfiles = argc - optind;
+    tfm_progress pg;
+    tfm_progress_init(&pg, "encoding", "MB", input_mb(argc, argv, optind), quiet);
+    o.progress = &pg;
     tfm_encoder *enc;
     if (tfm_encoder_new(&enc, tok, &o, output, &err) < 0)
         tfm_die(prog, &err);
     double t0 = tfm_now();
-    int nfiles = argc - optind;
     for (int i = nfiles ? optind : -1; i < argc; i++) {
         const char *name = i < 0 ? "-" : argv[i];
         int fd = open_in(name);
@@ -507,13 +517,16 @@ static int cmd_encode(int argc, char **argv)
         if (fd > STDIN_FILENO)
             close(fd);
         if (rc < 0) {
+            tfm_progress_end(&pg);
             tfm_encoder_free(enc); /* removes the unfinished output */
             tfm_die(prog, &err);
         }
         if (i < 0)
             break;
     }
-    if (tfm_encoder_finish(enc, &err) < 0) {
+    int rc = tfm_encoder_finish(enc, &err);
+    tfm_progress_end(&pg);
+    if (rc < 0) {
         tfm_encoder_free(enc);
         tfm_die(prog, &err);
     }

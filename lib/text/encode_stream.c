@@ -9,6 +9,7 @@
 
 #include "base/buf.h"
 #include "base/file.h"
+#include "base/progress.h"
 #include "base/thread.h"
 #include "io/json.h"
 #include "io/npy.h"
@@ -367,6 +368,8 @@ static void run_round(tfm_encoder *e, const char *text, size_t len)
         }
     }
     e->stats.bytes += len;
+    if (e->opts.progress)
+        tfm_progress_update(e->opts.progress, (double)e->stats.bytes / 1e6);
 }
 
 int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,

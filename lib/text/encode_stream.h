@@ -65,6 +65,8 @@ typedef struct tfm_enc_opts {
     int split_special; /* special-token text in the input becomes its id */
     int threads;       /* >= 1 */
     size_t chunk;      /* bytes per thread per round; 0: 1 MiB */
+    struct tfm_progress *progress; /* optional (borrowed): updated with the
+                                      MB encoded after each round */
 } tfm_enc_opts;
 
 typedef struct tfm_enc_stats {

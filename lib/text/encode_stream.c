@@ -372,6 +372,33 @@ static void run_round(tfm_encoder *e, const char *text, size_t len)
         tfm_progress_update(e->opts.progress, (double)e->stats.bytes / 1e6);
 }
 
+static int cuts_are_invisible(const tfm_tokenizer *tok)
+{
+    static const char *const probes[] = {
+        "x y",
+        "Hello, world! It's 3.14 o'clock.\nThe end  \t of  it\r\n  done",
+        "caf\xc3\xa9 na\xc3\xafve \xe4\xbd\xa0\xe5\xa5\xbd a\t\tb",
+    };
+    tfm_ids whole = {0}, cut = {0};
+    int ok = 1;
+    for (size_t i = 0; ok && i < sizeof probes / sizeof *probes; i++) {
+        const char *s = probes[i];
+        size_t len = strlen(s);
+        tfm_ids_clear(&whole);
+        tfm_tokenizer_encode(tok, NULL, s, len, 0, &whole);
+        for (size_t p = 0; ok && (p = tfm_enc_safe_cut_after(s, len, p + 1)) != 0;) {
+            tfm_ids_clear(&cut);
+            tfm_tokenizer_encode(tok, NULL, s, p, 0, &cut);
+            tfm_tokenizer_encode(tok, NULL, s + p, len - p, 0, &cut);
+            ok = cut.len == whole.len &&
+                 memcmp(cut.data, whole.data, whole.len * sizeof *whole.data) == 0;
+        }
+    }
+    tfm_ids_free(&whole);
+    tfm_ids_free(&cut);
+    return ok;
+}
+
 int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
                     const tfm_enc_opts *opts, const char *path, tfm_err *err)
 {
@@ -385,17 +412,13 @@ int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
     e->pairs = opts->add_special && e->sp->cls >= 0 && e->sp->sep >= 0;
     e->wide = tfm_tokenizer_vocab_size(tok) > 65536;
     e->out_name = path && strcmp(path, "-") ? path : "<stdout>";
-    if (opts->document) {
-        /* A tokenizer that prefixes each text with a space (ByteLevel
-         * add_prefix_space, as RoBERTa's) would get one at every cut: such
-         * a document is encoded whole, in memory. */
-        tfm_ids a = {0}, b = {0};
-        tfm_tokenizer_encode(tok, NULL, "x", 1, 0, &a);
-        tfm_tokenizer_encode(tok, NULL, " x", 2, 0, &b);
-        e->whole = a.len == b.len && memcmp(a.data, b.data, a.len * sizeof *a.data) == 0;
-        tfm_ids_free(&a);
-        tfm_ids_free(&b);
-    }
+    /* The cut rule holds for pre-tokenizers that split at whitespace and
+     * look at nothing before it (GPT-2's, BERT's, char).  A tokenizer that
+     * prefixes each text with a space (ByteLevel add_prefix_space) or has no
+     * pre-tokenizer would change at a cut: such a document is encoded whole,
+     * in memory.  Probing beats trusting the tokenizer's description. */
+    if (opts->document)
+        e->whole = !cuts_are_invisible(tok);
     e->scratch = tfm_calloc((size_t)e->threads, sizeof *e->scratch);
     e->parts = tfm_calloc((size_t)e->threads * PARTS_PER_THREAD, sizeof *e->parts);
     for (int i = 0; i < e->threads; i++)

@@ -35,8 +35,8 @@
  * looks past it (the one lookahead, \s+(?!\S), cannot start on a non-space);
  * BERT splits there anyway; so ids equal whole-document encoding.  Input
  * without such a position (e.g. one huge word) is held whole, and so is the
- * whole document for a tokenizer that prefixes every text with a space
- * (ByteLevel add_prefix_space), which a cut would change.
+ * whole document for a tokenizer where a probe shows that cuts change the
+ * ids (ByteLevel add_prefix_space, a missing pre-tokenizer).
  *
  * Ownership: the encoder borrows tok (which must outlive it) and owns its
  * buffers and its output: a file is written under a temporary name and

@@ -55,6 +55,7 @@ static void __attribute__((noreturn)) usage(void)
            "                         the baseline that shows what the cache saves)\n"
            "Other:\n"
            "      --threads N        threads (default: TFM_NUM_THREADS or all cores)\n"
+           "      --profile          time each part of the decode steps (stderr)\n"
            "  -q, --quiet            no messages or speed summary on stderr\n"
            "  -h, --help             this help\n"
            "      --version          print the version\n"
@@ -69,7 +70,7 @@ enum {
     OPT_PROMPT_FILE = 256, OPT_RAW, OPT_IDS, OPT_JSON, OPT_BATCH, OPT_GREEDY,
     OPT_BEAM, OPT_LENPEN, OPT_NBEST, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP,
     OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS,
-    OPT_VERSION, OPT_NO_CACHE,
+    OPT_VERSION, OPT_NO_CACHE, OPT_PROFILE,
 };
 
 static const struct option long_opts[] = {
@@ -95,6 +96,7 @@ static const struct option long_opts[] = {
     {"stop", required_argument, 0, OPT_STOP},
     {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
     {"no-cache", no_argument, 0, OPT_NO_CACHE},
+    {"profile", no_argument, 0, OPT_PROFILE},
     {"threads", required_argument, 0, OPT_THREADS},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
@@ -227,6 +229,31 @@ static void run(app *a, char **texts, size_t *lens, size_t n, size_t first_index
     free(ids);
 }
 
+/* Where the decode time goes: per step, each phase's time and, for the
+ * weight products, the rate at which it read the weights (batch of one
+ * prompt: every weight once per step). */
+static void print_profile(const app *a)
+{
+    const tfm_gen *g = &a->gen;
+    const tfm_gpt_config *c = &a->lm.cfg;
+    const double n = (double)g->prof_steps, C = c->n_embd, L = c->n_layer;
+    static const char *names[TFM_PROF_N] = {"qkv", "attention", "attn-proj", "mlp-fc",
+                                            "mlp-proj", "lm-head", "other"};
+    const double bytes[TFM_PROF_N] = {L * C * 3 * C * 4, 0, L * C * C * 4, L * C * 4 * C * 4,
+                                      L * 4 * C * C * 4, (double)c->vocab_size * C * 4, 0};
+    double total = 0;
+    for (int p = 0; p < TFM_PROF_N; p++)
+        total += g->prof_s[p];
+    fprintf(stderr, "%s: decode step %.3f ms in the model (%zu steps):", prog, total / n * 1e3,
+            g->prof_steps);
+    for (int p = 0; p < TFM_PROF_N; p++) {
+        fprintf(stderr, " %s %.3f ms", names[p], g->prof_s[p] / n * 1e3);
+        if (bytes[p] > 0 && g->prof_s[p] > 0)
+            fprintf(stderr, " (%.1f GB/s)", bytes[p] * n / g->prof_s[p] / 1e9);
+        fprintf(stderr, p + 1 < TFM_PROF_N ? "," : "\n");
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *model = NULL, *prompt_file = NULL;
@@ -301,6 +328,7 @@ int main(int argc, char **argv)
             break;
         case OPT_IGNORE_EOS: o.ignore_eos = 1; break;
         case OPT_NO_CACHE: o.no_cache = 1; break;
+        case OPT_PROFILE: o.profile = 1; break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': a.quiet = 1; break;
         case 'h': usage();
@@ -453,6 +481,8 @@ int main(int argc, char **argv)
                 g->infer_ready ? tfm_gpt_infer_bytes(&g->infer) / 1e6 : 0.0,
                 tfm_blas_threads(), tfm_blas_threads() == 1 ? "" : "s");
     }
+    if (o.profile && a.gen.prof_steps)
+        print_profile(&a);
     tfm_gen_free(&a.gen);
     if (a.scratch)
         tfm_tok_scratch_free(a.scratch);

@@ -193,6 +193,22 @@ static void hyp_push(tfm_gen_hyp *h, uint32_t tok, float lp)
     h->score += lp;
 }
 
+/* One decode step; with profiling, its phases are added to g->prof_s. */
+static int step_profiled(tfm_gen *g, int n, const uint32_t *toks, const int *slots,
+                         float *logits, tfm_err *err)
+{
+    if (!g->opts.profile)
+        return tfm_gpt_infer_step(&g->infer, n, toks, slots, logits, err);
+    memset(g->infer.prof_s, 0, sizeof g->infer.prof_s);
+    g->infer.profile = 1;
+    int rc = tfm_gpt_infer_step(&g->infer, n, toks, slots, logits, err);
+    g->infer.profile = 0;
+    for (int p = 0; p < TFM_PROF_N; p++)
+        g->prof_s[p] += g->infer.prof_s[p];
+    g->prof_steps++;
+    return rc;
+}
+
 /* Greedy and sampling: prompts[0..n) decoded as one batch. */
 static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index,
                      tfm_gen_result *res, tfm_gen_text_fn fn, void *ctx, tfm_err *err)
@@ -287,7 +303,7 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
                                           logits + r * V, err) < 0)
                     goto done;
             }
-        } else if (tfm_gpt_infer_step(&g->infer, (int)nrows, toks, slots, logits, err) < 0) {
+        } else if (step_profiled(g, (int)nrows, toks, slots, logits, err) < 0) {
             goto done;
         }
     }
@@ -321,7 +337,7 @@ static int beam_step(void *ctx, size_t n, const uint32_t *tokens, const int *slo
 {
     tfm_gen *g = ctx;
     const int V = g->lm->cfg.vocab_size;
-    if (tfm_gpt_infer_step(&g->infer, (int)n, tokens, slots, logprobs, err) < 0)
+    if (step_profiled(g, (int)n, tokens, slots, logprobs, err) < 0)
         return -1;
     for (size_t i = 0; i < n; i++)
         tfm_log_softmax(logprobs + i * V, (size_t)V, logprobs + i * V);

@@ -68,6 +68,8 @@ typedef struct tfm_gen_opts {
     size_t n_stops;
     uint64_t seed;           /* prompt i samples with seed + i */
     int ignore_eos;          /* 1: end-of-text is an ordinary token */
+    int profile;             /* 1: time the phases of each decode step
+                                (tfm_gen.prof_s) */
     int no_cache;            /* 1: recompute the whole sequence for every
                                 token (greedy/sampling; for benchmarks and
                                 tests of the cache) */
@@ -109,6 +111,10 @@ typedef struct tfm_gen {
      * their prefill and decode time; beam search counts decode steps. */
     size_t stat_prompt_tokens, stat_gen_tokens;
     double stat_prefill_s, stat_decode_s;
+    /* With opts.profile: wall time of each phase of the decode steps
+     * (nn/gpt_infer.h's tfm_prof_phase) and the number of steps. */
+    double prof_s[TFM_PROF_N];
+    size_t prof_steps;
 } tfm_gen;
 
 int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,

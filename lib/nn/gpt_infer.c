@@ -11,6 +11,7 @@
 #endif
 
 #include "tensor/gemm.h"
+#include "base/progress.h"
 #include "tensor/ops.h"
 
 /* ---- weights ---- */
@@ -381,6 +382,16 @@ static tfm_act_kind act_kind(tfm_act a)
 
 /* The forward over R rows whose slot/position are in row_slot/row_pos and
  * tokens in tok; logits of the rows in want[0..nwant) go to logits. */
+/* With profiling on, the time since the last mark goes to phase p. */
+#define PROF(p)                                                               \
+    do {                                                                      \
+        if (g->profile) {                                                     \
+            double now_ = tfm_now();                                          \
+            g->prof_s[p] += now_ - prof_t;                                    \
+            prof_t = now_;                                                    \
+        }                                                                     \
+    } while (0)
+
 static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
                          int first_logit_row, float *logits)
 {
@@ -388,6 +399,7 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
     const tfm_gpt_weights *w = g->w;
     const int C = c->n_embd, V = c->vocab_size;
     float *x = g->x, *h = g->h;
+    double prof_t = g->profile ? tfm_now() : 0;
 
     for (int r = 0; r < R; r++) {
         const float *te = w->wte + (size_t)tok[r] * C;
@@ -404,7 +416,9 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
             tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C, c->ln_eps);
             ain = h;
         }
+        PROF(TFM_PROF_OTHER);
         linear(g, g->qkv, ain, L->qkv_w, L->qkv_b, R, C, 3 * C);
+        PROF(TFM_PROF_QKV);
         for (int r = 0; r < R; r++) {
             const float *q = g->qkv + (size_t)r * 3 * C;
             memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + C,
@@ -413,7 +427,9 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
                    sizeof(float) * C);
         }
         attention(g, l, R);
+        PROF(TFM_PROF_ATTN);
         linear(g, h, g->att, L->proj_w, L->proj_b, R, C, C);
+        PROF(TFM_PROF_PROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
             tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C, c->ln_eps);
@@ -422,9 +438,13 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
             tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
             min = h;
         }
+        PROF(TFM_PROF_OTHER);
         linear(g, g->fc, min, L->fc_w, L->fc_b, R, C, 4 * C);
+        PROF(TFM_PROF_FC);
         tfm_act_forward(act_kind(c->act), g->fc, g->fc, (size_t)R * 4 * C);
+        PROF(TFM_PROF_OTHER);
         linear(g, h, g->fc, L->fcp_w, L->fcp_b, R, 4 * C, C);
+        PROF(TFM_PROF_FCPROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
             tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
@@ -437,7 +457,9 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
         tfm_layernorm_forward(h, g->mean, g->rstd, xf, w->lnf_w, w->lnf_b, n, C, c->ln_eps);
         xf = h;
     }
+    PROF(TFM_PROF_OTHER);
     head_rows(logits, xf, w->lm_head, n, V, C);
+    PROF(TFM_PROF_HEAD);
 }
 
 static int check_token(const tfm_gpt_infer *g, uint32_t t, tfm_err *err)

@@ -69,6 +69,18 @@ int tfm_gpt_weights_bind(tfm_gpt_weights *w, const tfm_gpt_config *cfg,
 int tfm_gpt_weights_from_model(tfm_gpt_weights *w, const tfm_gpt *m, tfm_err *err);
 void tfm_gpt_weights_free(tfm_gpt_weights *w);
 
+/* Phases of the forward, for "where does the time go". */
+typedef enum tfm_prof_phase {
+    TFM_PROF_QKV,    /* c_attn */
+    TFM_PROF_ATTN,   /* attention over the cache */
+    TFM_PROF_PROJ,   /* attn.c_proj */
+    TFM_PROF_FC,     /* mlp.c_fc */
+    TFM_PROF_FCPROJ, /* mlp.c_proj */
+    TFM_PROF_HEAD,   /* LM head */
+    TFM_PROF_OTHER,  /* embeddings, layer norms, GELU, residuals */
+    TFM_PROF_N,
+} tfm_prof_phase;
+
 typedef struct tfm_gpt_infer {
     tfm_gpt_config cfg;
     const tfm_gpt_weights *w;
@@ -81,6 +93,8 @@ typedef struct tfm_gpt_infer {
     int scores_threads;
     int *row_slot, *row_pos;
     float *gemv_part;       /* partial sums of the threads' gemv slices */
+    int profile;            /* 1: add each phase's wall time to prof_s */
+    double prof_s[TFM_PROF_N];
 } tfm_gpt_infer;
 
 /* max_len: positions per slot (clamped to cfg->block_size). */

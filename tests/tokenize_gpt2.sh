@@ -8,38 +8,57 @@ dir=$(gpt2_dir) || skip "GPT-2 vocabulary not in testdata/"
 gold=$(golden gpt2.tsv) || skip "testdata gpt2.tsv missing"
 command -v python3 >/dev/null || skip "python3 needed to read the golden JSON strings"
 
-# Cases without a newline become the lines of lines.txt (per-line mode
-# encodes each line as its own text); the others get a file each, encoded
-# with --document.
-python3 - "$gold" <<'PY'
+# golden_check TOK TSV...: cases without a newline become the lines of one
+# file (per-line mode encodes each line as its own text); the others get a
+# file each, encoded with --document.  ROUNDTRIP=1: decode gives the text back.
+golden_check() {
+    tok=$1; shift
+    rm -f multi.* lines.txt lines.ids
+    python3 - "$@" <<'PY'
 import json, sys
 lines, ids = open("lines.txt", "wb"), open("lines.ids", "w")
-for i, line in enumerate(open(sys.argv[1], encoding="utf-8")):
-    text, _, want = line.rstrip("\n").partition("\t")
-    s = json.loads(text).encode("utf-8", "surrogatepass")
-    open("case.%d" % i, "wb").write(s)
-    if b"\n" in s:
-        open("multi.%d" % i, "wb").write(s)
-        open("multi.%d.ids" % i, "w").write(want + "\n")
-    else:
-        lines.write(s + b"\n")
-        ids.write(want + "\n")
+i = 0
+for path in sys.argv[1:]:
+    for line in open(path, encoding="utf-8"):
+        text, _, want = line.rstrip("\n").partition("\t")
+        s = json.loads(text).encode("utf-8", "surrogatepass")
+        open("case.%d" % i, "wb").write(s)
+        if b"\n" in s:
+            open("multi.%d" % i, "wb").write(s)
+            open("multi.%d.ids" % i, "w").write(want + "\n")
+        else:
+            lines.write(s + b"\n")
+            ids.write(want + "\n")
+        i += 1
 PY
-n=$(wc -l <lines.txt)
-$T encode -q -t "$dir" lines.txt >got
-if ! cmp -s got lines.ids; then
-    diff lines.ids got | head -n 20 >&2
-    fail "per-line ids differ from the golden ids"
+    n=$(wc -l <lines.txt)
+    $T encode -q -t "$tok" lines.txt >got
+    if ! cmp -s got lines.ids; then
+        diff lines.ids got | head -n 20 >&2
+        fail "$tok: per-line ids differ from the golden ids"
+    fi
+    if [ "$ROUNDTRIP" = 1 ]; then
+        $T decode -t "$tok" got >back
+        cmp back lines.txt || fail "decode of the golden lines"
+    fi
+    for f in multi.*[0-9]; do
+        [ -f "$f" ] || continue
+        $T encode -q -t "$tok" --document "$f" >got
+        cmp -s got "$f.ids" || fail "$f: want $(cat "$f.ids"), got $(cat got)"
+        if [ "$ROUNDTRIP" = 1 ]; then
+            $T decode -t "$tok" got | head -c -1 >back   # decode ends the line with \n
+            cmp -s back "$f" || fail "decode differs for $f"
+        fi
+        n=$((n + 1))
+    done
+    echo "$tok: $n golden cases agree"
+}
+set -- "$gold"
+extra=$(golden extra.tsv) && set -- "$@" "$extra"
+ROUNDTRIP=1 golden_check "$dir" "$@"
+if bert=$(bert_vocab) && bgold=$(golden bert-uncased.tsv); then
+    ROUNDTRIP=0 golden_check "$bert" "$bgold"
 fi
-$T decode -t "$dir" got >back
-cmp back lines.txt || fail "decode of the golden lines"
-for f in multi.*[0-9]; do
-    $T encode -q -t "$dir" --document "$f" >got
-    cmp -s got "$f.ids" || fail "$f: want $(cat "$f.ids"), got $(cat got)"
-    $T decode -t "$dir" got | head -c -1 >back   # decode ends the line with \n
-    cmp -s back "$f" || fail "decode differs for $f"
-    n=$((n + 1))
-done
 
 # All cases at once as one document through npy equals the concatenated
 # text's ids (cases end in arbitrary bytes, so compare decode instead).
@@ -68,4 +87,3 @@ grep -qw 50256 s.ids && fail "<|endoftext|> split without --split-special"
 # jsonl from encode decodes
 $T decode -t "$dir" h.jsonl >h.back
 [ "$(cat h.back)" = 'Hello, world!' ] || fail "decode of jsonl"
-echo "$n golden cases agree"

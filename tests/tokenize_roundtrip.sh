@@ -18,6 +18,8 @@ for model in bpe char; do
     $T encode -q -t tok-$model.json --document --format npy -o doc.npy corpus.txt
     $T decode -t tok-$model.json doc.npy >back.txt
     cmp corpus.txt back.txt || fail "$model: document .npy round trip"
+    $T decode -t tok-$model.json <doc.npy >back.txt
+    cmp corpus.txt back.txt || fail "$model: .npy from stdin"
     # document ids from stdin equal document ids from the file
     $T encode -q -t tok-$model.json --document <corpus.txt >doc1.txt
     $T encode -q -t tok-$model.json --document corpus.txt >doc2.txt

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/progress.h"
+#include "io/json.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 
@@ -184,8 +186,31 @@ static int st_read(const char *path)
     return 0;
 }
 
+/* Parse time of a JSON file (best of 5), for the figures in the report. */
+static int json_time(const char *path)
+{
+    double best = 1e30;
+    size_t n = 0;
+    for (int r = 0; r < 5; r++) {
+        tfm_json_doc d;
+        tfm_err e = {0};
+        double t = tfm_now();
+        if (tfm_json_parse_file(&d, path, 0, &e) < 0)
+            die(&e);
+        t = tfm_now() - t;
+        if (t < best)
+            best = t;
+        n = d.root->n;
+        tfm_json_doc_free(&d);
+    }
+    printf("%s: parsed in %.4f s (best of 5), %zu top-level items\n", path, best, n);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "json-time"))
+        return json_time(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "npy-write"))
         return npy_write(argv[2]);
     if (argc == 2 && !strcmp(argv[1], "npy-stdout"))
@@ -197,6 +222,6 @@ int main(int argc, char **argv)
     if (argc == 3 && !strcmp(argv[1], "st-read"))
         return st_read(argv[2]);
     fprintf(stderr, "usage: io_probe npy-write DIR | npy-stdout | npy-read FILE | "
-                    "st-write FILE | st-read FILE\n");
+                    "st-write FILE | st-read FILE | json-time FILE\n");
     return 2;
 }

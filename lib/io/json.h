@@ -45,7 +45,13 @@ typedef struct tfm_json_doc {
 /* Parses text[0..len) (JSON, or YAML when yaml != 0: plain scalars are then
  * typed as YAML 1.2 core schema would: null/true/false/numbers).  With
  * yaml == 0, input that is valid YAML but not JSON is rejected.  `name`
- * appears in error messages as name:line:col. */
+ * appears in error messages as name:line:col.
+ *
+ * Columns count characters, not bytes.  Duplicate keys are an error in both
+ * modes.  In YAML, keys are always STRING nodes (`1:` is the key "1"), an
+ * alias shares its anchor's node, and `<<` merge keys are not interpreted.
+ * A leading UTF-8 byte order mark is skipped.  On failure doc is left empty
+ * (tfm_json_doc_free is still safe). */
 int tfm_json_parse(tfm_json_doc *doc, const char *text, size_t len,
                    const char *name, int yaml, tfm_err *err);
 /* Reads and parses a file ("-" for stdin). */

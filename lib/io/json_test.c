@@ -174,6 +174,23 @@ static void test_long_key(void **state)
     assert_int_equal(d.root->keys[3]->col, 33030);
     tfm_json_doc_free(&d);
 
+    /* a long key whose ':' is on the next line, then a surrogate pair */
+    tfm_buf_clear(&b);
+    tfm_buf_puts(&b, "{\"");
+    for (int i = 0; i < 600; i++)
+        tfm_buf_putc(&b, 'z');
+    tfm_buf_puts(&b, "\"\n  :  \"\\ud83d\\ude00\", \"b\": [\"\\ud83d\\ude01\", 5]}");
+    d = parse_ok(tfm_buf_cstr(&b), 0);
+    assert_int_equal(d.root->n, 2);
+    assert_int_equal(d.root->keys[0]->len, 600);
+    assert_string_equal(d.root->items[0]->str, "\xf0\x9f\x98\x80");
+    assert_int_equal(d.root->items[0]->line, 2);
+    assert_int_equal(d.root->items[0]->col, 6);
+    assert_int_equal(d.root->keys[1]->col, 22);
+    assert_string_equal(d.root->items[1]->items[0]->str, "\xf0\x9f\x98\x81");
+    assert_int_equal(d.root->items[1]->items[1]->col, 44);
+    tfm_json_doc_free(&d);
+
     /* the same key twice is still found */
     tfm_buf_clear(&b);
     tfm_buf_puts(&b, "{\"");

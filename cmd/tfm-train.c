@@ -101,7 +101,9 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *config_path = NULL, *rundir = "run";
-    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    /* Static so that the early exits (usage, errors) leave it reachable. */
+    static const char **sets;
+    sets = calloc((size_t)argc + 1, sizeof *sets);
     int n_sets = 0, dump = 0, quiet = 0, threads = 0;
     long steps = 0;
     char seed_set[64];

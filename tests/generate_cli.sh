@@ -47,6 +47,9 @@ cmp -s g1 k1 || fail "--top-k 1 differs from --greedy"
 # the cache changes nothing but the speed
 $G -m m.st --greedy --no-cache -n 20 "In the" >nc
 cmp -s g1 nc || fail "--no-cache differs from the cached greedy"
+# bfloat16 weights: a valid run, mostly the same tokens as float32
+$G -m ids.st --ids --greedy --ignore-eos -n 20 --bf16 "1 2 3" >bf
+[ "$(wc -w <bf)" -eq 20 ] || fail "--bf16 run"
 # --beam 1 is greedy
 $G -m m.st --beam 1 -n 20 "In the" >b1
 cmp -s g1 b1 || fail "--beam 1 differs from --greedy"

@@ -16,6 +16,26 @@
 
 /* ---- weights ---- */
 
+/* bfloat16 is the top half of a float32: widening is a shift. */
+static inline float bf16_f32(uint16_t u)
+{
+    uint32_t v = (uint32_t)u << 16;
+    float f;
+    memcpy(&f, &v, sizeof f);
+    return f;
+}
+
+static inline uint16_t f32_bf16(float f)
+{
+    uint32_t v;
+    memcpy(&v, &f, sizeof v);
+    if ((v & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((v >> 16) | 0x40); /* NaN stays NaN */
+    v += 0x7fffu + ((v >> 16) & 1);         /* round to nearest even */
+    return (uint16_t)(v >> 16);
+}
+
+
 int tfm_gpt_weights_bind(tfm_gpt_weights *w, const tfm_gpt_config *c,
                          tfm_gpt_lookup lookup, void *ctx, tfm_err *err)
 {
@@ -91,8 +111,36 @@ int tfm_gpt_weights_from_model(tfm_gpt_weights *w, const tfm_gpt *m, tfm_err *er
     return tfm_gpt_weights_bind(w, &m->cfg, model_lookup, (void *)m, err);
 }
 
+static const uint16_t *to_bf16(uint16_t *dst, const float *src, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+    for (size_t i = 0; i < n; i++)
+        dst[i] = f32_bf16(src[i]);
+    return dst;
+}
+
+size_t tfm_gpt_weights_to_bf16(tfm_gpt_weights *w, const tfm_gpt_config *c)
+{
+    const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
+    const size_t per_layer = C * 3 * C + C * C + C * 4 * C + 4 * C * C;
+    size_t total = per_layer * (size_t)c->n_layer + V * C;
+    free(w->bf16_store);
+    w->bf16_store = tfm_aligned_alloc(sizeof(uint16_t) * total);
+    uint16_t *p = w->bf16_store;
+    for (int l = 0; l < c->n_layer; l++) {
+        tfm_gpt_layer_weights *L = &w->layers[l];
+        L->qkv_w16 = to_bf16(p, L->qkv_w, C * 3 * C), p += C * 3 * C;
+        L->proj_w16 = to_bf16(p, L->proj_w, C * C), p += C * C;
+        L->fc_w16 = to_bf16(p, L->fc_w, C * 4 * C), p += C * 4 * C;
+        L->fcp_w16 = to_bf16(p, L->fcp_w, 4 * C * C), p += 4 * C * C;
+    }
+    w->lm_head16 = to_bf16(p, w->lm_head, V * C);
+    return sizeof(uint16_t) * total;
+}
+
 void tfm_gpt_weights_free(tfm_gpt_weights *w)
 {
+    free(w->bf16_store);
     free(w->layers);
     memset(w, 0, sizeof *w);
 }
@@ -121,44 +169,55 @@ size_t tfm_gemv_scratch_floats(int n, int N)
 #endif
 }
 
+#define LD_F32(p, j) ((p)[j])
+#define LD_BF16(p, j) bf16_f32((p)[j])
+
 /* part[r, :] = Σ_{i0 <= i < i1} x[r, i] · W[i, :].  The rows of W are read
  * in order, four at a time: one long sequential stream per thread, which
  * the memory system serves far better than many short strided ones (a
  * column-tiled loop ran 1.5x slower per CPU-second here). */
-static void gemv_block(float *part, const float *x, const float *W, int n, int K,
-                       int N, int i0, int i1)
-{
-    memset(part, 0, sizeof(float) * (size_t)n * N);
-    int i = i0;
-    for (; i + 4 <= i1; i += 4) {
-        const float *w0 = W + (size_t)i * N, *w1 = w0 + N, *w2 = w1 + N, *w3 = w2 + N;
-        for (int r = 0; r < n; r++) {
-            const float *xr = x + (size_t)r * K + i;
-            float x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];
-            float *acc = part + (size_t)r * N;
-#pragma omp simd
-            for (int j = 0; j < N; j++)
-                acc[j] += x0 * w0[j] + x1 * w1[j] + x2 * w2[j] + x3 * w3[j];
-        }
+#define GEMV_BLOCK(NAME, T, LD)                                               \
+    static void NAME(float *part, const float *x, const T *W, int n, int K,   \
+                     int N, int i0, int i1)                                   \
+    {                                                                         \
+        memset(part, 0, sizeof(float) * (size_t)n * N);                       \
+        int i = i0;                                                           \
+        for (; i + 4 <= i1; i += 4) {                                         \
+            const T *w0 = W + (size_t)i * N, *w1 = w0 + N, *w2 = w1 + N,      \
+                    *w3 = w2 + N;                                             \
+            for (int r = 0; r < n; r++) {                                     \
+                const float *xr = x + (size_t)r * K + i;                      \
+                float x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];         \
+                float *acc = part + (size_t)r * N;                            \
+                _Pragma("omp simd")                                           \
+                for (int j = 0; j < N; j++)                                   \
+                    acc[j] += x0 * LD(w0, j) + x1 * LD(w1, j) +               \
+                              x2 * LD(w2, j) + x3 * LD(w3, j);                \
+            }                                                                 \
+        }                                                                     \
+        for (; i < i1; i++) {                                                 \
+            const T *w0 = W + (size_t)i * N;                                  \
+            for (int r = 0; r < n; r++) {                                     \
+                float x0 = x[(size_t)r * K + i];                              \
+                float *acc = part + (size_t)r * N;                            \
+                _Pragma("omp simd")                                           \
+                for (int j = 0; j < N; j++)                                   \
+                    acc[j] += x0 * LD(w0, j);                                 \
+            }                                                                 \
+        }                                                                     \
     }
-    for (; i < i1; i++) {
-        const float *w0 = W + (size_t)i * N;
-        for (int r = 0; r < n; r++) {
-            float x0 = x[(size_t)r * K + i];
-            float *acc = part + (size_t)r * N;
-#pragma omp simd
-            for (int j = 0; j < N; j++)
-                acc[j] += x0 * w0[j];
-        }
-    }
-}
+GEMV_BLOCK(gemv_block, float, LD_F32)
+GEMV_BLOCK(gemv_block16, uint16_t, LD_BF16)
 
-void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
-                   int n, int K, int N, float *scratch)
+static void gemv_rows(float *y, const float *x, const void *W, int bf16, const float *b,
+                      int n, int K, int N, float *scratch)
 {
     int nt = gemv_threads(K, N);
     if (nt == 1) {
-        gemv_block(y, x, W, n, K, N, 0, K);
+        if (bf16)
+            gemv_block16(y, x, W, n, K, N, 0, K);
+        else
+            gemv_block(y, x, W, n, K, N, 0, K);
         if (b)
             tfm_bias_forward(y, b, n, N);
         return;
@@ -173,7 +232,10 @@ void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
         int t = 0, T = 1;
 #endif
         int i0 = (int)((long)K * t / T), i1 = (int)((long)K * (t + 1) / T);
-        gemv_block(scratch + (size_t)t * n * N, x, W, n, K, N, i0, i1);
+        if (bf16)
+            gemv_block16(scratch + (size_t)t * n * N, x, W, n, K, N, i0, i1);
+        else
+            gemv_block(scratch + (size_t)t * n * N, x, W, n, K, N, i0, i1);
 #pragma omp barrier
         int j0 = (int)((long)N * t / T), j1 = (int)((long)N * (t + 1) / T);
         for (int r = 0; r < n; r++)
@@ -186,32 +248,51 @@ void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
     }
 }
 
+void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
+                   int n, int K, int N, float *scratch)
+{
+    gemv_rows(y, x, W, 0, b, n, K, N, scratch);
+}
+
+void tfm_gemv_rows_bf16(float *y, const float *x, const uint16_t *W, const float *b,
+                        int n, int K, int N, float *scratch)
+{
+    gemv_rows(y, x, W, 1, b, n, K, N, scratch);
+}
+
 /* out[r, v] = <head[v, :], x[r, :]> for the [V, C] LM head: each row of
  * the head is read once for all n rows. */
-static void head_rows(float *out, const float *x, const float *head, int n, int V, int C)
-{
-#pragma omp parallel for schedule(static) if ((size_t)V * C >= GEMV_PAR_MIN)
-    for (int v = 0; v < V; v++) {
-        const float *hv = head + (size_t)v * C;
-        for (int r = 0; r < n; r++) {
-            const float *xr = x + (size_t)r * C;
-            float s = 0.0f;
-#pragma omp simd reduction(+:s)
-            for (int i = 0; i < C; i++)
-                s += hv[i] * xr[i];
-            out[(size_t)r * V + v] = s;
-        }
+#define HEAD_ROWS(NAME, T, LD)                                                \
+    static void NAME(float *out, const float *x, const T *head, int n, int V, \
+                     int C)                                                   \
+    {                                                                         \
+        _Pragma("omp parallel for schedule(static) if ((size_t)V * C >= GEMV_PAR_MIN)") \
+        for (int v = 0; v < V; v++) {                                         \
+            const T *hv = head + (size_t)v * C;                               \
+            for (int r = 0; r < n; r++) {                                     \
+                const float *xr = x + (size_t)r * C;                          \
+                float s = 0.0f;                                               \
+                _Pragma("omp simd reduction(+:s)")                            \
+                for (int i = 0; i < C; i++)                                   \
+                    s += LD(hv, i) * xr[i];                                   \
+                out[(size_t)r * V + v] = s;                                   \
+            }                                                                 \
+        }                                                                     \
     }
-}
+HEAD_ROWS(head_rows, float, LD_F32)
+HEAD_ROWS(head_rows16, uint16_t, LD_BF16)
 
 /* Below this many rows the weights dominate: stream them once with gemv. */
 #define GEMV_ROWS 8
 
 static void linear(tfm_gpt_infer *g, float *out, const float *in, const float *W,
-                   const float *b, int R, int K, int N)
+                   const uint16_t *W16, const float *b, int R, int K, int N)
 {
     if (R <= GEMV_ROWS) {
-        tfm_gemv_rows(out, in, W, b, R, K, N, g->gemv_part);
+        if (W16)
+            tfm_gemv_rows_bf16(out, in, W16, b, R, K, N, g->gemv_part);
+        else
+            tfm_gemv_rows(out, in, W, b, R, K, N, g->gemv_part);
         return;
     }
     tfm_gemm(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
@@ -417,7 +498,7 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
             ain = h;
         }
         PROF(TFM_PROF_OTHER);
-        linear(g, g->qkv, ain, L->qkv_w, L->qkv_b, R, C, 3 * C);
+        linear(g, g->qkv, ain, L->qkv_w, L->qkv_w16, L->qkv_b, R, C, 3 * C);
         PROF(TFM_PROF_QKV);
         for (int r = 0; r < R; r++) {
             const float *q = g->qkv + (size_t)r * 3 * C;
@@ -428,7 +509,7 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
         }
         attention(g, l, R);
         PROF(TFM_PROF_ATTN);
-        linear(g, h, g->att, L->proj_w, L->proj_b, R, C, C);
+        linear(g, h, g->att, L->proj_w, L->proj_w16, L->proj_b, R, C, C);
         PROF(TFM_PROF_PROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
@@ -439,11 +520,11 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
             min = h;
         }
         PROF(TFM_PROF_OTHER);
-        linear(g, g->fc, min, L->fc_w, L->fc_b, R, C, 4 * C);
+        linear(g, g->fc, min, L->fc_w, L->fc_w16, L->fc_b, R, C, 4 * C);
         PROF(TFM_PROF_FC);
         tfm_act_forward(act_kind(c->act), g->fc, g->fc, (size_t)R * 4 * C);
         PROF(TFM_PROF_OTHER);
-        linear(g, h, g->fc, L->fcp_w, L->fcp_b, R, 4 * C, C);
+        linear(g, h, g->fc, L->fcp_w, L->fcp_w16, L->fcp_b, R, 4 * C, C);
         PROF(TFM_PROF_FCPROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
@@ -458,7 +539,10 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
         xf = h;
     }
     PROF(TFM_PROF_OTHER);
-    head_rows(logits, xf, w->lm_head, n, V, C);
+    if (w->lm_head16)
+        head_rows16(logits, xf, w->lm_head16, n, V, C);
+    else
+        head_rows(logits, xf, w->lm_head, n, V, C);
     PROF(TFM_PROF_HEAD);
 }
 

@@ -46,6 +46,9 @@ typedef struct tfm_gpt_layer_weights {
     const float *ln2_w, *ln2_b;   /* [C] */
     const float *fc_w, *fc_b;     /* [C, 4C], [4C] */
     const float *fcp_w, *fcp_b;   /* [4C, C], [C] */
+    /* bfloat16 copies of the four matrices (tfm_gpt_weights_to_bf16), or
+     * NULL: used by the single-row products when present */
+    const uint16_t *qkv_w16, *proj_w16, *fc_w16, *fcp_w16;
 } tfm_gpt_layer_weights;
 
 typedef struct tfm_gpt_weights {
@@ -55,6 +58,8 @@ typedef struct tfm_gpt_weights {
     const float *lm_head;         /* [V, C]; == wte when tied */
     tfm_gpt_layer_weights *layers; /* [n_layer], owned by this struct */
     int n_layer;
+    const uint16_t *lm_head16;    /* bfloat16 copy, or NULL */
+    uint16_t *bf16_store;         /* owned: every bfloat16 copy */
 } tfm_gpt_weights;
 
 /* Finds a tensor by name and checks its shape (dims[1] = 0 for vectors);
@@ -68,6 +73,12 @@ int tfm_gpt_weights_bind(tfm_gpt_weights *w, const tfm_gpt_config *cfg,
 /* Points into a tfm_gpt's parameter array (the model must outlive w). */
 int tfm_gpt_weights_from_model(tfm_gpt_weights *w, const tfm_gpt *m, tfm_err *err);
 void tfm_gpt_weights_free(tfm_gpt_weights *w);
+/* Adds bfloat16 copies (round to nearest even) of the block matrices and the
+ * LM head, which the decode steps then read instead: half the bytes per
+ * token, at bfloat16's 8-bit precision (the products still accumulate in
+ * float32).  The prompt pass keeps the float32 weights.  Returns the bytes
+ * allocated (owned by w). */
+size_t tfm_gpt_weights_to_bf16(tfm_gpt_weights *w, const tfm_gpt_config *cfg);
 
 /* Phases of the forward, for "where does the time go". */
 typedef enum tfm_prof_phase {
@@ -130,5 +141,8 @@ size_t tfm_gpt_infer_bytes(const tfm_gpt_infer *g);
 size_t tfm_gemv_scratch_floats(int n, int N);
 void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
                    int n, int K, int N, float *scratch);
+/* The same with bfloat16 weights. */
+void tfm_gemv_rows_bf16(float *y, const float *x, const uint16_t *W, const float *b,
+                        int n, int K, int N, float *scratch);
 
 #endif

@@ -47,6 +47,52 @@ static void test_gemv_rows(void **state)
             }
 }
 
+static uint16_t round_bf16(float f)
+{
+    uint32_t v;
+    memcpy(&v, &f, 4);
+    return (uint16_t)((v + 0x7fffu + ((v >> 16) & 1)) >> 16);
+}
+
+static float widen_bf16(uint16_t u)
+{
+    uint32_t v = (uint32_t)u << 16;
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+
+static void test_gemv_rows_bf16(void **state)
+{
+    tfm_rng r;
+    tfm_rng_seed(&r, 2);
+    const int K = 700, N = 333;
+    for (int n = 1; n <= 5; n += 2) {
+        uint16_t *W = malloc(sizeof *W * K * N);
+        float *x = malloc(sizeof(float) * n * K), *b = malloc(sizeof(float) * N);
+        float *y = malloc(sizeof(float) * n * N);
+        for (int i = 0; i < K * N; i++) W[i] = round_bf16(tfm_rng_normal(&r));
+        for (int i = 0; i < n * K; i++) x[i] = tfm_rng_normal(&r);
+        for (int i = 0; i < N; i++) b[i] = tfm_rng_normal(&r);
+        float *scratch = malloc(sizeof(float) * tfm_gemv_scratch_floats(n, N));
+        tfm_gemv_rows_bf16(y, x, W, b, n, K, N, scratch);
+        for (int rr = 0; rr < n; rr++)
+            for (int j = 0; j < N; j++) {
+                double sum = b[j];
+                for (int i = 0; i < K; i++)
+                    sum += (double)x[rr * K + i] * widen_bf16(W[(size_t)i * N + j]);
+                assert_true(fabs(sum - y[rr * N + j]) < 1e-4 * (1 + fabs(sum)) * 30);
+            }
+        free(W); free(x); free(b); free(y); free(scratch);
+    }
+    /* rounding: to nearest, ties to even */
+    assert_int_equal(round_bf16(1.0f), 0x3f80);
+    float f;
+    uint32_t v = 0x3f808000u; /* exactly between 0x3f80 and 0x3f81 */
+    memcpy(&f, &v, 4);
+    assert_int_equal(round_bf16(f), 0x3f80);
+}
+
 /* A small model with weights large enough that the next token is rarely a
  * near tie (GPT-2's 0.02 init gives almost flat logits). */
 static void make_model(tfm_gpt *m, tfm_ln_place ln, int tied, int bias, int V)
@@ -305,6 +351,50 @@ static void test_beam_cache_equals_full(void **state)
     tfm_gpt_free(&m);
 }
 
+/* bfloat16 copies of the weights: the decode logits stay close to the
+ * float32 ones (half the bytes, 8-bit mantissas). */
+static void test_bf16_close(void **state)
+{
+    enum { V = 61, P = 5, NEW = 10 };
+    tfm_gpt m;
+    make_model(&m, TFM_LN_PRE, 1, 1, V);
+    tfm_gpt_weights w32, w16;
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_weights_from_model(&w32, &m, &err), 0);
+    assert_int_equal(tfm_gpt_weights_from_model(&w16, &m, &err), 0);
+    assert_true(tfm_gpt_weights_to_bf16(&w16, &m.cfg) > 0);
+    tfm_gpt_infer a, b;
+    assert_int_equal(tfm_gpt_infer_init(&a, &m.cfg, &w32, 1, P + NEW, &err), 0);
+    assert_int_equal(tfm_gpt_infer_init(&b, &m.cfg, &w16, 1, P + NEW, &err), 0);
+    const uint32_t prompt[P] = {3, 14, 15, 9, 26};
+    float la[V], lb[V];
+    assert_int_equal(tfm_gpt_infer_prefill(&a, 0, prompt, P, la, &err), 0);
+    assert_int_equal(tfm_gpt_infer_prefill(&b, 0, prompt, P, lb, &err), 0);
+    int slot = 0, same = 0;
+    double worst = 0;
+    for (int t = 0; t < NEW; t++) {
+        uint32_t tok = tfm_argmax(la, V);
+        same += tok == tfm_argmax(lb, V);
+        assert_int_equal(tfm_gpt_infer_step(&a, 1, &tok, &slot, la, &err), 0);
+        assert_int_equal(tfm_gpt_infer_step(&b, 1, &tok, &slot, lb, &err), 0);
+        float mx = 0;
+        for (int i = 0; i < V; i++)
+            mx = fabsf(la[i]) > mx ? fabsf(la[i]) : mx;
+        for (int i = 0; i < V; i++) {
+            double d = fabs(la[i] - lb[i]) / mx;
+            worst = d > worst ? d : worst;
+        }
+    }
+    assert_true(worst > 0);     /* the bf16 path really ran */
+    assert_true(worst < 0.05);
+    assert_true(same >= NEW - 2);
+    tfm_gpt_infer_free(&a);
+    tfm_gpt_infer_free(&b);
+    tfm_gpt_weights_free(&w32);
+    tfm_gpt_weights_free(&w16);
+    tfm_gpt_free(&m);
+}
+
 static void test_bad_token(void **state)
 {
     tfm_gpt m;
@@ -336,6 +426,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemv_rows),
+        cmocka_unit_test(test_gemv_rows_bf16),
+        cmocka_unit_test(test_bf16_close),
         cmocka_unit_test(test_greedy_cache_equals_full),
         cmocka_unit_test(test_batch_equals_single),
         cmocka_unit_test(test_beam_cache_equals_full),

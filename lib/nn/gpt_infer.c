@@ -295,7 +295,11 @@ static void linear(tfm_gpt_infer *g, float *out, const float *in, const float *W
             tfm_gemv_rows(out, in, W, b, R, K, N, g->gemv_part);
         return;
     }
-    tfm_gemm(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
+    /* small weights: BLIS's threads would cost more than they bring */
+    if ((size_t)K * N < GEMV_PAR_MIN)
+        tfm_gemm1(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
+    else
+        tfm_gemm(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
     if (b)
         tfm_bias_forward(out, b, R, N);
 }

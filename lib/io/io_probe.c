@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/buf.h"
 #include "base/progress.h"
 #include "io/json.h"
 #include "io/npy.h"
@@ -186,6 +187,50 @@ static int st_read(const char *path)
     return 0;
 }
 
+static void dump_json(tfm_buf *b, const tfm_json *j)
+{
+    switch (j->type) {
+    case TFM_JSON_STRING:
+        tfm_buf_put_json_string(b, j->str, j->len);
+        break;
+    case TFM_JSON_ARRAY:
+    case TFM_JSON_OBJECT:
+        tfm_buf_putc(b, j->type == TFM_JSON_ARRAY ? '[' : '{');
+        for (size_t i = 0; i < j->n; i++) {
+            if (i)
+                tfm_buf_putc(b, ',');
+            if (j->type == TFM_JSON_OBJECT) {
+                tfm_buf_put_json_string(b, j->keys[i]->str, j->keys[i]->len);
+                tfm_buf_putc(b, ':');
+            }
+            dump_json(b, j->items[i]);
+        }
+        tfm_buf_putc(b, j->type == TFM_JSON_ARRAY ? ']' : '}');
+        break;
+    default:
+        tfm_buf_append(b, j->str, j->len);
+    }
+}
+
+/* Each file's tree as one line of compact JSON, or "ERROR message". */
+static int json_dump(int n, char **paths)
+{
+    for (int i = 0; i < n; i++) {
+        tfm_json_doc d;
+        tfm_err e = {0};
+        if (tfm_json_parse_file(&d, paths[i], 0, &e) < 0) {
+            printf("ERROR %s\n", e.msg);
+            continue;
+        }
+        tfm_buf b = {0};
+        dump_json(&b, d.root);
+        printf("%s\n", tfm_buf_cstr(&b));
+        tfm_buf_free(&b);
+        tfm_json_doc_free(&d);
+    }
+    return 0;
+}
+
 /* Parse time of a JSON file (best of 5), for the figures in the report. */
 static int json_time(const char *path)
 {
@@ -209,6 +254,8 @@ static int json_time(const char *path)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "json-dump"))
+        return json_dump(argc - 2, argv + 2);
     if (argc == 3 && !strcmp(argv[1], "json-time"))
         return json_time(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "npy-write"))
@@ -222,6 +269,6 @@ int main(int argc, char **argv)
     if (argc == 3 && !strcmp(argv[1], "st-read"))
         return st_read(argv[2]);
     fprintf(stderr, "usage: io_probe npy-write DIR | npy-stdout | npy-read FILE | "
-                    "st-write FILE | st-read FILE | json-time FILE\n");
+                    "st-write FILE | st-read FILE | json-time FILE | json-dump FILE...\n");
     return 2;
 }

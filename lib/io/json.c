@@ -310,6 +310,10 @@ static int json_scan(scan *s, tfm_err *err)
             continue;
         }
         if (c == ' ' || c == '\t') {
+            /* outside brackets libyaml is in block context, where a tab
+             * cannot start a line: make it a space (same width) */
+            if (c == '\t' && depth == 0)
+                scan_edit(s, i, 1, 1, idx, line, " ", 1, 0);
             i++; idx++; col++;
             continue;
         }

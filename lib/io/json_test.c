@@ -89,6 +89,9 @@ static void test_types_nesting(void **state)
     d = parse_ok(" \"x\" ", 0);
     assert_int_equal(d.root->type, TFM_JSON_STRING);
     tfm_json_doc_free(&d);
+    d = parse_ok("\t[\n\t1]\n\t\n", 0); /* tabs are JSON whitespace anywhere */
+    assert_int_equal(d.root->items[0]->col, 2);
+    tfm_json_doc_free(&d);
     d = parse_ok("[]", 0);
     assert_int_equal(d.root->n, 0);
     tfm_json_doc_free(&d);

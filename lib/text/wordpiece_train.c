@@ -238,6 +238,7 @@ typedef struct learner {
     uint32_t *touched;
     size_t ntouched, ctouched;
     uint32_t step;
+    int64_t minf;       /* pairs rarer than this are never queued */
 } learner;
 
 static uint32_t sym_add(learner *L, const char *s, size_t n)
@@ -380,8 +381,8 @@ static double score_of(const learner *L, const pair *p)
 static void heap_push(learner *L, uint32_t p)
 {
     const pair *q = &L->pairs[p];
-    if (q->count <= 0)
-        return;
+    if (q->count < L->minf)
+        return; /* queued again if its count grows */
     if (L->nheap == L->cheap) {
         L->cheap = L->cheap ? 2 * L->cheap : 1 << 14;
         L->heap = tfm_realloc(L->heap, L->cheap * sizeof *L->heap);
@@ -511,6 +512,7 @@ int tfm_wordpiece_trainer_finish(tfm_wordpiece_trainer *t, tfm_wordpiece **out, 
     *out = NULL;
     learner L;
     memset(&L, 0, sizeof L);
+    L.minf = t->min_freq > 1 ? (int64_t)t->min_freq : 1;
     smap_init(&L.syms, 1 << 12);
     smap *W = &t->words;
 
@@ -603,11 +605,10 @@ int tfm_wordpiece_trainer_finish(tfm_wordpiece_trainer *t, tfm_wordpiece **out, 
     L.ntouched = 0;
 
     /* Merge until the vocabulary is full or nothing is left to merge. */
-    int64_t minf = t->min_freq > 1 ? (int64_t)t->min_freq : 1;
     while (L.nsym < t->vocab_size && L.nheap) {
         hent e = heap_pop(&L);
         pair *q = &L.pairs[e.pair];
-        if (q->count < minf || q->count != e.count || score_of(&L, q) != e.score)
+        if (q->count < L.minf || q->count != e.count || score_of(&L, q) != e.score)
             continue; /* stale, or too rare */
         L.step++;
         tfm_buf_clear(&tmp);

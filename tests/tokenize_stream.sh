@@ -40,4 +40,21 @@ $T encode -q -t tok.json --threads 2 <in >out.txt
 wait
 [ -f answered ] || fail "the first line was not answered before the second was sent"
 [ "$(wc -l <out.txt)" -eq 2 ] || fail "interactive: expected 2 lines of ids"
+
+# the same for decode
+rm -f in out.txt answered
+mkfifo in
+first=$(echo "hello world" | $T encode -q -t tok.json)
+(
+    exec 3>in
+    echo "$first" >&3
+    i=0
+    while [ ! -s out.txt ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    [ -s out.txt ] && touch answered
+    echo "$first" >&3
+) &
+$T decode -t tok.json <in >out.txt
+wait
+[ -f answered ] || fail "decode: the first line was not answered before the second was sent"
+[ "$(cat out.txt)" = "$(printf 'hello world\nhello world')" ] || fail "decode: interactive output"
 exit 0

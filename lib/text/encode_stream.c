@@ -716,6 +716,12 @@ int tfm_decode_stream(const tfm_tokenizer *tok, FILE *in, const char *in_name,
         if ((rc = decode_write(tok, ids.data, ids.len, skip_special, &text, out,
                                out_name, 1, err)) < 0)
             break;
+        /* Input arriving a line at a time gets its answer at once. */
+        struct pollfd pfd = {.fd = fileno(in), .events = POLLIN};
+        if (poll(&pfd, 1, 0) == 0 && fflush(out) != 0) {
+            rc = tfm_err_errno(err, "%s: write error", out_name);
+            break;
+        }
     }
     if (got < 0 && rc == 0)
         rc = tfm_err_errno(err, "%s: read error", in_name);

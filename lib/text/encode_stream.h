@@ -99,7 +99,8 @@ size_t tfm_enc_safe_cut_after(const char *text, size_t len, size_t from);
  * commas (the ids and jsonl formats of the encoder are accepted: a line
  * starting with '{' takes its "ids" array), and becomes one line of text.
  * An id outside the vocabulary fails as "name:line:col: id N is outside the
- * vocabulary (size V)". */
+ * vocabulary (size V)".  When the input pauses, the output is flushed, so
+ * a line sent alone through a pipe is answered at once. */
 int tfm_decode_stream(const tfm_tokenizer *tok, FILE *in, const char *in_name,
                       FILE *out, const char *out_name, int skip_special,
                       tfm_err *err);

@@ -25,7 +25,7 @@ struct part {
     size_t len;
     tfm_buf out;
     uint64_t seqs, tokens;
-    tfm_ids ids, types;
+    tfm_ids ids;
 };
 
 struct tfm_encoder {
@@ -190,7 +190,6 @@ static void encode_line(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc,
     const tfm_tok_specials *sp = e->sp;
     int split = e->opts.split_special;
     tfm_ids_clear(&pt->ids);
-    tfm_ids_clear(&pt->types);
     size_t first_len = 0;
     if (e->pairs) {
         const char *tab = memchr(s, '\t', n);
@@ -592,7 +591,6 @@ void tfm_encoder_free(tfm_encoder *e)
     for (int i = 0; i < e->threads * PARTS_PER_THREAD; i++) {
         tfm_buf_free(&e->parts[i].out);
         tfm_ids_free(&e->parts[i].ids);
-        tfm_ids_free(&e->parts[i].types);
     }
     if (e->open) {
         if (e->opts.format == TFM_ENC_NPY)

@@ -11,16 +11,11 @@
 #include "base/buf.h"
 #include "io/safetensors.h"
 
-/* ---- the safetensors calls, in one place ---------------------------- */
-
-typedef struct st_writer st_writer;
-static st_writer *st_writer_new(void);
-static void st_add(st_writer *w, const char *name, const tfm_param *p, const float *data);
-static void st_meta(st_writer *w, const char *key, const char *value, size_t len);
-static int st_write(st_writer *w, const char *path, tfm_err *err);
-static void st_writer_free(st_writer *w);
-
-typedef struct st_reader st_reader;
+/* Reading goes through a small wrapper that names tensors of the wrong
+ * shape in terms of the model configuration. */
+typedef struct st_reader {
+    tfm_safetensors st;
+} st_reader;
 static int st_open(st_reader **r, const char *path, tfm_err *err);
 /* NULL (and an error) when absent or not an F32 tensor of the param's shape. */
 static const float *st_get(st_reader *r, const char *name, const tfm_param *p, tfm_err *err);
@@ -60,11 +55,6 @@ static void hash_str(hash *s, const char *str, size_t n)
 
 /* ---- metadata ------------------------------------------------------- */
 
-typedef struct meta {
-    const char *key;
-    tfm_buf value;
-} meta;
-
 static void put_u64s(tfm_buf *b, const uint64_t *w, int n)
 {
     for (int i = 0; i < n; i++)
@@ -89,47 +79,110 @@ static const char *const state_keys[] = {"format",   "config",    "step",
                                          "best_val", "best_step", "evals_since_best",
                                          "elapsed",  "seed"};
 
-/* Hash of tensors (in table order) and the listed metadata, hex in out. */
-static void checksum(const tfm_gpt *m, const float *const *arrays, int n_arrays,
-                     const char *const *keys, const char *const *vals, const size_t *lens,
-                     int n_keys, char out[17])
+/* The checksum covers what a reader sees: every tensor (name, dtype, shape,
+ * bytes) in name order and every metadata pair but "checksum" in key order,
+ * so that it can be verified from the file alone (tfm_checkpoint_verify). */
+typedef struct item {
+    const char *name;
+    int dtype;
+    int ndim;
+    const size_t *shape;
+    const void *data;
+    size_t nbytes;
+} item;
+
+typedef struct kv {
+    const char *key, *val;
+    size_t len;
+} kv;
+
+static int item_cmp(const void *a, const void *b)
 {
+    return strcmp(((const item *)a)->name, ((const item *)b)->name);
+}
+
+static int kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const kv *)a)->key, ((const kv *)b)->key);
+}
+
+static void checksum(item *it, size_t n, kv *meta, size_t n_meta, char out[17])
+{
+    qsort(it, n, sizeof *it, item_cmp);
+    qsort(meta, n_meta, sizeof *meta, kv_cmp);
     hash s = {0x74666d2d636b7074ULL};
-    for (int a = 0; a < n_arrays; a++)
-        for (int k = 0; k < m->n_table; k++) {
-            const tfm_param *p = &m->table[k];
-            hash_str(&s, p->name, strlen(p->name));
-            hash_bytes(&s, arrays[a] + p->offset, p->numel * sizeof(float));
-        }
-    for (int i = 0; i < n_keys; i++) {
-        hash_str(&s, keys[i], strlen(keys[i]));
-        if (vals[i])
-            hash_str(&s, vals[i], lens[i]);
-        else
-            hash_str(&s, "\xff", 1); /* absent differs from empty */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t dims[TFM_ST_MAX_DIMS + 2] = {(uint64_t)it[i].dtype, (uint64_t)it[i].ndim};
+        for (int d = 0; d < it[i].ndim && d < TFM_ST_MAX_DIMS; d++)
+            dims[2 + d] = it[i].shape[d];
+        hash_str(&s, it[i].name, strlen(it[i].name));
+        hash_bytes(&s, dims, sizeof dims);
+        hash_bytes(&s, it[i].data, it[i].nbytes);
+    }
+    for (size_t i = 0; i < n_meta; i++) {
+        if (!strcmp(meta[i].key, "checksum"))
+            continue;
+        hash_str(&s, meta[i].key, strlen(meta[i].key));
+        hash_str(&s, meta[i].val, meta[i].len);
     }
     snprintf(out, 17, "%016" PRIx64, s.h);
+}
+
+int tfm_checkpoint_verify(const tfm_safetensors *st, tfm_err *err)
+{
+    size_t sl = 0;
+    const char *stored = tfm_safetensors_meta(st, "checksum", &sl);
+    if (!stored)
+        return 0;
+    item *it = tfm_malloc((st->n_tensors + 1) * sizeof *it);
+    kv *meta = tfm_malloc((st->n_meta + 1) * sizeof *meta);
+    for (size_t i = 0; i < st->n_tensors; i++) {
+        const tfm_st_tensor *t = &st->tensors[i];
+        it[i] = (item){t->name, (int)t->dtype, t->ndim, t->shape, t->data, t->nbytes};
+    }
+    for (size_t i = 0; i < st->n_meta; i++)
+        meta[i] = (kv){st->meta[i].key, st->meta[i].value, st->meta[i].value_len};
+    char sum[17];
+    checksum(it, st->n_tensors, meta, st->n_meta, sum);
+    free(it);
+    free(meta);
+    if (sl != 16 || memcmp(stored, sum, 16))
+        return tfm_err_set(err, "%s: checksum mismatch: the file is corrupt", st->name);
+    return 0;
 }
 
 static int write_file(const char *path, const tfm_gpt *m, const float *const *arrays,
                       const char *const *prefixes, int n_arrays, const char *const *keys,
                       const char *const *vals, const size_t *lens, int n_keys, tfm_err *err)
 {
-    char sum[17];
-    checksum(m, arrays, n_arrays, keys, vals, lens, n_keys, sum);
-    st_writer *w = st_writer_new();
-    for (int a = 0; a < n_arrays; a++)
-        for (int k = 0; k < m->n_table; k++) {
-            char name[128];
-            snprintf(name, sizeof name, "%s%s", prefixes[a], m->table[k].name);
-            st_add(w, name, &m->table[k], arrays[a] + m->table[k].offset);
+    size_t n = (size_t)n_arrays * (size_t)m->n_table;
+    item *it = tfm_malloc((n + 1) * sizeof *it);
+    char (*names)[128] = tfm_malloc((n + 1) * sizeof *names);
+    kv meta[16];
+    size_t n_meta = 0;
+    tfm_safetensors_writer w;
+    tfm_safetensors_writer_init(&w);
+    for (int a = 0, j = 0; a < n_arrays; a++)
+        for (int k = 0; k < m->n_table; k++, j++) {
+            const tfm_param *p = &m->table[k];
+            snprintf(names[j], sizeof names[j], "%s%s", prefixes[a], p->name);
+            it[j] = (item){names[j], TFM_ST_F32, p->ndim, p->shape, arrays[a] + p->offset,
+                           p->numel * sizeof(float)};
+            tfm_safetensors_writer_add(&w, names[j], TFM_ST_F32, p->ndim, p->shape,
+                                       arrays[a] + p->offset);
         }
     for (int i = 0; i < n_keys; i++)
-        if (vals[i])
-            st_meta(w, keys[i], vals[i], lens[i]);
-    st_meta(w, "checksum", sum, 16);
-    int rc = st_write(w, path, err);
-    st_writer_free(w);
+        if (vals[i]) {
+            meta[n_meta++] = (kv){keys[i], vals[i], lens[i]};
+            tfm_safetensors_writer_meta_n(&w, keys[i], vals[i], lens[i]);
+        }
+    char sum[17];
+    checksum(it, n, meta, n_meta, sum);
+    tfm_safetensors_writer_meta_n(&w, "checksum", sum, 16);
+    int rc = tfm_safetensors_writer_write(&w, path, err);
+    tfm_safetensors_writer_free(&w);
+    free(it);
+    free(names);
     return rc;
 }
 
@@ -176,12 +229,18 @@ int tfm_checkpoint_save_state(const char *path, const tfm_gpt *m, const tfm_adam
     return rc;
 }
 
-/* Reads the listed metadata, copies the tensors into arrays, and verifies
- * the checksum. */
+/* Verifies the checksum, reads the listed metadata and copies the tensors
+ * into arrays. */
 static int read_file(st_reader *r, const char *path, const tfm_gpt *m, float *const *arrays,
                      const char *const *prefixes, int n_arrays, const char *const *keys,
-                     const char **vals, size_t *lens, int n_keys, tfm_err *err)
+                     const char **vals, size_t *lens, int n_keys, int need_checksum,
+                     tfm_err *err)
 {
+    size_t sl;
+    if (need_checksum && !st_meta_get(r, "checksum", &sl))
+        return tfm_err_set(err, "%s: no checksum in __metadata__: not a tfm checkpoint", path);
+    if (tfm_checkpoint_verify(&r->st, err) < 0)
+        return -1;
     for (int i = 0; i < n_keys; i++)
         vals[i] = st_meta_get(r, keys[i], &lens[i]);
     for (int a = 0; a < n_arrays; a++)
@@ -193,14 +252,6 @@ static int read_file(st_reader *r, const char *path, const tfm_gpt *m, float *co
                 return tfm_err_prefix(err, "%s", path);
             memcpy(arrays[a] + m->table[k].offset, d, m->table[k].numel * sizeof(float));
         }
-    size_t sl;
-    const char *stored = st_meta_get(r, "checksum", &sl);
-    if (!stored)
-        return tfm_err_set(err, "%s: no checksum in __metadata__: not a tfm checkpoint", path);
-    char sum[17];
-    checksum(m, (const float *const *)arrays, n_arrays, keys, vals, lens, n_keys, sum);
-    if (sl != 16 || memcmp(stored, sum, 16))
-        return tfm_err_set(err, "%s: checksum mismatch: the file is corrupt", path);
     return 0;
 }
 
@@ -228,7 +279,7 @@ int tfm_checkpoint_load_state(const char *path, tfm_gpt *m, tfm_adam *o, tfm_tra
     float *arrays[] = {m->params, o->m, o->v};
     const char *prefixes[] = {"", "adam.m.", "adam.v."};
     int rc = -1;
-    if (read_file(r, path, m, arrays, prefixes, 3, state_keys, vals, lens, 11, err) < 0)
+    if (read_file(r, path, m, arrays, prefixes, 3, state_keys, vals, lens, 11, 1, err) < 0)
         goto out;
     if (!vals[0] || strcmp(vals[0], "tfm-train-state")) {
         tfm_err_set(err, "%s: not a tfm training state", path);
@@ -298,7 +349,7 @@ int tfm_checkpoint_load_model(const char *path, tfm_config *c, tfm_gpt *m,
     size_t lens[4];
     float *arrays[] = {m->params};
     const char *prefixes[] = {""};
-    if (read_file(r, path, m, arrays, prefixes, 1, model_keys, vals, lens, 4, err) < 0)
+    if (read_file(r, path, m, arrays, prefixes, 1, model_keys, vals, lens, 4, 0, err) < 0)
         goto fail;
     if (tok && vals[2]) {
         char name[1100];
@@ -323,44 +374,7 @@ out:
     return rc;
 }
 
-/* ---- safetensors glue ----------------------------------------------- */
-
-struct st_writer {
-    tfm_safetensors_writer w;
-};
-
-static st_writer *st_writer_new(void)
-{
-    st_writer *w = tfm_malloc(sizeof *w);
-    tfm_safetensors_writer_init(&w->w);
-    return w;
-}
-
-static void st_add(st_writer *w, const char *name, const tfm_param *p, const float *data)
-{
-    size_t shape[2] = {p->shape[0], p->shape[1]};
-    tfm_safetensors_writer_add(&w->w, name, TFM_ST_F32, p->ndim, shape, data);
-}
-
-static void st_meta(st_writer *w, const char *key, const char *value, size_t len)
-{
-    tfm_safetensors_writer_meta_n(&w->w, key, value, len);
-}
-
-static int st_write(st_writer *w, const char *path, tfm_err *err)
-{
-    return tfm_safetensors_writer_write(&w->w, path, err);
-}
-
-static void st_writer_free(st_writer *w)
-{
-    tfm_safetensors_writer_free(&w->w);
-    free(w);
-}
-
-struct st_reader {
-    tfm_safetensors st;
-};
+/* ---- safetensors reading --------------------------------------------- */
 
 static int st_open(st_reader **r, const char *path, tfm_err *err)
 {

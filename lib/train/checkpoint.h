@@ -12,9 +12,9 @@
  *                           moments "adam.m.<name>", "adam.v.<name>", and the
  *                           step, RNG states, best loss in __metadata__.
  *
- * Every file carries "checksum": a 64-bit hash of the tensor data and the
- * other metadata, so that a flipped byte anywhere is an error on load, not a
- * silently different model.  Files are written to a temporary name and
+ * Every file carries "checksum": a 64-bit hash of the tensors (names, dtypes,
+ * shapes, bytes) and the other metadata, so that a flipped byte anywhere is an
+ * error on load, not a silently different model.  Files are written to a temporary name and
  * renamed (base/file.h), so a kill at any moment leaves the previous
  * checkpoint intact. */
 #ifndef TFM_TRAIN_CHECKPOINT_H
@@ -26,6 +26,7 @@
 #include "base/err.h"
 #include "base/rng.h"
 #include "io/config.h"
+#include "io/safetensors.h"
 #include "nn/gpt.h"
 #include "text/tokenizer.h"
 #include "train/optim.h"
@@ -61,6 +62,11 @@ int tfm_checkpoint_load_state(const char *path, tfm_gpt *m, tfm_adam *o, tfm_tra
  * The caller frees m (tfm_gpt_free) and *tok. */
 int tfm_checkpoint_load_model(const char *path, tfm_config *c, tfm_gpt *m,
                               tfm_tokenizer **tok, tfm_err *err);
+
+/* Checks an open file's "checksum" against its tensors and metadata: 0 when
+ * it matches or the file has none (files not written by tfm), -1 with
+ * "NAME: checksum mismatch: the file is corrupt".  Reads every byte once. */
+int tfm_checkpoint_verify(const tfm_safetensors *st, tfm_err *err);
 
 /* The configuration stored in a model or state file, applied over *c. */
 int tfm_checkpoint_load_config(const char *path, tfm_config *c, tfm_err *err);

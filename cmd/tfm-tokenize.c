@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -178,6 +179,16 @@ static int open_in(const char *path)
     if (strcmp(path, "-") == 0)
         return STDIN_FILENO;
     return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* Peak resident memory so far, for the summaries: the streaming promise
+ * made visible. */
+static long peak_mb(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return -1;
+    return (ru.ru_maxrss + 1023) / 1024;
 }
 
 /* Total size of the inputs in MB when every one is a regular file, else 0
@@ -437,9 +448,10 @@ static int cmd_train(int argc, char **argv)
     }
     commit_out(&out);
     if (!quiet)
-        fprintf(stderr, "%s: trained a vocabulary of %u on %llu lines (%.1f MB) in %.2f s\n",
+        fprintf(stderr, "%s: trained a vocabulary of %u on %llu lines (%.1f MB) in %.2f s, "
+                "peak memory %ld MB\n",
                 prog, tfm_tokenizer_vocab_size(tok), (unsigned long long)used,
-                used_bytes / 1e6, tfm_now() - t0);
+                used_bytes / 1e6, tfm_now() - t0, peak_mb());
     tfm_buf_free(&json);
     tfm_tokenizer_free(tok);
     return 0;
@@ -534,9 +546,11 @@ static int cmd_encode(int argc, char **argv)
     const tfm_enc_stats *st = tfm_encoder_stats(enc);
     double dt = tfm_now() - t0;
     if (!quiet)
-        fprintf(stderr, "%s: %llu bytes, %llu sequence(s), %llu tokens in %.3f s (%.1f MB/s)\n",
+        fprintf(stderr, "%s: %llu bytes, %llu sequence(s), %llu tokens in %.3f s (%.1f MB/s), "
+                "peak memory %ld MB\n",
                 prog, (unsigned long long)st->bytes, (unsigned long long)st->sequences,
-                (unsigned long long)st->tokens, dt, dt > 0 ? st->bytes / 1e6 / dt : 0.0);
+                (unsigned long long)st->tokens, dt, dt > 0 ? st->bytes / 1e6 / dt : 0.0,
+                peak_mb());
     tfm_encoder_free(enc);
     tfm_tokenizer_free(tok);
     return 0;

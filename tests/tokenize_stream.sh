@@ -11,7 +11,7 @@ $T train -q --model bpe --vocab-size 500 -o tok.json corpus.txt
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=8"
 export ASAN_OPTIONS
 
-mb=40; [ "${TFM_SANITIZED:-0}" = 1 ] && mb=12
+mb=40; [ "${TFM_SANITIZED:-0}" = 1 ] && mb=24
 rss() { # rss MB ARGS...: peak MB (from the summary) of encoding MB megabytes
     n=$1; shift
     yes "the quick brown fox, jumps over the  lazy dog	$n" | head -c "${n}000000" |

@@ -58,6 +58,14 @@ printf 'back\\slash\n' >>corpus.txt
 $T train -q --model char -o char.json corpus.txt
 printf 'a b\\c\n' | $T encode -q -t char.json --format pieces >p.txt
 [ "$(cat p.txt)" = 'a \x20 b \\ c' ] || fail "char pieces escaping: $(cat p.txt)"
+# per line, the end of a file ends its line; --document joins files like cat
+printf 'one' >a.txt; printf 'two\n' >b.txt
+$T encode -q -t bpe.json a.txt b.txt >ab.ids
+[ "$(wc -l <ab.ids)" -eq 2 ] || fail "files ran into each other per line"
+$T decode -t bpe.json ab.ids >ab.txt
+[ "$(cat ab.txt)" = "$(printf 'one\ntwo')" ] || fail "per-line files: $(cat ab.txt)"
+$T encode -q -t bpe.json --document a.txt b.txt | $T decode -t bpe.json >ab.txt
+[ "$(cat ab.txt)" = "onetwo" ] || fail "--document does not join files like cat: $(cat ab.txt)"
 # empty input, empty lines
 : | $T encode -q -t bpe.json >e.ids
 [ ! -s e.ids ] || fail "empty input gave output"

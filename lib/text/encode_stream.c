@@ -524,6 +524,7 @@ int tfm_encoder_feed_fd(tfm_encoder *e, int fd, const char *name, tfm_err *err)
     size_t cap = 1u << 20;
     char *buf = tfm_malloc(cap);
     int rc = 0;
+    char last = '\n';
     for (;;) {
         ssize_t n = read(fd, buf, cap);
         if (n < 0) {
@@ -534,6 +535,7 @@ int tfm_encoder_feed_fd(tfm_encoder *e, int fd, const char *name, tfm_err *err)
         }
         if (n == 0)
             break;
+        last = buf[n - 1];
         if ((rc = tfm_encoder_feed(e, buf, (size_t)n, err)) < 0)
             break;
         /* Interactive input (one line at a time through a pipe or a
@@ -547,6 +549,10 @@ int tfm_encoder_feed_fd(tfm_encoder *e, int fd, const char *name, tfm_err *err)
         }
     }
     free(buf);
+    /* Per line, the end of a file ends its last line, so that files do not
+     * run into each other. */
+    if (rc == 0 && !e->opts.document && last != '\n')
+        rc = tfm_encoder_feed(e, "\n", 1, err);
     return rc;
 }
 

@@ -80,7 +80,8 @@ typedef struct tfm_encoder tfm_encoder;
 int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
                     const tfm_enc_opts *opts, const char *path, tfm_err *err);
 int tfm_encoder_feed(tfm_encoder *e, const char *data, size_t len, tfm_err *err);
-/* Reads fd to its end and feeds it.  When the input pauses (a terminal, or a
+/* Reads fd to its end and feeds it; per line, the end of the file also ends
+ * its last line (as if it ended with a newline).  When the input pauses (a terminal, or a
  * pipe with one line at a time) the lines read so far are encoded and the
  * output flushed at once, so interactive use sees no read-ahead lag. */
 int tfm_encoder_feed_fd(tfm_encoder *e, int fd, const char *name, tfm_err *err);

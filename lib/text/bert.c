@@ -339,6 +339,80 @@ static void norm_char(split *s, const tfm_bert_norm *n, int normalize, int32_t c
         put_nfd(s, n, ' ');
 }
 
+/* ---- the BMP table: the whole pipeline for one character, precomputed ----
+ *
+ * Per configuration, each BMP code point maps to what the normalizer and
+ * pre-tokenizer do with it when it stands for itself: nothing (dropped by
+ * clean_text, or a nonspacing mark), one character that is a word character,
+ * a separator or a word of its own — or "slow" when the output has more than
+ * one kept character or waits for canonical reordering.  Built on the first
+ * non-ASCII character, shared by all tokenizers and threads. */
+enum { B_SLOW, B_DROP, B_DROPFLUSH, B_WORD, B_SPACE, B_ALONE };
+
+int tfm_bert_nocache;
+static uint32_t *bmp_tables[16];
+
+static uint32_t bmp_entry(const tfm_bert_norm *n, int strip, int32_t c)
+{
+    if (n->clean_text) {
+        if (c == 0 || c == 0xFFFD || is_other(c))
+            return (uint32_t)B_DROP << 24;
+        if (is_ws(c))
+            c = ' ';
+    }
+    int cjk = n->handle_chinese_chars && is_chinese(c);
+    int32_t o = c;
+    if (strip) {
+        utf8proc_int32_t d[32];
+        utf8proc_ssize_t k = 1;
+        d[0] = c;
+        if (c >= 0xC0 && c != 0x11938) {
+            int last = 0;
+            k = utf8proc_decompose_char(c, d, 32, UTF8PROC_DECOMPOSE, &last);
+            if (k < 1 || k > 32)
+                return B_SLOW;
+        }
+        if (hf_ccc(d[0]) != 0)
+            return k == 1 && is_mn(d[0]) ? (uint32_t)B_DROP << 24 : B_SLOW;
+        for (utf8proc_ssize_t i = 1; i < k; i++)
+            if (!is_mn(d[i]))
+                return B_SLOW;
+        if (is_mn(d[0]))
+            return cjk ? B_SLOW : (uint32_t)B_DROPFLUSH << 24;
+        o = d[0];
+    }
+    if (n->lowercase) {
+        if (o == 0x130)
+            return B_SLOW;
+        o = bert_tolower(o);
+    }
+    if (cjk)
+        return is_ws(o) || is_punct(o) ? B_SLOW : (uint32_t)B_ALONE << 24 | (uint32_t)o;
+    if (is_ws(o))
+        return (uint32_t)B_SPACE << 24;
+    return (uint32_t)(is_punct(o) ? B_ALONE : B_WORD) << 24 | (uint32_t)o;
+}
+
+static const uint32_t *bmp_table(const tfm_bert_norm *n)
+{
+    int strip = n->strip_accents < 0 ? n->lowercase : n->strip_accents;
+    int key = (!!n->clean_text) | (!!n->handle_chinese_chars) << 1 | (!!strip) << 2 |
+              (!!n->lowercase) << 3;
+    uint32_t *t = __atomic_load_n(&bmp_tables[key], __ATOMIC_ACQUIRE);
+    if (t)
+        return t;
+    t = tfm_malloc(0x10000 * sizeof *t);
+    for (int32_t c = 0; c < 0x10000; c++)
+        t[c] = c < 0x80 || (c >= 0xD800 && c <= 0xDFFF) ? B_SLOW : bmp_entry(n, strip, c);
+    uint32_t *none = NULL;
+    if (!__atomic_compare_exchange_n(&bmp_tables[key], &none, t, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        free(t); /* another thread was first */
+        t = none;
+    }
+    return t;
+}
+
 void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
                     const char *text, size_t len, tfm_buf *word,
                     tfm_bert_word_fn fn, void *ctx)
@@ -354,6 +428,7 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
     int fast = normalize && pretokenize;
     const unsigned char *cls = ascii_class[normalize && norm->clean_text];
     int lower = normalize && norm->lowercase;
+    const uint32_t *bmp = NULL;
     while (p < end) {
         unsigned c = *p;
         if (fast && c < 0x80) {
@@ -385,6 +460,36 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
         }
         int32_t cp;
         p += tfm_bert_utf8_next(p, (size_t)(end - p), &cp);
+        if (fast && cp < 0x10000 && !tfm_bert_nocache) {
+            if (!bmp)
+                bmp = bmp_table(norm);
+            uint32_t a = bmp[cp];
+            unsigned act = a >> 24;
+            if (act == B_SLOW) {
+                norm_char(&s, norm, normalize, cp);
+                continue;
+            }
+            if (act == B_DROP)
+                continue;
+            if (s.npend)
+                pend_flush(&s, norm);
+            switch (act) {
+            case B_WORD:
+                tfm_bert_put_utf8(word, (int32_t)(a & 0x1FFFFF));
+                break;
+            case B_SPACE:
+                flush(&s);
+                break;
+            case B_ALONE:
+                flush(&s);
+                tfm_bert_put_utf8(word, (int32_t)(a & 0x1FFFFF));
+                flush(&s);
+                break;
+            default: /* B_DROPFLUSH */
+                break;
+            }
+            continue;
+        }
         norm_char(&s, norm, normalize, cp);
     }
     if (s.npend)

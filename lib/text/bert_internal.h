@@ -19,6 +19,10 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
                     const char *text, size_t len, tfm_buf *word,
                     tfm_bert_word_fn fn, void *ctx);
 
+/* Tests set this to compare the per-character fast path with the full
+ * pipeline. */
+extern int tfm_bert_nocache;
+
 /* Decodes one code point at s[0..n) (n > 0) as WHATWG's UTF-8 decoder does:
  * a maximal invalid subpart reads as U+FFFD.  Returns the bytes consumed. */
 size_t tfm_bert_utf8_next(const unsigned char *s, size_t n, int32_t *cp);

@@ -647,9 +647,14 @@ static int parse_id_line(const char *s, size_t n, const char *name, long line,
             i++;
             continue;
         }
-        if (c < '0' || c > '9')
+        if (c < '0' || c > '9') {
+            unsigned char u = (unsigned char)c;
+            if (u > 0x20 && u < 0x7f)
+                return tfm_err_at(err, name, line, (long)i + 1,
+                                  "expected a token id, found '%c'", c);
             return tfm_err_at(err, name, line, (long)i + 1,
-                              "expected a token id, found '%c'", c);
+                              "expected a token id, found byte 0x%02x", u);
+        }
         size_t start = i;
         uint64_t v = 0;
         while (i < n && s[i] >= '0' && s[i] <= '9') {

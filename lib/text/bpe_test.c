@@ -598,6 +598,121 @@ static void test_train_bpe(void **state)
 }
 
 /* Training on a tiny corpus with a known answer. */
+/* The trainer against a naive one (recount every pair at every step, same
+ * tie-break) on a small corpus: the same vocabulary in the same order. */
+typedef struct naive_word {
+    uint32_t sym[256];
+    size_t n;
+    uint64_t count;
+} naive_word;
+
+static void test_train_naive(void **state)
+{
+    const uint32_t vocab = 420;
+    const uint64_t minf = 2;
+    /* words of the corpus (fed once, whole) */
+    naive_word *w = tfm_calloc(1024, sizeof *w);
+    size_t nw = 0;
+    const unsigned char *s = (const unsigned char *)corpus;
+    size_t n = sizeof corpus - 1, i = 0;
+    while (i < n) {
+        size_t j = tfm_gpt2_pretok_next(s, n, i);
+        size_t k;
+        for (k = 0; k < nw; k++) {
+            if (w[k].n != j - i)
+                continue;
+            size_t q = 0;
+            while (q < w[k].n && w[k].sym[q] == 1u + s[i + q])
+                q++;
+            if (q == w[k].n)
+                break;
+        }
+        if (k == nw) {
+            assert_true(nw < 1024 && j - i <= 256);
+            w[nw].n = j - i;
+            for (size_t q = 0; q < j - i; q++)
+                w[nw].sym[q] = 1u + s[i + q]; /* id 0 is <|endoftext|> */
+            nw++;
+        }
+        w[k].count += 3; /* fed three times below */
+        i = j;
+    }
+    /* pieces as raw bytes, by id */
+    tfm_buf *piece = tfm_calloc(vocab + 1, sizeof *piece);
+    uint32_t npiece = 257;
+    for (uint32_t b = 0; b < 256; b++) {
+        unsigned char c = (unsigned char)b;
+        tfm_buf_append(&piece[b + 1], &c, 1);
+    }
+    uint64_t *cnt = tfm_calloc((size_t)vocab * vocab, sizeof *cnt);
+    while (npiece < vocab) {
+        memset(cnt, 0, (size_t)vocab * vocab * sizeof *cnt);
+        for (size_t k = 0; k < nw; k++)
+            for (size_t q = 0; q + 1 < w[k].n; q++)
+                cnt[(size_t)w[k].sym[q] * vocab + w[k].sym[q + 1]] += w[k].count;
+        uint64_t best = 0;
+        size_t bi = 0;
+        for (size_t x = 0; x < (size_t)vocab * vocab; x++)
+            if (cnt[x] > best) { /* row-major scan: ties keep the smaller (a, b) */
+                best = cnt[x];
+                bi = x;
+            }
+        if (best < minf)
+            break;
+        uint32_t a = (uint32_t)(bi / vocab), b = (uint32_t)(bi % vocab);
+        tfm_buf nb = {0};
+        tfm_buf_append(&nb, piece[a].data, piece[a].len);
+        tfm_buf_append(&nb, piece[b].data, piece[b].len);
+        uint32_t z = npiece;
+        for (uint32_t x = 1; x < npiece; x++)
+            if (piece[x].len == nb.len && memcmp(piece[x].data, nb.data, nb.len) == 0)
+                z = x;
+        if (z == npiece)
+            piece[npiece++] = nb;
+        else
+            tfm_buf_free(&nb);
+        for (size_t k = 0; k < nw; k++) {
+            size_t o = 0;
+            for (size_t q = 0; q < w[k].n;) {
+                if (q + 1 < w[k].n && w[k].sym[q] == a && w[k].sym[q + 1] == b) {
+                    w[k].sym[o++] = z;
+                    q += 2;
+                } else {
+                    w[k].sym[o++] = w[k].sym[q++];
+                }
+            }
+            w[k].n = o;
+        }
+    }
+    /* ours */
+    tfm_tok_train_opts o = {.kind = TFM_TOK_BPE, .vocab_size = vocab, .min_frequency = minf,
+                            .threads = 1, .lowercase = -1};
+    tfm_tok_trainer *tr = tfm_tok_trainer_new(&o);
+    for (int rep = 0; rep < 3; rep++)
+        tfm_tok_trainer_feed(tr, corpus, sizeof corpus - 1);
+    tfm_tokenizer *t;
+    tfm_err err = {0};
+    assert_int_equal(tfm_tok_trainer_finish(tr, &t, &err), 0);
+    tfm_tok_trainer_free(tr);
+    assert_true(npiece > 320); /* plenty of merges, with ties among them */
+    assert_int_equal(tfm_tokenizer_vocab_size(t), npiece);
+    for (uint32_t id = 257; id < npiece; id++) {
+        tfm_buf spelt = {0};
+        tfm_bpe_spell((const unsigned char *)piece[id].data, piece[id].len, &spelt);
+        size_t len;
+        const char *p = tfm_tokenizer_piece(t, id, &len);
+        if (len != spelt.len || memcmp(p, spelt.data, len) != 0)
+            fail_msg("id %u: '%.*s', naive '%s'", id, (int)len, p, tfm_buf_cstr(&spelt));
+        tfm_buf_free(&spelt);
+    }
+    for (uint32_t x = 0; x <= vocab; x++)
+        tfm_buf_free(&piece[x]);
+    free(piece);
+    free(cnt);
+    free(w);
+    tfm_tokenizer_free(t);
+}
+
 static void test_train_known(void **state)
 {
     tfm_tok_train_opts o = {.kind = TFM_TOK_BPE, .vocab_size = 0, .min_frequency = 2,
@@ -751,6 +866,7 @@ int main(void)
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_train_bpe),
         cmocka_unit_test(test_train_known),
+        cmocka_unit_test(test_train_naive),
         cmocka_unit_test(test_lowercase),
         cmocka_unit_test(test_char),
     };

@@ -1143,7 +1143,11 @@ int tfm_json_get_int(const tfm_json_doc *doc, const tfm_json *node, const char *
     } else {
         long long ll = strtoll(s, &end, 10);
         if (*end == 0) {
-            ok = errno == 0;
+            if (errno == ERANGE)
+                return tfm_err_at(err, doc->name, node->line, node->col,
+                                  "%s must be between %lld and %lld, not %s", what,
+                                  (long long)min, (long long)max, s);
+            ok = 1;
             v = ll;
         } else if (isfinite(node->num) && node->num == floor(node->num) &&
                    fabs(node->num) < 9007199254740992.0) {

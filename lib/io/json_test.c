@@ -75,6 +75,14 @@ static void test_types_nesting(void **state)
     assert_true(v == 9007199254740993LL); /* exact, not via double */
     assert_int_equal(tfm_json_get_int(&d, a->items[0], "x", 2, 5, &v, &e), -1);
     assert_string_equal(e.msg, "t.json:1:8: x must be between 2 and 5, not 1");
+    tfm_json_doc d2 = parse_ok("[99999999999999999999, 1e400, 1.5]", 0);
+    assert_int_equal(tfm_json_get_int(&d2, d2.root->items[0], "n", 0, 10, &v, &e), -1);
+    assert_string_equal(e.msg, "t.json:1:2: n must be between 0 and 10, not 99999999999999999999");
+    assert_int_equal(tfm_json_get_int(&d2, d2.root->items[1], "n", 0, 10, &v, &e), -1);
+    assert_string_equal(e.msg, "t.json:1:24: n must be an integer, not 1e400");
+    assert_int_equal(tfm_json_get_int(&d2, d2.root->items[2], "n", 0, 10, &v, &e), -1);
+    assert_string_equal(e.msg, "t.json:1:31: n must be an integer, not 1.5");
+    tfm_json_doc_free(&d2);
     assert_int_equal(tfm_json_get_int(&d, a->items[1], "x", -1e6, 5, &v, &e), 0);
     assert_true(v == -2500);
     assert_int_equal(tfm_json_get_int(&d, a->items[5], "the id", 0, 5, &v, &e), -1);

@@ -31,7 +31,7 @@ void tfm_adam_free(tfm_adam *o)
 }
 
 void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_param *table,
-                   int n_table, double lr)
+                   int n_table, double lr, float grad_scale)
 {
     o->t++;
     const float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
@@ -54,7 +54,7 @@ void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_par
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) {
             float pi = p[i];
-            float gi = g[i] + l2 * pi;
+            float gi = g[i] * grad_scale + l2 * pi;
             if (decay && o->decoupled)
                 pi *= shrink;
             float mi = b1 * m[i] + c1 * gi;
@@ -89,17 +89,24 @@ double tfm_grad_norm(const float *g, size_t n)
     return sqrt(s);
 }
 
+float tfm_grad_clip_factor(double norm, double max_norm)
+{
+    if (max_norm > 0 && isfinite(norm)) {
+        double f = max_norm / (norm + 1e-6);
+        if (f < 1)
+            return (float)f;
+    }
+    return 1.0f;
+}
+
 double tfm_grad_clip(float *g, size_t n, double max_norm)
 {
     double norm = tfm_grad_norm(g, n);
-    if (max_norm > 0 && isfinite(norm)) {
-        double f = max_norm / (norm + 1e-6);
-        if (f < 1) {
-            float ff = (float)f;
+    float f = tfm_grad_clip_factor(norm, max_norm);
+    if (f != 1.0f) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-            for (size_t i = 0; i < n; i++)
-                g[i] *= ff;
-        }
+        for (size_t i = 0; i < n; i++)
+            g[i] *= f;
     }
     return norm;
 }

@@ -33,13 +33,19 @@ void tfm_adam_init(tfm_adam *o, size_t n, int decoupled, double beta1, double be
                    double eps, double weight_decay);
 void tfm_adam_free(tfm_adam *o);
 
-/* One step at learning rate lr over params/grads described by table. */
+/* One step at learning rate lr over params/grads described by table, with
+ * the gradient taken as grad_scale · grads (the clipping factor, applied in
+ * the same pass instead of a separate sweep over the gradients). */
 void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_param *table,
-                   int n_table, double lr);
+                   int n_table, double lr, float grad_scale);
 
 /* √(Σ g²), summed in double in fixed chunks so that the result does not depend
  * on the number of threads (resumed runs must match bit for bit). */
 double tfm_grad_norm(const float *g, size_t n);
+
+/* PyTorch's clip_grad_norm_ factor: max_norm / (norm + 1e-6) when that is
+ * < 1, else 1 (also 1 when max_norm <= 0 or the norm is not finite). */
+float tfm_grad_clip_factor(double norm, double max_norm);
 
 /* Scales g so that its norm is at most max_norm (PyTorch's clip_grad_norm_:
  * factor max_norm / (norm + 1e-6), applied only when it is < 1).  Returns the

@@ -25,7 +25,7 @@ static void test_adamw_first_step_by_hand(void **state)
     float g[6] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
     tfm_adam o;
     tfm_adam_init(&o, 6, 1, 0.9, 0.999, 1e-8, 0.1);
-    tfm_adam_step(&o, p, g, two_params, 2, 0.1);
+    tfm_adam_step(&o, p, g, two_params, 2, 0.1, 1.0f);
     /* decay: p = 1·(1 - 0.1·0.1) = 0.99; m̂ = 0.5, v̂ = 0.25 → step 0.1·0.5/0.5 */
     assert_float_equal(p[0], 0.89f, 1e-6);
     /* no decay on the bias */
@@ -73,7 +73,7 @@ static void run_vs_reference(int decoupled)
         for (int i = 0; i < N; i++)
             gd[i] = g[i] = tfm_rng_normal(&r);
         double lr = 1e-2 * (1 + 0.1 * (t % 3));
-        tfm_adam_step(&o, p, g, two_params, 2, lr);
+        tfm_adam_step(&o, p, g, two_params, 2, lr, 1.0f);
         reference(pd, md, vd, gd, N, t, decoupled, decay, lr, 0.9, 0.99, 1e-8, 0.1);
     }
     for (int i = 0; i < N; i++)
@@ -105,6 +105,29 @@ static void test_clip(void **state)
     norm = tfm_grad_clip(h, 2, 1.0);
     assert_float_equal(norm, 0.5, 1e-7);
     assert_float_equal(h[0], 0.3f, 0); /* under the limit: untouched */
+    assert_float_equal(tfm_grad_clip_factor(5.0, 1.0), 1.0 / (5.0 + 1e-6), 1e-7);
+    assert_float_equal(tfm_grad_clip_factor(0.5, 1.0), 1.0, 0);
+    assert_float_equal(tfm_grad_clip_factor(5.0, 0), 1.0, 0);
+    /* the factor folded into the step equals clipping first */
+    {
+        float p1[6] = {1, 2, 3, 4, 5, 6}, p2[6] = {1, 2, 3, 4, 5, 6};
+        float g1[6] = {3, -4, 5, 1, 2, -2}, g2[6] = {3, -4, 5, 1, 2, -2};
+        tfm_adam a1, a2;
+        tfm_adam_init(&a1, 6, 1, 0.9, 0.99, 1e-8, 0.1);
+        tfm_adam_init(&a2, 6, 1, 0.9, 0.99, 1e-8, 0.1);
+        for (int t = 0; t < 3; t++) {
+            double n1 = tfm_grad_clip(g1, 6, 1.0);
+            float f = tfm_grad_clip_factor(tfm_grad_norm(g2, 6), 1.0);
+            assert_float_equal(n1, tfm_grad_norm(g2, 6), 0);
+            tfm_adam_step(&a1, p1, g1, two_params, 2, 0.01, 1.0f);
+            tfm_adam_step(&a2, p2, g2, two_params, 2, 0.01, f);
+            for (int i = 0; i < 6; i++) /* re-arm the same gradients */
+                g1[i] = g2[i];
+        }
+        assert_memory_equal(p1, p2, sizeof p1);
+        tfm_adam_free(&a1);
+        tfm_adam_free(&a2);
+    }
     /* Big arrays: the chunked sum equals a plain double sum. */
     size_t n = 100003;
     float *big = malloc(n * sizeof(float));

@@ -332,7 +332,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             tfm_gpt_backward(&R->m, 1.0f / (float)accum);
             loss += l / (double)accum;
         }
-        double norm = tfm_grad_clip(R->m.grads, R->m.n_params, cfg.optim.grad_clip);
+        double norm = tfm_grad_norm(R->m.grads, R->m.n_params);
         if (!isfinite(loss) || !isfinite(norm)) {
             tfm_progress_end(&bar);
             tfm_err_set(err,
@@ -344,7 +344,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             goto out_log;
         }
         double lr = tfm_schedule_lr(&sched, R->st.step);
-        tfm_adam_step(&R->adam, R->m.params, R->m.grads, R->m.table, R->m.n_table, lr);
+        tfm_adam_step(&R->adam, R->m.params, R->m.grads, R->m.table, R->m.n_table, lr,
+                      tfm_grad_clip_factor(norm, cfg.optim.grad_clip));
         R->st.step++;
         double dt = tfm_now() - t0;
         times[res->steps_run++] = dt;

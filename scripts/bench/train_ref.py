@@ -130,6 +130,7 @@ def main():
     if log:
         log.write("step\ttrain_loss\n")
     times = []
+    since = []
     for step in range(a.steps):
         t0 = time.perf_counter()
         x, y = batch(train, a.batch, a.ctx, gen)
@@ -141,8 +142,11 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
         times.append(time.perf_counter() - t0)
+        since.append(loss.item())
+        # like tfm's log.tsv: the mean train loss since the previous line
         if log and ((step + 1) % 10 == 0 or step + 1 == a.steps):
-            log.write("%d\t%.6f\n" % (step + 1, loss.item()))
+            log.write("%d\t%.6f\n" % (step + 1, sum(since) / len(since)))
+            since = []
     model.eval()
     vgen = torch.Generator().manual_seed(a.seed + 1)
     with torch.no_grad():

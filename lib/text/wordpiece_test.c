@@ -407,6 +407,92 @@ static void test_fast_path(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* testdata/bert/gen_random.js, ported: the same 20000 random lines. */
+static uint32_t rnd_seed;
+static uint32_t rnd(uint32_t n)
+{
+    rnd_seed = rnd_seed * 1103515245u + 12345u;
+    return (rnd_seed >> 8) % n;
+}
+
+static int32_t rnd_cp(void)
+{
+    uint32_t r = rnd(100);
+    if (r < 30) return 0x20 + (int32_t)rnd(0x5f);
+    if (r < 40) return 0x80 + (int32_t)rnd(0x780);
+    if (r < 50) return 0x300 + (int32_t)rnd(0x70);
+    if (r < 60) return 0x4e00 + (int32_t)rnd(0x5200);
+    if (r < 65) return 0x3000 + (int32_t)rnd(0x400);
+    if (r < 72) return 0x2000 + (int32_t)rnd(0x1000);
+    if (r < 80) {
+        int32_t c;
+        do
+            c = 0x800 + (int32_t)rnd(0xf800);
+        while (c >= 0xd800 && c <= 0xdfff);
+        return c;
+    }
+    if (r < 85) return 0x1f300 + (int32_t)rnd(0x700);
+    if (r < 88) return 0x1d100 + (int32_t)rnd(0x200);
+    if (r < 95) return 0x10000 + (int32_t)rnd(0x10000);
+    return 0x20000 + (int32_t)rnd(0xf0000);
+}
+
+static void test_random_text(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *norm;
+        uint64_t hash;
+        size_t len;
+    } cfg[] = {
+        {"{\"type\":\"BertNormalizer\"}", 0xbf1d42b6954d8d20ULL, 1203399},
+        {"{\"type\":\"BertNormalizer\",\"lowercase\":false,\"strip_accents\":false}",
+         0xbb717faa7942f9b2ULL, 1187518},
+        {"{\"type\":\"BertNormalizer\",\"lowercase\":true,\"strip_accents\":false}",
+         0x38ea35835d907d28ULL, 1203418},
+        {"{\"type\":\"BertNormalizer\",\"lowercase\":false,\"strip_accents\":true}",
+         0xc9a3a1eac797dea7ULL, 1171944},
+        {"{\"type\":\"BertNormalizer\",\"clean_text\":false,\"handle_chinese_chars\":false,"
+         "\"lowercase\":false,\"strip_accents\":false}",
+         0x591ad1cfc5c2a102ULL, 640926},
+    };
+    tfm_buf text = {0};
+    size_t *ends = tfm_malloc(20000 * sizeof *ends);
+    rnd_seed = 987654321u;
+    for (int i = 0; i < 20000; i++) {
+        uint32_t n = 1 + rnd(60);
+        for (uint32_t j = 0; j < n; j++)
+            tfm_bert_put_utf8(&text, rnd_cp());
+        ends[i] = text.len;
+    }
+    tfm_ids ids = {0};
+    tfm_buf out = {0};
+    tfm_wordpiece_scratch *sc = tfm_wordpiece_scratch_new();
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        tfm_wordpiece *wp = with_normalizer(cfg[c].norm, "{\"type\":\"BertPreTokenizer\"}");
+        tfm_buf_clear(&out);
+        size_t start = 0;
+        for (int i = 0; i < 20000; i++) {
+            tfm_ids_clear(&ids);
+            tfm_wordpiece_encode(wp, sc, text.data + start, ends[i] - start, &ids);
+            for (size_t k = 0; k < ids.len; k++)
+                tfm_buf_printf(&out, k ? " %u" : "%u", ids.data[k]);
+            tfm_buf_putc(&out, '\n');
+            start = ends[i];
+        }
+        uint64_t h = fnv_buf(0xcbf29ce484222325ULL, out.data, out.len);
+        if (h != cfg[c].hash || out.len != cfg[c].len)
+            fail_msg("config %zu: hash %#llx length %zu, want %#llx %zu", c,
+                     (unsigned long long)h, out.len, (unsigned long long)cfg[c].hash, cfg[c].len);
+        tfm_wordpiece_free(wp);
+    }
+    tfm_wordpiece_scratch_free(sc);
+    tfm_ids_free(&ids);
+    tfm_buf_free(&out);
+    tfm_buf_free(&text);
+    free(ends);
+}
+
 /* ---- decoding ---- */
 
 static void test_decode_golden(void **state)
@@ -933,6 +1019,7 @@ int main(void)
         cmocka_unit_test(test_every_code_point),
         cmocka_unit_test(test_canonical_order),
         cmocka_unit_test(test_fast_path),
+        cmocka_unit_test(test_random_text),
         cmocka_unit_test(test_decode_golden),
         cmocka_unit_test(test_decoder_cleanup),
         cmocka_unit_test(test_decode_bad_id),

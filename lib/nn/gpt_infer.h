@@ -103,7 +103,6 @@ typedef struct tfm_gpt_infer {
     float *scores;          /* [threads][max_len] */
     int scores_threads;
     int *row_slot, *row_pos;
-    float *gemv_part;       /* partial sums of the threads' gemv slices */
     int profile;            /* 1: add each phase's wall time to prof_s */
     double prof_s[TFM_PROF_N];
 } tfm_gpt_infer;
@@ -134,15 +133,14 @@ int tfm_gpt_infer_step(tfm_gpt_infer *g, int n, const uint32_t *tokens,
 size_t tfm_gpt_infer_bytes(const tfm_gpt_infer *g);
 
 /* y[n, N] = x[n, K] · W[K, N] (+ b[N]), W row-major [in, out], read once
- * for all n rows.  The threads split K (each streams a contiguous block of
- * W) and add their partial sums at the end, in thread order: the result
- * is the same for the same thread count.  scratch: at least
- * tfm_gemv_scratch_floats(n, N) floats.  Exposed for tests and benchmarks. */
-size_t tfm_gemv_scratch_floats(int n, int N);
+ * for all n rows.  Each thread owns a range of output columns and reads
+ * its part of every row of W in order; each column is summed in the same
+ * order whatever the thread count, so results do not depend on it.
+ * Exposed for tests and benchmarks. */
 void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
-                   int n, int K, int N, float *scratch);
+                   int n, int K, int N);
 /* The same with bfloat16 weights. */
 void tfm_gemv_rows_bf16(float *y, const float *x, const uint16_t *W, const float *b,
-                        int n, int K, int N, float *scratch);
+                        int n, int K, int N);
 
 #endif

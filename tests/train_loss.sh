@@ -21,6 +21,13 @@ tfm-train -q -c run.yaml --set model.norm=post --set model.activation=relu \
 last=$(awk -F'\t' '$3 != "" { v = $3 } END { print v }' p/log.tsv)
 awk -v b="$last" 'BEGIN { exit !(b < 3.2) }' || fail "variant did not learn: $last"
 
+# early stopping: with lr 0 the validation loss never improves after the first evaluation
+tfm-train -c run.yaml --set optim.lr=0 --set schedule.min_lr=0 --set train.eval_interval=5 \
+    --set train.patience=2 -o e 2> err.txt || { cat err.txt; fail "patience run failed"; }
+grep -q "no better validation loss in 2 evaluations: stopping at step 15" err.txt ||
+    { cat err.txt; fail "no early stop"; }
+[ "$(tail -n 1 e/log.tsv | cut -f 1)" = 15 ] || fail "early stop not at step 15"
+
 if command -v tfm-tokenize >/dev/null; then
     tfm-tokenize train --model char -o tok.json corpus.txt
     tfm-train -q -c run.yaml --set data.train= --set data.val= --set data.text=corpus.txt \

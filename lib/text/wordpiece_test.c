@@ -986,6 +986,36 @@ static void test_train_roundtrip(void **state)
     tfm_wordpiece_free(wp[1]);
 }
 
+/* Counting on several threads gives the same vocabulary. */
+static void test_train_threads(void **state)
+{
+    (void)state;
+    size_t len;
+    const char *text = corpus_text(&len);
+    tfm_buf big = {0};
+    for (int i = 0; i < 4; i++)
+        tfm_buf_append(&big, text, len);
+    tfm_wordpiece *wp[3];
+    for (int r = 0; r < 3; r++) {
+        tfm_tok_train_opts o = {.kind = TFM_TOK_WORDPIECE, .vocab_size = 800, .min_frequency = 2,
+                                .lowercase = -1, .threads = r + 1};
+        tfm_wordpiece_trainer *t = tfm_wordpiece_trainer_new(&o);
+        tfm_wordpiece_trainer_feed(t, big.data, big.len);
+        tfm_wordpiece_trainer_feed(t, text, len);
+        tfm_err e = {0};
+        assert_int_equal(tfm_wordpiece_trainer_finish(t, &wp[r], &e), 0);
+        tfm_wordpiece_trainer_free(t);
+    }
+    for (int r = 1; r < 3; r++) {
+        assert_int_equal(tfm_wordpiece_vocab_size(wp[r]), tfm_wordpiece_vocab_size(wp[0]));
+        for (uint32_t i = 0; i < tfm_wordpiece_vocab_size(wp[0]); i++)
+            assert_string_equal(tfm_wordpiece_piece(wp[r], i, NULL), tfm_wordpiece_piece(wp[0], i, NULL));
+    }
+    for (int r = 0; r < 3; r++)
+        tfm_wordpiece_free(wp[r]);
+    tfm_buf_free(&big);
+}
+
 static void test_train_specials(void **state)
 {
     (void)state;
@@ -1032,6 +1062,7 @@ int main(void)
         cmocka_unit_test(test_train_tiny),
         cmocka_unit_test(test_train_merges_reuse),
         cmocka_unit_test(test_train_roundtrip),
+        cmocka_unit_test(test_train_threads),
         cmocka_unit_test(test_train_specials),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

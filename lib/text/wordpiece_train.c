@@ -29,6 +29,7 @@
 
 #include <string.h>
 
+#include "base/thread.h"
 #include "text/bert_internal.h"
 #include "text/wordpiece.h"
 
@@ -49,6 +50,15 @@ typedef struct smap {
     tfm_buf arena;
 } smap;
 
+/* A counting thread's own map, merged into the trainer's after each feed. */
+typedef struct counter {
+    struct tfm_wordpiece_trainer *t;
+    smap words;
+    tfm_buf scratch;
+    const char *text;
+    size_t len;
+} counter;
+
 struct tfm_wordpiece_trainer {
     tfm_bert_norm norm;
     uint32_t vocab_size;
@@ -57,6 +67,8 @@ struct tfm_wordpiece_trainer {
     size_t n_specials;
     smap words;
     tfm_buf scratch;
+    int threads;
+    counter *counters; /* threads of them, created on the first big feed */
 };
 
 static uint64_t hash_bytes(const char *s, size_t n)
@@ -154,6 +166,7 @@ tfm_wordpiece_trainer *tfm_wordpiece_trainer_new(const tfm_tok_train_opts *opts)
             t->specials[t->n_specials++] = tfm_strdup(sp[i]);
     }
     smap_init(&t->words, 1 << 12);
+    t->threads = opts->threads > 0 ? opts->threads : 1;
     return t;
 }
 
@@ -166,6 +179,11 @@ void tfm_wordpiece_trainer_free(tfm_wordpiece_trainer *t)
     free(t->specials);
     smap_free(&t->words);
     tfm_buf_free(&t->scratch);
+    for (int i = 0; t->counters && i < t->threads; i++) {
+        smap_free(&t->counters[i].words);
+        tfm_buf_free(&t->counters[i].scratch);
+    }
+    free(t->counters);
     free(t);
 }
 
@@ -177,22 +195,73 @@ static size_t utf8_chars(const char *s, size_t n)
     return c;
 }
 
+static int too_long(const char *w, size_t n)
+{
+    return n == 0 || (n > 100 && utf8_chars(w, n) > 100);
+}
+
 void tfm_wordpiece_trainer_add_word(tfm_wordpiece_trainer *t, const char *word, size_t len,
                                     uint64_t count)
 {
-    if (len == 0 || (len > 100 && utf8_chars(word, len) > 100))
-        return;
-    smap_get(&t->words, word, len, 1)->count += count;
+    if (!too_long(word, len))
+        smap_get(&t->words, word, len, 1)->count += count;
 }
 
 static void count_word(void *ctx, const char *w, size_t n)
 {
-    tfm_wordpiece_trainer_add_word(ctx, w, n, 1);
+    smap *m = ctx;
+    if (!too_long(w, n))
+        smap_get(m, w, n, 1)->count++;
 }
 
+static void count_part(void *ctx, int i, int n)
+{
+    (void)n;
+    counter *c = &((counter *)ctx)[i];
+    tfm_bert_split(&c->t->norm, 1, 1, c->text, c->len, &c->scratch, count_word, &c->words);
+}
+
+/* Counting is split across threads for big inputs: parts end at ASCII
+ * whitespace, which always separates words (and no UTF-8 sequence or
+ * combining-mark reordering spans it), so the counts are the same. */
 void tfm_wordpiece_trainer_feed(tfm_wordpiece_trainer *t, const char *text, size_t len)
 {
-    tfm_bert_split(&t->norm, 1, 1, text, len, &t->scratch, count_word, t);
+    int n = t->threads;
+    if (n <= 1 || len < (size_t)n * 65536) {
+        tfm_bert_split(&t->norm, 1, 1, text, len, &t->scratch, count_word, &t->words);
+        return;
+    }
+    if (!t->counters) {
+        t->counters = tfm_calloc((size_t)n, sizeof *t->counters);
+        for (int i = 0; i < n; i++) {
+            t->counters[i].t = t;
+            smap_init(&t->counters[i].words, 1 << 12);
+        }
+    }
+    size_t start = 0;
+    for (int i = 0; i < n; i++) {
+        size_t end = i == n - 1 ? len : len / (size_t)n * (size_t)(i + 1);
+        while (end < len && text[end] != ' ' && text[end] != '\n' && text[end] != '\t')
+            end++;
+        if (end < start)
+            end = start;
+        t->counters[i].text = text + start;
+        t->counters[i].len = end - start;
+        start = end;
+    }
+    tfm_parallel_run(n, count_part, t->counters);
+    for (int i = 0; i < n; i++) {
+        smap *m = &t->counters[i].words;
+        for (size_t k = 0; k <= m->mask; k++) {
+            wslot *e = &m->s[k];
+            if (e->off == UINT64_MAX)
+                continue;
+            smap_get(&t->words, m->arena.data + e->off, e->len, 1)->count += e->count;
+            e->off = UINT64_MAX;
+        }
+        m->used = 0;
+        m->arena.len = 0;
+    }
 }
 
 /* ---- learning ---- */

@@ -47,6 +47,15 @@ cmp -s g1 k1 || fail "--top-k 1 differs from --greedy"
 # the cache changes nothing but the speed
 $G -m m.st --greedy --no-cache -n 20 "In the" >nc
 cmp -s g1 nc || fail "--no-cache differs from the cached greedy"
+# Decoding does not depend on the thread count (the gemv threads own
+# output columns): the same tokens and log-probabilities on 1 and 2 threads,
+# with matrices large enough to be split.
+"$MK" wide.st --layers 1 --heads 2 --embd 192 --context 32 --vocab 50 --scale 4
+tfm-generate -q --threads 1 -m wide.st --ids --greedy --ignore-eos -n 12 --json "1 2 3 4 5" >th1
+tfm-generate -q --threads 2 -m wide.st --ids --greedy --ignore-eos -n 12 --json "1 2 3 4 5" >th2
+sed 's/"timings".*//' th1 >th1.cut; sed 's/"timings".*//' th2 >th2.cut
+cmp -s th1.cut th2.cut || fail "1 and 2 threads decode differently"
+
 # bfloat16 weights: a valid run, mostly the same tokens as float32
 $G -m ids.st --ids --greedy --ignore-eos -n 20 --bf16 "1 2 3" >bf
 [ "$(wc -w <bf)" -eq 20 ] || fail "--bf16 run"

@@ -103,6 +103,8 @@ int tfm_wordpiece_decoder_from_json(tfm_wordpiece *wp, const tfm_json_doc *doc,
 
 void tfm_wordpiece_free(tfm_wordpiece *wp);
 
+/* Largest id + 1.  (HF's get_vocab_size counts distinct pieces instead; the
+ * two differ only for a vocab.txt with duplicate lines.) */
 uint32_t tfm_wordpiece_vocab_size(const tfm_wordpiece *wp);
 /* NULL for an id outside the vocabulary (or a hole in a JSON vocab). */
 const char *tfm_wordpiece_piece(const tfm_wordpiece *wp, uint32_t id, size_t *len);
@@ -148,10 +150,15 @@ void tfm_wordpiece_post_processor_json(const tfm_wordpiece *wp, tfm_buf *out);
 
 /* Streaming: feed text (each piece a whole line or document), then finish.
  * Memory grows with the number of distinct words.  opts->kind is ignored;
- * specials NULL means [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0..4, in the order
- * given); lowercase -1 means yes.  The first special that looks like an
- * unknown token ("[UNK]", "<unk>") becomes the model's unk token, else
- * "[UNK]" is added.  Tie-breaking: see wordpiece_train.c. */
+ * vocab_size 0 means 30000; min_frequency: pairs seen fewer times are never
+ * merged; specials NULL means [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0..4, in
+ * the order given, duplicates dropped); lowercase -1 means yes (and accents
+ * are stripped whenever lowercasing); threads > 1 counts big feeds in
+ * parallel (same result).  The first special that is "[UNK]" or contains
+ * "unk" (any case) becomes the model's unknown token, else "[UNK]" is
+ * appended.  The specials and the whole alphabet are always kept, so a tiny
+ * vocab_size can be exceeded.  Words over 100 characters are not counted.
+ * Tie-breaking and the algorithm: see wordpiece_train.c. */
 typedef struct tfm_wordpiece_trainer tfm_wordpiece_trainer;
 tfm_wordpiece_trainer *tfm_wordpiece_trainer_new(const tfm_tok_train_opts *opts);
 void tfm_wordpiece_trainer_feed(tfm_wordpiece_trainer *t, const char *text, size_t len);

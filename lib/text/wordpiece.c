@@ -421,7 +421,10 @@ int tfm_wordpiece_from_json(tfm_wordpiece **out, const tfm_json_doc *doc,
                             const tfm_json *pre_tokenizer, tfm_err *err)
 {
     *out = NULL;
-    if (check_type(doc, model, "model", "WordPiece", err) < 0)
+    /* Old tokenizer.json files may leave the model's "type" out (HF then
+     * guesses from the fields); the caller has decided it is WordPiece. */
+    if (tfm_json_expect(doc, model, TFM_JSON_OBJECT, "model", err) < 0 ||
+        (tfm_json_get(model, "type") && check_type(doc, model, "model", "WordPiece", err) < 0))
         return -1;
     tfm_wordpiece *wp = wp_new();
     int64_t maxc = 100;

@@ -695,6 +695,19 @@ static void test_json_errors(void **state)
         assert_null(wp);
         tfm_json_doc_free(&d);
     }
+    /* A model without "type" (older files) is accepted; a missing model is
+     * an error naming the file. */
+    const char *ok = "{\"model\":{\"vocab\":{\"[UNK]\":0,\"a\":1}}}";
+    tfm_json_doc d;
+    tfm_err e = {0};
+    assert_int_equal(tfm_json_parse(&d, ok, strlen(ok), "tok.json", 0, &e), 0);
+    tfm_wordpiece *wp;
+    assert_int_equal(tfm_wordpiece_from_json(&wp, &d, tfm_json_get(d.root, "model"), NULL, NULL, &e), 0);
+    assert_int_equal(tfm_wordpiece_vocab_size(wp), 2);
+    tfm_wordpiece_free(wp);
+    assert_int_equal(tfm_wordpiece_from_json(&wp, &d, NULL, NULL, NULL, &e), -1);
+    assert_string_equal(e.msg, "tok.json: model is missing");
+    tfm_json_doc_free(&d);
 }
 
 static void test_json_pieces(void **state)

@@ -380,9 +380,27 @@ static int apply_value(tfm_config *c, const tfm_config_key *k, const tfm_json_do
     return 0;
 }
 
+/* Only blanks and comments: a valid configuration that sets nothing. */
+static int yaml_is_empty(const char *text, size_t len)
+{
+    int comment = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (ch == '\n')
+            comment = 0;
+        else if (ch == '#')
+            comment = 1;
+        else if (!comment && !isspace((unsigned char)ch))
+            return 0;
+    }
+    return 1;
+}
+
 int tfm_config_apply_yaml(tfm_config *c, const char *text, size_t len, const char *name,
                           tfm_err *err)
 {
+    if (yaml_is_empty(text, len))
+        return 0;
     tfm_json_doc doc;
     if (tfm_json_parse(&doc, text, len, name, 1, err) < 0)
         return -1;

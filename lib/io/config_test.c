@@ -50,6 +50,10 @@ static void test_defaults_and_yaml(void **state)
     assert_int_equal(c.optim.type, TFM_CONFIG_OPTIM_ADAM);
     assert_string_equal(c.data.train, "2024");
     assert_int_equal(c.schedule.decay, TFM_CONFIG_DECAY_INVERSE_SQRT);
+    /* blanks and comments only: nothing set, no error */
+    assert_int_equal(apply(&c, "", &err), 0);
+    assert_int_equal(apply(&c, "# nothing\n\n  # here\n", &err), 0);
+    assert_int_equal(c.model.n_layer, 2);
 }
 
 static void test_errors_have_positions(void **state)

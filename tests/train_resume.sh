@@ -40,4 +40,7 @@ tfm-train -q -o d --threads 1
 cp a/model.safetensors before
 tfm-train -q -o a
 cmp before a/model.safetensors || fail "a finished run changed"
+# ... but a larger max_steps extends it.
+tfm-train -q -o a --set train.max_steps=70 --threads 1
+[ "$(tail -n 1 a/log.tsv | cut -f 1)" = 70 ] || fail "max_steps=70 did not extend the run"
 echo ok

@@ -190,6 +190,14 @@ grep -q 'bad.st' err || fail "bad model file not named"
 head -c 3000 m.st >trunc.st
 expect_exit 1 tfm-generate -m trunc.st "x"
 expect_exit 1 tfm-generate -m text.txt "x"
+# a byte flipped in the weights of a tfm-train file: its checksum catches it
+cp "$TFM_SRCDIR/testdata/tiny-char.safetensors" flip.st
+size=$(wc -c <flip.st)
+printf '\377' | dd of=flip.st bs=1 seek=$((size - 100)) conv=notrunc 2>/dev/null
+expect_exit 1 tfm-generate -m flip.st "x"
+grep -q 'checksum' err || fail "flipped byte not detected"
+tfm-generate -q -m "$TFM_SRCDIR/testdata/tiny-char.safetensors" --greedy -n 3 "In" >/dev/null ||
+    fail "the intact file does not load"
 expect_exit 1 tfm-generate -q -m m.st ""
 grep -q 'empty' err || fail "empty prompt message"
 printf 'In\n\nA\n' >withblank.txt

@@ -48,8 +48,9 @@ typedef struct tfm_lm {
 } tfm_lm;
 
 /* Opens a tfm model file (tfm-train's model.safetensors): checks the
- * format, reads the config and tokenizer from __metadata__ and binds the
- * F32 tensors where they lie in the mapping.  Errors name the path. */
+ * format and the checksum (train/checkpoint.h), reads the config and
+ * tokenizer from __metadata__ and binds the F32 tensors where they lie in
+ * the mapping.  Errors name the path. */
 int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err);
 void tfm_lm_close(tfm_lm *lm);
 

@@ -8,6 +8,7 @@
 
 #include "io/config.h"
 #include "io/safetensors.h"
+#include "train/checkpoint.h"
 
 static const tfm_st_tensor *find(const tfm_safetensors *st, const char *name)
 {
@@ -87,6 +88,10 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
     }
     lm->file = st;
     lm->file_bytes = st->map.size;
+    /* a flipped byte in the weights would otherwise go unnoticed: the
+     * check reads the file once, the cost of about one generated token */
+    if (tfm_checkpoint_verify(st, err) < 0)
+        goto fail;
     const char *format = tfm_safetensors_meta(st, "format", NULL);
     size_t cfg_len = 0;
     const char *cfg_text = tfm_safetensors_meta(st, "config", &cfg_len);

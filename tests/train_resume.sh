@@ -19,6 +19,14 @@ for t in 1 2; do
     cmp a.log b.log || fail "resumed log differs ($t threads)"
 done
 
+# With dropout the model's own random stream must be restored too.
+rm -rf a2 b2
+set -- --threads 1 --set train.max_steps=40 --set model.dropout=0.2 --set model.bias=false
+tfm-train -q -c run.yaml "$@" -o a2
+tfm-train -q -c run.yaml "$@" -o b2 --steps 17
+tfm-train -q -o b2 --threads 1
+cmp a2/model.safetensors b2/model.safetensors || fail "resume with dropout differs"
+
 # A run with another seed differs (the comparison above can fail).
 tfm-train -q -c run.yaml --threads 1 --set train.max_steps=60 --seed 8 -o c
 cmp -s a/model.safetensors c/model.safetensors && fail "the seed changes nothing"

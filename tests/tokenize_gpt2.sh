@@ -8,28 +8,40 @@ dir=$(gpt2_dir) || skip "GPT-2 vocabulary not in testdata/"
 gold=$(golden gpt2.tsv) || skip "testdata gpt2.tsv missing"
 command -v python3 >/dev/null || skip "python3 needed to read the golden JSON strings"
 
-# golden_check TOK TSV...: cases without a newline become the lines of one
-# file (per-line mode encodes each line as its own text); the others get a
-# file each, encoded with --document.  ROUNDTRIP=1: decode gives the text back.
+# golden_check TOK SEP SEPID TSV...: cases without a newline become the
+# lines of one file (per-line mode encodes each line as its own text); the
+# others are joined by the special token SEP into one document encoded with
+# --split-special, whose ids must be each case's golden ids joined by SEPID
+# (a special token splits the text: spans on either side are encoded apart).
+# Cases that contain SEP's text get a run each.  ROUNDTRIP=1: decode gives
+# the text back.
 golden_check() {
-    tok=$1; shift
-    rm -f multi.* lines.txt lines.ids
-    python3 - "$@" <<'PY'
+    tok=$1 sep=$2 sepid=$3; shift 3
+    rm -f multi.* single.* lines.txt lines.ids
+    python3 - "$sep" "$sepid" "$@" <<'PY'
 import json, sys
+sep, sepid = sys.argv[1].encode(), sys.argv[2]
 lines, ids = open("lines.txt", "wb"), open("lines.ids", "w")
+multi, multi_ids = [], []
 i = 0
-for path in sys.argv[1:]:
+for path in sys.argv[3:]:
     for line in open(path, encoding="utf-8"):
         text, _, want = line.rstrip("\n").partition("\t")
         s = json.loads(text).encode("utf-8", "surrogatepass")
         open("case.%d" % i, "wb").write(s)
-        if b"\n" in s:
-            open("multi.%d" % i, "wb").write(s)
-            open("multi.%d.ids" % i, "w").write(want + "\n")
+        if sep in s:
+            open("single.%d" % i, "wb").write(s)
+            open("single.%d.ids" % i, "w").write(want + "\n")
+        elif b"\n" in s:
+            multi.append(s)
+            multi_ids.append(want)
         else:
             lines.write(s + b"\n")
             ids.write(want + "\n")
         i += 1
+open("multi.txt", "wb").write(sep.join(multi))
+open("multi.ids", "w").write((" %s " % sepid).join(w for w in multi_ids).replace("  ", " ").strip() + "\n")
+print(len(multi), file=open("multi.n", "w"))
 PY
     n=$(wc -l <lines.txt)
     $T encode -q -t "$tok" lines.txt >got
@@ -41,23 +53,29 @@ PY
         $T decode -t "$tok" got >back
         cmp back lines.txt || fail "decode of the golden lines"
     fi
-    for f in multi.*[0-9]; do
+    $T encode -q -t "$tok" --document --split-special multi.txt >got
+    if ! cmp -s got multi.ids; then
+        tr ' ' '\n' <multi.ids >w; tr ' ' '\n' <got >g; diff w g | head -n 20 >&2
+        fail "$tok: multi-line cases differ from the golden ids"
+    fi
+    if [ "$ROUNDTRIP" = 1 ]; then
+        $T decode -t "$tok" got | head -c -1 >back   # decode ends the line with \n
+        cmp -s back multi.txt || fail "decode of the multi-line cases"
+    fi
+    n=$((n + $(cat multi.n)))
+    for f in single.*[0-9]; do
         [ -f "$f" ] || continue
         $T encode -q -t "$tok" --document "$f" >got
         cmp -s got "$f.ids" || fail "$f: want $(cat "$f.ids"), got $(cat got)"
-        if [ "$ROUNDTRIP" = 1 ]; then
-            $T decode -t "$tok" got | head -c -1 >back   # decode ends the line with \n
-            cmp -s back "$f" || fail "decode differs for $f"
-        fi
         n=$((n + 1))
     done
     echo "$tok: $n golden cases agree"
 }
 set -- "$gold"
 extra=$(golden extra.tsv) && set -- "$@" "$extra"
-ROUNDTRIP=1 golden_check "$dir" "$@"
+ROUNDTRIP=1 golden_check "$dir" '<|endoftext|>' 50256 "$@"
 if bert=$(bert_vocab) && bgold=$(golden bert-uncased.tsv); then
-    ROUNDTRIP=0 golden_check "$bert" "$bgold"
+    ROUNDTRIP=0 golden_check "$bert" '[SEP]' 102 "$bgold"
 fi
 
 # All cases at once as one document through npy equals the concatenated

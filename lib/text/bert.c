@@ -12,13 +12,16 @@
  *   character a word of its own.
  *
  * HF takes the general categories for "other", Mn and P* from an old table
- * (the unicode_categories crate), while lowercasing and NFD use a current
- * Unicode.  utf8proc knows the current categories; bert_tables.h lists where
- * HF's table disagrees, measured by running every code point through HF
- * tokenizers 0.23.2 (see testdata/bert/README).
+ * (the unicode_categories crate) and NFD from older tables than utf8proc's
+ * (Unicode 15), while it lowercases with Unicode 16.  bert_tables.h lists
+ * every place where HF disagrees with utf8proc, measured by running every
+ * code point through HF tokenizers 0.23.2 (see testdata/bert/README).
  *
- * Speed: ASCII goes through a byte table; only other characters pay for
- * decoding and the utf8proc lookups. */
+ * Speed: ASCII goes through a byte table, other BMP characters through a
+ * per-configuration table of the whole pipeline's result (built on first
+ * use); only the rest pays for decomposition and the utf8proc lookups.
+ * Invalid UTF-8 reads as U+FFFD per maximal invalid subpart (what HF's
+ * Node binding receives), which clean_text drops. */
 #include <config.h>
 
 #include <string.h>
@@ -207,7 +210,7 @@ typedef struct split {
     tfm_bert_word_fn fn;
     void *ctx;
     /* NFD's canonical reordering: kept (non-Mn) combining marks waiting for
-     * the next starter, in stable ccc order.  Almost always empty. */
+     * the next starter.  Almost always empty. */
     int32_t *pend;
     uint8_t *pccc;
     size_t npend, cpend;
@@ -261,11 +264,29 @@ static int hf_ccc(int32_t c)
     return utf8proc_get_property(c)->combining_class;
 }
 
+/* Emits the waiting marks in stable ccc order: a counting sort, so that a
+ * long run of marks costs linear time. */
 static void pend_flush(split *s, const tfm_bert_norm *n)
 {
-    for (size_t i = 0; i < s->npend; i++)
-        emit_lower(s, n, s->pend[i]);
+    size_t m = s->npend;
+    int sorted = 1;
+    for (size_t i = 1; i < m && sorted; i++)
+        sorted = s->pccc[i - 1] <= s->pccc[i];
+    if (!sorted) {
+        size_t start[257] = {0};
+        for (size_t i = 0; i < m; i++)
+            start[s->pccc[i] + 1]++;
+        for (int k = 1; k <= 256; k++)
+            start[k] += start[k - 1];
+        int32_t *tmp = tfm_malloc(m * sizeof *tmp);
+        for (size_t i = 0; i < m; i++)
+            tmp[start[s->pccc[i]]++] = s->pend[i];
+        memcpy(s->pend, tmp, m * sizeof *tmp);
+        free(tmp);
+    }
     s->npend = 0;
+    for (size_t i = 0; i < m; i++)
+        emit_lower(s, n, s->pend[i]);
 }
 
 /* One character of the NFD output (strip_accents on). */
@@ -286,14 +307,8 @@ static void put_nfd(split *s, const tfm_bert_norm *n, int32_t c)
         s->pend = tfm_realloc(s->pend, s->cpend * sizeof *s->pend);
         s->pccc = tfm_realloc(s->pccc, s->cpend);
     }
-    size_t i = s->npend++;
-    while (i > 0 && s->pccc[i - 1] > k) {
-        s->pend[i] = s->pend[i - 1];
-        s->pccc[i] = s->pccc[i - 1];
-        i--;
-    }
-    s->pend[i] = c;
-    s->pccc[i] = (uint8_t)k;
+    s->pend[s->npend] = c;
+    s->pccc[s->npend++] = (uint8_t)k;
 }
 
 /* The normalizer's pipeline for one input character. */

@@ -1,0 +1,601 @@
+/* tfm-eval: perplexity, multiple choice and last-word accuracy of a
+ * language model.  Input -> token sequences -> tfm_eval_score
+ * (lib/infer/eval.h) -> a summary on stderr and TSV or JSON on stdout. */
+#include "config.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/opt.h"
+#include "base/progress.h"
+#include "infer/eval.h"
+#include "infer/metrics.h"
+#include "io/json.h"
+#include "io/npy.h"
+#include "tensor/gemm.h"
+
+static const char *prog = "tfm-eval";
+
+static void __attribute__((noreturn)) usage(void)
+{
+    printf("Usage: %s COMMAND -m MODEL.safetensors [options] [FILE]\n"
+           "Evaluate a language model on FILE (default: stdin).\n"
+           "\n"
+           "Commands:\n"
+           "  perplexity   cross-entropy, perplexity and bits per byte of a text\n"
+           "  choice       multiple-choice accuracy; one JSON object per line:\n"
+           "               {\"context\": \"...\", \"endings\": [\"...\", ...], \"label\": K}\n"
+           "  lastword     LAMBADA-style accuracy: each line is a passage whose final\n"
+           "               word (after the last space) is predicted greedily\n"
+           "\n"
+           "Options:\n"
+           "  -m, --model FILE     model file written by tfm-train\n"
+           "      --context N      perplexity: window length (default: the model's)\n"
+           "      --stride S       perplexity: each window scores its last S tokens, so\n"
+           "                       every token has >= N - S tokens of history\n"
+           "                       (default N: windows do not overlap)\n"
+           "      --tokens F.npy   perplexity: score these token ids instead of a text\n"
+           "      --no-bos         do not put the end-of-text token before each text\n"
+           "                       (then the first token of a text is not scored)\n"
+           "      --json           one JSON object on stdout (default: TSV, a header\n"
+           "                       line and a value line)\n"
+           "      --batch N        sequences per forward pass (default: by memory)\n"
+           "      --threads N      threads (default: TFM_NUM_THREADS or all cores)\n"
+           "  -q, --quiet          no summary or progress on stderr\n"
+           "  -h, --help           this help\n"
+           "      --version        print the version\n"
+           "\n"
+           "Log base e: cross-entropy is in nats per token; bits per byte = total\n"
+           "nats / ln 2 / bytes.  Exit status: 0 success, 1 failure, 2 usage.\n",
+           prog);
+    exit(0);
+}
+
+enum { OPT_CONTEXT = 256, OPT_STRIDE, OPT_TOKENS, OPT_NO_BOS, OPT_JSON, OPT_BATCH,
+       OPT_THREADS, OPT_VERSION };
+
+static const struct option long_opts[] = {
+    {"model", required_argument, 0, 'm'},
+    {"context", required_argument, 0, OPT_CONTEXT},
+    {"stride", required_argument, 0, OPT_STRIDE},
+    {"tokens", required_argument, 0, OPT_TOKENS},
+    {"no-bos", no_argument, 0, OPT_NO_BOS},
+    {"json", no_argument, 0, OPT_JSON},
+    {"batch", required_argument, 0, OPT_BATCH},
+    {"threads", required_argument, 0, OPT_THREADS},
+    {"quiet", no_argument, 0, 'q'},
+    {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, OPT_VERSION},
+    {0, 0, 0, 0},
+};
+
+typedef struct app {
+    tfm_eval ev;
+    const char *model_path, *input, *tokens_path;
+    const char *name;  /* input name for messages */
+    long context, stride;
+    int bos, json, quiet;
+    tfm_tok_scratch *scratch;
+} app;
+
+static void die(const tfm_err *err) { tfm_die(prog, err); }
+
+static void read_input(app *a, tfm_buf *b)
+{
+    tfm_err err = {0};
+    FILE *fp = stdin;
+    if (strcmp(a->input, "-") != 0 && !(fp = fopen(a->input, "rb"))) {
+        tfm_err_errno(&err, "%s", a->input);
+        die(&err);
+    }
+    if (tfm_read_all(fp, a->name, b, &err) < 0)
+        die(&err);
+    if (fp != stdin)
+        fclose(fp);
+}
+
+static void need_tokenizer(app *a)
+{
+    if (!a->ev.tok)
+        tfm_fatal(prog, "%s: the model file has no tokenizer%s", a->model_path,
+                  a->tokens_path ? "" : " (give token ids with --tokens)");
+}
+
+/* Appends the end-of-text token when the model has one and --no-bos was
+ * not given: it makes the first token of a text predictable. */
+static void put_bos(app *a, tfm_ids *ids)
+{
+    if (a->bos && a->ev.eos >= 0)
+        tfm_ids_push(ids, (uint32_t)a->ev.eos);
+}
+
+static double rate(const tfm_eval *e)
+{
+    return e->stat_seconds > 0 ? (double)e->stat_tokens / e->stat_seconds : 0;
+}
+
+static void speed_line(app *a)
+{
+    if (!a->quiet)
+        fprintf(stderr, "%s: %zu tokens through the model in %.2f s: %.0f tokens/s, "
+                "%d thread%s, batch %d\n", prog, a->ev.stat_tokens, a->ev.stat_seconds,
+                rate(&a->ev), tfm_blas_threads(), tfm_blas_threads() == 1 ? "" : "s",
+                a->ev.batch);
+}
+
+/* ---- perplexity ------------------------------------------------------ */
+
+static void load_tokens(app *a, tfm_ids *ids)
+{
+    tfm_err err = {0};
+    tfm_npy np;
+    if (tfm_npy_open(&np, a->tokens_path, &err) < 0)
+        die(&err);
+    const uint32_t V = (uint32_t)a->ev.model.cfg.vocab_size;
+    for (size_t i = 0; i < np.count; i++) {
+        int64_t v;
+        switch (np.dtype) {
+        case TFM_NPY_U8: v = ((const uint8_t *)np.data)[i]; break;
+        case TFM_NPY_U16: v = ((const uint16_t *)np.data)[i]; break;
+        case TFM_NPY_U32: v = ((const uint32_t *)np.data)[i]; break;
+        case TFM_NPY_I16: v = ((const int16_t *)np.data)[i]; break;
+        case TFM_NPY_I32: v = ((const int32_t *)np.data)[i]; break;
+        case TFM_NPY_I64: v = ((const int64_t *)np.data)[i]; break;
+        case TFM_NPY_U64: {
+            uint64_t u = ((const uint64_t *)np.data)[i];
+            v = u > (uint64_t)INT64_MAX ? -1 : (int64_t)u;
+            break;
+        }
+        default:
+            tfm_fatal(prog, "%s: token ids must be integers, not %s", a->tokens_path,
+                      tfm_npy_dtype_descr(np.dtype));
+        }
+        if (v < 0 || v >= V)
+            tfm_fatal(prog, "%s: element %zu: token id %lld is outside the model's "
+                      "vocabulary of %u", a->tokens_path, i, (long long)v, V);
+        tfm_ids_push(ids, (uint32_t)v);
+    }
+    tfm_npy_close(&np);
+}
+
+static void cmd_perplexity(app *a)
+{
+    tfm_err err = {0};
+    const long block = a->ev.model.cfg.block_size;
+    long context = a->context ? a->context : block;
+    if (context > block)
+        tfm_usage_error(prog, "--context %ld is longer than the model's context of %ld",
+                        context, block);
+    if (context < 2)
+        tfm_usage_error(prog, "--context must be at least 2");
+    long stride = a->stride ? a->stride : context;
+    if (stride > context)
+        tfm_usage_error(prog, "--stride %ld is longer than the context %ld", stride, context);
+
+    tfm_ids ids = {0};
+    tfm_buf text = {0};
+    put_bos(a, &ids);
+    size_t skip = ids.len; /* the bos is not text */
+    if (a->tokens_path) {
+        load_tokens(a, &ids);
+        if (a->ev.tok && tfm_tokenizer_decode(a->ev.tok, ids.data + skip, ids.len - skip, 0,
+                                              &text, &err) < 0)
+            die(&err);
+    } else {
+        need_tokenizer(a);
+        read_input(a, &text);
+        tfm_tokenizer_encode(a->ev.tok, a->scratch, text.data, text.len, 1, &ids);
+    }
+    if (ids.len - skip == 0)
+        tfm_fatal(prog, "%s: empty input: nothing to score",
+                  a->tokens_path ? a->tokens_path : a->name);
+    if (ids.len < 2)
+        tfm_fatal(prog, "%s: a single token and no end-of-text token to put before it: "
+                  "nothing to score", a->tokens_path ? a->tokens_path : a->name);
+    /* Bytes and characters the scored tokens cover: all of the text, but
+     * for the first token when nothing was put before it. */
+    size_t bytes = text.len, chars = tfm_metrics_utf8_chars(text.data, text.len);
+    int have_bytes = a->ev.tok != NULL;
+    if (skip == 0 && have_bytes) {
+        tfm_buf first = {0};
+        if (tfm_tokenizer_decode(a->ev.tok, ids.data, 1, 0, &first, &err) < 0)
+            die(&err);
+        bytes -= first.len < bytes ? first.len : bytes;
+        chars -= tfm_metrics_utf8_chars(first.data, first.len);
+        tfm_buf_free(&first);
+    }
+
+    size_t nw = tfm_ppl_windows(ids.len, (size_t)context, (size_t)stride, NULL, 0);
+    tfm_ppl_window *w = tfm_malloc(nw * sizeof *w);
+    tfm_ppl_windows(ids.len, (size_t)context, (size_t)stride, w, nw);
+    tfm_eval_seq *seqs = tfm_calloc(nw, sizeof *seqs);
+    size_t scored = 0;
+    for (size_t i = 0; i < nw; i++) {
+        seqs[i].ids = ids.data + w[i].begin;
+        seqs[i].n = w[i].end - w[i].begin;
+        seqs[i].n_target = w[i].end - w[i].score_from;
+        scored += seqs[i].n_target;
+    }
+    tfm_progress pr;
+    tfm_progress_init(&pr, "perplexity", "tok", (double)scored, a->quiet);
+    if (tfm_eval_score(&a->ev, seqs, nw, &pr, &err) < 0)
+        die(&err);
+    tfm_progress_end(&pr);
+    double total = 0;
+    for (size_t i = 0; i < nw; i++)
+        total -= seqs[i].logprob;
+    double ce = total / (double)scored, ppl = exp(ce);
+    double bpb = tfm_metrics_bpb(total, bytes), bpc = tfm_metrics_bpb(total, chars);
+
+    if (a->json) {
+        tfm_buf o = {0};
+        tfm_buf_puts(&o, "{\"model\":");
+        tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
+        tfm_buf_printf(&o, ",\"tokens\":%zu,\"cross_entropy\":%.8g,\"perplexity\":%.8g", scored,
+                       ce, ppl);
+        if (have_bytes)
+            tfm_buf_printf(&o, ",\"bytes\":%zu,\"chars\":%zu,\"bits_per_byte\":%.8g,"
+                           "\"bits_per_char\":%.8g", bytes, chars, bpb, bpc);
+        else
+            tfm_buf_puts(&o, ",\"bytes\":null,\"chars\":null,\"bits_per_byte\":null,"
+                         "\"bits_per_char\":null");
+        tfm_buf_printf(&o, ",\"nll_sum\":%.10g,\"context\":%ld,\"stride\":%ld,\"windows\":%zu,"
+                       "\"bos\":%s,\"log_base\":\"e\",\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
+                       total, context, stride, nw, skip ? "true" : "false", a->ev.stat_seconds,
+                       rate(&a->ev));
+        fwrite(o.data, 1, o.len, stdout);
+        tfm_buf_free(&o);
+    } else {
+        printf("tokens\tbytes\tchars\tcross_entropy\tperplexity\tbits_per_byte\tbits_per_char"
+               "\tcontext\tstride\twindows\tbos\n");
+        if (have_bytes)
+            printf("%zu\t%zu\t%zu\t%.8g\t%.8g\t%.8g\t%.8g", scored, bytes, chars, ce, ppl, bpb,
+                   bpc);
+        else
+            printf("%zu\t-\t-\t%.8g\t%.8g\t-\t-", scored, ce, ppl);
+        printf("\t%ld\t%ld\t%zu\t%d\n", context, stride, nw, skip ? 1 : 0);
+    }
+    if (!a->quiet) {
+        fprintf(stderr, "%s: perplexity %.4f, cross-entropy %.4f nats/token", prog, ppl, ce);
+        if (have_bytes)
+            fprintf(stderr, ", %.4f bits/byte, %.4f bits/char", bpb, bpc);
+        fprintf(stderr, "\n%s: %zu tokens", prog, scored);
+        if (have_bytes)
+            fprintf(stderr, " (%zu bytes)", bytes);
+        fprintf(stderr, " scored in %zu window%s, context %ld, stride %ld%s\n", nw,
+                nw == 1 ? "" : "s", context, stride,
+                skip ? ", end-of-text token first" : "");
+    }
+    speed_line(a);
+    free(seqs);
+    free(w);
+    tfm_ids_free(&ids);
+    tfm_buf_free(&text);
+}
+
+/* ---- choice ---------------------------------------------------------- */
+
+typedef struct item {
+    size_t first, n;  /* its endings: seqs[first .. first + n) */
+    int64_t label;
+    long line;
+} item;
+
+/* Rewrites "NAME:1:COL: ..." from a one-line parse into "NAME:LINE:COL: ...". */
+static void fix_line(tfm_err *err, const char *name, long line)
+{
+    size_t nl = strlen(name);
+    if (strncmp(err->msg, name, nl) != 0 || strncmp(err->msg + nl, ":1:", 3) != 0)
+        return;
+    char rest[sizeof err->msg];
+    snprintf(rest, sizeof rest, "%s", err->msg + nl + 3);
+    snprintf(err->msg, sizeof err->msg, "%s:%ld:%s", name, line, rest);
+}
+
+static void cmd_choice(app *a)
+{
+    tfm_err err = {0};
+    need_tokenizer(a);
+    tfm_buf in = {0};
+    read_input(a, &in);
+    /* ids of every sequence in one array; offsets until it stops growing */
+    tfm_ids all = {0}, ctx = {0};
+    size_t *off = NULL, n_seq = 0, cap_seq = 0;
+    tfm_eval_seq *seqs = NULL;
+    size_t *end_bytes = NULL;
+    item *items = NULL;
+    size_t n_items = 0, cap_items = 0;
+    long line = 0;
+    for (size_t pos = 0; pos < in.len;) {
+        const char *s = in.data + pos;
+        const char *nl = memchr(s, '\n', in.len - pos);
+        size_t len = nl ? (size_t)(nl - s) : in.len - pos;
+        pos += len + (nl != NULL);
+        line++;
+        size_t k = 0;
+        while (k < len && (s[k] == ' ' || s[k] == '\t' || s[k] == '\r'))
+            k++;
+        if (k == len)
+            continue;
+        tfm_json_doc doc;
+        if (tfm_json_parse(&doc, s, len, a->name, 0, &err) < 0) {
+            fix_line(&err, a->name, line);
+            die(&err);
+        }
+        const tfm_json *root = doc.root;
+        const tfm_json *c = tfm_json_get(root, "context");
+        const tfm_json *e = tfm_json_get(root, "endings");
+        const tfm_json *l = tfm_json_get(root, "label");
+        if (root->type != TFM_JSON_OBJECT)
+            tfm_fatal(prog, "%s:%ld: an item must be a JSON object, not %s", a->name, line,
+                      tfm_json_type_name(root->type));
+        if (!c || c->type != TFM_JSON_STRING)
+            tfm_fatal(prog, "%s:%ld:%ld: \"context\" must be a string", a->name, line,
+                      c ? c->col : root->col);
+        if (!e || e->type != TFM_JSON_ARRAY || e->n < 2)
+            tfm_fatal(prog, "%s:%ld:%ld: \"endings\" must be an array of at least two "
+                      "strings", a->name, line, e ? e->col : root->col);
+        if (!l || l->type != TFM_JSON_NUMBER || l->num != floor(l->num) || l->num < 0 ||
+            l->num >= (double)e->n)
+            tfm_fatal(prog, "%s:%ld:%ld: \"label\" must be the index of the right ending "
+                      "(0 to %zu)", a->name, line, l ? l->col : root->col, e->n - 1);
+        if (n_items == cap_items) {
+            cap_items = cap_items ? 2 * cap_items : 64;
+            items = tfm_realloc(items, cap_items * sizeof *items);
+        }
+        items[n_items++] = (item){n_seq, e->n, (int64_t)l->num, line};
+        tfm_ids_clear(&ctx);
+        put_bos(a, &ctx);
+        tfm_tokenizer_encode(a->ev.tok, a->scratch, c->str, c->len, 1, &ctx);
+        for (size_t j = 0; j < e->n; j++) {
+            const tfm_json *x = e->items[j];
+            if (x->type != TFM_JSON_STRING)
+                tfm_fatal(prog, "%s:%ld:%ld: ending %zu must be a string", a->name, line,
+                          x->col, j);
+            if (n_seq + 1 >= cap_seq) {
+                cap_seq = cap_seq ? 2 * cap_seq : 256;
+                off = tfm_realloc(off, (cap_seq + 1) * sizeof *off);
+                seqs = tfm_realloc(seqs, cap_seq * sizeof *seqs);
+                end_bytes = tfm_realloc(end_bytes, cap_seq * sizeof *end_bytes);
+            }
+            off[n_seq] = all.len;
+            tfm_ids_append(&all, ctx.data, ctx.len);
+            size_t before = all.len;
+            tfm_tokenizer_encode(a->ev.tok, a->scratch, x->str, x->len, 1, &all);
+            size_t nt = all.len - before;
+            if (nt == 0)
+                tfm_fatal(prog, "%s:%ld:%ld: ending %zu is empty", a->name, line, x->col, j);
+            if (ctx.len == 0)
+                tfm_fatal(prog, "%s:%ld:%ld: empty context and no end-of-text token to "
+                          "put before the endings", a->name, line, c->col);
+            seqs[n_seq] = (tfm_eval_seq){.n = ctx.len + nt, .n_target = nt};
+            end_bytes[n_seq] = x->len;
+            n_seq++;
+        }
+        tfm_json_doc_free(&doc);
+    }
+    if (n_items == 0)
+        tfm_fatal(prog, "%s: empty input: no items", a->name);
+    for (size_t i = 0; i < n_seq; i++)
+        seqs[i].ids = all.data + off[i];
+    tfm_progress pr;
+    tfm_progress_init(&pr, "choice", "tok", 0, a->quiet);
+    if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0) {
+        /* name the item the sequence belongs to */
+        die(&err);
+    }
+    tfm_progress_end(&pr);
+    size_t right[3] = {0, 0, 0};
+    for (size_t i = 0; i < n_items; i++) {
+        int best[3] = {0, 0, 0};
+        double bs[3] = {-INFINITY, -INFINITY, -INFINITY};
+        for (size_t j = 0; j < items[i].n; j++) {
+            const tfm_eval_seq *q = &seqs[items[i].first + j];
+            double sc[3] = {q->logprob, q->logprob / (double)q->n_target,
+                            q->logprob / (double)end_bytes[items[i].first + j]};
+            for (int m = 0; m < 3; m++)
+                if (sc[m] > bs[m]) {
+                    bs[m] = sc[m];
+                    best[m] = (int)j;
+                }
+        }
+        for (int m = 0; m < 3; m++)
+            right[m] += best[m] == items[i].label;
+    }
+    double acc[3], se[3];
+    for (int m = 0; m < 3; m++) {
+        acc[m] = (double)right[m] / (double)n_items;
+        se[m] = tfm_metrics_stderr(right[m], n_items);
+    }
+    if (a->json) {
+        printf("{\"model\":");
+        tfm_buf o = {0};
+        tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
+        fwrite(o.data, 1, o.len, stdout);
+        tfm_buf_free(&o);
+        printf(",\"items\":%zu,\"acc\":%.6g,\"acc_stderr\":%.6g,\"acc_per_token\":%.6g,"
+               "\"acc_per_token_stderr\":%.6g,\"acc_per_byte\":%.6g,\"acc_per_byte_stderr\":%.6g,"
+               "\"bos\":%s,\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
+               n_items, acc[0], se[0], acc[1], se[1], acc[2], se[2],
+               a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds, rate(&a->ev));
+    } else {
+        printf("items\tacc\tacc_stderr\tacc_per_token\tacc_per_token_stderr\tacc_per_byte"
+               "\tacc_per_byte_stderr\n");
+        printf("%zu\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", n_items, acc[0], se[0], acc[1],
+               se[1], acc[2], se[2]);
+    }
+    if (!a->quiet) {
+        fprintf(stderr, "%s: %zu items, %zu endings\n", prog, n_items, n_seq);
+        const char *what[3] = {"sum of log-probs ", "log-prob per token",
+                               "log-prob per byte "};
+        for (int m = 0; m < 3; m++)
+            fprintf(stderr, "%s: accuracy by %s %.4f ± %.4f (%zu/%zu)\n", prog, what[m],
+                    acc[m], se[m], right[m], n_items);
+    }
+    speed_line(a);
+    free(items);
+    free(off);
+    free(seqs);
+    free(end_bytes);
+    tfm_ids_free(&all);
+    tfm_ids_free(&ctx);
+    tfm_buf_free(&in);
+}
+
+/* ---- lastword -------------------------------------------------------- */
+
+static void cmd_lastword(app *a)
+{
+    tfm_err err = {0};
+    need_tokenizer(a);
+    tfm_buf in = {0};
+    read_input(a, &in);
+    tfm_ids all = {0};
+    size_t *off = NULL, n = 0, cap = 0;
+    tfm_eval_seq *seqs = NULL;
+    long line = 0;
+    for (size_t pos = 0; pos < in.len;) {
+        const char *s = in.data + pos;
+        const char *nl = memchr(s, '\n', in.len - pos);
+        size_t len = nl ? (size_t)(nl - s) : in.len - pos;
+        pos += len + (nl != NULL);
+        line++;
+        while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t' || s[len - 1] == '\r'))
+            len--;
+        if (len == 0)
+            continue;
+        const char *sp = NULL;
+        for (size_t k = len; k-- > 0;)
+            if (s[k] == ' ') {
+                sp = s + k;
+                break;
+            }
+        if (!sp)
+            tfm_fatal(prog, "%s:%ld: no space in the passage: the final word follows the "
+                      "last space", a->name, line);
+        if (n + 1 >= cap) {
+            cap = cap ? 2 * cap : 256;
+            off = tfm_realloc(off, (cap + 1) * sizeof *off);
+            seqs = tfm_realloc(seqs, cap * sizeof *seqs);
+        }
+        off[n] = all.len;
+        put_bos(a, &all);
+        tfm_tokenizer_encode(a->ev.tok, a->scratch, s, (size_t)(sp - s), 1, &all);
+        size_t nctx = all.len - off[n];
+        if (nctx == 0)
+            tfm_fatal(prog, "%s:%ld: nothing before the final word and no end-of-text token "
+                      "to put there", a->name, line);
+        /* the target keeps its space, as the word would be written */
+        tfm_tokenizer_encode(a->ev.tok, a->scratch, sp, len - (size_t)(sp - s), 1, &all);
+        seqs[n] = (tfm_eval_seq){.n = all.len - off[n], .n_target = all.len - off[n] - nctx};
+        n++;
+    }
+    if (n == 0)
+        tfm_fatal(prog, "%s: empty input: no passages", a->name);
+    for (size_t i = 0; i < n; i++)
+        seqs[i].ids = all.data + off[i];
+    tfm_progress pr;
+    tfm_progress_init(&pr, "lastword", "tok", 0, a->quiet);
+    if (tfm_eval_score(&a->ev, seqs, n, &pr, &err) < 0)
+        die(&err);
+    tfm_progress_end(&pr);
+    size_t right = 0, targets = 0;
+    double lp = 0;
+    for (size_t i = 0; i < n; i++) {
+        right += seqs[i].greedy != 0;
+        lp += seqs[i].logprob;
+        targets += seqs[i].n_target;
+    }
+    double acc = (double)right / (double)n, se = tfm_metrics_stderr(right, n);
+    double ppl = exp(-lp / (double)n); /* per word, as lm-evaluation-harness */
+    if (a->json) {
+        tfm_buf o = {0};
+        tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
+        printf("{\"model\":%.*s,\"passages\":%zu,\"correct\":%zu,\"acc\":%.6g,"
+               "\"acc_stderr\":%.6g,\"word_perplexity\":%.8g,\"target_tokens\":%zu,"
+               "\"bos\":%s,\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
+               (int)o.len, o.data, n, right, acc, se, ppl, targets,
+               a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds,
+               rate(&a->ev));
+        tfm_buf_free(&o);
+    } else {
+        printf("passages\tcorrect\tacc\tacc_stderr\tword_perplexity\ttarget_tokens\n");
+        printf("%zu\t%zu\t%.6g\t%.6g\t%.8g\t%zu\n", n, right, acc, se, ppl, targets);
+    }
+    if (!a->quiet)
+        fprintf(stderr, "%s: last-word accuracy %.4f ± %.4f (%zu/%zu passages), "
+                "perplexity of the final words %.4f\n", prog, acc, se, right, n, ppl);
+    speed_line(a);
+    free(off);
+    free(seqs);
+    tfm_ids_free(&all);
+    tfm_buf_free(&in);
+}
+
+int main(int argc, char **argv)
+{
+    app a = {.input = "-", .bos = 1};
+    long batch = 0, threads = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:qh", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': a.model_path = optarg; break;
+        case OPT_CONTEXT: a.context = tfm_opt_long(prog, "--context", optarg, 2, 1L << 24); break;
+        case OPT_STRIDE: a.stride = tfm_opt_long(prog, "--stride", optarg, 1, 1L << 24); break;
+        case OPT_TOKENS: a.tokens_path = optarg; break;
+        case OPT_NO_BOS: a.bos = 0; break;
+        case OPT_JSON: a.json = 1; break;
+        case OPT_BATCH: batch = tfm_opt_long(prog, "--batch", optarg, 1, 4096); break;
+        case OPT_THREADS: threads = tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
+        case 'q': a.quiet = 1; break;
+        case 'h': usage();
+        case OPT_VERSION: tfm_print_version(prog);
+        default: tfm_usage_error(prog, "unknown option (see --help)");
+        }
+    }
+    /* GNU getopt moves the operands to the end: options may come before
+     * or after the command */
+    if (optind >= argc)
+        tfm_usage_error(prog, "missing command: perplexity, choice or lastword");
+    const char *cmd = argv[optind++];
+    int which = !strcmp(cmd, "perplexity") ? 0 : !strcmp(cmd, "choice") ? 1
+              : !strcmp(cmd, "lastword") ? 2 : -1;
+    if (which < 0)
+        tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword)", cmd);
+    if (!a.model_path)
+        tfm_usage_error(prog, "missing -m MODEL");
+    if (optind < argc)
+        a.input = argv[optind++];
+    if (optind < argc)
+        tfm_usage_error(prog, "one input file at most");
+    if (a.tokens_path && which != 0)
+        tfm_usage_error(prog, "--tokens is for perplexity");
+    if ((a.context || a.stride) && which != 0)
+        tfm_usage_error(prog, "--context and --stride are for perplexity");
+    a.name = strcmp(a.input, "-") ? a.input : "stdin";
+
+    tfm_blas_init((int)threads);
+    tfm_err err = {0};
+    if (tfm_eval_open(&a.ev, a.model_path, (int)batch, &err) < 0)
+        die(&err);
+    if (a.ev.tok)
+        a.scratch = tfm_tok_scratch_new(a.ev.tok);
+    if (which == 0)
+        cmd_perplexity(&a);
+    else if (which == 1)
+        cmd_choice(&a);
+    else
+        cmd_lastword(&a);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        tfm_fatal(prog, "writing stdout failed");
+    if (a.scratch)
+        tfm_tok_scratch_free(a.scratch);
+    tfm_eval_close(&a.ev);
+    return 0;
+}

@@ -1,0 +1,113 @@
+#include "config.h"
+
+#include <string.h>
+
+#include "base/progress.h"
+#include "infer/eval.h"
+#include "infer/metrics.h"
+#include "io/config.h"
+#include "train/checkpoint.h"
+
+int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
+{
+    memset(e, 0, sizeof *e);
+    e->eos = -1;
+    tfm_config c;
+    if (tfm_checkpoint_load_model(path, &c, &e->model, &e->tok, err) < 0)
+        return -1;
+    if (e->tok)
+        e->eos = tfm_tokenizer_specials(e->tok)->eos;
+    const tfm_gpt_config *g = &e->model.cfg;
+    if (batch < 1) {
+        /* the forward's logits are [batch, T, V] floats */
+        size_t per = (size_t)g->block_size * (size_t)g->vocab_size * sizeof(float);
+        size_t b = ((size_t)256 << 20) / (per ? per : 1);
+        batch = b < 1 ? 1 : b > 16 ? 16 : (int)b;
+    }
+    e->batch = batch;
+    e->in = tfm_malloc((size_t)batch * (size_t)g->block_size * sizeof *e->in);
+    return 0;
+}
+
+void tfm_eval_close(tfm_eval *e)
+{
+    tfm_gpt_free(&e->model);
+    tfm_tokenizer_free(e->tok);
+    free(e->in);
+    memset(e, 0, sizeof *e);
+}
+
+/* Runs seqs[0..n) (n ≤ batch) as one forward and scores them. */
+static int score_batch(tfm_eval *e, tfm_eval_seq *seqs, int n, tfm_err *err)
+{
+    const int V = e->model.cfg.vocab_size;
+    const size_t block = (size_t)e->model.cfg.block_size;
+    size_t T = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = seqs[i].n < block ? seqs[i].n : block;
+        if (len > T)
+            T = len;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = seqs[i].n < block ? seqs[i].n : block;
+        const uint32_t *ids = seqs[i].ids + (seqs[i].n - len);
+        int32_t *row = e->in + (size_t)i * T;
+        for (size_t t = 0; t < len; t++)
+            row[t] = (int32_t)ids[t];
+        /* padding: any valid id; the causal mask keeps it out of the scores */
+        for (size_t t = len; t < T; t++)
+            row[t] = 0;
+    }
+    if (tfm_gpt_forward(&e->model, e->in, NULL, n, (int)T, NULL, err) < 0)
+        return -1;
+    const float *logits = tfm_gpt_logits(&e->model);
+    for (int i = 0; i < n; i++) {
+        size_t len = seqs[i].n < block ? seqs[i].n : block;
+        size_t k = seqs[i].n_target;
+        const int32_t *row = e->in + (size_t)i * T;
+        double lp = 0;
+        int greedy = 1;
+        /* position t is predicted by the logits at t - 1 */
+#pragma omp parallel for reduction(+ : lp) reduction(& : greedy) schedule(static)
+        for (size_t t = len - k; t < len; t++) {
+            const float *l = logits + ((size_t)i * T + t - 1) * (size_t)V;
+            lp -= tfm_metrics_nll(l, V, (uint32_t)row[t]);
+            greedy &= tfm_metrics_argmax(l, V) == row[t];
+        }
+        seqs[i].logprob = lp;
+        seqs[i].greedy = greedy;
+    }
+    for (int i = 0; i < n; i++)
+        e->stat_tokens += seqs[i].n < block ? seqs[i].n : block;
+    return 0;
+}
+
+int tfm_eval_score(tfm_eval *e, tfm_eval_seq *seqs, size_t n, tfm_progress *progress,
+                   tfm_err *err)
+{
+    const size_t block = (size_t)e->model.cfg.block_size;
+    for (size_t i = 0; i < n; i++) {
+        if (seqs[i].n_target < 1 || seqs[i].n_target >= seqs[i].n)
+            return tfm_err_set(err, "sequence %zu: %zu tokens to score of %zu (need at "
+                               "least one, and one token of history)",
+                               i + 1, seqs[i].n_target, seqs[i].n);
+        if (seqs[i].n_target >= block)
+            return tfm_err_set(err, "sequence %zu: %zu tokens to score do not fit the "
+                               "model's context of %zu (with one token of history)",
+                               i + 1, seqs[i].n_target, block);
+    }
+    double t0 = tfm_now();
+    size_t done = 0;
+    for (size_t i = 0; i < n; i += (size_t)e->batch) {
+        int m = n - i < (size_t)e->batch ? (int)(n - i) : e->batch;
+        if (score_batch(e, seqs + i, m, err) < 0)
+            return -1;
+        if (progress) {
+            for (int j = 0; j < m; j++)
+                done += seqs[i + j].n_target;
+            tfm_progress_update(progress, (double)done);
+        }
+    }
+    e->stat_seconds += tfm_now() - t0;
+    return 0;
+}

@@ -1,0 +1,65 @@
+/* Scoring text with a language model: the engine under tfm-eval.
+ *
+ *     tfm_eval e;
+ *     tfm_eval_open(&e, "run/model.safetensors", 8, &err);   // batch of 8
+ *     tfm_eval_seq s = {ids, n, n_target};   // score the last n_target ids
+ *     tfm_eval_score(&e, &s, 1, NULL, &err); // s.logprob, s.greedy
+ *     tfm_eval_close(&e);
+ *
+ * One engine serves the three evaluations: a perplexity window, a
+ * multiple-choice ending and a LAMBADA target are all "a sequence whose
+ * last k tokens are scored".  Sequences are run through the model's batched
+ * forward (nn/gpt.h) several at a time, right-padded to the longest of the
+ * batch: attention is causal, so padding after a sequence cannot change
+ * its scores.  Sequences longer than the model's context keep their last
+ * block_size tokens (the scored ones must fit with one token of history).
+ *
+ * Buffers are planned for batch × block_size once; scoring allocates
+ * nothing per token.
+ *
+ * Threads: call tfm_blas_init (tensor/gemm.h) first.
+ *
+ * Ownership: tfm_eval owns the model, its tokenizer and the buffers. */
+#ifndef TFM_INFER_EVAL_H
+#define TFM_INFER_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/progress.h"
+#include "nn/gpt.h"
+#include "text/tokenizer.h"
+
+typedef struct tfm_eval {
+    tfm_gpt model;
+    tfm_tokenizer *tok;   /* NULL when the file carries none */
+    int64_t eos;          /* end-of-text id, or -1 */
+    int batch;            /* sequences per forward */
+    int32_t *in;          /* [batch, block_size] */
+    size_t stat_tokens;   /* positions run through the model */
+    double stat_seconds;  /* in the forward and scoring */
+} tfm_eval;
+
+/* Opens a model file written by tfm-train (or mkmodel): weights, config
+ * and tokenizer.  batch < 1 picks one that keeps the logits under ~256 MB.
+ * Errors name the path. */
+int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err);
+void tfm_eval_close(tfm_eval *e);
+
+typedef struct tfm_eval_seq {
+    const uint32_t *ids;  /* borrowed */
+    size_t n;
+    size_t n_target;      /* the last n_target ids are scored; ≥ 1, < n */
+    /* results */
+    double logprob;       /* Σ log p(target token | everything before it) */
+    int greedy;           /* 1 when every target token is the argmax */
+} tfm_eval_seq;
+
+/* Scores seqs[0..n).  Errors: a target longer than the context allows, an
+ * id outside the vocabulary.  progress (may be NULL) advances by the
+ * scored tokens. */
+int tfm_eval_score(tfm_eval *e, tfm_eval_seq *seqs, size_t n, tfm_progress *progress,
+                   tfm_err *err);
+
+#endif

@@ -1,0 +1,116 @@
+#!/bin/sh
+# tfm-eval end to end on a random model with a character tokenizer:
+# counts that can be checked by hand (tokens, bytes, windows for a stride,
+# bits per byte from the summed NLL), results independent of batch and
+# threads, tied choices, and clear errors for bad input.
+set -eu
+: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
+PATH="$TFM_BUILDDIR:$PATH"
+work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-eval.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_exit() {
+    want=$1; shift
+    set +e; "$@" >out 2>err; got=$?; set -e
+    [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
+}
+E="tfm-eval -q --threads 1"
+printf 'In the beginning the shell was small, and every program did one thing well.\n' >text.txt
+"$TFM_BUILDDIR/lib/infer/mkmodel" m.st --text text.txt --layers 2 --heads 2 --embd 32 \
+    --context 16 --scale 3 --seed 4
+N=$(wc -c <text.txt)   # 77 characters, one token each
+
+field() { tr ',' '\n' <"$1" | sed -n "s/^\"$2\"://p" | tr -d '}'; }
+
+# End-of-text first: every character is scored; N + 1 tokens in windows of
+# 16 with stride 4: 1 + ceil((N + 1 - 16) / 4).
+$E perplexity -m m.st --context 16 --stride 4 --json text.txt >p.json
+[ "$(field p.json tokens)" -eq "$N" ] || fail "tokens $(field p.json tokens), want $N"
+[ "$(field p.json bytes)" -eq "$N" ] || fail "bytes"
+[ "$(field p.json chars)" -eq "$N" ] || fail "chars"
+[ "$(field p.json windows)" -eq $(( 1 + (N + 1 - 16 + 3) / 4 )) ] || fail "windows $(field p.json windows)"
+[ "$(field p.json bos)" = true ] || fail "bos"
+# bits per byte = sum of NLL / ln 2 / bytes; perplexity = exp(mean NLL)
+awk -v s="$(field p.json nll_sum)" -v b="$(field p.json bits_per_byte)" \
+    -v ce="$(field p.json cross_entropy)" -v p="$(field p.json perplexity)" -v n="$N" 'BEGIN {
+    d1 = s / log(2) / n - b; d2 = s / n - ce; d3 = exp(ce) / p - 1
+    if (d1 * d1 > 1e-12 || d2 * d2 > 1e-12 || d3 * d3 > 1e-12) exit 1 }' ||
+    fail "bits per byte or perplexity do not follow from the NLL: $(cat p.json)"
+# stride 1: one window per token after the first 16
+$E perplexity -m m.st --context 16 --stride 1 --json <text.txt >p1.json
+[ "$(field p1.json windows)" -eq $(( 1 + N + 1 - 16 )) ] || fail "stride 1 windows"
+# stride = context: windows overlap by one token (each scores 15)
+$E perplexity -m m.st --json <text.txt >p16.json
+[ "$(field p16.json windows)" -eq $(( 1 + (N + 1 - 16 + 14) / 15 )) ] || fail "stride 16 windows"
+[ "$(field p16.json stride)" -eq 16 ] && [ "$(field p16.json context)" -eq 16 ] || fail "defaults"
+# without end-of-text: the first character is context only
+$E perplexity -m m.st --no-bos --json <text.txt >nb.json
+[ "$(field nb.json tokens)" -eq $((N - 1)) ] && [ "$(field nb.json bytes)" -eq $((N - 1)) ] ||
+    fail "--no-bos counts: $(cat nb.json)"
+
+# batch size and threads change nothing
+$E perplexity -m m.st --stride 3 --batch 1 --json <text.txt >b1.json
+tfm-eval -q --threads 2 perplexity -m m.st --stride 3 --batch 7 --json <text.txt >b7.json
+[ "$(field b1.json cross_entropy)" = "$(field b7.json cross_entropy)" ] ||
+    fail "batch/threads changed the result: $(field b1.json cross_entropy) $(field b7.json cross_entropy)"
+
+# TSV: a header and a line of values
+$E perplexity -m m.st text.txt >p.tsv
+[ "$(wc -l <p.tsv)" -eq 2 ] && head -n 1 p.tsv | grep -q '^tokens	bytes	chars	cross_entropy	perplexity	bits_per_byte' ||
+    fail "TSV: $(cat p.tsv)"
+# the human summary and the speed go to stderr
+tfm-eval --threads 1 perplexity -m m.st text.txt 2>sum >/dev/null
+grep -q 'perplexity [0-9.]*, cross-entropy' sum && grep -q 'tokens/s' sum || fail "summary: $(cat sum)"
+
+# choice: identical endings tie, the first wins: right for label 0, wrong
+# for label 1 -> 0.5 +- sqrt(.25 / 1)
+cat >items.jsonl <<'JL'
+{"context": "In the", "endings": [" shell", " shell"], "label": 0}
+
+{"context": "In the", "endings": [" shell", " shell"], "label": 1}
+JL
+$E choice -m m.st --json <items.jsonl >c.json
+[ "$(field c.json items)" -eq 2 ] && [ "$(field c.json acc)" = 0.5 ] &&
+    [ "$(field c.json acc_stderr)" = 0.5 ] && [ "$(field c.json acc_per_byte)" = 0.5 ] ||
+    fail "choice ties: $(cat c.json)"
+$E choice -m m.st <items.jsonl | head -n 1 | grep -q '^items	acc	acc_stderr	acc_per_token' ||
+    fail "choice TSV"
+
+# lastword: counts
+printf 'the shell was small\nevery program did one thing well\n' >pass.txt
+$E lastword -m m.st --json pass.txt >l.json
+[ "$(field l.json passages)" -eq 2 ] || fail "lastword: $(cat l.json)"
+# " small" and " well" with the space: 6 + 5 target tokens
+[ "$(field l.json target_tokens)" -eq 11 ] || fail "lastword targets: $(cat l.json)"
+
+# errors
+expect_exit 1 $E perplexity -m m.st </dev/null
+grep -q 'stdin: empty input' err || fail "empty input: $(cat err)"
+printf '{"context": "a", "endings": ["b", "c"], "label": 0}\n\n{"context": "a", "endings": ["b", \n' >bad.jsonl
+expect_exit 1 $E choice -m m.st bad.jsonl
+grep -q '^tfm-eval: bad.jsonl:3:' err || fail "malformed JSONL: $(cat err)"
+printf '{"context": "a", "endings": ["b", "c"], "label": 2}\n' >lab.jsonl
+expect_exit 1 $E choice -m m.st <lab.jsonl
+grep -q 'stdin:1:.*"label" must be the index' err || fail "bad label: $(cat err)"
+printf '{"context": "a", "endings": ["b"], "label": 0}\n' >one.jsonl
+expect_exit 1 $E choice -m m.st <one.jsonl
+grep -q 'stdin:1:.*at least two' err || fail "one ending: $(cat err)"
+printf 'two words\nnospace\n' >ns.txt
+expect_exit 1 $E lastword -m m.st ns.txt
+grep -q 'ns.txt:2: no space' err || fail "passage without a space: $(cat err)"
+expect_exit 1 $E lastword -m m.st </dev/null
+printf 'not a model' >bad.st
+expect_exit 1 $E perplexity -m bad.st <text.txt
+grep -q 'bad.st' err || fail "bad model file: $(cat err)"
+expect_exit 1 $E perplexity -m missing.st <text.txt
+grep -q 'missing.st' err || fail "missing model: $(cat err)"
+expect_exit 2 $E perplexity <text.txt
+expect_exit 2 $E perplexity -m m.st --context 17 <text.txt
+grep -q 'longer than the model' err || fail "--context: $(cat err)"
+expect_exit 2 $E perplexity -m m.st --context 8 --stride 9 <text.txt
+expect_exit 2 $E frobnicate -m m.st
+expect_exit 2 $E choice -m m.st --stride 2 <items.jsonl
+expect_exit 0 tfm-eval --help
+grep -q perplexity out || fail "--help"
+echo ok

@@ -58,7 +58,7 @@ def torch_gpt(cfg, P, x, y):
     return loss, logits
 
 
-def run_case(name, cfg, B, T, seed, threads):
+def run_case(name, cfg, B, T, seed, threads, attn):
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as d:
         keys = ["n_layer", "n_head", "n_embd", "block_size", "vocab_size", "ln", "act",
@@ -92,7 +92,8 @@ def run_case(name, cfg, B, T, seed, threads):
             y[B - 1, T - 1] = -1
         with open(os.path.join(d, "batch.bin"), "wb") as f:
             f.write(x.astype("<i4").tobytes() + y.astype("<i4").tobytes())
-        subprocess.run([DUMP, "run", d], check=True)
+        env = dict(os.environ, TFM_ATTN=attn)  # fused loops or per-head BLIS
+        subprocess.run([DUMP, "run", d], check=True, env=env)
         out = np.fromfile(os.path.join(d, "out.bin"), dtype="<f4")
 
     Pt = {n: torch.tensor(w, dtype=torch.float64, requires_grad=True) for n, w in P.items()}
@@ -147,8 +148,9 @@ def main():
     ]
     ok = True
     for i, (name, cfg, B, T) in enumerate(cases):
-        for threads in (1, 2):
-            ok &= run_case(f"{name} [{threads} thread(s)]", cfg, B, T, 100 + i, threads)
+        for threads, attn in ((1, "fused"), (2, "fused"), (2, "blas")):
+            ok &= run_case(f"{name} [{threads} thread(s), {attn} attention]", cfg, B, T,
+                           100 + i, threads, attn)
     return 0 if ok else 1
 
 

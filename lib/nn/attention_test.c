@@ -63,7 +63,7 @@ static void check_forward(struct ctx *c)
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < a->NH; h++)
             for (int i = 0; i < a->Tq; i++) {
-                double s[64], mx = -1e300, z = 0;
+                double s[128], mx = -1e300, z = 0;
                 int len = a->Tk;
                 if (a->mask == TFM_MASK_CAUSAL && i + 1 + a->Tk - a->Tq < len)
                     len = i + 1 + a->Tk - a->Tq;
@@ -112,7 +112,7 @@ static void test_causal_self(void **state)
 {
     (void)state;
     struct ctx c;
-    setup(&c, 2, 7, 7, 3, 4, TFM_MASK_CAUSAL, NULL, 0.0f, 1);
+    setup(&c, 2, 7, 7, 3, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 1);
     check_forward(&c);
     check_backward(&c);
     /* the future is invisible: changing the last key and value changes
@@ -136,6 +136,11 @@ static void test_cross_padding(void **state)
     check_forward(&c);
     check_backward(&c);
     teardown_ctx(&c);
+    /* a head size the fused loops take, and more keys than one register */
+    setup(&c, 2, 3, 21, 1, 32, TFM_MASK_NONE, key_len, 0.0f, 2);
+    check_forward(&c);
+    check_backward(&c);
+    teardown_ctx(&c);
 }
 
 static void test_causal_cache_alignment(void **state)
@@ -147,13 +152,17 @@ static void test_causal_cache_alignment(void **state)
     check_forward(&c);
     check_backward(&c);
     teardown_ctx(&c);
+    setup(&c, 1, 5, 70, 1, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 3);
+    check_forward(&c);
+    check_backward(&c);
+    teardown_ctx(&c);
 }
 
 static void test_dropout(void **state)
 {
     (void)state;
     struct ctx c;
-    setup(&c, 2, 6, 6, 2, 4, TFM_MASK_CAUSAL, NULL, 0.3f, 4);
+    setup(&c, 2, 6, 6, 2, 16, TFM_MASK_CAUSAL, NULL, 0.3f, 4);
     check_backward(&c);
     /* some probabilities really are dropped: output differs from p = 0 */
     attn_loss(&c);
@@ -175,5 +184,10 @@ int main(void)
         cmocka_unit_test(test_causal_cache_alignment),
         cmocka_unit_test(test_dropout),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* both implementations: the fused loops and the per-head BLIS products */
+    setenv("TFM_ATTN", "fused", 1);
+    int failed = cmocka_run_group_tests_name("fused", tests, NULL, NULL);
+    setenv("TFM_ATTN", "blas", 1);
+    failed += cmocka_run_group_tests_name("blas", tests, NULL, NULL);
+    return failed;
 }

@@ -287,7 +287,8 @@ static size_t acts_layout(tfm_gpt_acts *a, const tfm_gpt_config *c, size_t N, si
 static int acts_plan(tfm_gpt *m, int B, int T, tfm_err *err)
 {
     size_t N = (size_t)B * T, att = (size_t)B * T * T;
-    tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = m->cfg.n_head};
+    tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = m->cfg.n_head,
+                      .HS = m->cfg.n_embd / m->cfg.n_head};
     size_t scratch = tfm_attn_scratch_floats(&probe);
     tfm_gpt_acts *a = m->acts;
     if (a && a->cap_n >= N && a->cap_att >= att && a->attn_scratch_n >= scratch)

@@ -593,7 +593,7 @@ void tfm_wordpiece_encode_word(const tfm_wordpiece *wp, const char *word, size_t
         }
     }
     size_t mark = out->len, start = 0;
-    uint64_t hs[65];
+    uint64_t hsbuf[65], *hs = hsbuf, *big = NULL;
     while (start < n) {
         const table *t = start == 0 || wp->prefix_len == 0 ? &wp->full : &wp->cont;
         size_t lim = n - start;
@@ -601,9 +601,11 @@ void tfm_wordpiece_encode_word(const tfm_wordpiece *wp, const char *word, size_t
             lim = t->maxlen;
         const char *k = word + start;
         uint32_t id = NONE;
-        size_t hn = lim < 64 ? lim : 64;
+        if (lim > 64 && !big) /* only with a vocabulary of very long pieces */
+            big = tfm_malloc((n + 1) * sizeof *big);
+        hs = lim > 64 ? big : hsbuf;
         uint64_t h = FNV_INIT;
-        for (size_t i = 0; i < hn; i++)
+        for (size_t i = 0; i < lim; i++)
             hs[i + 1] = h = fnv_step(h, (unsigned char)k[i]);
         uint64_t head8 = head_of(k, lim);
         size_t len = lim;
@@ -611,7 +613,7 @@ void tfm_wordpiece_encode_word(const tfm_wordpiece *wp, const char *word, size_t
             /* Only end on a character boundary. */
             if (start + len < n && (w[start + len] & 0xC0) == 0x80)
                 continue;
-            uint64_t hl = len <= 64 ? hs[len] : fnv(k, len);
+            uint64_t hl = hs[len];
             if (!bloom_maybe(t, hl))
                 continue;
             id = table_find(wp, t, hl, head_cut(head8, len), k, len,
@@ -622,11 +624,12 @@ void tfm_wordpiece_encode_word(const tfm_wordpiece *wp, const char *word, size_t
         if (id == NONE) {
             out->len = mark;
             tfm_ids_push(out, wp->unk_id);
-            return;
+            break;
         }
         tfm_ids_push(out, id);
         start += len;
     }
+    free(big);
 }
 
 typedef struct enc_ctx {

@@ -656,6 +656,32 @@ static void test_max_chars(void **state)
         hundred[i] = 2;
     expect_encode(wp, buf, hundred, 100);
     tfm_wordpiece_free(wp);
+
+    /* Pieces longer than the 64 precomputed hashes. */
+    tfm_buf v = {0}, word = {0};
+    tfm_buf_puts(&v, "[UNK]\n##b\n");
+    for (int i = 0; i < 80; i++)
+        tfm_buf_putc(&v, 'b');
+    tfm_buf_puts(&v, "\n");
+    for (int i = 0; i < 40; i++)
+        tfm_buf_puts(&v, "\xD0\xB6"); /* ж */
+    tfm_buf_puts(&v, "\n##");
+    for (int i = 0; i < 35; i++)
+        tfm_buf_puts(&v, "\xD0\xB6");
+    tfm_buf_puts(&v, "\n");
+    wp = vocab_of(tfm_buf_cstr(&v), &e);
+    assert_non_null(wp);
+    memset(buf, 'b', 99);
+    buf[99] = 0;
+    const uint32_t long_pieces[] = {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    expect_encode(wp, buf, long_pieces, 20); /* 80 + 19 × 1 */
+    for (int i = 0; i < 75; i++)
+        tfm_buf_puts(&word, "\xD0\xB6");
+    const uint32_t both[] = {3, 4}; /* 80 + 70 bytes, 75 characters */
+    expect_encode(wp, tfm_buf_cstr(&word), both, 2);
+    tfm_buf_free(&word);
+    tfm_wordpiece_free(wp);
+    tfm_buf_free(&v);
 }
 
 static void test_json_errors(void **state)

@@ -95,6 +95,10 @@ tfm_tokenizer *tfm_tok_new(tfm_tok_kind kind, const tfm_tok_ops *ops);
  * the id is taken or the piece is already in the vocabulary with another id. */
 int tfm_tok_vocab_set(tfm_tokenizer *tok, uint32_t id, const char *piece,
                       size_t len, const char *what, tfm_err *err);
+/* The same, but a piece already in the vocabulary is allowed: lookups then
+ * give the later id (as HF does for a vocab.txt listing a piece twice). */
+int tfm_tok_vocab_set_dup(tfm_tokenizer *tok, uint32_t id, const char *piece,
+                          size_t len, const char *what, tfm_err *err);
 /* Appends a piece at the next free id (n_pieces); returns the id. */
 uint32_t tfm_tok_vocab_push(tfm_tokenizer *tok, const char *piece, size_t len);
 

@@ -22,7 +22,7 @@ static void wp_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, t
         p[i] = tok->pieces[ids[i]];
         l[i] = tok->piece_lens[ids[i]];
     }
-    tfm_wordpiece_decode_pieces(p, l, n, "##", 1, out);
+    tfm_wordpiece_decode_pieces_wp(tok->impl, p, l, n, out);
     free(p);
     free(l);
 }
@@ -66,7 +66,8 @@ static const tfm_tok_ops wp_ops = {
     .free = wp_free,
 };
 
-/* Copies the model's pieces into the facade's table. */
+/* Copies the model's pieces into the facade's table.  A vocab.txt may list
+ * a piece twice (HF: the later id wins for lookups, both decode). */
 static int adopt(tfm_tokenizer *tok, tfm_wordpiece *wp, const char *name, tfm_err *err)
 {
     tok->ops = &wp_ops;
@@ -75,7 +76,7 @@ static int adopt(tfm_tokenizer *tok, tfm_wordpiece *wp, const char *name, tfm_er
     for (uint32_t id = 0; id < n; id++) {
         size_t len;
         const char *p = tfm_wordpiece_piece(wp, id, &len);
-        if (p && tfm_tok_vocab_set(tok, id, p, len, name, err))
+        if (p && tfm_tok_vocab_set_dup(tok, id, p, len, name, err))
             return -1;
     }
     return 0;
@@ -89,6 +90,10 @@ int tfm_tok_wordpiece_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
                                 tfm_json_get(root, "normalizer"),
                                 tfm_json_get(root, "pre_tokenizer"), err))
         return -1;
+    if (tfm_wordpiece_decoder_from_json(wp, doc, tfm_json_get(root, "decoder"), err)) {
+        tfm_wordpiece_free(wp);
+        return -1;
+    }
     return adopt(tok, wp, doc->name, err);
 }
 

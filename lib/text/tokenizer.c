@@ -46,8 +46,9 @@ static void hash_grow(tfm_tokenizer *t)
     memset(t->hash, 0xff, (size_t)cap * sizeof *t->hash);
     t->hash_cap = cap;
     t->hash_used = 0;
-    for (uint32_t id = 0; id < t->n_pieces; id++)
-        if (t->pieces[id])
+    /* from the last id down, so that a piece listed twice keeps its later id */
+    for (uint32_t id = t->n_pieces; id-- > 0;)
+        if (t->pieces[id] && tfm_tokenizer_token_id(t, t->pieces[id], t->piece_lens[id]) < 0)
             hash_insert(t, id);
 }
 
@@ -80,8 +81,8 @@ static void pieces_reserve(tfm_tokenizer *t, uint32_t n)
     t->cap_pieces = cap;
 }
 
-int tfm_tok_vocab_set(tfm_tokenizer *t, uint32_t id, const char *piece, size_t len,
-                      const char *what, tfm_err *err)
+static int vocab_set(tfm_tokenizer *t, uint32_t id, const char *piece, size_t len,
+                     const char *what, int dup_ok, tfm_err *err)
 {
     const char *w = what ? what : "", *sep = what ? ": " : "";
     if (id >= 0x7fffffffu)
@@ -92,18 +93,38 @@ int tfm_tok_vocab_set(tfm_tokenizer *t, uint32_t id, const char *piece, size_t l
     if (t->pieces[id])
         return tfm_err_set(err, "%s%stoken id %u is used twice", w, sep, id);
     int64_t old = tfm_tokenizer_token_id(t, piece, len);
-    if (old >= 0)
+    if (old >= 0 && !dup_ok)
         return tfm_err_set(err, "%s%stoken '%.*s' appears twice (ids %lld and %u)", w, sep,
                            (int)len, piece, (long long)old, id);
     t->pieces[id] = tfm_strndup(piece, len);
     t->piece_lens[id] = (uint32_t)len;
     if (id >= t->n_pieces)
         t->n_pieces = id + 1;
+    if (old >= 0) {
+        /* the later id takes over the piece's hash slot */
+        uint32_t h = (uint32_t)piece_hash(piece, len) & (t->hash_cap - 1);
+        while (t->hash[h] != (uint32_t)old)
+            h = (h + 1) & (t->hash_cap - 1);
+        t->hash[h] = id;
+        return 0;
+    }
     if ((t->hash_used + 1) * 4 >= t->hash_cap * 3)
         hash_grow(t);
     else
         hash_insert(t, id);
     return 0;
+}
+
+int tfm_tok_vocab_set(tfm_tokenizer *t, uint32_t id, const char *piece, size_t len,
+                      const char *what, tfm_err *err)
+{
+    return vocab_set(t, id, piece, len, what, 0, err);
+}
+
+int tfm_tok_vocab_set_dup(tfm_tokenizer *t, uint32_t id, const char *piece, size_t len,
+                          const char *what, tfm_err *err)
+{
+    return vocab_set(t, id, piece, len, what, 1, err);
 }
 
 uint32_t tfm_tok_vocab_push(tfm_tokenizer *t, const char *piece, size_t len)

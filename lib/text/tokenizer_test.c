@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -90,11 +91,41 @@ static void test_bert_json(void **state)
     tfm_buf_free(&b);
 }
 
+/* A vocab.txt listing a piece twice: the later id wins for lookups (HF),
+ * also after the hash table has grown. */
+static void test_vocab_txt_duplicates(void **state)
+{
+    char path[] = "/tmp/tfm_tok_test_XXXXXX.txt";
+    int fd = mkstemps(path, 4);
+    assert_true(fd >= 0);
+    FILE *fp = fdopen(fd, "w");
+    fputs("[PAD]\n[UNK]\n", fp);
+    for (int i = 0; i < 3000; i++)
+        fprintf(fp, "w%d\n", i % 2000);
+    fclose(fp);
+    tfm_tokenizer *t;
+    tfm_err err = {0};
+    if (tfm_tokenizer_load(&t, path, &err)) {
+        unlink(path);
+        fail_msg("%s", err.msg);
+    }
+    unlink(path);
+    assert_int_equal(tfm_tokenizer_vocab_size(t), 3002);
+    assert_int_equal(tfm_tokenizer_token_id(t, "w10", 3), 2002 + 10);
+    assert_int_equal(tfm_tokenizer_token_id(t, "w1999", 5), 2 + 1999);
+    size_t len;
+    const char *p = tfm_tokenizer_piece(t, 12, &len);
+    assert_int_equal(len, 3);
+    assert_memory_equal(p, "w10", 3);
+    tfm_tokenizer_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert_specials),
         cmocka_unit_test(test_bert_json),
+        cmocka_unit_test(test_vocab_txt_duplicates),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

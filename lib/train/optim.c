@@ -2,6 +2,10 @@
 
 #include "config.h"
 
+#if defined(__AVX512F__) || defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #include <math.h>
 #include <string.h>
 
@@ -30,43 +34,111 @@ void tfm_adam_free(tfm_adam *o)
     memset(o, 0, sizeof *o);
 }
 
-void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_param *table,
-                   int n_table, double lr, float grad_scale)
+/* The constants of one Adam step over one slice. */
+typedef struct adam_k {
+    float b1, b2, c1, c2, eps, step, inv_sqrt_bc2, l2, shrink, gs;
+} adam_k;
+
+/* sqrtf may set errno, so compilers keep the Adam loop scalar; the vector
+ * body uses the vector square root explicitly (GCC's vector operators for
+ * the rest), the scalar tail the same formula. */
+static void adam_span(float *restrict p, const float *restrict g, float *restrict m,
+                      float *restrict v, size_t n, const adam_k *k)
 {
-    o->t++;
-    const float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
-    /* 1 - β in double first: (1.0f - 0.999f) loses 3 digits. */
-    const float c1 = (float)(1.0 - o->beta1), c2 = (float)(1.0 - o->beta2);
-    const double bc1 = 1.0 - pow(o->beta1, (double)o->t);
-    const double bc2 = 1.0 - pow(o->beta2, (double)o->t);
-    const float step = (float)(lr / bc1);
-    const float inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
-    for (int k = 0; k < n_table; k++) {
-        const tfm_param *tp = &table[k];
-        float *p = params + tp->offset;
-        const float *g = grads + tp->offset;
-        float *m = o->m + tp->offset, *v = o->v + tp->offset;
-        const float wd = tp->decay ? (float)o->weight_decay : 0.0f;
-        const float shrink = o->decoupled ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
-        const float l2 = o->decoupled ? 0.0f : wd;
-        const int decay = tp->decay && o->weight_decay > 0;
-        const size_t n = tp->numel;
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) {
-            float pi = p[i];
-            float gi = g[i] * grad_scale + l2 * pi;
-            if (decay && o->decoupled)
-                pi *= shrink;
-            float mi = b1 * m[i] + c1 * gi;
-            float vi = b2 * v[i] + c2 * gi * gi;
-            m[i] = mi;
-            v[i] = vi;
-            p[i] = pi - step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
-        }
+    const adam_k c = *k;
+    size_t i = 0;
+#if defined(__AVX512F__)
+    typedef __m512 vec;
+    enum { W = 16 };
+#define VSET(x) _mm512_set1_ps(x)
+#define VLOAD(a) _mm512_loadu_ps(a)
+#define VSTORE(a, x) _mm512_storeu_ps(a, x)
+#define VSQRT(x) _mm512_sqrt_ps(x)
+#elif defined(__AVX__)
+    typedef __m256 vec;
+    enum { W = 8 };
+#define VSET(x) _mm256_set1_ps(x)
+#define VLOAD(a) _mm256_loadu_ps(a)
+#define VSTORE(a, x) _mm256_storeu_ps(a, x)
+#define VSQRT(x) _mm256_sqrt_ps(x)
+#endif
+#ifdef VSET
+    const vec b1 = VSET(c.b1), b2 = VSET(c.b2), c1 = VSET(c.c1), c2 = VSET(c.c2),
+              eps = VSET(c.eps), step = VSET(c.step), isb = VSET(c.inv_sqrt_bc2),
+              l2 = VSET(c.l2), shrink = VSET(c.shrink), gs = VSET(c.gs);
+    for (; i + W <= n; i += W) {
+        vec pi = VLOAD(p + i);
+        vec gi = VLOAD(g + i) * gs + l2 * pi;
+        pi = pi * shrink;
+        vec mi = b1 * VLOAD(m + i) + c1 * gi;
+        vec vi = b2 * VLOAD(v + i) + c2 * gi * gi;
+        VSTORE(m + i, mi);
+        VSTORE(v + i, vi);
+        VSTORE(p + i, pi - step * mi / (VSQRT(vi) * isb + eps));
+    }
+#undef VSET
+#undef VLOAD
+#undef VSTORE
+#undef VSQRT
+#endif
+    for (; i < n; i++) {
+        float pi = p[i];
+        float gi = g[i] * c.gs + c.l2 * pi;
+        pi *= c.shrink;
+        float mi = c.b1 * m[i] + c.c1 * gi;
+        float vi = c.b2 * v[i] + c.c2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - c.step * mi / (sqrtf(vi) * c.inv_sqrt_bc2 + c.eps);
     }
 }
 
 #define CHUNK 16384
+
+void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_param *table,
+                   int n_table, double lr, float grad_scale)
+{
+    o->t++;
+    const double bc1 = 1.0 - pow(o->beta1, (double)o->t);
+    const double bc2 = 1.0 - pow(o->beta2, (double)o->t);
+    adam_k k = {
+        .b1 = (float)o->beta1,
+        .b2 = (float)o->beta2,
+        /* 1 - β in double first: (1.0f - 0.999f) loses 3 digits. */
+        .c1 = (float)(1.0 - o->beta1),
+        .c2 = (float)(1.0 - o->beta2),
+        .eps = (float)o->eps,
+        .step = (float)(lr / bc1),
+        .inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2)),
+        .gs = grad_scale,
+    };
+    for (int t = 0; t < n_table; t++) {
+        const tfm_param *tp = &table[t];
+        float *p = params + tp->offset;
+        const float *g = grads + tp->offset;
+        float *m = o->m + tp->offset, *v = o->v + tp->offset;
+        adam_k kk = k;
+        /* Adam's L2 decay enters the gradient; AdamW's is a factor on p. */
+        kk.l2 = (!o->decoupled && tp->decay) ? (float)o->weight_decay : 0.0f;
+        kk.shrink = (o->decoupled && tp->decay) ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
+        const size_t n = tp->numel, nchunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (nchunks > 4)
+        for (size_t c = 0; c < nchunks; c++) {
+            size_t lo = c * CHUNK, len = lo + CHUNK < n ? CHUNK : n - lo;
+            adam_span(p + lo, g + lo, m + lo, v + lo, len, &kk);
+        }
+    }
+}
+
+/* Σ g² in double over one chunk, in an order fixed by the code alone. */
+static double sumsq_span(const float *restrict g, size_t n)
+{
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = 0; i < n; i++)
+        s += (double)g[i] * g[i];
+    return s;
+}
 
 double tfm_grad_norm(const float *g, size_t n)
 {
@@ -75,11 +147,8 @@ double tfm_grad_norm(const float *g, size_t n)
     double *part = nchunks <= 256 ? stack : tfm_malloc(nchunks * sizeof(double));
 #pragma omp parallel for schedule(static) if (nchunks > 4)
     for (size_t c = 0; c < nchunks; c++) {
-        size_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
-        double s = 0;
-        for (size_t i = lo; i < hi; i++)
-            s += (double)g[i] * g[i];
-        part[c] = s;
+        size_t lo = c * CHUNK, len = lo + CHUNK < n ? CHUNK : n - lo;
+        part[c] = sumsq_span(g + lo, len);
     }
     double s = 0;
     for (size_t c = 0; c < nchunks; c++)

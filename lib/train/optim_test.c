@@ -57,23 +57,32 @@ static void reference(double *p, double *m, double *v, const double *g, int n, i
     }
 }
 
+/* 37 = two 16-wide vector blocks of decaying weights and a scalar tail that
+ * crosses into the non-decaying slice. */
+static tfm_param ref_params[2] = {
+    {.name = "w", .ndim = 2, .shape = {4, 8}, .offset = 0, .numel = 32, .decay = 1},
+    {.name = "b", .ndim = 1, .shape = {5, 0}, .offset = 32, .numel = 5, .decay = 0},
+};
+
 static void run_vs_reference(int decoupled)
 {
-    enum { N = 6, STEPS = 50 };
+    enum { N = 37, STEPS = 50 };
     tfm_rng r;
     tfm_rng_seed(&r, 7);
     float p[N], g[N];
     double pd[N], md[N] = {0}, vd[N] = {0}, gd[N];
-    int decay[N] = {1, 1, 1, 1, 0, 0};
-    for (int i = 0; i < N; i++)
+    int decay[N];
+    for (int i = 0; i < N; i++) {
         pd[i] = p[i] = tfm_rng_normal(&r);
+        decay[i] = i < 32;
+    }
     tfm_adam o;
     tfm_adam_init(&o, N, decoupled, 0.9, 0.99, 1e-8, 0.1);
     for (int t = 1; t <= STEPS; t++) {
         for (int i = 0; i < N; i++)
             gd[i] = g[i] = tfm_rng_normal(&r);
         double lr = 1e-2 * (1 + 0.1 * (t % 3));
-        tfm_adam_step(&o, p, g, two_params, 2, lr, 1.0f);
+        tfm_adam_step(&o, p, g, ref_params, 2, lr, 1.0f);
         reference(pd, md, vd, gd, N, t, decoupled, decay, lr, 0.9, 0.99, 1e-8, 0.1);
     }
     for (int i = 0; i < N; i++)

@@ -410,9 +410,9 @@ static int json_scan(scan *s, tfm_err *err)
             idx += chars;
             col += chars;
             prev = '"';
-            /* libyaml forgets a key whose ':' is on a later line: move the
-             * ':' up behind the key and blank it where it was, which keeps
-             * every line and every later column as it was. */
+            /* libyaml forgets a key whose ':' is on a later line (or far
+             * away): move the ':' up behind the key and blank it where it
+             * was, which keeps every line as it was. */
             size_t k = i;
             int newline = 0;
             while (k < n && (t[k] == ' ' || t[k] == '\t' || t[k] == '\n' || t[k] == '\r')) {
@@ -420,7 +420,8 @@ static int json_scan(scan *s, tfm_err *err)
                     newline = 1;
                 k++;
             }
-            if (newline && k < n && t[k] == ':' && depth > 0 && stack[depth - 1] == '{') {
+            if ((newline || k - i > 256) && k < n && t[k] == ':' && depth > 0 &&
+                stack[depth - 1] == '{') {
                 scan_edit(s, i, 0, 0, idx, line, ":", 1, 0);
                 size_t kidx = idx, kline = line, kcol = col;
                 for (size_t q = i; q < k; q++) {

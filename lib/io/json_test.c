@@ -202,6 +202,18 @@ static void test_long_key(void **state)
     assert_int_equal(d.root->items[1]->items[1]->col, 44);
     tfm_json_doc_free(&d);
 
+    /* ... or far away on the same line */
+    tfm_buf_clear(&b);
+    tfm_buf_puts(&b, "{\"k\"");
+    for (int i = 0; i < 2000; i++)
+        tfm_buf_putc(&b, ' ');
+    tfm_buf_puts(&b, ": 1, \"j\": 2}");
+    d = parse_ok(tfm_buf_cstr(&b), 0);
+    assert_int_equal(d.root->n, 2);
+    assert_int_equal(d.root->items[0]->col, 2007);
+    assert_int_equal(d.root->keys[1]->col, 2010);
+    tfm_json_doc_free(&d);
+
     /* the same key twice is still found */
     tfm_buf_clear(&b);
     tfm_buf_puts(&b, "{\"");

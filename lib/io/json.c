@@ -973,6 +973,8 @@ int tfm_json_parse(tfm_json_doc *doc, const char *text, size_t len,
     arena *a = tfm_calloc(1, sizeof *a);
     doc->arena = a;
 
+    if (!text)
+        text = "";
     /* A UTF-8 byte order mark is not content; libyaml would skip it without
      * counting it, so dropping it keeps positions in step. */
     if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) {

@@ -281,6 +281,7 @@ static void test_errors(void **state)
     FAILS("[1}", "t.json:1:3: unexpected '}'", NULL);
     FAILS("---\n[1]", "t.json:1:1:", "document markers");
     FAILS("", "t.json: empty document", NULL);
+    parse_fails(NULL, 0, "t.json: empty document", NULL);
     FAILS("  \n ", "t.json: empty document", NULL);
     FAILS("[\"x\0y\"]", "t.json:1:4: control character 0x00", NULL);
 #undef FAILS

@@ -84,6 +84,31 @@ $E lastword -m m.st --json pass.txt >l.json
 # " small" and " well" with the space: 6 + 5 target tokens
 [ "$(field l.json target_tokens)" -eq 11 ] || fail "lastword targets: $(cat l.json)"
 
+# A model trained for a second on one repeated sentence knows it: its
+# final words, the right endings, and a perplexity near 1 on it.
+for i in $(seq 60); do echo "the cat sat on the mat and the dog ate the bone"; done >c.txt
+tfm-tokenize train -q --model char -o tok.json c.txt
+printf 'model: {n_layer: 1, n_head: 2, n_embd: 32, block_size: 32}\ndata: {text: c.txt, tokenizer: tok.json}\n' >r.yaml
+printf 'optim: {lr: 1e-2}\ntrain: {batch_size: 8, max_steps: 300, eval_interval: 300, seed: 1}\n' >>r.yaml
+tfm-train -q --threads 1 -c r.yaml -o run
+T=run/model.safetensors
+printf 'the cat sat on the mat\nthe dog ate the bone\nand the dog ate the\n' |
+    $E lastword -m $T --json >lw.json
+[ "$(field lw.json correct)" -eq 3 ] || fail "trained lastword: $(cat lw.json)"
+printf 'the cat sat on the dog\n' | $E lastword -m $T --json >lw0.json
+[ "$(field lw0.json correct)" -eq 0 ] || fail "a wrong final word counted right: $(cat lw0.json)"
+cat >tc.jsonl <<'JL'
+{"context": "the cat sat", "endings": [" on the mat", " xq zzv"], "label": 0}
+{"context": "the dog", "endings": [" bone the ate", " ate the bone"], "label": 1}
+{"context": "and the", "endings": [" cat", " dog", " mat"], "label": 1}
+JL
+$E choice -m $T --json tc.jsonl >tc.json
+[ "$(field tc.json acc)" = 1 ] && [ "$(field tc.json acc_per_token)" = 1 ] ||
+    fail "trained choice: $(cat tc.json)"
+head -n 3 c.txt | $E perplexity -m $T --json >tp.json
+awk -v p="$(field tp.json perplexity)" 'BEGIN { exit !(p >= 1 && p < 1.5) }' ||
+    fail "trained perplexity: $(cat tp.json)"
+
 # errors
 expect_exit 1 $E perplexity -m m.st </dev/null
 grep -q 'stdin: empty input' err || fail "empty input: $(cat err)"

@@ -206,6 +206,57 @@ def main():
             lp, g = score(P, cfg, [eos] + enc(c) + enc(" " + w), len(w) + 1)
             correct += g
             lps += lp
+        # passages whose final word is the model's own greedy continuation
+        # (right by construction), and the same with its last letter changed
+        # (wrong): a random model seldom gets a word right by chance
+        # (a character model trained for a second on one repeated sentence,
+        # so that some final words are right and some wrong)
+        sent = "the cat sat on the mat and the dog ate the bone\n"
+        cpath = os.path.join(work, "c.txt")
+        with open(cpath, "w") as f:
+            f.write(sent * 60)
+        tokp = os.path.join(work, "tok.json")
+        subprocess.run([os.path.join(BUILD, "tfm-tokenize"), "train", "-q", "--model", "char",
+                        "-o", tokp, cpath], check=True)
+        yaml = os.path.join(work, "r.yaml")
+        with open(yaml, "w") as f:
+            f.write("model: {n_layer: 1, n_head: 2, n_embd: 32, block_size: 32}\n"
+                    "data: {text: %s, tokenizer: %s}\noptim: {lr: 1e-2}\n"
+                    "train: {batch_size: 8, max_steps: 300, eval_interval: 300, seed: 1}\n"
+                    % (cpath, tokp))
+        rundir = os.path.join(work, "run")
+        subprocess.run([os.path.join(BUILD, "tfm-train"), "-q", "--threads", "1", "-c", yaml,
+                        "-o", rundir], check=True)
+        tmodel = os.path.join(rundir, "model.safetensors")
+        P2, cfg2, tok2 = read_model(tmodel)
+        v2 = tok2["model"]["vocab"]
+        eos2 = tok2_eos = next((t["id"] for t in tok2["added_tokens"]
+                               if t["content"] == "<|endoftext|>"), None)
+        enc2 = lambda s: [v2[ch] for ch in s]
+        sw = sent.split()
+        passages2 = []
+        for k in range(6 if SANITIZED else 20):
+            i = int(rng.integers(0, len(sw) - 2))
+            j = int(rng.integers(i + 2, len(sw) + 1))
+            p = " ".join(sw[i:j])
+            if k % 3 == 2:  # a wrong final word
+                p = p.rsplit(" ", 1)[0] + " " + sw[int(rng.integers(0, len(sw)))]
+            passages2.append(p)
+        correct2, lps2 = 0, 0.0
+        for p in passages2:
+            cc, ww = p.rsplit(" ", 1)
+            pre = [eos2] if eos2 is not None else []
+            lp, g = score(P2, cfg2, pre + enc2(cc) + enc2(" " + ww), len(ww) + 1)
+            correct2 += g
+            lps2 += lp
+        assert 0 < correct2 < len(passages2), (correct2, len(passages2))
+        got = run(["lastword", "-m", tmodel], ("\n".join(passages2) + "\n").encode())
+        print("lastword, trained model: tfm %d/%d torch %d/%d" %
+              (got["correct"], got["passages"], correct2, len(passages2)))
+        assert got["correct"] == correct2 and got["passages"] == len(passages2)
+        wp = math.exp(-lps2 / len(passages2))
+        assert abs(got["word_perplexity"] - wp) < 1e-4 * wp, (got, wp)
+
         got = run(["lastword", "-m", model], ("\n".join(passages) + "\n").encode())
         print("lastword: tfm %d/%d torch %d/%d" % (got["correct"], got["passages"], correct,
                                                    len(passages)))

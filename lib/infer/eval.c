@@ -25,7 +25,10 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
         batch = b < 1 ? 1 : b > 16 ? 16 : (int)b;
     }
     e->batch = batch;
-    e->in = tfm_malloc((size_t)batch * (size_t)g->block_size * sizeof *e->in);
+    size_t rows = (size_t)batch * (size_t)g->block_size;
+    e->in = tfm_malloc(rows * sizeof *e->in);
+    e->nll = tfm_malloc(rows * sizeof *e->nll);
+    e->hit = tfm_malloc(rows);
     return 0;
 }
 
@@ -34,6 +37,8 @@ void tfm_eval_close(tfm_eval *e)
     tfm_gpt_free(&e->model);
     tfm_tokenizer_free(e->tok);
     free(e->in);
+    free(e->nll);
+    free(e->hit);
     memset(e, 0, sizeof *e);
 }
 
@@ -61,18 +66,29 @@ static int score_batch(tfm_eval *e, tfm_eval_seq *seqs, int n, tfm_err *err)
     if (tfm_gpt_forward(&e->model, e->in, NULL, n, (int)T, NULL, err) < 0)
         return -1;
     const float *logits = tfm_gpt_logits(&e->model);
+    /* One parallel loop over every row of the batch (not one per sequence:
+     * each parallel region costs a barrier), then sums in a fixed order, so
+     * the result does not depend on the thread count. */
+    const long rows = (long)n * (long)T;
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) {
+        int i = (int)(r / (long)T);
+        size_t t = (size_t)(r % (long)T);
+        size_t len = seqs[i].n < block ? seqs[i].n : block;
+        if (t < len - seqs[i].n_target || t >= len)
+            continue;
+        const float *l = logits + ((size_t)r - 1) * (size_t)V; /* t ≥ 1 */
+        uint32_t y = (uint32_t)e->in[r];
+        e->nll[r] = tfm_metrics_nll(l, V, y);
+        e->hit[r] = (uint32_t)tfm_metrics_argmax(l, V) == y;
+    }
     for (int i = 0; i < n; i++) {
         size_t len = seqs[i].n < block ? seqs[i].n : block;
-        size_t k = seqs[i].n_target;
-        const int32_t *row = e->in + (size_t)i * T;
         double lp = 0;
         int greedy = 1;
-        /* position t is predicted by the logits at t - 1 */
-#pragma omp parallel for reduction(+ : lp) reduction(& : greedy) schedule(static)
-        for (size_t t = len - k; t < len; t++) {
-            const float *l = logits + ((size_t)i * T + t - 1) * (size_t)V;
-            lp -= tfm_metrics_nll(l, V, (uint32_t)row[t]);
-            greedy &= tfm_metrics_argmax(l, V) == row[t];
+        for (size_t t = len - seqs[i].n_target; t < len; t++) {
+            lp -= e->nll[(size_t)i * T + t];
+            greedy &= e->hit[(size_t)i * T + t];
         }
         seqs[i].logprob = lp;
         seqs[i].greedy = greedy;

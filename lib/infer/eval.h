@@ -37,6 +37,8 @@ typedef struct tfm_eval {
     int64_t eos;          /* end-of-text id, or -1 */
     int batch;            /* sequences per forward */
     int32_t *in;          /* [batch, block_size] */
+    double *nll;          /* [batch, block_size] per-position scratch */
+    unsigned char *hit;   /* [batch, block_size]: target is the argmax */
     size_t stat_tokens;   /* positions run through the model */
     double stat_seconds;  /* in the forward and scoring */
 } tfm_eval;

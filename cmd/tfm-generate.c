@@ -49,6 +49,8 @@ static void __attribute__((noreturn)) usage(void)
            "      --seed N           random seed (default: from the clock, logged)\n"
            "Length and stopping:\n"
            "  -n, --max-tokens N     new tokens at most (default 128)\n"
+           "      --max-len-a A, --max-len-b B\n"
+           "                         also stop after A * prompt tokens + B new tokens\n"
            "      --stop STR         stop before STR (repeatable; STR is not printed)\n"
            "      --ignore-eos       do not stop at the end-of-text token\n"
            "      --no-cache         recompute the whole sequence for every token (slow;\n"
@@ -72,7 +74,7 @@ enum {
     OPT_PROMPT_FILE = 256, OPT_RAW, OPT_IDS, OPT_JSON, OPT_BATCH, OPT_GREEDY,
     OPT_BEAM, OPT_LENPEN, OPT_NBEST, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP,
     OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS,
-    OPT_VERSION, OPT_NO_CACHE, OPT_PROFILE, OPT_BF16,
+    OPT_VERSION, OPT_NO_CACHE, OPT_PROFILE, OPT_BF16, OPT_MAX_LEN_A, OPT_MAX_LEN_B,
 };
 
 static const struct option long_opts[] = {
@@ -95,6 +97,8 @@ static const struct option long_opts[] = {
     {"repeat-last-n", required_argument, 0, OPT_REPEAT_N},
     {"seed", required_argument, 0, OPT_SEED},
     {"max-tokens", required_argument, 0, 'n'},
+    {"max-len-a", required_argument, 0, OPT_MAX_LEN_A},
+    {"max-len-b", required_argument, 0, OPT_MAX_LEN_B},
     {"stop", required_argument, 0, OPT_STOP},
     {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
     {"no-cache", no_argument, 0, OPT_NO_CACHE},
@@ -324,6 +328,8 @@ int main(int argc, char **argv)
             have_seed = 1;
             break;
         }
+        case OPT_MAX_LEN_A: o.max_len_a = tfm_opt_double(prog, "--max-len-a", optarg, 0, 1e6); break;
+        case OPT_MAX_LEN_B: o.max_len_b = (int)tfm_opt_long(prog, "--max-len-b", optarg, 0, 1 << 24); break;
         case 'n': o.max_tokens = (int)tfm_opt_long(prog, "--max-tokens", optarg, 1, 1 << 24); break;
         case OPT_STOP:
             if (!*optarg)

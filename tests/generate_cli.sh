@@ -129,6 +129,12 @@ fi
 $G -m ids.st --ids --greedy --ignore-eos -n 7 "1 2 3" >n7
 [ "$(wc -w <n7)" -eq 7 ] || fail "-n 7 gave $(wc -w <n7) tokens"
 
+# --max-len-a/-b: a * prompt tokens + b new tokens at most, per prompt
+$G -m ids.st --ids --greedy --ignore-eos -n 100 --max-len-a 2 --max-len-b 1 "1 2 3" "4" >ab
+[ "$(sed -n 1p ab | wc -w)" -eq 7 ] && [ "$(sed -n 2p ab | wc -w)" -eq 3 ] || fail "--max-len-a/-b"
+$G -m ids.st --ids --beam 2 --ignore-eos -n 100 --max-len-b 4 "1 2 3" >abb
+[ "$(wc -w <abb)" -eq 4 ] || fail "--max-len-b with beam search"
+
 # Stop strings: the text is cut before the first occurrence.
 $G -m m.st --greedy --ignore-eos -n 30 "In the" >full
 # (random models repeat themselves: take the first change of character)

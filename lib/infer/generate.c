@@ -154,6 +154,18 @@ void tfm_gen_free(tfm_gen *g)
     memset(g, 0, sizeof *g);
 }
 
+/* New tokens allowed after a prompt of n tokens. */
+static int max_new(const tfm_gen_opts *o, size_t n)
+{
+    int m = o->max_tokens;
+    if (o->max_len_a > 0 || o->max_len_b > 0) {
+        double ab = o->max_len_a * (double)n + o->max_len_b;
+        if (ab < m)
+            m = ab < 1 ? 1 : (int)ab;
+    }
+    return m;
+}
+
 /* A cache with at least `slots` slots of `len` positions. */
 static int need_cache(tfm_gen *g, int slots, int len, tfm_err *err)
 {
@@ -274,7 +286,7 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
                 if (st == 1) {
                     s->hyp->finish = TFM_FINISH_STOP;
                     s->done = 1;
-                } else if (s->hyp->ids.len >= (size_t)g->opts.max_tokens ||
+                } else if (s->hyp->ids.len >= (size_t)max_new(&g->opts, prompts[rows[r]].len) ||
                            g->infer.len[s->slot] >= ctx_len) {
                     s->hyp->finish = TFM_FINISH_LENGTH;
                     s->done = 1;
@@ -370,7 +382,8 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompt, size_t index,
     tfm_beam_opts bo = o->beam;
     /* the last token needs no cache position: up to max_len - prompt + 1 */
     int room = g->infer.max_len - (int)prompt->len + 1;
-    bo.max_len = o->max_tokens < room ? o->max_tokens : room;
+    int limit = max_new(o, prompt->len);
+    bo.max_len = limit < room ? limit : room;
     bo.eos = o->ignore_eos ? -1 : lm->eos;
     tfm_beam_model m = {g, (uint32_t)V, beam_step, beam_copy};
     if (tfm_beam_search(&m, &bo, first, &br, err) < 0)

@@ -65,6 +65,10 @@ typedef struct tfm_gen_opts {
     tfm_sample_opts sample;
     tfm_beam_opts beam;      /* beam.max_len and beam.eos are set from below */
     int max_tokens;          /* new tokens at most */
+    /* With max_len_a > 0 or max_len_b > 0, a prompt of P tokens also stops
+     * after a·P + b new tokens (fairseq's --max-len-a/-b). */
+    double max_len_a;
+    int max_len_b;
     const char *const *stops;/* stop strings */
     size_t n_stops;
     uint64_t seed;           /* prompt i samples with seed + i */

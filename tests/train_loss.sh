@@ -17,7 +17,7 @@ head -n 1 r/log.tsv | grep -qx 'step	train_loss	val_loss	lr	grad_norm	tokens_per
 # post-LN, ReLU, untied, Adam with L2, linear decay, accumulation also train
 tfm-train -q -c run.yaml --set model.norm=post --set model.activation=relu \
     --set model.tie_embeddings=false --set optim.type=adam --set schedule.decay=linear \
-    --set train.grad_accum=2 --set train.max_steps=60 -o p
+    --set train.grad_accum=2 --set train.max_steps=60 --set model.n_embd=32 -o p
 last=$(awk -F'\t' '$3 != "" { v = $3 } END { print v }' p/log.tsv)
 awk -v b="$last" 'BEGIN { exit !(b < 3.2) }' || fail "variant did not learn: $last"
 

@@ -306,7 +306,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     tfm_schedule sched;
     tfm_schedule_from_config(&sched, &cfg);
     tfm_gpt_set_training(&R->m, 1);
-    tfm_progress_init(&bar, "train", "step", (double)cfg.train.max_steps, o->quiet);
+    /* The bar counts this session's steps, so that rate and ETA stay right
+     * after a resume; the absolute step goes into the text. */
+    tfm_progress_init(&bar, "train", "step", (double)todo, o->quiet);
 
     double session_start = tfm_now(), elapsed0 = R->st.elapsed;
     double log_loss = 0, log_time = 0;
@@ -395,12 +397,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                        : evaluated;
         if (ckpt && save(R, err) < 0)
             goto out_log;
-        snprintf(bar.extra, sizeof bar.extra, "loss %.4f%s", loss, "");
-        if (R->st.best_val < INFINITY) {
-            size_t l = strlen(bar.extra);
-            snprintf(bar.extra + l, sizeof bar.extra - l, " val %.4f", res->val_loss);
-        }
-        tfm_progress_update(&bar, (double)step);
+        int len = snprintf(bar.extra, sizeof bar.extra, "step %lld loss %.4f", (long long)step,
+                           loss);
+        if (!isnan(res->val_loss) && len > 0 && (size_t)len < sizeof bar.extra)
+            snprintf(bar.extra + len, sizeof bar.extra - (size_t)len, " val %.4f", res->val_loss);
+        tfm_progress_update(&bar, (double)res->steps_run);
         if (evaluated && cfg.train.patience && R->st.evals_since_best >= cfg.train.patience) {
             res->end = TFM_TRAIN_PATIENCE;
             say(o, "no better validation loss in %lld evaluations: stopping at step %lld "

@@ -489,6 +489,8 @@ static void test_bad_files(void **state)
     write_tmp(p.data, "#version: 0.2\na b\nab\n");
     assert_int_equal(tfm_tokenizer_load(&t, dir, &err), -1);
     assert_non_null(strstr(err.msg, "merges.txt:3"));
+    assert_int_equal(tfm_tokenizer_load(&t, p.data, &err), -1);
+    assert_non_null(strstr(err.msg, "give the directory"));
     write_tmp(p.data, "#version: 0.2\na b\n");
     assert_int_equal(tfm_tokenizer_load(&t, dir, &err), 0);
     tfm_ids ids = {0};

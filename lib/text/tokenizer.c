@@ -552,6 +552,9 @@ int tfm_tokenizer_load(tfm_tokenizer **out, const char *path, tfm_err *err)
         tfm_buf_free(&b);
         return rc;
     }
+    if (ends_with(path, "merges.txt") || ends_with(path, "vocab.bpe"))
+        return tfm_err_set(err, "%s: GPT-2 merges alone are not a tokenizer: give the directory "
+                                "holding them with vocab.json (or encoder.json)", path);
     if (ends_with(path, ".txt")) {
         tfm_tokenizer *t = tfm_tok_new(TFM_TOK_WORDPIECE, NULL);
         if (tfm_tok_wordpiece_from_vocab_txt(t, path, err)) {

@@ -70,7 +70,7 @@ def read_safetensors(path):
     return out, meta
 
 
-def forward(P, L, H, x, y):
+def forward(P, L, H, x, y, smoothing=0.0):
     B, T = x.shape
     C = P["wte.weight"].shape[1]
     h = P["wte.weight"][x] + P["wpe.weight"][:T]
@@ -88,8 +88,10 @@ def forward(P, L, H, x, y):
         f = F.gelu(a @ p("mlp.c_fc.weight") + p("mlp.c_fc.bias"), approximate="tanh")
         h = h + f @ p("mlp.c_proj.weight") + p("mlp.c_proj.bias")
     h = F.layer_norm(h, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)
-    logits = h @ P["wte.weight"].t()
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    head = P["lm_head.weight"] if "lm_head.weight" in P else P["wte.weight"]
+    logits = h @ head.t()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                           label_smoothing=smoothing)
 
 
 def main():
@@ -97,26 +99,34 @@ def main():
     exe = os.path.join(builddir, "tfm-train")
     work = tempfile.mkdtemp(prefix="tfm-train-torch.")
     try:
-        run(exe, work)
+        # AdamW, warmup + cosine, clipping, tied head
+        run(exe, work, "adamw", "cosine", 0.5, 0.0, True)
+        # Adam with L2 decay, linear decay, no clipping, untied head, label smoothing
+        run(exe, work, "adam", "linear", 0.0, 0.1, False)
     finally:
         shutil.rmtree(work)
 
 
-def run(exe, work):
+def run(exe, work, OPT, DECAY, CLIP, SMOOTH, TIE):
+    print("== %s, %s, clip %g, label smoothing %g, %s head" %
+          (OPT, DECAY, CLIP, SMOOTH, "tied" if TIE else "untied"))
+    for d in ("r0", "r"):
+        shutil.rmtree(os.path.join(work, d), ignore_errors=True)
     L, H, C, T, B, ACC, STEPS = 2, 2, 16, 8, 3, 2, 8
-    LR, MIN_LR, WARMUP, WD, CLIP, B1, B2, EPS, SEED = 1e-2, 1e-3, 3, 0.1, 0.5, 0.9, 0.95, 1e-6, 11
+    LR, MIN_LR, WARMUP, WD, B1, B2, EPS, SEED = 1e-2, 1e-3, 3, 0.1, 0.9, 0.95, 1e-6, 11
     rs = np.random.RandomState(0)
     data = (np.arange(3000) * 7 + rs.randint(0, 3, 3000)) % 23
     np.save(os.path.join(work, "train.npy"), data.astype(np.uint16))
     cfg = os.path.join(work, "run.yaml")
     with open(cfg, "w") as f:
-        f.write("model: {n_layer: %d, n_head: %d, n_embd: %d, block_size: %d}\n" % (L, H, C, T))
+        f.write("model: {n_layer: %d, n_head: %d, n_embd: %d, block_size: %d, "
+                "tie_embeddings: %s}\n" % (L, H, C, T, "true" if TIE else "false"))
         f.write("data: {train: %s}\n" % os.path.join(work, "train.npy"))
-        f.write("optim: {type: adamw, lr: %g, beta1: %g, beta2: %g, eps: %g, "
-                "weight_decay: %g, grad_clip: %g}\n" % (LR, B1, B2, EPS, WD, CLIP))
-        f.write("schedule: {warmup: %d, decay: cosine, min_lr: %g}\n" % (WARMUP, MIN_LR))
+        f.write("optim: {type: %s, lr: %g, beta1: %g, beta2: %g, eps: %g, "
+                "weight_decay: %g, grad_clip: %g}\n" % (OPT, LR, B1, B2, EPS, WD, CLIP))
+        f.write("schedule: {warmup: %d, decay: %s, min_lr: %g}\n" % (WARMUP, DECAY, MIN_LR))
         f.write("train: {batch_size: %d, grad_accum: %d, max_steps: %d, log_interval: 1, "
-                "seed: %d}\n" % (B, ACC, STEPS, SEED))
+                "seed: %d, label_smoothing: %g}\n" % (B, ACC, STEPS, SEED, SMOOTH))
     common = [exe, "-q", "-c", cfg, "--threads", "1"]
     subprocess.run(common + ["--set", "train.max_steps=0", "-o", os.path.join(work, "r0")],
                    check=True)
@@ -132,9 +142,9 @@ def run(exe, work):
     params = {k: v.clone().requires_grad_(True) for k, v in P0.items()}
     decay = [v for v in params.values() if v.dim() == 2]
     no_decay = [v for v in params.values() if v.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LR, betas=(B1, B2), eps=EPS)
+    Opt = torch.optim.AdamW if OPT == "adamw" else torch.optim.Adam
+    opt = Opt([{"params": decay, "weight_decay": WD},
+               {"params": no_decay, "weight_decay": 0.0}], lr=LR, betas=(B1, B2), eps=EPS)
     rng = Rng(SEED ^ DATA_SEED_SALT)
     losses, norms = [], []
     for step in range(STEPS):
@@ -148,15 +158,22 @@ def run(exe, work):
                 ys.append(data[s + 1:s + T + 1])
             x = torch.tensor(np.array(xs), dtype=torch.long)
             y = torch.tensor(np.array(ys), dtype=torch.long)
-            loss = forward(params, L, H, x, y)
+            loss = forward(params, L, H, x, y, SMOOTH)
             (loss / ACC).backward()
             total += loss.item() / ACC
-        norms.append(float(torch.nn.utils.clip_grad_norm_(list(params.values()), CLIP)))
+        if CLIP > 0:
+            norms.append(float(torch.nn.utils.clip_grad_norm_(list(params.values()), CLIP)))
+        else:
+            norms.append(math.sqrt(sum(float((v.grad.double() ** 2).sum())
+                                       for v in params.values())))
         if step < WARMUP:
             lr = LR * (step + 1) / WARMUP
         else:
             p = (step - WARMUP) / (STEPS - WARMUP)
-            lr = MIN_LR + 0.5 * (LR - MIN_LR) * (1 + math.cos(math.pi * p))
+            if DECAY == "cosine":
+                lr = MIN_LR + 0.5 * (LR - MIN_LR) * (1 + math.cos(math.pi * p))
+            else:
+                lr = MIN_LR + (LR - MIN_LR) * (1 - p)
         for g in opt.param_groups:
             g["lr"] = lr
         opt.step()
@@ -184,6 +201,7 @@ def run(exe, work):
     print("losses torch %s" % " ".join("%.5f" % l for l in losses))
     print("largest weight difference %.3g (weights moved by up to %.3g)" % (worst, moved))
     assert moved > 10 * LR * 0.1, "training did not move the weights"
+    assert TIE == ("lm_head.weight" not in P1)
     if bad:
         sys.exit(1)
 

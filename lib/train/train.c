@@ -274,6 +274,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         goto out;
     R->saved_step = R->st.step;
     res->seed = R->st.seed;
+    say(o, "%.2fM parameters, vocabulary %lld, %zu training tokens, %zu validation tokens",
+        (double)tfm_gpt_config_num_params(&gc) / 1e6, (long long)cfg.model.vocab_size,
+        R->train.n, R->val.n);
     res->best_val = R->st.best_val;
 
     if (R->st.step >= cfg.train.max_steps) {

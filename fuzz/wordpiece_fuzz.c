@@ -1,9 +1,10 @@
 /* libFuzzer harness for WordPiece: any bytes, valid UTF-8 or not, must
  * encode without crashing to ids inside the vocabulary, identically with and
  * without a scratch and when split at whitespace; the ids must decode.  The
- * first byte also selects two more targets: the bytes as a vocab.txt, and the
- * bytes as a training corpus (every word of at most 100 characters must then
- * encode without [UNK], since the alphabet covers it).
+ * first byte also selects three more targets: the rest as a vocab.txt ('V'),
+ * as a tokenizer.json ('J'), and as a training corpus ('T': every word of at
+ * most 100 characters must then encode without [UNK], since the alphabet
+ * covers it).
  *
  * BERT's vocabulary is read from $TFM_BERT_VOCAB, else
  * $TFM_SRCDIR/testdata/bert/bert-base-uncased-vocab.txt, else
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json.h"
 #include "text/bert_internal.h"
 #include "text/wordpiece.h"
 
@@ -52,7 +54,9 @@ static int same(const tfm_ids *a, const tfm_ids *b)
     return a->len == b->len && (!a->len || !memcmp(a->data, b->data, a->len * sizeof *a->data));
 }
 
-static void encode_checks(const tfm_wordpiece *wp, const char *s, size_t n)
+/* split: whether whitespace always separates words (not with a null
+ * pre_tokenizer). */
+static void encode_checks(const tfm_wordpiece *wp, const char *s, size_t n, int split)
 {
     tfm_ids a = {0}, b = {0}, c = {0};
     tfm_wordpiece_encode(wp, scratch, s, n, &a);
@@ -62,7 +66,7 @@ static void encode_checks(const tfm_wordpiece *wp, const char *s, size_t n)
     for (size_t i = 0; i < a.len; i++)
         check(a.data[i] < V, "id out of range");
     /* Whitespace separates words: encoding the halves gives the same ids. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; split && i < n; i++) {
         if (s[i] == ' ' || s[i] == '\n') {
             tfm_wordpiece_encode(wp, scratch, s, i, &c);
             tfm_wordpiece_encode(wp, scratch, s + i, n - i, &c);
@@ -104,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!bert)
         setup();
     const char *s = (const char *)data;
-    encode_checks(bert, s, size);
+    encode_checks(bert, s, size, 1);
     if (size < 1)
         return 0;
     tfm_err err = {0};
@@ -112,9 +116,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* The rest as a vocab.txt. */
         tfm_wordpiece *wp;
         if (tfm_wordpiece_from_vocab_txt(&wp, s + 1, size - 1, "fuzz.txt", &err) == 0) {
-            encode_checks(wp, "unaffable [UNK] héllo, 世界!", 29);
-            encode_checks(wp, s + 1, size - 1);
+            encode_checks(wp, "unaffable [UNK] héllo, 世界!", 29, 1);
+            encode_checks(wp, s + 1, size - 1, 1);
             tfm_wordpiece_free(wp);
+        }
+    } else if (data[0] == 'J') {
+        tfm_json_doc d;
+        if (tfm_json_parse(&d, s + 1, size - 1, "fuzz.json", 0, &err) == 0) {
+            tfm_wordpiece *wp;
+            const tfm_json *r = d.root;
+            if (tfm_wordpiece_from_json(&wp, &d, tfm_json_get(r, "model"),
+                                        tfm_json_get(r, "normalizer"),
+                                        tfm_json_get(r, "pre_tokenizer"), &err) == 0) {
+                tfm_wordpiece_decoder_from_json(wp, &d, tfm_json_get(r, "decoder"), &err);
+                const tfm_json *pt = tfm_json_get(r, "pre_tokenizer");
+                int split = pt && pt->type != TFM_JSON_NULL;
+                encode_checks(wp, "unaffable [UNK] héllo, 世界!", 29, split);
+                encode_checks(wp, s + 1, size - 1, split);
+                tfm_buf j = {0};
+                tfm_wordpiece_model_json(wp, &j);
+                tfm_buf_free(&j);
+                tfm_wordpiece_free(wp);
+            }
+            tfm_json_doc_free(&d);
         }
     } else if (data[0] == 'T') {
         /* The rest as a corpus. */
@@ -125,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tfm_wordpiece *wp;
         check(tfm_wordpiece_trainer_finish(t, &wp, &err) == 0, "training failed");
         tfm_wordpiece_trainer_free(t);
-        encode_checks(wp, s + 1, size - 1);
+        encode_checks(wp, s + 1, size - 1, 1);
         train_ctx c = {wp, tfm_wordpiece_unk_id(wp)};
         tfm_buf word = {0};
         tfm_bert_split(tfm_wordpiece_norm(wp), 1, 1, s + 1, size - 1, &word, no_unk, &c);

@@ -92,7 +92,11 @@ def run_case(name, cfg, B, T, seed, threads, attn):
             y[B - 1, T - 1] = -1
         with open(os.path.join(d, "batch.bin"), "wb") as f:
             f.write(x.astype("<i4").tobytes() + y.astype("<i4").tobytes())
-        env = dict(os.environ, TFM_ATTN=attn)  # fused loops or per-head BLIS
+        # fused loops or per-head BLIS attention; with BLIS, also the path
+        # that recomputes the MLP activation in backward (big models)
+        env = dict(os.environ, TFM_ATTN=attn)
+        if attn == "blas":
+            env["TFM_GPT_RECOMPUTE"] = "1"
         subprocess.run([DUMP, "run", d], check=True, env=env)
         out = np.fromfile(os.path.join(d, "out.bin"), dtype="<f4")
 

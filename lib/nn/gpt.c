@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- config -------------------------------------------------------------- */
@@ -164,6 +165,9 @@ typedef struct layer_acts {
     float *res_attn;                   /* [N,C] */
     float *ln2, *ln2_mean, *ln2_rstd;
     float *fch;                        /* [N,4C] before the activation */
+    float *fcg;                        /* [N,4C] after it: this layer's own
+                                          buffer when small, else shared
+                                          scratch recomputed in backward */
     float *res_mlp;                    /* [N,C] */
 } layer_acts;
 
@@ -180,7 +184,7 @@ struct tfm_gpt_acts {
     int have_targets;
     long count;                /* targets counted in the loss */
     /* scratch, reused by every layer */
-    float *fcg;                /* [N,4C] activation output */
+    int keep_fcg;              /* each layer keeps its activation output */
     float *dfch;               /* [N,4C] */
     float *dqkv;               /* [N,3C] */
     float *datty, *d0, *d1, *d2, *dtmp; /* [N,C] */
@@ -260,6 +264,8 @@ static size_t acts_layout(tfm_gpt_acts *a, const tfm_gpt_config *c, size_t N, si
         take(&la->ln2_mean, base, &off, N);
         take(&la->ln2_rstd, base, &off, N);
         take(&la->fch, base, &off, N * 4 * C);
+        if (a->keep_fcg)
+            take(&la->fcg, base, &off, N * 4 * C);
         take(&la->res_mlp, base, &off, N * C);
     }
     take(&a->lnf, base, &off, N * C);
@@ -272,7 +278,13 @@ static size_t acts_layout(tfm_gpt_acts *a, const tfm_gpt_config *c, size_t N, si
     take(&tg, base, &off, N);
     a->inputs = (int32_t *)in;
     a->targets = (int32_t *)tg;
-    take(&a->fcg, base, &off, N * 4 * C);
+    float *shared = NULL;
+    if (!a->keep_fcg) {
+        take(&shared, base, &off, N * 4 * C);
+        if (base)
+            for (int l = 0; l < c->n_layer; l++)
+                a->layer[l].fcg = shared;
+    }
     take(&a->dfch, base, &off, N * 4 * C);
     take(&a->dqkv, base, &off, N * 3 * C);
     take(&a->datty, base, &off, N * C);
@@ -303,6 +315,12 @@ static int acts_plan(tfm_gpt *m, int B, int T, tfm_err *err)
     acts_free(a);
     a = tfm_calloc(1, sizeof *a);
     a->layer = tfm_calloc((size_t)m->cfg.n_layer, sizeof *a->layer);
+    /* Keeping every layer's activation output saves recomputing it in
+     * backward; worth its memory only while that stays small (GPT-2 small
+     * would need 150 MB more). */
+    a->keep_fcg = (double)N * 4 * m->cfg.n_embd * m->cfg.n_layer * sizeof(float) <= 64.0 * (1 << 20);
+    if (getenv("TFM_GPT_RECOMPUTE")) /* tests cover the recomputing path too */
+        a->keep_fcg = 0;
     size_t n = acts_layout(a, &m->cfg, N, att, scratch, NULL);
     a->mem = tfm_aligned_alloc(n * sizeof(float));
     if (!a->mem) {
@@ -526,8 +544,8 @@ int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
             mlp_in = la->ln1;
         }
         linear_forward(la->fch, mlp_in, lp.p[P_FCW], lp.p[P_FCB], N, C, 4 * C);
-        tfm_act_forward(ak, a->fcg, la->fch, N * 4 * C);
-        linear_forward(la->res_mlp, a->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, 4 * C, C);
+        tfm_act_forward(ak, la->fcg, la->fch, N * 4 * C);
+        linear_forward(la->res_mlp, la->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, 4 * C, C);
         tfm_dropout_forward(la->res_mlp, la->res_mlp, N * C, p,
                             layer_site(a->seed, l, SITE_RMLP));
         tfm_add_inplace(la->res_mlp, mlp_in == la->ln2 ? la->res_attn : la->ln1, N * C);
@@ -607,8 +625,9 @@ void tfm_gpt_backward(tfm_gpt *m, float scale)
         if (c->ln == TFM_LN_PRE) {
             /* res_mlp = res_attn + drop(act(fch)·Wp + b); dy flows to res_attn */
             tfm_dropout_backward(a->dtmp, dy, N * C, p, layer_site(a->seed, l, SITE_RMLP));
-            tfm_act_forward(ak, a->fcg, la->fch, N * 4 * C);
-            linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, a->fcg,
+            if (!a->keep_fcg)
+                tfm_act_forward(ak, la->fcg, la->fch, N * 4 * C);
+            linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg,
                             lp.p[P_FCPW], N, 4 * C, C);
             tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * 4 * C);
             linear_backward(a->dtmp, 0.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln2,
@@ -635,8 +654,9 @@ void tfm_gpt_backward(tfm_gpt *m, float scale)
                                    lp.p[P_LN2W], la->ln2_mean, la->ln2_rstd, N, C);
             /* res_mlp = ln1 + drop(act(fch)·Wp + b) */
             tfm_dropout_backward(a->dtmp, dr2, N * C, p, layer_site(a->seed, l, SITE_RMLP));
-            tfm_act_forward(ak, a->fcg, la->fch, N * 4 * C);
-            linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, a->fcg,
+            if (!a->keep_fcg)
+                tfm_act_forward(ak, la->fcg, la->fch, N * 4 * C);
+            linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg,
                             lp.p[P_FCPW], N, 4 * C, C);
             tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * 4 * C);
             linear_backward(dr2, 1.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln1,

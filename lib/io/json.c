@@ -423,17 +423,10 @@ static int json_scan(scan *s, tfm_err *err)
             if ((newline || k - i > 256) && k < n && t[k] == ':' && depth > 0 &&
                 stack[depth - 1] == '{') {
                 scan_edit(s, i, 0, 0, idx, line, ":", 1, 0);
-                size_t kidx = idx, kline = line, kcol = col;
-                for (size_t q = i; q < k; q++) {
-                    if (t[q] == '\n' || (t[q] == '\r' && !(q + 1 < k && t[q + 1] == '\n'))) {
+                size_t kidx = idx + (k - i), kline = line; /* whitespace is ASCII */
+                for (size_t q = i; q < k; q++)
+                    if (t[q] == '\n' || (t[q] == '\r' && !(q + 1 < k && t[q + 1] == '\n')))
                         kline++;
-                        kcol = 0;
-                    } else if (t[q] != '\r') {
-                        kcol++;
-                    }
-                    kidx++;
-                }
-                (void)kcol;
                 scan_edit(s, k, 1, 1, kidx, kline, " ", 1, 0);
             }
             continue;

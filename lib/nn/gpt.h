@@ -47,6 +47,13 @@
  *
  * Threads: call tfm_blas_init (tensor/gemm.h) once, before the first model
  * call; it sets BLIS's kernels and thread count and OpenMP's thread count.
+ * Results are deterministic for a given thread count (no reduction depends
+ * on scheduling), so a resumed run repeats bit for bit.
+ *
+ * Tuning knobs for tests and measurements (environment): TFM_ATTN=blas|fused
+ * picks the attention implementation (nn/attention.h); TFM_GPT_RECOMPUTE=1
+ * recomputes the MLP activation in backward even for small models (it is
+ * kept per layer while that costs ≤ 64 MiB). */
  *
  * Ownership: tfm_gpt owns params, grads, activations and the table (names
  * included); tfm_gpt_free releases all.  Pointers returned by the accessors
@@ -111,7 +118,10 @@ typedef struct tfm_gpt {
     tfm_gpt_config cfg;
     float *params;       /* n_params floats, 64-byte aligned */
     float *grads;        /* n_params floats; accumulated by backward */
-    size_t n_params;
+    size_t n_params;     /* floats in params/grads: every tensor starts on a
+                            64-byte boundary, so this includes up to 15 zero
+                            padding floats per tensor (an optimizer may run
+                            over the whole array; padding stays 0) */
     tfm_param *table;    /* n_table entries, in the order listed above */
     int n_table;
     int training;        /* dropout active when 1 and cfg.dropout > 0 */

@@ -419,10 +419,11 @@ static void cmd_choice(app *a)
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
         fwrite(o.data, 1, o.len, stdout);
         tfm_buf_free(&o);
-        printf(",\"items\":%zu,\"acc\":%.6g,\"acc_stderr\":%.6g,\"acc_per_token\":%.6g,"
-               "\"acc_per_token_stderr\":%.6g,\"acc_per_byte\":%.6g,\"acc_per_byte_stderr\":%.6g,"
+        printf(",\"items\":%zu,\"acc\":%.8g,\"acc_stderr\":%.8g,\"acc_per_token\":%.8g,"
+               "\"acc_per_token_stderr\":%.8g,\"acc_per_byte\":%.8g,\"acc_per_byte_stderr\":%.8g,"
+               "\"correct\":%zu,\"correct_per_token\":%zu,\"correct_per_byte\":%zu,"
                "\"bos\":%s,\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
-               n_items, acc[0], se[0], acc[1], se[1], acc[2], se[2],
+               n_items, acc[0], se[0], acc[1], se[1], acc[2], se[2], right[0], right[1], right[2],
                a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds, rate(&a->ev));
     } else {
         printf("items\tacc\tacc_stderr\tacc_per_token\tacc_per_token_stderr\tacc_per_byte"
@@ -517,8 +518,8 @@ static void cmd_lastword(app *a)
     if (a->json) {
         tfm_buf o = {0};
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
-        printf("{\"model\":%.*s,\"passages\":%zu,\"correct\":%zu,\"acc\":%.6g,"
-               "\"acc_stderr\":%.6g,\"word_perplexity\":%.8g,\"target_tokens\":%zu,"
+        printf("{\"model\":%.*s,\"passages\":%zu,\"correct\":%zu,\"acc\":%.8g,"
+               "\"acc_stderr\":%.8g,\"word_perplexity\":%.8g,\"target_tokens\":%zu,"
                "\"bos\":%s,\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
                (int)o.len, o.data, n, right, acc, se, ppl, targets,
                a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds,

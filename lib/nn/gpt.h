@@ -53,7 +53,7 @@
  * Tuning knobs for tests and measurements (environment): TFM_ATTN=blas|fused
  * picks the attention implementation (nn/attention.h); TFM_GPT_RECOMPUTE=1
  * recomputes the MLP activation in backward even for small models (it is
- * kept per layer while that costs ≤ 64 MiB). */
+ * kept per layer while that costs ≤ 64 MiB).
  *
  * Ownership: tfm_gpt owns params, grads, activations and the table (names
  * included); tfm_gpt_free releases all.  Pointers returned by the accessors

@@ -86,7 +86,7 @@ static const tfm_config_key keys[] = {
     {"train.eval_batches", TFM_CONFIG_INT, OFF(train.eval_batches), "20", 1, 1000000, NULL,
      "validation batches per evaluation (the same batches every time)"},
     {"train.checkpoint_interval", TFM_CONFIG_INT, OFF(train.checkpoint_interval), "0", 0, I64,
-     NULL, "save a checkpoint every N steps; 0: at every evaluation"},
+     NULL, "save a checkpoint every N steps; 0: every train.eval_interval steps"},
     {"train.log_interval", TFM_CONFIG_INT, OFF(train.log_interval), "10", 1, I64, NULL,
      "write a log.tsv line every N steps"},
     {"train.patience", TFM_CONFIG_INT, OFF(train.patience), "0", 0, I64, NULL,

@@ -395,9 +395,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             log_loss = log_time = 0;
             log_n = 0;
         }
-        int ckpt = cfg.train.checkpoint_interval
-                       ? step % cfg.train.checkpoint_interval == 0
-                       : evaluated;
+        /* Without validation data there are no evaluations, but a long run
+         * still needs its checkpoints: 0 follows eval_interval either way. */
+        int64_t every = cfg.train.checkpoint_interval ? cfg.train.checkpoint_interval
+                                                      : cfg.train.eval_interval;
+        int ckpt = every && step % every == 0;
         if (ckpt && save(R, err) < 0)
             goto out_log;
         int len = snprintf(bar.extra, sizeof bar.extra, "step %lld loss %.4f", (long long)step,

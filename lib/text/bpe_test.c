@@ -440,6 +440,33 @@ static void test_ignore_merges(void **state)
     }
 }
 
+/* Added tokens with lstrip/rstrip take the whitespace beside them (HF). */
+static void test_added_strip(void **state)
+{
+    static const char js[] =
+        "{\"added_tokens\": [{\"id\": 4, \"content\": \"<m>\", \"lstrip\": true, \"special\": true},"
+        " {\"id\": 5, \"content\": \"<r>\", \"rstrip\": true, \"special\": true}],"
+        " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\","
+        " \"vocab\": {\"H\": 0, \"i\": 1, \"\u0120\": 2, \"x\": 3}, \"merges\": []}}";
+    tfm_tokenizer *t;
+    tfm_err err = {0};
+    if (tfm_tokenizer_from_json(&t, js, strlen(js), "strip.json", &err))
+        fail_msg("%s", err.msg);
+    tfm_ids ids = {0};
+    const char *text = "Hi \xc2\xa0 <m> <r> \xe3\x80\x80 x<m><r>";
+    encode_str(t, NULL, text, strlen(text), 1, &ids);
+    static const uint32_t want[] = {0, 1, 4, 2, 5, 3, 4, 5};
+    assert_int_equal(ids.len, 8);
+    assert_memory_equal(ids.data, want, sizeof want);
+    tfm_buf out = {0};
+    tfm_tokenizer_to_json(t, &out);
+    assert_non_null(strstr(tfm_buf_cstr(&out), "\"lstrip\": true"));
+    assert_non_null(strstr(tfm_buf_cstr(&out), "\"rstrip\": true"));
+    tfm_buf_free(&out);
+    tfm_ids_free(&ids);
+    tfm_tokenizer_free(t);
+}
+
 static void test_bad_files(void **state)
 {
     char dir[] = "/tmp/tfm_bpe_test_XXXXXX";
@@ -865,6 +892,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_json_roundtrip_gpt2),
         cmocka_unit_test(test_ignore_merges),
+        cmocka_unit_test(test_added_strip),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_train_bpe),
         cmocka_unit_test(test_train_known),

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "base/file.h"
+#include "text/pretok.h"
 #include "text/tok_internal.h"
 #include "text/utf8.h"
 
@@ -290,6 +291,31 @@ static const tfm_tok_added *added_at(const tfm_tokenizer *t, const char *s, size
     return best;
 }
 
+/* Bytes of whitespace just before s[end], not before s[lo]. */
+static size_t space_before(const char *s, size_t lo, size_t end)
+{
+    size_t i = end, adv;
+    while (i > lo) {
+        size_t j = i - 1;
+        while (j > lo && i - j < 4 && ((unsigned char)s[j] & 0xC0) == 0x80)
+            j--;
+        if (tfm_char_class((const unsigned char *)s + j, i - j, &adv) != TFM_CC_SPACE ||
+            adv != i - j)
+            break;
+        i = j;
+    }
+    return end - i;
+}
+
+/* Bytes of whitespace from s[i] on. */
+static size_t space_after(const char *s, size_t i, size_t n)
+{
+    size_t k = i, adv;
+    while (k < n && tfm_char_class((const unsigned char *)s + k, n - k, &adv) == TFM_CC_SPACE)
+        k += adv;
+    return k - i;
+}
+
 /* One span without added tokens: normalizer (if the facade owns one), then
  * the model. */
 static void encode_span(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const char *text,
@@ -315,7 +341,8 @@ void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, cons
         return;
     }
     /* Added tokens are cut out first (as HF does); the text between them is
-     * encoded on its own, so no pre-token spans an added token. */
+     * encoded on its own, so no pre-token spans an added token.  An added
+     * token with lstrip/rstrip also takes the whitespace on its left/right. */
     uint8_t first[256] = {0};
     for (size_t i = 0; i < t->n_added; i++)
         first[(unsigned char)t->added[i].content[0]] = 1;
@@ -326,11 +353,15 @@ void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, cons
         const tfm_tok_added *a = added_at(t, text + i, len - i);
         if (!a)
             continue;
-        if (i > start)
-            encode_span(t, scratch, text + start, i - start, out);
+        size_t end = i - (a->lstrip ? space_before(text, start, i) : 0);
+        if (end > start)
+            encode_span(t, scratch, text + start, end - start, out);
         tfm_ids_push(out, a->id);
-        i += a->len - 1;
-        start = i + 1;
+        size_t next = i + a->len;
+        if (a->rstrip)
+            next += space_after(text, next, len);
+        start = next;
+        i = next - 1;
     }
     if (start < len)
         encode_span(t, scratch, text + start, len - start, out);

@@ -5,11 +5,14 @@
 # WordPiece (uncased and cased).  HF always splits special-token text, so
 # tfm encodes with --split-special.
 # Skipped (77) unless node can load "tokenizers": set TFM_NODE_PATH to the
-# node_modules directory holding it (e.g. after `npm install tokenizers`).
+# node_modules directory holding it (e.g. after `npm install tokenizers`);
+# by default the one scripts/bench/tokenize installs is used if present.
 set -u
 src=${TFM_SRCDIR:-.}
 command -v node >/dev/null 2>&1 || { echo "node not found: skipped"; exit 77; }
-NODE_PATH=${TFM_NODE_PATH:-${NODE_PATH:-}}
+bench_modules=${HOME:-/root}/.cache/tfm-bench/node/node_modules
+[ -d "$bench_modules" ] || bench_modules=
+NODE_PATH=${TFM_NODE_PATH:-${NODE_PATH:-$bench_modules}}
 export NODE_PATH
 node -e 'require("tokenizers")' >/dev/null 2>&1 ||
     { echo "npm tokenizers not found (set TFM_NODE_PATH): skipped"; exit 77; }

@@ -824,18 +824,23 @@ static void test_pretokenize_api(void **state)
 
 /* ---- training ---- */
 
-static tfm_wordpiece *train(const char *corpus, uint32_t vocab, uint64_t minf)
+static tfm_wordpiece *train_len(const char *corpus, size_t len, uint32_t vocab, uint64_t minf)
 {
     tfm_tok_train_opts o = {.kind = TFM_TOK_WORDPIECE, .vocab_size = vocab,
                             .min_frequency = minf, .lowercase = -1, .threads = 1};
     tfm_wordpiece_trainer *t = tfm_wordpiece_trainer_new(&o);
-    tfm_wordpiece_trainer_feed(t, corpus, strlen(corpus));
+    tfm_wordpiece_trainer_feed(t, corpus, len);
     tfm_wordpiece *wp;
     tfm_err e = {0};
     if (tfm_wordpiece_trainer_finish(t, &wp, &e) < 0)
         fail_msg("%s", e.msg);
     tfm_wordpiece_trainer_free(t);
     return wp;
+}
+
+static tfm_wordpiece *train(const char *corpus, uint32_t vocab, uint64_t minf)
+{
+    return train_len(corpus, strlen(corpus), vocab, minf);
 }
 
 static void expect_pieces(const tfm_wordpiece *wp, const char *const *want, size_t n)
@@ -1055,6 +1060,211 @@ static void test_train_threads(void **state)
     tfm_buf_free(&big);
 }
 
+/* ---- a naive trainer: recount everything at every step ---- */
+
+typedef struct naive {
+    char **str;
+    size_t n, cap;
+} naive;
+
+static uint32_t naive_sym(naive *v, const char *s, size_t len)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (strlen(v->str[i]) == len && memcmp(v->str[i], s, len) == 0)
+            return (uint32_t)i;
+    if (v->n == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 256;
+        v->str = tfm_realloc(v->str, v->cap * sizeof *v->str);
+    }
+    v->str[v->n] = tfm_strndup(s, len);
+    return (uint32_t)v->n++;
+}
+
+static int cmp_cstr(const void *x, const void *y)
+{
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* The incremental trainer must learn exactly what recounting every pair and
+ * symbol before every merge learns. */
+static void check_naive(const char *text, size_t len, uint32_t V, int64_t minf)
+{
+    tfm_wordpiece *wp = train_len(text, len, V, (uint64_t)minf);
+
+    /* Words and counts, as the trainer counts them. */
+    tfm_bert_norm norm;
+    tfm_bert_norm_default(&norm);
+    tfm_bert_words w = {0};
+    tfm_bert_pretokenize(&norm, text, len, &w);
+    char **words = tfm_malloc(w.n * sizeof *words);
+    size_t nw = 0;
+    for (size_t i = 0; i < w.n; i++) {
+        const char *s = w.text.data + w.off[i];
+        size_t chars = 0;
+        for (size_t k = 0; k < w.len[i]; k++)
+            chars += ((unsigned char)s[k] & 0xC0) != 0x80;
+        if (chars <= 100)
+            words[nw++] = tfm_strndup(s, w.len[i]);
+    }
+    qsort(words, nw, sizeof *words, cmp_cstr);
+    size_t nd = 0;
+    int64_t *cnt = tfm_calloc(nw, sizeof *cnt);
+    for (size_t i = 0; i < nw; i++) {
+        if (nd && strcmp(words[nd - 1], words[i]) == 0) {
+            cnt[nd - 1]++;
+            free(words[i]);
+        } else {
+            words[nd] = words[i];
+            cnt[nd++] = 1;
+        }
+    }
+
+    /* Specials, then the alphabet in byte order. */
+    naive v = {0};
+    const char *sp[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (int i = 0; i < 5; i++)
+        naive_sym(&v, sp[i], strlen(sp[i]));
+    naive alpha = {0};
+    tfm_buf t = {0};
+    for (size_t i = 0; i < nd; i++)
+        for (size_t j = 0; words[i][j];) {
+            size_t k = j + 1;
+            while (((unsigned char)words[i][k] & 0xC0) == 0x80)
+                k++;
+            tfm_buf_clear(&t);
+            if (j)
+                tfm_buf_puts(&t, "##");
+            tfm_buf_append(&t, words[i] + j, k - j);
+            naive_sym(&alpha, t.data, t.len);
+            j = k;
+        }
+    qsort(alpha.str, alpha.n, sizeof *alpha.str, cmp_cstr);
+    for (size_t i = 0; i < alpha.n; i++)
+        naive_sym(&v, alpha.str[i], strlen(alpha.str[i]));
+    uint32_t **seq = tfm_malloc(nd * sizeof *seq);
+    size_t *sl = tfm_calloc(nd, sizeof *sl);
+    for (size_t i = 0; i < nd; i++) {
+        seq[i] = tfm_malloc((strlen(words[i]) + 1) * sizeof **seq);
+        for (size_t j = 0; words[i][j];) {
+            size_t k = j + 1;
+            while (((unsigned char)words[i][k] & 0xC0) == 0x80)
+                k++;
+            tfm_buf_clear(&t);
+            if (j)
+                tfm_buf_puts(&t, "##");
+            tfm_buf_append(&t, words[i] + j, k - j);
+            seq[i][sl[i]++] = naive_sym(&v, t.data, t.len);
+            j = k;
+        }
+    }
+
+    int64_t *pc = tfm_calloc((size_t)V * V, sizeof *pc), *sc = tfm_calloc(V, sizeof *sc);
+    size_t total = 0;
+    for (size_t i = 0; i < nd; i++)
+        total += sl[i];
+    size_t *used = tfm_malloc((total + 1) * sizeof *used), nused = 0;
+    while (v.n < V) {
+        for (size_t i = 0; i < nused; i++)
+            pc[used[i]] = 0;
+        nused = 0;
+        memset(sc, 0, V * sizeof *sc);
+        for (size_t i = 0; i < nd; i++)
+            for (size_t j = 0; j < sl[i]; j++) {
+                sc[seq[i][j]] += cnt[i];
+                if (j + 1 < sl[i]) {
+                    size_t at = (size_t)seq[i][j] * V + seq[i][j + 1];
+                    if (!pc[at])
+                        used[nused++] = at;
+                    pc[at] += cnt[i];
+                }
+            }
+        int64_t bc = 0;
+        double bs = -1;
+        uint32_t ba = 0, bb = 0;
+        for (size_t u = 0; u < nused; u++) {
+            uint32_t a = (uint32_t)(used[u] / V), b = (uint32_t)(used[u] % V);
+            int64_t c = pc[used[u]];
+            if (c < minf)
+                continue;
+            {
+                double score = (double)c / ((double)sc[a] * (double)sc[b]);
+                if (score > bs ||
+                    (score == bs && (c > bc || (c == bc && (a < ba || (a == ba && b < bb)))))) {
+                    bs = score;
+                    bc = c;
+                    ba = a;
+                    bb = b;
+                }
+            }
+        }
+        if (bs < 0)
+            break;
+        tfm_buf_clear(&t);
+        tfm_buf_puts(&t, v.str[ba]);
+        tfm_buf_puts(&t, v.str[bb] + 2);
+        uint32_t m = naive_sym(&v, t.data, t.len);
+        for (size_t i = 0; i < nd; i++) {
+            size_t o = 0;
+            for (size_t j = 0; j < sl[i]; j++) {
+                if (j + 1 < sl[i] && seq[i][j] == ba && seq[i][j + 1] == bb) {
+                    seq[i][o++] = m;
+                    j++;
+                } else {
+                    seq[i][o++] = seq[i][j];
+                }
+            }
+            sl[i] = o;
+        }
+    }
+
+    assert_int_equal(tfm_wordpiece_vocab_size(wp), v.n);
+    for (uint32_t i = 0; i < v.n; i++)
+        assert_string_equal(tfm_wordpiece_piece(wp, i, NULL), v.str[i]);
+
+    for (size_t i = 0; i < nd; i++) {
+        free(words[i]);
+        free(seq[i]);
+    }
+    for (size_t i = 0; i < v.n; i++)
+        free(v.str[i]);
+    for (size_t i = 0; i < alpha.n; i++)
+        free(alpha.str[i]);
+    free(v.str);
+    free(alpha.str);
+    free(words);
+    free(seq);
+    free(sl);
+    free(cnt);
+    free(pc);
+    free(sc);
+    free(used);
+    tfm_buf_free(&t);
+    tfm_bert_words_free(&w);
+    tfm_wordpiece_free(wp);
+}
+
+static void test_train_matches_naive(void **state)
+{
+    (void)state;
+    size_t len;
+    const char *text = corpus_text(&len);
+    check_naive(text, len, 700, 2);
+    check_naive(text, len, 700, 1);
+    /* Words over a 4-letter alphabet: many merges spell a piece that
+     * already exists, and pairs die and come back. */
+    tfm_buf b = {0};
+    rnd_seed = 42;
+    for (int i = 0; i < 3000; i++) {
+        uint32_t n = 1 + rnd(9);
+        for (uint32_t j = 0; j < n; j++)
+            tfm_buf_putc(&b, (char)('a' + rnd(4)));
+        tfm_buf_putc(&b, ' ');
+    }
+    check_naive(b.data, b.len, 400, 1);
+    check_naive(b.data, b.len, 400, 3);
+    tfm_buf_free(&b);
+}
+
 static void test_train_specials(void **state)
 {
     (void)state;
@@ -1102,6 +1312,7 @@ int main(void)
         cmocka_unit_test(test_train_merges_reuse),
         cmocka_unit_test(test_train_roundtrip),
         cmocka_unit_test(test_train_threads),
+        cmocka_unit_test(test_train_matches_naive),
         cmocka_unit_test(test_train_specials),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

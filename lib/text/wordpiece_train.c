@@ -272,6 +272,7 @@ typedef struct pair {
     uint32_t *words; /* words holding the pair (possibly stale, no dups in a row) */
     uint32_t nw, cw;
     uint32_t stamp;  /* merge step that last touched it */
+    uint8_t listed;  /* bit 0: in a's pair list, bit 1: in b's */
 } pair;
 
 typedef struct hent {
@@ -399,6 +400,7 @@ static uint32_t pair_get(learner *L, uint32_t a, uint32_t b)
     sp_add(L, a, p);
     if (b != a)
         sp_add(L, b, p);
+    L->pairs[p].listed = 3;
     return p;
 }
 
@@ -419,6 +421,16 @@ static void pair_add(learner *L, uint32_t a, uint32_t b, int64_t delta, uint32_t
     uint32_t p = pair_get(L, a, b);
     pair *q = &L->pairs[p];
     q->count += delta;
+    /* A pair that died and was dropped from its symbols' lists comes back
+     * (a merge that spells an existing piece): list it again. */
+    if (delta > 0 && q->listed != 3) {
+        if (!(q->listed & 1))
+            sp_add(L, a, p);
+        if (!(q->listed & 2) && b != a)
+            sp_add(L, b, p);
+        q = &L->pairs[p];
+        q->listed = 3;
+    }
     if (delta > 0 && (q->nw == 0 || q->words[q->nw - 1] != w)) {
         if (q->nw == q->cw) {
             q->cw = q->cw ? 2 * q->cw : 2;
@@ -494,8 +506,11 @@ static void requeue_symbol(learner *L, uint32_t s)
     uint32_t k = 0;
     for (uint32_t i = 0; i < L->spn[s]; i++) {
         uint32_t p = L->sp[s][i];
-        if (L->pairs[p].count <= 0)
+        pair *q = &L->pairs[p];
+        if (q->count <= 0) {
+            q->listed &= (uint8_t)~(q->a == s ? 1 : 2);
             continue;
+        }
         L->sp[s][k++] = p;
         touch(L, p);
     }

@@ -440,12 +440,14 @@ static void test_ignore_merges(void **state)
     }
 }
 
-/* Added tokens with lstrip/rstrip take the whitespace beside them (HF). */
+/* Added tokens with lstrip/rstrip take the whitespace beside them, and
+ * single_word ones stand alone (HF, checked with npm tokenizers 0.23.2). */
 static void test_added_strip(void **state)
 {
     static const char js[] =
         "{\"added_tokens\": [{\"id\": 4, \"content\": \"<m>\", \"lstrip\": true, \"special\": true},"
-        " {\"id\": 5, \"content\": \"<r>\", \"rstrip\": true, \"special\": true}],"
+        " {\"id\": 5, \"content\": \"<r>\", \"rstrip\": true, \"special\": true},"
+        " {\"id\": 6, \"content\": \"<w>\", \"single_word\": true, \"special\": true}],"
         " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\","
         " \"vocab\": {\"H\": 0, \"i\": 1, \"\u0120\": 2, \"x\": 3}, \"merges\": []}}";
     tfm_tokenizer *t;
@@ -458,6 +460,21 @@ static void test_added_strip(void **state)
     static const uint32_t want[] = {0, 1, 4, 2, 5, 3, 4, 5};
     assert_int_equal(ids.len, 8);
     assert_memory_equal(ids.data, want, sizeof want);
+    /* single_word: no word character (\\w) right before or after */
+    static const struct {
+        const char *text;
+        int match;
+    } sw[] = {{"<w>", 1}, {"x<w>", 0}, {"<w>x", 0}, {"!<w>!", 1}, {"_<w>", 0},
+              {"\xc3\xa9<w>", 0}, {"<w>\xcc\x81", 0}, {"\xc2\xbd<w>", 1}, {"\xe2\x92\xb6<w>", 0},
+              {"\xe2\x80\x8d<w>", 0}, {"\xe1\xb2\x89<w>", 0}, {"\xff<w>", 1}, {"x <w> x", 1}};
+    for (size_t k = 0; k < sizeof sw / sizeof sw[0]; k++) {
+        encode_str(t, NULL, sw[k].text, strlen(sw[k].text), 1, &ids);
+        int found = 0;
+        for (size_t q = 0; q < ids.len; q++)
+            found |= ids.data[q] == 6;
+        if (found != sw[k].match)
+            fail_msg("single_word on '%s': %d", sw[k].text, found);
+    }
     tfm_buf out = {0};
     tfm_tokenizer_to_json(t, &out);
     assert_non_null(strstr(tfm_buf_cstr(&out), "\"lstrip\": true"));

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <utf8proc.h>
+
 #include "base/file.h"
 #include "text/pretok.h"
 #include "text/tok_internal.h"
@@ -316,6 +318,53 @@ static size_t space_after(const char *s, size_t i, size_t n)
     return k - i;
 }
 
+/* A word character for single_word added tokens, as HF decides it: the
+ * regex class \w (Alphabetic, marks, Nd, Pc, Join_Control). */
+static int word_cp(int32_t cp)
+{
+    if (cp < 0)
+        return 0;
+    if (cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) ||
+        (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) ||
+        (cp >= 0x1F170 && cp <= 0x1F189))
+        return 1; /* Join_Control, and the symbols that are Alphabetic */
+    switch (utf8proc_category(cp)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
+        return 1;
+    case UTF8PROC_CATEGORY_CN: {
+        /* letters and digits newer than utf8proc's tables */
+        unsigned char u[4];
+        size_t l = tfm_utf8_encode((uint32_t)cp, u), adv;
+        int k = tfm_char_class(u, l, &adv);
+        return k == TFM_CC_LETTER || k == TFM_CC_NUMBER;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* 1 if the added token at s[i..i+len) stands alone: no word character
+ * right before or right after it. */
+static int single_word_ok(const char *s, size_t n, size_t i, size_t len)
+{
+    size_t adv;
+    if (i > 0) {
+        size_t j = i - 1;
+        while (j > 0 && i - j < 4 && ((unsigned char)s[j] & 0xC0) == 0x80)
+            j--;
+        int32_t cp = tfm_utf8_decode((const unsigned char *)s + j, i - j, &adv);
+        if (adv == i - j && word_cp(cp))
+            return 0;
+    }
+    if (i + len < n &&
+        word_cp(tfm_utf8_decode((const unsigned char *)s + i + len, n - i - len, &adv)))
+        return 0;
+    return 1;
+}
+
 /* One span without added tokens: normalizer (if the facade owns one), then
  * the model. */
 static void encode_span(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const char *text,
@@ -351,7 +400,7 @@ void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, cons
         if (!first[(unsigned char)text[i]])
             continue;
         const tfm_tok_added *a = added_at(t, text + i, len - i);
-        if (!a)
+        if (!a || (a->single_word && !single_word_ok(text, len, i, a->len)))
             continue;
         size_t end = i - (a->lstrip ? space_before(text, start, i) : 0);
         if (end > start)

@@ -65,8 +65,9 @@ void tfm_tok_scratch_free(tfm_tok_scratch *s);
  * added_tokens, longest match first, matched on the raw text) becomes its
  * id and the text between is encoded piece by piece, as HuggingFace does;
  * otherwise it is ordinary text.  An added token with lstrip/rstrip also
- * takes the whitespace on its left/right (single_word is kept in
- * tokenizer.json but not applied).  No [CLS]/[SEP] are added
+ * takes the whitespace on its left/right; one with single_word matches only
+ * with no word character (regex \w) right before or after it.  No
+ * [CLS]/[SEP] are added
  * here.  Byte-level BPE: decode(encode(x)) == x for any bytes. */
 void tfm_tokenizer_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
                           const char *text, size_t len, int split_special,

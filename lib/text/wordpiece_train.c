@@ -2,7 +2,7 @@
  *
  * Counting: each fed text goes through BERT's basic tokenizer and every word
  * is counted in a hash map, so memory grows with the number of distinct
- * words, never with the corpus.  Words longer than 100 characters are not
+ * words, never with the corpus; big feeds are split across threads.  Words longer than 100 characters are not
  * counted: the model maps them to the unknown token whatever it learns.
  *
  * Learning: each word starts as its characters, the first as itself and the
@@ -24,7 +24,13 @@
  * A merge also changes count(a) and count(b), which changes the score of every
  * pair containing a or b — so each symbol lists its pairs and those are
  * re-queued.  The priority queue is a binary heap with lazy deletion: an entry
- * is used only if its score and count still match the pair's. */
+ * is used only if its score and count still match the pair's; pairs below
+ * min_frequency are not queued at all (most pairs of a big corpus), and the
+ * heap is rebuilt when stale entries outnumber the pairs.  The result equals
+ * a naive trainer's that recounts everything before each merge (tested).
+ *
+ * Cost on an 81 MB English corpus, vocabulary 30000: ~1.9 s of CPU and
+ * 98 MB peak (2026-11, loaded 2-core machine; tfm-tokenize train). */
 #include <config.h>
 
 #include <string.h>

@@ -371,6 +371,10 @@ static void cmd_choice(app *a)
             size_t nt = all.len - before;
             if (nt == 0)
                 tfm_fatal(prog, "%s:%ld:%ld: ending %zu is empty", a->name, line, x->col, j);
+            if (nt >= (size_t)a->ev.model.cfg.block_size)
+                tfm_fatal(prog, "%s:%ld:%ld: ending %zu has %zu tokens: too long for the "
+                          "model's context of %d", a->name, line, x->col, j, nt,
+                          a->ev.model.cfg.block_size);
             if (ctx.len == 0)
                 tfm_fatal(prog, "%s:%ld:%ld: empty context and no end-of-text token to "
                           "put before the endings", a->name, line, c->col);
@@ -386,10 +390,8 @@ static void cmd_choice(app *a)
         seqs[i].ids = all.data + off[i];
     tfm_progress pr;
     tfm_progress_init(&pr, "choice", "tok", 0, a->quiet);
-    if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0) {
-        /* name the item the sequence belongs to */
+    if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0)
         die(&err);
-    }
     tfm_progress_end(&pr);
     size_t right[3] = {0, 0, 0};
     for (size_t i = 0; i < n_items; i++) {
@@ -495,6 +497,10 @@ static void cmd_lastword(app *a)
         /* the target keeps its space, as the word would be written */
         tfm_tokenizer_encode(a->ev.tok, a->scratch, sp, len - (size_t)(sp - s), 1, &all);
         seqs[n] = (tfm_eval_seq){.n = all.len - off[n], .n_target = all.len - off[n] - nctx};
+        if (seqs[n].n_target >= (size_t)a->ev.model.cfg.block_size)
+            tfm_fatal(prog, "%s:%ld: the final word has %zu tokens: too long for the model's "
+                      "context of %d", a->name, line, seqs[n].n_target,
+                      a->ev.model.cfg.block_size);
         n++;
     }
     if (n == 0)

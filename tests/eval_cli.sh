@@ -125,6 +125,12 @@ printf 'two words\nnospace\n' >ns.txt
 expect_exit 1 $E lastword -m m.st ns.txt
 grep -q 'ns.txt:2: no space' err || fail "passage without a space: $(cat err)"
 expect_exit 1 $E lastword -m m.st </dev/null
+# longer than the context of 16 (15 scored at most)
+printf '{"context": "a", "endings": ["b", " the shell was small"], "label": 0}\n' >long.jsonl
+expect_exit 1 $E choice -m m.st long.jsonl
+grep -q 'long.jsonl:1:.*ending 1 has 20 tokens: too long' err || fail "long ending: $(cat err)"
+printf 'the shell wassmallandeverything\n' | { expect_exit 1 $E lastword -m m.st; }
+grep -q 'stdin:1: the final word has .* too long' err || fail "long word: $(cat err)"
 printf 'not a model' >bad.st
 expect_exit 1 $E perplexity -m bad.st <text.txt
 grep -q 'bad.st' err || fail "bad model file: $(cat err)"

@@ -1,8 +1,9 @@
 /* Byte-level BPE, the char model and the tokenizer facade.
  *
- * Exactness: testdata/gpt2/gpt2.tsv (the shared golden sample) and
- * testdata/gpt2/extra.tsv (our own cases; see testdata/gpt2/README) must
- * match OpenAI's GPT-2 ids line for line. */
+ * Exactness: testdata/gpt2/gpt2.tsv (the shared golden sample),
+ * testdata/gpt2/extra.tsv (our own cases) and testdata/gpt2/random.tsv
+ * (random mixes of every class; see testdata/gpt2/README) must match
+ * OpenAI's GPT-2 ids line for line. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -142,6 +143,11 @@ static void test_golden_shared(void **state)
 static void test_golden_extra(void **state)
 {
     assert_true(check_golden_file("testdata/gpt2/extra.tsv") >= 100);
+}
+
+static void test_golden_random(void **state)
+{
+    assert_int_equal(check_golden_file("testdata/gpt2/random.tsv"), 1000);
 }
 
 /* The pre-tokenizer's splits, one category at a time. */
@@ -902,6 +908,7 @@ int main(void)
         cmocka_unit_test(test_classes),
         cmocka_unit_test(test_golden_shared),
         cmocka_unit_test(test_golden_extra),
+        cmocka_unit_test(test_golden_random),
         cmocka_unit_test(test_roundtrip_random),
         cmocka_unit_test(test_merge_paths_agree),
         cmocka_unit_test(test_long_word),

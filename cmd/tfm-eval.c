@@ -35,7 +35,11 @@ static void __attribute__((noreturn)) usage(void)
            "               word (after the last space) is predicted greedily\n"
            "\n"
            "Options:\n"
-           "  -m, --model FILE     model file written by tfm-train\n"
+           "  -m, --model FILE     model file written by tfm-train, or a HuggingFace\n"
+           "                       GPT-2 safetensors checkpoint (give it -t)\n"
+           "  -t, --tokenizer T    tokenizer to use instead of the model file's: a\n"
+           "                       tokenizer.json or a GPT-2 vocab.json + merges.txt\n"
+           "                       directory (as tfm-tokenize -t)\n"
            "      --context N      perplexity: window length (default: the model's)\n"
            "      --stride S       perplexity: each window scores its last S tokens, so\n"
            "                       every token has >= N - S tokens of history\n"
@@ -62,6 +66,7 @@ enum { OPT_CONTEXT = 256, OPT_STRIDE, OPT_TOKENS, OPT_NO_BOS, OPT_JSON, OPT_BATC
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
+    {"tokenizer", required_argument, 0, 't'},
     {"context", required_argument, 0, OPT_CONTEXT},
     {"stride", required_argument, 0, OPT_STRIDE},
     {"tokens", required_argument, 0, OPT_TOKENS},
@@ -77,7 +82,7 @@ static const struct option long_opts[] = {
 
 typedef struct app {
     tfm_eval ev;
-    const char *model_path, *input, *tokens_path;
+    const char *model_path, *input, *tokens_path, *tok_path;
     const char *name;  /* input name for messages */
     long context, stride;
     int bos, json, quiet;
@@ -103,8 +108,8 @@ static void read_input(app *a, tfm_buf *b)
 static void need_tokenizer(app *a)
 {
     if (!a->ev.tok)
-        tfm_fatal(prog, "%s: the model file has no tokenizer%s", a->model_path,
-                  a->tokens_path ? "" : " (give token ids with --tokens)");
+        tfm_fatal(prog, "%s: the model file has no tokenizer (give one with -t%s)",
+                  a->model_path, a->tokens_path ? "" : ", or token ids with --tokens");
 }
 
 /* Appends the end-of-text token when the model has one and --no-bos was
@@ -550,9 +555,10 @@ int main(int argc, char **argv)
     app a = {.input = "-", .bos = 1};
     long batch = 0, threads = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "m:qh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:t:qh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'm': a.model_path = optarg; break;
+        case 't': a.tok_path = optarg; break;
         case OPT_CONTEXT: a.context = tfm_opt_long(prog, "--context", optarg, 2, 1L << 24); break;
         case OPT_STRIDE: a.stride = tfm_opt_long(prog, "--stride", optarg, 1, 1L << 24); break;
         case OPT_TOKENS: a.tokens_path = optarg; break;
@@ -591,6 +597,16 @@ int main(int argc, char **argv)
     tfm_err err = {0};
     if (tfm_eval_open(&a.ev, a.model_path, (int)batch, &err) < 0)
         die(&err);
+    if (a.tok_path) {
+        tfm_tokenizer *tok;
+        if (tfm_tokenizer_load(&tok, a.tok_path, &err) < 0)
+            die(&err);
+        if (tfm_eval_set_tokenizer(&a.ev, tok, &err) < 0) {
+            tfm_tokenizer_free(tok);
+            tfm_err_prefix(&err, "%s", a.tok_path);
+            die(&err);
+        }
+    }
     if (a.ev.tok)
         a.scratch = tfm_tok_scratch_new(a.ev.tok);
     if (which == 0)

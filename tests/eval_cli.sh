@@ -109,6 +109,33 @@ head -n 3 c.txt | $E perplexity -m $T --json >tp.json
 awk -v p="$(field tp.json perplexity)" 'BEGIN { exit !(p >= 1 && p < 1.5) }' ||
     fail "trained perplexity: $(cat tp.json)"
 
+# -t: the tokenizer it was trained with, given separately, changes nothing
+$E perplexity -m $T -t tok.json --json <c.txt >tt.json
+head -n 60 c.txt | $E perplexity -m $T --json >te.json
+[ "$(field tt.json nll_sum)" = "$(field te.json nll_sum)" ] &&
+    [ "$(field tt.json tokens)" = "$(field te.json tokens)" ] ||
+    fail "-t tok.json differs: $(cat tt.json te.json)"
+
+# A HuggingFace GPT-2 layout file (prefixed names, no metadata) scores as
+# the tfm file with the same weights; without a tokenizer it wants one.
+MK="$TFM_BUILDDIR/lib/infer/mkmodel"
+"$MK" hf.st --hf --layers 1 --heads 1 --embd 64 --context 32 --vocab 50 --scale 6
+"$MK" tf.st --layers 1 --heads 1 --embd 64 --context 32 --vocab 50 --scale 6
+d="{'descr': '<u2', 'fortran_order': False, 'shape': (40,), }"
+# header length 118 = 128 - 10: the dict, spaces, a newline
+printf '\223NUMPY\001\000v\000%s%*s\n' "$d" $((118 - ${#d} - 1)) '' >ids.npy
+awk 'BEGIN { for (i = 0; i < 40; i++) printf "%c%c", (i * 7) % 50, 0 }' >>ids.npy
+$E perplexity -m hf.st --tokens ids.npy --stride 5 --json >hf.json
+$E perplexity -m tf.st --tokens ids.npy --stride 5 --json >tf.json
+[ "$(field hf.json cross_entropy)" = "$(field tf.json cross_entropy)" ] &&
+    [ "$(field hf.json tokens)" -eq 39 ] || fail "HF layout: $(cat hf.json tf.json)"
+[ "$(field hf.json bytes)" = null ] || fail "bytes without a tokenizer: $(cat hf.json)"
+expect_exit 1 $E perplexity -m hf.st <text.txt
+grep -q 'hf.st: the model file has no tokenizer (give one with -t' err || fail "no tokenizer: $(cat err)"
+"$MK" v8.st --layers 1 --heads 1 --embd 16 --context 16 --vocab 8
+expect_exit 1 $E perplexity -m v8.st -t tok.json <text.txt
+grep -q 'tok.json: the tokenizer has .* tokens but the model only 8' err || fail "-t too big: $(cat err)"
+
 # errors
 expect_exit 1 $E perplexity -m m.st </dev/null
 grep -q 'stdin: empty input' err || fail "empty input: $(cat err)"

@@ -5,18 +5,67 @@
 #include "base/progress.h"
 #include "infer/eval.h"
 #include "infer/metrics.h"
-#include "io/config.h"
-#include "train/checkpoint.h"
+#include "infer/generate.h"
+
+/* Copies one tensor of the opened file into the model's parameter array. */
+static int put(tfm_gpt *m, const char *name, const float *src, int *bound)
+{
+    const tfm_param *p = tfm_gpt_param(m, name);
+    if (!p || !src)
+        return 0;
+    memcpy(m->params + p->offset, src, p->numel * sizeof(float));
+    (*bound)++;
+    return 0;
+}
 
 int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
 {
     memset(e, 0, sizeof *e);
     e->eos = -1;
-    tfm_config c;
-    if (tfm_checkpoint_load_model(path, &c, &e->model, &e->tok, err) < 0)
+    /* tfm_lm reads both tfm's files and HuggingFace GPT-2 checkpoints and
+     * verifies the checksum; the batched forward wants the weights in a
+     * tfm_gpt, so they are copied once */
+    tfm_lm lm;
+    if (tfm_lm_open(&lm, path, err) < 0)
         return -1;
-    if (e->tok)
-        e->eos = tfm_tokenizer_specials(e->tok)->eos;
+    if (tfm_gpt_init(&e->model, &lm.cfg, err) < 0) {
+        tfm_lm_close(&lm);
+        return tfm_err_prefix(err, "%s", path);
+    }
+    const tfm_gpt_weights *w = &lm.w;
+    int bound = 0;
+    char name[64];
+    put(&e->model, "wte.weight", w->wte, &bound);
+    put(&e->model, "wpe.weight", w->wpe, &bound);
+    put(&e->model, "ln_f.weight", w->lnf_w, &bound);
+    put(&e->model, "ln_f.bias", w->lnf_b, &bound);
+    if (!lm.cfg.tie_embeddings)
+        put(&e->model, "lm_head.weight", w->lm_head, &bound);
+    for (int i = 0; i < w->n_layer; i++) {
+        const tfm_gpt_layer_weights *l = &w->layers[i];
+        static const char *const names[] = {
+            "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+            "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+            "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+        };
+        const float *src[] = {l->ln1_w, l->ln1_b, l->qkv_w, l->qkv_b, l->proj_w, l->proj_b,
+                              l->ln2_w, l->ln2_b, l->fc_w, l->fc_b, l->fcp_w, l->fcp_b};
+        for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+            snprintf(name, sizeof name, "h.%d.%s", i, names[k]);
+            put(&e->model, name, src[k], &bound);
+        }
+    }
+    if (bound != e->model.n_table) {
+        tfm_err_set(err, "%s: %d of the model's %d tensors could be bound", path, bound,
+                    e->model.n_table);
+        tfm_lm_close(&lm);
+        tfm_gpt_free(&e->model);
+        return -1;
+    }
+    e->tok = lm.tok; /* taken over */
+    lm.tok = NULL;
+    e->eos = lm.eos;
+    tfm_lm_close(&lm);
     const tfm_gpt_config *g = &e->model.cfg;
     if (batch < 1) {
         /* the forward's logits are [batch, T, V] floats */
@@ -29,6 +78,17 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
     e->in = tfm_malloc(rows * sizeof *e->in);
     e->nll = tfm_malloc(rows * sizeof *e->nll);
     e->hit = tfm_malloc(rows);
+    return 0;
+}
+
+int tfm_eval_set_tokenizer(tfm_eval *e, tfm_tokenizer *tok, tfm_err *err)
+{
+    if (tfm_tokenizer_vocab_size(tok) > (uint32_t)e->model.cfg.vocab_size)
+        return tfm_err_set(err, "the tokenizer has %u tokens but the model only %d",
+                           tfm_tokenizer_vocab_size(tok), e->model.cfg.vocab_size);
+    tfm_tokenizer_free(e->tok);
+    e->tok = tok;
+    e->eos = tfm_tokenizer_specials(tok)->eos;
     return 0;
 }
 

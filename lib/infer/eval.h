@@ -43,10 +43,16 @@ typedef struct tfm_eval {
     double stat_seconds;  /* in the forward and scoring */
 } tfm_eval;
 
-/* Opens a model file written by tfm-train (or mkmodel): weights, config
- * and tokenizer.  batch < 1 picks one that keeps the logits under ~256 MB.
- * Errors name the path. */
+/* Opens a model file written by tfm-train (weights, config and tokenizer;
+ * its checksum verified) or a HuggingFace GPT-2 safetensors checkpoint (no
+ * tokenizer), as tfm_lm_open (infer/generate.h) reads them; the weights are
+ * copied into a tfm_gpt.  batch < 1 picks one that keeps the logits under
+ * ~256 MB.  Errors name the path. */
 int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err);
+/* Replaces the model's tokenizer (and end-of-text id) by tok, which e then
+ * owns; an error, with tok still the caller's, when tok has more tokens
+ * than the model. */
+int tfm_eval_set_tokenizer(tfm_eval *e, tfm_tokenizer *tok, tfm_err *err);
 void tfm_eval_close(tfm_eval *e);
 
 typedef struct tfm_eval_seq {

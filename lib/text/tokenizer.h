@@ -89,7 +89,17 @@ typedef struct tfm_tok_train_opts {
 } tfm_tok_train_opts;
 
 /* Streaming word counter: feed text in any number of pieces (each a complete
- * line or document; never split inside a word), then train. */
+ * line or document; never split inside a word), then train.
+ *
+ * Byte-level BPE: GPT-2's pre-tokenization; ids are the specials (default
+ * "<|endoftext|>"), the 256 bytes, then one token per merge; the most
+ * frequent pair is merged first, equal counts going to the smaller
+ * (left id, right id); merging stops at vocab_size (0: when no pair is seen
+ * min_frequency times).  The result depends only on the word counts: the
+ * same for any thread count.  Char: the specials (default "<unk>", the unknown
+ * token), then the characters seen, most frequent first, ties by code point;
+ * vocab_size 0 keeps them all.  lowercase = 1 adds a Lowercase normalizer
+ * (BPE, char).  WordPiece: see text/wordpiece.h. */
 typedef struct tfm_tok_trainer tfm_tok_trainer;
 tfm_tok_trainer *tfm_tok_trainer_new(const tfm_tok_train_opts *opts);
 void tfm_tok_trainer_feed(tfm_tok_trainer *t, const char *text, size_t len);

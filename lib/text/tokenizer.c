@@ -610,6 +610,40 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* A model file (safetensors) carries its tokenizer.json as the
+ * "tokenizer" string of the header's __metadata__.  Only the header is read
+ * here (validated: length within the file and at most 100 MB). */
+static int load_safetensors(tfm_tokenizer **out, const char *path, tfm_err *err)
+{
+    tfm_map m;
+    if (tfm_map_open(&m, path, err))
+        return -1;
+    uint64_t n = 0;
+    for (int i = 0; i < 8 && (size_t)i < m.size; i++)
+        n |= (uint64_t)m.data[i] << (8 * i);
+    int rc = -1;
+    if (m.size < 8 || n > m.size - 8 || n > (100u << 20)) {
+        tfm_err_set(err, "%s: not a safetensors file (bad header length)", path);
+        goto done;
+    }
+    tfm_json_doc doc;
+    if (tfm_json_parse(&doc, (const char *)m.data + 8, (size_t)n, path, 0, err))
+        goto done;
+    const tfm_json *tj = tfm_json_get(tfm_json_get(doc.root, "__metadata__"), "tokenizer");
+    if (!tj || tj->type != TFM_JSON_STRING) {
+        tfm_err_set(err, "%s: the model file holds no tokenizer (__metadata__.tokenizer)", path);
+    } else {
+        tfm_buf name = {0};
+        tfm_buf_printf(&name, "%s:tokenizer", path);
+        rc = tfm_tokenizer_from_json(out, tj->str, tj->len, tfm_buf_cstr(&name), err);
+        tfm_buf_free(&name);
+    }
+    tfm_json_doc_free(&doc);
+done:
+    tfm_map_close(&m);
+    return rc;
+}
+
 int tfm_tokenizer_load(tfm_tokenizer **out, const char *path, tfm_err *err)
 {
     *out = NULL;
@@ -632,6 +666,8 @@ int tfm_tokenizer_load(tfm_tokenizer **out, const char *path, tfm_err *err)
         tfm_buf_free(&b);
         return rc;
     }
+    if (ends_with(path, ".safetensors"))
+        return load_safetensors(out, path, err);
     if (ends_with(path, "merges.txt") || ends_with(path, "vocab.bpe"))
         return tfm_err_set(err, "%s: GPT-2 merges alone are not a tokenizer: give the directory "
                                 "holding them with vocab.json (or encoder.json)", path);

@@ -29,7 +29,8 @@ typedef struct tfm_tokenizer tfm_tokenizer;
 typedef struct tfm_tok_scratch tfm_tok_scratch;
 
 /* path: tokenizer.json, a directory with vocab.json+merges.txt /
- * encoder.json+vocab.bpe / vocab.txt / tokenizer.json, or a vocab.txt. */
+ * encoder.json+vocab.bpe / vocab.txt / tokenizer.json, a vocab.txt, or a
+ * model file (*.safetensors) whose __metadata__ holds "tokenizer". */
 int tfm_tokenizer_load(tfm_tokenizer **out, const char *path, tfm_err *err);
 /* From tokenizer.json text (name is used in messages). */
 int tfm_tokenizer_from_json(tfm_tokenizer **out, const char *json, size_t len,

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -120,12 +121,51 @@ static void test_vocab_txt_duplicates(void **state)
     tfm_tokenizer_free(t);
 }
 
+/* -t model.safetensors: the tokenizer from the header's __metadata__. */
+static void test_model_file(void **state)
+{
+    tfm_buf js = {0}, hdr = {0}, file = {0};
+    tfm_tokenizer_to_json(bert, &js);
+    tfm_buf_puts(&hdr, "{\"__metadata__\": {\"format\": \"pt\", \"tokenizer\": ");
+    tfm_buf_put_json_string(&hdr, js.data, js.len);
+    tfm_buf_puts(&hdr, "}}");
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)hdr.len >> (8 * i));
+    tfm_buf_append(&file, len8, 8);
+    tfm_buf_append(&file, hdr.data, hdr.len);
+    char path[] = "/tmp/tfm_tok_test_XXXXXX.safetensors";
+    int fd = mkstemps(path, 12);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, file.data, file.len), (ssize_t)file.len);
+    close(fd);
+    tfm_tokenizer *t;
+    tfm_err err = {0};
+    int rc = tfm_tokenizer_load(&t, path, &err);
+    if (rc)
+        fail_msg("%s", err.msg);
+    assert_int_equal(tfm_tokenizer_vocab_size(t), 30522);
+    assert_int_equal(tfm_tokenizer_specials(t)->mask, 103);
+    tfm_tokenizer_free(t);
+    /* a truncated header is an error naming the file */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, file.data, 20), 20);
+    close(fd);
+    assert_int_equal(tfm_tokenizer_load(&t, path, &err), -1);
+    assert_non_null(strstr(err.msg, path));
+    unlink(path);
+    tfm_buf_free(&js);
+    tfm_buf_free(&hdr);
+    tfm_buf_free(&file);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert_specials),
         cmocka_unit_test(test_bert_json),
         cmocka_unit_test(test_vocab_txt_duplicates),
+        cmocka_unit_test(test_model_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -517,6 +517,10 @@ static void test_bad_files(void **state)
     assert_int_equal(tfm_tokenizer_load(&t, p.data, &err), -1);
     assert_non_null(strstr(err.msg, "bad.json:1:"));
 
+    write_tmp(p.data, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 2000000000}}}");
+    assert_int_equal(tfm_tokenizer_load(&t, p.data, &err), -1);
+    assert_non_null(strstr(err.msg, "bad.json:1:"));
+
     write_tmp(p.data, "{\"vocab\": 1}");
     assert_int_equal(tfm_tokenizer_load(&t, p.data, &err), -1);
     assert_non_null(strstr(err.msg, "bad.json"));

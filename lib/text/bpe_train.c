@@ -395,6 +395,8 @@ static int bt_finish(void *impl, const tfm_tok_train_opts *opts, tfm_tokenizer *
         byte_id[b] = id >= 0 ? (uint32_t)id : tfm_tok_vocab_push(tok, piece.data, piece.len);
     }
     uint32_t target = opts->vocab_size;
+    if (target == 0 || target > TFM_TOK_MAX_ID)
+        target = TFM_TOK_MAX_ID; /* "until no pair is frequent enough" */
     uint64_t minf = opts->min_frequency > 0 ? opts->min_frequency : 1;
 
     /* words as symbol arrays */
@@ -435,7 +437,7 @@ static int bt_finish(void *impl, const tfm_tok_train_opts *opts, tfm_tokenizer *
     uint32_t *touched = NULL;
     size_t n_touched = 0, cap_touched = 0;
 
-    while (H.n > 0 && (target == 0 || tok->n_pieces < target)) {
+    while (H.n > 0 && tok->n_pieces < target) {
         hent top = hpop(&H);
         pair_info *q = pair_get(&P, top.a, top.b);
         if (q->count != top.count) {

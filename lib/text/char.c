@@ -99,7 +99,7 @@ int tfm_char_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_js
         return -1;
     for (size_t i = 0; i < v->n; i++) {
         int64_t id;
-        if (tfm_json_get_int(doc, v->items[i], "token id", 0, 0x7ffffffe, &id, err))
+        if (tfm_json_get_int(doc, v->items[i], "token id", 0, TFM_TOK_MAX_ID, &id, err))
             return -1;
         if (tfm_tok_vocab_set(tok, (uint32_t)id, v->keys[i]->str, v->keys[i]->len, NULL, err))
             return tfm_err_prefix(err, "%s:%ld:%ld", doc->name, v->keys[i]->line,

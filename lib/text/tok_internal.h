@@ -91,6 +91,10 @@ void tfm_tok_normalizer_to_json(const tfm_tokenizer *tok, tfm_buf *out);
 /* A new empty tokenizer of the kind (specials all -1). */
 tfm_tokenizer *tfm_tok_new(tfm_tok_kind kind, const tfm_tok_ops *ops);
 
+/* Token ids are below this (16M; the largest real vocabularies have ~260k),
+ * so that a hostile file cannot make the id tables huge. */
+#define TFM_TOK_MAX_ID ((1u << 24) - 1)
+
 /* Sets vocabulary entry id to piece.  Fails (naming `what`, e.g. a file) if
  * the id is taken or the piece is already in the vocabulary with another id. */
 int tfm_tok_vocab_set(tfm_tokenizer *tok, uint32_t id, const char *piece,

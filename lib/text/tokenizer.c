@@ -88,8 +88,9 @@ static int vocab_set(tfm_tokenizer *t, uint32_t id, const char *piece, size_t le
                      const char *what, int dup_ok, tfm_err *err)
 {
     const char *w = what ? what : "", *sep = what ? ": " : "";
-    if (id >= 0x7fffffffu)
-        return tfm_err_set(err, "%s%stoken id %u is too large", w, sep, id);
+    if (id > TFM_TOK_MAX_ID)
+        return tfm_err_set(err, "%s%stoken id %u is too large (at most %u)", w, sep, id,
+                           TFM_TOK_MAX_ID);
     if (len > 0xffffffu)
         return tfm_err_set(err, "%s%stoken of %zu bytes is too long", w, sep, len);
     pieces_reserve(t, id + 1);
@@ -501,7 +502,7 @@ static int added_from_json(tfm_tokenizer *t, const tfm_json_doc *doc, const tfm_
             return tfm_err_at(err, doc->name, e->line, e->col,
                               "an added token needs \"id\" and \"content\"");
         int64_t v;
-        if (tfm_json_get_int(doc, id, "id", 0, 0x7ffffffe, &v, err) ||
+        if (tfm_json_get_int(doc, id, "id", 0, TFM_TOK_MAX_ID, &v, err) ||
             tfm_json_expect(doc, c, TFM_JSON_STRING, "content", err))
             return -1;
         tfm_tok_added a = {

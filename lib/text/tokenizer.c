@@ -386,6 +386,9 @@ static void encode_span(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const 
 void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const char *text,
                           size_t len, int split_special, tfm_ids *out)
 {
+    /* a scratch caches one tokenizer's results: using it with another would
+     * give wrong ids silently */
+    TFM_ASSERT(!scratch || scratch->tok == t);
     if (!split_special || t->n_added == 0) {
         encode_span(t, scratch, text, len, out);
         return;

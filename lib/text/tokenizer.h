@@ -24,7 +24,8 @@ typedef enum tfm_tok_kind {
 } tfm_tok_kind;
 
 typedef struct tfm_tokenizer tfm_tokenizer;
-/* Per-thread encoding scratch (e.g. the BPE word cache); NULL is allowed and
+/* Per-thread encoding scratch (e.g. the BPE word cache) for one tokenizer
+ * (passing it with another is a programming error); NULL is allowed and
  * means "no cache" (slower, still correct). */
 typedef struct tfm_tok_scratch tfm_tok_scratch;
 

@@ -393,8 +393,11 @@ static void cmd_choice(app *a)
         tfm_fatal(prog, "%s: empty input: no items", a->name);
     for (size_t i = 0; i < n_seq; i++)
         seqs[i].ids = all.data + off[i];
+    size_t targets = 0;
+    for (size_t i = 0; i < n_seq; i++)
+        targets += seqs[i].n_target;
     tfm_progress pr;
-    tfm_progress_init(&pr, "choice", "tok", 0, a->quiet);
+    tfm_progress_init(&pr, "choice", "tok", (double)targets, a->quiet);
     if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
@@ -512,8 +515,11 @@ static void cmd_lastword(app *a)
         tfm_fatal(prog, "%s: empty input: no passages", a->name);
     for (size_t i = 0; i < n; i++)
         seqs[i].ids = all.data + off[i];
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += seqs[i].n_target;
     tfm_progress pr;
-    tfm_progress_init(&pr, "lastword", "tok", 0, a->quiet);
+    tfm_progress_init(&pr, "lastword", "tok", (double)total, a->quiet);
     if (tfm_eval_score(&a->ev, seqs, n, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);

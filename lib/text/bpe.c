@@ -614,7 +614,7 @@ int tfm_bpe_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_jso
                       tfm_err *err)
 {
     const tfm_json *model = tfm_json_get(root, "model");
-    const tfm_json *pre = tfm_json_get(root, "pre_tokenizer");
+    const tfm_json *pre = tfm_tok_pre_tokenizer(root);
     if (tfm_tok_normalizer_from_json(tok, doc, root, err))
         return -1;
     int aps = 0;

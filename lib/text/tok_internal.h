@@ -85,6 +85,9 @@ struct tfm_tok_scratch {
  * tok->lowercase, or fails naming the position. */
 int tfm_tok_normalizer_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
                                  const tfm_json *root, tfm_err *err);
+/* tokenizer.json's "pre_tokenizer", with a Sequence of one element taken
+ * as that element (newer HF writers wrap it so); NULL if absent. */
+const tfm_json *tfm_tok_pre_tokenizer(const tfm_json *root);
 /* Writes the "normalizer" member with its ",\n". */
 void tfm_tok_normalizer_to_json(const tfm_tokenizer *tok, tfm_buf *out);
 

@@ -443,16 +443,41 @@ int tfm_tokenizer_decode(const tfm_tokenizer *t, const uint32_t *ids, size_t n, 
 
 /* ---- tokenizer.json ---- */
 
+static int type_is(const tfm_json *node, const char *type)
+{
+    const tfm_json *x = tfm_json_get(node, "type");
+    return x && x->type == TFM_JSON_STRING && strcmp(x->str, type) == 0;
+}
+
+const tfm_json *tfm_tok_pre_tokenizer(const tfm_json *root)
+{
+    const tfm_json *p = tfm_json_get(root, "pre_tokenizer");
+    const tfm_json *list = tfm_json_get(p, "pretokenizers");
+    if (type_is(p, "Sequence") && list && list->type == TFM_JSON_ARRAY && list->n == 1)
+        return list->items[0];
+    return p;
+}
+
 int tfm_tok_normalizer_from_json(tfm_tokenizer *t, const tfm_json_doc *doc, const tfm_json *root,
                                  tfm_err *err)
 {
     const tfm_json *n = tfm_json_get(root, "normalizer");
     if (!n || n->type == TFM_JSON_NULL)
         return 0;
-    const tfm_json *type = tfm_json_get(n, "type");
-    if (type && type->type == TFM_JSON_STRING && strcmp(type->str, "Lowercase") == 0) {
+    if (type_is(n, "Lowercase")) {
         t->lowercase = 1;
         return 0;
+    }
+    /* a Sequence of Lowercase only (or empty) is the same */
+    const tfm_json *list = tfm_json_get(n, "normalizers");
+    if (type_is(n, "Sequence") && list && list->type == TFM_JSON_ARRAY) {
+        size_t i = 0;
+        while (i < list->n && type_is(list->items[i], "Lowercase"))
+            i++;
+        if (i == list->n) {
+            t->lowercase = list->n > 0;
+            return 0;
+        }
     }
     return tfm_err_at(err, doc->name, n->line, n->col,
                       "unsupported normalizer for this model (null or Lowercase)");
@@ -533,7 +558,7 @@ static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
     if (tfm_json_expect(doc, model, TFM_JSON_OBJECT, "model", err))
         return -1;
     const tfm_json *type = tfm_json_get(model, "type");
-    const tfm_json *pre = tfm_json_get(root, "pre_tokenizer");
+    const tfm_json *pre = tfm_tok_pre_tokenizer(root);
     const tfm_json *ptype = tfm_json_get(pre, "type");
     tfm_tokenizer *t;
     int rc;

@@ -49,6 +49,8 @@ static void __attribute__((noreturn)) usage(void)
            "                       (then the first token of a text is not scored)\n"
            "      --json           one JSON object on stdout (default: TSV, a header\n"
            "                       line and a value line)\n"
+           "      --items F        choice, lastword: one JSON line per item to F (the\n"
+           "                       input line, the scores, what was predicted)\n"
            "      --batch N        sequences per forward pass (default: by memory)\n"
            "      --threads N      threads (default: TFM_NUM_THREADS or all cores)\n"
            "  -q, --quiet          no summary or progress on stderr\n"
@@ -62,7 +64,7 @@ static void __attribute__((noreturn)) usage(void)
 }
 
 enum { OPT_CONTEXT = 256, OPT_STRIDE, OPT_TOKENS, OPT_NO_BOS, OPT_JSON, OPT_BATCH,
-       OPT_THREADS, OPT_VERSION };
+       OPT_THREADS, OPT_VERSION, OPT_ITEMS };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
@@ -74,6 +76,7 @@ static const struct option long_opts[] = {
     {"json", no_argument, 0, OPT_JSON},
     {"batch", required_argument, 0, OPT_BATCH},
     {"threads", required_argument, 0, OPT_THREADS},
+    {"items", required_argument, 0, OPT_ITEMS},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, OPT_VERSION},
@@ -82,7 +85,8 @@ static const struct option long_opts[] = {
 
 typedef struct app {
     tfm_eval ev;
-    const char *model_path, *input, *tokens_path, *tok_path;
+    const char *model_path, *input, *tokens_path, *tok_path, *items_path;
+    FILE *items;
     const char *name;  /* input name for messages */
     long context, stride;
     int bos, json, quiet;
@@ -417,6 +421,17 @@ static void cmd_choice(app *a)
         }
         for (int m = 0; m < 3; m++)
             right[m] += best[m] == items[i].label;
+        if (a->items) {
+            fprintf(a->items, "{\"line\":%ld,\"label\":%lld,\"pred\":%d,\"pred_per_token\":%d,"
+                    "\"pred_per_byte\":%d,\"logprobs\":[", items[i].line,
+                    (long long)items[i].label, best[0], best[1], best[2]);
+            for (size_t j = 0; j < items[i].n; j++)
+                fprintf(a->items, "%s%.8g", j ? "," : "", seqs[items[i].first + j].logprob);
+            fprintf(a->items, "],\"tokens\":[");
+            for (size_t j = 0; j < items[i].n; j++)
+                fprintf(a->items, "%s%zu", j ? "," : "", seqs[items[i].first + j].n_target);
+            fprintf(a->items, "]}\n");
+        }
     }
     double acc[3], se[3];
     for (int m = 0; m < 3; m++) {
@@ -470,7 +485,7 @@ static void cmd_lastword(app *a)
     tfm_ids all = {0};
     size_t *off = NULL, n = 0, cap = 0;
     tfm_eval_seq *seqs = NULL;
-    long line = 0;
+    long line = 0, *lines = NULL;
     for (size_t pos = 0; pos < in.len;) {
         const char *s = in.data + pos;
         const char *nl = memchr(s, '\n', in.len - pos);
@@ -494,7 +509,9 @@ static void cmd_lastword(app *a)
             cap = cap ? 2 * cap : 256;
             off = tfm_realloc(off, (cap + 1) * sizeof *off);
             seqs = tfm_realloc(seqs, cap * sizeof *seqs);
+            lines = tfm_realloc(lines, cap * sizeof *lines);
         }
+        lines[n] = line;
         off[n] = all.len;
         put_bos(a, &all);
         tfm_tokenizer_encode(a->ev.tok, a->scratch, s, (size_t)(sp - s), 1, &all);
@@ -527,6 +544,10 @@ static void cmd_lastword(app *a)
     double lp = 0;
     for (size_t i = 0; i < n; i++) {
         right += seqs[i].greedy != 0;
+        if (a->items)
+            fprintf(a->items, "{\"line\":%ld,\"correct\":%s,\"logprob\":%.8g,\"tokens\":%zu}\n",
+                    lines[i], seqs[i].greedy ? "true" : "false", seqs[i].logprob,
+                    seqs[i].n_target);
         lp += seqs[i].logprob;
         targets += seqs[i].n_target;
     }
@@ -552,6 +573,7 @@ static void cmd_lastword(app *a)
     speed_line(a);
     free(off);
     free(seqs);
+    free(lines);
     tfm_ids_free(&all);
     tfm_buf_free(&in);
 }
@@ -565,6 +587,7 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': a.model_path = optarg; break;
         case 't': a.tok_path = optarg; break;
+        case OPT_ITEMS: a.items_path = optarg; break;
         case OPT_CONTEXT: a.context = tfm_opt_long(prog, "--context", optarg, 2, 1L << 24); break;
         case OPT_STRIDE: a.stride = tfm_opt_long(prog, "--stride", optarg, 1, 1L << 24); break;
         case OPT_TOKENS: a.tokens_path = optarg; break;
@@ -593,6 +616,8 @@ int main(int argc, char **argv)
         a.input = argv[optind++];
     if (optind < argc)
         tfm_usage_error(prog, "one input file at most");
+    if (a.items_path && which == 0)
+        tfm_usage_error(prog, "--items is for choice and lastword");
     if (a.tokens_path && which != 0)
         tfm_usage_error(prog, "--tokens is for perplexity");
     if ((a.context || a.stride) && which != 0)
@@ -615,6 +640,10 @@ int main(int argc, char **argv)
     }
     if (a.ev.tok)
         a.scratch = tfm_tok_scratch_new(a.ev.tok);
+    if (a.items_path && !(a.items = fopen(a.items_path, "w"))) {
+        tfm_err_errno(&err, "%s", a.items_path);
+        die(&err);
+    }
     if (which == 0)
         cmd_perplexity(&a);
     else if (which == 1)
@@ -623,6 +652,8 @@ int main(int argc, char **argv)
         cmd_lastword(&a);
     if (fflush(stdout) != 0 || ferror(stdout))
         tfm_fatal(prog, "writing stdout failed");
+    if (a.items && (ferror(a.items) | fclose(a.items)))
+        tfm_fatal(prog, "writing %s failed", a.items_path);
     if (a.scratch)
         tfm_tok_scratch_free(a.scratch);
     tfm_eval_close(&a.ev);

@@ -95,14 +95,18 @@ T=run/model.safetensors
 printf 'the cat sat on the mat\nthe dog ate the bone\nand the dog ate the\n' |
     $E lastword -m $T --json >lw.json
 [ "$(field lw.json correct)" -eq 3 ] || fail "trained lastword: $(cat lw.json)"
-printf 'the cat sat on the dog\n' | $E lastword -m $T --json >lw0.json
-[ "$(field lw0.json correct)" -eq 0 ] || fail "a wrong final word counted right: $(cat lw0.json)"
+printf 'the cat sat on the dog\n\nthe dog ate the bone\n' | $E lastword -m $T --json --items lwi.jsonl >lw0.json
+grep -q '^{"line":1,"correct":false,' lwi.jsonl && grep -q '^{"line":3,"correct":true,.*"tokens":5}$' lwi.jsonl ||
+    fail "lastword --items: $(cat lwi.jsonl)"
+[ "$(field lw0.json correct)" -eq 1 ] || fail "a wrong final word counted right: $(cat lw0.json)"
 cat >tc.jsonl <<'JL'
 {"context": "the cat sat", "endings": [" on the mat", " xq zzv"], "label": 0}
 {"context": "the dog", "endings": [" bone the ate", " ate the bone"], "label": 1}
 {"context": "and the", "endings": [" cat", " dog", " mat"], "label": 1}
 JL
-$E choice -m $T --json tc.jsonl >tc.json
+$E choice -m $T --json --items tci.jsonl tc.jsonl >tc.json
+[ "$(wc -l <tci.jsonl)" -eq 3 ] && grep -q '^{"line":2,"label":1,"pred":1,' tci.jsonl &&
+    grep -q '"tokens":\[4,4,4\]}$' tci.jsonl || fail "choice --items: $(cat tci.jsonl)"
 [ "$(field tc.json acc)" = 1 ] && [ "$(field tc.json acc_per_token)" = 1 ] ||
     fail "trained choice: $(cat tc.json)"
 head -n 3 c.txt | $E perplexity -m $T --json >tp.json
@@ -169,6 +173,7 @@ grep -q 'longer than the model' err || fail "--context: $(cat err)"
 expect_exit 2 $E perplexity -m m.st --context 8 --stride 9 <text.txt
 expect_exit 2 $E frobnicate -m m.st
 expect_exit 2 $E choice -m m.st --stride 2 <items.jsonl
+expect_exit 2 $E perplexity -m m.st --items x.jsonl <text.txt
 expect_exit 0 tfm-eval --help
 grep -q perplexity out || fail "--help"
 echo ok

@@ -47,8 +47,8 @@ cmp -s g1 k1 || fail "--top-k 1 differs from --greedy"
 # the cache changes nothing but the speed
 $G -m m.st --greedy --no-cache -n 20 "In the" >nc
 cmp -s g1 nc || fail "--no-cache differs from the cached greedy"
-# Decoding does not depend on the thread count (the gemv threads own
-# output columns): the same tokens and log-probabilities on 1 and 2 threads,
+# Decoding does not depend on the thread count (the gemv sums each column
+# in an order fixed by the shapes alone): the same tokens and log-probabilities on 1 and 2 threads,
 # with matrices large enough to be split.
 "$MK" wide.st --layers 1 --heads 2 --embd 192 --context 32 --vocab 50 --scale 4
 tfm-generate -q --threads 1 -m wide.st --ids --greedy --ignore-eos -n 12 --json "1 2 3 4 5" >th1

@@ -100,6 +100,7 @@ typedef struct tfm_gpt_infer {
     int *len;               /* [n_slots] positions filled */
     int max_rows;           /* scratch capacity in rows */
     float *x, *h, *qkv, *att, *fc, *mean, *rstd; /* scratch */
+    float *part;            /* [max_rows][4 C]: a gemv's second half */
     float *scores;          /* [threads][max_len] */
     int scores_threads;
     int *row_slot, *row_pos;
@@ -133,9 +134,10 @@ int tfm_gpt_infer_step(tfm_gpt_infer *g, int n, const uint32_t *tokens,
 size_t tfm_gpt_infer_bytes(const tfm_gpt_infer *g);
 
 /* y[n, N] = x[n, K] · W[K, N] (+ b[N]), W row-major [in, out], read once
- * for all n rows.  Each thread owns a range of output columns and reads
- * its part of every row of W in order; each column is summed in the same
- * order whatever the thread count, so results do not depend on it.
+ * for all n rows, in two fixed halves of its rows summed apart and then
+ * added (threads split the halves, then the columns), so that every column
+ * is summed in the same order whatever the thread count: results do not
+ * depend on it.
  * Exposed for tests and benchmarks. */
 void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
                    int n, int K, int N);

@@ -29,31 +29,6 @@ static void check_tree(const tfm_json *j)
     }
 }
 
-static void write_json(tfm_buf *b, const tfm_json *j)
-{
-    switch (j->type) {
-    case TFM_JSON_STRING:
-        tfm_buf_put_json_string(b, j->str, j->len);
-        break;
-    case TFM_JSON_ARRAY:
-    case TFM_JSON_OBJECT:
-        tfm_buf_putc(b, j->type == TFM_JSON_ARRAY ? '[' : '{');
-        for (size_t i = 0; i < j->n; i++) {
-            if (i)
-                tfm_buf_puts(b, ",\n");
-            if (j->type == TFM_JSON_OBJECT) {
-                tfm_buf_put_json_string(b, j->keys[i]->str, j->keys[i]->len);
-                tfm_buf_putc(b, ':');
-            }
-            write_json(b, j->items[i]);
-        }
-        tfm_buf_putc(b, j->type == TFM_JSON_ARRAY ? ']' : '}');
-        break;
-    default:
-        tfm_buf_append(b, j->str, j->len);
-    }
-}
-
 static int same(const tfm_json *a, const tfm_json *b)
 {
     if (a->type != b->type || a->n != b->n)
@@ -82,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_tree(d.root);
         if (!yaml) {
             tfm_buf b = {0};
-            write_json(&b, d.root);
+            tfm_json_write(&b, d.root);
             tfm_json_doc d2;
             if (tfm_json_parse(&d2, b.data, b.len, "again", 0, &e) < 0) {
                 fprintf(stderr, "re-parse failed: %s\n", e.msg);

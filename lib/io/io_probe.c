@@ -187,31 +187,6 @@ static int st_read(const char *path)
     return 0;
 }
 
-static void dump_json(tfm_buf *b, const tfm_json *j)
-{
-    switch (j->type) {
-    case TFM_JSON_STRING:
-        tfm_buf_put_json_string(b, j->str, j->len);
-        break;
-    case TFM_JSON_ARRAY:
-    case TFM_JSON_OBJECT:
-        tfm_buf_putc(b, j->type == TFM_JSON_ARRAY ? '[' : '{');
-        for (size_t i = 0; i < j->n; i++) {
-            if (i)
-                tfm_buf_putc(b, ',');
-            if (j->type == TFM_JSON_OBJECT) {
-                tfm_buf_put_json_string(b, j->keys[i]->str, j->keys[i]->len);
-                tfm_buf_putc(b, ':');
-            }
-            dump_json(b, j->items[i]);
-        }
-        tfm_buf_putc(b, j->type == TFM_JSON_ARRAY ? ']' : '}');
-        break;
-    default:
-        tfm_buf_append(b, j->str, j->len);
-    }
-}
-
 /* Each file's tree as one line of compact JSON, or "ERROR message". */
 static int json_dump(int n, char **paths)
 {
@@ -223,7 +198,7 @@ static int json_dump(int n, char **paths)
             continue;
         }
         tfm_buf b = {0};
-        dump_json(&b, d.root);
+        tfm_json_write(&b, d.root);
         printf("%s\n", tfm_buf_cstr(&b));
         tfm_buf_free(&b);
         tfm_json_doc_free(&d);

@@ -1162,3 +1162,28 @@ int tfm_json_get_int(const tfm_json_doc *doc, const tfm_json *node, const char *
     *out = v;
     return 0;
 }
+
+void tfm_json_write(tfm_buf *b, const tfm_json *j)
+{
+    switch (j->type) {
+    case TFM_JSON_STRING:
+        tfm_buf_put_json_string(b, j->str, j->len);
+        break;
+    case TFM_JSON_ARRAY:
+    case TFM_JSON_OBJECT:
+        tfm_buf_putc(b, j->type == TFM_JSON_ARRAY ? '[' : '{');
+        for (size_t i = 0; i < j->n; i++) {
+            if (i)
+                tfm_buf_putc(b, ',');
+            if (j->type == TFM_JSON_OBJECT) {
+                tfm_buf_put_json_string(b, j->keys[i]->str, j->keys[i]->len);
+                tfm_buf_putc(b, ':');
+            }
+            tfm_json_write(b, j->items[i]);
+        }
+        tfm_buf_putc(b, j->type == TFM_JSON_ARRAY ? ']' : '}');
+        break;
+    default:
+        tfm_buf_append(b, j->str, j->len);
+    }
+}

@@ -69,4 +69,8 @@ int tfm_json_get_int(const tfm_json_doc *doc, const tfm_json *node, const char *
 
 const char *tfm_json_type_name(tfm_json_type t);
 
+/* Appends the tree as compact JSON.  Scalars other than strings are written
+ * as their source text, so a tree parsed in JSON mode reads back the same. */
+void tfm_json_write(tfm_buf *b, const tfm_json *j);
+
 #endif

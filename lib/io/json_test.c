@@ -402,6 +402,23 @@ static void test_yaml(void **state)
     assert_string_equal(e2.msg, "c.yaml:1:4: unknown alias '*nope'");
 }
 
+static void test_write(void **state)
+{
+    tfm_json_doc d = parse_ok("{ \"a\" : [1, -2.5e3, true, null],\n \"b\\u00e9\\n\" : {\"\\ud83d\\ude00\": \"x\\\"y\"}, \"c\": []}", 0);
+    tfm_buf b = {0};
+    tfm_json_write(&b, d.root);
+    assert_string_equal(tfm_buf_cstr(&b),
+                        "{\"a\":[1,-2.5e3,true,null],\"b\xc3\xa9\\n\":{\"\xf0\x9f\x98\x80\":\"x\\\"y\"},\"c\":[]}");
+    tfm_json_doc again = parse_ok(tfm_buf_cstr(&b), 0);
+    tfm_buf b2 = {0};
+    tfm_json_write(&b2, again.root);
+    assert_string_equal(tfm_buf_cstr(&b2), tfm_buf_cstr(&b));
+    tfm_buf_free(&b);
+    tfm_buf_free(&b2);
+    tfm_json_doc_free(&again);
+    tfm_json_doc_free(&d);
+}
+
 static void test_file(void **state)
 {
     (void)state;
@@ -430,7 +447,7 @@ int main(void)
         cmocka_unit_test(test_positions),     cmocka_unit_test(test_long_key),
         cmocka_unit_test(test_colon_on_next_line), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_big_object),    cmocka_unit_test(test_yaml),
-        cmocka_unit_test(test_file),
+        cmocka_unit_test(test_file), cmocka_unit_test(test_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

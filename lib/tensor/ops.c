@@ -149,9 +149,12 @@ static void thread_chunk(size_t n, size_t *i0, size_t *i1)
 }
 
 /* The loops live in plain functions: GCC does not vectorise them inside
- * "parallel for simd" (it gives up on the outlined body). */
+ * "parallel for simd" (it gives up on the outlined body).  "omp simd" makes
+ * GCC vectorise them at -O2 too (Debian builds packages with -O2), where its
+ * cheap cost model otherwise leaves them scalar: 4x slower. */
 static void gelu_tanh_fwd(float *restrict out, const float *restrict inp, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_K * (x + GELU_A * x * x * x);
@@ -161,6 +164,7 @@ static void gelu_tanh_fwd(float *restrict out, const float *restrict inp, size_t
 
 static void gelu_exact_fwd(float *restrict out, const float *restrict inp, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         out[i] = x * cdf_poly(x);
@@ -169,12 +173,14 @@ static void gelu_exact_fwd(float *restrict out, const float *restrict inp, size_
 
 static void relu_fwd(float *restrict out, const float *restrict inp, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
 }
 
 static void gelu_tanh_bwd(float *dinp, const float *dout, const float *restrict inp, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_K * (x + GELU_A * x * x * x);
@@ -187,6 +193,7 @@ static void gelu_tanh_bwd(float *dinp, const float *dout, const float *restrict 
 
 static void gelu_exact_bwd(float *dinp, const float *dout, const float *restrict inp, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float cdf = cdf_poly(x);
@@ -197,6 +204,7 @@ static void gelu_exact_bwd(float *dinp, const float *dout, const float *restrict
 
 static void relu_bwd(float *dinp, const float *dout, const float *restrict inp, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         dinp[i] = inp[i] > 0.0f ? dout[i] : 0.0f;
 }

@@ -13,14 +13,28 @@
 // single-token passes after the prompt pass).  The median over R runs, after
 // a short warm-up, each run from an empty cache.
 //
+// libuv's thread pool is limited to one thread (UV_THREADPOOL_SIZE=1, unless
+// set): node-llama-cpp runs each evaluation as pool work, and with the
+// default four pool threads decoding ran 25-40% slower on a 2-core machine
+// (measured, 2 threads, quiet machine); with one, every evaluation is
+// submitted from the same thread, as in a C program.  (libuv reads the
+// variable before this module runs: without it the script runs itself again.)
+//
 // Prints "ggml cpu_backend=..." (the libggml-cpu variant llama.cpp chose for
 // this CPU), "ggml system_info=...", "ggml tok_per_s=...", "ggml ids=...".
 // node-llama-cpp is found through NODE_PATH (scripts/bench/generate installs
 // it into ~/.cache/tfm-bench/llama).
+import {spawnSync} from "node:child_process";
 import {createRequire} from "node:module";
 import {pathToFileURL, fileURLToPath} from "node:url";
 import fs from "node:fs";
 import path from "node:path";
+
+if (process.env.UV_THREADPOOL_SIZE === undefined) {
+    const r = spawnSync(process.execPath, process.argv.slice(1),
+                        {stdio: "inherit", env: {...process.env, UV_THREADPOOL_SIZE: "1"}});
+    process.exit(r.status ?? 1);
+}
 
 function usage(msg) {
     if (msg) console.error("generate_ggml.mjs: " + msg);

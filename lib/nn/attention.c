@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "nn/attention.h"
+#include "base/err.h"
 #include "tensor/gemm.h"
 #include "tensor/ops.h"
 
@@ -63,6 +64,7 @@ static void softmax_row(float *x, int len)
     if (len <= 0)
         return;
     float mx = x[0];
+#pragma omp simd reduction(max:mx)
     for (int j = 1; j < len; j++)
         mx = x[j] > mx ? x[j] : mx;
     float s = 0.0f;
@@ -177,14 +179,14 @@ static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int
 
 /* ---- fused loops ---------------------------------------------------------
  * For the short contexts of small models a BLIS call per (batch, head) and
- * product costs more in call overhead (~3-5 µs) than in arithmetic.  These
- * loops keep their accumulators in registers (GCC vector extensions: AVX-512
- * where the target has it, split into narrower vectors elsewhere):
- *   scores  S[i, j-block] = Σ_d q_i[d]·Kᵀ[d, j-block]   (K transposed once)
- *   outputs y_i[d-block]  = Σ_j P[i,j]·V[j, d-block]
- * and backward likewise, with dV and dK computed key by key (Σ over queries)
- * so that nothing is read-modified-written in memory per term.  Needs
- * HS % 16 == 0; other head sizes take the BLIS path. */
+ * product costs more in call overhead (~3-5 µs) than in arithmetic.  Here
+ * every product of a head goes through one register-blocked kernel (GCC
+ * vector extensions: AVX-512 where the target has it, split into narrower
+ * vectors elsewhere) over blocks of QB query rows, or QB keys for dK and dV,
+ * and only over the keys the block can see: under the causal mask the
+ * masked triangle costs nothing but the tail of a block.  K (forward) and V
+ * (backward) are transposed once per head so that scores come out as rows.
+ * Needs HS % 16 == 0; other head sizes take the BLIS path. */
 
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
@@ -193,61 +195,105 @@ static inline v16 vload(const float *p) { return *(const v16u *)p; }
 static inline void vstore(float *p, v16 x) { *(v16u *)p = x; }
 static inline v16 vbcast(float x) { return (v16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 
+enum { QB = 8 }; /* rows per block */
+
 static size_t pad16(size_t n)
 {
     return (n + 15) & ~(size_t)15;
 }
 
+/* dS and P' (forward: scores and dropped probabilities of a block), the
+ * transposed K or V, and a block of score rows. */
+static size_t fused_head(const tfm_attn *a)
+{
+    size_t tt2 = 2 * (size_t)a->Tq * a->Tk, blk = (size_t)QB * a->Tk;
+    return tt2 > blk ? tt2 : blk;
+}
+
 static size_t fused_per_thread(const tfm_attn *a)
 {
     size_t tkp = pad16((size_t)a->Tk);
-    return 2 * (size_t)a->Tq * a->Tk + (size_t)a->HS * tkp + 2 * tkp + 16;
+    return fused_head(a) + (size_t)a->HS * tkp + (size_t)QB * tkp + 16;
 }
 
-/* dst[0..n) = Σ_d x[d]·M[d, 0..n) for M with row stride ld (≥ pad16(n),
- * zero-padded): one register per 16 outputs. */
-static inline void rowvec_times_mat(float *dst, const float *x, const float *M, size_t ld,
-                                    int HS, int n)
+/* C[r, 0:16·NB) = alpha · Σ_{k<K} A[r·rsa + k·csa] · B[k·ldb + (0:16·NB)]
+ * for r < MR: MR·NB accumulators stay in registers, each B vector loaded
+ * once per k serves MR rows.  Called with constant MR and NB only. */
+static inline __attribute__((always_inline)) void kern(int MR, int NB, int K, float alpha,
+                                                       const float *A, size_t rsa, size_t csa,
+                                                       const float *B, size_t ldb, float *C,
+                                                       size_t ldc)
 {
-    for (int j0 = 0; j0 < n; j0 += 64) {
-        v16 a0 = vbcast(0), a1 = vbcast(0), a2 = vbcast(0), a3 = vbcast(0);
-        int nb = (n - j0 + 15) / 16;
-        nb = nb > 4 ? 4 : nb;
-        for (int d = 0; d < HS; d++) {
-            v16 xd = vbcast(x[d]);
-            const float *m = M + (size_t)d * ld + j0;
-            a0 += xd * vload(m);
-            if (nb > 1) a1 += xd * vload(m + 16);
-            if (nb > 2) a2 += xd * vload(m + 32);
-            if (nb > 3) a3 += xd * vload(m + 48);
+    v16 acc[8][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int nb = 0; nb < NB; nb++)
+            acc[r][nb] = vbcast(0.0f);
+    for (int k = 0; k < K; k++) {
+        const float *b = B + (size_t)k * ldb, *ak = A + (size_t)k * csa;
+        v16 bv[4];
+#pragma GCC unroll 4
+        for (int nb = 0; nb < NB; nb++)
+            bv[nb] = vload(b + 16 * nb);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            v16 x = vbcast(ak[(size_t)r * rsa]);
+#pragma GCC unroll 4
+            for (int nb = 0; nb < NB; nb++)
+                acc[r][nb] += x * bv[nb];
         }
-        vstore(dst + j0, a0);
-        if (nb > 1) vstore(dst + j0 + 16, a1);
-        if (nb > 2) vstore(dst + j0 + 32, a2);
-        if (nb > 3) vstore(dst + j0 + 48, a3);
+    }
+    v16 al = vbcast(alpha);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int nb = 0; nb < NB; nb++)
+            vstore(C + (size_t)r * ldc + 16 * nb, acc[r][nb] * al);
+}
+
+/* C[M, N] = alpha · A·B, A[i, k] = A[i·rsa + k·csa], B row-major (ldb),
+ * N a multiple of 16.  K = 0 writes zeros. */
+static void small_gemm(int M, int N, int K, float alpha, const float *A, size_t rsa,
+                       size_t csa, const float *B, size_t ldb, float *C, size_t ldc)
+{
+    for (int j0 = 0; j0 < N; j0 += 64) {
+        int nb = (N - j0) / 16 < 4 ? (N - j0) / 16 : 4;
+        /* 16 accumulators at most: 8 rows of two vectors, 4 of four */
+        int mr = nb <= 2 ? 8 : 4;
+        for (int i0 = 0; i0 < M; i0 += mr) {
+            int m = M - i0 < mr ? M - i0 : mr;
+            const float *a = A + (size_t)i0 * rsa;
+            const float *b = B + j0;
+            float *c = C + (size_t)i0 * ldc + j0;
+            switch (m * 8 + nb) {
+#define KCASE(MR, NB)                                                         \
+    case (MR) * 8 + (NB):                                                     \
+        kern(MR, NB, K, alpha, a, rsa, csa, b, ldb, c, ldc);                  \
+        break;
+                KCASE(1, 1) KCASE(2, 1) KCASE(3, 1) KCASE(4, 1)
+                KCASE(5, 1) KCASE(6, 1) KCASE(7, 1) KCASE(8, 1)
+                KCASE(1, 2) KCASE(2, 2) KCASE(3, 2) KCASE(4, 2)
+                KCASE(5, 2) KCASE(6, 2) KCASE(7, 2) KCASE(8, 2)
+                KCASE(1, 3) KCASE(2, 3) KCASE(3, 3) KCASE(4, 3)
+                KCASE(1, 4) KCASE(2, 4) KCASE(3, 4) KCASE(4, 4)
+#undef KCASE
+            default:
+                TFM_ASSERT(0);
+            }
+        }
     }
 }
 
-/* y[0..HS) = Σ_{j in [j0, j1)} w[j·ws]·R[j, 0..HS) (R row stride ldr). */
-static inline void weighted_rows(float *y, const float *w, size_t ws, const float *R,
-                                 size_t ldr, int j0, int j1, int HS)
+/* Dst[d, 0:ldt) = Src[0:T, d] zero-padded: rows of the transpose. */
+static void transpose_head(float *dst, size_t ldt, const float *src, size_t lds, int T, int HS)
 {
-    for (int d0 = 0; d0 < HS; d0 += 64) {
-        v16 a0 = vbcast(0), a1 = vbcast(0), a2 = vbcast(0), a3 = vbcast(0);
-        int nb = (HS - d0) / 16;
-        nb = nb > 4 ? 4 : nb;
-        for (int j = j0; j < j1; j++) {
-            v16 wj = vbcast(w[(size_t)j * ws]);
-            const float *r = R + (size_t)j * ldr + d0;
-            a0 += wj * vload(r);
-            if (nb > 1) a1 += wj * vload(r + 16);
-            if (nb > 2) a2 += wj * vload(r + 32);
-            if (nb > 3) a3 += wj * vload(r + 48);
-        }
-        vstore(y + d0, a0);
-        if (nb > 1) vstore(y + d0 + 16, a1);
-        if (nb > 2) vstore(y + d0 + 32, a2);
-        if (nb > 3) vstore(y + d0 + 48, a3);
+    for (int d = 0; d < HS; d++) {
+        float *t = dst + (size_t)d * ldt;
+        for (int j = 0; j < T; j++)
+            t[j] = src[(size_t)j * lds + d];
+        for (size_t j = (size_t)T; j < ldt; j++)
+            t[j] = 0.0f;
     }
 }
 
@@ -265,35 +311,36 @@ static void forward_fused(const tfm_attn *a, float *out, int ldo, float *att,
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
         const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
         const float *V = v + (size_t)b * Tk * ldv + (size_t)h * HS;
+        float *Y = out + (size_t)b * Tq * ldo + (size_t)h * HS;
         float *P = att + (size_t)bh * tt;
-        float *Kt = scratch + (size_t)thread_id() * per;
-        float *srow = Kt + (size_t)HS * tkp, *qs = srow + tkp;
-        for (int d = 0; d < HS; d++) {
-            float *kt = Kt + (size_t)d * tkp;
-            for (int j = 0; j < Tk; j++)
-                kt[j] = K[(size_t)j * ldk + d];
-            for (size_t j = Tk; j < tkp; j++)
-                kt[j] = 0.0f;
-        }
-        for (int i = 0; i < Tq; i++) {
-            float *row = P + (size_t)i * Tk;
-            int len = row_len(a, b, i);
-            const float *qi = Q + (size_t)i * ldq;
-            for (int d = 0; d < HS; d++)
-                qs[d] = qi[d] * scale;
-            rowvec_times_mat(srow, qs, Kt, tkp, HS, len);
-            memcpy(row, srow, (size_t)len * sizeof *row);
-            softmax_row(row, len);
-            memset(row + len, 0, (size_t)(Tk - len) * sizeof *row);
-            const float *pr = row;
-            if (a->dropout > 0.0f) {
-                size_t base = (size_t)bh * tt + (size_t)i * Tk;
-                for (int j = 0; j < len; j++)
-                    srow[j] = tfm_dropout_keep(a->seed, base + j, a->dropout) ? row[j] * dscale : 0.0f;
-                pr = srow;
+        float *Pd = scratch + (size_t)thread_id() * per;      /* [QB, Tk] */
+        float *Kt = Pd + fused_head(a), *S = Kt + (size_t)HS * tkp; /* [HS, tkp], [QB, tkp] */
+        transpose_head(Kt, tkp, K, (size_t)ldk, Tk, HS);
+        for (int i0 = 0; i0 < Tq; i0 += QB) {
+            int m = Tq - i0 < QB ? Tq - i0 : QB;
+            int seen = row_len(a, b, i0 + m - 1); /* row lengths never decrease */
+            small_gemm(m, (int)pad16((size_t)seen), HS, scale, Q + (size_t)i0 * ldq,
+                       (size_t)ldq, 1, Kt, tkp, S, tkp);
+            for (int i = i0; i < i0 + m; i++) {
+                float *row = P + (size_t)i * Tk;
+                int len = row_len(a, b, i);
+                memcpy(row, S + (size_t)(i - i0) * tkp, (size_t)len * sizeof *row);
+                softmax_row(row, len);
+                memset(row + len, 0, (size_t)(Tk - len) * sizeof *row);
             }
-            float *y = out + ((size_t)b * Tq + i) * ldo + (size_t)h * HS;
-            weighted_rows(y, pr, 1, V, ldv, 0, len, HS);
+            const float *pr = P + (size_t)i0 * Tk;
+            if (a->dropout > 0.0f) {
+                for (int i = i0; i < i0 + m; i++) {
+                    size_t base = (size_t)bh * tt + (size_t)i * Tk;
+                    const float *row = P + (size_t)i * Tk;
+                    float *d = Pd + (size_t)(i - i0) * Tk;
+                    for (int j = 0; j < seen; j++)
+                        d[j] = tfm_dropout_keep(a->seed, base + j, a->dropout) ? row[j] * dscale : 0.0f;
+                }
+                pr = Pd;
+            }
+            small_gemm(m, HS, seen, 1.0f, pr, (size_t)Tk, 1, V, (size_t)ldv,
+                       Y + (size_t)i0 * ldo, (size_t)ldo);
         }
     }
 }
@@ -318,53 +365,59 @@ static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, in
         float *dQ = dq + (size_t)b * Tq * lddq + (size_t)h * HS;
         float *dK = dk + (size_t)b * Tk * lddk + (size_t)h * HS;
         float *dV = dv + (size_t)b * Tk * lddv + (size_t)h * HS;
-        float *dS = scratch + (size_t)thread_id() * per;   /* [Tq, Tk] */
-        float *Pd = dS + tt;                                 /* [Tq, Tk] */
-        float *Vt = Pd + tt, *dp = Vt + (size_t)HS * tkp;
-        for (int d = 0; d < HS; d++) {
-            float *vt = Vt + (size_t)d * tkp;
-            for (int j = 0; j < Tk; j++)
-                vt[j] = V[(size_t)j * ldv + d];
-            for (size_t j = Tk; j < tkp; j++)
-                vt[j] = 0.0f;
-        }
-        /* per query: dP' = dY·Vᵀ, dropout, softmax backward -> dS row; dQ row */
-        for (int i = 0; i < Tq; i++) {
-            const float *p = P + (size_t)i * Tk;
-            float *ds = dS + (size_t)i * Tk, *pd = Pd + (size_t)i * Tk;
-            int len = row_len(a, b, i);
-            rowvec_times_mat(dp, dY + (size_t)i * lddo, Vt, tkp, HS, len);
-            if (a->dropout > 0.0f) {
-                size_t base = (size_t)bh * tt + (size_t)i * Tk;
-                for (int j = 0; j < len; j++) {
-                    float keep = tfm_dropout_keep(a->seed, base + j, a->dropout) ? dscale : 0.0f;
-                    pd[j] = p[j] * keep;
-                    dp[j] *= keep;
+        float *dS = scratch + (size_t)thread_id() * per;      /* [Tq, Tk] */
+        float *Pd = dS + tt;                                  /* [Tq, Tk] */
+        float *Vt = dS + fused_head(a), *dP = Vt + (size_t)HS * tkp; /* [HS, tkp], [QB, tkp] */
+        transpose_head(Vt, tkp, V, (size_t)ldv, Tk, HS);
+        /* per block of queries: dP' = dY·Vᵀ, dropout, softmax backward into
+         * dS (scaled), then dQ = dS·K */
+        for (int i0 = 0; i0 < Tq; i0 += QB) {
+            int m = Tq - i0 < QB ? Tq - i0 : QB;
+            int seen = row_len(a, b, i0 + m - 1);
+            small_gemm(m, (int)pad16((size_t)seen), HS, 1.0f, dY + (size_t)i0 * lddo,
+                       (size_t)lddo, 1, Vt, tkp, dP, tkp);
+            for (int i = i0; i < i0 + m; i++) {
+                const float *p = P + (size_t)i * Tk;
+                float *ds = dS + (size_t)i * Tk, *pd = Pd + (size_t)i * Tk;
+                float *dp = dP + (size_t)(i - i0) * tkp;
+                int len = row_len(a, b, i);
+                if (a->dropout > 0.0f) {
+                    size_t base = (size_t)bh * tt + (size_t)i * Tk;
+                    for (int j = 0; j < len; j++) {
+                        float keep = tfm_dropout_keep(a->seed, base + j, a->dropout) ? dscale : 0.0f;
+                        pd[j] = p[j] * keep;
+                        dp[j] *= keep;
+                    }
+                } else {
+                    memcpy(pd, p, (size_t)len * sizeof *pd);
                 }
-            } else {
-                memcpy(pd, p, (size_t)len * sizeof *pd);
-            }
-            memset(pd + len, 0, (size_t)(Tk - len) * sizeof *pd);
-            float s = 0.0f;
+                memset(pd + len, 0, (size_t)(Tk - len) * sizeof *pd);
+                float s = 0.0f;
 #pragma omp simd reduction(+:s)
-            for (int j = 0; j < len; j++)
-                s += p[j] * dp[j];
+                for (int j = 0; j < len; j++)
+                    s += p[j] * dp[j];
 #pragma omp simd
-            for (int j = 0; j < len; j++)
-                ds[j] = p[j] * (dp[j] - s) * scale;
-            memset(ds + len, 0, (size_t)(Tk - len) * sizeof *ds);
-            weighted_rows(dQ + (size_t)i * lddq, ds, 1, K, ldk, 0, len, HS);
+                for (int j = 0; j < len; j++)
+                    ds[j] = p[j] * (dp[j] - s) * scale;
+                memset(ds + len, 0, (size_t)(Tk - len) * sizeof *ds);
+            }
+            small_gemm(m, HS, seen, 1.0f, dS + (size_t)i0 * Tk, (size_t)Tk, 1, K, (size_t)ldk,
+                       dQ + (size_t)i0 * lddq, (size_t)lddq);
         }
-        /* per key: dV_j = Σ_i P'[i,j]·dY_i, dK_j = Σ_i dS[i,j]·Q_i; entries a
-         * query cannot see are 0, and under the causal mask the queries
-         * before key j are skipped outright. */
-        for (int j = 0; j < Tk; j++) {
+        /* per block of keys: dV = P'ᵀ·dY, dK = dSᵀ·Q over the queries that
+         * can see the block's first key (the rest of the column is 0) */
+        for (int j0 = 0; j0 < Tk; j0 += QB) {
+            int m = Tk - j0 < QB ? Tk - j0 : QB;
             int i0 = 0;
             if (a->mask == TFM_MASK_CAUSAL)
-                i0 = j - (Tk - Tq) > 0 ? j - (Tk - Tq) : 0;
+                i0 = j0 - (Tk - Tq) > 0 ? j0 - (Tk - Tq) : 0;
             i0 = i0 < Tq ? i0 : Tq;
-            weighted_rows(dV + (size_t)j * lddv, Pd + j, (size_t)Tk, dY, lddo, i0, Tq, HS);
-            weighted_rows(dK + (size_t)j * lddk, dS + j, (size_t)Tk, Q, ldq, i0, Tq, HS);
+            small_gemm(m, HS, Tq - i0, 1.0f, Pd + (size_t)i0 * Tk + j0, 1, (size_t)Tk,
+                       dY + (size_t)i0 * lddo, (size_t)lddo, dV + (size_t)j0 * lddv,
+                       (size_t)lddv);
+            small_gemm(m, HS, Tq - i0, 1.0f, dS + (size_t)i0 * Tk + j0, 1, (size_t)Tk,
+                       Q + (size_t)i0 * ldq, (size_t)ldq, dK + (size_t)j0 * lddk,
+                       (size_t)lddk);
         }
     }
 }

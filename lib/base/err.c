@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 int tfm_err_vset(tfm_err *err, const char *fmt, va_list ap)
 {
@@ -128,10 +129,21 @@ char *tfm_strndup(const char *s, size_t n)
     return d;
 }
 
+/* Large arrays (weights, gradients, activations) go on 2 MiB pages where
+ * the kernel offers them (transparent huge pages in "madvise" mode, Debian's
+ * default): a training step sweeps tens of MiB in short products, and with
+ * 4 KiB pages the TLB misses cost more than the arithmetic of some. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
 void *tfm_aligned_alloc(size_t n)
 {
     void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0)
+    size_t align = n >= 2 * HUGE_PAGE ? HUGE_PAGE : 64;
+    if (posix_memalign(&p, align, n ? n : 64) != 0)
         out_of_memory(n);
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE)
+        madvise(p, n & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
     return p;
 }

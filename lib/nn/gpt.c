@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ---- config -------------------------------------------------------------- */
 
@@ -369,13 +372,53 @@ int tfm_gpt_init(tfm_gpt *m, const tfm_gpt_config *cfg, tfm_err *err)
     return 0;
 }
 
+static void free_replicas(tfm_gpt *m)
+{
+    for (int k = 0; k + 1 < m->n_rep; k++)
+        tfm_gpt_free(&m->rep[k]);
+    free(m->rep);
+    m->rep = NULL;
+    m->n_rep = 0;
+}
+
 void tfm_gpt_free(tfm_gpt *m)
 {
-    free(m->params);
+    free_replicas(m);
+    if (!m->shares_params) {
+        free(m->params);
+        free(m->table);
+    }
     free(m->grads);
-    free(m->table);
     acts_free(m->acts);
     memset(m, 0, sizeof *m);
+}
+
+int tfm_gpt_set_replicas(tfm_gpt *m, int n, tfm_err *err)
+{
+    TFM_ASSERT(!m->shares_params);
+    free_replicas(m);
+    if (n <= 1)
+        return 0;
+    m->rep = tfm_calloc((size_t)n - 1, sizeof *m->rep);
+    for (int k = 0; k < n - 1; k++) {
+        tfm_gpt *r = &m->rep[k];
+        r->cfg = m->cfg;
+        r->params = m->params;
+        r->table = m->table;
+        r->n_table = m->n_table;
+        r->n_params = m->n_params;
+        r->shares_params = 1;
+        r->loss = -1.0f;
+        r->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
+        if (!r->grads) {
+            m->n_rep = k + 1;
+            free_replicas(m);
+            return tfm_err_set(err, "out of memory for %d data-parallel replicas", n);
+        }
+        memset(r->grads, 0, m->n_params * sizeof(float));
+    }
+    m->n_rep = n;
+    return 0;
 }
 
 void tfm_gpt_init_weights(tfm_gpt *m, uint64_t seed)
@@ -476,6 +519,20 @@ static float drop_p(const tfm_gpt *m)
     return m->training ? m->cfg.dropout : 0.0f;
 }
 
+static int check_ids(const int32_t *inputs, const int32_t *targets, size_t N, int T, int V,
+                     tfm_err *err)
+{
+    for (size_t i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V)
+            return tfm_err_set(err, "token id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
+                               (int)inputs[i], i / T, i % T, V);
+        if (targets && (targets[i] < -1 || targets[i] >= V))
+            return tfm_err_set(err, "target id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
+                               (int)targets[i], i / T, i % T, V);
+    }
+    return 0;
+}
+
 int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
                     int B, int T, float *loss, tfm_err *err)
 {
@@ -487,14 +544,8 @@ int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
         return tfm_err_set(err, "sequence length %d exceeds the model's context %d", T,
                            c->block_size);
     size_t N = (size_t)B * T;
-    for (size_t i = 0; i < N; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V)
-            return tfm_err_set(err, "token id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
-                               (int)inputs[i], i / T, i % T, V);
-        if (targets && (targets[i] < -1 || targets[i] >= V))
-            return tfm_err_set(err, "target id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
-                               (int)targets[i], i / T, i % T, V);
-    }
+    if (check_ids(inputs, targets, N, T, V, err) < 0)
+        return -1;
     if (acts_plan(m, B, T, err) < 0)
         return -1;
     tfm_gpt_acts *a = m->acts;
@@ -684,4 +735,105 @@ void tfm_gpt_backward(tfm_gpt *m, float scale)
     tfm_embedding_backward(dwte, param_ptr(m, G, "wpe.weight"), a->dtmp, a->inputs, B, T, C);
     /* the logits now hold their gradient */
     a->have_targets = 0;
+}
+
+/* ---- data parallelism ---------------------------------------------------- */
+
+int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
+                             int B, int T, float scale, float *loss, tfm_err *err)
+{
+    int n = m->n_rep < B ? m->n_rep : B;
+    if (n <= 1) {
+        if (tfm_gpt_forward(m, inputs, targets, B, T, loss, err) < 0)
+            return -1;
+        tfm_gpt_backward(m, scale);
+        return 0;
+    }
+    TFM_ASSERT(targets);
+    if (B < 1 || T < 1)
+        return tfm_err_set(err, "batch %d x %d is empty", B, T);
+    if (T > m->cfg.block_size)
+        return tfm_err_set(err, "sequence length %d exceeds the model's context %d", T,
+                           m->cfg.block_size);
+    /* checked here so that errors name rows of the whole batch */
+    if (check_ids(inputs, targets, (size_t)B * T, T, m->cfg.vocab_size, err) < 0)
+        return -1;
+    tfm_gpt *part[64];
+    int rows[64], first[64], rc[64];
+    long count[64];
+    tfm_err errs[64];
+    TFM_ASSERT(n <= 64);
+    for (int k = 0, r0 = 0; k < n; k++) {
+        part[k] = k ? &m->rep[k - 1] : m;
+        rows[k] = B / n + (k < B % n);
+        first[k] = r0;
+        r0 += rows[k];
+        if (k) {
+            part[k]->training = m->training;
+            /* dropout streams: drawn from the model's rng, so a resumed run
+             * (which restores it) draws the same */
+            if (m->training && m->cfg.dropout > 0.0f)
+                tfm_rng_seed(&part[k]->rng, tfm_rng_u64(&m->rng));
+        }
+    }
+    long total = 0;
+#pragma omp parallel num_threads(n)
+    {
+#ifdef _OPENMP
+        int k = omp_get_thread_num();
+#else
+        int k = 0;
+#endif
+        /* a team smaller than asked (OMP_THREAD_LIMIT, nesting): threads
+         * take the parts in turn */
+#ifdef _OPENMP
+        int nt = omp_get_num_threads();
+#else
+        int nt = 1;
+#endif
+        for (int j = k; j < n; j += nt) {
+            size_t off = (size_t)first[j] * T;
+            float l;
+            rc[j] = tfm_gpt_forward(part[j], inputs + off, targets + off, rows[j], T, &l,
+                                    &errs[j]);
+            count[j] = rc[j] < 0 ? 0 : part[j]->acts->count;
+        }
+#pragma omp barrier
+#pragma omp single
+        {
+            for (int j = 0; j < n; j++)
+                total += count[j];
+        }
+        for (int j = k; j < n; j += nt) {
+            if (rc[j] < 0)
+                continue;
+            /* backward scales by 1/count of its part: make it 1/total */
+            tfm_gpt_backward(part[j], total ? scale * (float)count[j] / (float)total : 0.0f);
+        }
+    }
+    for (int k = 0; k < n; k++)
+        if (rc[k] < 0) {
+            *err = errs[k];
+            return -1;
+        }
+    /* grads += each replica's, in replica order; replicas back to zero */
+    size_t np = m->n_params, chunk = 1 << 14, nchunks = (np + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) num_threads(n)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t lo = c * chunk, hi = lo + chunk < np ? lo + chunk : np;
+        for (int k = 1; k < n; k++) {
+            float *g = part[k]->grads;
+#pragma omp simd
+            for (size_t i = lo; i < hi; i++)
+                m->grads[i] += g[i];
+            memset(g + lo, 0, (hi - lo) * sizeof *g);
+        }
+    }
+    double sum = 0;
+    for (int k = 0; k < n; k++)
+        sum += (double)part[k]->loss * (double)count[k];
+    m->loss = total ? (float)(sum / (double)total) : 0.0f;
+    if (loss)
+        *loss = m->loss;
+    return 0;
 }

@@ -131,6 +131,11 @@ typedef struct tfm_gpt {
     int B, T;
     float loss;          /* mean loss, or -1 when no targets were given */
     tfm_gpt_acts *acts;
+    /* Data parallelism (tfm_gpt_set_replicas): n_rep - 1 replicas sharing
+     * params and table, each with its own grads and activations. */
+    int n_rep;
+    struct tfm_gpt *rep;
+    int shares_params;   /* a replica: params and table belong to another */
 } tfm_gpt;
 
 /* Allocates params (zeroed) and grads (zeroed) for cfg; activations are
@@ -167,6 +172,20 @@ void tfm_gpt_zero_grad(tfm_gpt *m);
  * had targets) into m->grads.  scale is 1 normally, 1/k when accumulating k
  * micro-batches. */
 void tfm_gpt_backward(tfm_gpt *m, float scale);
+
+/* Forward and backward of one batch: grads += scale · d(mean loss)/d(params),
+ * *loss = the mean loss.  With replicas (below) the batch rows are split
+ * among them, one OpenMP thread each with single-threaded BLIS, and their
+ * gradients summed in a fixed order: the result depends on the replica
+ * count, never on scheduling.  Logits are not kept in that case. */
+int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
+                             int B, int T, float scale, float *loss, tfm_err *err);
+
+/* n ≥ 2 makes tfm_gpt_forward_backward data-parallel over n threads (costs
+ * (n - 1) more gradient arrays; activations are split, not repeated);
+ * n ≤ 1 turns it off.  Small models gain from it: each thread's products
+ * run whole on one core instead of being split and synchronised. */
+int tfm_gpt_set_replicas(tfm_gpt *m, int n, tfm_err *err);
 
 /* Bytes held by the model (params, grads, activations), for reports. */
 size_t tfm_gpt_bytes(const tfm_gpt *m);

@@ -2,10 +2,11 @@
  * for a shape, and how much of BLIS's measured sgemm peak that is.
  *
  *   gpt_bench [-L layers] [-H heads] [-C width] [-T context] [-B batch]
- *             [-V vocab] [-n steps] [-t threads] [--adamw]
+ *             [-V vocab] [-n steps] [-t threads] [-r replicas] [--adamw]
  * Defaults: the char-small shape (4, 4, 128, 64, 12, 73).  --adamw adds a
  * plain AdamW update over all parameters to each step (the optimizer
  * itself lives in lib/train; this only estimates its memory traffic).
+ * -r N: data-parallel over N replicas (tfm_gpt_set_replicas).
  * Prints to stdout: ms_per_step (median), gflops, gemm_peak_gflops,
  * efficiency, peak_rss_mib. */
 #include "config.h"
@@ -80,7 +81,7 @@ int main(int argc, char **argv)
     cfg.n_embd = 128;
     cfg.block_size = 64;
     cfg.vocab_size = 73;
-    int B = 12, steps = 20, threads = 0, adamw = 0;
+    int B = 12, steps = 20, threads = 0, adamw = 0, replicas = 1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--adamw")) {
@@ -98,6 +99,7 @@ int main(int argc, char **argv)
         else if (!strcmp(o, "-V")) cfg.vocab_size = (int)tfm_opt_long(prog, o, v, 1, 1 << 24);
         else if (!strcmp(o, "-n")) steps = (int)tfm_opt_long(prog, o, v, 1, 1000000);
         else if (!strcmp(o, "-t")) threads = (int)tfm_opt_long(prog, o, v, 1, 1024);
+        else if (!strcmp(o, "-r")) replicas = (int)tfm_opt_long(prog, o, v, 1, 64);
         else tfm_usage_error(prog, "unknown option %s", o);
     }
     tfm_blas_init(threads);
@@ -107,6 +109,8 @@ int main(int argc, char **argv)
     if (tfm_gpt_init(&m, &cfg, &err) < 0)
         tfm_die(prog, &err);
     tfm_gpt_init_weights(&m, 1);
+    if (tfm_gpt_set_replicas(&m, replicas, &err) < 0)
+        tfm_die(prog, &err);
     size_t N = (size_t)B * T;
     int32_t *x = tfm_malloc(2 * N * sizeof *x);
     tfm_rng r;
@@ -128,9 +132,8 @@ int main(int argc, char **argv)
             cpu0 = cpu_now(); /* step 0 plans memory and warms up */
         double t0 = tfm_now();
         tfm_gpt_zero_grad(&m);
-        if (tfm_gpt_forward(&m, x, x + N, B, T, &loss, &err) < 0)
+        if (tfm_gpt_forward_backward(&m, x, x + N, B, T, 1.0f, &loss, &err) < 0)
             tfm_die(prog, &err);
-        tfm_gpt_backward(&m, 1.0f);
         if (adamw) {
             float *p = m.params, *g = m.grads;
 #pragma omp parallel for simd schedule(static)
@@ -154,8 +157,9 @@ int main(int argc, char **argv)
     double flops = 3.0 * fwd;
     double peak = gemm_peak(cfg.n_embd >= 512 ? cfg.n_embd : 512);
     double got = flops / (med / 1e3) / 1e9;
-    printf("shape L=%d H=%d C=%d T=%d B=%d V=%d threads=%d%s\n", cfg.n_layer, cfg.n_head,
-           cfg.n_embd, T, B, cfg.vocab_size, tfm_blas_threads(), adamw ? " +adamw" : "");
+    printf("shape L=%d H=%d C=%d T=%d B=%d V=%d threads=%d replicas=%d%s\n", cfg.n_layer,
+           cfg.n_head, cfg.n_embd, T, B, cfg.vocab_size, tfm_blas_threads(), replicas,
+           adamw ? " +adamw" : "");
     printf("ms_per_step=%.2f (median of %d; min %.2f; cpu_ms_per_step=%.2f)\n", med, steps,
            ms[1], cpu_ms);
     printf("gflops=%.1f gemm_peak_gflops=%.1f efficiency=%.0f%%\n", got, peak,

@@ -191,6 +191,76 @@ static void test_table_and_init(void **state)
     assert_int_equal(tfm_gpt_init(&m, &cfg, &err), -1);
 }
 
+/* Data parallelism splits the batch rows; the loss and the gradient of the
+ * whole batch's mean are unchanged (up to summation order), parts of unequal
+ * size and unequal counts of ignored targets included. */
+static void test_data_parallel(void **state)
+{
+    (void)state;
+    enum { B = 5, T = 6 };
+    tfm_gpt_config cfg;
+    small_config(&cfg);
+    tfm_gpt m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_gpt_init(&m, &cfg, &err), 0);
+    random_weights(&m, 3);
+    int32_t x[B * T], y[B * T];
+    tfm_rng r;
+    tfm_rng_seed(&r, 12);
+    for (int i = 0; i < B * T; i++) {
+        x[i] = (int32_t)tfm_rng_below(&r, cfg.vocab_size);
+        y[i] = (int32_t)tfm_rng_below(&r, cfg.vocab_size);
+    }
+    y[1] = y[2] = y[T + 4] = -1; /* the first part counts fewer targets */
+    float ref_loss, loss;
+    tfm_gpt_zero_grad(&m);
+    assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 0.5f, &ref_loss, &err), 0);
+    float *ref = malloc(m.n_params * sizeof(float));
+    memcpy(ref, m.grads, m.n_params * sizeof(float));
+    for (int n = 2; n <= 3; n++) {
+        assert_int_equal(tfm_gpt_set_replicas(&m, n, &err), 0);
+        tfm_gpt_zero_grad(&m);
+        assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 0.5f, &loss, &err), 0);
+        assert_true(fabsf(loss - ref_loss) <= 1e-6f * fabsf(ref_loss));
+        double worst = 0.0, norm = 0.0;
+        for (size_t i = 0; i < m.n_params; i++) {
+            double d = fabs((double)m.grads[i] - ref[i]);
+            worst = d > worst ? d : worst;
+            norm = fabs(ref[i]) > norm ? fabs(ref[i]) : norm;
+        }
+        assert_true(norm > 0.0);
+        assert_true(worst <= 1e-5 * norm);
+        for (int k = 0; k + 1 < n; k++)
+            for (size_t i = 0; i < m.n_params; i++)
+                assert_true(m.rep[k].grads[i] == 0.0f);
+        /* a bad id is reported for the whole batch's row */
+        x[3 * T + 2] = cfg.vocab_size;
+        assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 1.0f, &loss, &err), -1);
+        assert_non_null(strstr(err.msg, "batch row 3, position 2"));
+        x[3 * T + 2] = 0;
+    }
+    /* with dropout the replicas' streams come from the model's rng: the
+     * same rng state gives the same gradients */
+    m.cfg.dropout = 0.3f;
+    for (int k = 0; k + 1 < m.n_rep; k++)
+        m.rep[k].cfg.dropout = 0.3f;
+    tfm_gpt_set_training(&m, 1);
+    tfm_rng saved = m.rng;
+    tfm_gpt_zero_grad(&m);
+    assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 1.0f, &loss, &err), 0);
+    memcpy(ref, m.grads, m.n_params * sizeof(float));
+    m.rng = saved;
+    tfm_gpt_zero_grad(&m);
+    float loss2;
+    assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 1.0f, &loss2, &err), 0);
+    assert_true(loss2 == loss);
+    assert_memory_equal(ref, m.grads, m.n_params * sizeof(float));
+    assert_int_equal(tfm_gpt_set_replicas(&m, 1, &err), 0);
+    assert_int_equal(m.n_rep, 0);
+    free(ref);
+    tfm_gpt_free(&m);
+}
+
 int main(void)
 {
     tfm_blas_init(0);
@@ -199,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_post_ln_variants),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_table_and_init),
+        cmocka_unit_test(test_data_parallel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

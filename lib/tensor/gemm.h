@@ -12,9 +12,10 @@
 
 #include <stddef.h>
 
-/* Picks BLIS's kernels from the CPU's features (AVX-512F -> skx, AVX2 ->
- * haswell) unless the user set BLIS_ARCH_TYPE, and sets the thread count
- * of BLIS and OpenMP.  threads <= 0 means TFM_NUM_THREADS, else all cores
+/* Picks BLIS's kernels from the CPU's features (AVX-512F -> skx, except
+ * on AMD Zen 4, which splits 512-bit work in halves; AVX2 -> haswell)
+ * unless the user set BLIS_ARCH_TYPE, and sets the thread count of BLIS
+ * and OpenMP.  threads <= 0 means TFM_NUM_THREADS, else all cores
  * (tfm_threads_default).  May be called again to change the thread count. */
 void tfm_blas_init(int threads);
 /* The thread count set by tfm_blas_init (1 before it). */
@@ -23,7 +24,8 @@ int tfm_blas_threads(void);
 /* C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C, all row-major.
  * op(A) = A (A is M×K, row stride lda) or Aᵀ (transA: A is K×M, stride lda);
  * likewise B.  beta 0 overwrites C (NaNs in C do not propagate).
- * Single rows or columns go to gemv; small products run on one thread. */
+ * Single rows or columns go to gemv; small products, and calls from inside
+ * an OpenMP parallel region, run on one thread. */
 void tfm_gemm(int transA, int transB, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc);

@@ -285,7 +285,7 @@ int tfm_checkpoint_load_state(const char *path, tfm_gpt *m, tfm_adam *o, tfm_tra
         tfm_err_set(err, "%s: not a tfm training state", path);
         goto out;
     }
-    int64_t t, seed;
+    int64_t t = 0, seed = 0; /* set on success; GCC -O3 cannot see it */
     if (parse_i64(path, "step", vals[2], &s->step, err) < 0 ||
         parse_i64(path, "adam_t", vals[3], &t, err) < 0 ||
         parse_i64(path, "best_step", vals[7], &s->best_step, err) < 0 ||

@@ -297,6 +297,32 @@ static void transpose_head(float *dst, size_t ldt, const float *src, size_t lds,
     }
 }
 
+/* p[0, len) = softmax(s[0, len)), p[len, Tk) = 0, where s is a row of the
+ * score block (room up to the next multiple of 16): whole vectors with no
+ * remainder loops, which dominate rows this short. */
+static void softmax_padded(float *restrict p, float *restrict s, int len, int Tk)
+{
+    int n = (len + 15) & ~15;
+    for (int j = len; j < n; j++)
+        s[j] = -INFINITY;
+    float mx = -INFINITY;
+#pragma omp simd reduction(max:mx)
+    for (int j = 0; j < n; j++)
+        mx = s[j] > mx ? s[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+:sum)
+    for (int j = 0; j < n; j++) {
+        float e = tfm_expf_inline(s[j] - mx);
+        s[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j < len; j++)
+        p[j] = s[j] * inv;
+    memset(p + len, 0, (size_t)(Tk - len) * sizeof *p);
+}
+
 static void forward_fused(const tfm_attn *a, float *out, int ldo, float *att,
                           const float *q, int ldq, const float *k, int ldk,
                           const float *v, int ldv, float *scratch)
@@ -321,13 +347,9 @@ static void forward_fused(const tfm_attn *a, float *out, int ldo, float *att,
             int seen = row_len(a, b, i0 + m - 1); /* row lengths never decrease */
             small_gemm(m, (int)pad16((size_t)seen), HS, scale, Q + (size_t)i0 * ldq,
                        (size_t)ldq, 1, Kt, tkp, S, tkp);
-            for (int i = i0; i < i0 + m; i++) {
-                float *row = P + (size_t)i * Tk;
-                int len = row_len(a, b, i);
-                memcpy(row, S + (size_t)(i - i0) * tkp, (size_t)len * sizeof *row);
-                softmax_row(row, len);
-                memset(row + len, 0, (size_t)(Tk - len) * sizeof *row);
-            }
+            for (int i = i0; i < i0 + m; i++)
+                softmax_padded(P + (size_t)i * Tk, S + (size_t)(i - i0) * tkp,
+                               row_len(a, b, i), Tk);
             const float *pr = P + (size_t)i0 * Tk;
             if (a->dropout > 0.0f) {
                 for (int i = i0; i < i0 + m; i++) {

@@ -57,29 +57,6 @@ static int row_len(const tfm_attn *a, int b, int i)
     return len;
 }
 
-/* In place over x[0, len); called inside the (batch, head) loop, so no
- * parallel region of its own. */
-static void softmax_row(float *x, int len)
-{
-    if (len <= 0)
-        return;
-    float mx = x[0];
-#pragma omp simd reduction(max:mx)
-    for (int j = 1; j < len; j++)
-        mx = x[j] > mx ? x[j] : mx;
-    float s = 0.0f;
-#pragma omp simd reduction(+:s)
-    for (int j = 0; j < len; j++) {
-        float e = tfm_expf_inline(x[j] - mx);
-        x[j] = e;
-        s += e;
-    }
-    float inv = 1.0f / s;
-#pragma omp simd
-    for (int j = 0; j < len; j++)
-        x[j] *= inv;
-}
-
 /* P with dropout applied (mask regenerated from the element index). */
 static void dropped(const tfm_attn *a, float *dst, const float *P, size_t base)
 {
@@ -107,7 +84,8 @@ static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
         for (int i = 0; i < Tq; i++) {
             float *row = P + (size_t)i * Tk;
             int len = row_len(a, b, i);
-            softmax_row(row, len);
+            if (len > 0)
+                tfm_softmax_inplace(row, len);
             memset(row + len, 0, (size_t)(Tk - len) * sizeof *row);
         }
         const float *Pd = P;
@@ -305,21 +283,9 @@ static void softmax_padded(float *restrict p, float *restrict s, int len, int Tk
     int n = (len + 15) & ~15;
     for (int j = len; j < n; j++)
         s[j] = -INFINITY;
-    float mx = -INFINITY;
-#pragma omp simd reduction(max:mx)
-    for (int j = 0; j < n; j++)
-        mx = s[j] > mx ? s[j] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+:sum)
-    for (int j = 0; j < n; j++) {
-        float e = tfm_expf_inline(s[j] - mx);
-        s[j] = e;
-        sum += e;
-    }
-    float inv = 1.0f / sum;
-#pragma omp simd
-    for (int j = 0; j < len; j++)
-        p[j] = s[j] * inv;
+    if (n)
+        tfm_softmax_inplace(s, n);
+    memcpy(p, s, (size_t)len * sizeof *p);
     memset(p + len, 0, (size_t)(Tk - len) * sizeof *p);
 }
 

@@ -400,9 +400,10 @@ void tfm_embedding_backward(float *dwte, float *dwpe, const float *dout,
 
 /* ---- softmax and cross-entropy ------------------------------------------- */
 
-static void softmax_row(float *x, int len)
+void tfm_softmax_inplace(float *x, int len)
 {
     float mx = -INFINITY;
+#pragma omp simd reduction(max:mx)
     for (int i = 0; i < len; i++)
         mx = x[i] > mx ? x[i] : mx;
     float s = 0.0f;
@@ -422,7 +423,7 @@ void tfm_softmax_rows(float *x, int N, int len, int ld)
 {
 #pragma omp parallel for schedule(static) if ((size_t)N * len >= PAR_MIN)
     for (int n = 0; n < N; n++)
-        softmax_row(x + (size_t)n * ld, len);
+        tfm_softmax_inplace(x + (size_t)n * ld, len);
 }
 
 double tfm_crossentropy_forward(float *lse, float *losses, const float *logits,

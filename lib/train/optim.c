@@ -112,25 +112,34 @@ void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_par
         .inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2)),
         .gs = grad_scale,
     };
-    for (int t = 0; t < n_table; t++) {
-        const tfm_param *tp = &table[t];
-        float *p = params + tp->offset;
-        const float *g = grads + tp->offset;
-        float *m = o->m + tp->offset, *v = o->v + tp->offset;
-        adam_k kk = k;
-        /* Adam's L2 decay enters the gradient; AdamW's is a factor on p. */
-        kk.l2 = (!o->decoupled && tp->decay) ? (float)o->weight_decay : 0.0f;
-        kk.shrink = (o->decoupled && tp->decay) ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
-        const size_t n = tp->numel, nchunks = (n + CHUNK - 1) / CHUNK;
+    size_t total = 0;
+    for (int t = 0; t < n_table; t++)
+        total += table[t].numel;
+    /* One parallel region over all tensors (most are too small to split on
+     * their own): each thread takes a contiguous share of the elements,
+     * cut in CHUNK-sized pieces, and updates the parts of the tensors that
+     * fall in it.  Every element's arithmetic is the same whoever does it. */
+    const size_t nchunks = (total + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (nchunks > 4)
-        for (size_t c = 0; c < nchunks; c++) {
-            size_t lo = c * CHUNK, len = lo + CHUNK < n ? CHUNK : n - lo;
-            adam_span(p + lo, g + lo, m + lo, v + lo, len, &kk);
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t lo = c * CHUNK, hi = lo + CHUNK < total ? lo + CHUNK : total, start = 0;
+        for (int t = 0; t < n_table && start < hi; t++) {
+            const tfm_param *tp = &table[t];
+            size_t a = lo > start ? lo - start : 0, end = start + tp->numel;
+            size_t b = hi < end ? hi - start : tp->numel;
+            start = end;
+            if (a >= b)
+                continue;
+            adam_k kk = k;
+            /* Adam's L2 decay enters the gradient; AdamW's is a factor on p. */
+            kk.l2 = (!o->decoupled && tp->decay) ? (float)o->weight_decay : 0.0f;
+            kk.shrink = (o->decoupled && tp->decay) ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
+            size_t off = tp->offset + a;
+            adam_span(params + off, grads + off, o->m + off, o->v + off, b - a, &kk);
         }
     }
 }
 
-/* Σ g² in double over one chunk, in an order fixed by the code alone. */
 static double sumsq_span(const float *restrict g, size_t n)
 {
     double s = 0;

@@ -62,6 +62,7 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
         tfm_gpt_free(&e->model);
         return -1;
     }
+    tfm_gpt_set_inference(&e->model);
     e->tok = lm.tok; /* taken over */
     lm.tok = NULL;
     e->eos = lm.eos;

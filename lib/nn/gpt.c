@@ -188,6 +188,8 @@ struct tfm_gpt_acts {
     long count;                /* targets counted in the loss */
     /* scratch, reused by every layer */
     int keep_fcg;              /* each layer keeps its activation output */
+    int inference;             /* forward only: one layer's buffers for
+                                  all, no backward scratch */
     float *dfch;               /* [N,4C] */
     float *dqkv;               /* [N,3C] */
     float *datty, *d0, *d1, *d2, *dtmp; /* [N,C] */
@@ -255,6 +257,14 @@ static size_t acts_layout(tfm_gpt_acts *a, const tfm_gpt_config *c, size_t N, si
     float *in = NULL, *tg = NULL;
     take(&a->encoded, base, &off, N * C);
     for (int l = 0; l < c->n_layer; l++) {
+        /* Forward only, one set serves every layer: a layer reads its input
+         * (the previous layer's res_mlp, or ln2 after post-LN) only before
+         * it overwrites that buffer. */
+        if (a->inference && l >= 1) {
+            if (base)
+                a->layer[l] = a->layer[0];
+            continue;
+        }
         layer_acts dummy, *la = base ? &a->layer[l] : &dummy;
         take(&la->ln1, base, &off, N * C);
         take(&la->ln1_mean, base, &off, N);
@@ -288,13 +298,15 @@ static size_t acts_layout(tfm_gpt_acts *a, const tfm_gpt_config *c, size_t N, si
             for (int l = 0; l < c->n_layer; l++)
                 a->layer[l].fcg = shared;
     }
-    take(&a->dfch, base, &off, N * 4 * C);
-    take(&a->dqkv, base, &off, N * 3 * C);
-    take(&a->datty, base, &off, N * C);
-    take(&a->d0, base, &off, N * C);
-    take(&a->d1, base, &off, N * C);
-    take(&a->d2, base, &off, N * C);
-    take(&a->dtmp, base, &off, N * C);
+    if (!a->inference) {
+        take(&a->dfch, base, &off, N * 4 * C);
+        take(&a->dqkv, base, &off, N * 3 * C);
+        take(&a->datty, base, &off, N * C);
+        take(&a->d0, base, &off, N * C);
+        take(&a->d1, base, &off, N * C);
+        take(&a->d2, base, &off, N * C);
+        take(&a->dtmp, base, &off, N * C);
+    }
     take(&a->attn_scratch, base, &off, scratch);
     return off;
 }
@@ -323,6 +335,9 @@ static int acts_plan(tfm_gpt *m, int B, int T, tfm_err *err)
      * would need 150 MB more). */
     a->keep_fcg = (double)N * 4 * m->cfg.n_embd * m->cfg.n_layer * sizeof(float) <= 64.0 * (1 << 20);
     if (getenv("TFM_GPT_RECOMPUTE")) /* tests cover the recomputing path too */
+        a->keep_fcg = 0;
+    a->inference = m->grads == NULL;
+    if (a->inference)
         a->keep_fcg = 0;
     size_t n = acts_layout(a, &m->cfg, N, att, scratch, NULL);
     a->mem = tfm_aligned_alloc(n * sizeof(float));
@@ -459,12 +474,24 @@ float *tfm_gpt_logits(tfm_gpt *m)
 
 void tfm_gpt_zero_grad(tfm_gpt *m)
 {
+    TFM_ASSERT(m->grads);
     memset(m->grads, 0, m->n_params * sizeof(float));
+}
+
+void tfm_gpt_set_inference(tfm_gpt *m)
+{
+    TFM_ASSERT(!m->shares_params);
+    free_replicas(m);
+    free(m->grads);
+    m->grads = NULL;
+    acts_free(m->acts); /* re-planned without what backward needs */
+    m->acts = NULL;
+    m->training = 0;
 }
 
 size_t tfm_gpt_bytes(const tfm_gpt *m)
 {
-    return 2 * m->n_params * sizeof(float) + (m->acts ? m->acts->bytes : 0);
+    return (m->grads ? 2 : 1) * m->n_params * sizeof(float) + (m->acts ? m->acts->bytes : 0);
 }
 
 /* ---- layers -------------------------------------------------------------- */
@@ -633,7 +660,7 @@ void tfm_gpt_backward(tfm_gpt *m, float scale)
 {
     const tfm_gpt_config *c = &m->cfg;
     tfm_gpt_acts *a = m->acts;
-    TFM_ASSERT(a && a->have_targets);
+    TFM_ASSERT(a && a->have_targets && !a->inference);
     int B = m->B, T = m->T, C = c->n_embd, V = c->vocab_size, NH = c->n_head, L = c->n_layer;
     size_t N = (size_t)B * T;
     float p = drop_p(m);

@@ -187,6 +187,11 @@ int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *t
  * run whole on one core instead of being split and synchronised. */
 int tfm_gpt_set_replicas(tfm_gpt *m, int n, tfm_err *err);
 
+/* Forward only from now on (evaluation): frees the gradients, and later
+ * forwards keep one layer's activations instead of every layer's and no
+ * backward scratch; backward is then an error. */
+void tfm_gpt_set_inference(tfm_gpt *m);
+
 /* Bytes held by the model (params, grads, activations), for reports. */
 size_t tfm_gpt_bytes(const tfm_gpt *m);
 

@@ -261,6 +261,38 @@ static void test_data_parallel(void **state)
     tfm_gpt_free(&m);
 }
 
+/* Forward-only mode runs every layer in one layer's buffers: the logits must
+ * be exactly those of the training forward, for both block kinds. */
+static void test_inference(void **state)
+{
+    (void)state;
+    enum { B = 3, T = 6 };
+    for (int post = 0; post <= 1; post++) {
+        tfm_gpt_config cfg;
+        small_config(&cfg);
+        cfg.n_layer = 5;
+        cfg.ln = post ? TFM_LN_POST : TFM_LN_PRE;
+        tfm_gpt m;
+        tfm_err err = {0};
+        assert_int_equal(tfm_gpt_init(&m, &cfg, &err), 0);
+        random_weights(&m, 9);
+        int32_t x[B * T];
+        for (int i = 0; i < B * T; i++)
+            x[i] = (i * 5 + 3) % cfg.vocab_size;
+        assert_int_equal(tfm_gpt_forward(&m, x, NULL, B, T, NULL, &err), 0);
+        size_t n = (size_t)B * T * cfg.vocab_size, full = tfm_gpt_bytes(&m);
+        float *ref = malloc(n * sizeof *ref);
+        memcpy(ref, tfm_gpt_logits(&m), n * sizeof *ref);
+        tfm_gpt_set_inference(&m);
+        assert_null(m.grads);
+        assert_int_equal(tfm_gpt_forward(&m, x, NULL, B, T, NULL, &err), 0);
+        assert_memory_equal(ref, tfm_gpt_logits(&m), n * sizeof *ref);
+        assert_true(tfm_gpt_bytes(&m) < full);
+        free(ref);
+        tfm_gpt_free(&m);
+    }
+}
+
 int main(void)
 {
     tfm_blas_init(0);
@@ -270,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_table_and_init),
         cmocka_unit_test(test_data_parallel),
+        cmocka_unit_test(test_inference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -491,7 +491,11 @@ void tfm_gpt_set_inference(tfm_gpt *m)
 
 size_t tfm_gpt_bytes(const tfm_gpt *m)
 {
-    return (m->grads ? 2 : 1) * m->n_params * sizeof(float) + (m->acts ? m->acts->bytes : 0);
+    size_t n = (m->shares_params ? 0 : m->n_params) + (m->grads ? m->n_params : 0);
+    size_t bytes = n * sizeof(float) + (m->acts ? m->acts->bytes : 0);
+    for (int k = 0; k + 1 < m->n_rep; k++)
+        bytes += tfm_gpt_bytes(&m->rep[k]);
+    return bytes;
 }
 
 /* ---- layers -------------------------------------------------------------- */

@@ -192,7 +192,8 @@ int tfm_gpt_set_replicas(tfm_gpt *m, int n, tfm_err *err);
  * backward scratch; backward is then an error. */
 void tfm_gpt_set_inference(tfm_gpt *m);
 
-/* Bytes held by the model (params, grads, activations), for reports. */
+/* Bytes held by the model (params, grads, activations, replicas), for
+ * reports. */
 size_t tfm_gpt_bytes(const tfm_gpt *m);
 
 #endif

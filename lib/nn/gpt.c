@@ -387,6 +387,8 @@ int tfm_gpt_init(tfm_gpt *m, const tfm_gpt_config *cfg, tfm_err *err)
     return 0;
 }
 
+enum { MAX_REPLICAS = 64 };
+
 static void free_replicas(tfm_gpt *m)
 {
     for (int k = 0; k + 1 < m->n_rep; k++)
@@ -412,6 +414,8 @@ int tfm_gpt_set_replicas(tfm_gpt *m, int n, tfm_err *err)
 {
     TFM_ASSERT(!m->shares_params);
     free_replicas(m);
+    if (n > MAX_REPLICAS) /* a cap for the per-step bookkeeping on the stack */
+        n = MAX_REPLICAS;
     if (n <= 1)
         return 0;
     m->rep = tfm_calloc((size_t)n - 1, sizeof *m->rep);
@@ -789,11 +793,11 @@ int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *t
     /* checked here so that errors name rows of the whole batch */
     if (check_ids(inputs, targets, (size_t)B * T, T, m->cfg.vocab_size, err) < 0)
         return -1;
-    tfm_gpt *part[64];
-    int rows[64], first[64], rc[64];
-    long count[64];
-    tfm_err errs[64];
-    TFM_ASSERT(n <= 64);
+    tfm_gpt *part[MAX_REPLICAS];
+    int rows[MAX_REPLICAS], first[MAX_REPLICAS], rc[MAX_REPLICAS];
+    long count[MAX_REPLICAS];
+    tfm_err errs[MAX_REPLICAS];
+    TFM_ASSERT(n <= MAX_REPLICAS);
     for (int k = 0, r0 = 0; k < n; k++) {
         part[k] = k ? &m->rep[k - 1] : m;
         rows[k] = B / n + (k < B % n);

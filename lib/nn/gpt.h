@@ -181,10 +181,10 @@ void tfm_gpt_backward(tfm_gpt *m, float scale);
 int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
                              int B, int T, float scale, float *loss, tfm_err *err);
 
-/* n ≥ 2 makes tfm_gpt_forward_backward data-parallel over n threads (costs
- * (n - 1) more gradient arrays; activations are split, not repeated);
- * n ≤ 1 turns it off.  Small models gain from it: each thread's products
- * run whole on one core instead of being split and synchronised. */
+/* n ≥ 2 makes tfm_gpt_forward_backward data-parallel over n threads (at
+ * most 64; costs n - 1 more gradient arrays; activations are split, not
+ * repeated); n ≤ 1 turns it off.  Small models gain from it: each thread's
+ * products run whole on one core instead of being split and synchronised. */
 int tfm_gpt_set_replicas(tfm_gpt *m, int n, tfm_err *err);
 
 /* Forward only from now on (evaluation): frees the gradients, and later

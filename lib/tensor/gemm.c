@@ -11,7 +11,9 @@
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #include <blis.h>
 #pragma GCC diagnostic pop
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
 #include <stdlib.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -20,6 +22,7 @@
 static int blas_threads = 1;
 static int blas_ready;
 
+#if defined(__x86_64__) || defined(__i386__)
 /* AMD family 0x19 is Zen 3 and Zen 4; of these only Zen 4 has AVX-512, and
  * it runs each 512-bit operation as two 256-bit halves. */
 static int amd_family_19h(void)
@@ -50,6 +53,12 @@ static void choose_arch(void)
     else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         setenv("BLIS_ARCH_TYPE", "3", 0);
 }
+#else
+static void choose_arch(void)
+{
+    /* BLIS's own detection knows the other architectures it was built for */
+}
+#endif
 
 void tfm_blas_init(int threads)
 {

@@ -410,14 +410,14 @@ void tfm_gpt_free(tfm_gpt *m)
     memset(m, 0, sizeof *m);
 }
 
-int tfm_gpt_set_replicas(tfm_gpt *m, int n, tfm_err *err)
+void tfm_gpt_set_replicas(tfm_gpt *m, int n)
 {
     TFM_ASSERT(!m->shares_params);
     free_replicas(m);
     if (n > MAX_REPLICAS) /* a cap for the per-step bookkeeping on the stack */
         n = MAX_REPLICAS;
     if (n <= 1)
-        return 0;
+        return;
     m->rep = tfm_calloc((size_t)n - 1, sizeof *m->rep);
     for (int k = 0; k < n - 1; k++) {
         tfm_gpt *r = &m->rep[k];
@@ -429,15 +429,9 @@ int tfm_gpt_set_replicas(tfm_gpt *m, int n, tfm_err *err)
         r->shares_params = 1;
         r->loss = -1.0f;
         r->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
-        if (!r->grads) {
-            m->n_rep = k + 1;
-            free_replicas(m);
-            return tfm_err_set(err, "out of memory for %d data-parallel replicas", n);
-        }
         memset(r->grads, 0, m->n_params * sizeof(float));
     }
     m->n_rep = n;
-    return 0;
 }
 
 void tfm_gpt_init_weights(tfm_gpt *m, uint64_t seed)
@@ -554,10 +548,18 @@ static float drop_p(const tfm_gpt *m)
     return m->training ? m->cfg.dropout : 0.0f;
 }
 
-static int check_ids(const int32_t *inputs, const int32_t *targets, size_t N, int T, int V,
-                     tfm_err *err)
+/* The batch's shape and ids, before any work: errors name the row and
+ * position in the batch as the caller gave it. */
+static int check_batch(const tfm_gpt_config *c, const int32_t *inputs, const int32_t *targets,
+                       int B, int T, tfm_err *err)
 {
-    for (size_t i = 0; i < N; i++) {
+    int V = c->vocab_size;
+    if (B < 1 || T < 1)
+        return tfm_err_set(err, "batch %d x %d is empty", B, T);
+    if (T > c->block_size)
+        return tfm_err_set(err, "sequence length %d exceeds the model's context %d", T,
+                           c->block_size);
+    for (size_t i = 0, N = (size_t)B * T; i < N; i++) {
         if (inputs[i] < 0 || inputs[i] >= V)
             return tfm_err_set(err, "token id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
                                (int)inputs[i], i / T, i % T, V);
@@ -568,19 +570,12 @@ static int check_ids(const int32_t *inputs, const int32_t *targets, size_t N, in
     return 0;
 }
 
-int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
-                    int B, int T, float *loss, tfm_err *err)
+static int forward_checked(tfm_gpt *m, const int32_t *inputs, const int32_t *targets, int B,
+                           int T, float *loss, tfm_err *err)
 {
     const tfm_gpt_config *c = &m->cfg;
     int C = c->n_embd, V = c->vocab_size, NH = c->n_head, L = c->n_layer;
-    if (B < 1 || T < 1)
-        return tfm_err_set(err, "batch %d x %d is empty", B, T);
-    if (T > c->block_size)
-        return tfm_err_set(err, "sequence length %d exceeds the model's context %d", T,
-                           c->block_size);
     size_t N = (size_t)B * T;
-    if (check_ids(inputs, targets, N, T, V, err) < 0)
-        return -1;
     if (acts_plan(m, B, T, err) < 0)
         return -1;
     tfm_gpt_acts *a = m->acts;
@@ -662,6 +657,14 @@ int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
     if (loss)
         *loss = m->loss;
     return 0;
+}
+
+int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
+                    int B, int T, float *loss, tfm_err *err)
+{
+    if (check_batch(&m->cfg, inputs, targets, B, T, err) < 0)
+        return -1;
+    return forward_checked(m, inputs, targets, B, T, loss, err);
 }
 
 void tfm_gpt_backward(tfm_gpt *m, float scale)
@@ -785,13 +788,8 @@ int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *t
         return 0;
     }
     TFM_ASSERT(targets);
-    if (B < 1 || T < 1)
-        return tfm_err_set(err, "batch %d x %d is empty", B, T);
-    if (T > m->cfg.block_size)
-        return tfm_err_set(err, "sequence length %d exceeds the model's context %d", T,
-                           m->cfg.block_size);
-    /* checked here so that errors name rows of the whole batch */
-    if (check_ids(inputs, targets, (size_t)B * T, T, m->cfg.vocab_size, err) < 0)
+    /* checked once, for the whole batch, so that errors name its rows */
+    if (check_batch(&m->cfg, inputs, targets, B, T, err) < 0)
         return -1;
     tfm_gpt *part[MAX_REPLICAS];
     int rows[MAX_REPLICAS], first[MAX_REPLICAS], rc[MAX_REPLICAS];
@@ -829,7 +827,7 @@ int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *t
         for (int j = k; j < n; j += nt) {
             size_t off = (size_t)first[j] * T;
             float l;
-            rc[j] = tfm_gpt_forward(part[j], inputs + off, targets + off, rows[j], T, &l,
+            rc[j] = forward_checked(part[j], inputs + off, targets + off, rows[j], T, &l,
                                     &errs[j]);
             count[j] = rc[j] < 0 ? 0 : part[j]->acts->count;
         }

@@ -185,7 +185,7 @@ int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *t
  * most 64; costs n - 1 more gradient arrays; activations are split, not
  * repeated); n ≤ 1 turns it off.  Small models gain from it: each thread's
  * products run whole on one core instead of being split and synchronised. */
-int tfm_gpt_set_replicas(tfm_gpt *m, int n, tfm_err *err);
+void tfm_gpt_set_replicas(tfm_gpt *m, int n);
 
 /* Forward only from now on (evaluation): frees the gradients, and later
  * forwards keep one layer's activations instead of every layer's and no

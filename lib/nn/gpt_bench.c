@@ -109,8 +109,7 @@ int main(int argc, char **argv)
     if (tfm_gpt_init(&m, &cfg, &err) < 0)
         tfm_die(prog, &err);
     tfm_gpt_init_weights(&m, 1);
-    if (tfm_gpt_set_replicas(&m, replicas, &err) < 0)
-        tfm_die(prog, &err);
+    tfm_gpt_set_replicas(&m, replicas);
     size_t N = (size_t)B * T;
     int32_t *x = tfm_malloc(2 * N * sizeof *x);
     tfm_rng r;

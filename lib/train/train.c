@@ -319,8 +319,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 
     const int B = (int)cfg.train.batch_size, T = (int)cfg.model.block_size;
     const int64_t accum = cfg.train.grad_accum;
-    if (tfm_gpt_set_replicas(&R->m, data_parallel_threads(&R->m, B), err) < 0)
-        goto out_log;
+    tfm_gpt_set_replicas(&R->m, data_parallel_threads(&R->m, B));
     x = tfm_malloc((size_t)B * T * sizeof *x);
     y = tfm_malloc((size_t)B * T * sizeof *y);
     int64_t todo = cfg.train.max_steps - R->st.step;

@@ -242,7 +242,7 @@ static void run(app *a, char **texts, size_t *lens, size_t n, size_t first_index
 static void print_profile(const app *a)
 {
     const tfm_gen *g = &a->gen;
-    const tfm_gpt_config *c = &a->lm.cfg;
+    const tfm_model_config *c = &a->lm.cfg;
     const double n = (double)g->prof_steps, C = c->n_embd, L = c->n_layer;
     const double wb = a->bf16 ? 2 : 4; /* bytes per weight read */
     static const char *names[TFM_PROF_N] = {"qkv", "attention", "attn-proj", "mlp-fc",
@@ -390,7 +390,7 @@ int main(int argc, char **argv)
     if (a.lm.tok)
         a.scratch = tfm_tok_scratch_new(a.lm.tok);
     if (bf16)
-        bf16_bytes = tfm_gpt_weights_to_bf16(&a.lm.w, &a.lm.cfg);
+        bf16_bytes = tfm_weights_to_bf16(&a.lm.w, &a.lm.cfg);
     a.bf16 = bf16;
     if (o.strategy == TFM_GEN_SAMPLE) {
         if (!have_seed) {
@@ -496,7 +496,7 @@ int main(int argc, char **argv)
                 g->stat_gen_tokens,
                 g->stat_decode_s > 0 ? g->stat_gen_tokens / g->stat_decode_s : 0.0,
                 a.lm.file_bytes / 1e6, extra,
-                g->infer_ready ? tfm_gpt_infer_bytes(&g->infer) / 1e6 : 0.0,
+                g->infer_ready ? tfm_infer_bytes(&g->infer) / 1e6 : 0.0,
                 tfm_blas_threads(), tfm_blas_threads() == 1 ? "" : "s");
     }
     if (o.profile && a.gen.prof_steps)

@@ -16,6 +16,7 @@
 #include "base/thread.h"
 #include "io/config.h"
 #include "tensor/gemm.h"
+#include "model/file.h"
 #include "train/checkpoint.h"
 #include "train/train.h"
 
@@ -148,7 +149,7 @@ int main(int argc, char **argv)
             if (!dump)
                 tfm_usage_error(prog, "no configuration: give -c CONFIG.yaml (or -o a run "
                                       "directory to resume)");
-        } else if (tfm_checkpoint_load_config(path, &cfg, &err) < 0) {
+        } else if (tfm_model_file_config(path, &cfg, &err) < 0) {
             tfm_die(prog, &err);
         }
     }

@@ -17,7 +17,7 @@ expect_exit() {
 }
 E="tfm-eval -q --threads 1"
 printf 'In the beginning the shell was small, and every program did one thing well.\n' >text.txt
-"$TFM_BUILDDIR/lib/infer/mkmodel" m.st --text text.txt --layers 2 --heads 2 --embd 32 \
+"$TFM_BUILDDIR/tests/mkmodel" m.st --text text.txt --layers 2 --heads 2 --embd 32 \
     --context 16 --scale 3 --seed 4
 N=$(wc -c <text.txt)   # 77 characters, one token each
 
@@ -122,7 +122,7 @@ head -n 60 c.txt | $E perplexity -m $T --json >te.json
 
 # A HuggingFace GPT-2 layout file (prefixed names, no metadata) scores as
 # the tfm file with the same weights; without a tokenizer it wants one.
-MK="$TFM_BUILDDIR/lib/infer/mkmodel"
+MK="$TFM_BUILDDIR/tests/mkmodel"
 "$MK" hf.st --hf --layers 1 --heads 1 --embd 64 --context 32 --vocab 50 --scale 6
 "$MK" tf.st --layers 1 --heads 1 --embd 64 --context 32 --vocab 50 --scale 6
 d="{'descr': '<u2', 'fortran_order': False, 'shape': (40,), }"

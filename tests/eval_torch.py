@@ -130,7 +130,7 @@ def check_ppl(model, npy, ids, P, cfg, context, stride, batch):
 
 
 def main():
-    mk = os.path.join(BUILD, "lib", "infer", "mkmodel")
+    mk = os.path.join(BUILD, "tests", "mkmodel")
     text = ("In the beginning God created the heaven and the earth. And the earth was "
             "without form, and void; and darkness was upon the face of the deep. And the "
             "Spirit of God moved upon the face of the waters.\n")

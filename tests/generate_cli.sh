@@ -15,7 +15,7 @@ expect_exit() {
     [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
 }
 G="tfm-generate -q --threads 1"
-MK="$TFM_BUILDDIR/lib/infer/mkmodel"
+MK="$TFM_BUILDDIR/tests/mkmodel"
 
 # A random model whose next token is far from uniform, with a character
 # tokenizer (and an end-of-text token) over this text.

@@ -18,7 +18,7 @@ SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.join(SRC, "scripts", "bench"))
 import generate_ref  # noqa: E402
 
-MK = os.path.join(BUILD, "lib", "infer", "mkmodel")
+MK = os.path.join(BUILD, "tests", "mkmodel")
 GEN = os.path.join(BUILD, "tfm-generate")
 
 

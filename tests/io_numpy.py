@@ -13,7 +13,7 @@ import tempfile
 
 import numpy as np
 
-probe = os.path.join(os.environ.get("TFM_BUILDDIR", "."), "lib", "io", "io_probe")
+probe = os.path.join(os.environ.get("TFM_BUILDDIR", "."), "tests", "io_probe")
 failures = 0
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 
-probe = os.path.join(os.environ.get("TFM_BUILDDIR", "."), "lib", "io", "io_probe")
+probe = os.path.join(os.environ.get("TFM_BUILDDIR", "."), "tests", "io_probe")
 sanitized = bool(os.environ.get("TFM_SANITIZED"))
 failures = 0
 

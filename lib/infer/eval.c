@@ -8,9 +8,9 @@
 #include "infer/generate.h"
 
 /* Copies one tensor of the opened file into the model's parameter array. */
-static int put(tfm_gpt *m, const char *name, const float *src, int *bound)
+static int put(tfm_model *m, const char *name, const float *src, int *bound)
 {
-    const tfm_param *p = tfm_gpt_param(m, name);
+    const tfm_param *p = tfm_model_param(m, name);
     if (!p || !src)
         return 0;
     memcpy(m->params + p->offset, src, p->numel * sizeof(float));
@@ -24,15 +24,15 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
     e->eos = -1;
     /* tfm_lm reads both tfm's files and HuggingFace GPT-2 checkpoints and
      * verifies the checksum; the batched forward wants the weights in a
-     * tfm_gpt, so they are copied once */
+     * tfm_model, so they are copied once */
     tfm_lm lm;
     if (tfm_lm_open(&lm, path, err) < 0)
         return -1;
-    if (tfm_gpt_init(&e->model, &lm.cfg, err) < 0) {
+    if (tfm_model_init(&e->model, &lm.cfg, err) < 0) {
         tfm_lm_close(&lm);
         return tfm_err_prefix(err, "%s", path);
     }
-    const tfm_gpt_weights *w = &lm.w;
+    const tfm_weights *w = &lm.w;
     int bound = 0;
     char name[64];
     put(&e->model, "wte.weight", w->wte, &bound);
@@ -42,7 +42,7 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
     if (!lm.cfg.tie_embeddings)
         put(&e->model, "lm_head.weight", w->lm_head, &bound);
     for (int i = 0; i < w->n_layer; i++) {
-        const tfm_gpt_layer_weights *l = &w->layers[i];
+        const tfm_layer_weights *l = &w->layers[i];
         static const char *const names[] = {
             "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
             "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
@@ -59,15 +59,15 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
         tfm_err_set(err, "%s: %d of the model's %d tensors could be bound", path, bound,
                     e->model.n_table);
         tfm_lm_close(&lm);
-        tfm_gpt_free(&e->model);
+        tfm_model_free(&e->model);
         return -1;
     }
-    tfm_gpt_set_inference(&e->model);
+    tfm_model_set_inference(&e->model);
     e->tok = lm.tok; /* taken over */
     lm.tok = NULL;
     e->eos = lm.eos;
     tfm_lm_close(&lm);
-    const tfm_gpt_config *g = &e->model.cfg;
+    const tfm_model_config *g = &e->model.cfg;
     if (batch < 1) {
         /* the forward's logits are [batch, T, V] floats */
         size_t per = (size_t)g->block_size * (size_t)g->vocab_size * sizeof(float);
@@ -95,7 +95,7 @@ int tfm_eval_set_tokenizer(tfm_eval *e, tfm_tokenizer *tok, tfm_err *err)
 
 void tfm_eval_close(tfm_eval *e)
 {
-    tfm_gpt_free(&e->model);
+    tfm_model_free(&e->model);
     tfm_tokenizer_free(e->tok);
     free(e->in);
     free(e->nll);
@@ -124,9 +124,9 @@ static int score_batch(tfm_eval *e, tfm_eval_seq *seqs, int n, tfm_err *err)
         for (size_t t = len; t < T; t++)
             row[t] = 0;
     }
-    if (tfm_gpt_forward(&e->model, e->in, NULL, n, (int)T, NULL, err) < 0)
+    if (tfm_model_forward(&e->model, e->in, NULL, n, (int)T, NULL, err) < 0)
         return -1;
-    const float *logits = tfm_gpt_logits(&e->model);
+    const float *logits = tfm_model_logits(&e->model);
     /* One parallel loop over every row of the batch (not one per sequence:
      * each parallel region costs a barrier), then sums in a fixed order, so
      * the result does not depend on the thread count. */

@@ -9,7 +9,7 @@
  * One engine serves the three evaluations: a perplexity window, a
  * multiple-choice ending and a LAMBADA target are all "a sequence whose
  * last k tokens are scored".  Sequences are run through the model's batched
- * forward (nn/gpt.h) several at a time, right-padded to the longest of the
+ * forward (model/transformer.h) several at a time, right-padded to the longest of the
  * batch: attention is causal, so padding after a sequence cannot change
  * its scores.  Sequences longer than the model's context keep their last
  * block_size tokens (the scored ones must fit with one token of history).
@@ -28,11 +28,11 @@
 
 #include "base/err.h"
 #include "base/progress.h"
-#include "nn/gpt.h"
+#include "model/transformer.h"
 #include "text/tokenizer.h"
 
 typedef struct tfm_eval {
-    tfm_gpt model;
+    tfm_model model;
     tfm_tokenizer *tok;   /* NULL when the file carries none */
     int64_t eos;          /* end-of-text id, or -1 */
     int batch;            /* sequences per forward */
@@ -46,7 +46,7 @@ typedef struct tfm_eval {
 /* Opens a model file written by tfm-train (weights, config and tokenizer;
  * its checksum verified) or a HuggingFace GPT-2 safetensors checkpoint (no
  * tokenizer), as tfm_lm_open (infer/generate.h) reads them; the weights are
- * copied into a tfm_gpt.  batch < 1 picks one that keeps the logits under
+ * copied into a tfm_model.  batch < 1 picks one that keeps the logits under
  * ~256 MB.  Errors name the path. */
 int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err);
 /* Replaces the model's tokenizer (and end-of-text id) by tok, which e then

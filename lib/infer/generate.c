@@ -150,7 +150,7 @@ int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
 void tfm_gen_free(tfm_gen *g)
 {
     if (g->infer_ready)
-        tfm_gpt_infer_free(&g->infer);
+        tfm_infer_free(&g->infer);
     memset(g, 0, sizeof *g);
 }
 
@@ -173,13 +173,13 @@ static int need_cache(tfm_gen *g, int slots, int len, tfm_err *err)
         len = g->lm->cfg.block_size;
     if (g->infer_ready && g->infer_slots >= slots && g->infer_len >= len) {
         for (int i = 0; i < g->infer_slots; i++)
-            tfm_gpt_infer_reset(&g->infer, i);
+            tfm_infer_reset(&g->infer, i);
         return 0;
     }
     if (g->infer_ready)
-        tfm_gpt_infer_free(&g->infer);
+        tfm_infer_free(&g->infer);
     g->infer_ready = 0;
-    if (tfm_gpt_infer_init(&g->infer, &g->lm->cfg, &g->lm->w, slots, len, err) < 0)
+    if (tfm_infer_init(&g->infer, &g->lm->cfg, &g->lm->w, slots, len, err) < 0)
         return -1;
     g->infer_ready = 1;
     g->infer_slots = slots;
@@ -210,10 +210,10 @@ static int step_profiled(tfm_gen *g, int n, const uint32_t *toks, const int *slo
                          float *logits, tfm_err *err)
 {
     if (!g->opts.profile)
-        return tfm_gpt_infer_step(&g->infer, n, toks, slots, logits, err);
+        return tfm_infer_step(&g->infer, n, toks, slots, logits, err);
     memset(g->infer.prof_s, 0, sizeof g->infer.prof_s);
     g->infer.profile = 1;
-    int rc = tfm_gpt_infer_step(&g->infer, n, toks, slots, logits, err);
+    int rc = tfm_infer_step(&g->infer, n, toks, slots, logits, err);
     g->infer.profile = 0;
     for (int p = 0; p < TFM_PROF_N; p++)
         g->prof_s[p] += g->infer.prof_s[p];
@@ -257,7 +257,7 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
                 goto done;
             s->has_sampler = 1;
         }
-        if (tfm_gpt_infer_prefill(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
+        if (tfm_infer_prefill(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
                                   logits + nrows * V, err) < 0)
             goto done;
         rows[nrows++] = i;
@@ -310,8 +310,8 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
              * sequence again, in one batched pass per row */
             for (size_t r = 0; r < nrows; r++) {
                 seq *s = &seqs[rows[r]];
-                tfm_gpt_infer_reset(&g->infer, s->slot);
-                if (tfm_gpt_infer_prefill(&g->infer, s->slot, s->hist.data, (int)s->hist.len,
+                tfm_infer_reset(&g->infer, s->slot);
+                if (tfm_infer_prefill(&g->infer, s->slot, s->hist.data, (int)s->hist.len,
                                           logits + r * V, err) < 0)
                     goto done;
             }
@@ -359,7 +359,7 @@ static int beam_step(void *ctx, size_t n, const uint32_t *tokens, const int *slo
 static int beam_copy(void *ctx, int dst, int src, tfm_err *err)
 {
     tfm_gen *g = ctx;
-    tfm_gpt_infer_copy_slot(&g->infer, dst, src);
+    tfm_infer_copy_slot(&g->infer, dst, src);
     return 0;
 }
 
@@ -375,7 +375,7 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompt, size_t index,
     int rc = -1;
     tfm_beam_result br = {0};
     double t0 = tfm_now();
-    if (tfm_gpt_infer_prefill(&g->infer, 0, prompt->data, (int)prompt->len, first, err) < 0)
+    if (tfm_infer_prefill(&g->infer, 0, prompt->data, (int)prompt->len, first, err) < 0)
         goto done;
     tfm_log_softmax(first, (size_t)V, first);
     double t1 = tfm_now();

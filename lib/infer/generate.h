@@ -1,5 +1,5 @@
 /* Text generation: prompts in, continuations out, over the KV-cache
- * forward (nn/gpt_infer.h) with one of three strategies — greedy, sampling
+ * forward (model/decode.h) with one of three strategies — greedy, sampling
  * (infer/sample.h) or beam search (infer/beam.h).
  *
  *     tfm_lm lm;   tfm_lm_open(&lm, "model.safetensors", &err);
@@ -32,27 +32,10 @@
 #include "base/err.h"
 #include "infer/beam.h"
 #include "infer/sample.h"
-#include "nn/gpt.h"
-#include "nn/gpt_infer.h"
+#include "model/transformer.h"
+#include "model/decode.h"
+#include "model/file.h"
 #include "text/tokenizer.h"
-
-/* A model opened for inference: weights used in place from the mapped
- * file. */
-typedef struct tfm_lm {
-    tfm_gpt_config cfg;
-    tfm_gpt_weights w;
-    tfm_tokenizer *tok;   /* NULL when the file carries none */
-    int64_t eos;          /* end-of-text id, -1 when none */
-    size_t file_bytes;
-    void *file;           /* private: the open safetensors file */
-} tfm_lm;
-
-/* Opens a tfm model file (tfm-train's model.safetensors): checks the
- * format and the checksum (train/checkpoint.h), reads the config and
- * tokenizer from __metadata__ and binds the F32 tensors where they lie in
- * the mapping.  Errors name the path. */
-int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err);
-void tfm_lm_close(tfm_lm *lm);
 
 typedef enum tfm_gen_strategy {
     TFM_GEN_SAMPLE,
@@ -109,7 +92,7 @@ typedef struct tfm_gen {
     const tfm_lm *lm;
     tfm_gen_opts opts;
     int batch;               /* prompts decoded together at most */
-    tfm_gpt_infer infer;
+    tfm_infer infer;
     int infer_ready;
     int infer_slots, infer_len;
     /* Totals over every run, for the speed summary.  Batched prompts share
@@ -117,7 +100,7 @@ typedef struct tfm_gen {
     size_t stat_prompt_tokens, stat_gen_tokens;
     double stat_prefill_s, stat_decode_s;
     /* With opts.profile: wall time of each phase of the decode steps
-     * (nn/gpt_infer.h's tfm_prof_phase) and the number of steps. */
+     * (model/decode.h's tfm_prof_phase) and the number of steps. */
     double prof_s[TFM_PROF_N];
     size_t prof_steps;
 } tfm_gen;

@@ -607,25 +607,3 @@ void tfm_config_dump(const tfm_config *c, int comments, tfm_buf *out)
         tfm_buf_putc(out, '\n');
     }
 }
-
-int tfm_config_gpt(const tfm_config *c, tfm_gpt_config *g, tfm_err *err)
-{
-    tfm_gpt_config_default(g);
-    g->n_layer = (int)c->model.n_layer;
-    g->n_head = (int)c->model.n_head;
-    g->n_embd = (int)c->model.n_embd;
-    g->block_size = (int)c->model.block_size;
-    g->vocab_size = (int)c->model.vocab_size;
-    g->dropout = (float)c->model.dropout;
-    g->tie_embeddings = c->model.tie_embeddings;
-    g->bias = c->model.bias;
-    g->ln = c->model.norm == TFM_CONFIG_NORM_POST ? TFM_LN_POST : TFM_LN_PRE;
-    g->act = c->model.activation == TFM_CONFIG_ACT_RELU         ? TFM_ACT_RELU
-             : c->model.activation == TFM_CONFIG_ACT_GELU_EXACT ? TFM_ACT_GELU_EXACT
-                                                                : TFM_ACT_GELU_TANH;
-    g->ln_eps = (float)c->model.ln_eps;
-    g->label_smoothing = (float)c->train.label_smoothing;
-    if (tfm_gpt_config_check(g, err) < 0)
-        return tfm_err_prefix(err, "model");
-    return 0;
-}

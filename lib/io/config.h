@@ -20,7 +20,6 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "nn/gpt.h"
 
 #define TFM_CONFIG_PATH_MAX 1024
 
@@ -124,10 +123,6 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err);
 /* Appends the configuration as YAML; with comments != 0 each key carries its
  * documentation as a comment.  The output parses back to the same values. */
 void tfm_config_dump(const tfm_config *c, int comments, tfm_buf *out);
-
-/* The model section as the model code's config; vocab_size must have been
- * resolved (non-zero).  Fails with the model code's message on a bad shape. */
-int tfm_config_gpt(const tfm_config *c, tfm_gpt_config *out, tfm_err *err);
 
 /* The closest key to a misspelt one (NULL when nothing is close). */
 const char *tfm_config_suggest(const char *path);

@@ -411,7 +411,7 @@ static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, in
 }
 
 /* The fused loops win while a head's products are small; past that BLIS's
- * packed kernels take over (measured crossover: see gpt_bench). */
+ * packed kernels take over (measured crossover: see model_bench). */
 static int use_fused(const tfm_attn *a)
 {
     if (a->HS % 16)

@@ -1,6 +1,6 @@
 /* Checkpoints of a training run, as safetensors files.
  *
- * RUNDIR/model.safetensors  the weights (F32, tfm_gpt's names) and in
+ * RUNDIR/model.safetensors  the weights (F32, tfm_model's names) and in
  *                           __metadata__: "format" = "tfm-gpt", "config" = the
  *                           effective YAML configuration, "tokenizer" = the
  *                           tokenizer.json text (when the run had one), "step".
@@ -27,7 +27,7 @@
 #include "base/rng.h"
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "nn/gpt.h"
+#include "model/transformer.h"
 #include "text/tokenizer.h"
 #include "train/optim.h"
 
@@ -42,33 +42,14 @@ typedef struct tfm_train_state {
     uint64_t seed;
 } tfm_train_state;
 
-/* Writes the weights of m with config_yaml and tok_json (may be NULL). */
-int tfm_checkpoint_save_model(const char *path, const tfm_gpt *m, const char *config_yaml,
-                              const char *tok_json, size_t tok_len, int64_t step,
-                              tfm_err *err);
-int tfm_checkpoint_save_state(const char *path, const tfm_gpt *m, const tfm_adam *o,
+int tfm_checkpoint_save_state(const char *path, const tfm_model *m, const tfm_adam *o,
                               const tfm_train_state *s, const char *config_yaml,
                               tfm_err *err);
 
 /* Restores weights, moments, dropout RNG and state into an m and o already
  * built for the same configuration; any missing tensor or other shape is an
  * error naming the file (e.g. a run directory from another model). */
-int tfm_checkpoint_load_state(const char *path, tfm_gpt *m, tfm_adam *o, tfm_train_state *s,
+int tfm_checkpoint_load_state(const char *path, tfm_model *m, tfm_adam *o, tfm_train_state *s,
                               tfm_err *err);
-
-/* Loads a model file: its config (defaults overlaid with the stored YAML),
- * the model built from it with the stored weights, and the tokenizer when
- * the file has one (*tok = NULL otherwise; tok may be NULL to skip it).
- * The caller frees m (tfm_gpt_free) and *tok. */
-int tfm_checkpoint_load_model(const char *path, tfm_config *c, tfm_gpt *m,
-                              tfm_tokenizer **tok, tfm_err *err);
-
-/* Checks an open file's "checksum" against its tensors and metadata: 0 when
- * it matches or the file has none (files not written by tfm), -1 with
- * "NAME: checksum mismatch: the file is corrupt".  Reads every byte once. */
-int tfm_checkpoint_verify(const tfm_safetensors *st, tfm_err *err);
-
-/* The configuration stored in a model or state file, applied over *c. */
-int tfm_checkpoint_load_config(const char *path, tfm_config *c, tfm_err *err);
 
 #endif

@@ -14,12 +14,13 @@
 
 #include "base/file.h"
 #include "io/config.h"
+#include "model/file.h"
 #include "train/checkpoint.h"
 
 static char dir[] = "/tmp/tfm-ckpt-test.XXXXXX";
 static char model_path[64], state_path[64];
 
-static void make_model(tfm_config *c, tfm_gpt *m, int n_embd)
+static void make_model(tfm_config *c, tfm_model *m, int n_embd)
 {
     tfm_config_defaults(c);
     c->model.n_layer = 1;
@@ -27,15 +28,15 @@ static void make_model(tfm_config *c, tfm_gpt *m, int n_embd)
     c->model.n_embd = n_embd;
     c->model.block_size = 8;
     c->model.vocab_size = 11;
-    tfm_gpt_config g;
+    tfm_model_config g;
     tfm_err err = {0};
-    assert_int_equal(tfm_config_gpt(c, &g, &err), 0);
-    assert_int_equal(tfm_gpt_init(m, &g, &err), 0);
-    tfm_gpt_init_weights(m, 42);
+    assert_int_equal(tfm_model_config_from(c, &g, &err), 0);
+    assert_int_equal(tfm_model_init(m, &g, &err), 0);
+    tfm_model_init_weights(m, 42);
 }
 
 /* Tensors only: the layout may leave padding between them. */
-static void assert_same(const tfm_gpt *m, const float *a, const float *b)
+static void assert_same(const tfm_model *m, const float *a, const float *b)
 {
     for (int k = 0; k < m->n_table; k++)
         assert_memory_equal(a + m->table[k].offset, b + m->table[k].offset,
@@ -55,19 +56,19 @@ static void test_round_trip(void **state)
 {
     (void)state;
     tfm_config c, c2;
-    tfm_gpt m, m2;
+    tfm_model m, m2;
     tfm_err err = {0};
     make_model(&c, &m, 8);
     tfm_buf yaml = {0};
     tfm_config_dump(&c, 0, &yaml);
-    assert_int_equal(tfm_checkpoint_save_model(model_path, &m, tfm_buf_cstr(&yaml), NULL, 0, 7,
+    assert_int_equal(tfm_model_save(model_path, &m, tfm_buf_cstr(&yaml), NULL, 0, 7,
                                                &err),
                      0);
-    assert_int_equal(tfm_checkpoint_load_model(model_path, &c2, &m2, NULL, &err), 0);
+    assert_int_equal(tfm_model_load(model_path, &c2, &m2, NULL, &err), 0);
     assert_memory_equal(&c.model, &c2.model, sizeof c.model);
     assert_int_equal(m2.n_params, m.n_params);
     assert_same(&m, m.params, m2.params);
-    tfm_gpt_free(&m2);
+    tfm_model_free(&m2);
 
     /* state: moments, RNGs and scalars come back exactly */
     tfm_adam o, o2;
@@ -102,10 +103,10 @@ static void test_round_trip(void **state)
     assert_int_equal(s2.seed, 1337);
     tfm_config c3;
     tfm_config_defaults(&c3);
-    assert_int_equal(tfm_checkpoint_load_config(state_path, &c3, &err), 0);
+    assert_int_equal(tfm_model_file_config(state_path, &c3, &err), 0);
     assert_int_equal(c3.model.vocab_size, 11);
     tfm_adam_free(&o2);
-    tfm_gpt_free(&m2);
+    tfm_model_free(&m2);
 
     /* another width: refused, naming the file and the tensor */
     make_model(&c2, &m2, 16);
@@ -114,7 +115,7 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(err.msg, state_path));
     assert_non_null(strstr(err.msg, "wte.weight"));
     tfm_adam_free(&o2);
-    tfm_gpt_free(&m2);
+    tfm_model_free(&m2);
 
     /* every single flipped byte is detected (checksum, or the reader) */
     tfm_map map;
@@ -131,11 +132,11 @@ static void test_round_trip(void **state)
         put_file(bad, copy, size);
         copy[off] ^= 0x10;
         tfm_config c4;
-        tfm_gpt m4;
-        if (tfm_checkpoint_load_model(bad, &c4, &m4, NULL, &err) == 0) {
+        tfm_model m4;
+        if (tfm_model_load(bad, &c4, &m4, NULL, &err) == 0) {
             /* a flip in JSON whitespace padding changes nothing */
             assert_same(&m, m4.params, m.params);
-            tfm_gpt_free(&m4);
+            tfm_model_free(&m4);
             accepted++;
         } else {
             assert_non_null(strstr(err.msg, bad));
@@ -145,15 +146,15 @@ static void test_round_trip(void **state)
     for (size_t cut = 0; cut < size; cut += 1 + cut / 8) {
         put_file(bad, copy, cut);
         tfm_config c4;
-        tfm_gpt m4;
-        assert_int_equal(tfm_checkpoint_load_model(bad, &c4, &m4, NULL, &err), -1);
+        tfm_model m4;
+        assert_int_equal(tfm_model_load(bad, &c4, &m4, NULL, &err), -1);
     }
     unlink(bad);
     free(copy);
     /* at most the few bytes of header padding may be harmless */
     assert_true(accepted <= 7);
     tfm_adam_free(&o);
-    tfm_gpt_free(&m);
+    tfm_model_free(&m);
     tfm_buf_free(&yaml);
 }
 

@@ -1,7 +1,7 @@
 /* Adam and AdamW over a model's flat parameter array, and gradient clipping
  * by global norm.
  *
- * The optimizer works on the layout of tfm_gpt (one float array for the
+ * The optimizer works on the layout of tfm_model (one float array for the
  * parameters, one for the gradients, a table of named slices with a `decay`
  * flag): weight decay touches only the slices flagged as matrices.
  *
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/gpt.h"
+#include "model/transformer.h"
 
 typedef struct tfm_adam {
     float *m, *v;   /* first and second moments, n floats each */

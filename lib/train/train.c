@@ -15,7 +15,8 @@
 #include "base/buf.h"
 #include "base/file.h"
 #include "base/progress.h"
-#include "nn/gpt.h"
+#include "model/file.h"
+#include "model/transformer.h"
 #include "tensor/gemm.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -41,7 +42,7 @@ static void say(const tfm_train_opts *o, const char *fmt, ...)
     o->message(o->ctx, msg);
 }
 
-int tfm_train_evaluate(tfm_gpt *m, const tfm_tokens *data, int B, int T, int64_t n_batches,
+int tfm_train_evaluate(tfm_model *m, const tfm_tokens *data, int B, int T, int64_t n_batches,
                        uint64_t seed, double *loss, tfm_err *err)
 {
     tfm_rng rng;
@@ -49,19 +50,19 @@ int tfm_train_evaluate(tfm_gpt *m, const tfm_tokens *data, int B, int T, int64_t
     size_t bt = (size_t)B * T;
     int32_t *x = tfm_malloc(bt * sizeof *x), *y = tfm_malloc(bt * sizeof *y);
     int was_training = m->training;
-    tfm_gpt_set_training(m, 0);
+    tfm_model_set_training(m, 0);
     double sum = 0;
     int rc = 0;
     for (int64_t i = 0; i < n_batches; i++) {
         tfm_tokens_batch(data, &rng, B, T, x, y);
         float l;
-        if (tfm_gpt_forward(m, x, y, B, T, &l, err) < 0) {
+        if (tfm_model_forward(m, x, y, B, T, &l, err) < 0) {
             rc = -1;
             break;
         }
         sum += l;
     }
-    tfm_gpt_set_training(m, was_training);
+    tfm_model_set_training(m, was_training);
     free(x);
     free(y);
     *loss = sum / (double)n_batches;
@@ -70,12 +71,12 @@ int tfm_train_evaluate(tfm_gpt *m, const tfm_tokens *data, int B, int T, int64_t
 
 /* Small models train faster data-parallel (each thread a share of the batch,
  * every product whole on one core: char-small 24.0 -> 23.1 ms a step on two
- * threads, gpt_bench -r; 14M parameters, 8 x 256 tokens: 985 -> 918 ms)
+ * threads, model_bench -r; 14M parameters, 8 x 256 tokens: 985 -> 918 ms)
  * than with each product split across the threads and joined after it.  It
  * costs a gradient array per extra thread, so only while that stays small;
  * large products split well anyway.  TFM_DATA_PARALLEL=0
  * or 1 forces the choice (tests, measurements). */
-static int data_parallel_threads(const tfm_gpt *m, int B)
+static int data_parallel_threads(const tfm_model *m, int B)
 {
     int n = tfm_blas_threads();
     if (n > B)
@@ -165,7 +166,7 @@ static void remove_stale_temporaries(const char *rundir)
 typedef struct run {
     const tfm_config *cfg;
     const tfm_train_opts *o;
-    tfm_gpt m;
+    tfm_model m;
     tfm_adam adam;
     tfm_train_state st;
     tfm_tokenizer *tok;
@@ -178,7 +179,7 @@ typedef struct run {
 static int save(run *R, tfm_err *err)
 {
     const char *tj = R->tok ? R->tok_json.data : NULL;
-    if (tfm_checkpoint_save_model(R->model_path, &R->m, tfm_buf_cstr(&R->config_yaml), tj,
+    if (tfm_model_save(R->model_path, &R->m, tfm_buf_cstr(&R->config_yaml), tj,
                                   R->tok_json.len, R->st.step, err) < 0)
         return -1;
     if (tfm_checkpoint_save_state(R->state_path, &R->m, &R->adam, &R->st,
@@ -252,8 +253,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     if (load_data(R, &cfg, err) < 0)
         goto out;
 
-    tfm_gpt_config gc;
-    if (tfm_config_gpt(&cfg, &gc, err) < 0)
+    tfm_model_config gc;
+    if (tfm_model_config_from(&cfg, &gc, err) < 0)
         goto out;
     if (tfm_mkdir(o->rundir, err) < 0)
         goto out;
@@ -263,7 +264,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     R->state_path = join(o->rundir, "state.safetensors");
     R->log_path = join(o->rundir, "log.tsv");
 
-    if (tfm_gpt_init(&R->m, &gc, err) < 0)
+    if (tfm_model_init(&R->m, &gc, err) < 0)
         goto out;
     model_ok = 1;
     tfm_adam_init(&R->adam, R->m.n_params, cfg.optim.type == TFM_CONFIG_OPTIM_ADAMW,
@@ -286,7 +287,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         R->st.seed = seed;
         R->st.best_val = INFINITY;
         R->st.best_step = -1;
-        tfm_gpt_init_weights(&R->m, seed);
+        tfm_model_init_weights(&R->m, seed);
         tfm_rng_seed(&R->st.data_rng, seed ^ DATA_SEED_SALT);
     }
     tfm_config_dump(&cfg, 0, &R->config_yaml);
@@ -295,7 +296,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     R->saved_step = R->st.step;
     res->seed = R->st.seed;
     say(o, "%.2fM parameters, vocabulary %lld, %zu training tokens, %zu validation tokens",
-        (double)tfm_gpt_config_num_params(&gc) / 1e6, (long long)cfg.model.vocab_size,
+        (double)tfm_model_config_num_params(&gc) / 1e6, (long long)cfg.model.vocab_size,
         R->train.n, R->val.n);
     res->best_val = R->st.best_val;
 
@@ -319,7 +320,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 
     const int B = (int)cfg.train.batch_size, T = (int)cfg.model.block_size;
     const int64_t accum = cfg.train.grad_accum;
-    tfm_gpt_set_replicas(&R->m, data_parallel_threads(&R->m, B));
+    tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, B));
     x = tfm_malloc((size_t)B * T * sizeof *x);
     y = tfm_malloc((size_t)B * T * sizeof *y);
     int64_t todo = cfg.train.max_steps - R->st.step;
@@ -329,7 +330,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 
     tfm_schedule sched;
     tfm_schedule_from_config(&sched, &cfg);
-    tfm_gpt_set_training(&R->m, 1);
+    tfm_model_set_training(&R->m, 1);
     /* The bar counts this session's steps, so that rate and ETA stay right
      * after a resume; the absolute step goes into the text. */
     tfm_progress_init(&bar, "train", "step", (double)todo, o->quiet);
@@ -348,12 +349,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             break;
         }
         double t0 = tfm_now();
-        tfm_gpt_zero_grad(&R->m);
+        tfm_model_zero_grad(&R->m);
         double loss = 0;
         for (int64_t a = 0; a < accum; a++) {
             tfm_tokens_batch(&R->train, &R->st.data_rng, B, T, x, y);
             float l;
-            if (tfm_gpt_forward_backward(&R->m, x, y, B, T, 1.0f / (float)accum, &l, err) < 0)
+            if (tfm_model_forward_backward(&R->m, x, y, B, T, 1.0f / (float)accum, &l, err) < 0)
                 goto out_log;
             loss += l / (double)accum;
         }
@@ -395,7 +396,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                 R->st.best_val = vloss;
                 R->st.best_step = step;
                 R->st.evals_since_best = 0;
-                if (tfm_checkpoint_save_model(R->best_path, &R->m,
+                if (tfm_model_save(R->best_path, &R->m,
                                               tfm_buf_cstr(&R->config_yaml),
                                               R->tok ? R->tok_json.data : NULL, R->tok_json.len,
                                               step, err) < 0)
@@ -457,7 +458,7 @@ out:
     if (adam_ok)
         tfm_adam_free(&R->adam);
     if (model_ok)
-        tfm_gpt_free(&R->m);
+        tfm_model_free(&R->m);
     if (R->tok)
         tfm_tokenizer_free(R->tok);
     tfm_buf_free(&R->tok_json);

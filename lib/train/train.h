@@ -57,9 +57,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 
 /* Mean loss over n_batches fixed batches (drawn from seed) of data, model in
  * evaluation mode.  Exposed for the benchmark and tests. */
-struct tfm_gpt;
+struct tfm_model;
 struct tfm_tokens;
-int tfm_train_evaluate(struct tfm_gpt *m, const struct tfm_tokens *data, int B, int T,
+int tfm_train_evaluate(struct tfm_model *m, const struct tfm_tokens *data, int B, int T,
                        int64_t n_batches, uint64_t seed, double *loss, tfm_err *err);
 
 #endif

@@ -3,7 +3,7 @@
 // TOKENIZERS_PARALLELISM=false for one thread), best of two runs:
 //   NODE_PATH=/tmp/hf/node_modules RAYON_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
 //     node hf_bench.js bert-base-uncased-vocab.txt FILE
-// Compare with lib/text/wordpiece_bench VOCAB FILE in the same run.
+// Compare with scripts/bench/wordpiece_bench VOCAB FILE in the same run.
 const t = require('tokenizers'); const fs = require('fs');
 (async () => {
   const model = await t.WordPiece.fromFile(process.argv[2], { unkToken: '[UNK]' });

@@ -2,20 +2,20 @@
  *
  * Tutorial:
  *
- *     tfm_gpt_config cfg;
- *     tfm_gpt_config_default(&cfg);          // GPT-2 small shape, pre-LN
+ *     tfm_model_config cfg;
+ *     tfm_model_config_default(&cfg);          // GPT-2 small shape, pre-LN
  *     cfg.n_layer = 4; cfg.vocab_size = 73;  // ...
- *     tfm_gpt m;
- *     if (tfm_gpt_init(&m, &cfg, &err) < 0) ...      // params (zeroed) + grads
- *     tfm_gpt_init_weights(&m, seed);                // GPT-2 style random init
- *     tfm_gpt_set_training(&m, 1);                   // dropout on
+ *     tfm_model m;
+ *     if (tfm_model_init(&m, &cfg, &err) < 0) ...      // params (zeroed) + grads
+ *     tfm_model_init_weights(&m, seed);                // GPT-2 style random init
+ *     tfm_model_set_training(&m, 1);                   // dropout on
  *     for (;;) {
- *         tfm_gpt_zero_grad(&m);
- *         if (tfm_gpt_forward(&m, x, y, B, T, &loss, &err) < 0) ...
- *         tfm_gpt_backward(&m, 1.0f);                // grads += d(loss)/d(params)
+ *         tfm_model_zero_grad(&m);
+ *         if (tfm_model_forward(&m, x, y, B, T, &loss, &err) < 0) ...
+ *         tfm_model_backward(&m, 1.0f);                // grads += d(loss)/d(params)
  *         ... optimizer over m.params / m.grads using m.table ...
  *     }
- *     tfm_gpt_free(&m);
+ *     tfm_model_free(&m);
  *
  * Memory (llm.c style): the parameters are one float array sliced into named
  * tensors (m.table lists them with offsets), the gradients a second array of
@@ -55,11 +55,11 @@
  * recomputes the MLP activation in backward even for small models (it is
  * kept per layer while that costs ≤ 64 MiB).
  *
- * Ownership: tfm_gpt owns params, grads, activations and the table (names
- * included); tfm_gpt_free releases all.  Pointers returned by the accessors
+ * Ownership: tfm_model owns params, grads, activations and the table (names
+ * included); tfm_model_free releases all.  Pointers returned by the accessors
  * stay valid until the next forward with a larger B·T, or free. */
-#ifndef TFM_NN_GPT_H
-#define TFM_NN_GPT_H
+#ifndef TFM_MODEL_TRANSFORMER_H
+#define TFM_MODEL_TRANSFORMER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -78,7 +78,7 @@ typedef enum tfm_act {
     TFM_ACT_RELU,
 } tfm_act;
 
-typedef struct tfm_gpt_config {
+typedef struct tfm_model_config {
     int n_layer;
     int n_head;
     int n_embd;          /* C; a multiple of n_head */
@@ -91,16 +91,16 @@ typedef struct tfm_gpt_config {
     float ln_eps;        /* 1e-5 */
     int bias;            /* 1: linear layers have biases (default) */
     float label_smoothing; /* in [0, 1): target = (1-ε)·onehot + ε/V */
-} tfm_gpt_config;
+} tfm_model_config;
 
 /* GPT-2 small: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
  * 50257, dropout 0, tied, pre-LN, GELU tanh, eps 1e-5, bias, no smoothing. */
-void tfm_gpt_config_default(tfm_gpt_config *cfg);
+void tfm_model_config_default(tfm_model_config *cfg);
 /* Checks ranges and divisibility; the message names the bad field
  * (e.g. "n_embd 100 is not a multiple of n_head 3"). */
-int tfm_gpt_config_check(const tfm_gpt_config *cfg, tfm_err *err);
+int tfm_model_config_check(const tfm_model_config *cfg, tfm_err *err);
 /* Number of parameters the config implies (tied head counted once). */
-size_t tfm_gpt_config_num_params(const tfm_gpt_config *cfg);
+size_t tfm_model_config_num_params(const tfm_model_config *cfg);
 
 typedef struct tfm_param {
     char name[48];       /* e.g. "h.3.attn.c_attn.weight" */
@@ -112,10 +112,10 @@ typedef struct tfm_param {
                             0 for biases and layer-norm parameters */
 } tfm_param;
 
-typedef struct tfm_gpt_acts tfm_gpt_acts;   /* private activation plan */
+typedef struct tfm_model_acts tfm_model_acts;   /* private activation plan */
 
-typedef struct tfm_gpt {
-    tfm_gpt_config cfg;
+typedef struct tfm_model {
+    tfm_model_config cfg;
     float *params;       /* n_params floats, 64-byte aligned */
     float *grads;        /* n_params floats; accumulated by backward */
     size_t n_params;     /* floats in params/grads: every tensor starts on a
@@ -130,70 +130,70 @@ typedef struct tfm_gpt {
     /* Set by the last forward: */
     int B, T;
     float loss;          /* mean loss, or -1 when no targets were given */
-    tfm_gpt_acts *acts;
-    /* Data parallelism (tfm_gpt_set_replicas): n_rep - 1 replicas sharing
+    tfm_model_acts *acts;
+    /* Data parallelism (tfm_model_set_replicas): n_rep - 1 replicas sharing
      * params and table, each with its own grads and activations. */
     int n_rep;
-    struct tfm_gpt *rep;
+    struct tfm_model *rep;
     int shares_params;   /* a replica: params and table belong to another */
-} tfm_gpt;
+} tfm_model;
 
 /* Allocates params (zeroed) and grads (zeroed) for cfg; activations are
  * planned on the first forward.  The rng is seeded with 0; seed it (or
  * restore it) yourself for dropout.  -1 on a bad config. */
-int tfm_gpt_init(tfm_gpt *m, const tfm_gpt_config *cfg, tfm_err *err);
-void tfm_gpt_free(tfm_gpt *m);
+int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err);
+void tfm_model_free(tfm_model *m);
 
 /* GPT-2 initialisation from seed: matrices and embeddings N(0, 0.02), the
  * residual projections (attn.c_proj, mlp.c_proj weights) N(0, 0.02/√(2·L)),
  * biases 0, layer norms weight 1 bias 0.  Also seeds m->rng from seed. */
-void tfm_gpt_init_weights(tfm_gpt *m, uint64_t seed);
+void tfm_model_init_weights(tfm_model *m, uint64_t seed);
 
 /* Finds a parameter by name; NULL when absent. */
-const tfm_param *tfm_gpt_param(const tfm_gpt *m, const char *name);
+const tfm_param *tfm_model_param(const tfm_model *m, const char *name);
 
-void tfm_gpt_set_training(tfm_gpt *m, int training);
+void tfm_model_set_training(tfm_model *m, int training);
 
 /* inputs: B·T token ids, row-major [B, T]; targets: the same shape, or NULL
  * for logits only (then *loss is set to -1).  A target of -1 is ignored in
  * the loss (padding); the mean runs over the others.  1 ≤ T ≤ block_size.
  * Ids outside [0, V) are an error naming the position.  loss may be NULL. */
-int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
+int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                     int B, int T, float *loss, tfm_err *err);
 
 /* Logits [B, T, V] of the last forward.  Valid until the next backward
  * (which turns them into their gradient in place) or forward. */
-float *tfm_gpt_logits(tfm_gpt *m);
+float *tfm_model_logits(tfm_model *m);
 
 /* Sets every gradient to 0. */
-void tfm_gpt_zero_grad(tfm_gpt *m);
+void tfm_model_zero_grad(tfm_model *m);
 
 /* Adds scale · d(mean loss)/d(params) of the last forward (which must have
  * had targets) into m->grads.  scale is 1 normally, 1/k when accumulating k
  * micro-batches. */
-void tfm_gpt_backward(tfm_gpt *m, float scale);
+void tfm_model_backward(tfm_model *m, float scale);
 
 /* Forward and backward of one batch: grads += scale · d(mean loss)/d(params),
  * *loss = the mean loss.  With replicas (below) the batch rows are split
  * among them, one OpenMP thread each with single-threaded BLIS, and their
  * gradients summed in a fixed order: the result depends on the replica
  * count, never on scheduling.  Logits are not kept in that case. */
-int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
+int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                              int B, int T, float scale, float *loss, tfm_err *err);
 
-/* n ≥ 2 makes tfm_gpt_forward_backward data-parallel over n threads (at
+/* n ≥ 2 makes tfm_model_forward_backward data-parallel over n threads (at
  * most 64; costs n - 1 more gradient arrays; activations are split, not
  * repeated); n ≤ 1 turns it off.  Small models gain from it: each thread's
  * products run whole on one core instead of being split and synchronised. */
-void tfm_gpt_set_replicas(tfm_gpt *m, int n);
+void tfm_model_set_replicas(tfm_model *m, int n);
 
 /* Forward only from now on (evaluation): frees the gradients, and later
  * forwards keep one layer's activations instead of every layer's and no
  * backward scratch; backward is then an error. */
-void tfm_gpt_set_inference(tfm_gpt *m);
+void tfm_model_set_inference(tfm_model *m);
 
 /* Bytes held by the model (params, grads, activations, replicas), for
  * reports. */
-size_t tfm_gpt_bytes(const tfm_gpt *m);
+size_t tfm_model_bytes(const tfm_model *m);
 
 #endif

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "nn/gpt.h"
+#include "model/transformer.h"
 #include "nn/attention.h"
 #include "tensor/gemm.h"
 #include "tensor/ops.h"
@@ -15,7 +15,7 @@
 
 /* ---- config -------------------------------------------------------------- */
 
-void tfm_gpt_config_default(tfm_gpt_config *c)
+void tfm_model_config_default(tfm_model_config *c)
 {
     memset(c, 0, sizeof *c);
     c->n_layer = 12;
@@ -32,7 +32,7 @@ void tfm_gpt_config_default(tfm_gpt_config *c)
     c->label_smoothing = 0.0f;
 }
 
-int tfm_gpt_config_check(const tfm_gpt_config *c, tfm_err *err)
+int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
 {
     if (c->n_layer < 1 || c->n_layer > 1000)
         return tfm_err_set(err, "n_layer %d is out of range [1, 1000]", c->n_layer);
@@ -105,7 +105,7 @@ static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1,
     tb->real += numel;
 }
 
-static void build_table(const tfm_gpt_config *c, table_builder *tb)
+static void build_table(const tfm_model_config *c, table_builder *tb)
 {
     size_t C = c->n_embd, V = c->vocab_size;
     char name[48];
@@ -143,14 +143,14 @@ static void build_table(const tfm_gpt_config *c, table_builder *tb)
         add_param(tb, "lm_head.weight", V, C, 1);
 }
 
-size_t tfm_gpt_config_num_params(const tfm_gpt_config *c)
+size_t tfm_model_config_num_params(const tfm_model_config *c)
 {
     table_builder tb = {0};
     build_table(c, &tb);
     return tb.real;
 }
 
-const tfm_param *tfm_gpt_param(const tfm_gpt *m, const char *name)
+const tfm_param *tfm_model_param(const tfm_model *m, const char *name)
 {
     for (int i = 0; i < m->n_table; i++)
         if (!strcmp(m->table[i].name, name))
@@ -174,7 +174,7 @@ typedef struct layer_acts {
     float *res_mlp;                    /* [N,C] */
 } layer_acts;
 
-struct tfm_gpt_acts {
+struct tfm_model_acts {
     size_t cap_n, cap_att;     /* planned B·T and B·T·T */
     float *mem;
     size_t bytes;
@@ -199,7 +199,7 @@ struct tfm_gpt_acts {
     uint64_t seed;
 };
 
-static layer_params layer_ptrs(const tfm_gpt *m, float *base, int l)
+static layer_params layer_ptrs(const tfm_model *m, float *base, int l)
 {
     /* Table rows per layer: 8 with biases, 4 fewer without. */
     int per = m->cfg.bias ? 12 : 8;
@@ -226,13 +226,13 @@ static layer_params layer_ptrs(const tfm_gpt *m, float *base, int l)
     return lp;
 }
 
-static float *param_ptr(const tfm_gpt *m, float *base, const char *name)
+static float *param_ptr(const tfm_model *m, float *base, const char *name)
 {
-    const tfm_param *p = tfm_gpt_param(m, name);
+    const tfm_param *p = tfm_model_param(m, name);
     return p ? base + p->offset : NULL;
 }
 
-static void acts_free(tfm_gpt_acts *a)
+static void acts_free(tfm_model_acts *a)
 {
     if (!a)
         return;
@@ -250,7 +250,7 @@ static void take(float **ptr, float *base, size_t *off, size_t n)
     *off += align16(n);
 }
 
-static size_t acts_layout(tfm_gpt_acts *a, const tfm_gpt_config *c, size_t N, size_t att,
+static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N, size_t att,
                           size_t scratch, float *base)
 {
     size_t C = c->n_embd, V = c->vocab_size, off = 0;
@@ -311,13 +311,13 @@ static size_t acts_layout(tfm_gpt_acts *a, const tfm_gpt_config *c, size_t N, si
     return off;
 }
 
-static int acts_plan(tfm_gpt *m, int B, int T, tfm_err *err)
+static int acts_plan(tfm_model *m, int B, int T, tfm_err *err)
 {
     size_t N = (size_t)B * T, att = (size_t)B * T * T;
     tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = m->cfg.n_head,
                       .HS = m->cfg.n_embd / m->cfg.n_head};
     size_t scratch = tfm_attn_scratch_floats(&probe);
-    tfm_gpt_acts *a = m->acts;
+    tfm_model_acts *a = m->acts;
     if (a && a->cap_n >= N && a->cap_att >= att && a->attn_scratch_n >= scratch)
         return 0;
     /* Grow to cover both the old and the new shape, so alternating shapes
@@ -358,10 +358,10 @@ static int acts_plan(tfm_gpt *m, int B, int T, tfm_err *err)
 
 /* ---- init ---------------------------------------------------------------- */
 
-int tfm_gpt_init(tfm_gpt *m, const tfm_gpt_config *cfg, tfm_err *err)
+int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err)
 {
     memset(m, 0, sizeof *m);
-    if (tfm_gpt_config_check(cfg, err) < 0)
+    if (tfm_model_config_check(cfg, err) < 0)
         return -1;
     m->cfg = *cfg;
     table_builder tb = {0};
@@ -377,7 +377,7 @@ int tfm_gpt_init(tfm_gpt *m, const tfm_gpt_config *cfg, tfm_err *err)
     m->params = tfm_aligned_alloc(m->n_params * sizeof(float));
     m->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
     if (!m->params || !m->grads) {
-        tfm_gpt_free(m);
+        tfm_model_free(m);
         return tfm_err_set(err, "out of memory for %zu parameters", tb.real);
     }
     memset(m->params, 0, m->n_params * sizeof(float));
@@ -389,16 +389,16 @@ int tfm_gpt_init(tfm_gpt *m, const tfm_gpt_config *cfg, tfm_err *err)
 
 enum { MAX_REPLICAS = 64 };
 
-static void free_replicas(tfm_gpt *m)
+static void free_replicas(tfm_model *m)
 {
     for (int k = 0; k + 1 < m->n_rep; k++)
-        tfm_gpt_free(&m->rep[k]);
+        tfm_model_free(&m->rep[k]);
     free(m->rep);
     m->rep = NULL;
     m->n_rep = 0;
 }
 
-void tfm_gpt_free(tfm_gpt *m)
+void tfm_model_free(tfm_model *m)
 {
     free_replicas(m);
     if (!m->shares_params) {
@@ -410,7 +410,7 @@ void tfm_gpt_free(tfm_gpt *m)
     memset(m, 0, sizeof *m);
 }
 
-void tfm_gpt_set_replicas(tfm_gpt *m, int n)
+void tfm_model_set_replicas(tfm_model *m, int n)
 {
     TFM_ASSERT(!m->shares_params);
     free_replicas(m);
@@ -420,7 +420,7 @@ void tfm_gpt_set_replicas(tfm_gpt *m, int n)
         return;
     m->rep = tfm_calloc((size_t)n - 1, sizeof *m->rep);
     for (int k = 0; k < n - 1; k++) {
-        tfm_gpt *r = &m->rep[k];
+        tfm_model *r = &m->rep[k];
         r->cfg = m->cfg;
         r->params = m->params;
         r->table = m->table;
@@ -434,7 +434,7 @@ void tfm_gpt_set_replicas(tfm_gpt *m, int n)
     m->n_rep = n;
 }
 
-void tfm_gpt_init_weights(tfm_gpt *m, uint64_t seed)
+void tfm_model_init_weights(tfm_model *m, uint64_t seed)
 {
     tfm_rng r;
     tfm_rng_seed(&r, seed);
@@ -460,23 +460,23 @@ void tfm_gpt_init_weights(tfm_gpt *m, uint64_t seed)
     tfm_rng_seed(&m->rng, seed ^ 0xD1B54A32D192ED03ull);
 }
 
-void tfm_gpt_set_training(tfm_gpt *m, int training)
+void tfm_model_set_training(tfm_model *m, int training)
 {
     m->training = training;
 }
 
-float *tfm_gpt_logits(tfm_gpt *m)
+float *tfm_model_logits(tfm_model *m)
 {
     return m->acts ? m->acts->logits : NULL;
 }
 
-void tfm_gpt_zero_grad(tfm_gpt *m)
+void tfm_model_zero_grad(tfm_model *m)
 {
     TFM_ASSERT(m->grads);
     memset(m->grads, 0, m->n_params * sizeof(float));
 }
 
-void tfm_gpt_set_inference(tfm_gpt *m)
+void tfm_model_set_inference(tfm_model *m)
 {
     TFM_ASSERT(!m->shares_params);
     free_replicas(m);
@@ -487,12 +487,12 @@ void tfm_gpt_set_inference(tfm_gpt *m)
     m->training = 0;
 }
 
-size_t tfm_gpt_bytes(const tfm_gpt *m)
+size_t tfm_model_bytes(const tfm_model *m)
 {
     size_t n = (m->shares_params ? 0 : m->n_params) + (m->grads ? m->n_params : 0);
     size_t bytes = n * sizeof(float) + (m->acts ? m->acts->bytes : 0);
     for (int k = 0; k + 1 < m->n_rep; k++)
-        bytes += tfm_gpt_bytes(&m->rep[k]);
+        bytes += tfm_model_bytes(&m->rep[k]);
     return bytes;
 }
 
@@ -543,14 +543,14 @@ static uint64_t layer_site(uint64_t seed, int l, int which)
     return site_seed(seed, 1 + (uint64_t)l * 3 + (uint64_t)(which - 1));
 }
 
-static float drop_p(const tfm_gpt *m)
+static float drop_p(const tfm_model *m)
 {
     return m->training ? m->cfg.dropout : 0.0f;
 }
 
 /* The batch's shape and ids, before any work: errors name the row and
  * position in the batch as the caller gave it. */
-static int check_batch(const tfm_gpt_config *c, const int32_t *inputs, const int32_t *targets,
+static int check_batch(const tfm_model_config *c, const int32_t *inputs, const int32_t *targets,
                        int B, int T, tfm_err *err)
 {
     int V = c->vocab_size;
@@ -570,15 +570,15 @@ static int check_batch(const tfm_gpt_config *c, const int32_t *inputs, const int
     return 0;
 }
 
-static int forward_checked(tfm_gpt *m, const int32_t *inputs, const int32_t *targets, int B,
+static int forward_checked(tfm_model *m, const int32_t *inputs, const int32_t *targets, int B,
                            int T, float *loss, tfm_err *err)
 {
-    const tfm_gpt_config *c = &m->cfg;
+    const tfm_model_config *c = &m->cfg;
     int C = c->n_embd, V = c->vocab_size, NH = c->n_head, L = c->n_layer;
     size_t N = (size_t)B * T;
     if (acts_plan(m, B, T, err) < 0)
         return -1;
-    tfm_gpt_acts *a = m->acts;
+    tfm_model_acts *a = m->acts;
     m->B = B;
     m->T = T;
     memcpy(a->inputs, inputs, N * sizeof *inputs);
@@ -659,7 +659,7 @@ static int forward_checked(tfm_gpt *m, const int32_t *inputs, const int32_t *tar
     return 0;
 }
 
-int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
+int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                     int B, int T, float *loss, tfm_err *err)
 {
     if (check_batch(&m->cfg, inputs, targets, B, T, err) < 0)
@@ -667,10 +667,10 @@ int tfm_gpt_forward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
     return forward_checked(m, inputs, targets, B, T, loss, err);
 }
 
-void tfm_gpt_backward(tfm_gpt *m, float scale)
+void tfm_model_backward(tfm_model *m, float scale)
 {
-    const tfm_gpt_config *c = &m->cfg;
-    tfm_gpt_acts *a = m->acts;
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
     TFM_ASSERT(a && a->have_targets && !a->inference);
     int B = m->B, T = m->T, C = c->n_embd, V = c->vocab_size, NH = c->n_head, L = c->n_layer;
     size_t N = (size_t)B * T;
@@ -777,21 +777,21 @@ void tfm_gpt_backward(tfm_gpt *m, float scale)
 
 /* ---- data parallelism ---------------------------------------------------- */
 
-int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *targets,
+int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                              int B, int T, float scale, float *loss, tfm_err *err)
 {
     int n = m->n_rep < B ? m->n_rep : B;
     if (n <= 1) {
-        if (tfm_gpt_forward(m, inputs, targets, B, T, loss, err) < 0)
+        if (tfm_model_forward(m, inputs, targets, B, T, loss, err) < 0)
             return -1;
-        tfm_gpt_backward(m, scale);
+        tfm_model_backward(m, scale);
         return 0;
     }
     TFM_ASSERT(targets);
     /* checked once, for the whole batch, so that errors name its rows */
     if (check_batch(&m->cfg, inputs, targets, B, T, err) < 0)
         return -1;
-    tfm_gpt *part[MAX_REPLICAS];
+    tfm_model *part[MAX_REPLICAS];
     int rows[MAX_REPLICAS], first[MAX_REPLICAS], rc[MAX_REPLICAS];
     long count[MAX_REPLICAS];
     tfm_err errs[MAX_REPLICAS];
@@ -841,7 +841,7 @@ int tfm_gpt_forward_backward(tfm_gpt *m, const int32_t *inputs, const int32_t *t
             if (rc[j] < 0)
                 continue;
             /* backward scales by 1/count of its part: make it 1/total */
-            tfm_gpt_backward(part[j], total ? scale * (float)count[j] / (float)total : 0.0f);
+            tfm_model_backward(part[j], total ? scale * (float)count[j] / (float)total : 0.0f);
         }
     }
     for (int k = 0; k < n; k++)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Cross-check of the GPT model against PyTorch: the same weights and batch
-through lib/nn/gpt.c (via the lib/nn/gpt_dump helper) and through a PyTorch
+through lib/model/transformer.c (via the tests/model_dump helper) and through a PyTorch
 model written here from the definitions (float64), comparing the loss, the
 logits and EVERY parameter gradient.
 
@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 
 BUILD = os.environ.get("TFM_BUILDDIR", ".")
-DUMP = os.path.join(BUILD, "lib", "nn", "gpt_dump")
+DUMP = os.path.join(BUILD, "tests", "model_dump")
 
 
 def torch_gpt(cfg, P, x, y):
-    """Loss and logits of the documented model (lib/nn/gpt.h), float64."""
+    """Loss and logits of the documented model (lib/model/transformer.h), float64."""
     L, NH, C, V = cfg["n_layer"], cfg["n_head"], cfg["n_embd"], cfg["vocab_size"]
     B, T = x.shape
     eps = cfg["ln_eps"]

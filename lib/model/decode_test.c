@@ -1,4 +1,4 @@
-/* The KV-cache forward against the training forward (nn/gpt.h) recomputing
+/* The KV-cache forward against the training forward (model/transformer.h) recomputing
  * the whole sequence at every step: same tokens, logits within rounding. */
 #include "config.h"
 
@@ -14,8 +14,8 @@
 
 #include "infer/beam.h"
 #include "infer/sample.h"
-#include "nn/gpt.h"
-#include "nn/gpt_infer.h"
+#include "model/transformer.h"
+#include "model/decode.h"
 #include "tensor/gemm.h"
 
 static void test_gemv_rows(void **state)
@@ -92,10 +92,10 @@ static void test_gemv_rows_bf16(void **state)
 
 /* A small model with weights large enough that the next token is rarely a
  * near tie (GPT-2's 0.02 init gives almost flat logits). */
-static void make_model(tfm_gpt *m, tfm_ln_place ln, int tied, int bias, int V)
+static void make_model(tfm_model *m, tfm_ln_place ln, int tied, int bias, int V)
 {
-    tfm_gpt_config c;
-    tfm_gpt_config_default(&c);
+    tfm_model_config c;
+    tfm_model_config_default(&c);
     c.n_layer = 2;
     c.n_head = 4;
     c.n_embd = 32;
@@ -105,8 +105,8 @@ static void make_model(tfm_gpt *m, tfm_ln_place ln, int tied, int bias, int V)
     c.tie_embeddings = tied;
     c.bias = bias;
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_init(m, &c, &err), 0);
-    tfm_gpt_init_weights(m, 1234 + ln * 10 + tied * 3 + bias);
+    assert_int_equal(tfm_model_init(m, &c, &err), 0);
+    tfm_model_init_weights(m, 1234 + ln * 10 + tied * 3 + bias);
     tfm_rng r;
     tfm_rng_seed(&r, 99);
     for (int i = 0; i < m->n_table; i++) {
@@ -124,14 +124,14 @@ static void make_model(tfm_gpt *m, tfm_ln_place ln, int tied, int bias, int V)
 }
 
 /* Next-token logits of seq[0..n) by the training forward. */
-static void full_logits(tfm_gpt *m, const uint32_t *seq, int n, float *out)
+static void full_logits(tfm_model *m, const uint32_t *seq, int n, float *out)
 {
     int32_t *in = malloc(sizeof *in * n);
     for (int i = 0; i < n; i++)
         in[i] = (int32_t)seq[i];
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_forward(m, in, NULL, 1, n, NULL, &err), 0);
-    memcpy(out, tfm_gpt_logits(m) + (size_t)(n - 1) * m->cfg.vocab_size,
+    assert_int_equal(tfm_model_forward(m, in, NULL, 1, n, NULL, &err), 0);
+    memcpy(out, tfm_model_logits(m) + (size_t)(n - 1) * m->cfg.vocab_size,
            sizeof(float) * m->cfg.vocab_size);
     free(in);
 }
@@ -146,20 +146,20 @@ static void assert_close(const float *a, const float *b, int n)
 static void greedy_case(tfm_ln_place ln, int tied, int bias)
 {
     enum { V = 61, P = 5, NEW = 30 };
-    tfm_gpt m;
+    tfm_model m;
     make_model(&m, ln, tied, bias, V);
-    tfm_gpt_weights w;
+    tfm_weights w;
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_weights_from_model(&w, &m, &err), 0);
-    tfm_gpt_infer g;
-    assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, 1, P + NEW, &err), 0);
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    tfm_infer g;
+    assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, 1, P + NEW, &err), 0);
 
     uint32_t seq_c[P + NEW], seq_f[P + NEW];
     const uint32_t prompt[P] = {3, 14, 15, 9, 26};
     memcpy(seq_c, prompt, sizeof prompt);
     memcpy(seq_f, prompt, sizeof prompt);
     float lc[V], lf[V];
-    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, prompt, P, lc, &err), 0);
+    assert_int_equal(tfm_infer_prefill(&g, 0, prompt, P, lc, &err), 0);
     int distinct = 0;
     for (int t = P; t < P + NEW; t++) {
         full_logits(&m, seq_f, t, lf);
@@ -170,18 +170,18 @@ static void greedy_case(tfm_ln_place ln, int tied, int bias)
         distinct += seq_c[t] != seq_c[t - 1];
         if (t + 1 < P + NEW) {
             int slot = 0;
-            assert_int_equal(tfm_gpt_infer_step(&g, 1, &seq_c[t], &slot, lc, &err), 0);
+            assert_int_equal(tfm_infer_step(&g, 1, &seq_c[t], &slot, lc, &err), 0);
         }
     }
     assert_true(distinct > 3); /* not a degenerate repetition */
     /* the context is full now: one more is an error, not a crash */
     int slot = 0;
-    assert_int_equal(tfm_gpt_infer_step(&g, 1, &seq_c[0], &slot, lc, &err), 0);
-    assert_int_equal(tfm_gpt_infer_step(&g, 1, &seq_c[0], &slot, lc, &err), -1);
+    assert_int_equal(tfm_infer_step(&g, 1, &seq_c[0], &slot, lc, &err), 0);
+    assert_int_equal(tfm_infer_step(&g, 1, &seq_c[0], &slot, lc, &err), -1);
     assert_non_null(strstr(err.msg, "context length"));
-    tfm_gpt_infer_free(&g);
-    tfm_gpt_weights_free(&w);
-    tfm_gpt_free(&m);
+    tfm_infer_free(&g);
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
 }
 
 static void test_greedy_cache_equals_full(void **state)
@@ -196,48 +196,48 @@ static void test_greedy_cache_equals_full(void **state)
 static void test_batch_equals_single(void **state)
 {
     enum { V = 50, NEW = 12 };
-    tfm_gpt m;
+    tfm_model m;
     make_model(&m, TFM_LN_PRE, 1, 1, V);
-    tfm_gpt_weights w;
+    tfm_weights w;
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_weights_from_model(&w, &m, &err), 0);
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
     const uint32_t p0[] = {1, 2, 3}, p1[] = {7}, p2[] = {40, 41, 42, 43, 44, 45, 46};
     const uint32_t *ps[3] = {p0, p1, p2};
     const int pn[3] = {3, 1, 7};
     uint32_t alone[3][NEW], batch[3][NEW];
     float lg[3 * V];
     for (int k = 0; k < 3; k++) {
-        tfm_gpt_infer g;
-        assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, 1, 32, &err), 0);
-        assert_int_equal(tfm_gpt_infer_prefill(&g, 0, ps[k], pn[k], lg, &err), 0);
+        tfm_infer g;
+        assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, 1, 32, &err), 0);
+        assert_int_equal(tfm_infer_prefill(&g, 0, ps[k], pn[k], lg, &err), 0);
         for (int t = 0; t < NEW; t++) {
             alone[k][t] = tfm_argmax(lg, V);
             int s = 0;
-            assert_int_equal(tfm_gpt_infer_step(&g, 1, &alone[k][t], &s, lg, &err), 0);
+            assert_int_equal(tfm_infer_step(&g, 1, &alone[k][t], &s, lg, &err), 0);
         }
-        tfm_gpt_infer_free(&g);
+        tfm_infer_free(&g);
     }
-    tfm_gpt_infer g;
-    assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, 3, 32, &err), 0);
+    tfm_infer g;
+    assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, 3, 32, &err), 0);
     for (int k = 0; k < 3; k++)
-        assert_int_equal(tfm_gpt_infer_prefill(&g, 2 - k, ps[k], pn[k], lg + k * V, &err), 0);
+        assert_int_equal(tfm_infer_prefill(&g, 2 - k, ps[k], pn[k], lg + k * V, &err), 0);
     const int slots[3] = {2, 1, 0};
     for (int t = 0; t < NEW; t++) {
         uint32_t tok[3];
         for (int k = 0; k < 3; k++)
             tok[k] = batch[k][t] = tfm_argmax(lg + k * V, V);
-        assert_int_equal(tfm_gpt_infer_step(&g, 3, tok, slots, lg, &err), 0);
+        assert_int_equal(tfm_infer_step(&g, 3, tok, slots, lg, &err), 0);
     }
     assert_memory_equal(alone, batch, sizeof alone);
-    tfm_gpt_infer_free(&g);
-    tfm_gpt_weights_free(&w);
-    tfm_gpt_free(&m);
+    tfm_infer_free(&g);
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
 }
 
 /* Beam search through the cache, and through a step function that
  * recomputes every hypothesis from scratch with the training forward. */
 typedef struct full_ctx {
-    tfm_gpt *m;
+    tfm_model *m;
     uint32_t hist[8][64];
     int len[8];
 } full_ctx;
@@ -265,7 +265,7 @@ static int full_copy(void *ctx, int dst, int src, tfm_err *err)
 }
 
 typedef struct cache_ctx {
-    tfm_gpt_infer *g;
+    tfm_infer *g;
 } cache_ctx;
 
 static int cache_step(void *ctx, size_t n, const uint32_t *tokens, const int *slots,
@@ -273,7 +273,7 @@ static int cache_step(void *ctx, size_t n, const uint32_t *tokens, const int *sl
 {
     cache_ctx *c = ctx;
     int V = c->g->cfg.vocab_size;
-    if (tfm_gpt_infer_step(c->g, (int)n, tokens, slots, logprobs, err) < 0)
+    if (tfm_infer_step(c->g, (int)n, tokens, slots, logprobs, err) < 0)
         return -1;
     for (size_t i = 0; i < n; i++)
         tfm_log_softmax(logprobs + i * V, V, logprobs + i * V);
@@ -283,18 +283,18 @@ static int cache_step(void *ctx, size_t n, const uint32_t *tokens, const int *sl
 static int cache_copy(void *ctx, int dst, int src, tfm_err *err)
 {
     cache_ctx *c = ctx;
-    tfm_gpt_infer_copy_slot(c->g, dst, src);
+    tfm_infer_copy_slot(c->g, dst, src);
     return 0;
 }
 
 static void test_beam_cache_equals_full(void **state)
 {
     enum { V = 40, P = 4 };
-    tfm_gpt m;
+    tfm_model m;
     make_model(&m, TFM_LN_PRE, 1, 1, V);
-    tfm_gpt_weights w;
+    tfm_weights w;
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_weights_from_model(&w, &m, &err), 0);
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
     const uint32_t prompt[P] = {5, 6, 7, 8};
     tfm_beam_opts o;
     tfm_beam_opts_default(&o);
@@ -314,9 +314,9 @@ static void test_beam_cache_equals_full(void **state)
     tfm_beam_result rf;
     assert_int_equal(tfm_beam_search(&fm, &o, first, &rf, &err), 0);
 
-    tfm_gpt_infer g;
-    assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, o.beam, P + o.max_len, &err), 0);
-    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, prompt, P, first, &err), 0);
+    tfm_infer g;
+    assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, o.beam, P + o.max_len, &err), 0);
+    assert_int_equal(tfm_infer_prefill(&g, 0, prompt, P, first, &err), 0);
     tfm_log_softmax(first, V, first);
     cache_ctx cc = {&g};
     tfm_beam_model cm = {&cc, V, cache_step, cache_copy};
@@ -333,8 +333,8 @@ static void test_beam_cache_equals_full(void **state)
     /* and the beam found something at least as good as greedy */
     tfm_beam_opts o1 = o;
     o1.beam = o1.nbest = 1;
-    tfm_gpt_infer_reset(&g, 0);
-    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, prompt, P, first, &err), 0);
+    tfm_infer_reset(&g, 0);
+    assert_int_equal(tfm_infer_prefill(&g, 0, prompt, P, first, &err), 0);
     tfm_log_softmax(first, V, first);
     tfm_beam_result r1;
     assert_int_equal(tfm_beam_search(&cm, &o1, first, &r1, &err), 0);
@@ -343,9 +343,9 @@ static void test_beam_cache_equals_full(void **state)
     tfm_beam_result_free(&rc);
     tfm_beam_result_free(&rf);
     free(f);
-    tfm_gpt_infer_free(&g);
-    tfm_gpt_weights_free(&w);
-    tfm_gpt_free(&m);
+    tfm_infer_free(&g);
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
 }
 
 /* bfloat16 copies of the weights: the decode logits stay close to the
@@ -353,27 +353,27 @@ static void test_beam_cache_equals_full(void **state)
 static void test_bf16_close(void **state)
 {
     enum { V = 61, P = 5, NEW = 10 };
-    tfm_gpt m;
+    tfm_model m;
     make_model(&m, TFM_LN_PRE, 1, 1, V);
-    tfm_gpt_weights w32, w16;
+    tfm_weights w32, w16;
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_weights_from_model(&w32, &m, &err), 0);
-    assert_int_equal(tfm_gpt_weights_from_model(&w16, &m, &err), 0);
-    assert_true(tfm_gpt_weights_to_bf16(&w16, &m.cfg) > 0);
-    tfm_gpt_infer a, b;
-    assert_int_equal(tfm_gpt_infer_init(&a, &m.cfg, &w32, 1, P + NEW, &err), 0);
-    assert_int_equal(tfm_gpt_infer_init(&b, &m.cfg, &w16, 1, P + NEW, &err), 0);
+    assert_int_equal(tfm_weights_from_model(&w32, &m, &err), 0);
+    assert_int_equal(tfm_weights_from_model(&w16, &m, &err), 0);
+    assert_true(tfm_weights_to_bf16(&w16, &m.cfg) > 0);
+    tfm_infer a, b;
+    assert_int_equal(tfm_infer_init(&a, &m.cfg, &w32, 1, P + NEW, &err), 0);
+    assert_int_equal(tfm_infer_init(&b, &m.cfg, &w16, 1, P + NEW, &err), 0);
     const uint32_t prompt[P] = {3, 14, 15, 9, 26};
     float la[V], lb[V];
-    assert_int_equal(tfm_gpt_infer_prefill(&a, 0, prompt, P, la, &err), 0);
-    assert_int_equal(tfm_gpt_infer_prefill(&b, 0, prompt, P, lb, &err), 0);
+    assert_int_equal(tfm_infer_prefill(&a, 0, prompt, P, la, &err), 0);
+    assert_int_equal(tfm_infer_prefill(&b, 0, prompt, P, lb, &err), 0);
     int slot = 0, same = 0;
     double worst = 0;
     for (int t = 0; t < NEW; t++) {
         uint32_t tok = tfm_argmax(la, V);
         same += tok == tfm_argmax(lb, V);
-        assert_int_equal(tfm_gpt_infer_step(&a, 1, &tok, &slot, la, &err), 0);
-        assert_int_equal(tfm_gpt_infer_step(&b, 1, &tok, &slot, lb, &err), 0);
+        assert_int_equal(tfm_infer_step(&a, 1, &tok, &slot, la, &err), 0);
+        assert_int_equal(tfm_infer_step(&b, 1, &tok, &slot, lb, &err), 0);
         float mx = 0;
         for (int i = 0; i < V; i++)
             mx = fabsf(la[i]) > mx ? fabsf(la[i]) : mx;
@@ -385,32 +385,32 @@ static void test_bf16_close(void **state)
     assert_true(worst > 0);     /* the bf16 path really ran */
     assert_true(worst < 0.05);
     assert_true(same >= NEW - 2);
-    tfm_gpt_infer_free(&a);
-    tfm_gpt_infer_free(&b);
-    tfm_gpt_weights_free(&w32);
-    tfm_gpt_weights_free(&w16);
-    tfm_gpt_free(&m);
+    tfm_infer_free(&a);
+    tfm_infer_free(&b);
+    tfm_weights_free(&w32);
+    tfm_weights_free(&w16);
+    tfm_model_free(&m);
 }
 
 static void test_bad_token(void **state)
 {
-    tfm_gpt m;
+    tfm_model m;
     make_model(&m, TFM_LN_PRE, 1, 1, 20);
-    tfm_gpt_weights w;
+    tfm_weights w;
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_weights_from_model(&w, &m, &err), 0);
-    tfm_gpt_infer g;
-    assert_int_equal(tfm_gpt_infer_init(&g, &m.cfg, &w, 1, 8, &err), 0);
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    tfm_infer g;
+    assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, 1, 8, &err), 0);
     const uint32_t bad[] = {1, 20};
     float lg[20];
-    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, bad, 2, lg, &err), -1);
+    assert_int_equal(tfm_infer_prefill(&g, 0, bad, 2, lg, &err), -1);
     assert_non_null(strstr(err.msg, "vocabulary"));
     const uint32_t longp[9] = {0};
-    assert_int_equal(tfm_gpt_infer_prefill(&g, 0, longp, 9, lg, &err), -1);
+    assert_int_equal(tfm_infer_prefill(&g, 0, longp, 9, lg, &err), -1);
     assert_non_null(strstr(err.msg, "context length"));
-    tfm_gpt_infer_free(&g);
-    tfm_gpt_weights_free(&w);
-    tfm_gpt_free(&m);
+    tfm_infer_free(&g);
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
 }
 
 static int setup(void **state)

@@ -1,7 +1,7 @@
-/* KV-cache inference forward; see gpt_infer.h. */
+/* KV-cache inference forward; see decode.h. */
 #include "config.h"
 
-#include "nn/gpt_infer.h"
+#include "model/decode.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,8 +36,8 @@ static inline uint16_t f32_bf16(float f)
 }
 
 
-int tfm_gpt_weights_bind(tfm_gpt_weights *w, const tfm_gpt_config *c,
-                         tfm_gpt_lookup lookup, void *ctx, tfm_err *err)
+int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
+                         tfm_weights_lookup lookup, void *ctx, tfm_err *err)
 {
     memset(w, 0, sizeof *w);
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
@@ -60,7 +60,7 @@ int tfm_gpt_weights_bind(tfm_gpt_weights *w, const tfm_gpt_config *c,
     w->n_layer = c->n_layer;
     w->layers = tfm_calloc((size_t)c->n_layer, sizeof *w->layers);
     for (int l = 0; l < c->n_layer; l++) {
-        tfm_gpt_layer_weights *L = &w->layers[l];
+        tfm_layer_weights *L = &w->layers[l];
 #define GETL(dst, suffix, d0, d1)                                             \
         do {                                                                  \
             snprintf(name, sizeof name, "h.%d.%s", l, suffix);                \
@@ -85,15 +85,15 @@ int tfm_gpt_weights_bind(tfm_gpt_weights *w, const tfm_gpt_config *c,
 #undef GET
     return 0;
 fail:
-    tfm_gpt_weights_free(w);
+    tfm_weights_free(w);
     return -1;
 }
 
 static const float *model_lookup(void *ctx, const char *name, size_t d0, size_t d1,
                                  tfm_err *err)
 {
-    const tfm_gpt *m = ctx;
-    const tfm_param *p = tfm_gpt_param(m, name);
+    const tfm_model *m = ctx;
+    const tfm_param *p = tfm_model_param(m, name);
     if (!p) {
         tfm_err_set(err, "model has no tensor '%s'", name);
         return NULL;
@@ -106,9 +106,9 @@ static const float *model_lookup(void *ctx, const char *name, size_t d0, size_t 
     return m->params + p->offset;
 }
 
-int tfm_gpt_weights_from_model(tfm_gpt_weights *w, const tfm_gpt *m, tfm_err *err)
+int tfm_weights_from_model(tfm_weights *w, const tfm_model *m, tfm_err *err)
 {
-    return tfm_gpt_weights_bind(w, &m->cfg, model_lookup, (void *)m, err);
+    return tfm_weights_bind(w, &m->cfg, model_lookup, (void *)m, err);
 }
 
 static const uint16_t *to_bf16(uint16_t *dst, const float *src, size_t n)
@@ -119,7 +119,7 @@ static const uint16_t *to_bf16(uint16_t *dst, const float *src, size_t n)
     return dst;
 }
 
-size_t tfm_gpt_weights_to_bf16(tfm_gpt_weights *w, const tfm_gpt_config *c)
+size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
 {
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
     const size_t per_layer = C * 3 * C + C * C + C * 4 * C + 4 * C * C;
@@ -128,7 +128,7 @@ size_t tfm_gpt_weights_to_bf16(tfm_gpt_weights *w, const tfm_gpt_config *c)
     w->bf16_store = tfm_aligned_alloc(sizeof(uint16_t) * total);
     uint16_t *p = w->bf16_store;
     for (int l = 0; l < c->n_layer; l++) {
-        tfm_gpt_layer_weights *L = &w->layers[l];
+        tfm_layer_weights *L = &w->layers[l];
         L->qkv_w16 = to_bf16(p, L->qkv_w, C * 3 * C), p += C * 3 * C;
         L->proj_w16 = to_bf16(p, L->proj_w, C * C), p += C * C;
         L->fc_w16 = to_bf16(p, L->fc_w, C * 4 * C), p += C * 4 * C;
@@ -138,7 +138,7 @@ size_t tfm_gpt_weights_to_bf16(tfm_gpt_weights *w, const tfm_gpt_config *c)
     return sizeof(uint16_t) * total;
 }
 
-void tfm_gpt_weights_free(tfm_gpt_weights *w)
+void tfm_weights_free(tfm_weights *w)
 {
     free(w->bf16_store);
     free(w->layers);
@@ -305,7 +305,7 @@ HEAD_ROWS(head_rows16, uint16_t, LD_BF16)
 /* Below this many rows the weights dominate: stream them once with gemv. */
 #define GEMV_ROWS 8
 
-static void linear(tfm_gpt_infer *g, float *out, const float *in, const float *W,
+static void linear(tfm_infer *g, float *out, const float *in, const float *W,
                    const uint16_t *W16, const float *b, int R, int K, int N)
 {
     if (R <= GEMV_ROWS) {
@@ -332,7 +332,7 @@ static int threads_now(void)
 #endif
 }
 
-static void ensure_rows(tfm_gpt_infer *g, int rows)
+static void ensure_rows(tfm_infer *g, int rows)
 {
     if (rows <= g->max_rows)
         return;
@@ -352,12 +352,12 @@ static void ensure_rows(tfm_gpt_infer *g, int rows)
     g->max_rows = rows;
 }
 
-int tfm_gpt_infer_init(tfm_gpt_infer *g, const tfm_gpt_config *cfg,
-                       const tfm_gpt_weights *w, int n_slots, int max_len,
+int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
+                       const tfm_weights *w, int n_slots, int max_len,
                        tfm_err *err)
 {
     memset(g, 0, sizeof *g);
-    if (tfm_gpt_config_check(cfg, err) < 0)
+    if (tfm_model_config_check(cfg, err) < 0)
         return -1;
     if (n_slots < 1 || max_len < 1)
         return tfm_err_set(err, "inference needs at least one slot and one position");
@@ -375,7 +375,7 @@ int tfm_gpt_infer_init(tfm_gpt_infer *g, const tfm_gpt_config *cfg,
     return 0;
 }
 
-void tfm_gpt_infer_free(tfm_gpt_infer *g)
+void tfm_infer_free(tfm_infer *g)
 {
     free(g->kcache); free(g->vcache); free(g->len);
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->part);
@@ -384,7 +384,7 @@ void tfm_gpt_infer_free(tfm_gpt_infer *g)
     memset(g, 0, sizeof *g);
 }
 
-size_t tfm_gpt_infer_bytes(const tfm_gpt_infer *g)
+size_t tfm_infer_bytes(const tfm_infer *g)
 {
     const size_t C = (size_t)g->cfg.n_embd;
     size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len * C;
@@ -392,18 +392,18 @@ size_t tfm_gpt_infer_bytes(const tfm_gpt_infer *g)
     return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len;
 }
 
-void tfm_gpt_infer_reset(tfm_gpt_infer *g, int slot)
+void tfm_infer_reset(tfm_infer *g, int slot)
 {
     TFM_ASSERT(slot >= 0 && slot < g->n_slots);
     g->len[slot] = 0;
 }
 
-static inline float *kv_at(const tfm_gpt_infer *g, float *cache, int layer, int slot, int pos)
+static inline float *kv_at(const tfm_infer *g, float *cache, int layer, int slot, int pos)
 {
     return cache + (((size_t)layer * g->n_slots + slot) * g->max_len + pos) * g->cfg.n_embd;
 }
 
-void tfm_gpt_infer_copy_slot(tfm_gpt_infer *g, int dst, int src)
+void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
 {
     TFM_ASSERT(dst >= 0 && dst < g->n_slots && src >= 0 && src < g->n_slots);
     if (dst == src)
@@ -418,7 +418,7 @@ void tfm_gpt_infer_copy_slot(tfm_gpt_infer *g, int dst, int src)
 
 /* att[r] = softmax(q_r · K_slotᵀ / √HS over positions ≤ pos_r) · V_slot,
  * per head; the (row, head) pairs run in parallel. */
-static void attention(tfm_gpt_infer *g, int layer, int R)
+static void attention(tfm_infer *g, int layer, int R)
 {
     const int C = g->cfg.n_embd, NH = g->cfg.n_head, HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
@@ -492,11 +492,11 @@ static tfm_act_kind act_kind(tfm_act a)
         }                                                                     \
     } while (0)
 
-static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
+static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
                          int first_logit_row, float *logits)
 {
-    const tfm_gpt_config *c = &g->cfg;
-    const tfm_gpt_weights *w = g->w;
+    const tfm_model_config *c = &g->cfg;
+    const tfm_weights *w = g->w;
     const int C = c->n_embd, V = c->vocab_size;
     float *x = g->x, *h = g->h;
     double prof_t = g->profile ? tfm_now() : 0;
@@ -509,7 +509,7 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
             xr[i] = te[i] + pe[i];
     }
     for (int l = 0; l < c->n_layer; l++) {
-        const tfm_gpt_layer_weights *L = &w->layers[l];
+        const tfm_layer_weights *L = &w->layers[l];
         const int pre = c->ln == TFM_LN_PRE;
         const float *ain = x;
         if (pre) {
@@ -565,7 +565,7 @@ static void forward_rows(tfm_gpt_infer *g, int R, const uint32_t *tok,
     PROF(TFM_PROF_HEAD);
 }
 
-static int check_token(const tfm_gpt_infer *g, uint32_t t, tfm_err *err)
+static int check_token(const tfm_infer *g, uint32_t t, tfm_err *err)
 {
     if (t >= (uint32_t)g->cfg.vocab_size)
         return tfm_err_set(err, "token id %u is outside the model's vocabulary (%d)",
@@ -573,7 +573,7 @@ static int check_token(const tfm_gpt_infer *g, uint32_t t, tfm_err *err)
     return 0;
 }
 
-int tfm_gpt_infer_prefill(tfm_gpt_infer *g, int slot, const uint32_t *tokens,
+int tfm_infer_prefill(tfm_infer *g, int slot, const uint32_t *tokens,
                           int n, float *logits, tfm_err *err)
 {
     TFM_ASSERT(slot >= 0 && slot < g->n_slots);
@@ -595,7 +595,7 @@ int tfm_gpt_infer_prefill(tfm_gpt_infer *g, int slot, const uint32_t *tokens,
     return 0;
 }
 
-int tfm_gpt_infer_step(tfm_gpt_infer *g, int n, const uint32_t *tokens,
+int tfm_infer_step(tfm_infer *g, int n, const uint32_t *tokens,
                        const int *slots, float *logits, tfm_err *err)
 {
     ensure_rows(g, n);

@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/gpt.h"
+#include "model/transformer.h"
 #include "tensor/gemm.h"
 #include "tensor/gradcheck.h"
 
 enum { B_ = 2, T_ = 5 };
 
 struct ctx {
-    tfm_gpt m;
+    tfm_model m;
     int32_t x[B_ * T_], y[B_ * T_];
     tfm_rng rng0; /* dropout stream restored before every forward */
 };
@@ -26,14 +26,14 @@ static double model_loss(void *p)
     float loss;
     tfm_err err = {0};
     c->m.rng = c->rng0;
-    if (tfm_gpt_forward(&c->m, c->x, c->y, B_, T_, &loss, &err) < 0)
+    if (tfm_model_forward(&c->m, c->x, c->y, B_, T_, &loss, &err) < 0)
         fail_msg("%s", err.msg);
     return loss;
 }
 
-static void small_config(tfm_gpt_config *cfg)
+static void small_config(tfm_model_config *cfg)
 {
-    tfm_gpt_config_default(cfg);
+    tfm_model_config_default(cfg);
     cfg->n_layer = 2;
     cfg->n_head = 2;
     cfg->n_embd = 8;
@@ -43,7 +43,7 @@ static void small_config(tfm_gpt_config *cfg)
 
 /* Large random weights, so every path (attention, activation tails) is
  * exercised away from its linear regime. */
-static void random_weights(tfm_gpt *m, uint64_t seed)
+static void random_weights(tfm_model *m, uint64_t seed)
 {
     tfm_rng r;
     tfm_rng_seed(&r, seed);
@@ -56,11 +56,11 @@ static void random_weights(tfm_gpt *m, uint64_t seed)
     }
 }
 
-static void check_model(const tfm_gpt_config *cfg, int ignore_one)
+static void check_model(const tfm_model_config *cfg, int ignore_one)
 {
     struct ctx c;
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_init(&c.m, cfg, &err), 0);
+    assert_int_equal(tfm_model_init(&c.m, cfg, &err), 0);
     random_weights(&c.m, 7);
     tfm_rng r;
     tfm_rng_seed(&r, 11);
@@ -70,11 +70,11 @@ static void check_model(const tfm_gpt_config *cfg, int ignore_one)
     }
     if (ignore_one)
         c.y[3] = -1;
-    tfm_gpt_set_training(&c.m, cfg->dropout > 0.0f);
+    tfm_model_set_training(&c.m, cfg->dropout > 0.0f);
     tfm_rng_seed(&c.rng0, 5);
     model_loss(&c);
-    tfm_gpt_zero_grad(&c.m);
-    tfm_gpt_backward(&c.m, 1.0f);
+    tfm_model_zero_grad(&c.m);
+    tfm_model_backward(&c.m, 1.0f);
     float *g = malloc(c.m.n_params * sizeof(float));
     memcpy(g, c.m.grads, c.m.n_params * sizeof(float));
     double worst = 0.0;
@@ -89,23 +89,23 @@ static void check_model(const tfm_gpt_config *cfg, int ignore_one)
     assert_true(worst < 2e-2);
     /* backward accumulates: a second pass doubles the gradients */
     model_loss(&c);
-    tfm_gpt_backward(&c.m, 1.0f);
+    tfm_model_backward(&c.m, 1.0f);
     for (size_t i = 0; i < c.m.n_params; i++)
         assert_true(fabsf(c.m.grads[i] - 2.0f * g[i]) <= 1e-6f + 1e-5f * fabsf(g[i]));
     /* and scale scales */
-    tfm_gpt_zero_grad(&c.m);
+    tfm_model_zero_grad(&c.m);
     model_loss(&c);
-    tfm_gpt_backward(&c.m, 0.5f);
+    tfm_model_backward(&c.m, 0.5f);
     for (size_t i = 0; i < c.m.n_params; i++)
         assert_true(fabsf(c.m.grads[i] - 0.5f * g[i]) <= 1e-6f + 1e-5f * fabsf(g[i]));
     free(g);
-    tfm_gpt_free(&c.m);
+    tfm_model_free(&c.m);
 }
 
 static void test_pre_ln(void **state)
 {
     (void)state;
-    tfm_gpt_config cfg;
+    tfm_model_config cfg;
     small_config(&cfg);
     check_model(&cfg, 0);
 }
@@ -113,7 +113,7 @@ static void test_pre_ln(void **state)
 static void test_post_ln_variants(void **state)
 {
     (void)state;
-    tfm_gpt_config cfg;
+    tfm_model_config cfg;
     small_config(&cfg);
     cfg.ln = TFM_LN_POST;
     cfg.act = TFM_ACT_GELU_EXACT;
@@ -129,7 +129,7 @@ static void test_post_ln_variants(void **state)
 static void test_dropout(void **state)
 {
     (void)state;
-    tfm_gpt_config cfg;
+    tfm_model_config cfg;
     small_config(&cfg);
     cfg.dropout = 0.2f;
     check_model(&cfg, 0);
@@ -138,15 +138,15 @@ static void test_dropout(void **state)
 static void test_table_and_init(void **state)
 {
     (void)state;
-    tfm_gpt_config cfg;
+    tfm_model_config cfg;
     small_config(&cfg);
     cfg.vocab_size = 50;
-    tfm_gpt m;
+    tfm_model m;
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_init(&m, &cfg, &err), 0);
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
     /* GPT-2 count: V·C + T·C + L·(12C² + 13C) + 2C */
     size_t C = 8, expect = 50 * C + 6 * C + 2 * (12 * C * C + 13 * C) + 2 * C;
-    assert_int_equal(tfm_gpt_config_num_params(&cfg), expect);
+    assert_int_equal(tfm_model_config_num_params(&cfg), expect);
     size_t sum = 0;
     for (int i = 0; i < m.n_table; i++) {
         sum += m.table[i].numel;
@@ -154,41 +154,41 @@ static void test_table_and_init(void **state)
         assert_int_equal(m.table[i].decay, m.table[i].ndim == 2);
     }
     assert_int_equal(sum, expect);
-    const tfm_param *p = tfm_gpt_param(&m, "h.1.attn.c_attn.weight");
+    const tfm_param *p = tfm_model_param(&m, "h.1.attn.c_attn.weight");
     assert_non_null(p);
     assert_int_equal(p->shape[0], 8);
     assert_int_equal(p->shape[1], 24);
-    assert_null(tfm_gpt_param(&m, "lm_head.weight"));
-    tfm_gpt_init_weights(&m, 1);
+    assert_null(tfm_model_param(&m, "lm_head.weight"));
+    tfm_model_init_weights(&m, 1);
     /* small random weights: the loss starts near ln V */
     int32_t x[B_ * T_], y[B_ * T_];
     for (int i = 0; i < B_ * T_; i++)
         x[i] = i % 50, y[i] = (i * 7 + 3) % 50;
     float loss;
-    assert_int_equal(tfm_gpt_forward(&m, x, y, B_, T_, &loss, &err), 0);
+    assert_int_equal(tfm_model_forward(&m, x, y, B_, T_, &loss, &err), 0);
     if (!(fabsf(loss - logf(50.0f)) < 0.1f))
         fail_msg("initial loss %g, expected about %g", loss, logf(50.0f));
     /* the same forward again gives the same loss, bit for bit */
     float loss2;
-    assert_int_equal(tfm_gpt_forward(&m, x, y, B_, T_, &loss2, &err), 0);
+    assert_int_equal(tfm_model_forward(&m, x, y, B_, T_, &loss2, &err), 0);
     assert_true(loss == loss2);
     /* logits only */
-    assert_int_equal(tfm_gpt_forward(&m, x, NULL, 1, 3, &loss2, &err), 0);
+    assert_int_equal(tfm_model_forward(&m, x, NULL, 1, 3, &loss2, &err), 0);
     assert_true(loss2 == -1.0f);
-    assert_non_null(tfm_gpt_logits(&m));
+    assert_non_null(tfm_model_logits(&m));
     /* bad input is an error naming the position, not a crash */
     x[7] = 50;
-    assert_int_equal(tfm_gpt_forward(&m, x, y, B_, T_, &loss, &err), -1);
+    assert_int_equal(tfm_model_forward(&m, x, y, B_, T_, &loss, &err), -1);
     assert_non_null(strstr(err.msg, "token id 50 at batch row 1, position 2"));
     x[7] = 0;
-    assert_int_equal(tfm_gpt_forward(&m, x, y, 1, 7, &loss, &err), -1);
+    assert_int_equal(tfm_model_forward(&m, x, y, 1, 7, &loss, &err), -1);
     assert_non_null(strstr(err.msg, "exceeds the model's context 6"));
-    tfm_gpt_free(&m);
+    tfm_model_free(&m);
 
     cfg.n_head = 3;
-    assert_int_equal(tfm_gpt_config_check(&cfg, &err), -1);
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
     assert_non_null(strstr(err.msg, "n_embd 8 is not a multiple of n_head 3"));
-    assert_int_equal(tfm_gpt_init(&m, &cfg, &err), -1);
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), -1);
 }
 
 /* Data parallelism splits the batch rows; the loss and the gradient of the
@@ -198,11 +198,11 @@ static void test_data_parallel(void **state)
 {
     (void)state;
     enum { B = 5, T = 6 };
-    tfm_gpt_config cfg;
+    tfm_model_config cfg;
     small_config(&cfg);
-    tfm_gpt m;
+    tfm_model m;
     tfm_err err = {0};
-    assert_int_equal(tfm_gpt_init(&m, &cfg, &err), 0);
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
     random_weights(&m, 3);
     int32_t x[B * T], y[B * T];
     tfm_rng r;
@@ -213,15 +213,15 @@ static void test_data_parallel(void **state)
     }
     y[1] = y[2] = y[T + 4] = -1; /* the first part counts fewer targets */
     float ref_loss, loss;
-    tfm_gpt_zero_grad(&m);
-    assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 0.5f, &ref_loss, &err), 0);
+    tfm_model_zero_grad(&m);
+    assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 0.5f, &ref_loss, &err), 0);
     float *ref = malloc(m.n_params * sizeof(float));
     memcpy(ref, m.grads, m.n_params * sizeof(float));
     for (int n = 2; n <= 3; n++) {
-        tfm_gpt_set_replicas(&m, n);
+        tfm_model_set_replicas(&m, n);
         assert_int_equal(m.n_rep, n);
-        tfm_gpt_zero_grad(&m);
-        assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 0.5f, &loss, &err), 0);
+        tfm_model_zero_grad(&m);
+        assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 0.5f, &loss, &err), 0);
         assert_true(fabsf(loss - ref_loss) <= 1e-6f * fabsf(ref_loss));
         double worst = 0.0, norm = 0.0;
         for (size_t i = 0; i < m.n_params; i++) {
@@ -236,7 +236,7 @@ static void test_data_parallel(void **state)
                 assert_true(m.rep[k].grads[i] == 0.0f);
         /* a bad id is reported for the whole batch's row */
         x[3 * T + 2] = cfg.vocab_size;
-        assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 1.0f, &loss, &err), -1);
+        assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 1.0f, &loss, &err), -1);
         assert_non_null(strstr(err.msg, "batch row 3, position 2"));
         x[3 * T + 2] = 0;
     }
@@ -245,21 +245,21 @@ static void test_data_parallel(void **state)
     m.cfg.dropout = 0.3f;
     for (int k = 0; k + 1 < m.n_rep; k++)
         m.rep[k].cfg.dropout = 0.3f;
-    tfm_gpt_set_training(&m, 1);
+    tfm_model_set_training(&m, 1);
     tfm_rng saved = m.rng;
-    tfm_gpt_zero_grad(&m);
-    assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 1.0f, &loss, &err), 0);
+    tfm_model_zero_grad(&m);
+    assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 1.0f, &loss, &err), 0);
     memcpy(ref, m.grads, m.n_params * sizeof(float));
     m.rng = saved;
-    tfm_gpt_zero_grad(&m);
+    tfm_model_zero_grad(&m);
     float loss2;
-    assert_int_equal(tfm_gpt_forward_backward(&m, x, y, B, T, 1.0f, &loss2, &err), 0);
+    assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 1.0f, &loss2, &err), 0);
     assert_true(loss2 == loss);
     assert_memory_equal(ref, m.grads, m.n_params * sizeof(float));
-    tfm_gpt_set_replicas(&m, 1);
+    tfm_model_set_replicas(&m, 1);
     assert_int_equal(m.n_rep, 0);
     free(ref);
-    tfm_gpt_free(&m);
+    tfm_model_free(&m);
 }
 
 /* Forward-only mode runs every layer in one layer's buffers: the logits must
@@ -269,28 +269,28 @@ static void test_inference(void **state)
     (void)state;
     enum { B = 3, T = 6 };
     for (int post = 0; post <= 1; post++) {
-        tfm_gpt_config cfg;
+        tfm_model_config cfg;
         small_config(&cfg);
         cfg.n_layer = 5;
         cfg.ln = post ? TFM_LN_POST : TFM_LN_PRE;
-        tfm_gpt m;
+        tfm_model m;
         tfm_err err = {0};
-        assert_int_equal(tfm_gpt_init(&m, &cfg, &err), 0);
+        assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
         random_weights(&m, 9);
         int32_t x[B * T];
         for (int i = 0; i < B * T; i++)
             x[i] = (i * 5 + 3) % cfg.vocab_size;
-        assert_int_equal(tfm_gpt_forward(&m, x, NULL, B, T, NULL, &err), 0);
-        size_t n = (size_t)B * T * cfg.vocab_size, full = tfm_gpt_bytes(&m);
+        assert_int_equal(tfm_model_forward(&m, x, NULL, B, T, NULL, &err), 0);
+        size_t n = (size_t)B * T * cfg.vocab_size, full = tfm_model_bytes(&m);
         float *ref = malloc(n * sizeof *ref);
-        memcpy(ref, tfm_gpt_logits(&m), n * sizeof *ref);
-        tfm_gpt_set_inference(&m);
+        memcpy(ref, tfm_model_logits(&m), n * sizeof *ref);
+        tfm_model_set_inference(&m);
         assert_null(m.grads);
-        assert_int_equal(tfm_gpt_forward(&m, x, NULL, B, T, NULL, &err), 0);
-        assert_memory_equal(ref, tfm_gpt_logits(&m), n * sizeof *ref);
-        assert_true(tfm_gpt_bytes(&m) < full);
+        assert_int_equal(tfm_model_forward(&m, x, NULL, B, T, NULL, &err), 0);
+        assert_memory_equal(ref, tfm_model_logits(&m), n * sizeof *ref);
+        assert_true(tfm_model_bytes(&m) < full);
         free(ref);
-        tfm_gpt_free(&m);
+        tfm_model_free(&m);
     }
 }
 

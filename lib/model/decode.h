@@ -1,12 +1,12 @@
-/* Inference forward of the GPT model (nn/gpt.h) with a key/value cache.
+/* Inference forward of the GPT model (model/transformer.h) with a key/value cache.
  *
- *     tfm_gpt_weights w;                         // pointers, not copies
- *     tfm_gpt_weights_from_model(&w, &model, &err);   // or _bind(lookup)
- *     tfm_gpt_infer g;
- *     tfm_gpt_infer_init(&g, &cfg, &w, n_slots, max_len, &err);
- *     tfm_gpt_infer_prefill(&g, slot, prompt, n, logits, &err); // one batched pass
- *     for (;;) tfm_gpt_infer_step(&g, n, tokens, slots, logits, &err);
- *     tfm_gpt_infer_free(&g);
+ *     tfm_weights w;                         // pointers, not copies
+ *     tfm_weights_from_model(&w, &model, &err);   // or _bind(lookup)
+ *     tfm_infer g;
+ *     tfm_infer_init(&g, &cfg, &w, n_slots, max_len, &err);
+ *     tfm_infer_prefill(&g, slot, prompt, n, logits, &err); // one batched pass
+ *     for (;;) tfm_infer_step(&g, n, tokens, slots, logits, &err);
+ *     tfm_infer_free(&g);
  *
  * A "slot" is one sequence's cache (keys and values of every layer for
  * positions 0..len-1).  prefill appends many tokens to one slot at once
@@ -16,7 +16,7 @@
  * different lengths.
  *
  * Weights are only pointed to: they may live in a memory-mapped model file
- * and are never copied or written.  The layout and names are nn/gpt.h's
+ * and are never copied or written.  The layout and names are model/transformer.h's
  * (matrices [in, out], lm_head [V, C]).
  *
  * Context: a slot holds at most min(max_len, block_size) positions (learned
@@ -28,57 +28,57 @@
  * steps) use a gemv that streams each weight matrix once, split over the
  * threads; longer prompts use tfm_gemm.
  *
- * Ownership: tfm_gpt_infer owns its cache and scratch, never the weights
+ * Ownership: tfm_infer owns its cache and scratch, never the weights
  * (which must outlive it). */
-#ifndef TFM_NN_GPT_INFER_H
-#define TFM_NN_GPT_INFER_H
+#ifndef TFM_MODEL_DECODE_H
+#define TFM_MODEL_DECODE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
-#include "nn/gpt.h"
+#include "model/transformer.h"
 
-typedef struct tfm_gpt_layer_weights {
+typedef struct tfm_layer_weights {
     const float *ln1_w, *ln1_b;   /* [C] */
     const float *qkv_w, *qkv_b;   /* [C, 3C], [3C] */
     const float *proj_w, *proj_b; /* [C, C], [C] */
     const float *ln2_w, *ln2_b;   /* [C] */
     const float *fc_w, *fc_b;     /* [C, 4C], [4C] */
     const float *fcp_w, *fcp_b;   /* [4C, C], [C] */
-    /* bfloat16 copies of the four matrices (tfm_gpt_weights_to_bf16), or
+    /* bfloat16 copies of the four matrices (tfm_weights_to_bf16), or
      * NULL: used by the single-row products when present */
     const uint16_t *qkv_w16, *proj_w16, *fc_w16, *fcp_w16;
-} tfm_gpt_layer_weights;
+} tfm_layer_weights;
 
-typedef struct tfm_gpt_weights {
+typedef struct tfm_weights {
     const float *wte;             /* [V, C] */
     const float *wpe;             /* [block_size, C] */
     const float *lnf_w, *lnf_b;   /* [C]; NULL for post-LN */
     const float *lm_head;         /* [V, C]; == wte when tied */
-    tfm_gpt_layer_weights *layers; /* [n_layer], owned by this struct */
+    tfm_layer_weights *layers; /* [n_layer], owned by this struct */
     int n_layer;
     const uint16_t *lm_head16;    /* bfloat16 copy, or NULL */
     uint16_t *bf16_store;         /* owned: every bfloat16 copy */
-} tfm_gpt_weights;
+} tfm_weights;
 
 /* Finds a tensor by name and checks its shape (dims[1] = 0 for vectors);
  * returns NULL after setting err when absent or of another shape. */
-typedef const float *(*tfm_gpt_lookup)(void *ctx, const char *name, size_t d0,
+typedef const float *(*tfm_weights_lookup)(void *ctx, const char *name, size_t d0,
                                        size_t d1, tfm_err *err);
 
 /* Binds every tensor the config needs through lookup. */
-int tfm_gpt_weights_bind(tfm_gpt_weights *w, const tfm_gpt_config *cfg,
-                         tfm_gpt_lookup lookup, void *ctx, tfm_err *err);
-/* Points into a tfm_gpt's parameter array (the model must outlive w). */
-int tfm_gpt_weights_from_model(tfm_gpt_weights *w, const tfm_gpt *m, tfm_err *err);
-void tfm_gpt_weights_free(tfm_gpt_weights *w);
+int tfm_weights_bind(tfm_weights *w, const tfm_model_config *cfg,
+                         tfm_weights_lookup lookup, void *ctx, tfm_err *err);
+/* Points into a tfm_model's parameter array (the model must outlive w). */
+int tfm_weights_from_model(tfm_weights *w, const tfm_model *m, tfm_err *err);
+void tfm_weights_free(tfm_weights *w);
 /* Adds bfloat16 copies (round to nearest even) of the block matrices and the
  * LM head, which the decode steps then read instead: half the bytes per
  * token, at bfloat16's 8-bit precision (the products still accumulate in
  * float32).  The prompt pass keeps the float32 weights.  Returns the bytes
  * allocated (owned by w). */
-size_t tfm_gpt_weights_to_bf16(tfm_gpt_weights *w, const tfm_gpt_config *cfg);
+size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *cfg);
 
 /* Phases of the forward, for "where does the time go". */
 typedef enum tfm_prof_phase {
@@ -92,9 +92,9 @@ typedef enum tfm_prof_phase {
     TFM_PROF_N,
 } tfm_prof_phase;
 
-typedef struct tfm_gpt_infer {
-    tfm_gpt_config cfg;
-    const tfm_gpt_weights *w;
+typedef struct tfm_infer {
+    tfm_model_config cfg;
+    const tfm_weights *w;
     int n_slots, max_len;
     float *kcache, *vcache; /* [n_layer][n_slots][max_len][C] each */
     int *len;               /* [n_slots] positions filled */
@@ -106,32 +106,32 @@ typedef struct tfm_gpt_infer {
     int *row_slot, *row_pos;
     int profile;            /* 1: add each phase's wall time to prof_s */
     double prof_s[TFM_PROF_N];
-} tfm_gpt_infer;
+} tfm_infer;
 
 /* max_len: positions per slot (clamped to cfg->block_size). */
-int tfm_gpt_infer_init(tfm_gpt_infer *g, const tfm_gpt_config *cfg,
-                       const tfm_gpt_weights *w, int n_slots, int max_len,
+int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
+                       const tfm_weights *w, int n_slots, int max_len,
                        tfm_err *err);
-void tfm_gpt_infer_free(tfm_gpt_infer *g);
+void tfm_infer_free(tfm_infer *g);
 
 /* Empties a slot. */
-void tfm_gpt_infer_reset(tfm_gpt_infer *g, int slot);
+void tfm_infer_reset(tfm_infer *g, int slot);
 /* Slot dst becomes a copy of slot src (its filled positions only). */
-void tfm_gpt_infer_copy_slot(tfm_gpt_infer *g, int dst, int src);
+void tfm_infer_copy_slot(tfm_infer *g, int dst, int src);
 
 /* Appends tokens[0..n) to slot in one pass.  logits: [V] for the last
  * position (NULL: none).  Errors: an id outside the vocabulary, or the
  * context overflowing. */
-int tfm_gpt_infer_prefill(tfm_gpt_infer *g, int slot, const uint32_t *tokens,
+int tfm_infer_prefill(tfm_infer *g, int slot, const uint32_t *tokens,
                           int n, float *logits, tfm_err *err);
 
 /* Appends tokens[i] to slots[i] for i < n (distinct slots); logits
  * [n, V] are those of the next token of each. */
-int tfm_gpt_infer_step(tfm_gpt_infer *g, int n, const uint32_t *tokens,
+int tfm_infer_step(tfm_infer *g, int n, const uint32_t *tokens,
                        const int *slots, float *logits, tfm_err *err);
 
 /* Bytes of cache and scratch held (the weights are not counted). */
-size_t tfm_gpt_infer_bytes(const tfm_gpt_infer *g);
+size_t tfm_infer_bytes(const tfm_infer *g);
 
 /* y[n, N] = x[n, K] · W[K, N] (+ b[N]), W row-major [in, out], read once
  * for all n rows, in two fixed halves of its rows summed apart and then

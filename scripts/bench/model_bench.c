@@ -1,12 +1,12 @@
 /* Micro-benchmark of the GPT core: milliseconds per forward+backward step
  * for a shape, and how much of BLIS's measured sgemm peak that is.
  *
- *   gpt_bench [-L layers] [-H heads] [-C width] [-T context] [-B batch]
+ *   model_bench [-L layers] [-H heads] [-C width] [-T context] [-B batch]
  *             [-V vocab] [-n steps] [-t threads] [-r replicas] [--adamw]
  * Defaults: the char-small shape (4, 4, 128, 64, 12, 73).  --adamw adds a
  * plain AdamW update over all parameters to each step (the optimizer
  * itself lives in lib/train; this only estimates its memory traffic).
- * -r N: data-parallel over N replicas (tfm_gpt_set_replicas).
+ * -r N: data-parallel over N replicas (tfm_model_set_replicas).
  * Prints to stdout: ms_per_step (median), gflops, gemm_peak_gflops,
  * efficiency, peak_rss_mib. */
 #include "config.h"
@@ -20,7 +20,7 @@
 #include "base/opt.h"
 #include "base/progress.h"
 #include "base/rng.h"
-#include "nn/gpt.h"
+#include "model/transformer.h"
 #include "tensor/gemm.h"
 
 static double cpu_now(void)
@@ -73,9 +73,9 @@ static double gemm_peak(int n)
 
 int main(int argc, char **argv)
 {
-    const char *prog = "gpt_bench";
-    tfm_gpt_config cfg;
-    tfm_gpt_config_default(&cfg);
+    const char *prog = "model_bench";
+    tfm_model_config cfg;
+    tfm_model_config_default(&cfg);
     cfg.n_layer = 4;
     cfg.n_head = 4;
     cfg.n_embd = 128;
@@ -104,12 +104,12 @@ int main(int argc, char **argv)
     }
     tfm_blas_init(threads);
     int T = cfg.block_size;
-    tfm_gpt m;
+    tfm_model m;
     tfm_err err = {0};
-    if (tfm_gpt_init(&m, &cfg, &err) < 0)
+    if (tfm_model_init(&m, &cfg, &err) < 0)
         tfm_die(prog, &err);
-    tfm_gpt_init_weights(&m, 1);
-    tfm_gpt_set_replicas(&m, replicas);
+    tfm_model_init_weights(&m, 1);
+    tfm_model_set_replicas(&m, replicas);
     size_t N = (size_t)B * T;
     int32_t *x = tfm_malloc(2 * N * sizeof *x);
     tfm_rng r;
@@ -130,8 +130,8 @@ int main(int argc, char **argv)
         if (s == 1)
             cpu0 = cpu_now(); /* step 0 plans memory and warms up */
         double t0 = tfm_now();
-        tfm_gpt_zero_grad(&m);
-        if (tfm_gpt_forward_backward(&m, x, x + N, B, T, 1.0f, &loss, &err) < 0)
+        tfm_model_zero_grad(&m);
+        if (tfm_model_forward_backward(&m, x, x + N, B, T, 1.0f, &loss, &err) < 0)
             tfm_die(prog, &err);
         if (adamw) {
             float *p = m.params, *g = m.grads;
@@ -163,12 +163,12 @@ int main(int argc, char **argv)
            ms[1], cpu_ms);
     printf("gflops=%.1f gemm_peak_gflops=%.1f efficiency=%.0f%%\n", got, peak,
            100.0 * got / peak);
-    printf("loss=%.4f model_bytes=%zu peak_rss_mib=%.0f\n", loss, tfm_gpt_bytes(&m),
+    printf("loss=%.4f model_bytes=%zu peak_rss_mib=%.0f\n", loss, tfm_model_bytes(&m),
            peak_rss_kib() / 1024.0);
     free(ms);
     free(x);
     free(mom);
     free(var);
-    tfm_gpt_free(&m);
+    tfm_model_free(&m);
     return 0;
 }

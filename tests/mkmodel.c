@@ -24,7 +24,8 @@
 #include "base/opt.h"
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "nn/gpt.h"
+#include "model/file.h"
+#include "model/transformer.h"
 #include "text/tokenizer.h"
 
 static const char *prog = "mkmodel";
@@ -96,13 +97,13 @@ int main(int argc, char **argv)
     cfg.model.vocab_size = vocab;
     cfg.model.dropout = 0;
     cfg.model.norm = post ? TFM_CONFIG_NORM_POST : TFM_CONFIG_NORM_PRE;
-    tfm_gpt_config g;
-    if (tfm_config_gpt(&cfg, &g, &err) < 0)
+    tfm_model_config g;
+    if (tfm_model_config_from(&cfg, &g, &err) < 0)
         tfm_die(prog, &err);
-    tfm_gpt m;
-    if (tfm_gpt_init(&m, &g, &err) < 0)
+    tfm_model m;
+    if (tfm_model_init(&m, &g, &err) < 0)
         tfm_die(prog, &err);
-    tfm_gpt_init_weights(&m, (uint64_t)seed);
+    tfm_model_init_weights(&m, (uint64_t)seed);
     for (int i = 0; i < m.n_table; i++)
         if (m.table[i].ndim == 2)
             for (size_t j = 0; j < m.table[i].numel; j++)
@@ -131,7 +132,7 @@ int main(int argc, char **argv)
     tfm_safetensors_writer_free(&w);
     tfm_buf_free(&yaml);
     tfm_buf_free(&tj);
-    tfm_gpt_free(&m);
+    tfm_model_free(&m);
     if (tok)
         tfm_tokenizer_free(tok);
     return 0;

@@ -1,0 +1,450 @@
+/* Model files: checksums, writing, reading, and opening for inference. */
+#include "config.h"
+
+#include "model/file.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- integrity ------------------------------------------------------ */
+
+/* Each step is a bijection of the state for a fixed input word and of the
+ * word for a fixed state, so any single changed word changes the result. */
+typedef struct hash {
+    uint64_t h;
+} hash;
+
+static void hash_bytes(hash *s, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = s->h ^ (n * 0x9e3779b97f4a7c15ULL);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h = (h << 29) | (h >> 35);
+    }
+    uint64_t w = 0;
+    memcpy(&w, b + i, n - i);
+    h = (h ^ w ^ ((uint64_t)(n - i) << 56)) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    s->h = h;
+}
+
+static void hash_str(hash *s, const char *str, size_t n)
+{
+    hash_bytes(s, str, n);
+}
+
+/* The checksum covers what a reader sees: every tensor (name, dtype, shape,
+ * bytes) in name order and every metadata pair but "checksum" in key order,
+ * so that it can be verified from the file alone (tfm_checkpoint_verify). */
+typedef struct item {
+    const char *name;
+    int dtype;
+    int ndim;
+    const size_t *shape;
+    const void *data;
+    size_t nbytes;
+} item;
+
+typedef struct kv {
+    const char *key, *val;
+    size_t len;
+} kv;
+
+static int item_cmp(const void *a, const void *b)
+{
+    return strcmp(((const item *)a)->name, ((const item *)b)->name);
+}
+
+static int kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const kv *)a)->key, ((const kv *)b)->key);
+}
+
+static void checksum(item *it, size_t n, kv *meta, size_t n_meta, char out[17])
+{
+    qsort(it, n, sizeof *it, item_cmp);
+    qsort(meta, n_meta, sizeof *meta, kv_cmp);
+    hash s = {0x74666d2d636b7074ULL};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t dims[TFM_ST_MAX_DIMS + 2] = {(uint64_t)it[i].dtype, (uint64_t)it[i].ndim};
+        for (int d = 0; d < it[i].ndim && d < TFM_ST_MAX_DIMS; d++)
+            dims[2 + d] = it[i].shape[d];
+        hash_str(&s, it[i].name, strlen(it[i].name));
+        hash_bytes(&s, dims, sizeof dims);
+        hash_bytes(&s, it[i].data, it[i].nbytes);
+    }
+    for (size_t i = 0; i < n_meta; i++) {
+        if (!strcmp(meta[i].key, "checksum"))
+            continue;
+        hash_str(&s, meta[i].key, strlen(meta[i].key));
+        hash_str(&s, meta[i].val, meta[i].len);
+    }
+    snprintf(out, 17, "%016" PRIx64, s.h);
+}
+
+int tfm_model_file_verify(const tfm_safetensors *st, int required, tfm_err *err)
+{
+    size_t sl = 0;
+    const char *stored = tfm_safetensors_meta(st, "checksum", &sl);
+    if (!stored)
+        return required ? tfm_err_set(err, "%s: no checksum in __metadata__: not a tfm file",
+                                      st->name)
+                        : 0;
+    item *it = tfm_malloc((st->n_tensors + 1) * sizeof *it);
+    kv *meta = tfm_malloc((st->n_meta + 1) * sizeof *meta);
+    for (size_t i = 0; i < st->n_tensors; i++) {
+        const tfm_st_tensor *t = &st->tensors[i];
+        it[i] = (item){t->name, (int)t->dtype, t->ndim, t->shape, t->data, t->nbytes};
+    }
+    for (size_t i = 0; i < st->n_meta; i++)
+        meta[i] = (kv){st->meta[i].key, st->meta[i].value, st->meta[i].value_len};
+    char sum[17];
+    checksum(it, st->n_tensors, meta, st->n_meta, sum);
+    free(it);
+    free(meta);
+    if (sl != 16 || memcmp(stored, sum, 16))
+        return tfm_err_set(err, "%s: checksum mismatch: the file is corrupt", st->name);
+    return 0;
+}
+
+int tfm_model_file_write(const char *path, const tfm_param *table, int n_table,
+                         const float *const *arrays, const char *const *prefixes, int n_arrays,
+                         const char *const *keys, const char *const *vals, const size_t *lens,
+                         int n_keys, tfm_err *err)
+{
+    size_t n = (size_t)n_arrays * (size_t)n_table;
+    item *it = tfm_malloc((n + 1) * sizeof *it);
+    char (*names)[128] = tfm_malloc((n + 1) * sizeof *names);
+    kv meta[16];
+    size_t n_meta = 0;
+    tfm_safetensors_writer w;
+    tfm_safetensors_writer_init(&w);
+    for (int a = 0, j = 0; a < n_arrays; a++)
+        for (int k = 0; k < n_table; k++, j++) {
+            const tfm_param *p = &table[k];
+            snprintf(names[j], sizeof names[j], "%s%s", prefixes[a], p->name);
+            it[j] = (item){names[j], TFM_ST_F32, p->ndim, p->shape, arrays[a] + p->offset,
+                           p->numel * sizeof(float)};
+            tfm_safetensors_writer_add(&w, names[j], TFM_ST_F32, p->ndim, p->shape,
+                                       arrays[a] + p->offset);
+        }
+    for (int i = 0; i < n_keys; i++)
+        if (vals[i]) {
+            meta[n_meta++] = (kv){keys[i], vals[i], lens[i]};
+            tfm_safetensors_writer_meta_n(&w, keys[i], vals[i], lens[i]);
+        }
+    char sum[17];
+    checksum(it, n, meta, n_meta, sum);
+    tfm_safetensors_writer_meta_n(&w, "checksum", sum, 16);
+    int rc = tfm_safetensors_writer_write(&w, path, err);
+    tfm_safetensors_writer_free(&w);
+    free(it);
+    free(names);
+    return rc;
+}
+
+/* NULL (and an error) when absent or not an F32 tensor of the param's shape. */
+static const float *tensor_like(const tfm_safetensors *st, const char *name, const tfm_param *p,
+                                tfm_err *err)
+{
+    const tfm_st_tensor *t = tfm_safetensors_find(st, name);
+    if (!t) {
+        tfm_err_set(err, "no tensor '%s' (was the run made with another model "
+                         "configuration?)",
+                    name);
+        return NULL;
+    }
+    int same = t->dtype == TFM_ST_F32 && t->ndim == p->ndim && t->shape[0] == p->shape[0] &&
+               (p->ndim == 1 || t->shape[1] == p->shape[1]);
+    if (!same) {
+        char want[64], got[64];
+        if (p->ndim == 1)
+            snprintf(want, sizeof want, "F32 [%zu]", p->shape[0]);
+        else
+            snprintf(want, sizeof want, "F32 [%zu, %zu]", p->shape[0], p->shape[1]);
+        int n = snprintf(got, sizeof got, "%s [", tfm_st_dtype_name(t->dtype));
+        for (int i = 0; i < t->ndim && n < 48; i++)
+            n += snprintf(got + n, sizeof got - (size_t)n, "%s%zu", i ? ", " : "", t->shape[i]);
+        snprintf(got + n, sizeof got - (size_t)n, "]");
+        tfm_err_set(err, "tensor '%s' is %s but the configuration needs %s", name, got, want);
+        return NULL;
+    }
+    return t->data;
+}
+
+int tfm_model_file_read(const tfm_safetensors *st, const tfm_param *table, int n_table,
+                        float *const *arrays, const char *const *prefixes, int n_arrays,
+                        tfm_err *err)
+{
+    for (int a = 0; a < n_arrays; a++)
+        for (int k = 0; k < n_table; k++) {
+            char name[128];
+            snprintf(name, sizeof name, "%s%s", prefixes[a], table[k].name);
+            const float *d = tensor_like(st, name, &table[k], err);
+            if (!d)
+                return tfm_err_prefix(err, "%s", st->name);
+            memcpy(arrays[a] + table[k].offset, d, table[k].numel * sizeof(float));
+        }
+    return 0;
+}
+
+/* ---- the description ---------------------------------------------- */
+
+int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err)
+{
+    tfm_model_config_default(g);
+    g->n_layer = (int)c->model.n_layer;
+    g->n_head = (int)c->model.n_head;
+    g->n_embd = (int)c->model.n_embd;
+    g->block_size = (int)c->model.block_size;
+    g->vocab_size = (int)c->model.vocab_size;
+    g->dropout = (float)c->model.dropout;
+    g->tie_embeddings = c->model.tie_embeddings;
+    g->bias = c->model.bias;
+    g->ln = c->model.norm == TFM_CONFIG_NORM_POST ? TFM_LN_POST : TFM_LN_PRE;
+    g->act = c->model.activation == TFM_CONFIG_ACT_RELU         ? TFM_ACT_RELU
+             : c->model.activation == TFM_CONFIG_ACT_GELU_EXACT ? TFM_ACT_GELU_EXACT
+                                                                : TFM_ACT_GELU_TANH;
+    g->ln_eps = (float)c->model.ln_eps;
+    g->label_smoothing = (float)c->train.label_smoothing;
+    if (tfm_model_config_check(g, err) < 0)
+        return tfm_err_prefix(err, "model");
+    return 0;
+}
+
+/* ---- model files ---------------------------------------------------- */
+
+static const char *const model_keys[] = {"format", "config", "tokenizer", "step"};
+
+int tfm_model_save(const char *path, const tfm_model *m, const char *config_yaml,
+                   const char *tok_json, size_t tok_len, int64_t step, tfm_err *err)
+{
+    char stepbuf[32];
+    snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)step);
+    const char *vals[] = {"tfm-gpt", config_yaml, tok_json, stepbuf};
+    size_t lens[] = {7, strlen(config_yaml), tok_json ? tok_len : 0, strlen(stepbuf)};
+    const float *arrays[] = {m->params};
+    const char *prefixes[] = {""};
+    return tfm_model_file_write(path, m->table, m->n_table, arrays, prefixes, 1, model_keys, vals,
+                                lens, 4, err);
+}
+
+int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)
+{
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, path, err) < 0)
+        return -1;
+    size_t len = 0;
+    const char *yaml = tfm_safetensors_meta(&st, "config", &len);
+    int rc;
+    if (!yaml) {
+        rc = tfm_err_set(err, "%s: no 'config' in __metadata__", path);
+    } else {
+        char name[1100];
+        snprintf(name, sizeof name, "%s:config", path);
+        rc = tfm_config_apply_yaml(c, yaml, len, name, err);
+    }
+    tfm_safetensors_close(&st);
+    return rc;
+}
+
+int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                   tfm_err *err)
+{
+    if (tok)
+        *tok = NULL;
+    tfm_config_defaults(c);
+    if (tfm_model_file_config(path, c, err) < 0)
+        return -1;
+    tfm_model_config g;
+    if (tfm_model_config_from(c, &g, err) < 0)
+        return tfm_err_prefix(err, "%s", path);
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, path, err) < 0)
+        return -1;
+    int rc = -1;
+    if (tfm_model_init(m, &g, err) < 0) {
+        tfm_err_prefix(err, "%s", path);
+        goto out;
+    }
+    float *arrays[] = {m->params};
+    const char *prefixes[] = {""};
+    if (tfm_model_file_verify(&st, 0, err) < 0 ||
+        tfm_model_file_read(&st, m->table, m->n_table, arrays, prefixes, 1, err) < 0)
+        goto fail;
+    size_t tok_len = 0;
+    const char *tok_json = tfm_safetensors_meta(&st, "tokenizer", &tok_len);
+    if (tok && tok_json) {
+        char name[1100];
+        snprintf(name, sizeof name, "%s:tokenizer", path);
+        if (tfm_tokenizer_from_json(tok, tok_json, tok_len, name, err) < 0)
+            goto fail;
+        uint32_t tv = tfm_tokenizer_vocab_size(*tok);
+        if (tv > (uint32_t)g.vocab_size) {
+            tfm_err_set(err, "%s: the tokenizer has %u tokens but the model only %d", path, tv,
+                        g.vocab_size);
+            tfm_tokenizer_free(*tok);
+            *tok = NULL;
+            goto fail;
+        }
+    }
+    rc = 0;
+    goto out;
+fail:
+    tfm_model_free(m);
+out:
+    tfm_safetensors_close(&st);
+    return rc;
+}
+
+/* ---- inference ----------------------------------------------------- */
+
+static const tfm_st_tensor *find(const tfm_safetensors *st, const char *name)
+{
+    const tfm_st_tensor *t = tfm_safetensors_find(st, name);
+    if (!t) {
+        /* HuggingFace GPT-2 files may prefix every name */
+        char buf[96];
+        snprintf(buf, sizeof buf, "transformer.%s", name);
+        t = tfm_safetensors_find(st, buf);
+    }
+    return t;
+}
+
+static const float *lookup(void *ctx, const char *name, size_t d0, size_t d1, tfm_err *err)
+{
+    const tfm_safetensors *st = ctx;
+    const tfm_st_tensor *t = find(st, name);
+    if (!t) {
+        tfm_err_set(err, "%s: no tensor '%s' (not a GPT model file?)", st->name, name);
+        return NULL;
+    }
+    if (t->dtype != TFM_ST_F32) {
+        tfm_err_set(err, "%s: tensor '%s' is %s; only F32 weights are supported",
+                    st->name, name, tfm_st_dtype_name(t->dtype));
+        return NULL;
+    }
+    int want_ndim = d1 ? 2 : 1;
+    if (t->ndim != want_ndim || t->shape[0] != d0 || (d1 && t->shape[1] != d1)) {
+        char got[96] = "";
+        size_t o = 0;
+        for (int i = 0; i < t->ndim && o < sizeof got; i++)
+            o += (size_t)snprintf(got + o, sizeof got - o, "%s%zu", i ? ", " : "", t->shape[i]);
+        if (d1)
+            tfm_err_set(err, "%s: tensor '%s' has shape [%s], the config implies [%zu, %zu]",
+                        st->name, name, got, d0, d1);
+        else
+            tfm_err_set(err, "%s: tensor '%s' has shape [%s], the config implies [%zu]",
+                        st->name, name, got, d0);
+        return NULL;
+    }
+    return t->data;
+}
+
+/* A HuggingFace GPT-2 file carries no config: read the shape off the
+ * tensors (64-wide heads, as every GPT-2 size has). */
+static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tfm_err *err)
+{
+    const tfm_st_tensor *wte = find(st, "wte.weight"), *wpe = find(st, "wpe.weight");
+    if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2)
+        return tfm_err_set(err, "%s: not a tfm model file (no \"format\": \"tfm-gpt\" "
+                           "in __metadata__) nor a GPT-2 checkpoint", st->name);
+    tfm_model_config_default(g);
+    g->vocab_size = (int)wte->shape[0];
+    g->n_embd = (int)wte->shape[1];
+    g->block_size = (int)wpe->shape[0];
+    g->n_head = g->n_embd % 64 == 0 ? g->n_embd / 64 : 1;
+    int L = 0;
+    for (;; L++) {
+        char name[64];
+        snprintf(name, sizeof name, "h.%d.ln_1.weight", L);
+        if (!find(st, name))
+            break;
+    }
+    g->n_layer = L;
+    g->tie_embeddings = 1;
+    return tfm_model_config_check(g, err) < 0 ? tfm_err_prefix(err, "%s", st->name) : 0;
+}
+
+int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
+{
+    memset(lm, 0, sizeof *lm);
+    lm->eos = -1;
+    tfm_safetensors *st = tfm_calloc(1, sizeof *st);
+    if (tfm_safetensors_open(st, path, err) < 0) {
+        free(st);
+        return -1;
+    }
+    lm->file = st;
+    lm->file_bytes = st->map.size;
+    /* a flipped byte in the weights would otherwise go unnoticed: the
+     * check reads the file once, the cost of about one generated token */
+    if (tfm_model_file_verify(st, 0, err) < 0)
+        goto fail;
+    const char *format = tfm_safetensors_meta(st, "format", NULL);
+    size_t cfg_len = 0;
+    const char *cfg_text = tfm_safetensors_meta(st, "config", &cfg_len);
+    if (format && strcmp(format, "tfm-gpt") != 0) {
+        tfm_err_set(err, "%s: model format '%s' is not a GPT language model (tfm-gpt)",
+                    path, format);
+        goto fail;
+    }
+    if (format && cfg_text) {
+        tfm_config c;
+        tfm_config_defaults(&c);
+        char name[1100];
+        snprintf(name, sizeof name, "%s:config", path);
+        if (tfm_config_apply_yaml(&c, cfg_text, cfg_len, name, err) < 0)
+            goto fail;
+        if (c.model.vocab_size == 0) {
+            const tfm_st_tensor *wte = find(st, "wte.weight");
+            if (wte && wte->ndim == 2)
+                c.model.vocab_size = (int64_t)wte->shape[0];
+        }
+        if (tfm_model_config_from(&c, &lm->cfg, err) < 0) {
+            tfm_err_prefix(err, "%s", path);
+            goto fail;
+        }
+    } else if (config_from_shapes(st, &lm->cfg, err) < 0) {
+        goto fail;
+    }
+    if (tfm_weights_bind(&lm->w, &lm->cfg, lookup, st, err) < 0)
+        goto fail;
+    size_t tok_len = 0;
+    const char *tok_json = tfm_safetensors_meta(st, "tokenizer", &tok_len);
+    if (tok_json) {
+        char name[1100];
+        snprintf(name, sizeof name, "%s:tokenizer", path);
+        if (tfm_tokenizer_from_json(&lm->tok, tok_json, tok_len, name, err) < 0)
+            goto fail;
+        if (tfm_tokenizer_vocab_size(lm->tok) > (uint32_t)lm->cfg.vocab_size) {
+            tfm_err_set(err, "%s: the tokenizer has %u tokens but the model only %d",
+                        path, tfm_tokenizer_vocab_size(lm->tok), lm->cfg.vocab_size);
+            goto fail;
+        }
+        lm->eos = tfm_tokenizer_specials(lm->tok)->eos;
+    }
+    return 0;
+fail:
+    tfm_lm_close(lm);
+    return -1;
+}
+
+void tfm_lm_close(tfm_lm *lm)
+{
+    if (lm->tok)
+        tfm_tokenizer_free(lm->tok);
+    tfm_weights_free(&lm->w);
+    if (lm->file) {
+        tfm_safetensors_close(lm->file);
+        free(lm->file);
+    }
+    memset(lm, 0, sizeof *lm);
+    lm->eos = -1;
+}

@@ -1,0 +1,95 @@
+/* Model files: the one place that reads and writes them.
+ *
+ *     tfm_lm lm;                                    // inference: weights stay mapped
+ *     if (tfm_lm_open(&lm, "model.safetensors", &err) < 0) ...
+ *     ... tfm_infer over lm.w with lm.cfg, lm.tok for text ...
+ *     tfm_lm_close(&lm);
+ *
+ *     tfm_config c; tfm_model m;                    // training: weights copied
+ *     tfm_model_load("model.safetensors", &c, &m, &tok, &err);
+ *     tfm_model_save("out.safetensors", &m, yaml, tok_json, tok_len, step, &err);
+ *
+ * A tfm model file is safetensors: F32 tensors under the names of
+ * model/transformer.h, and in __metadata__ "format" = "tfm-gpt" (the name
+ * predates the other model kinds; the config's model.kind says which), "config"
+ * = the effective YAML configuration (io/config.h), "tokenizer" = the
+ * tokenizer.json text, "step", and "checksum": a 64-bit hash of every tensor
+ * (name, dtype, shape, bytes) and every other metadata pair, so a flipped
+ * byte anywhere is an error on load, not a silently different model.  Files
+ * are written to a temporary name and renamed (base/file.h).  A HuggingFace
+ * GPT-2 file (no metadata; names with or without "transformer.") opens too.
+ *
+ * Training state files (train/checkpoint.h) use the same writer, reader and
+ * checksum with more arrays (optimizer moments) under prefixed names.
+ *
+ * Ownership: tfm_lm owns the mapping, the weight view and the tokenizer. */
+#ifndef TFM_MODEL_FILE_H
+#define TFM_MODEL_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "model/decode.h"
+#include "model/transformer.h"
+#include "text/tokenizer.h"
+
+/* The model section of a configuration (and train.label_smoothing) as the
+ * model's description; vocab_size must have been resolved (non-zero).  Fails
+ * with the model code's message, prefixed "model", on a bad shape. */
+int tfm_model_config_from(const tfm_config *c, tfm_model_config *out, tfm_err *err);
+
+/* Checks an open file's "checksum" against its tensors and metadata: 0 when
+ * it matches, or when the file has none and required is 0 (files not
+ * written by tfm); else -1 naming the file. */
+int tfm_model_file_verify(const tfm_safetensors *st, int required, tfm_err *err);
+
+/* Writes n_arrays arrays of the table's layout, array a under the names
+ * prefixes[a] + parameter name, with the metadata pairs whose value is not
+ * NULL and the checksum; atomically. */
+int tfm_model_file_write(const char *path, const tfm_param *table, int n_table,
+                         const float *const *arrays, const char *const *prefixes, int n_arrays,
+                         const char *const *keys, const char *const *vals, const size_t *lens,
+                         int n_keys, tfm_err *err);
+
+/* Copies the tensors named like tfm_model_file_write's into arrays; a
+ * missing tensor or another shape is an error naming the tensor and the
+ * shape the table expects. */
+int tfm_model_file_read(const tfm_safetensors *st, const tfm_param *table, int n_table,
+                        float *const *arrays, const char *const *prefixes, int n_arrays,
+                        tfm_err *err);
+
+/* The configuration stored in a model or state file, applied over *c. */
+int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err);
+
+/* Writes m's weights with config_yaml and tok_json (may be NULL). */
+int tfm_model_save(const char *path, const tfm_model *m, const char *config_yaml,
+                   const char *tok_json, size_t tok_len, int64_t step, tfm_err *err);
+
+/* Loads a model file for training or evaluation: its config (defaults
+ * overlaid with the stored YAML), the model built from it with the stored
+ * weights, and the tokenizer when the file has one (*tok = NULL otherwise;
+ * tok may be NULL to skip it).  The caller frees m and *tok. */
+int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                   tfm_err *err);
+
+/* A model opened for inference: weights used in place from the mapped
+ * file. */
+typedef struct tfm_lm {
+    tfm_model_config cfg;
+    tfm_weights w;
+    tfm_tokenizer *tok;   /* NULL when the file carries none */
+    int64_t eos;          /* end-of-text id, -1 when none */
+    size_t file_bytes;
+    void *file;           /* private: the open safetensors file */
+} tfm_lm;
+
+/* Opens a tfm model file (or a HuggingFace GPT-2 one): checks the format and
+ * the checksum, reads the config and tokenizer from __metadata__ and binds
+ * the F32 tensors where they lie in the mapping.  Errors name the path. */
+int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err);
+void tfm_lm_close(tfm_lm *lm);
+
+#endif

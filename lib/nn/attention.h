@@ -5,10 +5,13 @@
  * cross-attention (k, v from an encoder's output, Tk != Tq): each operand is
  * a pointer plus a row stride, and head h uses columns [h·HS, (h+1)·HS).
  * Masks: causal (query i sees keys j ≤ i + Tk - Tq: queries are the last Tq
- * positions, so a cache of earlier keys works), none (encoders), combined with
- * optional per-sequence key lengths (padding: keys j ≥ key_len[b] unseen).
+ * positions, so a cache of earlier keys works), none (encoders), prefix-LM,
+ * combined with optional per-sequence key lengths (padding: keys j ≥
+ * key_len[b] unseen) and, for packed documents, per-query first keys.
+ * Optional position biases on the scores: ALiBi slopes or T5's learned
+ * relative buckets (whose gradient backward accumulates).
  *
- * Per (batch, head): S = Q·Kᵀ/√HS with masked entries excluded (−∞ before the
+ * Per (batch, head): S = Q·Kᵀ/√HS (+ position bias) with masked entries excluded (−∞ before the
  * softmax), P = softmax(S), optional dropout on P, Y = P·V.  P is saved for
  * backward; dropout masks are regenerated from (seed, index), not stored.
  * The (batch, head) pairs run on OpenMP threads.  Two implementations give
@@ -24,9 +27,20 @@
 #include <stdint.h>
 
 typedef enum tfm_mask_kind {
-    TFM_MASK_NONE,
-    TFM_MASK_CAUSAL,
+    TFM_MASK_NONE,    /* full: encoders, cross-attention */
+    TFM_MASK_CAUSAL,  /* query i sees keys j <= i + Tk - Tq */
+    TFM_MASK_PREFIX,  /* prefix-LM: every query sees keys j < prefix_len[b],
+                         and causally beyond (Tq == Tk) */
 } tfm_mask_kind;
+
+/* Relative position bias of T5: score(i, j) += table[h·n_buckets +
+ * bucket(j - i)] (tfm_t5_bucket). */
+typedef struct tfm_attn_t5 {
+    const float *table;  /* [NH, n_buckets] */
+    float *dtable;       /* [NH, n_buckets]: backward ADDS the gradient here */
+    int n_buckets, max_distance;
+    int bidirectional;   /* 1: encoders (half the buckets for j > i) */
+} tfm_attn_t5;
 
 typedef struct tfm_attn {
     int B, Tq, Tk, NH, HS;
@@ -34,7 +48,30 @@ typedef struct tfm_attn {
     const int *key_len;  /* [B] valid keys per sequence, or NULL (all) */
     float dropout;       /* on the probabilities; 0 = off */
     uint64_t seed;       /* dropout stream */
+    const int *prefix_len; /* [B] for TFM_MASK_PREFIX */
+    /* Packed documents (block-diagonal, with a causal mask): query i of
+     * sequence b sees only keys j >= doc_start[b·Tq + i], the first
+     * position of its document.  NULL: no packing. */
+    const int *doc_start;
+    /* Position biases added to the scaled scores, for self-attention
+     * (query i stands at position Tk - Tq + i, as under the causal mask):
+     * ALiBi, score(i, j) -= alibi[h]·|i - j| (slopes: tfm_alibi_slopes);
+     * T5, a learned bias per head and bucket of the distance.  NULL: none. */
+    const float *alibi;  /* [NH] */
+    const tfm_attn_t5 *t5;
 } tfm_attn;
+
+/* The ALiBi paper's head slopes: for n a power of two, 2^(-8k/n) for k =
+ * 1..n; otherwise those of the largest power of two below n, then every
+ * other slope of twice that power, as in the paper's code. */
+void tfm_alibi_slopes(float *slopes, int n);
+
+/* T5's bucket of a relative position rel = j - i (key minus query), as
+ * HuggingFace's T5 computes it: exact buckets for small distances,
+ * logarithmic ones up to max_distance, the last bucket beyond; with
+ * bidirectional, half the buckets for rel > 0; else (causal) rel > 0 maps
+ * to bucket 0. */
+int tfm_t5_bucket(int rel, int bidirectional, int n_buckets, int max_distance);
 
 /* Floats of scratch the calls below need (for the current OpenMP thread
  * count). */

@@ -30,6 +30,17 @@ void tfm_model_config_default(tfm_model_config *c)
     c->ln_eps = 1e-5f;
     c->bias = 1;
     c->label_smoothing = 0.0f;
+    c->kind = TFM_KIND_DECODER;
+    c->pos = TFM_POS_LEARNED;
+    c->d_ff = 0;
+    c->rope_base = 10000.0f;
+    c->t5_buckets = 32;
+    c->t5_max_distance = 128;
+}
+
+int tfm_model_config_ff(const tfm_model_config *c)
+{
+    return c->d_ff > 0 ? c->d_ff : 4 * c->n_embd;
 }
 
 int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)

@@ -1,18 +1,19 @@
-/* GPT-style decoder-only language model: forward, backward, parameters.
+/* The transformer: one description, one parameter table, one training
+ * forward and backward, for decoders (GPT) and encoders (BERT).
  *
  * Tutorial:
  *
  *     tfm_model_config cfg;
- *     tfm_model_config_default(&cfg);          // GPT-2 small shape, pre-LN
+ *     tfm_model_config_default(&cfg);        // GPT-2 small shape, pre-LN decoder
  *     cfg.n_layer = 4; cfg.vocab_size = 73;  // ...
  *     tfm_model m;
- *     if (tfm_model_init(&m, &cfg, &err) < 0) ...      // params (zeroed) + grads
- *     tfm_model_init_weights(&m, seed);                // GPT-2 style random init
- *     tfm_model_set_training(&m, 1);                   // dropout on
+ *     if (tfm_model_init(&m, &cfg, &err) < 0) ...    // params (zeroed) + grads
+ *     tfm_model_init_weights(&m, seed);              // GPT-2 style random init
+ *     tfm_model_set_training(&m, 1);                 // dropout on
  *     for (;;) {
  *         tfm_model_zero_grad(&m);
  *         if (tfm_model_forward(&m, x, y, B, T, &loss, &err) < 0) ...
- *         tfm_model_backward(&m, 1.0f);                // grads += d(loss)/d(params)
+ *         tfm_model_backward(&m, 1.0f);              // grads += d(loss)/d(params)
  *         ... optimizer over m.params / m.grads using m.table ...
  *     }
  *     tfm_model_free(&m);
@@ -22,28 +23,61 @@
  * the same layout, the activations a third, planned for the largest (B, T)
  * seen so far and reused; nothing is allocated per step.
  *
+ * The model (C = n_embd, F = d_ff, NH heads of HS = C/NH):
+ *   x = wte[tok] (+ wpe[pos] learned | + sin/cos(pos) sinusoidal)
+ *       (+ wse[segment] when n_segments > 0); x = ln_e(x) when emb_norm;
+ *       dropout.
+ *   blocks, pre-LN (GPT-2):  x = x + attn(ln_1(x)); x = x + mlp(ln_2(x));
+ *           then ln_f.
+ *   blocks, post-LN (GPT-1, BERT, the original Transformer):
+ *           x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)).
+ *   attn: q, k, v = split(x·c_attn + b); per head softmax(q·kᵀ/√HS + bias)·v
+ *         under the mask; heads concatenated, ·c_proj + b.
+ *   mlp:  act(x·c_fc + b)·c_proj + b.
+ *   logits = x·headᵀ, head = wte when tied, else lm_head.
+ * Positions (pos = the index in the sequence, or in its document when
+ * packed):
+ *   learned     wpe [block_size, C]
+ *   sinusoidal  PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(…)
+ *               (the original Transformer's; no parameters, no length limit)
+ *   rope        q and k of every head rotated after the projection, in
+ *               halves (GPT-NeoX/LLaMA): for d < HS/2, θ = pos·base^(-2d/HS),
+ *               (x_d, x_{d+HS/2}) → (x_d cos θ − x_{d+HS/2} sin θ,
+ *                                     x_d sin θ + x_{d+HS/2} cos θ)
+ *   alibi       score(i, j) −= slope_h·|i − j| (nn/attention.h's slopes)
+ *   t5          score(i, j) += rel_bias[h, bucket(j − i)], one table shared
+ *               by every layer; causal buckets for decoders, bidirectional
+ *               for encoders (nn/attention.h's tfm_t5_bucket); unlike T5
+ *               itself, scores keep the 1/√HS scale.
+ * Masks: decoders are causal; with tfm_batch.prefix_len, prefix-LM (full
+ * over the prefix, causal after); with tfm_batch.doc_start, packed
+ * documents (block-diagonal).  Encoders attend to every position but the
+ * padding after tfm_batch.lengths[b].
+ * Dropout (one probability) after the embeddings, on the attention
+ * probabilities, and after each of the two residual projections, as GPT-2.
+ *
  * Tensor names and layouts follow HuggingFace GPT-2, so GPT-2 checkpoints
  * map one to one (without the "transformer." prefix):
  *     wte.weight               [V, C]
- *     wpe.weight               [block_size, C]
+ *     wpe.weight               [block_size, C]   (learned positions only)
+ *     wse.weight               [n_segments, C]   (segments only)
+ *     ln_e.weight/.bias        [C]               (emb_norm only)
+ *     rel_bias.weight          [NH, t5_buckets]  (t5 positions only)
  *     h.{i}.ln_1.weight/.bias  [C]
  *     h.{i}.attn.c_attn.weight [C, 3C]   (stored [in, out]: y = x·W + b)
  *     h.{i}.attn.c_attn.bias   [3C]      (q, k, v in that order)
  *     h.{i}.attn.c_proj.weight [C, C]    ([in, out])
  *     h.{i}.attn.c_proj.bias   [C]
  *     h.{i}.ln_2.weight/.bias  [C]
- *     h.{i}.mlp.c_fc.weight    [C, 4C]   ([in, out])
- *     h.{i}.mlp.c_fc.bias      [4C]
- *     h.{i}.mlp.c_proj.weight  [4C, C]   ([in, out])
+ *     h.{i}.mlp.c_fc.weight    [C, F]    ([in, out])
+ *     h.{i}.mlp.c_fc.bias      [F]
+ *     h.{i}.mlp.c_proj.weight  [F, C]    ([in, out])
  *     h.{i}.mlp.c_proj.bias    [C]
- *     ln_f.weight/.bias        [C]       (pre-LN only; GPT-1's post-LN has none)
+ *     ln_f.weight/.bias        [C]       (pre-LN only; post-LN has none)
  *     lm_head.weight           [V, C]    (only when tie_embeddings == 0; a
  *                                         Linear, [out, in], as in HF)
- * With bias == 0 the four linear biases are absent (layer norms keep theirs).
- * Post-LN (GPT-1): x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)).
- * Pre-LN (GPT-2):  x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); then ln_f.
- * Dropout (one probability) after the embedding sum, on the attention
- * probabilities, and after each of the two residual projections, as GPT-2.
+ * With bias == 0 the four linear biases of each block are absent; layer
+ * norms keep theirs (as every model file written so far has them).
  *
  * Threads: call tfm_blas_init (tensor/gemm.h) once, before the first model
  * call; it sets BLIS's kernels and thread count and OpenMP's thread count.
@@ -78,7 +112,22 @@ typedef enum tfm_act {
     TFM_ACT_RELU,
 } tfm_act;
 
+typedef enum tfm_kind {
+    TFM_KIND_DECODER,          /* causal self-attention (GPT) */
+    TFM_KIND_ENCODER,          /* full self-attention with padding (BERT) */
+} tfm_kind;
+
+typedef enum tfm_pos {
+    TFM_POS_LEARNED,
+    TFM_POS_SINUSOIDAL,
+    TFM_POS_ROPE,
+    TFM_POS_ALIBI,
+    TFM_POS_T5,
+} tfm_pos;
+
 typedef struct tfm_model_config {
+    tfm_kind kind;
+    tfm_pos pos;
     int n_layer;
     int n_head;
     int n_embd;          /* C; a multiple of n_head */
@@ -91,13 +140,24 @@ typedef struct tfm_model_config {
     float ln_eps;        /* 1e-5 */
     int bias;            /* 1: linear layers have biases (default) */
     float label_smoothing; /* in [0, 1): target = (1-ε)·onehot + ε/V */
+    int d_ff;            /* F, the MLP's inner width; 0 means 4·n_embd */
+    float rope_base;     /* 10000 */
+    int t5_buckets;      /* 32 */
+    int t5_max_distance; /* 128 */
+    int n_segments;      /* segment (token type) embeddings; 0: none */
+    int emb_norm;        /* 1: LayerNorm after the embedding sum (BERT) */
 } tfm_model_config;
 
-/* GPT-2 small: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
- * 50257, dropout 0, tied, pre-LN, GELU tanh, eps 1e-5, bias, no smoothing. */
+/* F: d_ff, or 4·n_embd when 0. */
+int tfm_model_config_ff(const tfm_model_config *cfg);
+
+/* GPT-2 small: a decoder with learned positions, 12 layers, 12 heads, 768
+ * wide, context 1024, vocabulary 50257, dropout 0, tied, pre-LN, GELU tanh,
+ * eps 1e-5, bias, no smoothing, d_ff 4·768, no segments. */
 void tfm_model_config_default(tfm_model_config *cfg);
-/* Checks ranges and divisibility; the message names the bad field
- * (e.g. "n_embd 100 is not a multiple of n_head 3"). */
+/* Checks ranges, divisibility and combinations; the message names the bad
+ * fields (e.g. "n_embd 100 is not a multiple of n_head 3", "rope needs an
+ * even head size, n_embd/n_head is 5"). */
 int tfm_model_config_check(const tfm_model_config *cfg, tfm_err *err);
 /* Number of parameters the config implies (tied head counted once). */
 size_t tfm_model_config_num_params(const tfm_model_config *cfg);
@@ -161,6 +221,23 @@ void tfm_model_set_training(tfm_model *m, int training);
 int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                     int B, int T, float *loss, tfm_err *err);
 
+/* One batch with everything a mask or an embedding may need.  Only inputs,
+ * B and T are required; the rest may be NULL. */
+typedef struct tfm_batch {
+    const int32_t *inputs;   /* [B, T] token ids */
+    const int32_t *targets;  /* [B, T], -1 ignored; NULL: logits only */
+    int B, T;
+    const int32_t *segments; /* [B, T] in [0, n_segments) (models with segments) */
+    const int *lengths;      /* [B] encoders: positions ≥ lengths[b] are padding,
+                                never attended to */
+    const int *prefix_len;   /* [B] decoders: prefix-LM */
+    const int *doc_start;    /* [B, T] decoders: the first position of each
+                                position's document (packing): attention stays
+                                inside the document, positions restart at 0 */
+} tfm_batch;
+
+int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err);
+
 /* Logits [B, T, V] of the last forward.  Valid until the next backward
  * (which turns them into their gradient in place) or forward. */
 float *tfm_model_logits(tfm_model *m);
@@ -180,6 +257,9 @@ void tfm_model_backward(tfm_model *m, float scale);
  * count, never on scheduling.  Logits are not kept in that case. */
 int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                              int B, int T, float scale, float *loss, tfm_err *err);
+/* The same for a full batch description (targets required). */
+int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float scale,
+                                     float *loss, tfm_err *err);
 
 /* n ≥ 2 makes tfm_model_forward_backward data-parallel over n threads (at
  * most 64; costs n - 1 more gradient arrays; activations are split, not

@@ -17,6 +17,15 @@ void tfm_sinusoidal_table(float *pe, int n_pos, int C)
     }
 }
 
+void tfm_sinusoidal_row(float *pe, int p, int C)
+{
+    for (int i = 0; i < C / 2; i++) {
+        double a = p * pow(10000.0, -2.0 * i / C);
+        pe[2 * i] = (float)sin(a);
+        pe[2 * i + 1] = (float)cos(a);
+    }
+}
+
 void tfm_rope_table(float *cs, int first, int n_pos, int HS, float base)
 {
     int half = HS / 2;

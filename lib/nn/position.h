@@ -14,6 +14,9 @@
  * (C even). */
 void tfm_sinusoidal_table(float *pe, int n_pos, int C);
 
+/* The row of position p alone: pe[2i] = sin(p / 10000^(2i/C)), … */
+void tfm_sinusoidal_row(float *pe, int p, int C);
+
 /* RoPE angles of positions first .. first + n_pos - 1 for heads of size HS
  * (even): cs[p, d] = cos θ and cs[n_pos·HS/2 + p·HS/2 + d] = sin θ,
  * θ = (first + p)·base^(-2d/HS), d < HS/2.  cs holds n_pos·HS floats. */

@@ -112,7 +112,7 @@ static void make_model_pos(tfm_model *m, tfm_ln_place ln, int tied, int bias, in
     c.bias = bias;
     tfm_err err = {0};
     assert_int_equal(tfm_model_init(m, &c, &err), 0);
-    tfm_model_init_weights(m, 1234 + ln * 10 + tied * 3 + bias);
+    tfm_model_init_weights(m, 1234 + ln * 10 + tied * 3 + bias + (uint64_t)pos * 17);
     tfm_rng r;
     tfm_rng_seed(&r, 99);
     for (int i = 0; i < m->n_table; i++) {
@@ -154,7 +154,10 @@ static void assert_close(const float *a, const float *b, int n)
             fail_msg("logit %d: cache %g, full %g", i, a[i], b[i]);
 }
 
-static void greedy_case_pos(tfm_ln_place ln, int tied, int bias, tfm_pos pos)
+/* forced: the next token is a fixed pseudo-random one instead of the
+ * argmax, so that random weights which fall into repeating a token still
+ * exercise varied tokens at every position. */
+static void greedy_case_pos(tfm_ln_place ln, int tied, int bias, tfm_pos pos, int forced)
 {
     enum { V = 61, P = 5, NEW = 30 };
     tfm_model m;
@@ -178,6 +181,8 @@ static void greedy_case_pos(tfm_ln_place ln, int tied, int bias, tfm_pos pos)
         seq_c[t] = tfm_argmax(lc, V);
         seq_f[t] = tfm_argmax(lf, V);
         assert_int_equal(seq_c[t], seq_f[t]);
+        if (forced)
+            seq_c[t] = seq_f[t] = (uint32_t)((t * 37 + 11) % V);
         distinct += seq_c[t] != seq_c[t - 1];
         if (t + 1 < P + NEW) {
             int slot = 0;
@@ -197,7 +202,7 @@ static void greedy_case_pos(tfm_ln_place ln, int tied, int bias, tfm_pos pos)
 
 static void greedy_case(tfm_ln_place ln, int tied, int bias)
 {
-    greedy_case_pos(ln, tied, bias, TFM_POS_LEARNED);
+    greedy_case_pos(ln, tied, bias, TFM_POS_LEARNED, 0);
 }
 
 /* Every position scheme: the cache (rotated keys, biases on absolute
@@ -205,10 +210,10 @@ static void greedy_case(tfm_ln_place ln, int tied, int bias)
 static void test_positions_cache_equals_full(void **state)
 {
     (void)state;
-    const tfm_pos all[] = {TFM_POS_SINUSOIDAL, TFM_POS_ROPE};
+    const tfm_pos all[] = {TFM_POS_SINUSOIDAL, TFM_POS_ROPE, TFM_POS_ALIBI, TFM_POS_T5};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
-        greedy_case_pos(TFM_LN_PRE, 1, 1, all[i]);
-        greedy_case_pos(TFM_LN_POST, 0, 1, all[i]);
+        greedy_case_pos(TFM_LN_PRE, 1, 1, all[i], 1);
+        greedy_case_pos(TFM_LN_POST, 0, 1, all[i], 1);
     }
 }
 

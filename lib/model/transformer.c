@@ -88,6 +88,12 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
                                  c->t5_max_distance < 2 || c->t5_max_distance > 1 << 20))
         return tfm_err_set(err, "t5_buckets %d or t5_max_distance %d is out of range",
                            c->t5_buckets, c->t5_max_distance);
+    /* the logarithmic buckets span (exact, max_distance]: it must not be empty */
+    int exact = (c->kind == TFM_KIND_ENCODER ? c->t5_buckets / 2 : c->t5_buckets) / 2;
+    if (c->pos == TFM_POS_T5 && (exact < 1 || c->t5_max_distance <= exact))
+        return tfm_err_set(err, "t5_max_distance %d must exceed the %d exact buckets "
+                           "(a quarter of t5_buckets in encoders, a half in decoders)",
+                           c->t5_max_distance, exact);
     if (c->n_segments < 0 || c->n_segments > 1024)
         return tfm_err_set(err, "segments %d is out of range [0, 1024]", c->n_segments);
     if (c->n_segments && c->kind == TFM_KIND_DECODER)
@@ -381,8 +387,11 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
 static int acts_plan(tfm_model *m, int B, int T, tfm_err *err)
 {
     size_t N = (size_t)B * T, att = (size_t)B * T * T;
+    /* the biases need scratch of their own: describe them too */
+    tfm_attn_t5 t5 = {.n_buckets = m->cfg.t5_buckets, .max_distance = m->cfg.t5_max_distance};
     tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = m->cfg.n_head,
-                      .HS = m->cfg.n_embd / m->cfg.n_head};
+                      .HS = m->cfg.n_embd / m->cfg.n_head, .alibi = m->alibi,
+                      .t5 = m->cfg.pos == TFM_POS_T5 ? &t5 : NULL};
     size_t scratch = tfm_attn_scratch_floats(&probe);
     tfm_model_acts *a = m->acts;
     if (a && a->cap_n >= N && a->cap_att >= att && a->attn_scratch_n >= scratch)

@@ -160,6 +160,12 @@ static void check_forward(struct ctx *c)
             }
 }
 
+static void all_finite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        assert_true(isfinite(x[i]));
+}
+
 /* Gradients (dq, dk, dv and with T5 dtable) against finite differences.
  * The step balances the float rounding of the loss (error ∝ 1/H: 5e-3 at
  * H = 1e-2 for 40 keys) against truncation (∝ H²). */
@@ -175,6 +181,11 @@ static void check_backward(struct ctx *c)
         memset(c->dtable, 0, (size_t)a->NH * c->t5.n_buckets * sizeof(float));
     tfm_attn_backward(a, dq, C, dkv, 2 * C, dkv + C, 2 * C, c->r, C, c->att, c->q, C, c->kv,
                       2 * C, c->kv + C, 2 * C, c->scratch);
+    /* gc_check passes NaN (a comparison with NaN is false): check first */
+    all_finite(dq, nq);
+    all_finite(dkv, nkv);
+    if (a->t5)
+        all_finite(c->dtable, (size_t)a->NH * c->t5.n_buckets);
     assert_true(gc_check("dq", attn_loss, c, c->q, dq, nq, H, 300, 1e-2) < 5e-3);
     assert_true(gc_check("dkv", attn_loss, c, c->kv, dkv, nkv, H, 300, 1e-2) < 5e-3);
     if (a->t5) {

@@ -462,20 +462,22 @@ static int block_lo(const tfm_attn *a, int b, int i0, int m, int seen)
     return lo & ~15;
 }
 
-/* The loops below are instantiated twice: ext = 0 is the plain path
- * (causal or full, optional padding: the decoder's hot loop, unchanged),
- * ext = 1 adds packed documents and position biases; the compiler drops
- * every ext branch of the plain copy. */
+/* One (batch, head) of the loops below, instantiated twice: ext = 0 is the
+ * plain path (causal or full, optional padding: the decoder's hot loop,
+ * unchanged), ext = 1 adds packed documents, the prefix mask and position
+ * biases; the compiler drops every ext branch of the plain copy.  (Each
+ * copy needs its own parallel loop: GCC outlines a parallel region before
+ * inlining, so ext inside one would be a run-time value.) */
 static inline __attribute__((always_inline)) void
-forward_fused_impl(const tfm_attn *a, int ext, float *out, int ldo, float *att, const float *q,
-                   int ldq, const float *k, int ldk, const float *v, int ldv, float *scratch)
+forward_fused_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, float *att,
+                   const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                   float *scratch)
 {
-    int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
+    int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
     float scale = 1.0f / sqrtf((float)HS);
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
     size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
+    {
         int b = bh / NH, h = bh % NH;
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
         const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
@@ -525,17 +527,16 @@ forward_fused_impl(const tfm_attn *a, int ext, float *out, int ldo, float *att, 
 }
 
 static inline __attribute__((always_inline)) void
-backward_fused_impl(const tfm_attn *a, int ext, float *dq, int lddq, float *dk, int lddk,
-                    float *dv, int lddv, const float *dout, int lddo, const float *att,
-                    const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                    float *scratch)
+backward_fused_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, float *dk,
+                    int lddk, float *dv, int lddv, const float *dout, int lddo,
+                    const float *att, const float *q, int ldq, const float *k, int ldk,
+                    const float *v, int ldv, float *scratch)
 {
-    int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
+    int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
     float scale = 1.0f / sqrtf((float)HS);
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
     size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
+    {
         int b = bh / NH, h = bh % NH;
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
         const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
@@ -627,8 +628,6 @@ backward_fused_impl(const tfm_attn *a, int ext, float *dq, int lddq, float *dk, 
                        (size_t)lddk);
         }
     }
-    if (ext && a->t5)
-        t5_reduce(a, scratch);
 }
 
 /* Packed documents and position biases take the ext copy; the prefix mask
@@ -642,10 +641,16 @@ static void forward_fused(const tfm_attn *a, float *out, int ldo, float *att,
                           const float *q, int ldq, const float *k, int ldk,
                           const float *v, int ldv, float *scratch)
 {
-    if (needs_ext(a))
-        forward_fused_impl(a, 1, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
-    else
-        forward_fused_impl(a, 0, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+    int n = a->B * a->NH;
+    if (needs_ext(a)) {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            forward_fused_head(a, 1, bh, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            forward_fused_head(a, 0, bh, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+    }
 }
 
 static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, int lddk,
@@ -653,12 +658,20 @@ static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, in
                            const float *att, const float *q, int ldq, const float *k,
                            int ldk, const float *v, int ldv, float *scratch)
 {
-    if (needs_ext(a))
-        backward_fused_impl(a, 1, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq, k,
-                            ldk, v, ldv, scratch);
-    else
-        backward_fused_impl(a, 0, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq, k,
-                            ldk, v, ldv, scratch);
+    int n = a->B * a->NH;
+    if (needs_ext(a)) {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            backward_fused_head(a, 1, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q,
+                                ldq, k, ldk, v, ldv, scratch);
+        if (a->t5)
+            t5_reduce(a, scratch);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            backward_fused_head(a, 0, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q,
+                                ldq, k, ldk, v, ldv, scratch);
+    }
 }
 
 /* The fused loops win while a head's products are small; past that BLIS's

@@ -190,15 +190,23 @@ static float *thread_rel(const tfm_attn *a, float *ts)
     return ts + fused_head(a) + (size_t)a->HS * tkp + (size_t)QB * tkp + 16;
 }
 
-static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
-                         const float *q, int ldq, const float *k, int ldk,
-                         const float *v, int ldv, float *scratch)
+/* Packed documents, the prefix mask and position biases take the ext copy
+ * of the loops (see forward_fused_head). */
+static int needs_ext(const tfm_attn *a)
 {
-    int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
+    return a->doc_start || has_bias(a) || a->mask == TFM_MASK_PREFIX;
+}
+
+/* One (batch, head); ext as in the fused loops below (forward_fused_head). */
+static inline __attribute__((always_inline)) void
+forward_blas_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, float *att,
+                  const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                  float *scratch)
+{
+    int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
     float scale = 1.0f / sqrtf((float)HS);
     size_t tt = (size_t)Tq * Tk;
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
+    {
         int b = bh / NH, h = bh % NH;
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
         const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
@@ -206,15 +214,15 @@ static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
         float *P = att + (size_t)bh * tt;
         float *ts = thread_scratch(a, scratch);
         const float *br = NULL;
-        if (has_bias(a)) {
+        if (ext && has_bias(a)) {
             rel_bias(a, h, thread_rel(a, ts));
             br = thread_rel(a, ts);
         }
         tfm_gemm1(0, 1, Tq, Tk, HS, scale, Q, ldq, K, ldk, 0.0f, P, Tk);
         for (int i = 0; i < Tq; i++) {
             float *row = P + (size_t)i * Tk;
-            int len = row_len(a, b, i), lo = row_lo(a, b, i, len);
-            if (br) {
+            int len = row_len(a, b, i), lo = ext ? row_lo(a, b, i, len) : 0;
+            if (ext && br) {
                 const float *bi = br + (Tq - 1 - i);
 #pragma omp simd
                 for (int j = lo; j < len; j++)
@@ -222,7 +230,8 @@ static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
             }
             if (len > lo)
                 tfm_softmax_inplace(row + lo, len - lo);
-            memset(row, 0, (size_t)lo * sizeof *row);
+            if (ext)
+                memset(row, 0, (size_t)lo * sizeof *row);
             memset(row + len, 0, (size_t)(Tk - len) * sizeof *row);
         }
         const float *Pd = P;
@@ -235,16 +244,16 @@ static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
     }
 }
 
-static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int lddk,
-                          float *dv, int lddv, const float *dout, int lddo,
-                          const float *att, const float *q, int ldq, const float *k,
-                          int ldk, const float *v, int ldv, float *scratch)
+static inline __attribute__((always_inline)) void
+backward_blas_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, float *dk,
+                   int lddk, float *dv, int lddv, const float *dout, int lddo,
+                   const float *att, const float *q, int ldq, const float *k, int ldk,
+                   const float *v, int ldv, float *scratch)
 {
-    int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
+    int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
     float scale = 1.0f / sqrtf((float)HS);
     size_t tt = (size_t)Tq * Tk;
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
+    {
         int b = bh / NH, h = bh % NH;
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
         const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
@@ -259,7 +268,7 @@ static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int
         float *Pd = dP + tt;
         /* T5: dS summed per relative position, [Tq + Tk - 1] */
         float *g = NULL;
-        if (a->t5) {
+        if (ext && a->t5) {
             g = thread_rel(a, ts);
             memset(g, 0, (size_t)rel_count(a) * sizeof *g);
         }
@@ -283,7 +292,7 @@ static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int
         for (int i = 0; i < Tq; i++) {
             const float *p = P + (size_t)i * Tk;
             float *d = dP + (size_t)i * Tk;
-            int len = row_len(a, b, i), lo = row_lo(a, b, i, len);
+            int len = row_len(a, b, i), lo = ext ? row_lo(a, b, i, len) : 0;
             float s = 0.0f;
 #pragma omp simd reduction(+:s)
             for (int j = lo; j < len; j++)
@@ -291,23 +300,59 @@ static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int
 #pragma omp simd
             for (int j = lo; j < len; j++)
                 d[j] = p[j] * (d[j] - s);
-            if (g) {
+            if (ext && g) {
                 float *gi = g + (Tq - 1 - i);
 #pragma omp simd
                 for (int j = lo; j < len; j++)
                     gi[j] += d[j];
             }
-            memset(d, 0, (size_t)lo * sizeof *d);
+            if (ext)
+                memset(d, 0, (size_t)lo * sizeof *d);
             memset(d + len, 0, (size_t)(Tk - len) * sizeof *d);
         }
-        if (g)
+        if (ext && g)
             t5_scatter(a, scratch + (size_t)bh * a->t5->n_buckets, g);
         /* dQ = dS·K·scale; dK = dSᵀ·Q·scale */
         tfm_gemm1(0, 0, Tq, HS, Tk, scale, dP, Tk, K, ldk, 0.0f, dQ, lddq);
         tfm_gemm1(1, 0, Tk, HS, Tq, scale, dP, Tk, Q, ldq, 0.0f, dK, lddk);
     }
-    if (a->t5)
-        t5_reduce(a, scratch);
+}
+
+static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
+                         const float *q, int ldq, const float *k, int ldk,
+                         const float *v, int ldv, float *scratch)
+{
+    int n = a->B * a->NH;
+    if (needs_ext(a)) {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            forward_blas_head(a, 1, bh, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            forward_blas_head(a, 0, bh, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+    }
+}
+
+static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int lddk,
+                          float *dv, int lddv, const float *dout, int lddo,
+                          const float *att, const float *q, int ldq, const float *k,
+                          int ldk, const float *v, int ldv, float *scratch)
+{
+    int n = a->B * a->NH;
+    if (needs_ext(a)) {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            backward_blas_head(a, 1, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq,
+                               k, ldk, v, ldv, scratch);
+        if (a->t5)
+            t5_reduce(a, scratch);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            backward_blas_head(a, 0, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq,
+                               k, ldk, v, ldv, scratch);
+    }
 }
 
 /* ---- fused loops ---------------------------------------------------------
@@ -462,20 +507,22 @@ static int block_lo(const tfm_attn *a, int b, int i0, int m, int seen)
     return lo & ~15;
 }
 
-/* The loops below are instantiated twice: ext = 0 is the plain path
- * (causal or full, optional padding: the decoder's hot loop, unchanged),
- * ext = 1 adds packed documents and position biases; the compiler drops
- * every ext branch of the plain copy. */
+/* One (batch, head) of the loops below, instantiated twice: ext = 0 is the
+ * plain path (causal or full, optional padding: the decoder's hot loop,
+ * unchanged), ext = 1 adds packed documents, the prefix mask and position
+ * biases; the compiler drops every ext branch of the plain copy.  (Each
+ * copy needs its own parallel loop: GCC outlines a parallel region before
+ * inlining, so ext inside one would be a run-time value.) */
 static inline __attribute__((always_inline)) void
-forward_fused_impl(const tfm_attn *a, int ext, float *out, int ldo, float *att, const float *q,
-                   int ldq, const float *k, int ldk, const float *v, int ldv, float *scratch)
+forward_fused_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, float *att,
+                   const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                   float *scratch)
 {
-    int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
+    int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
     float scale = 1.0f / sqrtf((float)HS);
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
     size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
+    {
         int b = bh / NH, h = bh % NH;
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
         const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
@@ -525,17 +572,16 @@ forward_fused_impl(const tfm_attn *a, int ext, float *out, int ldo, float *att, 
 }
 
 static inline __attribute__((always_inline)) void
-backward_fused_impl(const tfm_attn *a, int ext, float *dq, int lddq, float *dk, int lddk,
-                    float *dv, int lddv, const float *dout, int lddo, const float *att,
-                    const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
-                    float *scratch)
+backward_fused_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, float *dk,
+                    int lddk, float *dv, int lddv, const float *dout, int lddo,
+                    const float *att, const float *q, int ldq, const float *k, int ldk,
+                    const float *v, int ldv, float *scratch)
 {
-    int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
+    int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
     float scale = 1.0f / sqrtf((float)HS);
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
     size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
+    {
         int b = bh / NH, h = bh % NH;
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
         const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
@@ -627,25 +673,22 @@ backward_fused_impl(const tfm_attn *a, int ext, float *dq, int lddq, float *dk, 
                        (size_t)lddk);
         }
     }
-    if (ext && a->t5)
-        t5_reduce(a, scratch);
-}
-
-/* Packed documents and position biases take the ext copy; the prefix mask
- * is in row_len, which both copies call. */
-static int needs_ext(const tfm_attn *a)
-{
-    return a->doc_start || has_bias(a) || a->mask == TFM_MASK_PREFIX;
 }
 
 static void forward_fused(const tfm_attn *a, float *out, int ldo, float *att,
                           const float *q, int ldq, const float *k, int ldk,
                           const float *v, int ldv, float *scratch)
 {
-    if (needs_ext(a))
-        forward_fused_impl(a, 1, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
-    else
-        forward_fused_impl(a, 0, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+    int n = a->B * a->NH;
+    if (needs_ext(a)) {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            forward_fused_head(a, 1, bh, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            forward_fused_head(a, 0, bh, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+    }
 }
 
 static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, int lddk,
@@ -653,12 +696,20 @@ static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, in
                            const float *att, const float *q, int ldq, const float *k,
                            int ldk, const float *v, int ldv, float *scratch)
 {
-    if (needs_ext(a))
-        backward_fused_impl(a, 1, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq, k,
-                            ldk, v, ldv, scratch);
-    else
-        backward_fused_impl(a, 0, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq, k,
-                            ldk, v, ldv, scratch);
+    int n = a->B * a->NH;
+    if (needs_ext(a)) {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            backward_fused_head(a, 1, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q,
+                                ldq, k, ldk, v, ldv, scratch);
+        if (a->t5)
+            t5_reduce(a, scratch);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int bh = 0; bh < n; bh++)
+            backward_fused_head(a, 0, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q,
+                                ldq, k, ldk, v, ldv, scratch);
+    }
 }
 
 /* The fused loops win while a head's products are small; past that BLIS's

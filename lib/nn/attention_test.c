@@ -35,11 +35,20 @@ static double attn_loss(void *p)
     return gc_dot(c->out, c->r, (size_t)c->a.B * c->a.Tq * C);
 }
 
+/* NaN everywhere: whatever reads a float it has not written shows. */
+static float *poisoned(size_t n)
+{
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        x[i] = NAN;
+    return x;
+}
+
 /* (Re)size the scratch after the features or the thread count change. */
 static void ready(struct ctx *c)
 {
     free(c->scratch);
-    c->scratch = calloc(tfm_attn_scratch_floats(&c->a), sizeof(float));
+    c->scratch = poisoned(tfm_attn_scratch_floats(&c->a));
 }
 
 static void setup(struct ctx *c, int B, int Tq, int Tk, int NH, int HS, tfm_mask_kind mask,
@@ -52,9 +61,9 @@ static void setup(struct ctx *c, int B, int Tq, int Tk, int NH, int HS, tfm_mask
     size_t nq = (size_t)B * Tq * c->C, nkv = (size_t)B * Tk * 2 * c->C;
     c->q = calloc(nq, sizeof(float));
     c->kv = calloc(nkv, sizeof(float));
-    c->out = calloc(nq, sizeof(float));
+    c->out = poisoned(nq);
     c->r = calloc(nq, sizeof(float));
-    c->att = calloc((size_t)B * NH * Tq * Tk, sizeof(float));
+    c->att = poisoned((size_t)B * NH * Tq * Tk);
     tfm_rng r;
     tfm_rng_seed(&r, seed);
     gc_fill(&r, c->q, nq, 1.0f);
@@ -151,6 +160,12 @@ static void check_forward(struct ctx *c)
             }
 }
 
+static void all_finite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        assert_true(isfinite(x[i]));
+}
+
 /* Gradients (dq, dk, dv and with T5 dtable) against finite differences.
  * The step balances the float rounding of the loss (error ∝ 1/H: 5e-3 at
  * H = 1e-2 for 40 keys) against truncation (∝ H²). */
@@ -160,12 +175,17 @@ static void check_backward(struct ctx *c)
     tfm_attn *a = &c->a;
     int C = c->C;
     size_t nq = (size_t)a->B * a->Tq * C, nkv = (size_t)a->B * a->Tk * 2 * C;
-    float *dq = calloc(nq, sizeof(float)), *dkv = calloc(nkv, sizeof(float));
+    float *dq = poisoned(nq), *dkv = poisoned(nkv);
     attn_loss(c);
     if (a->t5)
         memset(c->dtable, 0, (size_t)a->NH * c->t5.n_buckets * sizeof(float));
     tfm_attn_backward(a, dq, C, dkv, 2 * C, dkv + C, 2 * C, c->r, C, c->att, c->q, C, c->kv,
                       2 * C, c->kv + C, 2 * C, c->scratch);
+    /* gc_check passes NaN (a comparison with NaN is false): check first */
+    all_finite(dq, nq);
+    all_finite(dkv, nkv);
+    if (a->t5)
+        all_finite(c->dtable, (size_t)a->NH * c->t5.n_buckets);
     assert_true(gc_check("dq", attn_loss, c, c->q, dq, nq, H, 300, 1e-2) < 5e-3);
     assert_true(gc_check("dkv", attn_loss, c, c->kv, dkv, nkv, H, 300, 1e-2) < 5e-3);
     if (a->t5) {

@@ -18,6 +18,14 @@
 
 /* The single source of truth for keys, defaults, ranges and documentation. */
 static const tfm_config_key keys[] = {
+    {"model.kind", TFM_CONFIG_ENUM, OFF(model.kind), "decoder", 0, 0, "decoder|encoder",
+     "decoder: causal self-attention (GPT); encoder: full self-attention over the "
+     "unpadded positions (BERT)"},
+    {"model.positions", TFM_CONFIG_ENUM, OFF(model.positions), "learned", 0, 0,
+     "learned|sinusoidal|rope|alibi|t5",
+     "position scheme: a learned table (up to block_size), the original Transformer's "
+     "sinusoids, rotary q/k (rope), linear score biases (alibi), or T5's learned "
+     "relative buckets (t5); all but learned extend past block_size at inference"},
     {"model.n_layer", TFM_CONFIG_INT, OFF(model.n_layer), "4", 1, 1024, NULL,
      "number of transformer blocks"},
     {"model.n_head", TFM_CONFIG_INT, OFF(model.n_head), "4", 1, 1024, NULL,
@@ -33,13 +41,25 @@ static const tfm_config_key keys[] = {
     {"model.tie_embeddings", TFM_CONFIG_BOOL, OFF(model.tie_embeddings), "true", 0, 0, NULL,
      "the LM head shares the token embedding matrix"},
     {"model.bias", TFM_CONFIG_BOOL, OFF(model.bias), "true", 0, 0, NULL,
-     "linear layers and layer norms have biases"},
+     "the linear layers of each block have biases (layer norms always keep theirs)"},
     {"model.norm", TFM_CONFIG_ENUM, OFF(model.norm), "pre", 0, 0, "pre|post",
      "layer norm placement: pre (GPT-2) or post (GPT-1, original Transformer)"},
     {"model.activation", TFM_CONFIG_ENUM, OFF(model.activation), "gelu", 0, 0,
      "gelu|gelu_exact|relu", "MLP activation: gelu (tanh approximation), gelu_exact (erf), relu"},
     {"model.ln_eps", TFM_CONFIG_FLOAT, OFF(model.ln_eps), "1e-05", 1e-12, 1, NULL,
      "layer norm epsilon"},
+    {"model.d_ff", TFM_CONFIG_INT, OFF(model.d_ff), "0", 0, 1048576, NULL,
+     "inner width of the MLP; 0 means 4 x n_embd"},
+    {"model.rope_base", TFM_CONFIG_FLOAT, OFF(model.rope_base), "10000", 2, 1e9, NULL,
+     "rope: the base of the rotation frequencies"},
+    {"model.t5_buckets", TFM_CONFIG_INT, OFF(model.t5_buckets), "32", 2, 4096, NULL,
+     "t5: relative position buckets (half per direction in encoders)"},
+    {"model.t5_max_distance", TFM_CONFIG_INT, OFF(model.t5_max_distance), "128", 2, 1048576,
+     NULL, "t5: distance at which the last (logarithmic) bucket begins"},
+    {"model.segments", TFM_CONFIG_INT, OFF(model.segments), "0", 0, 1024, NULL,
+     "segment (token type) embeddings, e.g. 2 for BERT's sentence A and B; encoders only"},
+    {"model.emb_norm", TFM_CONFIG_BOOL, OFF(model.emb_norm), "false", 0, 0, NULL,
+     "layer norm over the embedding sum, before the first block (BERT)"},
 
     {"data.train", TFM_CONFIG_STRING, OFF(data.train), "", 0, 0, NULL,
      "training tokens: a .npy file of uint16 or uint32 ids"},
@@ -51,6 +71,9 @@ static const tfm_config_key keys[] = {
      "tokenizer (tokenizer.json, ...) stored in the model file; required with data.text"},
     {"data.val_fraction", TFM_CONFIG_FLOAT, OFF(data.val_fraction), "0.1", 0, 0.9, NULL,
      "with data.text: the last fraction of the tokens used for validation"},
+    {"data.packing", TFM_CONFIG_BOOL, OFF(data.packing), "false", 0, 0, NULL,
+     "decoders: documents (split after each end-of-text token) attend only within "
+     "themselves and their positions restart, instead of attending across boundaries"},
 
     {"optim.type", TFM_CONFIG_ENUM, OFF(optim.type), "adamw", 0, 0, "adamw|adam",
      "adamw (decoupled weight decay) or adam (weight decay added to the gradient)"},
@@ -509,6 +532,20 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     if (c->model.n_embd % c->model.n_head)
         return tfm_err_set(err, "model.n_embd (%lld) must be divisible by model.n_head (%lld)",
                            (long long)c->model.n_embd, (long long)c->model.n_head);
+    long long hs = (long long)(c->model.n_embd / c->model.n_head);
+    int dec = c->model.kind == TFM_CONFIG_KIND_DECODER;
+    if (c->model.positions == TFM_CONFIG_POS_ROPE && hs % 2)
+        return tfm_err_set(err, "model.positions rope needs an even head size, but "
+                           "model.n_embd / model.n_head is %lld", hs);
+    if (c->model.positions == TFM_CONFIG_POS_SINUSOIDAL && c->model.n_embd % 2)
+        return tfm_err_set(err, "model.positions sinusoidal needs an even model.n_embd (%lld)",
+                           (long long)c->model.n_embd);
+    if (dec && c->model.segments)
+        return tfm_err_set(err, "model.segments (%lld) with model.kind decoder: segment "
+                           "embeddings are for encoders", (long long)c->model.segments);
+    if (!dec && c->data.packing)
+        return tfm_err_set(err, "data.packing with model.kind encoder: packing is for "
+                                "decoders");
     if (!c->data.train[0] && !c->data.text[0])
         return tfm_err_set(err, "no training data: set data.train (a .npy token file) or "
                                 "data.text with data.tokenizer");

@@ -34,6 +34,19 @@ typedef enum tfm_config_act {
     TFM_CONFIG_ACT_RELU,
 } tfm_config_act;
 
+typedef enum tfm_config_kind {
+    TFM_CONFIG_KIND_DECODER,
+    TFM_CONFIG_KIND_ENCODER,
+} tfm_config_kind;
+
+typedef enum tfm_config_pos {
+    TFM_CONFIG_POS_LEARNED,
+    TFM_CONFIG_POS_SINUSOIDAL,
+    TFM_CONFIG_POS_ROPE,
+    TFM_CONFIG_POS_ALIBI,
+    TFM_CONFIG_POS_T5,
+} tfm_config_pos;
+
 typedef enum tfm_config_optim {
     TFM_CONFIG_OPTIM_ADAMW,
     TFM_CONFIG_OPTIM_ADAM,
@@ -56,6 +69,13 @@ typedef struct tfm_config {
         int norm;       /* tfm_config_norm */
         int activation; /* tfm_config_act */
         double ln_eps;
+        int kind;       /* tfm_config_kind */
+        int positions;  /* tfm_config_pos */
+        int64_t d_ff;   /* 0: 4·n_embd */
+        double rope_base;
+        int64_t t5_buckets, t5_max_distance;
+        int64_t segments;
+        int emb_norm;
     } model;
     struct {
         char train[TFM_CONFIG_PATH_MAX];
@@ -63,6 +83,7 @@ typedef struct tfm_config {
         char text[TFM_CONFIG_PATH_MAX];
         char tokenizer[TFM_CONFIG_PATH_MAX];
         double val_fraction;
+        int packing;
     } data;
     struct {
         int type; /* tfm_config_optim */

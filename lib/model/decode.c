@@ -13,6 +13,8 @@
 #include "tensor/gemm.h"
 #include "base/progress.h"
 #include "tensor/ops.h"
+#include "nn/attention.h"
+#include "nn/position.h"
 
 /* ---- weights ---- */
 
@@ -41,6 +43,7 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
 {
     memset(w, 0, sizeof *w);
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
+    const size_t F = (size_t)tfm_model_config_ff(c);
     char name[64];
 #define GET(dst, nm, d0, d1)                                                  \
     do {                                                                      \
@@ -48,7 +51,16 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
             goto fail;                                                        \
     } while (0)
     GET(w->wte, "wte.weight", V, C);
-    GET(w->wpe, "wpe.weight", (size_t)c->block_size, C);
+    if (c->pos == TFM_POS_LEARNED)
+        GET(w->wpe, "wpe.weight", (size_t)c->block_size, C);
+    if (c->n_segments)
+        GET(w->wse, "wse.weight", (size_t)c->n_segments, C);
+    if (c->emb_norm) {
+        GET(w->lne_w, "ln_e.weight", C, 0);
+        GET(w->lne_b, "ln_e.bias", C, 0);
+    }
+    if (c->pos == TFM_POS_T5)
+        GET(w->rel_bias, "rel_bias.weight", (size_t)c->n_head, (size_t)c->t5_buckets);
     if (c->ln == TFM_LN_PRE) {
         GET(w->lnf_w, "ln_f.weight", C, 0);
         GET(w->lnf_b, "ln_f.bias", C, 0);
@@ -72,12 +84,12 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
         GETL(L->proj_w, "attn.c_proj.weight", C, C);
         GETL(L->ln2_w, "ln_2.weight", C, 0);
         GETL(L->ln2_b, "ln_2.bias", C, 0);
-        GETL(L->fc_w, "mlp.c_fc.weight", C, 4 * C);
-        GETL(L->fcp_w, "mlp.c_proj.weight", 4 * C, C);
+        GETL(L->fc_w, "mlp.c_fc.weight", C, F);
+        GETL(L->fcp_w, "mlp.c_proj.weight", F, C);
         if (c->bias) {
             GETL(L->qkv_b, "attn.c_attn.bias", 3 * C, 0);
             GETL(L->proj_b, "attn.c_proj.bias", C, 0);
-            GETL(L->fc_b, "mlp.c_fc.bias", 4 * C, 0);
+            GETL(L->fc_b, "mlp.c_fc.bias", F, 0);
             GETL(L->fcp_b, "mlp.c_proj.bias", C, 0);
         }
 #undef GETL
@@ -122,7 +134,8 @@ static const uint16_t *to_bf16(uint16_t *dst, const float *src, size_t n)
 size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
 {
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
-    const size_t per_layer = C * 3 * C + C * C + C * 4 * C + 4 * C * C;
+    const size_t F = (size_t)tfm_model_config_ff(c);
+    const size_t per_layer = C * 3 * C + C * C + C * F + F * C;
     size_t total = per_layer * (size_t)c->n_layer + V * C;
     free(w->bf16_store);
     w->bf16_store = tfm_aligned_alloc(sizeof(uint16_t) * total);
@@ -131,8 +144,8 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
         tfm_layer_weights *L = &w->layers[l];
         L->qkv_w16 = to_bf16(p, L->qkv_w, C * 3 * C), p += C * 3 * C;
         L->proj_w16 = to_bf16(p, L->proj_w, C * C), p += C * C;
-        L->fc_w16 = to_bf16(p, L->fc_w, C * 4 * C), p += C * 4 * C;
-        L->fcp_w16 = to_bf16(p, L->fcp_w, 4 * C * C), p += 4 * C * C;
+        L->fc_w16 = to_bf16(p, L->fc_w, C * F), p += C * F;
+        L->fcp_w16 = to_bf16(p, L->fcp_w, F * C), p += F * C;
     }
     w->lm_head16 = to_bf16(p, w->lm_head, V * C);
     return sizeof(uint16_t) * total;
@@ -337,14 +350,17 @@ static void ensure_rows(tfm_infer *g, int rows)
     if (rows <= g->max_rows)
         return;
     const size_t C = (size_t)g->cfg.n_embd, R = (size_t)rows;
+    const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = F > 3 * C ? F : 3 * C;
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->part);
-    free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos);
+    free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
     g->x = tfm_aligned_alloc(sizeof(float) * R * C);
     g->h = tfm_aligned_alloc(sizeof(float) * R * C);
     g->qkv = tfm_aligned_alloc(sizeof(float) * R * 3 * C);
     g->att = tfm_aligned_alloc(sizeof(float) * R * C);
-    g->fc = tfm_aligned_alloc(sizeof(float) * R * 4 * C);
-    g->part = tfm_aligned_alloc(sizeof(float) * R * 4 * C);
+    g->fc = tfm_aligned_alloc(sizeof(float) * R * F);
+    g->part = tfm_aligned_alloc(sizeof(float) * R * W);
+    /* a row's sinusoid (C) or RoPE angles (HS) */
+    g->pe = tfm_aligned_alloc(sizeof(float) * R * C);
     g->mean = tfm_malloc(sizeof(float) * R);
     g->rstd = tfm_malloc(sizeof(float) * R);
     g->row_slot = tfm_malloc(sizeof(int) * R);
@@ -359,9 +375,13 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     memset(g, 0, sizeof *g);
     if (tfm_model_config_check(cfg, err) < 0)
         return -1;
+    if (cfg->kind != TFM_KIND_DECODER)
+        return tfm_err_set(err, "an encoder model does not generate text (model.kind is not "
+                                "decoder)");
     if (n_slots < 1 || max_len < 1)
         return tfm_err_set(err, "inference needs at least one slot and one position");
-    if (max_len > cfg->block_size)
+    /* only a learned table ends; the other schemes extend past training */
+    if (max_len > cfg->block_size && cfg->pos == TFM_POS_LEARNED)
         max_len = cfg->block_size;
     g->cfg = *cfg;
     g->w = w;
@@ -371,6 +391,10 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     g->kcache = tfm_aligned_alloc(sizeof(float) * per);
     g->vcache = tfm_aligned_alloc(sizeof(float) * per);
     g->len = tfm_calloc((size_t)n_slots, sizeof *g->len);
+    if (cfg->pos == TFM_POS_ALIBI) {
+        g->alibi = tfm_malloc(sizeof(float) * (size_t)cfg->n_head);
+        tfm_alibi_slopes(g->alibi, cfg->n_head);
+    }
     ensure_rows(g, n_slots > GEMV_ROWS ? n_slots : GEMV_ROWS);
     return 0;
 }
@@ -379,8 +403,8 @@ void tfm_infer_free(tfm_infer *g)
 {
     free(g->kcache); free(g->vcache); free(g->len);
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->part);
-    free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos);
-    free(g->scores);
+    free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
+    free(g->scores); free(g->alibi);
     memset(g, 0, sizeof *g);
 }
 
@@ -388,7 +412,8 @@ size_t tfm_infer_bytes(const tfm_infer *g)
 {
     const size_t C = (size_t)g->cfg.n_embd;
     size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len * C;
-    size_t scratch = sizeof(float) * (size_t)g->max_rows * (14 * C + 2);
+    const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = F > 3 * C ? F : 3 * C;
+    size_t scratch = sizeof(float) * (size_t)g->max_rows * (7 * C + F + W + 2);
     return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len;
 }
 
@@ -442,7 +467,6 @@ static void attention(tfm_infer *g, int layer, int R)
 #endif
         int slot = g->row_slot[r], pos = g->row_pos[r];
         const float *q = g->qkv + (size_t)r * 3 * C + h * HS;
-        float mx = -INFINITY;
         for (int j = 0; j <= pos; j++) {
             const float *k = kv_at(g, g->kcache, layer, slot, j) + h * HS;
             float d = 0.0f;
@@ -450,8 +474,20 @@ static void attention(tfm_infer *g, int layer, int R)
             for (int i = 0; i < HS; i++)
                 d += q[i] * k[i];
             s[j] = d * scale;
-            mx = s[j] > mx ? s[j] : mx;
         }
+        /* biases on absolute distances: cached keys need nothing redone */
+        if (g->alibi) {
+            float slope = g->alibi[h];
+            for (int j = 0; j <= pos; j++)
+                s[j] -= slope * (float)(pos - j);
+        } else if (g->w->rel_bias) {
+            const float *tb = g->w->rel_bias + (size_t)h * g->cfg.t5_buckets;
+            for (int j = 0; j <= pos; j++)
+                s[j] += tb[tfm_t5_bucket(j - pos, 0, g->cfg.t5_buckets, g->cfg.t5_max_distance)];
+        }
+        float mx = -INFINITY;
+        for (int j = 0; j <= pos; j++)
+            mx = s[j] > mx ? s[j] : mx;
         float sum = 0.0f;
 #pragma omp simd reduction(+:sum)
         for (int j = 0; j <= pos; j++) {
@@ -497,17 +533,31 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
 {
     const tfm_model_config *c = &g->cfg;
     const tfm_weights *w = g->w;
-    const int C = c->n_embd, V = c->vocab_size;
+    const int C = c->n_embd, V = c->vocab_size, F = tfm_model_config_ff(c);
     float *x = g->x, *h = g->h;
     double prof_t = g->profile ? tfm_now() : 0;
 
+    const int HS = C / c->n_head;
     for (int r = 0; r < R; r++) {
         const float *te = w->wte + (size_t)tok[r] * C;
-        const float *pe = w->wpe + (size_t)g->row_pos[r] * C;
         float *xr = x + (size_t)r * C;
-        for (int i = 0; i < C; i++)
-            xr[i] = te[i] + pe[i];
+        const float *pe = NULL;
+        if (c->pos == TFM_POS_LEARNED) {
+            pe = w->wpe + (size_t)g->row_pos[r] * C;
+        } else if (c->pos == TFM_POS_SINUSOIDAL) {
+            float *row = g->pe + (size_t)r * C;
+            /* the row of position p: the table's first p rows are not needed */
+            tfm_sinusoidal_row(row, g->row_pos[r], C);
+            pe = row;
+        }
+        if (pe)
+            for (int i = 0; i < C; i++)
+                xr[i] = te[i] + pe[i];
+        else
+            memcpy(xr, te, sizeof(float) * C);
     }
+    if (c->emb_norm)
+        tfm_layernorm_forward(x, g->mean, g->rstd, x, w->lne_w, w->lne_b, R, C, c->ln_eps);
     for (int l = 0; l < c->n_layer; l++) {
         const tfm_layer_weights *L = &w->layers[l];
         const int pre = c->ln == TFM_LN_PRE;
@@ -519,6 +569,13 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         PROF(TFM_PROF_OTHER);
         linear(g, g->qkv, ain, L->qkv_w, L->qkv_w16, L->qkv_b, R, C, 3 * C);
         PROF(TFM_PROF_QKV);
+        if (c->pos == TFM_POS_ROPE) /* keys enter the cache rotated */
+            for (int r = 0; r < R; r++) {
+                float *cs = g->pe + (size_t)r * C;
+                tfm_rope_table(cs, g->row_pos[r], 1, HS, c->rope_base);
+                tfm_rope_apply(g->qkv + (size_t)r * 3 * C, 3 * C, 1, &g->row_pos[r],
+                               g->row_pos[r], 2 * c->n_head, HS, cs, 1, 0);
+            }
         for (int r = 0; r < R; r++) {
             const float *q = g->qkv + (size_t)r * 3 * C;
             memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + C,
@@ -539,11 +596,11 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
             min = h;
         }
         PROF(TFM_PROF_OTHER);
-        linear(g, g->fc, min, L->fc_w, L->fc_w16, L->fc_b, R, C, 4 * C);
+        linear(g, g->fc, min, L->fc_w, L->fc_w16, L->fc_b, R, C, F);
         PROF(TFM_PROF_FC);
-        tfm_act_forward(act_kind(c->act), g->fc, g->fc, (size_t)R * 4 * C);
+        tfm_act_forward(act_kind(c->act), g->fc, g->fc, (size_t)R * F);
         PROF(TFM_PROF_OTHER);
-        linear(g, h, g->fc, L->fcp_w, L->fcp_w16, L->fcp_b, R, 4 * C, C);
+        linear(g, h, g->fc, L->fcp_w, L->fcp_w16, L->fcp_b, R, F, C);
         PROF(TFM_PROF_FCPROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)

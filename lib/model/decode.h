@@ -19,8 +19,12 @@
  * and are never copied or written.  The layout and names are model/transformer.h's
  * (matrices [in, out], lm_head [V, C]).
  *
- * Context: a slot holds at most min(max_len, block_size) positions (learned
- * position embeddings end there).  Appending past that is an error
+ * Positions: every scheme of model/transformer.h.  A cached key keeps its
+ * rotation (RoPE); ALiBi and T5 biases are functions of the absolute
+ * distance between a query and each cached key.
+ *
+ * Context: a slot holds at most max_len positions, and with learned positions
+ * at most block_size (the table ends there); the other schemes go past it.  Appending past that is an error
  * ("context length N exceeded"); the caller decides to stop — there is no
  * sliding window.
  *
@@ -53,7 +57,10 @@ typedef struct tfm_layer_weights {
 
 typedef struct tfm_weights {
     const float *wte;             /* [V, C] */
-    const float *wpe;             /* [block_size, C] */
+    const float *wpe;             /* [block_size, C]; learned positions only */
+    const float *wse;             /* [n_segments, C] or NULL */
+    const float *lne_w, *lne_b;   /* [C]: the embedding norm, or NULL */
+    const float *rel_bias;        /* [n_head, t5_buckets]: t5 positions, or NULL */
     const float *lnf_w, *lnf_b;   /* [C]; NULL for post-LN */
     const float *lm_head;         /* [V, C]; == wte when tied */
     tfm_layer_weights *layers; /* [n_layer], owned by this struct */
@@ -104,11 +111,14 @@ typedef struct tfm_infer {
     float *scores;          /* [threads][max_len] */
     int scores_threads;
     int *row_slot, *row_pos;
+    float *pe;              /* [max_rows][C]: sinusoid rows or RoPE angles */
+    float *alibi;           /* [n_head] ALiBi slopes, or NULL */
     int profile;            /* 1: add each phase's wall time to prof_s */
     double prof_s[TFM_PROF_N];
 } tfm_infer;
 
-/* max_len: positions per slot (clamped to cfg->block_size). */
+/* max_len: positions per slot (clamped to cfg->block_size for learned
+ * positions).  An encoder is an error: it does not generate. */
 int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
                        const tfm_weights *w, int n_slots, int max_len,
                        tfm_err *err);

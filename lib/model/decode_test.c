@@ -92,10 +92,16 @@ static void test_gemv_rows_bf16(void **state)
 
 /* A small model with weights large enough that the next token is rarely a
  * near tie (GPT-2's 0.02 init gives almost flat logits). */
-static void make_model(tfm_model *m, tfm_ln_place ln, int tied, int bias, int V)
+static void make_model_pos(tfm_model *m, tfm_ln_place ln, int tied, int bias, int V,
+                           tfm_pos pos)
 {
     tfm_model_config c;
     tfm_model_config_default(&c);
+    c.pos = pos;
+    if (pos != TFM_POS_LEARNED) { /* and the other shape options along */
+        c.d_ff = 40;
+        c.emb_norm = pos == TFM_POS_ROPE;
+    }
     c.n_layer = 2;
     c.n_head = 4;
     c.n_embd = 32;
@@ -123,6 +129,11 @@ static void make_model(tfm_model *m, tfm_ln_place ln, int tied, int bias, int V)
     }
 }
 
+static void make_model(tfm_model *m, tfm_ln_place ln, int tied, int bias, int V)
+{
+    make_model_pos(m, ln, tied, bias, V, TFM_POS_LEARNED);
+}
+
 /* Next-token logits of seq[0..n) by the training forward. */
 static void full_logits(tfm_model *m, const uint32_t *seq, int n, float *out)
 {
@@ -143,11 +154,11 @@ static void assert_close(const float *a, const float *b, int n)
             fail_msg("logit %d: cache %g, full %g", i, a[i], b[i]);
 }
 
-static void greedy_case(tfm_ln_place ln, int tied, int bias)
+static void greedy_case_pos(tfm_ln_place ln, int tied, int bias, tfm_pos pos)
 {
     enum { V = 61, P = 5, NEW = 30 };
     tfm_model m;
-    make_model(&m, ln, tied, bias, V);
+    make_model_pos(&m, ln, tied, bias, V, pos);
     tfm_weights w;
     tfm_err err = {0};
     assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
@@ -179,6 +190,49 @@ static void greedy_case(tfm_ln_place ln, int tied, int bias)
     assert_int_equal(tfm_infer_step(&g, 1, &seq_c[0], &slot, lc, &err), 0);
     assert_int_equal(tfm_infer_step(&g, 1, &seq_c[0], &slot, lc, &err), -1);
     assert_non_null(strstr(err.msg, "context length"));
+    tfm_infer_free(&g);
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
+}
+
+static void greedy_case(tfm_ln_place ln, int tied, int bias)
+{
+    greedy_case_pos(ln, tied, bias, TFM_POS_LEARNED);
+}
+
+/* Every position scheme: the cache (rotated keys, biases on absolute
+ * distances) gives what recomputing the whole sequence gives. */
+static void test_positions_cache_equals_full(void **state)
+{
+    (void)state;
+    const tfm_pos all[] = {TFM_POS_SINUSOIDAL, TFM_POS_ROPE};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        greedy_case_pos(TFM_LN_PRE, 1, 1, all[i]);
+        greedy_case_pos(TFM_LN_POST, 0, 1, all[i]);
+    }
+}
+
+/* Positions without a table go past the training context. */
+static void test_past_block_size(void **state)
+{
+    (void)state;
+    tfm_model m;
+    make_model_pos(&m, TFM_LN_PRE, 1, 1, 20, TFM_POS_ROPE);
+    tfm_weights w;
+    tfm_err err = {0};
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    tfm_infer g;
+    int n = m.cfg.block_size + 16;
+    assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, 1, n, &err), 0);
+    assert_int_equal(g.max_len, n);
+    uint32_t *seq = malloc(sizeof *seq * n);
+    for (int i = 0; i < n; i++)
+        seq[i] = (uint32_t)(i * 7 % 20);
+    float lc[20], lf[20];
+    assert_int_equal(tfm_infer_prefill(&g, 0, seq, n, lc, &err), 0);
+    full_logits(&m, seq, n, lf);
+    assert_close(lc, lf, 20);
+    free(seq);
     tfm_infer_free(&g);
     tfm_weights_free(&w);
     tfm_model_free(&m);
@@ -426,6 +480,8 @@ int main(void)
         cmocka_unit_test(test_gemv_rows_bf16),
         cmocka_unit_test(test_bf16_close),
         cmocka_unit_test(test_greedy_cache_equals_full),
+        cmocka_unit_test(test_positions_cache_equals_full),
+        cmocka_unit_test(test_past_block_size),
         cmocka_unit_test(test_batch_equals_single),
         cmocka_unit_test(test_beam_cache_equals_full),
         cmocka_unit_test(test_bad_token),

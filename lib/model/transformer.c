@@ -2,6 +2,7 @@
 
 #include "model/transformer.h"
 #include "nn/attention.h"
+#include "nn/position.h"
 #include "tensor/gemm.h"
 #include "tensor/ops.h"
 
@@ -69,6 +70,29 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "unknown layer norm placement %d", (int)c->ln);
     if (c->act != TFM_ACT_GELU_TANH && c->act != TFM_ACT_GELU_EXACT && c->act != TFM_ACT_RELU)
         return tfm_err_set(err, "unknown activation %d", (int)c->act);
+    if (c->kind != TFM_KIND_DECODER && c->kind != TFM_KIND_ENCODER)
+        return tfm_err_set(err, "unknown model kind %d", (int)c->kind);
+    if (c->pos < TFM_POS_LEARNED || c->pos > TFM_POS_T5)
+        return tfm_err_set(err, "unknown position scheme %d", (int)c->pos);
+    if (c->d_ff < 0 || c->d_ff > 1 << 20)
+        return tfm_err_set(err, "d_ff %d is out of range [0, 1048576]", c->d_ff);
+    int hs = c->n_embd / c->n_head;
+    if (c->pos == TFM_POS_ROPE && hs % 2)
+        return tfm_err_set(err, "positions rope needs an even head size; n_embd/n_head is %d",
+                           hs);
+    if (c->pos == TFM_POS_ROPE && !(c->rope_base > 1.0f))
+        return tfm_err_set(err, "rope_base %g must be greater than 1", c->rope_base);
+    if (c->pos == TFM_POS_SINUSOIDAL && c->n_embd % 2)
+        return tfm_err_set(err, "positions sinusoidal needs an even n_embd, not %d", c->n_embd);
+    if (c->pos == TFM_POS_T5 && (c->t5_buckets < 2 || c->t5_buckets > 4096 ||
+                                 c->t5_max_distance < 2 || c->t5_max_distance > 1 << 20))
+        return tfm_err_set(err, "t5_buckets %d or t5_max_distance %d is out of range",
+                           c->t5_buckets, c->t5_max_distance);
+    if (c->n_segments < 0 || c->n_segments > 1024)
+        return tfm_err_set(err, "segments %d is out of range [0, 1024]", c->n_segments);
+    if (c->n_segments && c->kind == TFM_KIND_DECODER)
+        return tfm_err_set(err, "segments %d on a decoder: segment embeddings are for "
+                           "encoders (kind: encoder)", c->n_segments);
     return 0;
 }
 
@@ -118,10 +142,19 @@ static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1,
 
 static void build_table(const tfm_model_config *c, table_builder *tb)
 {
-    size_t C = c->n_embd, V = c->vocab_size;
+    size_t C = c->n_embd, V = c->vocab_size, F = tfm_model_config_ff(c);
     char name[48];
     add_param(tb, "wte.weight", V, C, 1);
-    add_param(tb, "wpe.weight", c->block_size, C, 1);
+    if (c->pos == TFM_POS_LEARNED)
+        add_param(tb, "wpe.weight", c->block_size, C, 1);
+    if (c->n_segments)
+        add_param(tb, "wse.weight", c->n_segments, C, 1);
+    if (c->emb_norm) {
+        add_param(tb, "ln_e.weight", C, 0, 0);
+        add_param(tb, "ln_e.bias", C, 0, 0);
+    }
+    if (c->pos == TFM_POS_T5)
+        add_param(tb, "rel_bias.weight", c->n_head, c->t5_buckets, 0);
     for (int l = 0; l < c->n_layer; l++) {
 #define ADD(suffix, d0, d1, decay)                                          \
     do {                                                                    \
@@ -138,10 +171,10 @@ static void build_table(const tfm_model_config *c, table_builder *tb)
             ADD("attn.c_proj.bias", C, 0, 0);
         ADD("ln_2.weight", C, 0, 0);
         ADD("ln_2.bias", C, 0, 0);
-        ADD("mlp.c_fc.weight", C, 4 * C, 1);
+        ADD("mlp.c_fc.weight", C, F, 1);
         if (c->bias)
-            ADD("mlp.c_fc.bias", 4 * C, 0, 0);
-        ADD("mlp.c_proj.weight", 4 * C, C, 1);
+            ADD("mlp.c_fc.bias", F, 0, 0);
+        ADD("mlp.c_proj.weight", F, C, 1);
         if (c->bias)
             ADD("mlp.c_proj.bias", C, 0, 0);
 #undef ADD
@@ -178,8 +211,8 @@ typedef struct layer_acts {
     float *atty;                       /* [N,C] heads concatenated */
     float *res_attn;                   /* [N,C] */
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch;                        /* [N,4C] before the activation */
-    float *fcg;                        /* [N,4C] after it: this layer's own
+    float *fch;                        /* [N,F] before the activation */
+    float *fcg;                        /* [N,F] after it: this layer's own
                                           buffer when small, else shared
                                           scratch recomputed in backward */
     float *res_mlp;                    /* [N,C] */
@@ -190,18 +223,25 @@ struct tfm_model_acts {
     float *mem;
     size_t bytes;
     float *encoded;            /* [N,C] embeddings (after dropout) */
+    float *emb, *emb_mean, *emb_rstd; /* [N,C] sum before ln_e, [N], [N] */
     layer_acts *layer;
     float *lnf, *lnf_mean, *lnf_rstd;
     float *logits;             /* [N,V] */
     float *lse, *losses;       /* [N] */
     int32_t *inputs, *targets; /* [N] copies for backward */
+    /* the rest of the batch (tfm_batch), copied; NULL when absent */
+    int32_t *segments, *doc_start, *lengths, *prefix_len;
+    int32_t *pos;              /* [N] position ids: t, or t - doc_start */
+    int has_segments;
+    int *lengths_i, *prefix_i, *doc_i; /* the attention's views of them */
+    float *pe;                 /* sinusoidal table [T, C] or RoPE angles [T, HS] */
     int have_targets;
     long count;                /* targets counted in the loss */
     /* scratch, reused by every layer */
     int keep_fcg;              /* each layer keeps its activation output */
     int inference;             /* forward only: one layer's buffers for
                                   all, no backward scratch */
-    float *dfch;               /* [N,4C] */
+    float *dfch;               /* [N,F] */
     float *dqkv;               /* [N,3C] */
     float *datty, *d0, *d1, *d2, *dtmp; /* [N,C] */
     float *attn_scratch;
@@ -212,9 +252,10 @@ struct tfm_model_acts {
 
 static layer_params layer_ptrs(const tfm_model *m, float *base, int l)
 {
-    /* Table rows per layer: 8 with biases, 4 fewer without. */
+    /* Table rows per layer: 12 with biases, 4 fewer without, after the
+     * embedding tensors. */
     int per = m->cfg.bias ? 12 : 8;
-    const tfm_param *t = m->table + 2 + (size_t)l * per;
+    const tfm_param *t = m->table + m->first_layer + (size_t)l * per;
     layer_params lp;
     memset(&lp, 0, sizeof lp);
     int i = 0;
@@ -264,9 +305,14 @@ static void take(float **ptr, float *base, size_t *off, size_t n)
 static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N, size_t att,
                           size_t scratch, float *base)
 {
-    size_t C = c->n_embd, V = c->vocab_size, off = 0;
+    size_t C = c->n_embd, V = c->vocab_size, F = tfm_model_config_ff(c), off = 0;
     float *in = NULL, *tg = NULL;
     take(&a->encoded, base, &off, N * C);
+    if (c->emb_norm) {
+        take(&a->emb, base, &off, N * C);
+        take(&a->emb_mean, base, &off, N);
+        take(&a->emb_rstd, base, &off, N);
+    }
     for (int l = 0; l < c->n_layer; l++) {
         /* Forward only, one set serves every layer: a layer reads its input
          * (the previous layer's res_mlp, or ln2 after post-LN) only before
@@ -287,9 +333,9 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
         take(&la->ln2, base, &off, N * C);
         take(&la->ln2_mean, base, &off, N);
         take(&la->ln2_rstd, base, &off, N);
-        take(&la->fch, base, &off, N * 4 * C);
+        take(&la->fch, base, &off, N * F);
         if (a->keep_fcg)
-            take(&la->fcg, base, &off, N * 4 * C);
+            take(&la->fcg, base, &off, N * F);
         take(&la->res_mlp, base, &off, N * C);
     }
     take(&a->lnf, base, &off, N * C);
@@ -302,15 +348,25 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
     take(&tg, base, &off, N);
     a->inputs = (int32_t *)in;
     a->targets = (int32_t *)tg;
+    float *ints[5] = {NULL};
+    for (int i = 0; i < 5; i++)
+        take(&ints[i], base, &off, N);
+    a->segments = (int32_t *)ints[0];
+    a->doc_start = (int32_t *)ints[1];
+    a->lengths = (int32_t *)ints[2];
+    a->prefix_len = (int32_t *)ints[3];
+    a->pos = (int32_t *)ints[4];
+    if (c->pos == TFM_POS_SINUSOIDAL || c->pos == TFM_POS_ROPE)
+        take(&a->pe, base, &off, N * C); /* T·C ≥ T·HS */
     float *shared = NULL;
     if (!a->keep_fcg) {
-        take(&shared, base, &off, N * 4 * C);
+        take(&shared, base, &off, N * F);
         if (base)
             for (int l = 0; l < c->n_layer; l++)
                 a->layer[l].fcg = shared;
     }
     if (!a->inference) {
-        take(&a->dfch, base, &off, N * 4 * C);
+        take(&a->dfch, base, &off, N * F);
         take(&a->dqkv, base, &off, N * 3 * C);
         take(&a->datty, base, &off, N * C);
         take(&a->d0, base, &off, N * C);
@@ -344,7 +400,8 @@ static int acts_plan(tfm_model *m, int B, int T, tfm_err *err)
     /* Keeping every layer's activation output saves recomputing it in
      * backward; worth its memory only while that stays small (GPT-2 small
      * would need 150 MB more). */
-    a->keep_fcg = (double)N * 4 * m->cfg.n_embd * m->cfg.n_layer * sizeof(float) <= 64.0 * (1 << 20);
+    a->keep_fcg = (double)N * tfm_model_config_ff(&m->cfg) * m->cfg.n_layer * sizeof(float) <=
+                  64.0 * (1 << 20);
     if (getenv("TFM_GPT_RECOMPUTE")) /* tests cover the recomputing path too */
         a->keep_fcg = 0;
     a->inference = m->grads == NULL;
@@ -393,6 +450,12 @@ int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err)
     }
     memset(m->params, 0, m->n_params * sizeof(float));
     memset(m->grads, 0, m->n_params * sizeof(float));
+    const tfm_param *h0 = tfm_model_param(m, "h.0.ln_1.weight");
+    m->first_layer = (int)(h0 - m->table);
+    if (cfg->pos == TFM_POS_ALIBI) {
+        m->alibi = tfm_malloc((size_t)cfg->n_head * sizeof *m->alibi);
+        tfm_alibi_slopes(m->alibi, cfg->n_head);
+    }
     tfm_rng_seed(&m->rng, 0);
     m->loss = -1.0f;
     return 0;
@@ -415,6 +478,7 @@ void tfm_model_free(tfm_model *m)
     if (!m->shares_params) {
         free(m->params);
         free(m->table);
+        free(m->alibi);
     }
     free(m->grads);
     acts_free(m->acts);
@@ -436,6 +500,8 @@ void tfm_model_set_replicas(tfm_model *m, int n)
         r->params = m->params;
         r->table = m->table;
         r->n_table = m->n_table;
+        r->first_layer = m->first_layer;
+        r->alibi = m->alibi;
         r->n_params = m->n_params;
         r->shares_params = 1;
         r->loss = -1.0f;
@@ -561,57 +627,164 @@ static float drop_p(const tfm_model *m)
 
 /* The batch's shape and ids, before any work: errors name the row and
  * position in the batch as the caller gave it. */
-static int check_batch(const tfm_model_config *c, const int32_t *inputs, const int32_t *targets,
-                       int B, int T, tfm_err *err)
+static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
 {
-    int V = c->vocab_size;
+    int V = c->vocab_size, B = b->B, T = b->T;
     if (B < 1 || T < 1)
         return tfm_err_set(err, "batch %d x %d is empty", B, T);
-    if (T > c->block_size)
+    /* only a learned table ends; the other schemes extend past training */
+    if (T > c->block_size && c->pos == TFM_POS_LEARNED)
         return tfm_err_set(err, "sequence length %d exceeds the model's context %d", T,
                            c->block_size);
+    if (b->segments && !c->n_segments)
+        return tfm_err_set(err, "segment ids given to a model without segments");
+    if (c->kind == TFM_KIND_ENCODER && (b->prefix_len || b->doc_start))
+        return tfm_err_set(err, "prefix-LM and packed documents are for decoders");
+    if (c->kind == TFM_KIND_DECODER && b->lengths)
+        return tfm_err_set(err, "padding lengths are for encoders (decoders ignore targets "
+                                "of -1 instead)");
     for (size_t i = 0, N = (size_t)B * T; i < N; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V)
+        if (b->inputs[i] < 0 || b->inputs[i] >= V)
             return tfm_err_set(err, "token id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
-                               (int)inputs[i], i / T, i % T, V);
-        if (targets && (targets[i] < -1 || targets[i] >= V))
+                               (int)b->inputs[i], i / T, i % T, V);
+        if (b->targets && (b->targets[i] < -1 || b->targets[i] >= V))
             return tfm_err_set(err, "target id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
-                               (int)targets[i], i / T, i % T, V);
+                               (int)b->targets[i], i / T, i % T, V);
+        if (b->segments && (b->segments[i] < 0 || b->segments[i] >= c->n_segments))
+            return tfm_err_set(err, "segment id %d at batch row %zu, position %zu is outside [0, %d)",
+                               (int)b->segments[i], i / T, i % T, c->n_segments);
+        if (b->doc_start && (b->doc_start[i] < 0 || b->doc_start[i] > (int)(i % T)))
+            return tfm_err_set(err, "document start %d at batch row %zu, position %zu is not a position before it",
+                               b->doc_start[i], i / T, i % T);
+    }
+    for (int r = 0; r < B; r++) {
+        if (b->lengths && (b->lengths[r] < 1 || b->lengths[r] > T))
+            return tfm_err_set(err, "length %d of batch row %d is out of range [1, %d]",
+                               b->lengths[r], r, T);
+        if (b->prefix_len && (b->prefix_len[r] < 0 || b->prefix_len[r] > T))
+            return tfm_err_set(err, "prefix length %d of batch row %d is out of range [0, %d]",
+                               b->prefix_len[r], r, T);
     }
     return 0;
 }
 
-static int forward_checked(tfm_model *m, const int32_t *inputs, const int32_t *targets, int B,
-                           int T, float *loss, tfm_err *err)
+/* Copies what backward needs of the batch and derives the position ids. */
+static void keep_batch(tfm_model_acts *a, const tfm_batch *b)
+{
+    size_t N = (size_t)b->B * b->T;
+    memcpy(a->inputs, b->inputs, N * sizeof *b->inputs);
+    a->have_targets = b->targets != NULL;
+    if (b->targets)
+        memcpy(a->targets, b->targets, N * sizeof *b->targets);
+#define KEEP(field, n)                                                        \
+    do {                                                                      \
+        if (b->field)                                                         \
+            memcpy(a->field, b->field, (n) * sizeof *a->field);               \
+    } while (0)
+    KEEP(segments, N);
+    KEEP(doc_start, N);
+    KEEP(lengths, (size_t)b->B);
+    KEEP(prefix_len, (size_t)b->B);
+#undef KEEP
+    a->has_segments = b->segments != NULL;
+    a->lengths_i = b->lengths ? a->lengths : NULL;
+    a->prefix_i = b->prefix_len ? a->prefix_len : NULL;
+    a->doc_i = b->doc_start ? a->doc_start : NULL;
+    for (size_t i = 0; i < N; i++)
+        a->pos[i] = (int32_t)(i % b->T) - (b->doc_start ? b->doc_start[i] : 0);
+}
+
+/* The attention of layer l for the kept batch. */
+static tfm_attn attn_of(const tfm_model *m, const tfm_attn_t5 *t5, int l)
 {
     const tfm_model_config *c = &m->cfg;
-    int C = c->n_embd, V = c->vocab_size, NH = c->n_head, L = c->n_layer;
+    const tfm_model_acts *a = m->acts;
+    tfm_attn at = {.B = m->B, .Tq = m->T, .Tk = m->T, .NH = c->n_head,
+                   .HS = c->n_embd / c->n_head, .dropout = drop_p(m),
+                   .seed = layer_site(a->seed, l, SITE_ATT)};
+    if (c->kind == TFM_KIND_ENCODER) {
+        at.mask = TFM_MASK_NONE;
+        at.key_len = a->lengths_i;
+    } else {
+        at.mask = a->prefix_i ? TFM_MASK_PREFIX : TFM_MASK_CAUSAL;
+        at.prefix_len = a->prefix_i;
+        at.doc_start = a->doc_i;
+    }
+    at.alibi = m->alibi;
+    at.t5 = t5;
+    return at;
+}
+
+/* RoPE's angles for positions 0 .. T-1 (packed documents restart, so no
+ * position reaches T). */
+static void rope_prepare(tfm_model *m)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_rope_table(m->acts->pe, 0, m->T, c->n_embd / c->n_head, c->rope_base);
+}
+
+/* Rotates (or, with inverse, rotates back) the q and k columns of rows laid
+ * out [N, 3C]: the 2·NH heads of q and k are adjacent. */
+static void rope_qk(tfm_model *m, float *qkv, int inverse)
+{
+    const tfm_model_config *c = &m->cfg;
+    int C = c->n_embd, HS = C / c->n_head;
+    tfm_rope_apply(qkv, 3 * C, m->B * m->T, m->acts->pos, 0, 2 * c->n_head, HS, m->acts->pe,
+                   m->T, inverse);
+}
+
+static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
+{
+    const tfm_model_config *c = &m->cfg;
+    int B = batch->B, T = batch->T;
+    int C = c->n_embd, V = c->vocab_size, L = c->n_layer, F = tfm_model_config_ff(c);
     size_t N = (size_t)B * T;
     if (acts_plan(m, B, T, err) < 0)
         return -1;
     tfm_model_acts *a = m->acts;
     m->B = B;
     m->T = T;
-    memcpy(a->inputs, inputs, N * sizeof *inputs);
-    a->have_targets = targets != NULL;
-    if (targets)
-        memcpy(a->targets, targets, N * sizeof *targets);
+    keep_batch(a, batch);
     float p = drop_p(m);
     a->seed = p > 0.0f ? tfm_rng_u64(&m->rng) : 0;
     tfm_act_kind ak = act_kind(c->act);
 
     float *wte = param_ptr(m, m->params, "wte.weight");
-    float *wpe = param_ptr(m, m->params, "wpe.weight");
-    tfm_embedding_forward(a->encoded, inputs, wte, wpe, B, T, C);
+    float *emb = c->emb_norm ? a->emb : a->encoded;
+    if (c->pos == TFM_POS_LEARNED && !batch->doc_start) {
+        tfm_embedding_forward(emb, batch->inputs, wte, param_ptr(m, m->params, "wpe.weight"),
+                              B, T, C);
+    } else {
+        tfm_embedding_forward(emb, batch->inputs, wte, NULL, B, T, C);
+        if (c->pos == TFM_POS_LEARNED) {
+            tfm_embedding_add(emb, a->pos, param_ptr(m, m->params, "wpe.weight"), (int)N, C);
+        } else if (c->pos == TFM_POS_SINUSOIDAL) {
+            tfm_sinusoidal_table(a->pe, T, C);
+            tfm_embedding_add(emb, a->pos, a->pe, (int)N, C);
+        }
+    }
+    if (a->has_segments)
+        tfm_embedding_add(emb, a->segments, param_ptr(m, m->params, "wse.weight"), (int)N, C);
+    if (c->emb_norm)
+        tfm_layernorm_forward(a->encoded, a->emb_mean, a->emb_rstd, a->emb,
+                              param_ptr(m, m->params, "ln_e.weight"),
+                              param_ptr(m, m->params, "ln_e.bias"), (int)N, C, c->ln_eps);
     tfm_dropout_forward(a->encoded, a->encoded, N * C, p, site_seed(a->seed, SITE_EMB));
+    if (c->pos == TFM_POS_ROPE)
+        rope_prepare(m);
+    tfm_attn_t5 t5 = {0}, *t5p = NULL;
+    if (c->pos == TFM_POS_T5) {
+        t5 = (tfm_attn_t5){.table = param_ptr(m, m->params, "rel_bias.weight"),
+                           .n_buckets = c->t5_buckets, .max_distance = c->t5_max_distance,
+                           .bidirectional = c->kind == TFM_KIND_ENCODER};
+        t5p = &t5;
+    }
 
     const float *x = a->encoded;
     for (int l = 0; l < L; l++) {
         layer_params lp = layer_ptrs(m, m->params, l);
         layer_acts *la = &a->layer[l];
-        tfm_attn at = {.B = B, .Tq = T, .Tk = T, .NH = NH, .HS = C / NH,
-                       .mask = TFM_MASK_CAUSAL, .dropout = p,
-                       .seed = layer_site(a->seed, l, SITE_ATT)};
+        tfm_attn at = attn_of(m, t5p, l);
         if (c->ln == TFM_LN_PRE) {
             tfm_layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, lp.p[P_LN1W],
                                   lp.p[P_LN1B], N, C, c->ln_eps);
@@ -619,6 +792,8 @@ static int forward_checked(tfm_model *m, const int32_t *inputs, const int32_t *t
         } else {
             linear_forward(la->qkv, x, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
         }
+        if (c->pos == TFM_POS_ROPE)
+            rope_qk(m, la->qkv, 0);
         tfm_attn_forward(&at, la->atty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
                          la->qkv + 2 * C, 3 * C, a->attn_scratch);
         linear_forward(la->res_attn, la->atty, lp.p[P_PROJW], lp.p[P_PROJB], N, C, C);
@@ -635,9 +810,9 @@ static int forward_checked(tfm_model *m, const int32_t *inputs, const int32_t *t
                                   lp.p[P_LN1W], lp.p[P_LN1B], N, C, c->ln_eps);
             mlp_in = la->ln1;
         }
-        linear_forward(la->fch, mlp_in, lp.p[P_FCW], lp.p[P_FCB], N, C, 4 * C);
-        tfm_act_forward(ak, la->fcg, la->fch, N * 4 * C);
-        linear_forward(la->res_mlp, la->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, 4 * C, C);
+        linear_forward(la->fch, mlp_in, lp.p[P_FCW], lp.p[P_FCB], N, C, F);
+        tfm_act_forward(ak, la->fcg, la->fch, N * F);
+        linear_forward(la->res_mlp, la->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, F, C);
         tfm_dropout_forward(la->res_mlp, la->res_mlp, N * C, p,
                             layer_site(a->seed, l, SITE_RMLP));
         tfm_add_inplace(la->res_mlp, mlp_in == la->ln2 ? la->res_attn : la->ln1, N * C);
@@ -660,9 +835,9 @@ static int forward_checked(tfm_model *m, const int32_t *inputs, const int32_t *t
     tfm_gemm(0, 1, N, V, C, 1.0f, final, C, head, C, 0.0f, a->logits, V);
 
     m->loss = -1.0f;
-    if (targets) {
-        double total = tfm_crossentropy_forward(a->lse, a->losses, a->logits, targets, N, V,
-                                                c->label_smoothing, &a->count);
+    if (batch->targets) {
+        double total = tfm_crossentropy_forward(a->lse, a->losses, a->logits, batch->targets,
+                                                N, V, c->label_smoothing, &a->count);
         m->loss = a->count ? (float)(total / a->count) : 0.0f;
     }
     if (loss)
@@ -670,12 +845,18 @@ static int forward_checked(tfm_model *m, const int32_t *inputs, const int32_t *t
     return 0;
 }
 
-int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
-                    int B, int T, float *loss, tfm_err *err)
+int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
 {
-    if (check_batch(&m->cfg, inputs, targets, B, T, err) < 0)
+    if (check_batch(&m->cfg, batch, err) < 0)
         return -1;
-    return forward_checked(m, inputs, targets, B, T, loss, err);
+    return forward_checked(m, batch, loss, err);
+}
+
+int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
+                      int B, int T, float *loss, tfm_err *err)
+{
+    tfm_batch b = {.inputs = inputs, .targets = targets, .B = B, .T = T};
+    return tfm_model_forward_batch(m, &b, loss, err);
 }
 
 void tfm_model_backward(tfm_model *m, float scale)
@@ -683,7 +864,8 @@ void tfm_model_backward(tfm_model *m, float scale)
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
     TFM_ASSERT(a && a->have_targets && !a->inference);
-    int B = m->B, T = m->T, C = c->n_embd, V = c->vocab_size, NH = c->n_head, L = c->n_layer;
+    int B = m->B, T = m->T, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
+    int F = tfm_model_config_ff(c);
     size_t N = (size_t)B * T;
     float p = drop_p(m);
     tfm_act_kind ak = act_kind(c->act);
@@ -698,6 +880,15 @@ void tfm_model_backward(tfm_model *m, float scale)
     const float *final = c->ln == TFM_LN_PRE ? a->lnf : a->layer[L - 1].ln2;
     /* logits = final·headᵀ */
     tfm_gemm(1, 0, V, C, N, 1.0f, a->logits, V, final, C, 1.0f, dhead, C);
+
+    tfm_attn_t5 t5 = {0}, *t5p = NULL;
+    if (c->pos == TFM_POS_T5) {
+        t5 = (tfm_attn_t5){.table = param_ptr(m, P, "rel_bias.weight"),
+                           .dtable = param_ptr(m, G, "rel_bias.weight"),
+                           .n_buckets = c->t5_buckets, .max_distance = c->t5_max_distance,
+                           .bidirectional = c->kind == TFM_KIND_ENCODER};
+        t5p = &t5;
+    }
 
     /* dy: gradient of the current block's output */
     float *dy = a->d0;
@@ -719,19 +910,17 @@ void tfm_model_backward(tfm_model *m, float scale)
             x = a->encoded;
         else
             x = c->ln == TFM_LN_PRE ? a->layer[l - 1].res_mlp : a->layer[l - 1].ln2;
-        tfm_attn at = {.B = B, .Tq = T, .Tk = T, .NH = NH, .HS = C / NH,
-                       .mask = TFM_MASK_CAUSAL, .dropout = p,
-                       .seed = layer_site(a->seed, l, SITE_ATT)};
+        tfm_attn at = attn_of(m, t5p, l);
         if (c->ln == TFM_LN_PRE) {
             /* res_mlp = res_attn + drop(act(fch)·Wp + b); dy flows to res_attn */
             tfm_dropout_backward(a->dtmp, dy, N * C, p, layer_site(a->seed, l, SITE_RMLP));
             if (!a->keep_fcg)
-                tfm_act_forward(ak, la->fcg, la->fch, N * 4 * C);
+                tfm_act_forward(ak, la->fcg, la->fch, N * F);
             linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg,
-                            lp.p[P_FCPW], N, 4 * C, C);
-            tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * 4 * C);
+                            lp.p[P_FCPW], N, F, C);
+            tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * F);
             linear_backward(a->dtmp, 0.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln2,
-                            lp.p[P_FCW], N, C, 4 * C);
+                            lp.p[P_FCW], N, C, F);
             tfm_layernorm_backward(dy, gp.p[P_LN2W], gp.p[P_LN2B], a->dtmp, la->res_attn,
                                    lp.p[P_LN2W], la->ln2_mean, la->ln2_rstd, N, C);
             /* res_attn = x + drop(atty·Wproj + b); dy now holds d res_attn */
@@ -741,6 +930,8 @@ void tfm_model_backward(tfm_model *m, float scale)
             tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
                               a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
                               la->qkv + 2 * C, 3 * C, a->attn_scratch);
+            if (c->pos == TFM_POS_ROPE)
+                rope_qk(m, a->dqkv, 1);
             linear_backward(a->dtmp, 0.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, la->ln1,
                             lp.p[P_QKVW], N, C, 3 * C);
             tfm_layernorm_backward(dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
@@ -755,12 +946,12 @@ void tfm_model_backward(tfm_model *m, float scale)
             /* res_mlp = ln1 + drop(act(fch)·Wp + b) */
             tfm_dropout_backward(a->dtmp, dr2, N * C, p, layer_site(a->seed, l, SITE_RMLP));
             if (!a->keep_fcg)
-                tfm_act_forward(ak, la->fcg, la->fch, N * 4 * C);
+                tfm_act_forward(ak, la->fcg, la->fch, N * F);
             linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg,
-                            lp.p[P_FCPW], N, 4 * C, C);
-            tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * 4 * C);
+                            lp.p[P_FCPW], N, F, C);
+            tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * F);
             linear_backward(dr2, 1.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln1,
-                            lp.p[P_FCW], N, C, 4 * C);
+                            lp.p[P_FCW], N, C, F);
             /* dr2 = d ln1; ln1 = LN(res_attn) */
             memset(dr1, 0, N * C * sizeof *dr1);
             tfm_layernorm_backward(dr1, gp.p[P_LN1W], gp.p[P_LN1B], dr2, la->res_attn,
@@ -772,6 +963,8 @@ void tfm_model_backward(tfm_model *m, float scale)
             tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
                               a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
                               la->qkv + 2 * C, 3 * C, a->attn_scratch);
+            if (c->pos == TFM_POS_ROPE)
+                rope_qk(m, a->dqkv, 1);
             linear_backward(dr1, 1.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, x,
                             lp.p[P_QKVW], N, C, 3 * C);
             /* dr1 = d x: it becomes the next block's dy */
@@ -781,7 +974,23 @@ void tfm_model_backward(tfm_model *m, float scale)
         }
     }
     tfm_dropout_backward(a->dtmp, dy, N * C, p, site_seed(a->seed, SITE_EMB));
-    tfm_embedding_backward(dwte, param_ptr(m, G, "wpe.weight"), a->dtmp, a->inputs, B, T, C);
+    const float *demb = a->dtmp;
+    if (c->emb_norm) {
+        /* dy is free now: it receives d(sum before ln_e) */
+        memset(dy, 0, N * C * sizeof *dy);
+        tfm_layernorm_backward(dy, param_ptr(m, G, "ln_e.weight"), param_ptr(m, G, "ln_e.bias"),
+                               a->dtmp, a->emb, param_ptr(m, P, "ln_e.weight"), a->emb_mean,
+                               a->emb_rstd, N, C);
+        demb = dy;
+    }
+    int by_id = c->pos == TFM_POS_LEARNED && a->doc_i;
+    float *dwpe = c->pos == TFM_POS_LEARNED && !by_id ? param_ptr(m, G, "wpe.weight") : NULL;
+    tfm_embedding_backward(dwte, dwpe, demb, a->inputs, B, T, C);
+    if (by_id)
+        tfm_embedding_backward(param_ptr(m, G, "wpe.weight"), NULL, demb, a->pos, 1, (int)N, C);
+    if (a->has_segments)
+        tfm_embedding_backward(param_ptr(m, G, "wse.weight"), NULL, demb, a->segments, 1,
+                               (int)N, C);
     /* the logits now hold their gradient */
     a->have_targets = 0;
 }
@@ -791,16 +1000,37 @@ void tfm_model_backward(tfm_model *m, float scale)
 int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                              int B, int T, float scale, float *loss, tfm_err *err)
 {
+    tfm_batch b = {.inputs = inputs, .targets = targets, .B = B, .T = T};
+    return tfm_model_forward_backward_batch(m, &b, scale, loss, err);
+}
+
+/* Rows [r0, r0 + rows) of a batch. */
+static tfm_batch batch_rows(const tfm_batch *b, int r0, int rows)
+{
+    size_t off = (size_t)r0 * b->T;
+    tfm_batch p = {.inputs = b->inputs + off, .targets = b->targets + off, .B = rows,
+                   .T = b->T};
+    p.segments = b->segments ? b->segments + off : NULL;
+    p.doc_start = b->doc_start ? b->doc_start + off : NULL;
+    p.lengths = b->lengths ? b->lengths + r0 : NULL;
+    p.prefix_len = b->prefix_len ? b->prefix_len + r0 : NULL;
+    return p;
+}
+
+int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float scale,
+                                     float *loss, tfm_err *err)
+{
+    int B = batch->B;
     int n = m->n_rep < B ? m->n_rep : B;
+    TFM_ASSERT(batch->targets);
     if (n <= 1) {
-        if (tfm_model_forward(m, inputs, targets, B, T, loss, err) < 0)
+        if (tfm_model_forward_batch(m, batch, loss, err) < 0)
             return -1;
         tfm_model_backward(m, scale);
         return 0;
     }
-    TFM_ASSERT(targets);
     /* checked once, for the whole batch, so that errors name its rows */
-    if (check_batch(&m->cfg, inputs, targets, B, T, err) < 0)
+    if (check_batch(&m->cfg, batch, err) < 0)
         return -1;
     tfm_model *part[MAX_REPLICAS];
     int rows[MAX_REPLICAS], first[MAX_REPLICAS], rc[MAX_REPLICAS];
@@ -836,10 +1066,9 @@ int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_
         int nt = 1;
 #endif
         for (int j = k; j < n; j += nt) {
-            size_t off = (size_t)first[j] * T;
+            tfm_batch pb = batch_rows(batch, first[j], rows[j]);
             float l;
-            rc[j] = forward_checked(part[j], inputs + off, targets + off, rows[j], T, &l,
-                                    &errs[j]);
+            rc[j] = forward_checked(part[j], &pb, &l, &errs[j]);
             count[j] = rc[j] < 0 ? 0 : part[j]->acts->count;
         }
 #pragma omp barrier

@@ -184,6 +184,8 @@ typedef struct tfm_model {
                             over the whole array; padding stays 0) */
     tfm_param *table;    /* n_table entries, in the order listed above */
     int n_table;
+    int first_layer;     /* index of h.0.ln_1.weight in the table */
+    float *alibi;        /* [n_head] ALiBi slopes, or NULL */
     int training;        /* dropout active when 1 and cfg.dropout > 0 */
     tfm_rng rng;         /* dropout masks; part of the training state:
                             save and restore it to resume bit for bit */

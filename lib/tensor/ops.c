@@ -398,6 +398,18 @@ void tfm_embedding_backward(float *dwte, float *dwpe, const float *dout,
     }
 }
 
+void tfm_embedding_add(float *out, const int32_t *ids, const float *table, int N, int C)
+{
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *e = table + (size_t)ids[n] * C;
+        float *y = out + (size_t)n * C;
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            y[i] += e[i];
+    }
+}
+
 /* ---- softmax and cross-entropy ------------------------------------------- */
 
 void tfm_softmax_inplace(float *x, int len)

@@ -89,6 +89,10 @@ void tfm_embedding_forward(float *out, const int32_t *tok, const float *wte,
 void tfm_embedding_backward(float *dwte, float *dwpe, const float *dout,
                             const int32_t *tok, int B, int T, int C);
 
+/* out[n,:] += table[ids[n],:] for n < N (a second embedding: segments,
+ * positions given by id).  ids must be in range (the caller checks). */
+void tfm_embedding_add(float *out, const int32_t *ids, const float *table, int N, int C);
+
 /* x[0, len) = softmax(x[0, len)) in place (len ≥ 1); no parallel region, for
  * callers already inside one.  −∞ entries come out 0. */
 void tfm_softmax_inplace(float *x, int len);

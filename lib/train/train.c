@@ -42,21 +42,35 @@ static void say(const tfm_train_opts *o, const char *fmt, ...)
     o->message(o->ctx, msg);
 }
 
+void tfm_train_doc_starts(int *doc_start, const int32_t *x, int B, int T, int64_t eot)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0, d = 0; t < T; t++) {
+            doc_start[(size_t)b * T + t] = d;
+            if (x[(size_t)b * T + t] == eot)
+                d = t + 1;
+        }
+}
+
 int tfm_train_evaluate(tfm_model *m, const tfm_tokens *data, int B, int T, int64_t n_batches,
-                       uint64_t seed, double *loss, tfm_err *err)
+                       uint64_t seed, int64_t eot, double *loss, tfm_err *err)
 {
     tfm_rng rng;
     tfm_rng_seed(&rng, seed);
     size_t bt = (size_t)B * T;
     int32_t *x = tfm_malloc(bt * sizeof *x), *y = tfm_malloc(bt * sizeof *y);
+    int *docs = eot >= 0 ? tfm_malloc(bt * sizeof *docs) : NULL;
     int was_training = m->training;
     tfm_model_set_training(m, 0);
     double sum = 0;
     int rc = 0;
     for (int64_t i = 0; i < n_batches; i++) {
         tfm_tokens_batch(data, &rng, B, T, x, y);
+        tfm_batch batch = {.inputs = x, .targets = y, .B = B, .T = T, .doc_start = docs};
+        if (docs)
+            tfm_train_doc_starts(docs, x, B, T, eot);
         float l;
-        if (tfm_model_forward(m, x, y, B, T, &l, err) < 0) {
+        if (tfm_model_forward_batch(m, &batch, &l, err) < 0) {
             rc = -1;
             break;
         }
@@ -65,6 +79,7 @@ int tfm_train_evaluate(tfm_model *m, const tfm_tokens *data, int B, int T, int64
     tfm_model_set_training(m, was_training);
     free(x);
     free(y);
+    free(docs);
     *loss = sum / (double)n_batches;
     return rc;
 }
@@ -174,6 +189,7 @@ typedef struct run {
     tfm_tokens train, val;
     char *model_path, *best_path, *state_path, *log_path;
     int64_t saved_step;
+    int64_t eot;           /* data.packing: the end-of-text id, else -1 */
 } run;
 
 static int save(run *R, tfm_err *err)
@@ -223,6 +239,14 @@ static int load_data(run *R, tfm_config *cfg, tfm_err *err)
     uint32_t V = (uint32_t)cfg->model.vocab_size;
     if (tfm_tokens_check(&R->train, V, err) < 0 || tfm_tokens_check(&R->val, V, err) < 0)
         return -1;
+    R->eot = -1;
+    if (cfg->data.packing) {
+        R->eot = R->tok ? tfm_tokenizer_specials(R->tok)->eos : -1;
+        if (R->eot < 0)
+            return tfm_err_set(err, "data.packing needs an end-of-text token, and %s",
+                               R->tok ? "the tokenizer has none"
+                                      : "there is no data.tokenizer to name it");
+    }
     size_t need = (size_t)cfg->model.block_size + 1;
     if (R->train.n < need)
         return tfm_err_set(err, "%s: %zu tokens, fewer than block_size + 1 = %zu", R->train.name,
@@ -244,6 +268,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     res->val_loss = NAN;
     int rc = -1;
     int32_t *x = NULL, *y = NULL;
+    int *docs = NULL;
     double *times = NULL;
     int model_ok = 0, adam_ok = 0;
     tfm_progress bar = {0};
@@ -323,6 +348,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, B));
     x = tfm_malloc((size_t)B * T * sizeof *x);
     y = tfm_malloc((size_t)B * T * sizeof *y);
+    if (R->eot >= 0)
+        docs = tfm_malloc((size_t)B * T * sizeof *docs);
     int64_t todo = cfg.train.max_steps - R->st.step;
     if (o->run_steps > 0 && o->run_steps < todo)
         todo = o->run_steps;
@@ -353,8 +380,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         double loss = 0;
         for (int64_t a = 0; a < accum; a++) {
             tfm_tokens_batch(&R->train, &R->st.data_rng, B, T, x, y);
+            tfm_batch batch = {.inputs = x, .targets = y, .B = B, .T = T, .doc_start = docs};
+            if (docs)
+                tfm_train_doc_starts(docs, x, B, T, R->eot);
             float l;
-            if (tfm_model_forward_backward(&R->m, x, y, B, T, 1.0f / (float)accum, &l, err) < 0)
+            if (tfm_model_forward_backward_batch(&R->m, &batch, 1.0f / (float)accum, &l, err) < 0)
                 goto out_log;
             loss += l / (double)accum;
         }
@@ -388,7 +418,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         if (R->val.n && ((cfg.train.eval_interval && step % cfg.train.eval_interval == 0) ||
                          last)) {
             if (tfm_train_evaluate(&R->m, &R->val, B, T, cfg.train.eval_batches,
-                                   R->st.seed ^ EVAL_SEED_SALT, &vloss, err) < 0)
+                                   R->st.seed ^ EVAL_SEED_SALT, R->eot, &vloss, err) < 0)
                 goto out_log;
             evaluated = 1;
             res->val_loss = vloss;
@@ -454,6 +484,7 @@ out_log:
 out:
     free(x);
     free(y);
+    free(docs);
     free(times);
     if (adam_ok)
         tfm_adam_free(&R->adam);

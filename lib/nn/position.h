@@ -1,0 +1,33 @@
+/* Position schemes without parameters: the original Transformer's
+ * sinusoids, and rotary embeddings (RoPE) applied to queries and keys.
+ * (Learned positions are a table like the token embedding; ALiBi and T5
+ * biases act on the attention scores: nn/attention.h.)
+ *
+ * Tables are computed in double and stored as float, so positions far
+ * beyond a training context keep their accuracy. */
+#ifndef TFM_NN_POSITION_H
+#define TFM_NN_POSITION_H
+
+#include <stdint.h>
+
+/* pe[p, 2i] = sin(p / 10000^(2i/C)), pe[p, 2i+1] = cos(…) for p < n_pos
+ * (C even). */
+void tfm_sinusoidal_table(float *pe, int n_pos, int C);
+
+/* The row of position p alone: pe[2i] = sin(p / 10000^(2i/C)), … */
+void tfm_sinusoidal_row(float *pe, int p, int C);
+
+/* RoPE angles of positions first .. first + n_pos - 1 for heads of size HS
+ * (even): cs[p, d] = cos θ and cs[n_pos·HS/2 + p·HS/2 + d] = sin θ,
+ * θ = (first + p)·base^(-2d/HS), d < HS/2.  cs holds n_pos·HS floats. */
+void tfm_rope_table(float *cs, int first, int n_pos, int HS, float base);
+
+/* Rotates n_heads heads of HS columns in each of N rows of x (row stride
+ * ld) by the angles of position pos[n] - first (a row of the table above):
+ * (x_d, x_{d+HS/2}) → (x_d cos θ − x_{d+HS/2} sin θ, x_d sin θ + x_{d+HS/2} cos θ).
+ * inverse != 0 rotates by −θ: the backward pass of the rotation (its
+ * transpose), applied to the gradient. */
+void tfm_rope_apply(float *x, int ld, int N, const int32_t *pos, int first, int n_heads,
+                    int HS, const float *cs, int n_pos, int inverse);
+
+#endif

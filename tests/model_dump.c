@@ -30,12 +30,6 @@
 #include "model/transformer.h"
 #include "tensor/gemm.h"
 
-/* Until lib/model/transformer.c defines tfm_model_forward_batch (declared in
- * transformer.h), this helper still links: a weak reference is NULL when
- * the library lacks the function, and plain batches then go through
- * tfm_model_forward.  Remove with the fallback below once main has it. */
-#pragma weak tfm_model_forward_batch
-
 static FILE *open_in(const char *dir, const char *name, const char *mode)
 {
     char path[4096];
@@ -128,16 +122,7 @@ int main(int argc, char **argv)
     tfm_batch batch = {.inputs = x, .targets = x + N, .B = B, .T = T, .segments = seg,
                        .lengths = lengths, .prefix_len = prefix, .doc_start = doc};
     float loss;
-    int rc;
-    if (tfm_model_forward_batch)
-        rc = tfm_model_forward_batch(&m, &batch, &loss, &err);
-    else if (!seg && !lengths && !prefix && !doc)
-        rc = tfm_model_forward(&m, x, x + N, B, T, &loss, &err);
-    else {
-        fprintf(stderr, "model_dump: the library has no tfm_model_forward_batch\n");
-        return 1;
-    }
-    if (rc < 0) {
+    if (tfm_model_forward_batch(&m, &batch, &loss, &err) < 0) {
         fprintf(stderr, "model_dump: %s\n", err.msg);
         return 1;
     }

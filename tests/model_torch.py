@@ -38,7 +38,10 @@ DUMP = os.path.join(BUILD, "tests", "model_dump")
 # The features of lib/model/transformer.c on main; grow as main gains them.
 # Names: decoder, encoder, learned, sinusoidal, rope, alibi, t5, d_ff,
 # segments, emb_norm, prefix, docs, lengths.
-EXPECTED = {"decoder", "learned"}
+# alibi, t5, prefix, docs: transformer.c hands them to nn/attention, whose
+# implementation of them is not on main yet.
+EXPECTED = {"decoder", "encoder", "learned", "sinusoidal", "rope", "d_ff", "segments",
+            "emb_norm", "lengths"}
 
 # The configuration schema's defaults for the keys added with the general
 # model: config.yaml leaves them out when a case keeps them, so that cases
@@ -558,8 +561,10 @@ def main():
                 continue
             if expected:
                 failed.append(full)
-                for b in bad:
+                for b in bad[:4]:
                     print(f"FAIL {full}: {b}")
+                if len(bad) > 4:
+                    print(f"FAIL {full}: ... and {len(bad) - 4} more tensors")
             else:
                 xfailed.append(full)
                 print(f"xfail {full} (needs {', '.join(sorted(need))}): {bad[0]}"

@@ -10,6 +10,10 @@
  *                          DIR/batch.txt and DIR/batch.bin; writes
  *                          DIR/out.bin: float32 loss, logits [B,T,V], then
  *                          the gradients in table order.
+ *   model_dump alibi N     prints tfm_alibi_slopes for N heads, one a line
+ *   model_dump t5 NB MAX   prints "rel causal bidirectional" buckets
+ *                          (tfm_t5_bucket, NB buckets, max distance MAX)
+ *                          for rel = -300..300
  *
  * config.yaml: a tfm configuration (io/config.h; man/tfm-config.5), turned
  *     into the model's description by tfm_model_config_from (model/file.h).
@@ -28,6 +32,7 @@
 #include "io/config.h"
 #include "model/file.h"
 #include "model/transformer.h"
+#include "nn/attention.h"
 #include "tensor/gemm.h"
 
 static FILE *open_in(const char *dir, const char *name, const char *mode)
@@ -52,8 +57,24 @@ static void read_ints(FILE *f, int32_t *dst, size_t n, const char *what)
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "alibi")) {
+        int n = atoi(argv[2]);
+        float *s = malloc((size_t)(n > 0 ? n : 1) * sizeof *s);
+        tfm_alibi_slopes(s, n);
+        for (int i = 0; i < n; i++)
+            printf("%.9g\n", s[i]);
+        free(s);
+        return 0;
+    }
+    if (argc == 4 && !strcmp(argv[1], "t5")) {
+        int nb = atoi(argv[2]), max = atoi(argv[3]);
+        for (int rel = -300; rel <= 300; rel++)
+            printf("%d %d %d\n", rel, tfm_t5_bucket(rel, 0, nb, max),
+                   tfm_t5_bucket(rel, 1, nb, max));
+        return 0;
+    }
     if (argc != 3 || (strcmp(argv[1], "table") && strcmp(argv[1], "run"))) {
-        fprintf(stderr, "usage: model_dump table|run DIR\n");
+        fprintf(stderr, "usage: model_dump table|run DIR | alibi N | t5 BUCKETS MAX_DISTANCE\n");
         return 2;
     }
     const char *dir = argv[2];

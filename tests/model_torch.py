@@ -533,6 +533,43 @@ def check_definitions():
     assert bk[9].item() == 0 and bk[10].item() == 17 and bk[8].item() == 1, bk
 
 
+def check_c_functions():
+    """nn/attention.h's tfm_alibi_slopes and tfm_t5_bucket against the
+    reference over more heads and distances than the model cases reach.
+    Returns a list of (name, problems)."""
+    out = []
+    for n in list(range(1, 17)) + [20, 24, 32, 48]:
+        r = subprocess.run([DUMP, "alibi", str(n)], capture_output=True, text=True)
+        if r.returncode != 0:
+            out.append((f"tfm_alibi_slopes({n})", [f"model_dump alibi exited {r.returncode}"]))
+            continue
+        got = np.array([float(v) for v in r.stdout.split()])
+        want = np.array(alibi_slopes(n))
+        bad = [] if len(got) == n and np.allclose(got, want, rtol=1e-6, atol=0) else \
+            [f"slopes {got.tolist()}, the paper's {want.tolist()}"]
+        out.append((f"tfm_alibi_slopes({n})", bad))
+    # (buckets, max_distance); max_distance == max_exact (buckets/2 causal,
+    # buckets/4 bidirectional) divides by log(1) = 0 in T5's formula and is left out
+    for nb, md in ((4, 5), (6, 5), (6, 4), (8, 12), (8, 10), (8, 3), (16, 20), (32, 128),
+                   (32, 64), (64, 256), (12, 100), (128, 1000)):
+        name = f"tfm_t5_bucket({nb} buckets, max distance {md})"
+        r = subprocess.run([DUMP, "t5", str(nb), str(md)], capture_output=True, text=True)
+        if r.returncode != 0:
+            out.append((name, [f"model_dump t5 exited {r.returncode}"]))
+            continue
+        a = np.array([[int(v) for v in line.split()] for line in r.stdout.splitlines()])
+        rel = torch.tensor(a[:, 0])
+        bad = []
+        for col, bidir in ((1, False), (2, True)):
+            want = t5_bucket(rel, bidir, nb, md).numpy()
+            wrong = np.nonzero(a[:, col] != want)[0]
+            if len(wrong):
+                bad.append(f"{'bidirectional' if bidir else 'causal'}: rel, tfm, HF " +
+                           ", ".join(f"({a[i, 0]}, {a[i, col]}, {want[i]})" for i in wrong[:6]))
+        out.append((name, bad))
+    return out
+
+
 def main():
     if not os.path.exists(DUMP):
         print(f"SKIP: {DUMP} not built")
@@ -543,6 +580,14 @@ def main():
     select = sys.argv[1:]
     n_pass = n_run = 0
     failed, xfailed, xpassed = [], [], []
+    for name, bad in check_c_functions() if not select else []:
+        n_run += 1
+        if bad:
+            failed.append(name)
+            for b in bad:
+                print(f"FAIL {name}: {b}")
+        else:
+            n_pass += 1
     for ci, (name, cfg, kind, B, T, ignore, variants) in enumerate(cases()):
         if select and not any(s in name for s in select):
             continue

@@ -419,9 +419,10 @@ def make_batch(cfg, B, T, rng, kind="plain", ignore=False):
     elif kind == "docs":
         cuts = [[0, 3, 6], [0, T - 2], [0, 2, 5], [0, 4]][:B]
         b["doc_start"] = np.array([doc_starts(T, c) for c in cuts])
-    elif kind == "encoder":
-        lengths = np.array([T, T - 3, 4][:B])
-        b["lengths"] = lengths
+    elif kind in ("encoder", "encoder unpadded"):
+        lengths = np.array([T, T - 3, 4][:B]) if kind == "encoder" else np.full(B, T)
+        if kind == "encoder":
+            b["lengths"] = lengths
         keep = rng.random((B, T)) < 0.3     # MLM: a loss on few positions
         keep[:, 1] = True
         for r in range(B):
@@ -511,6 +512,8 @@ def cases():
         ("encoder learned BERT-like heads of 16 smoothing 0.1", dict(bert, n_embd=32,
                                                                     label_smoothing=0.1),
          "encoder", 3, 9, False, VARIANTS[2:]),
+        ("encoder sinusoidal BERT-like without lengths (no padding)",
+         dict(bert, positions="sinusoidal"), "encoder unpadded", 2, 9, False, VARIANTS[:1]),
         ("encoder t5 BERT-like heads of 16", dict(bert, positions="t5", n_embd=32), "encoder",
          2, 9, False, VARIANTS[2:3]),
         ("encoder rope 3 segments d_ff 20 no bias", dict(bert, positions="rope", segments=3,

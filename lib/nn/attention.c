@@ -35,14 +35,25 @@ static int thread_id(void)
 
 static size_t fused_per_thread(const tfm_attn *a);
 
-/* Per thread: two Tq×Tk blocks, plus for the fused path a transposed K or V
- * (HS × Tk rounded up to 16) and two rows. */
-size_t tfm_attn_scratch_floats(const tfm_attn *a)
+enum { QB = 8 }; /* rows per block of the fused loops */
+
+/* T5's per-(batch, head) bucket gradients, [B·NH, n_buckets], ahead of the
+ * per-thread regions: summed over b in a fixed order after the parallel
+ * loop, so dtable does not depend on the schedule or the thread count. */
+static size_t t5_floats(const tfm_attn *a)
 {
-    return (size_t)nthreads() * fused_per_thread(a);
+    return a->t5 ? (size_t)a->B * a->NH * a->t5->n_buckets : 0;
 }
 
-/* Number of keys query i may see. */
+/* Per thread: two Tq×Tk blocks, plus for the fused path a transposed K or V
+ * (HS × Tk rounded up to 16) and two rows; with a position bias, one vector
+ * over the relative positions. */
+size_t tfm_attn_scratch_floats(const tfm_attn *a)
+{
+    return t5_floats(a) + (size_t)nthreads() * fused_per_thread(a);
+}
+
+/* Number of keys query i may see (keys [0, len) before doc_start). */
 static int row_len(const tfm_attn *a, int b, int i)
 {
     int len = a->Tk;
@@ -51,10 +62,107 @@ static int row_len(const tfm_attn *a, int b, int i)
     if (a->mask == TFM_MASK_CAUSAL) {
         int last = i + 1 + (a->Tk - a->Tq);
         len = last < len ? last : len;
+    } else if (a->mask == TFM_MASK_PREFIX) {
+        /* the whole prefix, then causal: still never decreasing in i */
+        int last = i + 1 + (a->Tk - a->Tq), p = a->prefix_len[b];
+        last = p > last ? p : last;
+        len = last < len ? last : len;
     }
     if (a->key_len && a->key_len[b] < len)
         len = a->key_len[b] < 0 ? 0 : a->key_len[b];
     return len;
+}
+
+/* First key query i may see (packed documents), at most len. */
+static inline int row_lo(const tfm_attn *a, int b, int i, int len)
+{
+    if (!a->doc_start)
+        return 0;
+    int lo = a->doc_start[(size_t)b * a->Tq + i];
+    lo = lo > 0 ? lo : 0;
+    return lo < len ? lo : len;
+}
+
+/* Relative positions rel = j - qpos (key minus query position, qpos = Tk -
+ * Tq + i) span [-(Tk-1), Tq-1]: index r = rel + Tk - 1, so row i's biases
+ * are the contiguous slice starting at r = Tq - 1 - i, indexed by j. */
+static int rel_count(const tfm_attn *a)
+{
+    return a->Tq + a->Tk - 1;
+}
+
+static int has_bias(const tfm_attn *a)
+{
+    return a->alibi || a->t5;
+}
+
+/* br[r] = bias of head h at relative position r - (Tk - 1). */
+static void rel_bias(const tfm_attn *a, int h, float *br)
+{
+    const tfm_attn_t5 *t5 = a->t5;
+    for (int r = 0; r < rel_count(a); r++) {
+        int rel = r - (a->Tk - 1);
+        float x = 0.0f;
+        if (a->alibi)
+            x -= a->alibi[h] * (float)abs(rel);
+        if (t5)
+            x += t5->table[(size_t)h * t5->n_buckets +
+                           tfm_t5_bucket(rel, t5->bidirectional, t5->n_buckets, t5->max_distance)];
+        br[r] = x;
+    }
+}
+
+/* g[r] (per relative position) into the bucket gradients of one (b, h). */
+static void t5_scatter(const tfm_attn *a, float *gb, const float *g)
+{
+    const tfm_attn_t5 *t5 = a->t5;
+    memset(gb, 0, (size_t)t5->n_buckets * sizeof *gb);
+    for (int r = 0; r < rel_count(a); r++)
+        gb[tfm_t5_bucket(r - (a->Tk - 1), t5->bidirectional, t5->n_buckets,
+                         t5->max_distance)] += g[r];
+}
+
+/* dtable[h, :] += Σ_b gb[b, h, :], b in order. */
+static void t5_reduce(const tfm_attn *a, const float *gb)
+{
+    int nb = a->t5->n_buckets;
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < a->NH; h++)
+            for (int k = 0; k < nb; k++)
+                a->t5->dtable[(size_t)h * nb + k] += gb[((size_t)b * a->NH + h) * nb + k];
+}
+
+void tfm_alibi_slopes(float *slopes, int n)
+{
+    int p = 1;
+    while (2 * p <= n)
+        p *= 2;
+    /* 2^(-8k/p) for the power of two p, then the odd k of 2^(-8k/2p) */
+    for (int k = 1; k <= p && k <= n; k++)
+        slopes[k - 1] = (float)exp2(-8.0 * k / p);
+    for (int k = 1; p + (k - 1) / 2 < n; k += 2)
+        slopes[p + (k - 1) / 2] = (float)exp2(-8.0 * k / (2 * p));
+}
+
+int tfm_t5_bucket(int rel, int bidirectional, int n_buckets, int max_distance)
+{
+    int base = 0;
+    long n;
+    if (bidirectional) {
+        n_buckets /= 2;
+        base = rel > 0 ? n_buckets : 0;
+        n = rel < 0 ? -(long)rel : rel;
+    } else {
+        n = rel < 0 ? -(long)rel : 0;
+    }
+    int exact = n_buckets / 2;
+    if (n < exact)
+        return base + (int)n;
+    /* in float, as HF's torch code computes it, then truncated */
+    float f = logf((float)n / (float)exact) / (float)log((double)max_distance / exact) *
+              (float)(n_buckets - exact);
+    int large = exact + (int)f;
+    return base + (large < n_buckets - 1 ? large : n_buckets - 1);
 }
 
 /* P with dropout applied (mask regenerated from the element index). */
@@ -64,6 +172,22 @@ static void dropped(const tfm_attn *a, float *dst, const float *P, size_t base)
     float scale = 1.0f / (1.0f - a->dropout);
     for (size_t i = 0; i < n; i++)
         dst[i] = tfm_dropout_keep(a->seed, base + i, a->dropout) ? P[i] * scale : 0.0f;
+}
+
+/* Scratch of the calling thread: its fused_per_thread region. */
+static float *thread_scratch(const tfm_attn *a, float *scratch)
+{
+    return scratch + t5_floats(a) + (size_t)thread_id() * fused_per_thread(a);
+}
+
+/* The relative-position vector of a thread's region (after the blocks, the
+ * transposed head and the score rows). */
+static size_t fused_head(const tfm_attn *a);
+static size_t pad16(size_t n);
+static float *thread_rel(const tfm_attn *a, float *ts)
+{
+    size_t tkp = pad16((size_t)a->Tk);
+    return ts + fused_head(a) + (size_t)a->HS * tkp + (size_t)QB * tkp + 16;
 }
 
 static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
@@ -80,19 +204,31 @@ static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
         const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
         const float *V = v + (size_t)b * Tk * ldv + (size_t)h * HS;
         float *P = att + (size_t)bh * tt;
+        float *ts = thread_scratch(a, scratch);
+        const float *br = NULL;
+        if (has_bias(a)) {
+            rel_bias(a, h, thread_rel(a, ts));
+            br = thread_rel(a, ts);
+        }
         tfm_gemm1(0, 1, Tq, Tk, HS, scale, Q, ldq, K, ldk, 0.0f, P, Tk);
         for (int i = 0; i < Tq; i++) {
             float *row = P + (size_t)i * Tk;
-            int len = row_len(a, b, i);
-            if (len > 0)
-                tfm_softmax_inplace(row, len);
+            int len = row_len(a, b, i), lo = row_lo(a, b, i, len);
+            if (br) {
+                const float *bi = br + (Tq - 1 - i);
+#pragma omp simd
+                for (int j = lo; j < len; j++)
+                    row[j] += bi[j];
+            }
+            if (len > lo)
+                tfm_softmax_inplace(row + lo, len - lo);
+            memset(row, 0, (size_t)lo * sizeof *row);
             memset(row + len, 0, (size_t)(Tk - len) * sizeof *row);
         }
         const float *Pd = P;
         if (a->dropout > 0.0f) {
-            float *s = scratch + (size_t)thread_id() * 2 * tt;
-            dropped(a, s, P, (size_t)bh * tt);
-            Pd = s;
+            dropped(a, ts, P, (size_t)bh * tt);
+            Pd = ts;
         }
         float *Y = out + (size_t)b * Tq * ldo + (size_t)h * HS;
         tfm_gemm1(0, 0, Tq, HS, Tk, 1.0f, Pd, Tk, V, ldv, 0.0f, Y, ldo);
@@ -118,8 +254,15 @@ static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int
         float *dK = dk + (size_t)b * Tk * lddk + (size_t)h * HS;
         float *dV = dv + (size_t)b * Tk * lddv + (size_t)h * HS;
         const float *P = att + (size_t)bh * tt;
-        float *dP = scratch + (size_t)thread_id() * 2 * tt;
+        float *ts = thread_scratch(a, scratch);
+        float *dP = ts;
         float *Pd = dP + tt;
+        /* T5: dS summed per relative position, [Tq + Tk - 1] */
+        float *g = NULL;
+        if (a->t5) {
+            g = thread_rel(a, ts);
+            memset(g, 0, (size_t)rel_count(a) * sizeof *g);
+        }
         const float *Pv = P;
         if (a->dropout > 0.0f) {
             dropped(a, Pd, P, (size_t)bh * tt);
@@ -134,25 +277,37 @@ static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int
             for (size_t i = 0; i < tt; i++)
                 dP[i] = tfm_dropout_keep(a->seed, base + i, a->dropout) ? dP[i] * ds : 0.0f;
         }
-        /* softmax backward: dS = P ⊙ (dP - Σ_j P·dP); masked entries have
-         * P = 0 and so get no gradient. */
+        /* softmax backward: dS = P ⊙ (dP - Σ_j P·dP) (w.r.t. the biased
+         * score, before the 1/√HS of Q·Kᵀ); masked entries have P = 0 and
+         * so get no gradient. */
         for (int i = 0; i < Tq; i++) {
             const float *p = P + (size_t)i * Tk;
             float *d = dP + (size_t)i * Tk;
-            int len = row_len(a, b, i);
+            int len = row_len(a, b, i), lo = row_lo(a, b, i, len);
             float s = 0.0f;
 #pragma omp simd reduction(+:s)
-            for (int j = 0; j < len; j++)
+            for (int j = lo; j < len; j++)
                 s += p[j] * d[j];
 #pragma omp simd
-            for (int j = 0; j < len; j++)
+            for (int j = lo; j < len; j++)
                 d[j] = p[j] * (d[j] - s);
+            if (g) {
+                float *gi = g + (Tq - 1 - i);
+#pragma omp simd
+                for (int j = lo; j < len; j++)
+                    gi[j] += d[j];
+            }
+            memset(d, 0, (size_t)lo * sizeof *d);
             memset(d + len, 0, (size_t)(Tk - len) * sizeof *d);
         }
+        if (g)
+            t5_scatter(a, scratch + (size_t)bh * a->t5->n_buckets, g);
         /* dQ = dS·K·scale; dK = dSᵀ·Q·scale */
         tfm_gemm1(0, 0, Tq, HS, Tk, scale, dP, Tk, K, ldk, 0.0f, dQ, lddq);
         tfm_gemm1(1, 0, Tk, HS, Tq, scale, dP, Tk, Q, ldq, 0.0f, dK, lddk);
     }
+    if (a->t5)
+        t5_reduce(a, scratch);
 }
 
 /* ---- fused loops ---------------------------------------------------------
@@ -173,7 +328,6 @@ static inline v16 vload(const float *p) { return *(const v16u *)p; }
 static inline void vstore(float *p, v16 x) { *(v16u *)p = x; }
 static inline v16 vbcast(float x) { return (v16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 
-enum { QB = 8 }; /* rows per block */
 
 static size_t pad16(size_t n)
 {
@@ -191,7 +345,8 @@ static size_t fused_head(const tfm_attn *a)
 static size_t fused_per_thread(const tfm_attn *a)
 {
     size_t tkp = pad16((size_t)a->Tk);
-    return fused_head(a) + (size_t)a->HS * tkp + (size_t)QB * tkp + 16;
+    size_t rel = has_bias(a) ? pad16((size_t)rel_count(a)) : 0;
+    return fused_head(a) + (size_t)a->HS * tkp + (size_t)QB * tkp + 16 + rel;
 }
 
 /* C[r, 0:16·NB) = alpha · Σ_{k<K} A[r·rsa + k·csa] · B[k·ldb + (0:16·NB)]
@@ -275,28 +430,50 @@ static void transpose_head(float *dst, size_t ldt, const float *src, size_t lds,
     }
 }
 
-/* p[0, len) = softmax(s[0, len)), p[len, Tk) = 0, where s is a row of the
- * score block (room up to the next multiple of 16): whole vectors with no
- * remainder loops, which dominate rows this short. */
-static void softmax_padded(float *restrict p, float *restrict s, int len, int Tk)
+/* p[lo, len) = softmax(s[lo, len)), the rest of p[0, Tk) = 0, where s is a
+ * row of the score block (valid from lo rounded down to 16 up to len rounded
+ * up): whole vectors with no remainder loops, which dominate rows this
+ * short. */
+static inline __attribute__((always_inline)) void
+softmax_padded(float *restrict p, float *restrict s, int lo, int len, int Tk)
 {
-    int n = (len + 15) & ~15;
+    int c = lo & ~15, n = (len + 15) & ~15;
+    for (int j = c; j < lo; j++)
+        s[j] = -INFINITY;
     for (int j = len; j < n; j++)
         s[j] = -INFINITY;
-    if (n)
-        tfm_softmax_inplace(s, n);
-    memcpy(p, s, (size_t)len * sizeof *p);
+    if (len > lo)
+        tfm_softmax_inplace(s + c, n - c);
+    memset(p, 0, (size_t)lo * sizeof *p);
+    memcpy(p + lo, s + lo, (size_t)(len - lo) * sizeof *p);
     memset(p + len, 0, (size_t)(Tk - len) * sizeof *p);
 }
 
-static void forward_fused(const tfm_attn *a, float *out, int ldo, float *att,
-                          const float *q, int ldq, const float *k, int ldk,
-                          const float *v, int ldv, float *scratch)
+/* First column of a block of query rows: their least first key, rounded
+ * down to a vector (the products skip whole vectors of earlier
+ * documents). */
+static int block_lo(const tfm_attn *a, int b, int i0, int m, int seen)
+{
+    int lo = seen;
+    for (int i = i0; i < i0 + m; i++) {
+        int l = row_lo(a, b, i, row_len(a, b, i));
+        lo = l < lo ? l : lo;
+    }
+    return lo & ~15;
+}
+
+/* The loops below are instantiated twice: ext = 0 is the plain path
+ * (causal or full, optional padding: the decoder's hot loop, unchanged),
+ * ext = 1 adds packed documents and position biases; the compiler drops
+ * every ext branch of the plain copy. */
+static inline __attribute__((always_inline)) void
+forward_fused_impl(const tfm_attn *a, int ext, float *out, int ldo, float *att, const float *q,
+                   int ldq, const float *k, int ldk, const float *v, int ldv, float *scratch)
 {
     int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
     float scale = 1.0f / sqrtf((float)HS);
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
-    size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk), per = fused_per_thread(a);
+    size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
@@ -305,43 +482,58 @@ static void forward_fused(const tfm_attn *a, float *out, int ldo, float *att,
         const float *V = v + (size_t)b * Tk * ldv + (size_t)h * HS;
         float *Y = out + (size_t)b * Tq * ldo + (size_t)h * HS;
         float *P = att + (size_t)bh * tt;
-        float *Pd = scratch + (size_t)thread_id() * per;      /* [QB, Tk] */
+        float *Pd = thread_scratch(a, scratch);                  /* [QB, Tk] */
         float *Kt = Pd + fused_head(a), *S = Kt + (size_t)HS * tkp; /* [HS, tkp], [QB, tkp] */
+        const float *br = NULL;                                  /* [Tq + Tk - 1] */
+        if (ext && has_bias(a)) {
+            rel_bias(a, h, thread_rel(a, Pd));
+            br = thread_rel(a, Pd);
+        }
         transpose_head(Kt, tkp, K, (size_t)ldk, Tk, HS);
         for (int i0 = 0; i0 < Tq; i0 += QB) {
             int m = Tq - i0 < QB ? Tq - i0 : QB;
             int seen = row_len(a, b, i0 + m - 1); /* row lengths never decrease */
-            small_gemm(m, (int)pad16((size_t)seen), HS, scale, Q + (size_t)i0 * ldq,
-                       (size_t)ldq, 1, Kt, tkp, S, tkp);
-            for (int i = i0; i < i0 + m; i++)
-                softmax_padded(P + (size_t)i * Tk, S + (size_t)(i - i0) * tkp,
-                               row_len(a, b, i), Tk);
+            int c0 = ext && a->doc_start ? block_lo(a, b, i0, m, seen) : 0;
+            small_gemm(m, (int)pad16((size_t)seen) - c0, HS, scale, Q + (size_t)i0 * ldq,
+                       (size_t)ldq, 1, Kt + c0, tkp, S + c0, tkp);
+            for (int i = i0; i < i0 + m; i++) {
+                float *s = S + (size_t)(i - i0) * tkp;
+                int len = row_len(a, b, i), lo = ext ? row_lo(a, b, i, len) : 0;
+                if (ext && br) {
+                    const float *bi = br + (Tq - 1 - i);
+#pragma omp simd
+                    for (int j = lo; j < len; j++)
+                        s[j] += bi[j];
+                }
+                softmax_padded(P + (size_t)i * Tk, s, lo, len, Tk);
+            }
             const float *pr = P + (size_t)i0 * Tk;
             if (a->dropout > 0.0f) {
                 for (int i = i0; i < i0 + m; i++) {
                     size_t base = (size_t)bh * tt + (size_t)i * Tk;
                     const float *row = P + (size_t)i * Tk;
                     float *d = Pd + (size_t)(i - i0) * Tk;
-                    for (int j = 0; j < seen; j++)
+                    for (int j = c0; j < seen; j++)
                         d[j] = tfm_dropout_keep(a->seed, base + j, a->dropout) ? row[j] * dscale : 0.0f;
                 }
                 pr = Pd;
             }
-            small_gemm(m, HS, seen, 1.0f, pr, (size_t)Tk, 1, V, (size_t)ldv,
-                       Y + (size_t)i0 * ldo, (size_t)ldo);
+            small_gemm(m, HS, seen - c0, 1.0f, pr + c0, (size_t)Tk, 1, V + (size_t)c0 * ldv,
+                       (size_t)ldv, Y + (size_t)i0 * ldo, (size_t)ldo);
         }
     }
 }
 
-static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, int lddk,
-                           float *dv, int lddv, const float *dout, int lddo,
-                           const float *att, const float *q, int ldq, const float *k,
-                           int ldk, const float *v, int ldv, float *scratch)
+static inline __attribute__((always_inline)) void
+backward_fused_impl(const tfm_attn *a, int ext, float *dq, int lddq, float *dk, int lddk,
+                    float *dv, int lddv, const float *dout, int lddo, const float *att,
+                    const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                    float *scratch)
 {
     int B = a->B, NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
     float scale = 1.0f / sqrtf((float)HS);
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
-    size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk), per = fused_per_thread(a);
+    size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
@@ -353,45 +545,70 @@ static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, in
         float *dQ = dq + (size_t)b * Tq * lddq + (size_t)h * HS;
         float *dK = dk + (size_t)b * Tk * lddk + (size_t)h * HS;
         float *dV = dv + (size_t)b * Tk * lddv + (size_t)h * HS;
-        float *dS = scratch + (size_t)thread_id() * per;      /* [Tq, Tk] */
+        float *dS = thread_scratch(a, scratch);               /* [Tq, Tk] */
         float *Pd = dS + tt;                                  /* [Tq, Tk] */
         float *Vt = dS + fused_head(a), *dP = Vt + (size_t)HS * tkp; /* [HS, tkp], [QB, tkp] */
+        /* T5: the unscaled dS summed per relative position, [Tq + Tk - 1] */
+        float *g = NULL;
+        if (ext && a->t5) {
+            g = thread_rel(a, dS);
+            memset(g, 0, (size_t)rel_count(a) * sizeof *g);
+        }
         transpose_head(Vt, tkp, V, (size_t)ldv, Tk, HS);
         /* per block of queries: dP' = dY·Vᵀ, dropout, softmax backward into
          * dS (scaled), then dQ = dS·K */
         for (int i0 = 0; i0 < Tq; i0 += QB) {
             int m = Tq - i0 < QB ? Tq - i0 : QB;
             int seen = row_len(a, b, i0 + m - 1);
-            small_gemm(m, (int)pad16((size_t)seen), HS, 1.0f, dY + (size_t)i0 * lddo,
-                       (size_t)lddo, 1, Vt, tkp, dP, tkp);
+            int c0 = ext && a->doc_start ? block_lo(a, b, i0, m, seen) : 0;
+            small_gemm(m, (int)pad16((size_t)seen) - c0, HS, 1.0f, dY + (size_t)i0 * lddo,
+                       (size_t)lddo, 1, Vt + c0, tkp, dP + c0, tkp);
             for (int i = i0; i < i0 + m; i++) {
                 const float *p = P + (size_t)i * Tk;
                 float *ds = dS + (size_t)i * Tk, *pd = Pd + (size_t)i * Tk;
                 float *dp = dP + (size_t)(i - i0) * tkp;
-                int len = row_len(a, b, i);
+                int len = row_len(a, b, i), lo = ext ? row_lo(a, b, i, len) : 0;
                 if (a->dropout > 0.0f) {
                     size_t base = (size_t)bh * tt + (size_t)i * Tk;
-                    for (int j = 0; j < len; j++) {
+                    for (int j = lo; j < len; j++) {
                         float keep = tfm_dropout_keep(a->seed, base + j, a->dropout) ? dscale : 0.0f;
                         pd[j] = p[j] * keep;
                         dp[j] *= keep;
                     }
                 } else {
-                    memcpy(pd, p, (size_t)len * sizeof *pd);
+                    memcpy(pd + lo, p + lo, (size_t)(len - lo) * sizeof *pd);
+                }
+                /* the key loop below reads whole columns: zero the masked */
+                if (ext) {
+                    memset(pd, 0, (size_t)lo * sizeof *pd);
+                    memset(ds, 0, (size_t)lo * sizeof *ds);
                 }
                 memset(pd + len, 0, (size_t)(Tk - len) * sizeof *pd);
                 float s = 0.0f;
 #pragma omp simd reduction(+:s)
-                for (int j = 0; j < len; j++)
+                for (int j = lo; j < len; j++)
                     s += p[j] * dp[j];
+                if (ext && g) {
+                    /* d(biased score) = P ⊙ (dP - s): the table's gradient */
+                    float *gi = g + (Tq - 1 - i);
 #pragma omp simd
-                for (int j = 0; j < len; j++)
-                    ds[j] = p[j] * (dp[j] - s) * scale;
+                    for (int j = lo; j < len; j++) {
+                        float x = p[j] * (dp[j] - s);
+                        gi[j] += x;
+                        ds[j] = x * scale;
+                    }
+                } else {
+#pragma omp simd
+                    for (int j = lo; j < len; j++)
+                        ds[j] = p[j] * (dp[j] - s) * scale;
+                }
                 memset(ds + len, 0, (size_t)(Tk - len) * sizeof *ds);
             }
-            small_gemm(m, HS, seen, 1.0f, dS + (size_t)i0 * Tk, (size_t)Tk, 1, K, (size_t)ldk,
-                       dQ + (size_t)i0 * lddq, (size_t)lddq);
+            small_gemm(m, HS, seen - c0, 1.0f, dS + (size_t)i0 * Tk + c0, (size_t)Tk, 1,
+                       K + (size_t)c0 * ldk, (size_t)ldk, dQ + (size_t)i0 * lddq, (size_t)lddq);
         }
+        if (ext && g)
+            t5_scatter(a, scratch + (size_t)bh * a->t5->n_buckets, g);
         /* per block of keys: dV = P'ᵀ·dY, dK = dSᵀ·Q over the queries that
          * can see the block's first key (the rest of the column is 0) */
         for (int j0 = 0; j0 < Tk; j0 += QB) {
@@ -399,6 +616,8 @@ static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, in
             int i0 = 0;
             if (a->mask == TFM_MASK_CAUSAL)
                 i0 = j0 - (Tk - Tq) > 0 ? j0 - (Tk - Tq) : 0;
+            else if (ext && a->mask == TFM_MASK_PREFIX && j0 >= a->prefix_len[b])
+                i0 = j0 - (Tk - Tq); /* past the prefix, causal */
             i0 = i0 < Tq ? i0 : Tq;
             small_gemm(m, HS, Tq - i0, 1.0f, Pd + (size_t)i0 * Tk + j0, 1, (size_t)Tk,
                        dY + (size_t)i0 * lddo, (size_t)lddo, dV + (size_t)j0 * lddv,
@@ -408,6 +627,38 @@ static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, in
                        (size_t)lddk);
         }
     }
+    if (ext && a->t5)
+        t5_reduce(a, scratch);
+}
+
+/* Packed documents and position biases take the ext copy; the prefix mask
+ * is in row_len, which both copies call. */
+static int needs_ext(const tfm_attn *a)
+{
+    return a->doc_start || has_bias(a) || a->mask == TFM_MASK_PREFIX;
+}
+
+static void forward_fused(const tfm_attn *a, float *out, int ldo, float *att,
+                          const float *q, int ldq, const float *k, int ldk,
+                          const float *v, int ldv, float *scratch)
+{
+    if (needs_ext(a))
+        forward_fused_impl(a, 1, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+    else
+        forward_fused_impl(a, 0, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
+}
+
+static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, int lddk,
+                           float *dv, int lddv, const float *dout, int lddo,
+                           const float *att, const float *q, int ldq, const float *k,
+                           int ldk, const float *v, int ldv, float *scratch)
+{
+    if (needs_ext(a))
+        backward_fused_impl(a, 1, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq, k,
+                            ldk, v, ldv, scratch);
+    else
+        backward_fused_impl(a, 0, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq, k,
+                            ldk, v, ldv, scratch);
 }
 
 /* The fused loops win while a head's products are small; past that BLIS's

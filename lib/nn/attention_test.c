@@ -5,19 +5,25 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "nn/attention.h"
 #include "tensor/gemm.h"
 #include "tensor/gradcheck.h"
 
 /* q in its own buffer [B,Tq,C]; k and v interleaved in one [B,Tk,2C]
- * buffer (as a fused projection would give), to exercise the strides. */
+ * buffer (as a fused projection would give), to exercise the strides.
+ * table/dtable: a T5 bias table [NH, n_buckets] when t5 is used. */
 struct ctx {
     tfm_attn a;
+    tfm_attn_t5 t5;
     int C;
-    float *q, *kv, *out, *att, *scratch, *r;
+    float *q, *kv, *out, *att, *scratch, *r, *table, *dtable;
 };
 
 static double attn_loss(void *p)
@@ -29,11 +35,19 @@ static double attn_loss(void *p)
     return gc_dot(c->out, c->r, (size_t)c->a.B * c->a.Tq * C);
 }
 
+/* (Re)size the scratch after the features or the thread count change. */
+static void ready(struct ctx *c)
+{
+    free(c->scratch);
+    c->scratch = calloc(tfm_attn_scratch_floats(&c->a), sizeof(float));
+}
+
 static void setup(struct ctx *c, int B, int Tq, int Tk, int NH, int HS, tfm_mask_kind mask,
                   const int *key_len, float dropout, uint64_t seed)
 {
     memset(c, 0, sizeof *c);
-    c->a = (tfm_attn){B, Tq, Tk, NH, HS, mask, key_len, dropout, 99};
+    c->a = (tfm_attn){.B = B, .Tq = Tq, .Tk = Tk, .NH = NH, .HS = HS, .mask = mask,
+                      .key_len = key_len, .dropout = dropout, .seed = 99};
     c->C = NH * HS;
     size_t nq = (size_t)B * Tq * c->C, nkv = (size_t)B * Tk * 2 * c->C;
     c->q = calloc(nq, sizeof(float));
@@ -41,17 +55,60 @@ static void setup(struct ctx *c, int B, int Tq, int Tk, int NH, int HS, tfm_mask
     c->out = calloc(nq, sizeof(float));
     c->r = calloc(nq, sizeof(float));
     c->att = calloc((size_t)B * NH * Tq * Tk, sizeof(float));
-    c->scratch = calloc(tfm_attn_scratch_floats(&c->a), sizeof(float));
     tfm_rng r;
     tfm_rng_seed(&r, seed);
     gc_fill(&r, c->q, nq, 1.0f);
     gc_fill(&r, c->kv, nkv, 1.0f);
     gc_fill(&r, c->r, nq, 1.0f);
+    ready(c);
+}
+
+/* A random T5 table (large enough to matter against the scores). */
+static void use_t5(struct ctx *c, int n_buckets, int max_distance, int bidirectional)
+{
+    size_t n = (size_t)c->a.NH * n_buckets;
+    c->table = calloc(n, sizeof(float));
+    c->dtable = calloc(n, sizeof(float));
+    tfm_rng r;
+    tfm_rng_seed(&r, 77);
+    gc_fill(&r, c->table, n, 1.0f);
+    c->t5 = (tfm_attn_t5){c->table, c->dtable, n_buckets, max_distance, bidirectional};
+    c->a.t5 = &c->t5;
+    ready(c);
 }
 
 static void teardown_ctx(struct ctx *c)
 {
     free(c->q); free(c->kv); free(c->out); free(c->r); free(c->att); free(c->scratch);
+    free(c->table); free(c->dtable);
+}
+
+/* The mask and bias from their definitions, for one (b, h, i, j). */
+static int ref_visible(const tfm_attn *a, int b, int i, int j)
+{
+    int qpos = a->Tk - a->Tq + i;
+    if (a->key_len && j >= a->key_len[b])
+        return 0;
+    if (a->mask == TFM_MASK_CAUSAL && j > qpos)
+        return 0;
+    if (a->mask == TFM_MASK_PREFIX && j >= a->prefix_len[b] && j > qpos)
+        return 0;
+    if (a->doc_start && j < a->doc_start[b * a->Tq + i])
+        return 0;
+    return 1;
+}
+
+static double ref_bias(const tfm_attn *a, int h, int i, int j)
+{
+    int qpos = a->Tk - a->Tq + i;
+    double x = 0;
+    if (a->alibi)
+        x -= (double)a->alibi[h] * abs(qpos - j);
+    if (a->t5)
+        x += a->t5->table[h * a->t5->n_buckets + tfm_t5_bucket(j - qpos, a->t5->bidirectional,
+                                                              a->t5->n_buckets,
+                                                              a->t5->max_distance)];
+    return x;
 }
 
 /* Reference forward in double, without dropout. */
@@ -63,49 +120,67 @@ static void check_forward(struct ctx *c)
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < a->NH; h++)
             for (int i = 0; i < a->Tq; i++) {
-                double s[128], mx = -1e300, z = 0;
-                int len = a->Tk;
-                if (a->mask == TFM_MASK_CAUSAL && i + 1 + a->Tk - a->Tq < len)
-                    len = i + 1 + a->Tk - a->Tq;
-                if (a->key_len && a->key_len[b] < len)
-                    len = a->key_len[b];
-                for (int j = 0; j < len; j++) {
+                double s[256], mx = -1e300, z = 0;
+                assert_true(a->Tk <= 256);
+                for (int j = 0; j < a->Tk; j++) {
+                    if (!ref_visible(a, b, i, j))
+                        continue;
                     double d = 0;
                     for (int e = 0; e < HS; e++)
                         d += (double)c->q[((size_t)b * a->Tq + i) * C + h * HS + e] *
                              c->kv[((size_t)b * a->Tk + j) * 2 * C + h * HS + e];
-                    s[j] = d / sqrt(HS);
+                    s[j] = d / sqrt(HS) + ref_bias(a, h, i, j);
                     mx = fmax(mx, s[j]);
                 }
-                for (int j = 0; j < len; j++)
-                    z += (s[j] = exp(s[j] - mx));
+                for (int j = 0; j < a->Tk; j++)
+                    if (ref_visible(a, b, i, j))
+                        z += (s[j] = exp(s[j] - mx));
                 const float *P = c->att + (((size_t)b * a->NH + h) * a->Tq + i) * a->Tk;
                 for (int j = 0; j < a->Tk; j++) {
-                    double ref = j < len ? s[j] / z : 0.0;
+                    double ref = ref_visible(a, b, i, j) ? s[j] / z : 0.0;
                     assert_true(fabs(P[j] - ref) < 1e-5);
                 }
                 for (int e = 0; e < HS; e++) {
                     double y = 0;
-                    for (int j = 0; j < len; j++)
-                        y += s[j] / z * c->kv[((size_t)b * a->Tk + j) * 2 * C + C + h * HS + e];
+                    for (int j = 0; j < a->Tk; j++)
+                        if (ref_visible(a, b, i, j))
+                            y += s[j] / z *
+                                 c->kv[((size_t)b * a->Tk + j) * 2 * C + C + h * HS + e];
                     assert_true(fabs(c->out[((size_t)b * a->Tq + i) * C + h * HS + e] - y) < 1e-5);
                 }
             }
 }
 
+/* Gradients (dq, dk, dv and with T5 dtable) against finite differences.
+ * The step balances the float rounding of the loss (error ∝ 1/H: 5e-3 at
+ * H = 1e-2 for 40 keys) against truncation (∝ H²). */
 static void check_backward(struct ctx *c)
 {
+    const float H = 3e-2f;
     tfm_attn *a = &c->a;
     int C = c->C;
     size_t nq = (size_t)a->B * a->Tq * C, nkv = (size_t)a->B * a->Tk * 2 * C;
     float *dq = calloc(nq, sizeof(float)), *dkv = calloc(nkv, sizeof(float));
     attn_loss(c);
+    if (a->t5)
+        memset(c->dtable, 0, (size_t)a->NH * c->t5.n_buckets * sizeof(float));
     tfm_attn_backward(a, dq, C, dkv, 2 * C, dkv + C, 2 * C, c->r, C, c->att, c->q, C, c->kv,
                       2 * C, c->kv + C, 2 * C, c->scratch);
-    assert_true(gc_check("dq", attn_loss, c, c->q, dq, nq, 1e-2f, 300, 1e-2) < 5e-3);
-    assert_true(gc_check("dkv", attn_loss, c, c->kv, dkv, nkv, 1e-2f, 300, 1e-2) < 5e-3);
+    assert_true(gc_check("dq", attn_loss, c, c->q, dq, nq, H, 300, 1e-2) < 5e-3);
+    assert_true(gc_check("dkv", attn_loss, c, c->kv, dkv, nkv, H, 300, 1e-2) < 5e-3);
+    if (a->t5) {
+        size_t nt = (size_t)a->NH * c->t5.n_buckets;
+        assert_true(gc_check("dtable", attn_loss, c, c->table, c->dtable, nt, H, 300,
+                             1e-2) < 5e-3);
+    }
     free(dq);
     free(dkv);
+}
+
+static void check_both(struct ctx *c)
+{
+    check_forward(c);
+    check_backward(c);
 }
 
 static void test_causal_self(void **state)
@@ -175,6 +250,384 @@ static void test_dropout(void **state)
     teardown_ctx(&c);
 }
 
+static void test_prefix(void **state)
+{
+    (void)state;
+    struct ctx c;
+    /* prefix 3 with padding; a prefix past the end (full attention) */
+    static const int prefix[2] = {3, 12}, key_len[2] = {9, 7};
+    setup(&c, 2, 9, 9, 2, 16, TFM_MASK_PREFIX, key_len, 0.0f, 5);
+    c.a.prefix_len = prefix;
+    check_both(&c);
+    teardown_ctx(&c);
+    /* rows wider than a vector; key blocks both inside and past the prefix */
+    static const int prefix2[2] = {5, 17};
+    setup(&c, 2, 21, 21, 1, 16, TFM_MASK_PREFIX, NULL, 0.0f, 6);
+    c.a.prefix_len = prefix2;
+    check_both(&c);
+    /* a prefix of 0 or 1 is the causal mask */
+    static const int prefix0[2] = {0, 1};
+    c.a.prefix_len = prefix0;
+    attn_loss(&c);
+    size_t n = (size_t)2 * 21 * c.C;
+    float *o = malloc(n * sizeof(float));
+    memcpy(o, c.out, n * sizeof(float));
+    c.a.mask = TFM_MASK_CAUSAL;
+    attn_loss(&c);
+    assert_memory_equal(o, c.out, n * sizeof(float));
+    free(o);
+    teardown_ctx(&c);
+}
+
+/* doc_start for documents beginning at starts[0..n) (the first 0). */
+static void docs(int *doc_start, int T, const int *starts, int n)
+{
+    for (int i = 0, d = 0; i < T; i++) {
+        while (d + 1 < n && starts[d + 1] <= i)
+            d++;
+        doc_start[i] = starts[d];
+    }
+}
+
+static void test_packed(void **state)
+{
+    (void)state;
+    struct ctx c;
+    /* several documents per row, one of a single token */
+    int ds[2 * 20];
+    docs(ds, 20, (const int[]){0, 5, 12, 13}, 4);
+    docs(ds + 20, 20, (const int[]){0, 17}, 2);
+    setup(&c, 2, 20, 20, 2, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 7);
+    c.a.doc_start = ds;
+    check_both(&c);
+    /* documents are independent: changing the first document's keys and
+     * values leaves the later documents' outputs as they were */
+    size_t n = (size_t)2 * 20 * c.C;
+    float *o = malloc(n * sizeof(float));
+    memcpy(o, c.out, n * sizeof(float));
+    for (int e = 0; e < 2 * c.C; e++)
+        c.kv[(size_t)2 * 2 * c.C + e] += 1.0f;
+    attn_loss(&c);
+    assert_memory_equal(o + (size_t)5 * c.C, c.out + (size_t)5 * c.C,
+                        (size_t)15 * c.C * sizeof(float));
+    assert_true(memcmp(o, c.out, (size_t)5 * c.C * sizeof(float)) != 0);
+    free(o);
+    teardown_ctx(&c);
+    /* documents starting past the first vectors of a row, with padding */
+    static const int key_len[2] = {40, 38};
+    int ds2[2 * 40];
+    docs(ds2, 40, (const int[]){0, 18, 35}, 3);
+    docs(ds2 + 40, 40, (const int[]){0, 33}, 2);
+    setup(&c, 2, 40, 40, 1, 16, TFM_MASK_CAUSAL, key_len, 0.0f, 8);
+    c.a.doc_start = ds2;
+    check_both(&c);
+    teardown_ctx(&c);
+    /* a block of queries over a cache: doc_start in key positions */
+    int ds3[5] = {20, 20, 37, 37, 37};
+    setup(&c, 1, 5, 40, 2, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 9);
+    c.a.doc_start = ds3;
+    check_both(&c);
+    teardown_ctx(&c);
+}
+
+/* A query block over a cache of earlier keys gives the last rows of the
+ * full sequence: the biases align queries at Tk - Tq + i. */
+static void check_cache_rows(struct ctx *full, int Tq)
+{
+    tfm_attn a = full->a;
+    int C = full->C, T = a.Tk;
+    a.Tq = Tq;
+    float *scratch = calloc(tfm_attn_scratch_floats(&a), sizeof(float));
+    float *out = calloc((size_t)Tq * C, sizeof(float));
+    float *att = calloc((size_t)a.NH * Tq * T, sizeof(float));
+    attn_loss(full);
+    tfm_attn_forward(&a, out, C, att, full->q + (size_t)(T - Tq) * C, C, full->kv, 2 * C,
+                     full->kv + C, 2 * C, scratch);
+    for (size_t i = 0; i < (size_t)Tq * C; i++)
+        assert_true(fabsf(out[i] - full->out[(size_t)(T - Tq) * C + i]) < 1e-5f);
+    free(scratch);
+    free(out);
+    free(att);
+}
+
+static void test_alibi(void **state)
+{
+    (void)state;
+    float slopes[3];
+    tfm_alibi_slopes(slopes, 3);
+    struct ctx c;
+    setup(&c, 2, 12, 12, 3, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 10);
+    c.a.alibi = slopes;
+    ready(&c);
+    check_both(&c);
+    teardown_ctx(&c);
+    /* bidirectional, with padding */
+    static const int key_len[2] = {11, 6};
+    setup(&c, 2, 11, 11, 3, 16, TFM_MASK_NONE, key_len, 0.0f, 11);
+    c.a.alibi = slopes;
+    ready(&c);
+    check_both(&c);
+    teardown_ctx(&c);
+    /* 3 queries over 20 keys */
+    setup(&c, 1, 3, 20, 3, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 12);
+    c.a.alibi = slopes;
+    ready(&c);
+    check_both(&c);
+    teardown_ctx(&c);
+    setup(&c, 1, 20, 20, 3, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 12);
+    c.a.alibi = slopes;
+    ready(&c);
+    check_cache_rows(&c, 3);
+    teardown_ctx(&c);
+}
+
+static void test_t5(void **state)
+{
+    (void)state;
+    struct ctx c;
+    /* bidirectional (encoder) with padding: 8 buckets, max distance 12,
+     * so both the exact and the logarithmic buckets occur */
+    static const int key_len[2] = {14, 9};
+    setup(&c, 2, 14, 14, 2, 16, TFM_MASK_NONE, key_len, 0.0f, 13);
+    use_t5(&c, 8, 12, 1);
+    check_both(&c);
+    teardown_ctx(&c);
+    /* causal (decoder) */
+    setup(&c, 2, 18, 18, 2, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 14);
+    use_t5(&c, 8, 12, 0);
+    check_both(&c);
+    teardown_ctx(&c);
+    /* 4 queries over 19 keys, and the same rows of the full sequence */
+    setup(&c, 2, 4, 19, 2, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 15);
+    use_t5(&c, 8, 12, 0);
+    check_both(&c);
+    teardown_ctx(&c);
+    setup(&c, 1, 19, 19, 2, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 15);
+    use_t5(&c, 8, 12, 0);
+    check_cache_rows(&c, 4);
+    teardown_ctx(&c);
+}
+
+/* Features together: ALiBi over packed documents, T5 under a prefix, both
+ * biases with padding and dropout. */
+static void test_combined(void **state)
+{
+    (void)state;
+    struct ctx c;
+    float slopes[2];
+    tfm_alibi_slopes(slopes, 2);
+    int ds[2 * 24];
+    docs(ds, 24, (const int[]){0, 7, 19}, 3);
+    docs(ds + 24, 24, (const int[]){0, 1, 22}, 3);
+    setup(&c, 2, 24, 24, 2, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 16);
+    c.a.alibi = slopes;
+    c.a.doc_start = ds;
+    ready(&c);
+    check_both(&c);
+    teardown_ctx(&c);
+
+    static const int prefix[2] = {6, 10};
+    setup(&c, 2, 13, 13, 2, 16, TFM_MASK_PREFIX, NULL, 0.0f, 17);
+    c.a.prefix_len = prefix;
+    use_t5(&c, 16, 32, 1);
+    check_both(&c);
+    teardown_ctx(&c);
+
+    static const int key_len[2] = {10, 7};
+    setup(&c, 2, 10, 10, 2, 16, TFM_MASK_NONE, key_len, 0.0f, 18);
+    c.a.alibi = slopes;
+    use_t5(&c, 8, 12, 1);
+    check_forward(&c);
+    c.a.dropout = 0.2f;
+    check_backward(&c);
+    teardown_ctx(&c);
+}
+
+/* Everything at once through both implementations: equal to rounding. */
+static void test_paths_agree(void **state)
+{
+    (void)state;
+    const char *env = getenv("TFM_ATTN");
+    char saved[16];
+    snprintf(saved, sizeof saved, "%s", env ? env : "");
+    float slopes[2];
+    tfm_alibi_slopes(slopes, 2);
+    static const int key_len[2] = {37, 30};
+    int ds[2 * 37];
+    docs(ds, 37, (const int[]){0, 17, 33}, 3);
+    docs(ds + 37, 37, (const int[]){0, 3}, 2);
+    struct ctx c;
+    setup(&c, 2, 37, 37, 2, 16, TFM_MASK_CAUSAL, key_len, 0.1f, 19);
+    c.a.alibi = slopes;
+    c.a.doc_start = ds;
+    use_t5(&c, 16, 20, 0);
+    size_t nq = (size_t)2 * 37 * c.C, nkv = (size_t)2 * 37 * 2 * c.C, nt = 2 * 16;
+    size_t natt = (size_t)2 * 2 * 37 * 37;
+    float *res[2][5];
+    for (int path = 0; path < 2; path++) {
+        setenv("TFM_ATTN", path ? "blas" : "fused", 1);
+        float *dq = calloc(nq, sizeof(float)), *dkv = calloc(nkv, sizeof(float));
+        memset(c.dtable, 0, nt * sizeof(float));
+        attn_loss(&c);
+        tfm_attn_backward(&c.a, dq, c.C, dkv, 2 * c.C, dkv + c.C, 2 * c.C, c.r, c.C, c.att,
+                          c.q, c.C, c.kv, 2 * c.C, c.kv + c.C, 2 * c.C, c.scratch);
+        res[path][0] = malloc(nq * sizeof(float));
+        memcpy(res[path][0], c.out, nq * sizeof(float));
+        res[path][1] = malloc(natt * sizeof(float));
+        memcpy(res[path][1], c.att, natt * sizeof(float));
+        res[path][2] = dq;
+        res[path][3] = dkv;
+        res[path][4] = malloc(nt * sizeof(float));
+        memcpy(res[path][4], c.dtable, nt * sizeof(float));
+    }
+    size_t len[5] = {nq, natt, nq, nkv, nt};
+    for (int t = 0; t < 5; t++) {
+        for (size_t i = 0; i < len[t]; i++)
+            assert_true(fabsf(res[0][t][i] - res[1][t][i]) <=
+                        1e-5f * (1.0f + fabsf(res[1][t][i])));
+        free(res[0][t]);
+        free(res[1][t]);
+    }
+    teardown_ctx(&c);
+    setenv("TFM_ATTN", saved, 1);
+}
+
+/* dtable is summed in a fixed order: the same bits for any thread count;
+ * and backward adds to it. */
+static void test_t5_deterministic(void **state)
+{
+    (void)state;
+    struct ctx c;
+    setup(&c, 5, 17, 17, 3, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 20);
+    use_t5(&c, 16, 32, 0);
+    size_t nq = (size_t)5 * 17 * c.C, nkv = (size_t)5 * 17 * 2 * c.C, nt = 3 * 16;
+    float *dq = calloc(nq, sizeof(float)), *dkv = calloc(nkv, sizeof(float));
+    float first[3 * 16];
+#ifdef _OPENMP
+    int saved = omp_get_max_threads();
+    const int threads[] = {1, 2, 3, 4};
+#else
+    const int threads[] = {1};
+#endif
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads[t]);
+#endif
+        ready(&c);
+        attn_loss(&c);
+        memset(c.dtable, 0, nt * sizeof(float));
+        tfm_attn_backward(&c.a, dq, c.C, dkv, 2 * c.C, dkv + c.C, 2 * c.C, c.r, c.C, c.att,
+                          c.q, c.C, c.kv, 2 * c.C, c.kv + c.C, 2 * c.C, c.scratch);
+        if (t == 0)
+            memcpy(first, c.dtable, sizeof first);
+        else
+            assert_memory_equal(first, c.dtable, sizeof first);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(saved);
+    ready(&c);
+#endif
+    /* a second backward adds the same gradient again */
+    tfm_attn_backward(&c.a, dq, c.C, dkv, 2 * c.C, dkv + c.C, 2 * c.C, c.r, c.C, c.att, c.q,
+                      c.C, c.kv, 2 * c.C, c.kv + c.C, 2 * c.C, c.scratch);
+    double norm = 0;
+    for (size_t i = 0; i < nt; i++) {
+        assert_true(fabsf(c.dtable[i] - 2.0f * first[i]) <= 1e-6f * (1.0f + fabsf(first[i])));
+        norm += fabs(first[i]);
+    }
+    assert_true(norm > 0);
+    free(dq);
+    free(dkv);
+    teardown_ctx(&c);
+}
+
+/* The paper's slopes: 2^(-8k/n) for n a power of two; for 12, those of 8
+ * then the odd k of 16's, 2^(-k/2) for k = 1, 3, 5, 7. */
+static void test_alibi_slopes(void **state)
+{
+    (void)state;
+    static const double s8[8] = {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125,
+                                 0.00390625};
+    static const double s12[12] = {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125,
+                                   0.00390625, 0.7071067811865476, 0.3535533905932738,
+                                   0.1767766952966369, 0.08838834764831845};
+    float s[12];
+    tfm_alibi_slopes(s, 8);
+    for (int i = 0; i < 8; i++)
+        assert_true(fabs(s[i] - s8[i]) <= 1e-7 * s8[i]);
+    tfm_alibi_slopes(s, 12);
+    for (int i = 0; i < 12; i++)
+        assert_true(fabs(s[i] - s12[i]) <= 1e-7 * s12[i]);
+    /* 4 heads: 2^-2, 2^-4, 2^-6, 2^-8 */
+    tfm_alibi_slopes(s, 4);
+    assert_true(s[0] == 0.25f && s[1] == 0.0625f && s[2] == 0.015625f && s[3] == 0.00390625f);
+}
+
+/* Buckets of T5's default (32 buckets, max distance 128), worked out by hand
+ * from HF's formula: distances n below max_exact are their own bucket; above,
+ * max_exact + floor(log(n / max_exact) / log(128 / max_exact) · (nb -
+ * max_exact)), capped at nb - 1.  Each row: first n of the bucket. */
+static int hand_bucket(int rel, int bidirectional)
+{
+    /* bidirectional: 16 buckets a side, exact below 8, then 2·log2(n/8) */
+    static const int bi_first[][2] = {{8, 8}, {12, 9}, {16, 10}, {23, 11}, {32, 12},
+                                      {46, 13}, {64, 14}, {91, 15}};
+    /* causal: 32 buckets for n = -rel, exact below 16, then
+     * 16·log8(n/16): 16·8^(k/16) = 18.2, 20.7, 23.6, 26.9, ... */
+    static const int ca_first[][2] = {{16, 16}, {19, 17}, {21, 18}, {24, 19}, {27, 20},
+                                      {31, 21}, {35, 22}, {40, 23}, {46, 24}, {52, 25},
+                                      {59, 26}, {67, 27}, {77, 28}, {87, 29}, {99, 30},
+                                      {113, 31}};
+    int n, base = 0, b = -1;
+    if (bidirectional) {
+        base = rel > 0 ? 16 : 0;
+        n = abs(rel);
+        if (n < 8)
+            return base + n;
+        for (size_t k = 0; k < sizeof bi_first / sizeof *bi_first; k++)
+            if (n >= bi_first[k][0])
+                b = bi_first[k][1];
+    } else {
+        n = rel < 0 ? -rel : 0;
+        if (n < 16)
+            return n;
+        for (size_t k = 0; k < sizeof ca_first / sizeof *ca_first; k++)
+            if (n >= ca_first[k][0])
+                b = ca_first[k][1];
+    }
+    return base + b;
+}
+
+static void test_t5_bucket(void **state)
+{
+    (void)state;
+    for (int rel = -300; rel <= 300; rel++) {
+        assert_int_equal(tfm_t5_bucket(rel, 1, 32, 128), hand_bucket(rel, 1));
+        assert_int_equal(tfm_t5_bucket(rel, 0, 32, 128), hand_bucket(rel, 0));
+    }
+    /* spot values: the boundaries either side of each power of two */
+    assert_int_equal(tfm_t5_bucket(-15, 1, 32, 128), 9);
+    assert_int_equal(tfm_t5_bucket(-16, 1, 32, 128), 10);
+    assert_int_equal(tfm_t5_bucket(63, 1, 32, 128), 29);
+    assert_int_equal(tfm_t5_bucket(64, 1, 32, 128), 30);
+    assert_int_equal(tfm_t5_bucket(90, 1, 32, 128), 30);
+    assert_int_equal(tfm_t5_bucket(91, 1, 32, 128), 31);
+    assert_int_equal(tfm_t5_bucket(100000, 1, 32, 128), 31);
+    assert_int_equal(tfm_t5_bucket(-128, 0, 32, 128), 31);
+    assert_int_equal(tfm_t5_bucket(5, 0, 32, 128), 0);
+    /* the small tables of the tests above: 8 buckets, max distance 12;
+     * bidirectional: exact below 2, then 2 + floor(log(n/2)/log 6 · 2) */
+    static const int bi8[] = {0, 1, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+    for (int n = 0; n < 14; n++) {
+        assert_int_equal(tfm_t5_bucket(-n, 1, 8, 12), bi8[n]);
+        assert_int_equal(tfm_t5_bucket(n, 1, 8, 12), n ? 4 + bi8[n] : 0);
+    }
+    /* causal: exact below 4, then 4 + floor(log(n/4)/log 3 · 4) */
+    static const int ca8[] = {0, 1, 2, 3, 4, 4, 5, 6, 6, 6, 7, 7, 7, 7};
+    for (int n = 0; n < 14; n++)
+        assert_int_equal(tfm_t5_bucket(-n, 0, 8, 12), ca8[n]);
+}
+
 int main(void)
 {
     tfm_blas_init(0);
@@ -183,6 +636,15 @@ int main(void)
         cmocka_unit_test(test_cross_padding),
         cmocka_unit_test(test_causal_cache_alignment),
         cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_prefix),
+        cmocka_unit_test(test_packed),
+        cmocka_unit_test(test_alibi),
+        cmocka_unit_test(test_t5),
+        cmocka_unit_test(test_combined),
+        cmocka_unit_test(test_paths_agree),
+        cmocka_unit_test(test_t5_deterministic),
+        cmocka_unit_test(test_alibi_slopes),
+        cmocka_unit_test(test_t5_bucket),
     };
     /* both implementations: the fused loops and the per-head BLIS products */
     setenv("TFM_ATTN", "fused", 1);

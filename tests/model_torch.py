@@ -38,10 +38,10 @@ DUMP = os.path.join(BUILD, "tests", "model_dump")
 # The features of lib/model/transformer.c on main; grow as main gains them.
 # Names: decoder, encoder, learned, sinusoidal, rope, alibi, t5, d_ff,
 # segments, emb_norm, prefix, docs, lengths.
-# alibi, t5, prefix, docs: transformer.c hands them to nn/attention, whose
-# implementation of them is not on main yet.
-EXPECTED = {"decoder", "encoder", "learned", "sinusoidal", "rope", "d_ff", "segments",
-            "emb_norm", "lengths"}
+# Every feature is on main since the merge of nn/attention's masks and
+# biases (940149d).
+EXPECTED = {"decoder", "encoder", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
+            "segments", "emb_norm", "prefix", "docs", "lengths"}
 
 # The configuration schema's defaults for the keys added with the general
 # model: config.yaml leaves them out when a case keeps them, so that cases

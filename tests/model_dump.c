@@ -1,17 +1,27 @@
-/* The C side of tests/nn_torch.py: runs one forward and backward of the GPT
- * model on weights and a batch given as raw little-endian files, and writes
- * the loss and every gradient for comparison with PyTorch.
+/* The C side of tests/model_torch.py: runs one forward and backward of the
+ * transformer on weights and a batch given as raw little-endian files, and
+ * writes the loss, the logits and every gradient for comparison with
+ * PyTorch.
  *
- *   model_dump table DIR   reads DIR/config.txt, writes DIR/table.txt
- *                        ("name dim0 dim1" per parameter, in table order)
- *   model_dump run DIR     reads DIR/config.txt, DIR/params.bin (float32, the
- *                        tensors of table.txt back to back), DIR/batch.bin
- *                        (int32 inputs [B,T] then targets [B,T]); writes
- *                        DIR/out.bin: float32 loss, logits [B,T,V], then the
- *                        gradients in table order.
- * config.txt: n_layer n_head n_embd block_size vocab_size ln(0 pre, 1 post)
- *             act(0 gelu-tanh, 1 gelu-exact, 2 relu) tie bias
- *             label_smoothing ln_eps B T threads */
+ *   model_dump table DIR   reads DIR/config.yaml, writes DIR/table.txt
+ *                          ("name dim0 dim1" per parameter, in table order)
+ *   model_dump run DIR     reads DIR/config.yaml, DIR/params.bin (float32,
+ *                          the tensors of table.txt back to back),
+ *                          DIR/batch.txt and DIR/batch.bin; writes
+ *                          DIR/out.bin: float32 loss, logits [B,T,V], then
+ *                          the gradients in table order.
+ *   model_dump alibi N     prints tfm_alibi_slopes for N heads, one a line
+ *   model_dump t5 NB MAX   prints "rel causal bidirectional" buckets
+ *                          (tfm_t5_bucket, NB buckets, max distance MAX)
+ *                          for rel = -300..300
+ *
+ * config.yaml: a tfm configuration (io/config.h; man/tfm-config.5), turned
+ *     into the model's description by tfm_model_config_from (model/file.h).
+ * batch.txt: "B T threads [has_segments has_lengths has_prefix has_doc_start]"
+ *     (the four flags 0 or 1; absent means 0).
+ * batch.bin: int32 inputs [B,T], targets [B,T], then, when flagged and in
+ *     this order, segments [B,T], lengths [B], prefix_len [B], doc_start
+ *     [B,T] (tfm_batch in model/transformer.h). */
 #include "config.h"
 
 #include <stdio.h>
@@ -19,7 +29,10 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "io/config.h"
+#include "model/file.h"
 #include "model/transformer.h"
+#include "nn/attention.h"
 #include "tensor/gemm.h"
 
 static FILE *open_in(const char *dir, const char *name, const char *mode)
@@ -34,59 +47,103 @@ static FILE *open_in(const char *dir, const char *name, const char *mode)
     return f;
 }
 
+static void read_ints(FILE *f, int32_t *dst, size_t n, const char *what)
+{
+    if (fread(dst, sizeof *dst, n, f) != n) {
+        fprintf(stderr, "model_dump: batch.bin is short (%s)\n", what);
+        exit(1);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "alibi")) {
+        int n = atoi(argv[2]);
+        float *s = malloc((size_t)(n > 0 ? n : 1) * sizeof *s);
+        tfm_alibi_slopes(s, n);
+        for (int i = 0; i < n; i++)
+            printf("%.9g\n", s[i]);
+        free(s);
+        return 0;
+    }
+    if (argc == 4 && !strcmp(argv[1], "t5")) {
+        int nb = atoi(argv[2]), max = atoi(argv[3]);
+        for (int rel = -300; rel <= 300; rel++)
+            printf("%d %d %d\n", rel, tfm_t5_bucket(rel, 0, nb, max),
+                   tfm_t5_bucket(rel, 1, nb, max));
+        return 0;
+    }
     if (argc != 3 || (strcmp(argv[1], "table") && strcmp(argv[1], "run"))) {
-        fprintf(stderr, "usage: model_dump table|run DIR\n");
+        fprintf(stderr, "usage: model_dump table|run DIR | alibi N | t5 BUCKETS MAX_DISTANCE\n");
         return 2;
     }
     const char *dir = argv[2];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.yaml", dir);
+    tfm_config c;
+    tfm_config_defaults(&c);
+    tfm_err err = {0};
     tfm_model_config cfg;
-    tfm_model_config_default(&cfg);
-    int ln, act, B, T, threads;
-    FILE *f = open_in(dir, "config.txt", "r");
-    if (fscanf(f, "%d %d %d %d %d %d %d %d %d %f %f %d %d %d", &cfg.n_layer, &cfg.n_head,
-               &cfg.n_embd, &cfg.block_size, &cfg.vocab_size, &ln, &act, &cfg.tie_embeddings,
-               &cfg.bias, &cfg.label_smoothing, &cfg.ln_eps, &B, &T, &threads) != 14) {
-        fprintf(stderr, "model_dump: bad config.txt\n");
+    if (tfm_config_load_yaml(&c, path, &err) < 0 || tfm_model_config_from(&c, &cfg, &err) < 0) {
+        fprintf(stderr, "model_dump: %s\n", err.msg);
         return 1;
     }
-    fclose(f);
-    cfg.ln = (tfm_ln_place)ln;
-    cfg.act = (tfm_act)act;
+    int B = 0, T = 0, threads = 1, has[4] = {0, 0, 0, 0};
+    if (!strcmp(argv[1], "run")) {
+        FILE *f = open_in(dir, "batch.txt", "r");
+        if (fscanf(f, "%d %d %d", &B, &T, &threads) != 3 || B < 1 || T < 1) {
+            fprintf(stderr, "model_dump: bad batch.txt\n");
+            return 1;
+        }
+        for (int i = 0; i < 4; i++)
+            if (fscanf(f, "%d", &has[i]) != 1)
+                break;
+        fclose(f);
+    }
     tfm_blas_init(threads);
     tfm_model m;
-    tfm_err err = {0};
     if (tfm_model_init(&m, &cfg, &err) < 0) {
         fprintf(stderr, "model_dump: %s\n", err.msg);
         return 1;
     }
     if (!strcmp(argv[1], "table")) {
-        f = open_in(dir, "table.txt", "w");
+        FILE *f = open_in(dir, "table.txt", "w");
         for (int i = 0; i < m.n_table; i++)
             fprintf(f, "%s %zu %zu\n", m.table[i].name, m.table[i].shape[0], m.table[i].shape[1]);
         fclose(f);
         tfm_model_free(&m);
         return 0;
     }
-    f = open_in(dir, "params.bin", "rb");
+    FILE *f = open_in(dir, "params.bin", "rb");
     for (int i = 0; i < m.n_table; i++)
         if (fread(m.params + m.table[i].offset, sizeof(float), m.table[i].numel, f) !=
             m.table[i].numel) {
             fprintf(stderr, "model_dump: params.bin is short\n");
             return 1;
         }
-    fclose(f);
-    size_t N = (size_t)B * T;
-    int32_t *x = malloc(2 * N * sizeof *x);
-    f = open_in(dir, "batch.bin", "rb");
-    if (fread(x, sizeof *x, 2 * N, f) != 2 * N) {
-        fprintf(stderr, "model_dump: batch.bin is short\n");
+    if (fgetc(f) != EOF) {
+        fprintf(stderr, "model_dump: params.bin is longer than the table\n");
         return 1;
     }
     fclose(f);
+    size_t N = (size_t)B * T;
+    int32_t *x = malloc(2 * N * sizeof *x), *seg = NULL, *doc = NULL;
+    int *lengths = NULL, *prefix = NULL;
+    f = open_in(dir, "batch.bin", "rb");
+    read_ints(f, x, 2 * N, "inputs and targets");
+    if (has[0])
+        read_ints(f, seg = malloc(N * sizeof *seg), N, "segments");
+    if (has[1])
+        read_ints(f, lengths = malloc(B * sizeof *lengths), B, "lengths");
+    if (has[2])
+        read_ints(f, prefix = malloc(B * sizeof *prefix), B, "prefix_len");
+    if (has[3])
+        read_ints(f, doc = malloc(N * sizeof *doc), N, "doc_start");
+    fclose(f);
+    tfm_batch batch = {.inputs = x, .targets = x + N, .B = B, .T = T, .segments = seg,
+                       .lengths = lengths, .prefix_len = prefix, .doc_start = doc};
     float loss;
-    if (tfm_model_forward(&m, x, x + N, B, T, &loss, &err) < 0) {
+    if (tfm_model_forward_batch(&m, &batch, &loss, &err) < 0) {
         fprintf(stderr, "model_dump: %s\n", err.msg);
         return 1;
     }
@@ -102,6 +159,10 @@ int main(int argc, char **argv)
         return 1;
     }
     free(x);
+    free(seg);
+    free(lengths);
+    free(prefix);
+    free(doc);
     tfm_model_free(&m);
     return 0;
 }

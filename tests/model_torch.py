@@ -1,12 +1,28 @@
 #!/usr/bin/python3
-"""Cross-check of the GPT model against PyTorch: the same weights and batch
-through lib/model/transformer.c (via the tests/model_dump helper) and through a PyTorch
-model written here from the definitions (float64), comparing the loss, the
-logits and EVERY parameter gradient.
+"""Cross-check of the transformer against PyTorch: the same weights and batch
+through lib/model/transformer.c (via the tests/model_dump helper) and through
+a PyTorch model written here from the definition (the comment at the top of
+lib/model/transformer.h, tfm_batch and tfm_model_config there, and
+lib/nn/attention.h for the ALiBi slopes and the T5 buckets), in float64,
+comparing the parameter table (names, shapes, order), the loss, the logits
+and EVERY parameter gradient.
+
+Cases: decoders with every position scheme (learned, sinusoidal, rope,
+alibi, t5) x pre/post-LN x tied/untied head; no bias, d_ff != 4C, each
+activation, label smoothing, prefix-LM and packed-document batches;
+encoders with padding (lengths), MLM-like targets, segments and an
+embedding LayerNorm, with each position scheme.  1 or 2 threads, BLIS or
+fused attention (fused needs heads of 16).
 
 Tolerance: for each tensor, max |c - torch| <= 1e-4 * max |torch| (relative
 to the tensor's scale: element-wise ratios are meaningless for entries that
-are ~0); the loss within 1e-5 relative."""
+are ~0); the logits 1e-5 the same way; the loss within 1e-5 relative.
+
+EXPECTED lists the features the C code implements; a case needing any other
+feature still runs, but its failure is reported as expected (xfail) and does
+not fail the test.  TFM_TORCH_STRICT=1 expects every case to pass.  Command
+line arguments select the cases whose name contains one of them."""
+import math
 import os
 import subprocess
 import sys
@@ -19,106 +35,338 @@ import torch.nn.functional as F
 BUILD = os.environ.get("TFM_BUILDDIR", ".")
 DUMP = os.path.join(BUILD, "tests", "model_dump")
 
+# The features of lib/model/transformer.c on main; grow as main gains them.
+# Names: decoder, encoder, learned, sinusoidal, rope, alibi, t5, d_ff,
+# segments, emb_norm, prefix, docs, lengths.
+ALL_FEATURES = {"decoder", "encoder", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
+                "segments", "emb_norm", "prefix", "docs", "lengths"}
+# Every feature is on main since the merge of nn/attention's masks and
+# biases (940149d).
+EXPECTED = {"decoder", "encoder", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
+            "segments", "emb_norm", "prefix", "docs", "lengths"}
 
-def torch_gpt(cfg, P, x, y):
-    """Loss and logits of the documented model (lib/model/transformer.h), float64."""
+# The configuration schema's defaults for the keys added with the general
+# model: config.yaml leaves them out when a case keeps them, so that cases
+# not using them run against a schema that lacks them.
+NEW_KEY_DEFAULTS = dict(kind="decoder", positions="learned", d_ff=0, rope_base=10000.0,
+                        t5_buckets=32, t5_max_distance=128, segments=0, emb_norm=False)
+ACTS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "gelu_exact": F.gelu,
+        "relu": F.relu}
+
+
+# ---- the definition ----------------------------------------------------------
+
+def ff_width(cfg):
+    return cfg["d_ff"] if cfg["d_ff"] > 0 else 4 * cfg["n_embd"]
+
+
+def param_table(cfg):
+    """The tensors the definition lists, in its order, with their shapes."""
+    C, V, NH, Fw = cfg["n_embd"], cfg["vocab_size"], cfg["n_head"], ff_width(cfg)
+    t = [("wte.weight", (V, C))]
+    if cfg["positions"] == "learned":
+        t.append(("wpe.weight", (cfg["block_size"], C)))
+    if cfg["segments"] > 0:
+        t.append(("wse.weight", (cfg["segments"], C)))
+    if cfg["emb_norm"]:
+        t += [("ln_e.weight", (C,)), ("ln_e.bias", (C,))]
+    if cfg["positions"] == "t5":
+        t.append(("rel_bias.weight", (NH, cfg["t5_buckets"])))
+    for i in range(cfg["n_layer"]):
+        h = f"h.{i}."
+        t += [(h + "ln_1.weight", (C,)), (h + "ln_1.bias", (C,)),
+              (h + "attn.c_attn.weight", (C, 3 * C))]
+        if cfg["bias"]:
+            t.append((h + "attn.c_attn.bias", (3 * C,)))
+        t.append((h + "attn.c_proj.weight", (C, C)))
+        if cfg["bias"]:
+            t.append((h + "attn.c_proj.bias", (C,)))
+        t += [(h + "ln_2.weight", (C,)), (h + "ln_2.bias", (C,)),
+              (h + "mlp.c_fc.weight", (C, Fw))]
+        if cfg["bias"]:
+            t.append((h + "mlp.c_fc.bias", (Fw,)))
+        t.append((h + "mlp.c_proj.weight", (Fw, C)))
+        if cfg["bias"]:
+            t.append((h + "mlp.c_proj.bias", (C,)))
+    if cfg["norm"] == "pre":
+        t += [("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
+    if not cfg["tie"]:
+        t.append(("lm_head.weight", (V, C)))
+    return t
+
+
+def alibi_slopes(n):
+    """The ALiBi paper's code: 2^(-8k/n), k = 1..n, for n a power of two;
+    else the largest power of two p below n, then every other slope of 2p."""
+    def pow2(n):
+        start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return pow2(n)
+    p = 2 ** math.floor(math.log2(n))
+    return pow2(p) + alibi_slopes(2 * p)[0::2][:n - p]
+
+
+def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    """HuggingFace's T5Attention._relative_position_bucket, verbatim
+    (relative_position = key - query, a LongTensor)."""
+    relative_buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+        relative_position = torch.abs(relative_position)
+    else:
+        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    relative_position_if_large = max_exact + (
+        torch.log(relative_position.float() / max_exact)
+        / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).to(torch.long)
+    relative_position_if_large = torch.min(
+        relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1)
+    )
+    relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
+    return relative_buckets
+
+
+def torch_model(cfg, P, bt):
+    """Loss and logits of the documented model, float64.  bt: the batch as
+    torch tensors (inputs, targets, and segments, lengths, prefix_len,
+    doc_start or None)."""
     L, NH, C, V = cfg["n_layer"], cfg["n_head"], cfg["n_embd"], cfg["vocab_size"]
+    HS = C // NH
+    x, y = bt["inputs"], bt["targets"]
     B, T = x.shape
     eps = cfg["ln_eps"]
-    act = {0: lambda t: F.gelu(t, approximate="tanh"), 1: F.gelu, 2: F.relu}[cfg["act"]]
+    act = ACTS[cfg["activation"]]
+    pos_kind = cfg["positions"]
+    decoder = cfg["kind"] == "decoder"
     ln = lambda t, n: F.layer_norm(t, (C,), P[n + ".weight"], P[n + ".bias"], eps)
     lin = lambda t, n: t @ P[n + ".weight"] + (P[n + ".bias"] if cfg["bias"] else 0)
-    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+
+    # positions: the index in the sequence, or in its document when packed
+    idx = torch.arange(T)
+    pos = idx.expand(B, T)
+    if bt["doc_start"] is not None:
+        pos = pos - bt["doc_start"]
+
+    # embeddings
+    h = P["wte.weight"][x]
+    if pos_kind == "learned":
+        h = h + P["wpe.weight"][pos]
+    elif pos_kind == "sinusoidal":
+        i2 = torch.arange(0, C, 2, dtype=torch.float64)          # 2i
+        ang = pos.to(torch.float64)[..., None] / 10000.0 ** (i2 / C)
+        pe = torch.zeros(B, T, C, dtype=torch.float64)
+        pe[..., 0::2] = torch.sin(ang)
+        pe[..., 1::2] = torch.cos(ang[..., :C // 2])
+        h = h + pe
+    if cfg["segments"] > 0:
+        h = h + P["wse.weight"][bt["segments"]]
+    if cfg["emb_norm"]:
+        h = ln(h, "ln_e")
+
+    # the mask: allowed[b, i, j], query i may see key j
+    qi, kj = idx[:, None], idx[None, :]
+    if decoder:
+        allowed = (kj <= qi).expand(B, T, T)
+        if bt["prefix_len"] is not None:
+            allowed = allowed | (kj[None] < bt["prefix_len"][:, None, None])
+        if bt["doc_start"] is not None:
+            allowed = allowed & (kj[None] >= bt["doc_start"][:, :, None])
+    else:
+        allowed = torch.ones(B, T, T, dtype=torch.bool)
+        if bt["lengths"] is not None:
+            allowed = allowed & (kj[None] < bt["lengths"][:, None, None])
+    allowed = allowed[:, None]                                   # [B, 1, T, T]
+
+    # position biases on the scaled scores, [NH, T, T]
+    bias = None
+    if pos_kind == "alibi":
+        slopes = torch.tensor(alibi_slopes(NH), dtype=torch.float64)
+        bias = -slopes[:, None, None] * (qi - kj).abs().to(torch.float64)[None]
+    elif pos_kind == "t5":
+        buckets = t5_bucket(kj - qi, not decoder, cfg["t5_buckets"], cfg["t5_max_distance"])
+        bias = P["rel_bias.weight"][:, buckets]
+
+    # rope: rotation of q and k in halves
+    if pos_kind == "rope":
+        d = torch.arange(HS // 2, dtype=torch.float64)
+        theta = pos.to(torch.float64)[..., None] * cfg["rope_base"] ** (-2.0 * d / HS)
+        cos, sin = torch.cos(theta)[:, None], torch.sin(theta)[:, None]  # [B, 1, T, HS/2]
+
+        def rope(z):
+            a, b = z[..., :HS // 2], z[..., HS // 2:]
+            return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
 
     def attn(t, i):
         qkv = lin(t, f"h.{i}.attn.c_attn")
         q, k, v = qkv.split(C, dim=2)
-        heads = lambda z: z.view(B, T, NH, C // NH).transpose(1, 2)
+        heads = lambda z: z.view(B, T, NH, HS).transpose(1, 2)
         q, k, v = heads(q), heads(k), heads(v)
-        s = (q @ k.transpose(-2, -1)) / (C // NH) ** 0.5
-        s = s.masked_fill(~mask, float("-inf"))
+        if pos_kind == "rope":
+            q, k = rope(q), rope(k)
+        s = (q @ k.transpose(-2, -1)) / HS ** 0.5
+        if bias is not None:
+            s = s + bias
+        s = s.masked_fill(~allowed, float("-inf"))
         o = (F.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
         return lin(o, f"h.{i}.attn.c_proj")
 
     mlp = lambda t, i: lin(act(lin(t, f"h.{i}.mlp.c_fc")), f"h.{i}.mlp.c_proj")
-    h = P["wte.weight"][x] + P["wpe.weight"][:T]
     for i in range(L):
-        if cfg["ln"] == 0:
+        if cfg["norm"] == "pre":
             h = h + attn(ln(h, f"h.{i}.ln_1"), i)
             h = h + mlp(ln(h, f"h.{i}.ln_2"), i)
         else:
             h = ln(h + attn(h, i), f"h.{i}.ln_1")
             h = ln(h + mlp(h, i), f"h.{i}.ln_2")
-    if cfg["ln"] == 0:
+    if cfg["norm"] == "pre":
         h = ln(h, "ln_f")
     head = P["wte.weight"] if cfg["tie"] else P["lm_head.weight"]
     logits = h @ head.T
-    loss = F.cross_entropy(logits.view(-1, V), y.view(-1), ignore_index=-1,
-                           label_smoothing=cfg["label_smoothing"])
-    return loss, logits
+    # mean over the targets that are not -1 of the cross-entropy against
+    # (1 - e)·onehot + e/V
+    e = cfg["label_smoothing"]
+    logp = F.log_softmax(logits.view(-1, V), dim=-1)
+    yy = y.reshape(-1)
+    keep = yy != -1
+    lp = logp[keep]
+    nll = -lp.gather(1, yy[keep][:, None])[:, 0]
+    per = (1 - e) * nll - e / V * lp.sum(dim=1)
+    return per.mean(), logits
 
 
-def run_case(name, cfg, B, T, seed, threads, attn):
+# ---- one case ----------------------------------------------------------------
+
+def yaml_text(cfg):
+    yb = lambda b: "true" if b else "false"
+    m = [("n_layer", cfg["n_layer"]), ("n_head", cfg["n_head"]), ("n_embd", cfg["n_embd"]),
+         ("block_size", cfg["block_size"]), ("vocab_size", cfg["vocab_size"]),
+         ("dropout", 0.0), ("tie_embeddings", yb(cfg["tie"])), ("bias", yb(cfg["bias"])),
+         ("norm", cfg["norm"]), ("activation", cfg["activation"]),
+         ("ln_eps", repr(float(cfg["ln_eps"])))]
+    for k, dflt in NEW_KEY_DEFAULTS.items():
+        if k.startswith("t5_") and cfg["positions"] != "t5" or \
+           k == "rope_base" and cfg["positions"] != "rope":
+            continue
+        if cfg[k] != dflt:
+            m.append((k, yb(cfg[k]) if isinstance(dflt, bool) else cfg[k]))
+    return ("model:\n" + "".join(f"  {k}: {v}\n" for k, v in m) +
+            f"train:\n  label_smoothing: {cfg['label_smoothing']!r}\n")
+
+
+def features(cfg, batch):
+    f = {cfg["kind"], cfg["positions"]}
+    if cfg["d_ff"]:
+        f.add("d_ff")
+    if cfg["segments"]:
+        f.add("segments")
+    if cfg["emb_norm"]:
+        f.add("emb_norm")
+    for k, name in (("prefix_len", "prefix"), ("doc_start", "docs"), ("lengths", "lengths")):
+        if batch.get(k) is not None:
+            f.add(name)
+    return f
+
+
+def init_params(table, rng):
+    P = {}
+    for n, shape in table:
+        if n.startswith("ln_") or ".ln_" in n:
+            base = 1.0 if n.endswith(".weight") else 0.0
+            w = base + 0.1 * rng.standard_normal(shape)
+        elif n == "rel_bias.weight":
+            w = 0.5 * rng.standard_normal(shape)
+        elif n.endswith(".bias"):
+            w = 0.05 * rng.standard_normal(shape)
+        else:
+            w = 0.08 * rng.standard_normal(shape)
+        P[n] = w.astype(np.float32)
+    return P
+
+
+def run_c(d, mode, env=None):
+    r = subprocess.run([DUMP, mode, d], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"model_dump {mode} exited {r.returncode}: {r.stderr.strip()}"
+    return None
+
+
+def run_case(name, cfg, batch, seed, threads, attn):
+    """Returns a list of problems (empty: the case passes)."""
     rng = np.random.default_rng(seed)
+    table = param_table(cfg)
+    P = init_params(table, rng)
+    B, T = batch["inputs"].shape
+    V = cfg["vocab_size"]
+    extras = ("segments", "lengths", "prefix_len", "doc_start")
     with tempfile.TemporaryDirectory() as d:
-        keys = ["n_layer", "n_head", "n_embd", "block_size", "vocab_size", "ln", "act",
-                "tie", "bias", "label_smoothing", "ln_eps"]
-        with open(os.path.join(d, "config.txt"), "w") as f:
-            f.write(" ".join(str(cfg[k]) for k in keys) + f" {B} {T} {threads}\n")
-        subprocess.run([DUMP, "table", d], check=True)
-        table = []
+        with open(os.path.join(d, "config.yaml"), "w") as f:
+            f.write(yaml_text(cfg))
+        err = run_c(d, "table")
+        if err:
+            return [err]
+        c_table = []
         with open(os.path.join(d, "table.txt")) as f:
             for line in f:
                 n, a, b = line.split()
-                table.append((n, (int(a),) if int(b) == 0 else (int(a), int(b))))
-        P = {}
-        for n, shape in table:
-            if ".ln_" in n or n.startswith("ln_"):
-                base = 1.0 if n.endswith(".weight") else 0.0
-                w = base + 0.1 * rng.standard_normal(shape)
-            elif n.endswith(".bias"):
-                w = 0.05 * rng.standard_normal(shape)
-            else:
-                w = 0.08 * rng.standard_normal(shape)
-            P[n] = w.astype(np.float32)
+                c_table.append((n, (int(a),) if int(b) == 0 else (int(a), int(b))))
+        if c_table != table:
+            for k in range(max(len(table), len(c_table))):
+                want = table[k] if k < len(table) else None
+                got = c_table[k] if k < len(c_table) else None
+                if want != got:
+                    return [f"parameter table differs at entry {k}: tfm {got}, "
+                            f"definition {want} ({len(c_table)} vs {len(table)} tensors)"]
         with open(os.path.join(d, "params.bin"), "wb") as f:
             for n, _ in table:
                 f.write(P[n].astype("<f4").tobytes())
-        V = cfg["vocab_size"]
-        x = rng.integers(0, V, size=(B, T)).astype(np.int32)
-        y = rng.integers(0, V, size=(B, T)).astype(np.int32)
-        if cfg.get("ignore"):
-            y[0, 1] = -1
-            y[B - 1, T - 1] = -1
+        flags = [int(batch.get(k) is not None) for k in extras]
+        with open(os.path.join(d, "batch.txt"), "w") as f:
+            f.write(f"{B} {T} {threads} " + " ".join(map(str, flags)) + "\n")
         with open(os.path.join(d, "batch.bin"), "wb") as f:
-            f.write(x.astype("<i4").tobytes() + y.astype("<i4").tobytes())
+            for k in ("inputs", "targets") + extras:
+                if batch.get(k) is not None:
+                    f.write(np.asarray(batch[k]).astype("<i4").tobytes())
         # fused loops or per-head BLIS attention; with BLIS, also the path
         # that recomputes the MLP activation in backward (big models)
         env = dict(os.environ, TFM_ATTN=attn)
         if attn == "blas":
             env["TFM_GPT_RECOMPUTE"] = "1"
-        subprocess.run([DUMP, "run", d], check=True, env=env)
+        err = run_c(d, "run", env)
+        if err:
+            return [err]
         out = np.fromfile(os.path.join(d, "out.bin"), dtype="<f4")
 
+    n_out = 1 + B * T * V + sum(int(np.prod(s)) for _, s in table)
+    if len(out) != n_out:
+        return [f"out.bin has {len(out)} floats, expected {n_out}"]
     Pt = {n: torch.tensor(w, dtype=torch.float64, requires_grad=True) for n, w in P.items()}
-    loss, logits = torch_gpt(cfg, Pt, torch.tensor(x, dtype=torch.long),
-                             torch.tensor(y, dtype=torch.long))
+    bt = {k: (torch.tensor(np.asarray(batch[k]), dtype=torch.long)
+              if batch.get(k) is not None else None)
+          for k in ("inputs", "targets") + extras}
+    loss, logits = torch_model(cfg, Pt, bt)
     loss.backward()
-    ok = True
+    bad = []
     c_loss = float(out[0])
     rel = abs(c_loss - loss.item()) / abs(loss.item())
-    print(f"{name}: loss tfm {c_loss:.7f} torch {loss.item():.7f} rel {rel:.2e}")
-    if rel > 1e-5:
-        ok = False
-        print(f"FAIL {name}: loss differs")
+    if not rel <= 1e-5:
+        bad.append(f"loss tfm {c_loss:.7f} torch {loss.item():.7f} (rel {rel:.2e})")
     pos = 1
     n_logits = B * T * V
     c_logits = out[pos:pos + n_logits].reshape(B, T, V)
     pos += n_logits
-    err = np.abs(c_logits - logits.detach().numpy()).max() / np.abs(logits.detach().numpy()).max()
-    if err > 1e-5:
-        ok = False
-        print(f"FAIL {name}: logits rel err {err:.2e}")
+    ref = logits.detach().numpy()
+    diff = np.abs(c_logits - ref)
+    e = diff.max() / np.abs(ref).max()
+    if not e <= 1e-5:
+        b, t, _ = np.unravel_index(np.argmax(diff), diff.shape)
+        rows = sorted({(int(i), int(j)) for i, j, _ in zip(*np.nonzero(diff > 1e-5 * np.abs(ref).max()))})
+        bad.append(f"logits max err {e:.2e} (worst at b={b} t={t}; wrong at (b,t) {rows[:12]}"
+                   f"{' ...' if len(rows) > 12 else ''})")
     worst = (0.0, "")
     for n, shape in table:
         k = int(np.prod(shape))
@@ -130,11 +378,201 @@ def run_case(name, cfg, B, T, seed, threads, attn):
         if e > worst[0]:
             worst = (e, n)
         if not e <= 1e-4:
-            ok = False
-            print(f"FAIL {name}: {n} gradient max err {e:.2e} (scale {scale:.2e})")
-    assert pos == len(out), "out.bin has the wrong size"
-    print(f"{name}: {len(table)} gradients, worst {worst[0]:.2e} ({worst[1]})")
-    return ok
+            bad.append(f"gradient {n} max err {e:.2e} (scale {scale:.2e})")
+    if not bad:
+        print(f"ok   {name}: loss rel {rel:.1e}, worst gradient {worst[0]:.1e} ({worst[1]})")
+    return bad
+
+
+# ---- the cases ---------------------------------------------------------------
+
+BASE = dict(kind="decoder", positions="learned", n_layer=2, n_head=2, n_embd=16,
+            block_size=12, vocab_size=11, norm="pre", activation="gelu", tie=True, bias=True,
+            label_smoothing=0.0, ln_eps=1e-5, d_ff=0, rope_base=10000.0, t5_buckets=8,
+            t5_max_distance=12, segments=0, emb_norm=False)
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "t5")
+VARIANTS = ((1, "blas"), (2, "blas"), (1, "fused"), (2, "fused"))
+
+
+def doc_starts(T, cuts):
+    """doc_start of one row whose documents begin at cuts (0 first)."""
+    ds, cur = [], 0
+    for t in range(T):
+        if t in cuts:
+            cur = t
+        ds.append(cur)
+    return ds
+
+
+def make_batch(cfg, B, T, rng, kind="plain", ignore=False):
+    V = cfg["vocab_size"]
+    x = rng.integers(0, V, size=(B, T))
+    y = rng.integers(0, V, size=(B, T))
+    b = dict(inputs=x, targets=y)
+    if ignore:
+        y[0, 1] = -1
+        y[B - 1, T - 1] = -1
+    if kind == "prefix":
+        pl = np.array([4, 0, T, 1, 6][:B])
+        b["prefix_len"] = pl
+        for r in range(B):           # no loss on the prefix (as a prefix-LM)
+            y[r, :max(pl[r] - 1, 0)] = -1
+        y[1, T - 1] = rng.integers(0, V)
+    elif kind == "docs":
+        cuts = [[0, 3, 6], [0, T - 2], [0, 2, 5], [0, 4]][:B]
+        b["doc_start"] = np.array([doc_starts(T, c) for c in cuts])
+    elif kind in ("encoder", "encoder unpadded"):
+        lengths = np.array([T, T - 3, 4][:B]) if kind == "encoder" else np.full(B, T)
+        if kind == "encoder":
+            b["lengths"] = lengths
+        keep = rng.random((B, T)) < 0.3     # MLM: a loss on few positions
+        keep[:, 1] = True
+        for r in range(B):
+            keep[r, lengths[r]:] = False    # none on padding
+        y[~keep] = -1
+        if cfg["segments"]:
+            seg = np.zeros((B, T), dtype=np.int64)
+            for r in range(B):
+                seg[r, rng.integers(1, lengths[r]):lengths[r]] = 1
+            b["segments"] = seg
+    return b
+
+
+def cases():
+    """(name, cfg, batch kind, B, T, ignore, variants)"""
+    out = []
+    acts = ("gelu", "gelu_exact", "relu")
+    k = 0
+    for p in POSITIONS:
+        for norm in ("pre", "post"):
+            for tie in (True, False):
+                cfg = dict(BASE, positions=p, norm=norm, tie=tie, activation=acts[k % 3])
+                name = f"decoder {p} {norm}-LN {'tied' if tie else 'untied'} {cfg['activation']}"
+                out.append((name, cfg, "plain", 2 + k % 2, 7 + k % 3, k % 4 == 1,
+                            [VARIANTS[k % 2]]))
+                k += 1
+    # heads of 16, so the fused attention runs too
+    for p in POSITIONS:
+        cfg = dict(BASE, positions=p, n_embd=32)
+        out.append((f"decoder {p} heads of 16", cfg, "plain", 2, 9, False, VARIANTS))
+    # GPT-2 shaped, longer rows: several of the fused kernel's 8-row blocks
+    out.append(("decoder learned 64 wide, 4 heads of 16, T 33",
+                dict(BASE, n_embd=64, n_head=4, block_size=40, vocab_size=67), "plain", 3, 33,
+                True, VARIANTS[1:]))
+    out += [
+        ("decoder learned no bias", dict(BASE, bias=False), "plain", 3, 8, False, VARIANTS[:2]),
+        ("decoder rope no bias post-LN", dict(BASE, positions="rope", bias=False, norm="post"),
+         "plain", 2, 8, False, VARIANTS[1:2]),
+        ("decoder learned d_ff 24", dict(BASE, d_ff=24), "plain", 2, 9, False, VARIANTS[:2]),
+        ("decoder t5 d_ff 40 relu untied", dict(BASE, positions="t5", d_ff=40, activation="relu",
+                                               tie=False), "plain", 2, 9, False, VARIANTS[1:2]),
+        ("decoder learned gelu_exact eps 1e-12", dict(BASE, activation="gelu_exact",
+                                                      ln_eps=1e-12), "plain", 2, 8, False,
+         VARIANTS[:1]),
+        ("decoder learned relu post-LN", dict(BASE, activation="relu", norm="post"), "plain",
+         2, 8, False, VARIANTS[1:2]),
+        ("decoder learned smoothing 0.1 ignored targets", dict(BASE, label_smoothing=0.1),
+         "plain", 3, 9, True, VARIANTS[:2]),
+        ("decoder alibi 3 heads smoothing 0.2", dict(BASE, positions="alibi", n_head=3,
+                                                     n_embd=24, label_smoothing=0.2),
+         "plain", 2, 9, True, VARIANTS[1:2]),
+        ("decoder alibi 4 heads", dict(BASE, positions="alibi", n_head=4, n_embd=32), "plain",
+         2, 9, False, VARIANTS[:1]),
+        ("decoder t5 32 buckets max distance 128", dict(BASE, positions="t5", t5_buckets=32,
+                                                       t5_max_distance=128),
+         "plain", 2, 9, False, VARIANTS[:1]),
+        ("decoder t5 6 buckets max distance 5", dict(BASE, positions="t5", t5_buckets=6,
+                                                    t5_max_distance=5),
+         "plain", 2, 9, False, VARIANTS[1:2]),
+        ("decoder rope base 100", dict(BASE, positions="rope", rope_base=100.0), "plain",
+         2, 9, False, VARIANTS[:1]),
+    ]
+    for i, p in enumerate(POSITIONS):
+        out.append((f"decoder {p} prefix-LM", dict(BASE, positions=p, norm=("pre", "post")[i % 2]),
+                    "prefix", 3, 8, False, [VARIANTS[i % 2]]))
+    for i, p in enumerate(POSITIONS):
+        out.append((f"decoder {p} packed documents", dict(BASE, positions=p, tie=bool(i % 2)),
+                    "docs", 3 - i % 2, 9, False, [VARIANTS[(i + 1) % 2]]))
+    out.append(("decoder rope packed documents heads of 16", dict(BASE, positions="rope",
+                                                                  n_embd=32),
+                "docs", 3, 9, False, VARIANTS[2:]))
+    out.append(("decoder learned packed documents heads of 16", dict(BASE, n_embd=32),
+                "docs", 2, 9, False, VARIANTS[2:3]))
+    out.append(("decoder alibi prefix-LM heads of 16", dict(BASE, positions="alibi", n_embd=32),
+                "prefix", 3, 8, False, VARIANTS[3:]))
+    # encoders (BERT-like: post-LN, exact GELU, segments, embedding norm)
+    bert = dict(BASE, kind="encoder", norm="post", activation="gelu_exact", segments=2,
+                emb_norm=True)
+    for i, p in enumerate(POSITIONS):
+        out.append((f"encoder {p} BERT-like", dict(bert, positions=p), "encoder", 3, 9, False,
+                    [VARIANTS[i % 2]]))
+    for i, p in enumerate(POSITIONS):
+        out.append((f"encoder {p} pre-LN untied, no segments or norm",
+                    dict(BASE, kind="encoder", positions=p, tie=False), "encoder", 2, 8, False,
+                    [VARIANTS[(i + 1) % 2]]))
+    out += [
+        ("encoder learned BERT-like heads of 16 smoothing 0.1", dict(bert, n_embd=32,
+                                                                    label_smoothing=0.1),
+         "encoder", 3, 9, False, VARIANTS[2:]),
+        ("encoder sinusoidal BERT-like without lengths (no padding)",
+         dict(bert, positions="sinusoidal"), "encoder unpadded", 2, 9, False, VARIANTS[:1]),
+        ("encoder t5 BERT-like heads of 16", dict(bert, positions="t5", n_embd=32), "encoder",
+         2, 9, False, VARIANTS[2:3]),
+        ("encoder rope 3 segments d_ff 20 no bias", dict(bert, positions="rope", segments=3,
+                                                         d_ff=20, bias=False),
+         "encoder", 2, 9, False, VARIANTS[1:2]),
+    ]
+    return out
+
+
+def check_definitions():
+    """Spot checks of the reference's own pieces against published values."""
+    s = alibi_slopes(8)
+    assert abs(s[0] - 0.5) < 1e-12 and abs(s[7] - 2 ** -8) < 1e-12, s
+    s = alibi_slopes(6)   # 2^(-8k/4), then 2^(-8k/8) for k = 1, 3
+    want = [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3]
+    assert all(abs(a - b) < 1e-12 for a, b in zip(s, want)), s
+    r = torch.arange(-9, 10)
+    # bidirectional, 32 buckets, 128: T5's defaults; exact below 8
+    bk = t5_bucket(r, True, 32, 128)
+    assert bk[9].item() == 0 and bk[10].item() == 17 and bk[8].item() == 1, bk
+
+
+def check_c_functions():
+    """nn/attention.h's tfm_alibi_slopes and tfm_t5_bucket against the
+    reference over more heads and distances than the model cases reach.
+    Returns a list of (name, problems)."""
+    out = []
+    for n in list(range(1, 17)) + [20, 24, 32, 48]:
+        r = subprocess.run([DUMP, "alibi", str(n)], capture_output=True, text=True)
+        if r.returncode != 0:
+            out.append((f"tfm_alibi_slopes({n})", [f"model_dump alibi exited {r.returncode}"]))
+            continue
+        got = np.array([float(v) for v in r.stdout.split()])
+        want = np.array(alibi_slopes(n))
+        bad = [] if len(got) == n and np.allclose(got, want, rtol=1e-6, atol=0) else \
+            [f"slopes {got.tolist()}, the paper's {want.tolist()}"]
+        out.append((f"tfm_alibi_slopes({n})", bad))
+    # (buckets, max_distance); max_distance == max_exact (buckets/2 causal,
+    # buckets/4 bidirectional) divides by log(1) = 0 in T5's formula and is left out
+    for nb, md in ((4, 5), (6, 5), (6, 4), (8, 12), (8, 10), (8, 3), (16, 20), (32, 128),
+                   (32, 64), (64, 256), (12, 100), (128, 1000)):
+        name = f"tfm_t5_bucket({nb} buckets, max distance {md})"
+        r = subprocess.run([DUMP, "t5", str(nb), str(md)], capture_output=True, text=True)
+        if r.returncode != 0:
+            out.append((name, [f"model_dump t5 exited {r.returncode}"]))
+            continue
+        a = np.array([[int(v) for v in line.split()] for line in r.stdout.splitlines()])
+        rel = torch.tensor(a[:, 0])
+        bad = []
+        for col, bidir in ((1, False), (2, True)):
+            want = t5_bucket(rel, bidir, nb, md).numpy()
+            wrong = np.nonzero(a[:, col] != want)[0]
+            if len(wrong):
+                bad.append(f"{'bidirectional' if bidir else 'causal'}: rel, tfm, HF " +
+                           ", ".join(f"({a[i, 0]}, {a[i, col]}, {want[i]})" for i in wrong[:6]))
+        out.append((name, bad))
+    return out
 
 
 def main():
@@ -142,20 +580,52 @@ def main():
         print(f"SKIP: {DUMP} not built")
         return 77
     torch.manual_seed(0)
-    base = dict(n_layer=2, n_head=4, n_embd=64, block_size=40, vocab_size=67, ln=0, act=0,
-                tie=1, bias=1, label_smoothing=0.0, ln_eps=1e-5)
-    cases = [
-        ("pre-LN GPT-2", dict(base), 4, 32),
-        ("post-LN GPT-1, exact GELU, untied, smoothing 0.1, ignored targets",
-         dict(base, ln=1, act=1, tie=0, label_smoothing=0.1, ignore=True), 3, 40),
-        ("pre-LN ReLU, no bias, eps 1e-12", dict(base, act=2, bias=0, ln_eps=1e-12), 2, 17),
-    ]
-    ok = True
-    for i, (name, cfg, B, T) in enumerate(cases):
-        for threads, attn in ((1, "fused"), (2, "fused"), (2, "blas")):
-            ok &= run_case(f"{name} [{threads} thread(s), {attn} attention]", cfg, B, T,
-                           100 + i, threads, attn)
-    return 0 if ok else 1
+    check_definitions()
+    strict = os.environ.get("TFM_TORCH_STRICT") == "1"
+    select = sys.argv[1:]
+    n_pass = n_run = 0
+    failed, xfailed, xpassed = [], [], []
+    for name, bad in check_c_functions() if not select else []:
+        n_run += 1
+        if bad:
+            failed.append(name)
+            for b in bad:
+                print(f"FAIL {name}: {b}")
+        else:
+            n_pass += 1
+    for ci, (name, cfg, kind, B, T, ignore, variants) in enumerate(cases()):
+        if select and not any(s in name for s in select):
+            continue
+        for threads, attn in variants:
+            full = f"{name} [{threads} thread{'s' if threads > 1 else ''}, {attn}]"
+            rng = np.random.default_rng(1000 + ci)
+            batch = make_batch(cfg, B, T, rng, kind, ignore)
+            need = features(cfg, batch) - EXPECTED
+            expected = strict or not need
+            n_run += 1
+            bad = run_case(full, cfg, batch, 100 + ci, threads, attn)
+            if not bad:
+                n_pass += 1
+                if not expected:
+                    xpassed.append(full)
+                continue
+            if expected:
+                failed.append(full)
+                for b in bad[:4]:
+                    print(f"FAIL {full}: {b}")
+                if len(bad) > 4:
+                    print(f"FAIL {full}: ... and {len(bad) - 4} more tensors")
+            else:
+                xfailed.append(full)
+                print(f"xfail {full} (needs {', '.join(sorted(need))}): {bad[0]}"
+                      f"{f' (+{len(bad) - 1} more)' if len(bad) > 1 else ''}")
+    for full in xpassed:
+        print(f"XPASS {full}: passes; add its features to EXPECTED")
+    pending = ALL_FEATURES - EXPECTED
+    print(f"model_torch: {n_pass}/{n_run} cases passed; {len(failed)} failed, "
+          f"{len(xfailed)} expected failures (features not expected to work yet: "
+          f"{', '.join(sorted(pending)) if pending and not strict else 'none'})")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -122,9 +122,11 @@ int tfm_taskdata_values(tfm_taskdata *d, const char *text, size_t len, const cha
 
 static int is_docstart(const char *s) { return !strncmp(s, "-DOCSTART-", 10); }
 
+/* CoNLL separates sentences by blank lines and usually ends with one; a
+ * file of one sentence a line has none (but for an empty sentence). */
 static tfm_tag_format detect(const char *text, size_t len)
 {
-    int seen_blank = 0, seen_text = 0;
+    int seen_text = 0;
     for (size_t pos = 0; pos < len;) {
         const char *s = text + pos, *nl = memchr(s, '\n', len - pos);
         size_t l = nl ? (size_t)(nl - s) : len - pos, k = 0;
@@ -132,12 +134,11 @@ static tfm_tag_format detect(const char *text, size_t len)
         while (k < l && blank(s[k]))
             k++;
         if (k == l) {
-            seen_blank = seen_text;
+            if (seen_text)
+                return TFM_TAGS_CONLL;
             continue;
         }
         if (l - k >= 10 && is_docstart(s + k))
-            return TFM_TAGS_CONLL;
-        if (seen_blank)
             return TFM_TAGS_CONLL;
         seen_text = 1;
     }

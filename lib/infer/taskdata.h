@@ -20,7 +20,8 @@
 
 typedef enum tfm_tag_format {
     TFM_TAGS_AUTO,   /* CoNLL when there is a -DOCSTART- line or a blank line
-                        before a non-blank one, else one sentence a line */
+                        after a non-blank one (between sentences or at the
+                        end), else one sentence a line */
     TFM_TAGS_CONLL,
     TFM_TAGS_LINES,
 } tfm_tag_format;

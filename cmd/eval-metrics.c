@@ -337,6 +337,8 @@ static void cmd_score(mapp *a)
         tfm_usage_error(prog, "--pos-label is for --task classify");
     if (a->tag_format != TFM_TAGS_AUTO && t != 2)
         tfm_usage_error(prog, "--tag-format is for --task tag");
+    if (!strcmp(a->gold, "-") && !strcmp(a->input, "-"))
+        tfm_usage_error(prog, "--gold and the predictions cannot both be stdin");
     tfm_buf gb = {0}, pb = {0};
     const char *gname;
     slurp(a->gold, &gb, &gname);
@@ -584,6 +586,11 @@ int tfm_eval_metrics_main(int argc, char **argv)
     } else {
         if (!a.nrefs)
             tfm_usage_error(prog, "%s: missing --ref FILE", a.cmd);
+        int from_stdin = !strcmp(a.input, "-");
+        for (int k = 0; k < a.nrefs; k++)
+            from_stdin += !strcmp(a.refs[k], "-");
+        if (from_stdin > 1)
+            tfm_usage_error(prog, "only one of the hypotheses and references can be stdin");
         if (a.task || a.gold || a.pos || a.tag_format != TFM_TAGS_AUTO)
             tfm_usage_error(prog, "--task, --gold, --pos-label and --tag-format are for score");
         cmd_translation(&a, !strcmp(a.cmd, "chrf"));

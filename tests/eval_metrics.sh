@@ -159,6 +159,9 @@ expect_exit 2 tfm-eval score --task tag --gold gold.conll --tag-format xml pred.
 expect_exit 2 tfm-eval bleu --ref ref.txt --gold gold.txt hyp.txt
 expect_exit 2 tfm-eval bleu --ref ref.txt --no-such-option hyp.txt
 expect_exit 2 tfm-eval bleu --ref ref.txt hyp.txt extra.txt
+expect_exit 2 tfm-eval bleu --ref - <hyp.txt
+expect_exit 2 tfm-eval score --task classify --gold - <pred.txt
+expect_exit 0 tfm-eval bleu -q --ref - hyp.txt <ref.txt
 expect_exit 0 tfm-eval bleu --help
 grep -q -- '--pos-label' out || fail "help"
 # options before the command

@@ -33,6 +33,8 @@ static void __attribute__((noreturn)) usage(void)
            "               {\"context\": \"...\", \"endings\": [\"...\", ...], \"label\": K}\n"
            "  lastword     LAMBADA-style accuracy: each line is a passage whose final\n"
            "               word (after the last space) is predicted greedily\n"
+           "  score, bleu, chrf   metrics of predictions made elsewhere, no model\n"
+           "               (see %s bleu --help)\n"
            "\n"
            "Options:\n"
            "  -m, --model FILE     model file written by tfm-train, or a HuggingFace\n"
@@ -59,7 +61,7 @@ static void __attribute__((noreturn)) usage(void)
            "\n"
            "Log base e: cross-entropy is in nats per token; bits per byte = total\n"
            "nats / ln 2 / bytes.  Exit status: 0 success, 1 failure, 2 usage.\n",
-           prog);
+           prog, prog);
     exit(0);
 }
 
@@ -578,8 +580,35 @@ static void cmd_lastword(app *a)
     tfm_buf_free(&in);
 }
 
+/* score, bleu and chrf need no model: cmd/eval-metrics.c.  The command is
+ * the first operand; options may come before it, so their values are
+ * skipped. */
+int tfm_eval_metrics_main(int argc, char **argv);
+
+static int metric_command(int argc, char **argv)
+{
+    static const char *const with_value[] = {
+        "-m", "-t", "--model", "--tokenizer", "--context", "--stride", "--tokens", "--batch",
+        "--threads", "--items", "--task", "--gold", "--ref", "--pos-label", "--tag-format"};
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        if (!strcmp(s, "--"))
+            s = i + 1 < argc ? argv[i + 1] : "";
+        else if (s[0] == '-' && s[1]) {
+            for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+                if (!strcmp(s, with_value[k]))
+                    i++;
+            continue;
+        }
+        return !strcmp(s, "score") || !strcmp(s, "bleu") || !strcmp(s, "chrf");
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (metric_command(argc, argv))
+        return tfm_eval_metrics_main(argc, argv);
     app a = {.input = "-", .bos = 1};
     long batch = 0, threads = 0;
     int c;
@@ -604,12 +633,14 @@ int main(int argc, char **argv)
     /* GNU getopt moves the operands to the end: options may come before
      * or after the command */
     if (optind >= argc)
-        tfm_usage_error(prog, "missing command: perplexity, choice or lastword");
+        tfm_usage_error(prog, "missing command: perplexity, choice, lastword, score, bleu "
+                        "or chrf");
     const char *cmd = argv[optind++];
     int which = !strcmp(cmd, "perplexity") ? 0 : !strcmp(cmd, "choice") ? 1
               : !strcmp(cmd, "lastword") ? 2 : -1;
     if (which < 0)
-        tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword)", cmd);
+        tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword, score, "
+                        "bleu, chrf)", cmd);
     if (!a.model_path)
         tfm_usage_error(prog, "missing -m MODEL");
     if (optind < argc)

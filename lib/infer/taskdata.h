@@ -1,0 +1,51 @@
+/* Reading the label files of the fine-tuning tasks (gold data and
+ * predictions alike), with file:line in every error:
+ *   labels:  one class label a line (surrounding blanks removed);
+ *   values:  one number a line (regression);
+ *   tags:    CoNLL (one token a line, whitespace-separated columns, the tag
+ *            last, a blank line between sentences, -DOCSTART- lines
+ *            skipped) or one sentence a line (its tags separated by blanks);
+ *   answers: one example a line; with multi, several answers separated by
+ *            tabs (gold spans), else the whole line is the answer.
+ * A final newline does not make an empty last line; a '\r' before a newline
+ * is dropped.
+ *
+ * The struct owns everything; tfm_taskdata_free releases it. */
+#ifndef TFM_INFER_TASKDATA_H
+#define TFM_INFER_TASKDATA_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+
+typedef enum tfm_tag_format {
+    TFM_TAGS_AUTO,   /* CoNLL when there is a -DOCSTART- line or a blank line
+                        after a non-blank one (between sentences or at the
+                        end), else one sentence a line */
+    TFM_TAGS_CONLL,
+    TFM_TAGS_LINES,
+} tfm_tag_format;
+
+typedef struct tfm_taskdata {
+    size_t n;            /* labels, values, tags (all sentences) or answers */
+    const char **item;   /* NUL-terminated items (labels, tags, answers) */
+    double *value;       /* values */
+    long *line;          /* line of each item (tags: of each tag) */
+    size_t n_group;      /* sentences (tags) or examples (answers) */
+    size_t *group;       /* items of group g: [group[g], group[g + 1]) */
+    long *group_line;    /* first line of each group */
+    long lines;          /* lines read */
+    char *text;          /* private: the copy the items point into */
+} tfm_taskdata;
+
+int tfm_taskdata_labels(tfm_taskdata *d, const char *text, size_t len, const char *name,
+                        tfm_err *err);
+int tfm_taskdata_values(tfm_taskdata *d, const char *text, size_t len, const char *name,
+                        tfm_err *err);
+int tfm_taskdata_tags(tfm_taskdata *d, const char *text, size_t len, const char *name,
+                      tfm_tag_format fmt, tfm_err *err);
+int tfm_taskdata_answers(tfm_taskdata *d, const char *text, size_t len, const char *name,
+                         int multi, tfm_err *err);
+void tfm_taskdata_free(tfm_taskdata *d);
+
+#endif

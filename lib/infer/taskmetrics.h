@@ -1,0 +1,77 @@
+/* Metrics of the fine-tuning tasks, on predictions given as strings, as the
+ * reference tools compute them:
+ *   classification: accuracy, F1 (binary, macro, micro) and Matthews
+ *     correlation as scikit-learn;
+ *   regression: Pearson and Spearman (average ranks for ties) as SciPy;
+ *   tagging: entity precision/recall/F1 with conlleval's chunk rules (as
+ *     seqeval's default mode) and token accuracy;
+ *   spans: exact match and token F1 with SQuAD v1.1's normalisation.
+ *
+ * Undefined quantities follow scikit-learn's default (zero_division = 0): a
+ * precision without predictions, a recall without gold items, an F1 of two
+ * zeros and an MCC with a constant side are 0.  Correlations of a constant
+ * side are NaN, as SciPy's; callers print them as null.  Nothing here can
+ * fail. */
+#ifndef TFM_INFER_TASKMETRICS_H
+#define TFM_INFER_TASKMETRICS_H
+
+#include <stddef.h>
+
+#include "base/buf.h"
+
+typedef struct tfm_classify_result {
+    size_t n, correct, labels;  /* labels: distinct labels in gold and pred */
+    double accuracy, f1_macro, f1_micro, mcc;
+    /* one-vs-rest scores of the positive label (binary F1), when one is given */
+    int has_pos;
+    size_t pos_tp, pos_pred, pos_gold;
+    double precision_pos, recall_pos, f1_pos;
+} tfm_classify_result;
+
+/* gold[i] and pred[i] (NUL-terminated labels, compared as bytes) for i < n.
+ * pos: the positive label of the binary scores, or NULL for none.  Macro F1
+ * averages over every label of gold or pred, as scikit-learn does by
+ * default; micro F1 equals accuracy for single-label data. */
+void tfm_metrics_classify(const char *const *gold, const char *const *pred, size_t n,
+                          const char *pos, tfm_classify_result *r);
+
+/* Pearson's r; NaN when n < 2 or one side is constant. */
+double tfm_metrics_pearson(const double *x, const double *y, size_t n);
+/* Spearman's rho: Pearson's r of the ranks, ties given their average rank. */
+double tfm_metrics_spearman(const double *x, const double *y, size_t n);
+
+typedef struct tfm_tag_result {
+    size_t tokens, correct_tokens;
+    size_t gold_chunks, pred_chunks, correct_chunks;
+    double precision, recall, f1, token_accuracy;
+} tfm_tag_result;
+
+/* The chunks (entities) of one tag sequence as conlleval counts them: a
+ * chunk starts at B-X, at S-X, at I-X or E-X after O or after a chunk of
+ * another type (a stray I-X opens an entity), and at E/I after E or S; it
+ * ends before B, S and O, after E and S, and where the type changes.  Tags
+ * are "P-TYPE" (P the first byte) or "O".  Chunks are written as
+ * (type start, type length, first, last) token positions. */
+typedef struct tfm_chunk {
+    const char *type;
+    size_t type_len, first, last;
+} tfm_chunk;
+/* Returns the number of chunks of tags[0..n); out needs room for n. */
+size_t tfm_tag_chunks(const char *const *tags, size_t n, tfm_chunk *out);
+
+/* Entity scores over sentences: sentence s has len[s] tags, the tags of all
+ * sentences one after another in gold and pred (the same lengths).  An entity
+ * is right when type, first and last token all agree; scores are micro
+ * averages over the types. */
+void tfm_metrics_tag(const char *const *gold, const char *const *pred, const size_t *len,
+                     size_t n_sent, tfm_tag_result *r);
+
+/* SQuAD v1.1 normalisation: lowercase, ASCII punctuation removed, the words
+ * a/an/the removed, whitespace squeezed to single spaces.  Appends to out. */
+void tfm_squad_normalize(const char *s, size_t n, tfm_buf *out);
+/* Exact match (0 or 1) and token F1 (0..1) of a prediction against one
+ * gold answer, both normalised.  F1 is 0 without common tokens. */
+int tfm_squad_exact(const char *pred, size_t pn, const char *gold, size_t gn);
+double tfm_squad_f1(const char *pred, size_t pn, const char *gold, size_t gn);
+
+#endif

@@ -1,0 +1,445 @@
+/* The task metrics against the reference tools: every case of
+ * testdata/metrics/bleu.jsonl (sacrebleu 2.6.0) and metrics.jsonl
+ * (scikit-learn, SciPy, seqeval, the SQuAD v1.1 script), copied from the
+ * team's golden files; then hand-checked cases of the 13a tokenizer, the
+ * chunk rules, SQuAD normalisation, ties and undefined values, and the
+ * label file readers' errors. */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "infer/bleu.h"
+#include "infer/taskdata.h"
+#include "infer/taskmetrics.h"
+#include "io/json.h"
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("TFM_SRCDIR");
+    return s ? s : SRCDIR;
+}
+
+/* Calls fn on every line of a JSONL file of testdata/metrics; returns the
+ * number of lines. */
+static size_t each_case(const char *file, void (*fn)(const tfm_json *, long))
+{
+    tfm_buf path = {0};
+    tfm_buf_printf(&path, "%s/testdata/metrics/%s", srcdir(), file);
+    tfm_map m;
+    tfm_err err = {0};
+    if (tfm_map_open(&m, tfm_buf_cstr(&path), &err) < 0)
+        fail_msg("%s", err.msg);
+    size_t n = 0;
+    long line = 0;
+    for (size_t pos = 0; pos < m.size;) {
+        const char *s = (const char *)m.data + pos, *nl = memchr(s, '\n', m.size - pos);
+        size_t len = nl ? (size_t)(nl - s) : m.size - pos;
+        pos += len + (nl != NULL);
+        line++;
+        if (len == 0)
+            continue;
+        tfm_json_doc doc;
+        if (tfm_json_parse(&doc, s, len, file, 0, &err) < 0)
+            fail_msg("%s:%ld: %s", file, line, err.msg);
+        fn(doc.root, line);
+        tfm_json_doc_free(&doc);
+        n++;
+    }
+    tfm_map_close(&m);
+    tfm_buf_free(&path);
+    return n;
+}
+
+static const tfm_json *get(const tfm_json *o, const char *k)
+{
+    const tfm_json *v = tfm_json_get(o, k);
+    if (!v)
+        fail_msg("case without \"%s\"", k);
+    return v;
+}
+
+static void near(double got, double want, double tol, const char *what, long line)
+{
+    if (!(fabs(got - want) <= tol))
+        fail_msg("line %ld: %s = %.10g, want %.10g", line, what, got, want);
+}
+
+/* ---- BLEU and chrF ------------------------------------------------------- */
+
+static void bleu_case(const tfm_json *c, long line)
+{
+    const tfm_json *hyps = get(c, "hyps"), *refs = get(c, "refs");
+    int lc = get(c, "lowercase")->boolean, nrefs = (int)refs->n;
+    const char *r[8];
+    size_t rl[8];
+    assert_true(nrefs >= 1 && nrefs <= 8);
+    tfm_bleu_stats st = {0};
+    tfm_chrf_stats cs = {0};
+    const tfm_json *first5 = get(c, "sentence_bleu_first5");
+    for (size_t i = 0; i < hyps->n; i++) {
+        for (int k = 0; k < nrefs; k++) {
+            assert_int_equal(refs->items[k]->n, hyps->n);
+            r[k] = refs->items[k]->items[i]->str;
+            rl[k] = refs->items[k]->items[i]->len;
+        }
+        const tfm_json *h = hyps->items[i];
+        tfm_bleu_add(&st, h->str, h->len, r, rl, nrefs, lc);
+        tfm_chrf_add(&cs, h->str, h->len, r, rl, nrefs, lc);
+        if (i < first5->n) {
+            tfm_bleu_stats one = {0};
+            tfm_bleu_score sc;
+            tfm_bleu_add(&one, h->str, h->len, r, rl, nrefs, lc);
+            tfm_bleu_compute(&one, 1, &sc);
+            near(sc.bleu, first5->items[i]->num, 1e-3, "sentence BLEU", line);
+        }
+    }
+    tfm_bleu_score sc;
+    tfm_bleu_compute(&st, 0, &sc);
+    near(sc.bleu, get(c, "bleu")->num, 1e-3, "BLEU", line);
+    near(sc.bp, get(c, "bp")->num, 1e-3, "BP", line);
+    near(sc.sys_len, get(c, "sys_len")->num, 0, "sys_len", line);
+    near(sc.ref_len, get(c, "ref_len")->num, 0, "ref_len", line);
+    const tfm_json *p = get(c, "precisions");
+    for (int n = 0; n < TFM_BLEU_ORDER; n++)
+        near(sc.precisions[n], p->items[n]->num, 1e-3, "precision", line);
+    near(tfm_chrf_compute(&cs), get(c, "chrf")->num, 1e-3, "chrF", line);
+    tfm_buf sig = {0};
+    tfm_bleu_signature(&sig, nrefs, lc, 0);
+    assert_string_equal(tfm_buf_cstr(&sig), get(c, "signature")->str);
+    tfm_buf_free(&sig);
+}
+
+static void test_bleu_golden(void **state)
+{
+    (void)state;
+    assert_true(each_case("bleu.jsonl", bleu_case) >= 34);
+}
+
+static void tok(const char *in, int lc, const char *want)
+{
+    tfm_buf b = {0};
+    tfm_bleu_tokenize_13a(in, strlen(in), lc, &b);
+    assert_string_equal(tfm_buf_cstr(&b), want);
+    tfm_buf_free(&b);
+}
+
+static void test_13a(void **state)
+{
+    (void)state;
+    /* punctuation split off, but ' and - kept inside words */
+    tok("Hello, world! It's a well-known (test).", 0,
+        "Hello , world ! It's a well-known ( test ) .");
+    /* . and , stay between digits; - after a digit is split */
+    tok("3.14, 1,000 and 5-6 or x-7.", 0, "3.14 , 1,000 and 5 - 6 or x-7 .");
+    /* entities unescaped once, in sacrebleu's order */
+    tok("&quot;a&quot; &amp;quot; &lt;b&gt;", 0, "\" a \" & quot ; < b >");
+    tok("a<skipped>b  \t c \xc2\xa0 d\xe3\x80\x80", 0, "ab c d");
+    tok("  ", 0, "");
+    tok("\xc3\x84RGER. \xc3\x9c,", 1, "\xc3\xa4rger . \xc3\xbc ,");
+    /* "..": the second dot has no non-digit before it left to match */
+    tok("end..", 0, "end . .");
+}
+
+static void test_bleu_hand(void **state)
+{
+    (void)state;
+    /* two references: the closer length (4, not 6) and the better count */
+    const char *r[2] = {"the cat sat down", "a cat sat on the mat"};
+    size_t rl[2] = {strlen(r[0]), strlen(r[1])};
+    tfm_bleu_stats st = {0};
+    tfm_bleu_add(&st, "the cat the mat", 15, r, rl, 2, 0);
+    assert_true(st.sys_len == 4 && st.ref_len == 4);
+    /* unigrams: the (2, at most 1 per reference), cat, mat: 3 of 4 */
+    assert_true(st.correct[0] == 3 && st.total[0] == 4);
+    /* bigrams: "the cat", "the mat": 2 of 3; no trigram matches */
+    assert_true(st.correct[1] == 2 && st.total[1] == 3);
+    assert_true(st.correct[2] == 0 && st.total[2] == 2);
+    tfm_bleu_score sc;
+    tfm_bleu_compute(&st, 0, &sc);
+    /* exp smoothing: 1/(2*2) and 1/(4*1) for the two orders without match */
+    double want = exp((log(75.0) + log(200.0 / 3) + log(25.0) + log(25.0)) / 4);
+    assert_true(fabs(sc.bleu - want) < 1e-9);
+    /* effective order on a two-word line: the mean over 2 orders only */
+    tfm_bleu_stats one = {0};
+    const char *r1 = "big dog";
+    size_t l1 = 7;
+    tfm_bleu_add(&one, "big dog", 7, &r1, &l1, 1, 0);
+    tfm_bleu_compute(&one, 1, &sc);
+    assert_true(fabs(sc.bleu - 100) < 1e-9);
+    tfm_bleu_compute(&one, 0, &sc);
+    assert_true(sc.bleu < 1e-9);
+    tfm_buf sig = {0};
+    tfm_chrf_signature(&sig, 2, 1);
+    assert_string_equal(tfm_buf_cstr(&sig),
+                        "nrefs:2|case:lc|eff:yes|nc:6|nw:0|space:no|version:2.6.0");
+    tfm_buf_free(&sig);
+    /* chrF: identical texts 100, whitespace does not count, disjoint 0 */
+    tfm_chrf_stats cs = {0};
+    const char *cr = "ab cd";
+    size_t crl = 5;
+    tfm_chrf_add(&cs, "abcd", 4, &cr, &crl, 1, 0);
+    assert_true(fabs(tfm_chrf_compute(&cs) - 100) < 1e-9);
+    memset(&cs, 0, sizeof cs);
+    tfm_chrf_add(&cs, "xyz", 3, &cr, &crl, 1, 0);
+    assert_true(tfm_chrf_compute(&cs) == 0);
+}
+
+/* ---- classification, regression, tagging, spans ------------------------- */
+
+static const char **strings(const tfm_json *a)
+{
+    const char **s = malloc((a->n + 1) * sizeof *s);
+    for (size_t i = 0; i < a->n; i++)
+        s[i] = a->items[i]->str;
+    return s;
+}
+
+static void metrics_case(const tfm_json *c, long line)
+{
+    const char *kind = get(c, "kind")->str;
+    if (!strcmp(kind, "classify")) {
+        const tfm_json *g = get(c, "gold"), *p = get(c, "pred");
+        const char **gs = strings(g), **ps = strings(p);
+        int binary = tfm_json_get(c, "f1_binary_pos") != NULL;
+        tfm_classify_result r;
+        tfm_metrics_classify(gs, ps, g->n, binary ? "pos" : NULL, &r);
+        near(r.accuracy, get(c, "accuracy")->num, 1e-9, "accuracy", line);
+        near(r.mcc, get(c, "mcc")->num, 1e-9, "mcc", line);
+        near(r.f1_macro, get(c, "f1_macro")->num, 1e-9, "f1_macro", line);
+        near(r.f1_micro, get(c, "f1_micro")->num, 1e-9, "f1_micro", line);
+        if (binary) {
+            near(r.f1_pos, get(c, "f1_binary_pos")->num, 1e-9, "f1 pos", line);
+            near(r.precision_pos, get(c, "precision_pos")->num, 1e-9, "precision pos", line);
+            near(r.recall_pos, get(c, "recall_pos")->num, 1e-9, "recall pos", line);
+        }
+        free(gs);
+        free(ps);
+    } else if (!strcmp(kind, "regress")) {
+        const tfm_json *g = get(c, "gold"), *p = get(c, "pred");
+        double *x = malloc(g->n * sizeof *x), *y = malloc(g->n * sizeof *y);
+        for (size_t i = 0; i < g->n; i++) {
+            x[i] = g->items[i]->num;
+            y[i] = p->items[i]->num;
+        }
+        near(tfm_metrics_pearson(x, y, g->n), get(c, "pearson")->num, 1e-9, "pearson", line);
+        near(tfm_metrics_spearman(x, y, g->n), get(c, "spearman")->num, 1e-9, "spearman",
+             line);
+        free(x);
+        free(y);
+    } else if (!strcmp(kind, "tag")) {
+        const tfm_json *g = get(c, "gold"), *p = get(c, "pred");
+        size_t total = 0;
+        for (size_t s = 0; s < g->n; s++)
+            total += g->items[s]->n;
+        const char **gs = malloc((total + 1) * sizeof *gs), **ps = malloc((total + 1) * sizeof *ps);
+        size_t *len = malloc(g->n * sizeof *len), k = 0;
+        for (size_t s = 0; s < g->n; s++) {
+            assert_int_equal(g->items[s]->n, p->items[s]->n);
+            len[s] = g->items[s]->n;
+            for (size_t i = 0; i < len[s]; i++, k++) {
+                gs[k] = g->items[s]->items[i]->str;
+                ps[k] = p->items[s]->items[i]->str;
+            }
+        }
+        tfm_tag_result r;
+        tfm_metrics_tag(gs, ps, len, g->n, &r);
+        near(r.f1, get(c, "f1")->num, 1e-9, "f1", line);
+        near(r.precision, get(c, "precision")->num, 1e-9, "precision", line);
+        near(r.recall, get(c, "recall")->num, 1e-9, "recall", line);
+        free(gs);
+        free(ps);
+        free(len);
+    } else if (!strcmp(kind, "span")) {
+        const tfm_json *items = get(c, "items");
+        double em = 0, f1 = 0;
+        for (size_t i = 0; i < items->n; i++) {
+            const tfm_json *pr = get(items->items[i], "pred"), *gl = get(items->items[i], "golds");
+            double be = 0, bf = 0;
+            for (size_t k = 0; k < gl->n; k++) {
+                const tfm_json *a = gl->items[k];
+                be = fmax(be, tfm_squad_exact(pr->str, pr->len, a->str, a->len));
+                bf = fmax(bf, tfm_squad_f1(pr->str, pr->len, a->str, a->len));
+            }
+            em += be;
+            f1 += bf;
+        }
+        near(100 * em / (double)items->n, get(c, "exact_match")->num, 1e-9, "exact match",
+             line);
+        near(100 * f1 / (double)items->n, get(c, "f1")->num, 1e-9, "span f1", line);
+    } else {
+        fail_msg("line %ld: unknown kind %s", line, kind);
+    }
+}
+
+static void test_metrics_golden(void **state)
+{
+    (void)state;
+    assert_true(each_case("metrics.jsonl", metrics_case) >= 50);
+}
+
+static void test_classify_hand(void **state)
+{
+    (void)state;
+    /* 3 classes; confusion rows (gold) a: 2 a, 1 b; b: 1 b; c: 1 a */
+    const char *g[] = {"a", "a", "a", "b", "c"}, *p[] = {"a", "a", "b", "b", "a"};
+    tfm_classify_result r;
+    tfm_metrics_classify(g, p, 5, "b", &r);
+    assert_int_equal(r.labels, 3);
+    assert_true(fabs(r.accuracy - 0.6) < 1e-12);
+    /* F1: a 2*2/(2*2+1+1) = 2/3, b 2/(2+1) = 2/3, c 0 */
+    assert_true(fabs(r.f1_macro - 4.0 / 9) < 1e-12);
+    assert_true(fabs(r.f1_pos - 2.0 / 3) < 1e-12);
+    /* MCC: c*N - t.p = 15 - (3*3 + 1*2 + 1*0) = 4, N^2 - p.p = 25 - 13,
+     * N^2 - t.t = 25 - 11 */
+    assert_true(fabs(r.mcc - 4 / sqrt(12.0 * 14)) < 1e-12);
+    /* a positive label nobody uses: 0, not undefined */
+    tfm_metrics_classify(g, p, 5, "z", &r);
+    assert_true(r.has_pos && r.f1_pos == 0 && r.precision_pos == 0);
+    /* one class everywhere: MCC 0 as scikit-learn */
+    const char *one[] = {"x", "x"};
+    tfm_metrics_classify(one, one, 2, NULL, &r);
+    assert_true(r.mcc == 0 && r.accuracy == 1);
+}
+
+static void test_regress_hand(void **state)
+{
+    (void)state;
+    double x[] = {1, 2, 2, 3}, y[] = {10, 20, 20, 40}, k[] = {5, 5, 5, 5};
+    assert_true(fabs(tfm_metrics_spearman(x, y, 4) - 1) < 1e-12);
+    /* ranks of x: 1, 2.5, 2.5, 4 */
+    double z[] = {4, 3, 2, 1};
+    double rx[] = {1, 2.5, 2.5, 4};
+    assert_true(fabs(tfm_metrics_spearman(x, z, 4) - tfm_metrics_pearson(rx, z, 4)) < 1e-12);
+    assert_true(isnan(tfm_metrics_pearson(x, k, 4)));
+    assert_true(isnan(tfm_metrics_spearman(k, y, 4)));
+    assert_true(isnan(tfm_metrics_pearson(x, y, 1)));
+}
+
+static void test_chunks(void **state)
+{
+    (void)state;
+    /* a stray I- opens a chunk; a type change inside I- splits; E and S */
+    const char *t[] = {"I-PER", "I-PER", "I-LOC", "O", "B-ORG", "I-ORG", "E-ORG", "S-MISC",
+                       "E-X"};
+    tfm_chunk c[9];
+    size_t n = tfm_tag_chunks(t, 9, c);
+    assert_int_equal(n, 5);
+    size_t want[5][2] = {{0, 1}, {2, 2}, {4, 6}, {7, 7}, {8, 8}};
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(c[i].first, want[i][0]);
+        assert_int_equal(c[i].last, want[i][1]);
+    }
+    assert_true(c[0].type_len == 3 && !memcmp(c[0].type, "PER", 3));
+    /* sentences do not join: B-X at the end and I-X at the start of the next */
+    const char *g[] = {"O", "B-X", "I-X", "O"}, *p[] = {"O", "B-X", "I-X", "O"};
+    size_t len2[2] = {2, 2}, len1[1] = {4};
+    tfm_tag_result r;
+    tfm_metrics_tag(g, p, len2, 2, &r);
+    assert_int_equal(r.gold_chunks, 2);
+    tfm_metrics_tag(g, p, len1, 1, &r);
+    assert_int_equal(r.gold_chunks, 1);
+    assert_true(r.f1 == 1 && r.token_accuracy == 1);
+    /* no entities predicted: precision 0 (not undefined), F1 0 */
+    const char *o[] = {"O", "O", "O", "O"};
+    tfm_metrics_tag(g, o, len1, 1, &r);
+    assert_true(r.precision == 0 && r.recall == 0 && r.f1 == 0);
+    assert_true(fabs(r.token_accuracy - 0.5) < 1e-12);
+}
+
+static void norm(const char *in, const char *want)
+{
+    tfm_buf b = {0};
+    tfm_squad_normalize(in, strlen(in), &b);
+    assert_string_equal(tfm_buf_cstr(&b), want);
+    tfm_buf_free(&b);
+}
+
+static void test_squad(void **state)
+{
+    (void)state;
+    norm("The  Cat, an Apple; A-team!", "cat apple ateam");
+    norm("theatre a\xc3\xa9 then", "theatre a\xc3\xa9 then");
+    norm("\xc2\xabthe\xc2\xbb", "\xc2\xab \xc2\xbb");
+    assert_int_equal(tfm_squad_exact("the Answer.", 11, "answer", 6), 1);
+    /* pred "cat sat", gold "the cat sat down": P 1, R 2/3 */
+    assert_true(fabs(tfm_squad_f1("cat sat", 7, "the cat sat down", 16) - 0.8) < 1e-12);
+    /* repeated tokens count as often as both sides have them */
+    assert_true(fabs(tfm_squad_f1("x x x", 5, "x y", 3) - 2 * (1.0 / 3) * 0.5 / (1.0 / 3 + 0.5)) <
+                1e-12);
+    assert_true(tfm_squad_f1("", 0, "", 0) == 0);
+    assert_int_equal(tfm_squad_exact("", 0, "a", 1), 1);
+}
+
+static void test_taskdata(void **state)
+{
+    (void)state;
+    tfm_taskdata d;
+    tfm_err err = {0};
+    const char *lab = " pos \r\nneg\n";
+    assert_int_equal(tfm_taskdata_labels(&d, lab, strlen(lab), "l.txt", &err), 0);
+    assert_int_equal(d.n, 2);
+    assert_string_equal(d.item[0], "pos");
+    tfm_taskdata_free(&d);
+    assert_int_equal(tfm_taskdata_labels(&d, "a\n\nb\n", 5, "l.txt", &err), -1);
+    assert_non_null(strstr(err.msg, "l.txt:2:"));
+    assert_int_equal(tfm_taskdata_values(&d, "1.5\n-2e3\n", 9, "v.txt", &err), 0);
+    assert_true(d.value[1] == -2000);
+    tfm_taskdata_free(&d);
+    assert_int_equal(tfm_taskdata_values(&d, "1\n2x\n", 5, "v.txt", &err), -1);
+    assert_non_null(strstr(err.msg, "v.txt:2:"));
+    assert_int_equal(tfm_taskdata_values(&d, "nan\n", 4, "v.txt", &err), -1);
+    /* CoNLL: sentences by blank lines, the tag last, -DOCSTART- skipped */
+    const char *conll = "-DOCSTART- O\n\nJohn B-PER\nlives O\n\n\nin O\nParis B-LOC\n";
+    assert_int_equal(tfm_taskdata_tags(&d, conll, strlen(conll), "c", TFM_TAGS_AUTO, &err), 0);
+    assert_int_equal(d.n_group, 2);
+    assert_int_equal(d.n, 4);
+    assert_string_equal(d.item[3], "B-LOC");
+    assert_int_equal(d.group[1], 2);
+    assert_int_equal(d.group_line[1], 7);
+    tfm_taskdata_free(&d);
+    const char *missing = "John NNP B-PER\nlives VBZ\n";
+    assert_int_equal(tfm_taskdata_tags(&d, missing, strlen(missing), "c", TFM_TAGS_CONLL,
+                                       &err), -1);
+    assert_non_null(strstr(err.msg, "c:2:"));
+    /* one sentence a line; auto-detected without blank lines */
+    assert_int_equal(tfm_taskdata_tags(&d, "B-X I-X\nO\n", 10, "t", TFM_TAGS_AUTO, &err), 0);
+    assert_int_equal(d.n_group, 2);
+    tfm_taskdata_free(&d);
+    /* an empty sentence is a blank line: auto would take it for CoNLL */
+    const char *lines = "B-PER I-PER O\n\nO\tB-LOC\n";
+    assert_int_equal(tfm_taskdata_tags(&d, lines, strlen(lines), "t", TFM_TAGS_LINES, &err), 0);
+    assert_int_equal(d.n_group, 3);
+    assert_int_equal(d.group[1] - d.group[0], 3);
+    assert_int_equal(d.group[2] - d.group[1], 0);
+    assert_string_equal(d.item[4], "B-LOC");
+    tfm_taskdata_free(&d);
+    const char *ans = "one\ttwo\n\nthree\n";
+    assert_int_equal(tfm_taskdata_answers(&d, ans, strlen(ans), "a", 1, &err), 0);
+    assert_int_equal(d.n_group, 3);
+    assert_int_equal(d.n, 4);
+    assert_string_equal(d.item[2], "");
+    tfm_taskdata_free(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bleu_golden),   cmocka_unit_test(test_13a),
+        cmocka_unit_test(test_bleu_hand),     cmocka_unit_test(test_metrics_golden),
+        cmocka_unit_test(test_classify_hand), cmocka_unit_test(test_regress_hand),
+        cmocka_unit_test(test_chunks),        cmocka_unit_test(test_squad),
+        cmocka_unit_test(test_taskdata),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

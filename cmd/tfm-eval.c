@@ -86,7 +86,7 @@ static const struct option long_opts[] = {
 typedef struct app {
     tfm_eval ev;
     const char *model_path, *input, *tokens_path, *tok_path, *items_path;
-    FILE *items;
+    tfm_out *items; /* written atomically: committed only on success */
     const char *name;  /* input name for messages */
     long context, stride;
     int bos, json, quiet;
@@ -136,6 +136,18 @@ static void speed_line(app *a)
                 "%d thread%s, batch %d\n", prog, a->ev.stat_tokens, a->ev.stat_seconds,
                 rate(&a->ev), tfm_blas_threads(), tfm_blas_threads() == 1 ? "" : "s",
                 a->ev.batch);
+}
+
+/* A diverged model scores NaN: said once (even with -q: the numbers that
+ * follow are meaningless), and --json writes them as null. */
+static void warn_nan(const app *a, const tfm_eval_seq *seqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (isnan(seqs[i].logprob)) {
+            fprintf(stderr, "%s: %s: the model produced NaN: its weights are not finite "
+                    "(a diverged training run?)\n", prog, a->model_path);
+            return;
+        }
 }
 
 /* ---- perplexity ------------------------------------------------------ */
@@ -236,6 +248,7 @@ static void cmd_perplexity(app *a)
     if (tfm_eval_score(&a->ev, seqs, nw, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
+    warn_nan(a, seqs, nw);
     double total = 0;
     for (size_t i = 0; i < nw; i++)
         total -= seqs[i].logprob;
@@ -243,20 +256,28 @@ static void cmd_perplexity(app *a)
     double bpb = tfm_metrics_bpb(total, bytes), bpc = tfm_metrics_bpb(total, chars);
 
     if (a->json) {
+        /* a diverged model's inf and nan are null: JSON has neither */
         tfm_buf o = {0};
         tfm_buf_puts(&o, "{\"model\":");
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
-        tfm_buf_printf(&o, ",\"tokens\":%zu,\"cross_entropy\":%.8g,\"perplexity\":%.8g", scored,
-                       ce, ppl);
-        if (have_bytes)
-            tfm_buf_printf(&o, ",\"bytes\":%zu,\"chars\":%zu,\"bits_per_byte\":%.8g,"
-                           "\"bits_per_char\":%.8g", bytes, chars, bpb, bpc);
-        else
+        tfm_buf_printf(&o, ",\"tokens\":%zu,\"cross_entropy\":", scored);
+        tfm_buf_put_json_double(&o, 8, ce);
+        tfm_buf_puts(&o, ",\"perplexity\":");
+        tfm_buf_put_json_double(&o, 8, ppl);
+        if (have_bytes) {
+            tfm_buf_printf(&o, ",\"bytes\":%zu,\"chars\":%zu,\"bits_per_byte\":", bytes, chars);
+            tfm_buf_put_json_double(&o, 8, bpb);
+            tfm_buf_puts(&o, ",\"bits_per_char\":");
+            tfm_buf_put_json_double(&o, 8, bpc);
+        } else {
             tfm_buf_puts(&o, ",\"bytes\":null,\"chars\":null,\"bits_per_byte\":null,"
                          "\"bits_per_char\":null");
-        tfm_buf_printf(&o, ",\"nll_sum\":%.10g,\"context\":%ld,\"stride\":%ld,\"windows\":%zu,"
+        }
+        tfm_buf_puts(&o, ",\"nll_sum\":");
+        tfm_buf_put_json_double(&o, 10, total);
+        tfm_buf_printf(&o, ",\"context\":%ld,\"stride\":%ld,\"windows\":%zu,"
                        "\"bos\":%s,\"log_base\":\"e\",\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
-                       total, context, stride, nw, skip ? "true" : "false", a->ev.stat_seconds,
+                       context, stride, nw, skip ? "true" : "false", a->ev.stat_seconds,
                        rate(&a->ev));
         fwrite(o.data, 1, o.len, stdout);
         tfm_buf_free(&o);
@@ -405,6 +426,7 @@ static void cmd_choice(app *a)
     if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
+    warn_nan(a, seqs, n_seq);
     size_t right[3] = {0, 0, 0};
     for (size_t i = 0; i < n_items; i++) {
         int best[3] = {0, 0, 0};
@@ -422,15 +444,20 @@ static void cmd_choice(app *a)
         for (int m = 0; m < 3; m++)
             right[m] += best[m] == items[i].label;
         if (a->items) {
-            fprintf(a->items, "{\"line\":%ld,\"label\":%lld,\"pred\":%d,\"pred_per_token\":%d,"
-                    "\"pred_per_byte\":%d,\"logprobs\":[", items[i].line,
-                    (long long)items[i].label, best[0], best[1], best[2]);
+            tfm_buf o = {0};
+            tfm_buf_printf(&o, "{\"line\":%ld,\"label\":%lld,\"pred\":%d,\"pred_per_token\":%d,"
+                           "\"pred_per_byte\":%d,\"logprobs\":[", items[i].line,
+                           (long long)items[i].label, best[0], best[1], best[2]);
+            for (size_t j = 0; j < items[i].n; j++) {
+                tfm_buf_puts(&o, j ? "," : "");
+                tfm_buf_put_json_double(&o, 8, seqs[items[i].first + j].logprob);
+            }
+            tfm_buf_puts(&o, "],\"tokens\":[");
             for (size_t j = 0; j < items[i].n; j++)
-                fprintf(a->items, "%s%.8g", j ? "," : "", seqs[items[i].first + j].logprob);
-            fprintf(a->items, "],\"tokens\":[");
-            for (size_t j = 0; j < items[i].n; j++)
-                fprintf(a->items, "%s%zu", j ? "," : "", seqs[items[i].first + j].n_target);
-            fprintf(a->items, "]}\n");
+                tfm_buf_printf(&o, "%s%zu", j ? "," : "", seqs[items[i].first + j].n_target);
+            tfm_buf_puts(&o, "]}\n");
+            fwrite(o.data, 1, o.len, a->items->fp);
+            tfm_buf_free(&o);
         }
     }
     double acc[3], se[3];
@@ -540,14 +567,20 @@ static void cmd_lastword(app *a)
     if (tfm_eval_score(&a->ev, seqs, n, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
+    warn_nan(a, seqs, n);
     size_t right = 0, targets = 0;
     double lp = 0;
     for (size_t i = 0; i < n; i++) {
         right += seqs[i].greedy != 0;
-        if (a->items)
-            fprintf(a->items, "{\"line\":%ld,\"correct\":%s,\"logprob\":%.8g,\"tokens\":%zu}\n",
-                    lines[i], seqs[i].greedy ? "true" : "false", seqs[i].logprob,
-                    seqs[i].n_target);
+        if (a->items) {
+            tfm_buf o = {0};
+            tfm_buf_printf(&o, "{\"line\":%ld,\"correct\":%s,\"logprob\":", lines[i],
+                           seqs[i].greedy ? "true" : "false");
+            tfm_buf_put_json_double(&o, 8, seqs[i].logprob);
+            tfm_buf_printf(&o, ",\"tokens\":%zu}\n", seqs[i].n_target);
+            fwrite(o.data, 1, o.len, a->items->fp);
+            tfm_buf_free(&o);
+        }
         lp += seqs[i].logprob;
         targets += seqs[i].n_target;
     }
@@ -555,13 +588,16 @@ static void cmd_lastword(app *a)
     double ppl = exp(-lp / (double)n); /* per word, as lm-evaluation-harness */
     if (a->json) {
         tfm_buf o = {0};
+        tfm_buf_puts(&o, "{\"model\":");
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
-        printf("{\"model\":%.*s,\"passages\":%zu,\"correct\":%zu,\"acc\":%.8g,"
-               "\"acc_stderr\":%.8g,\"word_perplexity\":%.8g,\"target_tokens\":%zu,"
-               "\"bos\":%s,\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
-               (int)o.len, o.data, n, right, acc, se, ppl, targets,
-               a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds,
-               rate(&a->ev));
+        tfm_buf_printf(&o, ",\"passages\":%zu,\"correct\":%zu,\"acc\":%.8g,"
+                       "\"acc_stderr\":%.8g,\"word_perplexity\":", n, right, acc, se);
+        tfm_buf_put_json_double(&o, 8, ppl);
+        tfm_buf_printf(&o, ",\"target_tokens\":%zu,\"bos\":%s,\"seconds\":%.3f,"
+                       "\"tokens_per_second\":%.1f}\n", targets,
+                       a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds,
+                       rate(&a->ev));
+        fwrite(o.data, 1, o.len, stdout);
         tfm_buf_free(&o);
     } else {
         printf("passages\tcorrect\tacc\tacc_stderr\tword_perplexity\ttarget_tokens\n");
@@ -580,6 +616,7 @@ static void cmd_lastword(app *a)
 
 int main(int argc, char **argv)
 {
+    tfm_check_stdout_at_exit(prog);
     app a = {.input = "-", .bos = 1};
     long batch = 0, threads = 0;
     int c;
@@ -640,9 +677,12 @@ int main(int argc, char **argv)
     }
     if (a.ev.tok)
         a.scratch = tfm_tok_scratch_new(a.ev.tok);
-    if (a.items_path && !(a.items = fopen(a.items_path, "w"))) {
-        tfm_err_errno(&err, "%s", a.items_path);
-        die(&err);
+    tfm_out items;
+    if (a.items_path) {
+        if (tfm_out_open(&items, a.items_path, &err) < 0)
+            die(&err);
+        a.items = &items;
+        tfm_out_install_signals();
     }
     if (which == 0)
         cmd_perplexity(&a);
@@ -650,10 +690,9 @@ int main(int argc, char **argv)
         cmd_choice(&a);
     else
         cmd_lastword(&a);
-    if (fflush(stdout) != 0 || ferror(stdout))
-        tfm_fatal(prog, "writing stdout failed");
-    if (a.items && (ferror(a.items) | fclose(a.items)))
-        tfm_fatal(prog, "writing %s failed", a.items_path);
+    tfm_check_stdout(prog);
+    if (a.items && tfm_out_commit(a.items, &err) < 0)
+        die(&err);
     if (a.scratch)
         tfm_tok_scratch_free(a.scratch);
     tfm_eval_close(&a.ev);

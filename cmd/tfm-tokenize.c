@@ -708,6 +708,7 @@ static int cmd_vocab(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    tfm_check_stdout_at_exit(prog);
     if (argc < 2) {
         usage_main(stderr);
         return 2;

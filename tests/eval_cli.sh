@@ -176,4 +176,42 @@ expect_exit 2 $E choice -m m.st --stride 2 <items.jsonl
 expect_exit 2 $E perplexity -m m.st --items x.jsonl <text.txt
 expect_exit 0 tfm-eval --help
 grep -q perplexity out || fail "--help"
+
+# --items is written atomically: an error in the input leaves no file
+printf '{"context": "In", "endings": [" a", " b"], "label": 0}\n{"context": 1}\n' >baditems.jsonl
+expect_exit 1 $E choice -m m.st --items bad.out.jsonl baditems.jsonl
+[ ! -e bad.out.jsonl ] || fail "--items left a file behind on error"
+ls | grep -q 'bad.out.jsonl' && fail "--items left a temporary file behind"
+$E choice -m m.st --items ok.items.jsonl items.jsonl >/dev/null
+[ "$(wc -l <ok.items.jsonl)" -eq 2 ] || fail "--items: $(cat ok.items.jsonl)"
+
+# A write error is a message and exit 1.
+set +e; $E perplexity -m m.st text.txt >/dev/full 2>err; rc=$?; set -e
+[ "$rc" -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] && grep -q 'write error' err ||
+    fail "write error: exit $rc, $(cat err)"
+
+# A model with NaN weights (a diverged run): said on stderr, and --json
+# writes null where a number is not finite.
+"$TFM_BUILDDIR/lib/infer/mkmodel" nan.st --text text.txt --layers 1 --heads 2 --embd 16 \
+    --context 16 --nan
+$E perplexity -m nan.st --json text.txt >nan.p.json 2>err
+grep -q 'the model produced NaN' err || fail "NaN model not reported: $(cat err)"
+[ "$(field nan.p.json perplexity)" = null ] || fail "NaN perplexity: $(cat nan.p.json)"
+$E lastword -m nan.st --json --items nan.lw.items pass.txt >nan.lw.json 2>/dev/null
+[ "$(field nan.lw.json word_perplexity)" = null ] || fail "NaN word_perplexity: $(cat nan.lw.json)"
+$E choice -m nan.st --json --items nan.c.items items.jsonl >nan.c.json 2>/dev/null
+
+# Every --json output and --items file of this test is strict JSON.
+rm tok.json  # the one JSON file that is not one document a line
+/usr/bin/python3 - ./*.json ./*.items lwi.jsonl ok.items.jsonl <<'PY' || fail "not strict JSON"
+import json, sys
+def bad(name):
+    raise ValueError("not JSON: " + name)
+for path in sys.argv[1:]:
+    for line in open(path):
+        try:
+            json.loads(line, parse_constant=bad)
+        except ValueError as e:
+            sys.exit("%s: %s: %s" % (path, e, line))
+PY
 echo ok

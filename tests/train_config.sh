@@ -53,4 +53,11 @@ awk -F'\t' 'NR == FNR { def[".B " $1] = $2; next }
 grep '^\.B [a-z_]*\.[a-z_]*$' "$man5" | sed 's/^\.B //' | while read -r key; do
     grep -q "^$key	" keys.tsv || fail "man/tfm-config.5 documents unknown key $key"
 done
+# A write error is a message and exit 1, for every program
+for cmd in "tfm-train --dump-config" "tfm-train --list-keys" "tfm-tokenize --help" \
+           "tfm-eval --version" "tfm-generate --help"; do
+    set +e; $cmd >/dev/full 2>err; rc=$?; set -e
+    [ "$rc" -eq 1 ] && grep -q "^tfm-[a-z]*: <stdout>: write error" err ||
+        fail "$cmd >/dev/full: exit $rc, '$(cat err)'"
+done
 echo "ok: $n keys"

@@ -98,8 +98,24 @@ void tfm_map_close(tfm_map *m)
 static char *pending[MAX_PENDING];
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void remove_pending_at_exit(void)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i])
+            unlink(pending[i]);
+}
+
+static void register_exit_cleanup(void)
+{
+    atexit(remove_pending_at_exit);
+}
+
 static void pending_add(char *tmp)
 {
+    /* An exit on failure (tfm_die) while an output is open leaves no
+     * temporary file behind either, as it does after a signal. */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_exit_cleanup);
     pthread_mutex_lock(&pending_lock);
     for (int i = 0; i < MAX_PENDING; i++)
         if (!pending[i]) {

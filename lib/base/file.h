@@ -27,8 +27,10 @@ int tfm_read_all(FILE *fp, const char *name, tfm_buf *b, tfm_err *err);
 /* Output written to "path.tmp.XXXXXX" and renamed over path by commit, so a
  * reader never sees a half-written file and a failure leaves nothing behind.
  * "-" or NULL writes to stdout directly, and so does an existing path that is
- * not a regular file (a device or FIFO), which is written in place.  Open outputs are also removed if the
- * process is stopped by SIGINT/SIGTERM/SIGHUP (see tfm_out_install_signals). */
+ * not a regular file (a device or FIFO), which is written in place.  Open
+ * outputs are also removed when the process exits without committing them
+ * (exit(1) on an error) or is stopped by SIGINT/SIGTERM/SIGHUP (see
+ * tfm_out_install_signals). */
 typedef struct tfm_out {
     FILE *fp;
     char *path; /* final path; NULL for stdout */

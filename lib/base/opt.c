@@ -7,6 +7,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *stdout_prog = "tfm";
+/* Set by the failure exits: the status is 1 and the reason said already. */
+static int failing;
 
 int tfm_parse_long(const char *s, long min, long max, long *out)
 {
@@ -60,11 +66,13 @@ void tfm_usage_error(const char *prog, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\nTry '%s --help' for more information.\n", prog);
+    failing = 1;
     exit(2);
 }
 
 void tfm_die(const char *prog, const tfm_err *err)
 {
+    failing = 1;
     fprintf(stderr, "%s: %s\n", prog, err && err->msg[0] ? err->msg : "failed");
     exit(1);
 }
@@ -72,6 +80,7 @@ void tfm_die(const char *prog, const tfm_err *err)
 void tfm_fatal(const char *prog, const char *fmt, ...)
 {
     va_list ap;
+    failing = 1;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", prog);
     vfprintf(stderr, fmt, ap);
@@ -84,4 +93,36 @@ void tfm_print_version(const char *prog)
 {
     printf("%s (tfm) %s\n", prog, PACKAGE_VERSION);
     exit(0);
+}
+
+
+void tfm_check_stdout(const char *prog)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return;
+    /* ferror alone (an earlier flush failed) leaves no errno to show */
+    if (errno)
+        fprintf(stderr, "%s: <stdout>: write error: %s\n", prog, strerror(errno));
+    else
+        fprintf(stderr, "%s: <stdout>: write error\n", prog);
+    _exit(1);
+}
+
+static void check_stdout_at_exit(void)
+{
+    if (failing)
+        return;
+    tfm_check_stdout(stdout_prog);
+    /* close reports what the last flush could not (e.g. NFS) */
+    if (fclose(stdout) != 0) {
+        fprintf(stderr, "%s: <stdout>: write error: %s\n", stdout_prog, strerror(errno));
+        _exit(1);
+    }
+}
+
+void tfm_check_stdout_at_exit(const char *prog)
+{
+    stdout_prog = prog;
+    atexit(check_stdout_at_exit);
 }

@@ -36,6 +36,9 @@ static void usage(void)
            "                       default, range or choices, description) and exit\n"
            "      --steps N        stop after N steps in this invocation (saved; rerun to\n"
            "                       continue)\n"
+           "      --fresh-optimizer  resume from the weights and step in RUNDIR's\n"
+           "                       model.safetensors with a new optimizer state (when\n"
+           "                       state.safetensors is damaged)\n"
            "      --seed N         same as --set train.seed=N\n"
            "      --threads N      threads (default: train.threads, TFM_NUM_THREADS, or\n"
            "                       all cores)\n"
@@ -82,7 +85,8 @@ static void message(void *ctx, const char *msg)
         fprintf(stderr, "%s: %s\n", prog, msg);
 }
 
-enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION };
+enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION,
+       OPT_FRESH };
 
 int main(int argc, char **argv)
 {
@@ -94,6 +98,7 @@ int main(int argc, char **argv)
         {"dump-config", no_argument, NULL, OPT_DUMP},
         {"list-keys", no_argument, NULL, OPT_LIST},
         {"steps", required_argument, NULL, OPT_STEPS},
+        {"fresh-optimizer", no_argument, NULL, OPT_FRESH},
         {"seed", required_argument, NULL, OPT_SEED},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"quiet", no_argument, NULL, 'q'},
@@ -105,7 +110,7 @@ int main(int argc, char **argv)
     /* Static so that the early exits (usage, errors) leave it reachable. */
     static const char **sets;
     sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, dump = 0, quiet = 0, threads = 0;
+    int n_sets = 0, dump = 0, quiet = 0, threads = 0, fresh = 0;
     long steps = 0;
     char seed_set[64];
     int c;
@@ -117,6 +122,7 @@ int main(int argc, char **argv)
         case 'h': usage(); break;
         case OPT_SET: sets[n_sets++] = optarg; break;
         case OPT_DUMP: dump = 1; break;
+        case OPT_FRESH: fresh = 1; break;
         case OPT_LIST: list_keys(); break;
         case OPT_STEPS: steps = tfm_opt_long(prog, "--steps", optarg, 1, 1L << 62); break;
         case OPT_SEED:
@@ -141,10 +147,13 @@ int main(int argc, char **argv)
         if (tfm_config_load_yaml(&cfg, config_path, &err) < 0)
             tfm_die(prog, &err);
     } else {
-        /* Resuming: the run directory remembers its configuration. */
+        /* Resuming: the run directory remembers its configuration (in the
+         * model file too, for --fresh-optimizer when the state is damaged). */
         char path[4096];
-        snprintf(path, sizeof path, "%s/state.safetensors", rundir);
+        snprintf(path, sizeof path, "%s/%s.safetensors", rundir, fresh ? "model" : "state");
         struct stat st;
+        if (stat(rundir, &st) == 0 && !S_ISDIR(st.st_mode))
+            tfm_fatal(prog, "%s: not a directory", rundir);
         if (stat(path, &st) != 0) {
             if (!dump)
                 tfm_usage_error(prog, "no configuration: give -c CONFIG.yaml (or -o a run "
@@ -179,11 +188,13 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
 
     tfm_train_opts o = {.rundir = rundir, .quiet = quiet, .run_steps = steps,
+                        .fresh_optimizer = fresh,
                         .stop = &stop_flag, .message = message, .ctx = &quiet};
     tfm_train_result r;
     if (tfm_train_run(&cfg, &o, &r, &err) < 0)
         tfm_die(prog, &err);
-    if (!quiet) {
+    /* without a step, the library's message said it all */
+    if (!quiet && r.steps_run) {
         fprintf(stderr, "%s: step %lld/%lld  train loss %.4f", prog, (long long)r.step,
                 (long long)cfg.train.max_steps, r.train_loss);
         if (!isnan(r.val_loss))

@@ -290,5 +290,60 @@ int tfm_mkdir(const char *path, tfm_err *err)
 {
     if (mkdir(path, 0777) == 0 || (errno == EEXIST && tfm_is_dir(path)))
         return 0;
+    if (errno == EEXIST || errno == ENOTDIR)
+        return tfm_err_set(err, "%s: not a directory", path);
     return tfm_err_errno(err, "%s: cannot create directory", path);
+}
+
+int tfm_mkdirs(const char *path, char **created, tfm_err *err)
+{
+    if (created)
+        *created = NULL;
+    char *p = tfm_strdup(path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
+    int rc = 0;
+    /* each prefix ending before a '/', then the whole path */
+    for (size_t i = 1; i <= n && rc == 0; i++) {
+        if (i < n && p[i] != '/')
+            continue;
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0777) == 0) {
+            if (created && !*created)
+                *created = tfm_strdup(p);
+        } else if (!(errno == EEXIST && tfm_is_dir(p))) {
+            if (errno == EEXIST || errno == ENOTDIR)
+                rc = tfm_err_set(err, "%s: not a directory", p);
+            else
+                rc = tfm_err_errno(err, "%s: cannot create directory", p);
+        }
+        p[i] = c;
+    }
+    free(p);
+    if (rc < 0 && created && *created) {
+        tfm_rmdirs(path, *created);
+        free(*created);
+        *created = NULL;
+    }
+    return rc;
+}
+
+void tfm_rmdirs(const char *path, const char *top)
+{
+    char *p = tfm_strdup(path);
+    size_t nt = strlen(top);
+    for (;;) {
+        size_t n = strlen(p);
+        while (n > 1 && p[n - 1] == '/')
+            p[--n] = '\0';
+        if (rmdir(p) != 0 || n <= nt)
+            break;
+        char *slash = strrchr(p, '/');
+        if (!slash)
+            break;
+        *slash = '\0';
+    }
+    free(p);
 }

@@ -58,7 +58,15 @@ int tfm_getline(FILE *fp, tfm_buf *b);
 
 /* 1 if path is an existing directory. */
 int tfm_is_dir(const char *path);
-/* mkdir -p for one level. */
+/* mkdir for one level; an existing directory is fine, an existing file is
+ * "PATH: not a directory". */
 int tfm_mkdir(const char *path, tfm_err *err);
+/* mkdir -p.  *created (may be NULL) gets the outermost directory this call
+ * created (malloc'd; NULL when all existed), so that a caller that fails
+ * later can remove what it made with tfm_rmdirs. */
+int tfm_mkdirs(const char *path, char **created, tfm_err *err);
+/* Removes path and its parents up to and including `top` while they are
+ * empty directories (rmdir(2): never a file). */
+void tfm_rmdirs(const char *path, const char *top);
 
 #endif

@@ -89,4 +89,10 @@ printf 'ok \377\376 bad \300\200 utf8 \355\240\200\n' >inv.txt
 $T encode -q -t tok.json inv.txt >inv.ids
 $T decode -t tok.json inv.ids >inv.back
 cmp inv.txt inv.back || fail "invalid UTF-8 round trip"
+
+# One word of 2^24 equal bytes: merges would make a token longer than the
+# 16 MiB limit; that pair is not merged (it reached an assertion)
+head -c 16777216 /dev/zero | tr '\000' a >run.txt
+expect_exit 0 $T train -q --model bpe --min-frequency 1 --vocab-size 400 -o run.json run.txt
+rm run.txt
 exit 0

@@ -62,6 +62,16 @@ expect_fail 1 "not finite" tfm-train -q -c run.yaml -o new/run --set optim.lr=1e
 grep -q "is kept in" err.txt && fail "a failed start claims a checkpoint"
 [ ! -e new ] || fail "a failed start left $(find new)"
 
+# out of memory: a message with the program's name (not "tfm:"); ASan
+# reserves more address space than the limit
+if [ -z "${TFM_SANITIZED:-}" ]; then
+    set +e
+    (ulimit -v 1500000; tfm-train -q -c run.yaml --set model.n_embd=4096 --set model.n_layer=24 \
+        --set model.n_head=32 -o oom) 2>err.txt
+    st=$?; set -e
+    [ $st = 1 ] && grep -q "^tfm-train: out of memory" err.txt || { cat err.txt; fail "out of memory: exit $st"; }
+fi
+
 # divergence: stop without saving, keep the last good checkpoint
 expect_fail 1 "is kept in c" tfm-train -q -c run.yaml -o c --set optim.lr=1e6 \
     --set optim.grad_clip=0 --set schedule.warmup=0 --set schedule.decay=constant

@@ -617,6 +617,7 @@ static void cmd_lastword(app *a)
 int main(int argc, char **argv)
 {
     tfm_check_stdout_at_exit(prog);
+    argv[0] = (char *)prog; /* getopt names the program from it */
     app a = {.input = "-", .bos = 1};
     long batch = 0, threads = 0;
     int c;
@@ -635,7 +636,7 @@ int main(int argc, char **argv)
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "unknown option (see --help)");
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     /* GNU getopt moves the operands to the end: options may come before

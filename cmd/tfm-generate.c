@@ -280,6 +280,7 @@ static void print_profile(const app *a)
 int main(int argc, char **argv)
 {
     tfm_check_stdout_at_exit(prog);
+    argv[0] = (char *)prog; /* getopt names the program from it */
     const char *model = NULL, *prompt_file = NULL;
     int raw = 0, batch = 0, threads = 0, have_seed = 0, bf16 = 0;
     size_t bf16_bytes = 0;
@@ -362,7 +363,7 @@ int main(int argc, char **argv)
         case 'z': a.end = '\0'; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "unknown option");
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     if (!model)

@@ -91,6 +91,7 @@ enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_
 int main(int argc, char **argv)
 {
     tfm_check_stdout_at_exit(prog);
+    argv[0] = (char *)prog; /* getopt names the program from it */
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},
         {"set", required_argument, NULL, OPT_SET},
@@ -132,7 +133,7 @@ int main(int argc, char **argv)
             break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 4096); break;
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "unknown option");
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     if (optind < argc)
@@ -164,7 +165,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < n_sets; i++)
         if (tfm_config_set(&cfg, sets[i], &err) < 0)
-            tfm_die(prog, &err);
+            tfm_usage_error(prog, "%s", err.msg); /* a bad argument: exit 2 */
     free(sets);
     if (dump) {
         tfm_buf b = {0};

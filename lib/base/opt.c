@@ -70,6 +70,13 @@ void tfm_usage_error(const char *prog, const char *fmt, ...)
     exit(2);
 }
 
+void tfm_usage_hint(const char *prog)
+{
+    fprintf(stderr, "Try '%s --help' for more information.\n", prog);
+    failing = 1;
+    exit(2);
+}
+
 void tfm_die(const char *prog, const tfm_err *err)
 {
     failing = 1;

@@ -17,6 +17,9 @@ double tfm_opt_double(const char *prog, const char *opt, const char *arg, double
 /* "prog: message" on stderr, then "Try 'prog --help'." and exit 2. */
 void tfm_usage_error(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+/* After getopt's own message for an unknown option or a missing argument:
+ * only "Try 'prog --help'." and exit 2 (one error line, not two). */
+void tfm_usage_hint(const char *prog) __attribute__((noreturn));
 /* "prog: <err->msg>" and exit 1. */
 void tfm_die(const char *prog, const tfm_err *err) __attribute__((noreturn));
 /* "prog: message" and exit 1. */

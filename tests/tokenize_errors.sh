@@ -90,6 +90,15 @@ $T encode -q -t tok.json inv.txt >inv.ids
 $T decode -t tok.json inv.ids >inv.back
 cmp inv.txt inv.back || fail "invalid UTF-8 round trip"
 
+# Raw bytes quoted from a bad file are escaped in the message, never sent
+# to the terminal as they are
+mkdir g2
+printf '{"a": 0, "b": 1, "ab": 2}' >g2/encoder.json
+printf '#version: 0.2\na b\n\001\033[31m\377 b\n' >g2/vocab.bpe
+expect_exit 1 $T encode -t g2 corpus.txt
+grep -qF "vocab.bpe:3: merge token '\\x01\\x1b[31m\\xff'" err || fail "bytes not escaped: $(cat err)"
+[ "$(LC_ALL=C tr -d '\040-\176\n' <err | wc -c)" -eq 0 ] || fail "raw bytes in the message"
+
 # One word of 2^24 equal bytes: merges would make a token longer than the
 # 16 MiB limit; that pair is not merged (it reached an assertion)
 head -c 16777216 /dev/zero | tr '\000' a >run.txt

@@ -58,14 +58,59 @@ double tfm_opt_double(const char *prog, const char *opt, const char *arg, double
     return v;
 }
 
+/* Length of the valid UTF-8 character at s[0..n), 0 if none. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+        return 0; /* overlong, surrogate, beyond U+10FFFF */
+    return len;
+}
+
+/* Messages quote input (a token from a bad file, a line of text): its
+ * control characters and invalid UTF-8 are written as \xNN, so that raw
+ * bytes never reach the terminal. */
+static void put_escaped(const char *msg)
+{
+    const unsigned char *s = (const unsigned char *)msg;
+    size_t n = strlen(msg);
+    for (size_t i = 0; i < n;) {
+        size_t l = s[i] >= 0x80 ? utf8_len(s + i, n - i) : 1;
+        if (l > 1) {
+            fwrite(s + i, 1, l, stderr);
+            i += l;
+        } else {
+            if (s[i] < 0x20 || s[i] == 0x7f || s[i] >= 0x80)
+                fprintf(stderr, "\\x%02x", s[i]);
+            else
+                fputc(s[i], stderr);
+            i++;
+        }
+    }
+}
+
+static void put_message(const char *prog, const char *fmt, va_list ap)
+{
+    char msg[4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "%s: ", prog);
+    put_escaped(msg);
+    fputc('\n', stderr);
+}
+
 void tfm_usage_error(const char *prog, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
+    put_message(prog, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry '%s --help' for more information.\n", prog);
+    fprintf(stderr, "Try '%s --help' for more information.\n", prog);
     failing = 1;
     exit(2);
 }
@@ -80,7 +125,9 @@ void tfm_usage_hint(const char *prog)
 void tfm_die(const char *prog, const tfm_err *err)
 {
     failing = 1;
-    fprintf(stderr, "%s: %s\n", prog, err && err->msg[0] ? err->msg : "failed");
+    fprintf(stderr, "%s: ", prog);
+    put_escaped(err && err->msg[0] ? err->msg : "failed");
+    fputc('\n', stderr);
     exit(1);
 }
 
@@ -89,10 +136,8 @@ void tfm_fatal(const char *prog, const char *fmt, ...)
     va_list ap;
     failing = 1;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
+    put_message(prog, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     exit(1);
 }
 

@@ -14,7 +14,9 @@ int tfm_parse_double(const char *s, double min, double max, double *out);
 long tfm_opt_long(const char *prog, const char *opt, const char *arg, long min, long max);
 double tfm_opt_double(const char *prog, const char *opt, const char *arg, double min, double max);
 
-/* "prog: message" on stderr, then "Try 'prog --help'." and exit 2. */
+/* These print control characters and invalid UTF-8 in the message as \xNN
+ * (messages quote input).
+ * "prog: message" on stderr, then "Try 'prog --help'." and exit 2. */
 void tfm_usage_error(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 /* After getopt's own message for an unknown option or a missing argument:

@@ -27,7 +27,8 @@ static void usage(void)
            "Train a GPT-style language model; resume when RUNDIR holds a checkpoint.\n"
            "\n"
            "  -c, --config FILE    YAML configuration (see tfm-config(5)); optional when\n"
-           "                       resuming (the run's own configuration is used)\n"
+           "                       resuming (the run's own configuration is used) or\n"
+           "                       when --set gives what the defaults lack\n"
            "      --set KEY=VALUE  override one key, e.g. --set optim.lr=3e-4 (repeatable;\n"
            "                       defaults < CONFIG < --set)\n"
            "  -o, --output DIR     run directory (default: run)\n"
@@ -156,9 +157,10 @@ int main(int argc, char **argv)
         if (stat(rundir, &st) == 0 && !S_ISDIR(st.st_mode))
             tfm_fatal(prog, "%s: not a directory", rundir);
         if (stat(path, &st) != 0) {
-            if (!dump)
-                tfm_usage_error(prog, "no configuration: give -c CONFIG.yaml (or -o a run "
-                                      "directory to resume)");
+            /* a new run: the defaults and --set are a configuration too */
+            if (!dump && n_sets == 0)
+                tfm_usage_error(prog, "no configuration: give -c CONFIG.yaml or --set KEY=VALUE "
+                                      "(or -o a run directory to resume)");
         } else if (tfm_checkpoint_load_config(path, &cfg, &err) < 0) {
             tfm_die(prog, &err);
         }

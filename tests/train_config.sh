@@ -21,6 +21,12 @@ expect_fail 2 "unknown key 'optim.lrr' (did you mean 'optim.lr'?)" \
 expect_fail 2 "Try" tfm-train --no-such-option
 expect_fail 2 "--threads" tfm-train --threads 0 -c bad.yaml
 expect_fail 2 "no configuration" tfm-train -o empty-run
+# a new run without -c: the defaults and --set
+make_corpus 200 | make_npy train.npy
+tfm-train -q --set data.train=train.npy --set model.n_layer=1 --set model.n_embd=16 \
+    --set model.block_size=16 --set train.batch_size=2 --set train.max_steps=2 -o noc ||
+    fail "a new run with --set and no -c"
+[ -f noc/model.safetensors ] || fail "no model from a run without -c"
 
 # defaults < YAML < --set, in --set order
 printf 'optim:\n  lr: 0.01\n  beta2: 0.95\n' > p.yaml

@@ -616,7 +616,7 @@ static void cmd_lastword(app *a)
 
 int main(int argc, char **argv)
 {
-    tfm_check_stdout_at_exit(prog);
+    tfm_main_start(prog);
     argv[0] = (char *)prog; /* getopt names the program from it */
     app a = {.input = "-", .bos = 1};
     long batch = 0, threads = 0;

@@ -279,7 +279,7 @@ static void print_profile(const app *a)
 
 int main(int argc, char **argv)
 {
-    tfm_check_stdout_at_exit(prog);
+    tfm_main_start(prog);
     argv[0] = (char *)prog; /* getopt names the program from it */
     const char *model = NULL, *prompt_file = NULL;
     int raw = 0, batch = 0, threads = 0, have_seed = 0, bf16 = 0;

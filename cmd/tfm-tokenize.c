@@ -438,6 +438,15 @@ static int cmd_train(int argc, char **argv)
         tfm_die(prog, &err);
     tfm_tok_trainer_free(f.tr);
     free(specials);
+    /* Results the user did not ask for are said, not left to be found. */
+    uint32_t got = tfm_tokenizer_vocab_size(tok);
+    if (used_bytes == 0)
+        fprintf(stderr, "%s: warning: the input is empty: the vocabulary has only its %u "
+                "base token%s\n", prog, got, got == 1 ? "" : "s");
+    else if (vocab > 0 && got > (uint32_t)vocab)
+        fprintf(stderr, "%s: warning: --vocab-size %ld is below the %u tokens the vocabulary "
+                "starts with (%s and the special tokens): it has %u\n", prog, vocab, got,
+                o.kind == TFM_TOK_BPE ? "the 256 bytes" : "the alphabet", got);
 
     tfm_buf json = {0};
     tfm_tokenizer_to_json(tok, &json);
@@ -708,7 +717,7 @@ static int cmd_vocab(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    tfm_check_stdout_at_exit(prog);
+    tfm_main_start(prog);
     if (argc < 2) {
         usage_main(stderr);
         return 2;

@@ -91,7 +91,7 @@ enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_
 
 int main(int argc, char **argv)
 {
-    tfm_check_stdout_at_exit(prog);
+    tfm_main_start(prog);
     argv[0] = (char *)prog; /* getopt names the program from it */
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},

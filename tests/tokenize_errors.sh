@@ -90,6 +90,17 @@ $T encode -q -t tok.json inv.txt >inv.ids
 $T decode -t tok.json inv.ids >inv.back
 cmp inv.txt inv.back || fail "invalid UTF-8 round trip"
 
+# Results not asked for come with a warning (even with -q)
+expect_exit 0 $T train -q --model bpe --vocab-size 10 corpus.txt
+grep -q "^tfm-tokenize: warning: --vocab-size 10 is below the 257 tokens" err || fail "no --vocab-size warning"
+: >empty.txt
+expect_exit 0 $T train -q --model char empty.txt
+grep -q "^tfm-tokenize: warning: the input is empty" err || fail "no empty-input warning"
+expect_exit 0 env TFM_NUM_THREADS=abc $T train -q --model char corpus.txt
+grep -q "^tfm-tokenize: warning: TFM_NUM_THREADS='abc' is not a thread count" err || fail "no TFM_NUM_THREADS warning"
+expect_exit 0 $T train -q --model bpe --vocab-size 300 corpus.txt
+[ ! -s err ] || fail "a warning without cause: $(cat err)"
+
 # Raw bytes quoted from a bad file are escaped in the message, never sent
 # to the terminal as they are
 mkdir g2

@@ -173,8 +173,15 @@ static void check_stdout_at_exit(void)
     }
 }
 
-void tfm_check_stdout_at_exit(const char *prog)
+void tfm_main_start(const char *prog)
 {
     stdout_prog = prog;
     atexit(check_stdout_at_exit);
+    const char *env = getenv("TFM_NUM_THREADS");
+    long n;
+    if (env && *env && tfm_parse_long(env, 1, 1024, &n) < 0) {
+        fprintf(stderr, "%s: warning: TFM_NUM_THREADS='", prog);
+        put_escaped(env);
+        fprintf(stderr, "' is not a thread count (1 to 1024)\n");
+    }
 }

@@ -27,12 +27,14 @@ void tfm_die(const char *prog, const tfm_err *err) __attribute__((noreturn));
 /* "prog: message" and exit 1. */
 void tfm_fatal(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
-/* Registers an exit handler that flushes and closes stdout and, when
- * anything written there was lost (a full disk, /dev/full, a closed pipe),
- * prints "prog: write error" and makes the exit status 1.  Every main calls
- * it first, so that no output path (help, --dump-config, results) can lose
- * data and still exit 0. */
-void tfm_check_stdout_at_exit(const char *prog);
+/* What every main does first:
+ * - registers an exit handler that flushes and closes stdout and, when
+ *   anything written there was lost (a full disk, /dev/full, a closed pipe),
+ *   prints "prog: <stdout>: write error" and makes the exit status 1, so that
+ *   no output path (help, --dump-config, results) loses data and exits 0;
+ * - warns about a TFM_NUM_THREADS that is not a thread count (it is then
+ *   read as far as it is a number, else all cores are used). */
+void tfm_main_start(const char *prog);
 /* Same check at any point: "prog: <stdout>: write error: ..." and exit 1
  * when stdout has failed (so that a long run stops at the first loss). */
 void tfm_check_stdout(const char *prog);

@@ -16,6 +16,7 @@
 #include "base/progress.h"
 #include "infer/eval.h"
 #include "infer/metrics.h"
+#include "infer/model_info.h"
 #include "io/json.h"
 #include "io/npy.h"
 #include "tensor/gemm.h"
@@ -33,6 +34,8 @@ static void __attribute__((noreturn)) usage(void)
            "               {\"context\": \"...\", \"endings\": [\"...\", ...], \"label\": K}\n"
            "  lastword     LAMBADA-style accuracy: each line is a passage whose final\n"
            "               word (after the last space) is predicted greedily\n"
+           "  info         what the model file is: kind, configuration, parameters,\n"
+           "               training step, tokenizer, checksum (key<TAB>value lines)\n"
            "\n"
            "Options:\n"
            "  -m, --model FILE     model file written by tfm-train, or a HuggingFace\n"
@@ -41,9 +44,10 @@ static void __attribute__((noreturn)) usage(void)
            "                       tokenizer.json or a GPT-2 vocab.json + merges.txt\n"
            "                       directory (as tfm-tokenize -t)\n"
            "      --context N      perplexity: window length (default: the model's)\n"
-           "      --stride S       perplexity: each window scores its last S tokens, so\n"
-           "                       every token has >= N - S tokens of history\n"
-           "                       (default N: windows do not overlap)\n"
+           "      --stride S       perplexity: each window after the first scores its\n"
+           "                       last min(S, N - 1) tokens, so every token has at least\n"
+           "                       max(N - S, 1) tokens of history (default N: windows\n"
+           "                       overlap by one token)\n"
            "      --tokens F.npy   perplexity: score these token ids instead of a text\n"
            "      --no-bos         do not put the end-of-text token before each text\n"
            "                       (then the first token of a text is not scored)\n"
@@ -501,6 +505,67 @@ static void cmd_choice(app *a)
     tfm_buf_free(&in);
 }
 
+/* ---- info ------------------------------------------------------------ */
+
+static void cmd_info(const app *a)
+{
+    tfm_err err = {0};
+    tfm_model_info mi;
+    if (tfm_model_info_read(a->model_path, &mi, &err) < 0)
+        die(&err);
+    const tfm_gpt_config *c = &mi.cfg;
+    const char *kind = mi.tfm_file ? "tfm" : "gpt2-huggingface";
+    const char *tok = mi.has_tokenizer ? tfm_tok_kind_name(mi.tok_kind) : NULL;
+    const char *sum = mi.checksum ? "verified" : "none";
+    tfm_buf o = {0};
+    if (a->json) {
+        tfm_buf_puts(&o, "{\"model\":");
+        tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
+        tfm_buf_printf(&o, ",\"kind\":\"%s\",\"bytes\":%zu,\"tensors\":%zu,\"parameters\":%zu,"
+                       "\"n_layer\":%d,\"n_head\":%d,\"n_embd\":%d,\"block_size\":%d,"
+                       "\"vocab_size\":%d,\"norm\":\"%s\",\"bias\":%s,\"tied\":%s,\"step\":",
+                       kind, mi.file_bytes, mi.n_tensors, mi.n_params, c->n_layer, c->n_head,
+                       c->n_embd, c->block_size, c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");
+        if (mi.step >= 0)
+            tfm_buf_printf(&o, "%lld", (long long)mi.step);
+        else
+            tfm_buf_puts(&o, "null");
+        if (tok)
+            tfm_buf_printf(&o, ",\"tokenizer\":\"%s\",\"tokenizer_vocab\":%u", tok, mi.tok_vocab);
+        else
+            tfm_buf_puts(&o, ",\"tokenizer\":null,\"tokenizer_vocab\":null");
+        tfm_buf_puts(&o, ",\"eos\":");
+        if (mi.eos >= 0)
+            tfm_buf_printf(&o, "%lld", (long long)mi.eos);
+        else
+            tfm_buf_puts(&o, "null");
+        tfm_buf_printf(&o, ",\"checksum\":\"%s\"}\n", sum);
+    } else {
+        tfm_buf_printf(&o, "model\t%s\nkind\t%s\nbytes\t%zu\ntensors\t%zu\nparameters\t%zu\n"
+                       "n_layer\t%d\nn_head\t%d\nn_embd\t%d\nblock_size\t%d\nvocab_size\t%d\n"
+                       "norm\t%s\nbias\t%s\ntied\t%s\n", a->model_path, kind, mi.file_bytes,
+                       mi.n_tensors, mi.n_params, c->n_layer, c->n_head, c->n_embd, c->block_size,
+                       c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");
+        if (mi.step >= 0)
+            tfm_buf_printf(&o, "step\t%lld\n", (long long)mi.step);
+        else
+            tfm_buf_puts(&o, "step\t-\n");
+        if (tok)
+            tfm_buf_printf(&o, "tokenizer\t%s\ntokenizer_vocab\t%u\n", tok, mi.tok_vocab);
+        else
+            tfm_buf_puts(&o, "tokenizer\t-\ntokenizer_vocab\t-\n");
+        if (mi.eos >= 0)
+            tfm_buf_printf(&o, "eos\t%lld\n", (long long)mi.eos);
+        else
+            tfm_buf_puts(&o, "eos\t-\n");
+        tfm_buf_printf(&o, "checksum\t%s\n", sum);
+    }
+    fwrite(o.data, 1, o.len, stdout);
+    tfm_buf_free(&o);
+}
+
 /* ---- lastword -------------------------------------------------------- */
 
 static void cmd_lastword(app *a)
@@ -642,12 +707,12 @@ int main(int argc, char **argv)
     /* GNU getopt moves the operands to the end: options may come before
      * or after the command */
     if (optind >= argc)
-        tfm_usage_error(prog, "missing command: perplexity, choice or lastword");
+        tfm_usage_error(prog, "missing command: perplexity, choice, lastword or info");
     const char *cmd = argv[optind++];
     int which = !strcmp(cmd, "perplexity") ? 0 : !strcmp(cmd, "choice") ? 1
-              : !strcmp(cmd, "lastword") ? 2 : -1;
+              : !strcmp(cmd, "lastword") ? 2 : !strcmp(cmd, "info") ? 3 : -1;
     if (which < 0)
-        tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword)", cmd);
+        tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword, info)", cmd);
     if (!a.model_path)
         tfm_usage_error(prog, "missing -m MODEL");
     if (optind < argc)
@@ -661,11 +726,21 @@ int main(int argc, char **argv)
     if ((a.context || a.stride) && which != 0)
         tfm_usage_error(prog, "--context and --stride are for perplexity");
     a.name = strcmp(a.input, "-") ? a.input : "stdin";
+    if (which == 3) {
+        /* the file as it is: nothing to run */
+        if (a.tok_path || strcmp(a.input, "-"))
+            tfm_usage_error(prog, "info takes only -m MODEL (and --json)");
+        cmd_info(&a);
+        return 0;
+    }
 
     tfm_blas_init((int)threads);
     tfm_err err = {0};
     if (tfm_eval_open(&a.ev, a.model_path, (int)batch, &err) < 0)
         die(&err);
+    if (tfm_model_unchecked(a.model_path))
+        fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,
+                a.model_path);
     if (a.tok_path) {
         tfm_tokenizer *tok;
         if (tfm_tokenizer_load(&tok, a.tok_path, &err) < 0)

@@ -15,6 +15,7 @@
 #include "base/opt.h"
 #include "base/rng.h"
 #include "infer/generate.h"
+#include "infer/model_info.h"
 #include "tensor/gemm.h"
 
 static const char *prog = "tfm-generate";
@@ -406,6 +407,9 @@ int main(int argc, char **argv)
     tfm_err err = {0};
     if (tfm_lm_open(&a.lm, model, &err) < 0)
         tfm_die(prog, &err);
+    if (tfm_model_unchecked(model))
+        fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,
+                model);
     if (!a.lm.tok && !a.ids_mode)
         tfm_fatal(prog, "%s has no tokenizer: give prompts as token ids with --ids", model);
     if (n_stops && !a.lm.tok)

@@ -201,6 +201,37 @@ $E lastword -m nan.st --json --items nan.lw.items pass.txt >nan.lw.json 2>/dev/n
 [ "$(field nan.lw.json word_perplexity)" = null ] || fail "NaN word_perplexity: $(cat nan.lw.json)"
 $E choice -m nan.st --json --items nan.c.items items.jsonl >nan.c.json 2>/dev/null
 
+# info: what a model file is, for a tfm file and a HuggingFace layout
+$E info -m m.st >info.tsv
+for kv in "kind	tfm" "n_layer	2" "n_head	2" "n_embd	32" "block_size	16" "step	0" \
+          "tokenizer	char" "checksum	verified"; do
+    grep -qx "$kv" info.tsv || fail "info: no '$kv' in $(cat info.tsv)"
+done
+"$TFM_BUILDDIR/lib/infer/mkmodel" hf.st --hf --layers 1 --heads 1 --embd 64 --context 32 --vocab 50
+$E info -m hf.st --json >info.json
+grep -q '"kind":"gpt2-huggingface",.*"parameters":55360,.*"step":null,"tokenizer":null' info.json &&
+    grep -q '"checksum":"none"' info.json || fail "info of a GPT-2 layout: $(cat info.json)"
+expect_exit 2 $E info -m m.st text.txt
+# a tfm file without its checksum: loads, with a warning
+/usr/bin/python3 - m.st nosum.st <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+del h["__metadata__"]["checksum"]
+b = json.dumps(h).encode()
+b += b" " * (-len(b) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(b)) + b + raw[8 + n:])
+PY
+expect_exit 0 $E perplexity -m nosum.st text.txt
+grep -q "^tfm-eval: warning: nosum.st has no checksum" err || fail "no checksum warning: $(cat err)"
+$E info -m nosum.st >nosum.info
+grep -qx "checksum	none" nosum.info || fail "info: checksum none"
+expect_exit 0 $E perplexity -m m.st text.txt
+[ ! -s err ] || fail "a warning for a checked file: $(cat err)"
+# --help says what the man page says about --stride
+tfm-eval --help | tr -s ' \n' ' ' | grep -q 'last min(S, N - 1) tokens' || fail "--help on --stride"
+
 # Every --json output and --items file of this test is strict JSON.
 rm tok.json  # the one JSON file that is not one document a line
 /usr/bin/python3 - ./*.json ./*.items lwi.jsonl ok.items.jsonl <<'PY' || fail "not strict JSON"

@@ -29,6 +29,7 @@
 #include "io/safetensors.h"
 #include "nn/gpt.h"
 #include "text/tokenizer.h"
+#include "train/checkpoint.h"
 
 static const char *prog = "mkmodel";
 
@@ -118,19 +119,25 @@ int main(int argc, char **argv)
 
     tfm_buf yaml = {0}, tj = {0};
     tfm_config_dump(&cfg, 0, &yaml);
+    if (!hf) {
+        /* as tfm-train writes it, checksum included */
+        if (tok)
+            tfm_tokenizer_to_json(tok, &tj);
+        if (tfm_checkpoint_save_model(out, &m, tfm_buf_cstr(&yaml), tok ? tj.data : NULL, tj.len,
+                                      0, &err) < 0)
+            tfm_die(prog, &err);
+        tfm_buf_free(&yaml);
+        tfm_buf_free(&tj);
+        tfm_gpt_free(&m);
+        if (tok)
+            tfm_tokenizer_free(tok);
+        return 0;
+    }
     tfm_safetensors_writer w;
     tfm_safetensors_writer_init(&w);
-    if (!hf) {
-        tfm_safetensors_writer_meta(&w, "format", "tfm-gpt");
-        tfm_safetensors_writer_meta_n(&w, "config", yaml.data, yaml.len);
-        if (tok) {
-            tfm_tokenizer_to_json(tok, &tj);
-            tfm_safetensors_writer_meta_n(&w, "tokenizer", tj.data, tj.len);
-        }
-    }
     for (int i = 0; i < m.n_table; i++) {
         char name[96];
-        snprintf(name, sizeof name, "%s%s", hf ? "transformer." : "", m.table[i].name);
+        snprintf(name, sizeof name, "transformer.%s", m.table[i].name);
         tfm_safetensors_writer_add(&w, name, TFM_ST_F32, m.table[i].ndim,
                                    m.table[i].shape, m.params + m.table[i].offset);
     }

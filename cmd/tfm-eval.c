@@ -136,8 +136,9 @@ static double rate(const tfm_eval *e)
 static void speed_line(app *a)
 {
     if (!a->quiet)
-        fprintf(stderr, "%s: %zu tokens through the model in %.2f s: %.0f tokens/s, "
-                "%d thread%s, batch %d\n", prog, a->ev.stat_tokens, a->ev.stat_seconds,
+        fprintf(stderr, "%s: %zu token%s through the model in %.2f s: %.0f tokens/s, "
+                "%d thread%s, batch %d\n", prog, a->ev.stat_tokens,
+                a->ev.stat_tokens == 1 ? "" : "s", a->ev.stat_seconds,
                 rate(&a->ev), tfm_blas_threads(), tfm_blas_threads() == 1 ? "" : "s",
                 a->ev.batch);
 }
@@ -299,7 +300,7 @@ static void cmd_perplexity(app *a)
         fprintf(stderr, "%s: perplexity %.4f, cross-entropy %.4f nats/token", prog, ppl, ce);
         if (have_bytes)
             fprintf(stderr, ", %.4f bits/byte, %.4f bits/char", bpb, bpc);
-        fprintf(stderr, "\n%s: %zu tokens", prog, scored);
+        fprintf(stderr, "\n%s: %zu token%s", prog, scored, scored == 1 ? "" : "s");
         if (have_bytes)
             fprintf(stderr, " (%zu bytes)", bytes);
         fprintf(stderr, " scored in %zu window%s, context %ld, stride %ld%s\n", nw,

@@ -514,11 +514,12 @@ int main(int argc, char **argv)
         if (bf16)
             snprintf(extra, sizeof extra, " + %.1f MB bfloat16 copy", bf16_bytes / 1e6);
         fprintf(stderr,
-                "%s: %zu prompt%s; prompt %zu tokens, %.1f tok/s; generated %zu tokens, "
+                "%s: %zu prompt%s; prompt %zu token%s, %.1f tok/s; generated %zu token%s, "
                 "%.1f tok/s; model %.1f MB mapped%s, cache %.1f MB, %d thread%s\n",
                 prog, count, count == 1 ? "" : "s", g->stat_prompt_tokens,
+                g->stat_prompt_tokens == 1 ? "" : "s",
                 g->stat_prefill_s > 0 ? g->stat_prompt_tokens / g->stat_prefill_s : 0.0,
-                g->stat_gen_tokens,
+                g->stat_gen_tokens, g->stat_gen_tokens == 1 ? "" : "s",
                 g->stat_decode_s > 0 ? g->stat_gen_tokens / g->stat_decode_s : 0.0,
                 a.lm.file_bytes / 1e6, extra,
                 g->infer_ready ? tfm_gpt_infer_bytes(&g->infer) / 1e6 : 0.0,

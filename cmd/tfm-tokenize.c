@@ -556,10 +556,11 @@ static int cmd_encode(int argc, char **argv)
     const tfm_enc_stats *st = tfm_encoder_stats(enc);
     double dt = tfm_now() - t0;
     if (!quiet)
-        fprintf(stderr, "%s: %llu bytes, %llu sequence(s), %llu tokens in %.3f s (%.1f MB/s), "
+        fprintf(stderr, "%s: %llu byte%s, %llu sequence%s, %llu token%s in %.3f s (%.1f MB/s), "
                 "peak memory %ld MB\n",
-                prog, (unsigned long long)st->bytes, (unsigned long long)st->sequences,
-                (unsigned long long)st->tokens, dt, dt > 0 ? st->bytes / 1e6 / dt : 0.0,
+                prog, (unsigned long long)st->bytes, st->bytes == 1 ? "" : "s",
+                (unsigned long long)st->sequences, st->sequences == 1 ? "" : "s",
+                (unsigned long long)st->tokens, st->tokens == 1 ? "" : "s", dt, dt > 0 ? st->bytes / 1e6 / dt : 0.0,
                 peak_mb());
     tfm_encoder_free(enc);
     tfm_tokenizer_free(tok);

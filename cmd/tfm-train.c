@@ -203,7 +203,8 @@ int main(int argc, char **argv)
         if (!isnan(r.val_loss))
             fprintf(stderr, "  val loss %.4f (best %.4f)", r.val_loss, r.best_val);
         if (r.steps_run)
-            fprintf(stderr, "  %.1f ms/step on %d threads", r.ms_per_step, threads);
+            fprintf(stderr, "  %.1f ms/step on %d thread%s", r.ms_per_step, threads,
+                    threads == 1 ? "" : "s");
         fprintf(stderr, "\n");
     }
     return 0;

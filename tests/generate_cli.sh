@@ -247,6 +247,10 @@ grep -q 'no tokenizer' err || fail "no tokenizer message"
 expect_exit 1 tfm-generate -q -m ids.st --ids "1 2 999"
 grep -q '999' err || fail "bad id not named"
 
+# Summaries count in the singular too: "1 token", "1 thread"
+tfm-generate --threads 1 -m m.st --greedy --ignore-eos -n 1 "In" 2>sum >/dev/null
+grep -q "generated 1 token, .* 1 thread$" sum || fail "summary: $(cat sum)"
+
 # Every --json output of this test is strict JSON (no nan or inf: null).
 /usr/bin/python3 - ./*.json j bj th1 raw <<'PY' || fail "--json output is not strict JSON"
 import json, sys

@@ -44,6 +44,10 @@ grep -q "continuing fresh at step 10 .* fresh optimizer" err.txt || { cat err.tx
 tfm-train -q -o fresh --steps 1 || fail "no resume after --fresh-optimizer"
 cp state.good c/state.safetensors
 
+# the summary says "1 thread", not "1 threads"
+tfm-train -c run.yaml --threads 1 -o th --steps 1 2>err.txt
+grep -q "ms/step on 1 thread$" err.txt || { cat err.txt; fail "summary: 1 thread"; }
+
 # a run already past train.max_steps says so (and no "step 10/5")
 tfm-train -o c --set train.max_steps=5 2>err.txt || fail "past max_steps: exit status"
 grep -q "c is at step 10, already past train.max_steps 5" err.txt || { cat err.txt; fail "past max_steps message"; }

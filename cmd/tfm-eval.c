@@ -163,30 +163,13 @@ static void load_tokens(app *a, tfm_ids *ids)
     tfm_npy np;
     if (tfm_npy_open(&np, a->tokens_path, &err) < 0)
         die(&err);
-    const uint32_t V = (uint32_t)a->ev.model.cfg.vocab_size;
-    for (size_t i = 0; i < np.count; i++) {
-        int64_t v;
-        switch (np.dtype) {
-        case TFM_NPY_U8: v = ((const uint8_t *)np.data)[i]; break;
-        case TFM_NPY_U16: v = ((const uint16_t *)np.data)[i]; break;
-        case TFM_NPY_U32: v = ((const uint32_t *)np.data)[i]; break;
-        case TFM_NPY_I16: v = ((const int16_t *)np.data)[i]; break;
-        case TFM_NPY_I32: v = ((const int32_t *)np.data)[i]; break;
-        case TFM_NPY_I64: v = ((const int64_t *)np.data)[i]; break;
-        case TFM_NPY_U64: {
-            uint64_t u = ((const uint64_t *)np.data)[i];
-            v = u > (uint64_t)INT64_MAX ? -1 : (int64_t)u;
-            break;
-        }
-        default:
-            tfm_fatal(prog, "%s: token ids must be integers, not %s", a->tokens_path,
-                      tfm_npy_dtype_descr(np.dtype));
-        }
-        if (v < 0 || v >= V)
-            tfm_fatal(prog, "%s: element %zu: token id %lld is outside the model's "
-                      "vocabulary of %u", a->tokens_path, i, (long long)v, V);
-        tfm_ids_push(ids, (uint32_t)v);
-    }
+    /* the rule of every .npy reader (io/npy.h), against the model's vocabulary */
+    size_t first = ids->len;
+    for (size_t i = 0; i < np.count; i++)
+        tfm_ids_push(ids, 0);
+    if (tfm_npy_ids(&np, a->tokens_path, (uint64_t)a->ev.model.cfg.vocab_size,
+                    ids->data + first, &err) < 0)
+        die(&err);
     tfm_npy_close(&np);
 }
 

@@ -201,6 +201,27 @@ $E lastword -m nan.st --json --items nan.lw.items pass.txt >nan.lw.json 2>/dev/n
 [ "$(field nan.lw.json word_perplexity)" = null ] || fail "NaN word_perplexity: $(cat nan.lw.json)"
 $E choice -m nan.st --json --items nan.c.items items.jsonl >nan.c.json 2>/dev/null
 
+# .npy token ids: one rule for every reader (1-D, integers of any width and
+# sign that fit): int8 is read, a 2-D array is refused with the same words
+# as tfm-tokenize decode uses
+/usr/bin/python3 - <<'PY'
+import struct
+def npy(path, descr, shape, data):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    h += " " * (-(10 + len(h) + 1) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data)
+npy("i1.npy", "|i1", "(5,)", bytes([1, 2, 3, 4, 5]))
+npy("i8x2.npy", "<i8", "(1, 5)", struct.pack("<5q", 1, 2, 3, 4, 5))
+npy("neg.npy", "<i8", "(3,)", struct.pack("<3q", 1, -1, 2))
+PY
+$E perplexity -m m.st --tokens i1.npy >/dev/null || fail "int8 token ids refused"
+expect_exit 1 $E perplexity -m m.st --tokens i8x2.npy
+grep -q "i8x2.npy: token ids are a 1-D array, not 2-D" err || fail "2-D ids: $(cat err)"
+expect_exit 1 tfm-tokenize decode -t tok.json i8x2.npy
+grep -q "i8x2.npy: token ids are a 1-D array, not 2-D" err || fail "decode 2-D ids: $(cat err)"
+expect_exit 1 $E perplexity -m m.st --tokens neg.npy
+grep -q "neg.npy: element 1: token id -1 is outside the vocabulary" err || fail "negative id: $(cat err)"
+
 # info: what a model file is, for a tfm file and a HuggingFace layout
 $E info -m m.st >info.tsv
 for kv in "kind	tfm" "n_layer	2" "n_head	2" "n_embd	32" "block_size	16" "step	0" \

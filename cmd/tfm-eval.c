@@ -49,6 +49,8 @@ static void __attribute__((noreturn)) usage(void)
            "                       max(N - S, 1) tokens of history (default N: windows\n"
            "                       overlap by one token)\n"
            "      --tokens F.npy   perplexity: score these token ids instead of a text\n"
+           "      --token-logprobs F  perplexity: each scored token's log-probability to\n"
+           "                       F, as TSV (index in the text's tokens, id, logprob)\n"
            "      --no-bos         do not put the end-of-text token before each text\n"
            "                       (then the first token of a text is not scored)\n"
            "      --json           one JSON object on stdout (default: TSV, a header\n"
@@ -68,7 +70,7 @@ static void __attribute__((noreturn)) usage(void)
 }
 
 enum { OPT_CONTEXT = 256, OPT_STRIDE, OPT_TOKENS, OPT_NO_BOS, OPT_JSON, OPT_BATCH,
-       OPT_THREADS, OPT_VERSION, OPT_ITEMS };
+       OPT_THREADS, OPT_VERSION, OPT_ITEMS, OPT_TOKEN_LP };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
@@ -81,6 +83,7 @@ static const struct option long_opts[] = {
     {"batch", required_argument, 0, OPT_BATCH},
     {"threads", required_argument, 0, OPT_THREADS},
     {"items", required_argument, 0, OPT_ITEMS},
+    {"token-logprobs", required_argument, 0, OPT_TOKEN_LP},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, OPT_VERSION},
@@ -89,7 +92,7 @@ static const struct option long_opts[] = {
 
 typedef struct app {
     tfm_eval ev;
-    const char *model_path, *input, *tokens_path, *tok_path, *items_path;
+    const char *model_path, *input, *tokens_path, *tok_path, *items_path, *token_lp_path;
     tfm_out *items; /* written atomically: committed only on success */
     const char *name;  /* input name for messages */
     long context, stride;
@@ -231,6 +234,15 @@ static void cmd_perplexity(app *a)
         seqs[i].n_target = w[i].end - w[i].score_from;
         scored += seqs[i].n_target;
     }
+    double *token_lp = NULL;
+    tfm_out lp_out;
+    if (a->token_lp_path) {
+        if (tfm_out_open(&lp_out, a->token_lp_path, &err) < 0)
+            die(&err);
+        token_lp = tfm_malloc((scored ? scored : 1) * sizeof *token_lp);
+        for (size_t i = 0, k = 0; i < nw; k += seqs[i].n_target, i++)
+            seqs[i].token_logprobs = token_lp + k;
+    }
     tfm_progress pr;
     tfm_progress_init(&pr, "perplexity", "tok", (double)scored, a->quiet);
     if (tfm_eval_score(&a->ev, seqs, nw, &pr, &err) < 0)
@@ -240,6 +252,21 @@ static void cmd_perplexity(app *a)
     double total = 0;
     for (size_t i = 0; i < nw; i++)
         total -= seqs[i].logprob;
+    if (token_lp) {
+        /* windows score the stream in order: token_lp follows it */
+        tfm_buf o = {0};
+        tfm_buf_puts(&o, "index\tid\tlogprob\n");
+        size_t k = 0;
+        for (size_t i = 0; i < nw; i++)
+            for (size_t t = w[i].score_from; t < w[i].end; t++, k++)
+                tfm_buf_printf(&o, "%zu\t%u\t%.8g\n", t - skip, ids.data[t], token_lp[k]);
+        if (fwrite(o.data, 1, o.len, lp_out.fp) != o.len)
+            tfm_err_errno(&err, "%s: write error", a->token_lp_path);
+        tfm_buf_free(&o);
+        if (err.failed || tfm_out_commit(&lp_out, &err) < 0)
+            die(&err);
+        free(token_lp);
+    }
     double ce = total / (double)scored, ppl = exp(ce);
     double bpb = tfm_metrics_bpb(total, bytes), bpc = tfm_metrics_bpb(total, chars);
 
@@ -675,6 +702,7 @@ int main(int argc, char **argv)
         case 'm': a.model_path = optarg; break;
         case 't': a.tok_path = optarg; break;
         case OPT_ITEMS: a.items_path = optarg; break;
+        case OPT_TOKEN_LP: a.token_lp_path = optarg; break;
         case OPT_CONTEXT: a.context = tfm_opt_long(prog, "--context", optarg, 2, 1L << 24); break;
         case OPT_STRIDE: a.stride = tfm_opt_long(prog, "--stride", optarg, 1, 1L << 24); break;
         case OPT_TOKENS: a.tokens_path = optarg; break;
@@ -705,6 +733,8 @@ int main(int argc, char **argv)
         tfm_usage_error(prog, "one input file at most");
     if (a.items_path && which == 0)
         tfm_usage_error(prog, "--items is for choice and lastword");
+    if (a.token_lp_path && which != 0)
+        tfm_usage_error(prog, "--token-logprobs is for perplexity");
     if (a.tokens_path && which != 0)
         tfm_usage_error(prog, "--tokens is for perplexity");
     if ((a.context || a.stride) && which != 0)
@@ -742,8 +772,9 @@ int main(int argc, char **argv)
         if (tfm_out_open(&items, a.items_path, &err) < 0)
             die(&err);
         a.items = &items;
-        tfm_out_install_signals();
     }
+    if (a.items_path || a.token_lp_path)
+        tfm_out_install_signals();
     if (which == 0)
         cmd_perplexity(&a);
     else if (which == 1)

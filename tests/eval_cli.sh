@@ -222,6 +222,15 @@ grep -q "i8x2.npy: token ids are a 1-D array, not 2-D" err || fail "decode 2-D i
 expect_exit 1 $E perplexity -m m.st --tokens neg.npy
 grep -q "neg.npy: element 1: token id -1 is outside the vocabulary" err || fail "negative id: $(cat err)"
 
+# --token-logprobs: every scored token once, in order, summing to the NLL
+$E perplexity -m m.st --context 16 --stride 4 --json --token-logprobs lp.tsv text.txt >lp.json
+[ "$(head -n 1 lp.tsv)" = "$(printf 'index\tid\tlogprob')" ] || fail "--token-logprobs header"
+[ "$(($(wc -l <lp.tsv) - 1))" -eq "$N" ] || fail "--token-logprobs: $(wc -l <lp.tsv) lines for $N tokens"
+awk -F '\t' -v s="$(field lp.json nll_sum)" 'NR > 1 { if ($1 != NR - 2) bad = 1; t -= $3 }
+    END { d = t - s; if (bad || d * d > 1e-8) exit 1 }' lp.tsv ||
+    fail "--token-logprobs do not add up to the NLL $(field lp.json nll_sum)"
+expect_exit 2 $E choice -m m.st --token-logprobs x.tsv items.jsonl
+
 # info: what a model file is, for a tfm file and a HuggingFace layout
 $E info -m m.st >info.tsv
 for kv in "kind	tfm" "n_layer	2" "n_head	2" "n_embd	32" "block_size	16" "step	0" \

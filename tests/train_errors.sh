@@ -42,6 +42,8 @@ mkdir fresh && cp c/model.safetensors c/state.safetensors c/log.tsv fresh/
 tfm-train -o fresh --fresh-optimizer --steps 2 2>err.txt || { cat err.txt; fail "--fresh-optimizer"; }
 grep -q "continuing fresh at step 10 .* fresh optimizer" err.txt || { cat err.txt; fail "--fresh-optimizer message"; }
 tfm-train -q -o fresh --steps 1 || fail "no resume after --fresh-optimizer"
+expect_fail 1 "fresh2: no model.safetensors to continue from" \
+    tfm-train -q -c run.yaml -o fresh2 --fresh-optimizer
 cp state.good c/state.safetensors
 
 # the summary says "1 thread", not "1 threads"

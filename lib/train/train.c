@@ -326,6 +326,13 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     adam_ok = 1;
 
     resumed = file_exists(R->state_path);
+    if (o->fresh_optimizer) {
+        if (!file_exists(R->model_path)) {
+            tfm_err_set(err, "%s: no model.safetensors to continue from", o->rundir);
+            goto out;
+        }
+        resumed = 1; /* from the model file, whatever the state file is */
+    }
     if (resumed && o->fresh_optimizer) {
         /* the seed is the run's (its configuration comes from the model
          * file): dropout and data restart from it, shifted by the step */

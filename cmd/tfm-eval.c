@@ -16,6 +16,7 @@
 #include "base/progress.h"
 #include "infer/eval.h"
 #include "infer/metrics.h"
+#include "infer/model_info.h"
 #include "io/json.h"
 #include "io/npy.h"
 #include "tensor/gemm.h"
@@ -35,6 +36,8 @@ static void __attribute__((noreturn)) usage(void)
            "               word (after the last space) is predicted greedily\n"
            "  score, bleu, chrf   metrics of predictions made elsewhere, no model\n"
            "               (see %s bleu --help)\n"
+           "  info         what the model file is: kind, configuration, parameters,\n"
+           "               training step, tokenizer, checksum (key<TAB>value lines)\n"
            "\n"
            "Options:\n"
            "  -m, --model FILE     model file written by tfm-train, or a HuggingFace\n"
@@ -43,10 +46,13 @@ static void __attribute__((noreturn)) usage(void)
            "                       tokenizer.json or a GPT-2 vocab.json + merges.txt\n"
            "                       directory (as tfm-tokenize -t)\n"
            "      --context N      perplexity: window length (default: the model's)\n"
-           "      --stride S       perplexity: each window scores its last S tokens, so\n"
-           "                       every token has >= N - S tokens of history\n"
-           "                       (default N: windows do not overlap)\n"
+           "      --stride S       perplexity: each window after the first scores its\n"
+           "                       last min(S, N - 1) tokens, so every token has at least\n"
+           "                       max(N - S, 1) tokens of history (default N: windows\n"
+           "                       overlap by one token)\n"
            "      --tokens F.npy   perplexity: score these token ids instead of a text\n"
+           "      --token-logprobs F  perplexity: each scored token's log-probability to\n"
+           "                       F, as TSV (index in the text's tokens, id, logprob)\n"
            "      --no-bos         do not put the end-of-text token before each text\n"
            "                       (then the first token of a text is not scored)\n"
            "      --json           one JSON object on stdout (default: TSV, a header\n"
@@ -66,7 +72,7 @@ static void __attribute__((noreturn)) usage(void)
 }
 
 enum { OPT_CONTEXT = 256, OPT_STRIDE, OPT_TOKENS, OPT_NO_BOS, OPT_JSON, OPT_BATCH,
-       OPT_THREADS, OPT_VERSION, OPT_ITEMS };
+       OPT_THREADS, OPT_VERSION, OPT_ITEMS, OPT_TOKEN_LP };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
@@ -79,6 +85,7 @@ static const struct option long_opts[] = {
     {"batch", required_argument, 0, OPT_BATCH},
     {"threads", required_argument, 0, OPT_THREADS},
     {"items", required_argument, 0, OPT_ITEMS},
+    {"token-logprobs", required_argument, 0, OPT_TOKEN_LP},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, OPT_VERSION},
@@ -87,8 +94,8 @@ static const struct option long_opts[] = {
 
 typedef struct app {
     tfm_eval ev;
-    const char *model_path, *input, *tokens_path, *tok_path, *items_path;
-    FILE *items;
+    const char *model_path, *input, *tokens_path, *tok_path, *items_path, *token_lp_path;
+    tfm_out *items; /* written atomically: committed only on success */
     const char *name;  /* input name for messages */
     long context, stride;
     int bos, json, quiet;
@@ -134,10 +141,23 @@ static double rate(const tfm_eval *e)
 static void speed_line(app *a)
 {
     if (!a->quiet)
-        fprintf(stderr, "%s: %zu tokens through the model in %.2f s: %.0f tokens/s, "
-                "%d thread%s, batch %d\n", prog, a->ev.stat_tokens, a->ev.stat_seconds,
+        fprintf(stderr, "%s: %zu token%s through the model in %.2f s: %.0f tokens/s, "
+                "%d thread%s, batch %d\n", prog, a->ev.stat_tokens,
+                a->ev.stat_tokens == 1 ? "" : "s", a->ev.stat_seconds,
                 rate(&a->ev), tfm_blas_threads(), tfm_blas_threads() == 1 ? "" : "s",
                 a->ev.batch);
+}
+
+/* A diverged model scores NaN: said once (even with -q: the numbers that
+ * follow are meaningless), and --json writes them as null. */
+static void warn_nan(const app *a, const tfm_eval_seq *seqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (isnan(seqs[i].logprob)) {
+            fprintf(stderr, "%s: %s: the model produced NaN: its weights are not finite "
+                    "(a diverged training run?)\n", prog, a->model_path);
+            return;
+        }
 }
 
 /* ---- perplexity ------------------------------------------------------ */
@@ -148,30 +168,13 @@ static void load_tokens(app *a, tfm_ids *ids)
     tfm_npy np;
     if (tfm_npy_open(&np, a->tokens_path, &err) < 0)
         die(&err);
-    const uint32_t V = (uint32_t)a->ev.model.cfg.vocab_size;
-    for (size_t i = 0; i < np.count; i++) {
-        int64_t v;
-        switch (np.dtype) {
-        case TFM_NPY_U8: v = ((const uint8_t *)np.data)[i]; break;
-        case TFM_NPY_U16: v = ((const uint16_t *)np.data)[i]; break;
-        case TFM_NPY_U32: v = ((const uint32_t *)np.data)[i]; break;
-        case TFM_NPY_I16: v = ((const int16_t *)np.data)[i]; break;
-        case TFM_NPY_I32: v = ((const int32_t *)np.data)[i]; break;
-        case TFM_NPY_I64: v = ((const int64_t *)np.data)[i]; break;
-        case TFM_NPY_U64: {
-            uint64_t u = ((const uint64_t *)np.data)[i];
-            v = u > (uint64_t)INT64_MAX ? -1 : (int64_t)u;
-            break;
-        }
-        default:
-            tfm_fatal(prog, "%s: token ids must be integers, not %s", a->tokens_path,
-                      tfm_npy_dtype_descr(np.dtype));
-        }
-        if (v < 0 || v >= V)
-            tfm_fatal(prog, "%s: element %zu: token id %lld is outside the model's "
-                      "vocabulary of %u", a->tokens_path, i, (long long)v, V);
-        tfm_ids_push(ids, (uint32_t)v);
-    }
+    /* the rule of every .npy reader (io/npy.h), against the model's vocabulary */
+    size_t first = ids->len;
+    for (size_t i = 0; i < np.count; i++)
+        tfm_ids_push(ids, 0);
+    if (tfm_npy_ids(&np, a->tokens_path, (uint64_t)a->ev.model.cfg.vocab_size,
+                    ids->data + first, &err) < 0)
+        die(&err);
     tfm_npy_close(&np);
 }
 
@@ -233,32 +236,65 @@ static void cmd_perplexity(app *a)
         seqs[i].n_target = w[i].end - w[i].score_from;
         scored += seqs[i].n_target;
     }
+    double *token_lp = NULL;
+    tfm_out lp_out;
+    if (a->token_lp_path) {
+        if (tfm_out_open(&lp_out, a->token_lp_path, &err) < 0)
+            die(&err);
+        token_lp = tfm_malloc((scored ? scored : 1) * sizeof *token_lp);
+        for (size_t i = 0, k = 0; i < nw; k += seqs[i].n_target, i++)
+            seqs[i].token_logprobs = token_lp + k;
+    }
     tfm_progress pr;
     tfm_progress_init(&pr, "perplexity", "tok", (double)scored, a->quiet);
     if (tfm_eval_score(&a->ev, seqs, nw, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
+    warn_nan(a, seqs, nw);
     double total = 0;
     for (size_t i = 0; i < nw; i++)
         total -= seqs[i].logprob;
+    if (token_lp) {
+        /* windows score the stream in order: token_lp follows it */
+        tfm_buf o = {0};
+        tfm_buf_puts(&o, "index\tid\tlogprob\n");
+        size_t k = 0;
+        for (size_t i = 0; i < nw; i++)
+            for (size_t t = w[i].score_from; t < w[i].end; t++, k++)
+                tfm_buf_printf(&o, "%zu\t%u\t%.8g\n", t - skip, ids.data[t], token_lp[k]);
+        if (fwrite(o.data, 1, o.len, lp_out.fp) != o.len)
+            tfm_err_errno(&err, "%s: write error", a->token_lp_path);
+        tfm_buf_free(&o);
+        if (err.failed || tfm_out_commit(&lp_out, &err) < 0)
+            die(&err);
+        free(token_lp);
+    }
     double ce = total / (double)scored, ppl = exp(ce);
     double bpb = tfm_metrics_bpb(total, bytes), bpc = tfm_metrics_bpb(total, chars);
 
     if (a->json) {
+        /* a diverged model's inf and nan are null: JSON has neither */
         tfm_buf o = {0};
         tfm_buf_puts(&o, "{\"model\":");
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
-        tfm_buf_printf(&o, ",\"tokens\":%zu,\"cross_entropy\":%.8g,\"perplexity\":%.8g", scored,
-                       ce, ppl);
-        if (have_bytes)
-            tfm_buf_printf(&o, ",\"bytes\":%zu,\"chars\":%zu,\"bits_per_byte\":%.8g,"
-                           "\"bits_per_char\":%.8g", bytes, chars, bpb, bpc);
-        else
+        tfm_buf_printf(&o, ",\"tokens\":%zu,\"cross_entropy\":", scored);
+        tfm_buf_put_json_double(&o, 8, ce);
+        tfm_buf_puts(&o, ",\"perplexity\":");
+        tfm_buf_put_json_double(&o, 8, ppl);
+        if (have_bytes) {
+            tfm_buf_printf(&o, ",\"bytes\":%zu,\"chars\":%zu,\"bits_per_byte\":", bytes, chars);
+            tfm_buf_put_json_double(&o, 8, bpb);
+            tfm_buf_puts(&o, ",\"bits_per_char\":");
+            tfm_buf_put_json_double(&o, 8, bpc);
+        } else {
             tfm_buf_puts(&o, ",\"bytes\":null,\"chars\":null,\"bits_per_byte\":null,"
                          "\"bits_per_char\":null");
-        tfm_buf_printf(&o, ",\"nll_sum\":%.10g,\"context\":%ld,\"stride\":%ld,\"windows\":%zu,"
+        }
+        tfm_buf_puts(&o, ",\"nll_sum\":");
+        tfm_buf_put_json_double(&o, 10, total);
+        tfm_buf_printf(&o, ",\"context\":%ld,\"stride\":%ld,\"windows\":%zu,"
                        "\"bos\":%s,\"log_base\":\"e\",\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
-                       total, context, stride, nw, skip ? "true" : "false", a->ev.stat_seconds,
+                       context, stride, nw, skip ? "true" : "false", a->ev.stat_seconds,
                        rate(&a->ev));
         fwrite(o.data, 1, o.len, stdout);
         tfm_buf_free(&o);
@@ -276,7 +312,7 @@ static void cmd_perplexity(app *a)
         fprintf(stderr, "%s: perplexity %.4f, cross-entropy %.4f nats/token", prog, ppl, ce);
         if (have_bytes)
             fprintf(stderr, ", %.4f bits/byte, %.4f bits/char", bpb, bpc);
-        fprintf(stderr, "\n%s: %zu tokens", prog, scored);
+        fprintf(stderr, "\n%s: %zu token%s", prog, scored, scored == 1 ? "" : "s");
         if (have_bytes)
             fprintf(stderr, " (%zu bytes)", bytes);
         fprintf(stderr, " scored in %zu window%s, context %ld, stride %ld%s\n", nw,
@@ -407,6 +443,7 @@ static void cmd_choice(app *a)
     if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
+    warn_nan(a, seqs, n_seq);
     size_t right[3] = {0, 0, 0};
     for (size_t i = 0; i < n_items; i++) {
         int best[3] = {0, 0, 0};
@@ -424,15 +461,20 @@ static void cmd_choice(app *a)
         for (int m = 0; m < 3; m++)
             right[m] += best[m] == items[i].label;
         if (a->items) {
-            fprintf(a->items, "{\"line\":%ld,\"label\":%lld,\"pred\":%d,\"pred_per_token\":%d,"
-                    "\"pred_per_byte\":%d,\"logprobs\":[", items[i].line,
-                    (long long)items[i].label, best[0], best[1], best[2]);
+            tfm_buf o = {0};
+            tfm_buf_printf(&o, "{\"line\":%ld,\"label\":%lld,\"pred\":%d,\"pred_per_token\":%d,"
+                           "\"pred_per_byte\":%d,\"logprobs\":[", items[i].line,
+                           (long long)items[i].label, best[0], best[1], best[2]);
+            for (size_t j = 0; j < items[i].n; j++) {
+                tfm_buf_puts(&o, j ? "," : "");
+                tfm_buf_put_json_double(&o, 8, seqs[items[i].first + j].logprob);
+            }
+            tfm_buf_puts(&o, "],\"tokens\":[");
             for (size_t j = 0; j < items[i].n; j++)
-                fprintf(a->items, "%s%.8g", j ? "," : "", seqs[items[i].first + j].logprob);
-            fprintf(a->items, "],\"tokens\":[");
-            for (size_t j = 0; j < items[i].n; j++)
-                fprintf(a->items, "%s%zu", j ? "," : "", seqs[items[i].first + j].n_target);
-            fprintf(a->items, "]}\n");
+                tfm_buf_printf(&o, "%s%zu", j ? "," : "", seqs[items[i].first + j].n_target);
+            tfm_buf_puts(&o, "]}\n");
+            fwrite(o.data, 1, o.len, a->items->fp);
+            tfm_buf_free(&o);
         }
     }
     double acc[3], se[3];
@@ -474,6 +516,67 @@ static void cmd_choice(app *a)
     tfm_ids_free(&all);
     tfm_ids_free(&ctx);
     tfm_buf_free(&in);
+}
+
+/* ---- info ------------------------------------------------------------ */
+
+static void cmd_info(const app *a)
+{
+    tfm_err err = {0};
+    tfm_model_info mi;
+    if (tfm_model_info_read(a->model_path, &mi, &err) < 0)
+        die(&err);
+    const tfm_model_config *c = &mi.cfg;
+    const char *kind = mi.tfm_file ? "tfm" : "gpt2-huggingface";
+    const char *tok = mi.has_tokenizer ? tfm_tok_kind_name(mi.tok_kind) : NULL;
+    const char *sum = mi.checksum ? "verified" : "none";
+    tfm_buf o = {0};
+    if (a->json) {
+        tfm_buf_puts(&o, "{\"model\":");
+        tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
+        tfm_buf_printf(&o, ",\"kind\":\"%s\",\"bytes\":%zu,\"tensors\":%zu,\"parameters\":%zu,"
+                       "\"n_layer\":%d,\"n_head\":%d,\"n_embd\":%d,\"block_size\":%d,"
+                       "\"vocab_size\":%d,\"norm\":\"%s\",\"bias\":%s,\"tied\":%s,\"step\":",
+                       kind, mi.file_bytes, mi.n_tensors, mi.n_params, c->n_layer, c->n_head,
+                       c->n_embd, c->block_size, c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");
+        if (mi.step >= 0)
+            tfm_buf_printf(&o, "%lld", (long long)mi.step);
+        else
+            tfm_buf_puts(&o, "null");
+        if (tok)
+            tfm_buf_printf(&o, ",\"tokenizer\":\"%s\",\"tokenizer_vocab\":%u", tok, mi.tok_vocab);
+        else
+            tfm_buf_puts(&o, ",\"tokenizer\":null,\"tokenizer_vocab\":null");
+        tfm_buf_puts(&o, ",\"eos\":");
+        if (mi.eos >= 0)
+            tfm_buf_printf(&o, "%lld", (long long)mi.eos);
+        else
+            tfm_buf_puts(&o, "null");
+        tfm_buf_printf(&o, ",\"checksum\":\"%s\"}\n", sum);
+    } else {
+        tfm_buf_printf(&o, "model\t%s\nkind\t%s\nbytes\t%zu\ntensors\t%zu\nparameters\t%zu\n"
+                       "n_layer\t%d\nn_head\t%d\nn_embd\t%d\nblock_size\t%d\nvocab_size\t%d\n"
+                       "norm\t%s\nbias\t%s\ntied\t%s\n", a->model_path, kind, mi.file_bytes,
+                       mi.n_tensors, mi.n_params, c->n_layer, c->n_head, c->n_embd, c->block_size,
+                       c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");
+        if (mi.step >= 0)
+            tfm_buf_printf(&o, "step\t%lld\n", (long long)mi.step);
+        else
+            tfm_buf_puts(&o, "step\t-\n");
+        if (tok)
+            tfm_buf_printf(&o, "tokenizer\t%s\ntokenizer_vocab\t%u\n", tok, mi.tok_vocab);
+        else
+            tfm_buf_puts(&o, "tokenizer\t-\ntokenizer_vocab\t-\n");
+        if (mi.eos >= 0)
+            tfm_buf_printf(&o, "eos\t%lld\n", (long long)mi.eos);
+        else
+            tfm_buf_puts(&o, "eos\t-\n");
+        tfm_buf_printf(&o, "checksum\t%s\n", sum);
+    }
+    fwrite(o.data, 1, o.len, stdout);
+    tfm_buf_free(&o);
 }
 
 /* ---- lastword -------------------------------------------------------- */
@@ -542,14 +645,20 @@ static void cmd_lastword(app *a)
     if (tfm_eval_score(&a->ev, seqs, n, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
+    warn_nan(a, seqs, n);
     size_t right = 0, targets = 0;
     double lp = 0;
     for (size_t i = 0; i < n; i++) {
         right += seqs[i].greedy != 0;
-        if (a->items)
-            fprintf(a->items, "{\"line\":%ld,\"correct\":%s,\"logprob\":%.8g,\"tokens\":%zu}\n",
-                    lines[i], seqs[i].greedy ? "true" : "false", seqs[i].logprob,
-                    seqs[i].n_target);
+        if (a->items) {
+            tfm_buf o = {0};
+            tfm_buf_printf(&o, "{\"line\":%ld,\"correct\":%s,\"logprob\":", lines[i],
+                           seqs[i].greedy ? "true" : "false");
+            tfm_buf_put_json_double(&o, 8, seqs[i].logprob);
+            tfm_buf_printf(&o, ",\"tokens\":%zu}\n", seqs[i].n_target);
+            fwrite(o.data, 1, o.len, a->items->fp);
+            tfm_buf_free(&o);
+        }
         lp += seqs[i].logprob;
         targets += seqs[i].n_target;
     }
@@ -557,13 +666,16 @@ static void cmd_lastword(app *a)
     double ppl = exp(-lp / (double)n); /* per word, as lm-evaluation-harness */
     if (a->json) {
         tfm_buf o = {0};
+        tfm_buf_puts(&o, "{\"model\":");
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
-        printf("{\"model\":%.*s,\"passages\":%zu,\"correct\":%zu,\"acc\":%.8g,"
-               "\"acc_stderr\":%.8g,\"word_perplexity\":%.8g,\"target_tokens\":%zu,"
-               "\"bos\":%s,\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
-               (int)o.len, o.data, n, right, acc, se, ppl, targets,
-               a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds,
-               rate(&a->ev));
+        tfm_buf_printf(&o, ",\"passages\":%zu,\"correct\":%zu,\"acc\":%.8g,"
+                       "\"acc_stderr\":%.8g,\"word_perplexity\":", n, right, acc, se);
+        tfm_buf_put_json_double(&o, 8, ppl);
+        tfm_buf_printf(&o, ",\"target_tokens\":%zu,\"bos\":%s,\"seconds\":%.3f,"
+                       "\"tokens_per_second\":%.1f}\n", targets,
+                       a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds,
+                       rate(&a->ev));
+        fwrite(o.data, 1, o.len, stdout);
         tfm_buf_free(&o);
     } else {
         printf("passages\tcorrect\tacc\tacc_stderr\tword_perplexity\ttarget_tokens\n");
@@ -607,6 +719,8 @@ static int metric_command(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    tfm_main_start(prog);
+    argv[0] = (char *)prog; /* getopt names the program from it */
     if (metric_command(argc, argv))
         return tfm_eval_metrics_main(argc, argv);
     app a = {.input = "-", .bos = 1};
@@ -617,6 +731,7 @@ int main(int argc, char **argv)
         case 'm': a.model_path = optarg; break;
         case 't': a.tok_path = optarg; break;
         case OPT_ITEMS: a.items_path = optarg; break;
+        case OPT_TOKEN_LP: a.token_lp_path = optarg; break;
         case OPT_CONTEXT: a.context = tfm_opt_long(prog, "--context", optarg, 2, 1L << 24); break;
         case OPT_STRIDE: a.stride = tfm_opt_long(prog, "--stride", optarg, 1, 1L << 24); break;
         case OPT_TOKENS: a.tokens_path = optarg; break;
@@ -627,20 +742,20 @@ int main(int argc, char **argv)
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "unknown option (see --help)");
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     /* GNU getopt moves the operands to the end: options may come before
      * or after the command */
     if (optind >= argc)
-        tfm_usage_error(prog, "missing command: perplexity, choice, lastword, score, bleu "
-                        "or chrf");
+        tfm_usage_error(prog, "missing command: perplexity, choice, lastword, info, score, "
+                        "bleu or chrf");
     const char *cmd = argv[optind++];
     int which = !strcmp(cmd, "perplexity") ? 0 : !strcmp(cmd, "choice") ? 1
-              : !strcmp(cmd, "lastword") ? 2 : -1;
+              : !strcmp(cmd, "lastword") ? 2 : !strcmp(cmd, "info") ? 3 : -1;
     if (which < 0)
-        tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword, score, "
-                        "bleu, chrf)", cmd);
+        tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword, info, "
+                        "score, bleu, chrf)", cmd);
     if (!a.model_path)
         tfm_usage_error(prog, "missing -m MODEL");
     if (optind < argc)
@@ -649,16 +764,28 @@ int main(int argc, char **argv)
         tfm_usage_error(prog, "one input file at most");
     if (a.items_path && which == 0)
         tfm_usage_error(prog, "--items is for choice and lastword");
+    if (a.token_lp_path && which != 0)
+        tfm_usage_error(prog, "--token-logprobs is for perplexity");
     if (a.tokens_path && which != 0)
         tfm_usage_error(prog, "--tokens is for perplexity");
     if ((a.context || a.stride) && which != 0)
         tfm_usage_error(prog, "--context and --stride are for perplexity");
     a.name = strcmp(a.input, "-") ? a.input : "stdin";
+    if (which == 3) {
+        /* the file as it is: nothing to run */
+        if (a.tok_path || strcmp(a.input, "-"))
+            tfm_usage_error(prog, "info takes only -m MODEL (and --json)");
+        cmd_info(&a);
+        return 0;
+    }
 
     tfm_blas_init((int)threads);
     tfm_err err = {0};
     if (tfm_eval_open(&a.ev, a.model_path, (int)batch, &err) < 0)
         die(&err);
+    if (tfm_model_unchecked(a.model_path))
+        fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,
+                a.model_path);
     if (a.tok_path) {
         tfm_tokenizer *tok;
         if (tfm_tokenizer_load(&tok, a.tok_path, &err) < 0)
@@ -671,20 +798,23 @@ int main(int argc, char **argv)
     }
     if (a.ev.tok)
         a.scratch = tfm_tok_scratch_new(a.ev.tok);
-    if (a.items_path && !(a.items = fopen(a.items_path, "w"))) {
-        tfm_err_errno(&err, "%s", a.items_path);
-        die(&err);
+    tfm_out items;
+    if (a.items_path) {
+        if (tfm_out_open(&items, a.items_path, &err) < 0)
+            die(&err);
+        a.items = &items;
     }
+    if (a.items_path || a.token_lp_path)
+        tfm_out_install_signals();
     if (which == 0)
         cmd_perplexity(&a);
     else if (which == 1)
         cmd_choice(&a);
     else
         cmd_lastword(&a);
-    if (fflush(stdout) != 0 || ferror(stdout))
-        tfm_fatal(prog, "writing stdout failed");
-    if (a.items && (ferror(a.items) | fclose(a.items)))
-        tfm_fatal(prog, "writing %s failed", a.items_path);
+    tfm_check_stdout(prog);
+    if (a.items && tfm_out_commit(a.items, &err) < 0)
+        die(&err);
     if (a.scratch)
         tfm_tok_scratch_free(a.scratch);
     tfm_eval_close(&a.ev);

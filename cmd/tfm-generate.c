@@ -15,6 +15,7 @@
 #include "base/opt.h"
 #include "base/rng.h"
 #include "infer/generate.h"
+#include "infer/model_info.h"
 #include "tensor/gemm.h"
 
 static const char *prog = "tfm-generate";
@@ -22,7 +23,7 @@ static const char *prog = "tfm-generate";
 static void __attribute__((noreturn)) usage(void)
 {
     printf("Usage: %s -m MODEL.safetensors [options] [PROMPT]...\n"
-           "Continue each PROMPT (or each line of stdin) with a language model.\n"
+           "Continue each PROMPT (or each line of stdin, also for '-') with a language model.\n"
            "\n"
            "Input and output:\n"
            "  -m, --model FILE       model file written by tfm-train (weights, config and\n"
@@ -33,6 +34,8 @@ static void __attribute__((noreturn)) usage(void)
            "      --ids              prompts and output are token ids separated by spaces\n"
            "      --json             one JSON object per prompt: prompt, text, ids,\n"
            "                         logprobs, finish_reason, timings\n"
+           "  -z, --null             end each text with a NUL byte instead of a newline, so\n"
+           "                         that texts holding newlines can be told apart\n"
            "      --batch N          prompts decoded together (default 8; 1 for stdin, so\n"
            "                         each line is answered before the next is read)\n"
            "Strategy (default: sampling, --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05):\n"
@@ -83,6 +86,7 @@ static const struct option long_opts[] = {
     {"raw", no_argument, 0, OPT_RAW},
     {"ids", no_argument, 0, OPT_IDS},
     {"json", no_argument, 0, OPT_JSON},
+    {"null", no_argument, 0, 'z'},
     {"batch", required_argument, 0, OPT_BATCH},
     {"greedy", no_argument, 0, OPT_GREEDY},
     {"beam", required_argument, 0, OPT_BEAM},
@@ -115,6 +119,7 @@ typedef struct app {
     tfm_lm lm;
     tfm_tok_scratch *scratch;
     int ids_mode, json, stream, quiet, bf16;
+    char end; /* what ends an output record: '\n', or '\0' with -z */
     tfm_gen gen;
 } app;
 
@@ -138,9 +143,16 @@ static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
             tfm_ids_push(out, (uint32_t)v);
             p = q;
         }
-        return 0;
+    } else {
+        tfm_tokenizer_encode(a->lm.tok, a->scratch, text, len, 1, out);
     }
-    tfm_tokenizer_encode(a->lm.tok, a->scratch, text, len, 1, out);
+    /* An empty prompt starts a text: from the end-of-text token, as the
+     * model saw the start of every document in training. */
+    if (out->len == 0 && a->lm.eos >= 0)
+        tfm_ids_push(out, (uint32_t)a->lm.eos);
+    if (out->len == 0)
+        return tfm_err_set(err, "%s is empty, and the model has no end-of-text token to "
+                                "start from", where);
     return 0;
 }
 
@@ -150,7 +162,7 @@ static void on_text(void *ctx, size_t index, const char *text, size_t n)
     if (!a->stream)
         return;
     fwrite(text, 1, n, stdout);
-    fflush(stdout);
+    tfm_check_stdout(prog);
 }
 
 static void put_ids_json(tfm_buf *b, const tfm_ids *ids)
@@ -168,11 +180,15 @@ static void put_hyp_json(tfm_buf *b, const app *a, const tfm_gen_hyp *h, int bea
     tfm_buf_puts(b, ",\"ids\":");
     put_ids_json(b, &h->ids);
     tfm_buf_puts(b, ",\"logprobs\":[");
-    for (size_t i = 0; i < h->ids.len; i++)
-        tfm_buf_printf(b, "%s%.6g", i ? "," : "", h->logprobs[i]);
+    for (size_t i = 0; i < h->ids.len; i++) {
+        tfm_buf_puts(b, i ? "," : "");
+        tfm_buf_put_json_double(b, 6, h->logprobs[i]); /* -inf: null */
+    }
     tfm_buf_printf(b, "],\"finish_reason\":\"%s\"", tfm_finish_name(h->finish));
-    if (beam)
-        tfm_buf_printf(b, ",\"score\":%.6g", h->score);
+    if (beam) {
+        tfm_buf_puts(b, ",\"score\":");
+        tfm_buf_put_json_double(b, 6, h->score);
+    }
 }
 
 static void print_result(app *a, const char *prompt, size_t plen, const tfm_gen_result *r)
@@ -205,12 +221,12 @@ static void print_result(app *a, const char *prompt, size_t plen, const tfm_gen_
             } else if (!(a->stream && k == 0)) {
                 tfm_buf_append(&b, h->text.data, h->text.len);
             }
-            tfm_buf_putc(&b, '\n');
+            tfm_buf_putc(&b, a->end);
         }
     }
     fwrite(b.data, 1, b.len, stdout);
-    fflush(stdout);
     tfm_buf_free(&b);
+    tfm_check_stdout(prog); /* stop at the first lost result, not after all */
 }
 
 /* Generates for prompts[0..n) (texts kept for --json) and prints them. */
@@ -264,6 +280,8 @@ static void print_profile(const app *a)
 
 int main(int argc, char **argv)
 {
+    tfm_main_start(prog);
+    argv[0] = (char *)prog; /* getopt names the program from it */
     const char *model = NULL, *prompt_file = NULL;
     int raw = 0, batch = 0, threads = 0, have_seed = 0, bf16 = 0;
     size_t bf16_bytes = 0;
@@ -273,10 +291,10 @@ int main(int argc, char **argv)
     tfm_gen_opts_default(&o);
     const char **stops = NULL;
     size_t n_stops = 0;
-    app a = {0};
+    app a = {.end = '\n'};
 
     int c;
-    while ((c = getopt_long(argc, argv, "m:n:qh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:n:qzh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case OPT_PROMPT_FILE: prompt_file = optarg; break;
@@ -343,13 +361,19 @@ int main(int argc, char **argv)
         case OPT_BF16: bf16 = 1; break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': a.quiet = 1; break;
+        case 'z': a.end = '\0'; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "unknown option");
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     if (!model)
         tfm_usage_error(prog, "no model given (-m MODEL.safetensors)");
+    /* "-" alone is stdin, as everywhere (tfm(7)), not a prompt */
+    if (!prompt_file && optind == argc - 1 && strcmp(argv[optind], "-") == 0)
+        optind++;
+    if (a.json && a.end == '\0')
+        tfm_usage_error(prog, "-z applies to text output, not --json (one line a record)");
     /* Strategies exclude each other's knobs: a beam has no temperature. */
     if (greedy && beam)
         tfm_usage_error(prog, "--greedy and --beam exclude each other");
@@ -383,6 +407,9 @@ int main(int argc, char **argv)
     tfm_err err = {0};
     if (tfm_lm_open(&a.lm, model, &err) < 0)
         tfm_die(prog, &err);
+    if (tfm_model_unchecked(model))
+        fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,
+                model);
     if (!a.lm.tok && !a.ids_mode)
         tfm_fatal(prog, "%s has no tokenizer: give prompts as token ids with --ids", model);
     if (n_stops && !a.lm.tok)
@@ -479,8 +506,6 @@ int main(int argc, char **argv)
         free(texts);
         free(lens);
         tfm_buf_free(&line);
-        if (count == 0)
-            tfm_fatal(prog, "no prompt in the input");
     }
 
     if (!a.quiet) {
@@ -489,11 +514,12 @@ int main(int argc, char **argv)
         if (bf16)
             snprintf(extra, sizeof extra, " + %.1f MB bfloat16 copy", bf16_bytes / 1e6);
         fprintf(stderr,
-                "%s: %zu prompt%s; prompt %zu tokens, %.1f tok/s; generated %zu tokens, "
+                "%s: %zu prompt%s; prompt %zu token%s, %.1f tok/s; generated %zu token%s, "
                 "%.1f tok/s; model %.1f MB mapped%s, cache %.1f MB, %d thread%s\n",
                 prog, count, count == 1 ? "" : "s", g->stat_prompt_tokens,
+                g->stat_prompt_tokens == 1 ? "" : "s",
                 g->stat_prefill_s > 0 ? g->stat_prompt_tokens / g->stat_prefill_s : 0.0,
-                g->stat_gen_tokens,
+                g->stat_gen_tokens, g->stat_gen_tokens == 1 ? "" : "s",
                 g->stat_decode_s > 0 ? g->stat_gen_tokens / g->stat_decode_s : 0.0,
                 a.lm.file_bytes / 1e6, extra,
                 g->infer_ready ? tfm_infer_bytes(&g->infer) / 1e6 : 0.0,

@@ -352,7 +352,7 @@ static int cmd_train(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'h': usage_train(stdout); exit(0);
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "usage: %s train [OPTION]... [FILE]...", prog);
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     if (vocab < 0)
@@ -438,6 +438,15 @@ static int cmd_train(int argc, char **argv)
         tfm_die(prog, &err);
     tfm_tok_trainer_free(f.tr);
     free(specials);
+    /* Results the user did not ask for are said, not left to be found. */
+    uint32_t got = tfm_tokenizer_vocab_size(tok);
+    if (used_bytes == 0)
+        fprintf(stderr, "%s: warning: the input is empty: the vocabulary has only its %u "
+                "base token%s\n", prog, got, got == 1 ? "" : "s");
+    else if (vocab > 0 && got > (uint32_t)vocab)
+        fprintf(stderr, "%s: warning: --vocab-size %ld is below the %u tokens the vocabulary "
+                "starts with (%s and the special tokens): it has %u\n", prog, vocab, got,
+                o.kind == TFM_TOK_BPE ? "the 256 bytes" : "the alphabet", got);
 
     tfm_buf json = {0};
     tfm_tokenizer_to_json(tok, &json);
@@ -501,7 +510,7 @@ static int cmd_encode(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'h': usage_encode(stdout); exit(0);
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "usage: %s encode -t TOK [OPTION]... [FILE]...", prog);
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     const char *env = getenv("TFM_ENCODE_CHUNK"); /* tests: force many rounds */
@@ -547,10 +556,11 @@ static int cmd_encode(int argc, char **argv)
     const tfm_enc_stats *st = tfm_encoder_stats(enc);
     double dt = tfm_now() - t0;
     if (!quiet)
-        fprintf(stderr, "%s: %llu bytes, %llu sequence(s), %llu tokens in %.3f s (%.1f MB/s), "
+        fprintf(stderr, "%s: %llu byte%s, %llu sequence%s, %llu token%s in %.3f s (%.1f MB/s), "
                 "peak memory %ld MB\n",
-                prog, (unsigned long long)st->bytes, (unsigned long long)st->sequences,
-                (unsigned long long)st->tokens, dt, dt > 0 ? st->bytes / 1e6 / dt : 0.0,
+                prog, (unsigned long long)st->bytes, st->bytes == 1 ? "" : "s",
+                (unsigned long long)st->sequences, st->sequences == 1 ? "" : "s",
+                (unsigned long long)st->tokens, st->tokens == 1 ? "" : "s", dt, dt > 0 ? st->bytes / 1e6 / dt : 0.0,
                 peak_mb());
     tfm_encoder_free(enc);
     tfm_tokenizer_free(tok);
@@ -582,7 +592,7 @@ static int cmd_decode(int argc, char **argv)
         case 'h': usage_decode(stdout); exit(0);
         case OPT_VERSION: tfm_print_version(prog);
         case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
-        default: tfm_usage_error(prog, "usage: %s decode -t TOK [OPTION]... [FILE]", prog);
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     if (argc - optind > 1)
@@ -669,7 +679,7 @@ static int cmd_vocab(int argc, char **argv)
         case 'h': usage_vocab(stdout); exit(0);
         case OPT_VERSION: tfm_print_version(prog);
         case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
-        default: tfm_usage_error(prog, "usage: %s vocab -t TOK [OPTION]...", prog);
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     if (optind < argc)
@@ -708,6 +718,7 @@ static int cmd_vocab(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    tfm_main_start(prog);
     if (argc < 2) {
         usage_main(stderr);
         return 2;

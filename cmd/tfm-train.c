@@ -28,7 +28,8 @@ static void usage(void)
            "Train a GPT-style language model; resume when RUNDIR holds a checkpoint.\n"
            "\n"
            "  -c, --config FILE    YAML configuration (see tfm-config(5)); optional when\n"
-           "                       resuming (the run's own configuration is used)\n"
+           "                       resuming (the run's own configuration is used) or\n"
+           "                       when --set gives what the defaults lack\n"
            "      --set KEY=VALUE  override one key, e.g. --set optim.lr=3e-4 (repeatable;\n"
            "                       defaults < CONFIG < --set)\n"
            "  -o, --output DIR     run directory (default: run)\n"
@@ -37,6 +38,9 @@ static void usage(void)
            "                       default, range or choices, description) and exit\n"
            "      --steps N        stop after N steps in this invocation (saved; rerun to\n"
            "                       continue)\n"
+           "      --fresh-optimizer  resume from the weights and step in RUNDIR's\n"
+           "                       model.safetensors with a new optimizer state (when\n"
+           "                       state.safetensors is damaged)\n"
            "      --seed N         same as --set train.seed=N\n"
            "      --threads N      threads (default: train.threads, TFM_NUM_THREADS, or\n"
            "                       all cores)\n"
@@ -65,7 +69,7 @@ static void list_keys(void)
             printf("%.10g..%.10g", k[i].min, k[i].max);
         printf("\t%s\n", k[i].doc);
     }
-    exit(fflush(stdout) ? 1 : 0);
+    exit(0); /* the exit handler reports a write error */
 }
 
 static volatile sig_atomic_t stop_flag;
@@ -83,10 +87,13 @@ static void message(void *ctx, const char *msg)
         fprintf(stderr, "%s: %s\n", prog, msg);
 }
 
-enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION };
+enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION,
+       OPT_FRESH };
 
 int main(int argc, char **argv)
 {
+    tfm_main_start(prog);
+    argv[0] = (char *)prog; /* getopt names the program from it */
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},
         {"set", required_argument, NULL, OPT_SET},
@@ -94,6 +101,7 @@ int main(int argc, char **argv)
         {"dump-config", no_argument, NULL, OPT_DUMP},
         {"list-keys", no_argument, NULL, OPT_LIST},
         {"steps", required_argument, NULL, OPT_STEPS},
+        {"fresh-optimizer", no_argument, NULL, OPT_FRESH},
         {"seed", required_argument, NULL, OPT_SEED},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"quiet", no_argument, NULL, 'q'},
@@ -105,7 +113,7 @@ int main(int argc, char **argv)
     /* Static so that the early exits (usage, errors) leave it reachable. */
     static const char **sets;
     sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, dump = 0, quiet = 0, threads = 0;
+    int n_sets = 0, dump = 0, quiet = 0, threads = 0, fresh = 0;
     long steps = 0;
     char seed_set[64];
     int c;
@@ -117,6 +125,7 @@ int main(int argc, char **argv)
         case 'h': usage(); break;
         case OPT_SET: sets[n_sets++] = optarg; break;
         case OPT_DUMP: dump = 1; break;
+        case OPT_FRESH: fresh = 1; break;
         case OPT_LIST: list_keys(); break;
         case OPT_STEPS: steps = tfm_opt_long(prog, "--steps", optarg, 1, 1L << 62); break;
         case OPT_SEED:
@@ -126,7 +135,7 @@ int main(int argc, char **argv)
             break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 4096); break;
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "unknown option");
+        default: tfm_usage_hint(prog); /* getopt said what */
         }
     }
     if (optind < argc)
@@ -141,28 +150,33 @@ int main(int argc, char **argv)
         if (tfm_config_load_yaml(&cfg, config_path, &err) < 0)
             tfm_die(prog, &err);
     } else {
-        /* Resuming: the run directory remembers its configuration. */
+        /* Resuming: the run directory remembers its configuration (in the
+         * model file too, for --fresh-optimizer when the state is damaged). */
         char path[4096];
-        snprintf(path, sizeof path, "%s/state.safetensors", rundir);
+        snprintf(path, sizeof path, "%s/%s.safetensors", rundir, fresh ? "model" : "state");
         struct stat st;
+        if (stat(rundir, &st) == 0 && !S_ISDIR(st.st_mode))
+            tfm_fatal(prog, "%s: not a directory", rundir);
         if (stat(path, &st) != 0) {
-            if (!dump)
-                tfm_usage_error(prog, "no configuration: give -c CONFIG.yaml (or -o a run "
-                                      "directory to resume)");
+            /* a new run: the defaults and --set are a configuration too */
+            if (!dump && n_sets == 0)
+                tfm_usage_error(prog, "no configuration: give -c CONFIG.yaml or --set KEY=VALUE "
+                                      "(or -o a run directory to resume)");
         } else if (tfm_model_file_config(path, &cfg, &err) < 0) {
             tfm_die(prog, &err);
         }
     }
     for (int i = 0; i < n_sets; i++)
         if (tfm_config_set(&cfg, sets[i], &err) < 0)
-            tfm_die(prog, &err);
+            tfm_usage_error(prog, "%s", err.msg); /* a bad argument: exit 2 */
     free(sets);
     if (dump) {
         tfm_buf b = {0};
         tfm_config_dump(&cfg, 1, &b);
         fwrite(b.data, 1, b.len, stdout);
         tfm_buf_free(&b);
-        return fflush(stdout) ? 1 : 0;
+        tfm_check_stdout(prog);
+        return 0;
     }
     if (tfm_config_validate(&cfg, &err) < 0)
         tfm_die(prog, &err);
@@ -178,17 +192,20 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
 
     tfm_train_opts o = {.rundir = rundir, .quiet = quiet, .run_steps = steps,
+                        .fresh_optimizer = fresh,
                         .stop = &stop_flag, .message = message, .ctx = &quiet};
     tfm_train_result r;
     if (tfm_train_run(&cfg, &o, &r, &err) < 0)
         tfm_die(prog, &err);
-    if (!quiet) {
+    /* without a step, the library's message said it all */
+    if (!quiet && r.steps_run) {
         fprintf(stderr, "%s: step %lld/%lld  train loss %.4f", prog, (long long)r.step,
                 (long long)cfg.train.max_steps, r.train_loss);
         if (!isnan(r.val_loss))
             fprintf(stderr, "  val loss %.4f (best %.4f)", r.val_loss, r.best_val);
         if (r.steps_run)
-            fprintf(stderr, "  %.1f ms/step on %d threads", r.ms_per_step, threads);
+            fprintf(stderr, "  %.1f ms/step on %d thread%s", r.ms_per_step, threads,
+                    threads == 1 ? "" : "s");
         fprintf(stderr, "\n");
     }
     return 0;

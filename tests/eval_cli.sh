@@ -176,4 +176,103 @@ expect_exit 2 $E choice -m m.st --stride 2 <items.jsonl
 expect_exit 2 $E perplexity -m m.st --items x.jsonl <text.txt
 expect_exit 0 tfm-eval --help
 grep -q perplexity out || fail "--help"
+
+# --items is written atomically: an error in the input leaves no file
+printf '{"context": "In", "endings": [" a", " b"], "label": 0}\n{"context": 1}\n' >baditems.jsonl
+expect_exit 1 $E choice -m m.st --items bad.out.jsonl baditems.jsonl
+[ ! -e bad.out.jsonl ] || fail "--items left a file behind on error"
+ls | grep -q 'bad.out.jsonl' && fail "--items left a temporary file behind"
+$E choice -m m.st --items ok.items.jsonl items.jsonl >/dev/null
+[ "$(wc -l <ok.items.jsonl)" -eq 2 ] || fail "--items: $(cat ok.items.jsonl)"
+
+# A write error is a message and exit 1.
+set +e; $E perplexity -m m.st text.txt >/dev/full 2>err; rc=$?; set -e
+[ "$rc" -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] && grep -q 'write error' err ||
+    fail "write error: exit $rc, $(cat err)"
+
+# A model with NaN weights (a diverged run): said on stderr, and --json
+# writes null where a number is not finite.
+"$TFM_BUILDDIR/tests/mkmodel" nan.st --text text.txt --layers 1 --heads 2 --embd 16 \
+    --context 16 --nan
+$E perplexity -m nan.st --json text.txt >nan.p.json 2>err
+grep -q 'the model produced NaN' err || fail "NaN model not reported: $(cat err)"
+[ "$(field nan.p.json perplexity)" = null ] || fail "NaN perplexity: $(cat nan.p.json)"
+$E lastword -m nan.st --json --items nan.lw.items pass.txt >nan.lw.json 2>/dev/null
+[ "$(field nan.lw.json word_perplexity)" = null ] || fail "NaN word_perplexity: $(cat nan.lw.json)"
+$E choice -m nan.st --json --items nan.c.items items.jsonl >nan.c.json 2>/dev/null
+
+# .npy token ids: one rule for every reader (1-D, integers of any width and
+# sign that fit): int8 is read, a 2-D array is refused with the same words
+# as tfm-tokenize decode uses
+/usr/bin/python3 - <<'PY'
+import struct
+def npy(path, descr, shape, data):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    h += " " * (-(10 + len(h) + 1) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data)
+npy("i1.npy", "|i1", "(5,)", bytes([1, 2, 3, 4, 5]))
+npy("i8x2.npy", "<i8", "(1, 5)", struct.pack("<5q", 1, 2, 3, 4, 5))
+npy("neg.npy", "<i8", "(3,)", struct.pack("<3q", 1, -1, 2))
+PY
+$E perplexity -m m.st --tokens i1.npy >/dev/null || fail "int8 token ids refused"
+expect_exit 1 $E perplexity -m m.st --tokens i8x2.npy
+grep -q "i8x2.npy: token ids are a 1-D array, not 2-D" err || fail "2-D ids: $(cat err)"
+expect_exit 1 tfm-tokenize decode -t tok.json i8x2.npy
+grep -q "i8x2.npy: token ids are a 1-D array, not 2-D" err || fail "decode 2-D ids: $(cat err)"
+expect_exit 1 $E perplexity -m m.st --tokens neg.npy
+grep -q "neg.npy: element 1: token id -1 is outside the vocabulary" err || fail "negative id: $(cat err)"
+
+# --token-logprobs: every scored token once, in order, summing to the NLL
+$E perplexity -m m.st --context 16 --stride 4 --json --token-logprobs lp.tsv text.txt >lp.json
+[ "$(head -n 1 lp.tsv)" = "$(printf 'index\tid\tlogprob')" ] || fail "--token-logprobs header"
+[ "$(($(wc -l <lp.tsv) - 1))" -eq "$N" ] || fail "--token-logprobs: $(wc -l <lp.tsv) lines for $N tokens"
+awk -F '\t' -v s="$(field lp.json nll_sum)" 'NR > 1 { if ($1 != NR - 2) bad = 1; t -= $3 }
+    END { d = t - s; if (bad || d * d > 1e-8) exit 1 }' lp.tsv ||
+    fail "--token-logprobs do not add up to the NLL $(field lp.json nll_sum)"
+expect_exit 2 $E choice -m m.st --token-logprobs x.tsv items.jsonl
+
+# info: what a model file is, for a tfm file and a HuggingFace layout
+$E info -m m.st >info.tsv
+for kv in "kind	tfm" "n_layer	2" "n_head	2" "n_embd	32" "block_size	16" "step	0" \
+          "tokenizer	char" "checksum	verified"; do
+    grep -qx "$kv" info.tsv || fail "info: no '$kv' in $(cat info.tsv)"
+done
+"$TFM_BUILDDIR/tests/mkmodel" hf.st --hf --layers 1 --heads 1 --embd 64 --context 32 --vocab 50
+$E info -m hf.st --json >info.json
+grep -q '"kind":"gpt2-huggingface",.*"parameters":55360,.*"step":null,"tokenizer":null' info.json &&
+    grep -q '"checksum":"none"' info.json || fail "info of a GPT-2 layout: $(cat info.json)"
+expect_exit 2 $E info -m m.st text.txt
+# a tfm file without its checksum: loads, with a warning
+/usr/bin/python3 - m.st nosum.st <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+del h["__metadata__"]["checksum"]
+b = json.dumps(h).encode()
+b += b" " * (-len(b) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(b)) + b + raw[8 + n:])
+PY
+expect_exit 0 $E perplexity -m nosum.st text.txt
+grep -q "^tfm-eval: warning: nosum.st has no checksum" err || fail "no checksum warning: $(cat err)"
+$E info -m nosum.st >nosum.info
+grep -qx "checksum	none" nosum.info || fail "info: checksum none"
+expect_exit 0 $E perplexity -m m.st text.txt
+[ ! -s err ] || fail "a warning for a checked file: $(cat err)"
+# --help says what the man page says about --stride
+tfm-eval --help | tr -s ' \n' ' ' | grep -q 'last min(S, N - 1) tokens' || fail "--help on --stride"
+
+# Every --json output and --items file of this test is strict JSON.
+rm tok.json  # the one JSON file that is not one document a line
+/usr/bin/python3 - ./*.json ./*.items lwi.jsonl ok.items.jsonl <<'PY' || fail "not strict JSON"
+import json, sys
+def bad(name):
+    raise ValueError("not JSON: " + name)
+for path in sys.argv[1:]:
+    for line in open(path):
+        try:
+            json.loads(line, parse_constant=bad)
+        except ValueError as e:
+            sys.exit("%s: %s: %s" % (path, e, line))
+PY
 echo ok

@@ -204,10 +204,41 @@ expect_exit 1 tfm-generate -m flip.st "x"
 grep -q 'checksum' err || fail "flipped byte not detected"
 tfm-generate -q -m "$TFM_SRCDIR/testdata/tiny-char.safetensors" --greedy -n 3 "In" >/dev/null ||
     fail "the intact file does not load"
-expect_exit 1 tfm-generate -q -m m.st ""
-grep -q 'empty' err || fail "empty prompt message"
+# An empty prompt starts a text after the end-of-text token; without one
+# it is an error.
+$G -m m.st --greedy -n 5 --json "" >empty.json || fail "empty prompt"
+grep -q '"prompt_tokens":1,' empty.json || fail "empty prompt: not started from end-of-text"
+expect_exit 1 tfm-generate -q -m ids.st --ids ""
+grep -q 'empty.*no end-of-text' err || fail "empty prompt without end-of-text message"
 printf 'In\n\nA\n' >withblank.txt
-expect_exit 1 tfm-generate -q -m m.st --prompt-file withblank.txt
+$G -m m.st --greedy -n 3 --prompt-file withblank.txt >blank.out || fail "empty line in a prompt file"
+[ "$(wc -l <blank.out)" -eq 3 ] || fail "empty line in a prompt file: not 3 results"
+# "-" is standard input; empty input is no prompt: no output, exit 0
+printf 'In\nA\n' | $G -m m.st --greedy -n 3 - >dash.out || fail "'-' as stdin"
+[ "$(wc -l <dash.out)" -eq 2 ] || fail "'-' not read as standard input"
+: | $G -m m.st --greedy -n 3 - >none.out || fail "empty input is not a success"
+[ ! -s none.out ] || fail "output for empty input"
+: | $G -m m.st --greedy -n 3 >none.out || fail "empty stdin is not a success"
+# -z: records end with NUL, so texts with newlines (this model writes them)
+# can be split
+$G -m m.st --seed 3 --ignore-eos -n 40 -z "In" "A" "the" >z.out
+[ "$(tr -cd '\000' <z.out | wc -c)" -eq 3 ] || fail "-z: not 3 NUL-terminated records"
+$G -m m.st --beam 3 --nbest 2 -n 10 -z "In" >zb.out
+[ "$(tr -cd '\000' <zb.out | wc -c)" -eq 2 ] || fail "-z --nbest 2: not 2 records"
+expect_exit 2 tfm-generate -m m.st -z --json "In"
+# A write error is a message and exit 1 (here every result was lost).
+set +e; tfm-generate -q -m m.st --greedy -n 3 "In" >/dev/full 2>err; rc=$?; set -e
+[ "$rc" -eq 1 ] && grep -q 'write error' err || fail "write error: exit $rc, $(cat err)"
+set +e; tfm-generate --help >/dev/full 2>err; rc=$?; set -e
+[ "$rc" -eq 1 ] && grep -q 'write error' err || fail "--help write error: exit $rc"
+# A model with NaN weights (a diverged run) is said to be one, in every
+# strategy: sampling from NaN picks no valid token.
+"$MK" nan.st --text text.txt --layers 1 --heads 2 --embd 16 --context 32 --nan
+for s in --greedy "--beam 2" "--seed 1" "--greedy --no-cache"; do
+    # shellcheck disable=SC2086
+    expect_exit 1 tfm-generate -q -m nan.st --json -n 3 $s "In"
+    grep -q 'the model produced NaN' err || fail "NaN model ($s): $(cat err)"
+done
 toolong=$(head -c 60 text.txt | tr '\n' ' ')
 expect_exit 1 tfm-generate -q -m m.st "$toolong"
 grep -q 'longer than the model' err || fail "too-long prompt message"
@@ -215,4 +246,18 @@ expect_exit 1 tfm-generate -q -m ids.st "x"
 grep -q 'no tokenizer' err || fail "no tokenizer message"
 expect_exit 1 tfm-generate -q -m ids.st --ids "1 2 999"
 grep -q '999' err || fail "bad id not named"
+
+# Summaries count in the singular too: "1 token", "1 thread"
+tfm-generate --threads 1 -m m.st --greedy --ignore-eos -n 1 "In" 2>sum >/dev/null
+grep -q "generated 1 token, .* 1 thread$" sum || fail "summary: $(cat sum)"
+
+# Every --json output of this test is strict JSON (no nan or inf: null).
+/usr/bin/python3 - ./*.json j bj th1 raw <<'PY' || fail "--json output is not strict JSON"
+import json, sys
+def bad(name):
+    raise ValueError("not JSON: " + name)
+for path in sys.argv[1:]:
+    for line in open(path):
+        json.loads(line, parse_constant=bad)
+PY
 echo ok

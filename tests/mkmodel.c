@@ -4,6 +4,7 @@
  *
  *   mkmodel OUT.safetensors [--text FILE] [--layers L] [--heads H] [--embd C]
  *           [--context T] [--vocab V] [--seed S] [--scale X] [--post-ln] [--hf]
+ *           [--nan]
  *
  * With --text, a character tokenizer is trained on FILE (plus <unk> and
  * <|endoftext|>) and sets the vocabulary; without it the file has no
@@ -11,10 +12,12 @@
  * random model is not almost uniform.  --hf writes the layout of a
  * HuggingFace GPT-2 checkpoint instead: "transformer."-prefixed names, no
  * metadata (so no config: the loader reads the shape off the tensors and
- * assumes 64-wide heads). */
+ * assumes 64-wide heads).  --nan makes every weight NaN: a diverged model,
+ * for the tests of what programs print then. */
 #include "config.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,7 @@
 #include "model/file.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
+#include "model/file.h"
 
 static const char *prog = "mkmodel";
 
@@ -35,13 +39,14 @@ int main(int argc, char **argv)
     const char *text = NULL;
     long layers = 2, heads = 2, embd = 32, context = 64, vocab = 64, seed = 1;
     double scale = 1;
-    int post = 0, hf = 0;
+    int post = 0, hf = 0, nan = 0;
     static const struct option opts[] = {
         {"text", required_argument, 0, 't'}, {"layers", required_argument, 0, 'l'},
         {"heads", required_argument, 0, 'H'}, {"embd", required_argument, 0, 'c'},
         {"context", required_argument, 0, 'T'}, {"vocab", required_argument, 0, 'v'},
         {"seed", required_argument, 0, 's'}, {"scale", required_argument, 0, 'x'},
-        {"post-ln", no_argument, 0, 'p'}, {"hf", no_argument, 0, 'f'}, {0, 0, 0, 0},
+        {"post-ln", no_argument, 0, 'p'}, {"hf", no_argument, 0, 'f'},
+        {"nan", no_argument, 0, 'N'}, {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -56,6 +61,7 @@ int main(int argc, char **argv)
         case 'x': scale = tfm_opt_double(prog, "--scale", optarg, 0, 1e6); break;
         case 'p': post = 1; break;
         case 'f': hf = 1; break;
+        case 'N': nan = 1; break;
         default: tfm_usage_error(prog, "unknown option");
         }
     }
@@ -108,22 +114,31 @@ int main(int argc, char **argv)
         if (m.table[i].ndim == 2)
             for (size_t j = 0; j < m.table[i].numel; j++)
                 m.params[m.table[i].offset + j] *= (float)scale;
+    if (nan)
+        for (size_t j = 0; j < m.n_params; j++)
+            m.params[j] = NAN;
 
     tfm_buf yaml = {0}, tj = {0};
     tfm_config_dump(&cfg, 0, &yaml);
+    if (!hf) {
+        /* as tfm-train writes it, checksum included */
+        if (tok)
+            tfm_tokenizer_to_json(tok, &tj);
+        if (tfm_model_save(out, &m, tfm_buf_cstr(&yaml), tok ? tj.data : NULL, tj.len,
+                                      0, &err) < 0)
+            tfm_die(prog, &err);
+        tfm_buf_free(&yaml);
+        tfm_buf_free(&tj);
+        tfm_model_free(&m);
+        if (tok)
+            tfm_tokenizer_free(tok);
+        return 0;
+    }
     tfm_safetensors_writer w;
     tfm_safetensors_writer_init(&w);
-    if (!hf) {
-        tfm_safetensors_writer_meta(&w, "format", "tfm-gpt");
-        tfm_safetensors_writer_meta_n(&w, "config", yaml.data, yaml.len);
-        if (tok) {
-            tfm_tokenizer_to_json(tok, &tj);
-            tfm_safetensors_writer_meta_n(&w, "tokenizer", tj.data, tj.len);
-        }
-    }
     for (int i = 0; i < m.n_table; i++) {
         char name[96];
-        snprintf(name, sizeof name, "%s%s", hf ? "transformer." : "", m.table[i].name);
+        snprintf(name, sizeof name, "transformer.%s", m.table[i].name);
         tfm_safetensors_writer_add(&w, name, TFM_ST_F32, m.table[i].ndim,
                                    m.table[i].shape, m.params + m.table[i].offset);
     }

@@ -89,4 +89,30 @@ printf 'ok \377\376 bad \300\200 utf8 \355\240\200\n' >inv.txt
 $T encode -q -t tok.json inv.txt >inv.ids
 $T decode -t tok.json inv.ids >inv.back
 cmp inv.txt inv.back || fail "invalid UTF-8 round trip"
+
+# Results not asked for come with a warning (even with -q)
+expect_exit 0 $T train -q --model bpe --vocab-size 10 corpus.txt
+grep -q "^tfm-tokenize: warning: --vocab-size 10 is below the 257 tokens" err || fail "no --vocab-size warning"
+: >empty.txt
+expect_exit 0 $T train -q --model char empty.txt
+grep -q "^tfm-tokenize: warning: the input is empty" err || fail "no empty-input warning"
+expect_exit 0 env TFM_NUM_THREADS=abc $T train -q --model char corpus.txt
+grep -q "^tfm-tokenize: warning: TFM_NUM_THREADS='abc' is not a thread count" err || fail "no TFM_NUM_THREADS warning"
+expect_exit 0 $T train -q --model bpe --vocab-size 300 corpus.txt
+[ ! -s err ] || fail "a warning without cause: $(cat err)"
+
+# Raw bytes quoted from a bad file are escaped in the message, never sent
+# to the terminal as they are
+mkdir g2
+printf '{"a": 0, "b": 1, "ab": 2}' >g2/encoder.json
+printf '#version: 0.2\na b\n\001\033[31m\377 b\n' >g2/vocab.bpe
+expect_exit 1 $T encode -t g2 corpus.txt
+grep -qF "vocab.bpe:3: merge token '\\x01\\x1b[31m\\xff'" err || fail "bytes not escaped: $(cat err)"
+[ "$(LC_ALL=C tr -d '\040-\176\n' <err | wc -c)" -eq 0 ] || fail "raw bytes in the message"
+
+# One word of 2^24 equal bytes: merges would make a token longer than the
+# 16 MiB limit; that pair is not merged (it reached an assertion)
+head -c 16777216 /dev/zero | tr '\000' a >run.txt
+expect_exit 0 $T train -q --model bpe --min-frequency 1 --vocab-size 400 -o run.json run.txt
+rm run.txt
 exit 0

@@ -16,11 +16,17 @@ expect_fail 1 "bad2.yaml:2:11: 'model.n_head' must be an integer" tfm-train -c b
 printf 'model: [1, 2\n' > bad3.yaml
 expect_fail 1 "bad3.yaml:" tfm-train -c bad3.yaml
 expect_fail 1 "nope.yaml" tfm-train -c nope.yaml
-expect_fail 1 "unknown key 'optim.lrr' (did you mean 'optim.lr'?)" \
+expect_fail 2 "unknown key 'optim.lrr' (did you mean 'optim.lr'?)" \
     tfm-train --dump-config --set optim.lrr=1
 expect_fail 2 "Try" tfm-train --no-such-option
 expect_fail 2 "--threads" tfm-train --threads 0 -c bad.yaml
 expect_fail 2 "no configuration" tfm-train -o empty-run
+# a new run without -c: the defaults and --set
+make_corpus 200 | make_npy train.npy
+tfm-train -q --set data.train=train.npy --set model.n_layer=1 --set model.n_embd=16 \
+    --set model.block_size=16 --set train.batch_size=2 --set train.max_steps=2 -o noc ||
+    fail "a new run with --set and no -c"
+[ -f noc/model.safetensors ] || fail "no model from a run without -c"
 
 # defaults < YAML < --set, in --set order
 printf 'optim:\n  lr: 0.01\n  beta2: 0.95\n' > p.yaml
@@ -52,5 +58,23 @@ awk -F'\t' 'NR == FNR { def[".B " $1] = $2; next }
 # and documents nothing that does not exist
 grep '^\.B [a-z_]*\.[a-z_]*$' "$man5" | sed 's/^\.B //' | while read -r key; do
     grep -q "^$key	" keys.tsv || fail "man/tfm-config.5 documents unknown key $key"
+done
+# Usage errors exit 2 with one error line (and the --help hint), --set's too
+printf 'train: {max_steps: 3}\n' >s.yaml
+expect_fail 2 "tfm-train: --set 'foo': expected key=value" tfm-train -c s.yaml --set foo
+expect_fail 2 "tfm-train: --set: unknown key 'model.foo'" tfm-train -c s.yaml --set model.foo=1
+for cmd in "tfm-train --bogus" "tfm-generate --bogus" "tfm-eval --bogus" "tfm-tokenize encode --bogus" \
+           "tfm-generate -m"; do
+    set +e; $cmd >/dev/null 2>err; rc=$?; set -e
+    [ "$rc" -eq 2 ] && [ "$(wc -l <err)" -eq 2 ] && grep -q "^${cmd%% *}: .*option" err &&
+        grep -q "^Try '${cmd%% *} --help'" err || fail "$cmd: exit $rc, '$(cat err)'"
+done
+
+# A write error is a message and exit 1, for every program
+for cmd in "tfm-train --dump-config" "tfm-train --list-keys" "tfm-tokenize --help" \
+           "tfm-eval --version" "tfm-generate --help"; do
+    set +e; $cmd >/dev/full 2>err; rc=$?; set -e
+    [ "$rc" -eq 1 ] && grep -q "^tfm-[a-z]*: <stdout>: write error" err ||
+        fail "$cmd >/dev/full: exit $rc, '$(cat err)'"
 done
 echo "ok: $n keys"

@@ -35,7 +35,48 @@ for off in 3 9 60 200 700 $((size / 2)) $((size - 5)); do
     printf '\001' | dd of=c/state.safetensors bs=1 seek=$off conv=notrunc 2>/dev/null
     expect_fail 1 "c/state.safetensors" tfm-train -q -c run.yaml -o c
 done
+# ... where the model file is intact, an explicit option continues from its
+# weights and step with a fresh optimizer
+grep -q -- "--fresh-optimizer" err.txt || fail "corrupt state: no --fresh-optimizer hint"
+mkdir fresh && cp c/model.safetensors c/state.safetensors c/log.tsv fresh/
+tfm-train -o fresh --fresh-optimizer --steps 2 2>err.txt || { cat err.txt; fail "--fresh-optimizer"; }
+grep -q "continuing fresh at step 10 .* fresh optimizer" err.txt || { cat err.txt; fail "--fresh-optimizer message"; }
+tfm-train -q -o fresh --steps 1 || fail "no resume after --fresh-optimizer"
+expect_fail 1 "fresh2: no model.safetensors to continue from" \
+    tfm-train -q -c run.yaml -o fresh2 --fresh-optimizer
 cp state.good c/state.safetensors
+
+# the summary says "1 thread", not "1 threads"
+tfm-train -c run.yaml --threads 1 -o th --steps 1 2>err.txt
+grep -q "ms/step on 1 thread$" err.txt || { cat err.txt; fail "summary: 1 thread"; }
+
+# a run already past train.max_steps says so (and no "step 10/5")
+tfm-train -o c --set train.max_steps=5 2>err.txt || fail "past max_steps: exit status"
+grep -q "c is at step 10, already past train.max_steps 5" err.txt || { cat err.txt; fail "past max_steps message"; }
+grep -q "10/5" err.txt && fail "past max_steps: step 10/5 printed"
+
+# run directories: parents are made, a file is not a directory, and a start
+# that fails leaves nothing behind
+tfm-train -q -c run.yaml -o p/q/run --steps 1 || fail "-o with missing parents"
+[ -f p/q/run/state.safetensors ] || fail "no checkpoint in p/q/run"
+: > plain
+expect_fail 1 "tfm-train: plain: not a directory" tfm-train -q -c run.yaml -o plain
+expect_fail 1 "tfm-train: plain: not a directory" tfm-train -q -o plain
+expect_fail 1 "tfm-train: plain: not a directory" tfm-train -q -c run.yaml -o plain/run
+expect_fail 1 "not finite" tfm-train -q -c run.yaml -o new/run --set optim.lr=1e6 \
+    --set optim.grad_clip=0 --set schedule.warmup=0 --set schedule.decay=constant
+grep -q "is kept in" err.txt && fail "a failed start claims a checkpoint"
+[ ! -e new ] || fail "a failed start left $(find new)"
+
+# out of memory: a message with the program's name (not "tfm:"); ASan
+# reserves more address space than the limit
+if [ -z "${TFM_SANITIZED:-}" ]; then
+    set +e
+    (ulimit -v 1500000; tfm-train -q -c run.yaml --set model.n_embd=4096 --set model.n_layer=24 \
+        --set model.n_head=32 -o oom) 2>err.txt
+    st=$?; set -e
+    [ $st = 1 ] && grep -q "^tfm-train: out of memory" err.txt || { cat err.txt; fail "out of memory: exit $st"; }
+fi
 
 # divergence: stop without saving, keep the last good checkpoint
 expect_fail 1 "is kept in c" tfm-train -q -c run.yaml -o c --set optim.lr=1e6 \

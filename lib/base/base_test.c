@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/opt.h"
+#include "base/progress.h"
 #include "base/rng.h"
 #include "base/thread.h"
 
@@ -142,10 +143,36 @@ static void test_parse(void **state)
     assert_int_equal(tfm_parse_double("nan", 0, 1, &d), -1);
 }
 
+/* A count of tokens is drawn as an integer, not "1.235e+04". */
+static void test_progress_counts(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/tfm-progress-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    tfm_progress p;
+    tfm_progress_init(&p, "perplexity", "tok", 50000, 0);
+    p.enabled = 1; /* stderr is no terminal here */
+    tfm_progress_update(&p, 12345);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    char buf[512] = {0};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    unlink(path);
+    assert_true(n > 0);
+    assert_non_null(strstr(buf, " 12345/50000 tok"));
+    assert_null(strstr(buf, "e+"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_err_at),       cmocka_unit_test(test_json_string),
+        cmocka_unit_test(test_progress_counts), cmocka_unit_test(test_err_at),       cmocka_unit_test(test_json_string),
         cmocka_unit_test(test_rng_repeatable), cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_getline_nul),  cmocka_unit_test(test_parallel),
         cmocka_unit_test(test_parse), cmocka_unit_test(test_write_device_in_place),

@@ -1,6 +1,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,6 +74,14 @@ static size_t utf8_valid_len(const unsigned char *s, size_t n)
         (cp >= 0xd800 && cp <= 0xdfff))
         return 0;
     return len;
+}
+
+void tfm_buf_put_json_double(tfm_buf *b, int digits, double v)
+{
+    if (isfinite(v))
+        tfm_buf_printf(b, "%.*g", digits, v);
+    else
+        tfm_buf_puts(b, "null");
 }
 
 void tfm_buf_put_json_string(tfm_buf *b, const char *str, size_t n)

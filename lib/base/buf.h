@@ -20,6 +20,9 @@ void tfm_buf_printf(tfm_buf *b, const char *fmt, ...)
 /* Appends s as a JSON string literal (quotes included).  JSON cannot carry
  * invalid UTF-8, so each invalid byte becomes U+FFFD. */
 void tfm_buf_put_json_string(tfm_buf *b, const char *s, size_t n);
+/* Appends v as a JSON number with `digits` significant digits, or null when
+ * v is not finite: JSON has no inf or nan (a diverged model gives them). */
+void tfm_buf_put_json_double(tfm_buf *b, int digits, double v);
 /* NUL-terminates without changing len. */
 const char *tfm_buf_cstr(tfm_buf *b);
 void tfm_buf_clear(tfm_buf *b);

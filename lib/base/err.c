@@ -84,9 +84,16 @@ void tfm_err_clear(tfm_err *err)
     }
 }
 
+const char *tfm_prog_name(void)
+{
+    /* glibc's, set from argv[0] before main */
+    return program_invocation_short_name && *program_invocation_short_name
+               ? program_invocation_short_name : "tfm";
+}
+
 static void out_of_memory(size_t n)
 {
-    fprintf(stderr, "tfm: out of memory (allocating %zu bytes)\n", n);
+    fprintf(stderr, "%s: out of memory (allocating %zu bytes)\n", tfm_prog_name(), n);
     exit(1);
 }
 

@@ -48,11 +48,15 @@ char *tfm_strndup(const char *s, size_t n);
 /* 64-byte aligned, for SIMD and BLIS; release with free(). */
 void *tfm_aligned_alloc(size_t n);
 
+/* The running program's name, for the messages the library prints itself
+ * (out of memory, internal errors): every message starts with it. */
+const char *tfm_prog_name(void);
+
 #define TFM_ASSERT(cond)                                                      \
     do {                                                                      \
         if (!(cond)) {                                                        \
-            fprintf(stderr, "tfm: internal error at %s:%d: %s\n", __FILE__,   \
-                    __LINE__, #cond);                                         \
+            fprintf(stderr, "%s: internal error at %s:%d: %s\n",              \
+                    tfm_prog_name(), __FILE__, __LINE__, #cond);              \
             abort();                                                          \
         }                                                                     \
     } while (0)

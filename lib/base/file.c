@@ -98,8 +98,24 @@ void tfm_map_close(tfm_map *m)
 static char *pending[MAX_PENDING];
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void remove_pending_at_exit(void)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i])
+            unlink(pending[i]);
+}
+
+static void register_exit_cleanup(void)
+{
+    atexit(remove_pending_at_exit);
+}
+
 static void pending_add(char *tmp)
 {
+    /* An exit on failure (tfm_die) while an output is open leaves no
+     * temporary file behind either, as it does after a signal. */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_exit_cleanup);
     pthread_mutex_lock(&pending_lock);
     for (int i = 0; i < MAX_PENDING; i++)
         if (!pending[i]) {
@@ -274,5 +290,60 @@ int tfm_mkdir(const char *path, tfm_err *err)
 {
     if (mkdir(path, 0777) == 0 || (errno == EEXIST && tfm_is_dir(path)))
         return 0;
+    if (errno == EEXIST || errno == ENOTDIR)
+        return tfm_err_set(err, "%s: not a directory", path);
     return tfm_err_errno(err, "%s: cannot create directory", path);
+}
+
+int tfm_mkdirs(const char *path, char **created, tfm_err *err)
+{
+    if (created)
+        *created = NULL;
+    char *p = tfm_strdup(path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
+    int rc = 0;
+    /* each prefix ending before a '/', then the whole path */
+    for (size_t i = 1; i <= n && rc == 0; i++) {
+        if (i < n && p[i] != '/')
+            continue;
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0777) == 0) {
+            if (created && !*created)
+                *created = tfm_strdup(p);
+        } else if (!(errno == EEXIST && tfm_is_dir(p))) {
+            if (errno == EEXIST || errno == ENOTDIR)
+                rc = tfm_err_set(err, "%s: not a directory", p);
+            else
+                rc = tfm_err_errno(err, "%s: cannot create directory", p);
+        }
+        p[i] = c;
+    }
+    free(p);
+    if (rc < 0 && created && *created) {
+        tfm_rmdirs(path, *created);
+        free(*created);
+        *created = NULL;
+    }
+    return rc;
+}
+
+void tfm_rmdirs(const char *path, const char *top)
+{
+    char *p = tfm_strdup(path);
+    size_t nt = strlen(top);
+    for (;;) {
+        size_t n = strlen(p);
+        while (n > 1 && p[n - 1] == '/')
+            p[--n] = '\0';
+        if (rmdir(p) != 0 || n <= nt)
+            break;
+        char *slash = strrchr(p, '/');
+        if (!slash)
+            break;
+        *slash = '\0';
+    }
+    free(p);
 }

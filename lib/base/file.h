@@ -27,8 +27,10 @@ int tfm_read_all(FILE *fp, const char *name, tfm_buf *b, tfm_err *err);
 /* Output written to "path.tmp.XXXXXX" and renamed over path by commit, so a
  * reader never sees a half-written file and a failure leaves nothing behind.
  * "-" or NULL writes to stdout directly, and so does an existing path that is
- * not a regular file (a device or FIFO), which is written in place.  Open outputs are also removed if the
- * process is stopped by SIGINT/SIGTERM/SIGHUP (see tfm_out_install_signals). */
+ * not a regular file (a device or FIFO), which is written in place.  Open
+ * outputs are also removed when the process exits without committing them
+ * (exit(1) on an error) or is stopped by SIGINT/SIGTERM/SIGHUP (see
+ * tfm_out_install_signals). */
 typedef struct tfm_out {
     FILE *fp;
     char *path; /* final path; NULL for stdout */
@@ -56,7 +58,15 @@ int tfm_getline(FILE *fp, tfm_buf *b);
 
 /* 1 if path is an existing directory. */
 int tfm_is_dir(const char *path);
-/* mkdir -p for one level. */
+/* mkdir for one level; an existing directory is fine, an existing file is
+ * "PATH: not a directory". */
 int tfm_mkdir(const char *path, tfm_err *err);
+/* mkdir -p.  *created (may be NULL) gets the outermost directory this call
+ * created (malloc'd; NULL when all existed), so that a caller that fails
+ * later can remove what it made with tfm_rmdirs. */
+int tfm_mkdirs(const char *path, char **created, tfm_err *err);
+/* Removes path and its parents up to and including `top` while they are
+ * empty directories (rmdir(2): never a file). */
+void tfm_rmdirs(const char *path, const char *top);
 
 #endif

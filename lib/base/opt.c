@@ -7,6 +7,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *stdout_prog = "tfm";
+/* Set by the failure exits: the status is 1 and the reason said already. */
+static int failing;
 
 int tfm_parse_long(const char *s, long min, long max, long *out)
 {
@@ -52,31 +58,86 @@ double tfm_opt_double(const char *prog, const char *opt, const char *arg, double
     return v;
 }
 
+/* Length of the valid UTF-8 character at s[0..n), 0 if none. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+        return 0; /* overlong, surrogate, beyond U+10FFFF */
+    return len;
+}
+
+/* Messages quote input (a token from a bad file, a line of text): its
+ * control characters and invalid UTF-8 are written as \xNN, so that raw
+ * bytes never reach the terminal. */
+static void put_escaped(const char *msg)
+{
+    const unsigned char *s = (const unsigned char *)msg;
+    size_t n = strlen(msg);
+    for (size_t i = 0; i < n;) {
+        size_t l = s[i] >= 0x80 ? utf8_len(s + i, n - i) : 1;
+        if (l > 1) {
+            fwrite(s + i, 1, l, stderr);
+            i += l;
+        } else {
+            if (s[i] < 0x20 || s[i] == 0x7f || s[i] >= 0x80)
+                fprintf(stderr, "\\x%02x", s[i]);
+            else
+                fputc(s[i], stderr);
+            i++;
+        }
+    }
+}
+
+static void put_message(const char *prog, const char *fmt, va_list ap)
+{
+    char msg[4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "%s: ", prog);
+    put_escaped(msg);
+    fputc('\n', stderr);
+}
+
 void tfm_usage_error(const char *prog, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
+    put_message(prog, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry '%s --help' for more information.\n", prog);
+    fprintf(stderr, "Try '%s --help' for more information.\n", prog);
+    failing = 1;
+    exit(2);
+}
+
+void tfm_usage_hint(const char *prog)
+{
+    fprintf(stderr, "Try '%s --help' for more information.\n", prog);
+    failing = 1;
     exit(2);
 }
 
 void tfm_die(const char *prog, const tfm_err *err)
 {
-    fprintf(stderr, "%s: %s\n", prog, err && err->msg[0] ? err->msg : "failed");
+    failing = 1;
+    fprintf(stderr, "%s: ", prog);
+    put_escaped(err && err->msg[0] ? err->msg : "failed");
+    fputc('\n', stderr);
     exit(1);
 }
 
 void tfm_fatal(const char *prog, const char *fmt, ...)
 {
     va_list ap;
+    failing = 1;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
+    put_message(prog, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     exit(1);
 }
 
@@ -84,4 +145,43 @@ void tfm_print_version(const char *prog)
 {
     printf("%s (tfm) %s\n", prog, PACKAGE_VERSION);
     exit(0);
+}
+
+
+void tfm_check_stdout(const char *prog)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return;
+    /* ferror alone (an earlier flush failed) leaves no errno to show */
+    if (errno)
+        fprintf(stderr, "%s: <stdout>: write error: %s\n", prog, strerror(errno));
+    else
+        fprintf(stderr, "%s: <stdout>: write error\n", prog);
+    _exit(1);
+}
+
+static void check_stdout_at_exit(void)
+{
+    if (failing)
+        return;
+    tfm_check_stdout(stdout_prog);
+    /* close reports what the last flush could not (e.g. NFS) */
+    if (fclose(stdout) != 0) {
+        fprintf(stderr, "%s: <stdout>: write error: %s\n", stdout_prog, strerror(errno));
+        _exit(1);
+    }
+}
+
+void tfm_main_start(const char *prog)
+{
+    stdout_prog = prog;
+    atexit(check_stdout_at_exit);
+    const char *env = getenv("TFM_NUM_THREADS");
+    long n;
+    if (env && *env && tfm_parse_long(env, 1, 1024, &n) < 0) {
+        fprintf(stderr, "%s: warning: TFM_NUM_THREADS='", prog);
+        put_escaped(env);
+        fprintf(stderr, "' is not a thread count (1 to 1024)\n");
+    }
 }

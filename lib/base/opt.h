@@ -14,14 +14,30 @@ int tfm_parse_double(const char *s, double min, double max, double *out);
 long tfm_opt_long(const char *prog, const char *opt, const char *arg, long min, long max);
 double tfm_opt_double(const char *prog, const char *opt, const char *arg, double min, double max);
 
-/* "prog: message" on stderr, then "Try 'prog --help'." and exit 2. */
+/* These print control characters and invalid UTF-8 in the message as \xNN
+ * (messages quote input).
+ * "prog: message" on stderr, then "Try 'prog --help'." and exit 2. */
 void tfm_usage_error(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+/* After getopt's own message for an unknown option or a missing argument:
+ * only "Try 'prog --help'." and exit 2 (one error line, not two). */
+void tfm_usage_hint(const char *prog) __attribute__((noreturn));
 /* "prog: <err->msg>" and exit 1. */
 void tfm_die(const char *prog, const tfm_err *err) __attribute__((noreturn));
 /* "prog: message" and exit 1. */
 void tfm_fatal(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+/* What every main does first:
+ * - registers an exit handler that flushes and closes stdout and, when
+ *   anything written there was lost (a full disk, /dev/full, a closed pipe),
+ *   prints "prog: <stdout>: write error" and makes the exit status 1, so that
+ *   no output path (help, --dump-config, results) loses data and exits 0;
+ * - warns about a TFM_NUM_THREADS that is not a thread count (it is then
+ *   read as far as it is a number, else all cores are used). */
+void tfm_main_start(const char *prog);
+/* Same check at any point: "prog: <stdout>: write error: ..." and exit 1
+ * when stdout has failed (so that a long run stops at the first loss). */
+void tfm_check_stdout(const char *prog);
 /* Prints "prog (tfm) VERSION" to stdout and exits 0. */
 void tfm_print_version(const char *prog) __attribute__((noreturn));
 

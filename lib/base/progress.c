@@ -36,6 +36,18 @@ static void fmt_time(char *out, size_t n, double s)
         snprintf(out, n, "%02ld:%02ld", t / 60, t % 60);
 }
 
+/* Counts (tokens, steps) print as integers, "12345/50000", never
+ * "1.234e+04"; fractional amounts (MB) with one decimal. */
+static void fmt_amount(char *out, size_t n, double v, int whole)
+{
+    snprintf(out, n, whole ? "%.0f" : "%.1f", v);
+}
+
+static void fmt_rate(char *out, size_t n, double v)
+{
+    snprintf(out, n, v >= 100 ? "%.0f" : "%.3g", v);
+}
+
 void tfm_progress_update(tfm_progress *p, double done)
 {
     p->done = done;
@@ -47,8 +59,10 @@ void tfm_progress_update(tfm_progress *p, double done)
     p->last_draw = now;
     double el = now - p->start;
     double rate = el > 0 ? done / el : 0;
-    char eta[32], elapsed[32];
+    char eta[32], elapsed[32], d[32], t[32], r[32];
     fmt_time(elapsed, sizeof elapsed, el);
+    fmt_rate(r, sizeof r, rate);
+    const int whole = strcmp(p->unit, "MB") != 0;
     if (p->total > 0) {
         int width = 24;
         double frac = done / p->total;
@@ -60,12 +74,15 @@ void tfm_progress_update(tfm_progress *p, double done)
             bar[i] = i < fill ? '#' : '.';
         bar[width] = '\0';
         fmt_time(eta, sizeof eta, rate > 0 ? (p->total - done) / rate : -1);
-        fprintf(stderr, "\r\033[K%s [%s] %3.0f%% %.4g/%.4g %s, %.3g %s/s, %s<%s %s",
-                p->label, bar, frac * 100, done, p->total, p->unit, rate, p->unit,
+        fmt_amount(d, sizeof d, done, whole);
+        fmt_amount(t, sizeof t, p->total, whole);
+        fprintf(stderr, "\r\033[K%s [%s] %3.0f%% %s/%s %s, %s %s/s, %s<%s %s",
+                p->label, bar, frac * 100, d, t, p->unit, r, p->unit,
                 elapsed, eta, p->extra);
     } else {
-        fprintf(stderr, "\r\033[K%s %.4g %s, %.3g %s/s, %s %s", p->label, done,
-                p->unit, rate, p->unit, elapsed, p->extra);
+        fmt_amount(d, sizeof d, done, whole);
+        fprintf(stderr, "\r\033[K%s %s %s, %s %s/s, %s %s", p->label, d,
+                p->unit, r, p->unit, elapsed, p->extra);
     }
     fflush(stderr);
 }

@@ -147,9 +147,12 @@ static int score_batch(tfm_eval *e, tfm_eval_seq *seqs, int n, tfm_err *err)
         size_t len = seqs[i].n < block ? seqs[i].n : block;
         double lp = 0;
         int greedy = 1;
-        for (size_t t = len - seqs[i].n_target; t < len; t++) {
+        const size_t first = len - seqs[i].n_target;
+        for (size_t t = first; t < len; t++) {
             lp -= e->nll[(size_t)i * T + t];
             greedy &= e->hit[(size_t)i * T + t];
+            if (seqs[i].token_logprobs)
+                seqs[i].token_logprobs[t - first] = -e->nll[(size_t)i * T + t];
         }
         seqs[i].logprob = lp;
         seqs[i].greedy = greedy;

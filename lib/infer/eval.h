@@ -59,6 +59,8 @@ typedef struct tfm_eval_seq {
     const uint32_t *ids;  /* borrowed */
     size_t n;
     size_t n_target;      /* the last n_target ids are scored; ≥ 1, < n */
+    double *token_logprobs; /* NULL, or n_target doubles that get each target
+                               token's log-probability, in order (borrowed) */
     /* results */
     double logprob;       /* Σ log p(target token | everything before it) */
     int greedy;           /* 1 when every target token is the argmax */

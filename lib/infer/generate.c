@@ -205,6 +205,17 @@ static void hyp_push(tfm_gen_hyp *h, uint32_t tok, float lp)
     h->score += lp;
 }
 
+/* A diverged model's logits are NaN: sampling from them picks no valid
+ * token (and the fast exp is undefined on NaN), so decoding stops there. */
+static int check_nan(const float *x, size_t n, tfm_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (isnan(x[i]))
+            return tfm_err_set(err, "the model produced NaN: its weights are not finite "
+                                    "(a diverged training run?)");
+    return 0;
+}
+
 /* One decode step; with profiling, its phases are added to g->prof_s. */
 static int step_profiled(tfm_gen *g, int n, const uint32_t *toks, const int *slots,
                          float *logits, tfm_err *err)
@@ -258,7 +269,8 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
             s->has_sampler = 1;
         }
         if (tfm_infer_prefill(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
-                                  logits + nrows * V, err) < 0)
+                                  logits + nrows * V, err) < 0 ||
+            check_nan(logits + nrows * V, (size_t)V, err) < 0)
             goto done;
         rows[nrows++] = i;
     }
@@ -318,6 +330,8 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
         } else if (step_profiled(g, (int)nrows, toks, slots, logits, err) < 0) {
             goto done;
         }
+        if (check_nan(logits, nrows * (size_t)V, err) < 0)
+            goto done;
     }
     double t2 = tfm_now();
     for (size_t i = 0; i < n; i++) {
@@ -349,7 +363,8 @@ static int beam_step(void *ctx, size_t n, const uint32_t *tokens, const int *slo
 {
     tfm_gen *g = ctx;
     const int V = g->lm->cfg.vocab_size;
-    if (step_profiled(g, (int)n, tokens, slots, logprobs, err) < 0)
+    if (step_profiled(g, (int)n, tokens, slots, logprobs, err) < 0 ||
+        check_nan(logprobs, n * (size_t)V, err) < 0)
         return -1;
     for (size_t i = 0; i < n; i++)
         tfm_log_softmax(logprobs + i * V, (size_t)V, logprobs + i * V);
@@ -375,7 +390,8 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompt, size_t index,
     int rc = -1;
     tfm_beam_result br = {0};
     double t0 = tfm_now();
-    if (tfm_infer_prefill(&g->infer, 0, prompt->data, (int)prompt->len, first, err) < 0)
+    if (tfm_infer_prefill(&g->infer, 0, prompt->data, (int)prompt->len, first, err) < 0 ||
+        check_nan(first, (size_t)V, err) < 0)
         goto done;
     tfm_log_softmax(first, (size_t)V, first);
     double t1 = tfm_now();

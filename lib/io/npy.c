@@ -434,3 +434,54 @@ void tfm_npy_writer_abort(tfm_npy_writer *w)
     free(w->name);
     memset(w, 0, sizeof *w);
 }
+
+int tfm_npy_ids_check(const tfm_npy *a, const char *name, tfm_err *err)
+{
+    if (a->ndim != 1)
+        return tfm_err_set(err, "%s: token ids are a 1-D array, not %d-D", name, a->ndim);
+    switch (a->dtype) {
+    case TFM_NPY_U8: case TFM_NPY_U16: case TFM_NPY_U32: case TFM_NPY_U64:
+    case TFM_NPY_I8: case TFM_NPY_I16: case TFM_NPY_I32: case TFM_NPY_I64:
+        return 0;
+    default:
+        return tfm_err_set(err, "%s: token ids are integers, not %s", name,
+                           tfm_npy_dtype_descr(a->dtype));
+    }
+}
+
+int tfm_npy_ids(const tfm_npy *a, const char *name, uint64_t limit, uint32_t *out,
+                tfm_err *err)
+{
+    if (tfm_npy_ids_check(a, name, err) < 0)
+        return -1;
+    if (limit > (uint64_t)UINT32_MAX + 1)
+        limit = (uint64_t)UINT32_MAX + 1;
+    const int is_signed = a->dtype >= TFM_NPY_I8 && a->dtype <= TFM_NPY_I64;
+    for (size_t i = 0; i < a->count; i++) {
+        uint64_t u = 0;
+        int64_t s = 0;
+        switch (a->dtype) {
+        case TFM_NPY_U8: u = ((const uint8_t *)a->data)[i]; break;
+        case TFM_NPY_U16: u = ((const uint16_t *)a->data)[i]; break;
+        case TFM_NPY_U32: u = ((const uint32_t *)a->data)[i]; break;
+        case TFM_NPY_U64: u = ((const uint64_t *)a->data)[i]; break;
+        case TFM_NPY_I8: s = ((const int8_t *)a->data)[i]; break;
+        case TFM_NPY_I16: s = ((const int16_t *)a->data)[i]; break;
+        case TFM_NPY_I32: s = ((const int32_t *)a->data)[i]; break;
+        case TFM_NPY_I64: s = ((const int64_t *)a->data)[i]; break;
+        default: break;
+        }
+        if (is_signed && s < 0)
+            return tfm_err_set(err, "%s: element %zu: token id %lld is outside the vocabulary "
+                                    "(size %llu)", name, i, (long long)s,
+                               (unsigned long long)limit);
+        if (is_signed)
+            u = (uint64_t)s;
+        if (u >= limit)
+            return tfm_err_set(err, "%s: element %zu: token id %llu is outside the vocabulary "
+                                    "(size %llu)", name, i, (unsigned long long)u,
+                               (unsigned long long)limit);
+        out[i] = (uint32_t)u;
+    }
+    return 0;
+}

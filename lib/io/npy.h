@@ -73,6 +73,18 @@ int tfm_npy_parse(tfm_npy *a, const void *image, size_t size, const char *name,
                   tfm_err *err);
 void tfm_npy_close(tfm_npy *a);
 
+/* Token ids: one rule for every reader (training data, tfm-eval --tokens,
+ * tfm-tokenize decode).  A 1-D array of integers, unsigned or signed, of any
+ * width (|u1 to <u8, |i1 to <i8), each in [0, limit).  Otherwise an error
+ * naming `name`, the element and its value ("x.npy: element 3: token id -1
+ * is outside the vocabulary (size 50257)", "... token ids are integers, not
+ * <f4", "... token ids are a 1-D array, not 2-D").
+ * tfm_npy_ids_check checks the shape and dtype only; tfm_npy_ids checks
+ * everything and converts to out[0..a->count). */
+int tfm_npy_ids_check(const tfm_npy *a, const char *name, tfm_err *err);
+int tfm_npy_ids(const tfm_npy *a, const char *name, uint64_t limit, uint32_t *out,
+                tfm_err *err);
+
 /* Writes a whole array (ndim 0..TFM_NPY_MAX_DIMS, C order) to path ("-" is
  * stdout) atomically. */
 int tfm_npy_write(const char *path, tfm_npy_dtype dtype, int ndim,

@@ -240,12 +240,58 @@ static void test_malformed(void **state)
     assert_non_null(strstr(e.msg, "missing.npy"));
 }
 
+/* Token ids: one rule for every reader (io/npy.h). */
+static void expect_ids(tfm_npy_dtype t, int ndim, const size_t *shape, const void *data,
+                       uint64_t limit, const char *msg)
+{
+    tfm_err e = {0};
+    assert_int_equal(tfm_npy_write(path("ids.npy"), t, ndim, shape, data, &e), 0);
+    tfm_npy a;
+    assert_int_equal(tfm_npy_open(&a, path("ids.npy"), &e), 0);
+    uint32_t out[4] = {0};
+    int rc = tfm_npy_ids(&a, "ids.npy", limit, out, &e);
+    tfm_npy_close(&a);
+    if (!msg) {
+        assert_int_equal(rc, 0);
+        assert_int_equal(out[0], 1);
+        assert_int_equal(out[2], 7);
+        return;
+    }
+    assert_int_equal(rc, -1);
+    if (!strstr(e.msg, msg))
+        fail_msg("'%s' lacks '%s'", e.msg, msg);
+}
+
+static void test_ids_rule(void **state)
+{
+    (void)state;
+    size_t n = 3, sq[2] = {1, 3};
+    const int8_t i8[] = {1, 0, 7};
+    const int64_t i64[] = {1, 0, 7}, neg[] = {1, -1, 7};
+    const uint8_t u8[] = {1, 0, 7};
+    const uint64_t u64[] = {1, 0, 7}, big[] = {1, 5000000000ull, 7};
+    const float f[] = {1, 0, 7};
+    expect_ids(TFM_NPY_I8, 1, &n, i8, 50, NULL);
+    expect_ids(TFM_NPY_U8, 1, &n, u8, 50, NULL);
+    expect_ids(TFM_NPY_I64, 1, &n, i64, 50, NULL);
+    expect_ids(TFM_NPY_U64, 1, &n, u64, 50, NULL);
+    expect_ids(TFM_NPY_I64, 1, &n, neg, 50,
+               "ids.npy: element 1: token id -1 is outside the vocabulary (size 50)");
+    expect_ids(TFM_NPY_U64, 1, &n, big, 1ull << 40,
+               "ids.npy: element 1: token id 5000000000 is outside the vocabulary (size 4294967296)");
+    expect_ids(TFM_NPY_U8, 1, &n, u8, 7, "element 2: token id 7 is outside the vocabulary (size 7)");
+    expect_ids(TFM_NPY_F32, 1, &n, f, 50, "ids.npy: token ids are integers, not <f4");
+    expect_ids(TFM_NPY_I64, 2, sq, i64, 50, "ids.npy: token ids are a 1-D array, not 2-D");
+    expect_ids(TFM_NPY_I64, 0, NULL, i64, 50, "ids.npy: token ids are a 1-D array, not 0-D");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_whole_roundtrip),
         cmocka_unit_test(test_stream),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_ids_rule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -41,7 +41,7 @@ static void hash_str(hash *s, const char *str, size_t n)
 
 /* The checksum covers what a reader sees: every tensor (name, dtype, shape,
  * bytes) in name order and every metadata pair but "checksum" in key order,
- * so that it can be verified from the file alone (tfm_checkpoint_verify). */
+ * so that it can be verified from the file alone (tfm_model_file_verify). */
 typedef struct item {
     const char *name;
     int dtype;

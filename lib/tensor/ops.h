@@ -17,11 +17,13 @@
 /* Vectorisable exp with ~2 ulp error: n = rint(x/ln 2), r = x - n·ln 2 in two
  * parts, a degree-6 polynomial for e^r, 2^n through the exponent bits.
  * Plain C without branches, so loops over it vectorise (libm's expf does
- * not).  0 below -87.3, saturates above 88.4. */
+ * not).  0 below -87.3, saturates above 88.4, NaN gives NaN. */
 static inline float tfm_expf_inline(float x)
 {
-    float xc = x < -87.33654f ? -87.33654f : x;
-    xc = xc > 88.37626f ? 88.37626f : xc;
+    /* written so that NaN clamps to the low end: the exponent bits below
+     * are then in range (a NaN n would be an undefined conversion) */
+    float xc = x > -87.33654f ? x : -87.33654f;
+    xc = xc < 88.37626f ? xc : 88.37626f;
     /* rint, not roundeven: GCC 12 vectorises only the former */
     float n = __builtin_rintf(xc * 1.44269504088896341f);
     float r = xc - n * 0.693359375f;
@@ -33,9 +35,10 @@ static inline float tfm_expf_inline(float x)
     p = p * r + 1.6666665459E-1f;
     p = p * r + 5.0000001201E-1f;
     p = p * r * r + r + 1.0f;
-    union { float f; int32_t i; } u;
-    u.i = ((int32_t)n + 127) << 23;
-    return x < -87.33654f ? 0.0f : p * u.f;
+    union { float f; uint32_t i; } u;
+    u.i = (uint32_t)((int32_t)n + 127) << 23;
+    float y = x < -87.33654f ? 0.0f : p * u.f;
+    return x == x ? y : x;
 }
 /* The same, out of line. */
 float tfm_expf(float x);

@@ -448,6 +448,10 @@ static int bt_finish(void *impl, const tfm_tok_train_opts *opts, tfm_tokenizer *
         if ((uint64_t)top.count < minf)
             break;
         uint32_t a = top.a, b = top.b;
+        if ((uint64_t)tok->piece_lens[a] + tok->piece_lens[b] > TFM_TOK_MAX_LEN) {
+            q->count = 0; /* too long a token (a huge run of one byte): never merged */
+            continue;
+        }
         tfm_buf_clear(&piece);
         tfm_buf_append(&piece, tok->pieces[a], tok->piece_lens[a]);
         tfm_buf_append(&piece, tok->pieces[b], tok->piece_lens[b]);

@@ -768,39 +768,13 @@ int tfm_decode_npy(const tfm_tokenizer *tok, const struct tfm_npy *a,
                    const char *name, FILE *out, const char *out_name,
                    int skip_special, tfm_err *err)
 {
-    if (a->ndim > 1)
-        return tfm_err_set(err, "%s: expected a 1-D array of token ids, not %d-D",
-                           name, a->ndim);
+    if (tfm_npy_ids_check(a, name, err) < 0)
+        return -1;
     if (a->dtype == TFM_NPY_U32)
         return tfm_decode_array(tok, a->data, a->count, name, out, out_name,
                                 skip_special, err);
     uint32_t *ids = tfm_malloc((a->count ? a->count : 1) * sizeof *ids);
-    int rc = 0;
-    for (size_t i = 0; i < a->count && rc == 0; i++) {
-        int64_t v;
-        switch (a->dtype) {
-        case TFM_NPY_U8: v = ((const uint8_t *)a->data)[i]; break;
-        case TFM_NPY_U16: v = ((const uint16_t *)a->data)[i]; break;
-        case TFM_NPY_U64: {
-            uint64_t u = ((const uint64_t *)a->data)[i];
-            v = u > INT64_MAX ? INT64_MAX : (int64_t)u;
-            break;
-        }
-        case TFM_NPY_I8: v = ((const int8_t *)a->data)[i]; break;
-        case TFM_NPY_I16: v = ((const int16_t *)a->data)[i]; break;
-        case TFM_NPY_I32: v = ((const int32_t *)a->data)[i]; break;
-        case TFM_NPY_I64: v = ((const int64_t *)a->data)[i]; break;
-        default:
-            rc = tfm_err_set(err, "%s: expected integer token ids, not %s", name,
-                             tfm_npy_dtype_descr(a->dtype));
-            continue;
-        }
-        if (v < 0 || v > UINT32_MAX)
-            rc = tfm_err_set(err, "%s: element %zu: id %lld is outside the vocabulary (size %u)",
-                             name, i, (long long)v, tfm_tokenizer_vocab_size(tok));
-        else
-            ids[i] = (uint32_t)v;
-    }
+    int rc = tfm_npy_ids(a, name, tfm_tokenizer_vocab_size(tok), ids, err);
     if (rc == 0)
         rc = tfm_decode_array(tok, ids, a->count, name, out, out_name, skip_special, err);
     free(ids);

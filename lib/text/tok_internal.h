@@ -97,6 +97,9 @@ tfm_tokenizer *tfm_tok_new(tfm_tok_kind kind, const tfm_tok_ops *ops);
 /* Token ids are below this (16M; the largest real vocabularies have ~260k),
  * so that a hostile file cannot make the id tables huge. */
 #define TFM_TOK_MAX_ID ((1u << 24) - 1)
+/* Longest token in bytes (piece lengths are stored in 24 bits of the
+ * merges' bookkeeping); training never merges past it. */
+#define TFM_TOK_MAX_LEN 0xffffffu
 
 /* Sets vocabulary entry id to piece.  Fails (naming `what`, e.g. a file) if
  * the id is taken or the piece is already in the vocabulary with another id. */

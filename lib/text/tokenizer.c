@@ -91,7 +91,7 @@ static int vocab_set(tfm_tokenizer *t, uint32_t id, const char *piece, size_t le
     if (id > TFM_TOK_MAX_ID)
         return tfm_err_set(err, "%s%stoken id %u is too large (at most %u)", w, sep, id,
                            TFM_TOK_MAX_ID);
-    if (len > 0xffffffu)
+    if (len > TFM_TOK_MAX_LEN)
         return tfm_err_set(err, "%s%stoken of %zu bytes is too long", w, sep, len);
     pieces_reserve(t, id + 1);
     if (t->pieces[id])

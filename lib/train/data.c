@@ -65,15 +65,13 @@ int tfm_tokens_open_npy(tfm_tokens *t, const char *path, tfm_err *err)
         free(a);
         return -1;
     }
-    if (a->ndim != 1) {
-        tfm_err_set(err, "%s: token files are 1-D arrays of ids, this one has %d dimensions",
-                    path, a->ndim);
+    if (tfm_npy_ids_check(a, path, err) < 0)
         goto fail;
-    }
     set_name(t, path);
     t->n = a->count;
     if (a->dtype == TFM_NPY_U16 || a->dtype == TFM_NPY_U32) {
-        /* The common case: ids used in place from the mapping. */
+        /* The common case: ids used in place from the mapping (their range
+         * is checked against the vocabulary by tfm_tokens_check). */
         t->data = a->data;
         t->width = a->dtype == TFM_NPY_U16 ? 2 : 4;
         t->owned = a;
@@ -82,31 +80,9 @@ int tfm_tokens_open_npy(tfm_tokens *t, const char *path, tfm_err *err)
     }
     /* Other integer types (numpy's default int64, int32, uint8) are copied. */
     uint32_t *ids = tfm_malloc((a->count ? a->count : 1) * sizeof *ids);
-    for (size_t i = 0; i < a->count; i++) {
-        int64_t v;
-        switch (a->dtype) {
-        case TFM_NPY_U8: v = ((const uint8_t *)a->data)[i]; break;
-        case TFM_NPY_I16: v = ((const int16_t *)a->data)[i]; break;
-        case TFM_NPY_I32: v = ((const int32_t *)a->data)[i]; break;
-        case TFM_NPY_I64: v = ((const int64_t *)a->data)[i]; break;
-        case TFM_NPY_U64: {
-            uint64_t u = ((const uint64_t *)a->data)[i];
-            v = u > UINT32_MAX ? -1 : (int64_t)u;
-            break;
-        }
-        default:
-            tfm_err_set(err, "%s: token ids must be integers, not %s", path,
-                        tfm_npy_dtype_descr(a->dtype));
-            free(ids);
-            goto fail;
-        }
-        if (v < 0 || v > UINT32_MAX) {
-            tfm_err_set(err, "%s: token id %lld at position %zu is not a valid id", path,
-                        (long long)v, i);
-            free(ids);
-            goto fail;
-        }
-        ids[i] = (uint32_t)v;
+    if (tfm_npy_ids(a, path, (uint64_t)UINT32_MAX + 1, ids, err) < 0) {
+        free(ids);
+        goto fail;
     }
     size_t n = a->count;
     tfm_npy_close(a);

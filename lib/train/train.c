@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -190,6 +192,7 @@ typedef struct run {
     char *model_path, *best_path, *state_path, *log_path;
     int64_t saved_step;
     int64_t eot;           /* data.packing: the end-of-text id, else -1 */
+    int saved_any; /* a checkpoint was written (or resumed from) */
 } run;
 
 static int save(run *R, tfm_err *err)
@@ -202,6 +205,55 @@ static int save(run *R, tfm_err *err)
                                   tfm_buf_cstr(&R->config_yaml), err) < 0)
         return -1;
     R->saved_step = R->st.step;
+    R->saved_any = 1;
+    return 0;
+}
+
+/* One writer per run directory: a second tfm-train on it would resume from
+ * the same checkpoint and delete the first one's temporary files.  The lock
+ * is on the directory itself (flock(2)), released when the process ends,
+ * however it ends.  Returns the descriptor holding it. */
+static int lock_rundir(const char *dir, tfm_err *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return tfm_err_errno(err, "%s", dir);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return tfm_err_set(err, "%s: another tfm-train is writing this run directory "
+                                    "(one writer at a time)", dir);
+        errno = e;
+        return tfm_err_errno(err, "%s: cannot lock", dir);
+    }
+    return fd;
+}
+
+/* Continuing from model.safetensors alone (state.safetensors is corrupt):
+ * its weights and step, a fresh optimizer, and the data stream reseeded
+ * from the step, so the batches differ from an uninterrupted run's. */
+static int load_weights_only(run *R, tfm_err *err)
+{
+    tfm_config mc;
+    tfm_config_defaults(&mc);
+    tfm_model m;
+    if (tfm_model_load(R->model_path, &mc, &m, NULL, err) < 0)
+        return -1;
+    if (m.n_params != R->m.n_params) {
+        tfm_model_free(&m);
+        return tfm_err_set(err, "%s: a model of another shape than the configuration's",
+                           R->model_path);
+    }
+    memcpy(R->m.params, m.params, m.n_params * sizeof *m.params);
+    tfm_model_free(&m);
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, R->model_path, err) < 0)
+        return -1;
+    size_t len;
+    const char *step = tfm_safetensors_meta(&st, "step", &len);
+    R->st.step = step ? strtoll(step, NULL, 10) : 0;
+    tfm_safetensors_close(&st);
     return 0;
 }
 
@@ -270,7 +322,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     int32_t *x = NULL, *y = NULL;
     int *docs = NULL;
     double *times = NULL;
-    int model_ok = 0, adam_ok = 0;
+    int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0;
+    char *created = NULL; /* the outermost directory this start made */
     tfm_progress bar = {0};
 
     if (tfm_config_validate(&cfg, err) < 0)
@@ -281,7 +334,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     tfm_model_config gc;
     if (tfm_model_config_from(&cfg, &gc, err) < 0)
         goto out;
-    if (tfm_mkdir(o->rundir, err) < 0)
+    if (tfm_mkdirs(o->rundir, &created, err) < 0)
+        goto out;
+    if ((lockfd = lock_rundir(o->rundir, err)) < 0)
         goto out;
     remove_stale_temporaries(o->rundir);
     R->model_path = join(o->rundir, "model.safetensors");
@@ -296,10 +351,34 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                   cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay);
     adam_ok = 1;
 
-    int resumed = file_exists(R->state_path);
-    if (resumed) {
-        if (tfm_checkpoint_load_state(R->state_path, &R->m, &R->adam, &R->st, err) < 0)
+    resumed = file_exists(R->state_path);
+    if (o->fresh_optimizer) {
+        if (!file_exists(R->model_path)) {
+            tfm_err_set(err, "%s: no model.safetensors to continue from", o->rundir);
             goto out;
+        }
+        resumed = 1; /* from the model file, whatever the state file is */
+    }
+    if (resumed && o->fresh_optimizer) {
+        /* the seed is the run's (its configuration comes from the model
+         * file): dropout and data restart from it, shifted by the step */
+        if (load_weights_only(R, err) < 0)
+            goto out;
+        uint64_t seed = cfg.train.seed >= 0 ? (uint64_t)cfg.train.seed : 0;
+        R->st.seed = seed;
+        R->st.best_val = INFINITY;
+        R->st.best_step = -1;
+        tfm_rng_seed(&R->st.data_rng, seed ^ DATA_SEED_SALT ^ (uint64_t)R->st.step);
+        say(o, "continuing %s at step %lld from %s with a fresh optimizer state", o->rundir,
+            (long long)R->st.step, R->model_path);
+    } else if (resumed) {
+        if (tfm_checkpoint_load_state(R->state_path, &R->m, &R->adam, &R->st, err) < 0) {
+            if (file_exists(R->model_path))
+                tfm_err_prefix(err, "cannot resume (rerun with --fresh-optimizer to continue "
+                                    "from the weights in %s with a new optimizer state)",
+                               R->model_path);
+            goto out;
+        }
         cfg.train.seed = (int64_t)R->st.seed;
         say(o, "resuming %s at step %lld", o->rundir, (long long)R->st.step);
     } else {
@@ -319,6 +398,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     if (log_truncate(R->log_path, resumed ? R->st.step : -1, err) < 0)
         goto out;
     R->saved_step = R->st.step;
+    R->saved_any = resumed;
     res->seed = R->st.seed;
     say(o, "%.2fM parameters, vocabulary %lld, %zu training tokens, %zu validation tokens",
         (double)tfm_model_config_num_params(&gc) / 1e6, (long long)cfg.model.vocab_size,
@@ -326,8 +406,13 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     res->best_val = R->st.best_val;
 
     if (R->st.step >= cfg.train.max_steps) {
-        say(o, "%s is already at step %lld of %lld", o->rundir, (long long)R->st.step,
-            (long long)cfg.train.max_steps);
+        if (R->st.step > cfg.train.max_steps)
+            say(o, "%s is at step %lld, already past train.max_steps %lld: nothing to do "
+                   "(to continue, raise it: --set train.max_steps=N)", o->rundir,
+                (long long)R->st.step, (long long)cfg.train.max_steps);
+        else
+            say(o, "%s is already at step %lld of %lld", o->rundir, (long long)R->st.step,
+                (long long)cfg.train.max_steps);
         if (!resumed && save(R, err) < 0)
             goto out;
         res->end = TFM_TRAIN_DONE;
@@ -392,11 +477,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         if (!isfinite(loss) || !isfinite(norm)) {
             tfm_progress_end(&bar);
             tfm_err_set(err,
-                        "%s at step %lld (loss %g, gradient norm %g): stopped; the last good "
-                        "checkpoint (step %lld) is kept in %s",
+                        "%s at step %lld (loss %g, gradient norm %g): stopped; %s%lld%s%s",
                         !isfinite(loss) ? "the loss is not finite" : "the gradient is not finite",
-                        (long long)R->st.step + 1, loss, norm, (long long)R->saved_step,
-                        o->rundir);
+                        (long long)R->st.step + 1, loss, norm,
+                        R->saved_any ? "the last good checkpoint (step " : "",
+                        (long long)R->saved_step, R->saved_any ? ") is kept in " : "",
+                        R->saved_any ? o->rundir : "");
             goto out_log;
         }
         double lr = tfm_schedule_lr(&sched, R->st.step);
@@ -470,8 +556,10 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     tfm_progress_end(&bar);
     if (R->saved_step != R->st.step && save(R, err) < 0)
         goto out_log;
-    if (res->end == TFM_TRAIN_STOPPED)
+    if (res->end == TFM_TRAIN_STOPPED && R->saved_any)
         say(o, "interrupted: saved step %lld in %s", (long long)R->st.step, o->rundir);
+    else if (res->end == TFM_TRAIN_STOPPED)
+        say(o, "interrupted before the first step: nothing saved");
     res->step = R->st.step;
     if (res->steps_run) {
         qsort(times, (size_t)res->steps_run, sizeof *times, cmp_double);
@@ -482,6 +570,18 @@ out_log:
     tfm_progress_end(&bar);
     fclose(logf);
 out:
+    /* A start that failed or was stopped before its first checkpoint
+     * leaves nothing (no lone log.tsv, no empty directory): the next
+     * start is a clean one. */
+    if ((rc < 0 || !R->saved_any) && !resumed && lockfd >= 0) {
+        unlink(R->log_path);
+        unlink(R->best_path);
+        if (created)
+            tfm_rmdirs(o->rundir, created);
+    }
+    if (lockfd >= 0)
+        close(lockfd);
+    free(created);
     free(x);
     free(y);
     free(docs);

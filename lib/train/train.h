@@ -11,7 +11,10 @@
  * tokens, clips the gradient norm, and steps Adam(W) at the scheduled
  * learning rate.  log.tsv gets a line every log_interval steps and at each
  * evaluation.  The loop checks *stop between steps (a signal handler sets it)
- * and then saves and returns normally.  A NaN or infinite loss or gradient
+ * and then saves and returns normally (before the first step there is
+ * nothing to save: a start stopped or failed before its first checkpoint
+ * removes what it created).  The run directory and its parents are created;
+ * it is locked (flock) for the whole call, so a second writer is refused.  A NaN or infinite loss or gradient
  * stops the run without saving: the previous checkpoint stays the last one.
  *
  * The library prints nothing itself except the progress bar (stderr, TTY
@@ -29,6 +32,9 @@ typedef struct tfm_train_opts {
     const char *rundir;
     int quiet;                     /* no progress bar */
     int64_t run_steps;             /* > 0: at most this many steps in this call */
+    int fresh_optimizer;           /* resume from model.safetensors' weights and
+                                      step with a new optimizer state (when
+                                      state.safetensors is damaged) */
     volatile sig_atomic_t *stop;   /* may be NULL */
     void (*message)(void *ctx, const char *msg); /* may be NULL */
     void *ctx;

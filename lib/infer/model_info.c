@@ -1,0 +1,63 @@
+#include "infer/model_info.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/generate.h"
+#include "io/safetensors.h"
+
+const char *tfm_tok_kind_name(tfm_tok_kind k)
+{
+    switch (k) {
+    case TFM_TOK_BPE: return "bpe";
+    case TFM_TOK_WORDPIECE: return "wordpiece";
+    case TFM_TOK_CHAR: return "char";
+    }
+    return "?";
+}
+
+int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err)
+{
+    memset(mi, 0, sizeof *mi);
+    /* the loader checks the format and the checksum, and reads the config
+     * and tokenizer as tfm-generate and tfm-eval do */
+    tfm_lm lm;
+    if (tfm_lm_open(&lm, path, err) < 0)
+        return -1;
+    mi->cfg = lm.cfg;
+    mi->file_bytes = lm.file_bytes;
+    mi->eos = lm.eos;
+    if (lm.tok) {
+        mi->has_tokenizer = 1;
+        mi->tok_kind = tfm_tokenizer_kind(lm.tok);
+        mi->tok_vocab = tfm_tokenizer_vocab_size(lm.tok);
+    }
+    tfm_lm_close(&lm);
+
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, path, err) < 0)
+        return -1;
+    mi->tfm_file = tfm_safetensors_meta(&st, "format", NULL) != NULL;
+    mi->checksum = tfm_safetensors_meta(&st, "checksum", NULL) != NULL;
+    const char *step = tfm_safetensors_meta(&st, "step", NULL);
+    char *end = NULL;
+    mi->step = step ? strtoll(step, &end, 10) : -1;
+    if (step && (end == step || *end || mi->step < 0))
+        mi->step = -1;
+    mi->n_tensors = st.n_tensors;
+    for (size_t i = 0; i < st.n_tensors; i++)
+        mi->n_params += st.tensors[i].count;
+    tfm_safetensors_close(&st);
+    return 0;
+}
+
+int tfm_model_unchecked(const char *path)
+{
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, path, NULL) < 0)
+        return 0;
+    int r = tfm_safetensors_meta(&st, "format", NULL) != NULL &&
+            tfm_safetensors_meta(&st, "checksum", NULL) == NULL;
+    tfm_safetensors_close(&st);
+    return r;
+}

@@ -1,0 +1,44 @@
+/* What a model file is, for `tfm-eval info`: its kind, configuration,
+ * parameter count, training step, tokenizer and checksum state, read
+ * through the loaders the other programs use (tfm_lm_open and the
+ * safetensors reader), so what it reports is what they see.
+ *
+ *     tfm_model_info mi;
+ *     if (tfm_model_info_read("run/model.safetensors", &mi, &err) < 0) ...
+ */
+#ifndef TFM_INFER_MODEL_INFO_H
+#define TFM_INFER_MODEL_INFO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "model/transformer.h"
+#include "text/tokenizer.h"
+
+typedef struct tfm_model_info {
+    int tfm_file;           /* 1: written by tfm (metadata "format"); 0: a
+                               HuggingFace GPT-2 layout without metadata */
+    tfm_model_config cfg;     /* as the loader reads it */
+    size_t n_params;        /* elements of every tensor in the file */
+    size_t n_tensors;
+    size_t file_bytes;
+    int64_t step;           /* training steps behind it; -1 when not recorded */
+    int has_tokenizer;
+    tfm_tok_kind tok_kind;  /* when has_tokenizer */
+    uint32_t tok_vocab;
+    int64_t eos;            /* end-of-text id, -1 when none */
+    int checksum;           /* 1: present and verified; 0: the file has none
+                               (a mismatch is an error of tfm_model_info_read) */
+} tfm_model_info;
+
+int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err);
+
+/* 1 when path says it was written by tfm but carries no checksum, so its
+ * integrity cannot be checked (a file from an old or foreign writer); 0
+ * otherwise, also when it cannot be read (the loader reports that). */
+int tfm_model_unchecked(const char *path);
+
+const char *tfm_tok_kind_name(tfm_tok_kind k);
+
+#endif

@@ -16,7 +16,7 @@
 #include "base/progress.h"
 #include "infer/eval.h"
 #include "infer/metrics.h"
-#include "infer/model_info.h"
+#include "model/info.h"
 #include "io/json.h"
 #include "io/npy.h"
 #include "tensor/gemm.h"
@@ -534,10 +534,12 @@ static void cmd_info(const app *a)
     if (a->json) {
         tfm_buf_puts(&o, "{\"model\":");
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
-        tfm_buf_printf(&o, ",\"kind\":\"%s\",\"bytes\":%zu,\"tensors\":%zu,\"parameters\":%zu,"
+        tfm_buf_printf(&o, ",\"kind\":\"%s\",\"model_kind\":\"%s\",\"positions\":\"%s\","
+                       "\"bytes\":%zu,\"tensors\":%zu,\"parameters\":%zu,"
                        "\"n_layer\":%d,\"n_head\":%d,\"n_embd\":%d,\"block_size\":%d,"
                        "\"vocab_size\":%d,\"norm\":\"%s\",\"bias\":%s,\"tied\":%s,\"step\":",
-                       kind, mi.file_bytes, mi.n_tensors, mi.n_params, c->n_layer, c->n_head,
+                       kind, tfm_kind_name(c->kind), tfm_pos_name(c->pos), mi.file_bytes,
+                       mi.n_tensors, mi.n_params, c->n_layer, c->n_head,
                        c->n_embd, c->block_size, c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");
         if (mi.step >= 0)
@@ -555,9 +557,11 @@ static void cmd_info(const app *a)
             tfm_buf_puts(&o, "null");
         tfm_buf_printf(&o, ",\"checksum\":\"%s\"}\n", sum);
     } else {
-        tfm_buf_printf(&o, "model\t%s\nkind\t%s\nbytes\t%zu\ntensors\t%zu\nparameters\t%zu\n"
+        tfm_buf_printf(&o, "model\t%s\nkind\t%s\nmodel_kind\t%s\npositions\t%s\nbytes\t%zu\n"
+                       "tensors\t%zu\nparameters\t%zu\n"
                        "n_layer\t%d\nn_head\t%d\nn_embd\t%d\nblock_size\t%d\nvocab_size\t%d\n"
-                       "norm\t%s\nbias\t%s\ntied\t%s\n", a->model_path, kind, mi.file_bytes,
+                       "norm\t%s\nbias\t%s\ntied\t%s\n", a->model_path, kind, tfm_kind_name(c->kind),
+                       tfm_pos_name(c->pos), mi.file_bytes,
                        mi.n_tensors, mi.n_params, c->n_layer, c->n_head, c->n_embd, c->block_size,
                        c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");

@@ -15,7 +15,7 @@
 #include "base/opt.h"
 #include "base/rng.h"
 #include "infer/generate.h"
-#include "infer/model_info.h"
+#include "model/info.h"
 #include "tensor/gemm.h"
 
 static const char *prog = "tfm-generate";

@@ -39,6 +39,17 @@ void tfm_model_config_default(tfm_model_config *c)
     c->t5_max_distance = 128;
 }
 
+const char *tfm_kind_name(tfm_kind kind)
+{
+    return kind == TFM_KIND_ENCODER ? "encoder" : "decoder";
+}
+
+const char *tfm_pos_name(tfm_pos pos)
+{
+    static const char *const names[] = {"learned", "sinusoidal", "rope", "alibi", "t5"};
+    return pos >= TFM_POS_LEARNED && pos <= TFM_POS_T5 ? names[pos] : "?";
+}
+
 int tfm_model_config_ff(const tfm_model_config *c)
 {
     return c->d_ff > 0 ? c->d_ff : 4 * c->n_embd;

@@ -148,6 +148,11 @@ typedef struct tfm_model_config {
     int emb_norm;        /* 1: LayerNorm after the embedding sum (BERT) */
 } tfm_model_config;
 
+/* "decoder", "encoder"; "learned", "sinusoidal", "rope", "alibi", "t5" (the
+ * config's words). */
+const char *tfm_kind_name(tfm_kind kind);
+const char *tfm_pos_name(tfm_pos pos);
+
 /* F: d_ff, or 4·n_embd when 0. */
 int tfm_model_config_ff(const tfm_model_config *cfg);
 

@@ -1,9 +1,9 @@
-#include "infer/model_info.h"
+#include "model/info.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer/generate.h"
+#include "model/file.h"
 #include "io/safetensors.h"
 
 const char *tfm_tok_kind_name(tfm_tok_kind k)

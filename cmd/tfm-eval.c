@@ -624,7 +624,7 @@ int main(int argc, char **argv)
         tfm_usage_error(prog, "--context and --stride are for perplexity");
     a.name = strcmp(a.input, "-") ? a.input : "stdin";
 
-    tfm_blas_init((int)threads);
+    tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
     if (tfm_eval_open(&a.ev, a.model_path, (int)batch, &err) < 0)
         die(&err);

@@ -379,7 +379,7 @@ int main(int argc, char **argv)
     o.stops = stops;
     o.n_stops = n_stops;
 
-    tfm_blas_init(threads);
+    tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
     if (tfm_lm_open(&a.lm, model, &err) < 0)
         tfm_die(prog, &err);

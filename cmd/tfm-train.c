@@ -166,8 +166,8 @@ int main(int argc, char **argv)
     if (tfm_config_validate(&cfg, &err) < 0)
         tfm_die(prog, &err);
 
-    if (!threads)
-        threads = cfg.train.threads > 0 ? (int)cfg.train.threads : tfm_threads_default();
+    threads = threads ? tfm_opt_threads(prog, "--threads", threads)
+                      : tfm_opt_threads(prog, "train.threads", (long)cfg.train.threads);
     tfm_blas_init(threads);
 
     struct sigaction sa = {0};

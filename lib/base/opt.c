@@ -2,6 +2,8 @@
 
 #include "config.h"
 
+#include "base/thread.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -84,4 +86,20 @@ void tfm_print_version(const char *prog)
 {
     printf("%s (tfm) %s\n", prog, PACKAGE_VERSION);
     exit(0);
+}
+
+int tfm_opt_threads(const char *prog, const char *source, long requested)
+{
+    if (requested <= 0) {
+        requested = tfm_threads_env();
+        source = "TFM_NUM_THREADS";
+        if (!requested)
+            return tfm_cpus_available();
+    }
+    int cpus = tfm_cpus_available();
+    if (requested <= cpus)
+        return (int)requested;
+    fprintf(stderr, "%s: %s%s%ld: only %d CPU%s available to this process; using %d thread%s\n",
+            prog, source, source[0] == '-' ? " " : "=", requested, cpus, cpus == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s");
+    return cpus;
 }

@@ -22,6 +22,11 @@ void tfm_die(const char *prog, const tfm_err *err) __attribute__((noreturn));
 /* "prog: message" and exit 1. */
 void tfm_fatal(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+/* The thread count to run with: REQUESTED if > 0 (SOURCE names where it
+ * came from, e.g. "--threads"), else TFM_NUM_THREADS, else the CPUs this
+ * process may use.  More than those CPUs would only make threads wait for
+ * each other: capped, with a warning on stderr. */
+int tfm_opt_threads(const char *prog, const char *source, long requested);
 /* Prints "prog (tfm) VERSION" to stdout and exits 0. */
 void tfm_print_version(const char *prog) __attribute__((noreturn));
 

@@ -56,7 +56,7 @@ static void __attribute__((noreturn)) usage(void)
            "      --no-cache         recompute the whole sequence for every token (slow;\n"
            "                         the baseline that shows what the cache saves)\n"
            "Other:\n"
-           "      --threads N        threads (default: TFM_NUM_THREADS or all cores)\n"
+           "      --threads N        threads (default: TFM_NUM_THREADS or the usable CPUs)\n"
            "      --profile          time each part of the decode steps (stderr)\n"
            "      --bf16             decode with bfloat16 copies of the weight matrices:\n"
            "                         half the memory traffic, slightly different numbers\n"

@@ -38,7 +38,7 @@ static void usage(void)
            "                       continue)\n"
            "      --seed N         same as --set train.seed=N\n"
            "      --threads N      threads (default: train.threads, TFM_NUM_THREADS, or\n"
-           "                       all cores)\n"
+           "                       usable CPUs)\n"
            "  -q, --quiet          no progress bar or messages on stderr\n"
            "  -h, --help           this help\n"
            "      --version        print the version\n"

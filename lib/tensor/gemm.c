@@ -118,7 +118,7 @@ void tfm_blas_init(int threads)
  * fields, spinning only as long as barriers take on an idle machine and then
  * sleeping on a futex.  The spin budget adapts per thread: it halves each time
  * a wait has to sleep (shared cores) and doubles back when waits end within
- * it (idle cores), so the idle path spins exactly as BLIS did.  Weak, so
+ * it (idle cores), so on idle cores waits end spinning, as in BLIS.  Weak, so
  * that a static libblis.a keeps its own; another BLIS version (other
  * fields) gets its own barrier back through RTLD_NEXT. */
 #if defined(__linux__) && (defined(BLIS_ENABLE_OPENMP) || defined(BLIS_ENABLE_PTHREADS)) && \
@@ -130,12 +130,14 @@ static __thread int spin_budget = SPIN_MAX;
 
 static int barrier_known(void)
 {
-    static int known = -1; /* same answer from every thread: races are benign */
-    if (known < 0) {
+    static int known = -1; /* every thread computes the same answer */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
         const char *v = bli_info_get_version_str();
-        known = v && strncmp(v, "0.9", 3) == 0;
+        k = v && strncmp(v, "0.9", 3) == 0;
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
     }
-    return known;
+    return k;
 }
 
 static int *sense_word(thrcomm_t *comm)
@@ -162,11 +164,14 @@ __attribute__((weak)) void bli_thrcomm_barrier(dim_t t_id, thrcomm_t *comm)
     if (!comm || comm->n_threads == 1)
         return;
     if (!barrier_known()) {
-        static void (*next)(dim_t, thrcomm_t *);
-        if (!next)
-            *(void **)&next = dlsym(RTLD_NEXT, "bli_thrcomm_barrier");
-        if (next && next != bli_thrcomm_barrier)
-            next(t_id, comm);
+        static void *next;
+        void *f = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
+        if (!f) {
+            f = dlsym(RTLD_NEXT, "bli_thrcomm_barrier");
+            __atomic_store_n(&next, f, __ATOMIC_RELEASE);
+        }
+        if (f && f != (void *)bli_thrcomm_barrier)
+            ((void (*)(dim_t, thrcomm_t *))f)(t_id, comm);
         return;
     }
     gint_t sense = __atomic_load_n(&comm->barrier_sense, __ATOMIC_RELAXED);

@@ -99,7 +99,8 @@ int tfm_opt_threads(const char *prog, const char *source, long requested)
     int cpus = tfm_cpus_available();
     if (requested <= cpus)
         return (int)requested;
+    const char *s = cpus == 1 ? "" : "s";
     fprintf(stderr, "%s: %s%s%ld: only %d CPU%s available to this process; using %d thread%s\n",
-            prog, source, source[0] == '-' ? " " : "=", requested, cpus, cpus == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s");
+            prog, source, source[0] == '-' ? " " : "=", requested, cpus, s, cpus, s);
     return cpus;
 }

@@ -73,10 +73,11 @@ static void choose_arch(void)
  * taking that time, on shared cores, from the threads doing the work (two
  * 2-thread trainings on 2 cores: 3.9 times one alone at 30000, 2 times at
  * 3000).  3000 (~0.1 ms) still spans the gaps between the parallel regions
- * of our loops.  libgomp reads GOMP_SPINCOUNT in its constructor, before main, so
- * no setenv of ours comes early enough; it reads it with getenv, through the
- * PLT, and this getenv (the C library's, plus that default) is the one it
- * finds.  The user's GOMP_SPINCOUNT or OMP_WAIT_POLICY win. */
+ * of our loops.  libgomp reads GOMP_SPINCOUNT in its constructor, before
+ * main, so no setenv of ours comes early enough (nor one in .preinit_array:
+ * the C library resets environ after it); but it reads it with getenv,
+ * through the PLT, and this getenv (the C library's, plus that default) is
+ * the one it finds.  The user's GOMP_SPINCOUNT or OMP_WAIT_POLICY win. */
 #if defined(__linux__) && defined(_OPENMP)
 extern char **environ;
 

@@ -60,7 +60,7 @@ static void __attribute__((noreturn)) usage(void)
            "      --items F        choice, lastword: one JSON line per item to F (the\n"
            "                       input line, the scores, what was predicted)\n"
            "      --batch N        sequences per forward pass (default: by memory)\n"
-           "      --threads N      threads (default: TFM_NUM_THREADS or all cores)\n"
+           "      --threads N      threads (default: TFM_NUM_THREADS or the usable CPUs)\n"
            "  -q, --quiet          no summary or progress on stderr\n"
            "  -h, --help           this help\n"
            "      --version        print the version\n"
@@ -783,7 +783,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    tfm_blas_init((int)threads);
+    tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
     if (tfm_eval_open(&a.ev, a.model_path, (int)batch, &err) < 0)
         die(&err);

@@ -59,7 +59,7 @@ static void __attribute__((noreturn)) usage(void)
            "      --no-cache         recompute the whole sequence for every token (slow;\n"
            "                         the baseline that shows what the cache saves)\n"
            "Other:\n"
-           "      --threads N        threads (default: TFM_NUM_THREADS or all cores)\n"
+           "      --threads N        threads (default: TFM_NUM_THREADS or the usable CPUs)\n"
            "      --profile          time each part of the decode steps (stderr)\n"
            "      --bf16             decode with bfloat16 copies of the weight matrices:\n"
            "                         half the memory traffic, slightly different numbers\n"
@@ -403,7 +403,7 @@ int main(int argc, char **argv)
     o.stops = stops;
     o.n_stops = n_stops;
 
-    tfm_blas_init(threads);
+    tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
     if (tfm_lm_open(&a.lm, model, &err) < 0)
         tfm_die(prog, &err);

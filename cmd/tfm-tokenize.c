@@ -69,7 +69,7 @@ static void usage_train(FILE *fp)
             "      --sample-lines N    train on N lines drawn uniformly from the input\n"
             "      --seed S            seed of the sample (default: random, logged)\n"
             "  -o, --output FILE       write tokenizer.json to FILE (default stdout)\n"
-            "      --threads N         threads (default: all cores or $TFM_NUM_THREADS)\n"
+            "      --threads N         threads (default: usable CPUs or $TFM_NUM_THREADS)\n"
             "  -q, --quiet             no progress or summary on stderr\n"
             "  -h, --help              this help;  --version  the version\n",
             prog);
@@ -93,7 +93,7 @@ static void usage_encode(FILE *fp)
             "                          type_ids in jsonl); GPT-2 style: <|endoftext|> after\n"
             "      --split-special     special-token text in the input becomes its id\n"
             "  -o, --output FILE       write to FILE (default stdout), atomically\n"
-            "      --threads N         threads (default: all cores or $TFM_NUM_THREADS)\n"
+            "      --threads N         threads (default: usable CPUs or $TFM_NUM_THREADS)\n"
             "  -q, --quiet             no summary on stderr\n"
             "  -h, --help              this help;  --version  the version\n",
             prog);

@@ -43,7 +43,7 @@ static void usage(void)
            "                       state.safetensors is damaged)\n"
            "      --seed N         same as --set train.seed=N\n"
            "      --threads N      threads (default: train.threads, TFM_NUM_THREADS, or\n"
-           "                       all cores)\n"
+           "                       usable CPUs)\n"
            "  -q, --quiet          no progress bar or messages on stderr\n"
            "  -h, --help           this help\n"
            "      --version        print the version\n"
@@ -181,8 +181,8 @@ int main(int argc, char **argv)
     if (tfm_config_validate(&cfg, &err) < 0)
         tfm_die(prog, &err);
 
-    if (!threads)
-        threads = cfg.train.threads > 0 ? (int)cfg.train.threads : tfm_threads_default();
+    threads = threads ? tfm_opt_threads(prog, "--threads", threads)
+                      : tfm_opt_threads(prog, "train.threads", (long)cfg.train.threads);
     tfm_blas_init(threads);
 
     struct sigaction sa = {0};

@@ -169,6 +169,70 @@ static void test_progress_counts(void **state)
     assert_null(strstr(buf, "e+"));
 }
 
+static void put(const char *dir, const char *file, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void mk(const char *dir, const char *sub)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    assert_int_equal(mkdir(path, 0700), 0);
+}
+
+/* CPU quotas from fake cgroup trees: v2 cpu.max on the process's cgroup or
+ * an ancestor (the smaller wins, rounded up), v1 cfs files under a "cpu"
+ * or "cpu,cpuacct" mount, no quota ("max", -1) and missing files. */
+static void test_cgroup_quota(void **state)
+{
+    char root[] = "/tmp/tfm-cgroup.XXXXXX";
+    assert_non_null(mkdtemp(root));
+    mk(root, "a");
+    mk(root, "a/b");
+    put(root, "self", "0::/a/b\n");
+    assert_int_equal(tfm_cgroup_cpu_limit(root, "/nonexistent/cgroup"), 0);
+    char self[600];
+    snprintf(self, sizeof self, "%s/self", root);
+    assert_int_equal(tfm_cgroup_cpu_limit(root, self), 0); /* no cpu.max anywhere */
+    put(root, "a/b/cpu.max", "max 100000\n");
+    assert_int_equal(tfm_cgroup_cpu_limit(root, self), 0);
+    put(root, "a/cpu.max", "250000 100000\n"); /* 2.5 CPUs on the parent */
+    assert_int_equal(tfm_cgroup_cpu_limit(root, self), 3);
+    put(root, "a/b/cpu.max", "50000 100000\n");
+    assert_int_equal(tfm_cgroup_cpu_limit(root, self), 1);
+    put(root, "cpu.max", "100000 100000\n"); /* the namespace root counts too */
+    put(root, "a/b/cpu.max", "max 100000\n");
+    assert_int_equal(tfm_cgroup_cpu_limit(root, self), 1);
+
+    /* v1: "cpu" among the controllers of a line */
+    char v1[] = "/tmp/tfm-cgroup1.XXXXXX";
+    assert_non_null(mkdtemp(v1));
+    mk(v1, "cpu,cpuacct");
+    mk(v1, "cpu,cpuacct/job");
+    put(v1, "self", "5:memory:/job\n4:cpuacct,cpu:/job\n0::/\n");
+    snprintf(self, sizeof self, "%s/self", v1);
+    put(v1, "cpu,cpuacct/job/cpu.cfs_quota_us", "-1\n");
+    put(v1, "cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
+    assert_int_equal(tfm_cgroup_cpu_limit(v1, self), 0);
+    put(v1, "cpu,cpuacct/job/cpu.cfs_quota_us", "300000\n");
+    assert_int_equal(tfm_cgroup_cpu_limit(v1, self), 3);
+    put(v1, "self", "5:memory:/job\n4:cpuacct:/job\n"); /* no cpu controller */
+    assert_int_equal(tfm_cgroup_cpu_limit(v1, self), 0);
+
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, v1);
+    assert_int_equal(system(cmd), 0);
+    /* this process: at least one CPU, never more than the affinity mask */
+    int n = tfm_cpus_available();
+    assert_true(n >= 1 && n <= sysconf(_SC_NPROCESSORS_CONF));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_rng_repeatable), cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_getline_nul),  cmocka_unit_test(test_parallel),
         cmocka_unit_test(test_parse), cmocka_unit_test(test_write_device_in_place),
+        cmocka_unit_test(test_cgroup_quota),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,8 @@
 
 #include "config.h"
 
+#include "base/thread.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -184,4 +186,21 @@ void tfm_main_start(const char *prog)
         put_escaped(env);
         fprintf(stderr, "' is not a thread count (1 to 1024)\n");
     }
+}
+
+int tfm_opt_threads(const char *prog, const char *source, long requested)
+{
+    if (requested <= 0) {
+        requested = tfm_threads_env();
+        source = "TFM_NUM_THREADS";
+        if (!requested)
+            return tfm_cpus_available();
+    }
+    int cpus = tfm_cpus_available();
+    if (requested <= cpus)
+        return (int)requested;
+    const char *s = cpus == 1 ? "" : "s";
+    fprintf(stderr, "%s: %s%s%ld: only %d CPU%s available to this process; using %d thread%s\n",
+            prog, source, source[0] == '-' ? " " : "=", requested, cpus, s, cpus, s);
+    return cpus;
 }

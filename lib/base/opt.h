@@ -38,6 +38,11 @@ void tfm_main_start(const char *prog);
 /* Same check at any point: "prog: <stdout>: write error: ..." and exit 1
  * when stdout has failed (so that a long run stops at the first loss). */
 void tfm_check_stdout(const char *prog);
+/* The thread count to run with: REQUESTED if > 0 (SOURCE names where it
+ * came from, e.g. "--threads"), else TFM_NUM_THREADS, else the CPUs this
+ * process may use.  More than those CPUs would only make threads wait for
+ * each other: capped, with a warning on stderr. */
+int tfm_opt_threads(const char *prog, const char *source, long requested);
 /* Prints "prog (tfm) VERSION" to stdout and exits 0. */
 void tfm_print_version(const char *prog) __attribute__((noreturn));
 

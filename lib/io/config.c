@@ -117,7 +117,7 @@ static const tfm_config_key keys[] = {
     {"train.seed", TFM_CONFIG_INT, OFF(train.seed), "1337", -1, I64, NULL,
      "random seed for initialisation, batches and dropout; -1: from the clock (logged)"},
     {"train.threads", TFM_CONFIG_INT, OFF(train.threads), "0", 0, 4096, NULL,
-     "threads; 0: --threads, TFM_NUM_THREADS or all cores"},
+     "threads; 0: --threads, TFM_NUM_THREADS or the CPUs usable"},
     {"train.label_smoothing", TFM_CONFIG_FLOAT, OFF(train.label_smoothing), "0", 0, 0.999,
      NULL, "label smoothing of the cross-entropy loss"},
 };

@@ -15,8 +15,17 @@
 #include <cpuid.h>
 #endif
 #include <stdlib.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#ifdef __linux__
+#include <dlfcn.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 #endif
 
 static int blas_threads = 1;
@@ -60,6 +69,31 @@ static void choose_arch(void)
 }
 #endif
 
+/* libgomp's idle threads spin 300000 pauses (~10 ms) before they sleep,
+ * taking that time, on shared cores, from the threads doing the work (two
+ * 2-thread trainings on 2 cores: 3.9 times one alone at 30000, 2 times at
+ * 3000).  3000 (~0.1 ms) still spans the gaps between the parallel regions
+ * of our loops.  libgomp reads GOMP_SPINCOUNT in its constructor, before
+ * main, so no setenv of ours comes early enough (nor one in .preinit_array:
+ * the C library resets environ after it); but it reads it with getenv,
+ * through the PLT, and this getenv (the C library's, plus that default) is
+ * the one it finds.  The user's GOMP_SPINCOUNT or OMP_WAIT_POLICY win. */
+#if defined(__linux__) && defined(_OPENMP)
+extern char **environ;
+
+char *getenv(const char *name)
+{
+    size_t n = strlen(name);
+    if (environ && !strchr(name, '='))
+        for (char **e = environ; *e; e++)
+            if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+                return *e + n + 1;
+    if (strcmp(name, "GOMP_SPINCOUNT") == 0 && !getenv("OMP_WAIT_POLICY"))
+        return (char *)"3000";
+    return NULL;
+}
+#endif
+
 void tfm_blas_init(int threads)
 {
     if (!blas_ready) {
@@ -75,6 +109,102 @@ void tfm_blas_init(int threads)
     omp_set_num_threads(threads);
 #endif
 }
+
+/* BLIS 0.9 waits at its thread barriers by spinning on a flag, with no
+ * pause, yield or sleep: when a thread it waits for cannot run (more threads
+ * than free cores: another job on the same cores, taskset, a CPU quota) the
+ * waiter burns its whole time slice, and products take 30 times as long.
+ * BLIS exports the barrier and calls it through the PLT, so this definition
+ * replaces it in our programs: the same sense-reversing protocol on the same
+ * fields, spinning only as long as barriers take on an idle machine and then
+ * sleeping on a futex.  The spin budget adapts per thread: it halves each time
+ * a wait has to sleep (shared cores) and doubles back when waits end within
+ * it (idle cores), so on idle cores waits end spinning, as in BLIS.  Weak, so
+ * that a static libblis.a keeps its own; another BLIS version (other
+ * fields) gets its own barrier back through RTLD_NEXT. */
+#if defined(__linux__) && (defined(BLIS_ENABLE_OPENMP) || defined(BLIS_ENABLE_PTHREADS)) && \
+    !defined(BLIS_TREE_BARRIER) && !defined(BLIS_USE_PTHREAD_BARRIER)
+enum { SPIN_MAX = 4096, SPIN_MIN = 16 }; /* pauses: ~120 µs and ~0.5 µs at ~30 ns */
+
+static int sleepers; /* threads asleep in any barrier: wakes are needed */
+static __thread int spin_budget = SPIN_MAX;
+
+static int barrier_known(void)
+{
+    static int known = -1; /* every thread computes the same answer */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        const char *v = bli_info_get_version_str();
+        k = v && strncmp(v, "0.9", 3) == 0;
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
+}
+
+static int *sense_word(thrcomm_t *comm)
+{
+    /* the flag is 0 or 1 in a 64-bit integer: futexes take its low half */
+    int *w = (int *)&comm->barrier_sense;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w += sizeof comm->barrier_sense / sizeof(int) - 1;
+#endif
+    return w;
+}
+
+static void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+__attribute__((weak)) void bli_thrcomm_barrier(dim_t t_id, thrcomm_t *comm)
+{
+    if (!comm || comm->n_threads == 1)
+        return;
+    if (!barrier_known()) {
+        static void *next;
+        void *f = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
+        if (!f) {
+            f = dlsym(RTLD_NEXT, "bli_thrcomm_barrier");
+            __atomic_store_n(&next, f, __ATOMIC_RELEASE);
+        }
+        if (f && f != (void *)bli_thrcomm_barrier)
+            ((void (*)(dim_t, thrcomm_t *))f)(t_id, comm);
+        return;
+    }
+    gint_t sense = __atomic_load_n(&comm->barrier_sense, __ATOMIC_RELAXED);
+    dim_t arrived = __atomic_add_fetch(&comm->barrier_threads_arrived, 1, __ATOMIC_ACQ_REL);
+    if (arrived == comm->n_threads) {
+        comm->barrier_threads_arrived = 0;
+        __atomic_fetch_xor(&comm->barrier_sense, 1, __ATOMIC_SEQ_CST);
+        /* seq_cst on both sides: either a sleeper's futex sees the new
+         * sense, or this load sees the sleeper */
+        if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
+            syscall(SYS_futex, sense_word(comm), FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        return;
+    }
+    int budget = spin_budget;
+    for (int i = 0; i < budget; i++) {
+        if (__atomic_load_n(&comm->barrier_sense, __ATOMIC_ACQUIRE) != sense) {
+            if (budget < SPIN_MAX)
+                spin_budget = budget * 2;
+            return;
+        }
+        spin_pause();
+    }
+    if (budget > SPIN_MIN)
+        spin_budget = budget / 2;
+    /* the timeout only bounds the cost of a missed wake */
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    __atomic_add_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&comm->barrier_sense, __ATOMIC_ACQUIRE) == sense)
+        syscall(SYS_futex, sense_word(comm), FUTEX_WAIT_PRIVATE, (int)sense, &ts, NULL, 0);
+    __atomic_sub_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
+}
+#endif
 
 int tfm_blas_threads(void)
 {

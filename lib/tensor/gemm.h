@@ -15,8 +15,8 @@
 /* Picks BLIS's kernels from the CPU's features (AVX-512F -> skx, except
  * on AMD Zen 4, which splits 512-bit work in halves; AVX2 -> haswell)
  * unless the user set BLIS_ARCH_TYPE, and sets the thread count of BLIS
- * and OpenMP.  threads <= 0 means TFM_NUM_THREADS, else all cores
- * (tfm_threads_default).  May be called again to change the thread count. */
+ * and OpenMP.  threads <= 0 means TFM_NUM_THREADS, else the CPUs this
+ * process may use (tfm_threads_default).  May be called again to change the thread count. */
 void tfm_blas_init(int threads);
 /* The thread count set by tfm_blas_init (1 before it). */
 int tfm_blas_threads(void);

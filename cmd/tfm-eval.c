@@ -183,11 +183,13 @@ static void cmd_perplexity(app *a)
     tfm_err err = {0};
     const long block = a->ev.model.cfg.block_size;
     long context = a->context ? a->context : block;
-    if (context > block)
-        tfm_usage_error(prog, "--context %ld is longer than the model's context of %ld",
-                        context, block);
+    if (context > block && a->ev.model.cfg.pos == TFM_POS_LEARNED)
+        tfm_usage_error(prog, "--context %ld is longer than the model's context of %ld "
+                        "(learned positions end there)", context, block);
     if (context < 2)
         tfm_usage_error(prog, "--context must be at least 2");
+    if (tfm_eval_set_context(&a->ev, (int)context, &err) < 0)
+        die(&err);
     long stride = a->stride ? a->stride : context;
     if (stride > context)
         tfm_usage_error(prog, "--stride %ld is longer than the context %ld", stride, context);

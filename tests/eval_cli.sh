@@ -262,6 +262,19 @@ expect_exit 0 $E perplexity -m m.st text.txt
 # --help says what the man page says about --stride
 tfm-eval --help | tr -s ' \n' ' ' | grep -q 'last min(S, N - 1) tokens' || fail "--help on --stride"
 
+# Past the training context: refused for learned positions (their table
+# ends), scored for rotary ones; within it both agree with their own
+# forward at the default context.
+$E perplexity -m m.st --context 32 text.txt 2>err.txt && fail "context 32 on a 16-position table"
+grep -q "learned positions" err.txt || fail "no reason for the refused context: $(cat err.txt)"
+"$TFM_BUILDDIR/tests/mkmodel" rope.st --text text.txt --layers 2 --heads 2 --embd 32 \
+    --context 16 --scale 3 --seed 4 --set model.positions=rope
+$E perplexity -m rope.st --context 64 --json text.txt >rope64.json
+[ "$(field rope64.json tokens)" -eq "$N" ] || fail "rope at context 64: $(cat rope64.json)"
+[ "$(field rope64.json context)" -eq 64 ] || fail "rope context: $(cat rope64.json)"
+$E perplexity -m rope.st --json text.txt >rope16.json
+[ "$(field rope16.json context)" -eq 16 ] || fail "rope default context: $(cat rope16.json)"
+
 # Every --json output and --items file of this test is strict JSON.
 rm tok.json  # the one JSON file that is not one document a line
 /usr/bin/python3 - ./*.json ./*.items lwi.jsonl ok.items.jsonl <<'PY' || fail "not strict JSON"

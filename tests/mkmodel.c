@@ -4,7 +4,7 @@
  *
  *   mkmodel OUT.safetensors [--text FILE] [--layers L] [--heads H] [--embd C]
  *           [--context T] [--vocab V] [--seed S] [--scale X] [--post-ln] [--hf]
- *           [--nan]
+ *           [--nan] [--set KEY=VALUE ...]
  *
  * With --text, a character tokenizer is trained on FILE (plus <unk> and
  * <|endoftext|>) and sets the vocabulary; without it the file has no
@@ -13,7 +13,8 @@
  * HuggingFace GPT-2 checkpoint instead: "transformer."-prefixed names, no
  * metadata (so no config: the loader reads the shape off the tensors and
  * assumes 64-wide heads).  --nan makes every weight NaN: a diverged model,
- * for the tests of what programs print then. */
+ * for the tests of what programs print then.  --set overrides any config key
+ * (tfm-config(5)) after the options above, e.g. model.positions=rope. */
 #include "config.h"
 
 #include <getopt.h>
@@ -39,19 +40,24 @@ int main(int argc, char **argv)
     const char *text = NULL;
     long layers = 2, heads = 2, embd = 32, context = 64, vocab = 64, seed = 1;
     double scale = 1;
-    int post = 0, hf = 0, nan = 0;
+    int post = 0, hf = 0, nan = 0, n_sets = 0;
+    const char *sets[16];
     static const struct option opts[] = {
         {"text", required_argument, 0, 't'}, {"layers", required_argument, 0, 'l'},
         {"heads", required_argument, 0, 'H'}, {"embd", required_argument, 0, 'c'},
         {"context", required_argument, 0, 'T'}, {"vocab", required_argument, 0, 'v'},
         {"seed", required_argument, 0, 's'}, {"scale", required_argument, 0, 'x'},
         {"post-ln", no_argument, 0, 'p'}, {"hf", no_argument, 0, 'f'},
-        {"nan", no_argument, 0, 'N'}, {0, 0, 0, 0},
+        {"nan", no_argument, 0, 'N'}, {"set", required_argument, 0, 'S'}, {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 't': text = optarg; break;
+        case 'S':
+            if (n_sets < 16)
+                sets[n_sets++] = optarg;
+            break;
         case 'l': layers = tfm_opt_long(prog, "--layers", optarg, 1, 96); break;
         case 'H': heads = tfm_opt_long(prog, "--heads", optarg, 1, 96); break;
         case 'c': embd = tfm_opt_long(prog, "--embd", optarg, 1, 1 << 14); break;
@@ -103,6 +109,9 @@ int main(int argc, char **argv)
     cfg.model.vocab_size = vocab;
     cfg.model.dropout = 0;
     cfg.model.norm = post ? TFM_CONFIG_NORM_POST : TFM_CONFIG_NORM_PRE;
+    for (int i = 0; i < n_sets; i++)
+        if (tfm_config_set(&cfg, sets[i], &err) < 0)
+            tfm_die(prog, &err);
     tfm_model_config g;
     if (tfm_model_config_from(&cfg, &g, &err) < 0)
         tfm_die(prog, &err);

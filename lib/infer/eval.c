@@ -18,6 +18,8 @@ static int put(tfm_model *m, const char *name, const float *src, int *bound)
     return 0;
 }
 
+static void plan(tfm_eval *e, int context);
+
 int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
 {
     memset(e, 0, sizeof *e);
@@ -67,18 +69,44 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
     lm.tok = NULL;
     e->eos = lm.eos;
     tfm_lm_close(&lm);
-    const tfm_model_config *g = &e->model.cfg;
+    e->batch_asked = batch;
+    plan(e, e->model.cfg.block_size);
+    return 0;
+}
+
+/* Buffers for batches of sequences of up to context tokens. */
+static void plan(tfm_eval *e, int context)
+{
+    int batch = e->batch_asked;
     if (batch < 1) {
         /* the forward's logits are [batch, T, V] floats */
-        size_t per = (size_t)g->block_size * (size_t)g->vocab_size * sizeof(float);
+        size_t per = (size_t)context * (size_t)e->model.cfg.vocab_size * sizeof(float);
         size_t b = ((size_t)256 << 20) / (per ? per : 1);
         batch = b < 1 ? 1 : b > 16 ? 16 : (int)b;
     }
     e->batch = batch;
-    size_t rows = (size_t)batch * (size_t)g->block_size;
+    e->context = context;
+    size_t rows = (size_t)batch * (size_t)context;
+    free(e->in);
+    free(e->nll);
+    free(e->hit);
     e->in = tfm_malloc(rows * sizeof *e->in);
     e->nll = tfm_malloc(rows * sizeof *e->nll);
     e->hit = tfm_malloc(rows);
+}
+
+int tfm_eval_set_context(tfm_eval *e, int context, tfm_err *err)
+{
+    const tfm_model_config *c = &e->model.cfg;
+    if (context < 2)
+        return tfm_err_set(err, "a context of %d tokens leaves nothing to score", context);
+    if (context > c->block_size && c->pos == TFM_POS_LEARNED)
+        return tfm_err_set(err, "context %d is longer than the model's %d: learned positions "
+                                "end there", context, c->block_size);
+    if (context > 1 << 20)
+        return tfm_err_set(err, "context %d is out of range (at most 1048576)", context);
+    if (context != e->context)
+        plan(e, context);
     return 0;
 }
 
@@ -107,7 +135,7 @@ void tfm_eval_close(tfm_eval *e)
 static int score_batch(tfm_eval *e, tfm_eval_seq *seqs, int n, tfm_err *err)
 {
     const int V = e->model.cfg.vocab_size;
-    const size_t block = (size_t)e->model.cfg.block_size;
+    const size_t block = (size_t)e->context;
     size_t T = 0;
     for (int i = 0; i < n; i++) {
         size_t len = seqs[i].n < block ? seqs[i].n : block;
@@ -165,7 +193,7 @@ static int score_batch(tfm_eval *e, tfm_eval_seq *seqs, int n, tfm_err *err)
 int tfm_eval_score(tfm_eval *e, tfm_eval_seq *seqs, size_t n, tfm_progress *progress,
                    tfm_err *err)
 {
-    const size_t block = (size_t)e->model.cfg.block_size;
+    const size_t block = (size_t)e->context;
     for (size_t i = 0; i < n; i++) {
         if (seqs[i].n_target < 1 || seqs[i].n_target >= seqs[i].n)
             return tfm_err_set(err, "sequence %zu: %zu tokens to score of %zu (need at "

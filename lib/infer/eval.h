@@ -11,11 +11,13 @@
  * last k tokens are scored".  Sequences are run through the model's batched
  * forward (model/transformer.h) several at a time, right-padded to the longest of the
  * batch: attention is causal, so padding after a sequence cannot change
- * its scores.  Sequences longer than the model's context keep their last
- * block_size tokens (the scored ones must fit with one token of history).
+ * its scores.  Sequences longer than the context keep their last context
+ * tokens (the scored ones must fit with one token of history).  The context
+ * is the model's block_size unless tfm_eval_set_context sets another (longer
+ * only for position schemes without a table: model/transformer.h).
  *
- * Buffers are planned for batch × block_size once; scoring allocates
- * nothing per token.
+ * Buffers are planned for batch × context once; scoring allocates nothing
+ * per token.
  *
  * Threads: call tfm_blas_init (tensor/gemm.h) first.
  *
@@ -36,9 +38,12 @@ typedef struct tfm_eval {
     tfm_tokenizer *tok;   /* NULL when the file carries none */
     int64_t eos;          /* end-of-text id, or -1 */
     int batch;            /* sequences per forward */
-    int32_t *in;          /* [batch, block_size] */
-    double *nll;          /* [batch, block_size] per-position scratch */
-    unsigned char *hit;   /* [batch, block_size]: target is the argmax */
+    int batch_asked;      /* tfm_eval_open's batch (< 1: chosen by size) */
+    int context;          /* longest sequence run: block_size, or
+                             tfm_eval_set_context's */
+    int32_t *in;          /* [batch, context] */
+    double *nll;          /* [batch, context] per-position scratch */
+    unsigned char *hit;   /* [batch, context]: target is the argmax */
     size_t stat_tokens;   /* positions run through the model */
     double stat_seconds;  /* in the forward and scoring */
 } tfm_eval;
@@ -54,6 +59,9 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err);
  * than the model. */
 int tfm_eval_set_tokenizer(tfm_eval *e, tfm_tokenizer *tok, tfm_err *err);
 void tfm_eval_close(tfm_eval *e);
+/* Sequences of up to context tokens from now on (buffers re-planned).  Past
+ * block_size only for positions that are not a learned table. */
+int tfm_eval_set_context(tfm_eval *e, int context, tfm_err *err);
 
 typedef struct tfm_eval_seq {
     const uint32_t *ids;  /* borrowed */

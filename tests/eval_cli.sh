@@ -136,6 +136,22 @@ $E perplexity -m tf.st --tokens ids.npy --stride 5 --json >tf.json
 [ "$(field hf.json bytes)" = null ] || fail "bytes without a tokenizer: $(cat hf.json)"
 expect_exit 1 $E perplexity -m hf.st <text.txt
 grep -q 'hf.st: the model file has no tokenizer (give one with -t' err || fail "no tokenizer: $(cat err)"
+# Two heads of 32: the shapes say nothing of it (64-wide heads are assumed),
+# HuggingFace's config.json beside the file does.
+mkdir -p hf2
+"$MK" hf2/model.safetensors --hf --layers 1 --heads 2 --embd 64 --context 32 --vocab 50 --scale 6
+"$MK" tf2.st --layers 1 --heads 2 --embd 64 --context 32 --vocab 50 --scale 6
+$E perplexity -m tf2.st --tokens ids.npy --json >tf2.json
+$E perplexity -m hf2/model.safetensors --tokens ids.npy --json >hf2.json
+[ "$(field hf2.json cross_entropy)" != "$(field tf2.json cross_entropy)" ] ||
+    fail "two heads guessed without config.json?"
+printf '{"model_type": "gpt2", "n_head": 2, "n_embd": 64, "layer_norm_epsilon": 1e-05}\n' >hf2/config.json
+$E perplexity -m hf2/model.safetensors --tokens ids.npy --json >hf2.json
+[ "$(field hf2.json cross_entropy)" = "$(field tf2.json cross_entropy)" ] ||
+    fail "config.json's n_head not used: $(cat hf2.json tf2.json)"
+printf '{"n_head": "two"}\n' >hf2/config.json
+expect_exit 1 $E perplexity -m hf2/model.safetensors --tokens ids.npy
+grep -q 'config.json:1:12: n_head' err || fail "bad config.json: $(cat err)"
 "$MK" v8.st --layers 1 --heads 1 --embd 16 --context 16 --vocab 8
 expect_exit 1 $E perplexity -m v8.st -t tok.json <text.txt
 grep -q 'tok.json: the tokenizer has .* tokens but the model only 8' err || fail "-t too big: $(cat err)"

@@ -166,11 +166,18 @@ static int max_new(const tfm_gen_opts *o, size_t n)
     return m;
 }
 
+/* The longest sequence the model can run: its learned position table ends
+ * at block_size; the other schemes are limited by memory only. */
+static int context_limit(const tfm_model_config *c)
+{
+    return c->pos == TFM_POS_LEARNED ? c->block_size : 1 << 20;
+}
+
 /* A cache with at least `slots` slots of `len` positions. */
 static int need_cache(tfm_gen *g, int slots, int len, tfm_err *err)
 {
-    if (len > g->lm->cfg.block_size)
-        len = g->lm->cfg.block_size;
+    if (len > context_limit(&g->lm->cfg))
+        len = context_limit(&g->lm->cfg);
     if (g->infer_ready && g->infer_slots >= slots && g->infer_len >= len) {
         for (int i = 0; i < g->infer_slots; i++)
             tfm_infer_reset(&g->infer, i);
@@ -191,9 +198,9 @@ static int check_prompt(const tfm_gen *g, const tfm_ids *p, size_t index, tfm_er
 {
     if (p->len == 0)
         return tfm_err_set(err, "prompt %zu is empty", index + 1);
-    if (p->len > (size_t)g->lm->cfg.block_size)
+    if (p->len > (size_t)context_limit(&g->lm->cfg))
         return tfm_err_set(err, "prompt %zu is %zu tokens, longer than the model's context (%d)",
-                           index + 1, p->len, g->lm->cfg.block_size);
+                           index + 1, p->len, context_limit(&g->lm->cfg));
     return 0;
 }
 

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "io/json.h"
 
 /* ---- integrity ------------------------------------------------------ */
 
@@ -357,8 +360,44 @@ static const float *lookup(void *ctx, const char *name, size_t d0, size_t d1, tf
     return t->data;
 }
 
+/* HuggingFace's config.json beside a checkpoint: the head count (which
+ * the tensors cannot tell) and the layer norm epsilon.  Absent: 0, nothing
+ * changed. */
+static int hf_config_json(const char *model_path, tfm_model_config *g, tfm_err *err)
+{
+    char path[4200];
+    const char *slash = strrchr(model_path, '/');
+    int dir = slash ? (int)(slash - model_path) : 0;
+    snprintf(path, sizeof path, "%.*s%sconfig.json", dir, model_path, slash ? "/" : "");
+    if (access(path, F_OK) != 0)
+        return 0;
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0)
+        return -1;
+    int rc = 0;
+    int64_t v;
+    const tfm_json *j = tfm_json_get(doc.root, "n_head");
+    if (j) {
+        if (tfm_json_get_int(&doc, j, "n_head", 1, 1024, &v, err) < 0)
+            rc = -1;
+        else
+            g->n_head = (int)v;
+    }
+    j = tfm_json_get(doc.root, "layer_norm_epsilon");
+    if (rc == 0 && j) {
+        if (j->type != TFM_JSON_NUMBER || !(j->num > 0 && j->num < 1))
+            rc = tfm_err_set(err, "%s:%ld:%ld: layer_norm_epsilon must be a number in (0, 1)",
+                             path, j->line, j->col);
+        else
+            g->ln_eps = (float)j->num;
+    }
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
 /* A HuggingFace GPT-2 file carries no config: read the shape off the
- * tensors (64-wide heads, as every GPT-2 size has). */
+ * tensors, and the head count from config.json beside the file (without
+ * one: 64-wide heads, as every GPT-2 size has). */
 static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tfm_err *err)
 {
     const tfm_st_tensor *wte = find(st, "wte.weight"), *wpe = find(st, "wpe.weight");
@@ -370,6 +409,8 @@ static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tf
     g->n_embd = (int)wte->shape[1];
     g->block_size = (int)wpe->shape[0];
     g->n_head = g->n_embd % 64 == 0 ? g->n_embd / 64 : 1;
+    if (hf_config_json(st->name, g, err) < 0)
+        return -1;
     int L = 0;
     for (;; L++) {
         char name[64];

@@ -18,16 +18,20 @@
 
 /* The single source of truth for keys, defaults, ranges and documentation. */
 static const tfm_config_key keys[] = {
-    {"model.kind", TFM_CONFIG_ENUM, OFF(model.kind), "decoder", 0, 0, "decoder|encoder",
+    {"model.kind", TFM_CONFIG_ENUM, OFF(model.kind), "decoder", 0, 0,
+     "decoder|encoder|encoder-decoder",
      "decoder: causal self-attention (GPT); encoder: full self-attention over the "
-     "unpadded positions (BERT)"},
+     "unpadded positions (BERT); encoder-decoder: an encoder over the source, then "
+     "decoder blocks with cross-attention to it (the original Transformer)"},
     {"model.positions", TFM_CONFIG_ENUM, OFF(model.positions), "learned", 0, 0,
      "learned|sinusoidal|rope|alibi|t5",
      "position scheme: a learned table (up to block_size), the original Transformer's "
      "sinusoids, rotary q/k (rope), linear score biases (alibi), or T5's learned "
      "relative buckets (t5); all but learned extend past block_size at inference"},
     {"model.n_layer", TFM_CONFIG_INT, OFF(model.n_layer), "4", 1, 1024, NULL,
-     "number of transformer blocks"},
+     "number of transformer blocks (an encoder-decoder's decoder blocks)"},
+    {"model.n_enc_layer", TFM_CONFIG_INT, OFF(model.n_enc_layer), "0", 0, 1024, NULL,
+     "encoder-decoder: the encoder's blocks; 0 means n_layer"},
     {"model.n_head", TFM_CONFIG_INT, OFF(model.n_head), "4", 1, 1024, NULL,
      "attention heads per block (must divide n_embd)"},
     {"model.n_embd", TFM_CONFIG_INT, OFF(model.n_embd), "128", 1, 65536, NULL,
@@ -40,6 +44,12 @@ static const tfm_config_key keys[] = {
      "dropout probability on embeddings, attention and residual branches"},
     {"model.tie_embeddings", TFM_CONFIG_BOOL, OFF(model.tie_embeddings), "true", 0, 0, NULL,
      "the LM head shares the token embedding matrix"},
+    {"model.tie_source", TFM_CONFIG_BOOL, OFF(model.tie_source), "true", 0, 0, NULL,
+     "encoder-decoder: the source shares the (target) token embedding, one joint "
+     "vocabulary; with tie_embeddings, the original Transformer's three-way tie"},
+    {"model.src_vocab_size", TFM_CONFIG_INT, OFF(model.src_vocab_size), "0", 0, 16777216,
+     NULL, "encoder-decoder with tie_source false: the source vocabulary's size; 0 means "
+     "vocab_size"},
     {"model.bias", TFM_CONFIG_BOOL, OFF(model.bias), "true", 0, 0, NULL,
      "the linear layers of each block have biases (layer norms always keep theirs)"},
     {"model.norm", TFM_CONFIG_ENUM, OFF(model.norm), "pre", 0, 0, "pre|post",
@@ -540,12 +550,30 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     if (c->model.positions == TFM_CONFIG_POS_SINUSOIDAL && c->model.n_embd % 2)
         return tfm_err_set(err, "model.positions sinusoidal needs an even model.n_embd (%lld)",
                            (long long)c->model.n_embd);
-    if (dec && c->model.segments)
-        return tfm_err_set(err, "model.segments (%lld) with model.kind decoder: segment "
-                           "embeddings are for encoders", (long long)c->model.segments);
+    int ed = c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
+    const char *kind = dec ? "decoder" : ed ? "encoder-decoder" : "encoder";
+    if (!ed && (c->model.n_enc_layer || !c->model.tie_source || c->model.src_vocab_size)) {
+        char keys[128] = "";
+        if (c->model.n_enc_layer)
+            strcat(keys, ", model.n_enc_layer");
+        if (!c->model.tie_source)
+            strcat(keys, ", model.tie_source");
+        if (c->model.src_vocab_size)
+            strcat(keys, ", model.src_vocab_size");
+        return tfm_err_set(err, "%s with model.kind %s: these keys describe an "
+                           "encoder-decoder's source side", keys + 2, kind);
+    }
+    if (ed && c->model.tie_source && c->model.src_vocab_size && c->model.vocab_size &&
+        c->model.src_vocab_size != c->model.vocab_size)
+        return tfm_err_set(err, "model.src_vocab_size (%lld) with model.tie_source true: a "
+                           "shared embedding has one vocabulary (set model.tie_source false)",
+                           (long long)c->model.src_vocab_size);
+    if (!(c->model.kind == TFM_CONFIG_KIND_ENCODER) && c->model.segments)
+        return tfm_err_set(err, "model.segments (%lld) with model.kind %s: segment "
+                           "embeddings are for encoders", (long long)c->model.segments, kind);
     if (!dec && c->data.packing)
-        return tfm_err_set(err, "data.packing with model.kind encoder: packing is for "
-                                "decoders");
+        return tfm_err_set(err, "data.packing with model.kind %s: packing is for decoders",
+                           kind);
     if (!c->data.train[0] && !c->data.text[0])
         return tfm_err_set(err, "no training data: set data.train (a .npy token file) or "
                                 "data.text with data.tokenizer");

@@ -37,6 +37,7 @@ typedef enum tfm_config_act {
 typedef enum tfm_config_kind {
     TFM_CONFIG_KIND_DECODER,
     TFM_CONFIG_KIND_ENCODER,
+    TFM_CONFIG_KIND_ENCODER_DECODER,
 } tfm_config_kind;
 
 typedef enum tfm_config_pos {
@@ -76,6 +77,9 @@ typedef struct tfm_config {
         int64_t t5_buckets, t5_max_distance;
         int64_t segments;
         int emb_norm;
+        int64_t n_enc_layer; /* encoder-decoder: 0 means n_layer */
+        int tie_source;
+        int64_t src_vocab_size; /* 0: vocab_size */
     } model;
     struct {
         char train[TFM_CONFIG_PATH_MAX];

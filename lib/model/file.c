@@ -215,7 +215,9 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
              : c->model.activation == TFM_CONFIG_ACT_GELU_EXACT ? TFM_ACT_GELU_EXACT
                                                                 : TFM_ACT_GELU_TANH;
     g->ln_eps = (float)c->model.ln_eps;
-    g->kind = c->model.kind == TFM_CONFIG_KIND_ENCODER ? TFM_KIND_ENCODER : TFM_KIND_DECODER;
+    g->kind = c->model.kind == TFM_CONFIG_KIND_ENCODER           ? TFM_KIND_ENCODER
+              : c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER ? TFM_KIND_ENCODER_DECODER
+                                                                 : TFM_KIND_DECODER;
     static const tfm_pos pos[] = {TFM_POS_LEARNED, TFM_POS_SINUSOIDAL, TFM_POS_ROPE,
                                   TFM_POS_ALIBI, TFM_POS_T5};
     g->pos = pos[c->model.positions];
@@ -225,6 +227,9 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->t5_max_distance = (int)c->model.t5_max_distance;
     g->n_segments = (int)c->model.segments;
     g->emb_norm = c->model.emb_norm;
+    g->n_enc_layer = (int)c->model.n_enc_layer;
+    g->tie_source = c->model.tie_source;
+    g->src_vocab_size = (int)c->model.src_vocab_size;
     g->label_smoothing = (float)c->train.label_smoothing;
     if (tfm_model_config_check(g, err) < 0)
         return tfm_err_prefix(err, "model");

@@ -37,11 +37,14 @@ void tfm_model_config_default(tfm_model_config *c)
     c->rope_base = 10000.0f;
     c->t5_buckets = 32;
     c->t5_max_distance = 128;
+    c->tie_source = 1;
 }
 
 const char *tfm_kind_name(tfm_kind kind)
 {
-    return kind == TFM_KIND_ENCODER ? "encoder" : "decoder";
+    return kind == TFM_KIND_ENCODER           ? "encoder"
+           : kind == TFM_KIND_ENCODER_DECODER ? "encoder-decoder"
+                                              : "decoder";
 }
 
 const char *tfm_pos_name(tfm_pos pos)
@@ -53,6 +56,18 @@ const char *tfm_pos_name(tfm_pos pos)
 int tfm_model_config_ff(const tfm_model_config *c)
 {
     return c->d_ff > 0 ? c->d_ff : 4 * c->n_embd;
+}
+
+int tfm_model_config_enc_layers(const tfm_model_config *c)
+{
+    if (c->kind != TFM_KIND_ENCODER_DECODER)
+        return 0;
+    return c->n_enc_layer > 0 ? c->n_enc_layer : c->n_layer;
+}
+
+int tfm_model_config_src_vocab(const tfm_model_config *c)
+{
+    return c->src_vocab_size > 0 ? c->src_vocab_size : c->vocab_size;
 }
 
 int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
@@ -81,8 +96,23 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "unknown layer norm placement %d", (int)c->ln);
     if (c->act != TFM_ACT_GELU_TANH && c->act != TFM_ACT_GELU_EXACT && c->act != TFM_ACT_RELU)
         return tfm_err_set(err, "unknown activation %d", (int)c->act);
-    if (c->kind != TFM_KIND_DECODER && c->kind != TFM_KIND_ENCODER)
+    if (c->kind != TFM_KIND_DECODER && c->kind != TFM_KIND_ENCODER &&
+        c->kind != TFM_KIND_ENCODER_DECODER)
         return tfm_err_set(err, "unknown model kind %d", (int)c->kind);
+    if (c->kind == TFM_KIND_ENCODER_DECODER) {
+        if (c->n_enc_layer < 0 || c->n_enc_layer > 1000)
+            return tfm_err_set(err, "n_enc_layer %d is out of range [0, 1000]", c->n_enc_layer);
+        if (c->src_vocab_size < 0 || c->src_vocab_size > 1 << 24)
+            return tfm_err_set(err, "src_vocab_size %d is out of range [0, 16777216]",
+                               c->src_vocab_size);
+        if (c->tie_source && c->src_vocab_size && c->src_vocab_size != c->vocab_size)
+            return tfm_err_set(err, "tie_source with src_vocab_size %d != vocab_size %d: a "
+                               "shared embedding needs one vocabulary", c->src_vocab_size,
+                               c->vocab_size);
+    } else if (c->n_enc_layer || c->src_vocab_size || !c->tie_source) {
+        return tfm_err_set(err, "n_enc_layer, tie_source and src_vocab_size are for "
+                           "encoder-decoder models, not kind %s", tfm_kind_name(c->kind));
+    }
     if (c->pos < TFM_POS_LEARNED || c->pos > TFM_POS_T5)
         return tfm_err_set(err, "unknown position scheme %d", (int)c->pos);
     if (c->d_ff < 0 || c->d_ff > 1 << 20)
@@ -100,24 +130,27 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "t5_buckets %d or t5_max_distance %d is out of range",
                            c->t5_buckets, c->t5_max_distance);
     /* the logarithmic buckets span (exact, max_distance]: it must not be empty */
-    int exact = (c->kind == TFM_KIND_ENCODER ? c->t5_buckets / 2 : c->t5_buckets) / 2;
+    int exact = (c->kind != TFM_KIND_DECODER ? c->t5_buckets / 2 : c->t5_buckets) / 2;
     if (c->pos == TFM_POS_T5 && (exact < 1 || c->t5_max_distance <= exact))
         return tfm_err_set(err, "t5_max_distance %d must exceed the %d exact buckets "
                            "(a quarter of t5_buckets in encoders, a half in decoders)",
                            c->t5_max_distance, exact);
     if (c->n_segments < 0 || c->n_segments > 1024)
         return tfm_err_set(err, "segments %d is out of range [0, 1024]", c->n_segments);
-    if (c->n_segments && c->kind == TFM_KIND_DECODER)
-        return tfm_err_set(err, "segments %d on a decoder: segment embeddings are for "
-                           "encoders (kind: encoder)", c->n_segments);
+    if (c->n_segments && c->kind != TFM_KIND_ENCODER)
+        return tfm_err_set(err, "segments %d on %s: segment embeddings are for "
+                           "encoders (kind: encoder)", c->n_segments,
+                           c->kind == TFM_KIND_DECODER ? "a decoder" : "an encoder-decoder");
     return 0;
 }
 
 /* ---- parameter table ----------------------------------------------------- */
 
-/* Per-layer parameter slots, in table order. */
+/* Per-block parameter slots, in table order (the cross-attention's only in
+ * an encoder-decoder's decoder). */
 enum {
     P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB,
+    P_LNXW, P_LNXB, P_XQW, P_XQB, P_XKVW, P_XKVB, P_XPW, P_XPB,
     P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW, P_FCPB, P_NLAYER
 };
 
@@ -157,45 +190,86 @@ static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1,
     tb->real += numel;
 }
 
+/* The slots of one block, in block_ptrs' order. */
+static void add_block(table_builder *tb, const tfm_model_config *c, const char *pre, int l,
+                      int cross)
+{
+    size_t C = c->n_embd, F = tfm_model_config_ff(c);
+    char name[48];
+#define ADD(suffix, d0, d1, decay)                                            \
+    do {                                                                      \
+        snprintf(name, sizeof name, "%sh.%d.%s", pre, l, suffix);            \
+        add_param(tb, name, d0, d1, decay);                                   \
+    } while (0)
+    ADD("ln_1.weight", C, 0, 0);
+    ADD("ln_1.bias", C, 0, 0);
+    ADD("attn.c_attn.weight", C, 3 * C, 1);
+    if (c->bias)
+        ADD("attn.c_attn.bias", 3 * C, 0, 0);
+    ADD("attn.c_proj.weight", C, C, 1);
+    if (c->bias)
+        ADD("attn.c_proj.bias", C, 0, 0);
+    if (cross) {
+        ADD("ln_x.weight", C, 0, 0);
+        ADD("ln_x.bias", C, 0, 0);
+        ADD("xattn.c_q.weight", C, C, 1);
+        if (c->bias)
+            ADD("xattn.c_q.bias", C, 0, 0);
+        ADD("xattn.c_kv.weight", C, 2 * C, 1);
+        if (c->bias)
+            ADD("xattn.c_kv.bias", 2 * C, 0, 0);
+        ADD("xattn.c_proj.weight", C, C, 1);
+        if (c->bias)
+            ADD("xattn.c_proj.bias", C, 0, 0);
+    }
+    ADD("ln_2.weight", C, 0, 0);
+    ADD("ln_2.bias", C, 0, 0);
+    ADD("mlp.c_fc.weight", C, F, 1);
+    if (c->bias)
+        ADD("mlp.c_fc.bias", F, 0, 0);
+    ADD("mlp.c_proj.weight", F, C, 1);
+    if (c->bias)
+        ADD("mlp.c_proj.bias", C, 0, 0);
+#undef ADD
+}
+
 static void build_table(const tfm_model_config *c, table_builder *tb)
 {
-    size_t C = c->n_embd, V = c->vocab_size, F = tfm_model_config_ff(c);
-    char name[48];
+    size_t C = c->n_embd, V = c->vocab_size;
+    int ed = c->kind == TFM_KIND_ENCODER_DECODER;
     add_param(tb, "wte.weight", V, C, 1);
-    if (c->pos == TFM_POS_LEARNED)
+    if (ed && !c->tie_source)
+        add_param(tb, "enc.wte.weight", (size_t)tfm_model_config_src_vocab(c), C, 1);
+    if (c->pos == TFM_POS_LEARNED) {
         add_param(tb, "wpe.weight", c->block_size, C, 1);
+        if (ed)
+            add_param(tb, "enc.wpe.weight", c->block_size, C, 1);
+    }
     if (c->n_segments)
         add_param(tb, "wse.weight", c->n_segments, C, 1);
     if (c->emb_norm) {
         add_param(tb, "ln_e.weight", C, 0, 0);
         add_param(tb, "ln_e.bias", C, 0, 0);
+        if (ed) {
+            add_param(tb, "enc.ln_e.weight", C, 0, 0);
+            add_param(tb, "enc.ln_e.bias", C, 0, 0);
+        }
     }
-    if (c->pos == TFM_POS_T5)
+    if (c->pos == TFM_POS_T5) {
         add_param(tb, "rel_bias.weight", c->n_head, c->t5_buckets, 0);
-    for (int l = 0; l < c->n_layer; l++) {
-#define ADD(suffix, d0, d1, decay)                                          \
-    do {                                                                    \
-        snprintf(name, sizeof name, "h.%d.%s", l, suffix);                 \
-        add_param(tb, name, d0, d1, decay);                                 \
-    } while (0)
-        ADD("ln_1.weight", C, 0, 0);
-        ADD("ln_1.bias", C, 0, 0);
-        ADD("attn.c_attn.weight", C, 3 * C, 1);
-        if (c->bias)
-            ADD("attn.c_attn.bias", 3 * C, 0, 0);
-        ADD("attn.c_proj.weight", C, C, 1);
-        if (c->bias)
-            ADD("attn.c_proj.bias", C, 0, 0);
-        ADD("ln_2.weight", C, 0, 0);
-        ADD("ln_2.bias", C, 0, 0);
-        ADD("mlp.c_fc.weight", C, F, 1);
-        if (c->bias)
-            ADD("mlp.c_fc.bias", F, 0, 0);
-        ADD("mlp.c_proj.weight", F, C, 1);
-        if (c->bias)
-            ADD("mlp.c_proj.bias", C, 0, 0);
-#undef ADD
+        if (ed)
+            add_param(tb, "enc.rel_bias.weight", c->n_head, c->t5_buckets, 0);
     }
+    if (ed) {
+        for (int l = 0; l < tfm_model_config_enc_layers(c); l++)
+            add_block(tb, c, "enc.", l, 0);
+        if (c->ln == TFM_LN_PRE) {
+            add_param(tb, "enc.ln_f.weight", C, 0, 0);
+            add_param(tb, "enc.ln_f.bias", C, 0, 0);
+        }
+    }
+    for (int l = 0; l < c->n_layer; l++)
+        add_block(tb, c, "", l, ed);
     if (c->ln == TFM_LN_PRE) {
         add_param(tb, "ln_f.weight", C, 0, 0);
         add_param(tb, "ln_f.bias", C, 0, 0);
@@ -227,6 +301,13 @@ typedef struct layer_acts {
     float *att;                        /* [B,NH,T,T] probabilities */
     float *atty;                       /* [N,C] heads concatenated */
     float *res_attn;                   /* [N,C] */
+    /* cross-attention (an encoder-decoder's decoder blocks) */
+    float *lnx, *lnx_mean, *lnx_rstd;  /* [N,C], [N], [N] */
+    float *xq;                         /* [N,C] */
+    float *xkv;                        /* [Ns,2C] keys and values of the memory */
+    float *xatt;                       /* [B,NH,T,S] */
+    float *xatty;                      /* [N,C] */
+    float *res_x;                      /* [N,C] */
     float *ln2, *ln2_mean, *ln2_rstd;
     float *fch;                        /* [N,F] before the activation */
     float *fcg;                        /* [N,F] after it: this layer's own
@@ -235,62 +316,89 @@ typedef struct layer_acts {
     float *res_mlp;                    /* [N,C] */
 } layer_acts;
 
+/* The embedding of one stack's input. */
+typedef struct embed_acts {
+    float *encoded;                    /* [N,C] embeddings (after dropout) */
+    float *emb, *emb_mean, *emb_rstd;  /* [N,C] sum before ln_e, [N], [N] */
+    float *lnf, *lnf_mean, *lnf_rstd;  /* [N,C] the final norm (pre-LN) */
+} embed_acts;
+
 struct tfm_model_acts {
     size_t cap_n, cap_att;     /* planned B·T and B·T·T */
+    size_t cap_ns, cap_att_s, cap_xatt; /* B·S, B·S·S, B·T·S */
     float *mem;
     size_t bytes;
-    float *encoded;            /* [N,C] embeddings (after dropout) */
-    float *emb, *emb_mean, *emb_rstd; /* [N,C] sum before ln_e, [N], [N] */
-    layer_acts *layer;
-    float *lnf, *lnf_mean, *lnf_rstd;
+    embed_acts dec, enc;       /* the decoder's (or only stack's), the encoder's */
+    layer_acts *layer;         /* [n_layer] */
+    layer_acts *enc_layer;     /* [enc layers] */
     float *logits;             /* [N,V] */
     float *lse, *losses;       /* [N] */
     int32_t *inputs, *targets; /* [N] copies for backward */
     /* the rest of the batch (tfm_batch), copied; NULL when absent */
     int32_t *segments, *doc_start, *lengths, *prefix_len;
     int32_t *pos;              /* [N] position ids: t, or t - doc_start */
+    int32_t *src, *src_pos, *src_lengths; /* [Ns], [Ns], [B] */
+    int S;
     int has_segments;
-    int *lengths_i, *prefix_i, *doc_i; /* the attention's views of them */
-    float *pe;                 /* sinusoidal table [T, C] or RoPE angles [T, HS] */
+    int *lengths_i, *prefix_i, *doc_i, *src_len_i; /* the attention's views of them */
+    float *pe;                 /* sinusoidal table or RoPE angles, [max(T,S), C] */
+    int n_pe;                  /* positions in pe */
+    const float *memory;       /* [Ns,C] the encoder's output */
     int have_targets;
     long count;                /* targets counted in the loss */
     /* scratch, reused by every layer */
     int keep_fcg;              /* each layer keeps its activation output */
     int inference;             /* forward only: one layer's buffers for
                                   all, no backward scratch */
-    float *dfch;               /* [N,F] */
-    float *dqkv;               /* [N,3C] */
-    float *datty, *d0, *d1, *d2, *dtmp; /* [N,C] */
+    float *dfch;               /* [Nmax,F] */
+    float *dqkv;               /* [Nmax,3C] */
+    float *datty, *d0, *d1, *d2, *d3, *dtmp; /* [Nmax,C] */
+    float *dxkv;               /* [Ns,2C] */
+    float *dmem;               /* [Ns,C] the gradient of the memory */
     float *attn_scratch;
     size_t attn_scratch_n;
     /* dropout streams of the last forward */
     uint64_t seed;
 };
 
-static layer_params layer_ptrs(const tfm_model *m, float *base, int l)
+/* The parameters of block l of the stack whose first block starts at table
+ * row first. */
+static layer_params block_ptrs(const tfm_model *m, float *base, int first, int l, int cross)
 {
-    /* Table rows per layer: 12 with biases, 4 fewer without, after the
-     * embedding tensors. */
-    int per = m->cfg.bias ? 12 : 8;
-    const tfm_param *t = m->table + m->first_layer + (size_t)l * per;
+    int bias = m->cfg.bias;
+    int per = (bias ? 12 : 8) + (cross ? (bias ? 8 : 5) : 0);
+    const tfm_param *t = m->table + first + (size_t)l * per;
     layer_params lp;
     memset(&lp, 0, sizeof lp);
     int i = 0;
     lp.p[P_LN1W] = base + t[i++].offset;
     lp.p[P_LN1B] = base + t[i++].offset;
     lp.p[P_QKVW] = base + t[i++].offset;
-    if (m->cfg.bias)
+    if (bias)
         lp.p[P_QKVB] = base + t[i++].offset;
     lp.p[P_PROJW] = base + t[i++].offset;
-    if (m->cfg.bias)
+    if (bias)
         lp.p[P_PROJB] = base + t[i++].offset;
+    if (cross) {
+        lp.p[P_LNXW] = base + t[i++].offset;
+        lp.p[P_LNXB] = base + t[i++].offset;
+        lp.p[P_XQW] = base + t[i++].offset;
+        if (bias)
+            lp.p[P_XQB] = base + t[i++].offset;
+        lp.p[P_XKVW] = base + t[i++].offset;
+        if (bias)
+            lp.p[P_XKVB] = base + t[i++].offset;
+        lp.p[P_XPW] = base + t[i++].offset;
+        if (bias)
+            lp.p[P_XPB] = base + t[i++].offset;
+    }
     lp.p[P_LN2W] = base + t[i++].offset;
     lp.p[P_LN2B] = base + t[i++].offset;
     lp.p[P_FCW] = base + t[i++].offset;
-    if (m->cfg.bias)
+    if (bias)
         lp.p[P_FCB] = base + t[i++].offset;
     lp.p[P_FCPW] = base + t[i++].offset;
-    if (m->cfg.bias)
+    if (bias)
         lp.p[P_FCPB] = base + t[i++].offset;
     return lp;
 }
@@ -301,17 +409,26 @@ static float *param_ptr(const tfm_model *m, float *base, const char *name)
     return p ? base + p->offset : NULL;
 }
 
+/* param_ptr of pre + name ("enc." + "wpe.weight"). */
+static float *side_ptr(const tfm_model *m, float *base, const char *pre, const char *name)
+{
+    char full[48];
+    snprintf(full, sizeof full, "%s%s", pre, name);
+    return param_ptr(m, base, full);
+}
+
 static void acts_free(tfm_model_acts *a)
 {
     if (!a)
         return;
     free(a->mem);
     free(a->layer);
+    free(a->enc_layer);
     free(a);
 }
 
-/* Lays out every activation for N = B·T rows in one allocation (two passes:
- * the first, with base NULL, only counts). */
+/* Lays out every activation in one allocation (two passes: the first, with
+ * base NULL, only counts). */
 static void take(float **ptr, float *base, size_t *off, size_t n)
 {
     if (base)
@@ -319,115 +436,163 @@ static void take(float **ptr, float *base, size_t *off, size_t n)
     *off += align16(n);
 }
 
-static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N, size_t att,
-                          size_t scratch, float *base)
+/* The activations of one stack's embedding and blocks: N rows, att
+ * probabilities per head; with cross, memories of Ns rows and xatt cross
+ * probabilities per head. */
+static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts *e,
+                       layer_acts *layers, int n_layer, size_t N, size_t att, int cross,
+                       size_t Ns, size_t xatt, float *base, size_t *off)
 {
-    size_t C = c->n_embd, V = c->vocab_size, F = tfm_model_config_ff(c), off = 0;
-    float *in = NULL, *tg = NULL;
-    take(&a->encoded, base, &off, N * C);
+    size_t C = c->n_embd, F = tfm_model_config_ff(c);
+    take(&e->encoded, base, off, N * C);
     if (c->emb_norm) {
-        take(&a->emb, base, &off, N * C);
-        take(&a->emb_mean, base, &off, N);
-        take(&a->emb_rstd, base, &off, N);
+        take(&e->emb, base, off, N * C);
+        take(&e->emb_mean, base, off, N);
+        take(&e->emb_rstd, base, off, N);
     }
-    for (int l = 0; l < c->n_layer; l++) {
+    for (int l = 0; l < n_layer; l++) {
         /* Forward only, one set serves every layer: a layer reads its input
          * (the previous layer's res_mlp, or ln2 after post-LN) only before
          * it overwrites that buffer. */
         if (a->inference && l >= 1) {
             if (base)
-                a->layer[l] = a->layer[0];
+                layers[l] = layers[0];
             continue;
         }
-        layer_acts dummy, *la = base ? &a->layer[l] : &dummy;
-        take(&la->ln1, base, &off, N * C);
-        take(&la->ln1_mean, base, &off, N);
-        take(&la->ln1_rstd, base, &off, N);
-        take(&la->qkv, base, &off, N * 3 * C);
-        take(&la->att, base, &off, att * c->n_head);
-        take(&la->atty, base, &off, N * C);
-        take(&la->res_attn, base, &off, N * C);
-        take(&la->ln2, base, &off, N * C);
-        take(&la->ln2_mean, base, &off, N);
-        take(&la->ln2_rstd, base, &off, N);
-        take(&la->fch, base, &off, N * F);
+        layer_acts dummy, *la = base ? &layers[l] : &dummy;
+        take(&la->ln1, base, off, N * C);
+        take(&la->ln1_mean, base, off, N);
+        take(&la->ln1_rstd, base, off, N);
+        take(&la->qkv, base, off, N * 3 * C);
+        take(&la->att, base, off, att * c->n_head);
+        take(&la->atty, base, off, N * C);
+        take(&la->res_attn, base, off, N * C);
+        if (cross) {
+            take(&la->lnx, base, off, N * C);
+            take(&la->lnx_mean, base, off, N);
+            take(&la->lnx_rstd, base, off, N);
+            take(&la->xq, base, off, N * C);
+            take(&la->xkv, base, off, Ns * 2 * C);
+            take(&la->xatt, base, off, xatt * c->n_head);
+            take(&la->xatty, base, off, N * C);
+            take(&la->res_x, base, off, N * C);
+        }
+        take(&la->ln2, base, off, N * C);
+        take(&la->ln2_mean, base, off, N);
+        take(&la->ln2_rstd, base, off, N);
+        take(&la->fch, base, off, N * F);
         if (a->keep_fcg)
-            take(&la->fcg, base, &off, N * F);
-        take(&la->res_mlp, base, &off, N * C);
+            take(&la->fcg, base, off, N * F);
+        take(&la->res_mlp, base, off, N * C);
     }
-    take(&a->lnf, base, &off, N * C);
-    take(&a->lnf_mean, base, &off, N);
-    take(&a->lnf_rstd, base, &off, N);
+    if (c->ln == TFM_LN_PRE) {
+        take(&e->lnf, base, off, N * C);
+        take(&e->lnf_mean, base, off, N);
+        take(&e->lnf_rstd, base, off, N);
+    }
+}
+
+static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N, size_t att,
+                          size_t Ns, size_t att_s, size_t xatt, size_t scratch, float *base)
+{
+    size_t C = c->n_embd, V = c->vocab_size, F = tfm_model_config_ff(c), off = 0;
+    int L = c->n_layer, Le = tfm_model_config_enc_layers(c);
+    size_t Nmax = N > Ns ? N : Ns;
+    if (Le)
+        take_stack(a, c, &a->enc, a->enc_layer, Le, Ns, att_s, 0, 0, 0, base, &off);
+    take_stack(a, c, &a->dec, a->layer, L, N, att, Le > 0, Ns, xatt, base, &off);
     take(&a->logits, base, &off, N * V);
     take(&a->lse, base, &off, N);
     take(&a->losses, base, &off, N);
-    take(&in, base, &off, N);
-    take(&tg, base, &off, N);
-    a->inputs = (int32_t *)in;
-    a->targets = (int32_t *)tg;
-    float *ints[5] = {NULL};
-    for (int i = 0; i < 5; i++)
-        take(&ints[i], base, &off, N);
-    a->segments = (int32_t *)ints[0];
-    a->doc_start = (int32_t *)ints[1];
-    a->lengths = (int32_t *)ints[2];
-    a->prefix_len = (int32_t *)ints[3];
-    a->pos = (int32_t *)ints[4];
+    /* ids: [B] arrays fit in N (or Ns) floats too */
+    int32_t **ids[] = {&a->inputs, &a->targets, &a->segments, &a->doc_start, &a->lengths,
+                       &a->prefix_len, &a->pos, &a->src, &a->src_pos, &a->src_lengths};
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+        float *f = NULL;
+        take(&f, base, &off, i < 7 ? N : Ns);
+        *ids[i] = (int32_t *)f;
+    }
     if (c->pos == TFM_POS_SINUSOIDAL || c->pos == TFM_POS_ROPE)
-        take(&a->pe, base, &off, N * C); /* T·C ≥ T·HS */
+        take(&a->pe, base, &off, Nmax * C); /* max(T, S)·C ≥ max(T, S)·HS */
     float *shared = NULL;
     if (!a->keep_fcg) {
-        take(&shared, base, &off, N * F);
-        if (base)
-            for (int l = 0; l < c->n_layer; l++)
+        take(&shared, base, &off, Nmax * F);
+        if (base) {
+            for (int l = 0; l < L; l++)
                 a->layer[l].fcg = shared;
+            for (int l = 0; l < Le; l++)
+                a->enc_layer[l].fcg = shared;
+        }
     }
     if (!a->inference) {
-        take(&a->dfch, base, &off, N * F);
-        take(&a->dqkv, base, &off, N * 3 * C);
-        take(&a->datty, base, &off, N * C);
-        take(&a->d0, base, &off, N * C);
-        take(&a->d1, base, &off, N * C);
-        take(&a->d2, base, &off, N * C);
-        take(&a->dtmp, base, &off, N * C);
+        take(&a->dfch, base, &off, Nmax * F);
+        take(&a->dqkv, base, &off, Nmax * 3 * C);
+        take(&a->datty, base, &off, Nmax * C);
+        take(&a->d0, base, &off, Nmax * C);
+        take(&a->d1, base, &off, Nmax * C);
+        take(&a->d2, base, &off, Nmax * C);
+        take(&a->d3, base, &off, Nmax * C);
+        take(&a->dtmp, base, &off, Nmax * C);
+        if (Le) {
+            take(&a->dxkv, base, &off, Ns * 2 * C);
+            take(&a->dmem, base, &off, Ns * C);
+        }
     }
     take(&a->attn_scratch, base, &off, scratch);
     return off;
 }
 
-static int acts_plan(tfm_model *m, int B, int T, tfm_err *err)
+static int acts_plan(tfm_model *m, int B, int T, int S, tfm_err *err)
 {
+    const tfm_model_config *c = &m->cfg;
+    int ed = c->kind == TFM_KIND_ENCODER_DECODER;
+    if (!ed)
+        S = 0;
     size_t N = (size_t)B * T, att = (size_t)B * T * T;
+    size_t Ns = (size_t)B * S, att_s = (size_t)B * S * S, xatt = (size_t)B * T * S;
     /* the biases need scratch of their own: describe them too */
-    tfm_attn_t5 t5 = {.n_buckets = m->cfg.t5_buckets, .max_distance = m->cfg.t5_max_distance};
-    tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = m->cfg.n_head,
-                      .HS = m->cfg.n_embd / m->cfg.n_head, .alibi = m->alibi,
-                      .t5 = m->cfg.pos == TFM_POS_T5 ? &t5 : NULL};
+    tfm_attn_t5 t5 = {.n_buckets = c->t5_buckets, .max_distance = c->t5_max_distance};
+    tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = c->n_head, .HS = c->n_embd / c->n_head,
+                      .alibi = m->alibi, .t5 = c->pos == TFM_POS_T5 ? &t5 : NULL};
     size_t scratch = tfm_attn_scratch_floats(&probe);
+    if (ed) {
+        probe.Tq = probe.Tk = S;
+        size_t s2 = tfm_attn_scratch_floats(&probe);
+        tfm_attn cross = {.B = B, .Tq = T, .Tk = S, .NH = probe.NH, .HS = probe.HS};
+        size_t s3 = tfm_attn_scratch_floats(&cross);
+        scratch = s2 > scratch ? s2 : scratch;
+        scratch = s3 > scratch ? s3 : scratch;
+    }
     tfm_model_acts *a = m->acts;
-    if (a && a->cap_n >= N && a->cap_att >= att && a->attn_scratch_n >= scratch)
+    if (a && a->cap_n >= N && a->cap_att >= att && a->attn_scratch_n >= scratch &&
+        a->cap_ns >= Ns && a->cap_att_s >= att_s && a->cap_xatt >= xatt)
         return 0;
     /* Grow to cover both the old and the new shape, so alternating shapes
      * (training and evaluation batches) settle after one re-plan. */
-    if (a) {
-        N = N > a->cap_n ? N : a->cap_n;
-        att = att > a->cap_att ? att : a->cap_att;
-        scratch = scratch > a->attn_scratch_n ? scratch : a->attn_scratch_n;
-    }
+#define GROW(x, cap) x = a && a->cap > x ? a->cap : x
+    GROW(N, cap_n);
+    GROW(att, cap_att);
+    GROW(Ns, cap_ns);
+    GROW(att_s, cap_att_s);
+    GROW(xatt, cap_xatt);
+    GROW(scratch, attn_scratch_n);
+#undef GROW
     acts_free(a);
     a = tfm_calloc(1, sizeof *a);
-    a->layer = tfm_calloc((size_t)m->cfg.n_layer, sizeof *a->layer);
+    a->layer = tfm_calloc((size_t)c->n_layer, sizeof *a->layer);
+    int Le = tfm_model_config_enc_layers(c);
+    a->enc_layer = Le ? tfm_calloc((size_t)Le, sizeof *a->enc_layer) : NULL;
     /* Keeping every layer's activation output saves recomputing it in
      * backward; worth its memory only while that stays small (GPT-2 small
      * would need 150 MB more). */
-    a->keep_fcg = (double)N * tfm_model_config_ff(&m->cfg) * m->cfg.n_layer * sizeof(float) <=
-                  64.0 * (1 << 20);
+    a->keep_fcg = ((double)N * c->n_layer + (double)Ns * Le) * tfm_model_config_ff(c) *
+                      sizeof(float) <= 64.0 * (1 << 20);
     if (getenv("TFM_GPT_RECOMPUTE")) /* tests cover the recomputing path too */
         a->keep_fcg = 0;
     a->inference = m->grads == NULL;
     if (a->inference)
         a->keep_fcg = 0;
-    size_t n = acts_layout(a, &m->cfg, N, att, scratch, NULL);
+    size_t n = acts_layout(a, c, N, att, Ns, att_s, xatt, scratch, NULL);
     a->mem = tfm_aligned_alloc(n * sizeof(float));
     if (!a->mem) {
         acts_free(a);
@@ -435,9 +600,12 @@ static int acts_plan(tfm_model *m, int B, int T, tfm_err *err)
         return tfm_err_set(err, "out of memory planning activations for batch %d x %d", B, T);
     }
     memset(a->mem, 0, n * sizeof(float));
-    acts_layout(a, &m->cfg, N, att, scratch, a->mem);
+    acts_layout(a, c, N, att, Ns, att_s, xatt, scratch, a->mem);
     a->cap_n = N;
     a->cap_att = att;
+    a->cap_ns = Ns;
+    a->cap_att_s = att_s;
+    a->cap_xatt = xatt;
     a->attn_scratch_n = scratch;
     a->bytes = n * sizeof(float);
     m->acts = a;
@@ -472,6 +640,8 @@ int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err)
     memset(m->grads, 0, m->n_params * sizeof(float));
     const tfm_param *h0 = tfm_model_param(m, "h.0.ln_1.weight");
     m->first_layer = (int)(h0 - m->table);
+    const tfm_param *e0 = tfm_model_param(m, "enc.h.0.ln_1.weight");
+    m->enc_first_layer = e0 ? (int)(e0 - m->table) : 0;
     if (cfg->pos == TFM_POS_ALIBI) {
         m->alibi = tfm_malloc((size_t)cfg->n_head * sizeof *m->alibi);
         tfm_alibi_slopes(m->alibi, cfg->n_head);
@@ -521,6 +691,7 @@ void tfm_model_set_replicas(tfm_model *m, int n)
         r->table = m->table;
         r->n_table = m->n_table;
         r->first_layer = m->first_layer;
+        r->enc_first_layer = m->enc_first_layer;
         r->alibi = m->alibi;
         r->n_params = m->n_params;
         r->shares_params = 1;
@@ -535,7 +706,11 @@ void tfm_model_init_weights(tfm_model *m, uint64_t seed)
 {
     tfm_rng r;
     tfm_rng_seed(&r, seed);
-    float resid_std = 0.02f / sqrtf(2.0f * m->cfg.n_layer);
+    /* residual projections scaled by the residual sums they feed: two a
+     * block, three in a decoder with cross-attention */
+    int Le = tfm_model_config_enc_layers(&m->cfg);
+    float resid_std = 0.02f / sqrtf((Le ? 3.0f : 2.0f) * m->cfg.n_layer);
+    float enc_resid_std = Le ? 0.02f / sqrtf(2.0f * Le) : 0.0f;
     for (int i = 0; i < m->n_table; i++) {
         const tfm_param *p = &m->table[i];
         float *w = m->params + p->offset;
@@ -549,7 +724,9 @@ void tfm_model_init_weights(tfm_model *m, uint64_t seed)
         } else if (is_bias) {
             memset(w, 0, p->numel * sizeof *w);
         } else {
-            float std = strstr(name, "c_proj.weight") ? resid_std : 0.02f;
+            float std = !strstr(name, "c_proj.weight") ? 0.02f
+                        : strncmp(name, "enc.", 4) == 0 ? enc_resid_std
+                                                        : resid_std;
             for (size_t j = 0; j < p->numel; j++)
                 w[j] = std * tfm_rng_normal(&r);
         }
@@ -635,9 +812,20 @@ static uint64_t site_seed(uint64_t seed, uint64_t site)
 
 enum { SITE_EMB, SITE_ATT, SITE_RATT, SITE_RMLP };
 
-static uint64_t layer_site(uint64_t seed, int l, int which)
+/* Sites are numbered per stack: the decoder's (or only stack's) from 0, as
+ * before encoder-decoders existed (so resumed runs draw the same), the
+ * encoder's and the cross-attention's in ranges of their own. */
+#define ENC_SITES ((uint64_t)2 << 40)
+#define CROSS_SITES ((uint64_t)1 << 40)
+
+static uint64_t layer_site(uint64_t seed, uint64_t base, int l, int which)
 {
-    return site_seed(seed, 1 + (uint64_t)l * 3 + (uint64_t)(which - 1));
+    return site_seed(seed, base + 1 + (uint64_t)l * 3 + (uint64_t)(which - 1));
+}
+
+static uint64_t cross_site(uint64_t seed, int l, int which)
+{
+    return site_seed(seed, CROSS_SITES + (uint64_t)l * 2 + (uint64_t)(which - 1));
 }
 
 static float drop_p(const tfm_model *m)
@@ -650,6 +838,7 @@ static float drop_p(const tfm_model *m)
 static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
 {
     int V = c->vocab_size, B = b->B, T = b->T;
+    int ed = c->kind == TFM_KIND_ENCODER_DECODER;
     if (B < 1 || T < 1)
         return tfm_err_set(err, "batch %d x %d is empty", B, T);
     /* only a learned table ends; the other schemes extend past training */
@@ -658,11 +847,19 @@ static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *e
                            c->block_size);
     if (b->segments && !c->n_segments)
         return tfm_err_set(err, "segment ids given to a model without segments");
-    if (c->kind == TFM_KIND_ENCODER && (b->prefix_len || b->doc_start))
+    if (c->kind != TFM_KIND_DECODER && (b->prefix_len || b->doc_start))
         return tfm_err_set(err, "prefix-LM and packed documents are for decoders");
-    if (c->kind == TFM_KIND_DECODER && b->lengths)
+    if (c->kind != TFM_KIND_ENCODER && b->lengths)
         return tfm_err_set(err, "padding lengths are for encoders (decoders ignore targets "
                                 "of -1 instead)");
+    if (ed && (!b->src || b->S < 1))
+        return tfm_err_set(err, "an encoder-decoder needs a source batch");
+    if (!ed && (b->src || b->src_lengths))
+        return tfm_err_set(err, "a source batch given to a model of kind %s",
+                           tfm_kind_name(c->kind));
+    if (ed && b->S > c->block_size && c->pos == TFM_POS_LEARNED)
+        return tfm_err_set(err, "source length %d exceeds the model's context %d", b->S,
+                           c->block_size);
     for (size_t i = 0, N = (size_t)B * T; i < N; i++) {
         if (b->inputs[i] < 0 || b->inputs[i] >= V)
             return tfm_err_set(err, "token id %d at batch row %zu, position %zu is outside the vocabulary (size %d)",
@@ -677,6 +874,13 @@ static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *e
             return tfm_err_set(err, "document start %d at batch row %zu, position %zu is not a position before it",
                                b->doc_start[i], i / T, i % T);
     }
+    if (ed) {
+        int S = b->S, Vs = tfm_model_config_src_vocab(c);
+        for (size_t i = 0, Ns = (size_t)B * S; i < Ns; i++)
+            if (b->src[i] < 0 || b->src[i] >= Vs)
+                return tfm_err_set(err, "source token id %d at batch row %zu, position %zu is outside the source vocabulary (size %d)",
+                                   (int)b->src[i], i / S, i % S, Vs);
+    }
     for (int r = 0; r < B; r++) {
         if (b->lengths && (b->lengths[r] < 1 || b->lengths[r] > T))
             return tfm_err_set(err, "length %d of batch row %d is out of range [1, %d]",
@@ -684,45 +888,103 @@ static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *e
         if (b->prefix_len && (b->prefix_len[r] < 0 || b->prefix_len[r] > T))
             return tfm_err_set(err, "prefix length %d of batch row %d is out of range [0, %d]",
                                b->prefix_len[r], r, T);
+        if (ed && b->src_lengths && (b->src_lengths[r] < 1 || b->src_lengths[r] > b->S))
+            return tfm_err_set(err, "source length %d of batch row %d is out of range [1, %d]",
+                               b->src_lengths[r], r, b->S);
     }
     return 0;
 }
 
 /* Copies what backward needs of the batch and derives the position ids. */
-static void keep_batch(tfm_model_acts *a, const tfm_batch *b)
+static void keep_batch(tfm_model_acts *a, const tfm_batch *b, int ed)
 {
     size_t N = (size_t)b->B * b->T;
     memcpy(a->inputs, b->inputs, N * sizeof *b->inputs);
     a->have_targets = b->targets != NULL;
     if (b->targets)
         memcpy(a->targets, b->targets, N * sizeof *b->targets);
-#define KEEP(field, n)                                                        \
+#define KEEP(field, to, n)                                                    \
     do {                                                                      \
         if (b->field)                                                         \
-            memcpy(a->field, b->field, (n) * sizeof *a->field);               \
+            memcpy(a->to, b->field, (n) * sizeof *a->to);                     \
     } while (0)
-    KEEP(segments, N);
-    KEEP(doc_start, N);
-    KEEP(lengths, (size_t)b->B);
-    KEEP(prefix_len, (size_t)b->B);
+    KEEP(segments, segments, N);
+    KEEP(doc_start, doc_start, N);
+    KEEP(lengths, lengths, (size_t)b->B);
+    KEEP(prefix_len, prefix_len, (size_t)b->B);
+    a->S = ed ? b->S : 0;
+    if (ed) {
+        KEEP(src, src, (size_t)b->B * b->S);
+        KEEP(src_lengths, src_lengths, (size_t)b->B);
+        for (size_t i = 0, Ns = (size_t)b->B * b->S; i < Ns; i++)
+            a->src_pos[i] = (int32_t)(i % b->S);
+    }
 #undef KEEP
     a->has_segments = b->segments != NULL;
     a->lengths_i = b->lengths ? a->lengths : NULL;
     a->prefix_i = b->prefix_len ? a->prefix_len : NULL;
     a->doc_i = b->doc_start ? a->doc_start : NULL;
+    a->src_len_i = ed && b->src_lengths ? a->src_lengths : NULL;
     for (size_t i = 0; i < N; i++)
         a->pos[i] = (int32_t)(i % b->T) - (b->doc_start ? b->doc_start[i] : 0);
 }
 
-/* The attention of layer l for the kept batch. */
-static tfm_attn attn_of(const tfm_model *m, const tfm_attn_t5 *t5, int l)
+/* One stack as forward and backward see it: the decoder (or an encoder's
+ * only stack), or an encoder-decoder's encoder. */
+typedef struct side {
+    const char *pre;           /* its tensors' prefix: "" or "enc." */
+    int enc;                   /* an encoder-decoder's encoder */
+    int first, n_layer, cross; /* table row of its first block; blocks;
+                                  cross-attention in them */
+    int T;                     /* positions per sequence */
+    size_t N;                  /* rows: B·T */
+    embed_acts *e;
+    layer_acts *layer;
+    const int32_t *ids, *pos;
+    int packed;                /* pos restarts per document */
+    uint64_t site;             /* its dropout sites */
+    tfm_attn_t5 t5;            /* its relative bias (t5 positions) */
+} side;
+
+static side side_of(tfm_model *m, int enc)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
+    side sd = {.pre = enc ? "enc." : "", .enc = enc};
+    sd.first = enc ? m->enc_first_layer : m->first_layer;
+    sd.n_layer = enc ? tfm_model_config_enc_layers(c) : c->n_layer;
+    sd.cross = !enc && c->kind == TFM_KIND_ENCODER_DECODER;
+    sd.T = enc ? a->S : m->T;
+    sd.N = (size_t)m->B * sd.T;
+    sd.e = enc ? &a->enc : &a->dec;
+    sd.layer = enc ? a->enc_layer : a->layer;
+    sd.ids = enc ? a->src : a->inputs;
+    sd.pos = enc ? a->src_pos : a->pos;
+    sd.packed = !enc && a->doc_i;
+    sd.site = enc ? ENC_SITES : 0;
+    if (c->pos == TFM_POS_T5)
+        sd.t5 = (tfm_attn_t5){.table = side_ptr(m, m->params, sd.pre, "rel_bias.weight"),
+                              .dtable = m->grads ? side_ptr(m, m->grads, sd.pre,
+                                                            "rel_bias.weight")
+                                                 : NULL,
+                              .n_buckets = c->t5_buckets,
+                              .max_distance = c->t5_max_distance,
+                              .bidirectional = enc || c->kind == TFM_KIND_ENCODER};
+    return sd;
+}
+
+/* The self-attention of block l of a stack, for the kept batch. */
+static tfm_attn self_attn(const tfm_model *m, const side *sd, int l)
 {
     const tfm_model_config *c = &m->cfg;
     const tfm_model_acts *a = m->acts;
-    tfm_attn at = {.B = m->B, .Tq = m->T, .Tk = m->T, .NH = c->n_head,
+    tfm_attn at = {.B = m->B, .Tq = sd->T, .Tk = sd->T, .NH = c->n_head,
                    .HS = c->n_embd / c->n_head, .dropout = drop_p(m),
-                   .seed = layer_site(a->seed, l, SITE_ATT)};
-    if (c->kind == TFM_KIND_ENCODER) {
+                   .seed = layer_site(a->seed, sd->site, l, SITE_ATT)};
+    if (sd->enc) {
+        at.mask = TFM_MASK_NONE;
+        at.key_len = a->src_len_i;
+    } else if (c->kind == TFM_KIND_ENCODER) {
         at.mask = TFM_MASK_NONE;
         at.key_len = a->lengths_i;
     } else {
@@ -731,126 +993,188 @@ static tfm_attn attn_of(const tfm_model *m, const tfm_attn_t5 *t5, int l)
         at.doc_start = a->doc_i;
     }
     at.alibi = m->alibi;
-    at.t5 = t5;
+    at.t5 = c->pos == TFM_POS_T5 ? &sd->t5 : NULL;
     return at;
 }
 
-/* RoPE's angles for positions 0 .. T-1 (packed documents restart, so no
- * position reaches T). */
-static void rope_prepare(tfm_model *m)
+/* The cross-attention of decoder block l: every target position over the
+ * source's unpadded positions, no position term. */
+static tfm_attn cross_attn(const tfm_model *m, int l)
 {
     const tfm_model_config *c = &m->cfg;
-    tfm_rope_table(m->acts->pe, 0, m->T, c->n_embd / c->n_head, c->rope_base);
+    const tfm_model_acts *a = m->acts;
+    return (tfm_attn){.B = m->B, .Tq = m->T, .Tk = a->S, .NH = c->n_head,
+                      .HS = c->n_embd / c->n_head, .mask = TFM_MASK_NONE,
+                      .key_len = a->src_len_i, .dropout = drop_p(m),
+                      .seed = cross_site(a->seed, l, SITE_ATT)};
 }
 
-/* Rotates (or, with inverse, rotates back) the q and k columns of rows laid
- * out [N, 3C]: the 2·NH heads of q and k are adjacent. */
-static void rope_qk(tfm_model *m, float *qkv, int inverse)
+/* Rotates (or, with inverse, rotates back) the q and k columns of a stack's
+ * rows laid out [N, 3C]: the 2·NH heads of q and k are adjacent. */
+static void rope_qk(tfm_model *m, const side *sd, float *qkv, int inverse)
 {
     const tfm_model_config *c = &m->cfg;
     int C = c->n_embd, HS = C / c->n_head;
-    tfm_rope_apply(qkv, 3 * C, m->B * m->T, m->acts->pos, 0, 2 * c->n_head, HS, m->acts->pe,
-                   m->T, inverse);
+    tfm_rope_apply(qkv, 3 * C, (int)sd->N, sd->pos, 0, 2 * c->n_head, HS, m->acts->pe,
+                   m->acts->n_pe, inverse);
+}
+
+/* The token embedding a stack reads: an untied source's own, else wte. */
+static float *side_wte(const tfm_model *m, float *base, const side *sd)
+{
+    return sd->enc && !m->cfg.tie_source ? param_ptr(m, base, "enc.wte.weight")
+                                         : param_ptr(m, base, "wte.weight");
+}
+
+static void embed_forward(tfm_model *m, const side *sd, int B)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
+    embed_acts *e = sd->e;
+    int C = c->n_embd, T = sd->T;
+    size_t N = sd->N;
+    float *P = m->params, *wte = side_wte(m, P, sd);
+    float *emb = c->emb_norm ? e->emb : e->encoded;
+    float *wpe = side_ptr(m, P, sd->pre, "wpe.weight");
+    if (c->pos == TFM_POS_LEARNED && !sd->packed) {
+        tfm_embedding_forward(emb, sd->ids, wte, wpe, B, T, C);
+    } else {
+        tfm_embedding_forward(emb, sd->ids, wte, NULL, B, T, C);
+        if (c->pos == TFM_POS_LEARNED)
+            tfm_embedding_add(emb, sd->pos, wpe, (int)N, C);
+        else if (c->pos == TFM_POS_SINUSOIDAL)
+            tfm_embedding_add(emb, sd->pos, a->pe, (int)N, C);
+    }
+    if (!sd->enc && a->has_segments)
+        tfm_embedding_add(emb, a->segments, param_ptr(m, P, "wse.weight"), (int)N, C);
+    if (c->emb_norm)
+        tfm_layernorm_forward(e->encoded, e->emb_mean, e->emb_rstd, e->emb,
+                              side_ptr(m, P, sd->pre, "ln_e.weight"),
+                              side_ptr(m, P, sd->pre, "ln_e.bias"), (int)N, C, c->ln_eps);
+    tfm_dropout_forward(e->encoded, e->encoded, N * C, drop_p(m),
+                        site_seed(a->seed, sd->site + SITE_EMB));
+}
+
+/* Block l of a stack on input x; returns its output. */
+static const float *block_forward(tfm_model *m, const side *sd, int l, const float *x)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
+    int C = c->n_embd, F = tfm_model_config_ff(c), pre = c->ln == TFM_LN_PRE;
+    size_t N = sd->N;
+    float p = drop_p(m);
+    layer_params lp = block_ptrs(m, m->params, sd->first, l, sd->cross);
+    layer_acts *la = &sd->layer[l];
+    tfm_attn at = self_attn(m, sd, l);
+    if (pre) {
+        tfm_layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, lp.p[P_LN1W],
+                              lp.p[P_LN1B], N, C, c->ln_eps);
+        linear_forward(la->qkv, la->ln1, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
+    } else {
+        linear_forward(la->qkv, x, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
+    }
+    if (c->pos == TFM_POS_ROPE)
+        rope_qk(m, sd, la->qkv, 0);
+    tfm_attn_forward(&at, la->atty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
+                     la->qkv + 2 * C, 3 * C, a->attn_scratch);
+    linear_forward(la->res_attn, la->atty, lp.p[P_PROJW], lp.p[P_PROJB], N, C, C);
+    tfm_dropout_forward(la->res_attn, la->res_attn, N * C, p,
+                        layer_site(a->seed, sd->site, l, SITE_RATT));
+    tfm_add_inplace(la->res_attn, x, N * C);
+    /* h: the stream after the attention sublayer(s) */
+    const float *h = la->res_attn;
+    if (!pre) {
+        tfm_layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, la->res_attn,
+                              lp.p[P_LN1W], lp.p[P_LN1B], N, C, c->ln_eps);
+        h = la->ln1;
+    }
+    if (sd->cross) {
+        size_t Ns = (size_t)m->B * a->S;
+        tfm_attn xt = cross_attn(m, l);
+        const float *xin = h;
+        if (pre) {
+            tfm_layernorm_forward(la->lnx, la->lnx_mean, la->lnx_rstd, h, lp.p[P_LNXW],
+                                  lp.p[P_LNXB], N, C, c->ln_eps);
+            xin = la->lnx;
+        }
+        linear_forward(la->xq, xin, lp.p[P_XQW], lp.p[P_XQB], N, C, C);
+        linear_forward(la->xkv, a->memory, lp.p[P_XKVW], lp.p[P_XKVB], Ns, C, 2 * C);
+        tfm_attn_forward(&xt, la->xatty, C, la->xatt, la->xq, C, la->xkv, 2 * C,
+                         la->xkv + C, 2 * C, a->attn_scratch);
+        linear_forward(la->res_x, la->xatty, lp.p[P_XPW], lp.p[P_XPB], N, C, C);
+        tfm_dropout_forward(la->res_x, la->res_x, N * C, p, cross_site(a->seed, l, SITE_RATT));
+        tfm_add_inplace(la->res_x, h, N * C);
+        h = la->res_x;
+        if (!pre) {
+            tfm_layernorm_forward(la->lnx, la->lnx_mean, la->lnx_rstd, la->res_x,
+                                  lp.p[P_LNXW], lp.p[P_LNXB], N, C, c->ln_eps);
+            h = la->lnx;
+        }
+    }
+    const float *mlp_in = h;
+    if (pre) {
+        tfm_layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, h, lp.p[P_LN2W],
+                              lp.p[P_LN2B], N, C, c->ln_eps);
+        mlp_in = la->ln2;
+    }
+    linear_forward(la->fch, mlp_in, lp.p[P_FCW], lp.p[P_FCB], N, C, F);
+    tfm_act_forward(act_kind(c->act), la->fcg, la->fch, N * F);
+    linear_forward(la->res_mlp, la->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, F, C);
+    tfm_dropout_forward(la->res_mlp, la->res_mlp, N * C, p,
+                        layer_site(a->seed, sd->site, l, SITE_RMLP));
+    tfm_add_inplace(la->res_mlp, h, N * C);
+    if (pre)
+        return la->res_mlp;
+    tfm_layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->res_mlp, lp.p[P_LN2W],
+                          lp.p[P_LN2B], N, C, c->ln_eps);
+    return la->ln2;
+}
+
+/* Embedding, blocks and (pre-LN) final norm of a stack; returns its output. */
+static const float *stack_forward(tfm_model *m, const side *sd)
+{
+    const tfm_model_config *c = &m->cfg;
+    embed_forward(m, sd, m->B);
+    const float *x = sd->e->encoded;
+    for (int l = 0; l < sd->n_layer; l++)
+        x = block_forward(m, sd, l, x);
+    if (c->ln != TFM_LN_PRE)
+        return x;
+    embed_acts *e = sd->e;
+    tfm_layernorm_forward(e->lnf, e->lnf_mean, e->lnf_rstd, x,
+                          side_ptr(m, m->params, sd->pre, "ln_f.weight"),
+                          side_ptr(m, m->params, sd->pre, "ln_f.bias"), sd->N, c->n_embd,
+                          c->ln_eps);
+    return e->lnf;
 }
 
 static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
 {
     const tfm_model_config *c = &m->cfg;
-    int B = batch->B, T = batch->T;
-    int C = c->n_embd, V = c->vocab_size, L = c->n_layer, F = tfm_model_config_ff(c);
+    int B = batch->B, T = batch->T, ed = c->kind == TFM_KIND_ENCODER_DECODER;
+    int S = ed ? batch->S : 0;
+    int C = c->n_embd, V = c->vocab_size;
     size_t N = (size_t)B * T;
-    if (acts_plan(m, B, T, err) < 0)
+    if (acts_plan(m, B, T, S, err) < 0)
         return -1;
     tfm_model_acts *a = m->acts;
     m->B = B;
     m->T = T;
-    keep_batch(a, batch);
+    keep_batch(a, batch, ed);
     float p = drop_p(m);
     a->seed = p > 0.0f ? tfm_rng_u64(&m->rng) : 0;
-    tfm_act_kind ak = act_kind(c->act);
-
+    a->n_pe = T > S ? T : S;
+    if (c->pos == TFM_POS_SINUSOIDAL)
+        tfm_sinusoidal_table(a->pe, a->n_pe, C);
+    else if (c->pos == TFM_POS_ROPE) /* packed documents restart: no position reaches T */
+        tfm_rope_table(a->pe, 0, a->n_pe, C / c->n_head, c->rope_base);
+    if (ed) {
+        side enc = side_of(m, 1);
+        a->memory = stack_forward(m, &enc);
+    }
+    side dec = side_of(m, 0);
+    const float *final = stack_forward(m, &dec);
     float *wte = param_ptr(m, m->params, "wte.weight");
-    float *emb = c->emb_norm ? a->emb : a->encoded;
-    if (c->pos == TFM_POS_LEARNED && !batch->doc_start) {
-        tfm_embedding_forward(emb, batch->inputs, wte, param_ptr(m, m->params, "wpe.weight"),
-                              B, T, C);
-    } else {
-        tfm_embedding_forward(emb, batch->inputs, wte, NULL, B, T, C);
-        if (c->pos == TFM_POS_LEARNED) {
-            tfm_embedding_add(emb, a->pos, param_ptr(m, m->params, "wpe.weight"), (int)N, C);
-        } else if (c->pos == TFM_POS_SINUSOIDAL) {
-            tfm_sinusoidal_table(a->pe, T, C);
-            tfm_embedding_add(emb, a->pos, a->pe, (int)N, C);
-        }
-    }
-    if (a->has_segments)
-        tfm_embedding_add(emb, a->segments, param_ptr(m, m->params, "wse.weight"), (int)N, C);
-    if (c->emb_norm)
-        tfm_layernorm_forward(a->encoded, a->emb_mean, a->emb_rstd, a->emb,
-                              param_ptr(m, m->params, "ln_e.weight"),
-                              param_ptr(m, m->params, "ln_e.bias"), (int)N, C, c->ln_eps);
-    tfm_dropout_forward(a->encoded, a->encoded, N * C, p, site_seed(a->seed, SITE_EMB));
-    if (c->pos == TFM_POS_ROPE)
-        rope_prepare(m);
-    tfm_attn_t5 t5 = {0}, *t5p = NULL;
-    if (c->pos == TFM_POS_T5) {
-        t5 = (tfm_attn_t5){.table = param_ptr(m, m->params, "rel_bias.weight"),
-                           .n_buckets = c->t5_buckets, .max_distance = c->t5_max_distance,
-                           .bidirectional = c->kind == TFM_KIND_ENCODER};
-        t5p = &t5;
-    }
-
-    const float *x = a->encoded;
-    for (int l = 0; l < L; l++) {
-        layer_params lp = layer_ptrs(m, m->params, l);
-        layer_acts *la = &a->layer[l];
-        tfm_attn at = attn_of(m, t5p, l);
-        if (c->ln == TFM_LN_PRE) {
-            tfm_layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, lp.p[P_LN1W],
-                                  lp.p[P_LN1B], N, C, c->ln_eps);
-            linear_forward(la->qkv, la->ln1, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
-        } else {
-            linear_forward(la->qkv, x, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
-        }
-        if (c->pos == TFM_POS_ROPE)
-            rope_qk(m, la->qkv, 0);
-        tfm_attn_forward(&at, la->atty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
-                         la->qkv + 2 * C, 3 * C, a->attn_scratch);
-        linear_forward(la->res_attn, la->atty, lp.p[P_PROJW], lp.p[P_PROJB], N, C, C);
-        tfm_dropout_forward(la->res_attn, la->res_attn, N * C, p,
-                            layer_site(a->seed, l, SITE_RATT));
-        tfm_add_inplace(la->res_attn, x, N * C);
-        const float *mlp_in;
-        if (c->ln == TFM_LN_PRE) {
-            tfm_layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->res_attn,
-                                  lp.p[P_LN2W], lp.p[P_LN2B], N, C, c->ln_eps);
-            mlp_in = la->ln2;
-        } else {
-            tfm_layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, la->res_attn,
-                                  lp.p[P_LN1W], lp.p[P_LN1B], N, C, c->ln_eps);
-            mlp_in = la->ln1;
-        }
-        linear_forward(la->fch, mlp_in, lp.p[P_FCW], lp.p[P_FCB], N, C, F);
-        tfm_act_forward(ak, la->fcg, la->fch, N * F);
-        linear_forward(la->res_mlp, la->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, F, C);
-        tfm_dropout_forward(la->res_mlp, la->res_mlp, N * C, p,
-                            layer_site(a->seed, l, SITE_RMLP));
-        tfm_add_inplace(la->res_mlp, mlp_in == la->ln2 ? la->res_attn : la->ln1, N * C);
-        if (c->ln == TFM_LN_POST) {
-            tfm_layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->res_mlp,
-                                  lp.p[P_LN2W], lp.p[P_LN2B], N, C, c->ln_eps);
-            x = la->ln2;
-        } else {
-            x = la->res_mlp;
-        }
-    }
-    const float *final = x;
-    if (c->ln == TFM_LN_PRE) {
-        tfm_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x,
-                              param_ptr(m, m->params, "ln_f.weight"),
-                              param_ptr(m, m->params, "ln_f.bias"), N, C, c->ln_eps);
-        final = a->lnf;
-    }
     const float *head = c->tie_embeddings ? wte : param_ptr(m, m->params, "lm_head.weight");
     tfm_gemm(0, 1, N, V, C, 1.0f, final, C, head, C, 0.0f, a->logits, V);
 
@@ -879,16 +1203,186 @@ int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *target
     return tfm_model_forward_batch(m, &b, loss, err);
 }
 
+/* The cross-attention sublayer of decoder block l backward: dh is the
+ * gradient of its output; adds the memory's gradient into a->dmem and
+ * writes the gradient of its input xin's LayerNorm-free path into *dxin
+ * (=, or += with beta 1). */
+static void cross_backward(tfm_model *m, int l, const layer_params *lp, const layer_params *gp,
+                           const float *dres, const float *xin, float *dxin, float beta)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
+    layer_acts *la = &a->layer[l];
+    int C = c->n_embd;
+    size_t N = (size_t)m->B * m->T, Ns = (size_t)m->B * a->S;
+    tfm_attn xt = cross_attn(m, l);
+    /* res_x = h + drop(xatty·Wxp + b) */
+    tfm_dropout_backward(a->dtmp, dres, N * C, drop_p(m), cross_site(a->seed, l, SITE_RATT));
+    linear_backward(a->datty, 0.0f, gp->p[P_XPW], gp->p[P_XPB], a->dtmp, la->xatty,
+                    lp->p[P_XPW], N, C, C);
+    /* dq into dqkv as [N, C] */
+    tfm_attn_backward(&xt, a->dqkv, C, a->dxkv, 2 * C, a->dxkv + C, 2 * C, a->datty, C,
+                      la->xatt, la->xq, C, la->xkv, 2 * C, la->xkv + C, 2 * C,
+                      a->attn_scratch);
+    linear_backward(a->dmem, 1.0f, gp->p[P_XKVW], gp->p[P_XKVB], a->dxkv, a->memory,
+                    lp->p[P_XKVW], Ns, C, 2 * C);
+    linear_backward(dxin, beta, gp->p[P_XQW], gp->p[P_XQB], a->dqkv, xin, lp->p[P_XQW], N, C,
+                    C);
+}
+
+/* Block l of a stack backward: dy is the gradient of its output; returns
+ * the buffer holding the gradient of its input (the next dy). */
+static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
+    int C = c->n_embd, F = tfm_model_config_ff(c);
+    size_t N = sd->N;
+    float p = drop_p(m);
+    tfm_act_kind ak = act_kind(c->act);
+    float *G = m->grads, *P = m->params;
+    layer_params lp = block_ptrs(m, P, sd->first, l, sd->cross);
+    layer_params gp = block_ptrs(m, G, sd->first, l, sd->cross);
+    layer_acts *la = &sd->layer[l];
+    const float *x;
+    if (l == 0)
+        x = sd->e->encoded;
+    else
+        x = c->ln == TFM_LN_PRE ? sd->layer[l - 1].res_mlp : sd->layer[l - 1].ln2;
+    tfm_attn at = self_attn(m, sd, l);
+    uint64_t rmlp = layer_site(a->seed, sd->site, l, SITE_RMLP);
+    uint64_t ratt = layer_site(a->seed, sd->site, l, SITE_RATT);
+    if (c->ln == TFM_LN_PRE) {
+        const float *h = sd->cross ? la->res_x : la->res_attn;
+        /* res_mlp = h + drop(act(fch)·Wp + b); dy flows to h */
+        tfm_dropout_backward(a->dtmp, dy, N * C, p, rmlp);
+        if (!a->keep_fcg)
+            tfm_act_forward(ak, la->fcg, la->fch, N * F);
+        linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg,
+                        lp.p[P_FCPW], N, F, C);
+        tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * F);
+        linear_backward(a->dtmp, 0.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln2,
+                        lp.p[P_FCW], N, C, F);
+        tfm_layernorm_backward(dy, gp.p[P_LN2W], gp.p[P_LN2B], a->dtmp, h, lp.p[P_LN2W],
+                               la->ln2_mean, la->ln2_rstd, N, C);
+        if (sd->cross) {
+            /* res_x = res_attn + drop(xattn(ln_x(res_attn))); dy holds d res_x */
+            cross_backward(m, l, &lp, &gp, dy, la->lnx, a->d3, 0.0f);
+            tfm_layernorm_backward(dy, gp.p[P_LNXW], gp.p[P_LNXB], a->d3, la->res_attn,
+                                   lp.p[P_LNXW], la->lnx_mean, la->lnx_rstd, N, C);
+        }
+        /* res_attn = x + drop(atty·Wproj + b); dy now holds d res_attn */
+        tfm_dropout_backward(a->dtmp, dy, N * C, p, ratt);
+        linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
+                        lp.p[P_PROJW], N, C, C);
+        tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
+                          a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
+                          la->qkv + 2 * C, 3 * C, a->attn_scratch);
+        if (c->pos == TFM_POS_ROPE)
+            rope_qk(m, sd, a->dqkv, 1);
+        linear_backward(a->dtmp, 0.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, la->ln1,
+                        lp.p[P_QKVW], N, C, 3 * C);
+        tfm_layernorm_backward(dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
+                               la->ln1_mean, la->ln1_rstd, N, C);
+        return dy; /* d x */
+    }
+    /* post-LN: ln2 = LN(res_mlp) */
+    float *dr2 = a->d1, *dr1 = a->d2;
+    memset(dr2, 0, N * C * sizeof *dr2);
+    tfm_layernorm_backward(dr2, gp.p[P_LN2W], gp.p[P_LN2B], dy, la->res_mlp, lp.p[P_LN2W],
+                           la->ln2_mean, la->ln2_rstd, N, C);
+    /* res_mlp = h + drop(act(fch)·Wp + b), h = ln_x or ln_1 */
+    const float *h = sd->cross ? la->lnx : la->ln1;
+    tfm_dropout_backward(a->dtmp, dr2, N * C, p, rmlp);
+    if (!a->keep_fcg)
+        tfm_act_forward(ak, la->fcg, la->fch, N * F);
+    linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg, lp.p[P_FCPW],
+                    N, F, C);
+    tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * F);
+    linear_backward(dr2, 1.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, h, lp.p[P_FCW], N, C, F);
+    /* dr2 = d h */
+    float *dln1 = dr2;
+    if (sd->cross) {
+        /* ln_x = LN(res_x); res_x = ln_1 + drop(xattn(ln_1)) */
+        float *dres = a->d3;
+        memset(dres, 0, N * C * sizeof *dres);
+        tfm_layernorm_backward(dres, gp.p[P_LNXW], gp.p[P_LNXB], dr2, la->res_x, lp.p[P_LNXW],
+                               la->lnx_mean, la->lnx_rstd, N, C);
+        cross_backward(m, l, &lp, &gp, dres, la->ln1, dres, 1.0f);
+        dln1 = dres;
+    }
+    /* ln1 = LN(res_attn) */
+    memset(dr1, 0, N * C * sizeof *dr1);
+    tfm_layernorm_backward(dr1, gp.p[P_LN1W], gp.p[P_LN1B], dln1, la->res_attn, lp.p[P_LN1W],
+                           la->ln1_mean, la->ln1_rstd, N, C);
+    /* res_attn = x + drop(atty·Wproj + b) */
+    tfm_dropout_backward(a->dtmp, dr1, N * C, p, ratt);
+    linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
+                    lp.p[P_PROJW], N, C, C);
+    tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
+                      a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
+                      la->qkv + 2 * C, 3 * C, a->attn_scratch);
+    if (c->pos == TFM_POS_ROPE)
+        rope_qk(m, sd, a->dqkv, 1);
+    linear_backward(dr1, 1.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, x, lp.p[P_QKVW], N, C,
+                    3 * C);
+    /* dr1 = d x: it becomes the next block's dy */
+    a->d2 = dy;
+    a->d0 = dr1;
+    return dr1;
+}
+
+/* A stack's blocks and embedding backward, from dout, the gradient of its
+ * output (before the final norm's backward). */
+static void stack_backward(tfm_model *m, const side *sd, const float *dout)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
+    int C = c->n_embd, L = sd->n_layer;
+    size_t N = sd->N;
+    float *G = m->grads, *P = m->params;
+    embed_acts *e = sd->e;
+    float *dy = a->d0;
+    if (c->ln == TFM_LN_PRE) {
+        memset(dy, 0, N * C * sizeof *dy);
+        tfm_layernorm_backward(dy, side_ptr(m, G, sd->pre, "ln_f.weight"),
+                               side_ptr(m, G, sd->pre, "ln_f.bias"), dout,
+                               sd->layer[L - 1].res_mlp, side_ptr(m, P, sd->pre, "ln_f.weight"),
+                               e->lnf_mean, e->lnf_rstd, N, C);
+    } else if (dout != dy) {
+        memcpy(dy, dout, N * C * sizeof *dy);
+    }
+    for (int l = L - 1; l >= 0; l--)
+        dy = block_backward(m, sd, l, dy);
+    tfm_dropout_backward(a->dtmp, dy, N * C, drop_p(m), site_seed(a->seed, sd->site + SITE_EMB));
+    const float *demb = a->dtmp;
+    if (c->emb_norm) {
+        /* dy is free now: it receives d(sum before ln_e) */
+        memset(dy, 0, N * C * sizeof *dy);
+        tfm_layernorm_backward(dy, side_ptr(m, G, sd->pre, "ln_e.weight"),
+                               side_ptr(m, G, sd->pre, "ln_e.bias"), a->dtmp, e->emb,
+                               side_ptr(m, P, sd->pre, "ln_e.weight"), e->emb_mean, e->emb_rstd,
+                               N, C);
+        demb = dy;
+    }
+    int by_id = c->pos == TFM_POS_LEARNED && sd->packed;
+    float *wpe = c->pos == TFM_POS_LEARNED ? side_ptr(m, G, sd->pre, "wpe.weight") : NULL;
+    tfm_embedding_backward(side_wte(m, G, sd), by_id ? NULL : wpe, demb, sd->ids, m->B, sd->T,
+                           C);
+    if (by_id)
+        tfm_embedding_backward(wpe, NULL, demb, sd->pos, 1, (int)N, C);
+    if (!sd->enc && a->has_segments)
+        tfm_embedding_backward(param_ptr(m, G, "wse.weight"), NULL, demb, a->segments, 1,
+                               (int)N, C);
+}
+
 void tfm_model_backward(tfm_model *m, float scale)
 {
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
     TFM_ASSERT(a && a->have_targets && !a->inference);
-    int B = m->B, T = m->T, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
-    int F = tfm_model_config_ff(c);
-    size_t N = (size_t)B * T;
-    float p = drop_p(m);
-    tfm_act_kind ak = act_kind(c->act);
+    int C = c->n_embd, V = c->vocab_size, L = c->n_layer;
+    size_t N = (size_t)m->B * m->T;
     float *G = m->grads, *P = m->params;
 
     tfm_crossentropy_backward(a->logits, a->lse, a->targets, N, V, c->label_smoothing,
@@ -897,120 +1391,21 @@ void tfm_model_backward(tfm_model *m, float scale)
     float *dwte = param_ptr(m, G, "wte.weight");
     const float *head = c->tie_embeddings ? wte : param_ptr(m, P, "lm_head.weight");
     float *dhead = c->tie_embeddings ? dwte : param_ptr(m, G, "lm_head.weight");
-    const float *final = c->ln == TFM_LN_PRE ? a->lnf : a->layer[L - 1].ln2;
+    const float *final = c->ln == TFM_LN_PRE ? a->dec.lnf : a->layer[L - 1].ln2;
     /* logits = final·headᵀ */
     tfm_gemm(1, 0, V, C, N, 1.0f, a->logits, V, final, C, 1.0f, dhead, C);
-
-    tfm_attn_t5 t5 = {0}, *t5p = NULL;
-    if (c->pos == TFM_POS_T5) {
-        t5 = (tfm_attn_t5){.table = param_ptr(m, P, "rel_bias.weight"),
-                           .dtable = param_ptr(m, G, "rel_bias.weight"),
-                           .n_buckets = c->t5_buckets, .max_distance = c->t5_max_distance,
-                           .bidirectional = c->kind == TFM_KIND_ENCODER};
-        t5p = &t5;
+    /* d final: into dtmp before the final norm, else straight into d0 */
+    float *dfinal = c->ln == TFM_LN_PRE ? a->dtmp : a->d0;
+    tfm_gemm(0, 0, N, C, V, 1.0f, a->logits, V, head, C, 0.0f, dfinal, C);
+    int ed = c->kind == TFM_KIND_ENCODER_DECODER;
+    if (ed)
+        memset(a->dmem, 0, (size_t)m->B * a->S * C * sizeof *a->dmem);
+    side dec = side_of(m, 0);
+    stack_backward(m, &dec, dfinal);
+    if (ed) {
+        side enc = side_of(m, 1);
+        stack_backward(m, &enc, a->dmem);
     }
-
-    /* dy: gradient of the current block's output */
-    float *dy = a->d0;
-    if (c->ln == TFM_LN_PRE) {
-        tfm_gemm(0, 0, N, C, V, 1.0f, a->logits, V, head, C, 0.0f, a->dtmp, C);
-        memset(dy, 0, N * C * sizeof *dy);
-        tfm_layernorm_backward(dy, param_ptr(m, G, "ln_f.weight"), param_ptr(m, G, "ln_f.bias"),
-                               a->dtmp, a->layer[L - 1].res_mlp,
-                               param_ptr(m, P, "ln_f.weight"), a->lnf_mean, a->lnf_rstd, N, C);
-    } else {
-        tfm_gemm(0, 0, N, C, V, 1.0f, a->logits, V, head, C, 0.0f, dy, C);
-    }
-
-    for (int l = L - 1; l >= 0; l--) {
-        layer_params lp = layer_ptrs(m, P, l), gp = layer_ptrs(m, G, l);
-        layer_acts *la = &a->layer[l];
-        const float *x;
-        if (l == 0)
-            x = a->encoded;
-        else
-            x = c->ln == TFM_LN_PRE ? a->layer[l - 1].res_mlp : a->layer[l - 1].ln2;
-        tfm_attn at = attn_of(m, t5p, l);
-        if (c->ln == TFM_LN_PRE) {
-            /* res_mlp = res_attn + drop(act(fch)·Wp + b); dy flows to res_attn */
-            tfm_dropout_backward(a->dtmp, dy, N * C, p, layer_site(a->seed, l, SITE_RMLP));
-            if (!a->keep_fcg)
-                tfm_act_forward(ak, la->fcg, la->fch, N * F);
-            linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg,
-                            lp.p[P_FCPW], N, F, C);
-            tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * F);
-            linear_backward(a->dtmp, 0.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln2,
-                            lp.p[P_FCW], N, C, F);
-            tfm_layernorm_backward(dy, gp.p[P_LN2W], gp.p[P_LN2B], a->dtmp, la->res_attn,
-                                   lp.p[P_LN2W], la->ln2_mean, la->ln2_rstd, N, C);
-            /* res_attn = x + drop(atty·Wproj + b); dy now holds d res_attn */
-            tfm_dropout_backward(a->dtmp, dy, N * C, p, layer_site(a->seed, l, SITE_RATT));
-            linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
-                            lp.p[P_PROJW], N, C, C);
-            tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
-                              a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
-                              la->qkv + 2 * C, 3 * C, a->attn_scratch);
-            if (c->pos == TFM_POS_ROPE)
-                rope_qk(m, a->dqkv, 1);
-            linear_backward(a->dtmp, 0.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, la->ln1,
-                            lp.p[P_QKVW], N, C, 3 * C);
-            tfm_layernorm_backward(dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
-                                   la->ln1_mean, la->ln1_rstd, N, C);
-            /* dy is now d x */
-        } else {
-            /* ln2 = LN(res_mlp) */
-            float *dr2 = a->d1, *dr1 = a->d2;
-            memset(dr2, 0, N * C * sizeof *dr2);
-            tfm_layernorm_backward(dr2, gp.p[P_LN2W], gp.p[P_LN2B], dy, la->res_mlp,
-                                   lp.p[P_LN2W], la->ln2_mean, la->ln2_rstd, N, C);
-            /* res_mlp = ln1 + drop(act(fch)·Wp + b) */
-            tfm_dropout_backward(a->dtmp, dr2, N * C, p, layer_site(a->seed, l, SITE_RMLP));
-            if (!a->keep_fcg)
-                tfm_act_forward(ak, la->fcg, la->fch, N * F);
-            linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg,
-                            lp.p[P_FCPW], N, F, C);
-            tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * F);
-            linear_backward(dr2, 1.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln1,
-                            lp.p[P_FCW], N, C, F);
-            /* dr2 = d ln1; ln1 = LN(res_attn) */
-            memset(dr1, 0, N * C * sizeof *dr1);
-            tfm_layernorm_backward(dr1, gp.p[P_LN1W], gp.p[P_LN1B], dr2, la->res_attn,
-                                   lp.p[P_LN1W], la->ln1_mean, la->ln1_rstd, N, C);
-            /* res_attn = x + drop(atty·Wproj + b) */
-            tfm_dropout_backward(a->dtmp, dr1, N * C, p, layer_site(a->seed, l, SITE_RATT));
-            linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
-                            lp.p[P_PROJW], N, C, C);
-            tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
-                              a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
-                              la->qkv + 2 * C, 3 * C, a->attn_scratch);
-            if (c->pos == TFM_POS_ROPE)
-                rope_qk(m, a->dqkv, 1);
-            linear_backward(dr1, 1.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, x,
-                            lp.p[P_QKVW], N, C, 3 * C);
-            /* dr1 = d x: it becomes the next block's dy */
-            a->d2 = dy;
-            a->d0 = dr1;
-            dy = dr1;
-        }
-    }
-    tfm_dropout_backward(a->dtmp, dy, N * C, p, site_seed(a->seed, SITE_EMB));
-    const float *demb = a->dtmp;
-    if (c->emb_norm) {
-        /* dy is free now: it receives d(sum before ln_e) */
-        memset(dy, 0, N * C * sizeof *dy);
-        tfm_layernorm_backward(dy, param_ptr(m, G, "ln_e.weight"), param_ptr(m, G, "ln_e.bias"),
-                               a->dtmp, a->emb, param_ptr(m, P, "ln_e.weight"), a->emb_mean,
-                               a->emb_rstd, N, C);
-        demb = dy;
-    }
-    int by_id = c->pos == TFM_POS_LEARNED && a->doc_i;
-    float *dwpe = c->pos == TFM_POS_LEARNED && !by_id ? param_ptr(m, G, "wpe.weight") : NULL;
-    tfm_embedding_backward(dwte, dwpe, demb, a->inputs, B, T, C);
-    if (by_id)
-        tfm_embedding_backward(param_ptr(m, G, "wpe.weight"), NULL, demb, a->pos, 1, (int)N, C);
-    if (a->has_segments)
-        tfm_embedding_backward(param_ptr(m, G, "wse.weight"), NULL, demb, a->segments, 1,
-                               (int)N, C);
     /* the logits now hold their gradient */
     a->have_targets = 0;
 }
@@ -1034,6 +1429,9 @@ static tfm_batch batch_rows(const tfm_batch *b, int r0, int rows)
     p.doc_start = b->doc_start ? b->doc_start + off : NULL;
     p.lengths = b->lengths ? b->lengths + r0 : NULL;
     p.prefix_len = b->prefix_len ? b->prefix_len + r0 : NULL;
+    p.S = b->S;
+    p.src = b->src ? b->src + (size_t)r0 * b->S : NULL;
+    p.src_lengths = b->src_lengths ? b->src_lengths + r0 : NULL;
     return p;
 }
 

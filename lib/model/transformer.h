@@ -53,6 +53,26 @@
  * over the prefix, causal after); with tfm_batch.doc_start, packed
  * documents (block-diagonal).  Encoders attend to every position but the
  * padding after tfm_batch.lengths[b].
+ * Encoder-decoder (the original Transformer): an encoder of n_enc_layer
+ * blocks over the source (tfm_batch.src, [B, S], padding after
+ * src_lengths[b]) with full attention, then the decoder's n_layer blocks over
+ * the target, each with a cross-attention sublayer between self-attention
+ * and the MLP:
+ *   pre-LN:  x = x + attn(ln_1(x)); x = x + xattn(ln_x(x), M);
+ *            x = x + mlp(ln_2(x))
+ *   post-LN: x = ln_1(x + attn(x)); x = ln_x(x + xattn(x, M));
+ *            x = ln_2(x + mlp(x))
+ *   xattn(y, M): q = y·c_q + b; k, v = split(M·c_kv + b); per head
+ *            softmax(q·kᵀ/√HS) over the source positions < src_lengths[b],
+ *            ·v; ·c_proj + b.  No position term (no rotation, ALiBi or T5
+ *            bias) in cross-attention.
+ * M, the memory, is the encoder's output: after enc.ln_f (pre-LN) or the
+ * last block (post-LN).  The encoder embeds the source as the decoder does
+ * the target (its own wpe, ln_e, rel_bias, the same position scheme with
+ * bidirectional T5 buckets and symmetric ALiBi); its token embedding is wte
+ * itself when tie_source (a joint vocabulary: with tie_embeddings, the
+ * three-way tie of the original Transformer), else enc.wte of
+ * src_vocab_size rows.
  * Dropout (one probability) after the embeddings, on the attention
  * probabilities, and after each of the two residual projections, as GPT-2.
  *
@@ -76,6 +96,19 @@
  *     ln_f.weight/.bias        [C]       (pre-LN only; post-LN has none)
  *     lm_head.weight           [V, C]    (only when tie_embeddings == 0; a
  *                                         Linear, [out, in], as in HF)
+ * An encoder-decoder's table: wte, enc.wte (untied source), wpe, enc.wpe,
+ * ln_e.*, enc.ln_e.*, rel_bias, enc.rel_bias (each when its scheme or
+ * option needs it), then the encoder's blocks enc.h.{i}.* (the block above)
+ * and enc.ln_f.* (pre-LN), then the decoder's blocks h.{i}.*, each with,
+ * between attn.c_proj.bias and ln_2.weight:
+ *     h.{i}.ln_x.weight/.bias     [C]
+ *     h.{i}.xattn.c_q.weight      [C, C]    ([in, out])
+ *     h.{i}.xattn.c_q.bias        [C]
+ *     h.{i}.xattn.c_kv.weight     [C, 2C]   (k, v in that order)
+ *     h.{i}.xattn.c_kv.bias       [2C]
+ *     h.{i}.xattn.c_proj.weight   [C, C]
+ *     h.{i}.xattn.c_proj.bias     [C]
+ * then ln_f.* (pre-LN) and lm_head.weight (untied).
  * With bias == 0 the four linear biases of each block are absent; layer
  * norms keep theirs (as every model file written so far has them).
  *
@@ -115,6 +148,7 @@ typedef enum tfm_act {
 typedef enum tfm_kind {
     TFM_KIND_DECODER,          /* causal self-attention (GPT) */
     TFM_KIND_ENCODER,          /* full self-attention with padding (BERT) */
+    TFM_KIND_ENCODER_DECODER,  /* encoder, then decoder with cross-attention */
 } tfm_kind;
 
 typedef enum tfm_pos {
@@ -146,6 +180,10 @@ typedef struct tfm_model_config {
     int t5_max_distance; /* 128 */
     int n_segments;      /* segment (token type) embeddings; 0: none */
     int emb_norm;        /* 1: LayerNorm after the embedding sum (BERT) */
+    /* encoder-decoder only: */
+    int n_enc_layer;     /* the encoder's blocks; 0 means n_layer */
+    int tie_source;      /* 1: the source embedding is wte (default) */
+    int src_vocab_size;  /* rows of enc.wte when untied; 0 means vocab_size */
 } tfm_model_config;
 
 /* "decoder", "encoder"; "learned", "sinusoidal", "rope", "alibi", "t5" (the
@@ -155,6 +193,11 @@ const char *tfm_pos_name(tfm_pos pos);
 
 /* F: d_ff, or 4·n_embd when 0. */
 int tfm_model_config_ff(const tfm_model_config *cfg);
+/* The encoder's blocks of an encoder-decoder (n_enc_layer, or n_layer when
+ * 0); 0 for the other kinds. */
+int tfm_model_config_enc_layers(const tfm_model_config *cfg);
+/* Rows of the source embedding: src_vocab_size, or vocab_size when 0. */
+int tfm_model_config_src_vocab(const tfm_model_config *cfg);
 
 /* GPT-2 small: a decoder with learned positions, 12 layers, 12 heads, 768
  * wide, context 1024, vocabulary 50257, dropout 0, tied, pre-LN, GELU tanh,
@@ -190,6 +233,7 @@ typedef struct tfm_model {
     tfm_param *table;    /* n_table entries, in the order listed above */
     int n_table;
     int first_layer;     /* index of h.0.ln_1.weight in the table */
+    int enc_first_layer; /* of enc.h.0.ln_1.weight (encoder-decoders) */
     float *alibi;        /* [n_head] ALiBi slopes, or NULL */
     int training;        /* dropout active when 1 and cfg.dropout > 0 */
     tfm_rng rng;         /* dropout masks; part of the training state:
@@ -241,6 +285,10 @@ typedef struct tfm_batch {
     const int *doc_start;    /* [B, T] decoders: the first position of each
                                 position's document (packing): attention stays
                                 inside the document, positions restart at 0 */
+    const int32_t *src;      /* [B, S] encoder-decoders: the source ids */
+    int S;
+    const int *src_lengths;  /* [B] source positions ≥ src_lengths[b] are
+                                padding; NULL: none */
 } tfm_batch;
 
 int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err);

@@ -16,7 +16,7 @@ enum { B_ = 2, T_ = 5 };
 
 struct ctx {
     tfm_model m;
-    int32_t x[B_ * T_], y[B_ * T_];
+    int32_t x[B_ * T_], y[B_ * T_], src[B_ * 8];
     tfm_rng rng0; /* dropout stream restored before every forward */
     tfm_batch batch; /* x, y and the masks' and embeddings' extras */
 };
@@ -25,6 +25,8 @@ struct ctx {
 typedef struct extras {
     const int32_t *segments;
     const int *lengths, *prefix_len, *doc_start;
+    int S;                  /* encoder-decoders: a random source of S ≤ 8 positions */
+    const int *src_lengths;
 } extras;
 
 static double model_loss(void *p)
@@ -73,6 +75,9 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
         c.batch.lengths = ex->lengths;
         c.batch.prefix_len = ex->prefix_len;
         c.batch.doc_start = ex->doc_start;
+        c.batch.S = ex->S;
+        c.batch.src = ex->S ? c.src : NULL;
+        c.batch.src_lengths = ex->src_lengths;
     }
     assert_int_equal(tfm_model_init(&c.m, cfg, &err), 0);
     random_weights(&c.m, 7);
@@ -82,6 +87,8 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
         c.x[i] = (int32_t)tfm_rng_below(&r, cfg->vocab_size);
         c.y[i] = (int32_t)tfm_rng_below(&r, cfg->vocab_size);
     }
+    for (int i = 0; ex && i < B_ * ex->S; i++)
+        c.src[i] = (int32_t)tfm_rng_below(&r, tfm_model_config_src_vocab(cfg));
     if (ignore_one)
         c.y[3] = -1;
     tfm_model_set_training(&c.m, cfg->dropout > 0.0f);
@@ -153,6 +160,32 @@ static void test_positions_and_masks(void **state)
         cfg.act = TFM_ACT_GELU_EXACT;
         check_model_with(&cfg, 1, &(extras){.lengths = lengths, .segments = seg});
     }
+}
+
+/* Encoder-decoders: every position scheme, pre- and post-LN, three-way tied
+ * and untied (a source vocabulary of its own), a padded source. */
+static void test_encoder_decoder(void **state)
+{
+    (void)state;
+    const tfm_pos all[] = {TFM_POS_LEARNED, TFM_POS_SINUSOIDAL, TFM_POS_ROPE, TFM_POS_ALIBI,
+                           TFM_POS_T5};
+    const int src_lengths[B_] = {4, 2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        for (int v = 0; v < 2; v++) {
+            tfm_model_config cfg;
+            small_config(&cfg);
+            cfg.kind = TFM_KIND_ENCODER_DECODER;
+            cfg.pos = all[i];
+            cfg.n_enc_layer = 1;
+            cfg.t5_buckets = 8;
+            cfg.t5_max_distance = 16;
+            cfg.ln = v ? TFM_LN_POST : TFM_LN_PRE;
+            cfg.tie_embeddings = cfg.tie_source = !v;
+            cfg.src_vocab_size = v ? 5 : 0;
+            cfg.emb_norm = v;
+            cfg.act = v ? TFM_ACT_GELU_EXACT : TFM_ACT_GELU_TANH;
+            check_model_with(&cfg, v, &(extras){.S = 4, .src_lengths = v ? src_lengths : NULL});
+        }
 }
 
 static void test_pre_ln(void **state)
@@ -355,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_post_ln_variants),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_positions_and_masks),
+        cmocka_unit_test(test_encoder_decoder),
         cmocka_unit_test(test_table_and_init),
         cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_inference),

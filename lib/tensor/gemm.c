@@ -70,14 +70,17 @@ static void choose_arch(void)
 #endif
 
 /* libgomp's idle threads spin 300000 pauses (~10 ms) before they sleep,
- * taking that time, on shared cores, from the threads doing the work (two
- * 2-thread trainings on 2 cores: 3.9 times one alone at 30000, 2 times at
- * 3000).  3000 (~0.1 ms) still spans the gaps between the parallel regions
- * of our loops.  libgomp reads GOMP_SPINCOUNT in its constructor, before
- * main, so no setenv of ours comes early enough (nor one in .preinit_array:
- * the C library resets environ after it); but it reads it with getenv,
- * through the PLT, and this getenv (the C library's, plus that default) is
- * the one it finds.  The user's GOMP_SPINCOUNT or OMP_WAIT_POLICY win. */
+ * taking that time, on shared cores, from the threads doing the work: two
+ * 2-thread tfm-generate on 2 cores took 15 times one alone.  30000 (~1 ms)
+ * brings a pair to 1.9-3.2 times one alone; 3000 did slightly better shared but
+ * put idle threads to sleep between the parallel regions of one decode step
+ * (4-5 sleeps a step, each woken at a cost that, in a virtual machine, made
+ * GPT-2-small decoding 9% slower).  libgomp reads GOMP_SPINCOUNT in its
+ * constructor, before main, so no setenv of ours comes early enough (nor one
+ * in .preinit_array: the C library resets environ after it); but it reads it
+ * with getenv, through the PLT, and this getenv (the C library's, plus that
+ * default) is the one it finds.  The user's GOMP_SPINCOUNT or OMP_WAIT_POLICY
+ * win. */
 #if defined(__linux__) && defined(_OPENMP)
 extern char **environ;
 
@@ -89,7 +92,7 @@ char *getenv(const char *name)
             if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
                 return *e + n + 1;
     if (strcmp(name, "GOMP_SPINCOUNT") == 0 && !getenv("OMP_WAIT_POLICY"))
-        return (char *)"3000";
+        return (char *)"30000";
     return NULL;
 }
 #endif

@@ -149,6 +149,23 @@ printf '{"model_type": "gpt2", "n_head": 2, "n_embd": 64, "layer_norm_epsilon": 
 $E perplexity -m hf2/model.safetensors --tokens ids.npy --json >hf2.json
 [ "$(field hf2.json cross_entropy)" = "$(field tf2.json cross_entropy)" ] ||
     fail "config.json's n_head not used: $(cat hf2.json tf2.json)"
+# the folder stands for its model.safetensors (config.json beside it); the
+# "format": "pt" that HuggingFace's save_pretrained writes is no tfm format
+/usr/bin/python3 - hf2/model.safetensors <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+h["__metadata__"] = {"format": "pt"}
+b = json.dumps(h).encode()
+b += b" " * (-len(b) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(b)) + b + raw[8 + n:])
+PY
+$E perplexity -m hf2/ --tokens ids.npy --json >hf2d.json
+[ "$(field hf2d.json cross_entropy)" = "$(field tf2.json cross_entropy)" ] ||
+    fail "GPT-2 folder with format pt: $(cat hf2d.json tf2.json)"
+$E info -m hf2 >hf2.info
+grep -qx "kind	gpt2-huggingface" hf2.info || fail "info of a GPT-2 folder: $(cat hf2.info)"
 printf '{"n_head": "two"}\n' >hf2/config.json
 expect_exit 1 $E perplexity -m hf2/model.safetensors --tokens ids.npy
 grep -q 'config.json:1:12: n_head' err || fail "bad config.json: $(cat err)"

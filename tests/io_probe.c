@@ -1,6 +1,8 @@
 /* Test helper for tests/io_numpy.py: writes .npy and safetensors files with
  * the library, and prints what the library reads from files numpy wrote, so
- * that the Python side can compare both directions.  Not installed. */
+ * that the Python side can compare both directions; and for
+ * tests/hf_bert.py: the logits of a model file (or folder) loaded with
+ * tfm_model_load.  Not installed. */
 #include "config.h"
 
 #include <inttypes.h>
@@ -14,6 +16,9 @@
 #include "io/json.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "model/file.h"
+#include "model/transformer.h"
+#include "tensor/gemm.h"
 
 static void die(const tfm_err *e)
 {
@@ -227,8 +232,66 @@ static int json_time(const char *path)
     return 0;
 }
 
+/* model-logits MODEL BATCH OUT: loads MODEL with tfm_model_load, prints
+ * the description it got and the tokenizer (kind and size, or "none") on
+ * one line, runs the batch (BATCH: int32 B, T, inputs [B, T], segments
+ * [B, T], lengths [B]) and writes the logits [B, T, V] (float32) to OUT. */
+static int model_logits(const char *model, const char *batch, const char *out)
+{
+    tfm_err e = {0};
+    tfm_config c;
+    tfm_model m;
+    tfm_tokenizer *tok;
+    tfm_blas_init(1);
+    if (tfm_model_load(model, &c, &m, &tok, &e) < 0)
+        die(&e);
+    const tfm_model_config *g = &m.cfg;
+    static const char *const acts[] = {"gelu_tanh", "gelu_exact", "relu"};
+    printf("kind %s positions %s norm %s act %s ln_eps %.9g n_layer %d n_head %d n_embd %d "
+           "d_ff %d block_size %d vocab_size %d segments %d emb_norm %d tied %d bias %d "
+           "tokenizer %s %u\n",
+           tfm_kind_name(g->kind), tfm_pos_name(g->pos), g->ln == TFM_LN_POST ? "post" : "pre",
+           acts[g->act], g->ln_eps, g->n_layer, g->n_head, g->n_embd, tfm_model_config_ff(g),
+           g->block_size, g->vocab_size, g->n_segments, g->emb_norm, g->tie_embeddings, g->bias,
+           tok ? (tfm_tokenizer_kind(tok) == TFM_TOK_WORDPIECE ? "wordpiece" : "other") : "none",
+           tok ? tfm_tokenizer_vocab_size(tok) : 0);
+    tfm_model_set_inference(&m);
+    FILE *f = fopen(batch, "rb");
+    int32_t bt[2];
+    if (!f || fread(bt, sizeof *bt, 2, f) != 2 || bt[0] < 1 || bt[1] < 1) {
+        fprintf(stderr, "io_probe: %s: bad batch file\n", batch);
+        return 1;
+    }
+    size_t N = (size_t)bt[0] * (size_t)bt[1];
+    int32_t *x = malloc(2 * N * sizeof *x);
+    int *len = malloc((size_t)bt[0] * sizeof *len);
+    if (fread(x, sizeof *x, 2 * N, f) != 2 * N ||
+        fread(len, sizeof *len, (size_t)bt[0], f) != (size_t)bt[0]) {
+        fprintf(stderr, "io_probe: %s: short batch file\n", batch);
+        return 1;
+    }
+    fclose(f);
+    tfm_batch b = {.inputs = x, .B = bt[0], .T = bt[1], .segments = x + N, .lengths = len};
+    if (tfm_model_forward_batch(&m, &b, NULL, &e) < 0)
+        die(&e);
+    f = fopen(out, "wb");
+    if (!f || fwrite(tfm_model_logits(&m), sizeof(float), N * (size_t)g->vocab_size, f) !=
+                  N * (size_t)g->vocab_size || fclose(f) != 0) {
+        perror(out);
+        return 1;
+    }
+    free(x);
+    free(len);
+    if (tok)
+        tfm_tokenizer_free(tok);
+    tfm_model_free(&m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "model-logits"))
+        return model_logits(argv[2], argv[3], argv[4]);
     if (argc >= 2 && !strcmp(argv[1], "json-dump"))
         return json_dump(argc - 2, argv + 2);
     if (argc == 3 && !strcmp(argv[1], "json-time"))
@@ -244,6 +307,7 @@ int main(int argc, char **argv)
     if (argc == 3 && !strcmp(argv[1], "st-read"))
         return st_read(argv[2]);
     fprintf(stderr, "usage: io_probe npy-write DIR | npy-stdout | npy-read FILE | "
-                    "st-write FILE | st-read FILE | json-time FILE | json-dump FILE...\n");
+                    "st-write FILE | st-read FILE | json-time FILE | json-dump FILE... | "
+                    "model-logits MODEL BATCH OUT\n");
     return 2;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "io/json.h"
 
 /* ---- integrity ------------------------------------------------------ */
@@ -272,12 +273,383 @@ int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)
     return rc;
 }
 
+/* ---- HuggingFace BERT checkpoints ------------------------------------ */
+
+/* A BertModel / BertForPreTraining / BertForMaskedLM safetensors file as
+ * published (names with or without "bert."; LayerNorm.weight/bias or the
+ * old LayerNorm.gamma/beta) and the config.json beside it become tfm's
+ * encoder (model/transformer.h): post-LN blocks, exact GELU, learned
+ * positions (max_position_embeddings rows), segments = type_vocab_size,
+ * the embedding LayerNorm, biases, and the LM head tied to the word
+ * embeddings.  HF stores each Linear [out, in] and q, k, v apart; tfm's
+ * matrices are [in, out] with q, k, v side by side in c_attn, so the
+ * weights are copied into the model's layout rather than mapped in place.
+ * Tensors of the heads tfm does not have yet (bert.pooler.*,
+ * cls.predictions.*, cls.seq_relationship.*) and buffers such as
+ * embeddings.position_ids are ignored: the BERT issue adds those heads. */
+
+/* A folder stands for the model.safetensors inside it (HuggingFace's
+ * layout: config.json and the tokenizer beside it). */
+static const char *model_file(const char *path, char *buf, size_t n)
+{
+    if (!tfm_is_dir(path))
+        return path;
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    snprintf(buf, n, "%.*s/model.safetensors", (int)len, path);
+    return buf;
+}
+
+/* The file's tfm format, or NULL: HuggingFace's save_pretrained writes
+ * "format": "pt", which is none. */
+static const char *tfm_format(const tfm_safetensors *st)
+{
+    const char *f = tfm_safetensors_meta(st, "format", NULL);
+    return f && strcmp(f, "pt") ? f : NULL;
+}
+
+/* NAME in the folder of model_path. */
+static void path_beside(const char *model_path, const char *name, char *out, size_t n)
+{
+    const char *slash = strrchr(model_path, '/');
+    int dir = slash ? (int)(slash - model_path) + 1 : 0;
+    snprintf(out, n, "%.*s%s", dir, model_path, name);
+}
+
+/* "bert." or "" (the prefix of the checkpoint's names), or NULL when the
+ * file is not a BERT checkpoint. */
+static const char *bert_prefix(const tfm_safetensors *st)
+{
+    if (tfm_format(st))
+        return NULL;
+    if (tfm_safetensors_find(st, "bert.embeddings.word_embeddings.weight"))
+        return "bert.";
+    if (tfm_safetensors_find(st, "embeddings.word_embeddings.weight"))
+        return "";
+    return NULL;
+}
+
+static int bert_config_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t max,
+                           int64_t *out, tfm_err *err)
+{
+    return tfm_json_get_int(doc, tfm_json_get(doc->root, key), key, min, max, out, err);
+}
+
+/* config.json beside the checkpoint as the model section of *c. */
+static int bert_config(const char *model_path, tfm_config *c, tfm_err *err)
+{
+    char path[4200];
+    path_beside(model_path, "config.json", path, sizeof path);
+    if (access(path, F_OK) != 0)
+        return tfm_err_set(err, "%s: no such file (a HuggingFace BERT checkpoint needs "
+                                "the config.json beside it)", path);
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0)
+        return -1;
+    int rc = -1;
+    int64_t C, NH, L, F, P, S, V;
+    if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+        bert_config_int(&doc, "hidden_size", 1, 65536, &C, err) < 0 ||
+        bert_config_int(&doc, "num_attention_heads", 1, 1024, &NH, err) < 0 ||
+        bert_config_int(&doc, "num_hidden_layers", 1, 1000, &L, err) < 0 ||
+        bert_config_int(&doc, "intermediate_size", 1, 1 << 20, &F, err) < 0 ||
+        bert_config_int(&doc, "max_position_embeddings", 1, 1 << 20, &P, err) < 0 ||
+        bert_config_int(&doc, "type_vocab_size", 1, 1024, &S, err) < 0 ||
+        bert_config_int(&doc, "vocab_size", 1, 1 << 24, &V, err) < 0)
+        goto out;
+    const tfm_json *j = tfm_json_get(doc.root, "layer_norm_eps");
+    if (tfm_json_expect(&doc, j, TFM_JSON_NUMBER, "layer_norm_eps", err) < 0)
+        goto out;
+    if (!(j->num >= 1e-12 && j->num < 1)) {
+        tfm_err_at(err, path, j->line, j->col, "layer_norm_eps must be in [1e-12, 1), not %s",
+                   j->str);
+        goto out;
+    }
+    double eps = j->num;
+    j = tfm_json_get(doc.root, "hidden_act");
+    if (tfm_json_expect(&doc, j, TFM_JSON_STRING, "hidden_act", err) < 0)
+        goto out;
+    int act;
+    if (!strcmp(j->str, "gelu")) {
+        act = TFM_CONFIG_ACT_GELU_EXACT;
+    } else if (!strcmp(j->str, "gelu_new") || !strcmp(j->str, "gelu_pytorch_tanh")) {
+        act = TFM_CONFIG_ACT_GELU; /* the tanh approximation */
+    } else if (!strcmp(j->str, "relu")) {
+        act = TFM_CONFIG_ACT_RELU;
+    } else {
+        tfm_err_at(err, path, j->line, j->col, "hidden_act '%s' is not supported (tfm has "
+                   "gelu, gelu_new and relu)", j->str);
+        goto out;
+    }
+    j = tfm_json_get(doc.root, "position_embedding_type");
+    if (j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "absolute"))) {
+        tfm_err_at(err, path, j->line, j->col, "position_embedding_type '%s' is not supported "
+                   "(only absolute)", j->str);
+        goto out;
+    }
+    j = tfm_json_get(doc.root, "is_decoder");
+    if (j && j->type == TFM_JSON_BOOL && j->boolean) {
+        tfm_err_at(err, path, j->line, j->col, "is_decoder true (a causal BERT) is not "
+                   "supported: tfm reads BERT as an encoder");
+        goto out;
+    }
+    c->model.kind = TFM_CONFIG_KIND_ENCODER;
+    c->model.positions = TFM_CONFIG_POS_LEARNED;
+    c->model.norm = TFM_CONFIG_NORM_POST;
+    c->model.activation = act;
+    c->model.ln_eps = eps;
+    c->model.n_layer = L;
+    c->model.n_head = NH;
+    c->model.n_embd = C;
+    c->model.d_ff = F;
+    c->model.block_size = P;
+    c->model.segments = S;
+    c->model.vocab_size = V;
+    c->model.emb_norm = 1;
+    c->model.tie_embeddings = 1;
+    c->model.bias = 1;
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
+typedef struct bert_ckpt {
+    const tfm_safetensors *st;
+    const char *pre; /* "bert." or "" */
+    tfm_model *m;
+} bert_ckpt;
+
+/* The tensor pre + name (or pre + alt, the old LayerNorm spelling), which
+ * must be F32 [d0] (d1 == 0) or [d0, d1]. */
+static const float *bert_tensor(const bert_ckpt *b, const char *name, const char *alt,
+                                size_t d0, size_t d1, tfm_err *err)
+{
+    char full[160], full_alt[160] = "", want[64], got[96];
+    snprintf(full, sizeof full, "%s%s", b->pre, name);
+    const tfm_st_tensor *t = tfm_safetensors_find(b->st, full);
+    if (!t && alt) {
+        snprintf(full_alt, sizeof full_alt, "%s%s", b->pre, alt);
+        t = tfm_safetensors_find(b->st, full_alt);
+    }
+    if (d1)
+        snprintf(want, sizeof want, "F32 [%zu, %zu]", d0, d1);
+    else
+        snprintf(want, sizeof want, "F32 [%zu]", d0);
+    if (!t) {
+        if (alt)
+            tfm_err_set(err, "%s: no tensor '%s' (nor '%s'): a BERT checkpoint needs it, %s",
+                        b->st->name, full, full_alt, want);
+        else
+            tfm_err_set(err, "%s: no tensor '%s': a BERT checkpoint needs it, %s", b->st->name,
+                        full, want);
+        return NULL;
+    }
+    if (t->dtype != TFM_ST_F32 || t->ndim != (d1 ? 2 : 1) || t->shape[0] != d0 ||
+        (d1 && t->shape[1] != d1)) {
+        int n = snprintf(got, sizeof got, "%s [", tfm_st_dtype_name(t->dtype));
+        for (int i = 0; i < t->ndim && n < 80; i++)
+            n += snprintf(got + n, sizeof got - (size_t)n, "%s%zu", i ? ", " : "", t->shape[i]);
+        snprintf(got + n, sizeof got - (size_t)n, "]");
+        tfm_err_set(err, "%s: tensor '%s' is %s but config.json implies %s", b->st->name,
+                    t->name, got, want);
+        return NULL;
+    }
+    return t->data;
+}
+
+/* dst[i, j] = src[j, i]: an HF Linear [out, in] into tfm's [in, out] with
+ * row stride ld (3C for the q, k, v parts of c_attn). */
+static void transpose_into(float *dst, size_t ld, const float *src, size_t out, size_t in)
+{
+    for (size_t j0 = 0; j0 < out; j0 += 32)
+        for (size_t i = 0; i < in; i++)
+            for (size_t j = j0; j < out && j < j0 + 32; j++)
+                dst[i * ld + j] = src[j * in + i];
+}
+
+static float *bert_dst(const bert_ckpt *b, const char *fmt, int layer)
+{
+    char name[64];
+    snprintf(name, sizeof name, fmt, layer);
+    const tfm_param *p = tfm_model_param(b->m, name);
+    TFM_ASSERT(p);
+    return b->m->params + p->offset;
+}
+
+/* A vector or an embedding table, copied as it is. */
+static int bert_copy(const bert_ckpt *b, const char *dst, int layer, const char *src,
+                     const char *alt, size_t d0, size_t d1, tfm_err *err)
+{
+    const float *s = bert_tensor(b, src, alt, d0, d1, err);
+    if (!s)
+        return -1;
+    memcpy(bert_dst(b, dst, layer), s, d0 * (d1 ? d1 : 1) * sizeof(float));
+    return 0;
+}
+
+/* LayerNorm SRC (SRC.weight/.bias or SRC.gamma/.beta) into DST.weight/.bias. */
+static int bert_norm(const bert_ckpt *b, const char *dst, int layer, const char *src,
+                     size_t C, tfm_err *err)
+{
+    char dw[64], db[64], sw[128], sg[128], sb[128], sbeta[128];
+    snprintf(dw, sizeof dw, "%s.weight", dst);
+    snprintf(db, sizeof db, "%s.bias", dst);
+    snprintf(sw, sizeof sw, "%s.weight", src);
+    snprintf(sg, sizeof sg, "%s.gamma", src);
+    snprintf(sb, sizeof sb, "%s.bias", src);
+    snprintf(sbeta, sizeof sbeta, "%s.beta", src);
+    return bert_copy(b, dw, layer, sw, sg, C, 0, err) < 0 ||
+                   bert_copy(b, db, layer, sb, sbeta, C, 0, err) < 0
+               ? -1
+               : 0;
+}
+
+/* Linear SRC ([out, in] weight, [out] bias) into DST ([in, out], [out]). */
+static int bert_linear(const bert_ckpt *b, const char *dst, int layer, const char *src,
+                       size_t out, size_t in, tfm_err *err)
+{
+    char dw[64], db[64], sw[128], sb[128];
+    snprintf(dw, sizeof dw, "%s.weight", dst);
+    snprintf(db, sizeof db, "%s.bias", dst);
+    snprintf(sw, sizeof sw, "%s.weight", src);
+    snprintf(sb, sizeof sb, "%s.bias", src);
+    const float *w = bert_tensor(b, sw, NULL, out, in, err);
+    if (!w)
+        return -1;
+    transpose_into(bert_dst(b, dw, layer), out, w, out, in);
+    return bert_copy(b, db, layer, sb, NULL, out, 0, err);
+}
+
+static int bert_weights(const bert_ckpt *b, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = (size_t)g->n_embd, F = (size_t)tfm_model_config_ff(g);
+    if (bert_copy(b, "wte.weight", 0, "embeddings.word_embeddings.weight", NULL,
+                  (size_t)g->vocab_size, C, err) < 0 ||
+        bert_copy(b, "wpe.weight", 0, "embeddings.position_embeddings.weight", NULL,
+                  (size_t)g->block_size, C, err) < 0 ||
+        bert_copy(b, "wse.weight", 0, "embeddings.token_type_embeddings.weight", NULL,
+                  (size_t)g->n_segments, C, err) < 0 ||
+        bert_norm(b, "ln_e", 0, "embeddings.LayerNorm", C, err) < 0)
+        return -1;
+    char src[128];
+    for (int l = 0; l < g->n_layer; l++) {
+        /* q, k, v side by side: c_attn [C, 3C], bias [3C] */
+        static const char *const qkv[3] = {"query", "key", "value"};
+        float *w = bert_dst(b, "h.%d.attn.c_attn.weight", l);
+        float *bias = bert_dst(b, "h.%d.attn.c_attn.bias", l);
+        for (int k = 0; k < 3; k++) {
+            snprintf(src, sizeof src, "encoder.layer.%d.attention.self.%s.weight", l, qkv[k]);
+            const float *s = bert_tensor(b, src, NULL, C, C, err);
+            if (!s)
+                return -1;
+            transpose_into(w + (size_t)k * C, 3 * C, s, C, C);
+            snprintf(src, sizeof src, "encoder.layer.%d.attention.self.%s.bias", l, qkv[k]);
+            if (!(s = bert_tensor(b, src, NULL, C, 0, err)))
+                return -1;
+            memcpy(bias + (size_t)k * C, s, C * sizeof(float));
+        }
+#define BERT_PART(call, fmt)                                                    \
+    do {                                                                        \
+        snprintf(src, sizeof src, "encoder.layer.%d." fmt, l);                  \
+        if ((call) < 0)                                                         \
+            return -1;                                                          \
+    } while (0)
+        /* post-LN: ln_1 is the norm after attention, ln_2 after the MLP */
+        BERT_PART(bert_linear(b, "h.%d.attn.c_proj", l, src, C, C, err), "attention.output.dense");
+        BERT_PART(bert_norm(b, "h.%d.ln_1", l, src, C, err), "attention.output.LayerNorm");
+        BERT_PART(bert_linear(b, "h.%d.mlp.c_fc", l, src, F, C, err), "intermediate.dense");
+        BERT_PART(bert_linear(b, "h.%d.mlp.c_proj", l, src, C, F, err), "output.dense");
+        BERT_PART(bert_norm(b, "h.%d.ln_2", l, src, C, err), "output.LayerNorm");
+#undef BERT_PART
+    }
+    /* more layers than config.json says: the wrong config.json */
+    snprintf(src, sizeof src, "%sencoder.layer.%d.attention.self.query.weight", b->pre,
+             g->n_layer);
+    if (tfm_safetensors_find(b->st, src))
+        return tfm_err_set(err, "%s: the checkpoint has a layer %d (tensor '%s') but "
+                                "config.json's num_hidden_layers is %d",
+                           b->st->name, g->n_layer, src, g->n_layer);
+    return 0;
+}
+
+/* The tokenizer beside a HuggingFace checkpoint: tokenizer.json (which says
+ * whether it lowercases), else BERT's vocab.txt (read as uncased BERT's);
+ * *tok = NULL when there is neither. */
+static int tokenizer_beside(const char *model_path, int vocab_size, tfm_tokenizer **tok,
+                            tfm_err *err)
+{
+    char path[4200];
+    *tok = NULL;
+    path_beside(model_path, "tokenizer.json", path, sizeof path);
+    if (access(path, F_OK) != 0) {
+        path_beside(model_path, "vocab.txt", path, sizeof path);
+        if (access(path, F_OK) != 0)
+            return 0;
+    }
+    if (tfm_tokenizer_load(tok, path, err) < 0)
+        return -1;
+    uint32_t tv = tfm_tokenizer_vocab_size(*tok);
+    if (tv > (uint32_t)vocab_size) {
+        tfm_tokenizer_free(*tok);
+        *tok = NULL;
+        return tfm_err_set(err, "%s: the tokenizer has %u tokens but the model only %d", path,
+                           tv, vocab_size);
+    }
+    return 0;
+}
+
+/* Builds *m (and *c's model section) from an open BERT checkpoint; the
+ * tokenizer beside it when tok is not NULL.  On failure nothing is held. */
+static int bert_load(const tfm_safetensors *st, const char *pre, tfm_config *c, tfm_model *m,
+                     tfm_tokenizer **tok, tfm_err *err)
+{
+    char cfg_path[4200];
+    path_beside(st->name, "config.json", cfg_path, sizeof cfg_path);
+    tfm_model_config g;
+    if (bert_config(st->name, c, err) < 0)
+        return -1;
+    if (tfm_model_config_from(c, &g, err) < 0)
+        return tfm_err_prefix(err, "%s", cfg_path);
+    if (tfm_model_init(m, &g, err) < 0)
+        return tfm_err_prefix(err, "%s", cfg_path);
+    bert_ckpt b = {st, pre, m};
+    if (bert_weights(&b, err) < 0 ||
+        (tok && tokenizer_beside(st->name, g.vocab_size, tok, err) < 0)) {
+        tfm_model_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+/* tfm_model_load of a BERT checkpoint: 1 when path is not one. */
+static int bert_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                           tfm_err *err)
+{
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, path, err) < 0)
+        return -1;
+    const char *pre = bert_prefix(&st);
+    int rc = 1;
+    if (pre)
+        rc = tfm_model_file_verify(&st, 0, err) < 0 ? -1 : bert_load(&st, pre, c, m, tok, err);
+    tfm_safetensors_close(&st);
+    return rc;
+}
+
 int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
                    tfm_err *err)
 {
     if (tok)
         *tok = NULL;
     tfm_config_defaults(c);
+    char file[4200];
+    path = model_file(path, file, sizeof file);
+    int hf = bert_model_load(path, c, m, tok, err);
+    if (hf <= 0)
+        return hf;
     if (tfm_model_file_config(path, c, err) < 0)
         return -1;
     tfm_model_config g;
@@ -428,10 +800,31 @@ static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tf
     return tfm_model_config_check(g, err) < 0 ? tfm_err_prefix(err, "%s", st->name) : 0;
 }
 
+/* A BERT checkpoint's weights are copied into a tfm_model the tfm_lm
+ * owns (tfm's layout differs from HF's), then bound from there. */
+static int bert_lm_open(tfm_lm *lm, const tfm_safetensors *st, const char *pre, tfm_err *err)
+{
+    tfm_config c;
+    tfm_config_defaults(&c);
+    tfm_model *m = tfm_calloc(1, sizeof *m);
+    if (bert_load(st, pre, &c, m, &lm->tok, err) < 0) {
+        free(m);
+        return -1;
+    }
+    lm->model = m;
+    tfm_model_set_inference(m); /* no gradients */
+    lm->cfg = m->cfg;
+    if (lm->tok)
+        lm->eos = tfm_tokenizer_specials(lm->tok)->eos;
+    return tfm_weights_from_model(&lm->w, m, err);
+}
+
 int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
 {
     memset(lm, 0, sizeof *lm);
     lm->eos = -1;
+    char file[4200];
+    path = model_file(path, file, sizeof file);
     tfm_safetensors *st = tfm_calloc(1, sizeof *st);
     if (tfm_safetensors_open(st, path, err) < 0) {
         free(st);
@@ -443,13 +836,19 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
      * check reads the file once, the cost of about one generated token */
     if (tfm_model_file_verify(st, 0, err) < 0)
         goto fail;
-    const char *format = tfm_safetensors_meta(st, "format", NULL);
+    const char *format = tfm_format(st);
     size_t cfg_len = 0;
     const char *cfg_text = tfm_safetensors_meta(st, "config", &cfg_len);
     if (format && strcmp(format, "tfm-gpt") != 0) {
         tfm_err_set(err, "%s: model format '%s' is not a GPT language model (tfm-gpt)",
                     path, format);
         goto fail;
+    }
+    const char *bert = bert_prefix(st);
+    if (bert) {
+        if (bert_lm_open(lm, st, bert, err) < 0)
+            goto fail;
+        return 0;
     }
     if (format && cfg_text) {
         tfm_config c;
@@ -497,6 +896,10 @@ void tfm_lm_close(tfm_lm *lm)
     if (lm->tok)
         tfm_tokenizer_free(lm->tok);
     tfm_weights_free(&lm->w);
+    if (lm->model) {
+        tfm_model_free(lm->model);
+        free(lm->model);
+    }
     if (lm->file) {
         tfm_safetensors_close(lm->file);
         free(lm->file);

@@ -16,13 +16,30 @@
  * tokenizer.json text, "step", and "checksum": a 64-bit hash of every tensor
  * (name, dtype, shape, bytes) and every other metadata pair, so a flipped
  * byte anywhere is an error on load, not a silently different model.  Files
- * are written to a temporary name and renamed (base/file.h).  A HuggingFace
- * GPT-2 file (no metadata; names with or without "transformer.") opens too.
+ * are written to a temporary name and renamed (base/file.h).
+ *
+ * HuggingFace checkpoints open too (no tfm metadata; HF's "format": "pt"
+ * is allowed), as the file or as the folder holding model.safetensors and
+ * config.json:
+ *   GPT-2 (names with or without "transformer."): the shape read off the
+ *     tensors, n_head and layer_norm_epsilon from config.json if present;
+ *     weights used in place.
+ *   BERT (BertModel, BertForPreTraining, BertForMaskedLM; names with or
+ *     without "bert."; LayerNorm weight/bias or gamma/beta): an encoder
+ *     from config.json (required: hidden_size, num_attention_heads,
+ *     num_hidden_layers, intermediate_size, max_position_embeddings,
+ *     type_vocab_size, vocab_size, layer_norm_eps, hidden_act), post-LN,
+ *     learned positions, segments, the embedding norm, the LM head tied to
+ *     the word embeddings; weights copied into tfm's layout (q, k, v
+ *     concatenated, matrices transposed).  The pooler and the cls.* heads
+ *     are not read yet.  The tokenizer is tokenizer.json beside the file,
+ *     else vocab.txt (uncased WordPiece).
  *
  * Training state files (train/checkpoint.h) use the same writer, reader and
  * checksum with more arrays (optimizer moments) under prefixed names.
  *
- * Ownership: tfm_lm owns the mapping, the weight view and the tokenizer. */
+ * Ownership: tfm_lm owns the mapping, the weight view, the tokenizer and (a
+ * BERT checkpoint) the copied weights. */
 #ifndef TFM_MODEL_FILE_H
 #define TFM_MODEL_FILE_H
 
@@ -71,7 +88,9 @@ int tfm_model_save(const char *path, const tfm_model *m, const char *config_yaml
 /* Loads a model file for training or evaluation: its config (defaults
  * overlaid with the stored YAML), the model built from it with the stored
  * weights, and the tokenizer when the file has one (*tok = NULL otherwise;
- * tok may be NULL to skip it).  The caller frees m and *tok. */
+ * tok may be NULL to skip it).  path may be a folder (its
+ * model.safetensors).  A HuggingFace BERT checkpoint loads too (above):
+ * *c's model section is then config.json's.  The caller frees m and *tok. */
 int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
                    tfm_err *err);
 
@@ -84,11 +103,14 @@ typedef struct tfm_lm {
     int64_t eos;          /* end-of-text id, -1 when none */
     size_t file_bytes;
     void *file;           /* private: the open safetensors file */
+    void *model;          /* private: a HuggingFace BERT checkpoint's weights
+                             copied into tfm's layout (tfm_model), or NULL */
 } tfm_lm;
 
-/* Opens a tfm model file (or a HuggingFace GPT-2 one): checks the format and
- * the checksum, reads the config and tokenizer from __metadata__ and binds
- * the F32 tensors where they lie in the mapping.  Errors name the path. */
+/* Opens a tfm model file (or a HuggingFace GPT-2 or BERT one; path may be
+ * a folder): checks the format and the checksum, reads the config and
+ * tokenizer from __metadata__ and binds the F32 tensors where they lie in
+ * the mapping (a BERT checkpoint's are copied).  Errors name the path. */
 int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err);
 void tfm_lm_close(tfm_lm *lm);
 

@@ -32,22 +32,21 @@ int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err)
         mi->tok_kind = tfm_tokenizer_kind(lm.tok);
         mi->tok_vocab = tfm_tokenizer_vocab_size(lm.tok);
     }
-    tfm_lm_close(&lm);
-
-    tfm_safetensors st;
-    if (tfm_safetensors_open(&st, path, err) < 0)
-        return -1;
-    mi->tfm_file = tfm_safetensors_meta(&st, "format", NULL) != NULL;
-    mi->checksum = tfm_safetensors_meta(&st, "checksum", NULL) != NULL;
-    const char *step = tfm_safetensors_meta(&st, "step", NULL);
+    /* the file the loader opened (a folder's model.safetensors) */
+    const tfm_safetensors *st = lm.file;
+    const char *format = tfm_safetensors_meta(st, "format", NULL);
+    /* HuggingFace's save_pretrained writes "format": "pt" */
+    mi->tfm_file = format != NULL && strcmp(format, "pt") != 0;
+    mi->checksum = tfm_safetensors_meta(st, "checksum", NULL) != NULL;
+    const char *step = tfm_safetensors_meta(st, "step", NULL);
     char *end = NULL;
     mi->step = step ? strtoll(step, &end, 10) : -1;
     if (step && (end == step || *end || mi->step < 0))
         mi->step = -1;
-    mi->n_tensors = st.n_tensors;
-    for (size_t i = 0; i < st.n_tensors; i++)
-        mi->n_params += st.tensors[i].count;
-    tfm_safetensors_close(&st);
+    mi->n_tensors = st->n_tensors;
+    for (size_t i = 0; i < st->n_tensors; i++)
+        mi->n_params += st->tensors[i].count;
+    tfm_lm_close(&lm);
     return 0;
 }
 

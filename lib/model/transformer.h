@@ -115,6 +115,8 @@ typedef enum tfm_act {
 typedef enum tfm_kind {
     TFM_KIND_DECODER,          /* causal self-attention (GPT) */
     TFM_KIND_ENCODER,          /* full self-attention with padding (BERT) */
+    TFM_KIND_ENCODER_DECODER,  /* encoder over the source, decoder with
+                                  cross-attention (the original Transformer) */
 } tfm_kind;
 
 typedef enum tfm_pos {
@@ -146,6 +148,10 @@ typedef struct tfm_model_config {
     int t5_max_distance; /* 128 */
     int n_segments;      /* segment (token type) embeddings; 0: none */
     int emb_norm;        /* 1: LayerNorm after the embedding sum (BERT) */
+    int n_enc_layer;     /* encoder-decoder: the encoder's blocks; 0: n_layer */
+    int tie_source;      /* encoder-decoder: 1: the source embedding is wte */
+    int src_vocab_size;  /* encoder-decoder, untied source: enc.wte's rows;
+                            0: vocab_size */
 } tfm_model_config;
 
 /* "decoder", "encoder"; "learned", "sinusoidal", "rope", "alibi", "t5" (the
@@ -241,6 +247,10 @@ typedef struct tfm_batch {
     const int *doc_start;    /* [B, T] decoders: the first position of each
                                 position's document (packing): attention stays
                                 inside the document, positions restart at 0 */
+    const int32_t *src;      /* [B, S] encoder-decoders: the source token ids */
+    int S;
+    const int *src_lengths;  /* [B] source positions ≥ src_lengths[b] are
+                                padding; NULL: none */
 } tfm_batch;
 
 int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err);

@@ -8,8 +8,9 @@
  *   model_dump run DIR     reads DIR/config.yaml, DIR/params.bin (float32,
  *                          the tensors of table.txt back to back),
  *                          DIR/batch.txt and DIR/batch.bin; writes
- *                          DIR/out.bin: float32 loss, logits [B,T,V], then
- *                          the gradients in table order.
+ *                          DIR/out.bin: float32 loss, logits [B,T,V] (the
+ *                          decoder's, for an encoder-decoder), then the
+ *                          gradients in table order.
  *   model_dump alibi N     prints tfm_alibi_slopes for N heads, one a line
  *   model_dump t5 NB MAX   prints "rel causal bidirectional" buckets
  *                          (tfm_t5_bucket, NB buckets, max distance MAX)
@@ -17,11 +18,13 @@
  *
  * config.yaml: a tfm configuration (io/config.h; man/tfm-config.5), turned
  *     into the model's description by tfm_model_config_from (model/file.h).
- * batch.txt: "B T threads [has_segments has_lengths has_prefix has_doc_start]"
- *     (the four flags 0 or 1; absent means 0).
+ * batch.txt: "B T threads [has_segments has_lengths has_prefix has_doc_start
+ *     [S [has_src_lengths]]]" (the flags 0 or 1; S the source length of an
+ *     encoder-decoder's batch, 0 for none; absent means 0).
  * batch.bin: int32 inputs [B,T], targets [B,T], then, when flagged and in
  *     this order, segments [B,T], lengths [B], prefix_len [B], doc_start
- *     [B,T] (tfm_batch in model/transformer.h). */
+ *     [B,T], then, when S > 0, src [B,S] and, when flagged, src_lengths [B]
+ *     (tfm_batch in model/transformer.h).  Nothing may follow. */
 #include "config.h"
 
 #include <stdio.h>
@@ -88,17 +91,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "model_dump: %s\n", err.msg);
         return 1;
     }
-    int B = 0, T = 0, threads = 1, has[4] = {0, 0, 0, 0};
+    int B = 0, T = 0, threads = 1, has[4] = {0, 0, 0, 0}, S = 0, has_src_lengths = 0;
     if (!strcmp(argv[1], "run")) {
         FILE *f = open_in(dir, "batch.txt", "r");
         if (fscanf(f, "%d %d %d", &B, &T, &threads) != 3 || B < 1 || T < 1) {
             fprintf(stderr, "model_dump: bad batch.txt\n");
             return 1;
         }
-        for (int i = 0; i < 4; i++)
-            if (fscanf(f, "%d", &has[i]) != 1)
-                break;
+        int i = 0;
+        while (i < 4 && fscanf(f, "%d", &has[i]) == 1)
+            i++;
+        if (i == 4 && fscanf(f, "%d", &S) == 1 && fscanf(f, "%d", &has_src_lengths) != 1)
+            has_src_lengths = 0;
         fclose(f);
+        if (S < 0) {
+            fprintf(stderr, "model_dump: bad batch.txt (S %d)\n", S);
+            return 1;
+        }
     }
     tfm_blas_init(threads);
     tfm_model m;
@@ -127,8 +136,8 @@ int main(int argc, char **argv)
     }
     fclose(f);
     size_t N = (size_t)B * T;
-    int32_t *x = malloc(2 * N * sizeof *x), *seg = NULL, *doc = NULL;
-    int *lengths = NULL, *prefix = NULL;
+    int32_t *x = malloc(2 * N * sizeof *x), *seg = NULL, *doc = NULL, *src = NULL;
+    int *lengths = NULL, *prefix = NULL, *src_lengths = NULL;
     f = open_in(dir, "batch.bin", "rb");
     read_ints(f, x, 2 * N, "inputs and targets");
     if (has[0])
@@ -139,9 +148,19 @@ int main(int argc, char **argv)
         read_ints(f, prefix = malloc(B * sizeof *prefix), B, "prefix_len");
     if (has[3])
         read_ints(f, doc = malloc(N * sizeof *doc), N, "doc_start");
+    if (S > 0) {
+        read_ints(f, src = malloc((size_t)B * S * sizeof *src), (size_t)B * S, "src");
+        if (has_src_lengths)
+            read_ints(f, src_lengths = malloc(B * sizeof *src_lengths), B, "src_lengths");
+    }
+    if (fgetc(f) != EOF) {
+        fprintf(stderr, "model_dump: batch.bin is longer than batch.txt says\n");
+        return 1;
+    }
     fclose(f);
     tfm_batch batch = {.inputs = x, .targets = x + N, .B = B, .T = T, .segments = seg,
-                       .lengths = lengths, .prefix_len = prefix, .doc_start = doc};
+                       .lengths = lengths, .prefix_len = prefix, .doc_start = doc,
+                       .src = src, .S = S, .src_lengths = src_lengths};
     float loss;
     if (tfm_model_forward_batch(&m, &batch, &loss, &err) < 0) {
         fprintf(stderr, "model_dump: %s\n", err.msg);
@@ -163,6 +182,8 @@ int main(int argc, char **argv)
     free(lengths);
     free(prefix);
     free(doc);
+    free(src);
+    free(src_lengths);
     tfm_model_free(&m);
     return 0;
 }

@@ -11,8 +11,18 @@ Cases: decoders with every position scheme (learned, sinusoidal, rope,
 alibi, t5) x pre/post-LN x tied/untied head; no bias, d_ff != 4C, each
 activation, label smoothing, prefix-LM and packed-document batches;
 encoders with padding (lengths), MLM-like targets, segments and an
-embedding LayerNorm, with each position scheme.  1 or 2 threads, BLIS or
-fused attention (fused needs heads of 16).
+embedding LayerNorm, with each position scheme; encoder-decoders
+(tfm_batch.src, [B, S]) with each position scheme x pre/post-LN, the
+three-way tie, an untied head, an untied source of another vocabulary
+size, n_enc_layer != n_layer, source padding (src_lengths) or none, S
+above, equal to and below T.  1 or 2 threads, BLIS or fused attention
+(fused needs heads of 16).
+
+The encoder-decoder reference is also checked on its own, without tfm
+(check_encdec_reference): against PyTorch's nn.TransformerEncoderLayer and
+nn.TransformerDecoderLayer, against the decoder reference when
+cross-attention outputs zero, and for source padding against unpadded
+single rows.
 
 Tolerance: for each tensor, max |c - torch| <= 1e-4 * max |torch| (relative
 to the tensor's scale: element-wise ratios are meaningless for entries that
@@ -36,20 +46,22 @@ BUILD = os.environ.get("TFM_BUILDDIR", ".")
 DUMP = os.path.join(BUILD, "tests", "model_dump")
 
 # The features of lib/model/transformer.c on main; grow as main gains them.
-# Names: decoder, encoder, learned, sinusoidal, rope, alibi, t5, d_ff,
-# segments, emb_norm, prefix, docs, lengths.
-ALL_FEATURES = {"decoder", "encoder", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
-                "segments", "emb_norm", "prefix", "docs", "lengths"}
-# Every feature is on main since the merge of nn/attention's masks and
-# biases (940149d).
-EXPECTED = {"decoder", "encoder", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
+# Names: decoder, encoder, encdec (the encoder-decoder kind), learned,
+# sinusoidal, rope, alibi, t5, d_ff, segments, emb_norm, prefix, docs,
+# lengths.
+ALL_FEATURES = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5",
+                "d_ff", "segments", "emb_norm", "prefix", "docs", "lengths"}
+# Every feature is on main: encdec since the encoder-decoder kind, the rest
+# since the merge of nn/attention's masks and biases (940149d).
+EXPECTED = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
             "segments", "emb_norm", "prefix", "docs", "lengths"}
 
 # The configuration schema's defaults for the keys added with the general
 # model: config.yaml leaves them out when a case keeps them, so that cases
 # not using them run against a schema that lacks them.
 NEW_KEY_DEFAULTS = dict(kind="decoder", positions="learned", d_ff=0, rope_base=10000.0,
-                        t5_buckets=32, t5_max_distance=128, segments=0, emb_norm=False)
+                        t5_buckets=32, t5_max_distance=128, segments=0, emb_norm=False,
+                        n_enc_layer=0, tie_source=True, src_vocab_size=0)
 ACTS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "gelu_exact": F.gelu,
         "relu": F.relu}
 
@@ -60,35 +72,60 @@ def ff_width(cfg):
     return cfg["d_ff"] if cfg["d_ff"] > 0 else 4 * cfg["n_embd"]
 
 
+def enc_layers(cfg):
+    """An encoder-decoder's encoder blocks: n_enc_layer, 0 meaning n_layer."""
+    return cfg["n_enc_layer"] if cfg["n_enc_layer"] > 0 else cfg["n_layer"]
+
+
+def src_vocab(cfg):
+    """Rows of enc.wte (an untied source): src_vocab_size, 0 meaning V."""
+    return cfg["src_vocab_size"] if cfg["src_vocab_size"] > 0 else cfg["vocab_size"]
+
+
+def block_table(cfg, h, cross):
+    """One block's tensors under the prefix h ("h.3.", "enc.h.0."); cross:
+    with the cross-attention sublayer (an encoder-decoder's decoder)."""
+    C, Fw = cfg["n_embd"], ff_width(cfg)
+
+    def linear(name, n_in, n_out):
+        return [(h + name + ".weight", (n_in, n_out))] + \
+               ([(h + name + ".bias", (n_out,))] if cfg["bias"] else [])
+    norm = lambda name: [(h + name + ".weight", (C,)), (h + name + ".bias", (C,))]
+    t = norm("ln_1") + linear("attn.c_attn", C, 3 * C) + linear("attn.c_proj", C, C)
+    if cross:
+        t += norm("ln_x") + linear("xattn.c_q", C, C) + linear("xattn.c_kv", C, 2 * C) + \
+             linear("xattn.c_proj", C, C)
+    return t + norm("ln_2") + linear("mlp.c_fc", C, Fw) + linear("mlp.c_proj", Fw, C)
+
+
 def param_table(cfg):
     """The tensors the definition lists, in its order, with their shapes."""
-    C, V, NH, Fw = cfg["n_embd"], cfg["vocab_size"], cfg["n_head"], ff_width(cfg)
+    C, V, NH = cfg["n_embd"], cfg["vocab_size"], cfg["n_head"]
+    encdec = cfg["kind"] == "encoder-decoder"
+    pre = cfg["norm"] == "pre"
+    # an encoder-decoder: each decoder tensor, then its encoder twin
+    both = lambda name, shape: [(name, shape)] + ([("enc." + name, shape)] if encdec else [])
     t = [("wte.weight", (V, C))]
+    if encdec and not cfg["tie_source"]:
+        t.append(("enc.wte.weight", (src_vocab(cfg), C)))
     if cfg["positions"] == "learned":
-        t.append(("wpe.weight", (cfg["block_size"], C)))
+        t += both("wpe.weight", (cfg["block_size"], C))
     if cfg["segments"] > 0:
         t.append(("wse.weight", (cfg["segments"], C)))
     if cfg["emb_norm"]:
         t += [("ln_e.weight", (C,)), ("ln_e.bias", (C,))]
+        if encdec:
+            t += [("enc.ln_e.weight", (C,)), ("enc.ln_e.bias", (C,))]
     if cfg["positions"] == "t5":
-        t.append(("rel_bias.weight", (NH, cfg["t5_buckets"])))
+        t += both("rel_bias.weight", (NH, cfg["t5_buckets"]))
+    if encdec:
+        for i in range(enc_layers(cfg)):
+            t += block_table(cfg, f"enc.h.{i}.", False)
+        if pre:
+            t += [("enc.ln_f.weight", (C,)), ("enc.ln_f.bias", (C,))]
     for i in range(cfg["n_layer"]):
-        h = f"h.{i}."
-        t += [(h + "ln_1.weight", (C,)), (h + "ln_1.bias", (C,)),
-              (h + "attn.c_attn.weight", (C, 3 * C))]
-        if cfg["bias"]:
-            t.append((h + "attn.c_attn.bias", (3 * C,)))
-        t.append((h + "attn.c_proj.weight", (C, C)))
-        if cfg["bias"]:
-            t.append((h + "attn.c_proj.bias", (C,)))
-        t += [(h + "ln_2.weight", (C,)), (h + "ln_2.bias", (C,)),
-              (h + "mlp.c_fc.weight", (C, Fw))]
-        if cfg["bias"]:
-            t.append((h + "mlp.c_fc.bias", (Fw,)))
-        t.append((h + "mlp.c_proj.weight", (Fw, C)))
-        if cfg["bias"]:
-            t.append((h + "mlp.c_proj.bias", (C,)))
-    if cfg["norm"] == "pre":
+        t += block_table(cfg, f"h.{i}.", encdec)
+    if pre:
         t += [("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
     if not cfg["tie"]:
         t.append(("lm_head.weight", (V, C)))
@@ -131,20 +168,151 @@ def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
     return relative_buckets
 
 
+def sinusoids(pos, C):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(...),
+    [*pos.shape, C]."""
+    i2 = torch.arange(0, C, 2, dtype=torch.float64)              # 2i
+    ang = pos.to(torch.float64)[..., None] / 10000.0 ** (i2 / C)
+    pe = torch.zeros(*pos.shape, C, dtype=torch.float64)
+    pe[..., 0::2] = torch.sin(ang)
+    pe[..., 1::2] = torch.cos(ang[..., :C // 2])
+    return pe
+
+
+def torch_stack(cfg, P):
+    """The pieces of the documented model over the parameters P, as
+    functions: (embed, position_bias, rotation, blocks, ln)."""
+    NH, C = cfg["n_head"], cfg["n_embd"]
+    HS = C // NH
+    pos_kind = cfg["positions"]
+    act = ACTS[cfg["activation"]]
+    ln = lambda t, n: F.layer_norm(t, (C,), P[n + ".weight"], P[n + ".bias"], cfg["ln_eps"])
+    lin = lambda t, n: t @ P[n + ".weight"] + (P[n + ".bias"] if cfg["bias"] else 0)
+
+    def embed(pre, wte, tok, pos, segments=None):
+        """Token (+ position) (+ segment) embeddings (+ ln_e); pre: "" or
+        "enc." for the tensors wpe, ln_e."""
+        h = wte[tok]
+        if pos_kind == "learned":
+            h = h + P[pre + "wpe.weight"][pos]
+        elif pos_kind == "sinusoidal":
+            h = h + sinusoids(pos, C)
+        if segments is not None:
+            h = h + P["wse.weight"][segments]
+        if cfg["emb_norm"]:
+            h = ln(h, pre + "ln_e")
+        return h
+
+    def position_bias(pre, Tq, Tk, bidirectional):
+        """ALiBi or T5 biases on the scaled scores, [NH, Tq, Tk], or None."""
+        qi, kj = torch.arange(Tq)[:, None], torch.arange(Tk)[None, :]
+        if pos_kind == "alibi":
+            slopes = torch.tensor(alibi_slopes(NH), dtype=torch.float64)
+            return -slopes[:, None, None] * (qi - kj).abs().to(torch.float64)[None]
+        if pos_kind == "t5":
+            buckets = t5_bucket(kj - qi, bidirectional, cfg["t5_buckets"], cfg["t5_max_distance"])
+            return P[pre + "rel_bias.weight"][:, buckets]
+        return None
+
+    def rotation(pos):
+        """RoPE in halves by the positions pos [B, T]: a function of q or k
+        [B, NH, T, HS], or None."""
+        if pos_kind != "rope":
+            return None
+        d = torch.arange(HS // 2, dtype=torch.float64)
+        theta = pos.to(torch.float64)[..., None] * cfg["rope_base"] ** (-2.0 * d / HS)
+        cos, sin = torch.cos(theta)[:, None], torch.sin(theta)[:, None]  # [B, 1, T, HS/2]
+
+        def rope(z):
+            a, b = z[..., :HS // 2], z[..., HS // 2:]
+            return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+        return rope
+
+    def attention(q, k, v, allowed, bias, rope):
+        """q [B, Tq, C], k and v [B, Tk, C]; allowed [B, 1, Tq or 1, Tk]."""
+        B, Tq, Tk = q.shape[0], q.shape[1], k.shape[1]
+        q = q.view(B, Tq, NH, HS).transpose(1, 2)
+        k = k.view(B, Tk, NH, HS).transpose(1, 2)
+        v = v.view(B, Tk, NH, HS).transpose(1, 2)
+        if rope is not None:
+            q, k = rope(q), rope(k)
+        s = (q @ k.transpose(-2, -1)) / HS ** 0.5
+        if bias is not None:
+            s = s + bias
+        s = s.masked_fill(~allowed, float("-inf"))
+        return (F.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, Tq, C)
+
+    def blocks(pre, n, h, allowed, bias, rope, memory=None, mem_allowed=None):
+        """n blocks pre + "h.{i}." over h; with a memory, each has the
+        cross-attention sublayer between self-attention and the MLP."""
+        for i in range(n):
+            b = f"{pre}h.{i}."
+
+            def self_attn(t):
+                q, k, v = lin(t, b + "attn.c_attn").split(C, dim=2)
+                return lin(attention(q, k, v, allowed, bias, rope), b + "attn.c_proj")
+
+            def cross_attn(t):
+                k, v = lin(memory, b + "xattn.c_kv").split(C, dim=2)
+                o = attention(lin(t, b + "xattn.c_q"), k, v, mem_allowed, None, None)
+                return lin(o, b + "xattn.c_proj")
+
+            mlp = lambda t: lin(act(lin(t, b + "mlp.c_fc")), b + "mlp.c_proj")
+            subs = [("ln_1", self_attn)] + ([("ln_x", cross_attn)] if memory is not None else [])
+            for norm, f in subs + [("ln_2", mlp)]:
+                if cfg["norm"] == "pre":
+                    h = h + f(ln(h, b + norm))
+                else:
+                    h = ln(h + f(h), b + norm)
+        if cfg["norm"] == "pre":
+            h = ln(h, pre + "ln_f")
+        return h
+
+    return embed, position_bias, rotation, blocks, ln
+
+
+def lm_loss(cfg, logits, y):
+    """Mean over the targets that are not -1 of the cross-entropy against
+    (1 - e)·onehot + e/V."""
+    V, e = cfg["vocab_size"], cfg["label_smoothing"]
+    logp = F.log_softmax(logits.reshape(-1, V), dim=-1)
+    yy = y.reshape(-1)
+    keep = yy != -1
+    lp = logp[keep]
+    nll = -lp.gather(1, yy[keep][:, None])[:, 0]
+    per = (1 - e) * nll - e / V * lp.sum(dim=1)
+    return per.mean()
+
+
+def torch_encode(cfg, P, bt):
+    """An encoder-decoder's memory [B, S, C] and the keys cross-attention
+    may see, [B, 1, 1, S]."""
+    embed, position_bias, rotation, blocks, _ = torch_stack(cfg, P)
+    src = bt["src"]
+    B, S = src.shape
+    spos = torch.arange(S).expand(B, S)
+    keys = torch.ones(B, S, dtype=torch.bool)
+    if bt["src_lengths"] is not None:
+        keys = torch.arange(S)[None] < bt["src_lengths"][:, None]
+    keys = keys[:, None, None, :]
+    # padded query rows compute like the others (as the encoder kind's do)
+    wte = P["wte.weight"] if cfg["tie_source"] else P["enc.wte.weight"]
+    m = blocks("enc.", enc_layers(cfg), embed("enc.", wte, src, spos), keys,
+               position_bias("enc.", S, S, True), rotation(spos))
+    return m, keys
+
+
 def torch_model(cfg, P, bt):
     """Loss and logits of the documented model, float64.  bt: the batch as
     torch tensors (inputs, targets, and segments, lengths, prefix_len,
-    doc_start or None)."""
-    L, NH, C, V = cfg["n_layer"], cfg["n_head"], cfg["n_embd"], cfg["vocab_size"]
-    HS = C // NH
+    doc_start, src, src_lengths or None)."""
+    embed, position_bias, rotation, blocks, _ = torch_stack(cfg, P)
     x, y = bt["inputs"], bt["targets"]
     B, T = x.shape
-    eps = cfg["ln_eps"]
-    act = ACTS[cfg["activation"]]
-    pos_kind = cfg["positions"]
-    decoder = cfg["kind"] == "decoder"
-    ln = lambda t, n: F.layer_norm(t, (C,), P[n + ".weight"], P[n + ".bias"], eps)
-    lin = lambda t, n: t @ P[n + ".weight"] + (P[n + ".bias"] if cfg["bias"] else 0)
+    encoder = cfg["kind"] == "encoder"
+    memory = mem_allowed = None
+    if cfg["kind"] == "encoder-decoder":
+        memory, mem_allowed = torch_encode(cfg, P, bt)
 
     # positions: the index in the sequence, or in its document when packed
     idx = torch.arange(T)
@@ -152,25 +320,9 @@ def torch_model(cfg, P, bt):
     if bt["doc_start"] is not None:
         pos = pos - bt["doc_start"]
 
-    # embeddings
-    h = P["wte.weight"][x]
-    if pos_kind == "learned":
-        h = h + P["wpe.weight"][pos]
-    elif pos_kind == "sinusoidal":
-        i2 = torch.arange(0, C, 2, dtype=torch.float64)          # 2i
-        ang = pos.to(torch.float64)[..., None] / 10000.0 ** (i2 / C)
-        pe = torch.zeros(B, T, C, dtype=torch.float64)
-        pe[..., 0::2] = torch.sin(ang)
-        pe[..., 1::2] = torch.cos(ang[..., :C // 2])
-        h = h + pe
-    if cfg["segments"] > 0:
-        h = h + P["wse.weight"][bt["segments"]]
-    if cfg["emb_norm"]:
-        h = ln(h, "ln_e")
-
     # the mask: allowed[b, i, j], query i may see key j
     qi, kj = idx[:, None], idx[None, :]
-    if decoder:
+    if not encoder:
         allowed = (kj <= qi).expand(B, T, T)
         if bt["prefix_len"] is not None:
             allowed = allowed | (kj[None] < bt["prefix_len"][:, None, None])
@@ -182,61 +334,12 @@ def torch_model(cfg, P, bt):
             allowed = allowed & (kj[None] < bt["lengths"][:, None, None])
     allowed = allowed[:, None]                                   # [B, 1, T, T]
 
-    # position biases on the scaled scores, [NH, T, T]
-    bias = None
-    if pos_kind == "alibi":
-        slopes = torch.tensor(alibi_slopes(NH), dtype=torch.float64)
-        bias = -slopes[:, None, None] * (qi - kj).abs().to(torch.float64)[None]
-    elif pos_kind == "t5":
-        buckets = t5_bucket(kj - qi, not decoder, cfg["t5_buckets"], cfg["t5_max_distance"])
-        bias = P["rel_bias.weight"][:, buckets]
-
-    # rope: rotation of q and k in halves
-    if pos_kind == "rope":
-        d = torch.arange(HS // 2, dtype=torch.float64)
-        theta = pos.to(torch.float64)[..., None] * cfg["rope_base"] ** (-2.0 * d / HS)
-        cos, sin = torch.cos(theta)[:, None], torch.sin(theta)[:, None]  # [B, 1, T, HS/2]
-
-        def rope(z):
-            a, b = z[..., :HS // 2], z[..., HS // 2:]
-            return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
-
-    def attn(t, i):
-        qkv = lin(t, f"h.{i}.attn.c_attn")
-        q, k, v = qkv.split(C, dim=2)
-        heads = lambda z: z.view(B, T, NH, HS).transpose(1, 2)
-        q, k, v = heads(q), heads(k), heads(v)
-        if pos_kind == "rope":
-            q, k = rope(q), rope(k)
-        s = (q @ k.transpose(-2, -1)) / HS ** 0.5
-        if bias is not None:
-            s = s + bias
-        s = s.masked_fill(~allowed, float("-inf"))
-        o = (F.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
-        return lin(o, f"h.{i}.attn.c_proj")
-
-    mlp = lambda t, i: lin(act(lin(t, f"h.{i}.mlp.c_fc")), f"h.{i}.mlp.c_proj")
-    for i in range(L):
-        if cfg["norm"] == "pre":
-            h = h + attn(ln(h, f"h.{i}.ln_1"), i)
-            h = h + mlp(ln(h, f"h.{i}.ln_2"), i)
-        else:
-            h = ln(h + attn(h, i), f"h.{i}.ln_1")
-            h = ln(h + mlp(h, i), f"h.{i}.ln_2")
-    if cfg["norm"] == "pre":
-        h = ln(h, "ln_f")
+    h = embed("", P["wte.weight"], x, pos, bt["segments"])
+    h = blocks("", cfg["n_layer"], h, allowed, position_bias("", T, T, encoder), rotation(pos),
+               memory, mem_allowed)
     head = P["wte.weight"] if cfg["tie"] else P["lm_head.weight"]
     logits = h @ head.T
-    # mean over the targets that are not -1 of the cross-entropy against
-    # (1 - e)·onehot + e/V
-    e = cfg["label_smoothing"]
-    logp = F.log_softmax(logits.view(-1, V), dim=-1)
-    yy = y.reshape(-1)
-    keep = yy != -1
-    lp = logp[keep]
-    nll = -lp.gather(1, yy[keep][:, None])[:, 0]
-    per = (1 - e) * nll - e / V * lp.sum(dim=1)
-    return per.mean(), logits
+    return lm_loss(cfg, logits, y), logits
 
 
 # ---- one case ----------------------------------------------------------------
@@ -259,7 +362,7 @@ def yaml_text(cfg):
 
 
 def features(cfg, batch):
-    f = {cfg["kind"], cfg["positions"]}
+    f = {"encdec" if cfg["kind"] == "encoder-decoder" else cfg["kind"], cfg["positions"]}
     if cfg["d_ff"]:
         f.add("d_ff")
     if cfg["segments"]:
@@ -278,7 +381,7 @@ def init_params(table, rng):
         if n.startswith("ln_") or ".ln_" in n:
             base = 1.0 if n.endswith(".weight") else 0.0
             w = base + 0.1 * rng.standard_normal(shape)
-        elif n == "rel_bias.weight":
+        elif n.endswith("rel_bias.weight"):
             w = 0.5 * rng.standard_normal(shape)
         elif n.endswith(".bias"):
             w = 0.05 * rng.standard_normal(shape)
@@ -303,6 +406,7 @@ def run_case(name, cfg, batch, seed, threads, attn):
     B, T = batch["inputs"].shape
     V = cfg["vocab_size"]
     extras = ("segments", "lengths", "prefix_len", "doc_start")
+    source = ("src", "src_lengths")
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "config.yaml"), "w") as f:
             f.write(yaml_text(cfg))
@@ -325,10 +429,12 @@ def run_case(name, cfg, batch, seed, threads, attn):
             for n, _ in table:
                 f.write(P[n].astype("<f4").tobytes())
         flags = [int(batch.get(k) is not None) for k in extras]
+        if batch.get("src") is not None:      # S, then the src_lengths flag
+            flags += [batch["src"].shape[1], int(batch.get("src_lengths") is not None)]
         with open(os.path.join(d, "batch.txt"), "w") as f:
             f.write(f"{B} {T} {threads} " + " ".join(map(str, flags)) + "\n")
         with open(os.path.join(d, "batch.bin"), "wb") as f:
-            for k in ("inputs", "targets") + extras:
+            for k in ("inputs", "targets") + extras + source:
                 if batch.get(k) is not None:
                     f.write(np.asarray(batch[k]).astype("<i4").tobytes())
         # fused loops or per-head BLIS attention; with BLIS, also the path
@@ -347,7 +453,7 @@ def run_case(name, cfg, batch, seed, threads, attn):
     Pt = {n: torch.tensor(w, dtype=torch.float64, requires_grad=True) for n, w in P.items()}
     bt = {k: (torch.tensor(np.asarray(batch[k]), dtype=torch.long)
               if batch.get(k) is not None else None)
-          for k in ("inputs", "targets") + extras}
+          for k in ("inputs", "targets") + extras + source}
     loss, logits = torch_model(cfg, Pt, bt)
     loss.backward()
     bad = []
@@ -389,7 +495,8 @@ def run_case(name, cfg, batch, seed, threads, attn):
 BASE = dict(kind="decoder", positions="learned", n_layer=2, n_head=2, n_embd=16,
             block_size=12, vocab_size=11, norm="pre", activation="gelu", tie=True, bias=True,
             label_smoothing=0.0, ln_eps=1e-5, d_ff=0, rope_base=10000.0, t5_buckets=8,
-            t5_max_distance=12, segments=0, emb_norm=False)
+            t5_max_distance=12, segments=0, emb_norm=False, n_enc_layer=0, tie_source=True,
+            src_vocab_size=0)
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "t5")
 VARIANTS = ((1, "blas"), (2, "blas"), (1, "fused"), (2, "fused"))
 
@@ -405,6 +512,8 @@ def doc_starts(T, cuts):
 
 
 def make_batch(cfg, B, T, rng, kind="plain", ignore=False):
+    """T: the row length, or (S, T) for an encoder-decoder's batch."""
+    S, T = T if isinstance(T, tuple) else (0, T)
     V = cfg["vocab_size"]
     x = rng.integers(0, V, size=(B, T))
     y = rng.integers(0, V, size=(B, T))
@@ -435,11 +544,21 @@ def make_batch(cfg, B, T, rng, kind="plain", ignore=False):
             for r in range(B):
                 seg[r, rng.integers(1, lengths[r]):lengths[r]] = 1
             b["segments"] = seg
+    elif kind in ("source", "source unpadded", "source full"):
+        # an encoder-decoder's: the source, with rows of unequal lengths
+        # (padding after them: its tokens are arbitrary), none, or given
+        # lengths that are all S
+        b["src"] = rng.integers(0, src_vocab(cfg), size=(B, S))
+        if kind == "source":
+            lens = [S, S - 3, S // 2, S - 1] if B > 1 else [S - 2]
+            b["src_lengths"] = np.array([max(n, 1) for n in lens[:B]])
+        elif kind == "source full":
+            b["src_lengths"] = np.full(B, S)
     return b
 
 
 def cases():
-    """(name, cfg, batch kind, B, T, ignore, variants)"""
+    """(name, cfg, batch kind, B, T or (S, T), ignore, variants)"""
     out = []
     acts = ("gelu", "gelu_exact", "relu")
     k = 0
@@ -522,6 +641,92 @@ def cases():
                                                          d_ff=20, bias=False),
          "encoder", 2, 9, False, VARIANTS[1:2]),
     ]
+    # encoder-decoders: every position scheme x pre/post-LN, cycling through
+    # the three ties (three-way; untied head; untied source of another
+    # vocabulary size), encoder depths, activations, source padding and
+    # source/target lengths (T is (S, T) for these)
+    ed = dict(BASE, kind="encoder-decoder")
+    ties = (("three-way tie", dict(tie=True, tie_source=True)),
+            ("untied head", dict(tie=False, tie_source=True)),
+            ("untied source", dict(tie=True, tie_source=False)))
+    k = 0
+    for p in POSITIONS:
+        for norm in ("pre", "post"):
+            tie_name, tie = ties[k % 3]
+            if not tie["tie_source"]:
+                tie = dict(tie, src_vocab_size=(13, 7)[k % 2])
+            n_enc = (0, 3, 1)[k // 3 % 3]
+            padded = k % 4 in (0, 3)
+            S, T = 5 + 3 * k % 7, 4 + 5 * k % 6
+            cfg = dict(ed, positions=p, norm=norm, n_enc_layer=n_enc,
+                       activation=acts[(k + 1) % 3], **tie)
+            if not tie["tie_source"]:
+                tie_name += f" src_vocab_size {tie['src_vocab_size']}"
+            if n_enc:
+                tie_name += f" n_enc_layer {n_enc}"
+            name = (f"encoder-decoder {p} {norm}-LN {tie_name} {cfg['activation']} S {S} T {T} "
+                    f"{'padded source' if padded else 'no src_lengths'}")
+            out.append((name, cfg, "source" if padded else "source unpadded", 2 + k % 2, (S, T),
+                        k % 4 == 1, [VARIANTS[(k + k // 2) % 2]]))
+            k += 1
+    # heads of 16, so the fused attention runs too (self and cross)
+    for i, p in enumerate(POSITIONS):
+        out.append((f"encoder-decoder {p} heads of 16 padded source",
+                    dict(ed, positions=p, n_embd=32), "source", 3 - i % 2,
+                    ((9, 7), (6, 10))[i % 2], i == 0, VARIANTS[2:] if i == 0 else
+                    [VARIANTS[2 + i % 2]]))
+    out += [
+        # several of the fused kernel's 8-row blocks, in both directions
+        ("encoder-decoder learned 64 wide, 4 heads of 16, S 27 T 33",
+         dict(ed, n_embd=64, n_head=4, block_size=40, vocab_size=67), "source", 3, (27, 33),
+         True, VARIANTS[1::2]),
+        ("encoder-decoder original Transformer: sinusoidal post-LN relu three-way tie",
+         dict(ed, positions="sinusoidal", norm="post", activation="relu", n_embd=32),
+         "source", 3, (10, 8), False, VARIANTS[3:]),
+        ("encoder-decoder learned n_enc_layer 3 n_layer 1", dict(ed, n_enc_layer=3, n_layer=1),
+         "source", 2, (8, 6), False, VARIANTS[:1]),
+        ("encoder-decoder sinusoidal post-LN n_enc_layer 1 n_layer 3",
+         dict(ed, positions="sinusoidal", norm="post", n_enc_layer=1, n_layer=3),
+         "source", 2, (6, 8), False, VARIANTS[1:2]),
+        ("encoder-decoder learned untied head and source, src_vocab_size 19",
+         dict(ed, tie=False, tie_source=False, src_vocab_size=19), "source", 3, (9, 7), False,
+         VARIANTS[:1]),
+        ("encoder-decoder rope untied source, no src_vocab_size (= V)",
+         dict(ed, positions="rope", tie_source=False), "source", 2, (7, 9), False,
+         VARIANTS[1:2]),
+        ("encoder-decoder learned smoothing 0.1 ignored targets",
+         dict(ed, label_smoothing=0.1), "source", 3, (8, 9), True, VARIANTS[:2]),
+        ("encoder-decoder t5 post-LN untied source smoothing 0.2 ignored targets",
+         dict(ed, positions="t5", norm="post", tie_source=False, src_vocab_size=9,
+              label_smoothing=0.2), "source", 2, (9, 6), True, VARIANTS[1:2]),
+        ("encoder-decoder learned no bias", dict(ed, bias=False), "source", 2, (8, 7), False,
+         VARIANTS[:1]),
+        ("encoder-decoder rope no bias post-LN untied head",
+         dict(ed, positions="rope", bias=False, norm="post", tie=False), "source", 2, (7, 8),
+         False, VARIANTS[1:2]),
+        ("encoder-decoder sinusoidal d_ff 24 relu", dict(ed, positions="sinusoidal", d_ff=24,
+                                                         activation="relu"),
+         "source", 2, (8, 8), False, VARIANTS[:1]),
+        ("encoder-decoder learned emb_norm post-LN gelu_exact",
+         dict(ed, emb_norm=True, norm="post", activation="gelu_exact"), "source", 3, (9, 7),
+         False, VARIANTS[1:2]),
+        ("encoder-decoder t5 emb_norm d_ff 20 untied source",
+         dict(ed, positions="t5", emb_norm=True, d_ff=20, tie_source=False), "source", 2,
+         (10, 7), False, VARIANTS[:1]),
+        ("encoder-decoder alibi 3 heads post-LN", dict(ed, positions="alibi", n_head=3,
+                                                       n_embd=24, norm="post"),
+         "source", 3, (9, 8), False, VARIANTS[1:2]),
+        ("encoder-decoder t5 6 buckets max distance 5", dict(ed, positions="t5", t5_buckets=6,
+                                                            t5_max_distance=5),
+         "source", 2, (12, 10), False, VARIANTS[:1]),
+        ("encoder-decoder learned S 1", ed, "source unpadded", 2, (1, 8), False, VARIANTS[1:2]),
+        ("encoder-decoder alibi S 10 T 1", dict(ed, positions="alibi"), "source", 3, (10, 1),
+         False, VARIANTS[:1]),
+        ("encoder-decoder rope src_lengths all S", dict(ed, positions="rope"), "source full", 2,
+         (8, 7), False, VARIANTS[1:2]),
+        ("encoder-decoder t5 one row, padded source", dict(ed, positions="t5", norm="post"),
+         "source", 1, (9, 6), False, VARIANTS[:1]),
+    ]
     return out
 
 
@@ -536,6 +741,157 @@ def check_definitions():
     # bidirectional, 32 buckets, 128: T5's defaults; exact below 8
     bk = t5_bucket(r, True, 32, 128)
     assert bk[9].item() == 0 and bk[10].item() == 17 and bk[8].item() == 1, bk
+
+
+def nn_transformer_logits(cfg, P, bt):
+    """An encoder-decoder's logits through PyTorch's own
+    nn.TransformerEncoderLayer and nn.TransformerDecoderLayer (batch_first,
+    norm_first for pre-LN), the weights mapped onto theirs, ALiBi and T5
+    biases and every mask as additive float masks: an implementation
+    independent of torch_model's blocks and attention.  Learned, sinusoidal,
+    alibi or t5 positions; biases on; no emb_norm."""
+    C, NH = cfg["n_embd"], cfg["n_head"]
+    pre = cfg["norm"] == "pre"
+    src, x = bt["src"], bt["inputs"]
+    (B, S), T = src.shape, x.shape[1]
+    kw = dict(d_model=C, nhead=NH, dim_feedforward=ff_width(cfg), dropout=0.0,
+              activation=ACTS[cfg["activation"]], layer_norm_eps=cfg["ln_eps"],
+              batch_first=True, norm_first=pre, dtype=torch.float64)
+
+    def put(dst, w):
+        with torch.no_grad():
+            dst.copy_(w)
+
+    def put_mha(mha, w_in, b_in, b):
+        put(mha.in_proj_weight, w_in.T)
+        put(mha.in_proj_bias, b_in)
+        put(mha.out_proj.weight, P[b + ".c_proj.weight"].T)
+        put(mha.out_proj.bias, P[b + ".c_proj.bias"])
+
+    def put_common(layer, b, norms):
+        put_mha(layer.self_attn, P[b + "attn.c_attn.weight"], P[b + "attn.c_attn.bias"],
+                b + "attn")
+        put(layer.linear1.weight, P[b + "mlp.c_fc.weight"].T)
+        put(layer.linear1.bias, P[b + "mlp.c_fc.bias"])
+        put(layer.linear2.weight, P[b + "mlp.c_proj.weight"].T)
+        put(layer.linear2.bias, P[b + "mlp.c_proj.bias"])
+        for mod, n in zip(norms, ("ln_1", "ln_x", "ln_2") if len(norms) == 3 else ("ln_1", "ln_2")):
+            put(mod.weight, P[b + n + ".weight"])
+            put(mod.bias, P[b + n + ".bias"])
+
+    def embed(wte, tok, wpe):
+        n = tok.shape[1]
+        h = wte[tok]
+        if cfg["positions"] == "learned":
+            h = h + wpe[:n]
+        elif cfg["positions"] == "sinusoidal":
+            pe = torch.tensor([[math.sin(p / 10000 ** (i / C)) if i % 2 == 0 else
+                                math.cos(p / 10000 ** ((i - 1) / C)) for i in range(C)]
+                               for p in range(n)], dtype=torch.float64)
+            h = h + pe
+        return h
+
+    def float_mask(allowed, rel_bias, bidirectional):
+        """allowed [B, Tq, Tk] -> [B·NH, Tq, Tk] of bias or -inf."""
+        Tq, Tk = allowed.shape[1:]
+        i, j = torch.arange(Tq)[:, None], torch.arange(Tk)[None, :]
+        m = torch.zeros(B, NH, Tq, Tk, dtype=torch.float64)
+        if rel_bias is not None and cfg["positions"] == "alibi":
+            slopes = torch.tensor(alibi_slopes(NH), dtype=torch.float64)
+            m = m - slopes[:, None, None] * (i - j).abs()
+        elif rel_bias is not None and cfg["positions"] == "t5":
+            m = m + rel_bias[:, t5_bucket(j - i, bidirectional, cfg["t5_buckets"],
+                                          cfg["t5_max_distance"])]
+        m = m.masked_fill(~allowed[:, None], float("-inf"))
+        return m.reshape(B * NH, Tq, Tk)
+
+    keys = torch.ones(B, S, dtype=torch.bool)
+    if bt["src_lengths"] is not None:
+        keys = torch.arange(S)[None] < bt["src_lengths"][:, None]
+    wte_src = P["wte.weight"] if cfg["tie_source"] else P["enc.wte.weight"]
+    m = embed(wte_src, src, P.get("enc.wpe.weight"))
+    enc_mask = float_mask(keys[:, None, :].expand(B, S, S), P.get("enc.rel_bias.weight", 0),
+                          True)
+    for i in range(enc_layers(cfg)):
+        layer = torch.nn.TransformerEncoderLayer(**kw)
+        put_common(layer, f"enc.h.{i}.", (layer.norm1, layer.norm2))
+        m = layer(m, src_mask=enc_mask)
+    if pre:
+        m = F.layer_norm(m, (C,), P["enc.ln_f.weight"], P["enc.ln_f.bias"], cfg["ln_eps"])
+    h = embed(P["wte.weight"], x, P.get("wpe.weight"))
+    causal = torch.ones(T, T, dtype=torch.bool).tril().expand(B, T, T)
+    self_mask = float_mask(causal, P.get("rel_bias.weight", 0), False)
+    cross_mask = float_mask(keys[:, None, :].expand(B, T, S), None, False)
+    for i in range(cfg["n_layer"]):
+        b = f"h.{i}."
+        layer = torch.nn.TransformerDecoderLayer(**kw)
+        put_common(layer, b, (layer.norm1, layer.norm2, layer.norm3))
+        put_mha(layer.multihead_attn,
+                torch.cat([P[b + "xattn.c_q.weight"], P[b + "xattn.c_kv.weight"]], dim=1),
+                torch.cat([P[b + "xattn.c_q.bias"], P[b + "xattn.c_kv.bias"]]), b + "xattn")
+        h = layer(h, m, tgt_mask=self_mask, memory_mask=cross_mask)
+    if pre:
+        h = F.layer_norm(h, (C,), P["ln_f.weight"], P["ln_f.bias"], cfg["ln_eps"])
+    return h @ (P["wte.weight"] if cfg["tie"] else P["lm_head.weight"]).T
+
+
+def check_encdec_reference():
+    """The encoder-decoder reference on its own, without tfm: (1) equal to
+    nn.Transformer's layers (nn_transformer_logits); (2) with every
+    xattn.c_proj zero, its loss and logits are the decoder kind's on the
+    same decoder weights (and do not depend on the source); (3) each row of a
+    padded batch equals that row alone with its source cut to src_lengths."""
+    ed = dict(BASE, kind="encoder-decoder")
+    close = lambda a, b: (a - b).abs().max().item() <= 1e-10 * b.abs().max().item()
+
+    def setup(cfg, B, ST, kind, seed):
+        rng = np.random.default_rng(seed)
+        P = {n: torch.tensor(w, dtype=torch.float64)
+             for n, w in init_params(param_table(cfg), rng).items()}
+        batch = make_batch(cfg, B, ST, rng, kind, True)
+        bt = {k: (torch.tensor(np.asarray(batch[k]), dtype=torch.long)
+                  if batch.get(k) is not None else None)
+              for k in ("inputs", "targets", "segments", "lengths", "prefix_len", "doc_start",
+                        "src", "src_lengths")}
+        return P, bt
+
+    for i, (p, norm, extra) in enumerate((
+            ("learned", "pre", dict(n_enc_layer=3)),
+            ("learned", "post", dict(activation="relu", tie=False)),
+            ("sinusoidal", "post", dict(tie_source=False, src_vocab_size=13, n_enc_layer=1)),
+            ("sinusoidal", "pre", dict(activation="gelu_exact")),
+            ("alibi", "pre", dict(n_head=4, n_embd=32, tie=False)),
+            ("alibi", "post", dict(n_head=3, n_embd=24)),
+            ("t5", "post", dict(t5_buckets=6, t5_max_distance=5)),
+            ("t5", "pre", dict(n_layer=3, tie_source=False)))):
+        cfg = dict(ed, positions=p, norm=norm, **extra)
+        P, bt = setup(cfg, 3, (9, 7), "source", 7 + i)
+        want = torch_model(cfg, P, bt)[1]
+        got = nn_transformer_logits(cfg, P, bt)
+        assert close(got, want), (p, norm, extra, (got - want).abs().max().item())
+
+    for i, p in enumerate(POSITIONS):
+        cfg = dict(ed, positions=p, n_enc_layer=1, tie=bool(i % 2))
+        P, bt = setup(cfg, 3, (8, 9), "source", 20 + i)
+        for n in P:
+            if ".xattn.c_proj." in n:
+                P[n] = torch.zeros_like(P[n])
+        dec = dict(cfg, kind="decoder")
+        loss, logits = torch_model(cfg, P, bt)
+        dloss, dlogits = torch_model(dec, {n: P[n] for n, _ in param_table(dec)}, bt)
+        assert close(logits, dlogits) and abs(loss - dloss) <= 1e-12 * dloss, p
+        bt2 = dict(bt, src=torch.flip(bt["src"], (1,)), src_lengths=None)
+        assert close(torch_model(cfg, P, bt2)[1], logits), p
+
+    for i, p in enumerate(POSITIONS):
+        cfg = dict(ed, positions=p, norm=("pre", "post")[i % 2])
+        P, bt = setup(cfg, 4, (10, 6), "source", 30 + i)
+        logits = torch_model(cfg, P, bt)[1]
+        for r in range(4):
+            n = bt["src_lengths"][r].item()
+            one = {k: (v[r:r + 1] if v is not None else None) for k, v in bt.items()}
+            one.update(src=bt["src"][r:r + 1, :n], src_lengths=None)
+            assert close(torch_model(cfg, P, one)[1], logits[r:r + 1]), (p, r)
 
 
 def check_c_functions():
@@ -581,6 +937,7 @@ def main():
         return 77
     torch.manual_seed(0)
     check_definitions()
+    check_encdec_reference()
     strict = os.environ.get("TFM_TORCH_STRICT") == "1"
     select = sys.argv[1:]
     n_pass = n_run = 0

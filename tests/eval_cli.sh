@@ -308,6 +308,29 @@ $E perplexity -m rope.st --context 64 --json text.txt >rope64.json
 $E perplexity -m rope.st --json text.txt >rope16.json
 [ "$(field rope16.json context)" -eq 16 ] || fail "rope default context: $(cat rope16.json)"
 
+# Every decoder configuration scores and generates (the tensors of each
+# scheme and option reach both inference paths); other kinds are refused
+# with the reason.
+for set in model.positions=sinusoidal model.positions=alibi model.positions=t5 \
+    model.emb_norm=true; do
+    "$TFM_BUILDDIR/tests/mkmodel" v.st --text text.txt --layers 2 --heads 2 --embd 32 \
+        --context 16 --scale 3 --seed 4 --set $set
+    $E perplexity -m v.st --json text.txt >v.json || fail "$set: perplexity: $(cat err)"
+    [ "$(field v.json tokens)" -eq "$N" ] || fail "$set: $(cat v.json)"
+    tfm-generate -q -m v.st --greedy -n 20 --ignore-eos "In the" >v.out 2>err ||
+        fail "$set: generate: $(cat err)"
+    [ -s v.out ] || fail "$set: nothing generated"
+done
+for kind in encoder encoder-decoder; do
+    "$TFM_BUILDDIR/tests/mkmodel" k.st --text text.txt --layers 1 --heads 2 --embd 16 \
+        --context 16 --seed 4 --set model.kind=$kind
+    expect_exit 1 $E perplexity -m k.st text.txt
+    grep -q "^tfm-eval: k.st: model.kind is $kind: .*need a decoder" err ||
+        fail "perplexity on an $kind: $(cat err)"
+    tfm-generate -m k.st "In the" 2>err && fail "generate on an $kind"
+    grep -q "^tfm-generate: .*$kind" err || fail "generate on an $kind: $(cat err)"
+done
+
 # Every --json output and --items file of this test is strict JSON.
 rm tok.json  # the one JSON file that is not one document a line
 /usr/bin/python3 - ./*.json ./*.items lwi.jsonl ok.items.jsonl <<'PY' || fail "not strict JSON"

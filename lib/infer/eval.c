@@ -30,6 +30,12 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
     tfm_lm lm;
     if (tfm_lm_open(&lm, path, err) < 0)
         return -1;
+    if (lm.cfg.kind != TFM_KIND_DECODER) {
+        tfm_err_set(err, "%s: model.kind is %s: the language-model scores need a decoder "
+                    "(one that predicts each next token)", path, tfm_kind_name(lm.cfg.kind));
+        tfm_lm_close(&lm);
+        return -1;
+    }
     if (tfm_model_init(&e->model, &lm.cfg, err) < 0) {
         tfm_lm_close(&lm);
         return tfm_err_prefix(err, "%s", path);
@@ -39,6 +45,10 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
     char name[64];
     put(&e->model, "wte.weight", w->wte, &bound);
     put(&e->model, "wpe.weight", w->wpe, &bound);
+    put(&e->model, "wse.weight", w->wse, &bound);
+    put(&e->model, "ln_e.weight", w->lne_w, &bound);
+    put(&e->model, "ln_e.bias", w->lne_b, &bound);
+    put(&e->model, "rel_bias.weight", w->rel_bias, &bound);
     put(&e->model, "ln_f.weight", w->lnf_w, &bound);
     put(&e->model, "ln_f.bias", w->lnf_b, &bound);
     if (!lm.cfg.tie_embeddings)

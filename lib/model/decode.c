@@ -375,9 +375,12 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     memset(g, 0, sizeof *g);
     if (tfm_model_config_check(cfg, err) < 0)
         return -1;
+    if (cfg->kind == TFM_KIND_ENCODER)
+        return tfm_err_set(err, "an encoder model does not generate text (model.kind is "
+                                "encoder)");
     if (cfg->kind != TFM_KIND_DECODER)
-        return tfm_err_set(err, "an encoder model does not generate text (model.kind is not "
-                                "decoder)");
+        return tfm_err_set(err, "model.kind %s: decoding encoder-decoders (translation) is "
+                           "not available yet", tfm_kind_name(cfg->kind));
     if (n_slots < 1 || max_len < 1)
         return tfm_err_set(err, "inference needs at least one slot and one position");
     /* only a learned table ends; the other schemes extend past training */

@@ -16,7 +16,8 @@
 typedef double (*gc_loss_fn)(void *ctx);
 
 /* Checks up to max_points entries of x (spread evenly) and returns the
- * worst error, measured as |num - ana| / (atol + |num|). */
+ * worst error, measured as |num - ana| / (atol + |num|); infinite when either
+ * is not finite. */
 static inline double gc_check(const char *what, gc_loss_fn f, void *ctx, float *x,
                               const float *ana, size_t n, float h, size_t max_points,
                               double atol)
@@ -34,6 +35,8 @@ static inline double gc_check(const char *what, gc_loss_fn f, void *ctx, float *
         double hh = ((double)(x0 + h) - (double)(x0 - h));
         double num = (lp - lm) / hh;
         double e = fabs(num - ana[i]) / (atol + fabs(num));
+        if (!isfinite(num) || !isfinite((double)ana[i]))
+            e = INFINITY; /* NaN would compare false and pass */
         if (e > worst) {
             worst = e;
             if (e > 1e-2)

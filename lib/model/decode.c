@@ -69,15 +69,51 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
         w->lm_head = w->wte;
     else
         GET(w->lm_head, "lm_head.weight", V, C);
+    int ed = c->kind == TFM_KIND_ENCODER_DECODER;
     w->n_layer = c->n_layer;
     w->layers = tfm_calloc((size_t)c->n_layer, sizeof *w->layers);
-    for (int l = 0; l < c->n_layer; l++) {
-        tfm_layer_weights *L = &w->layers[l];
+    w->n_enc_layer = tfm_model_config_enc_layers(c);
+    if (ed) {
+        tfm_embed_weights *e = &w->enc;
+        if (c->tie_source)
+            e->wte = w->wte;
+        else
+            GET(e->wte, "enc.wte.weight", (size_t)tfm_model_config_src_vocab(c), C);
+        if (c->pos == TFM_POS_LEARNED)
+            GET(e->wpe, "enc.wpe.weight", (size_t)c->block_size, C);
+        if (c->emb_norm) {
+            GET(e->lne_w, "enc.ln_e.weight", C, 0);
+            GET(e->lne_b, "enc.ln_e.bias", C, 0);
+        }
+        if (c->pos == TFM_POS_T5)
+            GET(e->rel_bias, "enc.rel_bias.weight", (size_t)c->n_head, (size_t)c->t5_buckets);
+        if (c->ln == TFM_LN_PRE) {
+            GET(e->lnf_w, "enc.ln_f.weight", C, 0);
+            GET(e->lnf_b, "enc.ln_f.bias", C, 0);
+        }
+        w->enc_layers = tfm_calloc((size_t)w->n_enc_layer, sizeof *w->enc_layers);
+    }
+    for (int k = 0; k < c->n_layer + w->n_enc_layer; k++) {
+        /* the decoder's blocks, then the encoder's */
+        int enc = k >= c->n_layer, l = enc ? k - c->n_layer : k;
+        tfm_layer_weights *L = enc ? &w->enc_layers[l] : &w->layers[l];
 #define GETL(dst, suffix, d0, d1)                                             \
         do {                                                                  \
-            snprintf(name, sizeof name, "h.%d.%s", l, suffix);                \
+            snprintf(name, sizeof name, "%sh.%d.%s", enc ? "enc." : "", l, suffix); \
             GET(dst, name, d0, d1);                                           \
         } while (0)
+        if (ed && !enc) {
+            GETL(L->lnx_w, "ln_x.weight", C, 0);
+            GETL(L->lnx_b, "ln_x.bias", C, 0);
+            GETL(L->xq_w, "xattn.c_q.weight", C, C);
+            GETL(L->xkv_w, "xattn.c_kv.weight", C, 2 * C);
+            GETL(L->xp_w, "xattn.c_proj.weight", C, C);
+            if (c->bias) {
+                GETL(L->xq_b, "xattn.c_q.bias", C, 0);
+                GETL(L->xkv_b, "xattn.c_kv.bias", 2 * C, 0);
+                GETL(L->xp_b, "xattn.c_proj.bias", C, 0);
+            }
+        }
         GETL(L->ln1_w, "ln_1.weight", C, 0);
         GETL(L->ln1_b, "ln_1.bias", C, 0);
         GETL(L->qkv_w, "attn.c_attn.weight", C, 3 * C);
@@ -155,6 +191,7 @@ void tfm_weights_free(tfm_weights *w)
 {
     free(w->bf16_store);
     free(w->layers);
+    free(w->enc_layers);
     memset(w, 0, sizeof *w);
 }
 
@@ -378,9 +415,6 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     if (cfg->kind == TFM_KIND_ENCODER)
         return tfm_err_set(err, "an encoder model does not generate text (model.kind is "
                                 "encoder)");
-    if (cfg->kind != TFM_KIND_DECODER)
-        return tfm_err_set(err, "model.kind %s: decoding encoder-decoders (translation) is "
-                           "not available yet", tfm_kind_name(cfg->kind));
     if (n_slots < 1 || max_len < 1)
         return tfm_err_set(err, "inference needs at least one slot and one position");
     /* only a learned table ends; the other schemes extend past training */
@@ -394,6 +428,11 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     g->kcache = tfm_aligned_alloc(sizeof(float) * per);
     g->vcache = tfm_aligned_alloc(sizeof(float) * per);
     g->len = tfm_calloc((size_t)n_slots, sizeof *g->len);
+    if (cfg->kind == TFM_KIND_ENCODER_DECODER) {
+        g->xkcache = tfm_aligned_alloc(sizeof(float) * per);
+        g->xvcache = tfm_aligned_alloc(sizeof(float) * per);
+        g->src_len = tfm_calloc((size_t)n_slots, sizeof *g->src_len);
+    }
     if (cfg->pos == TFM_POS_ALIBI) {
         g->alibi = tfm_malloc(sizeof(float) * (size_t)cfg->n_head);
         tfm_alibi_slopes(g->alibi, cfg->n_head);
@@ -405,6 +444,7 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
 void tfm_infer_free(tfm_infer *g)
 {
     free(g->kcache); free(g->vcache); free(g->len);
+    free(g->xkcache); free(g->xvcache); free(g->src_len);
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->part);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
     free(g->scores); free(g->alibi);
@@ -415,6 +455,8 @@ size_t tfm_infer_bytes(const tfm_infer *g)
 {
     const size_t C = (size_t)g->cfg.n_embd;
     size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len * C;
+    if (g->xkcache)
+        cache *= 2;
     const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = F > 3 * C ? F : 3 * C;
     size_t scratch = sizeof(float) * (size_t)g->max_rows * (7 * C + F + W + 2);
     return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len;
@@ -441,12 +483,22 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
         memcpy(kv_at(g, g->kcache, l, dst, 0), kv_at(g, g->kcache, l, src, 0), n);
         memcpy(kv_at(g, g->vcache, l, dst, 0), kv_at(g, g->vcache, l, src, 0), n);
     }
+    if (g->src_len) {
+        size_t ns = (size_t)g->src_len[src] * g->cfg.n_embd * sizeof(float);
+        for (int l = 0; l < g->cfg.n_layer; l++) {
+            memcpy(kv_at(g, g->xkcache, l, dst, 0), kv_at(g, g->xkcache, l, src, 0), ns);
+            memcpy(kv_at(g, g->xvcache, l, dst, 0), kv_at(g, g->xvcache, l, src, 0), ns);
+        }
+        g->src_len[dst] = g->src_len[src];
+    }
     g->len[dst] = g->len[src];
 }
 
 /* att[r] = softmax(q_r · K_slotᵀ / √HS over positions ≤ pos_r) · V_slot,
- * per head; the (row, head) pairs run in parallel. */
-static void attention(tfm_infer *g, int layer, int R)
+ * per head; the (row, head) pairs run in parallel.  cross: over the slot's
+ * source instead (the cross-attention cache, every source position, no
+ * position bias), with q_r in rows of C. */
+static void attention(tfm_infer *g, int layer, int R, int cross)
 {
     const int C = g->cfg.n_embd, NH = g->cfg.n_head, HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
@@ -457,9 +509,10 @@ static void attention(tfm_infer *g, int layer, int R)
         g->scores_threads = nt;
     }
     /* worth threads only when there is real work: long contexts or many rows */
+    float *kc = cross ? g->xkcache : g->kcache, *vc = cross ? g->xvcache : g->vcache;
     size_t work = 0;
     for (int r = 0; r < R; r++)
-        work += (size_t)(g->row_pos[r] + 1) * C;
+        work += (size_t)(cross ? g->src_len[g->row_slot[r]] : g->row_pos[r] + 1) * C;
 #pragma omp parallel for schedule(dynamic, 1) if (R * NH > 1 && work >= (1 << 16))
     for (int rh = 0; rh < R * NH; rh++) {
         int r = rh / NH, h = rh % NH;
@@ -469,9 +522,10 @@ static void attention(tfm_infer *g, int layer, int R)
         float *s = g->scores;
 #endif
         int slot = g->row_slot[r], pos = g->row_pos[r];
-        const float *q = g->qkv + (size_t)r * 3 * C + h * HS;
-        for (int j = 0; j <= pos; j++) {
-            const float *k = kv_at(g, g->kcache, layer, slot, j) + h * HS;
+        int nk = cross ? g->src_len[slot] : pos + 1; /* keys seen */
+        const float *q = g->qkv + (size_t)r * (cross ? C : 3 * C) + h * HS;
+        for (int j = 0; j < nk; j++) {
+            const float *k = kv_at(g, kc, layer, slot, j) + h * HS;
             float d = 0.0f;
 #pragma omp simd reduction(+:d)
             for (int i = 0; i < HS; i++)
@@ -479,7 +533,9 @@ static void attention(tfm_infer *g, int layer, int R)
             s[j] = d * scale;
         }
         /* biases on absolute distances: cached keys need nothing redone */
-        if (g->alibi) {
+        if (cross) {
+            /* no position term across the two sequences */
+        } else if (g->alibi) {
             float slope = g->alibi[h];
             for (int j = 0; j <= pos; j++)
                 s[j] -= slope * (float)(pos - j);
@@ -489,19 +545,19 @@ static void attention(tfm_infer *g, int layer, int R)
                 s[j] += tb[tfm_t5_bucket(j - pos, 0, g->cfg.t5_buckets, g->cfg.t5_max_distance)];
         }
         float mx = -INFINITY;
-        for (int j = 0; j <= pos; j++)
+        for (int j = 0; j < nk; j++)
             mx = s[j] > mx ? s[j] : mx;
         float sum = 0.0f;
 #pragma omp simd reduction(+:sum)
-        for (int j = 0; j <= pos; j++) {
+        for (int j = 0; j < nk; j++) {
             s[j] = tfm_expf_inline(s[j] - mx);
             sum += s[j];
         }
         float *o = g->att + (size_t)r * C + h * HS;
         for (int i = 0; i < HS; i++)
             o[i] = 0.0f;
-        for (int j = 0; j <= pos; j++) {
-            const float *v = kv_at(g, g->vcache, layer, slot, j) + h * HS;
+        for (int j = 0; j < nk; j++) {
+            const float *v = kv_at(g, vc, layer, slot, j) + h * HS;
             float p = s[j] / sum;
 #pragma omp simd
             for (int i = 0; i < HS; i++)
@@ -531,22 +587,29 @@ static tfm_act_kind act_kind(tfm_act a)
         }                                                                     \
     } while (0)
 
-static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
-                         int first_logit_row, float *logits)
+static void prof_mark(tfm_infer *g, double *t, tfm_prof_phase p)
+{
+    if (g->profile) {
+        double now = tfm_now();
+        g->prof_s[p] += now - *t;
+        *t = now;
+    }
+}
+
+/* x[r] = wte[tok[r]] + the position term of row_pos[r], then the embedding
+ * norm: one stack's input (the decoder's, or the encoder's). */
+static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const float *wte,
+                       const float *wpe, const float *lne_w, const float *lne_b)
 {
     const tfm_model_config *c = &g->cfg;
-    const tfm_weights *w = g->w;
-    const int C = c->n_embd, V = c->vocab_size, F = tfm_model_config_ff(c);
-    float *x = g->x, *h = g->h;
-    double prof_t = g->profile ? tfm_now() : 0;
-
-    const int HS = C / c->n_head;
+    const int C = c->n_embd;
+    float *x = g->x;
     for (int r = 0; r < R; r++) {
-        const float *te = w->wte + (size_t)tok[r] * C;
+        const float *te = wte + (size_t)tok[r] * C;
         float *xr = x + (size_t)r * C;
         const float *pe = NULL;
         if (c->pos == TFM_POS_LEARNED) {
-            pe = w->wpe + (size_t)g->row_pos[r] * C;
+            pe = wpe + (size_t)g->row_pos[r] * C;
         } else if (c->pos == TFM_POS_SINUSOIDAL) {
             float *row = g->pe + (size_t)r * C;
             /* the row of position p: the table's first p rows are not needed */
@@ -559,8 +622,64 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         else
             memcpy(xr, te, sizeof(float) * C);
     }
-    if (c->emb_norm)
-        tfm_layernorm_forward(x, g->mean, g->rstd, x, w->lne_w, w->lne_b, R, C, c->ln_eps);
+    if (lne_w)
+        tfm_layernorm_forward(x, g->mean, g->rstd, x, lne_w, lne_b, R, C, c->ln_eps);
+}
+
+/* x += mlp(x) (pre-LN: of ln_2(x); post-LN: then x = ln_2(x)) over R rows. */
+static void mlp_rows(tfm_infer *g, const tfm_layer_weights *L, int R, double *prof_t)
+{
+    const tfm_model_config *c = &g->cfg;
+    const int C = c->n_embd, F = tfm_model_config_ff(c), pre = c->ln == TFM_LN_PRE;
+    float *x = g->x, *h = g->h;
+    const float *min = x;
+    if (pre) {
+        tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
+        min = h;
+    }
+    prof_mark(g, prof_t, TFM_PROF_OTHER);
+    linear(g, g->fc, min, L->fc_w, L->fc_w16, L->fc_b, R, C, F);
+    prof_mark(g, prof_t, TFM_PROF_FC);
+    tfm_act_forward(act_kind(c->act), g->fc, g->fc, (size_t)R * F);
+    prof_mark(g, prof_t, TFM_PROF_OTHER);
+    linear(g, h, g->fc, L->fcp_w, L->fcp_w16, L->fcp_b, R, F, C);
+    prof_mark(g, prof_t, TFM_PROF_FCPROJ);
+    tfm_add_inplace(x, h, (size_t)R * C);
+    if (!pre)
+        tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
+}
+
+/* x += xattn(x) over the rows' sources (pre-LN: of ln_x(x); post-LN: then
+ * x = ln_x(x)). */
+static void cross_rows(tfm_infer *g, const tfm_layer_weights *L, int l, int R)
+{
+    const tfm_model_config *c = &g->cfg;
+    const int C = c->n_embd, pre = c->ln == TFM_LN_PRE;
+    float *x = g->x, *h = g->h;
+    const float *xin = x;
+    if (pre) {
+        tfm_layernorm_forward(h, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C, c->ln_eps);
+        xin = h;
+    }
+    linear(g, g->qkv, xin, L->xq_w, NULL, L->xq_b, R, C, C);
+    attention(g, l, R, 1);
+    linear(g, h, g->att, L->xp_w, NULL, L->xp_b, R, C, C);
+    tfm_add_inplace(x, h, (size_t)R * C);
+    if (!pre)
+        tfm_layernorm_forward(x, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C, c->ln_eps);
+}
+
+static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
+                         int first_logit_row, float *logits)
+{
+    const tfm_model_config *c = &g->cfg;
+    const tfm_weights *w = g->w;
+    const int C = c->n_embd, V = c->vocab_size;
+    float *x = g->x, *h = g->h;
+    double prof_t = g->profile ? tfm_now() : 0;
+
+    const int HS = C / c->n_head;
+    embed_rows(g, R, tok, w->wte, w->wpe, w->lne_w, w->lne_b);
     for (int l = 0; l < c->n_layer; l++) {
         const tfm_layer_weights *L = &w->layers[l];
         const int pre = c->ln == TFM_LN_PRE;
@@ -586,28 +705,18 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
             memcpy(kv_at(g, g->vcache, l, g->row_slot[r], g->row_pos[r]), q + 2 * C,
                    sizeof(float) * C);
         }
-        attention(g, l, R);
+        attention(g, l, R, 0);
         PROF(TFM_PROF_ATTN);
         linear(g, h, g->att, L->proj_w, L->proj_w16, L->proj_b, R, C, C);
         PROF(TFM_PROF_PROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
             tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C, c->ln_eps);
-        const float *min = x;
-        if (pre) {
-            tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
-            min = h;
+        if (L->xq_w) {
+            cross_rows(g, L, l, R);
+            PROF(TFM_PROF_ATTN);
         }
-        PROF(TFM_PROF_OTHER);
-        linear(g, g->fc, min, L->fc_w, L->fc_w16, L->fc_b, R, C, F);
-        PROF(TFM_PROF_FC);
-        tfm_act_forward(act_kind(c->act), g->fc, g->fc, (size_t)R * F);
-        PROF(TFM_PROF_OTHER);
-        linear(g, h, g->fc, L->fcp_w, L->fcp_w16, L->fcp_b, R, F, C);
-        PROF(TFM_PROF_FCPROJ);
-        tfm_add_inplace(x, h, (size_t)R * C);
-        if (!pre)
-            tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
+        mlp_rows(g, L, R, &prof_t);
     }
     if (!logits)
         return;
@@ -625,6 +734,88 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
     PROF(TFM_PROF_HEAD);
 }
 
+int tfm_infer_encode(tfm_infer *g, int slot, const uint32_t *src, int S, tfm_err *err)
+{
+    const tfm_model_config *c = &g->cfg;
+    const tfm_weights *w = g->w;
+    TFM_ASSERT(slot >= 0 && slot < g->n_slots);
+    if (c->kind != TFM_KIND_ENCODER_DECODER)
+        return tfm_err_set(err, "model.kind %s has no encoder to run over a source",
+                           tfm_kind_name(c->kind));
+    if (S < 1 || S > g->max_len)
+        return tfm_err_set(err, "source of %d tokens: the model takes 1 to %d", S, g->max_len);
+    int Vs = tfm_model_config_src_vocab(c);
+    for (int i = 0; i < S; i++)
+        if (src[i] >= (uint32_t)Vs)
+            return tfm_err_set(err, "source token id %u is outside the model's source "
+                               "vocabulary (%d)", src[i], Vs);
+    const int C = c->n_embd, NH = c->n_head, HS = C / NH, pre = c->ln == TFM_LN_PRE;
+    ensure_rows(g, S);
+    for (int r = 0; r < S; r++)
+        g->row_pos[r] = r;
+    const tfm_embed_weights *e = &w->enc;
+    embed_rows(g, S, src, e->wte, e->wpe, e->lne_w, e->lne_b);
+    /* one sequence, full attention: the training attention's own code */
+    tfm_attn_t5 t5 = {.table = e->rel_bias, .n_buckets = c->t5_buckets,
+                      .max_distance = c->t5_max_distance, .bidirectional = 1};
+    tfm_attn at = {.B = 1, .Tq = S, .Tk = S, .NH = NH, .HS = HS, .mask = TFM_MASK_NONE,
+                   .alibi = g->alibi, .t5 = e->rel_bias ? &t5 : NULL};
+    float *probs = tfm_malloc(sizeof(float) * (size_t)NH * S * S);
+    float *scratch = tfm_malloc(sizeof(float) * (tfm_attn_scratch_floats(&at) + 1));
+    if (c->pos == TFM_POS_ROPE)
+        tfm_rope_table(g->pe, 0, S, HS, c->rope_base);
+    float *x = g->x, *h = g->h;
+    double prof_t = g->profile ? tfm_now() : 0;
+    for (int l = 0; l < w->n_enc_layer; l++) {
+        const tfm_layer_weights *L = &w->enc_layers[l];
+        const float *ain = x;
+        if (pre) {
+            tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, S, C, c->ln_eps);
+            ain = h;
+        }
+        linear(g, g->qkv, ain, L->qkv_w, NULL, L->qkv_b, S, C, 3 * C);
+        if (c->pos == TFM_POS_ROPE)
+            tfm_rope_apply(g->qkv, 3 * C, S, g->row_pos, 0, 2 * NH, HS, g->pe, S, 0);
+        tfm_attn_forward(&at, g->att, C, probs, g->qkv, 3 * C, g->qkv + C, 3 * C,
+                         g->qkv + 2 * C, 3 * C, scratch);
+        linear(g, h, g->att, L->proj_w, NULL, L->proj_b, S, C, C);
+        tfm_add_inplace(x, h, (size_t)S * C);
+        if (!pre)
+            tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, S, C, c->ln_eps);
+        mlp_rows(g, L, S, &prof_t);
+    }
+    free(probs);
+    free(scratch);
+    const float *mem = x;
+    if (pre) {
+        tfm_layernorm_forward(h, g->mean, g->rstd, x, e->lnf_w, e->lnf_b, S, C, c->ln_eps);
+        mem = h;
+    }
+    /* every decoder layer's keys and values of the memory, once */
+    for (int l = 0; l < c->n_layer; l++) {
+        const tfm_layer_weights *L = &w->layers[l];
+        linear(g, g->qkv, mem, L->xkv_w, NULL, L->xkv_b, S, C, 2 * C);
+        for (int r = 0; r < S; r++) {
+            memcpy(kv_at(g, g->xkcache, l, slot, r), g->qkv + (size_t)r * 2 * C,
+                   sizeof(float) * C);
+            memcpy(kv_at(g, g->xvcache, l, slot, r), g->qkv + (size_t)r * 2 * C + C,
+                   sizeof(float) * C);
+        }
+    }
+    g->src_len[slot] = S;
+    g->len[slot] = 0;
+    return 0;
+}
+
+/* A slot of an encoder-decoder must have its source before it decodes. */
+static int check_source(const tfm_infer *g, int slot, tfm_err *err)
+{
+    if (g->src_len && !g->src_len[slot])
+        return tfm_err_set(err, "an encoder-decoder decodes against a source: encode one "
+                                "first");
+    return 0;
+}
+
 static int check_token(const tfm_infer *g, uint32_t t, tfm_err *err)
 {
     if (t >= (uint32_t)g->cfg.vocab_size)
@@ -639,6 +830,8 @@ int tfm_infer_prefill(tfm_infer *g, int slot, const uint32_t *tokens,
     TFM_ASSERT(slot >= 0 && slot < g->n_slots);
     if (n <= 0)
         return 0;
+    if (check_source(g, slot, err) < 0)
+        return -1;
     if (g->len[slot] + n > g->max_len)
         return tfm_err_set(err, "context length %d exceeded (%d + %d tokens)",
                            g->max_len, g->len[slot], n);
@@ -664,6 +857,8 @@ int tfm_infer_step(tfm_infer *g, int n, const uint32_t *tokens,
         TFM_ASSERT(s >= 0 && s < g->n_slots);
         if (g->len[s] >= g->max_len)
             return tfm_err_set(err, "context length %d exceeded", g->max_len);
+        if (check_source(g, s, err) < 0)
+            return -1;
         if (check_token(g, tokens[i], err) < 0)
             return -1;
         g->row_slot[i] = s;

@@ -1,4 +1,6 @@
-/* Inference forward of the GPT model (model/transformer.h) with a key/value cache.
+/* Inference forward of the transformer (model/transformer.h) with a key/value
+ * cache: decoders, and the decoder of an encoder-decoder over its encoded
+ * source.
  *
  *     tfm_weights w;                         // pointers, not copies
  *     tfm_weights_from_model(&w, &model, &err);   // or _bind(lookup)
@@ -18,6 +20,10 @@
  * Weights are only pointed to: they may live in a memory-mapped model file
  * and are never copied or written.  The layout and names are model/transformer.h's
  * (matrices [in, out], lm_head [V, C]).
+ *
+ * Encoder-decoders: tfm_infer_encode runs the encoder once per source and
+ * caches the keys and values of every decoder layer's cross-attention;
+ * decoding then reads them as it reads the self-attention cache.
  *
  * Positions: every scheme of model/transformer.h.  A cached key keeps its
  * rotation (RoPE); ALiBi and T5 biases are functions of the absolute
@@ -53,7 +59,21 @@ typedef struct tfm_layer_weights {
     /* bfloat16 copies of the four matrices (tfm_weights_to_bf16), or
      * NULL: used by the single-row products when present */
     const uint16_t *qkv_w16, *proj_w16, *fc_w16, *fcp_w16;
+    /* an encoder-decoder's decoder blocks: the cross-attention */
+    const float *lnx_w, *lnx_b;   /* [C] */
+    const float *xq_w, *xq_b;     /* [C, C], [C] */
+    const float *xkv_w, *xkv_b;   /* [C, 2C], [2C] */
+    const float *xp_w, *xp_b;     /* [C, C], [C] */
 } tfm_layer_weights;
+
+/* One stack's embedding tables and final norm. */
+typedef struct tfm_embed_weights {
+    const float *wte;             /* [V, C] */
+    const float *wpe;             /* [block_size, C]; learned positions only */
+    const float *lne_w, *lne_b;   /* [C]: the embedding norm, or NULL */
+    const float *rel_bias;        /* [n_head, t5_buckets]: t5 positions, or NULL */
+    const float *lnf_w, *lnf_b;   /* [C]; NULL for post-LN */
+} tfm_embed_weights;
 
 typedef struct tfm_weights {
     const float *wte;             /* [V, C] */
@@ -66,6 +86,10 @@ typedef struct tfm_weights {
     tfm_layer_weights *layers; /* [n_layer], owned by this struct */
     int n_layer;
     const uint16_t *lm_head16;    /* bfloat16 copy, or NULL */
+    /* an encoder-decoder's encoder (n_enc_layer 0 otherwise) */
+    tfm_embed_weights enc;
+    tfm_layer_weights *enc_layers; /* [n_enc_layer], owned */
+    int n_enc_layer;
     uint16_t *bf16_store;         /* owned: every bfloat16 copy */
 } tfm_weights;
 
@@ -105,6 +129,10 @@ typedef struct tfm_infer {
     int n_slots, max_len;
     float *kcache, *vcache; /* [n_layer][n_slots][max_len][C] each */
     int *len;               /* [n_slots] positions filled */
+    /* encoder-decoders: each slot's source, as the cross-attention's keys
+     * and values of every decoder layer */
+    float *xkcache, *xvcache; /* [n_layer][n_slots][max_len][C] each */
+    int *src_len;           /* [n_slots] source positions; 0: none encoded */
     int max_rows;           /* scratch capacity in rows */
     float *x, *h, *qkv, *att, *fc, *mean, *rstd; /* scratch */
     float *part;            /* [max_rows][4 C]: a gemv's second half */
@@ -117,16 +145,26 @@ typedef struct tfm_infer {
     double prof_s[TFM_PROF_N];
 } tfm_infer;
 
-/* max_len: positions per slot (clamped to cfg->block_size for learned
- * positions).  An encoder is an error: it does not generate. */
+/* max_len: positions per slot, of the target and, for encoder-decoders, of
+ * the source (clamped to cfg->block_size for learned positions).  An
+ * encoder is an error: it does not generate. */
 int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
                        const tfm_weights *w, int n_slots, int max_len,
                        tfm_err *err);
 void tfm_infer_free(tfm_infer *g);
 
-/* Empties a slot. */
+/* Empties a slot's target (an encoder-decoder's source stays until the
+ * next tfm_infer_encode). */
 void tfm_infer_reset(tfm_infer *g, int slot);
-/* Slot dst becomes a copy of slot src (its filled positions only). */
+
+/* Encoder-decoders: runs the encoder over src[0..S) and keeps, for every
+ * decoder layer, the keys and values its cross-attention reads; empties the
+ * slot's target.  Prefill and step then decode against it (a slot must
+ * have a source).  Errors: an id outside the source vocabulary, S < 1 or
+ * above max_len. */
+int tfm_infer_encode(tfm_infer *g, int slot, const uint32_t *src, int S, tfm_err *err);
+/* Slot dst becomes a copy of slot src (its filled positions only, and its
+ * source). */
 void tfm_infer_copy_slot(tfm_infer *g, int dst, int src);
 
 /* Appends tokens[0..n) to slot in one pass.  logits: [V] for the last

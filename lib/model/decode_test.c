@@ -243,6 +243,119 @@ static void test_past_block_size(void **state)
     tfm_model_free(&m);
 }
 
+/* Logits at the last of seq[0..n) by the training forward of an
+ * encoder-decoder over src[0..S). */
+static void full_logits_src(tfm_model *m, const uint32_t *src, int S, const uint32_t *seq,
+                            int n, float *out)
+{
+    int32_t *in = malloc(sizeof *in * n), *sr = malloc(sizeof *sr * S);
+    for (int i = 0; i < n; i++)
+        in[i] = (int32_t)seq[i];
+    for (int i = 0; i < S; i++)
+        sr[i] = (int32_t)src[i];
+    tfm_batch b = {.inputs = in, .B = 1, .T = n, .src = sr, .S = S};
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_forward_batch(m, &b, NULL, &err), 0);
+    memcpy(out, tfm_model_logits(m) + (size_t)(n - 1) * m->cfg.vocab_size,
+           sizeof(float) * m->cfg.vocab_size);
+    free(in);
+    free(sr);
+}
+
+/* Encoder-decoders: two slots with sources of different lengths decode as
+ * one batch (the cross-attention cache read per slot), and a copied slot
+ * continues as its original; every step's logits equal the training
+ * forward's over the whole target; every position scheme, pre-LN tied
+ * three ways and post-LN with a source vocabulary of its own. */
+static void encdec_case(tfm_pos pos, int post)
+{
+    enum { V = 41, VS = 29, P = 3, NEW = 14, S0 = 7, S1 = 4 };
+    tfm_model_config c;
+    tfm_model_config_default(&c);
+    c.kind = TFM_KIND_ENCODER_DECODER;
+    c.pos = pos;
+    c.n_layer = 2;
+    c.n_enc_layer = post ? 3 : 1;
+    c.n_head = 4;
+    c.n_embd = 32;
+    c.block_size = 32;
+    c.vocab_size = V;
+    c.ln = post ? TFM_LN_POST : TFM_LN_PRE;
+    c.tie_embeddings = c.tie_source = !post;
+    c.src_vocab_size = post ? VS : 0;
+    c.emb_norm = post;
+    tfm_model m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&m, &c, &err), 0);
+    tfm_model_init_weights(&m, 77 + (uint64_t)pos * 5 + (uint64_t)post);
+    tfm_rng r;
+    tfm_rng_seed(&r, 5);
+    for (int i = 0; i < m.n_table; i++) {
+        tfm_param *p = &m.table[i];
+        for (size_t j = 0; j < p->numel; j++) {
+            float *v = &m.params[p->offset + j];
+            if (p->ndim == 2)
+                *v *= 20.0f;
+            else if (strstr(p->name, "bias"))
+                *v = 0.1f * tfm_rng_normal(&r);
+            else
+                *v = 1.0f + 0.1f * tfm_rng_normal(&r);
+        }
+    }
+    tfm_weights w;
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    tfm_infer g;
+    assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, 3, P + NEW, &err), 0);
+    const uint32_t src0[S0] = {1, 8, 2, 8, 1, 8, 2}, src1[S1] = {5, 3, 5, 6};
+    const uint32_t prompt[P] = {3, 14, 15};
+    uint32_t seq[P + NEW];
+    memcpy(seq, prompt, sizeof prompt);
+    /* no source yet: an error */
+    float l0[V], l1[V], lf[V], both[2 * V];
+    assert_int_equal(tfm_infer_prefill(&g, 0, prompt, P, l0, &err), -1);
+    assert_non_null(strstr(err.msg, "source"));
+    assert_int_equal(tfm_infer_encode(&g, 0, src0, S0, &err), 0);
+    assert_int_equal(tfm_infer_encode(&g, 1, src1, S1, &err), 0);
+    assert_int_equal(tfm_infer_prefill(&g, 0, prompt, P, l0, &err), 0);
+    assert_int_equal(tfm_infer_prefill(&g, 1, prompt, P, l1, &err), 0);
+    for (int t = P; t < P + NEW; t++) {
+        full_logits_src(&m, src0, S0, seq, t, lf);
+        assert_close(l0, lf, V);
+        full_logits_src(&m, src1, S1, seq, t, lf);
+        assert_close(l1, lf, V);
+        if (t == P + NEW / 2) { /* slot 2 takes over slot 1 */
+            tfm_infer_copy_slot(&g, 2, 1);
+            tfm_infer_reset(&g, 1);
+        }
+        seq[t] = (uint32_t)((t * 37 + 11) % V);
+        if (t + 1 < P + NEW) {
+            uint32_t tok[2] = {seq[t], seq[t]};
+            int slots[2] = {0, t >= P + NEW / 2 ? 2 : 1};
+            assert_int_equal(tfm_infer_step(&g, 2, tok, slots, both, &err), 0);
+            memcpy(l0, both, sizeof l0);
+            memcpy(l1, both + V, sizeof l1);
+        }
+    }
+    /* the source's own vocabulary bounds its ids */
+    uint32_t bad = post ? VS : V;
+    assert_int_equal(tfm_infer_encode(&g, 0, &bad, 1, &err), -1);
+    assert_non_null(strstr(err.msg, "source vocabulary"));
+    tfm_infer_free(&g);
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
+}
+
+static void test_encoder_decoder_cache(void **state)
+{
+    (void)state;
+    const tfm_pos all[] = {TFM_POS_LEARNED, TFM_POS_SINUSOIDAL, TFM_POS_ROPE, TFM_POS_ALIBI,
+                           TFM_POS_T5};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        encdec_case(all[i], 0);
+        encdec_case(all[i], 1);
+    }
+}
+
 static void test_greedy_cache_equals_full(void **state)
 {
     greedy_case(TFM_LN_PRE, 1, 1);
@@ -487,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_greedy_cache_equals_full),
         cmocka_unit_test(test_positions_cache_equals_full),
         cmocka_unit_test(test_past_block_size),
+        cmocka_unit_test(test_encoder_decoder_cache),
         cmocka_unit_test(test_batch_equals_single),
         cmocka_unit_test(test_beam_cache_equals_full),
         cmocka_unit_test(test_bad_token),

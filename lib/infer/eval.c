@@ -43,14 +43,14 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
     const tfm_weights *w = &lm.w;
     int bound = 0;
     char name[64];
-    put(&e->model, "wte.weight", w->wte, &bound);
-    put(&e->model, "wpe.weight", w->wpe, &bound);
+    put(&e->model, "wte.weight", w->dec.wte, &bound);
+    put(&e->model, "wpe.weight", w->dec.wpe, &bound);
     put(&e->model, "wse.weight", w->wse, &bound);
-    put(&e->model, "ln_e.weight", w->lne_w, &bound);
-    put(&e->model, "ln_e.bias", w->lne_b, &bound);
-    put(&e->model, "rel_bias.weight", w->rel_bias, &bound);
-    put(&e->model, "ln_f.weight", w->lnf_w, &bound);
-    put(&e->model, "ln_f.bias", w->lnf_b, &bound);
+    put(&e->model, "ln_e.weight", w->dec.lne_w, &bound);
+    put(&e->model, "ln_e.bias", w->dec.lne_b, &bound);
+    put(&e->model, "rel_bias.weight", w->dec.rel_bias, &bound);
+    put(&e->model, "ln_f.weight", w->dec.lnf_w, &bound);
+    put(&e->model, "ln_f.bias", w->dec.lnf_b, &bound);
     if (!lm.cfg.tie_embeddings)
         put(&e->model, "lm_head.weight", w->lm_head, &bound);
     for (int i = 0; i < w->n_layer; i++) {

@@ -141,6 +141,10 @@ int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
             return tfm_err_set(err, "nbest must be between 1 and the beam size (%d)",
                                opts->beam.beam);
     }
+    /* the library decodes them (tfm_infer_encode); prompts are no sources */
+    if (lm->cfg.kind == TFM_KIND_ENCODER_DECODER)
+        return tfm_err_set(err, "model.kind encoder-decoder: tfm-generate does not translate "
+                                "sources yet");
     g->lm = lm;
     g->opts = *opts;
     g->batch = batch < 1 ? 1 : batch;
@@ -176,11 +180,6 @@ static int context_limit(const tfm_model_config *c)
 /* A cache with at least `slots` slots of `len` positions. */
 static int need_cache(tfm_gen *g, int slots, int len, tfm_err *err)
 {
-    /* the library decodes them (tfm_infer_encode); the program has no
-     * sources to read yet */
-    if (g->lm->cfg.kind == TFM_KIND_ENCODER_DECODER)
-        return tfm_err_set(err, "model.kind encoder-decoder: tfm-generate does not translate "
-                                "sources yet");
     if (len > context_limit(&g->lm->cfg))
         len = context_limit(&g->lm->cfg);
     if (g->infer_ready && g->infer_slots >= slots && g->infer_len >= len) {

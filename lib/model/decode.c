@@ -38,6 +38,44 @@ static inline uint16_t f32_bf16(float f)
 }
 
 
+/* One stack's embedding tables and final norm, its tensors' names prefixed
+ * with pre ("" or "enc."); an encoder-decoder's source embedding is wte
+ * itself when tied. */
+static int bind_embed(tfm_embed_weights *e, const tfm_model_config *c, const char *pre,
+                      tfm_weights_lookup lookup, void *ctx, tfm_err *err)
+{
+    const size_t C = (size_t)c->n_embd;
+    int enc = *pre != 0;
+    char name[64];
+#define GETE(dst, suffix, d0, d1)                                             \
+    do {                                                                      \
+        snprintf(name, sizeof name, "%s%s", pre, suffix);                     \
+        if (!((dst) = lookup(ctx, name, (d0), (d1), err)))                    \
+            return -1;                                                        \
+    } while (0)
+    if (enc && c->tie_source) {
+        if (!(e->wte = lookup(ctx, "wte.weight", (size_t)c->vocab_size, C, err)))
+            return -1;
+    } else {
+        GETE(e->wte, "wte.weight",
+             (size_t)(enc ? tfm_model_config_src_vocab(c) : c->vocab_size), C);
+    }
+    if (c->pos == TFM_POS_LEARNED)
+        GETE(e->wpe, "wpe.weight", (size_t)c->block_size, C);
+    if (c->emb_norm) {
+        GETE(e->lne_w, "ln_e.weight", C, 0);
+        GETE(e->lne_b, "ln_e.bias", C, 0);
+    }
+    if (c->pos == TFM_POS_T5)
+        GETE(e->rel_bias, "rel_bias.weight", (size_t)c->n_head, (size_t)c->t5_buckets);
+    if (c->ln == TFM_LN_PRE) {
+        GETE(e->lnf_w, "ln_f.weight", C, 0);
+        GETE(e->lnf_b, "ln_f.bias", C, 0);
+    }
+#undef GETE
+    return 0;
+}
+
 int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
                          tfm_weights_lookup lookup, void *ctx, tfm_err *err)
 {
@@ -50,23 +88,12 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
         if (!((dst) = lookup(ctx, (nm), (d0), (d1), err)))                    \
             goto fail;                                                        \
     } while (0)
-    GET(w->wte, "wte.weight", V, C);
-    if (c->pos == TFM_POS_LEARNED)
-        GET(w->wpe, "wpe.weight", (size_t)c->block_size, C);
+    if (bind_embed(&w->dec, c, "", lookup, ctx, err) < 0)
+        goto fail;
     if (c->n_segments)
         GET(w->wse, "wse.weight", (size_t)c->n_segments, C);
-    if (c->emb_norm) {
-        GET(w->lne_w, "ln_e.weight", C, 0);
-        GET(w->lne_b, "ln_e.bias", C, 0);
-    }
-    if (c->pos == TFM_POS_T5)
-        GET(w->rel_bias, "rel_bias.weight", (size_t)c->n_head, (size_t)c->t5_buckets);
-    if (c->ln == TFM_LN_PRE) {
-        GET(w->lnf_w, "ln_f.weight", C, 0);
-        GET(w->lnf_b, "ln_f.bias", C, 0);
-    }
     if (c->tie_embeddings)
-        w->lm_head = w->wte;
+        w->lm_head = w->dec.wte;
     else
         GET(w->lm_head, "lm_head.weight", V, C);
     int ed = c->kind == TFM_KIND_ENCODER_DECODER;
@@ -74,23 +101,8 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
     w->layers = tfm_calloc((size_t)c->n_layer, sizeof *w->layers);
     w->n_enc_layer = tfm_model_config_enc_layers(c);
     if (ed) {
-        tfm_embed_weights *e = &w->enc;
-        if (c->tie_source)
-            e->wte = w->wte;
-        else
-            GET(e->wte, "enc.wte.weight", (size_t)tfm_model_config_src_vocab(c), C);
-        if (c->pos == TFM_POS_LEARNED)
-            GET(e->wpe, "enc.wpe.weight", (size_t)c->block_size, C);
-        if (c->emb_norm) {
-            GET(e->lne_w, "enc.ln_e.weight", C, 0);
-            GET(e->lne_b, "enc.ln_e.bias", C, 0);
-        }
-        if (c->pos == TFM_POS_T5)
-            GET(e->rel_bias, "enc.rel_bias.weight", (size_t)c->n_head, (size_t)c->t5_buckets);
-        if (c->ln == TFM_LN_PRE) {
-            GET(e->lnf_w, "enc.ln_f.weight", C, 0);
-            GET(e->lnf_b, "enc.ln_f.bias", C, 0);
-        }
+        if (bind_embed(&w->enc, c, "enc.", lookup, ctx, err) < 0)
+            goto fail;
         w->enc_layers = tfm_calloc((size_t)w->n_enc_layer, sizeof *w->enc_layers);
     }
     for (int k = 0; k < c->n_layer + w->n_enc_layer; k++) {
@@ -539,8 +551,8 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
             float slope = g->alibi[h];
             for (int j = 0; j <= pos; j++)
                 s[j] -= slope * (float)(pos - j);
-        } else if (g->w->rel_bias) {
-            const float *tb = g->w->rel_bias + (size_t)h * g->cfg.t5_buckets;
+        } else if (g->w->dec.rel_bias) {
+            const float *tb = g->w->dec.rel_bias + (size_t)h * g->cfg.t5_buckets;
             for (int j = 0; j <= pos; j++)
                 s[j] += tb[tfm_t5_bucket(j - pos, 0, g->cfg.t5_buckets, g->cfg.t5_max_distance)];
         }
@@ -598,18 +610,17 @@ static void prof_mark(tfm_infer *g, double *t, tfm_prof_phase p)
 
 /* x[r] = wte[tok[r]] + the position term of row_pos[r], then the embedding
  * norm: one stack's input (the decoder's, or the encoder's). */
-static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const float *wte,
-                       const float *wpe, const float *lne_w, const float *lne_b)
+static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const tfm_embed_weights *e)
 {
     const tfm_model_config *c = &g->cfg;
     const int C = c->n_embd;
     float *x = g->x;
     for (int r = 0; r < R; r++) {
-        const float *te = wte + (size_t)tok[r] * C;
+        const float *te = e->wte + (size_t)tok[r] * C;
         float *xr = x + (size_t)r * C;
         const float *pe = NULL;
         if (c->pos == TFM_POS_LEARNED) {
-            pe = wpe + (size_t)g->row_pos[r] * C;
+            pe = e->wpe + (size_t)g->row_pos[r] * C;
         } else if (c->pos == TFM_POS_SINUSOIDAL) {
             float *row = g->pe + (size_t)r * C;
             /* the row of position p: the table's first p rows are not needed */
@@ -622,8 +633,8 @@ static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const float *wt
         else
             memcpy(xr, te, sizeof(float) * C);
     }
-    if (lne_w)
-        tfm_layernorm_forward(x, g->mean, g->rstd, x, lne_w, lne_b, R, C, c->ln_eps);
+    if (e->lne_w)
+        tfm_layernorm_forward(x, g->mean, g->rstd, x, e->lne_w, e->lne_b, R, C, c->ln_eps);
 }
 
 /* x += mlp(x) (pre-LN: of ln_2(x); post-LN: then x = ln_2(x)) over R rows. */
@@ -679,7 +690,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
     double prof_t = g->profile ? tfm_now() : 0;
 
     const int HS = C / c->n_head;
-    embed_rows(g, R, tok, w->wte, w->wpe, w->lne_w, w->lne_b);
+    embed_rows(g, R, tok, &w->dec);
     for (int l = 0; l < c->n_layer; l++) {
         const tfm_layer_weights *L = &w->layers[l];
         const int pre = c->ln == TFM_LN_PRE;
@@ -723,7 +734,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
     int n = R - first_logit_row;
     const float *xf = x + (size_t)first_logit_row * C;
     if (c->ln == TFM_LN_PRE) {
-        tfm_layernorm_forward(h, g->mean, g->rstd, xf, w->lnf_w, w->lnf_b, n, C, c->ln_eps);
+        tfm_layernorm_forward(h, g->mean, g->rstd, xf, w->dec.lnf_w, w->dec.lnf_b, n, C, c->ln_eps);
         xf = h;
     }
     PROF(TFM_PROF_OTHER);
@@ -754,7 +765,7 @@ int tfm_infer_encode(tfm_infer *g, int slot, const uint32_t *src, int S, tfm_err
     for (int r = 0; r < S; r++)
         g->row_pos[r] = r;
     const tfm_embed_weights *e = &w->enc;
-    embed_rows(g, S, src, e->wte, e->wpe, e->lne_w, e->lne_b);
+    embed_rows(g, S, src, e);
     /* one sequence, full attention: the training attention's own code */
     tfm_attn_t5 t5 = {.table = e->rel_bias, .n_buckets = c->t5_buckets,
                       .max_distance = c->t5_max_distance, .bidirectional = 1};

@@ -76,13 +76,9 @@ typedef struct tfm_embed_weights {
 } tfm_embed_weights;
 
 typedef struct tfm_weights {
-    const float *wte;             /* [V, C] */
-    const float *wpe;             /* [block_size, C]; learned positions only */
+    tfm_embed_weights dec;        /* the decoder's (or an encoder's only stack's) */
     const float *wse;             /* [n_segments, C] or NULL */
-    const float *lne_w, *lne_b;   /* [C]: the embedding norm, or NULL */
-    const float *rel_bias;        /* [n_head, t5_buckets]: t5 positions, or NULL */
-    const float *lnf_w, *lnf_b;   /* [C]; NULL for post-LN */
-    const float *lm_head;         /* [V, C]; == wte when tied */
+    const float *lm_head;         /* [V, C]; == dec.wte when tied */
     tfm_layer_weights *layers; /* [n_layer], owned by this struct */
     int n_layer;
     const uint16_t *lm_head16;    /* bfloat16 copy, or NULL */

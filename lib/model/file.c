@@ -743,9 +743,7 @@ static const float *lookup(void *ctx, const char *name, size_t d0, size_t d1, tf
 static int hf_config_json(const char *model_path, tfm_model_config *g, tfm_err *err)
 {
     char path[4200];
-    const char *slash = strrchr(model_path, '/');
-    int dir = slash ? (int)(slash - model_path) : 0;
-    snprintf(path, sizeof path, "%.*s%sconfig.json", dir, model_path, slash ? "/" : "");
+    path_beside(model_path, "config.json", path, sizeof path);
     if (access(path, F_OK) != 0)
         return 0;
     tfm_json_doc doc;

@@ -361,45 +361,33 @@ struct tfm_model_acts {
     uint64_t seed;
 };
 
+/* Whether a block has slot s: the linear biases only with bias, the
+ * cross-attention only in an encoder-decoder's decoder. */
+static int slot_present(int s, int bias, int cross)
+{
+    if (s >= P_LNXW && s <= P_XPB && !cross)
+        return 0;
+    switch (s) {
+    case P_QKVB: case P_PROJB: case P_XQB: case P_XKVB: case P_XPB: case P_FCB: case P_FCPB:
+        return bias;
+    default:
+        return 1;
+    }
+}
+
 /* The parameters of block l of the stack whose first block starts at table
- * row first. */
+ * row first (the slots are in table order, add_block's). */
 static layer_params block_ptrs(const tfm_model *m, float *base, int first, int l, int cross)
 {
-    int bias = m->cfg.bias;
-    int per = (bias ? 12 : 8) + (cross ? (bias ? 8 : 5) : 0);
+    int bias = m->cfg.bias, per = 0;
+    for (int s = 0; s < P_NLAYER; s++)
+        per += slot_present(s, bias, cross);
     const tfm_param *t = m->table + first + (size_t)l * per;
     layer_params lp;
     memset(&lp, 0, sizeof lp);
-    int i = 0;
-    lp.p[P_LN1W] = base + t[i++].offset;
-    lp.p[P_LN1B] = base + t[i++].offset;
-    lp.p[P_QKVW] = base + t[i++].offset;
-    if (bias)
-        lp.p[P_QKVB] = base + t[i++].offset;
-    lp.p[P_PROJW] = base + t[i++].offset;
-    if (bias)
-        lp.p[P_PROJB] = base + t[i++].offset;
-    if (cross) {
-        lp.p[P_LNXW] = base + t[i++].offset;
-        lp.p[P_LNXB] = base + t[i++].offset;
-        lp.p[P_XQW] = base + t[i++].offset;
-        if (bias)
-            lp.p[P_XQB] = base + t[i++].offset;
-        lp.p[P_XKVW] = base + t[i++].offset;
-        if (bias)
-            lp.p[P_XKVB] = base + t[i++].offset;
-        lp.p[P_XPW] = base + t[i++].offset;
-        if (bias)
-            lp.p[P_XPB] = base + t[i++].offset;
-    }
-    lp.p[P_LN2W] = base + t[i++].offset;
-    lp.p[P_LN2B] = base + t[i++].offset;
-    lp.p[P_FCW] = base + t[i++].offset;
-    if (bias)
-        lp.p[P_FCB] = base + t[i++].offset;
-    lp.p[P_FCPW] = base + t[i++].offset;
-    if (bias)
-        lp.p[P_FCPB] = base + t[i++].offset;
+    for (int s = 0, i = 0; s < P_NLAYER; s++)
+        if (slot_present(s, bias, cross))
+            lp.p[s] = base + t[i++].offset;
     return lp;
 }
 

@@ -256,7 +256,9 @@ int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err);
 void tfm_model_free(tfm_model *m);
 
 /* GPT-2 initialisation from seed: matrices and embeddings N(0, 0.02), the
- * residual projections (attn.c_proj, mlp.c_proj weights) N(0, 0.02/√(2·L)),
+ * residual projections (the c_proj weights) N(0, 0.02/√(k·L)) with k the
+ * residual branches per block of their stack (2; 3 in an encoder-decoder's
+ * decoder),
  * biases 0, layer norms weight 1 bias 0.  Also seeds m->rng from seed. */
 void tfm_model_init_weights(tfm_model *m, uint64_t seed);
 

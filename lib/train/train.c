@@ -21,7 +21,7 @@
 #include "model/transformer.h"
 #include "tensor/gemm.h"
 #include "train/checkpoint.h"
-#include "train/data.h"
+#include "train/task.h"
 #include "train/optim.h"
 #include "train/schedule.h"
 
@@ -42,48 +42,6 @@ static void say(const tfm_train_opts *o, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     o->message(o->ctx, msg);
-}
-
-void tfm_train_doc_starts(int *doc_start, const int32_t *x, int B, int T, int64_t eot)
-{
-    for (int b = 0; b < B; b++)
-        for (int t = 0, d = 0; t < T; t++) {
-            doc_start[(size_t)b * T + t] = d;
-            if (x[(size_t)b * T + t] == eot)
-                d = t + 1;
-        }
-}
-
-int tfm_train_evaluate(tfm_model *m, const tfm_tokens *data, int B, int T, int64_t n_batches,
-                       uint64_t seed, int64_t eot, double *loss, tfm_err *err)
-{
-    tfm_rng rng;
-    tfm_rng_seed(&rng, seed);
-    size_t bt = (size_t)B * T;
-    int32_t *x = tfm_malloc(bt * sizeof *x), *y = tfm_malloc(bt * sizeof *y);
-    int *docs = eot >= 0 ? tfm_malloc(bt * sizeof *docs) : NULL;
-    int was_training = m->training;
-    tfm_model_set_training(m, 0);
-    double sum = 0;
-    int rc = 0;
-    for (int64_t i = 0; i < n_batches; i++) {
-        tfm_tokens_batch(data, &rng, B, T, x, y);
-        tfm_batch batch = {.inputs = x, .targets = y, .B = B, .T = T, .doc_start = docs};
-        if (docs)
-            tfm_train_doc_starts(docs, x, B, T, eot);
-        float l;
-        if (tfm_model_forward_batch(m, &batch, &l, err) < 0) {
-            rc = -1;
-            break;
-        }
-        sum += l;
-    }
-    tfm_model_set_training(m, was_training);
-    free(x);
-    free(y);
-    free(docs);
-    *loss = sum / (double)n_batches;
-    return rc;
 }
 
 /* Small models train faster data-parallel (each thread a share of the batch,
@@ -188,10 +146,9 @@ typedef struct run {
     tfm_train_state st;
     tfm_tokenizer *tok;
     tfm_buf tok_json, config_yaml;
-    tfm_tokens train, val;
+    tfm_task *task;
     char *model_path, *best_path, *state_path, *log_path;
     int64_t saved_step;
-    int64_t eot;           /* data.packing: the end-of-text id, else -1 */
     int saved_any; /* a checkpoint was written (or resumed from) */
 } run;
 
@@ -264,49 +221,7 @@ static int load_data(run *R, tfm_config *cfg, tfm_err *err)
             return -1;
         tfm_tokenizer_to_json(R->tok, &R->tok_json);
     }
-    if (cfg->data.text[0]) {
-        if (tfm_tokens_from_text(&R->train, &R->val, cfg->data.text, R->tok,
-                                 cfg->data.val_fraction, err) < 0)
-            return -1;
-    } else {
-        if (tfm_tokens_open_npy(&R->train, cfg->data.train, err) < 0)
-            return -1;
-        if (cfg->data.val[0] && tfm_tokens_open_npy(&R->val, cfg->data.val, err) < 0)
-            return -1;
-    }
-    uint32_t tok_vocab = R->tok ? tfm_tokenizer_vocab_size(R->tok) : 0;
-    if (cfg->model.vocab_size == 0) {
-        if (R->tok) {
-            cfg->model.vocab_size = tok_vocab;
-        } else {
-            uint32_t mx = tfm_tokens_max(&R->train), mv = tfm_tokens_max(&R->val);
-            cfg->model.vocab_size = (int64_t)(mx > mv ? mx : mv) + 1;
-        }
-    } else if (R->tok && (uint32_t)cfg->model.vocab_size < tok_vocab) {
-        return tfm_err_set(err,
-                           "model.vocab_size %lld is smaller than the vocabulary of "
-                           "tokenizer %s (%u tokens)",
-                           (long long)cfg->model.vocab_size, cfg->data.tokenizer, tok_vocab);
-    }
-    uint32_t V = (uint32_t)cfg->model.vocab_size;
-    if (tfm_tokens_check(&R->train, V, err) < 0 || tfm_tokens_check(&R->val, V, err) < 0)
-        return -1;
-    R->eot = -1;
-    if (cfg->data.packing) {
-        R->eot = R->tok ? tfm_tokenizer_specials(R->tok)->eos : -1;
-        if (R->eot < 0)
-            return tfm_err_set(err, "data.packing needs an end-of-text token, and %s",
-                               R->tok ? "the tokenizer has none"
-                                      : "there is no data.tokenizer to name it");
-    }
-    size_t need = (size_t)cfg->model.block_size + 1;
-    if (R->train.n < need)
-        return tfm_err_set(err, "%s: %zu tokens, fewer than block_size + 1 = %zu", R->train.name,
-                           R->train.n, need);
-    if (R->val.n && R->val.n < need)
-        return tfm_err_set(err, "%s: %zu tokens, fewer than block_size + 1 = %zu", R->val.name,
-                           R->val.n, need);
-    return 0;
+    return tfm_task_open(&R->task, cfg, R->tok, err);
 }
 
 int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *res,
@@ -319,8 +234,6 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     memset(res, 0, sizeof *res);
     res->val_loss = NAN;
     int rc = -1;
-    int32_t *x = NULL, *y = NULL;
-    int *docs = NULL;
     double *times = NULL;
     int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0;
     char *created = NULL; /* the outermost directory this start made */
@@ -406,9 +319,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     R->saved_step = R->st.step;
     R->saved_any = resumed;
     res->seed = R->st.seed;
-    say(o, "%.2fM parameters, vocabulary %lld, %zu training tokens, %zu validation tokens",
+    char data_desc[256];
+    tfm_task_describe(R->task, data_desc, sizeof data_desc);
+    say(o, "%.2fM parameters, vocabulary %lld, %s",
         (double)tfm_model_config_num_params(&gc) / 1e6, (long long)cfg.model.vocab_size,
-        R->train.n, R->val.n);
+        data_desc);
     res->best_val = R->st.best_val;
 
     if (R->st.step >= cfg.train.max_steps) {
@@ -434,13 +349,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     }
     setvbuf(logf, NULL, _IOLBF, 0);
 
-    const int B = (int)cfg.train.batch_size, T = (int)cfg.model.block_size;
+    const int B = (int)cfg.train.batch_size;
     const int64_t accum = cfg.train.grad_accum;
     tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, B));
-    x = tfm_malloc((size_t)B * T * sizeof *x);
-    y = tfm_malloc((size_t)B * T * sizeof *y);
-    if (R->eot >= 0)
-        docs = tfm_malloc((size_t)B * T * sizeof *docs);
     int64_t todo = cfg.train.max_steps - R->st.step;
     if (o->run_steps > 0 && o->run_steps < todo)
         todo = o->run_steps;
@@ -454,7 +365,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     tfm_progress_init(&bar, "train", "step", (double)todo, o->quiet);
 
     double session_start = tfm_now(), elapsed0 = R->st.elapsed;
-    double log_loss = 0, log_time = 0;
+    double log_loss = 0, log_time = 0, log_tokens = 0;
     int64_t log_n = 0;
     res->end = TFM_TRAIN_DONE;
     while (R->st.step < cfg.train.max_steps) {
@@ -470,10 +381,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         tfm_model_zero_grad(&R->m);
         double loss = 0;
         for (int64_t a = 0; a < accum; a++) {
-            tfm_tokens_batch(&R->train, &R->st.data_rng, B, T, x, y);
-            tfm_batch batch = {.inputs = x, .targets = y, .B = B, .T = T, .doc_start = docs};
-            if (docs)
-                tfm_train_doc_starts(docs, x, B, T, R->eot);
+            tfm_batch batch;
+            size_t n_tokens;
+            if (tfm_task_next(R->task, &R->st.data_rng, &batch, &n_tokens, err) < 0)
+                goto out_log;
+            log_tokens += (double)n_tokens;
             float l;
             if (tfm_model_forward_backward_batch(&R->m, &batch, 1.0f / (float)accum, &l, err) < 0)
                 goto out_log;
@@ -507,11 +419,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         const int last = step == cfg.train.max_steps;
         int evaluated = 0;
         double vloss = NAN;
-        if (R->val.n && ((cfg.train.eval_interval && step % cfg.train.eval_interval == 0) ||
-                         last)) {
-            if (tfm_train_evaluate(&R->m, &R->val, B, T, cfg.train.eval_batches,
-                                   R->st.seed ^ EVAL_SEED_SALT, R->eot, &vloss, err) < 0)
+        if (tfm_task_has_val(R->task) &&
+            ((cfg.train.eval_interval && step % cfg.train.eval_interval == 0) || last)) {
+            tfm_task_score score;
+            if (tfm_task_evaluate(R->task, &R->m, R->st.seed ^ EVAL_SEED_SALT, &score, err) < 0)
                 goto out_log;
+            vloss = score.loss;
             evaluated = 1;
             res->val_loss = vloss;
             if (vloss < R->st.best_val) {
@@ -530,12 +443,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         }
         if (step % cfg.train.log_interval == 0 || evaluated || last) {
             R->st.elapsed = elapsed0 + (tfm_now() - session_start);
-            double tps = log_time > 0 ? (double)log_n * accum * B * T / log_time : 0;
+            double tps = log_time > 0 ? log_tokens / log_time : 0;
             fprintf(logf, "%lld\t%.6f\t", (long long)step, log_loss / (double)log_n);
             if (evaluated)
                 fprintf(logf, "%.6f", vloss);
             fprintf(logf, "\t%.6g\t%.6g\t%.1f\t%.3f\n", lr, norm, tps, R->st.elapsed);
-            log_loss = log_time = 0;
+            log_loss = log_time = log_tokens = 0;
             log_n = 0;
         }
         /* Without validation data there are no evaluations, but a long run
@@ -588,9 +501,6 @@ out:
     if (lockfd >= 0)
         close(lockfd);
     free(created);
-    free(x);
-    free(y);
-    free(docs);
     free(times);
     if (adam_ok)
         tfm_adam_free(&R->adam);
@@ -600,8 +510,7 @@ out:
         tfm_tokenizer_free(R->tok);
     tfm_buf_free(&R->tok_json);
     tfm_buf_free(&R->config_yaml);
-    tfm_tokens_free(&R->train);
-    tfm_tokens_free(&R->val);
+    tfm_task_free(R->task);
     free(R->model_path);
     free(R->best_path);
     free(R->state_path);

@@ -61,18 +61,4 @@ typedef struct tfm_train_result {
 int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *r,
                   tfm_err *err);
 
-/* Mean loss over n_batches fixed batches (drawn from seed) of data, model in
- * evaluation mode; eot ≥ 0 packs documents (data.packing: attention and
- * positions restart after each eot token).  Exposed for the benchmark and
- * tests. */
-struct tfm_model;
-struct tfm_tokens;
-int tfm_train_evaluate(struct tfm_model *m, const struct tfm_tokens *data, int B, int T,
-                       int64_t n_batches, uint64_t seed, int64_t eot, double *loss,
-                       tfm_err *err);
-
-/* doc_start[b·T + t] = the first position of the document of x[b, t], a
- * document ending with (and including) each eot token. */
-void tfm_train_doc_starts(int *doc_start, const int32_t *x, int B, int T, int64_t eot);
-
 #endif

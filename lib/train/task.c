@@ -1,0 +1,65 @@
+#include "train/task.h"
+
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/file.h"
+#include "train/task_internal.h"
+
+int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err)
+{
+    *out = NULL;
+    tfm_task *t = tfm_malloc(sizeof *t);
+    t->ops = NULL;
+    t->impl = NULL;
+    int rc = tfm_task_lm_open(t, cfg, tok, err);
+    if (rc < 0) {
+        free(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+void tfm_task_free(tfm_task *t)
+{
+    if (!t)
+        return;
+    t->ops->free(t->impl);
+    free(t);
+}
+
+const char *tfm_task_name(const tfm_task *t)
+{
+    return t->ops->name;
+}
+
+void tfm_task_describe(const tfm_task *t, char *buf, size_t size)
+{
+    t->ops->describe(t->impl, buf, size);
+}
+
+int tfm_task_has_val(const tfm_task *t)
+{
+    return t->ops->has_val(t->impl);
+}
+
+int tfm_task_next(tfm_task *t, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm_err *err)
+{
+    return t->ops->next(t->impl, rng, b, n_tokens, err);
+}
+
+int tfm_task_evaluate(tfm_task *t, tfm_model *m, uint64_t seed, tfm_task_score *s,
+                      tfm_err *err)
+{
+    s->loss = NAN;
+    s->metric = NAN;
+    s->metric_name = NULL;
+    int was_training = m->training;
+    tfm_model_set_training(m, 0);
+    int rc = t->ops->evaluate(t->impl, m, seed, s, err);
+    tfm_model_set_training(m, was_training);
+    return rc;
+}

@@ -1,0 +1,72 @@
+/* What a training run learns from: a task turns the configured data into
+ * batches and scores the model on held-out data.  The training loop
+ * (train/train.h) knows nothing else about the data.
+ *
+ *     tfm_task *t;
+ *     if (tfm_task_open(&t, &cfg, tok, &err) < 0) ...   // reads the data,
+ *                                              // may set cfg.model.vocab_size
+ *     tfm_batch b;  size_t n;
+ *     tfm_task_next(t, &rng, &b, &n, &err);    // the next training batch
+ *     tfm_task_score s;
+ *     tfm_task_evaluate(t, &model, seed, &s, &err);
+ *     tfm_task_free(t);
+ *
+ * Tasks, chosen from the configuration:
+ *   lm       decoders: random windows of a token stream (train/data.h),
+ *            documents packed with data.packing.
+ *   seq2seq  encoder-decoders: pairs of sentences (train/parallel.h).
+ *
+ * A task is a part of its own (its data, its batches, its validation); a
+ * new one adds a file and an entry in task.c, never a branch in the loop.
+ *
+ * Reproducibility: every batch is drawn from the rng passed in, which is the
+ * whole data position (saved in the training state); validation is drawn
+ * from the seed passed in, so every evaluation sees the same batches.
+ *
+ * Ownership: the task owns its data and the arrays tfm_task_next points the
+ * batch into (valid until the next call or tfm_task_free). */
+#ifndef TFM_TRAIN_TASK_H
+#define TFM_TRAIN_TASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/rng.h"
+#include "io/config.h"
+#include "model/transformer.h"
+#include "text/tokenizer.h"
+
+typedef struct tfm_task tfm_task;
+
+/* A validation result.  metric is the task's own quality score (BLEU for
+ * seq2seq when enabled), NAN when it has none. */
+typedef struct tfm_task_score {
+    double loss;
+    double metric;
+    const char *metric_name;  /* "bleu", or NULL */
+} tfm_task_score;
+
+/* Reads the data cfg names.  tok: data.tokenizer (NULL when token files are
+ * given).  Sets cfg->model.vocab_size (and src_vocab_size) when 0 from the
+ * tokenizer or the data; errors name the file (and line). */
+int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+void tfm_task_free(tfm_task *t);
+
+/* "lm", "seq2seq". */
+const char *tfm_task_name(const tfm_task *t);
+/* A sentence for the start report: "4.2M training tokens, 0.5M validation
+ * tokens". */
+void tfm_task_describe(const tfm_task *t, char *buf, size_t size);
+/* Whether there is validation data. */
+int tfm_task_has_val(const tfm_task *t);
+
+/* The next training batch from rng into *b (arrays owned by the task);
+ * *n_tokens = the positions that count in the loss. */
+int tfm_task_next(tfm_task *t, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm_err *err);
+
+/* Scores m on the validation data (evaluation mode, restored after). */
+int tfm_task_evaluate(tfm_task *t, tfm_model *m, uint64_t seed, tfm_task_score *s,
+                      tfm_err *err);
+
+#endif

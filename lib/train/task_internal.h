@@ -1,0 +1,24 @@
+/* How a task plugs in (train/task.h): an ops table and its state.  Each
+ * task's open function fills both; task.c picks one from the config. */
+#ifndef TFM_TRAIN_TASK_INTERNAL_H
+#define TFM_TRAIN_TASK_INTERNAL_H
+
+#include "train/task.h"
+
+typedef struct tfm_task_ops {
+    const char *name;
+    void (*describe)(void *impl, char *buf, size_t size);
+    int (*has_val)(void *impl);
+    int (*next)(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm_err *err);
+    int (*evaluate)(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err);
+    void (*free)(void *impl);
+} tfm_task_ops;
+
+struct tfm_task {
+    const tfm_task_ops *ops;
+    void *impl;
+};
+
+int tfm_task_lm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+
+#endif

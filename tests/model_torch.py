@@ -50,18 +50,18 @@ DUMP = os.path.join(BUILD, "tests", "model_dump")
 # sinusoidal, rope, alibi, t5, d_ff, segments, emb_norm, prefix, docs,
 # lengths.
 ALL_FEATURES = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5",
-                "d_ff", "segments", "emb_norm", "prefix", "docs", "lengths"}
+                "d_ff", "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths"}
 # Every feature is on main: encdec since the encoder-decoder kind, the rest
 # since the merge of nn/attention's masks and biases (940149d).
 EXPECTED = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
-            "segments", "emb_norm", "prefix", "docs", "lengths"}
+            "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths"}
 
 # The configuration schema's defaults for the keys added with the general
 # model: config.yaml leaves them out when a case keeps them, so that cases
 # not using them run against a schema that lacks them.
 NEW_KEY_DEFAULTS = dict(kind="decoder", positions="learned", d_ff=0, rope_base=10000.0,
                         t5_buckets=32, t5_max_distance=128, segments=0, emb_norm=False,
-                        n_enc_layer=0, tie_source=True, src_vocab_size=0)
+                        emb_scale=False, n_enc_layer=0, tie_source=True, src_vocab_size=0)
 ACTS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "gelu_exact": F.gelu,
         "relu": F.relu}
 
@@ -193,6 +193,8 @@ def torch_stack(cfg, P):
         """Token (+ position) (+ segment) embeddings (+ ln_e); pre: "" or
         "enc." for the tensors wpe, ln_e."""
         h = wte[tok]
+        if cfg["emb_scale"]:
+            h = h * math.sqrt(C)
         if pos_kind == "learned":
             h = h + P[pre + "wpe.weight"][pos]
         elif pos_kind == "sinusoidal":
@@ -369,6 +371,8 @@ def features(cfg, batch):
         f.add("segments")
     if cfg["emb_norm"]:
         f.add("emb_norm")
+    if cfg["emb_scale"]:
+        f.add("emb_scale")
     for k, name in (("prefix_len", "prefix"), ("doc_start", "docs"), ("lengths", "lengths")):
         if batch.get(k) is not None:
             f.add(name)
@@ -495,8 +499,8 @@ def run_case(name, cfg, batch, seed, threads, attn):
 BASE = dict(kind="decoder", positions="learned", n_layer=2, n_head=2, n_embd=16,
             block_size=12, vocab_size=11, norm="pre", activation="gelu", tie=True, bias=True,
             label_smoothing=0.0, ln_eps=1e-5, d_ff=0, rope_base=10000.0, t5_buckets=8,
-            t5_max_distance=12, segments=0, emb_norm=False, n_enc_layer=0, tie_source=True,
-            src_vocab_size=0)
+            t5_max_distance=12, segments=0, emb_norm=False, emb_scale=False, n_enc_layer=0,
+            tie_source=True, src_vocab_size=0)
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "t5")
 VARIANTS = ((1, "blas"), (2, "blas"), (1, "fused"), (2, "fused"))
 
@@ -615,6 +619,8 @@ def cases():
     out.append(("decoder rope packed documents heads of 16", dict(BASE, positions="rope",
                                                                   n_embd=32),
                 "docs", 3, 9, False, VARIANTS[2:]))
+    out.append(("decoder learned packed documents emb_scale", dict(BASE, emb_scale=True),
+                "docs", 2, 9, False, VARIANTS[:1]))
     out.append(("decoder learned packed documents heads of 16", dict(BASE, n_embd=32),
                 "docs", 2, 9, False, VARIANTS[2:3]))
     out.append(("decoder alibi prefix-LM heads of 16", dict(BASE, positions="alibi", n_embd=32),
@@ -719,6 +725,12 @@ def cases():
         ("encoder-decoder t5 6 buckets max distance 5", dict(ed, positions="t5", t5_buckets=6,
                                                             t5_max_distance=5),
          "source", 2, (12, 10), False, VARIANTS[:1]),
+        ("encoder-decoder sinusoidal emb_scale post-LN smoothing 0.1 (the original recipe)",
+         dict(ed, positions="sinusoidal", emb_scale=True, norm="post", label_smoothing=0.1),
+         "source", 3, (9, 8), True, VARIANTS[:2]),
+        ("encoder-decoder learned emb_scale untied source", dict(ed, emb_scale=True,
+                                                                tie_source=False),
+         "source", 2, (7, 9), False, VARIANTS[1:2]),
         ("encoder-decoder learned S 1", ed, "source unpadded", 2, (1, 8), False, VARIANTS[1:2]),
         ("encoder-decoder alibi S 10 T 1", dict(ed, positions="alibi"), "source", 3, (10, 1),
          False, VARIANTS[:1]),

@@ -70,6 +70,9 @@ static const tfm_config_key keys[] = {
      "segment (token type) embeddings, e.g. 2 for BERT's sentence A and B; encoders only"},
     {"model.emb_norm", TFM_CONFIG_BOOL, OFF(model.emb_norm), "false", 0, 0, NULL,
      "layer norm over the embedding sum, before the first block (BERT)"},
+    {"model.emb_scale", TFM_CONFIG_BOOL, OFF(model.emb_scale), "false", 0, 0, NULL,
+     "token embeddings times sqrt(n_embd) before the positions are added (the original "
+     "Transformer)"},
 
     {"data.train", TFM_CONFIG_STRING, OFF(data.train), "", 0, 0, NULL,
      "training tokens: a .npy file of uint16 or uint32 ids"},

@@ -77,6 +77,7 @@ typedef struct tfm_config {
         int64_t t5_buckets, t5_max_distance;
         int64_t segments;
         int emb_norm;
+        int emb_scale;
         int64_t n_enc_layer; /* encoder-decoder: 0 means n_layer */
         int tie_source;
         int64_t src_vocab_size; /* 0: vocab_size */

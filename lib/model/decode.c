@@ -627,11 +627,13 @@ static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const tfm_embed
             tfm_sinusoidal_row(row, g->row_pos[r], C);
             pe = row;
         }
+        const float s = c->emb_scale ? sqrtf((float)C) : 1.0f;
         if (pe)
             for (int i = 0; i < C; i++)
-                xr[i] = te[i] + pe[i];
+                xr[i] = te[i] * s + pe[i];
         else
-            memcpy(xr, te, sizeof(float) * C);
+            for (int i = 0; i < C; i++)
+                xr[i] = te[i] * s;
     }
     if (e->lne_w)
         tfm_layernorm_forward(x, g->mean, g->rstd, x, e->lne_w, e->lne_b, R, C, c->ln_eps);

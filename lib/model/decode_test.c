@@ -284,6 +284,7 @@ static void encdec_case(tfm_pos pos, int post)
     c.tie_embeddings = c.tie_source = !post;
     c.src_vocab_size = post ? VS : 0;
     c.emb_norm = post;
+    c.emb_scale = (pos + post) % 2;
     tfm_model m;
     tfm_err err = {0};
     assert_int_equal(tfm_model_init(&m, &c, &err), 0);

@@ -1007,6 +1007,13 @@ static void rope_qk(tfm_model *m, const side *sd, float *qkv, int inverse)
                    m->acts->n_pe, inverse);
 }
 
+static void scale_rows(float *x, size_t n, float s)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
+}
+
 /* The token embedding a stack reads: an untied source's own, else wte. */
 static float *side_wte(const tfm_model *m, float *base, const side *sd)
 {
@@ -1024,10 +1031,12 @@ static void embed_forward(tfm_model *m, const side *sd, int B)
     float *P = m->params, *wte = side_wte(m, P, sd);
     float *emb = c->emb_norm ? e->emb : e->encoded;
     float *wpe = side_ptr(m, P, sd->pre, "wpe.weight");
-    if (c->pos == TFM_POS_LEARNED && !sd->packed) {
+    if (c->pos == TFM_POS_LEARNED && !sd->packed && !c->emb_scale) {
         tfm_embedding_forward(emb, sd->ids, wte, wpe, B, T, C);
     } else {
         tfm_embedding_forward(emb, sd->ids, wte, NULL, B, T, C);
+        if (c->emb_scale)
+            scale_rows(emb, N * C, sqrtf((float)C));
         if (c->pos == TFM_POS_LEARNED)
             tfm_embedding_add(emb, sd->pos, wpe, (int)N, C);
         else if (c->pos == TFM_POS_SINUSOIDAL)
@@ -1353,9 +1362,18 @@ static void stack_backward(tfm_model *m, const side *sd, const float *dout)
                                N, C);
         demb = dy;
     }
-    int by_id = c->pos == TFM_POS_LEARNED && sd->packed;
+    int by_id = c->pos == TFM_POS_LEARNED && (sd->packed || c->emb_scale);
     float *wpe = c->pos == TFM_POS_LEARNED ? side_ptr(m, G, sd->pre, "wpe.weight") : NULL;
-    tfm_embedding_backward(side_wte(m, G, sd), by_id ? NULL : wpe, demb, sd->ids, m->B, sd->T,
+    const float *dtok = demb;
+    if (c->emb_scale) {
+        /* the token rows were scaled by √C, the positions were not; one of
+         * dy and dtmp holds demb, the other is free */
+        float *buf = demb == a->dtmp ? dy : a->dtmp;
+        memcpy(buf, demb, N * C * sizeof *buf);
+        scale_rows(buf, N * C, sqrtf((float)C));
+        dtok = buf;
+    }
+    tfm_embedding_backward(side_wte(m, G, sd), by_id ? NULL : wpe, dtok, sd->ids, m->B, sd->T,
                            C);
     if (by_id)
         tfm_embedding_backward(wpe, NULL, demb, sd->pos, 1, (int)N, C);

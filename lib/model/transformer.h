@@ -24,7 +24,7 @@
  * seen so far and reused; nothing is allocated per step.
  *
  * The model (C = n_embd, F = d_ff, NH heads of HS = C/NH):
- *   x = wte[tok] (+ wpe[pos] learned | + sin/cos(pos) sinusoidal)
+ *   x = wte[tok]·(√C with emb_scale) (+ wpe[pos] learned | + sin/cos(pos) sinusoidal)
  *       (+ wse[segment] when n_segments > 0); x = ln_e(x) when emb_norm;
  *       dropout.
  *   blocks, pre-LN (GPT-2):  x = x + attn(ln_1(x)); x = x + mlp(ln_2(x));
@@ -180,6 +180,8 @@ typedef struct tfm_model_config {
     int t5_max_distance; /* 128 */
     int n_segments;      /* segment (token type) embeddings; 0: none */
     int emb_norm;        /* 1: LayerNorm after the embedding sum (BERT) */
+    int emb_scale;       /* 1: token embeddings times √n_embd (the original
+                            Transformer), before the positions are added */
     /* encoder-decoder only: */
     int n_enc_layer;     /* the encoder's blocks; 0 means n_layer */
     int tie_source;      /* 1: the source embedding is wte (default) */

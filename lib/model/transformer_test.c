@@ -183,6 +183,9 @@ static void test_encoder_decoder(void **state)
             cfg.tie_embeddings = cfg.tie_source = !v;
             cfg.src_vocab_size = v ? 5 : 0;
             cfg.emb_norm = v;
+            /* the √C scale with both the fused learned table and the
+             * others */
+            cfg.emb_scale = (int)(i % 2) == v;
             cfg.act = v ? TFM_ACT_GELU_EXACT : TFM_ACT_GELU_TANH;
             check_model_with(&cfg, v, &(extras){.S = 4, .src_lengths = v ? src_lengths : NULL});
         }

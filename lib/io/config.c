@@ -77,13 +77,29 @@ static const tfm_config_key keys[] = {
     {"data.train", TFM_CONFIG_STRING, OFF(data.train), "", 0, 0, NULL,
      "training tokens: a .npy file of uint16 or uint32 ids"},
     {"data.val", TFM_CONFIG_STRING, OFF(data.val), "", 0, 0, NULL,
-     "validation tokens (.npy); empty: no validation unless data.text is split"},
+     "validation tokens (.npy); encoder-decoders: source<TAB>target lines; empty: no "
+     "validation unless the training data is split (data.val_fraction)"},
     {"data.text", TFM_CONFIG_STRING, OFF(data.text), "", 0, 0, NULL,
-     "a text file to encode with data.tokenizer instead of data.train"},
+     "a text file to encode with data.tokenizer instead of data.train; encoder-decoders: "
+     "source<TAB>target lines"},
     {"data.tokenizer", TFM_CONFIG_STRING, OFF(data.tokenizer), "", 0, 0, NULL,
      "tokenizer (tokenizer.json, ...) stored in the model file; required with data.text"},
     {"data.val_fraction", TFM_CONFIG_FLOAT, OFF(data.val_fraction), "0.1", 0, 0.9, NULL,
-     "with data.text: the last fraction of the tokens used for validation"},
+     "with data.text: the last fraction of the tokens (encoder-decoders: of the pairs) used "
+     "for validation when no validation data is named"},
+    {"data.source", TFM_CONFIG_STRING, OFF(data.source), "", 0, 0, NULL,
+     "encoder-decoders: source sentences, one a line, line-aligned with data.target "
+     "(instead of data.text's source<TAB>target lines)"},
+    {"data.target", TFM_CONFIG_STRING, OFF(data.target), "", 0, 0, NULL,
+     "encoder-decoders: the target sentences of data.source"},
+    {"data.val_source", TFM_CONFIG_STRING, OFF(data.val_source), "", 0, 0, NULL,
+     "encoder-decoders: validation sources, line-aligned with data.val_target (or data.val: "
+     "source<TAB>target lines)"},
+    {"data.val_target", TFM_CONFIG_STRING, OFF(data.val_target), "", 0, 0, NULL,
+     "encoder-decoders: the validation targets"},
+    {"data.truncate", TFM_CONFIG_ENUM, OFF(data.truncate), "head", 0, 0, "head|error",
+     "encoder-decoders: a side longer than model.block_size - 1 tokens is cut to its head "
+     "(counted and reported) or is an error naming its line"},
     {"data.packing", TFM_CONFIG_BOOL, OFF(data.packing), "false", 0, 0, NULL,
      "decoders: documents (split after each end-of-text token) attend only within "
      "themselves and their positions restart, instead of attending across boundaries"},
@@ -133,6 +149,18 @@ static const tfm_config_key keys[] = {
      "threads; 0: --threads, TFM_NUM_THREADS or the CPUs usable"},
     {"train.label_smoothing", TFM_CONFIG_FLOAT, OFF(train.label_smoothing), "0", 0, 0.999,
      NULL, "label smoothing of the cross-entropy loss"},
+    {"train.max_tokens", TFM_CONFIG_INT, OFF(train.max_tokens), "0", 0, 1 << 30, NULL,
+     "encoder-decoders: a micro-batch is a run of pairs of similar length (sorted) whose "
+     "padded size, pairs x longest side, stays within N tokens; 0: train.batch_size pairs "
+     "drawn at random"},
+    {"train.eval_bleu", TFM_CONFIG_BOOL, OFF(train.eval_bleu), "false", 0, 0, NULL,
+     "encoder-decoders: each evaluation also translates validation sources greedily and "
+     "scores corpus BLEU against their targets"},
+    {"train.bleu_sentences", TFM_CONFIG_INT, OFF(train.bleu_sentences), "500", 1, I64, NULL,
+     "with train.eval_bleu: the first N validation pairs are translated"},
+    {"train.best_by", TFM_CONFIG_ENUM, OFF(train.best_by), "loss", 0, 0, "loss|bleu",
+     "best.safetensors keeps the evaluation with the lowest validation loss or the highest "
+     "BLEU (needs train.eval_bleu)"},
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -577,7 +605,41 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     if (!dec && c->data.packing)
         return tfm_err_set(err, "data.packing with model.kind %s: packing is for decoders",
                            kind);
-    if (!c->data.train[0] && !c->data.text[0])
+    int pairs = c->data.source[0] || c->data.target[0] || c->data.val_source[0] ||
+                c->data.val_target[0];
+    if (!ed && pairs)
+        return tfm_err_set(err, "data.source/target/val_source/val_target with model.kind %s: "
+                           "parallel data is for encoder-decoders (use data.text or data.train)",
+                           kind);
+    if (!ed && (c->train.max_tokens || c->train.eval_bleu ||
+                c->train.best_by == TFM_CONFIG_BEST_BLEU))
+        return tfm_err_set(err, "train.max_tokens, train.eval_bleu and train.best_by bleu are "
+                           "for encoder-decoders, not model.kind %s", kind);
+    if (c->train.best_by == TFM_CONFIG_BEST_BLEU && !c->train.eval_bleu)
+        return tfm_err_set(err, "train.best_by bleu needs train.eval_bleu true");
+    if (ed) {
+        if (c->data.train[0])
+            return tfm_err_set(err, "data.train with model.kind encoder-decoder: give pairs as "
+                               "data.text (source<TAB>target lines) or data.source and "
+                               "data.target");
+        if (!c->data.tokenizer[0])
+            return tfm_err_set(err, "model.kind encoder-decoder needs data.tokenizer (one "
+                               "tokenizer for both sides, with an end-of-text token)");
+        if (!!c->data.source[0] != !!c->data.target[0])
+            return tfm_err_set(err, "data.source and data.target go together");
+        if (!!c->data.val_source[0] != !!c->data.val_target[0])
+            return tfm_err_set(err, "data.val_source and data.val_target go together");
+        if (c->data.source[0] && c->data.text[0])
+            return tfm_err_set(err, "data.text and data.source/data.target are exclusive: "
+                               "set one of them");
+        if (c->data.val_source[0] && c->data.val[0])
+            return tfm_err_set(err, "data.val and data.val_source/data.val_target are "
+                               "exclusive: set one of them");
+        if (!c->data.text[0] && !c->data.source[0])
+            return tfm_err_set(err, "no training data: set data.text (source<TAB>target "
+                               "lines) or data.source and data.target");
+    }
+    if (!ed && !c->data.train[0] && !c->data.text[0])
         return tfm_err_set(err, "no training data: set data.train (a .npy token file) or "
                                 "data.text with data.tokenizer");
     if (c->data.train[0] && c->data.text[0])

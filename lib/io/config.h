@@ -60,6 +60,16 @@ typedef enum tfm_config_decay {
     TFM_CONFIG_DECAY_INVERSE_SQRT,
 } tfm_config_decay;
 
+typedef enum tfm_config_truncate {
+    TFM_CONFIG_TRUNCATE_HEAD,
+    TFM_CONFIG_TRUNCATE_ERROR,
+} tfm_config_truncate;
+
+typedef enum tfm_config_best {
+    TFM_CONFIG_BEST_LOSS,
+    TFM_CONFIG_BEST_BLEU,
+} tfm_config_best;
+
 typedef struct tfm_config {
     struct {
         int64_t n_layer, n_head, n_embd, block_size;
@@ -87,8 +97,13 @@ typedef struct tfm_config {
         char val[TFM_CONFIG_PATH_MAX];
         char text[TFM_CONFIG_PATH_MAX];
         char tokenizer[TFM_CONFIG_PATH_MAX];
+        char source[TFM_CONFIG_PATH_MAX];
+        char target[TFM_CONFIG_PATH_MAX];
+        char val_source[TFM_CONFIG_PATH_MAX];
+        char val_target[TFM_CONFIG_PATH_MAX];
         double val_fraction;
         int packing;
+        int truncate;   /* tfm_config_truncate */
     } data;
     struct {
         int type; /* tfm_config_optim */
@@ -106,6 +121,10 @@ typedef struct tfm_config {
         int64_t seed; /* -1: chosen from the clock and logged */
         int64_t threads; /* 0: --threads, TFM_NUM_THREADS or all cores */
         double label_smoothing;
+        int64_t max_tokens;     /* encoder-decoders: token budget; 0: batch_size */
+        int eval_bleu;
+        int64_t bleu_sentences;
+        int best_by;            /* tfm_config_best */
     } train;
 } tfm_config;
 

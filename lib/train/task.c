@@ -14,7 +14,9 @@ int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok, tfm
     tfm_task *t = tfm_malloc(sizeof *t);
     t->ops = NULL;
     t->impl = NULL;
-    int rc = tfm_task_lm_open(t, cfg, tok, err);
+    int rc = cfg->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER
+                 ? tfm_task_seq2seq_open(t, cfg, tok, err)
+                 : tfm_task_lm_open(t, cfg, tok, err);
     if (rc < 0) {
         free(t);
         return -1;

@@ -20,5 +20,7 @@ struct tfm_task {
 };
 
 int tfm_task_lm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+int tfm_task_seq2seq_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
+                          tfm_err *err);
 
 #endif

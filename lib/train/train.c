@@ -241,12 +241,6 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 
     if (tfm_config_validate(&cfg, err) < 0)
         goto out;
-    if (cfg.model.kind == TFM_CONFIG_KIND_ENCODER_DECODER) {
-        tfm_err_set(err, "model.kind encoder-decoder: training from parallel data is not "
-                         "available yet (the library's model has the kind; tfm-train's data "
-                         "path does not)");
-        goto out;
-    }
     if (load_data(R, &cfg, err) < 0)
         goto out;
 

@@ -1,0 +1,189 @@
+/* The seq2seq task's batches: teacher forcing laid out as the model expects
+ * (BOS + target in, target + EOS out, source + EOS, padding masked or
+ * ignored), token budgets kept, every pair reachable, and the same rng
+ * giving the same batches. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/file.h"
+#include "io/config.h"
+#include "text/tokenizer.h"
+#include "train/task.h"
+
+static char dir[] = "/tmp/tfm-task-test.XXXXXX";
+static char tsv[64];
+static tfm_tokenizer *tok;
+
+/* "abc...": the pair (w, reverse(w)) of n letters starting at 'a' + k. */
+static void word(char *w, int n, int k)
+{
+    for (int i = 0; i < n; i++)
+        w[i] = (char)('a' + (k + i) % 6);
+    w[n] = 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(tsv, sizeof tsv, "%s/p.tsv", dir);
+    FILE *f = fopen(tsv, "w");
+    assert_non_null(f);
+    char w[16], r[16];
+    for (int i = 0; i < 40; i++) {
+        int n = 1 + i % 9;
+        word(w, n, i);
+        for (int j = 0; j < n; j++)
+            r[j] = w[n - 1 - j];
+        r[n] = 0;
+        fprintf(f, "%s\t%s\n", w, r);
+    }
+    fclose(f);
+    const char *specials[] = {"<pad>", "<s>", "</s>"};
+    tfm_tok_train_opts o = {.kind = TFM_TOK_CHAR, .specials = specials, .n_specials = 3,
+                            .lowercase = -1, .threads = 1};
+    tfm_tok_trainer *t = tfm_tok_trainer_new(&o);
+    tfm_tok_trainer_feed(t, "abcdef", 6);
+    tfm_err err = {0};
+    assert_int_equal(tfm_tok_trainer_finish(t, &tok, &err), 0);
+    tfm_tok_trainer_free(t);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tfm_tokenizer_free(tok);
+    unlink(tsv);
+    rmdir(dir);
+    return 0;
+}
+
+static void config(tfm_config *c, int64_t max_tokens)
+{
+    tfm_config_defaults(c);
+    c->model.kind = TFM_CONFIG_KIND_ENCODER_DECODER;
+    c->model.block_size = 12;
+    snprintf(c->data.text, sizeof c->data.text, "%s", tsv);
+    snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "chars");
+    c->data.val_fraction = 0.25;
+    c->train.batch_size = 5;
+    c->train.max_tokens = max_tokens;
+}
+
+/* Every row is one pair, laid out for teacher forcing. */
+static void check_rows(const tfm_batch *b, size_t n_tokens)
+{
+    const tfm_tok_specials *sp = tfm_tokenizer_specials(tok);
+    size_t count = 0;
+    for (int i = 0; i < b->B; i++) {
+        const int32_t *s = b->src + (size_t)i * b->S, *x = b->inputs + (size_t)i * b->T,
+                      *y = b->targets + (size_t)i * b->T;
+        int S = b->src_lengths[i];
+        assert_true(S >= 2 && S <= b->S);
+        assert_int_equal(s[S - 1], sp->eos);
+        for (int j = 0; j < S - 1; j++)
+            assert_true(s[j] > 2); /* letters */
+        int L = 0; /* target length */
+        while (L < b->T && y[L] >= 0 && y[L] != sp->eos)
+            L++;
+        assert_true(L < b->T);
+        assert_int_equal(y[L], sp->eos);
+        for (int j = L + 1; j < b->T; j++)
+            assert_int_equal(y[j], -1);
+        assert_int_equal(x[0], sp->bos);
+        for (int j = 1; j <= L; j++)
+            assert_int_equal(x[j], y[j - 1]);
+        /* the pairs are reversals: the target is the source backwards */
+        assert_int_equal(L, S - 1);
+        for (int j = 0; j < L; j++)
+            assert_int_equal(y[j], s[L - 1 - j]);
+        count += (size_t)L + 1;
+    }
+    assert_int_equal(count, n_tokens);
+}
+
+static void test_random_pairs(void **state)
+{
+    (void)state;
+    tfm_config c;
+    config(&c, 0);
+    tfm_task *t;
+    tfm_err err = {0};
+    assert_int_equal(tfm_task_open(&t, &c, tok, &err), 0);
+    assert_string_equal(tfm_task_name(t), "seq2seq");
+    assert_int_equal(c.model.vocab_size, 9);
+    assert_true(tfm_task_has_val(t));
+    tfm_rng a, b;
+    tfm_rng_seed(&a, 1);
+    tfm_rng_seed(&b, 1);
+    for (int k = 0; k < 20; k++) {
+        tfm_batch x;
+        size_t n;
+        assert_int_equal(tfm_task_next(t, &a, &x, &n, &err), 0);
+        assert_int_equal(x.B, 5);
+        check_rows(&x, n);
+        /* the same rng state gives the same batch */
+        int32_t first = x.inputs[1], S = x.S;
+        tfm_batch y;
+        size_t m;
+        assert_int_equal(tfm_task_next(t, &b, &y, &m, &err), 0);
+        assert_int_equal(y.inputs[1], first);
+        assert_int_equal(y.S, S);
+        assert_int_equal(m, n);
+    }
+    tfm_task_free(t);
+}
+
+static void test_token_budget(void **state)
+{
+    (void)state;
+    tfm_config c;
+    config(&c, 24);
+    tfm_task *t;
+    tfm_err err = {0};
+    assert_int_equal(tfm_task_open(&t, &c, tok, &err), 0);
+    tfm_rng r;
+    tfm_rng_seed(&r, 2);
+    int seen_len[16] = {0}, several = 0;
+    for (int k = 0; k < 400; k++) {
+        tfm_batch x;
+        size_t n;
+        assert_int_equal(tfm_task_next(t, &r, &x, &n, &err), 0);
+        check_rows(&x, n);
+        int longest = x.S > x.T ? x.S : x.T;
+        /* within budget, unless one pair alone exceeds it */
+        assert_true(x.B * longest <= 24 || x.B == 1);
+        /* similar lengths: the shortest pair is close to the longest */
+        int shortest = 99;
+        for (int i = 0; i < x.B; i++)
+            if (x.src_lengths[i] < shortest)
+                shortest = x.src_lengths[i];
+        assert_true(longest - shortest <= 2);
+        several += x.B > 1;
+        for (int i = 0; i < x.B; i++)
+            seen_len[x.src_lengths[i]]++;
+    }
+    assert_true(several > 100);
+    /* every length of the training pairs (1..9 letters) is drawn */
+    for (int L = 2; L <= 10; L++)
+        assert_true(seen_len[L] > 0);
+    tfm_task_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_pairs),
+        cmocka_unit_test(test_token_budget),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

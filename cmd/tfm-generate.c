@@ -1,4 +1,5 @@
-/* tfm-generate: continue prompts with a language model.
+/* tfm-generate: continue prompts with a language model, or translate
+ * sources with an encoder-decoder.
  * Options -> tfm_gen_opts -> tfm_gen_run (lib/infer/generate.h) -> stdout. */
 #include "config.h"
 
@@ -15,6 +16,7 @@
 #include "base/opt.h"
 #include "base/rng.h"
 #include "infer/generate.h"
+#include "infer/translate.h"
 #include "model/info.h"
 #include "tensor/gemm.h"
 
@@ -23,7 +25,8 @@ static const char *prog = "tfm-generate";
 static void __attribute__((noreturn)) usage(void)
 {
     printf("Usage: %s -m MODEL.safetensors [options] [PROMPT]...\n"
-           "Continue each PROMPT (or each line of stdin, also for '-') with a language model.\n"
+           "Continue each PROMPT (or each line of stdin, also for '-') with a language model;\n"
+           "with an encoder-decoder model, translate each (one translation a line).\n"
            "\n"
            "Input and output:\n"
            "  -m, --model FILE       model file written by tfm-train (weights, config and\n"
@@ -37,11 +40,13 @@ static void __attribute__((noreturn)) usage(void)
            "  -z, --null             end each text with a NUL byte instead of a newline, so\n"
            "                         that texts holding newlines can be told apart\n"
            "      --batch N          prompts decoded together (default 8; 1 for stdin, so\n"
-           "                         each line is answered before the next is read)\n"
+           "                         each line is answered before the next is read;\n"
+           "                         encoder-decoders: 32, 1 when stdin is a terminal)\n"
            "Strategy (default: sampling, --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05):\n"
            "      --greedy           always the most probable token\n"
            "      --beam N           beam search with N beams\n"
            "      --lenpen A         beam: score = sum log p / length^A (default 0.6)\n"
+           "      --lenpen-style S   plain (length^A, default) or gnmt (((5+length)/6)^A)\n"
            "      --nbest K          beam: print the K best hypotheses (default 1)\n"
            "      --temp T           sampling temperature (0 = greedy)\n"
            "      --top-k K          keep the K most probable tokens (0 = off)\n"
@@ -55,6 +60,11 @@ static void __attribute__((noreturn)) usage(void)
            "      --max-len-a A, --max-len-b B\n"
            "                         also stop after A * prompt tokens + B new tokens\n"
            "      --stop STR         stop before STR (repeatable; STR is not printed)\n"
+           "Encoder-decoders (translation; default --beam 4, -n 1024,\n"
+           "--max-len-a 1 --max-len-b 50 with A * source tokens + B):\n"
+           "      --truncate M       a source longer than the encoder's context: head (keep\n"
+           "                         its start, count on stderr; default) or error\n"
+           "                         --nbest K prints index<TAB>rank<TAB>score<TAB>text\n"
            "      --ignore-eos       do not stop at the end-of-text token\n"
            "      --no-cache         recompute the whole sequence for every token (slow;\n"
            "                         the baseline that shows what the cache saves)\n"
@@ -78,6 +88,7 @@ enum {
     OPT_BEAM, OPT_LENPEN, OPT_NBEST, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP,
     OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS,
     OPT_VERSION, OPT_NO_CACHE, OPT_PROFILE, OPT_BF16, OPT_MAX_LEN_A, OPT_MAX_LEN_B,
+    OPT_LENPEN_STYLE, OPT_TRUNCATE,
 };
 
 static const struct option long_opts[] = {
@@ -91,6 +102,8 @@ static const struct option long_opts[] = {
     {"greedy", no_argument, 0, OPT_GREEDY},
     {"beam", required_argument, 0, OPT_BEAM},
     {"lenpen", required_argument, 0, OPT_LENPEN},
+    {"lenpen-style", required_argument, 0, OPT_LENPEN_STYLE},
+    {"truncate", required_argument, 0, OPT_TRUNCATE},
     {"nbest", required_argument, 0, OPT_NBEST},
     {"temp", required_argument, 0, OPT_TEMP},
     {"temperature", required_argument, 0, OPT_TEMP},
@@ -121,6 +134,12 @@ typedef struct app {
     int ids_mode, json, stream, quiet, bf16;
     char end; /* what ends an output record: '\n', or '\0' with -z */
     tfm_gen gen;
+    /* encoder-decoders */
+    int encdec, nbest_tsv, truncate;
+    const tfm_tokenizer *src_tok; /* encodes sources: lm.tok or the file's own */
+    tfm_tok_scratch *src_scratch;
+    tfm_tokenizer *src_tok_owned;
+    size_t n_cut, cut_tokens;     /* sources cut to the encoder's context */
 } app;
 
 /* Prompt text -> ids (or parses "12 7 99" with --ids). */
@@ -137,14 +156,39 @@ static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
                 break;
             char *q;
             unsigned long long v = strtoull(p, &q, 10);
-            if (q == p || v >= (unsigned long long)a->lm.cfg.vocab_size)
+            int vocab = a->encdec ? tfm_model_config_src_vocab(&a->lm.cfg)
+                                  : a->lm.cfg.vocab_size;
+            if (q == p || v >= (unsigned long long)vocab)
                 return tfm_err_set(err, "%s: '%.*s' is not a token id below %d", where,
-                                   (int)(q > p ? q - p : 1), p, a->lm.cfg.vocab_size);
+                                   (int)(q > p ? q - p : 1), p, vocab);
             tfm_ids_push(out, (uint32_t)v);
             p = q;
         }
+    } else if (a->encdec) {
+        size_t cut = 0;
+        if (tfm_translate_source(a->src_tok, a->src_scratch, (uint32_t)a->lm.eos, text, len,
+                                 tfm_gen_source_limit(&a->lm.cfg), a->truncate, out, &cut,
+                                 err) < 0)
+            return tfm_err_prefix(err, "%s", where);
+        if (cut) {
+            a->n_cut++;
+            a->cut_tokens += cut;
+        }
+        return 0;
     } else {
         tfm_tokenizer_encode(a->lm.tok, a->scratch, text, len, 1, out);
+    }
+    if (a->encdec) { /* token ids of the line: the source ends with end-of-text */
+        size_t cut = 0;
+        tfm_ids_push(out, (uint32_t)a->lm.eos);
+        if (tfm_translate_fit(out, (uint32_t)a->lm.eos, tfm_gen_source_limit(&a->lm.cfg),
+                              a->truncate, &cut, err) < 0)
+            return tfm_err_prefix(err, "%s", where);
+        if (cut) {
+            a->n_cut++;
+            a->cut_tokens += cut;
+        }
+        return 0;
     }
     /* An empty prompt starts a text: from the end-of-text token, as the
      * model saw the start of every document in training. */
@@ -173,6 +217,13 @@ static void put_ids_json(tfm_buf *b, const tfm_ids *ids)
     tfm_buf_putc(b, ']');
 }
 
+/* An --nbest line's text: tabs and newlines would break the record. */
+static void put_tsv_text(tfm_buf *b, const char *text, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        tfm_buf_putc(b, text[i] == '\t' || text[i] == '\n' || text[i] == '\r' ? ' ' : text[i]);
+}
+
 static void put_hyp_json(tfm_buf *b, const app *a, const tfm_gen_hyp *h, int beam)
 {
     tfm_buf_puts(b, "\"text\":");
@@ -191,14 +242,16 @@ static void put_hyp_json(tfm_buf *b, const app *a, const tfm_gen_hyp *h, int bea
     }
 }
 
-static void print_result(app *a, const char *prompt, size_t plen, const tfm_gen_result *r)
+static void print_result(app *a, size_t index, const char *prompt, size_t plen,
+                         const tfm_gen_result *r)
 {
     tfm_buf b = {0};
     if (a->json) {
-        int beam = a->gen.opts.strategy == TFM_GEN_BEAM;
-        tfm_buf_puts(&b, "{\"prompt\":");
+        /* translations always carry a score (greedy, sampling: sum log p) */
+        int beam = a->gen.opts.strategy == TFM_GEN_BEAM || a->encdec;
+        tfm_buf_printf(&b, "{\"%s\":", a->encdec ? "source" : "prompt");
         tfm_buf_put_json_string(&b, prompt, plen);
-        tfm_buf_printf(&b, ",\"prompt_tokens\":%zu,", r->n_prompt);
+        tfm_buf_printf(&b, ",\"%s_tokens\":%zu,", a->encdec ? "source" : "prompt", r->n_prompt);
         if (r->n_hyps)
             put_hyp_json(&b, a, &r->hyps[0], beam);
         if (r->n_hyps > 1) {
@@ -212,6 +265,17 @@ static void print_result(app *a, const char *prompt, size_t plen, const tfm_gen_
         }
         tfm_buf_printf(&b, ",\"timings\":{\"prefill_s\":%.6f,\"decode_s\":%.6f}}\n",
                        r->prefill_s, r->decode_s);
+    } else if (a->nbest_tsv) {
+        for (size_t k = 0; k < r->n_hyps; k++) {
+            const tfm_gen_hyp *h = &r->hyps[k];
+            tfm_buf_printf(&b, "%zu\t%zu\t%.6f\t", index + 1, k + 1, h->score);
+            if (a->ids_mode)
+                for (size_t i = 0; i < h->ids.len; i++)
+                    tfm_buf_printf(&b, "%s%u", i ? " " : "", h->ids.data[i]);
+            else
+                put_tsv_text(&b, h->text.data, h->text.len);
+            tfm_buf_putc(&b, a->end);
+        }
     } else {
         for (size_t k = 0; k < r->n_hyps; k++) {
             const tfm_gen_hyp *h = &r->hyps[k];
@@ -229,14 +293,20 @@ static void print_result(app *a, const char *prompt, size_t plen, const tfm_gen_
     tfm_check_stdout(prog); /* stop at the first lost result, not after all */
 }
 
-/* Generates for prompts[0..n) (texts kept for --json) and prints them. */
-static void run(app *a, char **texts, size_t *lens, size_t n, size_t first_index)
+/* Generates for prompts[0..n) (texts kept for --json) and prints them.
+ * input: the file they are lines of, for messages (NULL: arguments). */
+static void run(app *a, char **texts, size_t *lens, size_t n, size_t first_index,
+                const char *input)
 {
     tfm_err err = {0};
     tfm_ids *ids = tfm_calloc(n ? n : 1, sizeof *ids);
     for (size_t i = 0; i < n; i++) {
-        char where[64];
-        snprintf(where, sizeof where, "prompt %zu", first_index + i + 1);
+        char where[1100];
+        if (a->encdec && input)
+            snprintf(where, sizeof where, "%s:%zu", input, first_index + i + 1);
+        else
+            snprintf(where, sizeof where, "%s %zu", a->encdec ? "source" : "prompt",
+                     first_index + i + 1);
         if (encode_prompt(a, texts[i], lens[i], &ids[i], where, &err) < 0)
             tfm_die(prog, &err);
     }
@@ -244,7 +314,7 @@ static void run(app *a, char **texts, size_t *lens, size_t n, size_t first_index
     if (tfm_gen_run(&a->gen, ids, n, first_index, res, on_text, a, &err) < 0)
         tfm_die(prog, &err);
     for (size_t i = 0; i < n; i++) {
-        print_result(a, texts[i], lens[i], &res[i]);
+        print_result(a, first_index + i, texts[i], lens[i], &res[i]);
         tfm_gen_result_free(&res[i]);
         tfm_ids_free(&ids[i]);
     }
@@ -285,7 +355,8 @@ int main(int argc, char **argv)
     const char *model = NULL, *prompt_file = NULL;
     int raw = 0, batch = 0, threads = 0, have_seed = 0, bf16 = 0;
     size_t bf16_bytes = 0;
-    int greedy = 0, beam = 0, sampling_opt = 0, beam_opt = 0;
+    int greedy = 0, beam = 0, sampling_opt = 0, beam_opt = 0, nbest_opt = 0;
+    int have_n = 0, have_len_a = 0, have_len_b = 0, truncate = 1;
     uint64_t seed = 0;
     tfm_gen_opts o;
     tfm_gen_opts_default(&o);
@@ -310,7 +381,24 @@ int main(int argc, char **argv)
             break;
         case OPT_NBEST:
             o.beam.nbest = (int)tfm_opt_long(prog, "--nbest", optarg, 1, 64);
+            beam_opt = nbest_opt = 1;
+            break;
+        case OPT_LENPEN_STYLE:
+            if (strcmp(optarg, "plain") == 0)
+                o.beam.lenpen = TFM_LENPEN_POWER;
+            else if (strcmp(optarg, "gnmt") == 0)
+                o.beam.lenpen = TFM_LENPEN_GNMT;
+            else
+                tfm_usage_error(prog, "--lenpen-style is plain or gnmt, not '%s'", optarg);
             beam_opt = 1;
+            break;
+        case OPT_TRUNCATE:
+            if (strcmp(optarg, "head") == 0)
+                truncate = 1;
+            else if (strcmp(optarg, "error") == 0)
+                truncate = 0;
+            else
+                tfm_usage_error(prog, "--truncate is head or error, not '%s'", optarg);
             break;
         case OPT_TEMP:
             o.sample.temperature = (float)tfm_opt_double(prog, "--temp", optarg, 0, 1e6);
@@ -346,9 +434,18 @@ int main(int argc, char **argv)
             have_seed = 1;
             break;
         }
-        case OPT_MAX_LEN_A: o.max_len_a = tfm_opt_double(prog, "--max-len-a", optarg, 0, 1e6); break;
-        case OPT_MAX_LEN_B: o.max_len_b = (int)tfm_opt_long(prog, "--max-len-b", optarg, 0, 1 << 24); break;
-        case 'n': o.max_tokens = (int)tfm_opt_long(prog, "--max-tokens", optarg, 1, 1 << 24); break;
+        case OPT_MAX_LEN_A:
+            o.max_len_a = tfm_opt_double(prog, "--max-len-a", optarg, 0, 1e6);
+            have_len_a = 1;
+            break;
+        case OPT_MAX_LEN_B:
+            o.max_len_b = (int)tfm_opt_long(prog, "--max-len-b", optarg, 0, 1 << 24);
+            have_len_b = 1;
+            break;
+        case 'n':
+            o.max_tokens = (int)tfm_opt_long(prog, "--max-tokens", optarg, 1, 1 << 24);
+            have_n = 1;
+            break;
         case OPT_STOP:
             if (!*optarg)
                 tfm_usage_error(prog, "--stop needs a non-empty string");
@@ -382,16 +479,35 @@ int main(int argc, char **argv)
                         "--repeat-penalty) do not apply to %s", beam ? "--beam" : "--greedy");
     if ((greedy || beam) && have_seed)
         tfm_usage_error(prog, "--seed does not apply to %s", beam ? "--beam" : "--greedy");
-    if (beam_opt && !beam)
-        tfm_usage_error(prog, "--lenpen and --nbest need --beam");
-    if (beam && o.beam.nbest > beam)
-        tfm_usage_error(prog, "--nbest %d is larger than --beam %d", o.beam.nbest, beam);
     if (raw && optind < argc)
         tfm_usage_error(prog, "--raw reads the prompt from the input, not the arguments");
-    if (o.no_cache && beam)
-        tfm_usage_error(prog, "--no-cache applies to greedy decoding and sampling only");
     if (prompt_file && optind < argc)
         tfm_usage_error(prog, "give prompts as arguments or with --prompt-file, not both");
+    if (o.no_cache && beam)
+        tfm_usage_error(prog, "--no-cache applies to greedy decoding and sampling only");
+
+    tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
+    tfm_err err = {0};
+    if (tfm_lm_open(&a.lm, model, &err) < 0)
+        tfm_die(prog, &err);
+    /* Translation's defaults: beam 4, length a·S + b with a = 1, b = 50 */
+    a.encdec = a.lm.cfg.kind == TFM_KIND_ENCODER_DECODER;
+    if (a.encdec) {
+        if (!greedy && !beam && !sampling_opt && !o.no_cache)
+            beam = 4;
+        if (!have_len_a)
+            o.max_len_a = 1;
+        if (!have_len_b)
+            o.max_len_b = 50;
+        if (!have_n)
+            o.max_tokens = 1024;
+        a.truncate = truncate;
+        a.nbest_tsv = nbest_opt && !a.json;
+    }
+    if (beam_opt && !beam)
+        tfm_usage_error(prog, "--lenpen, --lenpen-style and --nbest need --beam");
+    if (beam && o.beam.nbest > beam)
+        tfm_usage_error(prog, "--nbest %d is larger than --beam %d", o.beam.nbest, beam);
     if (greedy)
         o.strategy = TFM_GEN_GREEDY;
     if (beam) {
@@ -402,11 +518,6 @@ int main(int argc, char **argv)
         o.strategy = TFM_GEN_GREEDY;
     o.stops = stops;
     o.n_stops = n_stops;
-
-    tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
-    tfm_err err = {0};
-    if (tfm_lm_open(&a.lm, model, &err) < 0)
-        tfm_die(prog, &err);
     if (tfm_model_unchecked(model))
         fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,
                 model);
@@ -416,6 +527,12 @@ int main(int argc, char **argv)
         tfm_usage_error(prog, "--stop needs a model with a tokenizer");
     if (a.lm.tok)
         a.scratch = tfm_tok_scratch_new(a.lm.tok);
+    if (a.encdec) {
+        if (tfm_lm_source_tokenizer(&a.lm, &a.src_tok_owned, &err) < 0)
+            tfm_die(prog, &err);
+        a.src_tok = a.src_tok_owned ? a.src_tok_owned : a.lm.tok;
+        a.src_scratch = a.src_tok_owned ? tfm_tok_scratch_new(a.src_tok_owned) : a.scratch;
+    }
     if (bf16)
         bf16_bytes = tfm_weights_to_bf16(&a.lm.w, &a.lm.cfg);
     a.bf16 = bf16;
@@ -433,6 +550,8 @@ int main(int argc, char **argv)
      * is answered before the next is read. */
     int from_stdin_lines = optind >= argc && !raw &&
                            (!prompt_file || strcmp(prompt_file, "-") == 0);
+    if (!batch && a.encdec) /* throughput, unless someone is typing */
+        batch = from_stdin_lines && isatty(0) ? 1 : 32;
     if (!batch)
         batch = from_stdin_lines ? 1 : 8;
     if (tfm_gen_init(&a.gen, &a.lm, &o, batch, &err) < 0)
@@ -444,8 +563,8 @@ int main(int argc, char **argv)
         size_t *lens = tfm_malloc(sizeof *lens * n);
         for (size_t i = 0; i < n; i++)
             lens[i] = strlen(argv[optind + i]);
-        a.stream = n == 1 && !a.json && !a.ids_mode;
-        run(&a, argv + optind, lens, n, 0);
+        a.stream = n == 1 && !a.json && !a.ids_mode && !a.nbest_tsv;
+        run(&a, argv + optind, lens, n, 0, NULL);
         free(lens);
         count = n;
     } else if (raw) {
@@ -462,8 +581,8 @@ int main(int argc, char **argv)
             fclose(fp);
         char *text = in.data ? in.data : (char *)"";
         size_t len = in.len;
-        a.stream = !a.json && !a.ids_mode;
-        run(&a, &text, &len, 1, 0);
+        a.stream = !a.json && !a.ids_mode && !a.nbest_tsv;
+        run(&a, &text, &len, 1, 0, strcmp(name, "-") ? name : "stdin");
         tfm_buf_free(&in);
         count = 1;
     } else {
@@ -472,7 +591,8 @@ int main(int argc, char **argv)
             tfm_err_errno(&err, "%s", prompt_file);
             tfm_die(prog, &err);
         }
-        a.stream = batch == 1 && !a.json && !a.ids_mode;
+        a.stream = batch == 1 && !a.json && !a.ids_mode && !a.nbest_tsv;
+        const char *input = prompt_file && strcmp(prompt_file, "-") ? prompt_file : "stdin";
         tfm_buf line = {0};
         char **texts = tfm_malloc(sizeof *texts * batch);
         size_t *lens = tfm_malloc(sizeof *lens * batch);
@@ -484,7 +604,7 @@ int main(int argc, char **argv)
             texts[nb] = tfm_strndup(line.data ? line.data : "", line.len);
             lens[nb] = line.len;
             if (++nb == (size_t)batch) {
-                run(&a, texts, lens, nb, count);
+                run(&a, texts, lens, nb, count, input);
                 for (size_t i = 0; i < nb; i++)
                     free(texts[i]);
                 count += nb;
@@ -496,7 +616,7 @@ int main(int argc, char **argv)
             tfm_die(prog, &err);
         }
         if (nb) {
-            run(&a, texts, lens, nb, count);
+            run(&a, texts, lens, nb, count, input);
             for (size_t i = 0; i < nb; i++)
                 free(texts[i]);
             count += nb;
@@ -508,7 +628,25 @@ int main(int argc, char **argv)
         tfm_buf_free(&line);
     }
 
-    if (!a.quiet) {
+    if (!a.quiet && a.n_cut)
+        fprintf(stderr, "%s: %zu source%s longer than the encoder's context (%d tokens) cut "
+                "to it: %zu token%s dropped (--truncate error refuses them)\n", prog, a.n_cut,
+                a.n_cut == 1 ? "" : "s", tfm_gen_source_limit(&a.lm.cfg), a.cut_tokens,
+                a.cut_tokens == 1 ? "" : "s");
+    if (!a.quiet && a.encdec) {
+        const tfm_gen *g = &a.gen;
+        double t = g->stat_prefill_s + g->stat_decode_s;
+        fprintf(stderr,
+                "%s: %zu sentence%s, %zu source token%s, %zu output token%s in %.3f s "
+                "(encoding %.3f s, decoding %.3f s); model %.1f MB mapped, cache %.1f MB, "
+                "%d thread%s; %.1f sentences/s, %.1f tokens/s\n",
+                prog, count, count == 1 ? "" : "s", g->stat_prompt_tokens,
+                g->stat_prompt_tokens == 1 ? "" : "s", g->stat_out_tokens,
+                g->stat_out_tokens == 1 ? "" : "s", t, g->stat_prefill_s, g->stat_decode_s,
+                a.lm.file_bytes / 1e6, g->infer_ready ? tfm_infer_bytes(&g->infer) / 1e6 : 0.0,
+                tfm_blas_threads(), tfm_blas_threads() == 1 ? "" : "s",
+                t > 0 ? g->stat_seqs / t : 0.0, t > 0 ? g->stat_out_tokens / t : 0.0);
+    } else if (!a.quiet) {
         const tfm_gen *g = &a.gen;
         char extra[64] = "";
         if (bf16)
@@ -530,6 +668,10 @@ int main(int argc, char **argv)
     tfm_gen_free(&a.gen);
     if (a.scratch)
         tfm_tok_scratch_free(a.scratch);
+    if (a.src_tok_owned) {
+        tfm_tok_scratch_free(a.src_scratch);
+        tfm_tokenizer_free(a.src_tok_owned);
+    }
     tfm_lm_close(&a.lm);
     free(stops);
     return 0;

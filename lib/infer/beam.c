@@ -13,6 +13,7 @@ void tfm_beam_opts_default(tfm_beam_opts *o)
     o->alpha = 0.6f;
     o->max_len = 50;
     o->eos = -1;
+    o->lenpen = TFM_LENPEN_POWER;
 }
 
 const char *tfm_finish_name(tfm_finish f)
@@ -51,19 +52,21 @@ static int cand_better(const cand *a, const cand *b)
     return a->tok < b->tok;
 }
 
-static double norm_score(double sum, size_t len, float alpha)
+double tfm_beam_score(double sum, size_t len, float alpha, tfm_lenpen lenpen)
 {
+    if (lenpen == TFM_LENPEN_GNMT)
+        return sum / pow((5.0 + (double)len) / 6.0, alpha);
     return len ? sum / pow((double)len, alpha) : sum;
 }
 
 /* Adds toks[0..len) (+ `last` when given) to the finished list, which keeps
  * the `cap` best, best first; an equal score does not displace an earlier one. */
 static void fin_add(tfm_beam_result *r, size_t cap, const hyp *h,
-                    const cand *last, float alpha, tfm_finish why)
+                    const cand *last, const tfm_beam_opts *o, tfm_finish why)
 {
     size_t len = h->len + (last != NULL);
     double sum = last ? last->sum : h->sum;
-    double score = norm_score(sum, len, alpha);
+    double score = tfm_beam_score(sum, len, o->alpha, o->lenpen);
     size_t pos = r->n;
     while (pos > 0 && r->hyps[pos - 1].score < score)
         pos--;
@@ -91,159 +94,237 @@ static void fin_add(tfm_beam_result *r, size_t cap, const hyp *h,
     r->n++;
 }
 
-int tfm_beam_search(const tfm_beam_model *model, const tfm_beam_opts *o,
-                    const float *first, tfm_beam_result *out, tfm_err *err)
+/* One search's state between steps. */
+typedef struct search {
+    hyp *live, *next;
+    size_t nl;          /* live hypotheses */
+    size_t L;           /* new tokens at most */
+    size_t t;           /* steps taken */
+    int slot0;
+    const float *lp;    /* [nl][V]: next-token log-probs of the live ones */
+    int done;
+    tfm_beam_result *out;
+} search;
+
+/* Scratch shared by the searches (used by one at a time). */
+typedef struct shared {
+    cand *cands;        /* [2B] */
+    int *parent_used, *claimed, *free_slots; /* [B] */
+} shared;
+
+/* Extends s's live hypotheses by one token each from s->lp: the 2B best
+ * extensions are scanned in order, end-of-text finishes, the rest live on;
+ * then decides whether s is done. */
+static void search_select(search *s, const tfm_beam_opts *o, size_t V, shared *sh)
 {
-    memset(out, 0, sizeof *out);
+    const size_t B = (size_t)o->beam, nc = 2 * B;
+    cand *cands = sh->cands;
+    size_t n = 0;
+    for (size_t i = 0; i < s->nl; i++) {
+        const float *row = s->lp + i * V;
+        for (size_t v = 0; v < V; v++) {
+            if (isinf(row[v]) || isnan(row[v]))
+                continue;
+            cand c = {s->live[i].sum + row[v], (int)i, (uint32_t)v, row[v]};
+            if (n == nc && !cand_better(&c, &cands[n - 1]))
+                continue;
+            size_t pos = n < nc ? n++ : nc - 1;
+            while (pos > 0 && cand_better(&c, &cands[pos - 1])) {
+                cands[pos] = cands[pos - 1];
+                pos--;
+            }
+            cands[pos] = c;
+        }
+    }
+    size_t nn = 0;
+    for (size_t k = 0; k < n && nn < B; k++) {
+        const cand *c = &cands[k];
+        const hyp *p = &s->live[c->parent];
+        if (o->eos >= 0 && c->tok == (uint32_t)o->eos) {
+            fin_add(s->out, (size_t)o->nbest, p, c, o, TFM_FINISH_EOS);
+            continue;
+        }
+        hyp *h = &s->next[nn++];
+        memcpy(h->tokens, p->tokens, sizeof *h->tokens * p->len);
+        memcpy(h->logprobs, p->logprobs, sizeof *h->logprobs * p->len);
+        h->tokens[p->len] = c->tok;
+        h->logprobs[p->len] = c->lp;
+        h->len = p->len + 1;
+        h->sum = c->sum;
+        h->slot = p->slot; /* the parent's slot for now */
+    }
+    hyp *tmp = s->live;
+    s->live = s->next;
+    s->next = tmp;
+    s->nl = nn;
+
+    if (s->nl == 0) {
+        s->done = 1;
+        return;
+    }
+    if (s->t + 1 >= s->L) {
+        for (size_t i = 0; i < s->nl; i++)
+            fin_add(s->out, (size_t)o->nbest, &s->live[i], NULL, o, TFM_FINISH_LENGTH);
+        s->done = 1;
+        return;
+    }
+    if (s->out->n == (size_t)o->nbest) {
+        double worst = s->out->hyps[s->out->n - 1].score, best_bound = -INFINITY;
+        for (size_t i = 0; i < s->nl; i++) {
+            /* the score is monotone in the length: its best reachable value
+             * is at one of the two ends */
+            double a = tfm_beam_score(s->live[i].sum, s->live[i].len + 1, o->alpha, o->lenpen);
+            double b = tfm_beam_score(s->live[i].sum, s->L, o->alpha, o->lenpen);
+            double bound = a > b ? a : b;
+            if (bound > best_bound)
+                best_bound = bound;
+        }
+        if (best_bound <= worst)
+            s->done = 1;
+    }
+}
+
+/* Gives every live hypothesis of s a slot holding its parent's cache: the
+ * first child of a parent keeps the parent's slot, the others take slots
+ * no surviving parent uses (so no copy overwrites a source). */
+static int search_assign(search *s, const tfm_beam_model *model, size_t B, shared *sh,
+                         tfm_err *err)
+{
+    memset(sh->parent_used, 0, sizeof *sh->parent_used * B);
+    memset(sh->claimed, 0, sizeof *sh->claimed * B);
+    for (size_t i = 0; i < s->nl; i++)
+        sh->parent_used[s->live[i].slot - s->slot0] = 1;
+    size_t nfree = 0;
+    for (size_t k = 0; k < B; k++)
+        if (!sh->parent_used[k])
+            sh->free_slots[nfree++] = s->slot0 + (int)k;
+    for (size_t i = 0; i < s->nl; i++) {
+        int ps = s->live[i].slot;
+        if (!sh->claimed[ps - s->slot0]) {
+            sh->claimed[ps - s->slot0] = 1;
+            continue;
+        }
+        TFM_ASSERT(nfree > 0);
+        int d = sh->free_slots[--nfree];
+        if (model->copy_slot(model->ctx, d, ps, err) < 0)
+            return -1;
+        s->live[i].slot = d;
+    }
+    return 0;
+}
+
+int tfm_beam_search_many(const tfm_beam_model *model, const tfm_beam_opts *o,
+                         const tfm_beam_task *tasks, size_t n, tfm_beam_result *out,
+                         tfm_err *err)
+{
+    memset(out, 0, sizeof *out * n);
     if (o->beam < 1)
         return tfm_err_set(err, "beam size must be at least 1");
     if (o->nbest < 1 || o->nbest > o->beam)
         return tfm_err_set(err, "nbest must be between 1 and the beam size (%d)", o->beam);
-    if (o->max_len < 1)
-        return tfm_err_set(err, "max tokens must be at least 1");
+    for (size_t i = 0; i < n; i++)
+        if ((tasks[i].max_len ? tasks[i].max_len : o->max_len) < 1)
+            return tfm_err_set(err, "max tokens must be at least 1");
 
-    const size_t B = (size_t)o->beam, V = model->vocab, L = (size_t)o->max_len;
-    const size_t nc = 2 * B;
+    const size_t B = (size_t)o->beam, V = model->vocab;
     int rc = -1;
-    hyp *live = tfm_calloc(B, sizeof *live), *next = tfm_calloc(B, sizeof *next);
-    for (size_t i = 0; i < B; i++) {
-        live[i].tokens = tfm_malloc(sizeof(uint32_t) * L);
-        live[i].logprobs = tfm_malloc(sizeof(float) * L);
-        next[i].tokens = tfm_malloc(sizeof(uint32_t) * L);
-        next[i].logprobs = tfm_malloc(sizeof(float) * L);
+    search *ss = tfm_calloc(n ? n : 1, sizeof *ss);
+    for (size_t i = 0; i < n; i++) {
+        search *s = &ss[i];
+        s->L = (size_t)(tasks[i].max_len ? tasks[i].max_len : o->max_len);
+        s->slot0 = tasks[i].slot0;
+        s->live = tfm_calloc(B, sizeof *s->live);
+        s->next = tfm_calloc(B, sizeof *s->next);
+        for (size_t k = 0; k < B; k++) {
+            s->live[k].tokens = tfm_malloc(sizeof(uint32_t) * s->L);
+            s->live[k].logprobs = tfm_malloc(sizeof(float) * s->L);
+            s->next[k].tokens = tfm_malloc(sizeof(uint32_t) * s->L);
+            s->next[k].logprobs = tfm_malloc(sizeof(float) * s->L);
+        }
+        s->nl = 1;
+        s->live[0].slot = s->slot0;
+        s->lp = tasks[i].first;
+        s->out = &out[i];
+        out[i].hyps = tfm_calloc((size_t)o->nbest, sizeof *out[i].hyps);
     }
-    float *lp = tfm_malloc(sizeof *lp * B * V);
-    memcpy(lp, first, sizeof *lp * V);
-    cand *cands = tfm_malloc(sizeof *cands * nc);
-    uint32_t *toks = tfm_malloc(sizeof *toks * B);
-    int *slots = tfm_malloc(sizeof *slots * B);
-    int *parent_used = tfm_malloc(sizeof *parent_used * B);
-    int *claimed = tfm_malloc(sizeof *claimed * B);
-    int *free_slots = tfm_malloc(sizeof *free_slots * B);
-    out->hyps = tfm_calloc((size_t)o->nbest, sizeof *out->hyps);
+    shared sh = {
+        .cands = tfm_malloc(sizeof *sh.cands * 2 * B),
+        .parent_used = tfm_malloc(sizeof(int) * B),
+        .claimed = tfm_malloc(sizeof(int) * B),
+        .free_slots = tfm_malloc(sizeof(int) * B),
+    };
+    float *lp = tfm_malloc(sizeof *lp * (n ? n : 1) * B * V);
+    uint32_t *toks = tfm_malloc(sizeof *toks * (n ? n : 1) * B);
+    int *slots = tfm_malloc(sizeof *slots * (n ? n : 1) * B);
+    size_t *row0 = tfm_malloc(sizeof *row0 * (n ? n : 1));
 
-    size_t nl = 1;
-    live[0].len = 0;
-    live[0].sum = 0;
-    live[0].slot = 0;
-
-    for (size_t t = 0;; t++) {
-        /* the 2B best extensions of the live hypotheses */
-        size_t n = 0;
-        for (size_t i = 0; i < nl; i++) {
-            const float *row = lp + i * V;
-            for (size_t v = 0; v < V; v++) {
-                if (isinf(row[v]) || isnan(row[v]))
-                    continue;
-                cand c = {live[i].sum + row[v], (int)i, (uint32_t)v, row[v]};
-                if (n == nc && !cand_better(&c, &cands[n - 1]))
-                    continue;
-                size_t pos = n < nc ? n++ : nc - 1;
-                while (pos > 0 && cand_better(&c, &cands[pos - 1])) {
-                    cands[pos] = cands[pos - 1];
-                    pos--;
-                }
-                cands[pos] = c;
-            }
-        }
-        /* scan them: end-of-text finishes, the rest live on */
-        size_t nn = 0;
-        for (size_t k = 0; k < n && nn < B; k++) {
-            const cand *c = &cands[k];
-            const hyp *p = &live[c->parent];
-            if (o->eos >= 0 && c->tok == (uint32_t)o->eos) {
-                fin_add(out, (size_t)o->nbest, p, c, o->alpha, TFM_FINISH_EOS);
+    for (;;) {
+        /* every search selects from its rows of the last step (or its
+         * first), then the survivors' tokens go into one step */
+        size_t rows = 0;
+        for (size_t i = 0; i < n; i++) {
+            search *s = &ss[i];
+            if (s->done)
                 continue;
-            }
-            hyp *h = &next[nn++];
-            memcpy(h->tokens, p->tokens, sizeof *h->tokens * p->len);
-            memcpy(h->logprobs, p->logprobs, sizeof *h->logprobs * p->len);
-            h->tokens[p->len] = c->tok;
-            h->logprobs[p->len] = c->lp;
-            h->len = p->len + 1;
-            h->sum = c->sum;
-            h->slot = p->slot; /* the parent's slot for now */
-        }
-        /* swap live <-> next */
-        hyp *tmp = live;
-        live = next;
-        next = tmp;
-        nl = nn;
-
-        if (nl == 0)
-            break;
-        if (t + 1 >= L) {
-            for (size_t i = 0; i < nl; i++)
-                fin_add(out, (size_t)o->nbest, &live[i], NULL, o->alpha,
-                        TFM_FINISH_LENGTH);
-            break;
-        }
-        if (out->n == (size_t)o->nbest) {
-            double worst = out->hyps[out->n - 1].score, best_bound = -INFINITY;
-            for (size_t i = 0; i < nl; i++) {
-                /* S / l^alpha is monotone in l: its best reachable value is
-                 * at one of the two ends */
-                double a = norm_score(live[i].sum, live[i].len + 1, o->alpha);
-                double b = norm_score(live[i].sum, L, o->alpha);
-                double bound = a > b ? a : b;
-                if (bound > best_bound)
-                    best_bound = bound;
-            }
-            if (best_bound <= worst)
-                break;
-        }
-
-        /* Give every live hypothesis a slot holding its parent's cache: the
-         * first child of a parent keeps the parent's slot, the others take
-         * slots no surviving parent uses (so no copy overwrites a source). */
-        memset(parent_used, 0, sizeof *parent_used * B);
-        memset(claimed, 0, sizeof *claimed * B);
-        for (size_t i = 0; i < nl; i++)
-            parent_used[live[i].slot] = 1;
-        size_t nfree = 0;
-        for (size_t s = 0; s < B; s++)
-            if (!parent_used[s])
-                free_slots[nfree++] = (int)s;
-        for (size_t i = 0; i < nl; i++) {
-            int ps = live[i].slot;
-            if (!claimed[ps]) {
-                claimed[ps] = 1;
+            search_select(s, o, V, &sh);
+            s->t++;
+            if (s->done)
                 continue;
-            }
-            TFM_ASSERT(nfree > 0);
-            int s = free_slots[--nfree];
-            if (model->copy_slot(model->ctx, s, ps, err) < 0)
+            if (search_assign(s, model, B, &sh, err) < 0)
                 goto done;
-            live[i].slot = s;
+            row0[i] = rows;
+            for (size_t k = 0; k < s->nl; k++) {
+                toks[rows] = s->live[k].tokens[s->live[k].len - 1];
+                slots[rows] = s->live[k].slot;
+                rows++;
+            }
         }
-        for (size_t i = 0; i < nl; i++) {
-            toks[i] = live[i].tokens[live[i].len - 1];
-            slots[i] = live[i].slot;
-        }
-        if (model->step(model->ctx, nl, toks, slots, lp, err) < 0)
+        if (rows == 0)
+            break;
+        if (model->step(model->ctx, rows, toks, slots, lp, err) < 0)
             goto done;
-        out->steps++;
+        for (size_t i = 0; i < n; i++)
+            if (!ss[i].done) {
+                ss[i].lp = lp + row0[i] * V;
+                out[i].steps++;
+            }
     }
     rc = 0;
 done:
-    if (rc < 0)
-        tfm_beam_result_free(out);
-    for (size_t i = 0; i < B; i++) {
-        free(live[i].tokens);
-        free(live[i].logprobs);
-        free(next[i].tokens);
-        free(next[i].logprobs);
+    for (size_t i = 0; i < n; i++) {
+        search *s = &ss[i];
+        if (rc < 0)
+            tfm_beam_result_free(&out[i]);
+        for (size_t k = 0; k < B; k++) {
+            free(s->live[k].tokens);
+            free(s->live[k].logprobs);
+            free(s->next[k].tokens);
+            free(s->next[k].logprobs);
+        }
+        free(s->live);
+        free(s->next);
     }
-    free(live);
-    free(next);
+    free(ss);
+    free(sh.cands);
+    free(sh.parent_used);
+    free(sh.claimed);
+    free(sh.free_slots);
     free(lp);
-    free(cands);
     free(toks);
     free(slots);
-    free(parent_used);
-    free(claimed);
-    free(free_slots);
+    free(row0);
     return rc;
+}
+
+int tfm_beam_search(const tfm_beam_model *model, const tfm_beam_opts *o,
+                    const float *first, tfm_beam_result *out, tfm_err *err)
+{
+    tfm_beam_task task = {first, 0, o->max_len};
+    if (o->max_len < 1) {
+        memset(out, 0, sizeof *out);
+        return tfm_err_set(err, "max tokens must be at least 1");
+    }
+    return tfm_beam_search_many(model, o, &task, 1, out, err);
 }
 
 void tfm_beam_result_free(tfm_beam_result *r)

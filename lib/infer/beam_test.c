@@ -22,6 +22,7 @@ typedef struct toy {
     uint32_t hist[MAXS][MAXL];
     size_t len[MAXS];
     int nslots;
+    size_t calls, max_rows; /* step calls, most rows in one */
     /* logprobs of the next token after hist[0..len) */
     void (*dist)(const struct toy *t, const uint32_t *h, size_t len, float *lp);
 } toy;
@@ -51,6 +52,9 @@ static int toy_step(void *ctx, size_t n, const uint32_t *tokens, const int *slot
                     float *logprobs, tfm_err *err)
 {
     toy *t = ctx;
+    t->calls++;
+    if (n > t->max_rows)
+        t->max_rows = n;
     for (size_t i = 0; i < n; i++) {
         int s = slots[i];
         assert_true(s >= 0 && s < t->nslots);
@@ -158,8 +162,8 @@ static void test_beam_beats_greedy(void **state)
 /* Exhaustive search over every sequence (ending in end-of-text or at the
  * length limit): the best normalised score and its tokens. */
 static void brute(const toy *t, uint32_t *h, size_t len, double sum, size_t L,
-                  uint32_t eos, float alpha, double *best, uint32_t *best_h,
-                  size_t *best_len)
+                  uint32_t eos, float alpha, tfm_lenpen lenpen, double *best,
+                  uint32_t *best_h, size_t *best_len)
 {
     float lp[64];
     t->dist(t, h, len, lp);
@@ -167,14 +171,15 @@ static void brute(const toy *t, uint32_t *h, size_t len, double sum, size_t L,
         h[len] = v;
         double s = sum + lp[v];
         if (v == eos || len + 1 == L) {
-            double sc = s / pow((double)(len + 1), alpha);
+            double sc = lenpen == TFM_LENPEN_GNMT ? s / pow((6.0 + len) / 6.0, alpha)
+                                                  : s / pow((double)(len + 1), alpha);
             if (sc > *best) {
                 *best = sc;
                 memcpy(best_h, h, sizeof *h * (len + 1));
                 *best_len = len + 1;
             }
         } else {
-            brute(t, h, len + 1, s, L, eos, alpha, best, best_h, best_len);
+            brute(t, h, len + 1, s, L, eos, alpha, lenpen, best, best_h, best_len);
         }
     }
 }
@@ -185,7 +190,7 @@ static void test_wide_beam_is_exact(void **state)
      * exhaustive; early stopping must not change its answer. */
     const float alphas[] = {0, 0.6f, 1.0f};
     for (uint64_t seed = 1; seed <= 12; seed++)
-        for (int ai = 0; ai < 3; ai++) {
+        for (int ai = 0; ai < 6; ai++) {
             toy t = {.vocab = 4, .seed = seed * 77, .dist = random_dist};
             tfm_beam_opts o;
             tfm_beam_opts_default(&o);
@@ -193,13 +198,14 @@ static void test_wide_beam_is_exact(void **state)
             o.nbest = 3;
             o.max_len = 4;
             o.eos = 0;
-            o.alpha = alphas[ai];
+            o.alpha = alphas[ai % 3];
+            o.lenpen = ai < 3 ? TFM_LENPEN_POWER : TFM_LENPEN_GNMT;
             tfm_beam_result r;
             run(&t, &o, &r);
             uint32_t h[MAXL], bh[MAXL];
             size_t bl = 0;
             double best = -INFINITY;
-            brute(&t, h, 0, 0, 4, 0, o.alpha, &best, bh, &bl);
+            brute(&t, h, 0, 0, 4, 0, o.alpha, o.lenpen, &best, bh, &bl);
             assert_int_equal(r.n, 3);
             assert_true(fabs(r.hyps[0].score - best) < 1e-5);
             assert_int_equal(r.hyps[0].len, bl);
@@ -245,6 +251,73 @@ static void test_slots_follow_hypotheses(void **state)
     }
 }
 
+/* Search i's "source": a prefix of its first slot's history, as
+ * tfm_infer_encode leaves a source in a slot (copies carry it along). */
+static void put_source(toy *t, int slot, uint64_t i)
+{
+    t->len[slot] = 1 + i % 3;
+    for (size_t j = 0; j < t->len[slot]; j++)
+        t->hist[slot][j] = (uint32_t)(100 + 7 * i + j);
+}
+
+static void test_many_equal_alone(void **state)
+{
+    /* Several searches stepping together (different sources, lengths
+     * limits, slot ranges) give exactly what each gives alone. */
+    enum { N = 6, B = 3 };
+    for (uint64_t seed = 1; seed <= 20; seed++)
+        for (int pen = 0; pen < 2; pen++) {
+            tfm_beam_opts o;
+            tfm_beam_opts_default(&o);
+            o.beam = B;
+            o.nbest = 2;
+            o.max_len = 9;
+            o.eos = 4;
+            o.lenpen = pen ? TFM_LENPEN_GNMT : TFM_LENPEN_POWER;
+            toy t = {.vocab = 11, .seed = seed, .dist = random_dist, .nslots = N * B + 2};
+            tfm_beam_model m = {&t, t.vocab, toy_step, toy_copy};
+            tfm_err err = {0};
+            float first[N][64];
+            tfm_beam_task tasks[N];
+            tfm_beam_result alone[N], many[N];
+            for (int i = 0; i < N; i++) {
+                memset(t.len, 0, sizeof t.len);
+                put_source(&t, 0, (uint64_t)i);
+                t.dist(&t, t.hist[0], t.len[0], first[i]);
+                tfm_beam_opts oi = o;
+                oi.max_len = 4 + i;
+                assert_int_equal(tfm_beam_search(&m, &oi, first[i], &alone[i], &err), 0);
+            }
+            size_t calls_alone = t.calls;
+            memset(t.len, 0, sizeof t.len);
+            t.calls = t.max_rows = 0;
+            for (int i = 0; i < N; i++) {
+                /* out of order, with a gap: slot ranges are the tasks' own */
+                int slot0 = 2 + (N - 1 - i) * B;
+                put_source(&t, slot0, (uint64_t)i);
+                tasks[i] = (tfm_beam_task){first[i], slot0, 4 + i};
+            }
+            assert_int_equal(tfm_beam_search_many(&m, &o, tasks, N, many, &err), 0);
+            for (int i = 0; i < N; i++) {
+                assert_int_equal(many[i].n, alone[i].n);
+                assert_int_equal(many[i].steps, alone[i].steps);
+                for (size_t k = 0; k < many[i].n; k++) {
+                    const tfm_beam_hyp *a = &alone[i].hyps[k], *b = &many[i].hyps[k];
+                    assert_int_equal(b->len, a->len);
+                    assert_memory_equal(b->tokens, a->tokens, a->len * sizeof *a->tokens);
+                    assert_memory_equal(b->logprobs, a->logprobs, a->len * sizeof *a->logprobs);
+                    assert_true(b->sum == a->sum && b->score == a->score);
+                    assert_int_equal(b->finish, a->finish);
+                }
+                tfm_beam_result_free(&alone[i]);
+                tfm_beam_result_free(&many[i]);
+            }
+            /* and they did step together */
+            assert_true(t.calls < calls_alone);
+            assert_true(t.max_rows > B);
+        }
+}
+
 static void test_bad_opts(void **state)
 {
     toy t = {.vocab = 3, .dist = garden_path};
@@ -267,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_beam_beats_greedy),
         cmocka_unit_test(test_wide_beam_is_exact),
         cmocka_unit_test(test_slots_follow_hypotheses),
+        cmocka_unit_test(test_many_equal_alone),
         cmocka_unit_test(test_bad_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

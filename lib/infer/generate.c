@@ -3,6 +3,7 @@
 
 #include "infer/generate.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ void tfm_gen_opts_default(tfm_gen_opts *o)
     o->sample.min_p = 0.05f;
     tfm_beam_opts_default(&o->beam);
     o->max_tokens = 128;
+    o->start = -1;
 }
 
 void tfm_gen_result_free(tfm_gen_result *r)
@@ -141,10 +143,24 @@ int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
             return tfm_err_set(err, "nbest must be between 1 and the beam size (%d)",
                                opts->beam.beam);
     }
-    /* the library decodes them (tfm_infer_encode); prompts are no sources */
-    if (lm->cfg.kind == TFM_KIND_ENCODER_DECODER)
-        return tfm_err_set(err, "model.kind encoder-decoder: tfm-generate does not translate "
-                                "sources yet");
+    if (lm->cfg.kind == TFM_KIND_ENCODER) /* tfm_infer_init says so too, later */
+        return tfm_err_set(err, "model.kind encoder does not generate text");
+    if (lm->cfg.kind == TFM_KIND_ENCODER_DECODER) {
+        /* sources end with it, and translations stop at it */
+        if (lm->eos < 0)
+            return tfm_err_set(err, "model.kind encoder-decoder needs an end-of-text token, "
+                                    "and the model's tokenizer has none");
+        int64_t start = opts->start;
+        if (start < 0 && lm->tok)
+            start = tfm_tokenizer_specials(lm->tok)->bos;
+        if (start < 0)
+            start = lm->eos;
+        if (start >= lm->cfg.vocab_size)
+            return tfm_err_set(err, "start token %lld is outside the vocabulary (%d)",
+                               (long long)start, lm->cfg.vocab_size);
+        g->encdec = 1;
+        g->start = (uint32_t)start;
+    }
     g->lm = lm;
     g->opts = *opts;
     g->batch = batch < 1 ? 1 : batch;
@@ -198,8 +214,28 @@ static int need_cache(tfm_gen *g, int slots, int len, tfm_err *err)
     return 0;
 }
 
+int tfm_gen_source_limit(const tfm_model_config *cfg)
+{
+    return cfg->block_size;
+}
+
 static int check_prompt(const tfm_gen *g, const tfm_ids *p, size_t index, tfm_err *err)
 {
+    if (g->encdec) {
+        const int limit = tfm_gen_source_limit(&g->lm->cfg);
+        const int sv = tfm_model_config_src_vocab(&g->lm->cfg);
+        if (p->len == 0)
+            return tfm_err_set(err, "source %zu is empty (it ends with end-of-text at least)",
+                               index + 1);
+        if (p->len > (size_t)limit)
+            return tfm_err_set(err, "source %zu is %zu tokens, longer than the encoder's "
+                                    "context (%d)", index + 1, p->len, limit);
+        for (size_t i = 0; i < p->len; i++)
+            if (p->data[i] >= (uint32_t)sv)
+                return tfm_err_set(err, "source %zu: token id %u is outside the source "
+                                        "vocabulary (%d)", index + 1, p->data[i], sv);
+        return 0;
+    }
     if (p->len == 0)
         return tfm_err_set(err, "prompt %zu is empty", index + 1);
     if (p->len > (size_t)context_limit(&g->lm->cfg))
@@ -243,16 +279,28 @@ static int step_profiled(tfm_gen *g, int n, const uint32_t *toks, const int *slo
     return rc;
 }
 
+/* Positions per slot for prompts[0..n): a decoder's prompt and new tokens;
+ * an encoder-decoder's source, or its start token and new tokens. */
+static int cache_len(const tfm_gen *g, const tfm_ids *prompts, size_t n)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = g->encdec ? 1 + (size_t)max_new(&g->opts, prompts[i].len)
+                             : prompts[i].len + (size_t)g->opts.max_tokens;
+        if (g->encdec && prompts[i].len > l)
+            l = prompts[i].len;
+        len = l > len ? l : len;
+    }
+    return len > INT_MAX ? INT_MAX : (int)len;
+}
+
 /* Greedy and sampling: prompts[0..n) decoded as one batch. */
 static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index,
                      tfm_gen_result *res, tfm_gen_text_fn fn, void *ctx, tfm_err *err)
 {
     const tfm_lm *lm = g->lm;
     const int V = lm->cfg.vocab_size;
-    size_t maxp = 0;
-    for (size_t i = 0; i < n; i++)
-        maxp = prompts[i].len > maxp ? prompts[i].len : maxp;
-    if (need_cache(g, (int)n, (int)(maxp + g->opts.max_tokens), err) < 0)
+    if (need_cache(g, (int)n, cache_len(g, prompts, n), err) < 0)
         return -1;
     const int ctx_len = g->infer.max_len;
     int rc = -1;
@@ -272,19 +320,33 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
         res[i].hyps = tfm_calloc(1, sizeof *res[i].hyps);
         res[i].n_hyps = 1;
         s->hyp = &res[i].hyps[0];
-        tfm_ids_append(&s->hist, prompts[i].data, prompts[i].len);
+        if (g->encdec) /* the target so far: the penalty's history */
+            tfm_ids_push(&s->hist, g->start);
+        else
+            tfm_ids_append(&s->hist, prompts[i].data, prompts[i].len);
         if (g->opts.strategy == TFM_GEN_SAMPLE) {
             if (tfm_sampler_init(&s->sampler, &g->opts.sample, (uint32_t)V,
                                  g->opts.seed + s->index, err) < 0)
                 goto done;
             s->has_sampler = 1;
         }
-        if (tfm_infer_prefill(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
-                                  logits + nrows * V, err) < 0 ||
-            check_nan(logits + nrows * V, (size_t)V, err) < 0)
+        if (g->encdec) {
+            if (tfm_infer_encode(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
+                                 err) < 0)
+                goto done;
+            toks[i] = g->start;
+            slots[i] = s->slot;
+        } else if (tfm_infer_prefill(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
+                                         logits + nrows * V, err) < 0 ||
+                   check_nan(logits + nrows * V, (size_t)V, err) < 0) {
             goto done;
+        }
         rows[nrows++] = i;
     }
+    /* encoder-decoders: every source's start token in one step */
+    if (g->encdec && (tfm_infer_step(&g->infer, (int)n, toks, slots, logits, err) < 0 ||
+                      check_nan(logits, n * (size_t)V, err) < 0))
+        goto done;
     double t1 = tfm_now();
     size_t generated = 0;
     for (;;) {
@@ -349,7 +411,9 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
         res[i].prefill_s = t1 - t0;
         res[i].decode_s = t2 - t1;
         g->stat_prompt_tokens += prompts[i].len;
+        g->stat_out_tokens += res[i].hyps[0].ids.len;
     }
+    g->stat_seqs += n;
     g->stat_gen_tokens += generated;
     g->stat_prefill_s += t1 - t0;
     g->stat_decode_s += t2 - t1;
@@ -389,69 +453,100 @@ static int beam_copy(void *ctx, int dst, int src, tfm_err *err)
     return 0;
 }
 
-static int run_beam(tfm_gen *g, const tfm_ids *prompt, size_t index,
+/* Beam search for prompts[0..n): their searches step together, prompt i
+ * in slots i·beam .. i·beam + beam - 1. */
+static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index,
                     tfm_gen_result *res, tfm_gen_text_fn fn, void *ctx, tfm_err *err)
 {
     const tfm_lm *lm = g->lm;
     const int V = lm->cfg.vocab_size;
     const tfm_gen_opts *o = &g->opts;
-    if (need_cache(g, o->beam.beam, (int)prompt->len + o->max_tokens, err) < 0)
+    const int B = o->beam.beam;
+    if (need_cache(g, (int)n * B, cache_len(g, prompts, n), err) < 0)
         return -1;
-    float *first = tfm_malloc(sizeof *first * V);
+    float *first = tfm_malloc(sizeof *first * n * V);
+    uint32_t *toks = tfm_malloc(sizeof *toks * n);
+    int *slots = tfm_malloc(sizeof *slots * n);
+    tfm_beam_task *tasks = tfm_malloc(sizeof *tasks * n);
+    tfm_beam_result *br = tfm_calloc(n, sizeof *br);
     int rc = -1;
-    tfm_beam_result br = {0};
     double t0 = tfm_now();
-    if (tfm_infer_prefill(&g->infer, 0, prompt->data, (int)prompt->len, first, err) < 0 ||
-        check_nan(first, (size_t)V, err) < 0)
+    for (size_t i = 0; i < n; i++) {
+        int slot0 = (int)i * B;
+        if (g->encdec) {
+            if (tfm_infer_encode(&g->infer, slot0, prompts[i].data, (int)prompts[i].len,
+                                 err) < 0)
+                goto done;
+            toks[i] = g->start;
+            slots[i] = slot0;
+        } else if (tfm_infer_prefill(&g->infer, slot0, prompts[i].data, (int)prompts[i].len,
+                                         first + i * V, err) < 0) {
+            goto done;
+        }
+        /* the last token needs no cache position: up to max_len - prompt + 1 */
+        int plen = g->encdec ? 1 : (int)prompts[i].len;
+        int room = g->infer.max_len - plen + 1;
+        int limit = max_new(o, prompts[i].len);
+        tasks[i] = (tfm_beam_task){first + i * V, slot0, limit < room ? limit : room};
+    }
+    if (g->encdec && tfm_infer_step(&g->infer, (int)n, toks, slots, first, err) < 0)
         goto done;
-    tfm_log_softmax(first, (size_t)V, first);
+    if (check_nan(first, n * (size_t)V, err) < 0)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        tfm_log_softmax(first + i * V, (size_t)V, first + i * V);
     double t1 = tfm_now();
     tfm_beam_opts bo = o->beam;
-    /* the last token needs no cache position: up to max_len - prompt + 1 */
-    int room = g->infer.max_len - (int)prompt->len + 1;
-    int limit = max_new(o, prompt->len);
-    bo.max_len = limit < room ? limit : room;
     bo.eos = o->ignore_eos ? -1 : lm->eos;
     tfm_beam_model m = {g, (uint32_t)V, beam_step, beam_copy};
-    if (tfm_beam_search(&m, &bo, first, &br, err) < 0)
+    if (tfm_beam_search_many(&m, &bo, tasks, n, br, err) < 0)
         goto done;
     double t2 = tfm_now();
-    res->n_prompt = prompt->len;
-    res->prefill_s = t1 - t0;
-    res->decode_s = t2 - t1;
-    res->n_hyps = br.n;
-    res->hyps = tfm_calloc(br.n ? br.n : 1, sizeof *res->hyps);
-    size_t generated = br.steps + 1;
-    for (size_t k = 0; k < br.n; k++) {
-        const tfm_beam_hyp *bh = &br.hyps[k];
-        tfm_gen_hyp *h = &res->hyps[k];
-        size_t len = bh->len;
-        if (bh->finish == TFM_FINISH_EOS && len > 0)
-            len--; /* end-of-text is not part of the output */
-        for (size_t i = 0; i < len; i++)
-            hyp_push(h, bh->tokens[i], bh->logprobs[i]);
-        h->finish = bh->finish;
-        h->score = bh->score;
-        if (lm->tok) {
-            if (tfm_tokenizer_decode(lm->tok, h->ids.data, h->ids.len, 1, &h->text, err) < 0)
-                goto done;
-            size_t stop = find_stop(h->text.data, h->text.len, 0, o->stops, o->n_stops);
-            if (stop < h->text.len) {
-                h->text.len = stop;
-                h->finish = TFM_FINISH_STOP;
+    for (size_t j = 0; j < n; j++) {
+        tfm_gen_result *r = &res[j];
+        r->n_prompt = prompts[j].len;
+        r->prefill_s = t1 - t0;
+        r->decode_s = t2 - t1;
+        r->n_hyps = br[j].n;
+        r->hyps = tfm_calloc(br[j].n ? br[j].n : 1, sizeof *r->hyps);
+        g->stat_gen_tokens += br[j].steps + 1;
+        for (size_t k = 0; k < br[j].n; k++) {
+            const tfm_beam_hyp *bh = &br[j].hyps[k];
+            tfm_gen_hyp *h = &r->hyps[k];
+            size_t len = bh->len;
+            if (bh->finish == TFM_FINISH_EOS && len > 0)
+                len--; /* end-of-text is not part of the output */
+            for (size_t i = 0; i < len; i++)
+                hyp_push(h, bh->tokens[i], bh->logprobs[i]);
+            h->finish = bh->finish;
+            h->score = bh->score;
+            if (lm->tok) {
+                if (tfm_tokenizer_decode(lm->tok, h->ids.data, h->ids.len, 1, &h->text, err) < 0)
+                    goto done;
+                size_t stop = find_stop(h->text.data, h->text.len, 0, o->stops, o->n_stops);
+                if (stop < h->text.len) {
+                    h->text.len = stop;
+                    h->finish = TFM_FINISH_STOP;
+                }
             }
         }
+        if (fn && br[j].n && r->hyps[0].text.len)
+            fn(ctx, first_index + j, r->hyps[0].text.data, r->hyps[0].text.len);
+        g->stat_prompt_tokens += prompts[j].len;
+        g->stat_out_tokens += br[j].n ? r->hyps[0].ids.len : 0;
     }
-    if (fn && br.n && res->hyps[0].text.len)
-        fn(ctx, index, res->hyps[0].text.data, res->hyps[0].text.len);
-    g->stat_prompt_tokens += prompt->len;
-    g->stat_gen_tokens += generated;
+    g->stat_seqs += n;
     g->stat_prefill_s += t1 - t0;
     g->stat_decode_s += t2 - t1;
     rc = 0;
 done:
-    tfm_beam_result_free(&br);
+    for (size_t j = 0; j < n; j++)
+        tfm_beam_result_free(&br[j]);
+    free(br);
     free(first);
+    free(toks);
+    free(slots);
+    free(tasks);
     return rc;
 }
 
@@ -464,11 +559,11 @@ int tfm_gen_run(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index
         if (check_prompt(g, &prompts[i], first_index + i, err) < 0)
             return -1;
     for (size_t b0 = 0; b0 < n;) {
-        size_t nb = g->opts.strategy == TFM_GEN_BEAM ? 1 : n - b0;
+        size_t nb = n - b0;
         if (nb > (size_t)g->batch)
             nb = (size_t)g->batch;
         int rc = g->opts.strategy == TFM_GEN_BEAM
-            ? run_beam(g, &prompts[b0], first_index + b0, &results[b0], on_text, ctx, err)
+            ? run_beam(g, prompts + b0, nb, first_index + b0, results + b0, on_text, ctx, err)
             : run_batch(g, prompts + b0, nb, first_index + b0, results + b0, on_text, ctx, err);
         if (rc < 0) {
             for (size_t i = 0; i < n; i++)

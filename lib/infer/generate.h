@@ -8,8 +8,20 @@
  *     tfm_gen_run(&gen, prompts, n, results, on_text, ctx, &err);
  *
  * Several prompts given to one tfm_gen_run are decoded as one batch (one
- * read of the weights per step for all of them); beam search decodes the
- * beams of one prompt as a batch and the prompts one after another.
+ * read of the weights per step for all of them); with beam search, the
+ * beams of every prompt of a batch step together (infer/beam.h's
+ * tfm_beam_search_many), and a prompt whose search has ended leaves the
+ * steps.
+ *
+ * Encoder-decoders (translation): each "prompt" is a source — its token
+ * ids as the encoder reads them, ending with end-of-text (tfm_translate_
+ * source in infer/translate.h makes them from text).  The encoder runs once
+ * per source (tfm_infer_encode); the decoder starts from opts.start (by
+ * default the tokenizer's beginning-of-text token, else end-of-text, as
+ * fairseq does) and stops at end-of-text, which is not part of the output.
+ * A source of S tokens gets at most max_len_a·S + max_len_b new tokens
+ * (when either is > 0) and max_tokens at most.  A model without an
+ * end-of-text token is an error.
  *
  * Stopping: end-of-text (not part of the text), max_tokens, a stop string
  * (the text is cut where it begins; it is not part of the text), or the
@@ -61,10 +73,12 @@ typedef struct tfm_gen_opts {
     int no_cache;            /* 1: recompute the whole sequence for every
                                 token (greedy/sampling; for benchmarks and
                                 tests of the cache) */
+    int64_t start;           /* encoder-decoders: the decoder's first token;
+                                -1 (default): the tokenizer's bos, else eos */
 } tfm_gen_opts;
 
 /* Sampling with temperature 0.8, top-k 40, top-p 0.95, min-p 0.05;
- * max_tokens 128; beam 4, alpha 0.6, nbest 1. */
+ * max_tokens 128; beam 4, alpha 0.6 (length^alpha), nbest 1; start -1. */
 void tfm_gen_opts_default(tfm_gen_opts *o);
 
 typedef struct tfm_gen_hyp {
@@ -98,7 +112,11 @@ typedef struct tfm_gen {
     /* Totals over every run, for the speed summary.  Batched prompts share
      * their prefill and decode time; beam search counts decode steps. */
     size_t stat_prompt_tokens, stat_gen_tokens;
-    double stat_prefill_s, stat_decode_s;
+    double stat_prefill_s, stat_decode_s; /* encoding counts as prefill */
+    size_t stat_seqs;        /* prompts or sources done */
+    size_t stat_out_tokens;  /* tokens of the best hypotheses */
+    int encdec;              /* the model is an encoder-decoder */
+    uint32_t start;          /* its decoder's first token */
     /* With opts.profile: wall time of each phase of the decode steps
      * (model/decode.h's tfm_prof_phase) and the number of steps. */
     double prof_s[TFM_PROF_N];
@@ -108,6 +126,10 @@ typedef struct tfm_gen {
 int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
                  int batch, tfm_err *err);
 void tfm_gen_free(tfm_gen *g);
+
+/* The longest source an encoder-decoder takes: model.block_size, whatever
+ * the position scheme (the lengths it was trained for). */
+int tfm_gen_source_limit(const tfm_model_config *cfg);
 
 /* Generates for prompts[0..n) (token ids; none may be empty), in batches
  * of g->batch.  results[n] are filled (free each with tfm_gen_result_free).

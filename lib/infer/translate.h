@@ -1,0 +1,63 @@
+/* Translation with encoder-decoder models: text to source ids, the source
+ * tokenizer of a model file, and greedy translation of id sequences with a
+ * model in memory (validation during training).  Decoding itself is
+ * tfm_gen's (infer/generate.h): a source is a "prompt" of an
+ * encoder-decoder.
+ *
+ *     tfm_ids src = {0};  size_t cut;
+ *     tfm_translate_source(tok, scratch, lm.eos, line, len,
+ *                          tfm_gen_source_limit(&lm.cfg), 1, &src, &cut, &err);
+ *     ... tfm_gen_run(&gen, &src, 1, 0, &res, NULL, NULL, &err) ...
+ *
+ * Conventions (shared with training, train/): a source is the tokenizer's
+ * ids of the line followed by end-of-text; an empty line is end-of-text
+ * alone.  The decoder starts from the tokenizer's beginning-of-text token,
+ * or end-of-text when it has none, and stops at end-of-text.  The model
+ * file's "tokenizer" serves both sides unless its metadata also holds
+ * "source_tokenizer" (a second tokenizer.json), which then encodes sources.
+ *
+ * Ownership: the caller owns every tfm_ids and tokenizer returned. */
+#ifndef TFM_INFER_TRANSLATE_H
+#define TFM_INFER_TRANSLATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "model/decode.h"
+#include "model/file.h"
+#include "model/transformer.h"
+#include "text/tokenizer.h"
+
+/* out = the ids of text[0..len) + eos.  text must be valid UTF-8 (else an
+ * error).  A source longer than limit tokens is an error, or with truncate
+ * keeps its first limit - 1 tokens and the eos; *dropped (may be NULL) is
+ * the number of tokens cut. */
+int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, uint32_t eos,
+                         const char *text, size_t len, int limit, int truncate,
+                         tfm_ids *out, size_t *dropped, tfm_err *err);
+
+/* The length rule alone, for sources given as ids (ending with eos):
+ * longer than limit is an error, or with truncate the first limit - 1
+ * tokens and the eos. */
+int tfm_translate_fit(tfm_ids *src, uint32_t eos, int limit, int truncate, size_t *dropped,
+                      tfm_err *err);
+
+/* The model file's "source_tokenizer" (its ids must lie in the source
+ * vocabulary), or *out = NULL when it has none. */
+int tfm_lm_source_tokenizer(const tfm_lm *lm, tfm_tokenizer **out, tfm_err *err);
+
+/* Greedy translations of the sources src[0..n) (ids ending with eos, at
+ * most model.block_size of them) by the encoder-decoder cfg/w (e.g. from
+ * tfm_weights_from_model): out[i] = the target ids of src[i], end-of-text
+ * excluded.  start: the decoder's first token (-1: eos).  At most
+ * max_len_a·S + max_len_b new tokens for a source of S (both 0: 1·S + 50),
+ * within model.block_size for learned positions.  Sources of similar
+ * lengths are decoded together, `batch` at a time (< 1: 64).  out[0..n)
+ * must be zeroed or hold ids (they are cleared); on error they are freed. */
+int tfm_translate_greedy(const tfm_model_config *cfg, const tfm_weights *w, int64_t start,
+                         uint32_t eos, const tfm_ids *src, size_t n, int batch,
+                         double max_len_a, int max_len_b, tfm_ids *out, tfm_err *err);
+
+#endif

@@ -201,8 +201,13 @@ int main(int argc, char **argv)
     if (!quiet && r.steps_run) {
         fprintf(stderr, "%s: step %lld/%lld  train loss %.4f", prog, (long long)r.step,
                 (long long)cfg.train.max_steps, r.train_loss);
+        int by_bleu = cfg.train.best_by == TFM_CONFIG_BEST_BLEU;
         if (!isnan(r.val_loss))
-            fprintf(stderr, "  val loss %.4f (best %.4f)", r.val_loss, r.best_val);
+            fprintf(stderr, by_bleu ? "  val loss %.4f" : "  val loss %.4f (best %.4f)",
+                    r.val_loss, r.best_val);
+        if (!isnan(r.val_bleu))
+            fprintf(stderr, by_bleu ? "  BLEU %.2f (best %.2f)" : "  BLEU %.2f", r.val_bleu,
+                    -r.best_val);
         if (r.steps_run)
             fprintf(stderr, "  %.1f ms/step on %d thread%s", r.ms_per_step, threads,
                     threads == 1 ? "" : "s");

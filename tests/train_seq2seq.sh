@@ -63,6 +63,37 @@ for budget in 0 64; do
 done
 cmp -s a/model.safetensors c/model.safetensors && fail "max_tokens changes nothing"
 
+# Validation BLEU: the logged score is the corpus BLEU of tfm-generate's
+# greedy translations of the validation sources by the same weights, and
+# best.safetensors is the evaluation with the highest BLEU.
+perl -e '
+    my @w = qw(red green blue cat dog sun);
+    my $s = 7;
+    sub r { $s = ($s * 1103515245 + 12345) % 2147483648; return $s >> 16 }
+    for (1 .. 200) {
+        my @l = map { $w[r() % 6] } 1 .. 3 + r() % 6;
+        print join(" ", @l), "\t", join(" ", reverse @l), "\n";
+    }' > words.tsv
+tr '\t' '\n' < words.tsv | tfm-tokenize train -q -m bpe -v 300 -o words.json
+tfm-train -q -c s2s.yaml --set data.text=words.tsv --set data.tokenizer=words.json \
+    --set train.max_steps=120 --set train.eval_interval=40 --set train.eval_bleu=true \
+    --set train.best_by=bleu -o bleu
+head -1 bleu/log.tsv | grep -q 'val_bleu$' || fail "no val_bleu column"
+tail -20 words.tsv | cut -f 1 > val.src
+tail -20 words.tsv | cut -f 2 > val.ref
+tfm-generate -q -m bleu/model.safetensors --greedy < val.src > val.hyp
+tfm-eval bleu --ref val.ref --json < val.hyp > bleu.json
+awk -F '\t' 'NR > 1 && $3 != "" { b = $8 } END { print b }' bleu/log.tsv > logged.txt
+perl -e '
+    local $/; open my $f, "<", "bleu.json"; my $j = <$f>;
+    my ($b) = $j =~ /"bleu":([0-9.eE+-]+)/ or die "no score in bleu.json\n";
+    open $f, "<", "logged.txt"; my $l = <$f>;
+    exit(abs($b - $l) < 0.006 ? 0 : 1)' || fail "logged BLEU $(cat logged.txt) is not tfm-eval's: $(cat bleu.json)"
+best=$(awk -F '\t' 'NR > 1 && $3 != "" && (b == "" || $8 > b) { b = $8; s = $1 } END { print s }' \
+    bleu/log.tsv)
+tfm-eval info -m bleu/best.safetensors | grep -q "^step	$best\$" ||
+    fail "best.safetensors is not the evaluation of highest BLEU (step $best)"
+
 # Bad data: file and line named, exit 1, nothing left behind.
 printf 'abc\tcba\nabd\n' > notab.tsv
 expect_fail 1 'notab.tsv:2: no tab' tfm-train -c s2s.yaml --set data.text=notab.tsv -o e

@@ -22,6 +22,9 @@
 
 #include "base/buf.h"
 #include "base/file.h"
+#include "infer/bleu.h"
+#include "infer/translate.h"
+#include "model/decode.h"
 #include "train/task_internal.h"
 
 typedef struct pair {
@@ -29,10 +32,12 @@ typedef struct pair {
     uint32_t src_len;       /* with EOS */
     uint32_t tgt_len;       /* without BOS/EOS */
     uint32_t line;          /* 1-based, for messages */
+    size_t ref, ref_len;    /* the target's text in pairs.text (BLEU) */
 } pair;
 
 typedef struct pairs {
     tfm_ids ids;
+    tfm_buf text;           /* target texts, kept when BLEU is scored */
     pair *p;
     size_t n, cap;
     size_t *order;          /* by length (max_tokens batching), NULL otherwise */
@@ -46,6 +51,8 @@ typedef struct s2s_task {
     int64_t max_tokens;
     int max_len;            /* block_size - 1: the longest side */
     size_t truncated;       /* pairs cut to max_len */
+    const tfm_tokenizer *tok;
+    size_t bleu_n;          /* validation pairs translated for BLEU; 0: none */
     /* the batch being built */
     int32_t *src, *x, *y;
     int *src_lengths;
@@ -54,6 +61,7 @@ typedef struct s2s_task {
 
 static void pairs_free(pairs *P)
 {
+    tfm_buf_free(&P->text);
     free(P->ids.data);
     free(P->p);
     free(P->order);
@@ -75,6 +83,7 @@ typedef struct reader {
     uint32_t eos;
     int max_len;
     int truncate_error;
+    int keep_text;
     size_t *truncated;
 } reader;
 
@@ -123,6 +132,10 @@ static int add_pair(reader *r, pairs *P, const char *s, size_t sn, const char *t
     if (lt < 0)
         return -1;
     p->tgt_len = (uint32_t)lt;
+    p->ref = P->text.len;
+    p->ref_len = r->keep_text ? tn : 0;
+    if (r->keep_text)
+        tfm_buf_append(&P->text, t, tn);
     P->n++;
     return 0;
 }
@@ -228,6 +241,11 @@ static void split_tail(pairs *from, pairs *to, size_t count)
     to->n = count;
     from->n = first;
     from->ids.len = lo;
+    size_t tlo = count ? from->p[first].ref : from->text.len;
+    tfm_buf_append(&to->text, from->text.data + tlo, from->text.len - tlo);
+    for (size_t i = 0; i < count; i++)
+        to->p[i].ref -= tlo;
+    from->text.len = tlo;
 }
 
 typedef struct sized {
@@ -350,6 +368,48 @@ static int s2s_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tf
     return 0;
 }
 
+/* Corpus BLEU (sacrebleu's, infer/bleu.h) of greedy translations of the
+ * first bleu_n validation pairs against their target texts. */
+static int bleu(s2s_task *K, tfm_model *m, double *score, tfm_err *err)
+{
+    pairs *P = &K->val;
+    size_t n = K->bleu_n;
+    tfm_ids *src = tfm_malloc(n * sizeof *src), *out = tfm_malloc(n * sizeof *out);
+    memset(src, 0, n * sizeof *src);
+    memset(out, 0, n * sizeof *out);
+    for (size_t i = 0; i < n; i++)
+        tfm_ids_append(&src[i], P->ids.data + P->p[i].src, P->p[i].src_len);
+    tfm_weights w;
+    int rc = tfm_weights_from_model(&w, m, err);
+    if (rc == 0) {
+        rc = tfm_translate_greedy(&m->cfg, &w, K->bos, K->eos, src, n, 0, 0, 0, out, err);
+        tfm_weights_free(&w);
+    }
+    tfm_bleu_stats st = {0};
+    tfm_buf hyp = {0};
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        tfm_buf_clear(&hyp);
+        rc = tfm_tokenizer_decode(K->tok, out[i].data, out[i].len, 1, &hyp, err);
+        const char *ref = P->text.data + P->p[i].ref;
+        size_t ref_len = P->p[i].ref_len;
+        if (rc == 0)
+            tfm_bleu_add(&st, hyp.data ? hyp.data : "", hyp.len, &ref, &ref_len, 1, 0);
+    }
+    if (rc == 0) {
+        tfm_bleu_score sc;
+        tfm_bleu_compute(&st, 0, &sc);
+        *score = sc.bleu;
+    }
+    tfm_buf_free(&hyp);
+    for (size_t i = 0; i < n; i++) {
+        free(src[i].data);
+        free(out[i].data);
+    }
+    free(src);
+    free(out);
+    return rc;
+}
+
 /* Mean loss per target token over every validation pair, in length order
  * and batched as training is. */
 static int s2s_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err)
@@ -357,6 +417,10 @@ static int s2s_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score 
     (void)seed;
     s2s_task *K = impl;
     pairs *P = &K->val;
+    if (K->bleu_n && bleu(K, m, &s->metric, err) < 0)
+        return -1;
+    if (K->bleu_n)
+        s->metric_name = "bleu";
     double sum = 0, count = 0;
     for (size_t first = 0; first < P->n;) {
         size_t n = K->max_tokens ? run_length(K, P, first) : (size_t)K->B;
@@ -451,7 +515,7 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err 
     reader r = {.tok = tok, .scratch = tfm_tok_scratch_new(tok), .eos = K->eos,
                 .max_len = K->max_len,
                 .truncate_error = cfg->data.truncate == TFM_CONFIG_TRUNCATE_ERROR,
-                .truncated = &K->truncated};
+                .keep_text = cfg->train.eval_bleu, .truncated = &K->truncated};
     int rc;
     if (cfg->data.text[0])
         rc = read_tsv(&r, &K->train, cfg->data.text, err);
@@ -484,6 +548,10 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err 
         return -1;
     K->B = (int)cfg->train.batch_size;
     K->max_tokens = cfg->train.max_tokens;
+    K->tok = tok;
+    if (cfg->train.eval_bleu)
+        K->bleu_n = (uint64_t)cfg->train.bleu_sentences < K->val.n
+                        ? (size_t)cfg->train.bleu_sentences : K->val.n;
     sort_by_size(&K->train);
     sort_by_size(&K->val);
     return 0;

@@ -84,13 +84,16 @@ static int file_exists(const char *path)
 
 static const char LOG_HEADER[] =
     "step\ttrain_loss\tval_loss\tlr\tgrad_norm\ttokens_per_s\telapsed_s\n";
+/* with train.eval_bleu: one more column */
+static const char LOG_HEADER_BLEU[] =
+    "step\ttrain_loss\tval_loss\tlr\tgrad_norm\ttokens_per_s\telapsed_s\tval_bleu\n";
 
 /* On resume, drop log lines written after the checkpoint we restart from
  * (a kill -9 can leave some), so the log reads as one run. */
-static int log_truncate(const char *path, int64_t step, tfm_err *err)
+static int log_truncate(const char *path, int64_t step, const char *header, tfm_err *err)
 {
     if (!file_exists(path))
-        return tfm_write_file(path, LOG_HEADER, sizeof LOG_HEADER - 1, err);
+        return tfm_write_file(path, header, strlen(header), err);
     FILE *fp = fopen(path, "r");
     if (!fp)
         return tfm_err_errno(err, "%s", path);
@@ -233,6 +236,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     R->o = o;
     memset(res, 0, sizeof *res);
     res->val_loss = NAN;
+    res->val_bleu = NAN;
     int rc = -1;
     double *times = NULL;
     int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0;
@@ -308,7 +312,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         tfm_rng_seed(&R->st.data_rng, seed ^ DATA_SEED_SALT);
     }
     tfm_config_dump(&cfg, 0, &R->config_yaml);
-    if (log_truncate(R->log_path, resumed ? R->st.step : -1, err) < 0)
+    if (log_truncate(R->log_path, resumed ? R->st.step : -1,
+                     cfg.train.eval_bleu ? LOG_HEADER_BLEU : LOG_HEADER, err) < 0)
         goto out;
     R->saved_step = R->st.step;
     R->saved_any = resumed;
@@ -360,6 +365,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 
     double session_start = tfm_now(), elapsed0 = R->st.elapsed;
     double log_loss = 0, log_time = 0, log_tokens = 0;
+    const int by_bleu = cfg.train.best_by == TFM_CONFIG_BEST_BLEU;
     int64_t log_n = 0;
     res->end = TFM_TRAIN_DONE;
     while (R->st.step < cfg.train.max_steps) {
@@ -412,17 +418,21 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         const int64_t step = R->st.step;
         const int last = step == cfg.train.max_steps;
         int evaluated = 0;
-        double vloss = NAN;
+        double vloss = NAN, vbleu = NAN;
         if (tfm_task_has_val(R->task) &&
             ((cfg.train.eval_interval && step % cfg.train.eval_interval == 0) || last)) {
             tfm_task_score score;
             if (tfm_task_evaluate(R->task, &R->m, R->st.seed ^ EVAL_SEED_SALT, &score, err) < 0)
                 goto out_log;
             vloss = score.loss;
+            vbleu = score.metric;
             evaluated = 1;
             res->val_loss = vloss;
-            if (vloss < R->st.best_val) {
-                R->st.best_val = vloss;
+            res->val_bleu = vbleu;
+            /* lower is better: the loss, or BLEU negated */
+            double v = by_bleu ? -vbleu : vloss;
+            if (v < R->st.best_val) {
+                R->st.best_val = v;
                 R->st.best_step = step;
                 R->st.evals_since_best = 0;
                 if (tfm_model_save(R->best_path, &R->m,
@@ -441,7 +451,10 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             fprintf(logf, "%lld\t%.6f\t", (long long)step, log_loss / (double)log_n);
             if (evaluated)
                 fprintf(logf, "%.6f", vloss);
-            fprintf(logf, "\t%.6g\t%.6g\t%.1f\t%.3f\n", lr, norm, tps, R->st.elapsed);
+            fprintf(logf, "\t%.6g\t%.6g\t%.1f\t%.3f", lr, norm, tps, R->st.elapsed);
+            if (cfg.train.eval_bleu)
+                fprintf(logf, evaluated ? "\t%.2f" : "\t", vbleu);
+            fputc('\n', logf);
             log_loss = log_time = log_tokens = 0;
             log_n = 0;
         }
@@ -455,14 +468,17 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         int len = snprintf(bar.extra, sizeof bar.extra, "step %lld loss %.4f", (long long)step,
                            loss);
         if (!isnan(res->val_loss) && len > 0 && (size_t)len < sizeof bar.extra)
-            snprintf(bar.extra + len, sizeof bar.extra - (size_t)len, " val %.4f", res->val_loss);
+            len += snprintf(bar.extra + len, sizeof bar.extra - (size_t)len, " val %.4f",
+                            res->val_loss);
+        if (!isnan(res->val_bleu) && len > 0 && (size_t)len < sizeof bar.extra)
+            snprintf(bar.extra + len, sizeof bar.extra - (size_t)len, " BLEU %.2f", res->val_bleu);
         tfm_progress_update(&bar, (double)res->steps_run);
         if (evaluated && cfg.train.patience && R->st.evals_since_best >= cfg.train.patience) {
             res->end = TFM_TRAIN_PATIENCE;
-            say(o, "no better validation loss in %lld evaluations: stopping at step %lld "
-                   "(best %.4f at step %lld)",
-                (long long)cfg.train.patience, (long long)step, R->st.best_val,
-                (long long)R->st.best_step);
+            say(o, "no better validation %s in %lld evaluations: stopping at step %lld "
+                   "(best %.4f at step %lld)", by_bleu ? "BLEU" : "loss",
+                (long long)cfg.train.patience, (long long)step,
+                by_bleu ? -R->st.best_val : R->st.best_val, (long long)R->st.best_step);
             break;
         }
     }

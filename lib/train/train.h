@@ -53,7 +53,8 @@ typedef struct tfm_train_result {
     int64_t steps_run;     /* in this call */
     double train_loss;     /* of the last step */
     double val_loss;       /* of the last evaluation (NAN if none) */
-    double best_val;
+    double val_bleu;       /* with train.eval_bleu (NAN otherwise) */
+    double best_val;       /* lowest validation loss, or -BLEU with train.best_by bleu */
     double ms_per_step;    /* median over this call's steps */
     uint64_t seed;
 } tfm_train_result;

@@ -94,6 +94,20 @@ best=$(awk -F '\t' 'NR > 1 && $3 != "" && (b == "" || $8 > b) { b = $8; s = $1 }
 tfm-eval info -m bleu/best.safetensors | grep -q "^step	$best\$" ||
     fail "best.safetensors is not the evaluation of highest BLEU (step $best)"
 
+# Two tokenizers: the source side's is stored in the model file, and
+# tfm-generate encodes sources with it (here its ids differ from the
+# target tokenizer's: letters counted on reversed text order differently).
+printf 'aaaaaabbbbbcccc\n' > skew.txt
+cat src.txt >> skew.txt
+tfm-tokenize train -q -m char --special '</s>' -o srctok.json skew.txt
+tfm-train -q -c s2s.yaml --set data.source_tokenizer=srctok.json --set model.tie_source=false \
+    --set train.max_steps=5 -o two
+grep -q '"source_tokenizer"' two/model.safetensors || fail "no source_tokenizer stored"
+head -3 src.txt | tfm-generate -q -m two/model.safetensors --greedy > two.out
+[ "$(wc -l < two.out)" = 3 ] || fail "no translations with a source tokenizer"
+expect_fail 1 'data.source_tokenizer with model.tie_source true' \
+    tfm-train -c s2s.yaml --set data.source_tokenizer=srctok.json -o e
+
 # Bad data: file and line named, exit 1, nothing left behind.
 printf 'abc\tcba\nabd\n' > notab.tsv
 expect_fail 1 'notab.tsv:2: no tab' tfm-train -c s2s.yaml --set data.text=notab.tsv -o e

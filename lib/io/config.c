@@ -97,6 +97,9 @@ static const tfm_config_key keys[] = {
      "source<TAB>target lines)"},
     {"data.val_target", TFM_CONFIG_STRING, OFF(data.val_target), "", 0, 0, NULL,
      "encoder-decoders: the validation targets"},
+    {"data.source_tokenizer", TFM_CONFIG_STRING, OFF(data.source_tokenizer), "", 0, 0, NULL,
+     "encoder-decoders: a second tokenizer for the source side (stored in the model file; "
+     "needs model.tie_source false); empty: data.tokenizer encodes both sides"},
     {"data.truncate", TFM_CONFIG_ENUM, OFF(data.truncate), "head", 0, 0, "head|error",
      "encoder-decoders: a side longer than model.block_size - 1 tokens is cut to its head "
      "(counted and reported) or is an error naming its line"},
@@ -606,9 +609,10 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
         return tfm_err_set(err, "data.packing with model.kind %s: packing is for decoders",
                            kind);
     int pairs = c->data.source[0] || c->data.target[0] || c->data.val_source[0] ||
-                c->data.val_target[0];
+                c->data.val_target[0] || c->data.source_tokenizer[0];
     if (!ed && pairs)
-        return tfm_err_set(err, "data.source/target/val_source/val_target with model.kind %s: "
+        return tfm_err_set(err, "data.source/target/val_source/val_target/source_tokenizer with "
+                           "model.kind %s: "
                            "parallel data is for encoder-decoders (use data.text or data.train)",
                            kind);
     if (!ed && (c->train.max_tokens || c->train.eval_bleu ||
@@ -625,6 +629,10 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
         if (!c->data.tokenizer[0])
             return tfm_err_set(err, "model.kind encoder-decoder needs data.tokenizer (one "
                                "tokenizer for both sides, with an end-of-text token)");
+        if (c->data.source_tokenizer[0] && c->model.tie_source)
+            return tfm_err_set(err, "data.source_tokenizer with model.tie_source true: a "
+                               "source vocabulary of its own needs its own embedding (set "
+                               "model.tie_source false)");
         if (!!c->data.source[0] != !!c->data.target[0])
             return tfm_err_set(err, "data.source and data.target go together");
         if (!!c->data.val_source[0] != !!c->data.val_target[0])

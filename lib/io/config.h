@@ -97,6 +97,7 @@ typedef struct tfm_config {
         char val[TFM_CONFIG_PATH_MAX];
         char text[TFM_CONFIG_PATH_MAX];
         char tokenizer[TFM_CONFIG_PATH_MAX];
+        char source_tokenizer[TFM_CONFIG_PATH_MAX];
         char source[TFM_CONFIG_PATH_MAX];
         char target[TFM_CONFIG_PATH_MAX];
         char val_source[TFM_CONFIG_PATH_MAX];

@@ -240,19 +240,29 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
 
 /* ---- model files ---------------------------------------------------- */
 
-static const char *const model_keys[] = {"format", "config", "tokenizer", "step"};
+static const char *const model_keys[] = {"format", "config", "tokenizer", "step",
+                                         "source_tokenizer"};
 
 int tfm_model_save(const char *path, const tfm_model *m, const char *config_yaml,
                    const char *tok_json, size_t tok_len, int64_t step, tfm_err *err)
 {
+    return tfm_model_save_translation(path, m, config_yaml, tok_json, tok_len, NULL, 0, step,
+                                      err);
+}
+
+int tfm_model_save_translation(const char *path, const tfm_model *m, const char *config_yaml,
+                               const char *tok_json, size_t tok_len, const char *src_tok_json,
+                               size_t src_tok_len, int64_t step, tfm_err *err)
+{
     char stepbuf[32];
     snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)step);
-    const char *vals[] = {"tfm-gpt", config_yaml, tok_json, stepbuf};
-    size_t lens[] = {7, strlen(config_yaml), tok_json ? tok_len : 0, strlen(stepbuf)};
+    const char *vals[] = {"tfm-gpt", config_yaml, tok_json, stepbuf, src_tok_json};
+    size_t lens[] = {7, strlen(config_yaml), tok_json ? tok_len : 0, strlen(stepbuf),
+                     src_tok_json ? src_tok_len : 0};
     const float *arrays[] = {m->params};
     const char *prefixes[] = {""};
     return tfm_model_file_write(path, m->table, m->n_table, arrays, prefixes, 1, model_keys, vals,
-                                lens, 4, err);
+                                lens, src_tok_json ? 5 : 4, err);
 }
 
 int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)

@@ -84,6 +84,11 @@ int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err);
 /* Writes m's weights with config_yaml and tok_json (may be NULL). */
 int tfm_model_save(const char *path, const tfm_model *m, const char *config_yaml,
                    const char *tok_json, size_t tok_len, int64_t step, tfm_err *err);
+/* The same with "source_tokenizer" (an encoder-decoder's second tokenizer,
+ * which encodes its sources; NULL: none). */
+int tfm_model_save_translation(const char *path, const tfm_model *m, const char *config_yaml,
+                               const char *tok_json, size_t tok_len, const char *src_tok_json,
+                               size_t src_tok_len, int64_t step, tfm_err *err);
 
 /* Loads a model file for training or evaluation: its config (defaults
  * overlaid with the stored YAML), the model built from it with the stored

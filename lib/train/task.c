@@ -8,14 +8,15 @@
 #include "base/file.h"
 #include "train/task_internal.h"
 
-int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err)
+int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok,
+                  const tfm_tokenizer *src_tok, tfm_err *err)
 {
     *out = NULL;
     tfm_task *t = tfm_malloc(sizeof *t);
     t->ops = NULL;
     t->impl = NULL;
     int rc = cfg->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER
-                 ? tfm_task_seq2seq_open(t, cfg, tok, err)
+                 ? tfm_task_seq2seq_open(t, cfg, tok, src_tok, err)
                  : tfm_task_lm_open(t, cfg, tok, err);
     if (rc < 0) {
         free(t);

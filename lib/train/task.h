@@ -48,9 +48,11 @@ typedef struct tfm_task_score {
 } tfm_task_score;
 
 /* Reads the data cfg names.  tok: data.tokenizer (NULL when token files are
- * given).  Sets cfg->model.vocab_size (and src_vocab_size) when 0 from the
- * tokenizer or the data; errors name the file (and line). */
-int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+ * given); src_tok: data.source_tokenizer (encoder-decoders; NULL: tok
+ * encodes both sides).  Sets cfg->model.vocab_size (and src_vocab_size)
+ * when 0 from the tokenizers or the data; errors name the file (and line). */
+int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok,
+                  const tfm_tokenizer *src_tok, tfm_err *err);
 void tfm_task_free(tfm_task *t);
 
 /* "lm", "seq2seq". */

@@ -21,6 +21,6 @@ struct tfm_task {
 
 int tfm_task_lm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_seq2seq_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
-                          tfm_err *err);
+                          const tfm_tokenizer *src_tok, tfm_err *err);
 
 #endif

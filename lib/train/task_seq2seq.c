@@ -1,6 +1,6 @@
 /* The sequence-to-sequence task (encoder-decoders): pairs of sentences,
  * source<TAB>target lines or two line-aligned files, encoded with the one
- * tokenizer of the run.
+ * tokenizer of the run (or the source side with data.source_tokenizer).
  *
  * A pair becomes: source ids + [EOS] for the encoder; [BOS] + target for
  * the decoder's input and target + [EOS] for its labels (teacher forcing
@@ -78,21 +78,24 @@ static uint32_t pair_size(const pair *p)
 /* ---- reading ---------------------------------------------------------------- */
 
 typedef struct reader {
-    const tfm_tokenizer *tok;
-    tfm_tok_scratch *scratch;
-    uint32_t eos;
+    const tfm_tokenizer *tok, *src_tok;
+    tfm_tok_scratch *scratch, *src_scratch;
+    uint32_t eos, src_eos;
     int max_len;
     int truncate_error;
     int keep_text;
     size_t *truncated;
 } reader;
 
-/* Encodes one side into P->ids; returns its length (before EOS), or -1. */
-static long encode_side(reader *r, pairs *P, const char *s, size_t n, int add_eos,
+/* Encodes one side into P->ids; returns its length (before EOS), or -1.
+ * The source ends with EOS (the source tokenizer's when it has its own). */
+static long encode_side(reader *r, pairs *P, const char *s, size_t n, int source,
                         const char *file, size_t line, const char *what, tfm_err *err)
 {
     size_t start = P->ids.len;
-    tfm_tokenizer_encode(r->tok, r->scratch, s, n, 0, &P->ids);
+    int own = source && r->src_tok;
+    tfm_tokenizer_encode(own ? r->src_tok : r->tok, own ? r->src_scratch : r->scratch, s, n, 0,
+                         &P->ids);
     size_t len = P->ids.len - start;
     if (len > (size_t)r->max_len) {
         size_t keep = (size_t)r->max_len;
@@ -104,8 +107,8 @@ static long encode_side(reader *r, pairs *P, const char *s, size_t n, int add_eo
         len = keep;
         r->truncated[0]++;
     }
-    if (add_eos)
-        tfm_ids_push(&P->ids, r->eos);
+    if (source)
+        tfm_ids_push(&P->ids, own ? r->src_eos : r->eos);
     return (long)len;
 }
 
@@ -495,8 +498,13 @@ static int check_ids(const pairs *P, int64_t src_vocab, int64_t vocab, tfm_err *
     return 0;
 }
 
-static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err)
+static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok,
+                const tfm_tokenizer *src_tok, tfm_err *err)
 {
+    int64_t src_eos = -1;
+    if (src_tok && (src_eos = tfm_tokenizer_specials(src_tok)->eos) < 0)
+        return tfm_err_set(err, "%s: the source tokenizer has no end-of-text token, which "
+                           "ends every source", cfg->data.source_tokenizer);
     const tfm_tok_specials *sp = tfm_tokenizer_specials(tok);
     if (sp->eos < 0)
         return tfm_err_set(err, "%s: the tokenizer has no end-of-text token, which an "
@@ -513,6 +521,8 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err 
      * the source then EOS, the target after BOS (input) or before EOS
      * (labels) */
     reader r = {.tok = tok, .scratch = tfm_tok_scratch_new(tok), .eos = K->eos,
+                .src_tok = src_tok, .src_scratch = src_tok ? tfm_tok_scratch_new(src_tok) : NULL,
+                .src_eos = (uint32_t)src_eos,
                 .max_len = K->max_len,
                 .truncate_error = cfg->data.truncate == TFM_CONFIG_TRUNCATE_ERROR,
                 .keep_text = cfg->train.eval_bleu, .truncated = &K->truncated};
@@ -526,6 +536,8 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err 
     else if (rc == 0 && cfg->data.val_source[0])
         rc = read_two(&r, &K->val, cfg->data.val_source, cfg->data.val_target, err);
     tfm_tok_scratch_free(r.scratch);
+    if (r.src_scratch)
+        tfm_tok_scratch_free(r.src_scratch);
     if (rc < 0)
         return -1;
     if (!K->val.n && cfg->data.val_fraction > 0) {
@@ -542,6 +554,16 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err 
         return tfm_err_set(err, "model.vocab_size %lld is smaller than the vocabulary of "
                            "tokenizer %s (%u tokens)", (long long)cfg->model.vocab_size,
                            cfg->data.tokenizer, tv);
+    if (src_tok) {
+        uint32_t sv = tfm_tokenizer_vocab_size(src_tok);
+        if (cfg->model.src_vocab_size == 0)
+            cfg->model.src_vocab_size = sv;
+        else if ((uint32_t)cfg->model.src_vocab_size < sv)
+            return tfm_err_set(err, "model.src_vocab_size %lld is smaller than the vocabulary "
+                               "of source tokenizer %s (%u tokens)",
+                               (long long)cfg->model.src_vocab_size,
+                               cfg->data.source_tokenizer, sv);
+    }
     int64_t sv = cfg->model.src_vocab_size ? cfg->model.src_vocab_size : cfg->model.vocab_size;
     if (check_ids(&K->train, sv, cfg->model.vocab_size, err) < 0 ||
         check_ids(&K->val, sv, cfg->model.vocab_size, err) < 0)
@@ -557,11 +579,12 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err 
     return 0;
 }
 
-int tfm_task_seq2seq_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err)
+int tfm_task_seq2seq_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
+                          const tfm_tokenizer *src_tok, tfm_err *err)
 {
     s2s_task *K = tfm_malloc(sizeof *K);
     memset(K, 0, sizeof *K);
-    if (load(K, cfg, tok, err) < 0) {
+    if (load(K, cfg, tok, src_tok, err) < 0) {
         s2s_free(K);
         return -1;
     }

@@ -118,7 +118,7 @@ static void test_random_pairs(void **state)
     config(&c, 0);
     tfm_task *t;
     tfm_err err = {0};
-    assert_int_equal(tfm_task_open(&t, &c, tok, &err), 0);
+    assert_int_equal(tfm_task_open(&t, &c, tok, NULL, &err), 0);
     assert_string_equal(tfm_task_name(t), "seq2seq");
     assert_int_equal(c.model.vocab_size, 9);
     assert_true(tfm_task_has_val(t));
@@ -150,7 +150,7 @@ static void test_token_budget(void **state)
     config(&c, 24);
     tfm_task *t;
     tfm_err err = {0};
-    assert_int_equal(tfm_task_open(&t, &c, tok, &err), 0);
+    assert_int_equal(tfm_task_open(&t, &c, tok, NULL, &err), 0);
     tfm_rng r;
     tfm_rng_seed(&r, 2);
     int seen_len[16] = {0}, several = 0;

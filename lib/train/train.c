@@ -148,18 +148,26 @@ typedef struct run {
     tfm_adam adam;
     tfm_train_state st;
     tfm_tokenizer *tok;
-    tfm_buf tok_json, config_yaml;
+    tfm_tokenizer *src_tok;    /* data.source_tokenizer, or NULL */
+    tfm_buf tok_json, src_tok_json, config_yaml;
     tfm_task *task;
     char *model_path, *best_path, *state_path, *log_path;
     int64_t saved_step;
     int saved_any; /* a checkpoint was written (or resumed from) */
 } run;
 
+/* The weights with everything the other programs need. */
+static int save_model(run *R, const char *path, int64_t step, tfm_err *err)
+{
+    return tfm_model_save_translation(
+        path, &R->m, tfm_buf_cstr(&R->config_yaml), R->tok ? R->tok_json.data : NULL,
+        R->tok_json.len, R->src_tok ? R->src_tok_json.data : NULL, R->src_tok_json.len, step,
+        err);
+}
+
 static int save(run *R, tfm_err *err)
 {
-    const char *tj = R->tok ? R->tok_json.data : NULL;
-    if (tfm_model_save(R->model_path, &R->m, tfm_buf_cstr(&R->config_yaml), tj,
-                                  R->tok_json.len, R->st.step, err) < 0)
+    if (save_model(R, R->model_path, R->st.step, err) < 0)
         return -1;
     if (tfm_checkpoint_save_state(R->state_path, &R->m, &R->adam, &R->st,
                                   tfm_buf_cstr(&R->config_yaml), err) < 0)
@@ -224,7 +232,12 @@ static int load_data(run *R, tfm_config *cfg, tfm_err *err)
             return -1;
         tfm_tokenizer_to_json(R->tok, &R->tok_json);
     }
-    return tfm_task_open(&R->task, cfg, R->tok, err);
+    if (cfg->data.source_tokenizer[0]) {
+        if (tfm_tokenizer_load(&R->src_tok, cfg->data.source_tokenizer, err) < 0)
+            return -1;
+        tfm_tokenizer_to_json(R->src_tok, &R->src_tok_json);
+    }
+    return tfm_task_open(&R->task, cfg, R->tok, R->src_tok, err);
 }
 
 int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *res,
@@ -435,10 +448,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                 R->st.best_val = v;
                 R->st.best_step = step;
                 R->st.evals_since_best = 0;
-                if (tfm_model_save(R->best_path, &R->m,
-                                              tfm_buf_cstr(&R->config_yaml),
-                                              R->tok ? R->tok_json.data : NULL, R->tok_json.len,
-                                              step, err) < 0)
+                if (save_model(R, R->best_path, step, err) < 0)
                     goto out_log;
             } else {
                 R->st.evals_since_best++;
@@ -519,6 +529,9 @@ out:
     if (R->tok)
         tfm_tokenizer_free(R->tok);
     tfm_buf_free(&R->tok_json);
+    if (R->src_tok)
+        tfm_tokenizer_free(R->src_tok);
+    tfm_buf_free(&R->src_tok_json);
     tfm_buf_free(&R->config_yaml);
     tfm_task_free(R->task);
     free(R->model_path);

@@ -18,6 +18,7 @@
 #include "tensor/gemm.h"
 #include "model/file.h"
 #include "train/checkpoint.h"
+#include "train/dist.h"
 #include "train/train.h"
 
 static const char *prog = "tfm-train";
@@ -184,6 +185,9 @@ int main(int argc, char **argv)
     threads = threads ? tfm_opt_threads(prog, "--threads", threads)
                       : tfm_opt_threads(prog, "train.threads", (long)cfg.train.threads);
     tfm_blas_init(threads);
+    /* Several processes when an MPI launcher started this one (mpirun -np N
+     * tfm-train ...): the library shares the work among them. */
+    tfm_dist_init();
 
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
@@ -196,9 +200,11 @@ int main(int argc, char **argv)
                         .stop = &stop_flag, .message = message, .ctx = &quiet};
     tfm_train_result r;
     if (tfm_train_run(&cfg, &o, &r, &err) < 0)
-        tfm_die(prog, &err);
+        tfm_die(prog, &err); /* without tfm_dist_finalize: the launcher ends the other ranks */
+    int rank = tfm_dist_rank(), ranks = tfm_dist_size();
+    tfm_dist_finalize();
     /* without a step, the library's message said it all */
-    if (!quiet && r.steps_run) {
+    if (!quiet && r.steps_run && rank == 0) {
         fprintf(stderr, "%s: step %lld/%lld  train loss %.4f", prog, (long long)r.step,
                 (long long)cfg.train.max_steps, r.train_loss);
         int by_bleu = cfg.train.best_by == TFM_CONFIG_BEST_BLEU;
@@ -211,6 +217,8 @@ int main(int argc, char **argv)
         if (r.steps_run)
             fprintf(stderr, "  %.1f ms/step on %d thread%s", r.ms_per_step, threads,
                     threads == 1 ? "" : "s");
+        if (ranks > 1)
+            fprintf(stderr, " in each of %d ranks", ranks);
         fprintf(stderr, "\n");
     }
     return 0;

@@ -1425,8 +1425,7 @@ int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_
     return tfm_model_forward_backward_batch(m, &b, scale, loss, err);
 }
 
-/* Rows [r0, r0 + rows) of a batch. */
-static tfm_batch batch_rows(const tfm_batch *b, int r0, int rows)
+tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows)
 {
     size_t off = (size_t)r0 * b->T;
     tfm_batch p = {.inputs = b->inputs + off, .targets = b->targets + off, .B = rows,
@@ -1490,7 +1489,7 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
         int nt = 1;
 #endif
         for (int j = k; j < n; j += nt) {
-            tfm_batch pb = batch_rows(batch, first[j], rows[j]);
+            tfm_batch pb = tfm_batch_rows(batch, first[j], rows[j]);
             float l;
             rc[j] = forward_checked(part[j], &pb, &l, &errs[j]);
             count[j] = rc[j] < 0 ? 0 : part[j]->acts->count;

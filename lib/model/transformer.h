@@ -297,6 +297,10 @@ typedef struct tfm_batch {
 
 int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err);
 
+/* Rows [r0, r0 + rows) of a batch: every per-row field offset, nothing
+ * copied (data-parallel shares of a batch). */
+tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows);
+
 /* Logits [B, T, V] of the last forward.  Valid until the next backward
  * (which turns them into their gradient in place) or forward. */
 float *tfm_model_logits(tfm_model *m);

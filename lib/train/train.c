@@ -21,6 +21,7 @@
 #include "model/transformer.h"
 #include "tensor/gemm.h"
 #include "train/checkpoint.h"
+#include "train/dist.h"
 #include "train/task.h"
 #include "train/optim.h"
 #include "train/schedule.h"
@@ -34,7 +35,7 @@ static void say(const tfm_train_opts *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void say(const tfm_train_opts *o, const char *fmt, ...)
 {
-    if (!o->message)
+    if (!o->message || tfm_dist_rank() != 0) /* dist: rank 0 speaks */
         return;
     char msg[1024];
     va_list ap;
@@ -167,10 +168,16 @@ static int save_model(run *R, const char *path, int64_t step, tfm_err *err)
 
 static int save(run *R, tfm_err *err)
 {
-    if (save_model(R, R->model_path, R->st.step, err) < 0)
-        return -1;
-    if (tfm_checkpoint_save_state(R->state_path, &R->m, &R->adam, &R->st,
-                                  tfm_buf_cstr(&R->config_yaml), err) < 0)
+    /* dist: a checkpoint is every rank's state, or the ranks went apart
+     * (a collective: every rank saves at the same steps; rank 0 writes) */
+    if (!tfm_dist_same(R->m.params, R->m.n_params * sizeof *R->m.params))
+        return tfm_err_set(err, "the parameters differ between the %d ranks at step %lld: "
+                                "not saved (the last good checkpoint is kept)",
+                           tfm_dist_size(), (long long)R->st.step);
+    if (tfm_dist_rank() == 0 &&
+        (save_model(R, R->model_path, R->st.step, err) < 0 ||
+         tfm_checkpoint_save_state(R->state_path, &R->m, &R->adam, &R->st,
+                                   tfm_buf_cstr(&R->config_yaml), err) < 0))
         return -1;
     R->saved_step = R->st.step;
     R->saved_any = 1;
@@ -225,6 +232,36 @@ static int load_weights_only(run *R, tfm_err *err)
     return 0;
 }
 
+/* dist: every rank continues from rank 0's state (weights, moments, step,
+ * RNGs, seed), so that rank 0 alone reads and writes the run directory. */
+static void dist_share_state(run *R, tfm_config *cfg, int *resumed)
+{
+    if (tfm_dist_size() == 1)
+        return;
+    tfm_dist_bcast(resumed, sizeof *resumed);
+    tfm_dist_bcast(&R->st, sizeof R->st);
+    tfm_dist_bcast(&R->m.rng, sizeof R->m.rng);
+    tfm_dist_bcast(&R->adam.t, sizeof R->adam.t);
+    tfm_dist_bcast(&cfg->train.seed, sizeof cfg->train.seed);
+    tfm_dist_bcast(R->m.params, R->m.n_params * sizeof *R->m.params);
+    tfm_dist_bcast(R->adam.m, R->adam.n * sizeof *R->adam.m);
+    tfm_dist_bcast(R->adam.v, R->adam.n * sizeof *R->adam.v);
+}
+
+/* dist: this rank's share of a batch's loss, the fraction of the counted
+ * targets (not -1) that fall in its rows, so that the ranks' scaled
+ * gradients sum to the gradient of the whole batch's mean loss. */
+static float dist_share(const tfm_batch *b, int r0, int rows)
+{
+    long all = 0, mine = 0;
+    for (size_t i = 0; i < (size_t)b->B * b->T; i++)
+        if (b->targets[i] >= 0) {
+            all++;
+            mine += i >= (size_t)r0 * b->T && i < (size_t)(r0 + rows) * b->T;
+        }
+    return all ? (float)mine / (float)all : 0.0f;
+}
+
 static int load_data(run *R, tfm_config *cfg, tfm_err *err)
 {
     if (cfg->data.tokenizer[0]) {
@@ -255,20 +292,29 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0;
     char *created = NULL; /* the outermost directory this start made */
     tfm_progress bar = {0};
+    FILE *logf = NULL;
+    const int rk = tfm_dist_rank(), nr = tfm_dist_size(); /* dist: this rank, of nr */
 
     if (tfm_config_validate(&cfg, err) < 0)
         goto out;
+    if (nr > cfg.train.batch_size && !cfg.train.max_tokens) {
+        tfm_err_set(err, "train.batch_size %lld is smaller than the number of ranks (%d): each "
+                         "rank needs a row of every batch", (long long)cfg.train.batch_size, nr);
+        goto out;
+    }
     if (load_data(R, &cfg, err) < 0)
         goto out;
 
     tfm_model_config gc;
     if (tfm_model_config_from(&cfg, &gc, err) < 0)
         goto out;
-    if (tfm_mkdirs(o->rundir, &created, err) < 0)
-        goto out;
-    if ((lockfd = lock_rundir(o->rundir, err)) < 0)
-        goto out;
-    remove_stale_temporaries(o->rundir);
+    if (rk == 0) { /* dist: rank 0 owns the run directory */
+        if (tfm_mkdirs(o->rundir, &created, err) < 0)
+            goto out;
+        if ((lockfd = lock_rundir(o->rundir, err)) < 0)
+            goto out;
+        remove_stale_temporaries(o->rundir);
+    }
     R->model_path = join(o->rundir, "model.safetensors");
     R->best_path = join(o->rundir, "best.safetensors");
     R->state_path = join(o->rundir, "state.safetensors");
@@ -281,15 +327,17 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                   cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay);
     adam_ok = 1;
 
-    resumed = file_exists(R->state_path);
-    if (o->fresh_optimizer) {
+    resumed = rk == 0 && file_exists(R->state_path);
+    if (o->fresh_optimizer && rk == 0) {
         if (!file_exists(R->model_path)) {
             tfm_err_set(err, "%s: no model.safetensors to continue from", o->rundir);
             goto out;
         }
         resumed = 1; /* from the model file, whatever the state file is */
     }
-    if (resumed && o->fresh_optimizer) {
+    if (rk != 0) {
+        /* dist: receives rank 0's state below */
+    } else if (resumed && o->fresh_optimizer) {
         /* the seed is the run's (its configuration comes from the model
          * file): dropout and data restart from it, shifted by the step */
         if (load_weights_only(R, err) < 0)
@@ -324,9 +372,10 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         tfm_model_init_weights(&R->m, seed);
         tfm_rng_seed(&R->st.data_rng, seed ^ DATA_SEED_SALT);
     }
+    dist_share_state(R, &cfg, &resumed);
     tfm_config_dump(&cfg, 0, &R->config_yaml);
-    if (log_truncate(R->log_path, resumed ? R->st.step : -1,
-                     cfg.train.eval_bleu ? LOG_HEADER_BLEU : LOG_HEADER, err) < 0)
+    if (rk == 0 && log_truncate(R->log_path, resumed ? R->st.step : -1,
+                                cfg.train.eval_bleu ? LOG_HEADER_BLEU : LOG_HEADER, err) < 0)
         goto out;
     R->saved_step = R->st.step;
     R->saved_any = resumed;
@@ -354,16 +403,19 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         goto out;
     }
 
-    FILE *logf = fopen(R->log_path, "a");
-    if (!logf) {
-        tfm_err_errno(err, "%s", R->log_path);
-        goto out;
+    if (rk == 0) { /* dist: rank 0 writes the log */
+        if (!(logf = fopen(R->log_path, "a"))) {
+            tfm_err_errno(err, "%s", R->log_path);
+            goto out;
+        }
+        setvbuf(logf, NULL, _IOLBF, 0);
     }
-    setvbuf(logf, NULL, _IOLBF, 0);
 
     const int B = (int)cfg.train.batch_size;
     const int64_t accum = cfg.train.grad_accum;
-    tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, B));
+    /* dist: each rank computes its rows [r·B/N, (r+1)·B/N) of every
+     * (global) batch */
+    tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, nr > 1 ? (B + nr - 1) / nr : B));
     int64_t todo = cfg.train.max_steps - R->st.step;
     if (o->run_steps > 0 && o->run_steps < todo)
         todo = o->run_steps;
@@ -374,7 +426,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     tfm_model_set_training(&R->m, 1);
     /* The bar counts this session's steps, so that rate and ETA stay right
      * after a resume; the absolute step goes into the text. */
-    tfm_progress_init(&bar, "train", "step", (double)todo, o->quiet);
+    tfm_progress_init(&bar, "train", "step", (double)todo, o->quiet || rk != 0);
 
     double session_start = tfm_now(), elapsed0 = R->st.elapsed;
     double log_loss = 0, log_time = 0, log_tokens = 0;
@@ -382,7 +434,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     int64_t log_n = 0;
     res->end = TFM_TRAIN_DONE;
     while (R->st.step < cfg.train.max_steps) {
-        if (o->stop && *o->stop) {
+        if (tfm_dist_any(o->stop && *o->stop)) { /* dist: a signal to any rank stops all */
             res->end = TFM_TRAIN_STOPPED;
             break;
         }
@@ -399,11 +451,29 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             if (tfm_task_next(R->task, &R->st.data_rng, &batch, &n_tokens, err) < 0)
                 goto out_log;
             log_tokens += (double)n_tokens;
-            float l;
-            if (tfm_model_forward_backward_batch(&R->m, &batch, 1.0f / (float)accum, &l, err) < 0)
+            float l = 0.0f, share = 1.0f;
+            tfm_rng keep = R->m.rng;
+            if (nr > 1) {
+                /* dist: this rank's rows, and its own dropout stream drawn
+                 * from the shared one (which stays the same on all ranks) */
+                int r0 = (int)((int64_t)rk * batch.B / nr);
+                int rows = (int)((int64_t)(rk + 1) * batch.B / nr) - r0;
+                share = dist_share(&batch, r0, rows);
+                batch = tfm_batch_rows(&batch, r0, rows);
+                tfm_rng_seed(&R->m.rng, tfm_rng_u64(&keep) ^ (uint64_t)rk * EVAL_SEED_SALT);
+            }
+            /* a token-budget batch of fewer pairs than ranks leaves some
+             * ranks without rows: they add nothing */
+            if (batch.B > 0 &&
+                tfm_model_forward_backward_batch(&R->m, &batch, share / (float)accum, &l, err) < 0)
                 goto out_log;
-            loss += l / (double)accum;
+            if (nr > 1)
+                R->m.rng = keep;
+            loss += (double)share * l / (double)accum;
         }
+        /* dist: the whole batch's gradient and loss, the same on every rank */
+        tfm_dist_sum_floats(R->m.grads, R->m.n_params);
+        tfm_dist_sum_doubles(&loss, 1);
         double norm = tfm_grad_norm(R->m.grads, R->m.n_params);
         if (!isfinite(loss) || !isfinite(norm)) {
             tfm_progress_end(&bar);
@@ -434,9 +504,13 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         double vloss = NAN, vbleu = NAN;
         if (tfm_task_has_val(R->task) &&
             ((cfg.train.eval_interval && step % cfg.train.eval_interval == 0) || last)) {
-            tfm_task_score score;
-            if (tfm_task_evaluate(R->task, &R->m, R->st.seed ^ EVAL_SEED_SALT, &score, err) < 0)
+            /* dist: rank 0 evaluates, every rank learns the result */
+            tfm_task_score score = {.loss = NAN, .metric = NAN};
+            if (rk == 0 &&
+                tfm_task_evaluate(R->task, &R->m, R->st.seed ^ EVAL_SEED_SALT, &score, err) < 0)
                 goto out_log;
+            tfm_dist_bcast(&score.loss, sizeof score.loss);
+            tfm_dist_bcast(&score.metric, sizeof score.metric);
             vloss = score.loss;
             vbleu = score.metric;
             evaluated = 1;
@@ -448,7 +522,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                 R->st.best_val = v;
                 R->st.best_step = step;
                 R->st.evals_since_best = 0;
-                if (save_model(R, R->best_path, step, err) < 0)
+                if (rk == 0 && save_model(R, R->best_path, step, err) < 0)
                     goto out_log;
             } else {
                 R->st.evals_since_best++;
@@ -458,13 +532,15 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         if (step % cfg.train.log_interval == 0 || evaluated || last) {
             R->st.elapsed = elapsed0 + (tfm_now() - session_start);
             double tps = log_time > 0 ? log_tokens / log_time : 0;
-            fprintf(logf, "%lld\t%.6f\t", (long long)step, log_loss / (double)log_n);
-            if (evaluated)
-                fprintf(logf, "%.6f", vloss);
-            fprintf(logf, "\t%.6g\t%.6g\t%.1f\t%.3f", lr, norm, tps, R->st.elapsed);
-            if (cfg.train.eval_bleu)
-                fprintf(logf, evaluated ? "\t%.2f" : "\t", vbleu);
-            fputc('\n', logf);
+            if (logf) {
+                fprintf(logf, "%lld\t%.6f\t", (long long)step, log_loss / (double)log_n);
+                if (evaluated)
+                    fprintf(logf, "%.6f", vloss);
+                fprintf(logf, "\t%.6g\t%.6g\t%.1f\t%.3f", lr, norm, tps, R->st.elapsed);
+                if (cfg.train.eval_bleu)
+                    fprintf(logf, evaluated ? "\t%.2f" : "\t", vbleu);
+                fputc('\n', logf);
+            }
             log_loss = log_time = log_tokens = 0;
             log_n = 0;
         }
@@ -503,11 +579,18 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     if (res->steps_run) {
         qsort(times, (size_t)res->steps_run, sizeof *times, cmp_double);
         res->ms_per_step = 1000 * times[res->steps_run / 2];
+        double sec, floats;
+        tfm_dist_stats(&sec, &floats);
+        if (nr > 1)
+            say(o, "%d ranks: all-reduce of %.2f MB took %.2f ms a step (mean), the median "
+                   "step %.2f ms", nr, floats * sizeof(float) / (double)res->steps_run / 1e6,
+                1000 * sec / (double)res->steps_run, res->ms_per_step);
     }
     rc = 0;
 out_log:
     tfm_progress_end(&bar);
-    fclose(logf);
+    if (logf)
+        fclose(logf);
 out:
     /* A start that failed or was stopped before its first checkpoint
      * leaves nothing (no lone log.tsv, no empty directory): the next

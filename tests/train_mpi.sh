@@ -1,0 +1,113 @@
+#!/bin/sh
+# Data-parallel tfm-train over MPI, 2 ranks on this machine: the same run as
+# one process with the whole batch, resumable with the same or another
+# number of ranks, and stopped as a whole by a signal to any rank.
+. "${TFM_SRCDIR:-..}/tests/train_lib.sh"
+if [ -z "${TFM_MPIRUN:-}" ]; then
+    echo "SKIP: tfm was built without MPI (install libopenmpi-dev and openmpi-bin, then configure)"
+    exit 77
+fi
+if [ -n "${TFM_SANITIZED:-}" ]; then
+    # Open MPI's own allocations at start-up are reported as leaks, and its
+    # launcher spawns programs the sanitizer runtime does not expect.
+    echo "SKIP: MPI runs are not tested under the sanitizers (Open MPI's start-up leaks)"
+    exit 77
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # root on CI machines
+# timeout: a rank stuck in a collective must fail the test, not hang it
+mpi() { n=$1; shift; timeout 120 "$TFM_MPIRUN" --oversubscribe -np "$n" "$@"; }
+setup_data
+
+# The collectives themselves on 2 and 3 ranks.
+mpi 2 "$TFM_BUILDDIR/lib/train/dist_test" >out.txt || fail "dist_test on 2 ranks"
+grep -q "2 ranks ok" out.txt || fail "dist_test: $(cat out.txt)"
+mpi 3 "$TFM_BUILDDIR/lib/train/dist_test" >out.txt || fail "dist_test on 3 ranks"
+
+# compare A B: the train and validation losses of two logs agree to 1e-5
+# relative, line by line, over the same steps.
+compare() {
+    paste "$1" "$2" | awk -F'\t' -v a="$1" -v b="$2" '
+        NR == 1 { next }
+        { n++
+          if ($1 != $8) { print "step " $1 " against " $8; bad = 1 }
+          for (k = 2; k <= 3; k++) {
+              x = $k; y = $(k + 7)
+              if ((x == "") != (y == "")) { print "step " $1 ": an evaluation in one only"; bad = 1 }
+              if (x == "") continue
+              d = x - y; if (d < 0) d = -d
+              m = x < 0 ? -x : x
+              if (d > 1e-5 * m) { print "step " $1 " column " k ": " x " against " y; bad = 1 }
+          } }
+        END { if (n == 0) { print "no steps"; bad = 1 } exit bad }' ||
+        fail "$1 and $2 differ"
+}
+
+# One process with the whole batch against 2 ranks with 2 and 3 of its 5
+# rows, 2 micro-batches a step: the same loss curve (summation order aside).
+opts="--threads 1 --set train.max_steps=20 --set train.log_interval=1 --set train.batch_size=5
+--set train.grad_accum=2 --set train.eval_interval=10 --set train.checkpoint_interval=5"
+tfm-train -q -c run.yaml $opts -o one
+mpi 2 tfm-train -c run.yaml $opts -o two 2>err.txt || { cat err.txt; fail "2 ranks"; }
+[ "$(wc -l < two/log.tsv)" = 21 ] || fail "2 ranks: $(wc -l < two/log.tsv) log lines, not 21"
+compare one/log.tsv two/log.tsv
+grep -q "^tfm-train: 2 ranks: all-reduce of" err.txt || { cat err.txt; fail "no all-reduce report"; }
+# rank 0 alone speaks
+[ "$(grep -c "parameters, vocabulary" err.txt)" = 1 ] || { cat err.txt; fail "messages from every rank"; }
+
+# With 4 rows, 2 ranks x 1 thread is 1 process x 2 replicas (the same split,
+# gradients added in the same order): the same model, bit for bit.  Every
+# checkpoint also compared the ranks' parameters (a difference is an error).
+TFM_DATA_PARALLEL=1 tfm-train -q -c run.yaml --threads 2 --set train.max_steps=20 -o rep
+mpi 2 tfm-train -q -c run.yaml --threads 1 --set train.max_steps=20 -o two4
+cmp rep/model.safetensors two4/model.safetensors || fail "2 ranks against 2 replicas"
+
+# A 2-rank run resumed on 2 ranks continues identically.
+mpi 2 tfm-train -q -c run.yaml $opts --steps 10 -o res
+cp -r res res1
+mpi 2 tfm-train -q -o res --threads 1 || fail "resume on 2 ranks"
+cut -f 1-5 res/log.tsv > a.tsv
+cut -f 1-5 two/log.tsv > b.tsv
+cmp a.tsv b.tsv || fail "resumed 2-rank log differs"
+cmp res/model.safetensors two/model.safetensors || fail "resumed 2-rank model differs"
+# ... and on 1 process (the state is the same for any number of ranks), and
+# a 1-process checkpoint on 2 ranks.
+tfm-train -o res1 --threads 1 2>err.txt || { cat err.txt; fail "resume 2 ranks -> 1"; }
+grep -q "resuming res1 at step 10" err.txt || { cat err.txt; fail "2 -> 1: no resume"; }
+compare res1/log.tsv two/log.tsv
+tfm-train -q -c run.yaml $opts --steps 10 -o one2
+mpi 2 tfm-train -o one2 --threads 1 2>err.txt || { cat err.txt; fail "resume 1 -> 2 ranks"; }
+grep -q "resuming one2 at step 10" err.txt || { cat err.txt; fail "1 -> 2: no resume"; }
+compare one2/log.tsv one/log.tsv
+
+# More ranks than rows: refused on every rank.
+set +e; mpi 3 tfm-train -q -c run.yaml --set train.batch_size=2 -o few 2>err.txt; st=$?; set -e
+[ $st != 0 ] && grep -q "train.batch_size 2 is smaller than the number of ranks (3)" err.txt ||
+    { cat err.txt; fail "3 ranks, 2 rows: exit $st"; }
+[ ! -e few ] || fail "3 ranks, 2 rows: left $(ls few)"
+
+# SIGTERM to one rank (here the last): every rank stops, rank 0 saves once,
+# all exit 0, and the run resumes.
+mpi 2 tfm-train -c run.yaml --threads 1 --set train.max_steps=100000000 \
+    --set train.eval_interval=0 --set train.log_interval=1 -o sig 2>err.txt &
+pid=$!
+i=0
+while [ "$( (cat sig/log.tsv 2>/dev/null || :) | wc -l)" -lt 5 ]; do
+    i=$((i + 1)); [ $i -lt 600 ] || { kill $pid; fail "2-rank training did not start"; }
+    sleep 0.1
+done
+# the ranks: the tfm-train processes below this background job
+below() { for c in $(ps -o pid= --ppid "$1"); do echo "$c"; below "$c"; done; }
+ranks=""
+for p in $(below $pid); do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = tfm-train ] && ranks="$ranks $p"
+done
+[ "$(echo $ranks | wc -w)" = 2 ] || { kill $pid; fail "ranks not found: '$ranks'"; }
+kill -TERM $(echo $ranks | awk '{ print $NF }')
+st=0; wait $pid || st=$?
+[ $st = 0 ] || { cat err.txt; fail "SIGTERM to one rank: exit status $st"; }
+[ "$(grep -c "interrupted: saved step [1-9]" err.txt)" = 1 ] || { cat err.txt; fail "not one save"; }
+[ -f sig/state.safetensors ] || fail "SIGTERM: nothing saved"
+ls sig | grep -q tmp && fail "SIGTERM: temporary files left: $(ls sig)"
+mpi 2 tfm-train -o sig --threads 1 --steps 2 2>err.txt || { cat err.txt; fail "no resume after SIGTERM"; }
+grep -q "resuming sig at step [1-9]" err.txt || { cat err.txt; fail "SIGTERM: no resume"; }
+echo ok

@@ -79,6 +79,25 @@ mpi 2 tfm-train -o one2 --threads 1 2>err.txt || { cat err.txt; fail "resume 1 -
 grep -q "resuming one2 at step 10" err.txt || { cat err.txt; fail "1 -> 2: no resume"; }
 compare one2/log.tsv one/log.tsv
 
+# An encoder-decoder with token-budget batches (rows vary per step, some
+# batches a single pair, so a rank may hold none): the one-process curve.
+perl -e '
+    my $s = 5;
+    sub r { $s = ($s * 1103515245 + 12345) % 2147483648; return $s >> 16 }
+    for (1 .. 200) {
+        my $w = join "", map { chr(97 + r() % 6) } 1 .. 1 + r() % 10;
+        print $w, "\t", scalar reverse($w), "\n";
+    }' > pairs.tsv
+tfm-tokenize train -q -m char --special '<pad>' --special '<s>' --special '</s>' -o p.json pairs.tsv
+cat > s2s.yaml <<END
+model: {kind: encoder-decoder, n_layer: 1, n_head: 2, n_embd: 16, block_size: 12}
+data: {text: pairs.tsv, tokenizer: p.json}
+train: {max_steps: 12, max_tokens: 20, log_interval: 1, eval_interval: 6, seed: 2}
+END
+tfm-train -q -c s2s.yaml --threads 1 -o s2s1
+mpi 2 tfm-train -q -c s2s.yaml --threads 1 -o s2s2 || fail "encoder-decoder on 2 ranks"
+compare s2s1/log.tsv s2s2/log.tsv
+
 # More ranks than rows: refused on every rank.
 set +e; mpi 3 tfm-train -q -c run.yaml --set train.batch_size=2 -o few 2>err.txt; st=$?; set -e
 [ $st != 0 ] && grep -q "train.batch_size 2 is smaller than the number of ranks (3)" err.txt ||

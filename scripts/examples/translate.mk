@@ -22,7 +22,8 @@
 #   QUIET    -q to silence the programs' progress and summaries
 #
 # Files in OUT: train.tsv valid.tsv test.tsv (english<TAB>german, from
-# scripts/examples/debian-de), tok.json, run/ (tfm-train's run directory),
+# scripts/examples/debian-de), tok.json, run/ (tfm-train's run directory;
+# run/done once it has finished),
 # test.en test.de, greedy.de beam.de (translations of test.en), scores.tsv
 # (the table, also printed), examples.txt (the first test sentences with
 # their translations).
@@ -51,7 +52,7 @@ MODEL = $(OUT)/run/$(CKPT).safetensors
 all: scores $(OUT)/examples.txt
 corpus: $(OUT)/train.tsv
 tokenizer: $(OUT)/tok.json
-model: $(MODEL)
+model: $(OUT)/run/done
 translations: $(OUT)/greedy.de $(OUT)/beam.de
 scores: $(OUT)/scores.tsv
 
@@ -69,23 +70,25 @@ $(OUT)/tok.json: $(OUT)/train.tsv
 	{ cut -f 1 $(OUT)/train.tsv; cut -f 2 $(OUT)/train.tsv; } > $(OUT)/both.txt
 	$(TOKENIZE) train $(QUIET) $(threads) --model bpe --vocab-size $(VOCAB) -o $@ $(OUT)/both.txt
 
-# A fresh run each time (tfm-train would otherwise resume the old one).
-$(OUT)/run/model.safetensors: $(OUT)/train.tsv $(OUT)/valid.tsv $(OUT)/tok.json $(CONFIG)
+# A fresh run each time (tfm-train would otherwise resume the old one);
+# run/done marks a finished run (tfm-train writes best.safetensors before
+# model.safetensors, so neither stands for the run).
+$(OUT)/run/done: $(OUT)/train.tsv $(OUT)/valid.tsv $(OUT)/tok.json $(CONFIG)
 	rm -rf $(OUT)/run
 	$(TRAIN) $(QUIET) $(threads) -c $(CONFIG) --set data.text=$(OUT)/train.tsv \
 	    --set data.val=$(OUT)/valid.tsv --set data.tokenizer=$(OUT)/tok.json $(steps) \
 	    -o $(OUT)/run
-$(OUT)/run/best.safetensors: $(OUT)/run/model.safetensors
-	@test -f $@ || { echo "$@ missing (train.best_by?): make CKPT=model" >&2; exit 1; }
+	@test -f $(MODEL) || { echo "no $(MODEL) (train.best_by?): make CKPT=model" >&2; exit 1; }
+	touch $@
 
 $(OUT)/test.en: $(OUT)/test.tsv
 	cut -f 1 $< > $@
 $(OUT)/test.de: $(OUT)/test.tsv
 	cut -f 2 $< > $@
 
-$(OUT)/greedy.de: $(MODEL) $(OUT)/test.en
+$(OUT)/greedy.de: $(OUT)/run/done $(OUT)/test.en
 	$(GENERATE) $(QUIET) $(threads) -m $(MODEL) --greedy < $(OUT)/test.en > $@.tmp && mv $@.tmp $@
-$(OUT)/beam.de: $(MODEL) $(OUT)/test.en
+$(OUT)/beam.de: $(OUT)/run/done $(OUT)/test.en
 	$(GENERATE) $(QUIET) $(threads) -m $(MODEL) --beam $(BEAM) < $(OUT)/test.en > $@.tmp && mv $@.tmp $@
 
 # BLEU and chrF of each system against the German references; "copy" is

@@ -139,7 +139,8 @@ static const tfm_config_key keys[] = {
     {"train.eval_interval", TFM_CONFIG_INT, OFF(train.eval_interval), "200", 0, I64, NULL,
      "evaluate on the validation set every N steps (and at the end); 0: only at the end"},
     {"train.eval_batches", TFM_CONFIG_INT, OFF(train.eval_batches), "20", 1, 1000000, NULL,
-     "validation batches per evaluation (the same batches every time)"},
+     "validation batches per evaluation (the same batches every time); encoder-decoders "
+     "evaluate every validation pair"},
     {"train.checkpoint_interval", TFM_CONFIG_INT, OFF(train.checkpoint_interval), "0", 0, I64,
      NULL, "save a checkpoint every N steps; 0: every train.eval_interval steps"},
     {"train.log_interval", TFM_CONFIG_INT, OFF(train.log_interval), "10", 1, I64, NULL,

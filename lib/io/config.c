@@ -73,6 +73,9 @@ static const tfm_config_key keys[] = {
     {"model.emb_scale", TFM_CONFIG_BOOL, OFF(model.emb_scale), "false", 0, 0, NULL,
      "token embeddings times sqrt(n_embd) before the positions are added (the original "
      "Transformer)"},
+    {"model.init", TFM_CONFIG_ENUM, OFF(model.init), "gpt2", 0, 0, "gpt2|xavier",
+     "initialisation: gpt2 (matrices and embeddings N(0, 0.02), residual projections "
+     "scaled down) or xavier (Xavier-uniform matrices, embeddings N(0, n_embd^-0.5))"},
 
     {"data.train", TFM_CONFIG_STRING, OFF(data.train), "", 0, 0, NULL,
      "training tokens: a .npy file of uint16 or uint32 ids"},

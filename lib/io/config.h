@@ -88,6 +88,7 @@ typedef struct tfm_config {
         int64_t segments;
         int emb_norm;
         int emb_scale;
+        int init;       /* tfm_init (model/transformer.h): 0 gpt2, 1 xavier */
         int64_t n_enc_layer; /* encoder-decoder: 0 means n_layer */
         int tie_source;
         int64_t src_vocab_size; /* 0: vocab_size */

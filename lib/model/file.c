@@ -229,6 +229,7 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->n_segments = (int)c->model.segments;
     g->emb_norm = c->model.emb_norm;
     g->emb_scale = c->model.emb_scale;
+    g->init = c->model.init ? TFM_INIT_XAVIER : TFM_INIT_GPT2;
     g->n_enc_layer = (int)c->model.n_enc_layer;
     g->tie_source = c->model.tie_source;
     g->src_vocab_size = (int)c->model.src_vocab_size;

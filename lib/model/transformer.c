@@ -699,6 +699,7 @@ void tfm_model_init_weights(tfm_model *m, uint64_t seed)
     int Le = tfm_model_config_enc_layers(&m->cfg);
     float resid_std = 0.02f / sqrtf((Le ? 3.0f : 2.0f) * m->cfg.n_layer);
     float enc_resid_std = Le ? 0.02f / sqrtf(2.0f * Le) : 0.0f;
+    int xavier = m->cfg.init == TFM_INIT_XAVIER;
     for (int i = 0; i < m->n_table; i++) {
         const tfm_param *p = &m->table[i];
         float *w = m->params + p->offset;
@@ -711,6 +712,23 @@ void tfm_model_init_weights(tfm_model *m, uint64_t seed)
                 w[j] = 1.0f;
         } else if (is_bias) {
             memset(w, 0, p->numel * sizeof *w);
+        } else if (xavier && p->ndim == 2 && !strstr(name, "rel_bias.")) {
+            int table = (len >= 10 && (!strcmp(name + len - 10, "wte.weight") ||
+                                       !strcmp(name + len - 10, "wpe.weight") ||
+                                       !strcmp(name + len - 10, "wse.weight")));
+            if (table) {
+                float std = 1.0f / sqrtf((float)m->cfg.n_embd);
+                for (size_t j = 0; j < p->numel; j++)
+                    w[j] = std * tfm_rng_normal(&r);
+            } else {
+                /* [in, out]; fused q|k|v and k|v are separate matrices */
+                size_t parts = strstr(name, "c_attn.weight") ? 3
+                               : strstr(name, "c_kv.weight") ? 2 : 1;
+                double fan = (double)p->shape[0] + (double)(p->shape[1] / parts);
+                float a = (float)sqrt(6.0 / fan);
+                for (size_t j = 0; j < p->numel; j++)
+                    w[j] = a * (2.0f * tfm_rng_float(&r) - 1.0f);
+            }
         } else {
             float std = !strstr(name, "c_proj.weight") ? 0.02f
                         : strncmp(name, "enc.", 4) == 0 ? enc_resid_std

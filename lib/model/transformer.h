@@ -159,6 +159,12 @@ typedef enum tfm_pos {
     TFM_POS_T5,
 } tfm_pos;
 
+/* tfm_model_init_weights' scheme (model.init). */
+typedef enum tfm_init {
+    TFM_INIT_GPT2,             /* N(0, 0.02), residual projections scaled */
+    TFM_INIT_XAVIER,           /* Xavier-uniform matrices, embeddings N(0, C^-0.5) */
+} tfm_init;
+
 typedef struct tfm_model_config {
     tfm_kind kind;
     tfm_pos pos;
@@ -182,6 +188,7 @@ typedef struct tfm_model_config {
     int emb_norm;        /* 1: LayerNorm after the embedding sum (BERT) */
     int emb_scale;       /* 1: token embeddings times √n_embd (the original
                             Transformer), before the positions are added */
+    tfm_init init;       /* tfm_model_init_weights' scheme (GPT-2 by default) */
     /* encoder-decoder only: */
     int n_enc_layer;     /* the encoder's blocks; 0 means n_layer */
     int tie_source;      /* 1: the source embedding is wte (default) */
@@ -261,7 +268,12 @@ void tfm_model_free(tfm_model *m);
  * residual projections (the c_proj weights) N(0, 0.02/√(k·L)) with k the
  * residual branches per block of their stack (2; 3 in an encoder-decoder's
  * decoder),
- * biases 0, layer norms weight 1 bias 0.  Also seeds m->rng from seed. */
+ * biases 0, layer norms weight 1 bias 0.  Also seeds m->rng from seed.
+ * With cfg.init TFM_INIT_XAVIER (the original Transformer as fairseq and
+ * PyTorch's references do it): the embedding tables (wte, enc.wte, wpe,
+ * wse) N(0, C^-0.5); every other matrix Xavier-uniform, U(±√(6/(in + out))),
+ * the fused c_attn and c_kv as their 3 and 2 separate C×C matrices; T5's
+ * bias tables as GPT-2; biases 0, layer norms 1 and 0. */
 void tfm_model_init_weights(tfm_model *m, uint64_t seed);
 
 /* Finds a parameter by name; NULL when absent. */

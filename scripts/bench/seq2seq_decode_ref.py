@@ -23,7 +23,7 @@ greedy: --batch sources at a time, padded (masked) sources, rows that
 finished still step (as a plain PyTorch loop does).
 
 The model: tfm's definition (lib/model/transformer.h): token embedding
-(+ learned or sinusoidal positions), optional embedding LayerNorm, pre- or
+(·√C with emb_scale) (+ learned or sinusoidal positions), optional embedding LayerNorm, pre- or
 post-LN blocks, separate self- and cross-attention, tied or untied head and
 source embedding; RoPE, ALiBi and T5 positions are not implemented here.
 
@@ -114,6 +114,7 @@ class Seq2Seq:
         self.act = {"gelu": lambda x: F.gelu(x, approximate="tanh"), "gelu_exact": F.gelu,
                     "relu": F.relu}[cfg.get("activation", "gelu")]
         self.emb_norm = cfg.get("emb_norm", "false") == "true"
+        self.emb_scale = math.sqrt(self.C) if cfg.get("emb_scale", "false") == "true" else 1.0
         self.head = t.get("lm_head.weight", t["wte.weight"])
         self.src_wte = t.get("enc.wte.weight", t["wte.weight"])
 
@@ -137,7 +138,7 @@ class Seq2Seq:
         return pe.float()
 
     def embed(self, pre, wte, tok, pos):
-        h = wte[tok]
+        h = wte[tok] * self.emb_scale
         if self.pos == "learned":
             h = h + self.t[pre + "wpe.weight"][pos]
         else:

@@ -137,6 +137,9 @@ typedef struct tfm_infer {
     int *row_slot, *row_pos;
     float *pe;              /* [max_rows][C]: sinusoid rows or RoPE angles */
     float *alibi;           /* [n_head] ALiBi slopes, or NULL */
+    struct tfm_fwd *enc;    /* encoder-decoders: the encoder's forward
+                               (model/forward.h) */
+    float *mem;             /* [max_len][C]: its output */
     int profile;            /* 1: add each phase's wall time to prof_s */
     double prof_s[TFM_PROF_N];
 } tfm_infer;

@@ -346,6 +346,7 @@ static void xml_text(tfm_buf *b, const char *s)
         case '>': tfm_buf_puts(b, "&gt;"); break;
         case '&': tfm_buf_puts(b, "&amp;"); break;
         case '"': tfm_buf_puts(b, "&quot;"); break;
+        case ' ': tfm_buf_puts(b, "\xe2\x90\xa3"); break; /* ␣: a space token stays visible */
         default:
             if ((unsigned char)*s >= 0x20)
                 tfm_buf_putc(b, *s);
@@ -354,7 +355,9 @@ static void xml_text(tfm_buf *b, const char *s)
 }
 
 /* The heat map of p [T, T] (rows: queries, columns: keys), token labels
- * on both axes; white 0 to dark blue 1. */
+ * on both axes; white 0 to dark blue at the map's largest probability (a
+ * fixed scale to 1 leaves a long input's map almost white), each cell's
+ * value in its tooltip. */
 static void svg_heatmap(tfm_buf *b, const float *p, int T, const char *labels, int layer,
                         int head, long line)
 {
@@ -370,21 +373,25 @@ static void svg_heatmap(tfm_buf *b, const float *p, int T, const char *labels, i
     if (maxl > 24)
         maxl = 24;
     const int margin = (int)(maxl * font * 0.62) + 10, top = margin + 30;
-    const int W = margin + T * cell + 70, H = top + T * cell + 20;
+    const int W = margin + T * cell + 80, H = top + T * cell + 20;
     tfm_buf_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                       "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n", W, H, W, H);
     tfm_buf_printf(b, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    float pmax = 0;
+    for (size_t k = 0; k < (size_t)T * T; k++)
+        pmax = p[k] > pmax ? p[k] : pmax;
+    const float inv = pmax > 0 ? 1.0f / pmax : 0.0f;
     tfm_buf_printf(b, "<text x=\"%d\" y=\"18\" font-size=\"14\">line %ld, layer %d, head %d "
                       "(rows: queries, columns: keys)</text>\n", 6, line, layer, head);
     for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++) {
-            float v = p[(size_t)i * T + j];
+            float pv = p[(size_t)i * T + j], v = pv * inv;
             v = v < 0 ? 0 : v > 1 ? 1 : v;
             int r = (int)lrintf(255 - v * (255 - 8)), g = (int)lrintf(255 - v * (255 - 48)),
                 bl = (int)lrintf(255 - v * (255 - 107));
             tfm_buf_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
                               "fill=\"#%02x%02x%02x\"><title>%.4f</title></rect>\n",
-                           margin + j * cell, top + i * cell, cell, cell, r, g, bl, (double)v);
+                           margin + j * cell, top + i * cell, cell, cell, r, g, bl, (double)pv);
         }
     q = labels;
     for (int t = 0; t < T; t++) {
@@ -413,7 +420,8 @@ static void svg_heatmap(tfm_buf *b, const float *p, int T, const char *labels, i
                           "fill=\"#%02x%02x%02x\" stroke=\"#ccc\" stroke-width=\"0.5\"/>\n",
                        sx, top + k * 10, r, g, bl);
     }
-    tfm_buf_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"9\">1</text>\n", sx + 15, top + 8);
+    tfm_buf_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"9\">%.3g</text>\n", sx + 15,
+                   top + 8, (double)pmax);
     tfm_buf_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"9\">0</text>\n", sx + 15,
                    top + 108);
     tfm_buf_puts(b, "</svg>\n");
@@ -502,7 +510,8 @@ static void write_matrix(app *a)
         for (size_t j = 0; j < N; j++)
             m[i * N + j] = (float)tfm_cosine(a->all + i * a->D, a->all + j * a->D, a->D);
     if (a->fmt == FMT_NPY) {
-        if (tfm_npy_writer_append(&a->npy, m, N * N, &err) < 0)
+        size_t shape[2] = {N, N};
+        if (tfm_npy_write(a->out_path ? a->out_path : "-", TFM_NPY_F32, 2, shape, m, &err) < 0)
             tfm_die(prog, &err);
     } else if (a->fmt == FMT_RAW) {
         fwrite(m, sizeof(float), N * N, a->out.fp);
@@ -679,8 +688,9 @@ int main(int argc, char **argv)
         o.pool = (tfm_pool)tfm_pool_parse(pool);
     if (normalize)
         o.normalize = 1;
+    /* valid options the model cannot honour: failures (1), not usage (2) */
     if (layers && tfm_layer_sel_parse(&o.layers, layers, a.L, &err) < 0)
-        tfm_usage_error(prog, "--%s", err.msg);
+        tfm_fatal(prog, "%s: --%s", model, err.msg);
     if (weights) {
         float s[TFM_LAYER_SEL_MAX];
         int n = 0;
@@ -700,18 +710,18 @@ int main(int argc, char **argv)
             p = end + 1;
         }
         if (tfm_layer_sel_elmo(&o.layers, s, n, (float)gamma, a.L, &err) < 0)
-            tfm_usage_error(prog, "--%s", err.msg);
+            tfm_fatal(prog, "%s: --%s", model, err.msg);
     }
     if (a.att_layer_set) {
         if (att_layer > a.L || att_layer < -a.L)
-            tfm_usage_error(prog, "--attention-layer %ld is out of range: the model has blocks "
-                                  "1 to %d (-1 to -%d from the top)", att_layer, a.L, a.L);
+            tfm_fatal(prog, "%s: --attention-layer %ld is out of range: the model has blocks "
+                            "1 to %d (-1 to -%d from the top)", model, att_layer, a.L, a.L);
         a.att_layer = att_layer < 0 ? a.L + 1 + (int)att_layer : (int)att_layer;
     }
     if (a.att_head_set) {
         if (att_head >= a.NH)
-            tfm_usage_error(prog, "--attention-head %ld is out of range: the model has heads "
-                                  "0 to %d", att_head, a.NH - 1);
+            tfm_fatal(prog, "%s: --attention-head %ld is out of range: the model has heads "
+                            "0 to %d", model, att_head, a.NH - 1);
         a.att_head = (int)att_head;
     }
     if (a.offsets_path == NULL && o.pool == TFM_POOL_NONE && a.fmt == FMT_NPY &&
@@ -727,8 +737,8 @@ int main(int argc, char **argv)
     int ctx = cfg->block_size;
     a.max_len = max_len ? max_len : ctx;
     if (cfg->pos == TFM_POS_LEARNED && a.max_len > ctx)
-        tfm_usage_error(prog, "--max-len %d is longer than the model's context (%d learned "
-                              "positions)", a.max_len, ctx);
+        tfm_fatal(prog, "%s: --max-len %d is longer than the model's context (%d learned "
+                        "positions)", model, a.max_len, ctx);
     if (tfm_embedder_init(&a.emb, cfg, &a.lm.w, &o, &err) < 0)
         tfm_die(prog, &err);
     a.D = a.emb.D;
@@ -827,8 +837,8 @@ int main(int argc, char **argv)
         if (a.n_skipped)
             fprintf(stderr, "%s: %ld empty line%s skipped\n", prog, a.n_skipped,
                     a.n_skipped == 1 ? "" : "s");
-        fprintf(stderr, "%s: %ld inputs, %ld tokens, %d-wide vectors (layers %s, pool %s%s)\n",
-                prog, a.n_inputs, a.n_tokens, a.D, weights ? "ELMo mix" : layers ? layers : "last",
+        fprintf(stderr, "%s: %ld input%s, %ld tokens, %d-wide vectors (layers %s, pool %s%s)\n",
+                prog, a.n_inputs, a.n_inputs == 1 ? "" : "s", a.n_tokens, a.D, weights ? "ELMo mix" : layers ? layers : "last",
                 tfm_pool_name(o.pool), o.normalize ? ", normalized" : "");
     }
     if (in != stdin)

@@ -934,6 +934,10 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
     if (bert) {
         if (bert_lm_open(lm, st, bert, err) < 0)
             goto fail;
+        /* the weights were copied: the mapping would only hold memory */
+        tfm_safetensors_close(st);
+        free(st);
+        lm->file = NULL;
         return 0;
     }
     if (format && cfg_text) {

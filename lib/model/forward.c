@@ -59,6 +59,16 @@ int tfm_fwd_max_len(const tfm_fwd *f)
     return f->cfg.pos == TFM_POS_LEARNED ? f->cfg.block_size : INT32_MAX;
 }
 
+/* The fused attention keeps 16-float vectors in registers: without
+ * AVX-512 they are pairs of AVX2 registers that spill, and the forward alone
+ * (no backward to share the work) ran 2-3.5x slower than BLAS's products at
+ * T = 128, HS = 64 on the project's AVX2 build (scripts/bench/embed). */
+#ifdef __AVX512F__
+#define ATTN_IMPL TFM_ATTN_AUTO
+#else
+#define ATTN_IMPL TFM_ATTN_BLAS
+#endif
+
 /* Scratch for R rows and sequences of up to T positions. */
 static void ensure(tfm_fwd *f, int R, int T)
 {
@@ -98,7 +108,8 @@ static void ensure(tfm_fwd *f, int R, int T)
                       .max_distance = c->t5_max_distance,
                       .bidirectional = f->t5_bidirectional};
     tfm_attn at = {.B = 1, .Tq = f->max_len, .Tk = f->max_len, .NH = NH, .HS = HS,
-                   .mask = f->mask, .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL};
+                   .mask = f->mask, .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
+                   .impl = ATTN_IMPL};
     size_t need = tfm_attn_scratch_floats(&at) + 1;
     if (need > f->ascratch_n) {
         free(f->ascratch);
@@ -168,7 +179,8 @@ static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
     for (int s = 0; s < b->n; s++) {
         const int T = b->len[s];
         tfm_attn at = {.B = 1, .Tq = T, .Tk = T, .NH = NH, .HS = HS, .mask = f->mask,
-                       .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL};
+                       .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
+                       .impl = ATTN_IMPL};
         const float *q = f->qkv + off * 3 * C;
         tfm_attn_forward(&at, f->att + off * C, C, f->probs, q, 3 * C, q + C, 3 * C,
                          q + 2 * C, 3 * C, f->ascratch);

@@ -21,7 +21,8 @@
  * and are never copied or written.  The layout and names are model/transformer.h's
  * (matrices [in, out], lm_head [V, C]).
  *
- * Encoder-decoders: tfm_infer_encode runs the encoder once per source and
+ * Encoder-decoders: tfm_infer_encode runs the encoder once per source
+ * (through model/forward.h, the one whole-sequence inference forward) and
  * caches the keys and values of every decoder layer's cross-attention;
  * decoding then reads them as it reads the self-attention cache.
  *

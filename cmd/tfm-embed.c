@@ -335,6 +335,7 @@ static char *att_name(const char *pattern, long line)
     tfm_buf_append(&b, pattern, (size_t)(pct - pattern));
     tfm_buf_printf(&b, "%ld", line);
     tfm_buf_puts(&b, pct + 2);
+    tfm_buf_putc(&b, '\0');
     return b.data;
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/file.h"
@@ -934,10 +935,10 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
     if (bert) {
         if (bert_lm_open(lm, st, bert, err) < 0)
             goto fail;
-        /* the weights were copied: the mapping would only hold memory */
-        tfm_safetensors_close(st);
-        free(st);
-        lm->file = NULL;
+        /* the weights were copied: the mapped pages would only hold memory
+         * (the mapping stays, for the file's description) */
+        if (st->map.mapped)
+            madvise((void *)st->map.data, st->map.size, MADV_DONTNEED);
         return 0;
     }
     if (format && cfg_text) {

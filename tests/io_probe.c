@@ -232,7 +232,8 @@ static int json_time(const char *path)
     return 0;
 }
 
-/* model-logits MODEL BATCH OUT: loads MODEL with tfm_model_load, prints
+/* model-logits MODEL BATCH OUT: loads MODEL with tfm_model_load (a tfm file,
+ * a HuggingFace BERT or GPT-2 checkpoint), prints
  * the description it got and the tokenizer (kind and size, or "none") on
  * one line, runs the batch (BATCH: int32 B, T, inputs [B, T], segments
  * [B, T], lengths [B]) and writes the logits [B, T, V] (float32) to OUT. */
@@ -271,7 +272,11 @@ static int model_logits(const char *model, const char *batch, const char *out)
         return 1;
     }
     fclose(f);
-    tfm_batch b = {.inputs = x, .B = bt[0], .T = bt[1], .segments = x + N, .lengths = len};
+    /* segments and padding lengths are an encoder's (a GPT-2 checkpoint
+     * takes whole sequences) */
+    int enc = g->kind == TFM_KIND_ENCODER;
+    tfm_batch b = {.inputs = x, .B = bt[0], .T = bt[1],
+                   .segments = g->n_segments ? x + N : NULL, .lengths = enc ? len : NULL};
     if (tfm_model_forward_batch(&m, &b, NULL, &e) < 0)
         die(&e);
     f = fopen(out, "wb");

@@ -2,14 +2,16 @@
  * the generation benchmark: the same layout tfm-train writes (weights, the
  * YAML config and optionally a character tokenizer in __metadata__).
  *
- *   mkmodel OUT.safetensors [--text FILE] [--layers L] [--heads H] [--embd C]
+ *   mkmodel OUT.safetensors [--text FILE | --tokenizer FILE] [--layers L] [--heads H] [--embd C]
  *           [--context T] [--vocab V] [--seed S] [--scale X] [--post-ln] [--hf]
  *           [--nan] [--set KEY=VALUE ...]
  *
  * With --text, a character tokenizer is trained on FILE (plus <unk> and
  * <|endoftext|>) and sets the vocabulary; without it the file has no
- * tokenizer (prompts as --ids).  --scale multiplies the matrices so that a
- * random model is not almost uniform.  --hf writes the layout of a
+ * tokenizer (prompts as --ids); --tokenizer stores any tokenizer file
+ * (tfm_tokenizer_load: e.g. a WordPiece tokenizer.json) and takes its
+ * size.  --scale multiplies the matrices so that a random model is not
+ * almost uniform.  --hf writes the layout of a
  * HuggingFace GPT-2 checkpoint instead: "transformer."-prefixed names, no
  * metadata (so no config: the loader reads the shape off the tensors and
  * assumes 64-wide heads).  --nan makes every weight NaN: a diverged model,
@@ -37,7 +39,7 @@ static const char *prog = "mkmodel";
 
 int main(int argc, char **argv)
 {
-    const char *text = NULL;
+    const char *text = NULL, *tok_path = NULL;
     long layers = 2, heads = 2, embd = 32, context = 64, vocab = 64, seed = 1;
     double scale = 1;
     int post = 0, hf = 0, nan = 0, n_sets = 0;
@@ -48,12 +50,14 @@ int main(int argc, char **argv)
         {"context", required_argument, 0, 'T'}, {"vocab", required_argument, 0, 'v'},
         {"seed", required_argument, 0, 's'}, {"scale", required_argument, 0, 'x'},
         {"post-ln", no_argument, 0, 'p'}, {"hf", no_argument, 0, 'f'},
-        {"nan", no_argument, 0, 'N'}, {"set", required_argument, 0, 'S'}, {0, 0, 0, 0},
+        {"nan", no_argument, 0, 'N'}, {"set", required_argument, 0, 'S'},
+        {"tokenizer", required_argument, 0, 'k'}, {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 't': text = optarg; break;
+        case 'k': tok_path = optarg; break;
         case 'S':
             if (n_sets < 16)
                 sets[n_sets++] = optarg;
@@ -77,7 +81,11 @@ int main(int argc, char **argv)
     tfm_err err = {0};
 
     tfm_tokenizer *tok = NULL;
-    if (text) {
+    if (tok_path) {
+        if (tfm_tokenizer_load(&tok, tok_path, &err) < 0)
+            tfm_die(prog, &err);
+        vocab = tfm_tokenizer_vocab_size(tok);
+    } else if (text) {
         tfm_buf t = {0};
         FILE *fp = fopen(text, "rb");
         if (!fp) {

@@ -15,6 +15,7 @@
 #include "tensor/ops.h"
 #include "nn/attention.h"
 #include "nn/position.h"
+#include "model/forward.h"
 
 /* ---- weights ---- */
 
@@ -460,6 +461,9 @@ void tfm_infer_free(tfm_infer *g)
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->part);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
     free(g->scores); free(g->alibi);
+    if (g->enc)
+        tfm_fwd_free(g->enc);
+    free(g->enc); free(g->mem);
     memset(g, 0, sizeof *g);
 }
 
@@ -762,48 +766,25 @@ int tfm_infer_encode(tfm_infer *g, int slot, const uint32_t *src, int S, tfm_err
         if (src[i] >= (uint32_t)Vs)
             return tfm_err_set(err, "source token id %u is outside the model's source "
                                "vocabulary (%d)", src[i], Vs);
-    const int C = c->n_embd, NH = c->n_head, HS = C / NH, pre = c->ln == TFM_LN_PRE;
-    ensure_rows(g, S);
-    for (int r = 0; r < S; r++)
-        g->row_pos[r] = r;
-    const tfm_embed_weights *e = &w->enc;
-    embed_rows(g, S, src, e);
-    /* one sequence, full attention: the training attention's own code */
-    tfm_attn_t5 t5 = {.table = e->rel_bias, .n_buckets = c->t5_buckets,
-                      .max_distance = c->t5_max_distance, .bidirectional = 1};
-    tfm_attn at = {.B = 1, .Tq = S, .Tk = S, .NH = NH, .HS = HS, .mask = TFM_MASK_NONE,
-                   .alibi = g->alibi, .t5 = e->rel_bias ? &t5 : NULL};
-    float *probs = tfm_malloc(sizeof(float) * (size_t)NH * S * S);
-    float *scratch = tfm_malloc(sizeof(float) * (tfm_attn_scratch_floats(&at) + 1));
-    if (c->pos == TFM_POS_ROPE)
-        tfm_rope_table(g->pe, 0, S, HS, c->rope_base);
-    float *x = g->x, *h = g->h;
-    double prof_t = g->profile ? tfm_now() : 0;
-    for (int l = 0; l < w->n_enc_layer; l++) {
-        const tfm_layer_weights *L = &w->enc_layers[l];
-        const float *ain = x;
-        if (pre) {
-            tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, S, C, c->ln_eps);
-            ain = h;
+    const int C = c->n_embd;
+    /* the one whole-sequence forward (model/forward.h), its top layer */
+    if (!g->enc) {
+        g->enc = tfm_malloc(sizeof *g->enc);
+        if (tfm_fwd_init(g->enc, c, w, TFM_FWD_ENCODER, err) < 0) {
+            free(g->enc);
+            g->enc = NULL;
+            return -1;
         }
-        linear(g, g->qkv, ain, L->qkv_w, NULL, L->qkv_b, S, C, 3 * C);
-        if (c->pos == TFM_POS_ROPE)
-            tfm_rope_apply(g->qkv, 3 * C, S, g->row_pos, 0, 2 * NH, HS, g->pe, S, 0);
-        tfm_attn_forward(&at, g->att, C, probs, g->qkv, 3 * C, g->qkv + C, 3 * C,
-                         g->qkv + 2 * C, 3 * C, scratch);
-        linear(g, h, g->att, L->proj_w, NULL, L->proj_b, S, C, C);
-        tfm_add_inplace(x, h, (size_t)S * C);
-        if (!pre)
-            tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, S, C, c->ln_eps);
-        mlp_rows(g, L, S, &prof_t);
+        g->mem = tfm_aligned_alloc(sizeof(float) * (size_t)g->max_len * C);
     }
-    free(probs);
-    free(scratch);
-    const float *mem = x;
-    if (pre) {
-        tfm_layernorm_forward(h, g->mean, g->rstd, x, e->lnf_w, e->lnf_b, S, C, c->ln_eps);
-        mem = h;
-    }
+    float *hidden[g->enc->n_layer + 1];
+    memset(hidden, 0, sizeof hidden);
+    hidden[g->enc->n_layer] = g->mem;
+    tfm_fwd_batch b = {.n = 1, .len = &S, .tok = src, .hidden = hidden};
+    if (tfm_fwd_run(g->enc, &b, err) < 0)
+        return -1;
+    const float *mem = g->mem;
+    ensure_rows(g, S);
     /* every decoder layer's keys and values of the memory, once */
     for (int l = 0; l < c->n_layer; l++) {
         const tfm_layer_weights *L = &w->layers[l];

@@ -21,7 +21,8 @@
  * and are never copied or written.  The layout and names are model/transformer.h's
  * (matrices [in, out], lm_head [V, C]).
  *
- * Encoder-decoders: tfm_infer_encode runs the encoder once per source and
+ * Encoder-decoders: tfm_infer_encode runs the encoder once per source
+ * (through model/forward.h, the one whole-sequence inference forward) and
  * caches the keys and values of every decoder layer's cross-attention;
  * decoding then reads them as it reads the self-attention cache.
  *
@@ -137,6 +138,9 @@ typedef struct tfm_infer {
     int *row_slot, *row_pos;
     float *pe;              /* [max_rows][C]: sinusoid rows or RoPE angles */
     float *alibi;           /* [n_head] ALiBi slopes, or NULL */
+    struct tfm_fwd *enc;    /* encoder-decoders: the encoder's forward
+                               (model/forward.h) */
+    float *mem;             /* [max_len][C]: its output */
     int profile;            /* 1: add each phase's wall time to prof_s */
     double prof_s[TFM_PROF_N];
 } tfm_infer;

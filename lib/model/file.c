@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/file.h"
@@ -588,8 +589,8 @@ static int bert_weights(const bert_ckpt *b, tfm_err *err)
 }
 
 /* The tokenizer beside a HuggingFace checkpoint: tokenizer.json (which says
- * whether it lowercases), else BERT's vocab.txt (read as uncased BERT's);
- * *tok = NULL when there is neither. */
+ * whether it lowercases), else BERT's vocab.txt (read as uncased BERT's),
+ * else GPT-2's vocab.json + merges.txt; *tok = NULL when there is none. */
 static int tokenizer_beside(const char *model_path, int vocab_size, tfm_tokenizer **tok,
                             tfm_err *err)
 {
@@ -598,8 +599,15 @@ static int tokenizer_beside(const char *model_path, int vocab_size, tfm_tokenize
     path_beside(model_path, "tokenizer.json", path, sizeof path);
     if (access(path, F_OK) != 0) {
         path_beside(model_path, "vocab.txt", path, sizeof path);
-        if (access(path, F_OK) != 0)
-            return 0;
+        if (access(path, F_OK) != 0) {
+            /* GPT-2's pair: the tokenizer loader reads them from the folder */
+            char merges[4200];
+            path_beside(model_path, "vocab.json", path, sizeof path);
+            path_beside(model_path, "merges.txt", merges, sizeof merges);
+            if (access(path, F_OK) != 0 || access(merges, F_OK) != 0)
+                return 0;
+            path_beside(model_path, ".", path, sizeof path);
+        }
     }
     if (tfm_tokenizer_load(tok, path, err) < 0)
         return -1;
@@ -651,6 +659,9 @@ static int bert_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_to
     return rc;
 }
 
+static int gpt2_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                           tfm_err *err);
+
 int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
                    tfm_err *err)
 {
@@ -660,6 +671,9 @@ int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer 
     char file[4200];
     path = model_file(path, file, sizeof file);
     int hf = bert_model_load(path, c, m, tok, err);
+    if (hf <= 0)
+        return hf;
+    hf = gpt2_model_load(path, c, m, tok, err);
     if (hf <= 0)
         return hf;
     if (tfm_model_file_config(path, c, err) < 0)
@@ -770,6 +784,20 @@ static int hf_config_json(const char *model_path, tfm_model_config *g, tfm_err *
         else
             g->n_head = (int)v;
     }
+    j = tfm_json_get(doc.root, "activation_function");
+    if (rc == 0 && j) {
+        if (j->type == TFM_JSON_STRING && (!strcmp(j->str, "gelu_new") ||
+                                           !strcmp(j->str, "gelu_pytorch_tanh")))
+            g->act = TFM_ACT_GELU_TANH;
+        else if (j->type == TFM_JSON_STRING && !strcmp(j->str, "gelu"))
+            g->act = TFM_ACT_GELU_EXACT;
+        else if (j->type == TFM_JSON_STRING && !strcmp(j->str, "relu"))
+            g->act = TFM_ACT_RELU;
+        else
+            rc = tfm_err_set(err, "%s:%ld:%ld: activation_function '%s' is not supported "
+                             "(tfm has gelu_new, gelu and relu)", path, j->line, j->col,
+                             j->str ? j->str : "");
+    }
     j = tfm_json_get(doc.root, "layer_norm_epsilon");
     if (rc == 0 && j) {
         if (j->type != TFM_JSON_NUMBER || !(j->num > 0 && j->num < 1))
@@ -808,6 +836,67 @@ static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tf
     g->n_layer = L;
     g->tie_embeddings = 1;
     return tfm_model_config_check(g, err) < 0 ? tfm_err_prefix(err, "%s", st->name) : 0;
+}
+
+/* tfm's config (the model section) of a GPT-2 checkpoint's description. */
+static void gpt2_config_into(const tfm_model_config *g, tfm_config *c)
+{
+    c->model.kind = TFM_CONFIG_KIND_DECODER;
+    c->model.positions = TFM_CONFIG_POS_LEARNED;
+    c->model.norm = TFM_CONFIG_NORM_PRE;
+    c->model.activation = g->act == TFM_ACT_GELU_EXACT ? TFM_CONFIG_ACT_GELU_EXACT
+                          : g->act == TFM_ACT_RELU     ? TFM_CONFIG_ACT_RELU
+                                                       : TFM_CONFIG_ACT_GELU;
+    c->model.ln_eps = g->ln_eps;
+    c->model.n_layer = g->n_layer;
+    c->model.n_head = g->n_head;
+    c->model.n_embd = g->n_embd;
+    c->model.d_ff = g->d_ff;
+    c->model.block_size = g->block_size;
+    c->model.vocab_size = g->vocab_size;
+    c->model.tie_embeddings = 1;
+    c->model.bias = 1;
+}
+
+/* tfm_model_load of a HuggingFace GPT-2 checkpoint (no tfm format, a wte
+ * tensor): the description from the shapes and config.json, the weights
+ * copied (GPT-2's names and [in, out] layout are tfm's), the tokenizer
+ * beside it.  1 when path is not one. */
+static int gpt2_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                           tfm_err *err)
+{
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, path, err) < 0)
+        return -1;
+    int rc = 1;
+    if (tfm_format(&st) || !find(&st, "wte.weight"))
+        goto out;
+    rc = -1;
+    tfm_model_config g;
+    if (tfm_model_file_verify(&st, 0, err) < 0 || config_from_shapes(&st, &g, err) < 0)
+        goto out;
+    gpt2_config_into(&g, c);
+    if (tfm_model_init(m, &g, err) < 0) {
+        tfm_err_prefix(err, "%s", path);
+        goto out;
+    }
+    for (int i = 0; i < m->n_table; i++) {
+        const tfm_param *p = &m->table[i];
+        const float *src = lookup(&st, p->name, p->shape[0], p->shape[1], err);
+        if (!src) {
+            tfm_model_free(m);
+            goto out;
+        }
+        memcpy(m->params + p->offset, src, sizeof(float) * p->numel);
+    }
+    if (tok && tokenizer_beside(st.name, g.vocab_size, tok, err) < 0) {
+        tfm_model_free(m);
+        goto out;
+    }
+    rc = 0;
+out:
+    tfm_safetensors_close(&st);
+    return rc;
 }
 
 /* A BERT checkpoint's weights are copied into a tfm_model the tfm_lm
@@ -858,6 +947,10 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
     if (bert) {
         if (bert_lm_open(lm, st, bert, err) < 0)
             goto fail;
+        /* the weights were copied: the mapped pages would only hold memory
+         * (the mapping stays, for the file's description) */
+        if (st->map.mapped)
+            madvise((void *)st->map.data, st->map.size, MADV_DONTNEED);
         return 0;
     }
     if (format && cfg_text) {
@@ -876,14 +969,18 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
             tfm_err_prefix(err, "%s", path);
             goto fail;
         }
-    } else if (config_from_shapes(st, &lm->cfg, err) < 0) {
-        goto fail;
+    } else {
+        if (config_from_shapes(st, &lm->cfg, err) < 0 ||
+            tokenizer_beside(path, lm->cfg.vocab_size, &lm->tok, err) < 0)
+            goto fail;
+        if (lm->tok)
+            lm->eos = tfm_tokenizer_specials(lm->tok)->eos;
     }
     if (tfm_weights_bind(&lm->w, &lm->cfg, lookup, st, err) < 0)
         goto fail;
     size_t tok_len = 0;
     const char *tok_json = tfm_safetensors_meta(st, "tokenizer", &tok_len);
-    if (tok_json) {
+    if (tok_json && !lm->tok) {
         char name[1100];
         snprintf(name, sizeof name, "%s:tokenizer", path);
         if (tfm_tokenizer_from_json(&lm->tok, tok_json, tok_len, name, err) < 0)

@@ -22,8 +22,10 @@
  * is allowed), as the file or as the folder holding model.safetensors and
  * config.json:
  *   GPT-2 (names with or without "transformer."): the shape read off the
- *     tensors, n_head and layer_norm_epsilon from config.json if present;
- *     weights used in place.
+ *     tensors, n_head, layer_norm_epsilon and activation_function from
+ *     config.json if present; weights used in place by tfm_lm_open, copied
+ *     by tfm_model_load; the tokenizer is tokenizer.json beside the file,
+ *     else vocab.json + merges.txt.
  *   BERT (BertModel, BertForPreTraining, BertForMaskedLM; names with or
  *     without "bert."; LayerNorm weight/bias or gamma/beta): an encoder
  *     from config.json (required: hidden_size, num_attention_heads,
@@ -94,8 +96,8 @@ int tfm_model_save_translation(const char *path, const tfm_model *m, const char 
  * overlaid with the stored YAML), the model built from it with the stored
  * weights, and the tokenizer when the file has one (*tok = NULL otherwise;
  * tok may be NULL to skip it).  path may be a folder (its
- * model.safetensors).  A HuggingFace BERT checkpoint loads too (above):
- * *c's model section is then config.json's.  The caller frees m and *tok. */
+ * model.safetensors).  HuggingFace BERT and GPT-2 checkpoints load too
+ * (above): *c's model section then describes them.  The caller frees m and *tok. */
 int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
                    tfm_err *err);
 

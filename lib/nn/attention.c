@@ -724,6 +724,8 @@ static int use_fused(const tfm_attn *a)
         return 0;
     if (env && !strcmp(env, "fused"))
         return 1;
+    if (a->impl != TFM_ATTN_AUTO)
+        return a->impl == TFM_ATTN_FUSED;
     return (size_t)a->Tq * a->Tk * a->HS <= (size_t)FUSED_MAX;
 }
 

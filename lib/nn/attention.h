@@ -42,6 +42,13 @@ typedef struct tfm_attn_t5 {
     int bidirectional;   /* 1: encoders (half the buckets for j > i) */
 } tfm_attn_t5;
 
+/* Which implementation runs (the environment's TFM_ATTN still wins). */
+typedef enum tfm_attn_impl {
+    TFM_ATTN_AUTO,   /* fused when it fits (below), else BLAS */
+    TFM_ATTN_BLAS,
+    TFM_ATTN_FUSED,
+} tfm_attn_impl;
+
 typedef struct tfm_attn {
     int B, Tq, Tk, NH, HS;
     tfm_mask_kind mask;
@@ -59,6 +66,7 @@ typedef struct tfm_attn {
      * T5, a learned bias per head and bucket of the distance.  NULL: none. */
     const float *alibi;  /* [NH] */
     const tfm_attn_t5 *t5;
+    tfm_attn_impl impl;  /* 0: TFM_ATTN_AUTO */
 } tfm_attn;
 
 /* The ALiBi paper's head slopes: for n a power of two, 2^(-8k/n) for k =

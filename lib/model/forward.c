@@ -1,0 +1,277 @@
+/* Packed whole-sequence inference forward; see forward.h. */
+#include "config.h"
+
+#include "model/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/position.h"
+#include "tensor/gemm.h"
+#include "tensor/ops.h"
+
+int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,
+                 tfm_fwd_stack stack, tfm_err *err)
+{
+    memset(f, 0, sizeof *f);
+    if (tfm_model_config_check(cfg, err) < 0)
+        return -1;
+    f->cfg = *cfg;
+    f->w = w;
+    if (stack == TFM_FWD_ENCODER) {
+        if (cfg->kind != TFM_KIND_ENCODER_DECODER)
+            return tfm_err_set(err, "model.kind %s has no separate encoder",
+                               tfm_kind_name(cfg->kind));
+        f->e = &w->enc;
+        f->layers = w->enc_layers;
+        f->n_layer = w->n_enc_layer;
+        f->vocab = tfm_model_config_src_vocab(cfg);
+        f->mask = TFM_MASK_NONE;
+    } else {
+        if (cfg->kind == TFM_KIND_ENCODER_DECODER)
+            return tfm_err_set(err, "the decoder of an encoder-decoder reads a source: "
+                                    "run its encoder (TFM_FWD_ENCODER)");
+        f->e = &w->dec;
+        f->layers = w->layers;
+        f->n_layer = w->n_layer;
+        f->vocab = cfg->vocab_size;
+        f->mask = cfg->kind == TFM_KIND_DECODER ? TFM_MASK_CAUSAL : TFM_MASK_NONE;
+    }
+    f->t5_bidirectional = f->mask == TFM_MASK_NONE;
+    if (cfg->pos == TFM_POS_ALIBI) {
+        f->alibi = tfm_malloc(sizeof(float) * (size_t)cfg->n_head);
+        tfm_alibi_slopes(f->alibi, cfg->n_head);
+    }
+    return 0;
+}
+
+void tfm_fwd_free(tfm_fwd *f)
+{
+    free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc);
+    free(f->mean); free(f->rstd); free(f->pe); free(f->rope); free(f->pos);
+    free(f->probs); free(f->ascratch); free(f->alibi);
+    memset(f, 0, sizeof *f);
+}
+
+int tfm_fwd_max_len(const tfm_fwd *f)
+{
+    return f->cfg.pos == TFM_POS_LEARNED ? f->cfg.block_size : INT32_MAX;
+}
+
+/* The fused attention keeps 16-float vectors in registers: without
+ * AVX-512 they are pairs of AVX2 registers that spill, and the forward alone
+ * (no backward to share the work) ran 2-3.5x slower than BLAS's products at
+ * T = 128, HS = 64 on the project's AVX2 build (scripts/bench/embed). */
+#ifdef __AVX512F__
+#define ATTN_IMPL TFM_ATTN_AUTO
+#else
+#define ATTN_IMPL TFM_ATTN_BLAS
+#endif
+
+/* Scratch for R rows and sequences of up to T positions. */
+static void ensure(tfm_fwd *f, int R, int T)
+{
+    const size_t C = (size_t)f->cfg.n_embd, F = (size_t)tfm_model_config_ff(&f->cfg);
+    const int NH = f->cfg.n_head, HS = (int)C / NH;
+    if (R > f->max_rows) {
+        free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc);
+        free(f->mean); free(f->rstd); free(f->pos);
+        size_t r = (size_t)R;
+        f->x = tfm_aligned_alloc(sizeof(float) * r * C);
+        f->h = tfm_aligned_alloc(sizeof(float) * r * C);
+        f->qkv = tfm_aligned_alloc(sizeof(float) * r * 3 * C);
+        f->att = tfm_aligned_alloc(sizeof(float) * r * C);
+        f->fc = tfm_aligned_alloc(sizeof(float) * r * F);
+        f->mean = tfm_malloc(sizeof(float) * r);
+        f->rstd = tfm_malloc(sizeof(float) * r);
+        f->pos = tfm_malloc(sizeof(int32_t) * r);
+        f->max_rows = R;
+    }
+    if (T > f->max_len) {
+        free(f->pe); free(f->rope); free(f->probs);
+        f->pe = f->rope = NULL;
+        if (f->cfg.pos == TFM_POS_SINUSOIDAL) {
+            f->pe = tfm_aligned_alloc(sizeof(float) * (size_t)T * C);
+            tfm_sinusoidal_table(f->pe, T, (int)C);
+        }
+        if (f->cfg.pos == TFM_POS_ROPE) {
+            f->rope = tfm_aligned_alloc(sizeof(float) * (size_t)T * HS);
+            tfm_rope_table(f->rope, 0, T, HS, f->cfg.rope_base);
+        }
+        f->probs = tfm_aligned_alloc(sizeof(float) * (size_t)NH * T * T);
+        f->max_len = T;
+    }
+    /* attention scratch depends on the thread count too: asked every time */
+    const tfm_model_config *c = &f->cfg;
+    tfm_attn_t5 t5 = {.table = f->e->rel_bias, .n_buckets = c->t5_buckets,
+                      .max_distance = c->t5_max_distance,
+                      .bidirectional = f->t5_bidirectional};
+    tfm_attn at = {.B = 1, .Tq = f->max_len, .Tk = f->max_len, .NH = NH, .HS = HS,
+                   .mask = f->mask, .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
+                   .impl = ATTN_IMPL};
+    size_t need = tfm_attn_scratch_floats(&at) + 1;
+    if (need > f->ascratch_n) {
+        free(f->ascratch);
+        f->ascratch = tfm_aligned_alloc(sizeof(float) * need);
+        f->ascratch_n = need;
+    }
+}
+
+/* out[R, N] = in[R, K]·W[K, N] + b, one product over every row. */
+static void linear(float *out, const float *in, const float *W, const float *b, int R,
+                   int K, int N)
+{
+    tfm_gemm(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
+    if (b)
+        tfm_bias_forward(out, b, R, N);
+}
+
+static tfm_act_kind act_kind(tfm_act a)
+{
+    switch (a) {
+    case TFM_ACT_GELU_EXACT: return TFM_ACT_KIND_GELU_EXACT;
+    case TFM_ACT_RELU: return TFM_ACT_KIND_RELU;
+    default: return TFM_ACT_KIND_GELU_TANH;
+    }
+}
+
+/* x[r] = wte[tok] + position term + wse[seg], then the embedding norm. */
+static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
+{
+    const tfm_model_config *c = &f->cfg;
+    const int C = c->n_embd;
+    const tfm_embed_weights *e = f->e;
+    const float *pt = c->pos == TFM_POS_LEARNED ? e->wpe
+                      : c->pos == TFM_POS_SINUSOIDAL ? f->pe : NULL;
+    const float *wse = e == &f->w->dec ? f->w->wse : NULL;
+#pragma omp parallel for schedule(static) if ((size_t)R * C >= (1 << 16))
+    for (int r = 0; r < R; r++) {
+        const float *te = e->wte + (size_t)b->tok[r] * C;
+        float *xr = f->x + (size_t)r * C;
+        if (pt) {
+            const float *pe = pt + (size_t)f->pos[r] * C;
+            for (int i = 0; i < C; i++)
+                xr[i] = te[i] + pe[i];
+        } else {
+            memcpy(xr, te, sizeof(float) * C);
+        }
+        if (wse) {
+            const float *se = wse + (size_t)(b->seg ? b->seg[r] : 0) * C;
+            for (int i = 0; i < C; i++)
+                xr[i] += se[i];
+        }
+    }
+    if (e->lne_w)
+        tfm_layernorm_forward(f->x, f->mean, f->rstd, f->x, e->lne_w, e->lne_b, R, C,
+                              c->ln_eps);
+}
+
+/* att[off.., :] = attention of each sequence over its own positions. */
+static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
+{
+    const tfm_model_config *c = &f->cfg;
+    const int C = c->n_embd, NH = c->n_head, HS = C / NH;
+    tfm_attn_t5 t5 = {.table = f->e->rel_bias, .n_buckets = c->t5_buckets,
+                      .max_distance = c->t5_max_distance,
+                      .bidirectional = f->t5_bidirectional};
+    size_t off = 0;
+    for (int s = 0; s < b->n; s++) {
+        const int T = b->len[s];
+        tfm_attn at = {.B = 1, .Tq = T, .Tk = T, .NH = NH, .HS = HS, .mask = f->mask,
+                       .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
+                       .impl = ATTN_IMPL};
+        const float *q = f->qkv + off * 3 * C;
+        tfm_attn_forward(&at, f->att + off * C, C, f->probs, q, 3 * C, q + C, 3 * C,
+                         q + 2 * C, 3 * C, f->ascratch);
+        if (attn_out && s == b->attn_seq)
+            memcpy(attn_out + (size_t)l * NH * T * T, f->probs,
+                   sizeof(float) * (size_t)NH * T * T);
+        off += (size_t)T;
+    }
+}
+
+int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
+{
+    const tfm_model_config *c = &f->cfg;
+    const int C = c->n_embd, NH = c->n_head, HS = C / NH, F = tfm_model_config_ff(c);
+    const int pre = c->ln == TFM_LN_PRE, L = f->n_layer, maxT = tfm_fwd_max_len(f);
+    /* check everything before any work */
+    size_t R = 0;
+    int T = 0;
+    for (int s = 0; s < b->n; s++) {
+        if (b->len[s] < 1 || b->len[s] > maxT)
+            return tfm_err_set(err, "sequence %d has %d tokens: the model takes 1 to %d", s,
+                               b->len[s], maxT);
+        R += (size_t)b->len[s];
+        T = b->len[s] > T ? b->len[s] : T;
+    }
+    if (R > INT32_MAX / 4)
+        return tfm_err_set(err, "batch of %zu tokens is too large", R);
+    for (size_t r = 0; r < R; r++) {
+        if (b->tok[r] >= (uint32_t)f->vocab)
+            return tfm_err_set(err, "token id %u is outside the model's vocabulary (%d)",
+                               b->tok[r], f->vocab);
+        if (b->seg && b->seg[r] && b->seg[r] >= c->n_segments)
+            return tfm_err_set(err, "segment id %u is outside the model's segments (%d)",
+                               b->seg[r], c->n_segments);
+    }
+    if (b->attn && (b->attn_seq < 0 || b->attn_seq >= b->n))
+        return tfm_err_set(err, "attention of sequence %d asked of a batch of %d",
+                           b->attn_seq, b->n);
+    if (R == 0)
+        return 0;
+    ensure(f, (int)R, T);
+    for (int s = 0, r = 0; s < b->n; s++)
+        for (int i = 0; i < b->len[s]; i++)
+            f->pos[r++] = i;
+
+    const int Ri = (int)R;
+    float *x = f->x, *h = f->h;
+    embed(f, b, Ri);
+    if (b->hidden[0])
+        memcpy(b->hidden[0], x, sizeof(float) * R * C);
+    for (int l = 0; l < L; l++) {
+        const tfm_layer_weights *W = &f->layers[l];
+        const float *ain = x;
+        if (pre) {
+            tfm_layernorm_forward(h, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C, c->ln_eps);
+            ain = h;
+        }
+        linear(f->qkv, ain, W->qkv_w, W->qkv_b, Ri, C, 3 * C);
+        if (f->rope) /* q and k of every head: 2·NH heads of HS columns */
+            tfm_rope_apply(f->qkv, 3 * C, Ri, f->pos, 0, 2 * NH, HS, f->rope, f->max_len, 0);
+        attend(f, b, l, b->attn);
+        linear(h, f->att, W->proj_w, W->proj_b, Ri, C, C);
+        tfm_add_inplace(x, h, R * C);
+        if (!pre)
+            tfm_layernorm_forward(x, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C, c->ln_eps);
+        const float *min = x;
+        if (pre) {
+            tfm_layernorm_forward(h, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C, c->ln_eps);
+            min = h;
+        }
+        linear(f->fc, min, W->fc_w, W->fc_b, Ri, C, F);
+        tfm_act_forward(act_kind(c->act), f->fc, f->fc, R * F);
+        linear(h, f->fc, W->fcp_w, W->fcp_b, Ri, F, C);
+        tfm_add_inplace(x, h, R * C);
+        if (!pre)
+            tfm_layernorm_forward(x, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C, c->ln_eps);
+        float *out = b->hidden[l + 1];
+        if (!out)
+            continue;
+        if (pre && l == L - 1)
+            tfm_layernorm_forward(out, f->mean, f->rstd, x, f->e->lnf_w, f->e->lnf_b, Ri, C,
+                                  c->ln_eps);
+        else
+            memcpy(out, x, sizeof(float) * R * C);
+    }
+    return 0;
+}
+
+double tfm_fwd_flops(const tfm_model_config *cfg, int n_layer, int len)
+{
+    const double C = cfg->n_embd, F = tfm_model_config_ff(cfg), T = len;
+    /* qkv, proj, fc, fc proj; Q·Kᵀ and P·V */
+    return n_layer * (2.0 * T * C * (3 * C + C + 2 * F) + 4.0 * T * T * C);
+}

@@ -1,0 +1,102 @@
+/* Whole-sequence inference forward: the hidden states of every layer of a
+ * stack, for many sequences of different lengths at once, reading the
+ * weights in place (model/decode.h's tfm_weights).
+ *
+ *     tfm_fwd f;
+ *     tfm_fwd_init(&f, &cfg, &w, TFM_FWD_MAIN, &err);  // or TFM_FWD_ENCODER
+ *     float *hidden[L + 1] = {0};  hidden[L] = top;  // the layers wanted
+ *     tfm_fwd_batch b = {.n = 3, .len = lens, .tok = packed, .hidden = hidden};
+ *     tfm_fwd_run(&f, &b, &err);                    // top: [Σ len, C]
+ *     tfm_fwd_free(&f);
+ *
+ * Stacks: an encoder's blocks (full attention), a decoder's (causal
+ * attention: position i sees 0..i), or the encoder of an encoder-decoder
+ * (TFM_FWD_ENCODER; full attention, its own embeddings).  The decoder of an
+ * encoder-decoder needs a source: model/decode.h runs it.
+ *
+ * Packing: the tokens of the n sequences are one [Σ len, C] matrix, so each
+ * linear layer is one matrix product over every real token and no padding
+ * is ever computed; attention runs per sequence (nn/attention.h), and
+ * positions restart at 0 in each.
+ *
+ * Hidden states, as HuggingFace's output_hidden_states: layer 0 is the
+ * embedding output (after the embedding norm, if any), layer l the output
+ * of block l; for pre-LN stacks the top layer (n_layer) is after the final
+ * norm ln_f (HF GPT-2 does the same), the layers below are the residual
+ * stream without it.
+ *
+ * Attention probabilities of one chosen sequence, on request: [n_layer,
+ * n_head, len, len] (query rows, key columns; masked entries 0).
+ *
+ * Threads: BLIS's for the products, OpenMP's for attention heads and the
+ * elementwise kernels (tfm_blas_init).  The result of a sequence does not
+ * depend on the other sequences of its batch beyond the last bits of the
+ * matrix products (BLIS may block rows differently).
+ *
+ * Ownership: tfm_fwd owns its scratch (grown to the largest batch seen),
+ * never the weights, which must outlive it.  One tfm_fwd per thread. */
+#ifndef TFM_MODEL_FORWARD_H
+#define TFM_MODEL_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "model/decode.h"
+#include "model/transformer.h"
+#include "nn/attention.h"
+
+typedef enum tfm_fwd_stack {
+    TFM_FWD_MAIN,    /* an encoder's or a decoder's only stack */
+    TFM_FWD_ENCODER, /* the encoder of an encoder-decoder */
+} tfm_fwd_stack;
+
+typedef struct tfm_fwd {
+    tfm_model_config cfg;
+    const tfm_weights *w;
+    const tfm_embed_weights *e;
+    const tfm_layer_weights *layers;
+    int n_layer;
+    int vocab;             /* the stack's input vocabulary */
+    tfm_mask_kind mask;    /* causal for decoders */
+    int t5_bidirectional;
+    float *alibi;          /* [n_head] slopes, or NULL */
+    /* scratch, for max_rows rows and sequences of up to max_len */
+    int max_rows, max_len;
+    float *x, *h, *qkv, *att, *fc, *mean, *rstd, *pe, *rope;
+    int32_t *pos;
+    float *probs, *ascratch;
+    size_t ascratch_n;
+} tfm_fwd;
+
+int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,
+                 tfm_fwd_stack stack, tfm_err *err);
+void tfm_fwd_free(tfm_fwd *f);
+
+/* The longest sequence the stack takes: block_size with learned
+ * positions, else no limit (INT32_MAX). */
+int tfm_fwd_max_len(const tfm_fwd *f);
+
+typedef struct tfm_fwd_batch {
+    int n;                 /* sequences */
+    const int *len;        /* [n], each >= 1 */
+    const uint32_t *tok;   /* [Σ len] the sequences one after another */
+    const uint8_t *seg;    /* [Σ len] segment ids (models with segments), or
+                              NULL: all 0 */
+    float *const *hidden;  /* [n_layer + 1]: where layer l's [Σ len, C] goes,
+                              NULL for layers not wanted */
+    float *attn;           /* [n_layer, n_head, len, len] of sequence
+                              attn_seq, or NULL */
+    int attn_seq;
+} tfm_fwd_batch;
+
+/* Errors: a token id outside the vocabulary, a segment id outside
+ * n_segments, a sequence of no tokens or longer than tfm_fwd_max_len
+ * (messages name the sequence's index in the batch). */
+int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err);
+
+/* Floating-point operations of the matrix products and attention of one
+ * sequence of len tokens (2 per multiply-add), for speed reports. */
+double tfm_fwd_flops(const tfm_model_config *cfg, int n_layer, int len);
+
+#endif

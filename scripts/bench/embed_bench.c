@@ -1,0 +1,125 @@
+/* Times the library's embedding path for scripts/bench/embed, the model
+ * loaded once (as the baselines measure only inference):
+ *
+ *   embed_bench MODEL LINES REPEATS THREADS   one JSON line: the median ms of
+ *       tfm_embedder_run over every line of LINES (last layer, mean
+ *       pooling, the default token budget), tokens, FLOPs of the real
+ *       tokens, peak RSS
+ *   embed_bench peak THREADS                  sgemm GFLOP/s at 2048³ (tfm_gemm)
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "base/buf.h"
+#include "base/file.h"
+#include "base/progress.h"
+#include "infer/embed.h"
+#include "model/file.h"
+#include "tensor/gemm.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int peak(int threads)
+{
+    tfm_blas_init(threads);
+    const int n = 2048;
+    float *a = tfm_aligned_alloc(sizeof(float) * n * n), *b = tfm_aligned_alloc(sizeof(float) * n * n),
+          *c = tfm_aligned_alloc(sizeof(float) * n * n);
+    for (size_t i = 0; i < (size_t)n * n; i++)
+        a[i] = b[i] = (float)(i % 7) * 0.1f;
+    tfm_gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        double t0 = tfm_now();
+        tfm_gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double g = 2.0 * n * n * n / (tfm_now() - t0) / 1e9;
+        best = g > best ? g : best;
+    }
+    printf("{\"sgemm_gflops\": %.1f}\n", best);
+    free(a); free(b); free(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "peak"))
+        return peak(atoi(argv[2]));
+    if (argc != 5) {
+        fprintf(stderr, "usage: embed_bench MODEL LINES REPEATS THREADS | peak THREADS\n");
+        return 2;
+    }
+    int repeats = atoi(argv[3]);
+    tfm_blas_init(atoi(argv[4]));
+    tfm_err err = {0};
+    tfm_lm lm;
+    if (tfm_lm_open(&lm, argv[1], &err) < 0 || !lm.tok) {
+        fprintf(stderr, "embed_bench: %s\n", lm.tok ? err.msg : "no tokenizer");
+        return 1;
+    }
+    FILE *fp = fopen(argv[2], "rb");
+    if (!fp) {
+        perror(argv[2]);
+        return 1;
+    }
+    tfm_tok_scratch *sc = tfm_tok_scratch_new(lm.tok);
+    tfm_ids ids = {0};
+    tfm_buf seg = {0}, line = {0};
+    size_t *off = NULL;
+    int *len = NULL, n = 0;
+    double flops = 0;
+    while (tfm_getline(fp, &line) > 0) {
+        off = tfm_realloc(off, sizeof *off * (n + 1));
+        len = tfm_realloc(len, sizeof *len * (n + 1));
+        off[n] = ids.len;
+        len[n] = (int)tfm_embed_encode(lm.tok, sc, line.data ? line.data : "", line.len, NULL, 0,
+                                       &ids, &seg);
+        flops += tfm_fwd_flops(&lm.cfg, tfm_embedder_layers(&lm.cfg), len[n]);
+        n++;
+    }
+    fclose(fp);
+    tfm_embed_opts o;
+    tfm_embed_opts_default(&o, &lm.cfg);
+    tfm_embedder e;
+    if (tfm_embedder_init(&e, &lm.cfg, &lm.w, &o, &err) < 0) {
+        fprintf(stderr, "embed_bench: %s\n", err.msg);
+        return 1;
+    }
+    float *out = tfm_malloc(sizeof(float) * (size_t)n * e.D);
+    tfm_embed_input in = {.n = n, .tok = ids.data, .seg = (const uint8_t *)seg.data,
+                          .off = off, .len = len};
+    double *ms = tfm_malloc(sizeof(double) * (size_t)(repeats + 1));
+    for (int r = -1; r < repeats; r++) { /* one warm-up run */
+        double t0 = tfm_now();
+        if (tfm_embedder_run(&e, &in, out, &err) < 0) {
+            fprintf(stderr, "embed_bench: %s\n", err.msg);
+            return 1;
+        }
+        if (r >= 0)
+            ms[r] = (tfm_now() - t0) * 1e3;
+    }
+    qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("{\"ms\": %.3f, \"sentences\": %d, \"tokens\": %zu, \"gflop\": %.4f, "
+           "\"peak_rss_mb\": %.1f, \"check\": %.6g}\n",
+           ms[repeats / 2], n, ids.len, flops / 1e9, ru.ru_maxrss / 1024.0, (double)out[0]);
+    free(ms);
+    free(out);
+    tfm_embedder_free(&e);
+    tfm_ids_free(&ids);
+    tfm_buf_free(&seg);
+    tfm_buf_free(&line);
+    free(off);
+    free(len);
+    tfm_tok_scratch_free(sc);
+    tfm_lm_close(&lm);
+    return 0;
+}

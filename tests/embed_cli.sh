@@ -1,0 +1,222 @@
+#!/bin/sh
+# tfm-embed end to end: options and their errors, output formats, input
+# order across chunks and batches, padding that never counts, pairs,
+# similarity, attention maps, sentence-transformers folder defaults,
+# HuggingFace GPT-2 folders in tfm-embed, tfm-generate and tfm-eval, and bad
+# input (line numbers, exit codes, no partial output).
+set -eu
+: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
+PATH="$TFM_BUILDDIR:$PATH"
+work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-embed.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_exit() {
+    want=$1; shift
+    set +e; "$@" >out 2>err; got=$?; set -e
+    [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
+}
+expect_msg() { grep -qF -- "$1" err || { cat err >&2; fail "expected message: $1"; }; }
+# max |a - b| over two TSV files of numbers
+maxdiff() {
+    paste "$1" "$2" | awk -F'\t' '{ n = NF / 2; for (i = 1; i <= n; i++) {
+        d = $i - $(i + n); if (d < 0) d = -d; if (d > m) m = d } } END { printf "%.3g\n", m + 0 }'
+}
+E="tfm-embed -q --threads 1"
+MK="$TFM_BUILDDIR/tests/mkmodel"
+
+cat >corpus.txt <<'TXT'
+the cat sat on the mat
+the dog ate the bone
+a bird sang in the tree
+TXT
+# a BERT-shaped encoder (WordPiece, segments) and a GPT-shaped decoder
+# (repeated, so that WordPiece learns the whole words)
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do cat corpus.txt; done >c20.txt
+tfm-tokenize train -q --model wordpiece --vocab-size 200 -o wp.json c20.txt
+"$MK" bert.st --tokenizer wp.json --layers 4 --heads 2 --embd 16 --context 24 --scale 2 \
+    --set model.kind=encoder --set model.segments=2 --set model.norm=post \
+    --set model.emb_norm=true
+"$MK" gpt.st --text corpus.txt --layers 2 --heads 2 --embd 16 --context 40 --scale 2
+
+# --help, --version, usage errors (2)
+expect_exit 0 tfm-embed --help
+grep -q -- "--layer-weights" out || fail "--help does not list --layer-weights"
+expect_exit 0 tfm-embed --version
+expect_exit 2 tfm-embed </dev/null
+expect_msg "tfm-embed: no model given"
+expect_exit 2 $E -m bert.st --pool median </dev/null
+expect_msg "--pool 'median': expected cls, mean, max, last or none"
+expect_exit 2 $E -m bert.st --format csv </dev/null
+expect_exit 2 $E -m bert.st --layers 1 --layer-weights 1,2 </dev/null
+expect_msg "exclude each other"
+expect_exit 2 $E -m bert.st --gamma 2 </dev/null
+expect_exit 2 $E -m bert.st --similarity --matrix </dev/null
+expect_exit 2 $E -m bert.st --attention-head 0 </dev/null
+expect_exit 2 $E -m bert.st --truncate tail </dev/null
+expect_exit 2 $E -m bert.st --attention 'a%s.npy' </dev/null
+expect_exit 2 $E -m bert.st --pool none </dev/null
+expect_msg "give -o FILE.npy"
+# options the model cannot honour (1)
+expect_exit 1 $E -m bert.st --layers 5 </dev/null
+expect_msg "tfm-embed: bert.st: --layer 5 is out of range: the model has layers 0 to 4 (-1 to -5 from the top)"
+expect_exit 1 $E -m bert.st --layers -6 </dev/null
+expect_exit 1 $E -m gpt.st --layers sum-last-4 </dev/null
+expect_msg "the model has only 2 blocks"
+expect_exit 1 $E -m bert.st --layer-weights 1,2,3 </dev/null
+expect_msg "3 given, the model has 5 layers"
+expect_exit 1 $E -m bert.st --attention a.npy --attention-layer 7 </dev/null
+expect_exit 1 $E -m bert.st --max-len 25 </dev/null
+expect_msg "longer than the model's context (24 learned positions)"
+expect_exit 1 $E -m missing.st </dev/null
+
+# formats agree: npy header and shape, tsv, jsonl, raw
+printf 'the cat sat\nthe dog\na bird sang in the tree\n' >in.txt
+$E -m bert.st -o v.npy <in.txt
+head -c 128 v.npy | grep -q "'shape': (3, 16)" || fail "npy shape"
+$E -m bert.st -f tsv <in.txt >v.tsv
+[ "$(wc -l <v.tsv)" -eq 3 ] && [ "$(head -1 v.tsv | awk -F'\t' '{print NF}')" -eq 16 ] ||
+    fail "tsv is not 3 x 16"
+$E -m bert.st -f raw <in.txt >v.raw
+[ "$(wc -c <v.raw)" -eq $((3 * 16 * 4)) ] || fail "raw size"
+tail -c $((3 * 16 * 4)) v.npy | cmp -s - v.raw || fail "npy data differs from raw"
+$E -m bert.st -o v.jsonl <in.txt
+[ "$(grep -c '^{"embedding":\[' v.jsonl)" -eq 3 ] || fail "jsonl"
+$E -m bert.st --layers concat-last-4 -f tsv <in.txt | head -1 | awk -F'\t' '{exit NF != 64}' ||
+    fail "concat-last-4 is not 4 x 16 wide"
+# per-token vectors: [T_total, D] plus offsets [N + 1]
+$E -m bert.st --pool none -o tok.npy <in.txt
+head -c 128 tok.npy | grep -q "'shape': (17, 16)" || fail "per-token npy shape"
+head -c 128 tok.offsets.npy | grep -q "'descr': '<i8'.*'shape': (4,)" ||
+    fail "offsets npy"
+$E -m bert.st --pool none -f jsonl <in.txt >tok.jsonl
+grep -q '"token":"\[CLS\]","id":[0-9]*,"start":-1,"end":-1' tok.jsonl || fail "jsonl [CLS]"
+grep -q '"token":"dog","id":[0-9]*,"start":4,"end":7' tok.jsonl || fail "jsonl byte offsets"
+
+# --normalize: unit vectors
+$E -m bert.st --normalize -f tsv <in.txt | awk -F'\t' '{ s = 0; for (i = 1; i <= NF; i++)
+    s += $i * $i; if (s < 0.9999 || s > 1.0001) exit 1 }' || fail "--normalize"
+
+# order: tiny chunks and batches (sorted by length inside) give the input order
+awk 'BEGIN { for (i = 1; i <= 23; i++) { s = ""; for (j = 0; j < (i * 7) % 11 + 1; j++)
+    s = s (j ? " " : "") (j % 2 ? "cat" : "the"); print s } }' >many.txt
+$E -m bert.st -f tsv <many.txt >all.tsv
+$E -m bert.st -f tsv --chunk 3 --max-tokens 9 <many.txt >small.tsv
+[ "$(maxdiff all.tsv small.tsv)" = 0 ] || [ "$(awk "BEGIN{print ($(maxdiff all.tsv small.tsv) < 1e-5)}")" = 1 ] ||
+    fail "chunking or batching changed the vectors ($(maxdiff all.tsv small.tsv))"
+# padding never counts: each line alone gives its vector in the batch
+i=0
+while IFS= read -r line; do
+    i=$((i + 1))
+    printf '%s\n' "$line" | $E -m bert.st -f tsv >alone.tsv
+    sed -n "${i}p" all.tsv >inbatch.tsv
+    d=$(maxdiff alone.tsv inbatch.tsv)
+    awk "BEGIN { exit !($d < 1e-5) }" || fail "line $i alone differs by $d from the batch"
+done <many.txt
+# the same for a decoder (causal), with last-token and mean pooling
+for pool in last mean; do
+    $E -m gpt.st --pool $pool -f tsv <many.txt >g.tsv
+    sed -n 5p many.txt | $E -m gpt.st --pool $pool -f tsv >g1.tsv
+    sed -n 5p g.tsv >g5.tsv
+    awk "BEGIN { exit !($(maxdiff g1.tsv g5.tsv) < 1e-5) }" || fail "decoder --pool $pool"
+done
+# threads do not change the vectors beyond rounding
+tfm-embed -q --threads 2 -m bert.st -f tsv <many.txt >t2.tsv
+awk "BEGIN { exit !($(maxdiff all.tsv t2.tsv) < 1e-5) }" || fail "2 threads differ"
+
+# pairs: segment B changes the vector; --similarity
+printf 'the cat\tthe dog\n' | $E -m bert.st -f tsv >pair.tsv
+printf 'the cat\n' | $E -m bert.st -f tsv >single.tsv
+awk "BEGIN { exit !($(maxdiff pair.tsv single.tsv) > 1e-3) }" || fail "pair = single"
+printf 'the cat\tthe cat\nthe cat\tthe dog\n' | $E -m bert.st --similarity >sim
+[ "$(sed -n 1p sim)" = 1 ] || [ "$(awk 'NR == 1 { print ($1 > 0.99999) }' sim)" = 1 ] ||
+    fail "cosine of a line with itself: $(sed -n 1p sim)"
+awk 'NR == 2 { exit !($1 < 0.99999 && $1 > -1) }' sim || fail "second cosine: $(cat sim)"
+expect_exit 1 sh -c "printf 'no tab\n' | $E -m bert.st --similarity"
+expect_msg "tfm-embed: <stdin>:1: --similarity compares"
+$E -m bert.st --matrix <in.txt >mat
+awk -F'\t' '{ if ($NR < 0.99999) exit 1; a[NR] = $0 } END { if (NR != 3) exit 1 }' mat ||
+    fail "--matrix diagonal"
+$E -m bert.st --matrix -o mat.npy <in.txt
+head -c 128 mat.npy | grep -q "'shape': (3, 3)" || fail "--matrix npy"
+
+# empty lines: [CLS] [SEP] for BERT; an error for a model without special
+# tokens; --skip-empty skips them
+printf 'the cat\n\nthe dog\n' | $E -m bert.st -f tsv >e.tsv
+[ "$(wc -l <e.tsv)" -eq 3 ] || fail "BERT empty line"
+expect_exit 1 sh -c "printf 'the cat\n\nthe dog\n' | $E -m gpt.st -o e.npy"
+expect_msg "tfm-embed: <stdin>:2: an empty input gives no tokens"
+[ ! -e e.npy ] || fail "partial output after an error"
+printf 'the cat\n\nthe dog\n' | tfm-embed --threads 1 -m gpt.st --skip-empty -f tsv >e.tsv 2>err
+[ "$(wc -l <e.tsv)" -eq 2 ] || fail "--skip-empty"
+expect_msg "1 empty line skipped"
+
+# bad input: line numbers, exit 1, no output file
+printf 'fine\nalso fine\nbad \377 byte\n' >bad.txt
+expect_exit 1 $E -m bert.st -o bad.npy bad.txt
+expect_msg "tfm-embed: bad.txt:3: invalid UTF-8"
+[ ! -e bad.npy ] || fail "output file left after invalid UTF-8"
+ls | grep -q 'bad.npy.tmp' && fail "temporary file left"
+long=$(awk 'BEGIN { for (i = 0; i < 40; i++) printf "the cat "; print "" }')
+printf 'the cat\n%s\n' "$long" >long.txt
+expect_exit 1 $E -m bert.st --truncate error -o long.npy long.txt
+expect_msg "tfm-embed: long.txt:2: 82 tokens, more than the 24 allowed"
+[ ! -e long.npy ] || fail "output file left after --truncate error"
+tfm-embed --threads 1 -m bert.st -f tsv long.txt >long.tsv 2>err
+expect_msg "1 input cut to 24 tokens"
+$E -m bert.st --max-len 6 -f tsv long.txt >l6.tsv
+printf 'the cat the cat\n' | $E -m bert.st -f tsv >l4.tsv
+sed -n 2p l6.tsv >l6b.tsv
+awk "BEGIN { exit !($(maxdiff l6b.tsv l4.tsv) < 1e-5) }" ||
+    fail "--max-len 6 is not [CLS] + the first 4 tokens + [SEP]"
+
+# attention: [layers, heads, T, T] rows summing to 1; one file per line with %d
+printf 'the cat sat\n' | $E -m bert.st --attention att.npy -o /dev/null
+head -c 128 att.npy | grep -q "'shape': (4, 2, 5, 5)" || fail "attention shape"
+printf 'the cat sat\n' | $E -m bert.st --attention att1.npy --attention-layer -1 \
+    --attention-head 1 -o /dev/null
+head -c 128 att1.npy | grep -q "'shape': (1, 1, 5, 5)" || fail "one layer and head"
+tail -c $((5 * 5 * 4)) att.npy >a.last; tail -c $((5 * 5 * 4)) att1.npy >a1.last
+cmp -s a.last a1.last || fail "--attention-layer -1 --attention-head 1 is not the last map"
+printf 'the cat\nthe dog sat\n' | $E -m bert.st --attention 'att-%d.npy' -o /dev/null
+head -c 128 att-2.npy | grep -q "'shape': (4, 2, 5, 5)" || fail "per-line attention files"
+expect_exit 1 sh -c "printf 'the cat\nthe dog\n' | $E -m bert.st --attention one.npy -o /dev/null"
+expect_msg "<stdin>:2: a second input"
+printf 'the cat sat on the mat\n' | $E -m bert.st --attention-svg att.svg -o /dev/null
+grep -q '^<svg ' att.svg && grep -q '</svg>' att.svg || fail "svg"
+grep -q 'layer 4, head 0' att.svg || fail "svg title"
+[ "$(grep -c '>\[CLS\]</text>' att.svg)" -eq 2 ] || fail "svg token labels on both axes"
+
+# sentence-transformers folder: its pooling and Normalize are the defaults
+mkdir st && cp bert.st st/model.safetensors && mkdir st/1_Pooling
+cat >st/modules.json <<'JSON'
+[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+ {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+ {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
+JSON
+echo '{"word_embedding_dimension": 16, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}' \
+    >st/1_Pooling/config.json
+$E -m st -f tsv <in.txt >st.tsv
+$E -m bert.st --pool cls --normalize -f tsv <in.txt >cls.tsv
+cmp -s st.tsv cls.tsv || fail "sentence-transformers defaults (cls, normalize)"
+$E -m st --pool max -f tsv <in.txt >stmax.tsv
+$E -m bert.st --pool max --normalize -f tsv <in.txt >max.tsv
+cmp -s stmax.tsv max.tsv || fail "--pool overrides the folder's pooling"
+
+# a HuggingFace GPT-2 folder (config.json, model.safetensors, vocab.json +
+# merges.txt): tfm-embed, tfm-generate and tfm-eval read it with its tokenizer
+mkdir gpt2
+"$MK" gpt2/model.safetensors --hf --layers 2 --heads 2 --embd 16 --context 32 --vocab 50257 --scale 3
+cp "$TFM_SRCDIR/testdata/gpt2/encoder.json" gpt2/vocab.json
+cp "$TFM_SRCDIR/testdata/gpt2/vocab.bpe" gpt2/merges.txt
+echo '{"model_type": "gpt2", "n_embd": 16, "n_head": 2, "n_layer": 2, "n_positions": 32,
+ "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new", "vocab_size": 50257}' >gpt2/config.json
+printf 'Hello, world!\n' | $E -m gpt2 --pool none -f jsonl >g2.jsonl
+grep -q '"token":"Hello","id":15496,"start":0,"end":5' g2.jsonl || fail "GPT-2 folder tokens"
+grep -q '"token":" world","id":995,"start":6,"end":12' g2.jsonl || fail "GPT-2 byte offsets"
+tfm-generate -q --threads 1 -m gpt2 --greedy -n 3 "Hello" >gen.txt || fail "tfm-generate on a GPT-2 folder"
+[ -s gen.txt ] || fail "tfm-generate printed nothing"
+printf 'Hello, world! Hello again.\n' | tfm-eval perplexity -q --threads 1 -m gpt2 --context 8 >ppl.tsv ||
+    fail "tfm-eval on a GPT-2 folder"
+echo ok

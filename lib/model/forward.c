@@ -136,7 +136,8 @@ static tfm_act_kind act_kind(tfm_act a)
     }
 }
 
-/* x[r] = wte[tok] + position term + wse[seg], then the embedding norm. */
+/* x[r] = wte[tok] (·√C with emb_scale) + position term + wse[seg], then the
+ * embedding norm. */
 static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
 {
     const tfm_model_config *c = &f->cfg;
@@ -145,6 +146,7 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
     const float *pt = c->pos == TFM_POS_LEARNED ? e->wpe
                       : c->pos == TFM_POS_SINUSOIDAL ? f->pe : NULL;
     const float *wse = e == &f->w->dec ? f->w->wse : NULL;
+    const float s = c->emb_scale ? sqrtf((float)C) : 1.0f;
 #pragma omp parallel for schedule(static) if ((size_t)R * C >= (1 << 16))
     for (int r = 0; r < R; r++) {
         const float *te = e->wte + (size_t)b->tok[r] * C;
@@ -152,9 +154,10 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
         if (pt) {
             const float *pe = pt + (size_t)f->pos[r] * C;
             for (int i = 0; i < C; i++)
-                xr[i] = te[i] + pe[i];
+                xr[i] = te[i] * s + pe[i];
         } else {
-            memcpy(xr, te, sizeof(float) * C);
+            for (int i = 0; i < C; i++)
+                xr[i] = te[i] * s;
         }
         if (wse) {
             const float *se = wse + (size_t)(b->seg ? b->seg[r] : 0) * C;

@@ -70,6 +70,20 @@ static const tfm_config_key keys[] = {
      "segment (token type) embeddings, e.g. 2 for BERT's sentence A and B; encoders only"},
     {"model.emb_norm", TFM_CONFIG_BOOL, OFF(model.emb_norm), "false", 0, 0, NULL,
      "layer norm over the embedding sum, before the first block (BERT)"},
+    {"model.mlm_head", TFM_CONFIG_BOOL, OFF(model.mlm_head), "false", 0, 0, NULL,
+     "BERT's masked-LM head: dense, activation and layer norm before the (tied) LM decoder "
+     "with a bias of its own; logits only at the masked positions"},
+    {"model.pooler", TFM_CONFIG_BOOL, OFF(model.pooler), "false", 0, 0, NULL,
+     "BERT's pooler: dense + tanh on the pooled position before the classifier"},
+    {"model.classes", TFM_CONFIG_INT, OFF(model.classes), "0", 0, 65536, NULL,
+     "classifier on the pooled position ([CLS], a decoder's last token): 0 none, 1 "
+     "regression (mean squared error), 2 or more classes"},
+    {"model.nsp", TFM_CONFIG_BOOL, OFF(model.nsp), "false", 0, 0, NULL,
+     "the classifier is BERT's next-sentence head (2 classes, cls.seq_relationship)"},
+    {"model.tags", TFM_CONFIG_INT, OFF(model.tags), "0", 0, 65536, NULL,
+     "token tagger: tags per position (0: none)"},
+    {"model.span", TFM_CONFIG_BOOL, OFF(model.span), "false", 0, 0, NULL,
+     "span head: start and end classifiers over the positions (question answering)"},
 
     {"data.train", TFM_CONFIG_STRING, OFF(data.train), "", 0, 0, NULL,
      "training tokens: a .npy file of uint16 or uint32 ids"},

@@ -80,6 +80,8 @@ typedef struct tfm_config {
         int64_t n_enc_layer; /* encoder-decoder: 0 means n_layer */
         int tie_source;
         int64_t src_vocab_size; /* 0: vocab_size */
+        int mlm_head, pooler, nsp, span; /* the heads (model/transformer.h) */
+        int64_t classes, tags;
     } model;
     struct {
         char train[TFM_CONFIG_PATH_MAX];

@@ -1318,9 +1318,11 @@ static void head_linear_backward(float *dinp, float beta, float *dW, float *db,
         tfm_gemm(0, 0, N, I, O, 1.0f, dout, O, W, I, beta, dinp, I);
 }
 
+/* A fine-tuning head: without targets the LM logits are skipped (the NSP
+ * head of a pre-trained model is not one: it stays a masked LM). */
 static int has_task_head(const tfm_model_config *c)
 {
-    return c->n_classes || c->n_tags || c->span;
+    return (c->n_classes && !c->nsp) || c->n_tags || c->span;
 }
 
 static const char *cls_name(const tfm_model_config *c, int bias)

@@ -313,8 +313,9 @@ const tfm_param *tfm_model_param(const tfm_model *m, const char *name);
 void tfm_model_set_training(tfm_model *m, int training);
 
 /* inputs: B·T token ids, row-major [B, T]; targets: the same shape, or NULL
- * for logits only (then *loss is set to -1).  A model with a task head
- * (classifier, tagger, span) computes LM logits only when given targets.  A target of -1 is ignored in
+ * for logits only (then *loss is set to -1).  A model with a fine-tuning
+ * head (classifier other than NSP, tagger, span) computes LM logits only
+ * when given targets.  A target of -1 is ignored in
  * the loss (padding); the mean runs over the others.  1 ≤ T ≤ block_size.
  * Ids outside [0, V) are an error naming the position.  loss may be NULL. */
 int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *targets,

@@ -98,6 +98,15 @@ static const tfm_config_key keys[] = {
     {"data.packing", TFM_CONFIG_BOOL, OFF(data.packing), "false", 0, 0, NULL,
      "decoders: documents (split after each end-of-text token) attend only within "
      "themselves and their positions restart, instead of attending across boundaries"},
+    {"data.cls_id", TFM_CONFIG_INT, OFF(data.cls_id), "-1", -1, 16777215, NULL,
+     "mlm: the id of [CLS]; -1: the tokenizer's"},
+    {"data.sep_id", TFM_CONFIG_INT, OFF(data.sep_id), "-1", -1, 16777215, NULL,
+     "mlm: the id of [SEP]; -1: the tokenizer's"},
+    {"data.mask_id", TFM_CONFIG_INT, OFF(data.mask_id), "-1", -1, 16777215, NULL,
+     "mlm: the id of [MASK]; -1: the tokenizer's"},
+    {"data.n_special", TFM_CONFIG_INT, OFF(data.n_special), "0", 0, 16777215, NULL,
+     "mlm: ids below this are special too and never drawn as random tokens (besides "
+     "[CLS], [SEP], [MASK] and the tokenizer's specials)"},
 
     {"optim.type", TFM_CONFIG_ENUM, OFF(optim.type), "adamw", 0, 0, "adamw|adam",
      "adamw (decoupled weight decay) or adam (weight decay added to the gradient)"},
@@ -144,6 +153,20 @@ static const tfm_config_key keys[] = {
      "threads; 0: --threads, TFM_NUM_THREADS or the CPUs usable"},
     {"train.label_smoothing", TFM_CONFIG_FLOAT, OFF(train.label_smoothing), "0", 0, 0.999,
      NULL, "label smoothing of the cross-entropy loss"},
+    {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0, "lm|mlm|mlm+nsp",
+     "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
+     "[SEP] windows of the token stream; needs model.mlm_head and 2 segments) or mlm+nsp "
+     "(and whether B follows A, on model.pooler with model.nsp)"},
+    {"train.mask_prob", TFM_CONFIG_FLOAT, OFF(train.mask_prob), "0.15", 0.001, 1, NULL,
+     "mlm: the share of content positions chosen (round(p x length), at least 1)"},
+    {"train.mask_token_prob", TFM_CONFIG_FLOAT, OFF(train.mask_token_prob), "0.8", 0, 1, NULL,
+     "mlm: a chosen position becomes [MASK] with this probability"},
+    {"train.random_token_prob", TFM_CONFIG_FLOAT, OFF(train.random_token_prob), "0.1", 0, 1,
+     NULL, "mlm: a chosen position becomes a random non-special token with this probability "
+     "(else it stays unchanged)"},
+    {"train.short_seq_prob", TFM_CONFIG_FLOAT, OFF(train.short_seq_prob), "0", 0, 1, NULL,
+     "mlm: a sequence is shortened to a uniform length in [2, block_size - 3] content tokens "
+     "with this probability (BERT: 0.1), the rest padding"},
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])

@@ -60,6 +60,12 @@ typedef enum tfm_config_decay {
     TFM_CONFIG_DECAY_INVERSE_SQRT,
 } tfm_config_decay;
 
+typedef enum tfm_config_task {
+    TFM_CONFIG_TASK_LM,
+    TFM_CONFIG_TASK_MLM,
+    TFM_CONFIG_TASK_MLM_NSP,
+} tfm_config_task;
+
 typedef struct tfm_config {
     struct {
         int64_t n_layer, n_head, n_embd, block_size;
@@ -90,6 +96,7 @@ typedef struct tfm_config {
         char tokenizer[TFM_CONFIG_PATH_MAX];
         double val_fraction;
         int packing;
+        int64_t cls_id, sep_id, mask_id, n_special; /* mlm; -1: the tokenizer's */
     } data;
     struct {
         int type; /* tfm_config_optim */
@@ -107,6 +114,8 @@ typedef struct tfm_config {
         int64_t seed; /* -1: chosen from the clock and logged */
         int64_t threads; /* 0: --threads, TFM_NUM_THREADS or all cores */
         double label_smoothing;
+        int task; /* tfm_config_task */
+        double mask_prob, mask_token_prob, random_token_prob, short_seq_prob;
     } train;
 } tfm_config;
 

@@ -14,7 +14,8 @@ int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok, tfm
     tfm_task *t = tfm_malloc(sizeof *t);
     t->ops = NULL;
     t->impl = NULL;
-    int rc = tfm_task_lm_open(t, cfg, tok, err);
+    int rc = cfg->train.task == TFM_CONFIG_TASK_LM ? tfm_task_lm_open(t, cfg, tok, err)
+                                                   : tfm_task_mlm_open(t, cfg, tok, err);
     if (rc < 0) {
         free(t);
         return -1;

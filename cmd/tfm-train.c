@@ -203,6 +203,8 @@ int main(int argc, char **argv)
                 (long long)cfg.train.max_steps, r.train_loss);
         if (!isnan(r.val_loss))
             fprintf(stderr, "  val loss %.4f (best %.4f)", r.val_loss, r.best_val);
+        if (!isnan(r.val_metric) && r.val_metric_name)
+            fprintf(stderr, "  %s %.4f", r.val_metric_name, r.val_metric);
         if (r.steps_run)
             fprintf(stderr, "  %.1f ms/step on %d thread%s", r.ms_per_step, threads,
                     threads == 1 ? "" : "s");

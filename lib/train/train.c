@@ -233,6 +233,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     R->o = o;
     memset(res, 0, sizeof *res);
     res->val_loss = NAN;
+    res->val_metric = NAN;
+    res->val_metric_name = NULL;
     int rc = -1;
     double *times = NULL;
     int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0;
@@ -425,6 +427,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             if (tfm_task_evaluate(R->task, &R->m, R->st.seed ^ EVAL_SEED_SALT, &score, err) < 0)
                 goto out_log;
             vloss = score.loss;
+            res->val_metric = score.metric;
+            res->val_metric_name = score.metric_name;
             evaluated = 1;
             res->val_loss = vloss;
             if (vloss < R->st.best_val) {

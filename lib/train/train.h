@@ -54,6 +54,9 @@ typedef struct tfm_train_result {
     double train_loss;     /* of the last step */
     double val_loss;       /* of the last evaluation (NAN if none) */
     double best_val;
+    double val_metric;     /* the task's metric at the last evaluation
+                              (tfm_task_score; NAN if none) */
+    const char *val_metric_name;
     double ms_per_step;    /* median over this call's steps */
     uint64_t seed;
 } tfm_train_result;

@@ -39,6 +39,19 @@ cmp b/model.safetensors c/model.safetensors || fail "resumed MLM run with dropou
 tfm-train -q -c mlm.yaml "$@" --seed 9 -o d
 cmp -s b/model.safetensors d/model.safetensors && fail "the seed changes nothing"
 
+# fine-tuning starts from the pre-trained weights (train.init): the heads
+# the new model lacks are reported unused, and it starts where a left off
+set -- -c mlm.yaml --threads 1 --set train.task=mlm --set model.pooler=false \
+    --set model.classes=0 --set model.nsp=false --set train.max_steps=1 --set train.log_interval=1
+tfm-train "$@" --set train.init=a/model.safetensors -o f 2> f.err
+grep -qF "initialised from a/model.safetensors: 22 tensors loaded; 0 new; 4 unused: pooler.dense.weight, pooler.dense.bias, cls.seq_relationship.weight, cls.seq_relationship.bias" f.err ||
+    { cat f.err >&2; fail "no init report"; }
+tfm-train -q "$@" -o g
+awk -F'\t' 'NR == FNR { if (FNR == 2) s = $2; next } FNR == 2 { exit !($2 < s - 1) }' \
+    g/log.tsv f/log.tsv || fail "the initialised run does not start lower than a fresh one"
+expect_fail 1 "train.init" tfm-train -q "$@" --set train.init=nothere.safetensors -o h
+[ -e h/model.safetensors ] && fail "a failed init wrote a model"
+
 # what the task cannot run
 expect_fail 1 "train.task mlm+nsp needs model.kind encoder" \
     tfm-train -q -c mlm.yaml --set model.kind=decoder --set model.segments=0 -o e

@@ -153,6 +153,10 @@ static const tfm_config_key keys[] = {
      "threads; 0: --threads, TFM_NUM_THREADS or the CPUs usable"},
     {"train.label_smoothing", TFM_CONFIG_FLOAT, OFF(train.label_smoothing), "0", 0, 0.999,
      NULL, "label smoothing of the cross-entropy loss"},
+    {"train.init", TFM_CONFIG_STRING, OFF(train.init), "", 0, 0, NULL,
+     "a model file (or HuggingFace BERT checkpoint) whose tensors of the same name and "
+     "shape start the run (fine-tuning); the others are initialised, and the start "
+     "report names them"},
     {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0, "lm|mlm|mlm+nsp",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
      "[SEP] windows of the token stream; needs model.mlm_head and 2 segments) or mlm+nsp "

@@ -115,6 +115,7 @@ typedef struct tfm_config {
         int64_t threads; /* 0: --threads, TFM_NUM_THREADS or all cores */
         double label_smoothing;
         int task; /* tfm_config_task */
+        char init[TFM_CONFIG_PATH_MAX]; /* weights to start from; "" none */
         double mask_prob, mask_token_prob, random_token_prob, short_seq_prob;
     } train;
 } tfm_config;

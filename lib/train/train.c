@@ -21,6 +21,7 @@
 #include "model/transformer.h"
 #include "tensor/gemm.h"
 #include "train/checkpoint.h"
+#include "train/init.h"
 #include "train/task.h"
 #include "train/optim.h"
 #include "train/schedule.h"
@@ -313,6 +314,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         R->st.best_val = INFINITY;
         R->st.best_step = -1;
         tfm_model_init_weights(&R->m, seed);
+        if (cfg.train.init[0]) {
+            char report[1024];
+            if (tfm_train_init_from(&R->m, cfg.train.init, report, sizeof report, err) < 0)
+                goto out;
+            say(o, "%s", report);
+        }
         tfm_rng_seed(&R->st.data_rng, seed ^ DATA_SEED_SALT);
     }
     tfm_config_dump(&cfg, 0, &R->config_yaml);

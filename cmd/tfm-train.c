@@ -211,9 +211,9 @@ int main(int argc, char **argv)
         if (!isnan(r.val_loss))
             fprintf(stderr, by_bleu ? "  val loss %.4f" : "  val loss %.4f (best %.4f)",
                     r.val_loss, r.best_val);
-        if (!isnan(r.val_bleu))
-            fprintf(stderr, by_bleu ? "  BLEU %.2f (best %.2f)" : "  BLEU %.2f", r.val_bleu,
-                    -r.best_val);
+        if (!isnan(r.val_metric) && r.val_metric_name)
+            fprintf(stderr, by_bleu ? "  %s %.2f (best %.2f)" : "  %s %.4f", r.val_metric_name,
+                    r.val_metric, -r.best_val);
         if (r.steps_run)
             fprintf(stderr, "  %.1f ms/step on %d thread%s", r.ms_per_step, threads,
                     threads == 1 ? "" : "s");

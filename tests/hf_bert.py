@@ -6,7 +6,9 @@ safetensors file by hand, HF's tensor names, Linear weights [out, in], the
 pooler and cls.* heads, the position_ids buffer, "format": "pt") with a
 config.json beside them; the final hidden states of a padded batch are
 computed by a PyTorch implementation of HF's BertModel math (float64), and
-compared, through the tied LM head (logits = hidden · word_embeddingsᵀ), with
+compared, through the MLM head when the checkpoint has one (logits =
+LN(act(hidden·Dᵀ + d)) · word_embeddingsᵀ + bias), else the tied LM head
+(logits = hidden · word_embeddingsᵀ), with
 the logits of tests/io_probe model-logits, which loads the checkpoint with
 tfm_model_load: max |tfm - torch| <= 1e-4 · max |torch| over the positions
 that are not padding.  Shapes: with and without the "bert." prefix,
@@ -95,7 +97,7 @@ def random_checkpoint(s, rng):
         lin(p + "intermediate.dense", F_, C, gain=2.0)   # where GELUs differ
         lin(p + "output.dense", C, F_)
         ln(p + "output.LayerNorm")
-    # what tfm does not read yet: the pooler, the heads, a buffer
+    # the pooler and the heads (tfm reads them), a buffer (it does not)
     lin(pre + "pooler.dense", C, C)
     t[e + "position_ids"] = np.arange(s["P"], dtype=np.int64)[None]
     if s["heads"]:
@@ -217,7 +219,17 @@ def check_case(s, d, rng):
     B, T, V = s["B"], s["T"], s["V"]
     got = np.fromfile(of, np.float32).reshape(B, T, V).astype(np.float64)
     hidden, E = bert_hidden(s, t, ids, seg, lengths)
-    want = (hidden @ E.T).numpy()
+    if s["heads"]:      # the MLM head: LN(act(h·Dᵀ + d))·Eᵀ + bias
+        P = {k: torch.from_numpy(v).double() for k, v in t.items() if v.dtype == np.float32}
+        g = "gamma" if s["gamma"] else "weight"
+        bb = "beta" if s["gamma"] else "bias"
+        n = "cls.predictions.transform."
+        x = ACTS[s["act"]](hidden @ P[n + "dense.weight"].T + P[n + "dense.bias"])
+        x = F.layer_norm(x, (s["C"],), P[n + "LayerNorm." + g], P[n + "LayerNorm." + bb],
+                         s["eps"])
+        want = (x @ E.T + P["cls.predictions.bias"]).numpy()
+    else:
+        want = (hidden @ E.T).numpy()
     valid = np.arange(T)[None] < lengths[:, None]
     err = np.abs(got - want)[valid].max()
     scale = np.abs(want[valid]).max()

@@ -24,7 +24,14 @@
  * batch.bin: int32 inputs [B,T], targets [B,T], then, when flagged and in
  *     this order, segments [B,T], lengths [B], prefix_len [B], doc_start
  *     [B,T], then, when S > 0, src [B,S] and, when flagged, src_lengths [B]
- *     (tfm_batch in model/transformer.h).  Nothing may follow. */
+ *     (tfm_batch in model/transformer.h).  Nothing may follow.
+ * heads.txt (optional): "has_targets has_cls_pos has_labels has_values
+ *     has_tags has_span lm_weight": without LM targets (has_targets 0) the
+ *     targets of batch.bin are not passed.
+ * heads.bin: int32 cls_pos [B], labels [B], float32 values [B], int32 tags
+ *     [B,T], span_start [B] and span_end [B], each when flagged.
+ * out.bin then holds, after the loss, the outputs of every head that ran
+ *     (tfm_model_head_out, in tfm_head order) instead of only the logits. */
 #include "config.h"
 
 #include <stdio.h>
@@ -161,6 +168,55 @@ int main(int argc, char **argv)
     tfm_batch batch = {.inputs = x, .targets = x + N, .B = B, .T = T, .segments = seg,
                        .lengths = lengths, .prefix_len = prefix, .doc_start = doc,
                        .src = src, .S = S, .src_lengths = src_lengths};
+    int32_t *heads_i = NULL;
+    float *values = NULL;
+    snprintf(path, sizeof path, "%s/heads.txt", dir);
+    if ((f = fopen(path, "r"))) {
+        int hf[6];
+        float lmw;
+        if (fscanf(f, "%d %d %d %d %d %d %f", &hf[0], &hf[1], &hf[2], &hf[3], &hf[4], &hf[5],
+                   &lmw) != 7) {
+            fprintf(stderr, "model_dump: bad heads.txt\n");
+            return 1;
+        }
+        fclose(f);
+        f = open_in(dir, "heads.bin", "rb");
+        heads_i = malloc((N + 4 * (size_t)B) * sizeof *heads_i);
+        int32_t *hp = heads_i;
+        if (!hf[0])
+            batch.targets = NULL;
+        if (hf[1]) {
+            read_ints(f, hp, B, "cls_pos");
+            batch.cls_pos = hp;
+            hp += B;
+        }
+        if (hf[2]) {
+            read_ints(f, hp, B, "labels");
+            batch.labels = hp;
+            hp += B;
+        }
+        if (hf[3]) {
+            values = malloc(B * sizeof *values);
+            read_ints(f, (int32_t *)values, B, "values");
+            batch.values = values;
+        }
+        if (hf[4]) {
+            read_ints(f, hp, N, "tags");
+            batch.tags = hp;
+            hp += N;
+        }
+        if (hf[5]) {
+            read_ints(f, hp, 2 * (size_t)B, "spans");
+            batch.span_start = hp;
+            batch.span_end = hp + B;
+        }
+        batch.lm_weight = lmw;
+        if (fgetc(f) != EOF) {
+            fprintf(stderr, "model_dump: heads.bin is longer than heads.txt says\n");
+            return 1;
+        }
+        fclose(f);
+    }
     float loss;
     if (tfm_model_forward_batch(&m, &batch, &loss, &err) < 0) {
         fprintf(stderr, "model_dump: %s\n", err.msg);
@@ -168,7 +224,12 @@ int main(int argc, char **argv)
     }
     f = open_in(dir, "out.bin", "wb");
     fwrite(&loss, sizeof loss, 1, f);
-    fwrite(tfm_model_logits(&m), sizeof(float), N * cfg.vocab_size, f);
+    for (int h = 0; h < TFM_HEAD_N; h++) {
+        int rows, cols;
+        const float *o = tfm_model_head_out(&m, (tfm_head)h, &rows, &cols);
+        if (o)
+            fwrite(o, sizeof(float), (size_t)rows * cols, f);
+    }
     tfm_model_zero_grad(&m);
     tfm_model_backward(&m, 1.0f);
     for (int i = 0; i < m.n_table; i++)
@@ -184,6 +245,8 @@ int main(int argc, char **argv)
     free(doc);
     free(src);
     free(src_lengths);
+    free(heads_i);
+    free(values);
     tfm_model_free(&m);
     return 0;
 }

@@ -15,7 +15,9 @@ embedding LayerNorm, with each position scheme; encoder-decoders
 (tfm_batch.src, [B, S]) with each position scheme x pre/post-LN, the
 three-way tie, an untied head, an untied source of another vocabulary
 size, n_enc_layer != n_layer, source padding (src_lengths) or none, S
-above, equal to and below T.  1 or 2 threads, BLIS or fused attention
+above, equal to and below T; the heads (BERT's MLM head with NSP on the
+pooler, regression, classifier, tagger, span, all at once; a decoder's
+classifier on its last token with 0.5·LM).  1 or 2 threads, BLIS or fused attention
 (fused needs heads of 16).
 
 The encoder-decoder reference is also checked on its own, without tfm
@@ -26,7 +28,8 @@ single rows.
 
 Tolerance: for each tensor, max |c - torch| <= 1e-4 * max |torch| (relative
 to the tensor's scale: element-wise ratios are meaningless for entries that
-are ~0); the logits 1e-5 the same way; the loss within 1e-5 relative.
+are ~0; at least 1e-2 of the largest gradient's scale, for tensors whose
+gradient is 0 in exact arithmetic); the logits 1e-5 the same way; the loss within 1e-5 relative.
 
 EXPECTED lists the features the C code implements; a case needing any other
 feature still runs, but its failure is reported as expected (xfail) and does
@@ -50,18 +53,19 @@ DUMP = os.path.join(BUILD, "tests", "model_dump")
 # sinusoidal, rope, alibi, t5, d_ff, segments, emb_norm, prefix, docs,
 # lengths.
 ALL_FEATURES = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5",
-                "d_ff", "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths"}
+                "d_ff", "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads"}
 # Every feature is on main: encdec since the encoder-decoder kind, the rest
 # since the merge of nn/attention's masks and biases (940149d).
 EXPECTED = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
-            "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths"}
+            "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads"}
 
 # The configuration schema's defaults for the keys added with the general
 # model: config.yaml leaves them out when a case keeps them, so that cases
 # not using them run against a schema that lacks them.
 NEW_KEY_DEFAULTS = dict(kind="decoder", positions="learned", d_ff=0, rope_base=10000.0,
                         t5_buckets=32, t5_max_distance=128, segments=0, emb_norm=False,
-                        emb_scale=False, n_enc_layer=0, tie_source=True, src_vocab_size=0)
+                        emb_scale=False, n_enc_layer=0, tie_source=True, src_vocab_size=0,
+                        mlm_head=False, pooler=False, classes=0, nsp=False, tags=0, span=False)
 ACTS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "gelu_exact": F.gelu,
         "relu": F.relu}
 
@@ -129,6 +133,20 @@ def param_table(cfg):
         t += [("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
     if not cfg["tie"]:
         t.append(("lm_head.weight", (V, C)))
+    # the heads: [out, in] as an nn.Linear, always with biases
+    lin = lambda name, n_out: [(name + ".weight", (n_out, C)), (name + ".bias", (n_out,))]
+    if cfg["mlm_head"]:
+        t += lin("cls.predictions.transform.dense", C) + \
+            [("cls.predictions.transform.LayerNorm.weight", (C,)),
+             ("cls.predictions.transform.LayerNorm.bias", (C,)), ("cls.predictions.bias", (V,))]
+    if cfg["pooler"]:
+        t += lin("pooler.dense", C)
+    if cfg["classes"]:
+        t += lin("cls.seq_relationship" if cfg["nsp"] else "classifier", cfg["classes"])
+    if cfg["tags"]:
+        t += lin("token_classifier", cfg["tags"])
+    if cfg["span"]:
+        t += lin("qa_outputs", 2)
     return t
 
 
@@ -305,6 +323,12 @@ def torch_encode(cfg, P, bt):
 
 
 def torch_model(cfg, P, bt):
+    """Loss and LM logits of the documented model (torch_model_outs)."""
+    loss, outs = torch_model_outs(cfg, P, bt)
+    return loss, outs[0]
+
+
+def torch_model_outs(cfg, P, bt):
     """Loss and logits of the documented model, float64.  bt: the batch as
     torch tensors (inputs, targets, and segments, lengths, prefix_len,
     doc_start, src, src_lengths or None)."""
@@ -339,9 +363,67 @@ def torch_model(cfg, P, bt):
     h = embed("", P["wte.weight"], x, pos, bt["segments"])
     h = blocks("", cfg["n_layer"], h, allowed, position_bias("", T, T, encoder), rotation(pos),
                memory, mem_allowed)
-    head = P["wte.weight"] if cfg["tie"] else P["lm_head.weight"]
-    logits = h @ head.T
-    return lm_loss(cfg, logits, y), logits
+    return torch_heads(cfg, P, bt, h)
+
+
+def torch_heads(cfg, P, bt, h):
+    """The heads on the stack's output h [B, T, C] (transformer.h): the
+    total loss (None without targets) and the outputs of the heads that
+    ran, in the order LM, classifier, tagger, span."""
+    _, _, _, _, ln = torch_stack(cfg, P)
+    B, T, C = h.shape
+    y = bt["targets"]
+    outs, total = [], 0.0
+    get = lambda k: bt.get(k)
+    given = False
+    if y is not None or not (cfg["classes"] or cfg["tags"] or cfg["span"]):
+        head = P["wte.weight"] if cfg["tie"] else P["lm_head.weight"]
+        if cfg["mlm_head"]:
+            x = h.reshape(B * T, C)
+            yy = None
+            if y is not None:        # logits only at the positions with targets
+                keep = y.reshape(-1) != -1
+                x, yy = x[keep], y.reshape(-1)[keep]
+            n = "cls.predictions.transform."
+            t = ACTS[cfg["activation"]](x @ P[n + "dense.weight"].T + P[n + "dense.bias"])
+            logits = ln(t, n + "LayerNorm") @ head.T + P["cls.predictions.bias"]
+        else:
+            logits, yy = h @ head.T, y
+        outs.append(logits)
+        if y is not None:
+            w = get("lm_weight") or 1.0
+            total = total + w * lm_loss(cfg, logits, yy)
+            given = True
+    if cfg["classes"]:
+        pos = get("cls_pos") if get("cls_pos") is not None else torch.zeros(B, dtype=torch.long)
+        u = h[torch.arange(B), pos]
+        if cfg["pooler"]:
+            u = torch.tanh(u @ P["pooler.dense.weight"].T + P["pooler.dense.bias"])
+        n = "cls.seq_relationship" if cfg["nsp"] else "classifier"
+        z = u @ P[n + ".weight"].T + P[n + ".bias"]
+        outs.append(z)
+        if get("labels") is not None:
+            total = total + F.cross_entropy(z, get("labels"), ignore_index=-1)
+            given = True
+        elif get("values") is not None:
+            total = total + F.mse_loss(z[:, 0], get("values"))
+            given = True
+    if cfg["tags"]:
+        z = h @ P["token_classifier.weight"].T + P["token_classifier.bias"]
+        outs.append(z)
+        if get("tags") is not None:
+            total = total + F.cross_entropy(z.reshape(-1, cfg["tags"]), get("tags").reshape(-1),
+                                            ignore_index=-1)
+            given = True
+    if cfg["span"]:
+        z = h @ P["qa_outputs.weight"].T + P["qa_outputs.bias"]
+        outs.append(z)
+        if get("span_start") is not None:
+            keep = get("span_start") != -1
+            total = total + (F.cross_entropy(z[..., 0][keep], get("span_start")[keep]) +
+                             F.cross_entropy(z[..., 1][keep], get("span_end")[keep])) / 2
+            given = True
+    return (total if given else None), outs
 
 
 # ---- one case ----------------------------------------------------------------
@@ -373,6 +455,8 @@ def features(cfg, batch):
         f.add("emb_norm")
     if cfg["emb_scale"]:
         f.add("emb_scale")
+    if any(cfg[k] for k in ("mlm_head", "pooler", "classes", "tags", "span")):
+        f.add("heads")
     for k, name in (("prefix_len", "prefix"), ("doc_start", "docs"), ("lengths", "lengths")):
         if batch.get(k) is not None:
             f.add(name)
@@ -382,7 +466,7 @@ def features(cfg, batch):
 def init_params(table, rng):
     P = {}
     for n, shape in table:
-        if n.startswith("ln_") or ".ln_" in n:
+        if n.startswith("ln_") or ".ln_" in n or "LayerNorm" in n:
             base = 1.0 if n.endswith(".weight") else 0.0
             w = base + 0.1 * rng.standard_normal(shape)
         elif n.endswith("rel_bias.weight"):
@@ -446,19 +530,34 @@ def run_case(name, cfg, batch, seed, threads, attn):
         env = dict(os.environ, TFM_ATTN=attn)
         if attn == "blas":
             env["TFM_GPT_RECOMPUTE"] = "1"
+        if any(batch.get(k) is not None for k in HEAD_KEYS + ("no_lm", "lm_weight")):
+            flags = [int(batch.get(k) is not None) for k in HEAD_KEYS[:-1]]
+            with open(os.path.join(d, "heads.txt"), "w") as f:
+                f.write(f"{int(not batch.get('no_lm'))} " + " ".join(map(str, flags)) +
+                        f" {batch.get('lm_weight') or 0.0!r}\n")
+            with open(os.path.join(d, "heads.bin"), "wb") as f:
+                for k in HEAD_KEYS:
+                    if batch.get(k) is not None:
+                        f.write(np.asarray(batch[k]).astype("<f4" if k == "values" else "<i4")
+                                .tobytes())
         err = run_c(d, "run", env)
         if err:
             return [err]
         out = np.fromfile(os.path.join(d, "out.bin"), dtype="<f4")
 
-    n_out = 1 + B * T * V + sum(int(np.prod(s)) for _, s in table)
+    Pt = {n: torch.tensor(w, dtype=torch.float64, requires_grad=True) for n, w in P.items()}
+    bt = {k: (torch.tensor(np.asarray(batch[k]), dtype=torch.float64 if k == "values"
+                           else torch.long)
+              if batch.get(k) is not None else None)
+          for k in ("inputs", "targets") + extras + source + HEAD_KEYS}
+    if batch.get("no_lm"):
+        bt["targets"] = None
+    bt["lm_weight"] = batch.get("lm_weight")
+    loss, outs = torch_model_outs(cfg, Pt, bt)
+    n_outs = sum(int(np.prod(o.shape)) for o in outs)
+    n_out = 1 + n_outs + sum(int(np.prod(s)) for _, s in table)
     if len(out) != n_out:
         return [f"out.bin has {len(out)} floats, expected {n_out}"]
-    Pt = {n: torch.tensor(w, dtype=torch.float64, requires_grad=True) for n, w in P.items()}
-    bt = {k: (torch.tensor(np.asarray(batch[k]), dtype=torch.long)
-              if batch.get(k) is not None else None)
-          for k in ("inputs", "targets") + extras + source}
-    loss, logits = torch_model(cfg, Pt, bt)
     loss.backward()
     bad = []
     c_loss = float(out[0])
@@ -466,24 +565,33 @@ def run_case(name, cfg, batch, seed, threads, attn):
     if not rel <= 1e-5:
         bad.append(f"loss tfm {c_loss:.7f} torch {loss.item():.7f} (rel {rel:.2e})")
     pos = 1
-    n_logits = B * T * V
-    c_logits = out[pos:pos + n_logits].reshape(B, T, V)
-    pos += n_logits
-    ref = logits.detach().numpy()
-    diff = np.abs(c_logits - ref)
-    e = diff.max() / np.abs(ref).max()
-    if not e <= 1e-5:
-        b, t, _ = np.unravel_index(np.argmax(diff), diff.shape)
-        rows = sorted({(int(i), int(j)) for i, j, _ in zip(*np.nonzero(diff > 1e-5 * np.abs(ref).max()))})
-        bad.append(f"logits max err {e:.2e} (worst at b={b} t={t}; wrong at (b,t) {rows[:12]}"
-                   f"{' ...' if len(rows) > 12 else ''})")
+    for oi, o in enumerate(outs):
+        ref = o.detach().numpy()
+        n = ref.size
+        c_o = out[pos:pos + n].reshape(ref.shape)
+        pos += n
+        diff = np.abs(c_o - ref)
+        e = diff.max() / np.abs(ref).max()
+        if e <= 1e-5:
+            continue
+        if ref.ndim == 3:
+            b, t, _ = np.unravel_index(np.argmax(diff), diff.shape)
+            rows = sorted({(int(i), int(j)) for i, j, _ in zip(*np.nonzero(diff > 1e-5 * np.abs(ref).max()))})
+            bad.append(f"logits max err {e:.2e} (worst at b={b} t={t}; wrong at (b,t) {rows[:12]}"
+                       f"{' ...' if len(rows) > 12 else ''})")
+        else:
+            bad.append(f"head output {oi} max err {e:.2e}")
     worst = (0.0, "")
+    # a tensor whose gradient vanishes in exact arithmetic (the span
+    # head's bias shifts every position's score alike) is compared on the
+    # scale of the largest gradient instead
+    floor = 1e-2 * max(np.abs(Pt[n].grad.numpy()).max() for n, _ in table)
     for n, shape in table:
         k = int(np.prod(shape))
         g = out[pos:pos + k].reshape(shape)
         pos += k
         ref = Pt[n].grad.numpy()
-        scale = np.abs(ref).max()
+        scale = max(np.abs(ref).max(), floor)
         e = np.abs(g - ref).max() / scale if scale > 0 else np.abs(g).max()
         if e > worst[0]:
             worst = (e, n)
@@ -500,7 +608,8 @@ BASE = dict(kind="decoder", positions="learned", n_layer=2, n_head=2, n_embd=16,
             block_size=12, vocab_size=11, norm="pre", activation="gelu", tie=True, bias=True,
             label_smoothing=0.0, ln_eps=1e-5, d_ff=0, rope_base=10000.0, t5_buckets=8,
             t5_max_distance=12, segments=0, emb_norm=False, emb_scale=False, n_enc_layer=0,
-            tie_source=True, src_vocab_size=0)
+            tie_source=True, src_vocab_size=0, mlm_head=False, pooler=False, classes=0,
+            nsp=False, tags=0, span=False)
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "t5")
 VARIANTS = ((1, "blas"), (2, "blas"), (1, "fused"), (2, "fused"))
 
@@ -515,8 +624,49 @@ def doc_starts(T, cuts):
     return ds
 
 
+HEAD_KEYS = ("cls_pos", "labels", "values", "tags", "span_start", "span_end")
+
+
+def head_targets(cfg, b, rng, B, T, kind):
+    """The heads' targets for kind "+heads" (with the LM's targets), "+heads
+    nolm" (without) or "+heads last" (a decoder's classifier on the last
+    token, λ = 0.5)."""
+    if "nolm" in kind:
+        b["no_lm"] = True
+    if "last" in kind:
+        b["cls_pos"] = np.array([T - 1 - r % 3 for r in range(B)])
+        b["lm_weight"] = 0.5
+    lengths = b.get("lengths")
+    if cfg["classes"] == 1:
+        b["values"] = rng.standard_normal(B)
+    elif cfg["classes"]:
+        b["labels"] = rng.integers(0, cfg["classes"], size=B)
+        b["labels"][B - 1] = -1 if B > 2 else b["labels"][B - 1]
+    if cfg["tags"]:
+        t = rng.integers(0, cfg["tags"], size=(B, T))
+        t[rng.random((B, T)) < 0.2] = -1
+        if lengths is not None:
+            for r in range(B):
+                t[r, lengths[r]:] = -1
+        b["tags"] = t
+    if cfg["span"]:
+        st, en = [], []
+        for r in range(B):
+            n = T if lengths is None else lengths[r]
+            a = int(rng.integers(0, n))
+            st.append(a)
+            en.append(int(rng.integers(a, n)))
+        st[0] = en[0] = -1 if B > 1 else st[0]     # a row without an answer
+        b["span_start"], b["span_end"] = np.array(st), np.array(en)
+
+
 def make_batch(cfg, B, T, rng, kind="plain", ignore=False):
     """T: the row length, or (S, T) for an encoder-decoder's batch."""
+    kind, _, heads = kind.partition("+")
+    if heads:
+        b = make_batch(cfg, B, T, rng, kind, ignore)
+        head_targets(cfg, b, rng, B, T, heads)
+        return b
     S, T = T if isinstance(T, tuple) else (0, T)
     V = cfg["vocab_size"]
     x = rng.integers(0, V, size=(B, T))
@@ -646,6 +796,35 @@ def cases():
         ("encoder rope 3 segments d_ff 20 no bias", dict(bert, positions="rope", segments=3,
                                                          d_ff=20, bias=False),
          "encoder", 2, 9, False, VARIANTS[1:2]),
+    ]
+    # the heads: BERT pre-training (MLM + NSP), fine-tuning heads alone and
+    # together, GPT's classifier on the last token + 0.5 LM
+    mlm = dict(bert, mlm_head=True, pooler=True, classes=2, nsp=True)
+    out += [
+        ("encoder learned BERT pre-training heads (MLM + NSP)", mlm, "encoder+heads", 3, 9,
+         False, VARIANTS[:2]),
+        ("encoder t5 MLM head untied, no pooler or NSP",
+         dict(bert, positions="t5", mlm_head=True, tie=False), "encoder", 2, 8, False,
+         VARIANTS[1:2]),
+        ("encoder learned MLM + NSP heads of 16", dict(mlm, n_embd=32), "encoder+heads", 2, 9,
+         False, VARIANTS[2:3]),
+        ("encoder learned pooler regression", dict(bert, pooler=True, classes=1),
+         "encoder+heads nolm", 3, 8, False, VARIANTS[:1]),
+        ("encoder rope classifier 3 classes without pooler",
+         dict(bert, positions="rope", classes=3), "encoder+heads nolm", 3, 8, False,
+         VARIANTS[1:2]),
+        ("encoder learned tagger 5 tags", dict(bert, tags=5), "encoder+heads nolm", 3, 9, False,
+         VARIANTS[:2]),
+        ("encoder alibi span", dict(bert, positions="alibi", span=True), "encoder+heads nolm",
+         3, 9, False, VARIANTS[:1]),
+        ("encoder learned every head at once, pre-LN",
+         dict(bert, norm="pre", mlm_head=True, pooler=True, classes=4, tags=3, span=True),
+         "encoder+heads", 3, 9, False, VARIANTS[1:2]),
+        ("decoder learned classifier on the last token + 0.5 LM", dict(BASE, classes=3),
+         "plain+heads last", 3, 8, True, VARIANTS[:2]),
+        ("decoder rope regression on the last token, no LM",
+         dict(BASE, positions="rope", classes=1), "plain+heads last nolm", 2, 8, False,
+         VARIANTS[1:2]),
     ]
     # encoder-decoders: every position scheme x pre/post-LN, cycling through
     # the three ties (three-way; untied head; untied source of another

@@ -76,6 +76,20 @@ static const tfm_config_key keys[] = {
     {"model.init", TFM_CONFIG_ENUM, OFF(model.init), "gpt2", 0, 0, "gpt2|xavier",
      "initialisation: gpt2 (matrices and embeddings N(0, 0.02), residual projections "
      "scaled down) or xavier (Xavier-uniform matrices, embeddings N(0, n_embd^-0.5))"},
+    {"model.mlm_head", TFM_CONFIG_BOOL, OFF(model.mlm_head), "false", 0, 0, NULL,
+     "BERT's masked-LM head: dense, activation and layer norm before the (tied) LM decoder "
+     "with a bias of its own; logits only at the masked positions"},
+    {"model.pooler", TFM_CONFIG_BOOL, OFF(model.pooler), "false", 0, 0, NULL,
+     "BERT's pooler: dense + tanh on the pooled position before the classifier"},
+    {"model.classes", TFM_CONFIG_INT, OFF(model.classes), "0", 0, 65536, NULL,
+     "classifier on the pooled position ([CLS], a decoder's last token): 0 none, 1 "
+     "regression (mean squared error), 2 or more classes"},
+    {"model.nsp", TFM_CONFIG_BOOL, OFF(model.nsp), "false", 0, 0, NULL,
+     "the classifier is BERT's next-sentence head (2 classes, cls.seq_relationship)"},
+    {"model.tags", TFM_CONFIG_INT, OFF(model.tags), "0", 0, 65536, NULL,
+     "token tagger: tags per position (0: none)"},
+    {"model.span", TFM_CONFIG_BOOL, OFF(model.span), "false", 0, 0, NULL,
+     "span head: start and end classifiers over the positions (question answering)"},
 
     {"data.train", TFM_CONFIG_STRING, OFF(data.train), "", 0, 0, NULL,
      "training tokens: a .npy file of uint16 or uint32 ids"},
@@ -109,6 +123,15 @@ static const tfm_config_key keys[] = {
     {"data.packing", TFM_CONFIG_BOOL, OFF(data.packing), "false", 0, 0, NULL,
      "decoders: documents (split after each end-of-text token) attend only within "
      "themselves and their positions restart, instead of attending across boundaries"},
+    {"data.cls_id", TFM_CONFIG_INT, OFF(data.cls_id), "-1", -1, 16777215, NULL,
+     "mlm: the id of [CLS]; -1: the tokenizer's"},
+    {"data.sep_id", TFM_CONFIG_INT, OFF(data.sep_id), "-1", -1, 16777215, NULL,
+     "mlm: the id of [SEP]; -1: the tokenizer's"},
+    {"data.mask_id", TFM_CONFIG_INT, OFF(data.mask_id), "-1", -1, 16777215, NULL,
+     "mlm: the id of [MASK]; -1: the tokenizer's"},
+    {"data.n_special", TFM_CONFIG_INT, OFF(data.n_special), "0", 0, 16777215, NULL,
+     "mlm: ids below this are special too and never drawn as random tokens (besides "
+     "[CLS], [SEP], [MASK] and the tokenizer's specials)"},
 
     {"optim.type", TFM_CONFIG_ENUM, OFF(optim.type), "adamw", 0, 0, "adamw|adam",
      "adamw (decoupled weight decay) or adam (weight decay added to the gradient)"},
@@ -168,6 +191,24 @@ static const tfm_config_key keys[] = {
     {"train.best_by", TFM_CONFIG_ENUM, OFF(train.best_by), "loss", 0, 0, "loss|bleu",
      "best.safetensors keeps the evaluation with the lowest validation loss or the highest "
      "BLEU (needs train.eval_bleu)"},
+    {"train.init", TFM_CONFIG_STRING, OFF(train.init), "", 0, 0, NULL,
+     "a model file (or HuggingFace BERT checkpoint) whose tensors of the same name and "
+     "shape start the run (fine-tuning); the others are initialised, and the start "
+     "report names them"},
+    {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0, "lm|mlm|mlm+nsp",
+     "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
+     "[SEP] windows of the token stream; needs model.mlm_head and 2 segments) or mlm+nsp "
+     "(and whether B follows A, on model.pooler with model.nsp)"},
+    {"train.mask_prob", TFM_CONFIG_FLOAT, OFF(train.mask_prob), "0.15", 0.001, 1, NULL,
+     "mlm: the share of content positions chosen (round(p x length), at least 1)"},
+    {"train.mask_token_prob", TFM_CONFIG_FLOAT, OFF(train.mask_token_prob), "0.8", 0, 1, NULL,
+     "mlm: a chosen position becomes [MASK] with this probability"},
+    {"train.random_token_prob", TFM_CONFIG_FLOAT, OFF(train.random_token_prob), "0.1", 0, 1,
+     NULL, "mlm: a chosen position becomes a random non-special token with this probability "
+     "(else it stays unchanged)"},
+    {"train.short_seq_prob", TFM_CONFIG_FLOAT, OFF(train.short_seq_prob), "0", 0, 1, NULL,
+     "mlm: a sequence is shortened to a uniform length in [2, block_size - 3] content tokens "
+     "with this probability (BERT: 0.1), the rest padding"},
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])

@@ -69,6 +69,11 @@ typedef enum tfm_config_best {
     TFM_CONFIG_BEST_LOSS,
     TFM_CONFIG_BEST_BLEU,
 } tfm_config_best;
+typedef enum tfm_config_task {
+    TFM_CONFIG_TASK_LM,
+    TFM_CONFIG_TASK_MLM,
+    TFM_CONFIG_TASK_MLM_NSP,
+} tfm_config_task;
 
 typedef struct tfm_config {
     struct {
@@ -92,6 +97,8 @@ typedef struct tfm_config {
         int64_t n_enc_layer; /* encoder-decoder: 0 means n_layer */
         int tie_source;
         int64_t src_vocab_size; /* 0: vocab_size */
+        int mlm_head, pooler, nsp, span; /* the heads (model/transformer.h) */
+        int64_t classes, tags;
     } model;
     struct {
         char train[TFM_CONFIG_PATH_MAX];
@@ -106,6 +113,7 @@ typedef struct tfm_config {
         double val_fraction;
         int packing;
         int truncate;   /* tfm_config_truncate */
+        int64_t cls_id, sep_id, mask_id, n_special; /* mlm; -1: the tokenizer's */
     } data;
     struct {
         int type; /* tfm_config_optim */
@@ -127,6 +135,9 @@ typedef struct tfm_config {
         int eval_bleu;
         int64_t bleu_sentences;
         int best_by;            /* tfm_config_best */
+        int task; /* tfm_config_task */
+        char init[TFM_CONFIG_PATH_MAX]; /* weights to start from; "" none */
+        double mask_prob, mask_token_prob, random_token_prob, short_seq_prob;
     } train;
 } tfm_config;
 

@@ -234,6 +234,12 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->n_enc_layer = (int)c->model.n_enc_layer;
     g->tie_source = c->model.tie_source;
     g->src_vocab_size = (int)c->model.src_vocab_size;
+    g->mlm_head = c->model.mlm_head;
+    g->pooler = c->model.pooler;
+    g->n_classes = (int)c->model.classes;
+    g->nsp = c->model.nsp;
+    g->n_tags = (int)c->model.tags;
+    g->span = c->model.span;
     g->label_smoothing = (float)c->train.label_smoothing;
     if (tfm_model_config_check(g, err) < 0)
         return tfm_err_prefix(err, "model");
@@ -297,9 +303,11 @@ int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)
  * embeddings.  HF stores each Linear [out, in] and q, k, v apart; tfm's
  * matrices are [in, out] with q, k, v side by side in c_attn, so the
  * weights are copied into the model's layout rather than mapped in place.
- * Tensors of the heads tfm does not have yet (bert.pooler.*,
- * cls.predictions.*, cls.seq_relationship.*) and buffers such as
- * embeddings.position_ids are ignored: the BERT issue adds those heads. */
+ * The heads present are loaded as tfm's (model/transformer.h): the MLM
+ * head (cls.predictions.*, its decoder tied to the word embeddings), the
+ * pooler (bert.pooler.dense) and the next-sentence head
+ * (cls.seq_relationship, kept only with the pooler it reads); buffers such
+ * as embeddings.position_ids are ignored. */
 
 /* A folder stands for the model.safetensors inside it (HuggingFace's
  * layout: config.json and the tokenizer beside it). */
@@ -621,6 +629,47 @@ static int tokenizer_beside(const char *model_path, int vocab_size, tfm_tokenize
     return 0;
 }
 
+/* The heads a BERT checkpoint has, into c's model section. */
+static void bert_heads_config(const tfm_safetensors *st, const char *pre, tfm_config *c)
+{
+    char name[160];
+    c->model.mlm_head = tfm_safetensors_find(st, "cls.predictions.transform.dense.weight") != NULL;
+    snprintf(name, sizeof name, "%spooler.dense.weight", pre);
+    c->model.pooler = tfm_safetensors_find(st, name) != NULL;
+    c->model.nsp = c->model.pooler && tfm_safetensors_find(st, "cls.seq_relationship.weight");
+    c->model.classes = c->model.nsp ? 2 : 0;
+}
+
+/* Copies the heads bert_heads_config found (HF's Linears are [out, in], as
+ * tfm's heads). */
+static int bert_head_weights(const bert_ckpt *b, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = g->n_embd, V = g->vocab_size;
+    bert_ckpt cls = *b;
+    cls.pre = ""; /* cls.* never has the "bert." prefix */
+    if (g->mlm_head &&
+        (bert_copy(&cls, "cls.predictions.transform.dense.weight", 0,
+                   "cls.predictions.transform.dense.weight", NULL, C, C, err) < 0 ||
+         bert_copy(&cls, "cls.predictions.transform.dense.bias", 0,
+                   "cls.predictions.transform.dense.bias", NULL, C, 0, err) < 0 ||
+         bert_norm(&cls, "cls.predictions.transform.LayerNorm", 0,
+                   "cls.predictions.transform.LayerNorm", C, err) < 0 ||
+         bert_copy(&cls, "cls.predictions.bias", 0, "cls.predictions.bias", NULL, V, 0, err) < 0))
+        return -1;
+    if (g->pooler && (bert_copy(b, "pooler.dense.weight", 0, "pooler.dense.weight", NULL, C, C,
+                                err) < 0 ||
+                      bert_copy(b, "pooler.dense.bias", 0, "pooler.dense.bias", NULL, C, 0,
+                                err) < 0))
+        return -1;
+    if (g->nsp && (bert_copy(&cls, "cls.seq_relationship.weight", 0,
+                             "cls.seq_relationship.weight", NULL, 2, C, err) < 0 ||
+                   bert_copy(&cls, "cls.seq_relationship.bias", 0, "cls.seq_relationship.bias",
+                             NULL, 2, 0, err) < 0))
+        return -1;
+    return 0;
+}
+
 /* Builds *m (and *c's model section) from an open BERT checkpoint; the
  * tokenizer beside it when tok is not NULL.  On failure nothing is held. */
 static int bert_load(const tfm_safetensors *st, const char *pre, tfm_config *c, tfm_model *m,
@@ -631,12 +680,13 @@ static int bert_load(const tfm_safetensors *st, const char *pre, tfm_config *c, 
     tfm_model_config g;
     if (bert_config(st->name, c, err) < 0)
         return -1;
+    bert_heads_config(st, pre, c);
     if (tfm_model_config_from(c, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
     if (tfm_model_init(m, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
     bert_ckpt b = {st, pre, m};
-    if (bert_weights(&b, err) < 0 ||
+    if (bert_weights(&b, err) < 0 || bert_head_weights(&b, err) < 0 ||
         (tok && tokenizer_beside(st->name, g.vocab_size, tok, err) < 0)) {
         tfm_model_free(m);
         return -1;

@@ -141,6 +141,16 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "segments %d on %s: segment embeddings are for "
                            "encoders (kind: encoder)", c->n_segments,
                            c->kind == TFM_KIND_DECODER ? "a decoder" : "an encoder-decoder");
+    if (c->n_classes < 0 || c->n_classes > 1 << 16 || c->n_tags < 0 || c->n_tags > 1 << 16)
+        return tfm_err_set(err, "classes %d or tags %d is out of range [0, 65536]",
+                           c->n_classes, c->n_tags);
+    if (c->nsp && c->n_classes != 2)
+        return tfm_err_set(err, "nsp (the next-sentence head) has 2 classes, not %d",
+                           c->n_classes);
+    if (c->kind == TFM_KIND_ENCODER_DECODER &&
+        (c->mlm_head || c->pooler || c->n_classes || c->n_tags || c->span))
+        return tfm_err_set(err, "the MLM, pooler, classifier, tagger and span heads are for "
+                                "encoders and decoders, not encoder-decoders");
     return 0;
 }
 
@@ -276,6 +286,32 @@ static void build_table(const tfm_model_config *c, table_builder *tb)
     }
     if (!c->tie_embeddings)
         add_param(tb, "lm_head.weight", V, C, 1);
+    /* the heads ([out, in], HF BERT's names) */
+    if (c->mlm_head) {
+        add_param(tb, "cls.predictions.transform.dense.weight", C, C, 1);
+        add_param(tb, "cls.predictions.transform.dense.bias", C, 0, 0);
+        add_param(tb, "cls.predictions.transform.LayerNorm.weight", C, 0, 0);
+        add_param(tb, "cls.predictions.transform.LayerNorm.bias", C, 0, 0);
+        add_param(tb, "cls.predictions.bias", V, 0, 0);
+    }
+    if (c->pooler) {
+        add_param(tb, "pooler.dense.weight", C, C, 1);
+        add_param(tb, "pooler.dense.bias", C, 0, 0);
+    }
+    if (c->n_classes) {
+        add_param(tb, c->nsp ? "cls.seq_relationship.weight" : "classifier.weight",
+                  (size_t)c->n_classes, C, 1);
+        add_param(tb, c->nsp ? "cls.seq_relationship.bias" : "classifier.bias",
+                  (size_t)c->n_classes, 0, 0);
+    }
+    if (c->n_tags) {
+        add_param(tb, "token_classifier.weight", (size_t)c->n_tags, C, 1);
+        add_param(tb, "token_classifier.bias", (size_t)c->n_tags, 0, 0);
+    }
+    if (c->span) {
+        add_param(tb, "qa_outputs.weight", 2, C, 1);
+        add_param(tb, "qa_outputs.bias", 2, 0, 0);
+    }
 }
 
 size_t tfm_model_config_num_params(const tfm_model_config *c)
@@ -333,6 +369,23 @@ struct tfm_model_acts {
     layer_acts *enc_layer;     /* [enc layers] */
     float *logits;             /* [N,V] */
     float *lse, *losses;       /* [N] */
+    /* the heads (heads_*; NULL when the model lacks them) */
+    int lm_rows;               /* rows of logits the last forward computed
+                                  (0: the LM head did not run) */
+    const int32_t *lm_tgt;     /* their targets: targets, or mlm_tgt */
+    float lm_weight;
+    long hcount[TFM_HEAD_N];   /* targets counted per head */
+    int32_t *mlm_row, *mlm_tgt;          /* [N] chosen positions, their targets */
+    float *mlm_x, *mlm_h, *mlm_g, *mlm_ln, *mlm_mean, *mlm_rstd; /* [N,C]x4, [N]x2 */
+    float *pool_x, *pool_u;    /* [N,C] (B rows used) */
+    float *cls_z, *cls_lse;    /* [N,K], [N] */
+    int32_t *cls_pos, *labels; /* [N] (B used) */
+    float *values;             /* [N] (B used) */
+    int has_labels, has_values, has_tags, has_span;
+    float *tag_z, *tag_lse;    /* [N,n_tags], [N] */
+    int32_t *tags;             /* [N] */
+    float *span_z, *span_s, *span_e, *span_lse; /* [N,2], [N], [N], [2N] */
+    int32_t *span_tgt;         /* [2N]: start [B], then end [B] */
     int32_t *inputs, *targets; /* [N] copies for backward */
     /* the rest of the batch (tfm_batch), copied; NULL when absent */
     int32_t *segments, *doc_start, *lengths, *prefix_len;
@@ -480,6 +533,52 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
     }
 }
 
+/* The heads' activations, for the heads the model has. */
+static void heads_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N, float *base,
+                         size_t *off)
+{
+    size_t C = c->n_embd;
+    float *f = NULL;
+#define TAKE_IDS(ptr, n)                                                      \
+    do {                                                                      \
+        take(&f, base, off, n);                                               \
+        ptr = (int32_t *)f;                                                   \
+    } while (0)
+    if (c->mlm_head) {
+        TAKE_IDS(a->mlm_row, N);
+        TAKE_IDS(a->mlm_tgt, N);
+        take(&a->mlm_x, base, off, N * C);
+        take(&a->mlm_h, base, off, N * C);
+        take(&a->mlm_g, base, off, N * C);
+        take(&a->mlm_ln, base, off, N * C);
+        take(&a->mlm_mean, base, off, N);
+        take(&a->mlm_rstd, base, off, N);
+    }
+    if (c->n_classes) {
+        take(&a->pool_x, base, off, N * C);
+        take(&a->pool_u, base, off, N * C);
+        take(&a->cls_z, base, off, N * (size_t)c->n_classes);
+        take(&a->cls_lse, base, off, N);
+        take(&a->values, base, off, N);
+        TAKE_IDS(a->labels, N);
+    }
+    if (c->n_classes || c->pooler)
+        TAKE_IDS(a->cls_pos, N);
+    if (c->n_tags) {
+        take(&a->tag_z, base, off, N * (size_t)c->n_tags);
+        take(&a->tag_lse, base, off, N);
+        TAKE_IDS(a->tags, N);
+    }
+    if (c->span) {
+        take(&a->span_z, base, off, 2 * N);
+        take(&a->span_s, base, off, N);
+        take(&a->span_e, base, off, N);
+        take(&a->span_lse, base, off, 2 * N);
+        TAKE_IDS(a->span_tgt, 2 * N);
+    }
+#undef TAKE_IDS
+}
+
 static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N, size_t att,
                           size_t Ns, size_t att_s, size_t xatt, size_t scratch, float *base)
 {
@@ -492,6 +591,7 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
     take(&a->logits, base, &off, N * V);
     take(&a->lse, base, &off, N);
     take(&a->losses, base, &off, N);
+    heads_layout(a, c, N, base, &off);
     /* ids: [B] arrays fit in N (or Ns) floats too */
     int32_t **ids[] = {&a->inputs, &a->targets, &a->segments, &a->doc_start, &a->lengths,
                        &a->prefix_len, &a->pos, &a->src, &a->src_pos, &a->src_lengths};
@@ -705,7 +805,7 @@ void tfm_model_init_weights(tfm_model *m, uint64_t seed)
         float *w = m->params + p->offset;
         const char *name = p->name;
         size_t len = strlen(name);
-        int is_ln = strstr(name, "ln_") != NULL;
+        int is_ln = strstr(name, "ln_") != NULL || strstr(name, "LayerNorm") != NULL;
         int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
         if (is_ln && !is_bias) {
             for (size_t j = 0; j < p->numel; j++)
@@ -839,6 +939,8 @@ static float drop_p(const tfm_model *m)
     return m->training ? m->cfg.dropout : 0.0f;
 }
 
+static int check_heads(const tfm_model_config *c, const tfm_batch *b, tfm_err *err);
+
 /* The batch's shape and ids, before any work: errors name the row and
  * position in the batch as the caller gave it. */
 static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
@@ -898,6 +1000,49 @@ static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *e
             return tfm_err_set(err, "source length %d of batch row %d is out of range [1, %d]",
                                b->src_lengths[r], r, b->S);
     }
+    return check_heads(c, b, err);
+}
+
+/* The heads' targets: each only for a model with its head, in range. */
+static int check_heads(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
+{
+    int B = b->B, T = b->T, K = c->n_classes;
+    if ((b->labels && K < 2) || (b->values && K != 1))
+        return tfm_err_set(err, "%s given to a model with %d classifier outputs",
+                           b->labels ? "class labels" : "regression values", K);
+    if (b->cls_pos && !K && !c->pooler)
+        return tfm_err_set(err, "pooled positions given to a model without a classifier");
+    if (b->tags && !c->n_tags)
+        return tfm_err_set(err, "tags given to a model without a tagger");
+    if ((b->span_start || b->span_end) && (!c->span || !b->span_start || !b->span_end))
+        return tfm_err_set(err, "span targets need a model with the span head and both "
+                                "starts and ends");
+    if (!(b->lm_weight >= 0.0f && b->lm_weight < 1e6f))
+        return tfm_err_set(err, "lm_weight %g is out of range [0, 1e6)", b->lm_weight);
+    for (int r = 0; r < B; r++) {
+        if (b->cls_pos) {
+            int hi = b->lengths ? b->lengths[r] : T;
+            if (b->cls_pos[r] < 0 || b->cls_pos[r] >= hi)
+                return tfm_err_set(err, "pooled position %d of batch row %d is out of range "
+                                   "[0, %d)", b->cls_pos[r], r, hi);
+        }
+        if (b->labels && (b->labels[r] < -1 || b->labels[r] >= K))
+            return tfm_err_set(err, "label %d of batch row %d is out of range [-1, %d)",
+                               (int)b->labels[r], r, K);
+        if (b->values && !isfinite(b->values[r]))
+            return tfm_err_set(err, "regression value of batch row %d is not finite", r);
+        if (b->span_start) {
+            int s0 = b->span_start[r], e0 = b->span_end[r];
+            if ((s0 == -1) != (e0 == -1) || s0 < -1 || s0 >= T || e0 < -1 || e0 >= T)
+                return tfm_err_set(err, "span %d..%d of batch row %d is out of range [0, %d) "
+                                   "(-1 in both: no answer)", s0, e0, r, T);
+        }
+    }
+    if (b->tags)
+        for (size_t i = 0, N = (size_t)B * T; i < N; i++)
+            if (b->tags[i] < -1 || b->tags[i] >= c->n_tags)
+                return tfm_err_set(err, "tag %d at batch row %zu, position %zu is out of "
+                                   "range [-1, %d)", (int)b->tags[i], i / T, i % T, c->n_tags);
     return 0;
 }
 
@@ -925,7 +1070,22 @@ static void keep_batch(tfm_model_acts *a, const tfm_batch *b, int ed)
         for (size_t i = 0, Ns = (size_t)b->B * b->S; i < Ns; i++)
             a->src_pos[i] = (int32_t)(i % b->S);
     }
+    KEEP(labels, labels, (size_t)b->B);
+    KEEP(values, values, (size_t)b->B);
+    KEEP(tags, tags, N);
+    if (b->span_start) {
+        memcpy(a->span_tgt, b->span_start, (size_t)b->B * sizeof *a->span_tgt);
+        memcpy(a->span_tgt + b->B, b->span_end, (size_t)b->B * sizeof *a->span_tgt);
+    }
+    if (a->cls_pos)
+        for (int r = 0; r < b->B; r++)
+            a->cls_pos[r] = b->cls_pos ? b->cls_pos[r] : 0;
 #undef KEEP
+    a->has_labels = b->labels != NULL;
+    a->has_values = b->values != NULL;
+    a->has_tags = b->tags != NULL;
+    a->has_span = b->span_start != NULL;
+    a->lm_weight = b->lm_weight > 0.0f ? b->lm_weight : 1.0f;
     a->has_segments = b->segments != NULL;
     a->lengths_i = b->lengths ? a->lengths : NULL;
     a->prefix_i = b->prefix_len ? a->prefix_len : NULL;
@@ -1163,6 +1323,317 @@ static const float *stack_forward(tfm_model *m, const side *sd)
     return e->lnf;
 }
 
+/* ---- heads ---------------------------------------------------------------- */
+
+/* out[N,O] = inp[N,I]·Wᵀ + b, W [O,I] (an nn.Linear: the heads' HF layout) */
+static void head_linear_forward(float *out, const float *inp, const float *W, const float *b,
+                                int N, int I, int O)
+{
+    tfm_gemm(0, 1, N, O, I, 1.0f, inp, I, W, I, 0.0f, out, O);
+    tfm_bias_forward(out, b, N, O);
+}
+
+/* dW += doutᵀ·inp, db += Σ dout, dinp = dout·W + beta·dinp (NULL: none;
+ * may alias inp, which is read first) */
+static void head_linear_backward(float *dinp, float beta, float *dW, float *db,
+                                 const float *dout, const float *inp, const float *W, int N,
+                                 int I, int O)
+{
+    tfm_gemm(1, 0, O, I, N, 1.0f, dout, O, inp, I, 1.0f, dW, I);
+    tfm_bias_backward(db, dout, N, O);
+    if (dinp)
+        tfm_gemm(0, 0, N, I, O, 1.0f, dout, O, W, I, beta, dinp, I);
+}
+
+/* A fine-tuning head: without targets the LM logits are skipped (the NSP
+ * head of a pre-trained model is not one: it stays a masked LM). */
+static int has_task_head(const tfm_model_config *c)
+{
+    return (c->n_classes && !c->nsp) || c->n_tags || c->span;
+}
+
+static const char *cls_name(const tfm_model_config *c, int bias)
+{
+    if (c->nsp)
+        return bias ? "cls.seq_relationship.bias" : "cls.seq_relationship.weight";
+    return bias ? "classifier.bias" : "classifier.weight";
+}
+
+/* BERT's MLM transform of the rows whose target is not -1 (every row
+ * without targets): mlm_ln = LN(act(h·Dᵀ + d)).  Returns the rows. */
+static int mlm_forward(tfm_model *m, const float *final, const int32_t *targets)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
+    int C = c->n_embd, R = 0, N = m->B * m->T;
+    float *P = m->params;
+    for (int i = 0; i < N; i++)
+        if (!targets || targets[i] != -1) {
+            a->mlm_row[R] = i;
+            a->mlm_tgt[R] = targets ? targets[i] : -1;
+            memcpy(a->mlm_x + (size_t)R * C, final + (size_t)i * C, C * sizeof *final);
+            R++;
+        }
+    if (!R)
+        return 0;
+    head_linear_forward(a->mlm_h, a->mlm_x, param_ptr(m, P, "cls.predictions.transform.dense.weight"),
+                        param_ptr(m, P, "cls.predictions.transform.dense.bias"), R, C, C);
+    tfm_act_forward(act_kind(c->act), a->mlm_g, a->mlm_h, (size_t)R * C);
+    tfm_layernorm_forward(a->mlm_ln, a->mlm_mean, a->mlm_rstd, a->mlm_g,
+                          param_ptr(m, P, "cls.predictions.transform.LayerNorm.weight"),
+                          param_ptr(m, P, "cls.predictions.transform.LayerNorm.bias"), R, C,
+                          c->ln_eps);
+    return R;
+}
+
+/* Every head of the model on the stack's output: the LM (when there are
+ * targets, or no task head), then the classifier, tagger and span heads;
+ * sets m->loss and m->head_loss from the targets kept in the acts. */
+static void heads_forward(tfm_model *m, const float *final, int lm_targets)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
+    int C = c->n_embd, V = c->vocab_size, B = m->B, T = m->T, N = B * T;
+    float *P = m->params;
+    double total = 0.0;
+    int any = 0;
+    for (int h = 0; h < TFM_HEAD_N; h++) {
+        m->head_loss[h] = -1.0f;
+        a->hcount[h] = 0;
+    }
+    a->count = 0;
+    a->lm_rows = 0;
+    a->lm_tgt = NULL;
+    if (lm_targets || !has_task_head(c)) {
+        const float *head = c->tie_embeddings ? param_ptr(m, P, "wte.weight")
+                                              : param_ptr(m, P, "lm_head.weight");
+        const int32_t *tgt = lm_targets ? a->targets : NULL;
+        const float *x = final;
+        int R = N;
+        if (c->mlm_head) {
+            R = mlm_forward(m, final, tgt);
+            x = a->mlm_ln;
+            tgt = tgt ? a->mlm_tgt : NULL;
+        }
+        if (R) {
+            tfm_gemm(0, 1, R, V, C, 1.0f, x, C, head, C, 0.0f, a->logits, V);
+            if (c->mlm_head)
+                tfm_bias_forward(a->logits, param_ptr(m, P, "cls.predictions.bias"), R, V);
+        }
+        a->lm_rows = R;
+        if (tgt) {
+            double sum = R ? tfm_crossentropy_forward(a->lse, a->losses, a->logits, tgt, R, V,
+                                                      c->label_smoothing, &a->count)
+                           : 0.0;
+            a->lm_tgt = tgt;
+            a->hcount[TFM_HEAD_LM] = a->count;
+            m->head_loss[TFM_HEAD_LM] = a->count ? (float)(sum / a->count) : 0.0f;
+            total += a->lm_weight * m->head_loss[TFM_HEAD_LM];
+            any = 1;
+        }
+    }
+    if (c->n_classes) {
+        int K = c->n_classes;
+        for (int b = 0; b < B; b++)
+            memcpy(a->pool_x + (size_t)b * C, final + ((size_t)b * T + a->cls_pos[b]) * C,
+                   C * sizeof *final);
+        const float *u = a->pool_x;
+        if (c->pooler) {
+            head_linear_forward(a->pool_u, a->pool_x, param_ptr(m, P, "pooler.dense.weight"),
+                                param_ptr(m, P, "pooler.dense.bias"), B, C, C);
+            for (size_t i = 0; i < (size_t)B * C; i++)
+                a->pool_u[i] = tanhf(a->pool_u[i]);
+            u = a->pool_u;
+        }
+        head_linear_forward(a->cls_z, u, param_ptr(m, P, cls_name(c, 0)),
+                            param_ptr(m, P, cls_name(c, 1)), B, C, K);
+        double sum = 0.0;
+        if (K >= 2 && a->has_labels) {
+            sum = tfm_crossentropy_forward(a->cls_lse, NULL, a->cls_z, a->labels, B, K, 0.0f,
+                                           &a->hcount[TFM_HEAD_CLASS]);
+        } else if (K == 1 && a->has_values) {
+            for (int b = 0; b < B; b++) {
+                double d = (double)a->cls_z[b] - a->values[b];
+                sum += d * d;
+            }
+            a->hcount[TFM_HEAD_CLASS] = B;
+        }
+        if (a->has_labels || a->has_values) {
+            long n = a->hcount[TFM_HEAD_CLASS];
+            m->head_loss[TFM_HEAD_CLASS] = n ? (float)(sum / n) : 0.0f;
+            total += m->head_loss[TFM_HEAD_CLASS];
+            any = 1;
+        }
+    }
+    if (c->n_tags) {
+        head_linear_forward(a->tag_z, final, param_ptr(m, P, "token_classifier.weight"),
+                            param_ptr(m, P, "token_classifier.bias"), N, C, c->n_tags);
+        if (a->has_tags) {
+            double sum = tfm_crossentropy_forward(a->tag_lse, NULL, a->tag_z, a->tags, N,
+                                                  c->n_tags, 0.0f, &a->hcount[TFM_HEAD_TAG]);
+            long n = a->hcount[TFM_HEAD_TAG];
+            m->head_loss[TFM_HEAD_TAG] = n ? (float)(sum / n) : 0.0f;
+            total += m->head_loss[TFM_HEAD_TAG];
+            any = 1;
+        }
+    }
+    if (c->span) {
+        head_linear_forward(a->span_z, final, param_ptr(m, P, "qa_outputs.weight"),
+                            param_ptr(m, P, "qa_outputs.bias"), N, C, 2);
+        for (int i = 0; i < N; i++) {
+            a->span_s[i] = a->span_z[2 * i];
+            a->span_e[i] = a->span_z[2 * i + 1];
+        }
+        if (a->has_span) {
+            long n = 0, n2 = 0;
+            double sum = tfm_crossentropy_forward(a->span_lse, NULL, a->span_s, a->span_tgt, B,
+                                                  T, 0.0f, &n);
+            sum += tfm_crossentropy_forward(a->span_lse + B, NULL, a->span_e,
+                                            a->span_tgt + B, B, T, 0.0f, &n2);
+            a->hcount[TFM_HEAD_SPAN] = n;
+            m->head_loss[TFM_HEAD_SPAN] = n ? (float)(0.5 * sum / n) : 0.0f;
+            total += m->head_loss[TFM_HEAD_SPAN];
+            any = 1;
+        }
+    }
+    a->have_targets = any;
+    m->loss = any ? (float)total : -1.0f;
+}
+
+const float *tfm_model_head_out(const tfm_model *m, tfm_head h, int *rows, int *cols)
+{
+    const tfm_model_config *c = &m->cfg;
+    const tfm_model_acts *a = m->acts;
+    int N = m->B * m->T;
+    *rows = *cols = 0;
+    if (!a)
+        return NULL;
+    switch (h) {
+    case TFM_HEAD_LM:
+        if (!a->lm_rows)
+            return NULL;
+        *rows = a->lm_rows;
+        *cols = c->vocab_size;
+        return a->logits;
+    case TFM_HEAD_CLASS:
+        if (!c->n_classes)
+            return NULL;
+        *rows = m->B;
+        *cols = c->n_classes;
+        return a->cls_z;
+    case TFM_HEAD_TAG:
+        if (!c->n_tags)
+            return NULL;
+        *rows = N;
+        *cols = c->n_tags;
+        return a->tag_z;
+    case TFM_HEAD_SPAN:
+        if (!c->span)
+            return NULL;
+        *rows = N;
+        *cols = 2;
+        return a->span_z;
+    default:
+        return NULL;
+    }
+}
+
+/* The heads backward: f[h] is d(total loss)/d(each counted item's loss) of
+ * head h.  Writes the gradient of the stack's output into dfinal [N,C]
+ * (scratch: a->d1, free before the blocks' backward). */
+static void heads_backward(tfm_model *m, const float *final, float *dfinal, const float *f)
+{
+    const tfm_model_config *c = &m->cfg;
+    tfm_model_acts *a = m->acts;
+    int C = c->n_embd, V = c->vocab_size, B = m->B, T = m->T, N = B * T;
+    float *G = m->grads, *P = m->params, *tmp = a->d1;
+    int R = a->lm_rows, wrote = 0;
+    if (R && a->lm_tgt) {
+        float *head = c->tie_embeddings ? param_ptr(m, P, "wte.weight")
+                                        : param_ptr(m, P, "lm_head.weight");
+        float *dhead = c->tie_embeddings ? param_ptr(m, G, "wte.weight")
+                                         : param_ptr(m, G, "lm_head.weight");
+        tfm_crossentropy_backward(a->logits, a->lse, a->lm_tgt, R, V, c->label_smoothing,
+                                  f[TFM_HEAD_LM]);
+        const float *x = c->mlm_head ? a->mlm_ln : final;
+        /* logits = x·headᵀ (+ bias) */
+        tfm_gemm(1, 0, V, C, R, 1.0f, a->logits, V, x, C, 1.0f, dhead, C);
+        if (!c->mlm_head) {
+            tfm_gemm(0, 0, N, C, V, 1.0f, a->logits, V, head, C, 0.0f, dfinal, C);
+        } else {
+            tfm_bias_backward(param_ptr(m, G, "cls.predictions.bias"), a->logits, R, V);
+            tfm_gemm(0, 0, R, C, V, 1.0f, a->logits, V, head, C, 0.0f, tmp, C);
+            /* mlm_ln is free now: it receives d mlm_g, then d mlm_h */
+            float *dg = a->mlm_ln;
+            memset(dg, 0, (size_t)R * C * sizeof *dg);
+            tfm_layernorm_backward(dg, param_ptr(m, G, "cls.predictions.transform.LayerNorm.weight"),
+                                   param_ptr(m, G, "cls.predictions.transform.LayerNorm.bias"),
+                                   tmp, a->mlm_g,
+                                   param_ptr(m, P, "cls.predictions.transform.LayerNorm.weight"),
+                                   a->mlm_mean, a->mlm_rstd, R, C);
+            tfm_act_backward(act_kind(c->act), dg, dg, a->mlm_h, (size_t)R * C);
+            head_linear_backward(tmp, 0.0f,
+                                 param_ptr(m, G, "cls.predictions.transform.dense.weight"),
+                                 param_ptr(m, G, "cls.predictions.transform.dense.bias"), dg,
+                                 a->mlm_x, param_ptr(m, P, "cls.predictions.transform.dense.weight"),
+                                 R, C, C);
+            memset(dfinal, 0, (size_t)N * C * sizeof *dfinal);
+            for (int r = 0; r < R; r++)
+                tfm_add_inplace(dfinal + (size_t)a->mlm_row[r] * C, tmp + (size_t)r * C, C);
+        }
+        wrote = 1;
+    }
+    if (!wrote)
+        memset(dfinal, 0, (size_t)N * C * sizeof *dfinal);
+    if (c->n_classes && (a->has_labels || a->has_values)) {
+        int K = c->n_classes;
+        if (K >= 2) {
+            tfm_crossentropy_backward(a->cls_z, a->cls_lse, a->labels, B, K, 0.0f,
+                                      f[TFM_HEAD_CLASS]);
+        } else {
+            for (int b = 0; b < B; b++)
+                a->cls_z[b] = 2.0f * (a->cls_z[b] - a->values[b]) * f[TFM_HEAD_CLASS];
+        }
+        const float *u = c->pooler ? a->pool_u : a->pool_x;
+        head_linear_backward(tmp, 0.0f, param_ptr(m, G, cls_name(c, 0)),
+                             param_ptr(m, G, cls_name(c, 1)), a->cls_z, u,
+                             param_ptr(m, P, cls_name(c, 0)), B, C, K);
+        const float *dx = tmp;
+        if (c->pooler) {
+            for (size_t i = 0; i < (size_t)B * C; i++)
+                tmp[i] *= 1.0f - a->pool_u[i] * a->pool_u[i];
+            head_linear_backward(a->pool_x, 0.0f, param_ptr(m, G, "pooler.dense.weight"),
+                                 param_ptr(m, G, "pooler.dense.bias"), tmp, a->pool_x,
+                                 param_ptr(m, P, "pooler.dense.weight"), B, C, C);
+            dx = a->pool_x;
+        }
+        for (int b = 0; b < B; b++)
+            tfm_add_inplace(dfinal + ((size_t)b * T + a->cls_pos[b]) * C, dx + (size_t)b * C,
+                            C);
+    }
+    if (c->n_tags && a->has_tags) {
+        tfm_crossentropy_backward(a->tag_z, a->tag_lse, a->tags, N, c->n_tags, 0.0f,
+                                  f[TFM_HEAD_TAG]);
+        head_linear_backward(dfinal, 1.0f, param_ptr(m, G, "token_classifier.weight"),
+                             param_ptr(m, G, "token_classifier.bias"), a->tag_z, final,
+                             param_ptr(m, P, "token_classifier.weight"), N, C, c->n_tags);
+    }
+    if (c->span && a->has_span) {
+        /* the loss is the mean of the two cross-entropies */
+        tfm_crossentropy_backward(a->span_s, a->span_lse, a->span_tgt, B, T, 0.0f,
+                                  0.5f * f[TFM_HEAD_SPAN]);
+        tfm_crossentropy_backward(a->span_e, a->span_lse + B, a->span_tgt + B, B, T, 0.0f,
+                                  0.5f * f[TFM_HEAD_SPAN]);
+        for (int i = 0; i < N; i++) {
+            a->span_z[2 * i] = a->span_s[i];
+            a->span_z[2 * i + 1] = a->span_e[i];
+        }
+        head_linear_backward(dfinal, 1.0f, param_ptr(m, G, "qa_outputs.weight"),
+                             param_ptr(m, G, "qa_outputs.bias"), a->span_z, final,
+                             param_ptr(m, P, "qa_outputs.weight"), N, C, 2);
+    }
+}
+
 static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
 {
     const tfm_model_config *c = &m->cfg;
@@ -1189,16 +1660,9 @@ static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tf
     }
     side dec = side_of(m, 0);
     const float *final = stack_forward(m, &dec);
-    float *wte = param_ptr(m, m->params, "wte.weight");
-    const float *head = c->tie_embeddings ? wte : param_ptr(m, m->params, "lm_head.weight");
-    tfm_gemm(0, 1, N, V, C, 1.0f, final, C, head, C, 0.0f, a->logits, V);
-
-    m->loss = -1.0f;
-    if (batch->targets) {
-        double total = tfm_crossentropy_forward(a->lse, a->losses, a->logits, batch->targets,
-                                                N, V, c->label_smoothing, &a->count);
-        m->loss = a->count ? (float)(total / a->count) : 0.0f;
-    }
+    heads_forward(m, final, batch->targets != NULL);
+    (void)N;
+    (void)V;
     if (loss)
         *loss = m->loss;
     return 0;
@@ -1400,27 +1864,18 @@ static void stack_backward(tfm_model *m, const side *sd, const float *dout)
                                (int)N, C);
 }
 
-void tfm_model_backward(tfm_model *m, float scale)
+/* Backward of the last forward; f[h]: d(loss)/d(each counted item's loss)
+ * of head h. */
+static void backward_items(tfm_model *m, const float *f)
 {
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
     TFM_ASSERT(a && a->have_targets && !a->inference);
-    int C = c->n_embd, V = c->vocab_size, L = c->n_layer;
-    size_t N = (size_t)m->B * m->T;
-    float *G = m->grads, *P = m->params;
-
-    tfm_crossentropy_backward(a->logits, a->lse, a->targets, N, V, c->label_smoothing,
-                              a->count ? scale / a->count : 0.0f);
-    float *wte = param_ptr(m, P, "wte.weight");
-    float *dwte = param_ptr(m, G, "wte.weight");
-    const float *head = c->tie_embeddings ? wte : param_ptr(m, P, "lm_head.weight");
-    float *dhead = c->tie_embeddings ? dwte : param_ptr(m, G, "lm_head.weight");
+    int C = c->n_embd, L = c->n_layer;
     const float *final = c->ln == TFM_LN_PRE ? a->dec.lnf : a->layer[L - 1].ln2;
-    /* logits = final·headᵀ */
-    tfm_gemm(1, 0, V, C, N, 1.0f, a->logits, V, final, C, 1.0f, dhead, C);
     /* d final: into dtmp before the final norm, else straight into d0 */
     float *dfinal = c->ln == TFM_LN_PRE ? a->dtmp : a->d0;
-    tfm_gemm(0, 0, N, C, V, 1.0f, a->logits, V, head, C, 0.0f, dfinal, C);
+    heads_backward(m, final, dfinal, f);
     int ed = c->kind == TFM_KIND_ENCODER_DECODER;
     if (ed)
         memset(a->dmem, 0, (size_t)m->B * a->S * C * sizeof *a->dmem);
@@ -1432,6 +1887,17 @@ void tfm_model_backward(tfm_model *m, float scale)
     }
     /* the logits now hold their gradient */
     a->have_targets = 0;
+}
+
+void tfm_model_backward(tfm_model *m, float scale)
+{
+    tfm_model_acts *a = m->acts;
+    TFM_ASSERT(a);
+    float f[TFM_HEAD_N];
+    for (int h = 0; h < TFM_HEAD_N; h++)
+        f[h] = a->hcount[h] ? scale / (float)a->hcount[h] : 0.0f;
+    f[TFM_HEAD_LM] *= a->lm_weight;
+    backward_items(m, f);
 }
 
 /* ---- data parallelism ---------------------------------------------------- */
@@ -1446,8 +1912,8 @@ int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_
 tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows)
 {
     size_t off = (size_t)r0 * b->T;
-    tfm_batch p = {.inputs = b->inputs + off, .targets = b->targets + off, .B = rows,
-                   .T = b->T};
+    tfm_batch p = {.inputs = b->inputs + off, .targets = b->targets ? b->targets + off : NULL,
+                   .B = rows, .T = b->T};
     p.segments = b->segments ? b->segments + off : NULL;
     p.doc_start = b->doc_start ? b->doc_start + off : NULL;
     p.lengths = b->lengths ? b->lengths + r0 : NULL;
@@ -1455,6 +1921,13 @@ tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows)
     p.S = b->S;
     p.src = b->src ? b->src + (size_t)r0 * b->S : NULL;
     p.src_lengths = b->src_lengths ? b->src_lengths + r0 : NULL;
+    p.cls_pos = b->cls_pos ? b->cls_pos + r0 : NULL;
+    p.labels = b->labels ? b->labels + r0 : NULL;
+    p.values = b->values ? b->values + r0 : NULL;
+    p.tags = b->tags ? b->tags + off : NULL;
+    p.span_start = b->span_start ? b->span_start + r0 : NULL;
+    p.span_end = b->span_end ? b->span_end + r0 : NULL;
+    p.lm_weight = b->lm_weight;
     return p;
 }
 
@@ -1463,7 +1936,11 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
 {
     int B = batch->B;
     int n = m->n_rep < B ? m->n_rep : B;
-    TFM_ASSERT(batch->targets);
+    /* which heads have targets, and their weights in the loss */
+    int given[TFM_HEAD_N] = {batch->targets != NULL, batch->labels || batch->values,
+                             batch->tags != NULL, batch->span_start != NULL};
+    float w[TFM_HEAD_N] = {batch->lm_weight > 0.0f ? batch->lm_weight : 1.0f, 1, 1, 1};
+    TFM_ASSERT(given[0] || given[1] || given[2] || given[3]);
     if (n <= 1) {
         if (tfm_model_forward_batch(m, batch, loss, err) < 0)
             return -1;
@@ -1475,7 +1952,7 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
         return -1;
     tfm_model *part[MAX_REPLICAS];
     int rows[MAX_REPLICAS], first[MAX_REPLICAS], rc[MAX_REPLICAS];
-    long count[MAX_REPLICAS];
+    long count[MAX_REPLICAS][TFM_HEAD_N];
     tfm_err errs[MAX_REPLICAS];
     TFM_ASSERT(n <= MAX_REPLICAS);
     for (int k = 0, r0 = 0; k < n; k++) {
@@ -1491,7 +1968,7 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
                 tfm_rng_seed(&part[k]->rng, tfm_rng_u64(&m->rng));
         }
     }
-    long total = 0;
+    long total[TFM_HEAD_N] = {0};
 #pragma omp parallel num_threads(n)
     {
 #ifdef _OPENMP
@@ -1510,20 +1987,23 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
             tfm_batch pb = tfm_batch_rows(batch, first[j], rows[j]);
             float l;
             rc[j] = forward_checked(part[j], &pb, &l, &errs[j]);
-            count[j] = rc[j] < 0 ? 0 : part[j]->acts->count;
+            for (int h = 0; h < TFM_HEAD_N; h++)
+                count[j][h] = rc[j] < 0 ? 0 : part[j]->acts->hcount[h];
         }
 #pragma omp barrier
 #pragma omp single
         {
             for (int j = 0; j < n; j++)
-                total += count[j];
+                for (int h = 0; h < TFM_HEAD_N; h++)
+                    total[h] += count[j][h];
         }
-        for (int j = k; j < n; j += nt) {
-            if (rc[j] < 0)
-                continue;
-            /* backward scales by 1/count of its part: make it 1/total */
-            tfm_model_backward(part[j], total ? scale * (float)count[j] / (float)total : 0.0f);
-        }
+        /* each head's mean runs over the whole batch's targets */
+        float f[TFM_HEAD_N];
+        for (int h = 0; h < TFM_HEAD_N; h++)
+            f[h] = total[h] ? scale * w[h] / (float)total[h] : 0.0f;
+        for (int j = k; j < n; j += nt)
+            if (rc[j] >= 0)
+                backward_items(part[j], f);
     }
     for (int k = 0; k < n; k++)
         if (rc[k] < 0) {
@@ -1543,10 +2023,17 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
             memset(g + lo, 0, (hi - lo) * sizeof *g);
         }
     }
-    double sum = 0;
-    for (int k = 0; k < n; k++)
-        sum += (double)part[k]->loss * (double)count[k];
-    m->loss = total ? (float)(sum / (double)total) : 0.0f;
+    double loss_sum = 0;
+    for (int h = 0; h < TFM_HEAD_N; h++) {
+        double sum = 0;
+        for (int k = 0; k < n; k++)
+            if (count[k][h])
+                sum += (double)part[k]->head_loss[h] * (double)count[k][h];
+        m->head_loss[h] = !given[h] ? -1.0f : total[h] ? (float)(sum / (double)total[h]) : 0.0f;
+        if (given[h])
+            loss_sum += w[h] * m->head_loss[h];
+    }
+    m->loss = (float)loss_sum;
     if (loss)
         *loss = m->loss;
     return 0;

@@ -112,6 +112,31 @@
  * With bias == 0 the four linear biases of each block are absent; layer
  * norms keep theirs (as every model file written so far has them).
  *
+ * Heads, after everything above, each a part of its own with HuggingFace
+ * BERT's names; their Linears are stored [out, in] as HF's nn.Linear, and
+ * always have biases.  h is the stack's output (after ln_f when pre-LN):
+ *   mlm_head: logits = LN(act(h·Dᵀ + d))·headᵀ + cls.predictions.bias,
+ *     computed only at the positions whose target is not -1:
+ *     cls.predictions.transform.dense.weight      [C, C]
+ *     cls.predictions.transform.dense.bias        [C]
+ *     cls.predictions.transform.LayerNorm.weight/.bias [C]
+ *     cls.predictions.bias                        [V]
+ *   pooled position p_b (tfm_batch.cls_pos, else 0): u = h[b, p_b], with
+ *   pooler u = tanh(u·Pᵀ + p):
+ *     pooler.dense.weight [C, C], pooler.dense.bias [C]
+ *   n_classes: z = u·Wᵀ + w; cross-entropy over classes, or with one
+ *   output the mean squared error against tfm_batch.values:
+ *     classifier.weight [K, C], classifier.bias [K]
+ *     (cls.seq_relationship.* when nsp: BERT's next-sentence head)
+ *   n_tags: per position z = h·Wᵀ + w, cross-entropy against tags:
+ *     token_classifier.weight [n_tags, C], token_classifier.bias [n_tags]
+ *   span: per position (s, e) = h·Wᵀ + w; the loss is the mean of the
+ *   cross-entropies of start over the row's positions against span_start
+ *   and of end against span_end (HF's question answering):
+ *     qa_outputs.weight [2, C], qa_outputs.bias [2]
+ * The loss is lm_weight·LM + classifier + tagger + span, each the mean
+ * over its own targets (the heads given none add nothing).
+ *
  * Threads: call tfm_blas_init (tensor/gemm.h) once, before the first model
  * call; it sets BLIS's kernels and thread count and OpenMP's thread count.
  * Results are deterministic for a given thread count (no reduction depends
@@ -193,7 +218,25 @@ typedef struct tfm_model_config {
     int n_enc_layer;     /* the encoder's blocks; 0 means n_layer */
     int tie_source;      /* 1: the source embedding is wte (default) */
     int src_vocab_size;  /* rows of enc.wte when untied; 0 means vocab_size */
+    /* heads (decoders and encoders), each a part of its own: */
+    int mlm_head;        /* BERT's MLM transform before the LM decoder */
+    int pooler;          /* dense + tanh on the pooled position */
+    int n_classes;       /* classifier on the pooled position: 0 none, 1
+                            regression (MSE), ≥ 2 classes (cross-entropy) */
+    int nsp;             /* the classifier is BERT's next-sentence head
+                            (n_classes 2, named cls.seq_relationship) */
+    int n_tags;          /* token tagger: tags per position; 0 none */
+    int span;            /* span start/end classifiers */
 } tfm_model_config;
+
+/* The heads whose losses a batch may ask for (tfm_model.head_loss). */
+typedef enum tfm_head {
+    TFM_HEAD_LM,     /* next-token or masked-token logits */
+    TFM_HEAD_CLASS,  /* the sequence classifier (or regression) */
+    TFM_HEAD_TAG,    /* the token tagger */
+    TFM_HEAD_SPAN,   /* span start and end */
+    TFM_HEAD_N
+} tfm_head;
 
 /* "decoder", "encoder"; "learned", "sinusoidal", "rope", "alibi", "t5" (the
  * config's words). */
@@ -250,6 +293,8 @@ typedef struct tfm_model {
     /* Set by the last forward: */
     int B, T;
     float loss;          /* mean loss, or -1 when no targets were given */
+    float head_loss[TFM_HEAD_N]; /* each head's mean loss, -1 when it had
+                                    no targets */
     tfm_model_acts *acts;
     /* Data parallelism (tfm_model_set_replicas): n_rep - 1 replicas sharing
      * params and table, each with its own grads and activations. */
@@ -282,7 +327,9 @@ const tfm_param *tfm_model_param(const tfm_model *m, const char *name);
 void tfm_model_set_training(tfm_model *m, int training);
 
 /* inputs: B·T token ids, row-major [B, T]; targets: the same shape, or NULL
- * for logits only (then *loss is set to -1).  A target of -1 is ignored in
+ * for logits only (then *loss is set to -1).  A model with a fine-tuning
+ * head (classifier other than NSP, tagger, span) computes LM logits only
+ * when given targets.  A target of -1 is ignored in
  * the loss (padding); the mean runs over the others.  1 ≤ T ≤ block_size.
  * Ids outside [0, V) are an error naming the position.  loss may be NULL. */
 int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
@@ -305,6 +352,17 @@ typedef struct tfm_batch {
     int S;
     const int *src_lengths;  /* [B] source positions ≥ src_lengths[b] are
                                 padding; NULL: none */
+    /* the heads' targets (only for models with the head; NULL: none): */
+    const int *cls_pos;      /* [B] the pooled position of each row; NULL: 0
+                                ([CLS]); a decoder's classifier reads its
+                                last token */
+    const int32_t *labels;   /* [B] class ids in [0, n_classes), -1 ignored */
+    const float *values;     /* [B] regression targets (n_classes 1) */
+    const int32_t *tags;     /* [B, T] tag ids in [0, n_tags), -1 ignored */
+    const int32_t *span_start, *span_end; /* [B] positions; -1 in both:
+                                             the row has no answer */
+    float lm_weight;         /* the LM loss's weight in the total (GPT
+                                fine-tuning's λ); 0 means 1 */
 } tfm_batch;
 
 int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err);
@@ -314,8 +372,16 @@ int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, t
 tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows);
 
 /* Logits [B, T, V] of the last forward.  Valid until the next backward
- * (which turns them into their gradient in place) or forward. */
+ * (which turns them into their gradient in place) or forward.  With the
+ * MLM head they are [R, V]: one row per position whose target is not -1,
+ * in row-major order (every position when there were no targets). */
 float *tfm_model_logits(tfm_model *m);
+
+/* A head's outputs of the last forward, [*rows, *cols]: TFM_HEAD_LM the
+ * logits above; TFM_HEAD_CLASS [B, n_classes]; TFM_HEAD_TAG [B·T, n_tags];
+ * TFM_HEAD_SPAN [B·T, 2] (start, end).  NULL when the head did not run.
+ * Valid as tfm_model_logits's. */
+const float *tfm_model_head_out(const tfm_model *m, tfm_head h, int *rows, int *cols);
 
 /* Sets every gradient to 0. */
 void tfm_model_zero_grad(tfm_model *m);

@@ -27,6 +27,13 @@ typedef struct extras {
     const int *lengths, *prefix_len, *doc_start;
     int S;                  /* encoder-decoders: a random source of S ≤ 8 positions */
     const int *src_lengths;
+    /* the heads' targets (tfm_batch) */
+    const int *cls_pos;
+    const int32_t *labels, *tags, *span_start, *span_end;
+    const float *values;
+    float lm_weight;
+    int lm_every;           /* LM targets only at every k-th position (MLM) */
+    int no_lm;              /* no LM targets at all */
 } extras;
 
 static double model_loss(void *p)
@@ -78,6 +85,15 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
         c.batch.S = ex->S;
         c.batch.src = ex->S ? c.src : NULL;
         c.batch.src_lengths = ex->src_lengths;
+        c.batch.cls_pos = ex->cls_pos;
+        c.batch.labels = ex->labels;
+        c.batch.values = ex->values;
+        c.batch.tags = ex->tags;
+        c.batch.span_start = ex->span_start;
+        c.batch.span_end = ex->span_end;
+        c.batch.lm_weight = ex->lm_weight;
+        if (ex->no_lm)
+            c.batch.targets = NULL;
     }
     assert_int_equal(tfm_model_init(&c.m, cfg, &err), 0);
     random_weights(&c.m, 7);
@@ -91,6 +107,9 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
         c.src[i] = (int32_t)tfm_rng_below(&r, tfm_model_config_src_vocab(cfg));
     if (ignore_one)
         c.y[3] = -1;
+    for (int i = 0; ex && ex->lm_every && i < B_ * T_; i++)
+        if (i % ex->lm_every != 1)
+            c.y[i] = -1;
     tfm_model_set_training(&c.m, cfg->dropout > 0.0f);
     tfm_rng_seed(&c.rng0, 5);
     model_loss(&c);
@@ -160,6 +179,55 @@ static void test_positions_and_masks(void **state)
         cfg.act = TFM_ACT_GELU_EXACT;
         check_model_with(&cfg, 1, &(extras){.lengths = lengths, .segments = seg});
     }
+}
+
+/* The heads (model/transformer.h): BERT's MLM head with NSP on a pooler,
+ * regression, tagger, span, a decoder's classifier on its last token with
+ * λ·LM; alone and together, with padding. */
+static void test_heads(void **state)
+{
+    (void)state;
+    const int lengths[B_] = {5, 3};
+    const int32_t seg[B_ * T_] = {0, 0, 1, 1, 1, 0, 1, 1, 0, 0};
+    const int32_t labels[B_] = {1, 0}, tags[B_ * T_] = {0, 2, -1, 1, 2, 1, 0, 2, -1, -1};
+    const int32_t s0[B_] = {1, 2}, e0[B_] = {3, 2}, s1[B_] = {-1, 0}, e1[B_] = {-1, 1};
+    const float values[B_] = {0.7f, -1.3f};
+    const int last[B_] = {4, 2};
+    tfm_model_config cfg;
+    small_config(&cfg);
+    cfg.kind = TFM_KIND_ENCODER;
+    cfg.ln = TFM_LN_POST;
+    cfg.n_segments = 2;
+    cfg.emb_norm = 1;
+    cfg.act = TFM_ACT_GELU_EXACT;
+    /* BERT pre-training: MLM at a few positions + NSP */
+    cfg.mlm_head = 1;
+    cfg.pooler = 1;
+    cfg.n_classes = 2;
+    cfg.nsp = 1;
+    check_model_with(&cfg, 0, &(extras){.lengths = lengths, .segments = seg, .labels = labels,
+                                        .lm_every = 3});
+    /* untied decoder, MLM only */
+    cfg.tie_embeddings = 0;
+    check_model_with(&cfg, 0, &(extras){.lengths = lengths, .segments = seg, .lm_every = 4});
+    cfg.tie_embeddings = 1;
+    /* fine-tuning heads without LM targets */
+    cfg.nsp = 0;
+    cfg.n_classes = 1;
+    check_model_with(&cfg, 0, &(extras){.lengths = lengths, .values = values, .no_lm = 1});
+    cfg.n_classes = 3;
+    cfg.mlm_head = 0;
+    cfg.pooler = 0;
+    cfg.n_tags = 3;
+    cfg.span = 1;
+    check_model_with(&cfg, 0, &(extras){.lengths = lengths, .tags = tags, .no_lm = 1});
+    check_model_with(&cfg, 0, &(extras){.lengths = lengths, .span_start = s0, .span_end = e0,
+                                        .labels = labels, .no_lm = 1});
+    check_model_with(&cfg, 0, &(extras){.span_start = s1, .span_end = e1, .no_lm = 1});
+    /* GPT fine-tuning: classifier on the last token + 0.5·LM */
+    small_config(&cfg);
+    cfg.n_classes = 2;
+    check_model_with(&cfg, 1, &(extras){.cls_pos = last, .labels = labels, .lm_weight = 0.5f});
 }
 
 /* Encoder-decoders: every position scheme, pre- and post-LN, three-way tied
@@ -392,6 +460,7 @@ int main(void)
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_positions_and_masks),
         cmocka_unit_test(test_encoder_decoder),
+        cmocka_unit_test(test_heads),
         cmocka_unit_test(test_table_and_init),
         cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_inference),

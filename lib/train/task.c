@@ -17,7 +17,8 @@ int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok,
     t->impl = NULL;
     int rc = cfg->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER
                  ? tfm_task_seq2seq_open(t, cfg, tok, src_tok, err)
-                 : tfm_task_lm_open(t, cfg, tok, err);
+             : cfg->train.task == TFM_CONFIG_TASK_LM ? tfm_task_lm_open(t, cfg, tok, err)
+                                                    : tfm_task_mlm_open(t, cfg, tok, err);
     if (rc < 0) {
         free(t);
         return -1;

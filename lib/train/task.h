@@ -15,6 +15,10 @@
  *   lm       decoders: random windows of a token stream (train/data.h),
  *            documents packed with data.packing.
  *   seq2seq  encoder-decoders: pairs of sentences (train/parallel.h).
+ *   mlm      encoders (train.task mlm, mlm+nsp): BERT's masked tokens (and
+ *            next-sentence labels) in [CLS] A [SEP] B [SEP] windows of a
+ *            token stream (task_mlm.c); the score's metric is the masked
+ *            tokens' accuracy.
  *
  * A task is a part of its own (its data, its batches, its validation); a
  * new one adds a file and an entry in task.c, never a branch in the loop.
@@ -44,7 +48,7 @@ typedef struct tfm_task tfm_task;
 typedef struct tfm_task_score {
     double loss;
     double metric;
-    const char *metric_name;  /* "bleu", or NULL */
+    const char *metric_name;  /* "bleu", "masked_accuracy", or NULL */
 } tfm_task_score;
 
 /* Reads the data cfg names.  tok: data.tokenizer (NULL when token files are

@@ -19,8 +19,17 @@ struct tfm_task {
     void *impl;
 };
 
+#include "train/data.h"
+
 int tfm_task_lm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_seq2seq_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
                           const tfm_tokenizer *src_tok, tfm_err *err);
+int tfm_task_mlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+
+/* A token stream's training and validation parts from data.text (with tok)
+ * or data.train/data.val; sets cfg->model.vocab_size when 0 and checks the
+ * ids against it (task_lm.c). */
+int tfm_task_load_stream(tfm_tokens *train, tfm_tokens *val, tfm_config *cfg,
+                         const tfm_tokenizer *tok, tfm_err *err);
 
 #endif

@@ -98,16 +98,17 @@ static const tfm_task_ops lm_ops = {
     .free = lm_free,
 };
 
-static int load(lm_task *L, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err)
+int tfm_task_load_stream(tfm_tokens *train, tfm_tokens *val, tfm_config *cfg,
+                         const tfm_tokenizer *tok, tfm_err *err)
 {
     if (cfg->data.text[0]) {
-        if (tfm_tokens_from_text(&L->train, &L->val, cfg->data.text, tok,
-                                 cfg->data.val_fraction, err) < 0)
+        if (tfm_tokens_from_text(train, val, cfg->data.text, tok, cfg->data.val_fraction,
+                                 err) < 0)
             return -1;
     } else {
-        if (tfm_tokens_open_npy(&L->train, cfg->data.train, err) < 0)
+        if (tfm_tokens_open_npy(train, cfg->data.train, err) < 0)
             return -1;
-        if (cfg->data.val[0] && tfm_tokens_open_npy(&L->val, cfg->data.val, err) < 0)
+        if (cfg->data.val[0] && tfm_tokens_open_npy(val, cfg->data.val, err) < 0)
             return -1;
     }
     uint32_t tok_vocab = tok ? tfm_tokenizer_vocab_size(tok) : 0;
@@ -115,7 +116,7 @@ static int load(lm_task *L, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *
         if (tok) {
             cfg->model.vocab_size = tok_vocab;
         } else {
-            uint32_t mx = tfm_tokens_max(&L->train), mv = tfm_tokens_max(&L->val);
+            uint32_t mx = tfm_tokens_max(train), mv = tfm_tokens_max(val);
             cfg->model.vocab_size = (int64_t)(mx > mv ? mx : mv) + 1;
         }
     } else if (tok && (uint32_t)cfg->model.vocab_size < tok_vocab) {
@@ -125,7 +126,14 @@ static int load(lm_task *L, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *
                            (long long)cfg->model.vocab_size, cfg->data.tokenizer, tok_vocab);
     }
     uint32_t V = (uint32_t)cfg->model.vocab_size;
-    if (tfm_tokens_check(&L->train, V, err) < 0 || tfm_tokens_check(&L->val, V, err) < 0)
+    if (tfm_tokens_check(train, V, err) < 0 || tfm_tokens_check(val, V, err) < 0)
+        return -1;
+    return 0;
+}
+
+static int load(lm_task *L, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err)
+{
+    if (tfm_task_load_stream(&L->train, &L->val, cfg, tok, err) < 0)
         return -1;
     L->eot = -1;
     if (cfg->data.packing) {

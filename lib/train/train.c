@@ -22,6 +22,7 @@
 #include "tensor/gemm.h"
 #include "train/checkpoint.h"
 #include "train/dist.h"
+#include "train/init.h"
 #include "train/task.h"
 #include "train/optim.h"
 #include "train/schedule.h"
@@ -287,6 +288,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     memset(res, 0, sizeof *res);
     res->val_loss = NAN;
     res->val_bleu = NAN;
+    res->val_metric = NAN;
+    res->val_metric_name = NULL;
     int rc = -1;
     double *times = NULL;
     int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0;
@@ -370,6 +373,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         R->st.best_val = INFINITY;
         R->st.best_step = -1;
         tfm_model_init_weights(&R->m, seed);
+        if (cfg.train.init[0]) {
+            char report[1024];
+            if (tfm_train_init_from(&R->m, cfg.train.init, report, sizeof report, err) < 0)
+                goto out;
+            say(o, "%s", report);
+        }
         tfm_rng_seed(&R->st.data_rng, seed ^ DATA_SEED_SALT);
     }
     dist_share_state(R, &cfg, &resumed);
@@ -512,7 +521,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             tfm_dist_bcast(&score.loss, sizeof score.loss);
             tfm_dist_bcast(&score.metric, sizeof score.metric);
             vloss = score.loss;
-            vbleu = score.metric;
+            vbleu = cfg.train.eval_bleu ? score.metric : NAN;
+            res->val_metric = score.metric;
+            res->val_metric_name = score.metric_name;
             evaluated = 1;
             res->val_loss = vloss;
             res->val_bleu = vbleu;

@@ -55,6 +55,9 @@ typedef struct tfm_train_result {
     double val_loss;       /* of the last evaluation (NAN if none) */
     double val_bleu;       /* with train.eval_bleu (NAN otherwise) */
     double best_val;       /* lowest validation loss, or -BLEU with train.best_by bleu */
+    double val_metric;     /* the task's metric at the last evaluation
+                              (tfm_task_score; NAN if none) */
+    const char *val_metric_name;
     double ms_per_step;    /* median over this call's steps */
     uint64_t seed;
 } tfm_train_result;

@@ -1,0 +1,69 @@
+#!/bin/sh
+# BERT pre-training (train.task mlm, mlm+nsp; lib/train/task_mlm.c): the
+# masked-LM loss falls, resuming repeats the masks bit for bit, the seed
+# changes them, and configurations the task cannot run are refused.
+. "${TFM_SRCDIR:-..}/tests/train_lib.sh"
+setup_data
+# byte ids: 1, 2, 3 never occur in the text and serve as [CLS], [SEP], [MASK]
+cat > mlm.yaml <<END
+model: {kind: encoder, n_layer: 1, n_head: 2, n_embd: 16, block_size: 24, vocab_size: 128,
+        norm: post, activation: gelu_exact, segments: 2, emb_norm: true, mlm_head: true,
+        pooler: true, classes: 2, nsp: true}
+data: {train: train.npy, val: val.npy, cls_id: 1, sep_id: 2, mask_id: 3, n_special: 4}
+optim: {lr: 0.01, weight_decay: 0.01}
+schedule: {warmup: 5, decay: linear}
+train: {task: mlm+nsp, batch_size: 4, max_steps: 60, eval_interval: 20, eval_batches: 4,
+        log_interval: 5, seed: 7, short_seq_prob: 0.2}
+END
+tfm-train -q -c mlm.yaml --threads 1 -o a
+first=$(awk -F'\t' 'NR > 1 && $3 != "" { print $3; exit }' a/log.tsv)
+last=$(awk -F'\t' 'NR > 1 && $3 != "" { v = $3 } END { print v }' a/log.tsv)
+# ln 128 = 4.85 at the start; the first evaluation is at step 20
+awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f && l < 3.5) }' ||
+    fail "validation MLM loss did not fall: $first -> $last"
+for t in 1 2; do
+    rm -rf b c
+    tfm-train -q -c mlm.yaml --threads $t --set train.max_steps=40 -o b
+    tfm-train -q -c mlm.yaml --threads $t --set train.max_steps=40 -o c --steps 17
+    tfm-train -q --threads $t -o c
+    cmp b/model.safetensors c/model.safetensors || fail "resumed MLM run differs ($t threads)"
+done
+# dropout and the masks both come from saved streams
+rm -rf b c
+set -- --threads 2 --set train.max_steps=30 --set model.dropout=0.1 --set train.task=mlm \
+    --set model.pooler=false --set model.classes=0 --set model.nsp=false
+tfm-train -q -c mlm.yaml "$@" -o b
+tfm-train -q -c mlm.yaml "$@" -o c --steps 11
+tfm-train -q --threads 2 -o c
+cmp b/model.safetensors c/model.safetensors || fail "resumed MLM run with dropout differs"
+tfm-train -q -c mlm.yaml "$@" --seed 9 -o d
+cmp -s b/model.safetensors d/model.safetensors && fail "the seed changes nothing"
+
+# fine-tuning starts from the pre-trained weights (train.init): the heads
+# the new model lacks are reported unused, and it starts where a left off
+set -- -c mlm.yaml --threads 1 --set train.task=mlm --set model.pooler=false \
+    --set model.classes=0 --set model.nsp=false --set train.max_steps=1 --set train.log_interval=1
+tfm-train "$@" --set train.init=a/model.safetensors -o f 2> f.err
+grep -qF "initialised from a/model.safetensors: 22 tensors loaded; 0 new; 4 unused: pooler.dense.weight, pooler.dense.bias, cls.seq_relationship.weight, cls.seq_relationship.bias" f.err ||
+    { cat f.err >&2; fail "no init report"; }
+tfm-train -q "$@" -o g
+awk -F'\t' 'NR == FNR { if (FNR == 2) s = $2; next } FNR == 2 { exit !($2 < s - 1) }' \
+    g/log.tsv f/log.tsv || fail "the initialised run does not start lower than a fresh one"
+expect_fail 1 "train.init" tfm-train -q "$@" --set train.init=nothere.safetensors -o h
+[ -e h/model.safetensors ] && fail "a failed init wrote a model"
+
+# what the task cannot run
+expect_fail 1 "train.task mlm+nsp needs model.kind encoder" \
+    tfm-train -q -c mlm.yaml --set model.kind=decoder --set model.segments=0 -o e
+expect_fail 1 "train.task mlm needs model.mlm_head: true" \
+    tfm-train -q -c mlm.yaml --set train.task=mlm --set model.classes=0 --set model.nsp=false \
+    --set model.mlm_head=false -o e
+expect_fail 1 "train.task mlm+nsp needs model.pooler: true, model.classes: 2" \
+    tfm-train -q -c mlm.yaml --set model.pooler=false -o e
+expect_fail 1 "train.task mlm needs the id of [MASK]: set data.mask_id" \
+    tfm-train -q -c mlm.yaml --set data.mask_id=-1 -o e
+expect_fail 1 "data.cls_id 500 is outside the vocabulary (size 128)" \
+    tfm-train -q -c mlm.yaml --set data.cls_id=500 -o e
+expect_fail 1 "exceed 1" tfm-train -q -c mlm.yaml --set train.random_token_prob=0.5 -o e
+[ -e e/model.safetensors ] && fail "a refused run wrote a model"
+echo ok

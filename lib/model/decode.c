@@ -619,6 +619,7 @@ static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const tfm_embed
     const tfm_model_config *c = &g->cfg;
     const int C = c->n_embd;
     float *x = g->x;
+    const float s = tfm_emb_scale(c);
     for (int r = 0; r < R; r++) {
         const float *te = e->wte + (size_t)tok[r] * C;
         float *xr = x + (size_t)r * C;
@@ -631,13 +632,7 @@ static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const tfm_embed
             tfm_sinusoidal_row(row, g->row_pos[r], C);
             pe = row;
         }
-        const float s = c->emb_scale ? sqrtf((float)C) : 1.0f;
-        if (pe)
-            for (int i = 0; i < C; i++)
-                xr[i] = te[i] * s + pe[i];
-        else
-            for (int i = 0; i < C; i++)
-                xr[i] = te[i] * s;
+        tfm_embed_row(xr, te, pe, s, C);
     }
     if (e->lne_w)
         tfm_layernorm_forward(x, g->mean, g->rstd, x, e->lne_w, e->lne_b, R, C, c->ln_eps);

@@ -146,19 +146,12 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
     const float *pt = c->pos == TFM_POS_LEARNED ? e->wpe
                       : c->pos == TFM_POS_SINUSOIDAL ? f->pe : NULL;
     const float *wse = e == &f->w->dec ? f->w->wse : NULL;
-    const float s = c->emb_scale ? sqrtf((float)C) : 1.0f;
+    const float s = tfm_emb_scale(c);
 #pragma omp parallel for schedule(static) if ((size_t)R * C >= (1 << 16))
     for (int r = 0; r < R; r++) {
         const float *te = e->wte + (size_t)b->tok[r] * C;
         float *xr = f->x + (size_t)r * C;
-        if (pt) {
-            const float *pe = pt + (size_t)f->pos[r] * C;
-            for (int i = 0; i < C; i++)
-                xr[i] = te[i] * s + pe[i];
-        } else {
-            for (int i = 0; i < C; i++)
-                xr[i] = te[i] * s;
-        }
+        tfm_embed_row(xr, te, pt ? pt + (size_t)f->pos[r] * C : NULL, s, C);
         if (wse) {
             const float *se = wse + (size_t)(b->seg ? b->seg[r] : 0) * C;
             for (int i = 0; i < C; i++)

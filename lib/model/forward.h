@@ -38,6 +38,7 @@
 #ifndef TFM_MODEL_FORWARD_H
 #define TFM_MODEL_FORWARD_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,5 +99,23 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err);
 /* Floating-point operations of the matrix products and attention of one
  * sequence of len tokens (2 per multiply-add), for speed reports. */
 double tfm_fwd_flops(const tfm_model_config *cfg, int n_layer, int len);
+
+/* The embedding of one token, shared by every inference path:
+ * x = te·scale + pe (pe NULL: no position term); scale = √C with
+ * model.emb_scale, else 1 (tfm_emb_scale). */
+static inline float tfm_emb_scale(const tfm_model_config *c)
+{
+    return c->emb_scale ? sqrtf((float)c->n_embd) : 1.0f;
+}
+
+static inline void tfm_embed_row(float *x, const float *te, const float *pe, float scale, int C)
+{
+    if (pe)
+        for (int i = 0; i < C; i++)
+            x[i] = te[i] * scale + pe[i];
+    else
+        for (int i = 0; i < C; i++)
+            x[i] = te[i] * scale;
+}
 
 #endif

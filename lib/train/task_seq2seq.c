@@ -56,6 +56,7 @@ typedef struct s2s_task {
     /* the batch being built */
     int32_t *src, *x, *y;
     int *src_lengths;
+    size_t *draw;           /* [batch_size]: the random pairs of a batch */
     size_t cap_src, cap_tgt, cap_rows;
 } s2s_task;
 
@@ -348,11 +349,9 @@ static int s2s_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tf
     s2s_task *K = impl;
     pairs *P = &K->train;
     if (!K->max_tokens) {
-        size_t *idx = tfm_malloc((size_t)K->B * sizeof *idx);
         for (int i = 0; i < K->B; i++)
-            idx[i] = (size_t)tfm_rng_below(rng, P->n);
-        build(K, P, idx, K->B, b, n_tokens);
-        free(idx);
+            K->draw[i] = (size_t)tfm_rng_below(rng, P->n);
+        build(K, P, K->draw, K->B, b, n_tokens);
         return 0;
     }
     /* a run of neighbours in length order from a random start; near the
@@ -467,6 +466,7 @@ static void s2s_free(void *impl)
     free(K->x);
     free(K->y);
     free(K->src_lengths);
+    free(K->draw);
     free(K);
 }
 
@@ -570,6 +570,7 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok,
         return -1;
     K->B = (int)cfg->train.batch_size;
     K->max_tokens = cfg->train.max_tokens;
+    K->draw = tfm_malloc((size_t)K->B * sizeof *K->draw);
     K->tok = tok;
     if (cfg->train.eval_bleu)
         K->bleu_n = (uint64_t)cfg->train.bleu_sentences < K->val.n

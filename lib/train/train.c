@@ -287,7 +287,6 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     R->o = o;
     memset(res, 0, sizeof *res);
     res->val_loss = NAN;
-    res->val_bleu = NAN;
     res->val_metric = NAN;
     res->val_metric_name = NULL;
     int rc = -1;
@@ -526,7 +525,6 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             res->val_metric_name = score.metric_name;
             evaluated = 1;
             res->val_loss = vloss;
-            res->val_bleu = vbleu;
             /* lower is better: the loss, or BLEU negated */
             double v = by_bleu ? -vbleu : vloss;
             if (v < R->st.best_val) {
@@ -567,8 +565,10 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         if (!isnan(res->val_loss) && len > 0 && (size_t)len < sizeof bar.extra)
             len += snprintf(bar.extra + len, sizeof bar.extra - (size_t)len, " val %.4f",
                             res->val_loss);
-        if (!isnan(res->val_bleu) && len > 0 && (size_t)len < sizeof bar.extra)
-            snprintf(bar.extra + len, sizeof bar.extra - (size_t)len, " BLEU %.2f", res->val_bleu);
+        if (cfg.train.eval_bleu && !isnan(res->val_metric) && len > 0 &&
+            (size_t)len < sizeof bar.extra)
+            snprintf(bar.extra + len, sizeof bar.extra - (size_t)len, " BLEU %.2f",
+                     res->val_metric);
         tfm_progress_update(&bar, (double)res->steps_run);
         if (evaluated && cfg.train.patience && R->st.evals_since_best >= cfg.train.patience) {
             res->end = TFM_TRAIN_PATIENCE;

@@ -53,7 +53,6 @@ typedef struct tfm_train_result {
     int64_t steps_run;     /* in this call */
     double train_loss;     /* of the last step */
     double val_loss;       /* of the last evaluation (NAN if none) */
-    double val_bleu;       /* with train.eval_bleu (NAN otherwise) */
     double best_val;       /* lowest validation loss, or -BLEU with train.best_by bleu */
     double val_metric;     /* the task's metric at the last evaluation
                               (tfm_task_score; NAN if none) */

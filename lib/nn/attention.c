@@ -170,8 +170,10 @@ static void dropped(const tfm_attn *a, float *dst, const float *P, size_t base)
 {
     size_t n = (size_t)a->Tq * a->Tk;
     float scale = 1.0f / (1.0f - a->dropout);
+    uint32_t thr = tfm_dropout_threshold(a->dropout);
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
-        dst[i] = tfm_dropout_keep(a->seed, base + i, a->dropout) ? P[i] * scale : 0.0f;
+        dst[i] = tfm_dropout_hash(a->seed, base + i) >= thr ? P[i] * scale : 0.0f;
 }
 
 /* Scratch of the calling thread: its fused_per_thread region. */
@@ -283,8 +285,10 @@ backward_blas_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, floa
         if (a->dropout > 0.0f) {
             float ds = 1.0f / (1.0f - a->dropout);
             size_t base = (size_t)bh * tt;
+            uint32_t thr = tfm_dropout_threshold(a->dropout);
+#pragma omp simd
             for (size_t i = 0; i < tt; i++)
-                dP[i] = tfm_dropout_keep(a->seed, base + i, a->dropout) ? dP[i] * ds : 0.0f;
+                dP[i] = tfm_dropout_hash(a->seed, base + i) >= thr ? dP[i] * ds : 0.0f;
         }
         /* softmax backward: dS = P ⊙ (dP - Σ_j P·dP) (w.r.t. the biased
          * score, before the 1/√HS of Q·Kᵀ); masked entries have P = 0 and
@@ -366,12 +370,19 @@ static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int
  * (backward) are transposed once per head so that scores come out as rows.
  * Needs HS % 16 == 0; other head sizes take the BLIS path. */
 
-typedef float v16 __attribute__((vector_size(64)));
-typedef float v16u __attribute__((vector_size(64), aligned(4)));
+/* The target's own vector: GCC lowers wider generic vectors to pairs of
+ * narrower ones and then keeps the accumulator arrays on the stack. */
+#ifdef __AVX512F__
+#define VW 16
+#else
+#define VW 8
+#endif
+typedef float vf __attribute__((vector_size(VW * 4)));
+typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 
-static inline v16 vload(const float *p) { return *(const v16u *)p; }
-static inline void vstore(float *p, v16 x) { *(v16u *)p = x; }
-static inline v16 vbcast(float x) { return (v16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+static inline vf vload(const float *p) { return *(const vfu *)p; }
+static inline void vstore(float *p, vf x) { *(vfu *)p = x; }
+static inline vf vbcast(float x) { return x - (vf){0}; }
 
 
 static size_t pad16(size_t n)
@@ -394,7 +405,7 @@ static size_t fused_per_thread(const tfm_attn *a)
     return fused_head(a) + (size_t)a->HS * tkp + (size_t)QB * tkp + 16 + rel;
 }
 
-/* C[r, 0:16·NB) = alpha · Σ_{k<K} A[r·rsa + k·csa] · B[k·ldb + (0:16·NB)]
+/* C[r, 0:VW·NB) = alpha · Σ_{k<K} A[r·rsa + k·csa] · B[k·ldb + (0:VW·NB)]
  * for r < MR: MR·NB accumulators stay in registers, each B vector loaded
  * once per k serves MR rows.  Called with constant MR and NB only. */
 static inline __attribute__((always_inline)) void kern(int MR, int NB, int K, float alpha,
@@ -402,7 +413,7 @@ static inline __attribute__((always_inline)) void kern(int MR, int NB, int K, fl
                                                        const float *B, size_t ldb, float *C,
                                                        size_t ldc)
 {
-    v16 acc[8][4];
+    vf acc[8][4];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
@@ -410,35 +421,42 @@ static inline __attribute__((always_inline)) void kern(int MR, int NB, int K, fl
             acc[r][nb] = vbcast(0.0f);
     for (int k = 0; k < K; k++) {
         const float *b = B + (size_t)k * ldb, *ak = A + (size_t)k * csa;
-        v16 bv[4];
+        vf bv[4];
 #pragma GCC unroll 4
         for (int nb = 0; nb < NB; nb++)
-            bv[nb] = vload(b + 16 * nb);
+            bv[nb] = vload(b + VW * nb);
 #pragma GCC unroll 8
         for (int r = 0; r < MR; r++) {
-            v16 x = vbcast(ak[(size_t)r * rsa]);
+            vf x = vbcast(ak[(size_t)r * rsa]);
 #pragma GCC unroll 4
             for (int nb = 0; nb < NB; nb++)
                 acc[r][nb] += x * bv[nb];
         }
     }
-    v16 al = vbcast(alpha);
+    vf al = vbcast(alpha);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
         for (int nb = 0; nb < NB; nb++)
-            vstore(C + (size_t)r * ldc + 16 * nb, acc[r][nb] * al);
+            vstore(C + (size_t)r * ldc + VW * nb, acc[r][nb] * al);
 }
 
 /* C[M, N] = alpha · A·B, A[i, k] = A[i·rsa + k·csa], B row-major (ldb),
- * N a multiple of 16.  K = 0 writes zeros. */
+ * N a multiple of 16.  K = 0 writes zeros.  The blocking keeps every
+ * accumulator, the B vectors and the broadcast in registers: AVX-512 has 32
+ * (16 accumulators: 8 rows of two vectors, 4 of four); AVX2 has 16 (12
+ * accumulators: 6 rows of two, BLIS's haswell 6x16 shape). */
 static void small_gemm(int M, int N, int K, float alpha, const float *A, size_t rsa,
                        size_t csa, const float *B, size_t ldb, float *C, size_t ldc)
 {
+#ifdef __AVX512F__
     for (int j0 = 0; j0 < N; j0 += 64) {
         int nb = (N - j0) / 16 < 4 ? (N - j0) / 16 : 4;
-        /* 16 accumulators at most: 8 rows of two vectors, 4 of four */
         int mr = nb <= 2 ? 8 : 4;
+#else
+    for (int j0 = 0; j0 < N; j0 += 16) {
+        int nb = 2, mr = 6;
+#endif
         for (int i0 = 0; i0 < M; i0 += mr) {
             int m = M - i0 < mr ? M - i0 : mr;
             const float *a = A + (size_t)i0 * rsa;
@@ -449,12 +467,15 @@ static void small_gemm(int M, int N, int K, float alpha, const float *A, size_t 
     case (MR) * 8 + (NB):                                                     \
         kern(MR, NB, K, alpha, a, rsa, csa, b, ldb, c, ldc);                  \
         break;
+#ifdef __AVX512F__
                 KCASE(1, 1) KCASE(2, 1) KCASE(3, 1) KCASE(4, 1)
                 KCASE(5, 1) KCASE(6, 1) KCASE(7, 1) KCASE(8, 1)
-                KCASE(1, 2) KCASE(2, 2) KCASE(3, 2) KCASE(4, 2)
-                KCASE(5, 2) KCASE(6, 2) KCASE(7, 2) KCASE(8, 2)
+                KCASE(7, 2) KCASE(8, 2)
                 KCASE(1, 3) KCASE(2, 3) KCASE(3, 3) KCASE(4, 3)
                 KCASE(1, 4) KCASE(2, 4) KCASE(3, 4) KCASE(4, 4)
+#endif
+                KCASE(1, 2) KCASE(2, 2) KCASE(3, 2) KCASE(4, 2)
+                KCASE(5, 2) KCASE(6, 2)
 #undef KCASE
             default:
                 TFM_ASSERT(0);
@@ -556,12 +577,14 @@ forward_fused_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, floa
             }
             const float *pr = P + (size_t)i0 * Tk;
             if (a->dropout > 0.0f) {
+                uint32_t thr = tfm_dropout_threshold(a->dropout);
                 for (int i = i0; i < i0 + m; i++) {
                     size_t base = (size_t)bh * tt + (size_t)i * Tk;
                     const float *row = P + (size_t)i * Tk;
                     float *d = Pd + (size_t)(i - i0) * Tk;
+#pragma omp simd
                     for (int j = c0; j < seen; j++)
-                        d[j] = tfm_dropout_keep(a->seed, base + j, a->dropout) ? row[j] * dscale : 0.0f;
+                        d[j] = tfm_dropout_hash(a->seed, base + (size_t)j) >= thr ? row[j] * dscale : 0.0f;
                 }
                 pr = Pd;
             }
@@ -616,8 +639,10 @@ backward_fused_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, flo
                 int len = row_len(a, b, i), lo = ext ? row_lo(a, b, i, len) : 0;
                 if (a->dropout > 0.0f) {
                     size_t base = (size_t)bh * tt + (size_t)i * Tk;
+                    uint32_t thr = tfm_dropout_threshold(a->dropout);
+#pragma omp simd
                     for (int j = lo; j < len; j++) {
-                        float keep = tfm_dropout_keep(a->seed, base + j, a->dropout) ? dscale : 0.0f;
+                        float keep = tfm_dropout_hash(a->seed, base + (size_t)j) >= thr ? dscale : 0.0f;
                         pd[j] = p[j] * keep;
                         dp[j] *= keep;
                     }

@@ -302,33 +302,13 @@ void tfm_add_inplace(float *y, const float *x, size_t n)
 /* A 32-bit integer hash of (seed, i) (murmur3's finalizer, applied twice so
  * both seed halves mix in): cheap, vectorisable, and good enough to decide
  * coin flips. */
-static inline uint32_t drop_hash(uint64_t seed, size_t i)
-{
-    uint32_t h = (uint32_t)i * 0x9E3779B1u ^ (uint32_t)seed;
-    h ^= h >> 16; h *= 0x85EBCA6Bu; h ^= h >> 13; h *= 0xC2B2AE35u; h ^= h >> 16;
-    h ^= (uint32_t)(seed >> 32) ^ (uint32_t)((uint64_t)i >> 32);
-    h ^= h >> 16; h *= 0x85EBCA6Bu; h ^= h >> 13; h *= 0xC2B2AE35u; h ^= h >> 16;
-    return h;
-}
-
-static inline uint32_t drop_threshold(float p)
-{
-    double t = (double)p * 4294967296.0;
-    return t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
-}
-
-int tfm_dropout_keep(uint64_t seed, size_t i, float p)
-{
-    return drop_hash(seed, i) >= drop_threshold(p);
-}
-
 static void dropout_apply(float *out, const float *inp, size_t n, float p, uint64_t seed)
 {
-    uint32_t thr = drop_threshold(p);
+    uint32_t thr = tfm_dropout_threshold(p);
     float scale = 1.0f / (1.0f - p);
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++)
-        out[i] = drop_hash(seed, i) >= thr ? inp[i] * scale : 0.0f;
+        out[i] = tfm_dropout_hash(seed, i) >= thr ? inp[i] * scale : 0.0f;
 }
 
 void tfm_dropout_forward(float *out, const float *inp, size_t n, float p, uint64_t seed)

@@ -81,8 +81,29 @@ void tfm_add_inplace(float *y, const float *x, size_t n);
 void tfm_dropout_forward(float *out, const float *inp, size_t n, float p, uint64_t seed);
 /* dinp = dout · mask / (1-p) (written; may alias dout). */
 void tfm_dropout_backward(float *dinp, const float *dout, size_t n, float p, uint64_t seed);
+/* Element i of stream seed is kept when tfm_dropout_hash(seed, i) >=
+ * tfm_dropout_threshold(p).  Inline and branch-free, so that loops over
+ * elements with the threshold hoisted vectorise (attention's dropout). */
+static inline uint32_t tfm_dropout_hash(uint64_t seed, size_t i)
+{
+    uint32_t h = (uint32_t)i * 0x9E3779B1u ^ (uint32_t)seed;
+    h ^= h >> 16; h *= 0x85EBCA6Bu; h ^= h >> 13; h *= 0xC2B2AE35u; h ^= h >> 16;
+    h ^= (uint32_t)(seed >> 32) ^ (uint32_t)((uint64_t)i >> 32);
+    h ^= h >> 16; h *= 0x85EBCA6Bu; h ^= h >> 13; h *= 0xC2B2AE35u; h ^= h >> 16;
+    return h;
+}
+
+static inline uint32_t tfm_dropout_threshold(float p)
+{
+    double t = (double)p * 4294967296.0;
+    return t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+}
+
 /* 1 when element i of stream seed is kept. */
-int tfm_dropout_keep(uint64_t seed, size_t i, float p);
+static inline int tfm_dropout_keep(uint64_t seed, size_t i, float p)
+{
+    return tfm_dropout_hash(seed, i) >= tfm_dropout_threshold(p);
+}
 
 /* out[b,t,:] = wte[tok[b,t],:] + wpe[t,:]  (wpe may be NULL).
  * tok must be in range (the caller checks). */

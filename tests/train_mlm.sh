@@ -1,7 +1,9 @@
 #!/bin/sh
 # BERT pre-training (train.task mlm, mlm+nsp; lib/train/task_mlm.c): the
 # masked-LM loss falls, resuming repeats the masks bit for bit, the seed
-# changes them, and configurations the task cannot run are refused.
+# changes them, and configurations the task cannot run are refused; the
+# same from text documents with whole-word masking, and bad text is one
+# error naming its file and line.
 . "${TFM_SRCDIR:-..}/tests/train_lib.sh"
 setup_data
 # byte ids: 1, 2, 3 never occur in the text and serve as [CLS], [SEP], [MASK]
@@ -65,5 +67,66 @@ expect_fail 1 "train.task mlm needs the id of [MASK]: set data.mask_id" \
 expect_fail 1 "data.cls_id 500 is outside the vocabulary (size 128)" \
     tfm-train -q -c mlm.yaml --set data.cls_id=500 -o e
 expect_fail 1 "exceed 1" tfm-train -q -c mlm.yaml --set train.random_token_prob=0.5 -o e
+[ -e e/model.safetensors ] && fail "a refused run wrote a model"
+
+# From text: documents of segments (a blank line after every fifth line) and
+# a WordPiece tokenizer, whole words, next sentences
+awk '{ print } NR % 5 == 0 { print "" }' corpus.txt > docs.txt
+tfm-tokenize train -q -m wordpiece -v 80 -o wp.json docs.txt
+cat > text.yaml <<END
+model: {kind: encoder, n_layer: 1, n_head: 2, n_embd: 16, block_size: 24, norm: post,
+        activation: gelu_exact, segments: 2, emb_norm: true, mlm_head: true,
+        pooler: true, classes: 2, nsp: true}
+data: {text: docs.txt, tokenizer: wp.json}
+optim: {lr: 0.01, weight_decay: 0.01}
+schedule: {warmup: 5, decay: linear}
+train: {task: mlm+nsp, whole_word_mask: true, batch_size: 4, max_steps: 60, eval_interval: 20,
+        eval_batches: 4, log_interval: 5, seed: 7}
+END
+tfm-train -c text.yaml --threads 1 -o t 2> t.err
+grep -qF "72 documents (360 segments," t.err && grep -qF "8 documents (" t.err &&
+    grep -qF "(masked LM of whole words + next sentence)" t.err ||
+    { cat t.err >&2; fail "no document count in the start report"; }
+first=$(awk -F'\t' 'NR > 1 && $3 != "" { print $3; exit }' t/log.tsv)
+last=$(awk -F'\t' 'NR > 1 && $3 != "" { v = $3 } END { print v }' t/log.tsv)
+awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f) }' ||
+    fail "validation MLM loss on text did not fall: $first -> $last"
+# resuming repeats pairs and masks bit for bit
+for t in 1 2; do
+    rm -rf b c
+    tfm-train -q -c text.yaml --threads $t --set train.max_steps=30 -o b
+    tfm-train -q -c text.yaml --threads $t --set train.max_steps=30 -o c --steps 13
+    tfm-train -q --threads $t -o c
+    cmp b/model.safetensors c/model.safetensors || fail "resumed text MLM run differs ($t threads)"
+done
+# one document a line; a separate validation file
+head -n 40 corpus.txt > val.txt
+tfm-train -q -c text.yaml --set data.documents=line --set data.val=val.txt \
+    --set train.max_steps=5 -o l
+# bad text: one message naming the program, the file (and line), no model
+one_error() { # PATTERN KEY=VALUE
+    expect_fail 1 "$1" tfm-train -q -c text.yaml --set "$2" -o e
+    [ "$(wc -l < err.txt)" -eq 1 ] && grep -q '^tfm-train: ' err.txt ||
+        { cat err.txt >&2; fail "not one tfm-train message: $1"; }
+    [ -e e/model.safetensors ] && fail "a refused run wrote a model ($1)"
+    return 0
+}
+printf '\n  \n' > empty.txt
+one_error "tfm-train: empty.txt: no text (empty, or only blank lines)" data.text=empty.txt
+printf 'the cat sat.\nthe dog ran.\n\nfish\n\nthe mat.\n' > short.txt
+one_error "tfm-train: short.txt:4: a document of one token" data.text=short.txt
+head -n 4 corpus.txt > single.txt
+one_error "tfm-train: single.txt: one document: train.task mlm+nsp" data.text=single.txt
+one_error "tfm-train: single.txt: one document: train.task mlm+nsp" data.val=single.txt
+# a tokenizer without [MASK] (BERT's vocab.txt form)
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\n' > nomask.txt
+one_error "tokenizer nomask.txt has no [MASK]: set data.mask_id" data.tokenizer=nomask.txt
+# whole words need a tokenizer; documents need text
+expect_fail 1 "train.whole_word_mask needs data.tokenizer" \
+    tfm-train -q -c mlm.yaml --set train.whole_word_mask=true -o e
+expect_fail 1 "data.documents is for data.text" \
+    tfm-train -q -c mlm.yaml --set data.documents=line -o e
+expect_fail 1 "train.whole_word_mask and data.documents are for train.task mlm" \
+    tfm-train -q -c run.yaml --set train.whole_word_mask=true -o e
 [ -e e/model.safetensors ] && fail "a refused run wrote a model"
 echo ok

@@ -92,6 +92,21 @@ void tfm_map_close(tfm_map *m)
     memset(m, 0, sizeof *m);
 }
 
+int tfm_map_line(const tfm_map *m, size_t *pos, const char **s, size_t *n)
+{
+    if (*pos >= m->size)
+        return 0;
+    const char *b = (const char *)m->data + *pos;
+    const char *nl = memchr(b, '\n', m->size - *pos);
+    size_t len = nl ? (size_t)(nl - b) : m->size - *pos;
+    *pos += len + (nl != NULL);
+    if (len && b[len - 1] == '\r')
+        len--;
+    *s = b;
+    *n = len;
+    return 1;
+}
+
 /* Temporary files still open, removed by the signal handler.  A fixed table
  * keeps the handler async-signal-safe (no malloc, no locks it could wait on). */
 #define MAX_PENDING 64

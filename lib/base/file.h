@@ -20,6 +20,9 @@ typedef struct tfm_map {
 
 int tfm_map_open(tfm_map *m, const char *path, tfm_err *err);
 void tfm_map_close(tfm_map *m);
+/* The line of m at *pos: [*s, *s + *n), without its newline and a carriage
+ * return before it; *pos moves past it.  0 at the end. */
+int tfm_map_line(const tfm_map *m, size_t *pos, const char **s, size_t *n);
 
 /* Reads a whole stream into b (appending). */
 int tfm_read_all(FILE *fp, const char *name, tfm_buf *b, tfm_err *err);

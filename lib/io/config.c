@@ -94,16 +94,17 @@ static const tfm_config_key keys[] = {
     {"data.train", TFM_CONFIG_STRING, OFF(data.train), "", 0, 0, NULL,
      "training tokens: a .npy file of uint16 or uint32 ids"},
     {"data.val", TFM_CONFIG_STRING, OFF(data.val), "", 0, 0, NULL,
-     "validation tokens (.npy); encoder-decoders: source<TAB>target lines; empty: no "
-     "validation unless the training data is split (data.val_fraction)"},
+     "validation tokens (.npy); encoder-decoders: source<TAB>target lines; mlm with "
+     "data.text: text like it; empty: no validation unless the training data is split "
+     "(data.val_fraction)"},
     {"data.text", TFM_CONFIG_STRING, OFF(data.text), "", 0, 0, NULL,
      "a text file to encode with data.tokenizer instead of data.train; encoder-decoders: "
      "source<TAB>target lines"},
     {"data.tokenizer", TFM_CONFIG_STRING, OFF(data.tokenizer), "", 0, 0, NULL,
      "tokenizer (tokenizer.json, ...) stored in the model file; required with data.text"},
     {"data.val_fraction", TFM_CONFIG_FLOAT, OFF(data.val_fraction), "0.1", 0, 0.9, NULL,
-     "with data.text: the last fraction of the tokens (encoder-decoders: of the pairs) used "
-     "for validation when no validation data is named"},
+     "with data.text: the last fraction of the tokens (encoder-decoders: of the pairs; mlm: "
+     "of the documents) used for validation when no validation data is named"},
     {"data.source", TFM_CONFIG_STRING, OFF(data.source), "", 0, 0, NULL,
      "encoder-decoders: source sentences, one a line, line-aligned with data.target "
      "(instead of data.text's source<TAB>target lines)"},
@@ -132,6 +133,10 @@ static const tfm_config_key keys[] = {
     {"data.n_special", TFM_CONFIG_INT, OFF(data.n_special), "0", 0, 16777215, NULL,
      "mlm: ids below this are special too and never drawn as random tokens (besides "
      "[CLS], [SEP], [MASK] and the tokenizer's specials)"},
+    {"data.documents", TFM_CONFIG_ENUM, OFF(data.documents), "blank-line", 0, 0,
+     "blank-line|line",
+     "mlm with data.text: blank-line (a segment a line, documents separated by blank lines: "
+     "BERT's pre-training text) or line (a document a line)"},
 
     {"optim.type", TFM_CONFIG_ENUM, OFF(optim.type), "adamw", 0, 0, "adamw|adam",
      "adamw (decoupled weight decay) or adam (weight decay added to the gradient)"},
@@ -197,8 +202,9 @@ static const tfm_config_key keys[] = {
      "report names them"},
     {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0, "lm|mlm|mlm+nsp",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
-     "[SEP] windows of the token stream; needs model.mlm_head and 2 segments) or mlm+nsp "
-     "(and whether B follows A, on model.pooler with model.nsp)"},
+     "[SEP]: segments of data.text's documents, or windows of a token file; needs "
+     "model.mlm_head and 2 segments) or mlm+nsp (and whether B follows A, on model.pooler "
+     "with model.nsp)"},
     {"train.mask_prob", TFM_CONFIG_FLOAT, OFF(train.mask_prob), "0.15", 0.001, 1, NULL,
      "mlm: the share of content positions chosen (round(p x length), at least 1)"},
     {"train.mask_token_prob", TFM_CONFIG_FLOAT, OFF(train.mask_token_prob), "0.8", 0, 1, NULL,
@@ -206,9 +212,13 @@ static const tfm_config_key keys[] = {
     {"train.random_token_prob", TFM_CONFIG_FLOAT, OFF(train.random_token_prob), "0.1", 0, 1,
      NULL, "mlm: a chosen position becomes a random non-special token with this probability "
      "(else it stays unchanged)"},
-    {"train.short_seq_prob", TFM_CONFIG_FLOAT, OFF(train.short_seq_prob), "0", 0, 1, NULL,
-     "mlm: a sequence is shortened to a uniform length in [2, block_size - 3] content tokens "
-     "with this probability (BERT: 0.1), the rest padding"},
+    {"train.short_seq_prob", TFM_CONFIG_FLOAT, OFF(train.short_seq_prob), "0.1", 0, 1, NULL,
+     "mlm: with this probability a sequence aims at a uniform length in [2, block_size - 3] "
+     "content tokens instead of filling the context, the rest padding (BERT's short "
+     "sequences)"},
+    {"train.whole_word_mask", TFM_CONFIG_BOOL, OFF(train.whole_word_mask), "false", 0, 0, NULL,
+     "mlm: choose whole words (a WordPiece token and its ## continuations; for BPE, from a "
+     "token that starts with a space to the next), not single tokens; needs data.tokenizer"},
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -664,6 +674,10 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
                 c->train.best_by == TFM_CONFIG_BEST_BLEU))
         return tfm_err_set(err, "train.max_tokens, train.eval_bleu and train.best_by bleu are "
                            "for encoder-decoders, not model.kind %s", kind);
+    if (c->train.task == TFM_CONFIG_TASK_LM &&
+        (c->train.whole_word_mask || c->data.documents != TFM_CONFIG_DOCS_BLANK_LINE))
+        return tfm_err_set(err, "train.whole_word_mask and data.documents are for train.task "
+                                "mlm and mlm+nsp");
     if (c->train.best_by == TFM_CONFIG_BEST_BLEU && !c->train.eval_bleu)
         return tfm_err_set(err, "train.best_by bleu needs train.eval_bleu true");
     if (ed) {

@@ -75,6 +75,11 @@ typedef enum tfm_config_task {
     TFM_CONFIG_TASK_MLM_NSP,
 } tfm_config_task;
 
+typedef enum tfm_config_documents {
+    TFM_CONFIG_DOCS_BLANK_LINE,
+    TFM_CONFIG_DOCS_LINE,
+} tfm_config_documents;
+
 typedef struct tfm_config {
     struct {
         int64_t n_layer, n_head, n_embd, block_size;
@@ -114,6 +119,7 @@ typedef struct tfm_config {
         int packing;
         int truncate;   /* tfm_config_truncate */
         int64_t cls_id, sep_id, mask_id, n_special; /* mlm; -1: the tokenizer's */
+        int documents;  /* tfm_config_documents: mlm's text */
     } data;
     struct {
         int type; /* tfm_config_optim */
@@ -138,6 +144,7 @@ typedef struct tfm_config {
         int task; /* tfm_config_task */
         char init[TFM_CONFIG_PATH_MAX]; /* weights to start from; "" none */
         double mask_prob, mask_token_prob, random_token_prob, short_seq_prob;
+        int whole_word_mask;
     } train;
 } tfm_config;
 

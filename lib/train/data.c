@@ -147,3 +147,111 @@ void tfm_tokens_batch(const tfm_tokens *t, tfm_rng *rng, int B, int T, int32_t *
         }
     }
 }
+
+/* ---- documents of segments ------------------------------------------------ */
+
+static void push_size(size_t **a, size_t *cap, size_t i, size_t v)
+{
+    if (i >= *cap) {
+        *cap = *cap ? 2 * *cap : 256;
+        *a = tfm_realloc(*a, *cap * sizeof **a);
+    }
+    (*a)[i] = v;
+}
+
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+void tfm_docs_free(tfm_docs *d)
+{
+    tfm_tokens_free(&d->ids);
+    free(d->seg);
+    free(d->doc);
+    free(d->line);
+    memset(d, 0, sizeof *d);
+}
+
+/* Moves the last n_val documents of d into val. */
+static void docs_split(tfm_docs *d, tfm_docs *val, size_t n_val)
+{
+    size_t fd = d->n_doc - n_val, fs = d->doc[fd], fi = d->seg[fs];
+    size_t n_seg = d->n_seg - fs, n_ids = d->ids.n - fi;
+    uint32_t *ids = tfm_malloc((n_ids ? n_ids : 1) * sizeof *ids);
+    memcpy(ids, (const uint32_t *)d->ids.data + fi, n_ids * sizeof *ids);
+    tfm_tokens_from_ids(&val->ids, ids, n_ids, d->ids.name);
+    val->seg = tfm_malloc((n_seg + 1) * sizeof *val->seg);
+    for (size_t i = 0; i <= n_seg; i++)
+        val->seg[i] = d->seg[fs + i] - fi;
+    val->doc = tfm_malloc((n_val + 1) * sizeof *val->doc);
+    val->line = tfm_malloc(n_val * sizeof *val->line);
+    for (size_t j = 0; j <= n_val; j++)
+        val->doc[j] = d->doc[fd + j] - fs;
+    memcpy(val->line, d->line + fd, n_val * sizeof *val->line);
+    val->n_seg = n_seg;
+    val->n_doc = n_val;
+    d->n_doc = fd;
+    d->n_seg = fs;
+    d->ids.n = fi;
+}
+
+int tfm_docs_from_text(tfm_docs *train, tfm_docs *val, const char *path,
+                       tfm_docs_format format, const tfm_tokenizer *tok, double val_fraction,
+                       tfm_err *err)
+{
+    memset(train, 0, sizeof *train);
+    if (val)
+        memset(val, 0, sizeof *val);
+    tfm_map m;
+    if (tfm_map_open(&m, path, err) < 0)
+        return -1;
+    tfm_ids ids = {0};
+    tfm_tok_scratch *s = tfm_tok_scratch_new(tok);
+    size_t cap_seg = 0, cap_doc = 0, cap_line = 0, n_seg = 0, n_doc = 0, pos = 0, line = 0;
+    size_t *seg = NULL, *doc = NULL, *lines = NULL;
+    int open = 0; /* the current document has a segment */
+    push_size(&seg, &cap_seg, 0, 0);
+    const char *t;
+    size_t n;
+    while (tfm_map_line(&m, &pos, &t, &n)) {
+        line++;
+        while (n && is_space(*t))
+            t++, n--;
+        while (n && is_space(t[n - 1]))
+            n--;
+        if (n == 0) {
+            n_doc += open;
+            open = 0;
+            continue;
+        }
+        size_t before = ids.len;
+        tfm_tokenizer_encode(tok, s, t, n, 0, &ids);
+        if (ids.len == before)
+            continue; /* as BERT: only control characters, say */
+        if (!open) {
+            push_size(&doc, &cap_doc, n_doc, n_seg);
+            push_size(&lines, &cap_line, n_doc, line);
+            open = 1;
+        }
+        push_size(&seg, &cap_seg, ++n_seg, ids.len);
+        if (format == TFM_DOCS_LINE) {
+            n_doc++;
+            open = 0;
+        }
+    }
+    n_doc += open;
+    push_size(&doc, &cap_doc, n_doc, n_seg);
+    tfm_tok_scratch_free(s);
+    tfm_map_close(&m);
+    tfm_tokens_from_ids(&train->ids, ids.data, ids.len, path);
+    train->seg = seg;
+    train->doc = doc;
+    train->line = lines;
+    train->n_seg = n_seg;
+    train->n_doc = n_doc;
+    size_t n_val = val ? (size_t)((double)n_doc * val_fraction) : 0;
+    if (n_val)
+        docs_split(train, val, n_val);
+    return 0;
+}

@@ -51,4 +51,41 @@ int tfm_tokens_check(const tfm_tokens *t, uint32_t vocab, tfm_err *err);
 void tfm_tokens_batch(const tfm_tokens *t, tfm_rng *rng, int B, int T, int32_t *x,
                       int32_t *y);
 
+/* Text as documents of segments, the input of BERT's pre-training data
+ * (google-research/bert create_pretraining_data.py): a segment is a line
+ * (stripped of surrounding whitespace; a line that encodes to nothing is
+ * skipped), and documents are separated by blank lines (BLANK_LINE) or are
+ * one line each (LINE: every document is one segment).  The ids of a
+ * document's segments are consecutive in `ids`.
+ *
+ *   segment i   ids[seg[i] .. seg[i + 1])
+ *   document j  segments doc[j] .. doc[j + 1] - 1, from line line[j] */
+typedef enum tfm_docs_format {
+    TFM_DOCS_BLANK_LINE,
+    TFM_DOCS_LINE,
+} tfm_docs_format;
+
+typedef struct tfm_docs {
+    tfm_tokens ids;     /* ids.name is the file */
+    size_t *seg;        /* [n_seg + 1] */
+    size_t *doc;        /* [n_doc + 1] */
+    size_t *line;       /* [n_doc] 1-based */
+    size_t n_seg, n_doc;
+} tfm_docs;
+
+/* Reads path; the last val_fraction of the documents (rounded down) go to
+ * val, which is left empty when that is none.  An empty corpus is not an
+ * error here (n_doc 0). */
+int tfm_docs_from_text(tfm_docs *train, tfm_docs *val, const char *path,
+                       tfm_docs_format format, const tfm_tokenizer *tok, double val_fraction,
+                       tfm_err *err);
+void tfm_docs_free(tfm_docs *d);
+
+/* The ids of document j: [*start, *end) of d->ids. */
+static inline void tfm_docs_span(const tfm_docs *d, size_t j, size_t *start, size_t *end)
+{
+    *start = d->seg[d->doc[j]];
+    *end = d->seg[d->doc[j + 1]];
+}
+
 #endif

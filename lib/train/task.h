@@ -16,9 +16,10 @@
  *            documents packed with data.packing.
  *   seq2seq  encoder-decoders: pairs of sentences (train/parallel.h).
  *   mlm      encoders (train.task mlm, mlm+nsp): BERT's masked tokens (and
- *            next-sentence labels) in [CLS] A [SEP] B [SEP] windows of a
- *            token stream (task_mlm.c); the score's metric is the masked
- *            tokens' accuracy.
+ *            next-sentence labels) in [CLS] A [SEP] B [SEP]: segments of
+ *            text documents (train/data.h tfm_docs) or windows of a token
+ *            stream (task_mlm.c); the score's metric is the masked tokens'
+ *            accuracy.
  *
  * A task is a part of its own (its data, its batches, its validation); a
  * new one adds a file and an entry in task.c, never a branch in the loop.

@@ -31,5 +31,9 @@ int tfm_task_mlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tf
  * ids against it (task_lm.c). */
 int tfm_task_load_stream(tfm_tokens *train, tfm_tokens *val, tfm_config *cfg,
                          const tfm_tokenizer *tok, tfm_err *err);
+/* Its second half: sets cfg->model.vocab_size when 0 (from tok, else the
+ * largest id) and checks the ids of both against it. */
+int tfm_task_check_vocab(const tfm_tokens *train, const tfm_tokens *val, tfm_config *cfg,
+                         const tfm_tokenizer *tok, tfm_err *err);
 
 #endif

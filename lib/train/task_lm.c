@@ -111,6 +111,12 @@ int tfm_task_load_stream(tfm_tokens *train, tfm_tokens *val, tfm_config *cfg,
         if (cfg->data.val[0] && tfm_tokens_open_npy(val, cfg->data.val, err) < 0)
             return -1;
     }
+    return tfm_task_check_vocab(train, val, cfg, tok, err);
+}
+
+int tfm_task_check_vocab(const tfm_tokens *train, const tfm_tokens *val, tfm_config *cfg,
+                         const tfm_tokenizer *tok, tfm_err *err)
+{
     uint32_t tok_vocab = tok ? tfm_tokenizer_vocab_size(tok) : 0;
     if (cfg->model.vocab_size == 0) {
         if (tok) {

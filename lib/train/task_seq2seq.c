@@ -144,23 +144,6 @@ static int add_pair(reader *r, pairs *P, const char *s, size_t sn, const char *t
     return 0;
 }
 
-/* The next line of m from *pos: [*s, *s + *n), without its newline and a
- * carriage return before it.  0 at the end. */
-static int next_line(const tfm_map *m, size_t *pos, const char **s, size_t *n)
-{
-    if (*pos >= m->size)
-        return 0;
-    const char *b = (const char *)m->data + *pos;
-    const char *nl = memchr(b, '\n', m->size - *pos);
-    size_t len = nl ? (size_t)(nl - b) : m->size - *pos;
-    *pos += len + (nl != NULL);
-    if (len && b[len - 1] == '\r')
-        len--;
-    *s = b;
-    *n = len;
-    return 1;
-}
-
 static int read_tsv(reader *r, pairs *P, const char *path, tfm_err *err)
 {
     tfm_map m;
@@ -170,7 +153,7 @@ static int read_tsv(reader *r, pairs *P, const char *path, tfm_err *err)
     const char *s;
     size_t n;
     int rc = 0;
-    while (rc == 0 && next_line(&m, &pos, &s, &n)) {
+    while (rc == 0 && tfm_map_line(&m, &pos, &s, &n)) {
         line++;
         const char *tab = memchr(s, '\t', n);
         if (!tab) {
@@ -207,7 +190,7 @@ static int read_two(reader *r, pairs *P, const char *spath, const char *tpath, t
     for (;;) {
         const char *s, *t;
         size_t sn, tn;
-        int hs = next_line(&ms, &ps, &s, &sn), ht = next_line(&mt, &pt, &t, &tn);
+        int hs = tfm_map_line(&ms, &ps, &s, &sn), ht = tfm_map_line(&mt, &pt, &t, &tn);
         if (!hs && !ht)
             break;
         line++;

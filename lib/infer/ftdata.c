@@ -524,6 +524,8 @@ int tfm_ft_labels_from_data(tfm_ft_labels *l, const tfm_ft_data *const *d, size_
                             int regression, tfm_err *err)
 {
     memset(l, 0, sizeof *l);
+    if (nd == 0 || d[0]->task == TFM_FT_SPAN) /* spans have no label set */
+        return 0;
     size_t total = 0;
     for (size_t k = 0; k < nd; k++)
         total += d[k]->task == TFM_FT_TAG ? d[k]->n_word : d[k]->n;
@@ -587,6 +589,10 @@ long tfm_ft_label_id(const tfm_ft_labels *l, const char *name)
 
 void tfm_ft_labels_json(const tfm_ft_labels *l, tfm_ft_task task, tfm_buf *out)
 {
+    if (task == TFM_FT_SPAN) {
+        tfm_buf_puts(out, "{}");
+        return;
+    }
     if (task == TFM_FT_CLASSIFY && l->regression) {
         tfm_buf_printf(out, "{\"regression\":true,\"pairs\":%s}", l->pairs ? "true" : "false");
         return;
@@ -616,7 +622,7 @@ int tfm_ft_labels_parse(tfm_ft_labels *l, tfm_ft_task task, const char *json, si
     const tfm_json *reg = tfm_json_get(r, "regression"), *pairs = tfm_json_get(r, "pairs");
     l->regression = reg && reg->type == TFM_JSON_BOOL && reg->boolean;
     l->pairs = pairs && pairs->type == TFM_JSON_BOOL && pairs->boolean;
-    if (!l->regression) {
+    if (!l->regression && task != TFM_FT_SPAN) {
         if (!arr || arr->type != TFM_JSON_ARRAY || arr->n == 0) {
             rc = tfm_err_set(err, "%s: no \"%s\" array", name,
                              task == TFM_FT_TAG ? "tags" : "labels");

@@ -136,7 +136,8 @@ int tfm_ft_labels_from_data(tfm_ft_labels *l, const tfm_ft_data *const *d, size_
 /* Index of name, or -1. */
 long tfm_ft_label_id(const tfm_ft_labels *l, const char *name);
 /* As JSON for the model file's "task" metadata: {"labels": [...], "pairs":
- * bool} (classify), {"regression": true, "pairs": bool}, {"tags": [...]}. */
+ * bool} (classify), {"regression": true, "pairs": bool}, {"tags": [...]},
+ * {} (span). */
 void tfm_ft_labels_json(const tfm_ft_labels *l, tfm_ft_task task, tfm_buf *out);
 /* From that JSON (name: where it came from, for messages). */
 int tfm_ft_labels_parse(tfm_ft_labels *l, tfm_ft_task task, const char *json, size_t len,

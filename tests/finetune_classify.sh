@@ -37,6 +37,15 @@ grep -qF "480 training examples (480 rows), 120 validation examples; 2 labels: n
     fail "no data report"
 at_least "$(field accuracy train.err)" 0.9 "validation accuracy"
 tfm-eval info -m run/model.safetensors | grep -q "^tokenizer	wordpiece" || fail "no tokenizer stored"
+# resuming repeats the batches and dropout bit for bit (the tokenizer
+# still comes from train.init's file, as the stored configuration says)
+for t in 1 2; do
+    set -- -q -c cls.yaml --threads $t --set train.max_steps=30 --set model.dropout=0.1
+    tfm-train "$@" -o b$t
+    tfm-train "$@" -o c$t --steps 13
+    tfm-train -q --threads $t -o c$t
+    cmp b$t/model.safetensors c$t/model.safetensors || fail "resumed run differs ($t threads)"
+done
 
 # predictions: label<TAB>probability per example, in order
 tfm-eval classify -m run/model.safetensors test.tsv > pred.tsv 2> eval.err

@@ -122,7 +122,8 @@ static const tfm_config_key keys[] = {
      "needs model.tie_source false); empty: data.tokenizer encodes both sides"},
     {"data.truncate", TFM_CONFIG_ENUM, OFF(data.truncate), "head", 0, 0, "head|error",
      "encoder-decoders: a side longer than model.block_size - 1 tokens is cut to its head "
-     "(counted and reported) or is an error naming its line"},
+     "(counted and reported) or is an error naming its line; classify, tag, span: likewise "
+     "an example longer than model.block_size (span: a context that needs windows)"},
     {"data.packing", TFM_CONFIG_BOOL, OFF(data.packing), "false", 0, 0, NULL,
      "decoders: documents (split after each end-of-text token) attend only within "
      "themselves and their positions restart, instead of attending across boundaries"},

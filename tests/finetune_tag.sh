@@ -70,6 +70,20 @@ tfm-train -c tag.yaml --set train.init=pre/model.safetensors --set data.tokenize
 grep -qF "initialised from pre/model.safetensors: 17 tensors loaded; 2 new: token_classifier.weight, token_classifier.bias; 5 unused" \
     init.err || { cat init.err >&2; fail "init report"; }
 
+# over MPI, 2 ranks with 2 and 3 of 5 rows share the loss by their tagged
+# words: the same curve as one process (summation order aside)
+if [ -n "${TFM_MPIRUN:-}" ] && [ -z "${TFM_SANITIZED:-}" ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    set -- --threads 1 --set train.max_steps=10 --set train.log_interval=1 \
+        --set train.batch_size=5 --set train.eval_interval=5
+    tfm-train -q -c tag.yaml "$@" -o one
+    timeout 120 "$TFM_MPIRUN" --oversubscribe -np 2 tfm-train -q -c tag.yaml "$@" -o two ||
+        fail "2 ranks"
+    paste one/log.tsv two/log.tsv | awk -F'\t' 'NR > 1 { for (k = 2; k <= 3; k++) {
+        d = $k - $(k + 7); if (d < 0) d = -d; if (d > 1e-5 * ($k < 0 ? -$k : $k)) exit 1 } }' ||
+        fail "2 ranks train otherwise than one process"
+fi
+
 # bad input: file and line, exit 1, nothing on stdout
 { head -3 test.conll; printf 'paris\tB-ORG\n\n'; } > unknown.conll
 expect_fail 1 "tfm-eval: unknown.conll:4: tag 'B-ORG' is not one of the model's 4 tags" \

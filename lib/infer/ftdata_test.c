@@ -501,6 +501,15 @@ static void test_predict(void **state)
     tfm_ft_predict(&s, &co, &two, 30, &pr);
     assert_float_equal(pr.prob[0], 0.5, 1e-6);
     tfm_ft_pred_free(&pr);
+    /* a third output the label set does not name is never predicted */
+    char *ab[] = {"a", "b"};
+    tfm_ft_labels named = {.n = 2, .name = ab};
+    float z3[6] = {0, 1, 5, 0, 1, 5};
+    tfm_ft_out o3 = {.K = 3, .cls = z3};
+    tfm_ft_predict(&s, &o3, &named, 30, &pr);
+    assert_int_equal(pr.label[0], 1);
+    assert_float_equal(pr.prob[0], 1 / (1 + exp(-1.0)), 1e-6);
+    tfm_ft_pred_free(&pr);
     tfm_ft_set_free(&s);
     tfm_ft_data_free(&d);
 }

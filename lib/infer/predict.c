@@ -227,10 +227,17 @@ static void log_softmax(const float *z, int n, int stride, double *out)
         out[i] = (double)z[(size_t)i * stride] - lse;
 }
 
+/* The outputs a prediction chooses among: the label set's (a model given
+ * more classes than its data has labels never predicts the extra ones). */
+static int known(int K, const tfm_ft_labels *l)
+{
+    return l->n && l->n < (size_t)K ? (int)l->n : K;
+}
+
 static void predict_classify(const tfm_ft_set *s, const tfm_ft_out *o, const tfm_ft_labels *l,
                              tfm_ft_pred *p)
 {
-    int K = o->K;
+    int K = known(o->K, l), stride = o->K;
     double *pr = tfm_malloc((size_t)K * sizeof *pr), *acc = tfm_malloc((size_t)K * sizeof *acc);
     for (size_t e = 0; e < s->n_ex; e++) {
         size_t r0 = s->ex_row[e], r1 = s->ex_row[e + 1];
@@ -243,7 +250,7 @@ static void predict_classify(const tfm_ft_set *s, const tfm_ft_out *o, const tfm
         }
         memset(acc, 0, (size_t)K * sizeof *acc);
         for (size_t r = r0; r < r1; r++) {
-            softmax(o->cls + r * (size_t)K, K, pr);
+            softmax(o->cls + r * (size_t)stride, K, pr);
             for (int k = 0; k < K; k++)
                 acc[k] += pr[k] / (double)(r1 - r0);
         }
@@ -261,7 +268,7 @@ static void predict_classify(const tfm_ft_set *s, const tfm_ft_out *o, const tfm
 static void predict_tag(const tfm_ft_set *s, const tfm_ft_out *o, const tfm_ft_labels *l,
                         tfm_ft_pred *p)
 {
-    int K = o->n_tags;
+    int K = known(o->n_tags, l), stride = o->n_tags;
     long fallback = tfm_ft_label_id(l, "O");
     if (fallback < 0)
         fallback = 0;
@@ -275,7 +282,7 @@ static void predict_tag(const tfm_ft_set *s, const tfm_ft_out *o, const tfm_ft_l
                 p->tag_prob[w] = 0.0f;
                 continue;
             }
-            int best = softmax(o->tag + (r->off + (size_t)pos) * K, K, pr);
+            int best = softmax(o->tag + (r->off + (size_t)pos) * stride, K, pr);
             p->tag[w] = best;
             p->tag_prob[w] = (float)pr[best];
         }

@@ -17,9 +17,9 @@
  *
  * Predictions:
  *   classify  the class with the highest probability (softmax of the
- *             logits; a pair read in both orders: the mean of the two
- *             rows' probabilities); regression: the output (the mean of
- *             the rows).
+ *             logits of the label set's classes; a pair read in both
+ *             orders: the mean of the two rows' probabilities); regression:
+ *             the output (the mean of the rows).
  *   tag       per word, the tag of its first sub-token; a word cut off by
  *             truncation (or encoded to nothing) gets "O" when the tag set
  *             has it, else the first tag, with probability 0.

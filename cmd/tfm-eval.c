@@ -17,6 +17,7 @@
 #include "eval.h"
 #include "infer/eval.h"
 #include "infer/metrics.h"
+#include "model/file.h"
 #include "model/info.h"
 #include "io/json.h"
 #include "io/npy.h"
@@ -524,6 +525,10 @@ static void cmd_info(const app *a)
                                                          : "gpt2-huggingface";
     const char *tok = mi.has_tokenizer ? tfm_tok_kind_name(mi.tok_kind) : NULL;
     const char *sum = mi.checksum ? "verified" : "none";
+    /* a fine-tuned model's label or tag set, as stored (JSON, one line) */
+    tfm_buf task = {0};
+    if (mi.tfm_file && tfm_model_file_meta(a->model_path, "task", &task, &err) < 0)
+        die(&err);
     tfm_buf o = {0};
     if (a->json) {
         tfm_buf_puts(&o, "{\"model\":");
@@ -549,6 +554,11 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, "%lld", (long long)mi.eos);
         else
             tfm_buf_puts(&o, "null");
+        tfm_buf_puts(&o, ",\"task\":");
+        if (task.len)
+            tfm_buf_append(&o, task.data, task.len);
+        else
+            tfm_buf_puts(&o, "null");
         tfm_buf_printf(&o, ",\"checksum\":\"%s\"}\n", sum);
     } else {
         tfm_buf_printf(&o, "model\t%s\nkind\t%s\nmodel_kind\t%s\npositions\t%s\nbytes\t%zu\n"
@@ -571,10 +581,12 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, "eos\t%lld\n", (long long)mi.eos);
         else
             tfm_buf_puts(&o, "eos\t-\n");
+        tfm_buf_printf(&o, "task\t%s\n", task.len ? tfm_buf_cstr(&task) : "-");
         tfm_buf_printf(&o, "checksum\t%s\n", sum);
     }
     fwrite(o.data, 1, o.len, stdout);
     tfm_buf_free(&o);
+    tfm_buf_free(&task);
 }
 
 /* ---- lastword -------------------------------------------------------- */

@@ -36,7 +36,10 @@ grep -qF "initialised from pre/model.safetensors: 17 tensors loaded; 4 new: pool
 grep -qF "480 training examples (480 rows), 120 validation examples; 2 labels: neg pos" train.err ||
     fail "no data report"
 at_least "$(field accuracy train.err)" 0.9 "validation accuracy"
-tfm-eval info -m run/model.safetensors | grep -q "^tokenizer	wordpiece" || fail "no tokenizer stored"
+tfm-eval info -m run/model.safetensors > info.tsv
+grep -q "^tokenizer	wordpiece" info.tsv || fail "no tokenizer stored"
+grep -qx 'task	{"labels":\["neg","pos"\],"pairs":false}' info.tsv || fail "labels: $(cat info.tsv)"
+tfm-eval info -m pre/model.safetensors | grep -qx "task	-" || fail "a task for a pre-trained model"
 # resuming repeats the batches and dropout bit for bit (the tokenizer
 # still comes from train.init's file, as the stored configuration says)
 for t in 1 2; do

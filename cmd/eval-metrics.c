@@ -18,7 +18,7 @@
 #include "infer/taskdata.h"
 #include "infer/taskmetrics.h"
 
-int tfm_eval_metrics_main(int argc, char **argv);
+#include "eval.h"
 
 static const char *prog = "tfm-eval";
 
@@ -152,15 +152,15 @@ static void same_count(size_t n_pred, size_t n_gold, const char *pname, const ch
 /* ---- score ----------------------------------------------------------- */
 
 /* The positive label when none was given: "1" (scikit-learn's default),
- * else "true"/"True", if the data has at most two labels. */
-static const char *default_pos(const tfm_taskdata *g, const tfm_taskdata *p)
+ * else "true"/"True", if gold and pred have at most two labels. */
+const char *tfm_eval_default_pos(const char *const *gold, const char *const *pred, size_t n)
 {
     static const char *const cand[] = {"1", "true", "True"};
     const char *a = NULL, *b = NULL;
     for (int k = 0; k < 2; k++) {
-        const tfm_taskdata *d = k ? p : g;
-        for (size_t i = 0; i < d->n; i++) {
-            const char *s = d->item[i];
+        const char *const *d = k ? pred : gold;
+        for (size_t i = 0; i < n; i++) {
+            const char *s = d[i];
             if (a && !strcmp(s, a))
                 continue;
             if (b && !strcmp(s, b))
@@ -179,39 +179,36 @@ static const char *default_pos(const tfm_taskdata *g, const tfm_taskdata *p)
     return NULL;
 }
 
-static void score_classify(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
+void tfm_eval_report_classify(const char *const *gold, const char *const *pred, size_t n,
+                              const char *pos, int json, int quiet, tfm_buf *o)
 {
-    same_count(p->n, g->n, a->name, a->gold, "lines");
-    const char *pos = a->pos ? a->pos : default_pos(g, p);
     tfm_classify_result r;
-    tfm_metrics_classify(g->item, p->item, g->n, pos, &r);
-    tfm_buf o = {0};
-    if (a->json) {
-        tfm_buf_printf(&o, "{\"task\":\"classify\",\"items\":%zu,\"labels\":%zu,\"correct\":%zu",
+    tfm_metrics_classify(gold, pred, n, pos, &r);
+    if (json) {
+        tfm_buf_printf(o, "{\"task\":\"classify\",\"items\":%zu,\"labels\":%zu,\"correct\":%zu",
                        r.n, r.labels, r.correct);
-        json_num(&o, "accuracy", r.accuracy);
-        json_num(&o, "f1_macro", r.f1_macro);
-        json_num(&o, "f1_micro", r.f1_micro);
-        json_num(&o, "mcc", r.mcc);
-        json_str(&o, "pos_label", pos);
-        json_num(&o, "precision_pos", pos ? r.precision_pos : NAN);
-        json_num(&o, "recall_pos", pos ? r.recall_pos : NAN);
-        json_num(&o, "f1_pos", pos ? r.f1_pos : NAN);
-        tfm_buf_puts(&o, "}\n");
+        json_num(o, "accuracy", r.accuracy);
+        json_num(o, "f1_macro", r.f1_macro);
+        json_num(o, "f1_micro", r.f1_micro);
+        json_num(o, "mcc", r.mcc);
+        json_str(o, "pos_label", pos);
+        json_num(o, "precision_pos", pos ? r.precision_pos : NAN);
+        json_num(o, "recall_pos", pos ? r.recall_pos : NAN);
+        json_num(o, "f1_pos", pos ? r.f1_pos : NAN);
+        tfm_buf_puts(o, "}\n");
     } else {
-        tfm_buf_printf(&o, "items\tlabels\taccuracy\tf1_macro\tf1_micro\tmcc\tpos_label"
+        tfm_buf_printf(o, "items\tlabels\taccuracy\tf1_macro\tf1_micro\tmcc\tpos_label"
                        "\tprecision_pos\trecall_pos\tf1_pos\n%zu\t%zu\t", r.n, r.labels);
-        tsv_num(&o, r.accuracy, 0);
-        tsv_num(&o, r.f1_macro, 0);
-        tsv_num(&o, r.f1_micro, 0);
-        tsv_num(&o, r.mcc, 0);
-        tfm_buf_printf(&o, "%s\t", pos ? pos : "-");
-        tsv_num(&o, pos ? r.precision_pos : NAN, 0);
-        tsv_num(&o, pos ? r.recall_pos : NAN, 0);
-        tsv_num(&o, pos ? r.f1_pos : NAN, 1);
+        tsv_num(o, r.accuracy, 0);
+        tsv_num(o, r.f1_macro, 0);
+        tsv_num(o, r.f1_micro, 0);
+        tsv_num(o, r.mcc, 0);
+        tfm_buf_printf(o, "%s\t", pos ? pos : "-");
+        tsv_num(o, pos ? r.precision_pos : NAN, 0);
+        tsv_num(o, pos ? r.recall_pos : NAN, 0);
+        tsv_num(o, pos ? r.f1_pos : NAN, 1);
     }
-    put_stdout(&o);
-    if (!a->quiet) {
+    if (!quiet) {
         fprintf(stderr, "%s: accuracy %.4f (%zu/%zu), F1 macro %.4f, micro %.4f, MCC %.4f "
                 "(%zu labels)\n", prog, r.accuracy, r.correct, r.n, r.f1_macro, r.f1_micro,
                 r.mcc, r.labels);
@@ -222,29 +219,105 @@ static void score_classify(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p
     }
 }
 
-static void score_regress(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
+void tfm_eval_report_regress(const double *gold, const double *pred, size_t n, int json,
+                             int quiet, tfm_buf *o)
 {
-    same_count(p->n, g->n, a->name, a->gold, "lines");
-    double pr = tfm_metrics_pearson(g->value, p->value, g->n);
-    double sp = tfm_metrics_spearman(g->value, p->value, g->n);
-    tfm_buf o = {0};
-    if (a->json) {
-        tfm_buf_printf(&o, "{\"task\":\"regress\",\"items\":%zu", g->n);
-        json_num(&o, "pearson", pr);
-        json_num(&o, "spearman", sp);
-        tfm_buf_puts(&o, "}\n");
+    double pr = tfm_metrics_pearson(gold, pred, n);
+    double sp = tfm_metrics_spearman(gold, pred, n);
+    if (json) {
+        tfm_buf_printf(o, "{\"task\":\"regress\",\"items\":%zu", n);
+        json_num(o, "pearson", pr);
+        json_num(o, "spearman", sp);
+        tfm_buf_puts(o, "}\n");
     } else {
-        tfm_buf_printf(&o, "items\tpearson\tspearman\n%zu\t", g->n);
-        tsv_num(&o, pr, 0);
-        tsv_num(&o, sp, 1);
+        tfm_buf_printf(o, "items\tpearson\tspearman\n%zu\t", n);
+        tsv_num(o, pr, 0);
+        tsv_num(o, sp, 1);
     }
-    put_stdout(&o);
-    if (!a->quiet) {
-        fprintf(stderr, "%s: Pearson %.4f, Spearman %.4f (%zu items)\n", prog, pr, sp, g->n);
+    if (!quiet) {
+        fprintf(stderr, "%s: Pearson %.4f, Spearman %.4f (%zu items)\n", prog, pr, sp, n);
         if (!isfinite(pr))
             fprintf(stderr, "%s: a side is constant (or fewer than 2 items): correlation "
                     "undefined\n", prog);
     }
+}
+
+void tfm_eval_report_tag(const char *const *gold, const char *const *pred, const size_t *len,
+                         size_t n_sent, int json, int quiet, tfm_buf *o)
+{
+    tfm_tag_result r;
+    tfm_metrics_tag(gold, pred, len, n_sent, &r);
+    if (json) {
+        tfm_buf_printf(o, "{\"task\":\"tag\",\"sentences\":%zu,\"tokens\":%zu,"
+                       "\"gold_entities\":%zu,\"pred_entities\":%zu,\"correct_entities\":%zu",
+                       n_sent, r.tokens, r.gold_chunks, r.pred_chunks, r.correct_chunks);
+        json_num(o, "precision", r.precision);
+        json_num(o, "recall", r.recall);
+        json_num(o, "f1", r.f1);
+        json_num(o, "token_accuracy", r.token_accuracy);
+        tfm_buf_puts(o, "}\n");
+    } else {
+        tfm_buf_printf(o, "sentences\ttokens\tgold_entities\tpred_entities\tcorrect_entities"
+                       "\tprecision\trecall\tf1\ttoken_accuracy\n%zu\t%zu\t%zu\t%zu\t%zu\t",
+                       n_sent, r.tokens, r.gold_chunks, r.pred_chunks, r.correct_chunks);
+        tsv_num(o, r.precision, 0);
+        tsv_num(o, r.recall, 0);
+        tsv_num(o, r.f1, 0);
+        tsv_num(o, r.token_accuracy, 1);
+    }
+    if (!quiet)
+        fprintf(stderr, "%s: entities: F1 %.4f, precision %.4f (%zu/%zu), recall %.4f "
+                "(%zu/%zu); token accuracy %.4f (%zu/%zu)\n", prog, r.f1, r.precision,
+                r.correct_chunks, r.pred_chunks, r.recall, r.correct_chunks, r.gold_chunks,
+                r.token_accuracy, r.correct_tokens, r.tokens);
+}
+
+void tfm_eval_report_span(const char *const *pred, size_t n, const char *const *gold,
+                          const size_t *group, int json, int quiet, tfm_buf *o)
+{
+    double em = 0, f1 = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *pr = pred[i];
+        double be = 0, bf = 0;
+        for (size_t k = group[i]; k < group[i + 1]; k++) {
+            const char *gs = gold[k];
+            be = fmax(be, tfm_squad_exact(pr, strlen(pr), gs, strlen(gs)));
+            bf = fmax(bf, tfm_squad_f1(pr, strlen(pr), gs, strlen(gs)));
+        }
+        em += be;
+        f1 += bf;
+    }
+    em = 100 * em / (double)n;
+    f1 = 100 * f1 / (double)n;
+    if (json) {
+        tfm_buf_printf(o, "{\"task\":\"span\",\"items\":%zu", n);
+        json_num(o, "exact_match", em);
+        json_num(o, "f1", f1);
+        tfm_buf_puts(o, "}\n");
+    } else {
+        tfm_buf_printf(o, "items\texact_match\tf1\n%zu\t", n);
+        tsv_num(o, em, 0);
+        tsv_num(o, f1, 1);
+    }
+    if (!quiet)
+        fprintf(stderr, "%s: exact match %.2f, F1 %.2f (%zu items)\n", prog, em, f1, n);
+}
+
+static void score_classify(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
+{
+    same_count(p->n, g->n, a->name, a->gold, "lines");
+    const char *pos = a->pos ? a->pos : tfm_eval_default_pos(g->item, p->item, g->n);
+    tfm_buf o = {0};
+    tfm_eval_report_classify(g->item, p->item, g->n, pos, a->json, a->quiet, &o);
+    put_stdout(&o);
+}
+
+static void score_regress(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
+{
+    same_count(p->n, g->n, a->name, a->gold, "lines");
+    tfm_buf o = {0};
+    tfm_eval_report_regress(g->value, p->value, g->n, a->json, a->quiet, &o);
+    put_stdout(&o);
 }
 
 static void score_tag(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
@@ -260,68 +333,22 @@ static void score_tag(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
     size_t *len = tfm_malloc((g->n_group + 1) * sizeof *len);
     for (size_t s = 0; s < g->n_group; s++)
         len[s] = g->group[s + 1] - g->group[s];
-    tfm_tag_result r;
-    tfm_metrics_tag(g->item, p->item, len, g->n_group, &r);
-    free(len);
     tfm_buf o = {0};
-    if (a->json) {
-        tfm_buf_printf(&o, "{\"task\":\"tag\",\"sentences\":%zu,\"tokens\":%zu,"
-                       "\"gold_entities\":%zu,\"pred_entities\":%zu,\"correct_entities\":%zu",
-                       g->n_group, r.tokens, r.gold_chunks, r.pred_chunks, r.correct_chunks);
-        json_num(&o, "precision", r.precision);
-        json_num(&o, "recall", r.recall);
-        json_num(&o, "f1", r.f1);
-        json_num(&o, "token_accuracy", r.token_accuracy);
-        tfm_buf_puts(&o, "}\n");
-    } else {
-        tfm_buf_printf(&o, "sentences\ttokens\tgold_entities\tpred_entities\tcorrect_entities"
-                       "\tprecision\trecall\tf1\ttoken_accuracy\n%zu\t%zu\t%zu\t%zu\t%zu\t",
-                       g->n_group, r.tokens, r.gold_chunks, r.pred_chunks, r.correct_chunks);
-        tsv_num(&o, r.precision, 0);
-        tsv_num(&o, r.recall, 0);
-        tsv_num(&o, r.f1, 0);
-        tsv_num(&o, r.token_accuracy, 1);
-    }
+    tfm_eval_report_tag(g->item, p->item, len, g->n_group, a->json, a->quiet, &o);
+    free(len);
     put_stdout(&o);
-    if (!a->quiet)
-        fprintf(stderr, "%s: entities: F1 %.4f, precision %.4f (%zu/%zu), recall %.4f "
-                "(%zu/%zu); token accuracy %.4f (%zu/%zu)\n", prog, r.f1, r.precision,
-                r.correct_chunks, r.pred_chunks, r.recall, r.correct_chunks, r.gold_chunks,
-                r.token_accuracy, r.correct_tokens, r.tokens);
 }
 
 static void score_span(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
 {
     same_count(p->n_group, g->n_group, a->name, a->gold, "lines");
-    double em = 0, f1 = 0;
-    for (size_t i = 0; i < g->n_group; i++) {
-        const char *pr = p->item[p->group[i]];
-        double be = 0, bf = 0;
-        for (size_t k = g->group[i]; k < g->group[i + 1]; k++) {
-            const char *gs = g->item[k];
-            be = fmax(be, tfm_squad_exact(pr, strlen(pr), gs, strlen(gs)));
-            bf = fmax(bf, tfm_squad_f1(pr, strlen(pr), gs, strlen(gs)));
-        }
-        em += be;
-        f1 += bf;
-    }
-    size_t n = g->n_group;
-    em = 100 * em / (double)n;
-    f1 = 100 * f1 / (double)n;
+    const char **pred = tfm_malloc(g->n_group * sizeof *pred);
+    for (size_t i = 0; i < g->n_group; i++)
+        pred[i] = p->item[p->group[i]];
     tfm_buf o = {0};
-    if (a->json) {
-        tfm_buf_printf(&o, "{\"task\":\"span\",\"items\":%zu", n);
-        json_num(&o, "exact_match", em);
-        json_num(&o, "f1", f1);
-        tfm_buf_puts(&o, "}\n");
-    } else {
-        tfm_buf_printf(&o, "items\texact_match\tf1\n%zu\t", n);
-        tsv_num(&o, em, 0);
-        tsv_num(&o, f1, 1);
-    }
+    tfm_eval_report_span(pred, g->n_group, g->item, g->group, a->json, a->quiet, &o);
+    free(pred);
     put_stdout(&o);
-    if (!a->quiet)
-        fprintf(stderr, "%s: exact match %.2f, F1 %.2f (%zu items)\n", prog, em, f1, n);
 }
 
 static void cmd_score(mapp *a)

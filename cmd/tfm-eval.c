@@ -14,8 +14,10 @@
 #include "base/file.h"
 #include "base/opt.h"
 #include "base/progress.h"
+#include "eval.h"
 #include "infer/eval.h"
 #include "infer/metrics.h"
+#include "model/file.h"
 #include "model/info.h"
 #include "io/json.h"
 #include "io/npy.h"
@@ -36,6 +38,8 @@ static void __attribute__((noreturn)) usage(void)
            "               word (after the last space) is predicted greedily\n"
            "  score, bleu, chrf   metrics of predictions made elsewhere, no model\n"
            "               (see %s bleu --help)\n"
+           "  classify, tag, span  predictions of a fine-tuned model, and their metrics\n"
+           "               when the input has gold labels (see %s classify --help)\n"
            "  info         what the model file is: kind, configuration, parameters,\n"
            "               training step, tokenizer, checksum (key<TAB>value lines)\n"
            "\n"
@@ -67,7 +71,7 @@ static void __attribute__((noreturn)) usage(void)
            "\n"
            "Log base e: cross-entropy is in nats per token; bits per byte = total\n"
            "nats / ln 2 / bytes.  Exit status: 0 success, 1 failure, 2 usage.\n",
-           prog, prog);
+           prog, prog, prog);
     exit(0);
 }
 
@@ -336,17 +340,6 @@ typedef struct item {
     long line;
 } item;
 
-/* Rewrites "NAME:1:COL: ..." from a one-line parse into "NAME:LINE:COL: ...". */
-static void fix_line(tfm_err *err, const char *name, long line)
-{
-    size_t nl = strlen(name);
-    if (strncmp(err->msg, name, nl) != 0 || strncmp(err->msg + nl, ":1:", 3) != 0)
-        return;
-    char rest[sizeof err->msg];
-    snprintf(rest, sizeof rest, "%s", err->msg + nl + 3);
-    snprintf(err->msg, sizeof err->msg, "%s:%ld:%s", name, line, rest);
-}
-
 static void cmd_choice(app *a)
 {
     tfm_err err = {0};
@@ -373,10 +366,8 @@ static void cmd_choice(app *a)
         if (k == len)
             continue;
         tfm_json_doc doc;
-        if (tfm_json_parse(&doc, s, len, a->name, 0, &err) < 0) {
-            fix_line(&err, a->name, line);
+        if (tfm_json_parse_line(&doc, s, len, a->name, line, &err) < 0)
             die(&err);
-        }
         const tfm_json *root = doc.root;
         const tfm_json *c = tfm_json_get(root, "context");
         const tfm_json *e = tfm_json_get(root, "endings");
@@ -534,6 +525,10 @@ static void cmd_info(const app *a)
                                                          : "gpt2-huggingface";
     const char *tok = mi.has_tokenizer ? tfm_tok_kind_name(mi.tok_kind) : NULL;
     const char *sum = mi.checksum ? "verified" : "none";
+    /* a fine-tuned model's label or tag set, as stored (JSON, one line) */
+    tfm_buf task = {0};
+    if (mi.tfm_file && tfm_model_file_meta(a->model_path, "task", &task, &err) < 0)
+        die(&err);
     tfm_buf o = {0};
     if (a->json) {
         tfm_buf_puts(&o, "{\"model\":");
@@ -559,6 +554,11 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, "%lld", (long long)mi.eos);
         else
             tfm_buf_puts(&o, "null");
+        tfm_buf_puts(&o, ",\"task\":");
+        if (task.len)
+            tfm_buf_append(&o, task.data, task.len);
+        else
+            tfm_buf_puts(&o, "null");
         tfm_buf_printf(&o, ",\"checksum\":\"%s\"}\n", sum);
     } else {
         tfm_buf_printf(&o, "model\t%s\nkind\t%s\nmodel_kind\t%s\npositions\t%s\nbytes\t%zu\n"
@@ -581,10 +581,12 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, "eos\t%lld\n", (long long)mi.eos);
         else
             tfm_buf_puts(&o, "eos\t-\n");
+        tfm_buf_printf(&o, "task\t%s\n", task.len ? tfm_buf_cstr(&task) : "-");
         tfm_buf_printf(&o, "checksum\t%s\n", sum);
     }
     fwrite(o.data, 1, o.len, stdout);
     tfm_buf_free(&o);
+    tfm_buf_free(&task);
 }
 
 /* ---- lastword -------------------------------------------------------- */
@@ -700,16 +702,16 @@ static void cmd_lastword(app *a)
     tfm_buf_free(&in);
 }
 
-/* score, bleu and chrf need no model: cmd/eval-metrics.c.  The command is
+/* score, bleu and chrf need no model: cmd/eval-metrics.c; classify, tag
+ * and span predict with a fine-tuned one: cmd/eval-task.c.  The command is
  * the first operand; options may come before it, so their values are
- * skipped. */
-int tfm_eval_metrics_main(int argc, char **argv);
-
-static int metric_command(int argc, char **argv)
+ * skipped.  Returns 1 for the first, 2 for the second, else 0. */
+static int other_command(int argc, char **argv)
 {
     static const char *const with_value[] = {
         "-m", "-t", "--model", "--tokenizer", "--context", "--stride", "--tokens", "--batch",
-        "--threads", "--items", "--task", "--gold", "--ref", "--pos-label", "--tag-format"};
+        "--threads", "--items", "--task", "--gold", "--ref", "--pos-label", "--tag-format",
+        "--max-answer"};
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         if (!strcmp(s, "--"))
@@ -720,7 +722,9 @@ static int metric_command(int argc, char **argv)
                     i++;
             continue;
         }
-        return !strcmp(s, "score") || !strcmp(s, "bleu") || !strcmp(s, "chrf");
+        if (!strcmp(s, "score") || !strcmp(s, "bleu") || !strcmp(s, "chrf"))
+            return 1;
+        return !strcmp(s, "classify") || !strcmp(s, "tag") || !strcmp(s, "span") ? 2 : 0;
     }
     return 0;
 }
@@ -729,8 +733,11 @@ int main(int argc, char **argv)
 {
     tfm_main_start(prog);
     argv[0] = (char *)prog; /* getopt names the program from it */
-    if (metric_command(argc, argv))
+    int other = other_command(argc, argv);
+    if (other == 1)
         return tfm_eval_metrics_main(argc, argv);
+    if (other == 2)
+        return tfm_eval_task_main(argc, argv);
     app a = {.input = "-", .bos = 1};
     long batch = 0, threads = 0;
     int c;
@@ -757,13 +764,13 @@ int main(int argc, char **argv)
      * or after the command */
     if (optind >= argc)
         tfm_usage_error(prog, "missing command: perplexity, choice, lastword, info, score, "
-                        "bleu or chrf");
+                        "bleu, chrf, classify, tag or span");
     const char *cmd = argv[optind++];
     int which = !strcmp(cmd, "perplexity") ? 0 : !strcmp(cmd, "choice") ? 1
               : !strcmp(cmd, "lastword") ? 2 : !strcmp(cmd, "info") ? 3 : -1;
     if (which < 0)
         tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword, info, "
-                        "score, bleu, chrf)", cmd);
+                        "score, bleu, chrf, classify, tag, span)", cmd);
     if (!a.model_path)
         tfm_usage_error(prog, "missing -m MODEL");
     if (optind < argc)

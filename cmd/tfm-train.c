@@ -1,4 +1,5 @@
-/* tfm-train: train a GPT-style language model from a YAML configuration.
+/* tfm-train: train a transformer (language model, masked LM, translation,
+ * fine-tuning) from a YAML configuration.
  * Options -> tfm_config -> tfm_train_run; everything else is in lib/train. */
 #include "config.h"
 
@@ -26,7 +27,9 @@ static const char *prog = "tfm-train";
 static void usage(void)
 {
     printf("Usage: %s -c CONFIG.yaml [--set KEY=VALUE]... [-o RUNDIR] [options]\n"
-           "Train a GPT-style language model; resume when RUNDIR holds a checkpoint.\n"
+           "Train a transformer (language model, masked LM, sequence-to-sequence, or\n"
+           "fine-tuning: train.task classify, tag, span); resume when RUNDIR holds a\n"
+           "checkpoint.\n"
            "\n"
            "  -c, --config FILE    YAML configuration (see tfm-config(5)); optional when\n"
            "                       resuming (the run's own configuration is used) or\n"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 typedef struct growth {
-    size_t cap_items, cap_groups;
+    size_t cap_items, cap_groups, cap_words;
 } growth;
 
 static void push_item(tfm_taskdata *d, growth *g, const char *s, long line)
@@ -22,6 +22,16 @@ static void push_item(tfm_taskdata *d, growth *g, const char *s, long line)
     }
     d->item[d->n] = s;
     d->line[d->n++] = line;
+}
+
+/* CoNLL: the word of the item just pushed (the words grow with the items) */
+static void set_word(tfm_taskdata *d, growth *g, const char *w)
+{
+    if (g->cap_words < g->cap_items) {
+        g->cap_words = g->cap_items;
+        d->word = tfm_realloc(d->word, g->cap_words * sizeof *d->word);
+    }
+    d->word[d->n - 1] = w;
 }
 
 /* Opens group n_group at the current item; group[n_group] is kept as the end. */
@@ -194,6 +204,7 @@ int tfm_taskdata_tags(tfm_taskdata *d, const char *text, size_t len, const char 
         if (!columns) {
             columns = nf;
             columns_line = line;
+            d->columns = nf;
         } else if (nf != columns) {
             tfm_taskdata_free(d);
             return tfm_err_at(err, name, line, 0, "%zu column%s, but line %ld has %zu "
@@ -205,6 +216,7 @@ int tfm_taskdata_tags(tfm_taskdata *d, const char *text, size_t len, const char 
             open = 1;
         }
         push_item(d, &g, last, line);
+        set_word(d, &g, s);
         close_group(d);
     }
     return 0;
@@ -241,6 +253,7 @@ int tfm_taskdata_answers(tfm_taskdata *d, const char *text, size_t len, const ch
 void tfm_taskdata_free(tfm_taskdata *d)
 {
     free(d->item);
+    free(d->word);
     free(d->value);
     free(d->line);
     free(d->group);

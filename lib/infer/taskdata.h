@@ -29,6 +29,10 @@ typedef enum tfm_tag_format {
 typedef struct tfm_taskdata {
     size_t n;            /* labels, values, tags (all sentences) or answers */
     const char **item;   /* NUL-terminated items (labels, tags, answers) */
+    const char **word;   /* tags, CoNLL: each token line's first column (the
+                            word; the tag itself on one-column lines); NULL
+                            for one sentence a line */
+    size_t columns;      /* tags, CoNLL: columns of every token line */
     double *value;       /* values */
     long *line;          /* line of each item (tags: of each tag) */
     size_t n_group;      /* sentences (tags) or examples (answers) */

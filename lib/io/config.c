@@ -95,13 +95,16 @@ static const tfm_config_key keys[] = {
      "training tokens: a .npy file of uint16 or uint32 ids"},
     {"data.val", TFM_CONFIG_STRING, OFF(data.val), "", 0, 0, NULL,
      "validation tokens (.npy); encoder-decoders: source<TAB>target lines; mlm with "
-     "data.text: text like it; empty: no validation unless the training data is split "
+     "data.text: text like it; classify, tag, span: examples as data.text; empty: no "
+     "validation unless the training data is split "
      "(data.val_fraction)"},
     {"data.text", TFM_CONFIG_STRING, OFF(data.text), "", 0, 0, NULL,
      "a text file to encode with data.tokenizer instead of data.train; encoder-decoders: "
-     "source<TAB>target lines"},
+     "source<TAB>target lines; classify, tag, span: the training examples (TSV, CoNLL or "
+     "JSON Lines)"},
     {"data.tokenizer", TFM_CONFIG_STRING, OFF(data.tokenizer), "", 0, 0, NULL,
-     "tokenizer (tokenizer.json, ...) stored in the model file; required with data.text"},
+     "tokenizer (tokenizer.json, ...) stored in the model file; required with data.text "
+     "(classify, tag, span: empty takes train.init's)"},
     {"data.val_fraction", TFM_CONFIG_FLOAT, OFF(data.val_fraction), "0.1", 0, 0.9, NULL,
      "with data.text: the last fraction of the tokens (encoder-decoders: of the pairs; mlm: "
      "of the documents) used for validation when no validation data is named"},
@@ -120,7 +123,8 @@ static const tfm_config_key keys[] = {
      "needs model.tie_source false); empty: data.tokenizer encodes both sides"},
     {"data.truncate", TFM_CONFIG_ENUM, OFF(data.truncate), "head", 0, 0, "head|error",
      "encoder-decoders: a side longer than model.block_size - 1 tokens is cut to its head "
-     "(counted and reported) or is an error naming its line"},
+     "(counted and reported) or is an error naming its line; classify, tag, span: likewise "
+     "an example longer than model.block_size (span: a context that needs windows)"},
     {"data.packing", TFM_CONFIG_BOOL, OFF(data.packing), "false", 0, 0, NULL,
      "decoders: documents (split after each end-of-text token) attend only within "
      "themselves and their positions restart, instead of attending across boundaries"},
@@ -137,6 +141,12 @@ static const tfm_config_key keys[] = {
      "blank-line|line",
      "mlm with data.text: blank-line (a segment a line, documents separated by blank lines: "
      "BERT's pre-training text) or line (a document a line)"},
+    {"data.symmetric", TFM_CONFIG_BOOL, OFF(data.symmetric), "false", 0, 0, NULL,
+     "classify on a decoder: each pair is also read in the other order (GPT's similarity "
+     "tasks): two training rows, and a prediction averages their probabilities"},
+    {"data.doc_stride", TFM_CONFIG_INT, OFF(data.doc_stride), "128", 1, 1 << 24, NULL,
+     "span: a context longer than its window is read in windows starting this many tokens "
+     "apart (at most the window's length)"},
 
     {"optim.type", TFM_CONFIG_ENUM, OFF(optim.type), "adamw", 0, 0, "adamw|adam",
      "adamw (decoupled weight decay) or adam (weight decay added to the gradient)"},
@@ -200,11 +210,13 @@ static const tfm_config_key keys[] = {
      "a model file (or HuggingFace BERT checkpoint) whose tensors of the same name and "
      "shape start the run (fine-tuning); the others are initialised, and the start "
      "report names them"},
-    {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0, "lm|mlm|mlm+nsp",
+    {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0,
+     "lm|mlm|mlm+nsp|classify|tag|span",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
      "[SEP]: segments of data.text's documents, or windows of a token file; needs "
-     "model.mlm_head and 2 segments) or mlm+nsp (and whether B follows A, on model.pooler "
-     "with model.nsp)"},
+     "model.mlm_head and 2 segments), mlm+nsp (and whether B follows A, on model.pooler "
+     "with model.nsp); fine-tuning on the examples of data.text: classify (a label or a "
+     "number per text or pair), tag (a tag per word), span (the answer's span in a context)"},
     {"train.mask_prob", TFM_CONFIG_FLOAT, OFF(train.mask_prob), "0.15", 0.001, 1, NULL,
      "mlm: the share of content positions chosen (round(p x length), at least 1)"},
     {"train.mask_token_prob", TFM_CONFIG_FLOAT, OFF(train.mask_token_prob), "0.8", 0, 1, NULL,
@@ -219,6 +231,9 @@ static const tfm_config_key keys[] = {
     {"train.whole_word_mask", TFM_CONFIG_BOOL, OFF(train.whole_word_mask), "false", 0, 0, NULL,
      "mlm: choose whole words (a WordPiece token and its ## continuations; for BPE, from a "
      "token that starts with a space to the next), not single tokens; needs data.tokenizer"},
+    {"train.lm_weight", TFM_CONFIG_FLOAT, OFF(train.lm_weight), "0.5", 0, 100, NULL,
+     "classify on a decoder: the weight of the language-model loss on the examples' text "
+     "added to the classifier's (GPT's lambda); 0: none"},
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -706,12 +721,34 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
             return tfm_err_set(err, "no training data: set data.text (source<TAB>target "
                                "lines) or data.source and data.target");
     }
+    int ft = c->train.task == TFM_CONFIG_TASK_CLASSIFY || c->train.task == TFM_CONFIG_TASK_TAG ||
+             c->train.task == TFM_CONFIG_TASK_SPAN;
+    if (ft) {
+        char task[16];
+        tfm_config_choice_name("train.task", c->train.task, task, sizeof task);
+        if (ed)
+            return tfm_err_set(err, "train.task %s with model.kind encoder-decoder: fine-tuning "
+                               "is for encoders%s", task,
+                               c->train.task == TFM_CONFIG_TASK_CLASSIFY ? " and decoders" : "");
+        if (c->train.task != TFM_CONFIG_TASK_CLASSIFY && dec)
+            return tfm_err_set(err, "train.task %s with model.kind decoder: it needs an encoder "
+                               "(every position sees the whole text)", task);
+        if (c->data.train[0])
+            return tfm_err_set(err, "data.train with train.task %s: give the examples as "
+                               "data.text (data.train holds token ids)", task);
+        if (!c->data.text[0])
+            return tfm_err_set(err, "no training data: set data.text (the examples of train.task "
+                               "%s)", task);
+        if (!c->data.tokenizer[0] && !c->train.init[0])
+            return tfm_err_set(err, "train.task %s needs a tokenizer: data.tokenizer, or "
+                               "train.init's", task);
+    }
     if (!ed && !c->data.train[0] && !c->data.text[0])
         return tfm_err_set(err, "no training data: set data.train (a .npy token file) or "
                                 "data.text with data.tokenizer");
     if (c->data.train[0] && c->data.text[0])
         return tfm_err_set(err, "data.train and data.text are exclusive: set one of them");
-    if (c->data.text[0] && !c->data.tokenizer[0])
+    if (c->data.text[0] && !c->data.tokenizer[0] && !ft)
         return tfm_err_set(err, "data.text needs data.tokenizer");
     if (c->schedule.decay != TFM_CONFIG_DECAY_INVERSE_SQRT &&
         c->schedule.min_lr > c->optim.lr)

@@ -73,6 +73,9 @@ typedef enum tfm_config_task {
     TFM_CONFIG_TASK_LM,
     TFM_CONFIG_TASK_MLM,
     TFM_CONFIG_TASK_MLM_NSP,
+    TFM_CONFIG_TASK_CLASSIFY,
+    TFM_CONFIG_TASK_TAG,
+    TFM_CONFIG_TASK_SPAN,
 } tfm_config_task;
 
 typedef enum tfm_config_documents {
@@ -120,6 +123,8 @@ typedef struct tfm_config {
         int truncate;   /* tfm_config_truncate */
         int64_t cls_id, sep_id, mask_id, n_special; /* mlm; -1: the tokenizer's */
         int documents;  /* tfm_config_documents: mlm's text */
+        int symmetric;      /* classify, decoders: pairs in both orders */
+        int64_t doc_stride; /* span: tokens between context windows */
     } data;
     struct {
         int type; /* tfm_config_optim */
@@ -145,6 +150,7 @@ typedef struct tfm_config {
         char init[TFM_CONFIG_PATH_MAX]; /* weights to start from; "" none */
         double mask_prob, mask_token_prob, random_token_prob, short_seq_prob;
         int whole_word_mask;
+        double lm_weight;       /* classify, decoders: the LM loss's weight */
     } train;
 } tfm_config;
 

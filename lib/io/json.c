@@ -1076,6 +1076,21 @@ int tfm_json_parse_file(tfm_json_doc *doc, const char *path, int yaml, tfm_err *
     return rc;
 }
 
+int tfm_json_parse_line(tfm_json_doc *doc, const char *text, size_t len, const char *name,
+                        long line, tfm_err *err)
+{
+    if (tfm_json_parse(doc, text, len, name, 0, err) == 0)
+        return 0;
+    /* the parser counted from the start of the line: name:1:col -> name:line:col */
+    size_t nl = strlen(name);
+    if (err && !strncmp(err->msg, name, nl) && !strncmp(err->msg + nl, ":1:", 3)) {
+        char rest[sizeof err->msg];
+        snprintf(rest, sizeof rest, "%s", err->msg + nl + 3);
+        snprintf(err->msg, sizeof err->msg, "%s:%ld:%s", name, line, rest);
+    }
+    return -1;
+}
+
 void tfm_json_doc_free(tfm_json_doc *doc)
 {
     if (doc->arena) {

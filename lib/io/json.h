@@ -58,6 +58,12 @@ int tfm_json_parse(tfm_json_doc *doc, const char *text, size_t len,
 int tfm_json_parse_file(tfm_json_doc *doc, const char *path, int yaml, tfm_err *err);
 void tfm_json_doc_free(tfm_json_doc *doc);
 
+/* One line of a JSON Lines file: tfm_json_parse in JSON mode, with the
+ * error's position given as name:line:col (the line in the file, not 1).
+ * The nodes' own line fields stay relative to the line (1). */
+int tfm_json_parse_line(tfm_json_doc *doc, const char *text, size_t len, const char *name,
+                        long line, tfm_err *err);
+
 /* Object member by key, or NULL (also NULL when obj is not an object). */
 const tfm_json *tfm_json_get(const tfm_json *obj, const char *key);
 

@@ -440,6 +440,20 @@ static void test_file(void **state)
     tfm_json_doc_free(&d); /* harmless after a failure */
 }
 
+/* A JSON Lines line: errors give the line in the file, not 1. */
+static void test_parse_line(void **state)
+{
+    (void)state;
+    tfm_json_doc doc;
+    tfm_err err = {0};
+    assert_int_equal(tfm_json_parse_line(&doc, "{\"a\": 1}", 8, "d.jsonl", 7, &err), 0);
+    assert_int_equal(doc.root->type, TFM_JSON_OBJECT);
+    tfm_json_doc_free(&doc);
+    assert_int_equal(tfm_json_parse_line(&doc, "{\"a\": }", 7, "d.jsonl", 7, &err), -1);
+    assert_true(!strncmp(err.msg, "d.jsonl:7:", 10));
+    tfm_json_doc_free(&doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_colon_on_next_line), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_big_object),    cmocka_unit_test(test_yaml),
         cmocka_unit_test(test_file), cmocka_unit_test(test_write),
+        cmocka_unit_test(test_parse_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

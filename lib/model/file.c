@@ -248,8 +248,7 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
 
 /* ---- model files ---------------------------------------------------- */
 
-static const char *const model_keys[] = {"format", "config", "tokenizer", "step",
-                                         "source_tokenizer"};
+static const char *model_file(const char *path, char *buf, size_t n);
 
 int tfm_model_save(const char *path, const tfm_model *m, const char *config_yaml,
                    const char *tok_json, size_t tok_len, int64_t step, tfm_err *err)
@@ -262,15 +261,50 @@ int tfm_model_save_translation(const char *path, const tfm_model *m, const char 
                                const char *tok_json, size_t tok_len, const char *src_tok_json,
                                size_t src_tok_len, int64_t step, tfm_err *err)
 {
+    return tfm_model_save_task(path, m, config_yaml, tok_json, tok_len, src_tok_json,
+                               src_tok_len, NULL, step, err);
+}
+
+int tfm_model_save_task(const char *path, const tfm_model *m, const char *config_yaml,
+                        const char *tok_json, size_t tok_len, const char *src_tok_json,
+                        size_t src_tok_len, const char *task_json, int64_t step, tfm_err *err)
+{
     char stepbuf[32];
     snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)step);
-    const char *vals[] = {"tfm-gpt", config_yaml, tok_json, stepbuf, src_tok_json};
-    size_t lens[] = {7, strlen(config_yaml), tok_json ? tok_len : 0, strlen(stepbuf),
-                     src_tok_json ? src_tok_len : 0};
+    /* the optional pairs last, and only when present */
+    const char *keys[6] = {"format", "config", "tokenizer", "step"};
+    const char *vals[6] = {"tfm-gpt", config_yaml, tok_json, stepbuf};
+    size_t lens[6] = {7, strlen(config_yaml), tok_json ? tok_len : 0, strlen(stepbuf)};
+    int n = 4;
+    if (src_tok_json) {
+        keys[n] = "source_tokenizer";
+        vals[n] = src_tok_json;
+        lens[n++] = src_tok_len;
+    }
+    if (task_json) {
+        keys[n] = "task";
+        vals[n] = task_json;
+        lens[n++] = strlen(task_json);
+    }
     const float *arrays[] = {m->params};
     const char *prefixes[] = {""};
-    return tfm_model_file_write(path, m->table, m->n_table, arrays, prefixes, 1, model_keys, vals,
-                                lens, src_tok_json ? 5 : 4, err);
+    return tfm_model_file_write(path, m->table, m->n_table, arrays, prefixes, 1, keys, vals,
+                                lens, n, err);
+}
+
+int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *err)
+{
+    char file[4200];
+    path = model_file(path, file, sizeof file);
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, path, err) < 0)
+        return -1;
+    size_t len = 0;
+    const char *v = tfm_safetensors_meta(&st, key, &len);
+    if (v)
+        tfm_buf_append(out, v, len);
+    tfm_safetensors_close(&st);
+    return v != NULL;
 }
 
 int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)

@@ -13,7 +13,8 @@
  * model/transformer.h, and in __metadata__ "format" = "tfm-gpt" (the name
  * predates the other model kinds; the config's model.kind says which), "config"
  * = the effective YAML configuration (io/config.h), "tokenizer" = the
- * tokenizer.json text, "step", and "checksum": a 64-bit hash of every tensor
+ * tokenizer.json text, "step", a fine-tuned model's "task" (its labels),
+ * and "checksum": a 64-bit hash of every tensor
  * (name, dtype, shape, bytes) and every other metadata pair, so a flipped
  * byte anywhere is an error on load, not a silently different model.  Files
  * are written to a temporary name and renamed (base/file.h).
@@ -91,6 +92,17 @@ int tfm_model_save(const char *path, const tfm_model *m, const char *config_yaml
 int tfm_model_save_translation(const char *path, const tfm_model *m, const char *config_yaml,
                                const char *tok_json, size_t tok_len, const char *src_tok_json,
                                size_t src_tok_len, int64_t step, tfm_err *err);
+
+/* The same with "task": a fine-tuned model's task description (JSON text,
+ * e.g. its label set, train/task.h; NULL: none). */
+int tfm_model_save_task(const char *path, const tfm_model *m, const char *config_yaml,
+                        const char *tok_json, size_t tok_len, const char *src_tok_json,
+                        size_t src_tok_len, const char *task_json, int64_t step, tfm_err *err);
+
+/* Appends the __metadata__ value of key of the model file at path (a folder:
+ * its model.safetensors) to out: 1 when present, 0 when absent, -1 when the
+ * file cannot be read. */
+int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *err);
 
 /* Loads a model file for training or evaluation: its config (defaults
  * overlaid with the stored YAML), the model built from it with the stored

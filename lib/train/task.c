@@ -15,10 +15,19 @@ int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok,
     tfm_task *t = tfm_malloc(sizeof *t);
     t->ops = NULL;
     t->impl = NULL;
-    int rc = cfg->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER
-                 ? tfm_task_seq2seq_open(t, cfg, tok, src_tok, err)
-             : cfg->train.task == TFM_CONFIG_TASK_LM ? tfm_task_lm_open(t, cfg, tok, err)
-                                                    : tfm_task_mlm_open(t, cfg, tok, err);
+    int rc;
+    if (cfg->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER)
+        rc = tfm_task_seq2seq_open(t, cfg, tok, src_tok, err);
+    else if (cfg->train.task == TFM_CONFIG_TASK_LM)
+        rc = tfm_task_lm_open(t, cfg, tok, err);
+    else if (cfg->train.task == TFM_CONFIG_TASK_CLASSIFY)
+        rc = tfm_task_classify_open(t, cfg, tok, err);
+    else if (cfg->train.task == TFM_CONFIG_TASK_TAG)
+        rc = tfm_task_tag_open(t, cfg, tok, err);
+    else if (cfg->train.task == TFM_CONFIG_TASK_SPAN)
+        rc = tfm_task_span_open(t, cfg, tok, err);
+    else
+        rc = tfm_task_mlm_open(t, cfg, tok, err);
     if (rc < 0) {
         free(t);
         return -1;
@@ -43,6 +52,11 @@ const char *tfm_task_name(const tfm_task *t)
 void tfm_task_describe(const tfm_task *t, char *buf, size_t size)
 {
     t->ops->describe(t->impl, buf, size);
+}
+
+const char *tfm_task_meta(const tfm_task *t)
+{
+    return t->ops->meta ? t->ops->meta(t->impl) : NULL;
 }
 
 int tfm_task_has_val(const tfm_task *t)

@@ -20,6 +20,12 @@
  *            text documents (train/data.h tfm_docs) or windows of a token
  *            stream (task_mlm.c); the score's metric is the masked tokens'
  *            accuracy.
+ *   classify, tag, span  fine-tuning on labelled examples (infer/ftdata.h):
+ *            a class or number per text or pair, a tag per word, an
+ *            answer's span in a context (task_classify.c, task_tag.c,
+ *            task_span.c); the score's metric is infer/predict.h's
+ *            tfm_ft_metric.  Their label sets go into the model file
+ *            (tfm_task_meta).
  *
  * A task is a part of its own (its data, its batches, its validation); a
  * new one adds a file and an entry in task.c, never a branch in the loop.
@@ -49,7 +55,7 @@ typedef struct tfm_task tfm_task;
 typedef struct tfm_task_score {
     double loss;
     double metric;
-    const char *metric_name;  /* "bleu", "masked_accuracy", or NULL */
+    const char *metric_name;  /* "bleu", "masked_accuracy", tfm_ft_metric's, or NULL */
 } tfm_task_score;
 
 /* Reads the data cfg names.  tok: data.tokenizer (NULL when token files are
@@ -65,6 +71,10 @@ const char *tfm_task_name(const tfm_task *t);
 /* A sentence for the start report: "4.2M training tokens, 0.5M validation
  * tokens". */
 void tfm_task_describe(const tfm_task *t, char *buf, size_t size);
+/* What the model file keeps of the task besides the weights: JSON for its
+ * "task" metadata (a fine-tuned model's labels), or NULL.  Owned by the
+ * task. */
+const char *tfm_task_meta(const tfm_task *t);
 /* Whether there is validation data. */
 int tfm_task_has_val(const tfm_task *t);
 

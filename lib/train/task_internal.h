@@ -12,6 +12,8 @@ typedef struct tfm_task_ops {
     int (*next)(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm_err *err);
     int (*evaluate)(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err);
     void (*free)(void *impl);
+    /* optional: the model file's "task" metadata (JSON), or NULL */
+    const char *(*meta)(void *impl);
 } tfm_task_ops;
 
 struct tfm_task {
@@ -25,6 +27,17 @@ int tfm_task_lm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm
 int tfm_task_seq2seq_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
                           const tfm_tokenizer *src_tok, tfm_err *err);
 int tfm_task_mlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+int tfm_task_classify_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+int tfm_task_tag_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+int tfm_task_span_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+
+/* The fine-tuning tasks' shared part (task_finetune.c): reads the examples,
+ * builds the label set, calls prepare to check the model and size its head
+ * from the labels (setting cfg->model's head keys), encodes the rows. */
+#include "infer/ftdata.h"
+typedef int (*tfm_ft_prepare)(tfm_config *cfg, const tfm_ft_labels *labels, tfm_err *err);
+int tfm_task_ft_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_ft_task kind,
+                     tfm_ft_prepare prepare, tfm_err *err);
 
 /* A token stream's training and validation parts from data.text (with tok)
  * or data.train/data.val; sets cfg->model.vocab_size when 0 and checks the

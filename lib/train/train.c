@@ -161,10 +161,10 @@ typedef struct run {
 /* The weights with everything the other programs need. */
 static int save_model(run *R, const char *path, int64_t step, tfm_err *err)
 {
-    return tfm_model_save_translation(
+    return tfm_model_save_task(
         path, &R->m, tfm_buf_cstr(&R->config_yaml), R->tok ? R->tok_json.data : NULL,
-        R->tok_json.len, R->src_tok ? R->src_tok_json.data : NULL, R->src_tok_json.len, step,
-        err);
+        R->tok_json.len, R->src_tok ? R->src_tok_json.data : NULL, R->src_tok_json.len,
+        tfm_task_meta(R->task), step, err);
 }
 
 static int save(run *R, tfm_err *err)
@@ -254,9 +254,15 @@ static void dist_share_state(run *R, tfm_config *cfg, int *resumed)
  * gradients sum to the gradient of the whole batch's mean loss. */
 static float dist_share(const tfm_batch *b, int r0, int rows)
 {
+    /* fine-tuning: the task head's targets decide (a row each, or the
+     * tagged positions); GPT's auxiliary LM loss then follows the rows'
+     * share, not its own */
+    if (b->labels || b->values || b->span_start)
+        return (float)rows / (float)b->B;
+    const int32_t *t = b->tags ? b->tags : b->targets;
     long all = 0, mine = 0;
     for (size_t i = 0; i < (size_t)b->B * b->T; i++)
-        if (b->targets[i] >= 0) {
+        if (t[i] >= 0) {
             all++;
             mine += i >= (size_t)r0 * b->T && i < (size_t)(r0 + rows) * b->T;
         }
@@ -265,6 +271,12 @@ static float dist_share(const tfm_batch *b, int r0, int rows)
 
 static int load_data(run *R, tfm_config *cfg, tfm_err *err)
 {
+    int ft = cfg->train.task == TFM_CONFIG_TASK_CLASSIFY || cfg->train.task == TFM_CONFIG_TASK_TAG ||
+             cfg->train.task == TFM_CONFIG_TASK_SPAN;
+    /* fine-tuning reads text with the pre-trained model's own tokenizer;
+     * the stored configuration then names where it came from */
+    if (ft && !cfg->data.tokenizer[0] && cfg->train.init[0])
+        snprintf(cfg->data.tokenizer, sizeof cfg->data.tokenizer, "%s", cfg->train.init);
     if (cfg->data.tokenizer[0]) {
         if (tfm_tokenizer_load(&R->tok, cfg->data.tokenizer, err) < 0)
             return -1;

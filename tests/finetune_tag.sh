@@ -1,0 +1,106 @@
+#!/bin/sh
+# train.task tag (lib/train/task_tag.c) and tfm-eval tag: an encoder learns
+# person and city entities on each word's first sub-token (a model tagging
+# everything O, the majority, has entity F1 0); CoNLL and JSON predictions,
+# their metrics against tfm-eval score's, truncated words, the tagger as
+# the new head of an MLM-pretrained model, and bad input.
+. "${TFM_SRCDIR:-..}/tests/finetune_lib.sh"
+
+make_tags 7 400 > train.conll
+make_tags 8 100 > test.conll
+cut -f1 train.conll | tr '\n' ' ' > corpus.txt
+wordpiece corpus.txt tok.json
+model='kind: encoder, n_layer: 1, n_head: 2, n_embd: 32, block_size: 24, norm: post,
+       activation: gelu_exact, segments: 2, emb_norm: true'
+cat > tag.yaml <<END
+model: {$model}
+data: {text: train.conll, tokenizer: tok.json, val_fraction: 0.2}
+optim: {lr: 0.003}
+train: {task: tag, batch_size: 16, max_steps: 150, eval_interval: 50, seed: 1}
+END
+tfm-train -c tag.yaml --threads 1 -o run 2> train.err || { cat train.err >&2; fail "training"; }
+grep -qF "320 training examples (320 rows), 80 validation examples; 4 tags: B-LOC B-PER I-PER O" \
+    train.err || { cat train.err >&2; fail "data report"; }
+at_least "$(field entity_f1 train.err)" 0.7 "validation entity F1"
+
+# CoNLL out: word, probability, tag; a blank line after each sentence
+tfm-eval tag -m run/model.safetensors test.conll > pred.conll 2> eval.err
+[ "$(wc -l < pred.conll)" -eq "$(wc -l < test.conll)" ] || fail "not a line per word"
+paste test.conll pred.conll | awk -F'\t' 'NF == 0 || $0 == "\t" { next }
+    NF != 5 || $1 != $3 || $4 < 0 || $4 > 1 || $5 !~ /^(O|B-PER|I-PER|B-LOC)$/ { exit 1 }' ||
+    fail "bad prediction lines: $(head -2 pred.conll)"
+f1=$(sed -n 's/^tfm-eval: entities: F1 \([0-9.]*\),.*/\1/p' eval.err)
+at_least "$f1" 0.7 "test entity F1"
+# the metrics are score's of the same predictions
+tfm-eval tag -q -m run/model.safetensors --json test.conll > pred.jsonl
+[ "$(grep -c '^{"line":' pred.jsonl)" -eq 100 ] || fail "not a JSON line per sentence"
+tfm-eval score -q --task tag --gold test.conll --json pred.conll > score.json
+[ "$(tail -1 pred.jsonl)" = "{\"metrics\":$(cat score.json)}" ] ||
+    fail "metrics differ from score's: $(tail -1 pred.jsonl) vs $(cat score.json)"
+# JSON's tags are the CoNLL ones; words alone and JSON Lines input predict the same
+perl -ne 'next unless /"tags":\[([^\]]*)\]/; print "$_\n" for map { s/"//gr } split /,/, $1;
+    print "\n"' pred.jsonl > jtags.txt
+cut -f3 pred.conll | cmp -s - jtags.txt || fail "JSON tags differ from the CoNLL ones"
+cut -f1 test.conll | tfm-eval tag -m run/model.safetensors > nogold.conll 2> nogold.err
+cmp -s nogold.conll pred.conll || fail "predictions depend on the gold tags"
+[ -s nogold.err ] && fail "metrics without gold: $(cat nogold.err)"
+perl -e 'local $/ = ""; while (<>) { my (@w, @t); for (split /\n/) { my ($a, $b) = split /\t/;
+    push @w, "\"$a\""; push @t, "\"$b\"" } print "{\"tokens\": [", join(", ", @w),
+    "], \"tags\": [", join(", ", @t), "]}\n" }' test.conll > test.jsonl
+tfm-eval tag -q -m run/model.safetensors test.jsonl | cmp -s - pred.conll ||
+    fail "JSON Lines input predicts otherwise"
+
+# words past the context are tagged O, with probability 0, and counted
+printf 'alice\tB-PER\nbob\tI-PER\nsat\tO\non\tO\nthe\tO\nmat\tO\nin\tO\nrome\tB-LOC\n' > long.conll
+tfm-train -q -c tag.yaml --set model.block_size=6 --set train.max_steps=2 -o short
+tfm-eval tag -m short/model.safetensors long.conll > cut.conll 2> cut.err
+grep -q "^tfm-eval: 1 of 1 example cut to the model's context of 6 tokens" cut.err ||
+    { cat cut.err >&2; fail "truncation not reported"; }
+[ "$(tail -2 cut.conll | head -1)" = "rome	0	O" ] || fail "a cut word: $(tail -2 cut.conll)"
+
+# the tagger is the new head of a pre-trained encoder
+cat > pre.yaml <<END
+model: {$model, mlm_head: true}
+data: {text: corpus.txt, tokenizer: tok.json, cls_id: 2, sep_id: 3, mask_id: 4}
+train: {task: mlm, batch_size: 8, max_steps: 5, eval_interval: 0, seed: 3}
+END
+tfm-train -q -c pre.yaml --threads 1 -o pre
+tfm-train -c tag.yaml --set train.init=pre/model.safetensors --set data.tokenizer= \
+    --set train.max_steps=1 -o init 2> init.err || { cat init.err >&2; fail "init"; }
+grep -qF "initialised from pre/model.safetensors: 17 tensors loaded; 2 new: token_classifier.weight, token_classifier.bias; 5 unused" \
+    init.err || { cat init.err >&2; fail "init report"; }
+
+# over MPI, 2 ranks with 2 and 3 of 5 rows share the loss by their tagged
+# words: the same curve as one process (summation order aside)
+if [ -n "${TFM_MPIRUN:-}" ] && [ -z "${TFM_SANITIZED:-}" ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    set -- --threads 1 --set train.max_steps=10 --set train.log_interval=1 \
+        --set train.batch_size=5 --set train.eval_interval=5
+    tfm-train -q -c tag.yaml "$@" -o one
+    timeout 120 "$TFM_MPIRUN" --oversubscribe -np 2 tfm-train -q -c tag.yaml "$@" -o two ||
+        fail "2 ranks"
+    paste one/log.tsv two/log.tsv | awk -F'\t' 'NR > 1 { for (k = 2; k <= 3; k++) {
+        d = $k - $(k + 7); if (d < 0) d = -d; if (d > 1e-5 * ($k < 0 ? -$k : $k)) exit 1 } }' ||
+        fail "2 ranks train otherwise than one process"
+fi
+
+# bad input: file and line, exit 1, nothing on stdout
+{ head -3 test.conll; printf 'paris\tB-ORG\n\n'; } > unknown.conll
+expect_fail 1 "tfm-eval: unknown.conll:4: tag 'B-ORG' is not one of the model's 4 tags" \
+    tfm-eval tag -m run/model.safetensors unknown.conll
+[ -s out.txt ] && fail "output after an error"
+printf 'alice\tB-PER\nbob\n' > missing.conll
+expect_fail 1 "tfm-eval: missing.conll:2: 1 column, but line 1 has 2" \
+    tfm-eval tag -m run/model.safetensors missing.conll
+printf '{"tokens": ["a", "b"], "tags": ["O"]}\n' > short.jsonl
+expect_fail 1 "tfm-eval: short.jsonl:1:32: \"tags\" must be an array of 2 tags, one per token" \
+    tfm-eval tag -m run/model.safetensors short.jsonl
+{ head -8 train.conll; printf 'cat\n'; } > badtrain.conll
+expect_fail 1 "tfm-train: badtrain.conll:9: one column: expected word<TAB>tag" \
+    tfm-train -q -c tag.yaml --set data.text=badtrain.conll -o bad
+[ -e bad ] && fail "a failed start left bad/"
+expect_fail 1 "train.task tag with model.kind decoder" \
+    tfm-train -q -c tag.yaml --set model.kind=decoder --set model.segments=0 -o bad
+expect_fail 1 "was trained with train.task tag, not classify" \
+    tfm-eval classify -m run/model.safetensors test.conll
+echo ok

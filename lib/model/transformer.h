@@ -301,6 +301,22 @@ typedef struct tfm_model {
     int n_rep;
     struct tfm_model *rep;
     int shares_params;   /* a replica: params and table belong to another */
+    /* When set, the backward of tfm_model_backward and
+     * tfm_model_forward_backward* calls grads_ready(grads_ready_ctx, lo) as
+     * gradients become final, so that their all-reduce overlaps the rest of
+     * backward: grads[lo, n_params) will not change again before the call
+     * returns.  Called at each sublayer boundary (a repeated lo is only a
+     * chance to make progress), lo never grows, and the last call has lo 0.
+     * Backward finishes the table from its end: the heads (and an untied
+     * lm_head), ln_f, the decoder's blocks from the top, the encoder's, then
+     * the embeddings (a tied wte takes the LM head's gradient first and the
+     * embedding's last).  Always on the thread that called the backward,
+     * between layers; with replicas the others' gradients for [lo, …) are
+     * already added in.  Not called in forward. */
+    void (*grads_ready)(void *ctx, size_t lo);
+    void *grads_ready_ctx;
+    size_t ready_lo;     /* private: backward's progress for grads_ready */
+    int ready_parts;     /* private: replicas in the running forward_backward */
 } tfm_model;
 
 /* Allocates params (zeroed) and grads (zeroed) for cfg; activations are

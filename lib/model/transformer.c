@@ -863,6 +863,12 @@ void tfm_model_zero_grad(tfm_model *m)
     memset(m->grads, 0, m->n_params * sizeof(float));
 }
 
+size_t tfm_model_blocks_offset(const tfm_model *m)
+{
+    int ed = m->cfg.kind == TFM_KIND_ENCODER_DECODER;
+    return m->table[ed ? m->enc_first_layer : m->first_layer].offset;
+}
+
 void tfm_model_set_inference(tfm_model *m)
 {
     TFM_ASSERT(!m->shares_params);

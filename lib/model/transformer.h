@@ -402,6 +402,11 @@ const float *tfm_model_head_out(const tfm_model *m, tfm_head h, int *rows, int *
 /* Sets every gradient to 0. */
 void tfm_model_zero_grad(tfm_model *m);
 
+/* Where the first block's parameters start (an encoder-decoder's encoder
+ * block 0): below lie the embeddings and the tables all blocks share, whose
+ * gradients backward finishes only at its end (grads_ready's lo 0). */
+size_t tfm_model_blocks_offset(const tfm_model *m);
+
 /* Adds scale · d(mean loss)/d(params) of the last forward (which must have
  * had targets) into m->grads.  scale is 1 normally, 1/k when accumulating k
  * micro-batches. */

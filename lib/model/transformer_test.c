@@ -514,7 +514,10 @@ static void test_grads_ready(void **state)
             assert_false(log.other_thread);
             assert_true(log.n > 0 && log.lo[log.n - 1] == 0);
             int steps = 0;
+            size_t lowest = m.n_params; /* above 0 */
             for (int i = 0; i < log.n; i++) {
+                if (log.lo[i])
+                    lowest = log.lo[i];
                 if (i && log.lo[i] > log.lo[i - 1])
                     fail_msg("kind %d, %d replicas: lo %zu after %zu", kind, n, log.lo[i],
                              log.lo[i - 1]);
@@ -530,6 +533,10 @@ static void test_grads_ready(void **state)
             int blocks = cfg.n_layer + tfm_model_config_enc_layers(&cfg);
             if (n == 1 && steps < blocks)
                 fail_msg("kind %d: %d steps of lo for %d blocks", kind, steps, blocks);
+            /* and all the blocks are final before the embeddings */
+            if (n == 1 && lowest != tfm_model_blocks_offset(&m))
+                fail_msg("kind %d: lo %zu before 0, the first block at %zu", kind, lowest,
+                         tfm_model_blocks_offset(&m));
         }
         free(ref);
         tfm_model_free(&m);

@@ -45,7 +45,7 @@ tfm_dist_reduce *tfm_dist_reduce_new(float *x, size_t n, const size_t *cuts, int
     size_t hi = n;
     for (int i = n_cuts - 1; i >= 0; i--) {
         TFM_ASSERT(cuts[i] <= n && (i == 0 || cuts[i - 1] <= cuts[i]));
-        if (cuts[i] > 0 && cuts[i] < hi && hi - cuts[i] >= bucket_floats)
+        if (cuts[i] > 0 && cuts[i] < hi && (hi - cuts[i] >= bucket_floats || i == 0))
             r->lo[r->nb++] = hi = cuts[i];
     }
     if (hi > 0)
@@ -57,8 +57,10 @@ tfm_dist_reduce *tfm_dist_reduce_new(float *x, size_t n, const size_t *cuts, int
     return r;
 }
 
-int tfm_dist_reduce_buckets(const tfm_dist_reduce *r)
+int tfm_dist_reduce_buckets(const tfm_dist_reduce *r, size_t *last)
 {
+    if (last)
+        *last = r->nb ? (r->nb > 1 ? r->lo[r->nb - 2] : r->n) : 0;
     return r->nb;
 }
 

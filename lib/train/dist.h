@@ -56,10 +56,11 @@ int tfm_dist_same(const void *buf, size_t bytes);
 
 /* A sum of one float array across ranks in buckets, each started
  * (MPI_Iallreduce) as soon as backward has finished its part, as PyTorch's
- * DistributedDataParallel does: the array is cut, from its end, at the
- * first of the offsets cuts[] (ascending; tensor boundaries) where a bucket
- * holds at least bucket_floats (0: at every cut), the last bucket running
- * down to 0.  The plan depends only on the arguments, so every rank starts
+ * DistributedDataParallel does.  The array is cut at offsets of cuts[]
+ * (ascending; tensor boundaries): the last bucket is [0, cuts[0]), the part
+ * backward finishes only at its end (the embeddings), and above it, from
+ * the top down, a bucket closes at the first cut where it holds at least
+ * bucket_floats (0: at every cut).  The plan depends only on the arguments, so every rank starts
  * the same buckets in the same order, whenever its own backward gets there.
  * Each bucket is summed as tfm_dist_sum_floats sums, so the result is the
  * same bits on every rank, and the same whether buckets start early or all
@@ -79,8 +80,9 @@ void tfm_dist_reduce_ready(tfm_dist_reduce *r, size_t lo);
 /* Starts the buckets not started yet and waits for all: x is the sum.  The
  * next sum starts from nothing started. */
 void tfm_dist_reduce_wait(tfm_dist_reduce *r);
-/* Buckets in the plan (for reports and tests). */
-int tfm_dist_reduce_buckets(const tfm_dist_reduce *r);
+/* Buckets in the plan, and in *last (may be NULL) the floats of the last
+ * one, which starts only when backward ends (for reports and tests). */
+int tfm_dist_reduce_buckets(const tfm_dist_reduce *r, size_t *last);
 
 /* Since tfm_dist_init (all 0 when size is 1): */
 typedef struct tfm_dist_stat {

@@ -71,16 +71,21 @@ int main(void)
         ((char *)x)[4 * N - 3] ^= 1;
     CHECK(tfm_dist_same((char *)x + 4 * N - 5, 5) == (n == 1));
 
-    /* buckets from the top, each at least 300 floats at these cuts:
-     * [600, 1000), [250, 600), [0, 250); every cut at 0; one at most */
+    /* buckets from the top, each at least 300 floats at these cuts, and
+     * the first cut's own: [600, 1000), [250, 600), [100, 250), [0, 100);
+     * with 0 every cut; with N the first cut's only */
     const size_t cuts[] = {100, 200, 250, 600, 990};
     tfm_dist_reduce *red = tfm_dist_reduce_new(x, N, cuts, 5, 300);
-    CHECK(tfm_dist_reduce_buckets(red) == 3);
+    size_t last = 0;
+    CHECK(tfm_dist_reduce_buckets(red, &last) == 4 && last == 100);
     tfm_dist_reduce *each = tfm_dist_reduce_new(x, N, cuts, 5, 0);
-    CHECK(tfm_dist_reduce_buckets(each) == 6);
+    CHECK(tfm_dist_reduce_buckets(each, &last) == 6 && last == 100);
     tfm_dist_reduce_free(each);
     each = tfm_dist_reduce_new(x, N, cuts, 5, N);
-    CHECK(tfm_dist_reduce_buckets(each) == 1);
+    CHECK(tfm_dist_reduce_buckets(each, &last) == 2 && last == 100);
+    tfm_dist_reduce_free(each);
+    each = tfm_dist_reduce_new(x, N, NULL, 0, 0);
+    CHECK(tfm_dist_reduce_buckets(each, &last) == 1 && last == N);
     tfm_dist_reduce_free(each);
 
     /* the bucketed sum: right, the same bits on every rank, and the same
@@ -93,15 +98,15 @@ int main(void)
     const size_t lows[] = {995, 700, 600, 599, 300, 250, 100, 0};
     for (int k = 0; k < 8; k++) {
         tfm_dist_reduce_ready(red, lows[k]);
-        CHECK(k == 7 || x[0] == (float)(r + 1)); /* [0, 250) not started before lo 0 */
+        CHECK(k == 7 || x[0] == (float)(r + 1)); /* [0, 100) not started before lo 0 */
     }
     tfm_dist_reduce_wait(red);
     for (int i = 0; i < N; i++)
         CHECK(x[i] == (float)(i + 1) * tri);
     tfm_dist_stat st2;
     tfm_dist_stats(&st2);
-    CHECK(st2.buckets - st.buckets == (n > 1 ? 3 : 0));
-    CHECK(st2.early - st.early == (n > 1 ? 3 : 0));
+    CHECK(st2.buckets - st.buckets == (n > 1 ? 4 : 0));
+    CHECK(st2.early - st.early == (n > 1 ? 4 : 0));
     CHECK(st2.floats - st.floats == (n > 1 ? N : 0));
     CHECK(st2.span_seconds >= st.span_seconds);
     for (int i = 0; i < N; i++)

@@ -265,13 +265,17 @@ static float dist_share(const tfm_batch *b, int r0, int rows)
 }
 
 /* dist: buckets of whole tensors, cut from the top of the table (backward
- * finishes it from its end: tfm_model.grads_ready). */
+ * finishes it from its end: tfm_model.grads_ready), the embeddings apart
+ * in the last (they are final only when backward ends). */
 static tfm_dist_reduce *dist_plan(tfm_model *m, double bucket_mb)
 {
-    size_t *cuts = tfm_malloc((size_t)m->n_table * sizeof *cuts);
+    size_t *cuts = tfm_malloc((size_t)m->n_table * sizeof *cuts), emb = tfm_model_blocks_offset(m);
+    int n = 0;
+    cuts[n++] = emb;
     for (int i = 0; i < m->n_table; i++)
-        cuts[i] = m->table[i].offset;
-    tfm_dist_reduce *r = tfm_dist_reduce_new(m->grads, m->n_params, cuts, m->n_table,
+        if (m->table[i].offset > emb)
+            cuts[n++] = m->table[i].offset;
+    tfm_dist_reduce *r = tfm_dist_reduce_new(m->grads, m->n_params, cuts, n,
                                              (size_t)(bucket_mb * (1 << 20) / sizeof(float)));
     free(cuts);
     return r;
@@ -626,11 +630,13 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         tfm_dist_stat ds;
         tfm_dist_stats(&ds);
         double k = (double)res->steps_run;
+        size_t last = 0;
+        int nb = R->red ? tfm_dist_reduce_buckets(R->red, &last) : 0;
         if (nr > 1)
-            say(o, "%d ranks: all-reduce of %.2f MB a step in %d buckets (%.0f%% started "
-                   "during backward): %.2f ms a step waited for, %.2f ms from the first "
-                   "bucket's start to the sum's end (means); the median step %.2f ms", nr,
-                ds.floats * sizeof(float) / k / 1e6, tfm_dist_reduce_buckets(R->red),
+            say(o, "%d ranks: all-reduce of %.2f MB a step in %d buckets (the last %.2f MB; "
+                   "%.0f%% started during backward): %.2f ms a step waited for, %.2f ms from "
+                   "the first bucket's start to the sum's end (means); the median step %.2f ms",
+                nr, ds.floats * sizeof(float) / k / 1e6, nb, (double)last * sizeof(float) / 1e6,
                 ds.buckets ? floor(100.0 * (double)ds.early / (double)ds.buckets) : 0.0,
                 1000 * ds.wait_seconds / k, 1000 * ds.span_seconds / k, res->ms_per_step);
     }

@@ -143,12 +143,16 @@ mpi 2 tfm-train -q "$@" --set train.overlap=false -o s2s2-off ||
     fail "encoder-decoder on 2 ranks, no overlap"
 same_run s2s2 s2s2-off
 
-# A BERT-style encoder (post-LN, segments, the MLM head): the same again.
+# BERT pre-training (post-LN, segments, the MLM head and NSP on the pooler):
+# the same again.  Each head's mean runs over the whole batch's targets,
+# which the ranks' rows share unevenly (masked positions follow the rows'
+# lengths, NSP counts rows).
 cat > mlm.yaml <<END
 model: {kind: encoder, n_layer: 2, n_head: 2, n_embd: 16, block_size: 24, vocab_size: 128,
-        norm: post, activation: gelu_exact, segments: 2, emb_norm: true, mlm_head: true}
+        norm: post, activation: gelu_exact, segments: 2, emb_norm: true, mlm_head: true,
+        pooler: true, classes: 2, nsp: true}
 data: {train: train.npy, val: val.npy, cls_id: 1, sep_id: 2, mask_id: 3, n_special: 4}
-train: {task: mlm, batch_size: 4, max_steps: 16, eval_interval: 8, eval_batches: 4,
+train: {task: mlm+nsp, batch_size: 4, max_steps: 16, eval_interval: 8, eval_batches: 4,
         log_interval: 1, seed: 7, short_seq_prob: 0.3}
 END
 tfm-train -q -c mlm.yaml --threads 1 -o mlm1

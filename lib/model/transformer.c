@@ -2012,7 +2012,54 @@ tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows)
     p.span_start = b->span_start ? b->span_start + r0 : NULL;
     p.span_end = b->span_end ? b->span_end + r0 : NULL;
     p.lm_weight = b->lm_weight;
+    p.head_total = b->head_total;
     return p;
+}
+
+void tfm_batch_counts(const tfm_model_config *c, const tfm_batch *b, long count[TFM_HEAD_N])
+{
+    size_t N = (size_t)b->B * b->T;
+    for (int h = 0; h < TFM_HEAD_N; h++)
+        count[h] = 0;
+    for (size_t i = 0; b->targets && i < N; i++)
+        count[TFM_HEAD_LM] += b->targets[i] >= 0;
+    if (c->n_classes >= 2 && b->labels)
+        for (int r = 0; r < b->B; r++)
+            count[TFM_HEAD_CLASS] += b->labels[r] >= 0;
+    else if (c->n_classes == 1 && b->values)
+        count[TFM_HEAD_CLASS] = b->B;
+    for (size_t i = 0; c->n_tags && b->tags && i < N; i++)
+        count[TFM_HEAD_TAG] += b->tags[i] >= 0;
+    for (int r = 0; c->span && b->span_start && r < b->B; r++)
+        count[TFM_HEAD_SPAN] += b->span_start[r] >= 0;
+}
+
+/* Backward's factor of each head: its mean runs over total[h] targets. */
+static void head_factors(float f[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                         const float w[TFM_HEAD_N], float scale)
+{
+    for (int h = 0; h < TFM_HEAD_N; h++)
+        f[h] = total[h] ? scale * w[h] / (float)total[h] : 0.0f;
+}
+
+/* m's head losses and loss from the n parts' means over count[k][h]
+ * targets: each head's sum over total[h] (with tfm_batch.head_total, this
+ * batch's share of the larger one's mean). */
+static void parts_loss(tfm_model *m, tfm_model *const *part, int n,
+                       long (*count)[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                       const int given[TFM_HEAD_N], const float w[TFM_HEAD_N])
+{
+    double loss_sum = 0;
+    for (int h = 0; h < TFM_HEAD_N; h++) {
+        double sum = 0;
+        for (int k = 0; k < n; k++)
+            if (count[k][h])
+                sum += (double)part[k]->head_loss[h] * (double)count[k][h];
+        m->head_loss[h] = !given[h] ? -1.0f : total[h] ? (float)(sum / (double)total[h]) : 0.0f;
+        if (given[h])
+            loss_sum += w[h] * m->head_loss[h];
+    }
+    m->loss = (float)loss_sum;
 }
 
 int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float scale,
@@ -2026,9 +2073,21 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
     float w[TFM_HEAD_N] = {batch->lm_weight > 0.0f ? batch->lm_weight : 1.0f, 1, 1, 1};
     TFM_ASSERT(given[0] || given[1] || given[2] || given[3]);
     if (n <= 1) {
-        if (tfm_model_forward_batch(m, batch, loss, err) < 0)
+        float l;
+        if (tfm_model_forward_batch(m, batch, &l, err) < 0)
             return -1;
-        tfm_model_backward(m, scale);
+        if (!batch->head_total) {
+            tfm_model_backward(m, scale);
+        } else {
+            float f[TFM_HEAD_N];
+            head_factors(f, batch->head_total, w, scale);
+            backward_items(m, f);
+            long count[1][TFM_HEAD_N];
+            memcpy(count[0], m->acts->hcount, sizeof count[0]);
+            parts_loss(m, &m, 1, count, batch->head_total, given, w);
+        }
+        if (loss)
+            *loss = m->loss;
         return 0;
     }
     /* checked once, for the whole batch, so that errors name its rows */
@@ -2082,14 +2141,15 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
 #pragma omp barrier
 #pragma omp single
         {
-            for (int j = 0; j < n; j++)
-                for (int h = 0; h < TFM_HEAD_N; h++)
+            for (int h = 0; h < TFM_HEAD_N; h++) {
+                for (int j = 0; j < n; j++)
                     total[h] += count[j][h];
+                if (batch->head_total) /* a part of a larger batch */
+                    total[h] = batch->head_total[h];
+            }
         }
-        /* each head's mean runs over the whole batch's targets */
         float f[TFM_HEAD_N];
-        for (int h = 0; h < TFM_HEAD_N; h++)
-            f[h] = total[h] ? scale * w[h] / (float)total[h] : 0.0f;
+        head_factors(f, total, w, scale);
         for (int j = k; j < n; j += nt)
             if (rc[j] >= 0)
                 backward_items(part[j], f);
@@ -2105,17 +2165,7 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
     add_replicas(m, n, 0, m->ready_lo, n);
     if (m->grads_ready)
         m->grads_ready(m->grads_ready_ctx, 0);
-    double loss_sum = 0;
-    for (int h = 0; h < TFM_HEAD_N; h++) {
-        double sum = 0;
-        for (int k = 0; k < n; k++)
-            if (count[k][h])
-                sum += (double)part[k]->head_loss[h] * (double)count[k][h];
-        m->head_loss[h] = !given[h] ? -1.0f : total[h] ? (float)(sum / (double)total[h]) : 0.0f;
-        if (given[h])
-            loss_sum += w[h] * m->head_loss[h];
-    }
-    m->loss = (float)loss_sum;
+    parts_loss(m, part, n, count, total, given, w);
     if (loss)
         *loss = m->loss;
     return 0;

@@ -379,12 +379,24 @@ typedef struct tfm_batch {
                                              the row has no answer */
     float lm_weight;         /* the LM loss's weight in the total (GPT
                                 fine-tuning's λ); 0 means 1 */
+    const long *head_total;  /* [TFM_HEAD_N] or NULL.  This batch is a part of
+                                a larger one (data parallelism across
+                                processes) whose heads count these targets
+                                (tfm_batch_counts of it): in
+                                tfm_model_forward_backward_batch each head's
+                                mean runs over them, so the gradients and
+                                losses of the parts add up to the whole's */
 } tfm_batch;
+
+/* The targets each head's mean runs over in a batch: LM targets not -1 (the
+ * MLM head's too), class labels not -1 (every row for a regression),
+ * tags not -1, rows with a span. */
+void tfm_batch_counts(const tfm_model_config *c, const tfm_batch *b, long count[TFM_HEAD_N]);
 
 int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err);
 
 /* Rows [r0, r0 + rows) of a batch: every per-row field offset, nothing
- * copied (data-parallel shares of a batch). */
+ * copied (data-parallel shares of a batch; head_total is kept). */
 tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows);
 
 /* Logits [B, T, V] of the last forward.  Valid until the next backward

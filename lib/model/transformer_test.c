@@ -420,6 +420,93 @@ static void test_data_parallel(void **state)
     tfm_model_free(&m);
 }
 
+/* A batch in parts that know the whole batch's target counts
+ * (tfm_batch.head_total, as MPI ranks run it): the parts' gradients and
+ * losses add up to the whole's, for every head, when the parts hold
+ * different shares of each head's targets. */
+static void test_batch_parts(void **state)
+{
+    (void)state;
+    enum { B = 5, T = 6 };
+    const int lengths[B] = {6, 3, 5, 6, 2}, last[B] = {5, 2, 4, 5, 1};
+    const int32_t labels[B] = {1, -1, 0, -1, 1}, s0[B] = {1, -1, 0, 2, 1}, e0[B] = {3, -1, 0, 4, 1};
+    const float values[B] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f};
+    int32_t x[B * T], y[B * T], seg[B * T], tags[B * T];
+    tfm_rng r;
+    tfm_rng_seed(&r, 31);
+    for (int i = 0; i < B * T; i++) {
+        x[i] = (int32_t)tfm_rng_below(&r, 7);
+        /* the first rows hold more LM targets than the last */
+        y[i] = i < 2 * T || i % 4 == 0 ? (int32_t)tfm_rng_below(&r, 7) : -1;
+        seg[i] = i % T >= T / 2;
+        tags[i] = i % 3 ? (int32_t)tfm_rng_below(&r, 3) : -1;
+    }
+    for (int kind = 0; kind < 4; kind++) {
+        tfm_model_config cfg;
+        small_config(&cfg);
+        tfm_batch b = {.inputs = x, .targets = y, .B = B, .T = T, .labels = labels};
+        if (kind == 0) { /* GPT fine-tuning: the last token's class + 0.5·LM */
+            cfg.n_classes = 2;
+            b.cls_pos = last;
+            b.lm_weight = 0.5f;
+        } else { /* BERT: MLM + NSP; regression; tagger, span and classes */
+            cfg.kind = TFM_KIND_ENCODER;
+            cfg.ln = TFM_LN_POST;
+            cfg.n_segments = 2;
+            b.segments = seg;
+            b.lengths = lengths;
+            cfg.mlm_head = cfg.pooler = kind == 1;
+            cfg.nsp = kind == 1;
+            cfg.n_classes = kind == 2 ? 1 : 2;
+            if (kind == 2) {
+                b.labels = NULL;
+                b.values = values;
+            }
+            if (kind == 3) {
+                cfg.n_tags = 3;
+                cfg.span = 1;
+                b.targets = NULL;
+                b.tags = tags;
+                b.span_start = s0;
+                b.span_end = e0;
+            }
+        }
+        tfm_model m;
+        tfm_err err = {0};
+        assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+        random_weights(&m, 5);
+        float *ref = malloc(m.n_params * sizeof(float));
+        long total[TFM_HEAD_N];
+        tfm_batch_counts(&cfg, &b, total);
+        for (int n = 1; n <= 2; n++) {
+            tfm_model_set_replicas(&m, n);
+            float whole, l0, l1;
+            tfm_model_zero_grad(&m);
+            assert_int_equal(tfm_model_forward_backward_batch(&m, &b, 0.5f, &whole, &err), 0);
+            memcpy(ref, m.grads, m.n_params * sizeof(float));
+            tfm_model_zero_grad(&m);
+            tfm_batch p0 = tfm_batch_rows(&b, 0, 2), p1 = tfm_batch_rows(&b, 2, 3);
+            p0.head_total = p1.head_total = total;
+            assert_int_equal(tfm_model_forward_backward_batch(&m, &p0, 0.5f, &l0, &err), 0);
+            assert_int_equal(tfm_model_forward_backward_batch(&m, &p1, 0.5f, &l1, &err), 0);
+            if (!(fabsf(l0 + l1 - whole) <= 1e-5f * fabsf(whole)))
+                fail_msg("kind %d, %d replicas: parts' losses %g + %g, the whole's %g", kind, n,
+                         l0, l1, whole);
+            double worst = 0.0, norm = 0.0;
+            for (size_t i = 0; i < m.n_params; i++) {
+                double d = fabs((double)m.grads[i] - ref[i]);
+                worst = d > worst ? d : worst;
+                norm = fabs(ref[i]) > norm ? fabs(ref[i]) : norm;
+            }
+            if (!(norm > 0.0 && worst <= 1e-5 * norm))
+                fail_msg("kind %d, %d replicas: parts' gradients off by %g (largest %g)", kind,
+                         n, worst, norm);
+        }
+        free(ref);
+        tfm_model_free(&m);
+    }
+}
+
 /* grads_ready's record of one backward: each call's lo, and a copy of
  * grads[lo, n_params) as it was then. */
 typedef struct ready_log {
@@ -588,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_table_and_init),
         cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_grads_ready),
+        cmocka_unit_test(test_batch_parts),
         cmocka_unit_test(test_inference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

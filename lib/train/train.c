@@ -250,20 +250,6 @@ static void dist_share_state(run *R, tfm_config *cfg, int *resumed)
     tfm_dist_bcast(R->adam.v, R->adam.n * sizeof *R->adam.v);
 }
 
-/* dist: this rank's share of a batch's loss, the fraction of the counted
- * targets (not -1) that fall in its rows, so that the ranks' scaled
- * gradients sum to the gradient of the whole batch's mean loss. */
-static float dist_share(const tfm_batch *b, int r0, int rows)
-{
-    long all = 0, mine = 0;
-    for (size_t i = 0; i < (size_t)b->B * b->T; i++)
-        if (b->targets[i] >= 0) {
-            all++;
-            mine += i >= (size_t)r0 * b->T && i < (size_t)(r0 + rows) * b->T;
-        }
-    return all ? (float)mine / (float)all : 0.0f;
-}
-
 /* dist: buckets of whole tensors, cut from the top of the table (backward
  * finishes it from its end: tfm_model.grads_ready), the embeddings apart
  * in the last (they are final only when backward ends). */
@@ -485,15 +471,19 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             if (tfm_task_next(R->task, &R->st.data_rng, &batch, &n_tokens, err) < 0)
                 goto out_log;
             log_tokens += (double)n_tokens;
-            float l = 0.0f, share = 1.0f;
+            float l = 0.0f;
             tfm_rng keep = R->m.rng;
+            long total[TFM_HEAD_N];
             if (nr > 1) {
-                /* dist: this rank's rows, and its own dropout stream drawn
+                /* dist: this rank's rows, each head's mean over the whole
+                 * batch's targets (so that the ranks' gradients and losses
+                 * add up to the whole's), and its own dropout stream drawn
                  * from the shared one (which stays the same on all ranks) */
                 int r0 = (int)((int64_t)rk * batch.B / nr);
                 int rows = (int)((int64_t)(rk + 1) * batch.B / nr) - r0;
-                share = dist_share(&batch, r0, rows);
+                tfm_batch_counts(&R->m.cfg, &batch, total);
                 batch = tfm_batch_rows(&batch, r0, rows);
+                batch.head_total = total;
                 tfm_rng_seed(&R->m.rng, tfm_rng_u64(&keep) ^ (uint64_t)rk * EVAL_SEED_SALT);
             }
             /* dist: the last micro-batch's backward starts the sum of each
@@ -506,14 +496,14 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
              * ranks without rows: they add nothing (and start every bucket
              * in the wait below) */
             int fb = batch.B > 0 ? tfm_model_forward_backward_batch(&R->m, &batch,
-                                                                    share / (float)accum, &l, err)
+                                                                    1.0f / (float)accum, &l, err)
                                  : 0;
             R->m.grads_ready = NULL;
             if (fb < 0)
                 goto out_log;
             if (nr > 1)
                 R->m.rng = keep;
-            loss += (double)share * l / (double)accum;
+            loss += (double)l / (double)accum;
         }
         /* dist: the whole batch's gradient and loss, the same on every rank */
         if (R->red)

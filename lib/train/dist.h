@@ -18,8 +18,9 @@
  * PMI_SIZE in the environment); a plain start stays one process and never
  * touches MPI, so single-process runs cost exactly what they did.
  *
- * Every collective (sum, bcast, any, same) must be called by all ranks in the
- * same order, from the thread that called tfm_dist_init.  MPI errors abort
+ * Every collective (sum, a tfm_dist_reduce's buckets, bcast, any, same) must
+ * be called by all ranks in the same order, from the thread that called
+ * tfm_dist_init.  MPI errors abort
  * the whole job (MPI's default handler), and a rank that exits with an error
  * without tfm_dist_finalize makes the launcher end the others: a lost peer is
  * not recoverable, and a job hung in a collective is worse than a dead one.

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Data-parallel tfm-train over MPI, 2 ranks on this machine: the same run as
-# one process with the whole batch, resumable with the same or another
+# one process with the whole batch, the same bits whether the gradient sum
+# overlaps backward or follows it, resumable with the same or another
 # number of ranks, and stopped as a whole by a signal to any rank.
 . "${TFM_SRCDIR:-..}/tests/train_lib.sh"
 if [ -z "${TFM_MPIRUN:-}" ]; then
@@ -42,17 +43,57 @@ compare() {
         fail "$1 and $2 differ"
 }
 
+# tensors FILE: the tensor bytes of a safetensors file (its header holds
+# the configuration, which names train.overlap)
+tensors() {
+    perl -e 'binmode STDIN; binmode STDOUT; read STDIN, $h, 8 or exit 1;
+             read STDIN, $j, unpack("Q<", $h) or exit 1; local $/; print <STDIN>' < "$1"
+}
+# same_run A B: two run directories hold the same weights and the same
+# losses, learning rates and gradient norms, bit for bit.
+same_run() {
+    tensors "$1/model.safetensors" > a.bin && tensors "$2/model.safetensors" > b.bin ||
+        fail "$1, $2: no model files"
+    [ -s a.bin ] && cmp -s a.bin b.bin || fail "$1 and $2: the weights differ"
+    cut -f 1-5 "$1/log.tsv" > a.tsv
+    cut -f 1-5 "$2/log.tsv" > b.tsv
+    cmp -s a.tsv b.tsv || fail "$1 and $2: the logs differ"
+}
+# started PCT: the all-reduce report in err.txt says PCT% of the buckets
+# started during backward
+started() {
+    grep -q "^tfm-train: 2 ranks: all-reduce of [0-9.]* MB a step in [0-9]* buckets (the last [0-9.]* MB; $1% started during backward)" err.txt ||
+        { cat err.txt; fail "not $1% of the buckets started during backward"; }
+}
+
 # One process with the whole batch against 2 ranks with 2 and 3 of its 5
 # rows, 2 micro-batches a step: the same loss curve (summation order aside).
+# A bucket a tensor (train.bucket_mb 0), so that most of the sum overlaps
+# backward.
 opts="--threads 1 --set train.max_steps=20 --set train.log_interval=1 --set train.batch_size=5
---set train.grad_accum=2 --set train.eval_interval=10 --set train.checkpoint_interval=5"
+--set train.grad_accum=2 --set train.eval_interval=10 --set train.checkpoint_interval=5
+--set train.bucket_mb=0"
 tfm-train -q -c run.yaml $opts -o one
 mpi 2 tfm-train -c run.yaml $opts -o two 2>err.txt || { cat err.txt; fail "2 ranks"; }
 [ "$(wc -l < two/log.tsv)" = 21 ] || fail "2 ranks: $(wc -l < two/log.tsv) log lines, not 21"
 compare one/log.tsv two/log.tsv
-grep -q "^tfm-train: 2 ranks: all-reduce of" err.txt || { cat err.txt; fail "no all-reduce report"; }
+started 100
 # rank 0 alone speaks
 [ "$(grep -c "parameters, vocabulary" err.txt)" = 1 ] || { cat err.txt; fail "messages from every rank"; }
+# The buckets summed after backward instead: the same sums, bit for bit.
+mpi 2 tfm-train -c run.yaml $opts --set train.overlap=false -o two-off 2>err.txt ||
+    { cat err.txt; fail "2 ranks, no overlap"; }
+started 0
+same_run two two-off
+# ... and with 2 replicas a rank (unbound: mpirun pins a rank to a core),
+# whose backward hands finished buckets on while the other thread computes.
+set -- -c run.yaml --threads 2 --set train.max_steps=20 --set train.bucket_mb=0
+TFM_DATA_PARALLEL=1 mpi 2 --bind-to none tfm-train -q "$@" -o rep2 2>err.txt ||
+    { cat err.txt; fail "2 ranks x 2 replicas"; }
+TFM_DATA_PARALLEL=1 mpi 2 --bind-to none tfm-train -q "$@" --set train.overlap=false \
+    -o rep2-off 2>>err.txt || { cat err.txt; fail "2 ranks x 2 replicas, no overlap"; }
+[ ! -s err.txt ] || { cat err.txt; fail "2 ranks x 2 replicas: not 2 threads"; }
+same_run rep2 rep2-off
 
 # With 4 rows, 2 ranks x 1 thread is 1 process x 2 replicas (the same split,
 # gradients added in the same order): the same model, bit for bit.  Every
@@ -95,8 +136,31 @@ data: {text: pairs.tsv, tokenizer: p.json}
 train: {max_steps: 12, max_tokens: 20, log_interval: 1, eval_interval: 6, seed: 2}
 END
 tfm-train -q -c s2s.yaml --threads 1 -o s2s1
-mpi 2 tfm-train -q -c s2s.yaml --threads 1 -o s2s2 || fail "encoder-decoder on 2 ranks"
+set -- -c s2s.yaml --threads 1 --set train.bucket_mb=0
+mpi 2 tfm-train -q "$@" -o s2s2 || fail "encoder-decoder on 2 ranks"
 compare s2s1/log.tsv s2s2/log.tsv
+mpi 2 tfm-train -q "$@" --set train.overlap=false -o s2s2-off ||
+    fail "encoder-decoder on 2 ranks, no overlap"
+same_run s2s2 s2s2-off
+
+# BERT pre-training (post-LN, segments, the MLM head and NSP on the pooler):
+# the same again.  Each head's mean runs over the whole batch's targets,
+# which the ranks' rows share unevenly (masked positions follow the rows'
+# lengths, NSP counts rows).
+cat > mlm.yaml <<END
+model: {kind: encoder, n_layer: 2, n_head: 2, n_embd: 16, block_size: 24, vocab_size: 128,
+        norm: post, activation: gelu_exact, segments: 2, emb_norm: true, mlm_head: true,
+        pooler: true, classes: 2, nsp: true}
+data: {train: train.npy, val: val.npy, cls_id: 1, sep_id: 2, mask_id: 3, n_special: 4}
+train: {task: mlm+nsp, batch_size: 4, max_steps: 16, eval_interval: 8, eval_batches: 4,
+        log_interval: 1, seed: 7, short_seq_prob: 0.3}
+END
+tfm-train -q -c mlm.yaml --threads 1 -o mlm1
+set -- -c mlm.yaml --threads 1 --set train.bucket_mb=0
+mpi 2 tfm-train -q "$@" -o mlm2 || fail "encoder on 2 ranks"
+compare mlm1/log.tsv mlm2/log.tsv
+mpi 2 tfm-train -q "$@" --set train.overlap=false -o mlm2-off || fail "encoder on 2 ranks, no overlap"
+same_run mlm2 mlm2-off
 
 # More ranks than rows: refused on every rank.
 set +e; mpi 3 tfm-train -q -c run.yaml --set train.batch_size=2 -o few 2>err.txt; st=$?; set -e

@@ -2,6 +2,7 @@
 
 #include "config.h"
 
+#include "base/buf.h"
 #include "base/thread.h"
 
 #include <errno.h>
@@ -78,32 +79,43 @@ static size_t utf8_len(const unsigned char *s, size_t n)
 /* Messages quote input (a token from a bad file, a line of text): its
  * control characters and invalid UTF-8 are written as \xNN, so that raw
  * bytes never reach the terminal. */
-static void put_escaped(const char *msg)
+static void put_escaped(tfm_buf *b, const char *msg)
 {
     const unsigned char *s = (const unsigned char *)msg;
     size_t n = strlen(msg);
     for (size_t i = 0; i < n;) {
         size_t l = s[i] >= 0x80 ? utf8_len(s + i, n - i) : 1;
         if (l > 1) {
-            fwrite(s + i, 1, l, stderr);
+            tfm_buf_append(b, s + i, l);
             i += l;
         } else {
             if (s[i] < 0x20 || s[i] == 0x7f || s[i] >= 0x80)
-                fprintf(stderr, "\\x%02x", s[i]);
+                tfm_buf_printf(b, "\\x%02x", s[i]);
             else
-                fputc(s[i], stderr);
+                tfm_buf_putc(b, (char)s[i]);
             i++;
         }
     }
+}
+
+/* "prog: <pre><msg escaped><post>" and a newline in one write to the
+ * unbuffered stderr, so that processes sharing it (MPI ranks failing
+ * together) do not interleave their messages. */
+static void put_line(const char *prog, const char *pre, const char *msg, const char *post)
+{
+    tfm_buf b = {0};
+    tfm_buf_printf(&b, "%s: %s", prog, pre);
+    put_escaped(&b, msg);
+    tfm_buf_printf(&b, "%s\n", post);
+    fwrite(b.data, 1, b.len, stderr);
+    tfm_buf_free(&b);
 }
 
 static void put_message(const char *prog, const char *fmt, va_list ap)
 {
     char msg[4096];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    fprintf(stderr, "%s: ", prog);
-    put_escaped(msg);
-    fputc('\n', stderr);
+    put_line(prog, "", msg, "");
 }
 
 void tfm_usage_error(const char *prog, const char *fmt, ...)
@@ -127,9 +139,7 @@ void tfm_usage_hint(const char *prog)
 void tfm_die(const char *prog, const tfm_err *err)
 {
     failing = 1;
-    fprintf(stderr, "%s: ", prog);
-    put_escaped(err && err->msg[0] ? err->msg : "failed");
-    fputc('\n', stderr);
+    put_line(prog, "", err && err->msg[0] ? err->msg : "failed", "");
     exit(1);
 }
 
@@ -181,11 +191,8 @@ void tfm_main_start(const char *prog)
     atexit(check_stdout_at_exit);
     const char *env = getenv("TFM_NUM_THREADS");
     long n;
-    if (env && *env && tfm_parse_long(env, 1, 1024, &n) < 0) {
-        fprintf(stderr, "%s: warning: TFM_NUM_THREADS='", prog);
-        put_escaped(env);
-        fprintf(stderr, "' is not a thread count (1 to 1024)\n");
-    }
+    if (env && *env && tfm_parse_long(env, 1, 1024, &n) < 0)
+        put_line(prog, "warning: TFM_NUM_THREADS='", env, "' is not a thread count (1 to 1024)");
 }
 
 int tfm_opt_threads(const char *prog, const char *source, long requested)

@@ -198,6 +198,14 @@ static const tfm_config_key keys[] = {
      "encoder-decoders: a micro-batch is a run of pairs of similar length (sorted) whose "
      "padded size, pairs x longest side, stays within N tokens; 0: train.batch_size pairs "
      "drawn at random"},
+    {"train.bucket_mb", TFM_CONFIG_FLOAT, OFF(train.bucket_mb), "25", 0, 1e6, NULL,
+     "MPI ranks: the gradients are summed in buckets of whole tensors from the top of the "
+     "model down, each at least this many MiB (0: a bucket a tensor) but the one that holds "
+     "the blocks' bottom and the last, the embeddings"},
+    {"train.overlap", TFM_CONFIG_BOOL, OFF(train.overlap), "true", 0, 0, NULL,
+     "MPI ranks: each bucket's all-reduce starts as soon as backward has finished its "
+     "gradients, overlapping the rest of backward; false: all of them after backward (the "
+     "same sums, bit for bit)"},
     {"train.eval_bleu", TFM_CONFIG_BOOL, OFF(train.eval_bleu), "false", 0, 0, NULL,
      "encoder-decoders: each evaluation also translates validation sources greedily and "
      "scores corpus BLEU against their targets"},

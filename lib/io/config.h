@@ -143,6 +143,8 @@ typedef struct tfm_config {
         int64_t threads; /* 0: --threads, TFM_NUM_THREADS or all cores */
         double label_smoothing;
         int64_t max_tokens;     /* encoder-decoders: token budget; 0: batch_size */
+        double bucket_mb;       /* MPI: gradient all-reduce bucket, MiB */
+        int overlap;            /* MPI: all-reduce buckets during backward */
         int eval_bleu;
         int64_t bleu_sentences;
         int best_by;            /* tfm_config_best */

@@ -428,14 +428,21 @@ static int slot_present(int s, int bias, int cross)
     }
 }
 
+/* Table rows per block. */
+static int block_rows(const tfm_model *m, int cross)
+{
+    int per = 0;
+    for (int s = 0; s < P_NLAYER; s++)
+        per += slot_present(s, m->cfg.bias, cross);
+    return per;
+}
+
 /* The parameters of block l of the stack whose first block starts at table
  * row first (the slots are in table order, add_block's). */
 static layer_params block_ptrs(const tfm_model *m, float *base, int first, int l, int cross)
 {
-    int bias = m->cfg.bias, per = 0;
-    for (int s = 0; s < P_NLAYER; s++)
-        per += slot_present(s, bias, cross);
-    const tfm_param *t = m->table + first + (size_t)l * per;
+    int bias = m->cfg.bias;
+    const tfm_param *t = m->table + first + (size_t)l * block_rows(m, cross);
     layer_params lp;
     memset(&lp, 0, sizeof lp);
     for (int s = 0, i = 0; s < P_NLAYER; s++)
@@ -854,6 +861,12 @@ void tfm_model_zero_grad(tfm_model *m)
 {
     TFM_ASSERT(m->grads);
     memset(m->grads, 0, m->n_params * sizeof(float));
+}
+
+size_t tfm_model_blocks_offset(const tfm_model *m)
+{
+    int ed = m->cfg.kind == TFM_KIND_ENCODER_DECODER;
+    return m->table[ed ? m->enc_first_layer : m->first_layer].offset;
 }
 
 void tfm_model_set_inference(tfm_model *m)
@@ -1682,6 +1695,65 @@ int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *target
     return tfm_model_forward_batch(m, &b, loss, err);
 }
 
+/* ---- gradients ready during backward (tfm_model.grads_ready) ------------ */
+
+/* The offset just past a stack's tensors (its blocks, then ln_f when
+ * pre-LN): the decoder's is where the LM head and the heads start. */
+static size_t stack_end(const tfm_model *m, const side *sd)
+{
+    int row = sd->first + sd->n_layer * block_rows(m, sd->cross) +
+              (m->cfg.ln == TFM_LN_PRE ? 2 : 0);
+    return row < m->n_table ? m->table[row].offset : m->n_params;
+}
+
+/* grads[lo, hi) += the first n - 1 replicas' grads, in replica order, and
+ * theirs back to zero: each element gets the same sums however the range
+ * is cut, so summing it in pieces during backward changes no bit. */
+static void add_replicas(tfm_model *m, int n, size_t lo, size_t hi, int threads)
+{
+    size_t chunk = 1 << 14, nchunks = (hi - lo + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t a = lo + c * chunk, b = a + chunk < hi ? a + chunk : hi;
+        for (int k = 0; k + 1 < n; k++) {
+            float *g = m->rep[k].grads;
+#pragma omp simd
+            for (size_t i = a; i < b; i++)
+                m->grads[i] += g[i];
+            memset(g + a, 0, (b - a) * sizeof *g);
+        }
+    }
+}
+
+/* Backward of m has written grads[lo, n_params) for the last time. */
+static void grads_final(tfm_model *m, size_t lo)
+{
+    if (m->shares_params) {
+        /* a replica: the master's thread adds its final part in */
+        __atomic_store_n(&m->ready_lo, lo, __ATOMIC_RELEASE);
+        return;
+    }
+    if (!m->grads_ready)
+        return;
+    if (m->ready_parts <= 1) {
+        m->grads_ready(m->grads_ready_ctx, lo);
+        return;
+    }
+    /* with replicas (this is thread 0, running part 0): final where every
+     * part is; the others run on meanwhile, and what they finish after
+     * this one's backward is added after the parallel region */
+    size_t all = lo;
+    for (int k = 0; k + 1 < m->ready_parts; k++) {
+        size_t r = __atomic_load_n(&m->rep[k].ready_lo, __ATOMIC_ACQUIRE);
+        all = r > all ? r : all;
+    }
+    if (all < m->ready_lo) {
+        add_replicas(m, m->ready_parts, all, m->ready_lo, 1);
+        m->ready_lo = all;
+    }
+    m->grads_ready(m->grads_ready_ctx, m->ready_lo);
+}
+
 /* The cross-attention sublayer of decoder block l backward: dh is the
  * gradient of its output; adds the memory's gradient into a->dmem and
  * writes the gradient of its input xin's LayerNorm-free path into *dxin
@@ -1744,11 +1816,13 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
                         lp.p[P_FCW], N, C, F);
         tfm_layernorm_backward(dy, gp.p[P_LN2W], gp.p[P_LN2B], a->dtmp, h, lp.p[P_LN2W],
                                la->ln2_mean, la->ln2_rstd, N, C);
+        grads_final(m, (size_t)(gp.p[P_LN2W] - G));
         if (sd->cross) {
             /* res_x = res_attn + drop(xattn(ln_x(res_attn))); dy holds d res_x */
             cross_backward(m, l, &lp, &gp, dy, la->lnx, a->d3, 0.0f);
             tfm_layernorm_backward(dy, gp.p[P_LNXW], gp.p[P_LNXB], a->d3, la->res_attn,
                                    lp.p[P_LNXW], la->lnx_mean, la->lnx_rstd, N, C);
+            grads_final(m, (size_t)(gp.p[P_LNXW] - G));
         }
         /* res_attn = x + drop(atty·Wproj + b); dy now holds d res_attn */
         tfm_dropout_backward(a->dtmp, dy, N * C, p, ratt);
@@ -1763,6 +1837,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
                         lp.p[P_QKVW], N, C, 3 * C);
         tfm_layernorm_backward(dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
                                la->ln1_mean, la->ln1_rstd, N, C);
+        grads_final(m, (size_t)(gp.p[P_LN1W] - G));
         return dy; /* d x */
     }
     /* post-LN: ln2 = LN(res_mlp) */
@@ -1779,6 +1854,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
                     N, F, C);
     tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * F);
     linear_backward(dr2, 1.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, h, lp.p[P_FCW], N, C, F);
+    grads_final(m, (size_t)(gp.p[P_LN2W] - G));
     /* dr2 = d h */
     float *dln1 = dr2;
     if (sd->cross) {
@@ -1788,6 +1864,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
         tfm_layernorm_backward(dres, gp.p[P_LNXW], gp.p[P_LNXB], dr2, la->res_x, lp.p[P_LNXW],
                                la->lnx_mean, la->lnx_rstd, N, C);
         cross_backward(m, l, &lp, &gp, dres, la->ln1, dres, 1.0f);
+        grads_final(m, (size_t)(gp.p[P_LNXW] - G));
         dln1 = dres;
     }
     /* ln1 = LN(res_attn) */
@@ -1805,6 +1882,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
         rope_qk(m, sd, a->dqkv, 1);
     linear_backward(dr1, 1.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, x, lp.p[P_QKVW], N, C,
                     3 * C);
+    grads_final(m, (size_t)(gp.p[P_LN1W] - G));
     /* dr1 = d x: it becomes the next block's dy */
     a->d2 = dy;
     a->d0 = dr1;
@@ -1828,6 +1906,7 @@ static void stack_backward(tfm_model *m, const side *sd, const float *dout)
                                side_ptr(m, G, sd->pre, "ln_f.bias"), dout,
                                sd->layer[L - 1].res_mlp, side_ptr(m, P, sd->pre, "ln_f.weight"),
                                e->lnf_mean, e->lnf_rstd, N, C);
+        grads_final(m, (size_t)(side_ptr(m, G, sd->pre, "ln_f.weight") - G));
     } else if (dout != dy) {
         memcpy(dy, dout, N * C * sizeof *dy);
     }
@@ -1880,11 +1959,16 @@ static void backward_items(tfm_model *m, const float *f)
     if (ed)
         memset(a->dmem, 0, (size_t)m->B * a->S * C * sizeof *a->dmem);
     side dec = side_of(m, 0);
+    /* the heads and an untied LM head are done (a tied one is wte) */
+    grads_final(m, stack_end(m, &dec));
     stack_backward(m, &dec, dfinal);
     if (ed) {
         side enc = side_of(m, 1);
         stack_backward(m, &enc, a->dmem);
     }
+    /* the embeddings last: wte takes the tied head's, the decoder's and the
+     * tied source's gradients */
+    grads_final(m, 0);
     /* the logits now hold their gradient */
     a->have_targets = 0;
 }
@@ -1928,7 +2012,54 @@ tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows)
     p.span_start = b->span_start ? b->span_start + r0 : NULL;
     p.span_end = b->span_end ? b->span_end + r0 : NULL;
     p.lm_weight = b->lm_weight;
+    p.head_total = b->head_total;
     return p;
+}
+
+void tfm_batch_counts(const tfm_model_config *c, const tfm_batch *b, long count[TFM_HEAD_N])
+{
+    size_t N = (size_t)b->B * b->T;
+    for (int h = 0; h < TFM_HEAD_N; h++)
+        count[h] = 0;
+    for (size_t i = 0; b->targets && i < N; i++)
+        count[TFM_HEAD_LM] += b->targets[i] >= 0;
+    if (c->n_classes >= 2 && b->labels)
+        for (int r = 0; r < b->B; r++)
+            count[TFM_HEAD_CLASS] += b->labels[r] >= 0;
+    else if (c->n_classes == 1 && b->values)
+        count[TFM_HEAD_CLASS] = b->B;
+    for (size_t i = 0; c->n_tags && b->tags && i < N; i++)
+        count[TFM_HEAD_TAG] += b->tags[i] >= 0;
+    for (int r = 0; c->span && b->span_start && r < b->B; r++)
+        count[TFM_HEAD_SPAN] += b->span_start[r] >= 0;
+}
+
+/* Backward's factor of each head: its mean runs over total[h] targets. */
+static void head_factors(float f[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                         const float w[TFM_HEAD_N], float scale)
+{
+    for (int h = 0; h < TFM_HEAD_N; h++)
+        f[h] = total[h] ? scale * w[h] / (float)total[h] : 0.0f;
+}
+
+/* m's head losses and loss from the n parts' means over count[k][h]
+ * targets: each head's sum over total[h] (with tfm_batch.head_total, this
+ * batch's share of the larger one's mean). */
+static void parts_loss(tfm_model *m, tfm_model *const *part, int n,
+                       long (*count)[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                       const int given[TFM_HEAD_N], const float w[TFM_HEAD_N])
+{
+    double loss_sum = 0;
+    for (int h = 0; h < TFM_HEAD_N; h++) {
+        double sum = 0;
+        for (int k = 0; k < n; k++)
+            if (count[k][h])
+                sum += (double)part[k]->head_loss[h] * (double)count[k][h];
+        m->head_loss[h] = !given[h] ? -1.0f : total[h] ? (float)(sum / (double)total[h]) : 0.0f;
+        if (given[h])
+            loss_sum += w[h] * m->head_loss[h];
+    }
+    m->loss = (float)loss_sum;
 }
 
 int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float scale,
@@ -1942,9 +2073,21 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
     float w[TFM_HEAD_N] = {batch->lm_weight > 0.0f ? batch->lm_weight : 1.0f, 1, 1, 1};
     TFM_ASSERT(given[0] || given[1] || given[2] || given[3]);
     if (n <= 1) {
-        if (tfm_model_forward_batch(m, batch, loss, err) < 0)
+        float l;
+        if (tfm_model_forward_batch(m, batch, &l, err) < 0)
             return -1;
-        tfm_model_backward(m, scale);
+        if (!batch->head_total) {
+            tfm_model_backward(m, scale);
+        } else {
+            float f[TFM_HEAD_N];
+            head_factors(f, batch->head_total, w, scale);
+            backward_items(m, f);
+            long count[1][TFM_HEAD_N];
+            memcpy(count[0], m->acts->hcount, sizeof count[0]);
+            parts_loss(m, &m, 1, count, batch->head_total, given, w);
+        }
+        if (loss)
+            *loss = m->loss;
         return 0;
     }
     /* checked once, for the whole batch, so that errors name its rows */
@@ -1969,6 +2112,11 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
         }
     }
     long total[TFM_HEAD_N] = {0};
+    /* grads_ready: part 0's thread adds in what every part has finished */
+    for (int k = 1; k < n; k++)
+        part[k]->ready_lo = m->n_params;
+    m->ready_lo = m->n_params;
+    m->ready_parts = n;
 #pragma omp parallel num_threads(n)
     {
 #ifdef _OPENMP
@@ -1993,47 +2141,31 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
 #pragma omp barrier
 #pragma omp single
         {
-            for (int j = 0; j < n; j++)
-                for (int h = 0; h < TFM_HEAD_N; h++)
+            for (int h = 0; h < TFM_HEAD_N; h++) {
+                for (int j = 0; j < n; j++)
                     total[h] += count[j][h];
+                if (batch->head_total) /* a part of a larger batch */
+                    total[h] = batch->head_total[h];
+            }
         }
-        /* each head's mean runs over the whole batch's targets */
         float f[TFM_HEAD_N];
-        for (int h = 0; h < TFM_HEAD_N; h++)
-            f[h] = total[h] ? scale * w[h] / (float)total[h] : 0.0f;
+        head_factors(f, total, w, scale);
         for (int j = k; j < n; j += nt)
             if (rc[j] >= 0)
                 backward_items(part[j], f);
     }
+    m->ready_parts = 0;
     for (int k = 0; k < n; k++)
         if (rc[k] < 0) {
             *err = errs[k];
             return -1;
         }
-    /* grads += each replica's, in replica order; replicas back to zero */
-    size_t np = m->n_params, chunk = 1 << 14, nchunks = (np + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(n)
-    for (size_t c = 0; c < nchunks; c++) {
-        size_t lo = c * chunk, hi = lo + chunk < np ? lo + chunk : np;
-        for (int k = 1; k < n; k++) {
-            float *g = part[k]->grads;
-#pragma omp simd
-            for (size_t i = lo; i < hi; i++)
-                m->grads[i] += g[i];
-            memset(g + lo, 0, (hi - lo) * sizeof *g);
-        }
-    }
-    double loss_sum = 0;
-    for (int h = 0; h < TFM_HEAD_N; h++) {
-        double sum = 0;
-        for (int k = 0; k < n; k++)
-            if (count[k][h])
-                sum += (double)part[k]->head_loss[h] * (double)count[k][h];
-        m->head_loss[h] = !given[h] ? -1.0f : total[h] ? (float)(sum / (double)total[h]) : 0.0f;
-        if (given[h])
-            loss_sum += w[h] * m->head_loss[h];
-    }
-    m->loss = (float)loss_sum;
+    /* grads += each replica's, in replica order, for what backward did not
+     * add in already (grads_ready) */
+    add_replicas(m, n, 0, m->ready_lo, n);
+    if (m->grads_ready)
+        m->grads_ready(m->grads_ready_ctx, 0);
+    parts_loss(m, part, n, count, total, given, w);
     if (loss)
         *loss = m->loss;
     return 0;

@@ -301,6 +301,22 @@ typedef struct tfm_model {
     int n_rep;
     struct tfm_model *rep;
     int shares_params;   /* a replica: params and table belong to another */
+    /* When set, the backward of tfm_model_backward and
+     * tfm_model_forward_backward* calls grads_ready(grads_ready_ctx, lo) as
+     * gradients become final, so that their all-reduce overlaps the rest of
+     * backward: grads[lo, n_params) will not change again before the call
+     * returns.  Called at each sublayer boundary (a repeated lo is only a
+     * chance to make progress), lo never grows, and the last call has lo 0.
+     * Backward finishes the table from its end: the heads (and an untied
+     * lm_head), ln_f, the decoder's blocks from the top, the encoder's, then
+     * the embeddings (a tied wte takes the LM head's gradient first and the
+     * embedding's last).  Always on the thread that called the backward,
+     * between layers; with replicas the others' gradients for [lo, …) are
+     * already added in.  Not called in forward. */
+    void (*grads_ready)(void *ctx, size_t lo);
+    void *grads_ready_ctx;
+    size_t ready_lo;     /* private: backward's progress for grads_ready */
+    int ready_parts;     /* private: replicas in the running forward_backward */
 } tfm_model;
 
 /* Allocates params (zeroed) and grads (zeroed) for cfg; activations are
@@ -363,12 +379,24 @@ typedef struct tfm_batch {
                                              the row has no answer */
     float lm_weight;         /* the LM loss's weight in the total (GPT
                                 fine-tuning's λ); 0 means 1 */
+    const long *head_total;  /* [TFM_HEAD_N] or NULL.  This batch is a part of
+                                a larger one (data parallelism across
+                                processes) whose heads count these targets
+                                (tfm_batch_counts of it): in
+                                tfm_model_forward_backward_batch each head's
+                                mean runs over them, so the gradients and
+                                losses of the parts add up to the whole's */
 } tfm_batch;
+
+/* The targets each head's mean runs over in a batch: LM targets not -1 (the
+ * MLM head's too), class labels not -1 (every row for a regression),
+ * tags not -1, rows with a span. */
+void tfm_batch_counts(const tfm_model_config *c, const tfm_batch *b, long count[TFM_HEAD_N]);
 
 int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err);
 
 /* Rows [r0, r0 + rows) of a batch: every per-row field offset, nothing
- * copied (data-parallel shares of a batch). */
+ * copied (data-parallel shares of a batch; head_total is kept). */
 tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows);
 
 /* Logits [B, T, V] of the last forward.  Valid until the next backward
@@ -385,6 +413,11 @@ const float *tfm_model_head_out(const tfm_model *m, tfm_head h, int *rows, int *
 
 /* Sets every gradient to 0. */
 void tfm_model_zero_grad(tfm_model *m);
+
+/* Where the first block's parameters start (an encoder-decoder's encoder
+ * block 0): below lie the embeddings and the tables all blocks share, whose
+ * gradients backward finishes only at its end (grads_ready's lo 0). */
+size_t tfm_model_blocks_offset(const tfm_model *m);
 
 /* Adds scale · d(mean loss)/d(params) of the last forward (which must have
  * had targets) into m->grads.  scale is 1 normally, 1/k when accumulating k

@@ -6,14 +6,21 @@
  *     tfm_dist_sum_floats(m.grads, m.n_params);   // now the sum on every rank
  *     tfm_dist_finalize();                 // cmd: after a successful run
  *
+ * or, overlapping the sum with backward (tfm_dist_reduce below):
+ *
+ *     tfm_dist_reduce *red = tfm_dist_reduce_new(m.grads, m.n_params, cuts, n_cuts, floats);
+ *     ... backward calls tfm_dist_reduce_ready(red, lo) as grads[lo, n) become final ...
+ *     tfm_dist_reduce_wait(red);           // now the sum on every rank
+ *
  * Built without MPI (configure --with-mpi=no, or none found) every call is
  * trivial: rank 0 of 1.  Built with it, a process joins MPI only when a
  * launcher started it (mpirun, srun: OMPI_COMM_WORLD_SIZE, PMIX_RANK or
  * PMI_SIZE in the environment); a plain start stays one process and never
  * touches MPI, so single-process runs cost exactly what they did.
  *
- * Every collective (sum, bcast, any, same) must be called by all ranks in the
- * same order, from the thread that called tfm_dist_init.  MPI errors abort
+ * Every collective (sum, a tfm_dist_reduce's buckets, bcast, any, same) must
+ * be called by all ranks in the same order, from the thread that called
+ * tfm_dist_init.  MPI errors abort
  * the whole job (MPI's default handler), and a rank that exits with an error
  * without tfm_dist_finalize makes the launcher end the others: a lost peer is
  * not recoverable, and a job hung in a collective is worse than a dead one.
@@ -48,8 +55,47 @@ int tfm_dist_any(int flag);
  * a 64-bit hash of them). */
 int tfm_dist_same(const void *buf, size_t bytes);
 
-/* Seconds spent in tfm_dist_sum_floats and floats summed there since
- * tfm_dist_init (0 when size is 1). */
-void tfm_dist_stats(double *sum_seconds, double *sum_floats);
+/* A sum of one float array across ranks in buckets, each started
+ * (MPI_Iallreduce) as soon as backward has finished its part, as PyTorch's
+ * DistributedDataParallel does.  The array is cut at offsets of cuts[]
+ * (ascending; tensor boundaries): the last bucket is [0, cuts[0]), the part
+ * backward finishes only at its end (the embeddings), and above it, from
+ * the top down, a bucket closes at the first cut where it holds at least
+ * bucket_floats (0: at every cut).  The plan depends only on the arguments, so every rank starts
+ * the same buckets in the same order, whenever its own backward gets there.
+ * Each bucket is summed as tfm_dist_sum_floats sums, so the result is the
+ * same bits on every rank, and the same whether buckets start early or all
+ * in tfm_dist_reduce_wait.  Without MPI or with one rank every call is
+ * trivial.  Calls come from tfm_dist_init's thread (MPI_THREAD_FUNNELED),
+ * which checks it. */
+typedef struct tfm_dist_reduce tfm_dist_reduce;
+
+tfm_dist_reduce *tfm_dist_reduce_new(float *x, size_t n, const size_t *cuts, int n_cuts,
+                                     size_t bucket_floats);
+void tfm_dist_reduce_free(tfm_dist_reduce *r);
+/* x[lo, n) is final: starts the buckets that lie in it and have not
+ * started, and lets the started ones progress (MPI_Testall: Open MPI moves
+ * a nonblocking collective on only inside MPI calls).  lo never grows
+ * between two waits. */
+void tfm_dist_reduce_ready(tfm_dist_reduce *r, size_t lo);
+/* Starts the buckets not started yet and waits for all: x is the sum.  The
+ * next sum starts from nothing started. */
+void tfm_dist_reduce_wait(tfm_dist_reduce *r);
+/* Buckets in the plan, and in *last (may be NULL) the floats of the last
+ * one, which starts only when backward ends (for reports and tests). */
+int tfm_dist_reduce_buckets(const tfm_dist_reduce *r, size_t *last);
+
+/* Since tfm_dist_init (all 0 when size is 1): */
+typedef struct tfm_dist_stat {
+    double wait_seconds; /* the caller held up by float sums: in tfm_dist_sum_floats
+                            and in tfm_dist_reduce_ready and _wait (the exposed time) */
+    double span_seconds; /* from each sum's first bucket started to the end of its
+                            wait, summed: ≥ the sums' own time, equal to the wait
+                            when nothing started early */
+    double floats;       /* floats summed */
+    long buckets;        /* buckets summed (a tfm_dist_sum_floats call is one) */
+    long early;          /* of them, started before tfm_dist_reduce_wait */
+} tfm_dist_stat;
+void tfm_dist_stats(tfm_dist_stat *s);
 
 #endif

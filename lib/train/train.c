@@ -156,6 +156,7 @@ typedef struct run {
     char *model_path, *best_path, *state_path, *log_path;
     int64_t saved_step;
     int saved_any; /* a checkpoint was written (or resumed from) */
+    tfm_dist_reduce *red; /* dist: the gradient sum in buckets; NULL on one rank */
 } run;
 
 /* The weights with everything the other programs need. */
@@ -249,24 +250,27 @@ static void dist_share_state(run *R, tfm_config *cfg, int *resumed)
     tfm_dist_bcast(R->adam.v, R->adam.n * sizeof *R->adam.v);
 }
 
-/* dist: this rank's share of a batch's loss, the fraction of the counted
- * targets (not -1) that fall in its rows, so that the ranks' scaled
- * gradients sum to the gradient of the whole batch's mean loss. */
-static float dist_share(const tfm_batch *b, int r0, int rows)
+/* dist: buckets of whole tensors, cut from the top of the table (backward
+ * finishes it from its end: tfm_model.grads_ready), the embeddings apart
+ * in the last (they are final only when backward ends). */
+static tfm_dist_reduce *dist_plan(tfm_model *m, double bucket_mb)
 {
-    /* fine-tuning: the task head's targets decide (a row each, or the
-     * tagged positions); GPT's auxiliary LM loss then follows the rows'
-     * share, not its own */
-    if (b->labels || b->values || b->span_start)
-        return (float)rows / (float)b->B;
-    const int32_t *t = b->tags ? b->tags : b->targets;
-    long all = 0, mine = 0;
-    for (size_t i = 0; i < (size_t)b->B * b->T; i++)
-        if (t[i] >= 0) {
-            all++;
-            mine += i >= (size_t)r0 * b->T && i < (size_t)(r0 + rows) * b->T;
-        }
-    return all ? (float)mine / (float)all : 0.0f;
+    size_t *cuts = tfm_malloc((size_t)m->n_table * sizeof *cuts), emb = tfm_model_blocks_offset(m);
+    int n = 0;
+    cuts[n++] = emb;
+    for (int i = 0; i < m->n_table; i++)
+        if (m->table[i].offset > emb)
+            cuts[n++] = m->table[i].offset;
+    tfm_dist_reduce *r = tfm_dist_reduce_new(m->grads, m->n_params, cuts, n,
+                                             (size_t)(bucket_mb * (1 << 20) / sizeof(float)));
+    free(cuts);
+    return r;
+}
+
+/* tfm_model.grads_ready during the step's last backward */
+static void grads_ready(void *red, size_t lo)
+{
+    tfm_dist_reduce_ready(red, lo);
 }
 
 static int load_data(run *R, tfm_config *cfg, tfm_err *err)
@@ -436,6 +440,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     /* dist: each rank computes its rows [r·B/N, (r+1)·B/N) of every
      * (global) batch */
     tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, nr > 1 ? (B + nr - 1) / nr : B));
+    if (nr > 1)
+        R->red = dist_plan(&R->m, cfg.train.bucket_mb);
     int64_t todo = cfg.train.max_steps - R->st.step;
     if (o->run_steps > 0 && o->run_steps < todo)
         todo = o->run_steps;
@@ -471,28 +477,43 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             if (tfm_task_next(R->task, &R->st.data_rng, &batch, &n_tokens, err) < 0)
                 goto out_log;
             log_tokens += (double)n_tokens;
-            float l = 0.0f, share = 1.0f;
+            float l = 0.0f;
             tfm_rng keep = R->m.rng;
+            long total[TFM_HEAD_N];
             if (nr > 1) {
-                /* dist: this rank's rows, and its own dropout stream drawn
+                /* dist: this rank's rows, each head's mean over the whole
+                 * batch's targets (so that the ranks' gradients and losses
+                 * add up to the whole's), and its own dropout stream drawn
                  * from the shared one (which stays the same on all ranks) */
                 int r0 = (int)((int64_t)rk * batch.B / nr);
                 int rows = (int)((int64_t)(rk + 1) * batch.B / nr) - r0;
-                share = dist_share(&batch, r0, rows);
+                tfm_batch_counts(&R->m.cfg, &batch, total);
                 batch = tfm_batch_rows(&batch, r0, rows);
+                batch.head_total = total;
                 tfm_rng_seed(&R->m.rng, tfm_rng_u64(&keep) ^ (uint64_t)rk * EVAL_SEED_SALT);
             }
+            /* dist: the last micro-batch's backward starts the sum of each
+             * bucket it finishes (the earlier ones' gradients are not final) */
+            if (R->red && cfg.train.overlap && a == accum - 1) {
+                R->m.grads_ready = grads_ready;
+                R->m.grads_ready_ctx = R->red;
+            }
             /* a token-budget batch of fewer pairs than ranks leaves some
-             * ranks without rows: they add nothing */
-            if (batch.B > 0 &&
-                tfm_model_forward_backward_batch(&R->m, &batch, share / (float)accum, &l, err) < 0)
+             * ranks without rows: they add nothing (and start every bucket
+             * in the wait below) */
+            int fb = batch.B > 0 ? tfm_model_forward_backward_batch(&R->m, &batch,
+                                                                    1.0f / (float)accum, &l, err)
+                                 : 0;
+            R->m.grads_ready = NULL;
+            if (fb < 0)
                 goto out_log;
             if (nr > 1)
                 R->m.rng = keep;
-            loss += (double)share * l / (double)accum;
+            loss += (double)l / (double)accum;
         }
         /* dist: the whole batch's gradient and loss, the same on every rank */
-        tfm_dist_sum_floats(R->m.grads, R->m.n_params);
+        if (R->red)
+            tfm_dist_reduce_wait(R->red);
         tfm_dist_sum_doubles(&loss, 1);
         double norm = tfm_grad_norm(R->m.grads, R->m.n_params);
         if (!isfinite(loss) || !isfinite(norm)) {
@@ -602,12 +623,18 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     if (res->steps_run) {
         qsort(times, (size_t)res->steps_run, sizeof *times, cmp_double);
         res->ms_per_step = 1000 * times[res->steps_run / 2];
-        double sec, floats;
-        tfm_dist_stats(&sec, &floats);
+        tfm_dist_stat ds;
+        tfm_dist_stats(&ds);
+        double k = (double)res->steps_run;
+        size_t last = 0;
+        int nb = R->red ? tfm_dist_reduce_buckets(R->red, &last) : 0;
         if (nr > 1)
-            say(o, "%d ranks: all-reduce of %.2f MB took %.2f ms a step (mean), the median "
-                   "step %.2f ms", nr, floats * sizeof(float) / (double)res->steps_run / 1e6,
-                1000 * sec / (double)res->steps_run, res->ms_per_step);
+            say(o, "%d ranks: all-reduce of %.2f MB a step in %d buckets (the last %.2f MB; "
+                   "%.0f%% started during backward): %.2f ms a step waited for, %.2f ms from "
+                   "the first bucket's start to the sum's end (means); the median step %.2f ms",
+                nr, ds.floats * sizeof(float) / k / 1e6, nb, (double)last * sizeof(float) / 1e6,
+                ds.buckets ? floor(100.0 * (double)ds.early / (double)ds.buckets) : 0.0,
+                1000 * ds.wait_seconds / k, 1000 * ds.span_seconds / k, res->ms_per_step);
     }
     rc = 0;
 out_log:
@@ -626,6 +653,7 @@ out:
     }
     if (lockfd >= 0)
         close(lockfd);
+    tfm_dist_reduce_free(R->red);
     free(created);
     free(times);
     if (adam_ok)

@@ -152,13 +152,8 @@ static int load(ft_task *F, tfm_config *cfg, const tfm_tokenizer *tok, tfm_ft_pr
     F->regression = F->labels.regression;
     if (prepare(cfg, &F->labels, err) < 0)
         return -1;
-    uint32_t tv = tfm_tokenizer_vocab_size(tok);
-    if (cfg->model.vocab_size == 0)
-        cfg->model.vocab_size = tv;
-    else if ((uint32_t)cfg->model.vocab_size < tv)
-        return tfm_err_set(err, "model.vocab_size %lld is smaller than the vocabulary of "
-                           "tokenizer %s (%u tokens)", (long long)cfg->model.vocab_size,
-                           cfg->data.tokenizer, tv);
+    if (tfm_task_vocab_from_tokenizer(cfg, tok, err) < 0)
+        return -1;
     tfm_ft_enc_opts eo;
     tfm_ft_enc_opts_from_config(&eo, cfg, tok);
     const int64_t ids[] = {eo.cls, eo.sep};

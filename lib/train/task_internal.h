@@ -48,5 +48,9 @@ int tfm_task_load_stream(tfm_tokens *train, tfm_tokens *val, tfm_config *cfg,
  * largest id) and checks the ids of both against it. */
 int tfm_task_check_vocab(const tfm_tokens *train, const tfm_tokens *val, tfm_config *cfg,
                          const tfm_tokenizer *tok, tfm_err *err);
+/* Its tokenizer rule, which every task with a tokenizer follows:
+ * cfg->model.vocab_size from tok when 0, an error when it is set smaller
+ * than tok's vocabulary. */
+int tfm_task_vocab_from_tokenizer(tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 
 #endif

@@ -114,22 +114,27 @@ int tfm_task_load_stream(tfm_tokens *train, tfm_tokens *val, tfm_config *cfg,
     return tfm_task_check_vocab(train, val, cfg, tok, err);
 }
 
+int tfm_task_vocab_from_tokenizer(tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err)
+{
+    uint32_t tv = tfm_tokenizer_vocab_size(tok);
+    if (cfg->model.vocab_size == 0)
+        cfg->model.vocab_size = tv;
+    else if ((uint32_t)cfg->model.vocab_size < tv)
+        return tfm_err_set(err, "model.vocab_size %lld is smaller than the vocabulary of "
+                           "tokenizer %s (%u tokens)", (long long)cfg->model.vocab_size,
+                           cfg->data.tokenizer, tv);
+    return 0;
+}
+
 int tfm_task_check_vocab(const tfm_tokens *train, const tfm_tokens *val, tfm_config *cfg,
                          const tfm_tokenizer *tok, tfm_err *err)
 {
-    uint32_t tok_vocab = tok ? tfm_tokenizer_vocab_size(tok) : 0;
-    if (cfg->model.vocab_size == 0) {
-        if (tok) {
-            cfg->model.vocab_size = tok_vocab;
-        } else {
-            uint32_t mx = tfm_tokens_max(train), mv = tfm_tokens_max(val);
-            cfg->model.vocab_size = (int64_t)(mx > mv ? mx : mv) + 1;
-        }
-    } else if (tok && (uint32_t)cfg->model.vocab_size < tok_vocab) {
-        return tfm_err_set(err,
-                           "model.vocab_size %lld is smaller than the vocabulary of "
-                           "tokenizer %s (%u tokens)",
-                           (long long)cfg->model.vocab_size, cfg->data.tokenizer, tok_vocab);
+    if (tok) {
+        if (tfm_task_vocab_from_tokenizer(cfg, tok, err) < 0)
+            return -1;
+    } else if (cfg->model.vocab_size == 0) {
+        uint32_t mx = tfm_tokens_max(train), mv = tfm_tokens_max(val);
+        cfg->model.vocab_size = (int64_t)(mx > mv ? mx : mv) + 1;
     }
     uint32_t V = (uint32_t)cfg->model.vocab_size;
     if (tfm_tokens_check(train, V, err) < 0 || tfm_tokens_check(val, V, err) < 0)

@@ -530,13 +530,8 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok,
         split_tail(&K->train, &K->val, nv);
         snprintf(K->val.name, sizeof K->val.name, "%s", K->train.name);
     }
-    uint32_t tv = tfm_tokenizer_vocab_size(tok);
-    if (cfg->model.vocab_size == 0)
-        cfg->model.vocab_size = tv;
-    else if ((uint32_t)cfg->model.vocab_size < tv)
-        return tfm_err_set(err, "model.vocab_size %lld is smaller than the vocabulary of "
-                           "tokenizer %s (%u tokens)", (long long)cfg->model.vocab_size,
-                           cfg->data.tokenizer, tv);
+    if (tfm_task_vocab_from_tokenizer(cfg, tok, err) < 0)
+        return -1;
     if (src_tok) {
         uint32_t sv = tfm_tokenizer_vocab_size(src_tok);
         if (cfg->model.src_vocab_size == 0)

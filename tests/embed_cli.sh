@@ -5,18 +5,7 @@
 # HuggingFace GPT-2 folders in tfm-embed, tfm-generate and tfm-eval, and bad
 # input (line numbers, exit codes, no partial output).
 set -eu
-: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
-PATH="$TFM_BUILDDIR:$PATH"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-embed.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_exit() {
-    want=$1; shift
-    set +e; "$@" >out 2>err; got=$?; set -e
-    [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
-}
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/cli_lib.sh"
 expect_msg() { grep -qF -- "$1" err || { cat err >&2; fail "expected message: $1"; }; }
 # max |a - b| over two TSV files of numbers
 maxdiff() {

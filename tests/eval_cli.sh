@@ -4,17 +4,7 @@
 # bits per byte from the summed NLL), results independent of batch and
 # threads, tied choices, and clear errors for bad input.
 set -eu
-: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
-PATH="$TFM_BUILDDIR:$PATH"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-eval.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_exit() {
-    want=$1; shift
-    set +e; "$@" >out 2>err; got=$?; set -e
-    [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
-}
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/cli_lib.sh"
 E="tfm-eval -q --threads 1"
 printf 'In the beginning the shell was small, and every program did one thing well.\n' >text.txt
 "$TFM_BUILDDIR/tests/mkmodel" m.st --text text.txt --layers 2 --heads 2 --embd 32 \

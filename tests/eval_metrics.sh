@@ -4,17 +4,7 @@
 # forms (null, never NaN), and for bad input one message naming the file and
 # line with exit 1; usage errors exit 2.
 set -eu
-: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
-PATH="$TFM_BUILDDIR:$PATH"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-metrics.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_exit() {
-    want=$1; shift
-    set +e; "$@" >out 2>err; got=$?; set -e
-    [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
-}
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/cli_lib.sh"
 # the message names the file and line
 expect_msg() { grep -q "^tfm-eval: $1" err || { cat err >&2; fail "no message '$1'"; }; }
 field() { tr ',' '\n' <"$1" | sed -n "s/^\"$2\"://p" | tr -d '}'; }

@@ -4,12 +4,8 @@
 # a second make does nothing; touching the config retrains without
 # re-tokenizing.
 set -eu
-: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
 command -v make >/dev/null 2>&1 || { echo "SKIP: no make"; exit 77; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-pipeline.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/cli_lib.sh"
 
 # a small corpus that does not change under us: the GPL (Debian's copy),
 # else the project's manual pages

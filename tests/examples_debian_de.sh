@@ -6,15 +6,11 @@
 # most catalogues give; the split follows the MD5 of the source, so the
 # output does not depend on the order of the catalogues; too few pairs fail.
 set -eu
-: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
 command -v msgfmt >/dev/null || { echo "msgfmt is needed (Debian package gettext)"; exit 77; }
 command -v msgunfmt >/dev/null || { echo "msgunfmt is needed (Debian package gettext)"; exit 77; }
 command -v perl >/dev/null || { echo "perl is needed"; exit 77; }
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/cli_lib.sh"
 X="$TFM_SRCDIR/scripts/examples/debian-de"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-debian-de.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 long=$(printf 'word %.0s' $(seq 30))      # 150 characters
 cat > a.po <<PO

@@ -2,18 +2,7 @@
 # tfm-generate end to end: strategies, determinism, batching, stop strings,
 # JSON output, streaming without read-ahead, and bad input.
 set -eu
-: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
-PATH="$TFM_BUILDDIR:$PATH"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-generate.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_exit() {
-    want=$1; shift
-    set +e; "$@" >out 2>err; got=$?; set -e
-    [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
-}
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/cli_lib.sh"
 G="tfm-generate -q --threads 1"
 MK="$TFM_BUILDDIR/tests/mkmodel"
 

@@ -6,18 +6,7 @@
 # model without end-of-text, usage errors).  The translations themselves
 # are checked against PyTorch in tests/generate_seq2seq_torch.py.
 set -eu
-: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
-PATH="$TFM_BUILDDIR:$PATH"
-work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-seq2seq.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_exit() {
-    want=$1; shift
-    set +e; "$@" >out 2>err; got=$?; set -e
-    [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
-}
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/cli_lib.sh"
 G="tfm-generate -q --threads 1"
 MK="$TFM_BUILDDIR/tests/mkmodel"
 

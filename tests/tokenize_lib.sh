@@ -2,22 +2,9 @@
 # Sets: T (tfm-tokenize), work (a temporary directory removed at exit), and
 # helpers to find test data and to build inputs.
 set -u
-: "${TFM_BUILDDIR:=$(pwd)}" "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
-PATH="$TFM_BUILDDIR:$PATH"
+: "${TFM_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$TFM_SRCDIR/tests/cli_lib.sh"
 T=tfm-tokenize
-work=$(mktemp -d "${TMPDIR:-/tmp}/tfm-test.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-skip() { echo "SKIP: $*" >&2; exit 77; }
-
-# expect_exit CODE CMD...: runs CMD with stderr in ./err, checks the status.
-expect_exit() {
-    want=$1; shift
-    set +e; "$@" >out 2>err; got=$?; set -e
-    [ "$got" -eq "$want" ] || { cat err >&2; fail "exit $got, expected $want: $*"; }
-}
 
 # GPT-2's published vocabulary as a directory, if the tree carries it.
 gpt2_dir() {

@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/opt.h"
+#include "base/order.h"
 #include "base/progress.h"
 #include "base/rng.h"
 #include "base/thread.h"
@@ -233,6 +234,22 @@ static void test_cgroup_quota(void **state)
     assert_true(n >= 1 && n <= sysconf(_SC_NPROCESSORS_CONF));
 }
 
+static size_t key_of(const void *ctx, size_t i)
+{
+    return ((const size_t *)ctx)[i];
+}
+
+static void test_order_by_key(void **state)
+{
+    (void)state;
+    const size_t key[] = {5, 1, 5, 0, 1, 9, 5};
+    const size_t want[] = {3, 1, 4, 0, 2, 6, 5}; /* ties keep input order */
+    size_t order[7];
+    tfm_order_by_key(order, 7, key_of, key);
+    assert_memory_equal(order, want, sizeof want);
+    tfm_order_by_key(order, 0, key_of, key); /* nothing to order */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -240,7 +257,7 @@ int main(void)
         cmocka_unit_test(test_rng_repeatable), cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_getline_nul),  cmocka_unit_test(test_parallel),
         cmocka_unit_test(test_parse), cmocka_unit_test(test_write_device_in_place),
-        cmocka_unit_test(test_cgroup_quota),
+        cmocka_unit_test(test_cgroup_quota), cmocka_unit_test(test_order_by_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/order.h"
 #include "io/json.h"
 
 /* ---- layers ---- */
@@ -306,16 +307,13 @@ static void ensure_rows(tfm_embedder *e, size_t rows)
     e->rows = rows;
 }
 
-static int by_len(const void *a, const void *b, void *ctx)
+static size_t input_len(const void *in, size_t i)
 {
-    const tfm_embed_input *in = ctx;
-    int i = *(const int *)a, j = *(const int *)b;
-    int li = in->len[i], lj = in->len[j];
-    return li != lj ? (li > lj) - (li < lj) : (i > j) - (i < j);
+    return (size_t)((const tfm_embed_input *)in)->len[i];
 }
 
 /* Runs inputs order[0..n) as one packed batch and writes their results. */
-static int run_batch(tfm_embedder *e, const tfm_embed_input *in, const int *order, int n,
+static int run_batch(tfm_embedder *e, const tfm_embed_input *in, const size_t *order, int n,
                      size_t rows, const size_t *out_row, float *out, tfm_err *err)
 {
     if (rows > e->btok_n) {
@@ -328,7 +326,7 @@ static int run_batch(tfm_embedder *e, const tfm_embed_input *in, const int *orde
     e->blen = tfm_realloc(e->blen, sizeof(int) * (size_t)n);
     size_t r = 0;
     for (int k = 0; k < n; k++) {
-        int i = order[k];
+        int i = (int)order[k];
         e->blen[k] = in->len[i];
         memcpy(e->btok + r, in->tok + in->off[i], sizeof(uint32_t) * in->len[i]);
         if (in->seg)
@@ -344,7 +342,7 @@ static int run_batch(tfm_embedder *e, const tfm_embed_input *in, const int *orde
     const int D = e->D;
     r = 0;
     for (int k = 0; k < n; k++) {
-        int i = order[k], T = in->len[i];
+        int i = (int)order[k], T = in->len[i];
         const float *x = e->comb + r * D;
         if (e->o.pool == TFM_POOL_NONE) {
             float *o = out + out_row[i] * D;
@@ -376,14 +374,12 @@ int tfm_embedder_run(tfm_embedder *e, const tfm_embed_input *in, float *out, tfm
     size_t need = (size_t)in->n * 2;
     if (need > e->n_order) {
         free(e->order);
-        e->order = tfm_malloc(sizeof(int) * need);
+        e->order = tfm_malloc(sizeof *e->order * need);
         e->n_order = need;
     }
-    int *order = e->order;
+    size_t *order = e->order;
     size_t *out_row = NULL;
-    for (int i = 0; i < in->n; i++)
-        order[i] = i;
-    qsort_r(order, (size_t)in->n, sizeof *order, by_len, (void *)in);
+    tfm_order_by_key(order, (size_t)in->n, input_len, in);
     if (e->o.pool == TFM_POOL_NONE) {
         out_row = tfm_malloc(sizeof(size_t) * (size_t)in->n);
         size_t r = 0;

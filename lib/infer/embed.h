@@ -122,7 +122,7 @@ typedef struct tfm_embedder {
     float **hidden;        /* [L + 1]: a buffer for each layer used */
     float *comb;           /* [max_tokens, D] */
     size_t rows;           /* capacity of the buffers in rows */
-    int *order;            /* scratch */
+    size_t *order;         /* scratch */
     size_t n_order;
     uint32_t *btok;        /* a batch's tokens, packed */
     uint8_t *bseg;

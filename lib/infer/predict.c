@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/order.h"
 #include "infer/taskmetrics.h"
 #include "model/file.h"
 
@@ -98,17 +99,9 @@ void tfm_ft_batcher_free(tfm_ft_batcher *bb)
 
 /* ---- the forward -------------------------------------------------------- */
 
-typedef struct by_len {
-    int len;
-    size_t row;
-} by_len;
-
-static int cmp_len(const void *a, const void *b)
+static size_t row_len(const void *set, size_t i)
 {
-    const by_len *x = a, *y = b;
-    if (x->len != y->len)
-        return x->len < y->len ? -1 : 1;
-    return x->row < y->row ? -1 : x->row > y->row;
+    return (size_t)((const tfm_ft_set *)set)->row[i].len;
 }
 
 void tfm_ft_out_free(tfm_ft_out *o)
@@ -138,10 +131,8 @@ int tfm_ft_run(tfm_model *m, const tfm_ft_set *s, int regression, int max_tokens
         max_tokens = 8192;
     if (max_rows <= 0)
         max_rows = 64;
-    by_len *order = tfm_malloc((s->n_rows ? s->n_rows : 1) * sizeof *order);
-    for (size_t i = 0; i < s->n_rows; i++)
-        order[i] = (by_len){s->row[i].len, i};
-    qsort(order, s->n_rows, sizeof *order, cmp_len);
+    size_t *order = tfm_malloc((s->n_rows ? s->n_rows : 1) * sizeof *order);
+    tfm_order_by_key(order, s->n_rows, row_len, s);
     size_t *rows = tfm_malloc((size_t)max_rows * sizeof *rows);
     tfm_ft_batcher bb = {0};
     tfm_head head = s->task == TFM_FT_CLASSIFY ? TFM_HEAD_CLASS
@@ -153,8 +144,8 @@ int tfm_ft_run(tfm_model *m, const tfm_ft_set *s, int regression, int max_tokens
         /* ascending lengths: the last row of a batch is its longest */
         int n = 0;
         while (first + (size_t)n < s->n_rows && n < max_rows &&
-               (n == 0 || (long)(n + 1) * order[first + (size_t)n].len <= max_tokens)) {
-            rows[n] = order[first + (size_t)n].row;
+               (n == 0 || (long)(n + 1) * s->row[order[first + (size_t)n]].len <= max_tokens)) {
+            rows[n] = order[first + (size_t)n];
             n++;
         }
         tfm_batch b;

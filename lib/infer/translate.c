@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/order.h"
 #include "infer/generate.h"
 #include "io/safetensors.h"
 #include "text/utf8.h"
@@ -68,17 +69,9 @@ int tfm_lm_source_tokenizer(const tfm_lm *lm, tfm_tokenizer **out, tfm_err *err)
     return 0;
 }
 
-/* A source's length and index, sorted by length then index. */
-typedef struct len_idx {
-    size_t len, idx;
-} len_idx;
-
-static int cmp_len(const void *a, const void *b)
+static size_t source_len(const void *src, size_t i)
 {
-    const len_idx *x = a, *y = b;
-    if (x->len != y->len)
-        return x->len < y->len ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
+    return ((const tfm_ids *)src)[i].len;
 }
 
 int tfm_translate_greedy(const tfm_model_config *cfg, const tfm_weights *w, int64_t start,
@@ -112,24 +105,22 @@ int tfm_translate_greedy(const tfm_model_config *cfg, const tfm_weights *w, int6
     if (tfm_gen_init(&g, &lm, &o, batch, err) < 0)
         return -1;
     /* similar lengths together: a batch steps until its longest is done */
-    len_idx *order = tfm_malloc(sizeof *order * (n ? n : 1));
-    for (size_t i = 0; i < n; i++)
-        order[i] = (len_idx){src[i].len, i};
-    qsort(order, n, sizeof *order, cmp_len);
+    size_t *order = tfm_malloc(sizeof *order * (n ? n : 1));
+    tfm_order_by_key(order, n, source_len, src);
     tfm_ids *batch_src = tfm_malloc(sizeof *batch_src * (size_t)batch);
     tfm_gen_result *res = tfm_calloc((size_t)batch, sizeof *res);
     int rc = 0;
     for (size_t b0 = 0; b0 < n && rc == 0; b0 += (size_t)batch) {
         size_t nb = n - b0 < (size_t)batch ? n - b0 : (size_t)batch;
         for (size_t j = 0; j < nb; j++)
-            batch_src[j] = src[order[b0 + j].idx];
+            batch_src[j] = src[order[b0 + j]];
         if (tfm_gen_run(&g, batch_src, nb, b0, res, NULL, NULL, err) < 0) {
             rc = -1;
             break;
         }
         for (size_t j = 0; j < nb; j++) {
             const tfm_gen_hyp *h = &res[j].hyps[0];
-            tfm_ids_append(&out[order[b0 + j].idx], h->ids.data, h->ids.len);
+            tfm_ids_append(&out[order[b0 + j]], h->ids.data, h->ids.len);
             tfm_gen_result_free(&res[j]);
         }
     }

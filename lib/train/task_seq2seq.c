@@ -22,6 +22,7 @@
 
 #include "base/buf.h"
 #include "base/file.h"
+#include "base/order.h"
 #include "infer/bleu.h"
 #include "infer/translate.h"
 #include "model/decode.h"
@@ -235,29 +236,15 @@ static void split_tail(pairs *from, pairs *to, size_t count)
     from->text.len = tlo;
 }
 
-typedef struct sized {
-    uint32_t size;
-    size_t index;
-} sized;
-
-static int by_size(const void *a, const void *b)
+static size_t size_of_pair(const void *P, size_t i)
 {
-    const sized *x = a, *y = b;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
+    return pair_size(&((const pairs *)P)->p[i]);
 }
 
 static void sort_by_size(pairs *P)
 {
-    sized *s = tfm_malloc((P->n ? P->n : 1) * sizeof *s);
-    for (size_t i = 0; i < P->n; i++)
-        s[i] = (sized){pair_size(&P->p[i]), i};
-    qsort(s, P->n, sizeof *s, by_size);
     P->order = tfm_malloc((P->n ? P->n : 1) * sizeof *P->order);
-    for (size_t i = 0; i < P->n; i++)
-        P->order[i] = s[i].index;
-    free(s);
+    tfm_order_by_key(P->order, P->n, size_of_pair, P);
 }
 
 /* ---- batches ---------------------------------------------------------------- */

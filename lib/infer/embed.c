@@ -268,6 +268,7 @@ int tfm_embedder_init(tfm_embedder *e, const tfm_model_config *cfg, const tfm_we
                                o->layers.layer[k], e->L);
         }
     e->D = tfm_layer_sel_dim(&o->layers, e->C);
+    tfm_fwd_pack_weights(&e->fwd);
     e->hidden = tfm_calloc((size_t)e->L + 1, sizeof *e->hidden);
     return 0;
 }

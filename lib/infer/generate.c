@@ -294,6 +294,23 @@ static int cache_len(const tfm_gen *g, const tfm_ids *prompts, size_t n)
     return len > INT_MAX ? INT_MAX : (int)len;
 }
 
+/* Encoder-decoders: sources prompts[0..n) into slots[0..n), one encoder
+ * pass for all. */
+static int encode_sources(tfm_gen *g, const tfm_ids *prompts, size_t n, const int *slots,
+                          tfm_err *err)
+{
+    const uint32_t **src = tfm_malloc(sizeof *src * (n ? n : 1));
+    int *len = tfm_malloc(sizeof *len * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        src[i] = prompts[i].data;
+        len[i] = prompts[i].len > INT_MAX ? INT_MAX : (int)prompts[i].len;
+    }
+    int rc = tfm_infer_encode_many(&g->infer, (int)n, slots, src, len, err);
+    free(src);
+    free(len);
+    return rc;
+}
+
 /* Greedy and sampling: prompts[0..n) decoded as one batch. */
 static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index,
                      tfm_gen_result *res, tfm_gen_text_fn fn, void *ctx, tfm_err *err)
@@ -331,9 +348,6 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
             s->has_sampler = 1;
         }
         if (g->encdec) {
-            if (tfm_infer_encode(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
-                                 err) < 0)
-                goto done;
             toks[i] = g->start;
             slots[i] = s->slot;
         } else if (tfm_infer_prefill(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
@@ -343,8 +357,10 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
         }
         rows[nrows++] = i;
     }
-    /* encoder-decoders: every source's start token in one step */
-    if (g->encdec && (tfm_infer_step(&g->infer, (int)n, toks, slots, logits, err) < 0 ||
+    /* encoder-decoders: every source in one encoder pass, every start token
+     * in one step */
+    if (g->encdec && (encode_sources(g, prompts, n, slots, err) < 0 ||
+                      tfm_infer_step(&g->infer, (int)n, toks, slots, logits, err) < 0 ||
                       check_nan(logits, n * (size_t)V, err) < 0))
         goto done;
     double t1 = tfm_now();
@@ -474,9 +490,6 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
     for (size_t i = 0; i < n; i++) {
         int slot0 = (int)i * B;
         if (g->encdec) {
-            if (tfm_infer_encode(&g->infer, slot0, prompts[i].data, (int)prompts[i].len,
-                                 err) < 0)
-                goto done;
             toks[i] = g->start;
             slots[i] = slot0;
         } else if (tfm_infer_prefill(&g->infer, slot0, prompts[i].data, (int)prompts[i].len,
@@ -489,7 +502,8 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
         int limit = max_new(o, prompts[i].len);
         tasks[i] = (tfm_beam_task){first + i * V, slot0, limit < room ? limit : room};
     }
-    if (g->encdec && tfm_infer_step(&g->infer, (int)n, toks, slots, first, err) < 0)
+    if (g->encdec && (encode_sources(g, prompts, n, slots, err) < 0 ||
+                      tfm_infer_step(&g->infer, (int)n, toks, slots, first, err) < 0))
         goto done;
     if (check_nan(first, n * (size_t)V, err) < 0)
         goto done;

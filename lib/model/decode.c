@@ -463,7 +463,7 @@ void tfm_infer_free(tfm_infer *g)
     free(g->scores); free(g->alibi);
     if (g->enc)
         tfm_fwd_free(g->enc);
-    free(g->enc); free(g->mem);
+    free(g->enc); free(g->mem); free(g->mem_tok);
     memset(g, 0, sizeof *g);
 }
 
@@ -746,23 +746,33 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
     PROF(TFM_PROF_HEAD);
 }
 
-int tfm_infer_encode(tfm_infer *g, int slot, const uint32_t *src, int S, tfm_err *err)
+int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t *const *src,
+                          const int *S, tfm_err *err)
 {
     const tfm_model_config *c = &g->cfg;
     const tfm_weights *w = g->w;
-    TFM_ASSERT(slot >= 0 && slot < g->n_slots);
     if (c->kind != TFM_KIND_ENCODER_DECODER)
         return tfm_err_set(err, "model.kind %s has no encoder to run over a source",
                            tfm_kind_name(c->kind));
-    if (S < 1 || S > g->max_len)
-        return tfm_err_set(err, "source of %d tokens: the model takes 1 to %d", S, g->max_len);
-    int Vs = tfm_model_config_src_vocab(c);
-    for (int i = 0; i < S; i++)
-        if (src[i] >= (uint32_t)Vs)
-            return tfm_err_set(err, "source token id %u is outside the model's source "
-                               "vocabulary (%d)", src[i], Vs);
+    const int Vs = tfm_model_config_src_vocab(c);
+    size_t R = 0;
+    for (int s = 0; s < n; s++) {
+        TFM_ASSERT(slots[s] >= 0 && slots[s] < g->n_slots);
+        if (S[s] < 1 || S[s] > g->max_len)
+            return tfm_err_set(err, "source of %d tokens: the model takes 1 to %d", S[s],
+                               g->max_len);
+        for (int i = 0; i < S[s]; i++)
+            if (src[s][i] >= (uint32_t)Vs)
+                return tfm_err_set(err, "source token id %u is outside the model's source "
+                                   "vocabulary (%d)", src[s][i], Vs);
+        R += (size_t)S[s];
+    }
+    if (n < 1)
+        return 0;
     const int C = c->n_embd;
-    /* the one whole-sequence forward (model/forward.h), its top layer */
+    /* the one whole-sequence forward (model/forward.h), its top layer; its
+     * weights packed once, so that a source's result does not depend on
+     * the sources encoded with it (tensor/gemm.h) */
     if (!g->enc) {
         g->enc = tfm_malloc(sizeof *g->enc);
         if (tfm_fwd_init(g->enc, c, w, TFM_FWD_ENCODER, err) < 0) {
@@ -770,30 +780,48 @@ int tfm_infer_encode(tfm_infer *g, int slot, const uint32_t *src, int S, tfm_err
             g->enc = NULL;
             return -1;
         }
-        g->mem = tfm_aligned_alloc(sizeof(float) * (size_t)g->max_len * C);
+        tfm_fwd_pack_weights(g->enc);
     }
+    if (R > g->mem_rows) {
+        free(g->mem);
+        g->mem = tfm_aligned_alloc(sizeof(float) * R * C);
+        free(g->mem_tok);
+        g->mem_tok = tfm_malloc(sizeof(uint32_t) * R);
+        g->mem_rows = R;
+    }
+    for (int s = 0, r = 0; s < n; r += S[s], s++)
+        memcpy(g->mem_tok + r, src[s], sizeof(uint32_t) * (size_t)S[s]);
     float *hidden[g->enc->n_layer + 1];
     memset(hidden, 0, sizeof hidden);
     hidden[g->enc->n_layer] = g->mem;
-    tfm_fwd_batch b = {.n = 1, .len = &S, .tok = src, .hidden = hidden};
+    tfm_fwd_batch b = {.n = n, .len = S, .tok = g->mem_tok, .hidden = hidden};
     if (tfm_fwd_run(g->enc, &b, err) < 0)
         return -1;
-    const float *mem = g->mem;
-    ensure_rows(g, S);
-    /* every decoder layer's keys and values of the memory, once */
-    for (int l = 0; l < c->n_layer; l++) {
-        const tfm_layer_weights *L = &w->layers[l];
-        linear(g, g->qkv, mem, L->xkv_w, NULL, L->xkv_b, S, C, 2 * C);
-        for (int r = 0; r < S; r++) {
-            memcpy(kv_at(g, g->xkcache, l, slot, r), g->qkv + (size_t)r * 2 * C,
-                   sizeof(float) * C);
-            memcpy(kv_at(g, g->xvcache, l, slot, r), g->qkv + (size_t)r * 2 * C + C,
-                   sizeof(float) * C);
+    /* every decoder layer's keys and values of each memory, once; source by
+     * source, as linear's path (gemv or BLIS) depends on the rows */
+    for (int s = 0, r = 0; s < n; r += S[s], s++) {
+        const float *mem = g->mem + (size_t)r * C;
+        const int slot = slots[s];
+        ensure_rows(g, S[s]);
+        for (int l = 0; l < c->n_layer; l++) {
+            const tfm_layer_weights *L = &w->layers[l];
+            linear(g, g->qkv, mem, L->xkv_w, NULL, L->xkv_b, S[s], C, 2 * C);
+            for (int i = 0; i < S[s]; i++) {
+                memcpy(kv_at(g, g->xkcache, l, slot, i), g->qkv + (size_t)i * 2 * C,
+                       sizeof(float) * C);
+                memcpy(kv_at(g, g->xvcache, l, slot, i), g->qkv + (size_t)i * 2 * C + C,
+                       sizeof(float) * C);
+            }
         }
+        g->src_len[slot] = S[s];
+        g->len[slot] = 0;
     }
-    g->src_len[slot] = S;
-    g->len[slot] = 0;
     return 0;
+}
+
+int tfm_infer_encode(tfm_infer *g, int slot, const uint32_t *src, int S, tfm_err *err)
+{
+    return tfm_infer_encode_many(g, 1, &slot, &src, &S, err);
 }
 
 /* A slot of an encoder-decoder must have its source before it decodes. */

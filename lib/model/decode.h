@@ -21,7 +21,8 @@
  * and are never copied or written.  The layout and names are model/transformer.h's
  * (matrices [in, out], lm_head [V, C]).
  *
- * Encoder-decoders: tfm_infer_encode runs the encoder once per source
+ * Encoder-decoders: tfm_infer_encode (tfm_infer_encode_many: many sources
+ * in one packed pass) runs the encoder once per source
  * (through model/forward.h, the one whole-sequence inference forward) and
  * caches the keys and values of every decoder layer's cross-attention;
  * decoding then reads them as it reads the self-attention cache.
@@ -140,7 +141,9 @@ typedef struct tfm_infer {
     float *alibi;           /* [n_head] ALiBi slopes, or NULL */
     struct tfm_fwd *enc;    /* encoder-decoders: the encoder's forward
                                (model/forward.h) */
-    float *mem;             /* [max_len][C]: its output */
+    float *mem;             /* [mem_rows][C]: its output */
+    uint32_t *mem_tok;      /* [mem_rows]: the sources it ran over */
+    size_t mem_rows;
     int profile;            /* 1: add each phase's wall time to prof_s */
     double prof_s[TFM_PROF_N];
 } tfm_infer;
@@ -163,6 +166,12 @@ void tfm_infer_reset(tfm_infer *g, int slot);
  * have a source).  Errors: an id outside the source vocabulary, S < 1 or
  * above max_len. */
 int tfm_infer_encode(tfm_infer *g, int slot, const uint32_t *src, int S, tfm_err *err);
+/* The same for n sources at once, src[i][0..S[i]) into slots[i]: one
+ * packed encoder pass over all their tokens (model/forward.h); each slot
+ * ends as tfm_infer_encode would leave it, to the bit.  Nothing is encoded
+ * when one source is in error. */
+int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t *const *src,
+                          const int *S, tfm_err *err);
 /* Slot dst becomes a copy of slot src (its filled positions only, and its
  * source). */
 void tfm_infer_copy_slot(tfm_infer *g, int dst, int src);

@@ -337,6 +337,21 @@ static void encdec_case(tfm_pos pos, int post)
             memcpy(l1, both + V, sizeof l1);
         }
     }
+    /* sources encoded in one pass leave each slot as one at a time would,
+     * to the bit (a one-token source too) */
+    const uint32_t one[1] = {4};
+    const uint32_t *srcs[3] = {src0, src1, one};
+    const int lens[3] = {S0, S1, 1}, sl[3] = {2, 0, 1};
+    float alone[3][V], many[3][V];
+    for (int s = 0; s < 3; s++) {
+        assert_int_equal(tfm_infer_encode(&g, sl[s], srcs[s], lens[s], &err), 0);
+        assert_int_equal(tfm_infer_prefill(&g, sl[s], prompt, P, alone[s], &err), 0);
+    }
+    assert_int_equal(tfm_infer_encode_many(&g, 3, sl, srcs, lens, &err), 0);
+    for (int s = 0; s < 3; s++) {
+        assert_int_equal(tfm_infer_prefill(&g, sl[s], prompt, P, many[s], &err), 0);
+        assert_memory_equal(alone[s], many[s], sizeof alone[s]);
+    }
     /* the source's own vocabulary bounds its ids */
     uint32_t bad = post ? VS : V;
     assert_int_equal(tfm_infer_encode(&g, 0, &bad, 1, &err), -1);

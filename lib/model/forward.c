@@ -51,7 +51,27 @@ void tfm_fwd_free(tfm_fwd *f)
     free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc);
     free(f->mean); free(f->rstd); free(f->pe); free(f->rope); free(f->pos);
     free(f->probs); free(f->ascratch); free(f->alibi);
+    if (f->packed)
+        for (int i = 0; i < 4 * f->n_layer; i++)
+            tfm_gemm_b_free(&f->packed[i]);
+    free(f->packed);
     memset(f, 0, sizeof *f);
+}
+
+void tfm_fwd_pack_weights(tfm_fwd *f)
+{
+    if (f->packed)
+        return;
+    const int C = f->cfg.n_embd, F = tfm_model_config_ff(&f->cfg);
+    f->packed = tfm_calloc((size_t)4 * f->n_layer, sizeof *f->packed);
+    for (int l = 0; l < f->n_layer; l++) {
+        const tfm_layer_weights *W = &f->layers[l];
+        tfm_gemm_b *p = f->packed + 4 * l;
+        tfm_gemm_b_pack(&p[0], W->qkv_w, 3 * C, C, 3 * C);
+        tfm_gemm_b_pack(&p[1], W->proj_w, C, C, C);
+        tfm_gemm_b_pack(&p[2], W->fc_w, F, C, F);
+        tfm_gemm_b_pack(&p[3], W->fcp_w, C, F, C);
+    }
 }
 
 int tfm_fwd_max_len(const tfm_fwd *f)
@@ -119,11 +139,15 @@ static void ensure(tfm_fwd *f, int R, int T)
     }
 }
 
-/* out[R, N] = in[R, K]·W[K, N] + b, one product over every row. */
-static void linear(float *out, const float *in, const float *W, const float *b, int R,
-                   int K, int N)
+/* out[R, N] = in[R, K]·W[K, N] + b, one product over every row; pk is W
+ * packed (tfm_fwd_pack_weights) or NULL. */
+static void linear(float *out, const float *in, const float *W, const tfm_gemm_b *pk,
+                   const float *b, int R, int K, int N)
 {
-    tfm_gemm(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
+    if (pk)
+        tfm_gemm_packed(R, in, K, pk, out, N);
+    else
+        tfm_gemm(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
     if (b)
         tfm_bias_forward(out, b, R, N);
 }
@@ -230,16 +254,17 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
         memcpy(b->hidden[0], x, sizeof(float) * R * C);
     for (int l = 0; l < L; l++) {
         const tfm_layer_weights *W = &f->layers[l];
+        const tfm_gemm_b *pk = f->packed ? f->packed + 4 * l : NULL;
         const float *ain = x;
         if (pre) {
             tfm_layernorm_forward(h, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C, c->ln_eps);
             ain = h;
         }
-        linear(f->qkv, ain, W->qkv_w, W->qkv_b, Ri, C, 3 * C);
+        linear(f->qkv, ain, W->qkv_w, pk ? &pk[0] : NULL, W->qkv_b, Ri, C, 3 * C);
         if (f->rope) /* q and k of every head: 2·NH heads of HS columns */
             tfm_rope_apply(f->qkv, 3 * C, Ri, f->pos, 0, 2 * NH, HS, f->rope, f->max_len, 0);
         attend(f, b, l, b->attn);
-        linear(h, f->att, W->proj_w, W->proj_b, Ri, C, C);
+        linear(h, f->att, W->proj_w, pk ? &pk[1] : NULL, W->proj_b, Ri, C, C);
         tfm_add_inplace(x, h, R * C);
         if (!pre)
             tfm_layernorm_forward(x, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C, c->ln_eps);
@@ -248,9 +273,9 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
             tfm_layernorm_forward(h, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C, c->ln_eps);
             min = h;
         }
-        linear(f->fc, min, W->fc_w, W->fc_b, Ri, C, F);
+        linear(f->fc, min, W->fc_w, pk ? &pk[2] : NULL, W->fc_b, Ri, C, F);
         tfm_act_forward(act_kind(c->act), f->fc, f->fc, R * F);
-        linear(h, f->fc, W->fcp_w, W->fcp_b, Ri, F, C);
+        linear(h, f->fc, W->fcp_w, pk ? &pk[3] : NULL, W->fcp_b, Ri, F, C);
         tfm_add_inplace(x, h, R * C);
         if (!pre)
             tfm_layernorm_forward(x, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C, c->ln_eps);

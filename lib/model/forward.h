@@ -29,9 +29,10 @@
  * n_head, len, len] (query rows, key columns; masked entries 0).
  *
  * Threads: BLIS's for the products, OpenMP's for attention heads and the
- * elementwise kernels (tfm_blas_init).  The result of a sequence does not
- * depend on the other sequences of its batch beyond the last bits of the
- * matrix products (BLIS may block rows differently).
+ * elementwise kernels (tfm_blas_init).  With the weights packed
+ * (tfm_fwd_pack_weights) the result of a sequence does not depend on the
+ * other sequences of its batch, to the bit; without, a batch of one token
+ * takes gemv's rounding, not the matrix kernel's.
  *
  * Ownership: tfm_fwd owns its scratch (grown to the largest batch seen),
  * never the weights, which must outlive it.  One tfm_fwd per thread. */
@@ -46,6 +47,7 @@
 #include "model/decode.h"
 #include "model/transformer.h"
 #include "nn/attention.h"
+#include "tensor/gemm.h"
 
 typedef enum tfm_fwd_stack {
     TFM_FWD_MAIN,    /* an encoder's or a decoder's only stack */
@@ -68,11 +70,19 @@ typedef struct tfm_fwd {
     int32_t *pos;
     float *probs, *ascratch;
     size_t ascratch_n;
+    tfm_gemm_b *packed;    /* [n_layer][4] qkv, proj, fc, fc proj, or NULL */
 } tfm_fwd;
 
 int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,
                  tfm_fwd_stack stack, tfm_err *err);
 void tfm_fwd_free(tfm_fwd *f);
+
+/* Packs the stack's weight matrices once into BLIS's kernel layout
+ * (tensor/gemm.h's tfm_gemm_packed) for the runs that follow: a short batch
+ * (one sentence) then reads each weight once instead of packing it again
+ * in every product.  Same results to the bit; costs a second copy of the
+ * matrices' memory. */
+void tfm_fwd_pack_weights(tfm_fwd *f);
 
 /* The longest sequence the stack takes: block_size with learned
  * positions, else no limit (INT32_MAX). */

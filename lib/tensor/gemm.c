@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "tensor/gemm.h"
+#include "base/err.h"
 #include "base/thread.h"
 
 /* blis.h is not warning-clean under -Wextra; it is not our code. */
@@ -284,4 +285,152 @@ void tfm_gemm1(int transA, int transB, int M, int N, int K, float alpha,
                float *C, int ldc)
 {
     gemm(1, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* BLIS 0.9's micro-kernel: C[m,n] = alpha·A·B + beta·C for one MR×NR tile
+ * (m, n smaller at the edges), A an MR-row panel stored column by column,
+ * B an NR-column panel stored row by row. */
+typedef void (*sgemm_ukr)(dim_t m, dim_t n, dim_t k, float *restrict alpha, float *restrict a,
+                          float *restrict b, float *restrict beta, float *restrict c, inc_t rs_c,
+                          inc_t cs_c, auxinfo_t *restrict data, cntx_t *restrict cntx);
+
+static struct {
+    int ready;
+    dim_t mr, nr, mc, kc, kc_max;
+    sgemm_ukr ukr;
+    cntx_t *cntx;
+} kern;
+
+static int kernel_ready(void)
+{
+    if (!blas_ready)
+        tfm_blas_init(1);
+    if (!kern.ready) {
+        cntx_t *cntx = bli_gks_query_cntx();
+        kern.cntx = cntx;
+        kern.mr = bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MR, cntx);
+        kern.nr = bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_NR, cntx);
+        kern.mc = bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MC, cntx);
+        kern.kc = bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_KC, cntx);
+        kern.kc_max = bli_cntx_get_blksz_max_dt(BLIS_FLOAT, BLIS_KC, cntx);
+        kern.ukr = (sgemm_ukr)bli_cntx_get_l3_nat_ukr_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
+        /* the packed layouts below are BLIS's only for 0.9's kernel interface */
+        const char *v = bli_info_get_version_str();
+        int usable = v && strncmp(v, "0.9", 3) == 0 && kern.ukr && kern.mr > 0 && kern.nr > 0 &&
+                     kern.kc > 0 && kern.mc >= kern.mr;
+        kern.ready = usable ? 1 : -1;
+    }
+    return kern.ready == 1;
+}
+
+/* BLIS's split of K (bli_determine_blocksize_f_sub): blocks of kc, the
+ * remainder whole once it is at most kc_max.  Same blocks, same sums. */
+static int k_block(int k0, int K)
+{
+    return K - k0 <= kern.kc_max ? K - k0 : (int)kern.kc;
+}
+
+void tfm_gemm_b_pack(tfm_gemm_b *p, const float *B, int ldb, int K, int N)
+{
+    memset(p, 0, sizeof *p);
+    p->K = K;
+    p->N = N;
+    p->B = B;
+    p->ldb = ldb;
+    if (K <= 0 || N <= 1 || !kernel_ready())
+        return;
+    const int nr = (int)kern.nr, np = (N + nr - 1) / nr;
+    p->panels = tfm_aligned_alloc(sizeof(float) * (size_t)K * np * nr);
+    for (int k0 = 0, kb; k0 < K; k0 += kb) {
+        kb = k_block(k0, K);
+        float *blk = p->panels + (size_t)k0 * np * nr;
+#pragma omp parallel for schedule(static) if ((size_t)kb * N >= (1 << 16))
+        for (int j = 0; j < np; j++) {
+            float *dst = blk + (size_t)j * kb * nr;
+            const int n = N - j * nr < nr ? N - j * nr : nr;
+            for (int k = 0; k < kb; k++) {
+                const float *src = B + (size_t)(k0 + k) * ldb + (size_t)j * nr;
+                for (int c = 0; c < nr; c++)
+                    dst[(size_t)k * nr + c] = c < n ? src[c] : 0.0f;
+            }
+        }
+    }
+}
+
+void tfm_gemm_b_free(tfm_gemm_b *p)
+{
+    free(p->panels);
+    memset(p, 0, sizeof *p);
+}
+
+void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float *C, int ldc)
+{
+    const int K = B->K, N = B->N;
+    if (M <= 0)
+        return;
+    /* a single row too goes through the kernel (tfm_gemm would take gemv):
+     * a row's result never depends on how many rows come with it.  From
+     * about 2000 rows up BLIS's own loop is faster (it packs A block by block
+     * into cache; scripts/bench/embed_bench gemm): same sums, same bits. */
+    if (!B->panels || M > 1024) {
+        tfm_gemm(0, 0, M, N, K, 1.0f, A, lda, B->B, B->ldb, 0.0f, C, ldc);
+        return;
+    }
+    const int mr = (int)kern.mr, nr = (int)kern.nr, ma = (M + mr - 1) / mr;
+    const int np = (N + nr - 1) / nr, mcp = (int)(kern.mc / kern.mr);
+    int nthreads = blas_threads;
+    if (small_product(M, N, K))
+        nthreads = 1;
+#ifdef _OPENMP
+    if (omp_in_parallel())
+        nthreads = 1;
+#endif
+    float *apack = tfm_aligned_alloc(sizeof(float) * (size_t)ma * mr * K);
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
+    {
+#pragma omp for schedule(static)
+        for (int i = 0; i < ma; i++) {
+            float *dst = apack + (size_t)i * mr * K;
+            for (int k = 0; k < K; k++)
+                for (int r = 0; r < mr; r++) {
+                    const int row = i * mr + r;
+                    dst[(size_t)k * mr + r] = row < M ? A[(size_t)row * lda + k] : 0.0f;
+                }
+        }
+        int t = 0, nt = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        nt = omp_get_num_threads();
+#endif
+        /* each thread owns a range of C's column panels: no further barrier */
+        const int j0 = (int)((long)np * t / nt), j1 = (int)((long)np * (t + 1) / nt);
+        float one = 1.0f;
+        auxinfo_t aux;
+        memset(&aux, 0, sizeof aux);
+        bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
+        bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
+        bli_auxinfo_set_is_a(1, &aux);
+        bli_auxinfo_set_is_b(1, &aux);
+        for (int k0 = 0, kb; k0 < K; k0 += kb) {
+            kb = k_block(k0, K);
+            float beta = k0 ? 1.0f : 0.0f;
+            const float *bblk = B->panels + (size_t)k0 * np * nr;
+            for (int ic = 0; ic < ma; ic += mcp) {
+                const int ie = ic + mcp < ma ? ic + mcp : ma;
+                for (int j = j0; j < j1; j++) {
+                    float *bp = (float *)bblk + (size_t)j * kb * nr;
+                    const int n = N - j * nr < nr ? N - j * nr : nr;
+                    for (int i = ic; i < ie; i++) {
+                        float *ap = apack + (size_t)i * mr * K + (size_t)k0 * mr;
+                        const int m = M - i * mr < mr ? M - i * mr : mr;
+                        bli_auxinfo_set_next_a(i + 1 < ie ? ap + (size_t)mr * K : ap, &aux);
+                        bli_auxinfo_set_next_b(bp, &aux);
+                        kern.ukr(m, n, kb, &one, ap, bp, &beta, C + (size_t)i * mr * ldc + (size_t)j * nr,
+                                 ldc, 1, &aux, kern.cntx);
+                    }
+                }
+            }
+        }
+    }
+    free(apack);
 }

@@ -36,4 +36,25 @@ void tfm_gemm1(int transA, int transB, int M, int N, int K, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta,
                float *C, int ldc);
 
+/* A right-hand operand packed once for many products: inference weights.
+ * BLIS packs B afresh in every product; a sentence's activations are a few
+ * hundred rows, so for them re-packing the weight costs as much memory
+ * traffic as the product reads.  The panels are BLIS's own layout for its
+ * micro-kernel, so tfm_gemm_packed rounds exactly as tfm_gemm does. */
+typedef struct tfm_gemm_b {
+    int K, N;
+    float *panels; /* NULL when BLIS's kernel is not usable: B below is used */
+    const float *B;
+    int ldb;
+} tfm_gemm_b;
+
+/* Packs B[K,N] (row-major, row stride ldb); B must outlive p when the
+ * kernel is unusable (the fallback reads it). */
+void tfm_gemm_b_pack(tfm_gemm_b *p, const float *B, int ldb, int K, int N);
+void tfm_gemm_b_free(tfm_gemm_b *p);
+/* C[M,N] = A[M,K] · B, overwriting C; threads as tfm_gemm, and for M > 1
+ * its rounding.  A single row goes through the same kernel (not gemv), so
+ * each row's result is the same whatever M and the row's place in A. */
+void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float *C, int ldc);
+
 #endif

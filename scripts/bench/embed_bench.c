@@ -6,6 +6,8 @@
  *       pooling, the default token budget), tokens, FLOPs of the real
  *       tokens, peak RSS
  *   embed_bench peak THREADS                  sgemm GFLOP/s at 2048³ (tfm_gemm)
+ *   embed_bench gemm THREADS                  ms of BERT-base's four weight
+ *       products at 128 and 4096 rows: tfm_gemm against tfm_gemm_packed
  */
 #include "config.h"
 
@@ -48,12 +50,57 @@ static int peak(int threads)
     return 0;
 }
 
+/* Median ms of 15 products of each shape, BLIS packing the weight each
+ * time and packed once. */
+static int gemm_shapes(int threads)
+{
+    tfm_blas_init(threads);
+    static const int shapes[][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
+    static const int rows[] = {128, 256, 512, 1024, 4096};
+    enum { REPS = 15 };
+    for (size_t m = 0; m < sizeof rows / sizeof rows[0]; m++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int M = rows[m], K = shapes[s][0], N = shapes[s][1];
+            float *a = tfm_aligned_alloc(sizeof(float) * M * K), *b = tfm_aligned_alloc(sizeof(float) * K * N),
+                  *c = tfm_aligned_alloc(sizeof(float) * M * N);
+            for (size_t i = 0; i < (size_t)M * K; i++)
+                a[i] = (float)(i % 13) * 0.01f;
+            for (size_t i = 0; i < (size_t)K * N; i++)
+                b[i] = (float)(i % 11) * 0.01f;
+            tfm_gemm_b p;
+            tfm_gemm_b_pack(&p, b, N, K, N);
+            double ms[2][REPS];
+            for (int r = -1; r < REPS; r++)
+                for (int packed = 0; packed < 2; packed++) {
+                    double t0 = tfm_now();
+                    if (packed)
+                        tfm_gemm_packed(M, a, K, &p, c, N);
+                    else
+                        tfm_gemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
+                    if (r >= 0)
+                        ms[packed][r] = (tfm_now() - t0) * 1e3;
+                }
+            qsort(ms[0], REPS, sizeof(double), cmp_double);
+            qsort(ms[1], REPS, sizeof(double), cmp_double);
+            double gf = 2.0 * M * N * K / 1e6;
+            printf("{\"M\": %d, \"K\": %d, \"N\": %d, \"blis_ms\": %.3f, \"packed_ms\": %.3f, "
+                   "\"blis_gflops\": %.1f, \"packed_gflops\": %.1f}\n",
+                   M, K, N, ms[0][REPS / 2], ms[1][REPS / 2], gf / ms[0][REPS / 2],
+                   gf / ms[1][REPS / 2]);
+            tfm_gemm_b_free(&p);
+            free(a); free(b); free(c);
+        }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "peak"))
         return peak(atoi(argv[2]));
+    if (argc == 3 && !strcmp(argv[1], "gemm"))
+        return gemm_shapes(atoi(argv[2]));
     if (argc != 5) {
-        fprintf(stderr, "usage: embed_bench MODEL LINES REPEATS THREADS | peak THREADS\n");
+        fprintf(stderr, "usage: embed_bench MODEL LINES REPEATS THREADS | peak THREADS | gemm THREADS\n");
         return 2;
     }
     int repeats = atoi(argv[3]);

@@ -756,6 +756,7 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
                            tfm_kind_name(c->kind));
     const int Vs = tfm_model_config_src_vocab(c);
     size_t R = 0;
+    int longest = 0;
     for (int s = 0; s < n; s++) {
         TFM_ASSERT(slots[s] >= 0 && slots[s] < g->n_slots);
         if (S[s] < 1 || S[s] > g->max_len)
@@ -766,6 +767,7 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
                 return tfm_err_set(err, "source token id %u is outside the model's source "
                                    "vocabulary (%d)", src[s][i], Vs);
         R += (size_t)S[s];
+        longest = S[s] > longest ? S[s] : longest;
     }
     if (n < 1)
         return 0;
@@ -799,10 +801,10 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
         return -1;
     /* every decoder layer's keys and values of each memory, once; source by
      * source, as linear's path (gemv or BLIS) depends on the rows */
+    ensure_rows(g, longest);
     for (int s = 0, r = 0; s < n; r += S[s], s++) {
         const float *mem = g->mem + (size_t)r * C;
         const int slot = slots[s];
-        ensure_rows(g, S[s]);
         for (int l = 0; l < c->n_layer; l++) {
             const tfm_layer_weights *L = &w->layers[l];
             linear(g, g->qkv, mem, L->xkv_w, NULL, L->xkv_b, S[s], C, 2 * C);

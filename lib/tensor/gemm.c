@@ -114,6 +114,20 @@ void tfm_blas_init(int threads)
 #endif
 }
 
+/* The BLIS whose internals this file knows (its barrier's fields, its
+ * micro-kernel's interface and panel layout): 0.9. */
+static int blis_known(void)
+{
+    static int known = -1; /* every thread computes the same answer */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        const char *v = bli_info_get_version_str();
+        k = v && strncmp(v, "0.9", 3) == 0;
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
+}
+
 /* BLIS 0.9 waits at its thread barriers by spinning on a flag, with no
  * pause, yield or sleep: when a thread it waits for cannot run (more threads
  * than free cores: another job on the same cores, taskset, a CPU quota) the
@@ -132,18 +146,6 @@ enum { SPIN_MAX = 4096, SPIN_MIN = 16 }; /* pauses: ~120 µs and ~0.5 µs at ~30
 
 static int sleepers; /* threads asleep in any barrier: wakes are needed */
 static __thread int spin_budget = SPIN_MAX;
-
-static int barrier_known(void)
-{
-    static int known = -1; /* every thread computes the same answer */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (k < 0) {
-        const char *v = bli_info_get_version_str();
-        k = v && strncmp(v, "0.9", 3) == 0;
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return k;
-}
 
 static int *sense_word(thrcomm_t *comm)
 {
@@ -168,7 +170,7 @@ __attribute__((weak)) void bli_thrcomm_barrier(dim_t t_id, thrcomm_t *comm)
 {
     if (!comm || comm->n_threads == 1)
         return;
-    if (!barrier_known()) {
+    if (!blis_known()) {
         static void *next;
         void *f = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
         if (!f) {
@@ -314,10 +316,8 @@ static int kernel_ready(void)
         kern.kc = bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_KC, cntx);
         kern.kc_max = bli_cntx_get_blksz_max_dt(BLIS_FLOAT, BLIS_KC, cntx);
         kern.ukr = (sgemm_ukr)bli_cntx_get_l3_nat_ukr_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
-        /* the packed layouts below are BLIS's only for 0.9's kernel interface */
-        const char *v = bli_info_get_version_str();
-        int usable = v && strncmp(v, "0.9", 3) == 0 && kern.ukr && kern.mr > 0 && kern.nr > 0 &&
-                     kern.kc > 0 && kern.mc >= kern.mr;
+        int usable = blis_known() && kern.ukr && kern.mr > 0 && kern.nr > 0 && kern.kc > 0 &&
+                     kern.mc >= kern.mr;
         kern.ready = usable ? 1 : -1;
     }
     return kern.ready == 1;
@@ -363,15 +363,30 @@ void tfm_gemm_b_free(tfm_gemm_b *p)
     memset(p, 0, sizeof *p);
 }
 
+/* The calling thread's buffer for A's panels, grown as needed and kept:
+ * products run per layer, and an allocation each would be as many. */
+static float *a_panels(size_t floats)
+{
+    static __thread float *buf;
+    static __thread size_t cap;
+    if (floats > cap) {
+        free(buf);
+        buf = tfm_aligned_alloc(sizeof(float) * floats);
+        cap = floats;
+    }
+    return buf;
+}
+
 void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float *C, int ldc)
 {
     const int K = B->K, N = B->N;
     if (M <= 0)
         return;
     /* a single row too goes through the kernel (tfm_gemm would take gemv):
-     * a row's result never depends on how many rows come with it.  From
-     * about 2000 rows up BLIS's own loop is faster (it packs A block by block
-     * into cache; scripts/bench/embed_bench gemm): same sums, same bits. */
+     * a row's result never depends on how many rows come with it.  At 4096
+     * rows BLIS's own loop, packing A block by block into cache, was as fast
+     * or faster; at 1024 this one still won (scripts/bench/embed_bench
+     * gemm).  Same sums either way, same bits. */
     if (!B->panels || M > 1024) {
         tfm_gemm(0, 0, M, N, K, 1.0f, A, lda, B->B, B->ldb, 0.0f, C, ldc);
         return;
@@ -385,7 +400,7 @@ void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float 
     if (omp_in_parallel())
         nthreads = 1;
 #endif
-    float *apack = tfm_aligned_alloc(sizeof(float) * (size_t)ma * mr * K);
+    float *apack = a_panels((size_t)ma * mr * K);
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
     {
 #pragma omp for schedule(static)
@@ -432,5 +447,4 @@ void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float 
             }
         }
     }
-    free(apack);
 }

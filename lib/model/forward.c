@@ -139,17 +139,14 @@ static void ensure(tfm_fwd *f, int R, int T)
     }
 }
 
-/* out[R, N] = in[R, K]·W[K, N] + b, one product over every row; pk is W
- * packed (tfm_fwd_pack_weights) or NULL. */
-static void linear(float *out, const float *in, const float *W, const tfm_gemm_b *pk,
-                   const float *b, int R, int K, int N)
+/* out[R, N] = in[R, K]·W[K, N], then e (bias, activation, residual) on each
+ * block of out while it is in cache; pk is W packed (tfm_fwd_pack_weights)
+ * or NULL. */
+static void linear(float *out, const float *in, const float *W, const tfm_gemm_b *pk, int R,
+                   int K, int N, tfm_linear_epi e)
 {
-    if (pk)
-        tfm_gemm_packed(R, in, K, pk, out, N);
-    else
-        tfm_gemm(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
-    if (b)
-        tfm_bias_forward(out, b, R, N);
+    const tfm_gemm_b plain = {.K = K, .N = N, .B = W, .ldb = N};
+    tfm_gemm_packed(R, in, K, pk ? pk : &plain, out, N, tfm_linear_epilogue, &e);
 }
 
 static tfm_act_kind act_kind(tfm_act a)
@@ -260,12 +257,14 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
             tfm_layernorm_forward(h, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C, c->ln_eps);
             ain = h;
         }
-        linear(f->qkv, ain, W->qkv_w, pk ? &pk[0] : NULL, W->qkv_b, Ri, C, 3 * C);
+        linear(f->qkv, ain, W->qkv_w, pk ? &pk[0] : NULL, Ri, C, 3 * C,
+               (tfm_linear_epi){.bias = W->qkv_b});
         if (f->rope) /* q and k of every head: 2·NH heads of HS columns */
             tfm_rope_apply(f->qkv, 3 * C, Ri, f->pos, 0, 2 * NH, HS, f->rope, f->max_len, 0);
         attend(f, b, l, b->attn);
-        linear(h, f->att, W->proj_w, pk ? &pk[1] : NULL, W->proj_b, Ri, C, C);
-        tfm_add_inplace(x, h, R * C);
+        /* x += att·Wp + b */
+        linear(h, f->att, W->proj_w, pk ? &pk[1] : NULL, Ri, C, C,
+               (tfm_linear_epi){.bias = W->proj_b, .add = x, .ldadd = (size_t)C});
         if (!pre)
             tfm_layernorm_forward(x, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C, c->ln_eps);
         const float *min = x;
@@ -273,10 +272,10 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
             tfm_layernorm_forward(h, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C, c->ln_eps);
             min = h;
         }
-        linear(f->fc, min, W->fc_w, pk ? &pk[2] : NULL, W->fc_b, Ri, C, F);
-        tfm_act_forward(act_kind(c->act), f->fc, f->fc, R * F);
-        linear(h, f->fc, W->fcp_w, pk ? &pk[3] : NULL, W->fcp_b, Ri, F, C);
-        tfm_add_inplace(x, h, R * C);
+        linear(f->fc, min, W->fc_w, pk ? &pk[2] : NULL, Ri, C, F,
+               (tfm_linear_epi){.bias = W->fc_b, .act = 1, .act_kind = act_kind(c->act)});
+        linear(h, f->fc, W->fcp_w, pk ? &pk[3] : NULL, Ri, F, C,
+               (tfm_linear_epi){.bias = W->fcp_b, .add = x, .ldadd = (size_t)C});
         if (!pre)
             tfm_layernorm_forward(x, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C, c->ln_eps);
         float *out = b->hidden[l + 1];

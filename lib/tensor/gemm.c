@@ -377,22 +377,58 @@ static float *a_panels(size_t floats)
     return buf;
 }
 
-void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float *C, int ldc)
+/* Packs rows [r0, r0 + rows) and columns [k0, k0 + kb) of A into mr-row
+ * panels, each stored column by column, zero rows past M. */
+/* Packs rows [r0, r0 + rows) and columns [k0, k0 + kb) of A into mr-row
+ * panels, each stored column by column, zero rows past M. */
+static void pack_a(float *dst, const float *A, int lda, int M, int r0, int rows, int k0,
+                   int kb)
+{
+    const int mr = (int)kern.mr;
+    for (int i = 0; i < rows; i += mr) {
+        float *d = dst + (size_t)i * kb;
+        for (int k = 0; k < kb; k++)
+            for (int r = 0; r < mr; r++) {
+                const int row = r0 + i + r;
+                d[(size_t)k * mr + r] = row < M ? A[(size_t)row * lda + k0 + k] : 0.0f;
+            }
+    }
+}
+
+/* epi over all of C[M, N], in blocks of rows across the threads */
+static void epilogue_all(tfm_gemm_epilogue epi, void *ctx, float *C, int ldc, int M, int N)
+{
+#pragma omp parallel for schedule(static) if ((size_t)M * N >= (1 << 15))
+    for (int r = 0; r < M; r += 16)
+        epi(ctx, C + (size_t)r * ldc, ldc, r, M - r < 16 ? M - r : 16, 0, N);
+}
+
+void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float *C, int ldc,
+                     tfm_gemm_epilogue epi, void *ctx)
 {
     const int K = B->K, N = B->N;
     if (M <= 0)
         return;
     /* a single row too goes through the kernel (tfm_gemm would take gemv):
-     * a row's result never depends on how many rows come with it.  At 4096
-     * rows BLIS's own loop, packing A block by block into cache, was as fast
-     * or faster; at 1024 this one still won (scripts/bench/embed_bench
-     * gemm).  Same sums either way, same bits. */
-    if (!B->panels || M > 1024) {
+     * a row's result never depends on how many rows come with it.  Same
+     * sums as tfm_gemm, same bits. */
+    if (!B->panels) {
         tfm_gemm(0, 0, M, N, K, 1.0f, A, lda, B->B, B->ldb, 0.0f, C, ldc);
+        if (epi)
+            epilogue_all(epi, ctx, C, ldc, M, N);
         return;
     }
     const int mr = (int)kern.mr, nr = (int)kern.nr, ma = (M + mr - 1) / mr;
     const int np = (N + nr - 1) / nr, mcp = (int)(kern.mc / kern.mr);
+    /* BLIS's loops: K blocks, then blocks of mc rows, then C's column
+     * panels, then A's row panels.  Up to 1024 rows the threads pack all of
+     * A together, once, and split C's columns; beyond, A no longer fits in
+     * cache: the threads split the rows, and each packs the block it is
+     * about to use (mc rows, one K block: in L2).
+     * (Finishing a strip of C over every K block before the next, to keep
+     * it in L1, was 8-10% slower at 4096 rows: the weight's panels then
+     * come from L3 for every block of rows.) */
+    const int shared = M <= 1024;
     int nthreads = blas_threads;
     if (small_product(M, N, K))
         nthreads = 1;
@@ -400,25 +436,30 @@ void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float 
     if (omp_in_parallel())
         nthreads = 1;
 #endif
-    float *apack = a_panels((size_t)ma * mr * K);
+    float *apack = shared ? a_panels((size_t)ma * mr * K) : NULL;
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
     {
+        if (shared) {
 #pragma omp for schedule(static)
-        for (int i = 0; i < ma; i++) {
-            float *dst = apack + (size_t)i * mr * K;
-            for (int k = 0; k < K; k++)
-                for (int r = 0; r < mr; r++) {
-                    const int row = i * mr + r;
-                    dst[(size_t)k * mr + r] = row < M ? A[(size_t)row * lda + k] : 0.0f;
-                }
+            for (int i = 0; i < ma; i++)
+                pack_a(apack + (size_t)i * mr * K, A, lda, M, i * mr, mr, 0, K);
         }
+        float *ablk = shared ? NULL : a_panels((size_t)mcp * mr * kern.kc_max);
         int t = 0, nt = 1;
 #ifdef _OPENMP
         t = omp_get_thread_num();
         nt = omp_get_num_threads();
 #endif
-        /* each thread owns a range of C's column panels: no further barrier */
-        const int j0 = (int)((long)np * t / nt), j1 = (int)((long)np * (t + 1) / nt);
+        /* each thread owns a range of C's column panels (sharing A, packed
+         * once) or, packing A itself, of its row panels: no further barrier */
+        int j0 = 0, j1 = np, p0 = 0, p1 = ma;
+        if (shared) {
+            j0 = (int)((long)np * t / nt);
+            j1 = (int)((long)np * (t + 1) / nt);
+        } else {
+            p0 = (int)((long)ma * t / nt);
+            p1 = (int)((long)ma * (t + 1) / nt);
+        }
         float one = 1.0f;
         auxinfo_t aux;
         memset(&aux, 0, sizeof aux);
@@ -428,21 +469,37 @@ void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float 
         bli_auxinfo_set_is_b(1, &aux);
         for (int k0 = 0, kb; k0 < K; k0 += kb) {
             kb = k_block(k0, K);
+            const int last = k0 + kb == K;
             float beta = k0 ? 1.0f : 0.0f;
             const float *bblk = B->panels + (size_t)k0 * np * nr;
-            for (int ic = 0; ic < ma; ic += mcp) {
-                const int ie = ic + mcp < ma ? ic + mcp : ma;
+            for (int ic = p0; ic < p1; ic += mcp) {
+                const int ie = ic + mcp < p1 ? ic + mcp : p1;
+                const int r0 = ic * mr, rows = (ie * mr < M ? ie * mr : M) - r0;
+                /* panel ic + i's K block at a0 + i·astride */
+                const float *a0;
+                size_t astride;
+                if (shared) {
+                    a0 = apack + (size_t)ic * mr * K + (size_t)k0 * mr;
+                    astride = (size_t)mr * K;
+                } else {
+                    pack_a(ablk, A, lda, M, r0, (ie - ic) * mr, k0, kb);
+                    a0 = ablk;
+                    astride = (size_t)mr * kb;
+                }
                 for (int j = j0; j < j1; j++) {
                     float *bp = (float *)bblk + (size_t)j * kb * nr;
                     const int n = N - j * nr < nr ? N - j * nr : nr;
                     for (int i = ic; i < ie; i++) {
-                        float *ap = apack + (size_t)i * mr * K + (size_t)k0 * mr;
+                        float *ap = (float *)a0 + (size_t)(i - ic) * astride;
                         const int m = M - i * mr < mr ? M - i * mr : mr;
-                        bli_auxinfo_set_next_a(i + 1 < ie ? ap + (size_t)mr * K : ap, &aux);
+                        bli_auxinfo_set_next_a(i + 1 < ie ? ap + astride : ap, &aux);
                         bli_auxinfo_set_next_b(bp, &aux);
-                        kern.ukr(m, n, kb, &one, ap, bp, &beta, C + (size_t)i * mr * ldc + (size_t)j * nr,
-                                 ldc, 1, &aux, kern.cntx);
+                        kern.ukr(m, n, kb, &one, ap, bp, &beta,
+                                 C + (size_t)i * mr * ldc + (size_t)j * nr, ldc, 1, &aux,
+                                 kern.cntx);
                     }
+                    if (last && epi)
+                        epi(ctx, C + (size_t)r0 * ldc + (size_t)j * nr, ldc, r0, rows, j * nr, n);
                 }
             }
         }

@@ -52,9 +52,15 @@ typedef struct tfm_gemm_b {
  * kernel is unusable (the fallback reads it). */
 void tfm_gemm_b_pack(tfm_gemm_b *p, const float *B, int ldb, int K, int N);
 void tfm_gemm_b_free(tfm_gemm_b *p);
-/* C[M,N] = A[M,K] · B, overwriting C; threads as tfm_gemm, and for M > 1
- * its rounding.  A single row goes through the same kernel (not gemv), so
- * each row's result is the same whatever M and the row's place in A. */
-void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float *C, int ldc);
-
+/* Run by a product on each block of C once the block's sums are complete,
+ * while it is still in cache: C points at C[r0, c0], the block is m×n with
+ * row stride ldc (tensor/ops.h's tfm_linear_epilogue: bias, activation,
+ * residual).  Blocks never overlap; they may run on any thread. */
+typedef void (*tfm_gemm_epilogue)(void *ctx, float *C, int ldc, int r0, int m, int c0, int n);
+/* C[M,N] = A[M,K] · B, overwriting C, then epi (if not NULL) over all of C;
+ * threads as tfm_gemm, and for M > 1 its rounding.  A single row goes
+ * through the same kernel (not gemv), so each row's result is the same
+ * whatever M and the row's place in A. */
+void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float *C, int ldc,
+                     tfm_gemm_epilogue epi, void *ctx);
 #endif

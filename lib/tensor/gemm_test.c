@@ -112,6 +112,23 @@ static void test_arch_respects_user(void **state)
         assert_non_null(v);
 }
 
+/* Test epilogue: c = 2c + 1 on its block, counting visits per element. */
+typedef struct visit {
+    int *count;
+    int ldc;
+} visit;
+
+static void visit_block(void *ctx, float *C, int ldc, int r0, int m, int c0, int n)
+{
+    visit *v = ctx;
+    assert_int_equal(ldc, v->ldc);
+    for (int r = 0; r < m; r++)
+        for (int c = 0; c < n; c++) {
+            C[(size_t)r * ldc + c] = 2.0f * C[(size_t)r * ldc + c] + 1.0f;
+            __atomic_add_fetch(&v->count[(size_t)(r0 + r) * ldc + c0 + c], 1, __ATOMIC_RELAXED);
+        }
+}
+
 /* A packed right-hand operand gives tfm_gemm's own result, bit for bit: the
  * same kernel, tiles and K blocks (K past one block, edges in M and N). */
 static void check_packed(int M, int N, int K, int pad)
@@ -134,7 +151,7 @@ static void check_packed(int M, int N, int K, int pad)
     tfm_gemm(0, 0, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, R, ldc);
     tfm_gemm_b P;
     tfm_gemm_b_pack(&P, B, ldb, K, N);
-    tfm_gemm_packed(M, A, lda, &P, C, ldc);
+    tfm_gemm_packed(M, A, lda, &P, C, ldc, NULL, NULL);
     /* one row: tfm_gemm takes gemv, the packed product its kernel (rows alone below) */
     if (M > 1 && memcmp(C, R, sizeof(float) * (size_t)M * ldc) != 0) {
         print_error("packed M=%d N=%d K=%d pad=%d differs from tfm_gemm\n", M, N, K, pad);
@@ -143,12 +160,36 @@ static void check_packed(int M, int N, int K, int pad)
     /* each row alone gives its row of the whole product */
     for (int i = 0; i < M; i += M > 8 ? M / 5 : 1) {
         float *row = malloc(sizeof(float) * (size_t)N);
-        tfm_gemm_packed(1, A + (size_t)i * lda, lda, &P, row, N);
+        tfm_gemm_packed(1, A + (size_t)i * lda, lda, &P, row, N, NULL, NULL);
         if (memcmp(row, C + (size_t)i * ldc, sizeof(float) * (size_t)N) != 0) {
             print_error("packed row %d of M=%d N=%d K=%d alone differs\n", i, M, N, K);
             fail();
         }
         free(row);
+    }
+    /* the epilogue sees every element of C once, after its last K block,
+     * and nothing past N; also on the unpacked fallback */
+    for (int unpacked = 0; unpacked < 2; unpacked++) {
+        tfm_gemm_b U = {.K = K, .N = N, .B = B, .ldb = ldb};
+        visit v = {.count = calloc((size_t)M * ldc + 1, sizeof(int)), .ldc = ldc};
+        float *E = malloc(sizeof(float) * ((size_t)M * ldc + 1));
+        for (size_t i = 0; i < (size_t)M * ldc; i++)
+            E[i] = (float)i;
+        tfm_gemm_packed(M, A, lda, unpacked ? &U : &P, E, ldc, visit_block, &v);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < ldc; j++) {
+                size_t at = (size_t)i * ldc + j;
+                int inside = j < N;
+                float want = inside ? 2.0f * C[at] + 1.0f : (float)at;
+                if (v.count[at] != inside || E[at] != want) {
+                    print_error("epilogue%s M=%d N=%d K=%d: [%d,%d] seen %d times, %g for %g\n",
+                                unpacked ? " (unpacked)" : "", M, N, K, i, j, v.count[at],
+                                (double)E[at], (double)want);
+                    fail();
+                }
+            }
+        free(v.count);
+        free(E);
     }
     tfm_gemm_b_free(&P);
     free(A);
@@ -163,6 +204,7 @@ static void test_packed(void **state)
     static const int shapes[][3] = {
         {2, 2, 3}, {7, 17, 5}, {6, 16, 256}, {13, 33, 257},
         {128, 96, 768}, {200, 70, 600}, {173, 129, 1000}, {400, 48, 64}, {1100, 40, 30},
+        {1500, 130, 700}, {1030, 20, 3000},
     };
     for (int threads = 1; threads <= 2; threads++) {
         tfm_blas_init(threads);

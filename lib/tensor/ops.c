@@ -264,6 +264,37 @@ void tfm_bias_forward(float *out, const float *bias, int N, int C)
     }
 }
 
+void tfm_linear_epilogue(void *ctx, float *y, int ldy, int r0, int m, int c0, int n)
+{
+    const tfm_linear_epi *e = ctx;
+    void (*f)(float *restrict, const float *restrict, size_t) =
+        !e->act ? NULL
+        : e->act_kind == TFM_ACT_KIND_GELU_TANH ? gelu_tanh_fwd
+        : e->act_kind == TFM_ACT_KIND_GELU_EXACT ? gelu_exact_fwd : relu_fwd;
+    for (int r = 0; r < m; r++) {
+        float *yr = y + (size_t)r * ldy;
+        if (e->bias) {
+            const float *b = e->bias + c0;
+#pragma omp simd
+            for (int i = 0; i < n; i++)
+                yr[i] += b[i];
+        }
+        if (f) /* in place through a stack block, as tfm_act_forward */
+            for (int i = 0; i < n; i += 256) {
+                float tmp[256];
+                int k = n - i < 256 ? n - i : 256;
+                memcpy(tmp, yr + i, (size_t)k * sizeof *tmp);
+                f(yr + i, tmp, (size_t)k);
+            }
+        if (e->add) {
+            float *ar = e->add + (size_t)(r0 + r) * e->ldadd + c0;
+#pragma omp simd
+            for (int i = 0; i < n; i++)
+                ar[i] += yr[i];
+        }
+    }
+}
+
 void tfm_bias_backward(float *dbias, const float *dout, int N, int C)
 {
     int nblk = (C + COLBLK - 1) / COLBLK;

@@ -64,6 +64,22 @@ void tfm_act_forward(tfm_act_kind kind, float *out, const float *inp, size_t n);
 void tfm_act_backward(tfm_act_kind kind, float *dinp, const float *dout,
                       const float *inp, size_t n);
 
+/* What follows a linear layer's product, in place on a block of its output
+ * y[m, n] (row stride ldy) that starts at row r0, column c0 of the whole:
+ * y += bias[c0:], then y = act(y), then add[r0 + r, c0:] += y[r, :] — each
+ * step only when set.  The same rounding as tfm_bias_forward,
+ * tfm_act_forward and tfm_add_inplace one after the other; it has
+ * tensor/gemm.h's epilogue signature (ctx is a tfm_linear_epi), so a product
+ * can run it on each block while the block is still in cache. */
+typedef struct tfm_linear_epi {
+    const float *bias;
+    int act; /* apply act_kind */
+    tfm_act_kind act_kind;
+    float *add;
+    size_t ldadd;
+} tfm_linear_epi;
+void tfm_linear_epilogue(void *ctx, float *y, int ldy, int r0, int m, int c0, int n);
+
 /* out[n,:] += bias (broadcast over rows). */
 void tfm_bias_forward(float *out, const float *bias, int N, int C);
 /* dbias += Σ_n dout[n,:]. */

@@ -183,6 +183,52 @@ static void test_bias_embedding(void **state)
     free(dout); free(db); free(wte); free(wpe); free(out); free(dwte); free(dwpe);
 }
 
+/* The epilogue of a linear layer, on blocks of any shape, rounds as the
+ * three passes it replaces: bias, activation, residual add. */
+static void test_linear_epilogue(void **state)
+{
+    (void)state;
+    enum { R = 37, C = 300, LD = 305 };
+    tfm_rng r;
+    tfm_rng_seed(&r, 11);
+    float *bias = fvec(C), *y0 = fvec((size_t)R * LD), *x0 = fvec((size_t)R * C);
+    gc_fill(&r, bias, C, 1.0f);
+    gc_fill(&r, y0, (size_t)R * LD, 4.0f);
+    gc_fill(&r, x0, (size_t)R * C, 1.0f);
+    float *y = fvec((size_t)R * LD), *x = fvec((size_t)R * C);
+    float *yw = fvec((size_t)R * C), *xw = fvec((size_t)R * C);
+    for (int kind = -1; kind <= TFM_ACT_KIND_RELU; kind++)
+        for (int with = 0; with < 4; with++) {
+            /* wanted: the separate passes over a dense copy */
+            for (int i = 0; i < R; i++)
+                memcpy(yw + (size_t)i * C, y0 + (size_t)i * LD, sizeof(float) * C);
+            memcpy(xw, x0, sizeof(float) * R * C);
+            if (with & 1)
+                tfm_bias_forward(yw, bias, R, C);
+            if (kind >= 0)
+                tfm_act_forward((tfm_act_kind)kind, yw, yw, (size_t)R * C);
+            if (with & 2)
+                tfm_add_inplace(xw, yw, (size_t)R * C);
+            tfm_linear_epi e = {.bias = with & 1 ? bias : NULL, .act = kind >= 0,
+                                .act_kind = kind >= 0 ? (tfm_act_kind)kind : 0,
+                                .add = with & 2 ? x : NULL, .ldadd = C};
+            memcpy(y, y0, sizeof(float) * R * LD);
+            memcpy(x, x0, sizeof(float) * R * C);
+            /* uneven blocks, as a product's edges give */
+            for (int r0 = 0; r0 < R; r0 += 6)
+                for (int c0 = 0; c0 < C; c0 += 16)
+                    tfm_linear_epilogue(&e, y + (size_t)r0 * LD + c0, LD, r0,
+                                        R - r0 < 6 ? R - r0 : 6, c0, C - c0 < 16 ? C - c0 : 16);
+            for (int i = 0; i < R; i++) {
+                assert_memory_equal(y + (size_t)i * LD, yw + (size_t)i * C, sizeof(float) * C);
+                assert_memory_equal(y + (size_t)i * LD + C, y0 + (size_t)i * LD + C,
+                                    sizeof(float) * (LD - C));
+            }
+            assert_memory_equal(x, xw, sizeof(float) * R * C);
+        }
+    free(bias); free(y0); free(x0); free(y); free(x); free(yw); free(xw);
+}
+
 /* ---- softmax, cross-entropy ---- */
 static void test_softmax(void **state)
 {
@@ -298,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_bias_embedding),
+        cmocka_unit_test(test_linear_epilogue),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_dropout),

@@ -74,7 +74,7 @@ static int gemm_shapes(int threads)
                 for (int packed = 0; packed < 2; packed++) {
                     double t0 = tfm_now();
                     if (packed)
-                        tfm_gemm_packed(M, a, K, &p, c, N);
+                        tfm_gemm_packed(M, a, K, &p, c, N, NULL, NULL);
                     else
                         tfm_gemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
                     if (r >= 0)

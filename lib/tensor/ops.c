@@ -264,35 +264,58 @@ void tfm_bias_forward(float *out, const float *bias, int N, int C)
     }
 }
 
+/* One row of the epilogue; kind < 0: no activation.  Inlined per kind
+ * (the blocks are rows of a 16-column strip: a call and a copy per row, as
+ * tfm_act_forward makes, would cost as much as the activation). */
+static inline __attribute__((always_inline)) void
+epilogue_row(int kind, float *restrict y, const float *restrict b, float *restrict add, int n)
+{
+    if (b) {
+#pragma omp simd
+        for (int i = 0; i < n; i++)
+            y[i] += b[i];
+    }
+    if (kind == TFM_ACT_KIND_GELU_TANH) {
+#pragma omp simd
+        for (int i = 0; i < n; i++) {
+            float x = y[i];
+            float u = GELU_K * (x + GELU_A * x * x * x);
+            y[i] = x * sigmoid_poly(2.0f * u);
+        }
+    } else if (kind == TFM_ACT_KIND_GELU_EXACT) {
+#pragma omp simd
+        for (int i = 0; i < n; i++) {
+            float x = y[i];
+            y[i] = x * cdf_poly(x);
+        }
+    } else if (kind == TFM_ACT_KIND_RELU) {
+#pragma omp simd
+        for (int i = 0; i < n; i++)
+            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+    }
+    if (add) {
+#pragma omp simd
+        for (int i = 0; i < n; i++)
+            add[i] += y[i];
+    }
+}
+
 void tfm_linear_epilogue(void *ctx, float *y, int ldy, int r0, int m, int c0, int n)
 {
     const tfm_linear_epi *e = ctx;
-    void (*f)(float *restrict, const float *restrict, size_t) =
-        !e->act ? NULL
-        : e->act_kind == TFM_ACT_KIND_GELU_TANH ? gelu_tanh_fwd
-        : e->act_kind == TFM_ACT_KIND_GELU_EXACT ? gelu_exact_fwd : relu_fwd;
-    for (int r = 0; r < m; r++) {
-        float *yr = y + (size_t)r * ldy;
-        if (e->bias) {
-            const float *b = e->bias + c0;
-#pragma omp simd
-            for (int i = 0; i < n; i++)
-                yr[i] += b[i];
-        }
-        if (f) /* in place through a stack block, as tfm_act_forward */
-            for (int i = 0; i < n; i += 256) {
-                float tmp[256];
-                int k = n - i < 256 ? n - i : 256;
-                memcpy(tmp, yr + i, (size_t)k * sizeof *tmp);
-                f(yr + i, tmp, (size_t)k);
-            }
-        if (e->add) {
-            float *ar = e->add + (size_t)(r0 + r) * e->ldadd + c0;
-#pragma omp simd
-            for (int i = 0; i < n; i++)
-                ar[i] += yr[i];
-        }
+    const float *b = e->bias ? e->bias + c0 : NULL;
+    const int kind = e->act ? (int)e->act_kind : -1;
+#define EPILOGUE_ROWS(K)                                                                  \
+    for (int r = 0; r < m; r++)                                                           \
+        epilogue_row(K, y + (size_t)r * ldy, b,                                           \
+                     e->add ? e->add + (size_t)(r0 + r) * e->ldadd + c0 : NULL, n);
+    switch (kind) {
+    case TFM_ACT_KIND_GELU_TANH: EPILOGUE_ROWS(TFM_ACT_KIND_GELU_TANH) break;
+    case TFM_ACT_KIND_GELU_EXACT: EPILOGUE_ROWS(TFM_ACT_KIND_GELU_EXACT) break;
+    case TFM_ACT_KIND_RELU: EPILOGUE_ROWS(TFM_ACT_KIND_RELU) break;
+    default: EPILOGUE_ROWS(-1) break;
     }
+#undef EPILOGUE_ROWS
 }
 
 void tfm_bias_backward(float *dbias, const float *dout, int N, int C)

@@ -379,8 +379,6 @@ static float *a_panels(size_t floats)
 
 /* Packs rows [r0, r0 + rows) and columns [k0, k0 + kb) of A into mr-row
  * panels, each stored column by column, zero rows past M. */
-/* Packs rows [r0, r0 + rows) and columns [k0, k0 + kb) of A into mr-row
- * panels, each stored column by column, zero rows past M. */
 static void pack_a(float *dst, const float *A, int lda, int M, int r0, int rows, int k0,
                    int kb)
 {
@@ -493,14 +491,13 @@ void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float 
                      * sentence's weights come from memory once per product,
                      * and at 128 rows a panel serves only 22 calls, too few to
                      * hide the fetch (tfm-embed, one sentence: 6% faster) */
-                    const char *pf = j + 1 < j1 ? (const char *)(bp + (size_t)kb * nr) : NULL;
-                    const size_t pf_lines = (size_t)kb * nr * sizeof(float) / 64;
-                    const size_t pf_step = (pf_lines + (size_t)(ie - ic) - 1) / (size_t)(ie - ic);
+                    const char *pf = (const char *)(bp + (size_t)kb * nr);
+                    const int pf_lines = j + 1 < j1 ? kb * nr * (int)sizeof(float) / 64 : 0;
+                    const int pf_step = (pf_lines + (ie - ic) - 1) / (ie - ic);
                     for (int i = ic; i < ie; i++) {
-                        if (pf)
-                            for (size_t l = (size_t)(i - ic) * pf_step;
-                                 l < (size_t)(i - ic + 1) * pf_step && l < pf_lines; l++)
-                                __builtin_prefetch(pf + l * 64, 0, 2);
+                        const int l0 = (i - ic) * pf_step;
+                        for (int l = l0; l < l0 + pf_step && l < pf_lines; l++)
+                            __builtin_prefetch(pf + (size_t)l * 64, 0, 2);
                         float *ap = (float *)a0 + (size_t)(i - ic) * astride;
                         const int m = M - i * mr < mr ? M - i * mr : mr;
                         bli_auxinfo_set_next_a(i + 1 < ie ? ap + astride : ap, &aux);

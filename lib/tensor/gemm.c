@@ -17,6 +17,9 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -377,6 +380,58 @@ static float *a_panels(size_t floats)
     return buf;
 }
 
+#ifdef __AVX__
+/* v[r] (row r, 8 columns) to v[c] (column c, 8 rows) */
+static inline void transpose8(__m256 v[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* One panel of mr <= 8 rows (n of them in A, the rest zero), columns
+ * [k0, k0 + kb): eight columns at a time, transposed in registers; each
+ * column's store spills 8 - mr floats into the next column, which the next
+ * store overwrites, so only the panel's last column is stored exactly. */
+static void pack_panel8(float *d, const float *A, int lda, int n, int mr, int k0, int kb)
+{
+    const float *src[8] = {0};
+    for (int r = 0; r < n; r++)
+        src[r] = A + (size_t)r * lda + k0;
+    int k = 0;
+    for (; k + 8 <= kb; k += 8) {
+        __m256 v[8];
+        for (int r = 0; r < 8; r++)
+            v[r] = r < n ? _mm256_loadu_ps(src[r] + k) : _mm256_setzero_ps();
+        transpose8(v);
+        for (int c = 0; c < 8; c++) {
+            if (k + c + 1 < kb) {
+                _mm256_storeu_ps(d + (size_t)(k + c) * mr, v[c]);
+            } else {
+                float col[8];
+                _mm256_storeu_ps(col, v[c]);
+                memcpy(d + (size_t)(k + c) * mr, col, sizeof(float) * mr);
+            }
+        }
+    }
+    for (; k < kb; k++)
+        for (int r = 0; r < mr; r++)
+            d[(size_t)k * mr + r] = r < n ? src[r][k] : 0.0f;
+}
+#endif
+
 /* Packs rows [r0, r0 + rows) and columns [k0, k0 + kb) of A into mr-row
  * panels, each stored column by column, zero rows past M. */
 static void pack_a(float *dst, const float *A, int lda, int M, int r0, int rows, int k0,
@@ -385,11 +440,16 @@ static void pack_a(float *dst, const float *A, int lda, int M, int r0, int rows,
     const int mr = (int)kern.mr;
     for (int i = 0; i < rows; i += mr) {
         float *d = dst + (size_t)i * kb;
+        const int n = M - (r0 + i) < mr ? M - (r0 + i) : mr;
+#ifdef __AVX__
+        if (mr <= 8) {
+            pack_panel8(d, A + (size_t)(r0 + i) * lda, lda, n, mr, k0, kb);
+            continue;
+        }
+#endif
         for (int k = 0; k < kb; k++)
-            for (int r = 0; r < mr; r++) {
-                const int row = r0 + i + r;
-                d[(size_t)k * mr + r] = row < M ? A[(size_t)row * lda + k0 + k] : 0.0f;
-            }
+            for (int r = 0; r < mr; r++)
+                d[(size_t)k * mr + r] = r < n ? A[(size_t)(r0 + i + r) * lda + k0 + k] : 0.0f;
     }
 }
 

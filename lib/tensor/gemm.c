@@ -131,6 +131,15 @@ static int blis_known(void)
     return k;
 }
 
+static void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
 /* BLIS 0.9 waits at its thread barriers by spinning on a flag, with no
  * pause, yield or sleep: when a thread it waits for cannot run (more threads
  * than free cores: another job on the same cores, taskset, a CPU quota) the
@@ -158,15 +167,6 @@ static int *sense_word(thrcomm_t *comm)
     w += sizeof comm->barrier_sense / sizeof(int) - 1;
 #endif
     return w;
-}
-
-static void spin_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
 }
 
 __attribute__((weak)) void bli_thrcomm_barrier(dim_t t_id, thrcomm_t *comm)
@@ -461,6 +461,172 @@ static void epilogue_all(tfm_gemm_epilogue epi, void *ctx, float *C, int ldc, in
         epi(ctx, C + (size_t)r * ldc, ldc, r, M - r < 16 ? M - r : 16, 0, N);
 }
 
+/* One product's work as items claimed in turn by whichever thread is free.
+ * Static shares wait for the slower thread, and on a shared machine one
+ * core or the other runs slower for seconds at a time: through BERT-base
+ * on one sentence the threads' finishing times differed by ~10% of the
+ * products' time (claims: 3% faster end to end).  Items go K block by K
+ * block; an item waits for its block of C to finish
+ * the K block before (almost never: that was claimed a whole K block
+ * earlier), so every element sums its K blocks in the same order through
+ * the same kernel calls as in BLIS, whoever runs them. */
+typedef struct {
+    const float *A;
+    int lda, M, N, K, mr, nr, ma, np, mcp, nk, nic;
+    const tfm_gemm_b *B;
+    float *C;
+    int ldc;
+    tfm_gemm_epilogue epi;
+    void *ctx;
+    const float *apack; /* all of A packed (shared), else NULL: items pack */
+    int items;
+    int *done;          /* K blocks finished, per block of C an item owns */
+    int next __attribute__((aligned(64))); /* the next unclaimed item, its own line */
+} product;
+
+static int claim(product *p)
+{
+    return __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+}
+
+/* K block b: columns [k0, k0 + kb) of A, rows of B */
+static void k_range(const product *p, int b, int *k0, int *kb)
+{
+    *k0 = b * (int)kern.kc;
+    *kb = b == p->nk - 1 ? p->K - *k0 : (int)kern.kc;
+}
+
+/* The kernel over row panels [ic, ie) and column panel j of K block
+ * [k0, k0 + kb), A's panel ic at a0 and the next at astride; pf: lines
+ * to bring into L2 meanwhile, a share per kernel call (a sentence's
+ * weights come from memory once per product, and at 128 rows a panel
+ * serves only 22 calls, too few to hide the fetch: one sentence 6%
+ * faster); then, after the last K block, the epilogue. */
+static void run_panel(const product *p, auxinfo_t *aux, const float *a0, size_t astride,
+                      int ic, int ie, int j, int k0, int kb, const char *pf, int pf_lines)
+{
+    const int mr = p->mr, nr = p->nr, M = p->M;
+    float one = 1.0f, beta = k0 ? 1.0f : 0.0f;
+    float *bp = p->B->panels + (size_t)k0 * p->np * nr + (size_t)j * kb * nr;
+    const int n = p->N - j * nr < nr ? p->N - j * nr : nr;
+    const int pf_step = (pf_lines + (ie - ic) - 1) / (ie - ic);
+    for (int i = ic; i < ie; i++) {
+        const int l0 = (i - ic) * pf_step;
+        for (int l = l0; l < l0 + pf_step && l < pf_lines; l++)
+            __builtin_prefetch(pf + (size_t)l * 64, 0, 2);
+        float *ap = (float *)a0 + (size_t)(i - ic) * astride;
+        const int m = M - i * mr < mr ? M - i * mr : mr;
+        bli_auxinfo_set_next_a(i + 1 < ie ? ap + astride : ap, aux);
+        bli_auxinfo_set_next_b(bp, aux);
+        kern.ukr(m, n, kb, &one, ap, bp, &beta, p->C + (size_t)i * mr * p->ldc + (size_t)j * nr,
+                 p->ldc, 1, aux, kern.cntx);
+    }
+    if (k0 + kb == p->K && p->epi) {
+        const int r0 = ic * mr, rows = (ie * mr < M ? ie * mr : M) - r0;
+        p->epi(p->ctx, p->C + (size_t)r0 * p->ldc + (size_t)j * nr, p->ldc, r0, rows, j * nr, n);
+    }
+}
+
+static void await(const int *done, int b)
+{
+    while (__atomic_load_n(done, __ATOMIC_ACQUIRE) < b)
+        spin_pause();
+}
+
+/* Claims the next run of items, shorter as the K block's items run out
+ * (OpenMP's guided schedule): long runs keep each thread's reads of B
+ * sequential and claims rare, short ones at the end let a thread that got
+ * ahead take over the slower one's share.  Returns the first; *n the count. */
+static int claim_run(product *p, int per_k, int nthreads, int *n)
+{
+    int cur = __atomic_load_n(&p->next, __ATOMIC_RELAXED), len;
+    do {
+        if (cur >= p->items)
+            return p->items;
+        const int left = per_k - cur % per_k;
+        len = left / (2 * nthreads);
+        len = len < 1 ? 1 : len;
+    } while (!__atomic_compare_exchange_n(&p->next, &cur, cur + len, 1, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    *n = len;
+    return cur;
+}
+
+/* Shared A: an item is one column panel of one block of rows in one K
+ * block. */
+static void run_shared(product *p, auxinfo_t *aux, int nthreads)
+{
+    const int per_k = p->nic * p->np;
+    int len = 0, run = claim_run(p, per_k, nthreads, &len);
+    while (run < p->items) {
+        /* the next run is claimed as the last item of this one starts, so
+         * that its first panel of B can be prefetched meanwhile */
+        int next_len = 0, next_run = p->items;
+        for (int it = run; it < run + len; it++) {
+            if (it == run + len - 1)
+                next_run = claim_run(p, per_k, nthreads, &next_len);
+            const int b = it / per_k, icb = it % per_k / p->np, j = it % p->np;
+            int k0, kb;
+            k_range(p, b, &k0, &kb);
+            const int ic = icb * p->mcp, ie = ic + p->mcp < p->ma ? ic + p->mcp : p->ma;
+            const int nx = it + 1 < run + len ? it + 1 : next_run;
+            const char *pf = NULL;
+            int pf_lines = 0;
+            if (nx < p->items && (nx / per_k != b || nx % p->np != j)) {
+                int nk0, nkb;
+                k_range(p, nx / per_k, &nk0, &nkb);
+                pf = (const char *)(p->B->panels + (size_t)nk0 * p->np * p->nr +
+                                    (size_t)(nx % p->np) * nkb * p->nr);
+                pf_lines = nkb * p->nr * (int)sizeof(float) / 64;
+            }
+            int *done = &p->done[icb * p->np + j];
+            await(done, b);
+            run_panel(p, aux, p->apack + (size_t)ic * p->mr * p->K + (size_t)k0 * p->mr,
+                      (size_t)p->mr * p->K, ic, ie, j, k0, kb, pf, pf_lines);
+            __atomic_store_n(done, b + 1, __ATOMIC_RELEASE);
+        }
+        run = next_run;
+        len = next_len;
+    }
+}
+
+/* A too large to share: an item is one block of mc rows in one K block;
+ * its thread packs that block of A (in L2) and runs every column panel. */
+static void run_blocks(product *p, auxinfo_t *aux)
+{
+    float *ablk = a_panels((size_t)p->mcp * p->mr * kern.kc_max);
+    for (int it; (it = claim(p)) < p->items;) {
+        const int b = it / p->nic, icb = it % p->nic;
+        int k0, kb;
+        k_range(p, b, &k0, &kb);
+        const int ic = icb * p->mcp, ie = ic + p->mcp < p->ma ? ic + p->mcp : p->ma;
+        await(&p->done[icb], b);
+        pack_a(ablk, p->A, p->lda, p->M, ic * p->mr, (ie - ic) * p->mr, k0, kb);
+        const size_t panel = (size_t)kb * p->nr;
+        for (int j = 0; j < p->np; j++) {
+            const char *pf = (const char *)(p->B->panels + (size_t)k0 * p->np * p->nr +
+                                            (size_t)(j + 1) * panel);
+            run_panel(p, aux, ablk, (size_t)p->mr * kb, ic, ie, j, k0, kb, pf,
+                      j + 1 < p->np ? (int)(panel * sizeof(float) / 64) : 0);
+        }
+        __atomic_store_n(&p->done[icb], b + 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* The calling thread's per-block counters, grown as needed and kept. */
+static int *done_counters(size_t n)
+{
+    static __thread int *buf;
+    static __thread size_t cap;
+    if (n > cap) {
+        free(buf);
+        buf = tfm_malloc(sizeof(int) * n);
+        cap = n;
+    }
+    memset(buf, 0, sizeof(int) * n);
+    return buf;
+}
+
 void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float *C, int ldc,
                      tfm_gemm_epilogue epi, void *ctx)
 {
@@ -476,17 +642,25 @@ void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float 
             epilogue_all(epi, ctx, C, ldc, M, N);
         return;
     }
-    const int mr = (int)kern.mr, nr = (int)kern.nr, ma = (M + mr - 1) / mr;
-    const int np = (N + nr - 1) / nr, mcp = (int)(kern.mc / kern.mr);
+    product p = {.A = A, .lda = lda, .M = M, .N = N, .K = K, .mr = (int)kern.mr,
+                 .nr = (int)kern.nr, .B = B, .C = C, .ldc = ldc, .epi = epi, .ctx = ctx};
+    p.ma = (M + p.mr - 1) / p.mr;
+    p.np = (N + p.nr - 1) / p.nr;
+    p.mcp = (int)(kern.mc / kern.mr);
+    p.nic = (p.ma + p.mcp - 1) / p.mcp;
+    for (int k0 = 0, kb; k0 < K; k0 += kb, p.nk++)
+        kb = k_block(k0, K);
     /* BLIS's loops: K blocks, then blocks of mc rows, then C's column
      * panels, then A's row panels.  Up to 1024 rows the threads pack all of
-     * A together, once, and split C's columns; beyond, A no longer fits in
-     * cache: the threads split the rows, and each packs the block it is
-     * about to use (mc rows, one K block: in L2).
+     * A together, once, and share it; beyond, A no longer fits in cache:
+     * each item packs the block it is about to use (mc rows, one K block:
+     * in L2).
      * (Finishing a strip of C over every K block before the next, to keep
      * it in L1, was 8-10% slower at 4096 rows: the weight's panels then
      * come from L3 for every block of rows.) */
     const int shared = M <= 1024;
+    p.items = p.nk * p.nic * (shared ? p.np : 1);
+    p.done = done_counters((size_t)p.nic * (shared ? p.np : 1));
     int nthreads = blas_threads;
     if (small_product(M, N, K))
         nthreads = 1;
@@ -494,82 +668,24 @@ void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float 
     if (omp_in_parallel())
         nthreads = 1;
 #endif
-    float *apack = shared ? a_panels((size_t)ma * mr * K) : NULL;
+    float *apack = shared ? a_panels((size_t)p.ma * p.mr * K) : NULL;
+    p.apack = apack;
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
     {
         if (shared) {
-#pragma omp for schedule(static)
-            for (int i = 0; i < ma; i++)
-                pack_a(apack + (size_t)i * mr * K, A, lda, M, i * mr, mr, 0, K);
+#pragma omp for schedule(dynamic, 2)
+            for (int i = 0; i < p.ma; i++)
+                pack_a(apack + (size_t)i * p.mr * K, A, lda, M, i * p.mr, p.mr, 0, K);
         }
-        float *ablk = shared ? NULL : a_panels((size_t)mcp * mr * kern.kc_max);
-        int t = 0, nt = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        nt = omp_get_num_threads();
-#endif
-        /* each thread owns a range of C's column panels (sharing A, packed
-         * once) or, packing A itself, of its row panels: no further barrier */
-        int j0 = 0, j1 = np, p0 = 0, p1 = ma;
-        if (shared) {
-            j0 = (int)((long)np * t / nt);
-            j1 = (int)((long)np * (t + 1) / nt);
-        } else {
-            p0 = (int)((long)ma * t / nt);
-            p1 = (int)((long)ma * (t + 1) / nt);
-        }
-        float one = 1.0f;
         auxinfo_t aux;
         memset(&aux, 0, sizeof aux);
         bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
         bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
         bli_auxinfo_set_is_a(1, &aux);
         bli_auxinfo_set_is_b(1, &aux);
-        for (int k0 = 0, kb; k0 < K; k0 += kb) {
-            kb = k_block(k0, K);
-            const int last = k0 + kb == K;
-            float beta = k0 ? 1.0f : 0.0f;
-            const float *bblk = B->panels + (size_t)k0 * np * nr;
-            for (int ic = p0; ic < p1; ic += mcp) {
-                const int ie = ic + mcp < p1 ? ic + mcp : p1;
-                const int r0 = ic * mr, rows = (ie * mr < M ? ie * mr : M) - r0;
-                /* panel ic + i's K block at a0 + i·astride */
-                const float *a0;
-                size_t astride;
-                if (shared) {
-                    a0 = apack + (size_t)ic * mr * K + (size_t)k0 * mr;
-                    astride = (size_t)mr * K;
-                } else {
-                    pack_a(ablk, A, lda, M, r0, (ie - ic) * mr, k0, kb);
-                    a0 = ablk;
-                    astride = (size_t)mr * kb;
-                }
-                for (int j = j0; j < j1; j++) {
-                    float *bp = (float *)bblk + (size_t)j * kb * nr;
-                    const int n = N - j * nr < nr ? N - j * nr : nr;
-                    /* the next panel of B into L2, a share per kernel call: a
-                     * sentence's weights come from memory once per product,
-                     * and at 128 rows a panel serves only 22 calls, too few to
-                     * hide the fetch (tfm-embed, one sentence: 6% faster) */
-                    const char *pf = (const char *)(bp + (size_t)kb * nr);
-                    const int pf_lines = j + 1 < j1 ? kb * nr * (int)sizeof(float) / 64 : 0;
-                    const int pf_step = (pf_lines + (ie - ic) - 1) / (ie - ic);
-                    for (int i = ic; i < ie; i++) {
-                        const int l0 = (i - ic) * pf_step;
-                        for (int l = l0; l < l0 + pf_step && l < pf_lines; l++)
-                            __builtin_prefetch(pf + (size_t)l * 64, 0, 2);
-                        float *ap = (float *)a0 + (size_t)(i - ic) * astride;
-                        const int m = M - i * mr < mr ? M - i * mr : mr;
-                        bli_auxinfo_set_next_a(i + 1 < ie ? ap + astride : ap, &aux);
-                        bli_auxinfo_set_next_b(bp, &aux);
-                        kern.ukr(m, n, kb, &one, ap, bp, &beta,
-                                 C + (size_t)i * mr * ldc + (size_t)j * nr, ldc, 1, &aux,
-                                 kern.cntx);
-                    }
-                    if (last && epi)
-                        epi(ctx, C + (size_t)r0 * ldc + (size_t)j * nr, ldc, r0, rows, j * nr, n);
-                }
-            }
-        }
+        if (shared)
+            run_shared(&p, &aux, nthreads);
+        else
+            run_blocks(&p, &aux);
     }
 }

@@ -466,10 +466,10 @@ static void epilogue_all(tfm_gemm_epilogue epi, void *ctx, float *C, int ldc, in
  * core or the other runs slower for seconds at a time: through BERT-base
  * on one sentence the threads' finishing times differed by ~10% of the
  * products' time (claims: 3% faster end to end).  Items go K block by K
- * block; an item waits for its block of C to finish
- * the K block before (almost never: that was claimed a whole K block
- * earlier), so every element sums its K blocks in the same order through
- * the same kernel calls as in BLIS, whoever runs them. */
+ * block; an item waits for its block of C to finish the K block before
+ * (almost never: that was claimed a whole K block earlier), so every
+ * element sums its K blocks in the same order through the same kernel
+ * calls as in BLIS, whoever runs them. */
 typedef struct {
     const float *A;
     int lda, M, N, K, mr, nr, ma, np, mcp, nk, nic;

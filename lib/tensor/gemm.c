@@ -366,18 +366,25 @@ void tfm_gemm_b_free(tfm_gemm_b *p)
     memset(p, 0, sizeof *p);
 }
 
-/* The calling thread's buffer for A's panels, grown as needed and kept:
- * products run per layer, and an allocation each would be as many. */
+/* *buf grown to at least bytes and kept: the callers' pointers are
+ * __thread, one buffer per thread; products run per layer, and an
+ * allocation each would be as many. */
+static void *kept_buffer(void **buf, size_t *cap, size_t bytes)
+{
+    if (bytes > *cap) {
+        free(*buf);
+        *buf = tfm_aligned_alloc(bytes);
+        *cap = bytes;
+    }
+    return *buf;
+}
+
+/* The calling thread's buffer for A's panels. */
 static float *a_panels(size_t floats)
 {
-    static __thread float *buf;
+    static __thread void *buf;
     static __thread size_t cap;
-    if (floats > cap) {
-        free(buf);
-        buf = tfm_aligned_alloc(sizeof(float) * floats);
-        cap = floats;
-    }
-    return buf;
+    return kept_buffer(&buf, &cap, sizeof(float) * floats);
 }
 
 #ifdef __AVX__
@@ -613,18 +620,14 @@ static void run_blocks(product *p, auxinfo_t *aux)
     }
 }
 
-/* The calling thread's per-block counters, grown as needed and kept. */
+/* The calling thread's per-block counters, zeroed. */
 static int *done_counters(size_t n)
 {
-    static __thread int *buf;
+    static __thread void *buf;
     static __thread size_t cap;
-    if (n > cap) {
-        free(buf);
-        buf = tfm_malloc(sizeof(int) * n);
-        cap = n;
-    }
-    memset(buf, 0, sizeof(int) * n);
-    return buf;
+    int *done = kept_buffer(&buf, &cap, sizeof(int) * n);
+    memset(done, 0, sizeof(int) * n);
+    return done;
 }
 
 void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float *C, int ldc,

@@ -496,11 +496,18 @@ static int claim(product *p)
     return __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
 }
 
-/* K block b: columns [k0, k0 + kb) of A, rows of B */
+/* K block b: columns [k0, k0 + kb) of A, rows of B (every block but the
+ * last is kc long) */
 static void k_range(const product *p, int b, int *k0, int *kb)
 {
     *k0 = b * (int)kern.kc;
-    *kb = b == p->nk - 1 ? p->K - *k0 : (int)kern.kc;
+    *kb = k_block(*k0, p->K);
+}
+
+/* Column panel j of B's K block [k0, k0 + kb) */
+static float *b_panel(const product *p, int k0, int kb, int j)
+{
+    return p->B->panels + (size_t)k0 * p->np * p->nr + (size_t)j * kb * p->nr;
 }
 
 /* The kernel over row panels [ic, ie) and column panel j of K block
@@ -514,7 +521,7 @@ static void run_panel(const product *p, auxinfo_t *aux, const float *a0, size_t 
 {
     const int mr = p->mr, nr = p->nr, M = p->M;
     float one = 1.0f, beta = k0 ? 1.0f : 0.0f;
-    float *bp = p->B->panels + (size_t)k0 * p->np * nr + (size_t)j * kb * nr;
+    float *bp = b_panel(p, k0, kb, j);
     const int n = p->N - j * nr < nr ? p->N - j * nr : nr;
     const int pf_step = (pf_lines + (ie - ic) - 1) / (ie - ic);
     for (int i = ic; i < ie; i++) {
@@ -582,8 +589,7 @@ static void run_shared(product *p, auxinfo_t *aux, int nthreads)
             if (nx < p->items && (nx / per_k != b || nx % p->np != j)) {
                 int nk0, nkb;
                 k_range(p, nx / per_k, &nk0, &nkb);
-                pf = (const char *)(p->B->panels + (size_t)nk0 * p->np * p->nr +
-                                    (size_t)(nx % p->np) * nkb * p->nr);
+                pf = (const char *)b_panel(p, nk0, nkb, nx % p->np);
                 pf_lines = nkb * p->nr * (int)sizeof(float) / 64;
             }
             int *done = &p->done[icb * p->np + j];
@@ -609,13 +615,10 @@ static void run_blocks(product *p, auxinfo_t *aux)
         const int ic = icb * p->mcp, ie = ic + p->mcp < p->ma ? ic + p->mcp : p->ma;
         await(&p->done[icb], b);
         pack_a(ablk, p->A, p->lda, p->M, ic * p->mr, (ie - ic) * p->mr, k0, kb);
-        const size_t panel = (size_t)kb * p->nr;
-        for (int j = 0; j < p->np; j++) {
-            const char *pf = (const char *)(p->B->panels + (size_t)k0 * p->np * p->nr +
-                                            (size_t)(j + 1) * panel);
-            run_panel(p, aux, ablk, (size_t)p->mr * kb, ic, ie, j, k0, kb, pf,
-                      j + 1 < p->np ? (int)(panel * sizeof(float) / 64) : 0);
-        }
+        const int pf_lines = kb * p->nr * (int)sizeof(float) / 64;
+        for (int j = 0; j < p->np; j++)
+            run_panel(p, aux, ablk, (size_t)p->mr * kb, ic, ie, j, k0, kb,
+                      (const char *)b_panel(p, k0, kb, j + 1), j + 1 < p->np ? pf_lines : 0);
         __atomic_store_n(&p->done[icb], b + 1, __ATOMIC_RELEASE);
     }
 }

@@ -1,10 +1,10 @@
 /* Times the library's embedding path for scripts/bench/embed, the model
  * loaded once (as the baselines measure only inference):
  *
- *   embed_bench MODEL LINES REPEATS THREADS   one JSON line: the median (and least) ms of
- *       tfm_embedder_run over every line of LINES (last layer, mean
- *       pooling, the default token budget), tokens, FLOPs of the real
- *       tokens, peak RSS
+ *   embed_bench MODEL LINES REPEATS THREADS   one JSON line: the median
+ *       and the least ms of tfm_embedder_run over every line of LINES (last
+ *       layer, mean pooling, the default token budget), tokens, FLOPs of
+ *       the real tokens, peak RSS
  *   embed_bench peak THREADS                  sgemm GFLOP/s at 2048³ (tfm_gemm)
  *   embed_bench gemm THREADS                  ms of BERT-base's four weight
  *       products at 128 and 4096 rows: tfm_gemm against tfm_gemm_packed

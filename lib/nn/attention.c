@@ -327,12 +327,14 @@ static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
                          const float *v, int ldv, float *scratch)
 {
     int n = a->B * a->NH;
+    /* heads taken one at a time: one core or the other of a shared
+     * machine runs slower for seconds, and a fixed half waits for it */
     if (needs_ext(a)) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
         for (int bh = 0; bh < n; bh++)
             forward_blas_head(a, 1, bh, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
     } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
         for (int bh = 0; bh < n; bh++)
             forward_blas_head(a, 0, bh, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
     }

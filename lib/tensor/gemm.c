@@ -285,10 +285,15 @@ void tfm_gemm(int transA, int transB, int M, int N, int K, float alpha,
     gemm(blas_threads, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+static int gemm1_packed(int transB, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc);
+
 void tfm_gemm1(int transA, int transB, int M, int N, int K, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta,
                float *C, int ldc)
 {
+    if (!transA && gemm1_packed(transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        return;
     gemm(1, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -409,10 +414,11 @@ static inline void transpose8(__m256 v[8])
 }
 
 /* One panel of mr <= 8 rows (n of them in A, the rest zero), columns
- * [k0, k0 + kb): eight columns at a time, transposed in registers; each
- * column's store spills 8 - mr floats into the next column, which the next
- * store overwrites, so only the panel's last column is stored exactly. */
-static void pack_panel8(float *d, const float *A, int lda, int n, int mr, int k0, int kb)
+ * [k0, k0 + kb): eight columns at a time, transposed in registers, column
+ * k at d + k·ld.  With ld = mr each column's store spills 8 - mr floats
+ * into the next column, which the next store overwrites, so only the
+ * panel's last column is stored exactly. */
+static void pack_panel8(float *d, int ld, const float *A, int lda, int n, int mr, int k0, int kb)
 {
     const float *src[8] = {0};
     for (int r = 0; r < n; r++)
@@ -424,18 +430,18 @@ static void pack_panel8(float *d, const float *A, int lda, int n, int mr, int k0
             v[r] = r < n ? _mm256_loadu_ps(src[r] + k) : _mm256_setzero_ps();
         transpose8(v);
         for (int c = 0; c < 8; c++) {
-            if (k + c + 1 < kb) {
-                _mm256_storeu_ps(d + (size_t)(k + c) * mr, v[c]);
+            if (mr == 8 || k + c + 1 < kb) {
+                _mm256_storeu_ps(d + (size_t)(k + c) * ld, v[c]);
             } else {
                 float col[8];
                 _mm256_storeu_ps(col, v[c]);
-                memcpy(d + (size_t)(k + c) * mr, col, sizeof(float) * mr);
+                memcpy(d + (size_t)(k + c) * ld, col, sizeof(float) * mr);
             }
         }
     }
     for (; k < kb; k++)
         for (int r = 0; r < mr; r++)
-            d[(size_t)k * mr + r] = r < n ? src[r][k] : 0.0f;
+            d[(size_t)k * ld + r] = r < n ? src[r][k] : 0.0f;
 }
 #endif
 
@@ -450,7 +456,7 @@ static void pack_a(float *dst, const float *A, int lda, int M, int r0, int rows,
         const int n = M - (r0 + i) < mr ? M - (r0 + i) : mr;
 #ifdef __AVX__
         if (mr <= 8) {
-            pack_panel8(d, A + (size_t)(r0 + i) * lda, lda, n, mr, k0, kb);
+            pack_panel8(d, mr, A + (size_t)(r0 + i) * lda, lda, n, mr, k0, kb);
             continue;
         }
 #endif
@@ -458,6 +464,152 @@ static void pack_a(float *dst, const float *A, int lda, int M, int r0, int rows,
             for (int r = 0; r < mr; r++)
                 d[(size_t)k * mr + r] = r < n ? A[(size_t)(r0 + i + r) * lda + k0 + k] : 0.0f;
     }
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+/* The last row panel when M is not a multiple of mr = 6: BLIS's 6×16
+ * kernel takes as long for its m < 6 rows as for six (at 128 rows, 22
+ * panels' time for 21.3).  Each row's 2×8 columns are the same chain as in
+ * BLIS's kernel, a fused multiply-add per k in order, alpha = 1 applied,
+ * then + C (beta 1) or not (beta 0): same bits; with fewer chains the loop
+ * waits on the FMA latency, 4 cycles per k for m ≤ 4 against the kernel's 6. */
+static inline __attribute__((always_inline)) void
+short_panel_m(int m, int kb, const float *a, const float *b, int beta, float *c, int ldc)
+{
+    __m256 acc[5][2];
+    for (int r = 0; r < m; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int k = 0; k < kb; k++) {
+        const __m256 b0 = _mm256_loadu_ps(b + (size_t)k * 16),
+                     b1 = _mm256_loadu_ps(b + (size_t)k * 16 + 8);
+        for (int r = 0; r < m; r++) {
+            const __m256 ar = _mm256_broadcast_ss(a + (size_t)k * 6 + r);
+            acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < m; r++) {
+        float *cr = c + (size_t)r * ldc;
+        if (beta) {
+            acc[r][0] = _mm256_add_ps(_mm256_loadu_ps(cr), acc[r][0]);
+            acc[r][1] = _mm256_add_ps(_mm256_loadu_ps(cr + 8), acc[r][1]);
+        }
+        _mm256_storeu_ps(cr, acc[r][0]);
+        _mm256_storeu_ps(cr + 8, acc[r][1]);
+    }
+}
+
+/* 1 if it computed the tile: m < 6 rows of one full 16-column panel of a
+ * 6×16 kernel (BLIS's haswell and zen kernels), else 0 */
+static int short_panel(int m, int n, int kb, const float *a, const float *b, int beta,
+                       float *c, int ldc)
+{
+    if (kern.mr != 6 || kern.nr != 16 || n != 16)
+        return 0;
+    switch (m) {
+    case 1: short_panel_m(1, kb, a, b, beta, c, ldc); return 1;
+    case 2: short_panel_m(2, kb, a, b, beta, c, ldc); return 1;
+    case 3: short_panel_m(3, kb, a, b, beta, c, ldc); return 1;
+    case 4: short_panel_m(4, kb, a, b, beta, c, ldc); return 1;
+    case 5: short_panel_m(5, kb, a, b, beta, c, ldc); return 1;
+    default: return 0;
+    }
+}
+#else
+static int short_panel(int m, int n, int kb, const float *a, const float *b, int beta,
+                       float *c, int ldc)
+{
+    (void)m, (void)n, (void)kb, (void)a, (void)b, (void)beta, (void)c, (void)ldc;
+    return 0;
+}
+#endif
+
+/* K block [k0, k0 + kb) of op(B) (B, or Bᵀ with transB) as nr-column
+ * panels stored row by row, zero columns past N. */
+static void pack_b(float *dst, int transB, const float *B, int ldb, int N, int k0, int kb)
+{
+    const int nr = (int)kern.nr;
+    for (int j0 = 0; j0 < N; j0 += nr) {
+        float *d = dst + (size_t)j0 * kb;
+        const int n = N - j0 < nr ? N - j0 : nr;
+        if (transB) {
+#ifdef __AVX__
+            if (nr % 8 == 0) {
+                for (int h = 0; h < nr; h += 8)
+                    pack_panel8(d + h, nr, B + (size_t)(j0 + h) * ldb, ldb,
+                                n - h < 0 ? 0 : n - h < 8 ? n - h : 8, 8, k0, kb);
+                continue;
+            }
+#endif
+            for (int k = 0; k < kb; k++)
+                for (int c = 0; c < nr; c++)
+                    d[(size_t)k * nr + c] =
+                        c < n ? B[(size_t)(j0 + c) * ldb + k0 + k] : 0.0f;
+        } else {
+            for (int k = 0; k < kb; k++) {
+                const float *src = B + (size_t)(k0 + k) * ldb + j0;
+                float *dk = d + (size_t)k * nr;
+                memcpy(dk, src, sizeof(float) * (size_t)n);
+                memset(dk + n, 0, sizeof(float) * (size_t)(nr - n));
+            }
+        }
+    }
+}
+
+/* The calling thread's buffer for B's panels in gemm1_packed. */
+static float *b_panels(size_t floats)
+{
+    static __thread void *buf;
+    static __thread size_t cap;
+    return kept_buffer(&buf, &cap, sizeof(float) * floats);
+}
+
+/* tfm_gemm1 through the kernel directly, for products that fit in cache
+ * (attention's heads: BLIS's own call spends ~40% of a 128×128×64 product
+ * in its set-up and packing).  BLIS's K blocks and kernel calls, alpha and
+ * beta applied by the kernel: same bits.  0 if not taken. */
+static int gemm1_packed(int transB, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc)
+{
+    enum { MAX_FLOATS = 1 << 18 }; /* of each operand: 1 MB */
+    /* alpha 0 only scales C in BLIS: no product, no NaN from A or B */
+    if (M < 2 || N < 2 || K < 1 || alpha == 0.0f || (size_t)M * K > MAX_FLOATS ||
+        (size_t)K * N > MAX_FLOATS || !kernel_ready())
+        return 0;
+    const int mr = (int)kern.mr, nr = (int)kern.nr;
+    const int ma = (M + mr - 1) / mr, np = (N + nr - 1) / nr;
+    float *ap = a_panels((size_t)ma * mr * kern.kc_max),
+          *bp = b_panels((size_t)np * nr * kern.kc_max);
+    auxinfo_t aux;
+    memset(&aux, 0, sizeof aux);
+    bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
+    bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
+    bli_auxinfo_set_is_a(1, &aux);
+    bli_auxinfo_set_is_b(1, &aux);
+    float al = alpha;
+    for (int k0 = 0, kb; k0 < K; k0 += kb) {
+        kb = k_block(k0, K);
+        float bk = k0 ? 1.0f : beta;
+        pack_a(ap, A, lda, M, 0, ma * mr, k0, kb);
+        pack_b(bp, transB, B, ldb, N, k0, kb);
+        for (int j = 0; j < np; j++) {
+            const float *b = bp + (size_t)j * nr * kb;
+            const int n = N - j * nr < nr ? N - j * nr : nr;
+            for (int i = 0; i < ma; i++) {
+                const float *a = ap + (size_t)i * mr * kb;
+                const int m = M - i * mr < mr ? M - i * mr : mr;
+                float *c = C + (size_t)i * mr * ldc + (size_t)j * nr;
+                bli_auxinfo_set_next_a(i + 1 < ma ? (float *)a + (size_t)mr * kb : (float *)a,
+                                       &aux);
+                bli_auxinfo_set_next_b((float *)b, &aux);
+                if (m == mr || alpha != 1.0f || (bk != 0.0f && bk != 1.0f) ||
+                    !short_panel(m, n, kb, a, b, bk != 0.0f, c, ldc))
+                    kern.ukr(m, n, kb, &al, (float *)a, (float *)b, &bk, c, ldc, 1, &aux,
+                             kern.cntx);
+            }
+        }
+    }
+    return 1;
 }
 
 /* epi over all of C[M, N], in blocks of rows across the threads */
@@ -532,8 +684,9 @@ static void run_panel(const product *p, auxinfo_t *aux, const float *a0, size_t 
         const int m = M - i * mr < mr ? M - i * mr : mr;
         bli_auxinfo_set_next_a(i + 1 < ie ? ap + astride : ap, aux);
         bli_auxinfo_set_next_b(bp, aux);
-        kern.ukr(m, n, kb, &one, ap, bp, &beta, p->C + (size_t)i * mr * p->ldc + (size_t)j * nr,
-                 p->ldc, 1, aux, kern.cntx);
+        float *c = p->C + (size_t)i * mr * p->ldc + (size_t)j * nr;
+        if (m == mr || !short_panel(m, n, kb, ap, bp, k0 > 0, c, p->ldc))
+            kern.ukr(m, n, kb, &one, ap, bp, &beta, c, p->ldc, 1, aux, kern.cntx);
     }
     if (k0 + kb == p->K && p->epi) {
         const int r0 = ic * mr, rows = (ie * mr < M ? ie * mr : M) - r0;

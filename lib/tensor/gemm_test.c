@@ -102,6 +102,48 @@ static void test_threads(void **state)
     assert_int_equal(tfm_blas_threads(), 1);
 }
 
+/* tfm_gemm1 packs and calls the kernel itself for products that fit in
+ * cache: bit for bit BLIS's product (tfm_gemm), alpha, beta, K blocks,
+ * short row panels and partial column panels included. */
+static void test_gemm1_bits(void **state)
+{
+    (void)state;
+    static const int shapes[][3] = {
+        {128, 128, 64}, {128, 64, 128}, {2, 2, 1}, {7, 33, 9}, {200, 70, 600}, {45, 17, 300},
+    };
+    static const float alphas[] = {1.0f, 0.3f, -1.7f}, betas[] = {0.0f, 1.0f, 0.7f};
+    tfm_rng r;
+    tfm_rng_seed(&r, 11);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int tb = 0; tb < 2; tb++)
+            for (size_t ab = 0; ab < 9; ab++) {
+                const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], pad = (int)ab % 2;
+                const int lda = K + pad, ldb = (tb ? K : N) + pad, ldc = N + 3 * pad;
+                const size_t na = (size_t)M * lda, nb = (size_t)(tb ? N : K) * ldb,
+                             nc = (size_t)M * ldc;
+                float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B),
+                      *C = malloc(nc * sizeof *C), *R = malloc(nc * sizeof *R);
+                for (size_t i = 0; i < na; i++)
+                    A[i] = tfm_rng_float(&r) - 0.5f;
+                for (size_t i = 0; i < nb; i++)
+                    B[i] = tfm_rng_float(&r) - 0.5f;
+                for (size_t i = 0; i < nc; i++)
+                    C[i] = R[i] = tfm_rng_float(&r) - 0.5f;
+                const float alpha = alphas[ab / 3], beta = betas[ab % 3];
+                tfm_gemm1(0, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                tfm_gemm(0, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
+                if (memcmp(C, R, nc * sizeof *C) != 0) {
+                    print_error("tb=%d M=%d N=%d K=%d alpha=%g beta=%g: not BLIS's bits\n", tb,
+                                M, N, K, alpha, beta);
+                    fail();
+                }
+                free(A);
+                free(B);
+                free(C);
+                free(R);
+            }
+}
+
 static void test_arch_respects_user(void **state)
 {
     (void)state;
@@ -221,6 +263,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_transposes),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_gemm1_bits),
         cmocka_unit_test(test_packed),
         cmocka_unit_test(test_arch_respects_user),
     };

@@ -313,10 +313,17 @@ void tfm_linear_epilogue(void *ctx, float *y, int ldy, int r0, int m, int c0, in
     const tfm_linear_epi *e = ctx;
     const float *b = e->bias ? e->bias + c0 : NULL;
     const int kind = e->act ? (int)e->act_kind : -1;
+    /* a product's strips are 16 columns (BLIS's nr): at a constant width
+     * the row's loops unroll, and its vectors' activations overlap */
 #define EPILOGUE_ROWS(K)                                                                  \
-    for (int r = 0; r < m; r++)                                                           \
-        epilogue_row(K, y + (size_t)r * ldy, b,                                           \
-                     e->add ? e->add + (size_t)(r0 + r) * e->ldadd + c0 : NULL, n);
+    for (int r = 0; r < m; r++) {                                                         \
+        float *yr = y + (size_t)r * ldy;                                                  \
+        float *ar = e->add ? e->add + (size_t)(r0 + r) * e->ldadd + c0 : NULL;            \
+        if (n == 16)                                                                      \
+            epilogue_row(K, yr, b, ar, 16);                                               \
+        else                                                                              \
+            epilogue_row(K, yr, b, ar, n);                                                \
+    }
     switch (kind) {
     case TFM_ACT_KIND_GELU_TANH: EPILOGUE_ROWS(TFM_ACT_KIND_GELU_TANH) break;
     case TFM_ACT_KIND_GELU_EXACT: EPILOGUE_ROWS(TFM_ACT_KIND_GELU_EXACT) break;

@@ -31,7 +31,9 @@ void tfm_gemm(int transA, int transB, int M, int N, int K, float alpha,
               float *C, int ldc);
 
 /* The same product on exactly one thread, for callers that are already
- * inside a parallel loop (per-head attention). */
+ * inside a parallel loop (per-head attention); the same bits.  Products
+ * that fit in cache (op(A) not transposed) are packed into the thread's
+ * own buffers and run through BLIS's micro-kernel directly. */
 void tfm_gemm1(int transA, int transB, int M, int N, int K, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta,
                float *C, int ldc);

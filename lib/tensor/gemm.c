@@ -524,6 +524,16 @@ static int short_panel(int m, int n, int kb, const float *a, const float *b, int
 }
 #endif
 
+/* The kernel's side information for A and B packed as above. */
+static void packed_auxinfo(auxinfo_t *aux)
+{
+    memset(aux, 0, sizeof *aux);
+    bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, aux);
+    bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, aux);
+    bli_auxinfo_set_is_a(1, aux);
+    bli_auxinfo_set_is_b(1, aux);
+}
+
 /* K block [k0, k0 + kb) of op(B) (B, or Bᵀ with transB) as nr-column
  * panels stored row by row, zero columns past N. */
 static void pack_b(float *dst, int transB, const float *B, int ldb, int N, int k0, int kb)
@@ -549,8 +559,13 @@ static void pack_b(float *dst, int transB, const float *B, int ldb, int N, int k
             for (int k = 0; k < kb; k++) {
                 const float *src = B + (size_t)(k0 + k) * ldb + j0;
                 float *dk = d + (size_t)k * nr;
-                memcpy(dk, src, sizeof(float) * (size_t)n);
-                memset(dk + n, 0, sizeof(float) * (size_t)(nr - n));
+                if (n == nr) {
+                    for (int c = 0; c < nr; c++)
+                        dk[c] = src[c];
+                } else {
+                    memcpy(dk, src, sizeof(float) * (size_t)n);
+                    memset(dk + n, 0, sizeof(float) * (size_t)(nr - n));
+                }
             }
         }
     }
@@ -581,11 +596,7 @@ static int gemm1_packed(int transB, int M, int N, int K, float alpha, const floa
     float *ap = a_panels((size_t)ma * mr * kern.kc_max),
           *bp = b_panels((size_t)np * nr * kern.kc_max);
     auxinfo_t aux;
-    memset(&aux, 0, sizeof aux);
-    bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
-    bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
-    bli_auxinfo_set_is_a(1, &aux);
-    bli_auxinfo_set_is_b(1, &aux);
+    packed_auxinfo(&aux);
     float al = alpha;
     for (int k0 = 0, kb; k0 < K; k0 += kb) {
         kb = k_block(k0, K);
@@ -837,11 +848,7 @@ void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float 
                 pack_a(apack + (size_t)i * p.mr * K, A, lda, M, i * p.mr, p.mr, 0, K);
         }
         auxinfo_t aux;
-        memset(&aux, 0, sizeof aux);
-        bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
-        bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
-        bli_auxinfo_set_is_a(1, &aux);
-        bli_auxinfo_set_is_b(1, &aux);
+        packed_auxinfo(&aux);
         if (shared)
             run_shared(&p, &aux, nthreads);
         else

@@ -28,6 +28,13 @@ static void naive(int ta, int tb, int M, int N, int K, float alpha, const float 
         }
 }
 
+/* x[0..n) uniform in [-0.5, 0.5) */
+static void fill(float *x, size_t n, tfm_rng *r)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = tfm_rng_float(r) - 0.5f;
+}
+
 static void check_case(int ta, int tb, int M, int N, int K, float alpha, float beta, int pad,
                        int one_thread)
 {
@@ -39,12 +46,10 @@ static void check_case(int ta, int tb, int M, int N, int K, float alpha, float b
     size_t na = (size_t)arows * lda + 1, nb = (size_t)brows * ldb + 1, nc = (size_t)M * ldc + 1;
     float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B);
     float *C = malloc(nc * sizeof *C), *R = malloc(nc * sizeof *R);
-    for (size_t i = 0; i < na; i++)
-        A[i] = tfm_rng_float(&r) - 0.5f;
-    for (size_t i = 0; i < nb; i++)
-        B[i] = tfm_rng_float(&r) - 0.5f;
-    for (size_t i = 0; i < nc; i++)
-        C[i] = R[i] = tfm_rng_float(&r) - 0.5f;
+    fill(A, na, &r);
+    fill(B, nb, &r);
+    fill(C, nc, &r);
+    memcpy(R, C, nc * sizeof *C);
     if (beta == 0.0f) /* beta 0 must overwrite, even NaN */
         for (int i = 0; i < M; i++)
             C[(size_t)i * ldc] = NAN;
@@ -123,12 +128,10 @@ static void test_gemm1_bits(void **state)
                              nc = (size_t)M * ldc;
                 float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B),
                       *C = malloc(nc * sizeof *C), *R = malloc(nc * sizeof *R);
-                for (size_t i = 0; i < na; i++)
-                    A[i] = tfm_rng_float(&r) - 0.5f;
-                for (size_t i = 0; i < nb; i++)
-                    B[i] = tfm_rng_float(&r) - 0.5f;
-                for (size_t i = 0; i < nc; i++)
-                    C[i] = R[i] = tfm_rng_float(&r) - 0.5f;
+                fill(A, na, &r);
+                fill(B, nb, &r);
+                fill(C, nc, &r);
+                memcpy(R, C, nc * sizeof *C);
                 const float alpha = alphas[ab / 3], beta = betas[ab % 3];
                 tfm_gemm1(0, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
                 tfm_gemm(0, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
@@ -182,10 +185,8 @@ static void check_packed(int M, int N, int K, int pad)
     float *B = malloc(sizeof(float) * ((size_t)K * ldb + 1));
     float *C = malloc(sizeof(float) * ((size_t)M * ldc + 1));
     float *R = malloc(sizeof(float) * ((size_t)M * ldc + 1));
-    for (size_t i = 0; i < (size_t)M * lda; i++)
-        A[i] = tfm_rng_float(&r) - 0.5f;
-    for (size_t i = 0; i < (size_t)K * ldb; i++)
-        B[i] = tfm_rng_float(&r) - 0.5f;
+    fill(A, (size_t)M * lda, &r);
+    fill(B, (size_t)K * ldb, &r);
     for (size_t i = 0; i < (size_t)M * ldc; i++)
         C[i] = R[i] = (float)i; /* beyond N must stay as it is */
     for (int i = 0; i < M; i++)

@@ -15,6 +15,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __AVX__
@@ -371,25 +372,54 @@ void tfm_gemm_b_free(tfm_gemm_b *p)
     memset(p, 0, sizeof *p);
 }
 
-/* *buf grown to at least bytes and kept: the callers' pointers are
- * __thread, one buffer per thread; products run per layer, and an
- * allocation each would be as many. */
-static void *kept_buffer(void **buf, size_t *cap, size_t bytes)
+/* Buffers each thread grows and keeps: products run per layer and heads
+ * per product, and an allocation each would be as many.  They are freed
+ * when the thread ends (OpenMP's teams shrink and grow with the thread
+ * count). */
+enum { KEPT_A, KEPT_B, KEPT_DONE, KEPT_KINDS };
+typedef struct {
+    void *buf[KEPT_KINDS];
+    size_t cap[KEPT_KINDS];
+} kept_buffers;
+
+static __thread kept_buffers *kept;
+static pthread_key_t kept_key;
+static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
+
+static void kept_free(void *p)
 {
-    if (bytes > *cap) {
-        free(*buf);
-        *buf = tfm_aligned_alloc(bytes);
-        *cap = bytes;
+    kept_buffers *k = p;
+    for (int i = 0; i < KEPT_KINDS; i++)
+        free(k->buf[i]);
+    free(k);
+    kept = NULL;
+}
+
+static void kept_key_create(void)
+{
+    TFM_ASSERT(pthread_key_create(&kept_key, kept_free) == 0);
+}
+
+/* The calling thread's buffer of this kind, at least bytes long. */
+static void *kept_buffer(int kind, size_t bytes)
+{
+    if (!kept) {
+        pthread_once(&kept_once, kept_key_create);
+        kept = tfm_calloc(1, sizeof *kept);
+        pthread_setspecific(kept_key, kept);
     }
-    return *buf;
+    if (bytes > kept->cap[kind]) {
+        free(kept->buf[kind]);
+        kept->buf[kind] = tfm_aligned_alloc(bytes);
+        kept->cap[kind] = bytes;
+    }
+    return kept->buf[kind];
 }
 
 /* The calling thread's buffer for A's panels. */
 static float *a_panels(size_t floats)
 {
-    static __thread void *buf;
-    static __thread size_t cap;
-    return kept_buffer(&buf, &cap, sizeof(float) * floats);
+    return kept_buffer(KEPT_A, sizeof(float) * floats);
 }
 
 #ifdef __AVX__
@@ -574,9 +604,7 @@ static void pack_b(float *dst, int transB, const float *B, int ldb, int N, int k
 /* The calling thread's buffer for B's panels in gemm1_packed. */
 static float *b_panels(size_t floats)
 {
-    static __thread void *buf;
-    static __thread size_t cap;
-    return kept_buffer(&buf, &cap, sizeof(float) * floats);
+    return kept_buffer(KEPT_B, sizeof(float) * floats);
 }
 
 /* tfm_gemm1 through the kernel directly, for products that fit in cache
@@ -790,9 +818,7 @@ static void run_blocks(product *p, auxinfo_t *aux)
 /* The calling thread's per-block counters, zeroed. */
 static int *done_counters(size_t n)
 {
-    static __thread void *buf;
-    static __thread size_t cap;
-    int *done = kept_buffer(&buf, &cap, sizeof(int) * n);
+    int *done = kept_buffer(KEPT_DONE, sizeof(int) * n);
     memset(done, 0, sizeof(int) * n);
     return done;
 }

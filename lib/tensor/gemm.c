@@ -554,6 +554,17 @@ static int short_panel(int m, int n, int kb, const float *a, const float *b, int
 }
 #endif
 
+/* One tile of C: the short-row loop where it applies (m < mr, alpha 1,
+ * beta 0 or 1), else BLIS's kernel. */
+static void kernel_tile(int m, int n, int kb, float *alpha, const float *a, const float *b,
+                        float *beta, float *c, int ldc, auxinfo_t *aux)
+{
+    if (m < kern.mr && *alpha == 1.0f && (*beta == 0.0f || *beta == 1.0f) &&
+        short_panel(m, n, kb, a, b, *beta != 0.0f, c, ldc))
+        return;
+    kern.ukr(m, n, kb, alpha, (float *)a, (float *)b, beta, c, ldc, 1, aux, kern.cntx);
+}
+
 /* The kernel's side information for A and B packed as above. */
 static void packed_auxinfo(auxinfo_t *aux)
 {
@@ -641,10 +652,7 @@ static int gemm1_packed(int transB, int M, int N, int K, float alpha, const floa
                 bli_auxinfo_set_next_a(i + 1 < ma ? (float *)a + (size_t)mr * kb : (float *)a,
                                        &aux);
                 bli_auxinfo_set_next_b((float *)b, &aux);
-                if (m == mr || alpha != 1.0f || (bk != 0.0f && bk != 1.0f) ||
-                    !short_panel(m, n, kb, a, b, bk != 0.0f, c, ldc))
-                    kern.ukr(m, n, kb, &al, (float *)a, (float *)b, &bk, c, ldc, 1, &aux,
-                             kern.cntx);
+                kernel_tile(m, n, kb, &al, a, b, &bk, c, ldc, &aux);
             }
         }
     }
@@ -724,8 +732,7 @@ static void run_panel(const product *p, auxinfo_t *aux, const float *a0, size_t 
         bli_auxinfo_set_next_a(i + 1 < ie ? ap + astride : ap, aux);
         bli_auxinfo_set_next_b(bp, aux);
         float *c = p->C + (size_t)i * mr * p->ldc + (size_t)j * nr;
-        if (m == mr || !short_panel(m, n, kb, ap, bp, k0 > 0, c, p->ldc))
-            kern.ukr(m, n, kb, &one, ap, bp, &beta, c, p->ldc, 1, aux, kern.cntx);
+        kernel_tile(m, n, kb, &one, ap, bp, &beta, c, p->ldc, aux);
     }
     if (k0 + kb == p->K && p->epi) {
         const int r0 = ic * mr, rows = (ie * mr < M ? ie * mr : M) - r0;

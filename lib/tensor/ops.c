@@ -148,10 +148,6 @@ static void thread_chunk(size_t n, size_t *i0, size_t *i1)
     *i1 = b < n ? b : n;
 }
 
-/* The loops live in plain functions: GCC does not vectorise them inside
- * "parallel for simd" (it gives up on the outlined body).  "omp simd" makes
- * GCC vectorise them at -O2 too (Debian builds packages with -O2), where its
- * cheap cost model otherwise leaves them scalar: 4x slower. */
 /* The activations of one element: the loops below and the linear epilogue
  * share them, so both round alike. */
 static inline float gelu_tanh1(float x)
@@ -170,6 +166,10 @@ static inline float relu1(float x)
     return x > 0.0f ? x : 0.0f;
 }
 
+/* The loops live in plain functions: GCC does not vectorise them inside
+ * "parallel for simd" (it gives up on the outlined body).  "omp simd" makes
+ * GCC vectorise them at -O2 too (Debian builds packages with -O2), where its
+ * cheap cost model otherwise leaves them scalar: 4x slower. */
 static void gelu_tanh_fwd(float *restrict out, const float *restrict inp, size_t n)
 {
 #pragma omp simd

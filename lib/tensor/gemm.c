@@ -621,13 +621,19 @@ static float *b_panels(size_t floats)
 /* tfm_gemm1 through the kernel directly, for products that fit in cache
  * (attention's heads: BLIS's own call spends ~40% of a 128×128×64 product
  * in its set-up and packing).  BLIS's K blocks and kernel calls, alpha and
- * beta applied by the kernel: same bits.  0 if not taken. */
+ * beta applied by the kernel: same bits.  Only for beta 0 or 1: a kernel
+ * that prefers column-stored C (skx) gets C by columns from BLIS, which
+ * transposes the product, but by rows here, and its two store paths round
+ * beta·C + αAB differently (fused on one, two roundings on the other);
+ * with beta 0 or 1 both are exact, so the bits agree on every kernel by
+ * construction.  0 if not taken. */
 static int gemm1_packed(int transB, int M, int N, int K, float alpha, const float *A, int lda,
                         const float *B, int ldb, float beta, float *C, int ldc)
 {
     enum { MAX_FLOATS = 1 << 18 }; /* of each operand: 1 MB */
     /* alpha 0 only scales C in BLIS: no product, no NaN from A or B */
-    if (M < 2 || N < 2 || K < 1 || alpha == 0.0f || (size_t)M * K > MAX_FLOATS ||
+    if (M < 2 || N < 2 || K < 1 || alpha == 0.0f || (beta != 0.0f && beta != 1.0f) ||
+        (size_t)M * K > MAX_FLOATS ||
         (size_t)K * N > MAX_FLOATS || !kernel_ready())
         return 0;
     const int mr = (int)kern.mr, nr = (int)kern.nr;

@@ -234,6 +234,28 @@ static void test_cgroup_quota(void **state)
     assert_true(n >= 1 && n <= sysconf(_SC_NPROCESSORS_CONF));
 }
 
+static void test_threads_fit(void **state)
+{
+    (void)state;
+    /* idle 2-CPU machine: our 2 threads are the only runnable ones */
+    assert_int_equal(tfm_threads_fit(2, 2, 2, 2), 2);
+    /* another 2-thread job: one thread each; both at one stay there */
+    assert_int_equal(tfm_threads_fit(2, 2, 4, 2), 1);
+    assert_int_equal(tfm_threads_fit(2, 2, 2, 1), 1);
+    /* the other job gone: back to 2; never above the count asked */
+    assert_int_equal(tfm_threads_fit(2, 2, 1, 1), 2);
+    assert_int_equal(tfm_threads_fit(4, 64, 30, 2), 4);
+    /* a busy large machine still leaves one */
+    assert_int_equal(tfm_threads_fit(8, 16, 40, 3), 1);
+    assert_int_equal(tfm_threads_fit(8, 16, 12, 3), 7);
+    /* this process's threads counted between the two reads */
+    assert_int_equal(tfm_threads_fit(2, 2, 1, 3), 2);
+    /* called now: between 1 and the count asked */
+    int n = tfm_threads_fair(2);
+    assert_true(n >= 1 && n <= 2);
+    assert_int_equal(tfm_threads_fair(1), 1);
+}
+
 static size_t key_of(const void *ctx, size_t i)
 {
     return ((const size_t *)ctx)[i];
@@ -257,7 +279,8 @@ int main(void)
         cmocka_unit_test(test_rng_repeatable), cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_getline_nul),  cmocka_unit_test(test_parallel),
         cmocka_unit_test(test_parse), cmocka_unit_test(test_write_device_in_place),
-        cmocka_unit_test(test_cgroup_quota), cmocka_unit_test(test_order_by_key),
+        cmocka_unit_test(test_cgroup_quota), cmocka_unit_test(test_threads_fit),
+        cmocka_unit_test(test_order_by_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,11 +1,13 @@
 #include "base/thread.h"
 #include "base/err.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The one or two numbers of a cgroup file (cpu.max, cpu.cfs_quota_us):
@@ -176,4 +178,86 @@ void tfm_parallel_run(int n, void (*fn)(void *ctx, int i, int n), void *ctx)
     free(started);
     free(jobs);
     free(th);
+}
+
+int tfm_threads_fit(int want, int online, int running, int mine)
+{
+    int others = running - mine;
+    if (others < 0)
+        others = 0;
+    int fit = online - others;
+    return fit < 1 ? 1 : fit > want ? want : fit;
+}
+
+/* Runnable threads on the machine now: the fourth field of /proc/loadavg
+ * ("running/total", read at the moment, unlike the averages); -1 if
+ * unreadable. */
+static int machine_running(void)
+{
+    char b[128];
+    FILE *fp = fopen("/proc/loadavg", "r");
+    if (!fp)
+        return -1;
+    size_t n = fread(b, 1, sizeof b - 1, fp);
+    fclose(fp);
+    b[n] = 0;
+    double l1, l5, l15;
+    int running, total;
+    return sscanf(b, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) == 5 ? running
+                                                                                  : -1;
+}
+
+/* This process's threads in state R (running or waiting for a CPU). */
+static int own_running(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[64], b[512];
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", e->d_name);
+        FILE *fp = fopen(path, "r");
+        if (!fp)
+            continue;
+        size_t k = fread(b, 1, sizeof b - 1, fp);
+        fclose(fp);
+        b[k] = 0;
+        /* "tid (comm) S ...": the state follows the last ')' */
+        const char *p = strrchr(b, ')');
+        n += p && p[1] == ' ' && p[2] == 'R';
+    }
+    closedir(d);
+    return n;
+}
+
+int tfm_threads_fair(int want)
+{
+    /* one caller at a time (the main thread between parallel regions);
+     * a sample every 10 ms, and a change only when two samples in a row
+     * agree, so a passing process does not make the count flicker */
+    static int current, proposed;
+    static struct timespec last;
+    if (want <= 1)
+        return want;
+    if (!current)
+        current = want;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    long ms = (now.tv_sec - last.tv_sec) * 1000 + (now.tv_nsec - last.tv_nsec) / 1000000;
+    if (ms < 10 && ms >= 0)
+        return current > want ? want : current;
+    last = now;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int running = machine_running(), mine = own_running();
+    if (online < 1 || running < 0 || mine < 0)
+        return want;
+    int fit = tfm_threads_fit(want, (int)online, running, mine);
+    if (fit != current && fit == proposed)
+        current = fit;
+    proposed = fit;
+    return current > want ? want : current;
 }

@@ -217,7 +217,7 @@ void tfm_weights_free(tfm_weights *w)
 static int gemv_threads(int K, int N)
 {
 #ifdef _OPENMP
-    return (size_t)K * N >= GEMV_PAR_MIN ? omp_get_max_threads() : 1;
+    return (size_t)K * N >= GEMV_PAR_MIN ? tfm_threads_now() : 1;
 #else
     return 1;
 #endif
@@ -389,7 +389,7 @@ static void linear(tfm_infer *g, float *out, const float *in, const float *W,
 static int threads_now(void)
 {
 #ifdef _OPENMP
-    return omp_get_max_threads();
+    return tfm_threads_now();
 #else
     return 1;
 #endif

@@ -15,10 +15,13 @@
 /* Largest Tq·Tk·HS handled by the fused loops. */
 #define FUSED_MAX (256 * 256 * 64)
 
+/* Threads a workspace is sized for: the most any later region may run
+ * (tfm_threads_now lowers OpenMP's default for a while, never above this). */
 static int nthreads(void)
 {
 #ifdef _OPENMP
-    return omp_get_max_threads();
+    int n = omp_get_max_threads(), asked = tfm_blas_threads();
+    return n > asked ? n : asked;
 #else
     return 1;
 #endif

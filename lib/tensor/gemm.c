@@ -33,7 +33,8 @@
 #include <unistd.h>
 #endif
 
-static int blas_threads = 1;
+static int blas_threads = 1;   /* asked for: --threads */
+static int active_threads = 1; /* running now (tfm_threads_now) */
 static int blas_ready;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -74,34 +75,6 @@ static void choose_arch(void)
 }
 #endif
 
-/* libgomp's idle threads spin 300000 pauses (~10 ms) before they sleep,
- * taking that time, on shared cores, from the threads doing the work: two
- * 2-thread tfm-generate on 2 cores took 15 times one alone.  30000 (~1 ms)
- * brings a pair to 1.9-3.2 times one alone; 3000 did slightly better shared but
- * put idle threads to sleep between the parallel regions of one decode step
- * (4-5 sleeps a step, each woken at a cost that, in a virtual machine, made
- * GPT-2-small decoding 9% slower).  libgomp reads GOMP_SPINCOUNT in its
- * constructor, before main, so no setenv of ours comes early enough (nor one
- * in .preinit_array: the C library resets environ after it); but it reads it
- * with getenv, through the PLT, and this getenv (the C library's, plus that
- * default) is the one it finds.  The user's GOMP_SPINCOUNT or OMP_WAIT_POLICY
- * win. */
-#if defined(__linux__) && defined(_OPENMP)
-extern char **environ;
-
-char *getenv(const char *name)
-{
-    size_t n = strlen(name);
-    if (environ && !strchr(name, '='))
-        for (char **e = environ; *e; e++)
-            if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-                return *e + n + 1;
-    if (strcmp(name, "GOMP_SPINCOUNT") == 0 && !getenv("OMP_WAIT_POLICY"))
-        return (char *)"30000";
-    return NULL;
-}
-#endif
-
 void tfm_blas_init(int threads)
 {
     if (!blas_ready) {
@@ -111,7 +84,7 @@ void tfm_blas_init(int threads)
     }
     if (threads <= 0)
         threads = tfm_threads_default();
-    blas_threads = threads;
+    blas_threads = active_threads = threads;
     bli_thread_set_num_threads(threads);
 #ifdef _OPENMP
     omp_set_num_threads(threads);
@@ -221,6 +194,31 @@ int tfm_blas_threads(void)
     return blas_threads;
 }
 
+/* Waiting threads cost nothing on idle cores but, when another job wants
+ * the same cores, libgomp's idle threads spin (~300000 pauses) and a
+ * thread at a barrier waits for one that has no CPU: two 2-thread runs on
+ * 2 cores took 7-18 times one alone.  So the work started now gets only
+ * the CPUs the machine's other runnable threads leave free; products and
+ * loops give the same bits on any number of threads.  OpenMP's default
+ * follows, so its loops and BLIS's threads shrink and grow together. */
+int tfm_threads_now(void)
+{
+    if (blas_threads <= 1)
+        return 1;
+#ifdef _OPENMP
+    if (omp_in_parallel())
+        return 1;
+#endif
+    int n = tfm_threads_fair(blas_threads);
+    if (n != active_threads) {
+        active_threads = n;
+#ifdef _OPENMP
+        omp_set_num_threads(n);
+#endif
+    }
+    return n;
+}
+
 /* Below ~64³ multiply-adds BLIS's thread start-up (a few µs) costs more than
  * the second core gains. */
 static int small_product(int M, int N, int K)
@@ -283,7 +281,7 @@ void tfm_gemm(int transA, int transB, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc)
 {
-    gemm(blas_threads, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm(tfm_threads_now(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static int gemm1_packed(int transB, int M, int N, int K, float alpha, const float *A, int lda,
@@ -870,7 +868,7 @@ void tfm_gemm_packed(int M, const float *A, int lda, const tfm_gemm_b *B, float 
     const int shared = M <= 1024;
     p.items = p.nk * p.nic * (shared ? p.np : 1);
     p.done = done_counters((size_t)p.nic * (shared ? p.np : 1));
-    int nthreads = blas_threads;
+    int nthreads = tfm_threads_now();
     if (small_product(M, N, K))
         nthreads = 1;
 #ifdef _OPENMP

@@ -20,6 +20,12 @@
 void tfm_blas_init(int threads);
 /* The thread count set by tfm_blas_init (1 before it). */
 int tfm_blas_threads(void);
+/* The threads for work started now, from the main thread between parallel
+ * regions: tfm_blas_threads, fewer while other jobs hold the machine's CPUs
+ * (base/thread.h, tfm_threads_fair), and OpenMP's default set to match; 1
+ * inside a parallel region.  Only for work whose bits do not depend on the
+ * thread count (products, elementwise loops, rows split among threads). */
+int tfm_threads_now(void);
 
 /* C[M,N] = alpha · op(A)[M,K] · op(B)[K,N] + beta · C, all row-major.
  * op(A) = A (A is M×K, row stride lda) or Aᵀ (transA: A is K×M, stride lda);

@@ -2117,7 +2117,12 @@ int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float
         part[k]->ready_lo = m->n_params;
     m->ready_lo = m->n_params;
     m->ready_parts = n;
-#pragma omp parallel num_threads(n)
+    /* n parts always (they decide the sums); fewer threads take them in
+     * turn while other jobs hold the CPUs (tfm_threads_now) */
+    int team = tfm_threads_now();
+    if (team > n)
+        team = n;
+#pragma omp parallel num_threads(team)
     {
 #ifdef _OPENMP
         int k = omp_get_thread_num();

@@ -135,6 +135,14 @@ expect=$(/usr/bin/python3 -c 'import sys; t=open(sys.argv[1]).read(); print(t[:t
 [ "$(cat cut)" = "$expect" ] || fail "stop string: got '$(cat cut)', expected '$expect'"
 $G -m m.st --greedy --ignore-eos -n 30 --stop "$stop" --json "In the" | grep -q '"finish_reason":"stop"' ||
     fail "finish reason is not stop"
+# ... and ids and logprobs end where the text does (a character a token)
+$G -m m.st --greedy --ignore-eos -n 30 --stop "$stop" --json "In the" >stop.json
+/usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["finish_reason"] == "stop" and r["text"] == sys.argv[2], r
+assert len(r["ids"]) == len(r["logprobs"]) == len(r["text"]), r' stop.json "$expect" ||
+    fail "--stop --json: ids or logprobs run past the stop: $(cat stop.json)"
 
 # Beam search: n-best lists, best first; beam 4 scores at least greedy's.
 $G -m m.st --beam 4 --nbest 3 -n 10 --json "In the" >bj

@@ -690,8 +690,13 @@ int main(int argc, char **argv)
     if (normalize)
         o.normalize = 1;
     /* valid options the model cannot honour: failures (1), not usage (2) */
-    if (layers && tfm_layer_sel_parse(&o.layers, layers, a.L, &err) < 0)
-        tfm_fatal(prog, "%s: --%s", model, err.msg);
+    if (layers) {
+        int rc = tfm_layer_sel_parse(&o.layers, layers, a.L, &err);
+        if (rc == -2)
+            tfm_usage_error(prog, "--layers %s", err.msg);
+        if (rc < 0)
+            tfm_fatal(prog, "%s: --layers %s", model, err.msg);
+    }
     if (weights) {
         float s[TFM_LAYER_SEL_MAX];
         int n = 0;
@@ -711,7 +716,7 @@ int main(int argc, char **argv)
             p = end + 1;
         }
         if (tfm_layer_sel_elmo(&o.layers, s, n, (float)gamma, a.L, &err) < 0)
-            tfm_fatal(prog, "%s: --%s", model, err.msg);
+            tfm_fatal(prog, "%s: --layer-weights: %s", model, err.msg);
     }
     if (a.att_layer_set) {
         if (att_layer > a.L || att_layer < -a.L)

@@ -32,6 +32,8 @@ tfm-tokenize train -q --model wordpiece --vocab-size 200 -o wp.json c20.txt
 # --help, --version, usage errors (2)
 expect_exit 0 tfm-embed --help
 grep -q -- "--layer-weights" out || fail "--help does not list --layer-weights"
+# --help names the offsets file the code writes (v.npy: v.offsets.npy)
+grep -q "v.npy gives v.offsets.npy" out || fail "--help: the offsets file's name"
 expect_exit 0 tfm-embed --version
 expect_exit 2 tfm-embed </dev/null
 expect_msg "tfm-embed: no model given"

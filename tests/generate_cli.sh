@@ -226,6 +226,13 @@ expect_exit 2 tfm-generate -m m.st -z --json "In"
 # A write error is a message and exit 1 (here every result was lost).
 set +e; tfm-generate -q -m m.st --greedy -n 3 "In" >/dev/full 2>err; rc=$?; set -e
 [ "$rc" -eq 1 ] && grep -q 'write error' err || fail "write error: exit $rc, $(cat err)"
+# --help: --nbest's output format under --nbest; --ignore-eos and --no-cache
+# (decoders too) not under the encoder-decoder heading
+tfm-generate --help >help.txt
+grep -A1 -- '--nbest K' help.txt | grep -q 'index<TAB>rank<TAB>score<TAB>text' ||
+    fail "--help: --nbest's output line is not under --nbest"
+awk '/^Encoder-decoders/ { e = 1 } /^Other/ { e = 0 } e && /--ignore-eos|--no-cache/ { bad = 1 }
+     END { exit bad }' help.txt || fail "--help: decoder options under encoder-decoders"
 set +e; tfm-generate --help >/dev/full 2>err; rc=$?; set -e
 [ "$rc" -eq 1 ] && grep -q 'write error' err || fail "--help write error: exit $rc"
 # A model with NaN weights (a diverged run) is said to be one, in every

@@ -34,10 +34,11 @@ static void __attribute__((noreturn)) usage(void)
            "Model:\n"
            "  -m, --model PATH       tfm model file (any kind; an encoder-decoder's encoder),\n"
            "                         or a HuggingFace BERT or GPT-2 folder / safetensors file\n"
+           "                         (float32 weights: F16 and BF16 files are refused)\n"
            "Layers (0 = embedding output, 1..L the blocks' outputs):\n"
            "      --layers SPEC      N (negative from the top: -1 last), first, last,\n"
            "                         second-last, sum-last-4, concat-last-4, sum-all\n"
-           "                         (default: last)\n"
+           "                         (default: last; concat-last-4 is [L-3|L-2|L-1|L])\n"
            "      --layer-weights S0,S1,...,SL\n"
            "                         ELMo's mix of every layer: gamma * sum softmax(s)_l h_l\n"
            "      --gamma G          ELMo's scale (default 1)\n"
@@ -52,7 +53,8 @@ static void __attribute__((noreturn)) usage(void)
            "                         little-endian); with -o, the default follows the\n"
            "                         extension (.npy .tsv .jsonl .f32)\n"
            "      --offsets FILE     --pool none with npy: the int64 [N + 1] array of each\n"
-           "                         input's first row (default: OUTPUT.offsets.npy)\n"
+           "                         input's first row (default: OUTPUT with .npy made\n"
+           "                         .offsets.npy: -o v.npy gives v.offsets.npy)\n"
            "      --similarity       cosine of A and B of each \"A<TAB>B\" line (one a line)\n"
            "      --matrix           the N x N cosine matrix of the inputs (holds them all)\n"
            "Attention:\n"
@@ -60,6 +62,7 @@ static void __attribute__((noreturn)) usage(void)
            "                         FILE: one file per line, %%d its line number)\n"
            "      --attention-svg FILE\n"
            "                         heat map of one layer and head, tokens on both axes\n"
+           "                         (a %%d in FILE as for --attention)\n"
            "      --attention-layer N  1..L or negative from the top (default: all for\n"
            "                         --attention, -1 for the picture)\n"
            "      --attention-head H   0..heads-1 (default: all; the picture: 0)\n"
@@ -690,8 +693,13 @@ int main(int argc, char **argv)
     if (normalize)
         o.normalize = 1;
     /* valid options the model cannot honour: failures (1), not usage (2) */
-    if (layers && tfm_layer_sel_parse(&o.layers, layers, a.L, &err) < 0)
-        tfm_fatal(prog, "%s: --%s", model, err.msg);
+    if (layers) {
+        int rc = tfm_layer_sel_parse(&o.layers, layers, a.L, &err);
+        if (rc == -2)
+            tfm_usage_error(prog, "--layers %s", err.msg);
+        if (rc < 0)
+            tfm_fatal(prog, "%s: --layers %s", model, err.msg);
+    }
     if (weights) {
         float s[TFM_LAYER_SEL_MAX];
         int n = 0;
@@ -711,7 +719,7 @@ int main(int argc, char **argv)
             p = end + 1;
         }
         if (tfm_layer_sel_elmo(&o.layers, s, n, (float)gamma, a.L, &err) < 0)
-            tfm_fatal(prog, "%s: --%s", model, err.msg);
+            tfm_fatal(prog, "%s: --layer-weights: %s", model, err.msg);
     }
     if (a.att_layer_set) {
         if (att_layer > a.L || att_layer < -a.L)

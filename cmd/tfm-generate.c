@@ -47,7 +47,8 @@ static void __attribute__((noreturn)) usage(void)
            "      --beam N           beam search with N beams\n"
            "      --lenpen A         beam: score = sum log p / length^A (default 0.6)\n"
            "      --lenpen-style S   plain (length^A, default) or gnmt (((5+length)/6)^A)\n"
-           "      --nbest K          beam: print the K best hypotheses (default 1)\n"
+           "      --nbest K          beam: print the K best hypotheses (default 1);\n"
+           "                         encoder-decoders print index<TAB>rank<TAB>score<TAB>text\n"
            "      --temp T           sampling temperature (0 = greedy)\n"
            "      --top-k K          keep the K most probable tokens (0 = off)\n"
            "      --top-p P          keep the smallest set reaching probability P (1 = off)\n"
@@ -60,15 +61,14 @@ static void __attribute__((noreturn)) usage(void)
            "      --max-len-a A, --max-len-b B\n"
            "                         also stop after A * prompt tokens + B new tokens\n"
            "      --stop STR         stop before STR (repeatable; STR is not printed)\n"
+           "      --ignore-eos       do not stop at the end-of-text token\n"
            "Encoder-decoders (translation; default --beam 4, -n 1024,\n"
            "--max-len-a 1 --max-len-b 50 with A * source tokens + B):\n"
            "      --truncate M       a source longer than the encoder's context: head (keep\n"
            "                         its start, count on stderr; default) or error\n"
-           "                         --nbest K prints index<TAB>rank<TAB>score<TAB>text\n"
-           "      --ignore-eos       do not stop at the end-of-text token\n"
+           "Other:\n"
            "      --no-cache         recompute the whole sequence for every token (slow;\n"
            "                         the baseline that shows what the cache saves)\n"
-           "Other:\n"
            "      --threads N        threads (default: TFM_NUM_THREADS or the usable CPUs)\n"
            "      --profile          time each part of the decode steps (stderr)\n"
            "      --bf16             decode with bfloat16 copies of the weight matrices:\n"
@@ -139,6 +139,7 @@ typedef struct app {
     const tfm_tokenizer *src_tok; /* encodes sources: lm.tok or the file's own */
     tfm_tok_scratch *src_scratch;
     tfm_tokenizer *src_tok_owned;
+    int64_t src_eos;              /* ends every source: src_tok's end-of-text */
     size_t n_cut, cut_tokens;     /* sources cut to the encoder's context */
 } app;
 
@@ -166,7 +167,7 @@ static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
         }
     } else if (a->encdec) {
         size_t cut = 0;
-        if (tfm_translate_source(a->src_tok, a->src_scratch, (uint32_t)a->lm.eos, text, len,
+        if (tfm_translate_source(a->src_tok, a->src_scratch, text, len,
                                  tfm_gen_source_limit(&a->lm.cfg), a->truncate, out, &cut,
                                  err) < 0)
             return tfm_err_prefix(err, "%s", where);
@@ -180,8 +181,11 @@ static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
     }
     if (a->encdec) { /* token ids of the line: the source ends with end-of-text */
         size_t cut = 0;
-        tfm_ids_push(out, (uint32_t)a->lm.eos);
-        if (tfm_translate_fit(out, (uint32_t)a->lm.eos, tfm_gen_source_limit(&a->lm.cfg),
+        if (a->src_eos < 0)
+            return tfm_err_set(err, "the source tokenizer has no end-of-text token, which "
+                                    "ends every source");
+        tfm_ids_push(out, (uint32_t)a->src_eos);
+        if (tfm_translate_fit(out, (uint32_t)a->src_eos, tfm_gen_source_limit(&a->lm.cfg),
                               a->truncate, &cut, err) < 0)
             return tfm_err_prefix(err, "%s", where);
         if (cut) {
@@ -209,14 +213,6 @@ static void on_text(void *ctx, size_t index, const char *text, size_t n)
     tfm_check_stdout(prog);
 }
 
-static void put_ids_json(tfm_buf *b, const tfm_ids *ids)
-{
-    tfm_buf_putc(b, '[');
-    for (size_t i = 0; i < ids->len; i++)
-        tfm_buf_printf(b, "%s%u", i ? "," : "", ids->data[i]);
-    tfm_buf_putc(b, ']');
-}
-
 /* An --nbest line's text: tabs and newlines would break the record. */
 static void put_tsv_text(tfm_buf *b, const char *text, size_t n)
 {
@@ -228,12 +224,22 @@ static void put_hyp_json(tfm_buf *b, const app *a, const tfm_gen_hyp *h, int bea
 {
     tfm_buf_puts(b, "\"text\":");
     tfm_buf_put_json_string(b, h->text.data ? h->text.data : "", h->text.len);
-    tfm_buf_puts(b, ",\"ids\":");
-    put_ids_json(b, &h->ids);
-    tfm_buf_puts(b, ",\"logprobs\":[");
+    /* ids and logprobs end with end-of-text when it ended the text, so
+     * that they add up to the score */
+    const int eos = h->finish == TFM_FINISH_EOS && a->lm.eos >= 0;
+    tfm_buf_puts(b, ",\"ids\":[");
+    for (size_t i = 0; i < h->ids.len; i++)
+        tfm_buf_printf(b, "%s%u", i ? "," : "", h->ids.data[i]);
+    if (eos)
+        tfm_buf_printf(b, "%s%" PRId64, h->ids.len ? "," : "", a->lm.eos);
+    tfm_buf_puts(b, "],\"logprobs\":[");
     for (size_t i = 0; i < h->ids.len; i++) {
         tfm_buf_puts(b, i ? "," : "");
         tfm_buf_put_json_double(b, 6, h->logprobs[i]); /* -inf: null */
+    }
+    if (eos) {
+        tfm_buf_puts(b, h->ids.len ? "," : "");
+        tfm_buf_put_json_double(b, 6, h->eos_logprob);
     }
     tfm_buf_printf(b, "],\"finish_reason\":\"%s\"", tfm_finish_name(h->finish));
     if (beam) {
@@ -328,13 +334,11 @@ static void run(app *a, char **texts, size_t *lens, size_t n, size_t first_index
 static void print_profile(const app *a)
 {
     const tfm_gen *g = &a->gen;
-    const tfm_model_config *c = &a->lm.cfg;
-    const double n = (double)g->prof_steps, C = c->n_embd, L = c->n_layer;
-    const double wb = a->bf16 ? 2 : 4; /* bytes per weight read */
+    const double n = (double)g->prof_steps;
     static const char *names[TFM_PROF_N] = {"qkv", "attention", "attn-proj", "mlp-fc",
                                             "mlp-proj", "lm-head", "other"};
-    const double bytes[TFM_PROF_N] = {L * C * 3 * C * wb, 0, L * C * C * wb, L * C * 4 * C * wb,
-                                      L * 4 * C * C * wb, (double)c->vocab_size * C * wb, 0};
+    double bytes[TFM_PROF_N];
+    tfm_gen_profile_bytes(&a->lm.cfg, a->bf16 ? 2 : 4, bytes);
     double total = 0;
     for (int p = 0; p < TFM_PROF_N; p++)
         total += g->prof_s[p];
@@ -532,6 +536,7 @@ int main(int argc, char **argv)
             tfm_die(prog, &err);
         a.src_tok = a.src_tok_owned ? a.src_tok_owned : a.lm.tok;
         a.src_scratch = a.src_tok_owned ? tfm_tok_scratch_new(a.src_tok_owned) : a.scratch;
+        a.src_eos = a.src_tok ? tfm_translate_source_eos(a.src_tok) : a.lm.eos;
     }
     if (bf16)
         bf16_bytes = tfm_weights_to_bf16(&a.lm.w, &a.lm.cfg);

@@ -32,12 +32,18 @@ tfm-tokenize train -q --model wordpiece --vocab-size 200 -o wp.json c20.txt
 # --help, --version, usage errors (2)
 expect_exit 0 tfm-embed --help
 grep -q -- "--layer-weights" out || fail "--help does not list --layer-weights"
+# --help names the offsets file the code writes (v.npy: v.offsets.npy)
+grep -q "v.npy gives v.offsets.npy" out || fail "--help: the offsets file's name"
 expect_exit 0 tfm-embed --version
 expect_exit 2 tfm-embed </dev/null
 expect_msg "tfm-embed: no model given"
 expect_exit 2 $E -m bert.st --pool median </dev/null
 expect_msg "--pool 'median': expected cls, mean, max, last or none"
 expect_exit 2 $E -m bert.st --format csv </dev/null
+# a --layers that is no layer spec is a usage error, as a bad --layer-weights is
+expect_exit 2 $E -m bert.st --layers foo </dev/null
+expect_msg "tfm-embed: --layers 'foo': expected a layer number or first, last"
+expect_exit 2 $E -m bert.st --layer-weights 1,a </dev/null
 expect_exit 2 $E -m bert.st --layers 1 --layer-weights 1,2 </dev/null
 expect_msg "exclude each other"
 expect_exit 2 $E -m bert.st --gamma 2 </dev/null
@@ -49,12 +55,12 @@ expect_exit 2 $E -m bert.st --pool none </dev/null
 expect_msg "give -o FILE.npy"
 # options the model cannot honour (1)
 expect_exit 1 $E -m bert.st --layers 5 </dev/null
-expect_msg "tfm-embed: bert.st: --layer 5 is out of range: the model has layers 0 to 4 (-1 to -5 from the top)"
+expect_msg "tfm-embed: bert.st: --layers 5 is out of range: the model has layers 0 to 4 (-1 to -5 from the top)"
 expect_exit 1 $E -m bert.st --layers -6 </dev/null
 expect_exit 1 $E -m gpt.st --layers sum-last-4 </dev/null
 expect_msg "the model has only 2 blocks"
 expect_exit 1 $E -m bert.st --layer-weights 1,2,3 </dev/null
-expect_msg "3 given, the model has 5 layers"
+expect_msg "tfm-embed: bert.st: --layer-weights: 3 given, the model has 5 layers"
 expect_exit 1 $E -m bert.st --attention a.npy --attention-layer 7 </dev/null
 expect_exit 1 $E -m bert.st --max-len 25 </dev/null
 expect_msg "longer than the model's context (24 learned positions)"
@@ -204,6 +210,19 @@ cp "$TFM_SRCDIR/testdata/gpt2/vocab.bpe" gpt2/merges.txt
 echo '{"model_type": "gpt2", "n_embd": 16, "n_head": 2, "n_layer": 2, "n_positions": 32,
  "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new", "vocab_size": 50257}' >gpt2/config.json
 printf 'Hello, world!\n' | $E -m gpt2 --pool none -f jsonl >g2.jsonl
+# HuggingFace's own files say "format": "pt" and carry no checksum: no warning
+/usr/bin/python3 - gpt2/model.safetensors <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"] = {"format": "pt"}
+t = json.dumps(h).encode()
+t += b" " * (-len(t) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+printf 'Hello\n' | tfm-embed --threads 1 -m gpt2/model.safetensors -f tsv >/dev/null 2>hf.err
+! grep -q checksum hf.err || fail "an HF checkpoint is warned about: $(cat hf.err)"
 grep -q '"token":"Hello","id":15496,"start":0,"end":5' g2.jsonl || fail "GPT-2 folder tokens"
 grep -q '"token":" world","id":995,"start":6,"end":12' g2.jsonl || fail "GPT-2 byte offsets"
 tfm-generate -q --threads 1 -m gpt2 --greedy -n 3 "Hello" >gen.txt || fail "tfm-generate on a GPT-2 folder"

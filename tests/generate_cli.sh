@@ -135,6 +135,14 @@ expect=$(/usr/bin/python3 -c 'import sys; t=open(sys.argv[1]).read(); print(t[:t
 [ "$(cat cut)" = "$expect" ] || fail "stop string: got '$(cat cut)', expected '$expect'"
 $G -m m.st --greedy --ignore-eos -n 30 --stop "$stop" --json "In the" | grep -q '"finish_reason":"stop"' ||
     fail "finish reason is not stop"
+# ... and ids and logprobs end where the text does (a character a token)
+$G -m m.st --greedy --ignore-eos -n 30 --stop "$stop" --json "In the" >stop.json
+/usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["finish_reason"] == "stop" and r["text"] == sys.argv[2], r
+assert len(r["ids"]) == len(r["logprobs"]) == len(r["text"]), r' stop.json "$expect" ||
+    fail "--stop --json: ids or logprobs run past the stop: $(cat stop.json)"
 
 # Beam search: n-best lists, best first; beam 4 scores at least greedy's.
 $G -m m.st --beam 4 --nbest 3 -n 10 --json "In the" >bj
@@ -218,6 +226,13 @@ expect_exit 2 tfm-generate -m m.st -z --json "In"
 # A write error is a message and exit 1 (here every result was lost).
 set +e; tfm-generate -q -m m.st --greedy -n 3 "In" >/dev/full 2>err; rc=$?; set -e
 [ "$rc" -eq 1 ] && grep -q 'write error' err || fail "write error: exit $rc, $(cat err)"
+# --help: --nbest's output format under --nbest; --ignore-eos and --no-cache
+# (decoders too) not under the encoder-decoder heading
+tfm-generate --help >help.txt
+grep -A1 -- '--nbest K' help.txt | grep -q 'index<TAB>rank<TAB>score<TAB>text' ||
+    fail "--help: --nbest's output line is not under --nbest"
+awk '/^Encoder-decoders/ { e = 1 } /^Other/ { e = 0 } e && /--ignore-eos|--no-cache/ { bad = 1 }
+     END { exit bad }' help.txt || fail "--help: decoder options under encoder-decoders"
 set +e; tfm-generate --help >/dev/full 2>err; rc=$?; set -e
 [ "$rc" -eq 1 ] && grep -q 'write error' err || fail "--help write error: exit $rc"
 # A model with NaN weights (a diverged run) is said to be one, in every

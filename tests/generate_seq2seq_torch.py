@@ -135,8 +135,8 @@ def greedy(model, src, start, eos, L):
     while True:
         lp = model.logprobs(src, [[start] + ids])[0]
         v = int(np.argmax(lp))
-        if v == eos:
-            return ids, lps, "eos"
+        if v == eos:  # in ids and lps, as tfm's --json gives them
+            return ids + [v], lps + [float(lp[v])], "eos"
         ids.append(v)
         lps.append(float(lp[v]))
         if len(ids) >= L:
@@ -248,10 +248,11 @@ def run_case(d, name, cfg, tgt, src_tok, seed, eos_boost):
     r = random.Random(seed)
     alpha = "".join(c for c in src_tok.vocab if len(c) == 1 and c.isalpha())
     lines = [""] + ["".join(r.choice(alpha) for _ in range(r.randint(1, 9))) for _ in range(7)]
-    srcs = [src_tok.encode(l) + [tgt.eos] for l in lines]
+    # a source ends with its own tokenizer's end-of-text, as in training
+    srcs = [src_tok.encode(l) + [src_tok.eos] for l in lines]
     # longer than the encoder's context: its head and end-of-text (--truncate head)
     T = cfg["block_size"]
-    srcs = [s if len(s) <= T else s[:T - 1] + [tgt.eos] for s in srcs]
+    srcs = [s if len(s) <= T else s[:T - 1] + [src_tok.eos] for s in srcs]
     start, eos = tgt.bos, tgt.eos
     errs, stats = [], {"eos": 0, "length": 0}
     a, b = 1.0, 4
@@ -274,8 +275,6 @@ def run_case(d, name, cfg, tgt, src_tok, seed, eos_boost):
                                 % (name, style, i + 1, len(hyps), len(w)))
                     continue
                 for k, (h, (score, toks, lps, fin)) in enumerate(zip(hyps, w)):
-                    if fin == "eos":
-                        toks, lps = toks[:-1], lps[:-1]
                     stats[fin] += batch == "1"
                     errs += compare("%s beam-4 %s alpha %g batch %s line %d rank %d"
                                     % (name, style, alpha_, batch, i + 1, k + 1), h,

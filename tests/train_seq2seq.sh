@@ -107,6 +107,39 @@ tfm-train -q -c s2s.yaml --set data.source_tokenizer=srctok.json --set model.tie
 grep -q '"source_tokenizer"' two/model.safetensors || fail "no source_tokenizer stored"
 head -3 src.txt | tfm-generate -q -m two/model.safetensors --greedy > two.out
 [ "$(wc -l < two.out)" = 3 ] || fail "no translations with a source tokenizer"
+# ... and ends them with the source tokenizer's end-of-text, as training and
+# validation do: with end-of-text at another id on each side (here 3 and 0),
+# the logged BLEU is still that of tfm-generate's translations.
+tr '\t' '\n' < words.tsv | tfm-tokenize train -q -m bpe -v 300 --special '<pad>' \
+    --special '<s>' --special '<x>' --special '</s>' -o wsrc.json
+tfm-train -q -c s2s.yaml --set data.text=words.tsv --set data.tokenizer=words.json \
+    --set data.source_tokenizer=wsrc.json --set model.tie_source=false \
+    --set train.max_steps=120 --set train.eval_interval=120 --set train.eval_bleu=true -o twob
+tfm-generate -q -m twob/model.safetensors --greedy < val.src > twob.hyp
+tfm-eval bleu --ref val.ref --json < twob.hyp > twob.json
+awk -F '\t' 'NR > 1 && $3 != "" { b = $8 } END { print b }' twob/log.tsv > twob.logged
+perl -e '
+    local $/; open my $f, "<", "twob.json"; my $j = <$f>;
+    my ($b) = $j =~ /"bleu":([0-9.eE+-]+)/ or die "no score in twob.json\n";
+    open $f, "<", "twob.logged"; my $l = <$f>;
+    exit($l > 0 && abs($b - $l) < 0.006 ? 0 : 1)' ||
+    fail "two tokenizers: logged BLEU $(cat twob.logged) is not tfm-generate's: $(cat twob.json)"
+# --json: end-of-text is a term of every score (beam 1 is greedy), and ids
+# and logprobs end with it when it ended the translation: they add up to it
+tfm-generate -q -m twob/model.safetensors --json --greedy < val.src > jg
+tfm-generate -q -m twob/model.safetensors --json --beam 1 --lenpen 0 < val.src > jb1
+/usr/bin/python3 - jg jb1 <<'PY' || fail "--json: scores and end-of-text"
+import json, sys
+g = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+eos = {r["ids"][-1] for r in g + b if r["finish_reason"] == "eos"}
+assert len(eos) == 1, "no end-of-text, or more than one: %s" % eos
+for r, s in zip(g, b):
+    assert r["ids"] == s["ids"] and abs(r["score"] - s["score"]) < 1e-4, (r, s)
+    assert len(r["ids"]) == len(r["logprobs"]), r
+    assert abs(sum(r["logprobs"]) - r["score"]) < 1e-4, r
+    assert (r["finish_reason"] == "eos") == (r["ids"][-1:] == list(eos)), r
+PY
 expect_fail 1 'data.source_tokenizer with model.tie_source true' \
     tfm-train -c s2s.yaml --set data.source_tokenizer=srctok.json -o e
 

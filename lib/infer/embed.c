@@ -32,22 +32,24 @@ int tfm_layer_sel_parse(tfm_layer_sel *s, const char *spec, int L, tfm_err *err)
         sel_range(s, L, L, 0);
     else if (!strcmp(spec, "second-last")) {
         if (L < 2)
-            return tfm_err_set(err, "layers 'second-last': the model has only %d block", L);
+            return tfm_err_set(err, "'second-last': the model has only %d block", L);
         sel_range(s, L - 1, L - 1, 0);
     } else if (!strcmp(spec, "sum-last-4") || !strcmp(spec, "concat-last-4")) {
         if (L < 4)
-            return tfm_err_set(err, "layers '%s': the model has only %d blocks", spec, L);
+            return tfm_err_set(err, "'%s': the model has only %d blocks", spec, L);
         sel_range(s, L - 3, L, spec[0] == 'c');
     } else if (!strcmp(spec, "sum-all")) {
         sel_range(s, 1, L, 0);
     } else {
         char *end;
         long v = strtol(spec, &end, 10);
-        if (end == spec || *end)
-            return tfm_err_set(err, "layers '%s': expected a layer number or first, last, "
-                                    "second-last, sum-last-4, concat-last-4, sum-all", spec);
+        if (end == spec || *end) {
+            tfm_err_set(err, "'%s': expected a layer number or first, last, second-last, "
+                             "sum-last-4, concat-last-4, sum-all", spec);
+            return -2;
+        }
         if (v > L || v < -(long)L - 1)
-            return tfm_err_set(err, "layer %s is out of range: the model has layers 0 to %d "
+            return tfm_err_set(err, "%s is out of range: the model has layers 0 to %d "
                                     "(-1 to -%d from the top)", spec, L, L + 1);
         int l = v < 0 ? L + 1 + (int)v : (int)v;
         sel_range(s, l, l, 0);
@@ -60,7 +62,7 @@ int tfm_layer_sel_elmo(tfm_layer_sel *s, const float *scalars, int n, float gamm
 {
     memset(s, 0, sizeof *s);
     if (n != L + 1)
-        return tfm_err_set(err, "layer weights: %d given, the model has %d layers (0 to %d)",
+        return tfm_err_set(err, "%d given, the model has %d layers (0 to %d)",
                            n, L + 1, L);
     float mx = scalars[0];
     for (int l = 1; l < n; l++)

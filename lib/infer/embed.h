@@ -55,8 +55,10 @@ typedef struct tfm_layer_sel {
 } tfm_layer_sel;
 
 /* spec: a name above or a layer number, for a stack of n_layer blocks.
- * Errors: an unknown name, a layer out of range (the message gives the
- * range), fewer than 4 blocks for the -last-4 selections. */
+ * Errors: -2 for a spec that is neither (a usage error); -1 for a layer
+ * out of range (the message gives the range) or fewer than 4 blocks for
+ * the -last-4 selections.  Messages start with the spec, for the caller
+ * to put its option name before. */
 int tfm_layer_sel_parse(tfm_layer_sel *s, const char *spec, int n_layer, tfm_err *err);
 /* ELMo: scalars s_0..s_L (n must be n_layer + 1), weights γ·softmax(s). */
 int tfm_layer_sel_elmo(tfm_layer_sel *s, const float *scalars, int n, float gamma,

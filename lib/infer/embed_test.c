@@ -54,17 +54,17 @@ static void test_layer_errors(void **state)
     tfm_layer_sel s;
     tfm_err err = {0};
     assert_int_equal(tfm_layer_sel_parse(&s, "13", 12, &err), -1);
-    assert_string_equal(err.msg, "layer 13 is out of range: the model has layers 0 to 12 "
+    assert_string_equal(err.msg, "13 is out of range: the model has layers 0 to 12 "
                                  "(-1 to -13 from the top)");
     assert_int_equal(tfm_layer_sel_parse(&s, "-14", 12, &err), -1);
-    assert_int_equal(tfm_layer_sel_parse(&s, "3x", 12, &err), -1);
-    assert_int_equal(tfm_layer_sel_parse(&s, "", 12, &err), -1);
+    assert_int_equal(tfm_layer_sel_parse(&s, "3x", 12, &err), -2); /* usage */
+    assert_int_equal(tfm_layer_sel_parse(&s, "", 12, &err), -2);
     assert_int_equal(tfm_layer_sel_parse(&s, "sum-last-4", 3, &err), -1);
-    assert_string_equal(err.msg, "layers 'sum-last-4': the model has only 3 blocks");
+    assert_string_equal(err.msg, "'sum-last-4': the model has only 3 blocks");
     assert_int_equal(tfm_layer_sel_parse(&s, "second-last", 1, &err), -1);
     float sc[3] = {0, 0, 0};
     assert_int_equal(tfm_layer_sel_elmo(&s, sc, 3, 1.0f, 3, &err), -1);
-    assert_string_equal(err.msg, "layer weights: 3 given, the model has 4 layers (0 to 3)");
+    assert_string_equal(err.msg, "3 given, the model has 4 layers (0 to 3)");
 }
 
 /* hidden[l][r][c] = 100·l + 10·r + c */

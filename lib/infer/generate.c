@@ -128,6 +128,34 @@ static int update_text(const tfm_gen *g, seq *s, tfm_gen_text_fn fn, void *ctx,
     return 0;
 }
 
+/* A stop string cut h->text: ids and logprobs keep the fewest tokens whose
+ * text holds what is left, so that they end where the text does.  With
+ * rescore, score becomes their Σ log p.  Returns 1, or -1. */
+static int cut_at_stop(const tfm_lm *lm, tfm_gen_hyp *h, int rescore, tfm_err *err)
+{
+    size_t keep = 0;
+    if (h->text.len > 0) {
+        tfm_buf t = {0};
+        for (keep = 1; keep < h->ids.len; keep++) {
+            tfm_buf_clear(&t);
+            if (tfm_tokenizer_decode(lm->tok, h->ids.data, keep, 1, &t, err) < 0) {
+                tfm_buf_free(&t);
+                return -1;
+            }
+            if (t.len >= h->text.len)
+                break;
+        }
+        tfm_buf_free(&t);
+    }
+    h->ids.len = keep;
+    if (rescore) {
+        h->score = 0;
+        for (size_t i = 0; i < keep; i++)
+            h->score += h->logprobs[i];
+    }
+    return 1;
+}
+
 int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
                  int batch, tfm_err *err)
 {
@@ -217,6 +245,19 @@ static int need_cache(tfm_gen *g, int slots, int len, tfm_err *err)
 int tfm_gen_source_limit(const tfm_model_config *cfg)
 {
     return cfg->block_size;
+}
+
+void tfm_gen_profile_bytes(const tfm_model_config *cfg, double wbytes,
+                           double bytes[TFM_PROF_N])
+{
+    const double C = cfg->n_embd, L = cfg->n_layer, F = tfm_model_config_ff(cfg);
+    for (int p = 0; p < TFM_PROF_N; p++)
+        bytes[p] = 0;
+    bytes[TFM_PROF_QKV] = L * C * 3 * C * wbytes;
+    bytes[TFM_PROF_PROJ] = L * C * C * wbytes;
+    bytes[TFM_PROF_FC] = L * C * F * wbytes;
+    bytes[TFM_PROF_FCPROJ] = L * F * C * wbytes;
+    bytes[TFM_PROF_HEAD] = (double)cfg->vocab_size * C * wbytes;
 }
 
 static int check_prompt(const tfm_gen *g, const tfm_ids *p, size_t index, tfm_err *err)
@@ -375,13 +416,18 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
                 : tfm_argmax(lg, (size_t)V);
             float lp = (float)(lg[tok] - tfm_logsumexp(lg, (size_t)V));
             if (!g->opts.ignore_eos && lm->eos >= 0 && tok == (uint32_t)lm->eos) {
+                /* beam scores count end-of-text: so do these */
                 s->hyp->finish = TFM_FINISH_EOS;
+                s->hyp->eos_logprob = lp;
+                s->hyp->score += lp;
                 s->done = 1;
             } else {
                 generated++;
                 hyp_push(s->hyp, tok, lp);
                 tfm_ids_push(&s->hist, tok);
                 int st = update_text(g, s, fn, ctx, 0, err);
+                if (st == 1)
+                    st = cut_at_stop(lm, s->hyp, 1, err);
                 if (st < 0)
                     goto done;
                 if (st == 1) {
@@ -529,7 +575,7 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
             tfm_gen_hyp *h = &r->hyps[k];
             size_t len = bh->len;
             if (bh->finish == TFM_FINISH_EOS && len > 0)
-                len--; /* end-of-text is not part of the output */
+                h->eos_logprob = bh->logprobs[--len]; /* not part of the output */
             for (size_t i = 0; i < len; i++)
                 hyp_push(h, bh->tokens[i], bh->logprobs[i]);
             h->finish = bh->finish;
@@ -541,6 +587,8 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
                 if (stop < h->text.len) {
                     h->text.len = stop;
                     h->finish = TFM_FINISH_STOP;
+                    if (cut_at_stop(lm, h, 0, err) < 0)
+                        goto done; /* the search's score stays: it ranked them */
                 }
             }
         }

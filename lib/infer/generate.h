@@ -87,7 +87,10 @@ typedef struct tfm_gen_hyp {
                                 distribution (before any filter) */
     tfm_buf text;            /* decoded, cut at a stop string */
     tfm_finish finish;
-    double score;            /* beam: Σ log p / L^α; otherwise Σ log p */
+    float eos_logprob;       /* finish EOS: log p of the end-of-text token,
+                                which score counts (ids leave it out) */
+    double score;            /* beam: Σ log p / L^α; otherwise Σ log p;
+                                both with end-of-text's term */
 } tfm_gen_hyp;
 
 typedef struct tfm_gen_result {
@@ -130,6 +133,12 @@ void tfm_gen_free(tfm_gen *g);
 /* The longest source an encoder-decoder takes: model.block_size, whatever
  * the position scheme (the lengths it was trained for). */
 int tfm_gen_source_limit(const tfm_model_config *cfg);
+
+/* Bytes of weights one decode step reads in each profiled phase
+ * (tfm_prof_phase; 0 where none), at wbytes a weight: the rate that
+ * --profile reports for one prompt at a time.  The MLP's are d_ff wide. */
+void tfm_gen_profile_bytes(const tfm_model_config *cfg, double wbytes,
+                           double bytes[TFM_PROF_N]);
 
 /* Generates for prompts[0..n) (token ids; none may be empty), in batches
  * of g->batch.  results[n] are filled (free each with tfm_gen_result_free).

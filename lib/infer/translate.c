@@ -11,18 +11,28 @@
 #include "io/safetensors.h"
 #include "text/utf8.h"
 
-int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, uint32_t eos,
-                         const char *text, size_t len, int limit, int truncate,
-                         tfm_ids *out, size_t *dropped, tfm_err *err)
+int64_t tfm_translate_source_eos(const tfm_tokenizer *src_tok)
+{
+    return tfm_tokenizer_specials(src_tok)->eos;
+}
+
+int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, const char *text,
+                         size_t len, int limit, int truncate, tfm_ids *out, size_t *dropped,
+                         tfm_err *err)
 {
     tfm_ids_clear(out);
     if (dropped)
         *dropped = 0;
+    const int64_t eos = tfm_translate_source_eos(tok);
+    if (eos < 0)
+        return tfm_err_set(err, "the source tokenizer has no end-of-text token, which ends "
+                                "every source");
     if (!tfm_utf8_valid((const unsigned char *)text, len))
         return tfm_err_set(err, "invalid UTF-8");
-    tfm_tokenizer_encode(tok, scratch, text, len, 1, out);
-    tfm_ids_push(out, eos);
-    return tfm_translate_fit(out, eos, limit, truncate, dropped, err);
+    /* special-token text stays text: training data is read that way */
+    tfm_tokenizer_encode(tok, scratch, text, len, 0, out);
+    tfm_ids_push(out, (uint32_t)eos);
+    return tfm_translate_fit(out, (uint32_t)eos, limit, truncate, dropped, err);
 }
 
 int tfm_translate_fit(tfm_ids *src, uint32_t eos, int limit, int truncate, size_t *dropped,

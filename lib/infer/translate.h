@@ -5,13 +5,16 @@
  * encoder-decoder.
  *
  *     tfm_ids src = {0};  size_t cut;
- *     tfm_translate_source(tok, scratch, lm.eos, line, len,
+ *     tfm_translate_source(src_tok, scratch, line, len,
  *                          tfm_gen_source_limit(&lm.cfg), 1, &src, &cut, &err);
  *     ... tfm_gen_run(&gen, &src, 1, 0, &res, NULL, NULL, &err) ...
  *
- * Conventions (shared with training, train/): a source is the tokenizer's
- * ids of the line followed by end-of-text; an empty line is end-of-text
- * alone.  The decoder starts from the tokenizer's beginning-of-text token,
+ * Conventions (shared with training, train/): a source is the source
+ * tokenizer's ids of the line (special-token text is ordinary text)
+ * followed by that tokenizer's end-of-text; an empty line is end-of-text
+ * alone.  tfm_translate_source builds every source, in training,
+ * validation and tfm-generate alike, so the encoder always sees the ids it
+ * was trained on.  The decoder starts from the tokenizer's beginning-of-text token,
  * or end-of-text when it has none, and stops at end-of-text.  The model
  * file's "tokenizer" serves both sides unless its metadata also holds
  * "source_tokenizer" (a second tokenizer.json), which then encodes sources.
@@ -30,13 +33,17 @@
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
-/* out = the ids of text[0..len) + eos.  text must be valid UTF-8 (else an
- * error).  A source longer than limit tokens is an error, or with truncate
- * keeps its first limit - 1 tokens and the eos; *dropped (may be NULL) is
- * the number of tokens cut. */
-int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, uint32_t eos,
-                         const char *text, size_t len, int limit, int truncate,
-                         tfm_ids *out, size_t *dropped, tfm_err *err);
+/* out = the ids of text[0..len) by the source tokenizer tok + tok's
+ * end-of-text (an error when it has none).  text must be valid UTF-8 (else
+ * an error).  A source longer than limit tokens is an error, or with
+ * truncate keeps its first limit - 1 tokens and the end-of-text; *dropped
+ * (may be NULL) is the number of tokens cut. */
+int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, const char *text,
+                         size_t len, int limit, int truncate, tfm_ids *out, size_t *dropped,
+                         tfm_err *err);
+
+/* The end-of-text that ends a source: the source tokenizer's (-1: none). */
+int64_t tfm_translate_source_eos(const tfm_tokenizer *src_tok);
 
 /* The length rule alone, for sources given as ids (ending with eos):
  * longer than limit is an error, or with truncate the first limit - 1

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "base/rng.h"
+#include "infer/generate.h"
 #include "infer/sample.h"
 #include "infer/translate.h"
 #include "model/decode.h"
@@ -132,11 +133,32 @@ static void test_fit(void **state)
     tfm_ids_free(&s);
 }
 
+/* --profile's rates: the MLP's weights are the model's d_ff wide, not 4·C. */
+static void test_profile_bytes(void **state)
+{
+    (void)state;
+    tfm_model_config c;
+    memset(&c, 0, sizeof c);
+    c.n_embd = 8;
+    c.n_layer = 2;
+    c.vocab_size = 10;
+    c.d_ff = 12;
+    double b[TFM_PROF_N];
+    tfm_gen_profile_bytes(&c, 4, b);
+    assert_true(b[TFM_PROF_FC] == 2 * 8 * 12 * 4 && b[TFM_PROF_FCPROJ] == 2 * 12 * 8 * 4);
+    assert_true(b[TFM_PROF_QKV] == 2 * 8 * 24 * 4 && b[TFM_PROF_HEAD] == 10 * 8 * 4);
+    assert_true(b[TFM_PROF_ATTN] == 0 && b[TFM_PROF_OTHER] == 0);
+    c.d_ff = 0; /* the default: 4·C */
+    tfm_gen_profile_bytes(&c, 2, b);
+    assert_true(b[TFM_PROF_FC] == 2 * 8 * 32 * 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_equals_loop),
         cmocka_unit_test(test_fit),
+        cmocka_unit_test(test_profile_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,7 +55,10 @@ int tfm_model_unchecked(const char *path)
     tfm_safetensors st;
     if (tfm_safetensors_open(&st, path, NULL) < 0)
         return 0;
-    int r = tfm_safetensors_meta(&st, "format", NULL) != NULL &&
+    /* tfm's files say "format": "tfm-…"; HuggingFace's "pt" promises no
+     * checksum, so its absence there is no news */
+    const char *format = tfm_safetensors_meta(&st, "format", NULL);
+    int r = format && strncmp(format, "tfm", 3) == 0 &&
             tfm_safetensors_meta(&st, "checksum", NULL) == NULL;
     tfm_safetensors_close(&st);
     return r;

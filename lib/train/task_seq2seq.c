@@ -82,7 +82,7 @@ static uint32_t pair_size(const pair *p)
 typedef struct reader {
     const tfm_tokenizer *tok, *src_tok;
     tfm_tok_scratch *scratch, *src_scratch;
-    uint32_t eos, src_eos;
+    tfm_ids src;            /* the source being encoded */
     int max_len;
     int truncate_error;
     int keep_text;
@@ -90,27 +90,36 @@ typedef struct reader {
 } reader;
 
 /* Encodes one side into P->ids; returns its length (before EOS), or -1.
- * The source ends with EOS (the source tokenizer's when it has its own). */
+ * A source is tfm_translate_source's (ending with the source tokenizer's
+ * EOS), the very ids tfm-generate builds from the same line. */
 static long encode_side(reader *r, pairs *P, const char *s, size_t n, int source,
                         const char *file, size_t line, const char *what, tfm_err *err)
 {
-    size_t start = P->ids.len;
-    int own = source && r->src_tok;
-    tfm_tokenizer_encode(own ? r->src_tok : r->tok, own ? r->src_scratch : r->scratch, s, n, 0,
-                         &P->ids);
-    size_t len = P->ids.len - start;
-    if (len > (size_t)r->max_len) {
-        size_t keep = (size_t)r->max_len;
+    size_t start = P->ids.len, len, cut = 0;
+    if (source) {
+        const tfm_tokenizer *tok = r->src_tok ? r->src_tok : r->tok;
+        if (tfm_translate_source(tok, r->src_tok ? r->src_scratch : r->scratch, s, n,
+                                 r->max_len + 1, 1, &r->src, &cut, err) < 0)
+            return tfm_err_prefix(err, "%s:%zu", file, line);
+        tfm_ids_append(&P->ids, r->src.data, r->src.len);
+        len = r->src.len - 1;
+    } else {
+        tfm_tokenizer_encode(r->tok, r->scratch, s, n, 0, &P->ids);
+        len = P->ids.len - start;
+        if (len > (size_t)r->max_len) {
+            cut = len - (size_t)r->max_len;
+            len = (size_t)r->max_len;
+            P->ids.len = start + len;
+        }
+    }
+    if (cut) {
         if (r->truncate_error)
-            return tfm_err_set(err, "%s:%zu: the %s has %zu tokens, more than the %zu that fit "
+            return tfm_err_set(err, "%s:%zu: the %s has %zu tokens, more than the %d that fit "
                                "model.block_size %d with its end-of-text (data.truncate: head "
-                               "cuts it)", file, line, what, len, keep, r->max_len + 1);
-        P->ids.len = start + keep;
-        len = keep;
+                               "cuts it)", file, line, what, len + cut, r->max_len,
+                               r->max_len + 1);
         r->truncated[0]++;
     }
-    if (source)
-        tfm_ids_push(&P->ids, own ? r->src_eos : r->eos);
     return (long)len;
 }
 
@@ -471,8 +480,7 @@ static int check_ids(const pairs *P, int64_t src_vocab, int64_t vocab, tfm_err *
 static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok,
                 const tfm_tokenizer *src_tok, tfm_err *err)
 {
-    int64_t src_eos = -1;
-    if (src_tok && (src_eos = tfm_tokenizer_specials(src_tok)->eos) < 0)
+    if (src_tok && tfm_translate_source_eos(src_tok) < 0)
         return tfm_err_set(err, "%s: the source tokenizer has no end-of-text token, which "
                            "ends every source", cfg->data.source_tokenizer);
     const tfm_tok_specials *sp = tfm_tokenizer_specials(tok);
@@ -490,9 +498,8 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok,
     /* a side holds at most block_size - 1 tokens besides its EOS or BOS:
      * the source then EOS, the target after BOS (input) or before EOS
      * (labels) */
-    reader r = {.tok = tok, .scratch = tfm_tok_scratch_new(tok), .eos = K->eos,
+    reader r = {.tok = tok, .scratch = tfm_tok_scratch_new(tok),
                 .src_tok = src_tok, .src_scratch = src_tok ? tfm_tok_scratch_new(src_tok) : NULL,
-                .src_eos = (uint32_t)src_eos,
                 .max_len = K->max_len,
                 .truncate_error = cfg->data.truncate == TFM_CONFIG_TRUNCATE_ERROR,
                 .keep_text = cfg->train.eval_bleu, .truncated = &K->truncated};
@@ -506,6 +513,7 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok,
     else if (rc == 0 && cfg->data.val_source[0])
         rc = read_two(&r, &K->val, cfg->data.val_source, cfg->data.val_target, err);
     tfm_tok_scratch_free(r.scratch);
+    tfm_ids_free(&r.src);
     if (r.src_scratch)
         tfm_tok_scratch_free(r.src_scratch);
     if (rc < 0)

@@ -306,15 +306,14 @@ int tfm_train_run_config(const char *rundir, int fresh, tfm_config *c, tfm_err *
 /* A resumed run is the model it started as: a key that changes its shape
  * (or its heads, or what it computes: positions, norm, activation) is
  * refused rather than silently training another model on its weights. */
-static int check_same_model(run *R, const tfm_config *cfg, tfm_err *err)
+static int check_same_model(run *R, const tfm_config *cfg, tfm_config *was, tfm_err *err)
 {
     const char *from = R->o->fresh_optimizer ? R->model_path : R->state_path;
-    tfm_config was;
-    tfm_config_defaults(&was);
-    if (tfm_model_file_config(from, &was, err) < 0)
+    tfm_config_defaults(was);
+    if (tfm_model_file_config(from, was, err) < 0)
         return damaged_state(R->o->rundir, from, err);
     char keys[768];
-    int n = tfm_train_shape_diff(cfg, &was, 1, keys, sizeof keys);
+    int n = tfm_train_shape_diff(cfg, was, 1, keys, sizeof keys);
     if (n)
         return tfm_err_set(err, "cannot resume %s: %s: a run keeps its model's shape (leave "
                                 "%s out, or train another model in another run directory)",
@@ -431,7 +430,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         if (note[0] && !resuming)
             say(o, "%s", note);
     }
-    if (resuming && check_same_model(R, &cfg, err) < 0)
+    tfm_config was; /* resuming: the run's configuration so far */
+    if (resuming && check_same_model(R, &cfg, &was, err) < 0)
         goto out;
     if (load_data(R, &cfg, err) < 0)
         goto out;
@@ -504,6 +504,22 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             say(o, "%s", report);
         }
         tfm_rng_seed(&R->st.data_rng, seed ^ DATA_SEED_SALT);
+    }
+    if (rk == 0 && resumed) {
+        /* Extending (or shortening) a run redraws its schedule: the rate
+         * jumps to the new one's, so the result is not that of one run of
+         * the new length, nor bit for bit the old run continued. */
+        tfm_schedule a, b;
+        tfm_schedule_from_config(&a, &was);
+        tfm_schedule_from_config(&b, &cfg);
+        if (was.train.max_steps != cfg.train.max_steps && R->st.step < cfg.train.max_steps)
+            say(o, "warning: train.max_steps %lld (the run's: %lld): the learning-rate schedule "
+                   "now runs to step %lld, so at step %lld the rate goes from %.2g to %.2g; "
+                   "the run is no longer the same as one of %lld steps from the start",
+                (long long)cfg.train.max_steps, (long long)was.train.max_steps,
+                (long long)cfg.train.max_steps, (long long)R->st.step,
+                tfm_schedule_lr(&a, R->st.step), tfm_schedule_lr(&b, R->st.step),
+                (long long)cfg.train.max_steps);
     }
     if (init_ok) {
         tfm_model_free(&init_src);

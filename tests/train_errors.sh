@@ -68,6 +68,14 @@ cp state.good c/state.safetensors
 tfm-train -c run.yaml --threads 1 -o th --steps 1 2>err.txt
 grep -q "ms/step on 1 thread$" err.txt || { cat err.txt; fail "summary: 1 thread"; }
 
+# a warmup as long as the run is a warning (the rate never decays)
+tfm-train -c run.yaml --threads 1 --set schedule.warmup=50 --set train.max_steps=10 -o wu 2>err.txt ||
+    { cat err.txt; fail "long warmup"; }
+grep -qF "warning: schedule.warmup 50 is not below train.max_steps 10: the learning rate rises for the whole run (to 0.002 at the last step)" err.txt ||
+    { cat err.txt; fail "no warmup warning"; }
+tfm-train -c run.yaml --threads 1 --set train.max_steps=10 -o wu2 2>err.txt
+grep -q "warning" err.txt && { cat err.txt; fail "a warning for warmup 5 of 10"; }
+
 # a run already past train.max_steps says so (and no "step 10/5")
 tfm-train -o c --set train.max_steps=5 2>err.txt || fail "past max_steps: exit status"
 grep -q "c is at step 10, already past train.max_steps 5" err.txt || { cat err.txt; fail "past max_steps message"; }

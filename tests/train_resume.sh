@@ -32,6 +32,14 @@ cmp a2/model.safetensors b2/model.safetensors || fail "resume with dropout diffe
 tfm-train -q -c run.yaml --threads 1 --set train.max_steps=60 --seed 8 -o c
 cmp -s a/model.safetensors c/model.safetensors && fail "the seed changes nothing"
 
+# A seed chosen from the clock, with -q, is in the run's configuration:
+# the run can be made again from it.
+tfm-train -q -c run.yaml --threads 1 --set train.max_steps=10 --set train.seed=-1 -o s1
+seed=$(tfm-train -o s1 --dump-config | sed -n 's/^  seed: \([0-9]*\) .*/\1/p')
+[ -n "$seed" ] || fail "no seed recorded: $(tfm-train -o s1 --dump-config | grep seed)"
+tfm-train -q -c run.yaml --threads 1 --set train.max_steps=10 --seed "$seed" -o s2
+cmp s1/model.safetensors s2/model.safetensors || fail "the recorded seed $seed does not remake the run"
+
 # Log lines beyond the checkpoint (left by a kill -9) are dropped on resume.
 rm -rf d
 tfm-train -q -c run.yaml --threads 1 --set train.max_steps=60 -o d --steps 30

@@ -189,7 +189,8 @@ static const tfm_config_key keys[] = {
     {"train.patience", TFM_CONFIG_INT, OFF(train.patience), "0", 0, I64, NULL,
      "stop after N evaluations without a new best validation loss; 0: never"},
     {"train.seed", TFM_CONFIG_INT, OFF(train.seed), "1337", -1, I64, NULL,
-     "random seed for initialisation, batches and dropout; -1: from the clock (logged)"},
+     "random seed for initialisation, batches and dropout; -1: from the clock (printed "
+     "without -q, and kept in the run's configuration: tfm-train -o RUN --dump-config)"},
     {"train.threads", TFM_CONFIG_INT, OFF(train.threads), "0", 0, 4096, NULL,
      "threads; 0: --threads, TFM_NUM_THREADS or the CPUs usable"},
     {"train.label_smoothing", TFM_CONFIG_FLOAT, OFF(train.label_smoothing), "0", 0, 0.999,

@@ -578,6 +578,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 
     tfm_schedule sched;
     tfm_schedule_from_config(&sched, &cfg);
+    if (cfg.schedule.warmup >= cfg.train.max_steps)
+        say(o, "warning: schedule.warmup %lld is not below train.max_steps %lld: the learning "
+               "rate rises for the whole run (to %.2g at the last step) and never decays",
+            (long long)cfg.schedule.warmup, (long long)cfg.train.max_steps,
+            tfm_schedule_lr(&sched, cfg.train.max_steps - 1));
     tfm_model_set_training(&R->m, 1);
     /* The bar counts this session's steps, so that rate and ETA stay right
      * after a resume; the absolute step goes into the text. */

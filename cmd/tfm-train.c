@@ -166,7 +166,7 @@ int main(int argc, char **argv)
             if (!dump && n_sets == 0)
                 tfm_usage_error(prog, "no configuration: give -c CONFIG.yaml or --set KEY=VALUE "
                                       "(or -o a run directory to resume)");
-        } else if (tfm_model_file_config(path, &cfg, &err) < 0) {
+        } else if (tfm_train_run_config(rundir, fresh, &cfg, &err) < 0) {
             tfm_die(prog, &err);
         }
     }

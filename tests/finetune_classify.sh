@@ -33,6 +33,33 @@ tfm-train -c cls.yaml --threads 1 -o run 2> train.err || { cat train.err >&2; fa
 # head stays behind; the tokenizer came from the pre-trained file
 grep -qF "initialised from pre/model.safetensors: 17 tensors loaded; 4 new: pooler.dense.weight, pooler.dense.bias, classifier.weight, classifier.bias; 5 unused: cls.predictions.transform.dense.weight" train.err ||
     { cat train.err >&2; fail "init report"; }
+# the architecture is the file's: a configuration that leaves it out gets
+# it, one that contradicts it is refused naming the keys
+expect_fail 1 "train.init pre/model.safetensors: model.n_head 4 (the file's: 2), model.norm pre (the file's: post), model.activation relu (the file's: gelu_exact): a model started from a file keeps the file's shape" \
+    tfm-train -q -c cls.yaml --set model.n_head=4 --set model.norm=pre --set model.activation=relu -o bad
+[ -e bad ] && fail "a refused init left bad/"
+cat > bare.yaml <<END
+model: {pooler: true}
+data: {text: train.tsv}
+train: {task: classify, batch_size: 16, max_steps: 2, eval_interval: 0, init: pre/model.safetensors}
+END
+tfm-train -c bare.yaml --threads 1 -o bare 2> bare.err || { cat bare.err >&2; fail "init from the file's shape"; }
+grep -qF "17 tensors loaded; 4 new: pooler" bare.err || { cat bare.err >&2; fail "bare init report"; }
+tfm-eval info -m bare/model.safetensors > bare.tsv
+grep -qx "model_kind	encoder" bare.tsv && grep -qx "n_head	2" bare.tsv && grep -qx "norm	post" bare.tsv ||
+    { cat bare.tsv >&2; fail "the file's shape not taken"; }
+# pre-training's heads (MLM, NSP) are dropped by the task that follows it,
+# with a note, even when its configuration still names them
+tfm-train -q -c pre.yaml --threads 1 --set train.task=mlm+nsp --set data.documents=line \
+    --set model.pooler=true --set model.nsp=true --set model.classes=2 --set train.max_steps=2 -o nsp
+tfm-train -c pre.yaml --threads 1 --set train.task=mlm+nsp --set data.documents=line \
+    --set model.pooler=true --set model.nsp=true --set model.classes=2 --set train.max_steps=2 \
+    --set train.task=classify --set data.text=train.tsv --set data.tokenizer= \
+    --set train.init=nsp/model.safetensors -o nspcls 2> nspcls.err ||
+    { cat nspcls.err >&2; fail "classify after mlm+nsp"; }
+grep -qF "train.task classify (nsp/model.safetensors was trained for mlm+nsp) drops the heads it does not use: model.mlm_head, model.nsp, model.classes (NSP's)" nspcls.err ||
+    { cat nspcls.err >&2; fail "no note of the heads dropped"; }
+grep -qF "2 labels: neg pos" nspcls.err || { cat nspcls.err >&2; fail "the classifier after NSP"; }
 grep -qF "480 training examples (480 rows), 120 validation examples; 2 labels: neg pos" train.err ||
     fail "no data report"
 at_least "$(field accuracy train.err)" 0.9 "validation accuracy"

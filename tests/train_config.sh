@@ -55,6 +55,10 @@ awk -F'\t' 'NR == FNR { def[".B " $1] = $2; next }
     END { for (k in def) if (!(k in ok)) { print "missing or wrong default: " k; bad = 1 }
           exit bad }' defaults.tsv "$man5" || fail "man/tfm-config.5 disagrees with --list-keys"
 [ "$n" -gt 30 ] || fail "only $n keys listed"
+# ... each key a paragraph of its own (.TP before it)
+awk '/^\.B [a-z_]+\.[a-z_]+$/ { key = $2; prev_tp = (last == ".TP"); getline
+        if (index($0, "; default \\fB") && !prev_tp) { print "no .TP before " key; bad = 1 } }
+    { last = $0 } END { exit bad }' "$man5" || fail "man/tfm-config.5: a key runs into the one before"
 # and documents nothing that does not exist
 grep '^\.B [a-z_]*\.[a-z_]*$' "$man5" | sed 's/^\.B //' | while read -r key; do
     grep -q "^$key	" keys.tsv || fail "man/tfm-config.5 documents unknown key $key"

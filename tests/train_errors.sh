@@ -20,9 +20,19 @@ tfm-train -q -c run.yaml --threads 1 -o c --steps 10
 cp c/state.safetensors state.good
 cp c/model.safetensors model.good
 
-# another model shape in the same run directory
-expect_fail 1 "c/state.safetensors: tensor 'wte.weight' is F32 [117, 16] but the configuration needs F32 [117, 32]" \
+# another model in the same run directory: refused before any tensor is
+# read, naming the keys (with -c or with the run's own configuration), and
+# without offering --fresh-optimizer, which cannot help
+expect_fail 1 "cannot resume c: model.n_embd 32 (the run's: 16): a run keeps its model's shape" \
     tfm-train -q -c run.yaml --set model.n_embd=32 -o c
+expect_fail 1 "cannot resume c: model.n_layer 2 (the run's: 1)" \
+    tfm-train -q -c run.yaml --set model.n_layer=2 -o c
+grep -q -- "--fresh-optimizer" err.txt && fail "a shape mismatch offers --fresh-optimizer"
+expect_fail 1 "cannot resume c: model.positions rope (the run's: learned), model.norm post (the run's: pre), model.activation relu (the run's: gelu)" \
+    tfm-train -q -o c --set model.positions=rope --set model.norm=post --set model.activation=relu
+expect_fail 1 "cannot resume c: model.kind encoder (the run's: decoder)" \
+    tfm-train -q -o c --set model.kind=encoder
+cmp state.good c/state.safetensors || fail "state changed by a refused resume"
 
 # truncated, and bytes flipped in the header and in the data
 size=$(wc -c < state.good)
@@ -36,8 +46,16 @@ for off in 3 9 60 200 700 $((size / 2)) $((size - 5)); do
     expect_fail 1 "c/state.safetensors" tfm-train -q -c run.yaml -o c
 done
 # ... where the model file is intact, an explicit option continues from its
-# weights and step with a fresh optimizer
-grep -q -- "--fresh-optimizer" err.txt || fail "corrupt state: no --fresh-optimizer hint"
+# weights and step with a fresh optimizer (the message says so, with -c or
+# without: then the configuration itself is read from the damaged file)
+grep -q -- "damaged or truncated (rerun with --fresh-optimizer" err.txt ||
+    { cat err.txt; fail "corrupt state: no --fresh-optimizer hint"; }
+head -c $((size / 2)) state.good > c/state.safetensors
+expect_fail 1 "data buffer: the training state is damaged or truncated (rerun with --fresh-optimizer" \
+    tfm-train -q -c run.yaml -o c
+head -c 100 state.good > c/state.safetensors
+expect_fail 1 "the training state is damaged or truncated (rerun with --fresh-optimizer" \
+    tfm-train -q -o c
 mkdir fresh && cp c/model.safetensors c/state.safetensors c/log.tsv fresh/
 tfm-train -o fresh --fresh-optimizer --steps 2 2>err.txt || { cat err.txt; fail "--fresh-optimizer"; }
 grep -q "continuing fresh at step 10 .* fresh optimizer" err.txt || { cat err.txt; fail "--fresh-optimizer message"; }
@@ -49,6 +67,14 @@ cp state.good c/state.safetensors
 # the summary says "1 thread", not "1 threads"
 tfm-train -c run.yaml --threads 1 -o th --steps 1 2>err.txt
 grep -q "ms/step on 1 thread$" err.txt || { cat err.txt; fail "summary: 1 thread"; }
+
+# a warmup as long as the run is a warning (the rate never decays)
+tfm-train -c run.yaml --threads 1 --set schedule.warmup=50 --set train.max_steps=10 -o wu 2>err.txt ||
+    { cat err.txt; fail "long warmup"; }
+grep -qF "warning: schedule.warmup 50 is not below train.max_steps 10: the learning rate rises for the whole run (to 0.002 at the last step)" err.txt ||
+    { cat err.txt; fail "no warmup warning"; }
+tfm-train -c run.yaml --threads 1 --set train.max_steps=10 -o wu2 2>err.txt
+grep -q "warning" err.txt && { cat err.txt; fail "a warning for warmup 5 of 10"; }
 
 # a run already past train.max_steps says so (and no "step 10/5")
 tfm-train -o c --set train.max_steps=5 2>err.txt || fail "past max_steps: exit status"
@@ -66,6 +92,7 @@ expect_fail 1 "tfm-train: plain: not a directory" tfm-train -q -c run.yaml -o pl
 expect_fail 1 "not finite" tfm-train -q -c run.yaml -o new/run --set optim.lr=1e6 \
     --set optim.grad_clip=0 --set schedule.warmup=0 --set schedule.decay=constant
 grep -q "is kept in" err.txt && fail "a failed start claims a checkpoint"
+grep -q "stopped; no checkpoint was written$" err.txt || { cat err.txt; fail "no checkpoint: message"; }
 [ ! -e new ] || fail "a failed start left $(find new)"
 
 # out of memory: a message with the program's name (not "tfm:"); ASan
@@ -86,6 +113,19 @@ cmp state.good c/state.safetensors || fail "state changed by a diverged run"
 cmp model.good c/model.safetensors || fail "model changed by a diverged run"
 # ... and it still resumes
 tfm-train -q -c run.yaml -o c --steps 2
+
+# weights that turn NaN while the loss stays finite (Adam with optim.eps 0
+# on the untied rows of bytes no batch has): never saved, and the message
+# names the last good step, or that there is none
+tfm-train -q -c run.yaml --threads 1 --set model.tie_embeddings=false --set train.max_steps=20 -o nan
+cp nan/model.safetensors nan.good
+expect_fail 1 "the weights are not finite at step 40 (NaN or infinity): stopped without saving; the last good checkpoint (step 20) is kept in nan" \
+    tfm-train -q -o nan --threads 1 --set optim.eps=0 --set train.max_steps=60
+cmp nan.good nan/model.safetensors || fail "NaN weights saved"
+expect_fail 1 "not finite" \
+    tfm-train -q -c run.yaml --threads 1 --set model.tie_embeddings=false --set optim.eps=0 -o nan2
+grep -q "stopped.*; no checkpoint was written$" err.txt || { cat err.txt; fail "no checkpoint: message"; }
+[ ! -e nan2 ] || fail "a start with NaN weights left $(find nan2)"
 
 # a tokenizer larger than the model
 if command -v tfm-tokenize >/dev/null; then

@@ -32,6 +32,14 @@ cmp a2/model.safetensors b2/model.safetensors || fail "resume with dropout diffe
 tfm-train -q -c run.yaml --threads 1 --set train.max_steps=60 --seed 8 -o c
 cmp -s a/model.safetensors c/model.safetensors && fail "the seed changes nothing"
 
+# A seed chosen from the clock, with -q, is in the run's configuration:
+# the run can be made again from it.
+tfm-train -q -c run.yaml --threads 1 --set train.max_steps=10 --set train.seed=-1 -o s1
+seed=$(tfm-train -o s1 --dump-config | sed -n 's/^  seed: \([0-9]*\) .*/\1/p')
+[ -n "$seed" ] || fail "no seed recorded: $(tfm-train -o s1 --dump-config | grep seed)"
+tfm-train -q -c run.yaml --threads 1 --set train.max_steps=10 --seed "$seed" -o s2
+cmp s1/model.safetensors s2/model.safetensors || fail "the recorded seed $seed does not remake the run"
+
 # Log lines beyond the checkpoint (left by a kill -9) are dropped on resume.
 rm -rf d
 tfm-train -q -c run.yaml --threads 1 --set train.max_steps=60 -o d --steps 30
@@ -49,7 +57,19 @@ tfm-train -q -o d --threads 1
 cp a/model.safetensors before
 tfm-train -q -o a
 cmp before a/model.safetensors || fail "a finished run changed"
-# ... but a larger max_steps extends it.
-tfm-train -q -o a --set train.max_steps=70 --threads 1
+# ... but a larger max_steps extends it, with a warning: the schedule is
+# redrawn over the new length (cosine from warmup 5 to 70: the rate at
+# step 60 jumps from min_lr 0.001 back up), as the log shows
+tfm-train -o a --set train.max_steps=70 --threads 1 2> ext.err
 [ "$(tail -n 1 a/log.tsv | cut -f 1)" = 70 ] || fail "max_steps=70 did not extend the run"
+grep -qF "warning: train.max_steps 70 (the run's: 60): the learning-rate schedule now runs to step 70, so at step 60 the rate goes from 0.001 to 0.0015" ext.err ||
+    { cat ext.err >&2; fail "no warning on extending"; }
+awk -F'\t' '$1 == 65 { p = (64 - 5) / 65; want = 0.001 + 0.0045 * (1 + cos(3.14159265358979 * p))
+    exit !($4 > want * 0.999 && $4 < want * 1.001) }' a/log.tsv ||
+    fail "the extended schedule is not cosine over 70 steps: $(grep '^65' a/log.tsv)"
+# resuming with the same configuration warns of nothing
+rm -rf e
+tfm-train -q -c run.yaml --threads 1 -o e --steps 10
+tfm-train -o e --threads 1 --steps 5 2> same.err
+grep -q warning same.err && fail "a plain resume warns: $(cat same.err)"
 echo ok

@@ -189,7 +189,8 @@ static const tfm_config_key keys[] = {
     {"train.patience", TFM_CONFIG_INT, OFF(train.patience), "0", 0, I64, NULL,
      "stop after N evaluations without a new best validation loss; 0: never"},
     {"train.seed", TFM_CONFIG_INT, OFF(train.seed), "1337", -1, I64, NULL,
-     "random seed for initialisation, batches and dropout; -1: from the clock (logged)"},
+     "random seed for initialisation, batches and dropout; -1: from the clock (printed "
+     "without -q, and kept in the run's configuration: tfm-train -o RUN --dump-config)"},
     {"train.threads", TFM_CONFIG_INT, OFF(train.threads), "0", 0, 4096, NULL,
      "threads; 0: --threads, TFM_NUM_THREADS or the CPUs usable"},
     {"train.label_smoothing", TFM_CONFIG_FLOAT, OFF(train.label_smoothing), "0", 0, 0.999,
@@ -215,9 +216,9 @@ static const tfm_config_key keys[] = {
      "best.safetensors keeps the evaluation with the lowest validation loss or the highest "
      "BLEU (needs train.eval_bleu)"},
     {"train.init", TFM_CONFIG_STRING, OFF(train.init), "", 0, 0, NULL,
-     "a model file (or HuggingFace BERT checkpoint) whose tensors of the same name and "
-     "shape start the run (fine-tuning); the others are initialised, and the start "
-     "report names them"},
+     "a model file (or HuggingFace BERT checkpoint) that starts the run (fine-tuning): "
+     "model keys left out take its shape, one that contradicts it is an error; new heads "
+     "are initialised, and the start report names them"},
     {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0,
      "lm|mlm|mlm+nsp|classify|tag|span",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
@@ -245,6 +246,7 @@ static const tfm_config_key keys[] = {
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
+_Static_assert(NKEYS <= TFM_CONFIG_MAX_KEYS, "raise TFM_CONFIG_MAX_KEYS");
 
 const tfm_config_key *tfm_config_keys(size_t *n)
 {
@@ -317,8 +319,20 @@ static const char *type_name(const tfm_config_key *k)
 
 /* Parses text as the key's type and stores it.  Returns 0, or -1 with a
  * message (without location: the caller adds where the text came from). */
+static int store_value(tfm_config *c, const tfm_config_key *k, const char *text,
+                       int is_string, tfm_err *err);
+
 static int store(tfm_config *c, const tfm_config_key *k, const char *text, int is_string,
                  tfm_err *err)
+{
+    if (store_value(c, k, text, is_string, err) < 0)
+        return -1;
+    c->given[k - keys] = 1;
+    return 0;
+}
+
+static int store_value(tfm_config *c, const tfm_config_key *k, const char *text,
+                       int is_string, tfm_err *err)
 {
     char *field = (char *)c + k->offset;
     switch (k->type) {
@@ -386,9 +400,16 @@ void tfm_config_defaults(tfm_config *c)
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < NKEYS; i++) {
         tfm_err err = {0};
-        int rc = store(c, &keys[i], keys[i].def, 0, &err);
+        int rc = store_value(c, &keys[i], keys[i].def, 0, &err);
         TFM_ASSERT(rc == 0);
     }
+}
+
+int tfm_config_given(const tfm_config *c, const char *path)
+{
+    const tfm_config_key *k = tfm_config_find(path);
+    TFM_ASSERT(k);
+    return c->given[k - keys];
 }
 
 /* Levenshtein distance, for "did you mean". */

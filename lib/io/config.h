@@ -22,6 +22,7 @@
 #include "base/err.h"
 
 #define TFM_CONFIG_PATH_MAX 1024
+#define TFM_CONFIG_MAX_KEYS 128
 
 typedef enum tfm_config_norm {
     TFM_CONFIG_NORM_PRE,  /* GPT-2: x + f(LN(x)) */
@@ -154,6 +155,10 @@ typedef struct tfm_config {
         int whole_word_mask;
         double lm_weight;       /* classify, decoders: the LM loss's weight */
     } train;
+    /* 1 for each key (by its index in tfm_config_keys) that a file or --set
+     * gave, 0 for a default: a run started from another model's file
+     * takes the shape keys nobody gave from that file (train/init.h). */
+    unsigned char given[TFM_CONFIG_MAX_KEYS];
 } tfm_config;
 
 typedef enum tfm_config_type {
@@ -196,6 +201,9 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err);
 /* Appends the configuration as YAML; with comments != 0 each key carries its
  * documentation as a comment.  The output parses back to the same values. */
 void tfm_config_dump(const tfm_config *c, int comments, tfm_buf *out);
+
+/* Whether a file or --set gave the key (path must be a key). */
+int tfm_config_given(const tfm_config *c, const char *path);
 
 /* The closest key to a misspelt one (NULL when nothing is close). */
 const char *tfm_config_suggest(const char *path);

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "io/config.h"
-#include "model/file.h"
 
 /* Appends ", name" (or the first "name") to a list, ending it with "..."
  * once it is full. */
@@ -23,32 +22,211 @@ static void list_add(char *buf, size_t size, int *n, const char *name)
     (*n)++;
 }
 
-int tfm_train_init_from(tfm_model *m, const char *path, char *report, size_t size,
-                        tfm_err *err)
+/* The keys that decide a model's tensors and what it computes, kind and
+ * positions first (whether the others apply depends on them); dropout and
+ * the initialisation scheme do not change the model. */
+static const char *const shape_keys[] = {
+    "model.kind",       "model.positions",     "model.n_layer",     "model.n_enc_layer",
+    "model.n_head",     "model.n_embd",        "model.d_ff",        "model.block_size",
+    "model.vocab_size", "model.src_vocab_size", "model.tie_embeddings", "model.tie_source",
+    "model.bias",       "model.norm",          "model.activation",  "model.ln_eps",
+    "model.rope_base",  "model.t5_buckets",    "model.t5_max_distance", "model.segments",
+    "model.emb_norm",   "model.emb_scale",
+};
+static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model.nsp",
+                                        "model.classes",  "model.tags",   "model.span"};
+#define N_SHAPE (sizeof shape_keys / sizeof shape_keys[0])
+#define N_HEAD (sizeof head_keys / sizeof head_keys[0])
+
+/* Whether the key means anything in c: a RoPE base without RoPE, or a
+ * context length without a table of positions, does not. */
+static int applies(const tfm_config *c, const char *key)
 {
-    tfm_config c;
-    tfm_model src;
-    if (tfm_model_load(path, &c, &src, NULL, err) < 0)
-        return tfm_err_prefix(err, "train.init");
+    if (!strcmp(key, "model.rope_base"))
+        return c->model.positions == TFM_CONFIG_POS_ROPE;
+    if (!strcmp(key, "model.t5_buckets") || !strcmp(key, "model.t5_max_distance"))
+        return c->model.positions == TFM_CONFIG_POS_T5;
+    if (!strcmp(key, "model.block_size"))
+        return c->model.positions == TFM_CONFIG_POS_LEARNED;
+    if (!strcmp(key, "model.n_enc_layer") || !strcmp(key, "model.tie_source") ||
+        !strcmp(key, "model.src_vocab_size"))
+        return c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
+    return 1;
+}
+
+/* The key's value as a number, with the 0s that stand for another key's
+ * value resolved (d_ff 0 is 4·n_embd). */
+static double value(const tfm_config *c, const tfm_config_key *k)
+{
+    const char *f = (const char *)c + k->offset;
+    double v = k->type == TFM_CONFIG_INT     ? (double)*(const int64_t *)f
+               : k->type == TFM_CONFIG_FLOAT ? *(const double *)f
+                                             : (double)*(const int *)f;
+    if (v == 0 && !strcmp(k->path, "model.d_ff"))
+        v = 4.0 * (double)c->model.n_embd;
+    else if (v == 0 && !strcmp(k->path, "model.n_enc_layer"))
+        v = (double)c->model.n_layer;
+    else if (v == 0 && !strcmp(k->path, "model.src_vocab_size"))
+        v = (double)c->model.vocab_size;
+    return v;
+}
+
+/* 0 where the data will give the value (vocab_size from the tokenizer,
+ * classes and tags from the labels): nothing to compare yet. */
+static int unresolved(const tfm_config *c, const tfm_config_key *k)
+{
+    return value(c, k) == 0 &&
+           (!strcmp(k->path, "model.vocab_size") || !strcmp(k->path, "model.src_vocab_size") ||
+            !strcmp(k->path, "model.classes") || !strcmp(k->path, "model.tags"));
+}
+
+static void value_text(const tfm_config *c, const tfm_config_key *k, char *buf, size_t size)
+{
+    const char *f = (const char *)c + k->offset;
+    if (k->type == TFM_CONFIG_ENUM)
+        tfm_config_choice_name(k->path, *(const int *)f, buf, size);
+    else if (k->type == TFM_CONFIG_BOOL)
+        snprintf(buf, size, "%s", *(const int *)f ? "true" : "false");
+    else
+        snprintf(buf, size, "%.10g", value(c, k));
+}
+
+/* Adds "model.norm post (whose: pre)" to list when the key differs. */
+static void diff_key(const tfm_config *c, const tfm_config *other, const tfm_config_key *k,
+                     int from_file, const char *whose, char *list, size_t size, int *n)
+{
+    /* the same text is the same value (d_ff 0 in both, whatever n_embd) */
+    size_t len = k->type == TFM_CONFIG_INT ? sizeof(int64_t)
+                 : k->type == TFM_CONFIG_FLOAT ? sizeof(double) : sizeof(int);
+    if (!applies(c, k->path) || !applies(other, k->path) || unresolved(c, k) ||
+        !memcmp((const char *)c + k->offset, (const char *)other + k->offset, len) ||
+        value(c, k) == value(other, k))
+        return;
+    /* a model started from a file may use a shorter context than the
+     * file's table of positions (its first rows) */
+    if (from_file && !strcmp(k->path, "model.block_size") &&
+        c->model.block_size < other->model.block_size)
+        return;
+    char a[64], b[64], item[256];
+    value_text(c, k, a, sizeof a);
+    value_text(other, k, b, sizeof b);
+    snprintf(item, sizeof item, "%s %s (%s: %s)", k->path, a, whose, b);
+    list_add(list, size, n, item);
+}
+
+int tfm_train_shape_diff(const tfm_config *c, const tfm_config *run, int heads, char *keys,
+                         size_t size)
+{
+    int n = 0;
+    keys[0] = 0;
+    for (size_t i = 0; i < N_SHAPE; i++)
+        diff_key(c, run, tfm_config_find(shape_keys[i]), 0, "the run's", keys, size, &n);
+    for (size_t i = 0; heads && i < N_HEAD; i++)
+        diff_key(c, run, tfm_config_find(head_keys[i]), 0, "the run's", keys, size, &n);
+    return n;
+}
+
+/* Whether train.task t uses the head. */
+static int task_uses(int t, const char *head)
+{
+    int nsp = t == TFM_CONFIG_TASK_MLM_NSP;
+    if (!strcmp(head, "model.mlm_head"))
+        return t == TFM_CONFIG_TASK_MLM || nsp;
+    if (!strcmp(head, "model.nsp"))
+        return nsp;
+    if (!strcmp(head, "model.pooler") || !strcmp(head, "model.classes"))
+        return nsp || t == TFM_CONFIG_TASK_CLASSIFY;
+    if (!strcmp(head, "model.tags"))
+        return t == TFM_CONFIG_TASK_TAG;
+    return t == TFM_CONFIG_TASK_SPAN;
+}
+
+int tfm_train_init_config(tfm_config *c, const tfm_config *file, const char *path, char *note,
+                          size_t size, tfm_err *err)
+{
+    char bad[768] = "";
+    int n_bad = 0;
+    note[0] = 0;
+    for (size_t i = 0; i < N_SHAPE; i++) {
+        const tfm_config_key *k = tfm_config_find(shape_keys[i]);
+        if (tfm_config_given(c, k->path)) {
+            diff_key(c, file, k, 1, "the file's", bad, sizeof bad, &n_bad);
+            continue;
+        }
+        size_t len = k->type == TFM_CONFIG_INT ? sizeof(int64_t)
+                     : k->type == TFM_CONFIG_FLOAT ? sizeof(double) : sizeof(int);
+        memcpy((char *)c + k->offset, (const char *)file + k->offset, len);
+    }
+    if (n_bad)
+        return tfm_err_set(err, "train.init %s: %s: a model started from a file keeps the "
+                                "file's shape (leave %s out of the configuration)",
+                           path, bad, n_bad == 1 ? "this key" : "these keys");
+
+    /* Pre-training's heads (BERT's MLM and NSP) mean nothing to the task
+     * that follows it, though the configuration it came with still names
+     * them: the file's heads that the new task does not use are dropped (a
+     * head the file lacks is the user's to ask for, and the task's to
+     * refuse). */
+    int t = (int)c->train.task;
+    if (t == (int)file->train.task)
+        return 0;
+    char dropped[256] = "";
+    int n = 0, had_nsp = c->model.nsp && file->model.nsp;
+    char task[32], was[32];
+    tfm_config_choice_name("train.task", t, task, sizeof task);
+    tfm_config_choice_name("train.task", (int)file->train.task, was, sizeof was);
+    for (size_t i = 0; i < N_HEAD; i++) {
+        const tfm_config_key *k = tfm_config_find(head_keys[i]);
+        if (task_uses(t, k->path) || value(c, k) == 0 || value(file, k) == 0)
+            continue;
+        list_add(dropped, sizeof dropped, &n, k->path);
+        memset((char *)c + k->offset, 0,
+               k->type == TFM_CONFIG_INT ? sizeof(int64_t) : sizeof(int));
+    }
+    /* NSP's classifier has its 2 classes; the task's own is sized from its
+     * labels */
+    if (had_nsp && !c->model.nsp && c->model.classes) {
+        list_add(dropped, sizeof dropped, &n, "model.classes (NSP's)");
+        c->model.classes = 0;
+    }
+    if (n)
+        snprintf(note, size, "train.task %s (%s was trained for %s) drops the heads it does not "
+                             "use: %s",
+                 task, path, was, dropped);
+    return 0;
+}
+
+int tfm_train_init_from(tfm_model *m, const tfm_model *src, const char *path, char *report,
+                        size_t size, tfm_err *err)
+{
     char fresh[400] = "", unused[400] = "";
     int loaded = 0, n_fresh = 0, n_unused = 0;
     for (int i = 0; i < m->n_table; i++) {
         const tfm_param *p = &m->table[i];
-        const tfm_param *q = tfm_model_param(&src, p->name);
-        if (q && q->shape[0] == p->shape[0] && q->shape[1] == p->shape[1]) {
-            memcpy(m->params + p->offset, src.params + q->offset, p->numel * sizeof(float));
+        const tfm_param *q = tfm_model_param(src, p->name);
+        size_t len = strlen(p->name);
+        /* a shorter context keeps the first rows of the learned positions
+         * (BERT's 512 for fine-tuning at 128) */
+        int rows = q && q->shape[1] == p->shape[1] &&
+                   (q->shape[0] == p->shape[0] ||
+                    (len >= 10 && !strcmp(p->name + len - 10, "wpe.weight") &&
+                     q->shape[0] > p->shape[0]));
+        if (rows) {
+            memcpy(m->params + p->offset, src->params + q->offset, p->numel * sizeof(float));
             loaded++;
         } else {
             list_add(fresh, sizeof fresh, &n_fresh, p->name);
         }
     }
-    for (int i = 0; i < src.n_table; i++) {
-        const tfm_param *q = &src.table[i];
+    for (int i = 0; i < src->n_table; i++) {
+        const tfm_param *q = &src->table[i];
         const tfm_param *p = tfm_model_param(m, q->name);
-        if (!p || p->shape[0] != q->shape[0] || p->shape[1] != q->shape[1])
+        size_t len = strlen(q->name);
+        int wpe = len >= 10 && !strcmp(q->name + len - 10, "wpe.weight");
+        if (!p || (wpe ? p->shape[0] > q->shape[0] : p->shape[0] != q->shape[0]) ||
+            p->shape[1] != q->shape[1])
             list_add(unused, sizeof unused, &n_unused, q->name);
     }
-    tfm_model_free(&src);
     if (!loaded)
         return tfm_err_set(err, "train.init: %s has no tensor of this model's names and shapes",
                            path);

@@ -159,9 +159,35 @@ typedef struct run {
     tfm_dist_reduce *red; /* dist: the gradient sum in buckets; NULL on one rank */
 } run;
 
-/* The weights with everything the other programs need. */
+/* What a stopped run leaves: "the last good checkpoint (step 20) is kept
+ * in RUN", or that there is none. */
+static void kept(const run *R, char *buf, size_t size)
+{
+    if (R->saved_any)
+        snprintf(buf, size, "the last good checkpoint (step %lld) is kept in %s",
+                 (long long)R->saved_step, R->o->rundir);
+    else
+        snprintf(buf, size, "no checkpoint was written");
+}
+
+/* The weights with everything the other programs need; finite ones only:
+ * Adam with optim.eps 0 turns weights whose gradient is 0 (the rows of
+ * tokens no batch had) into NaN while the loss stays finite. */
+static int weights_finite(run *R, int64_t step, tfm_err *err)
+{
+    /* the norm (in double: no overflow) is finite when every weight is */
+    if (isfinite(tfm_grad_norm(R->m.params, R->m.n_params)))
+        return 0;
+    char k[1200];
+    kept(R, k, sizeof k);
+    return tfm_err_set(err, "the weights are not finite at step %lld (NaN or infinity): "
+                            "stopped without saving; %s", (long long)step, k);
+}
+
 static int save_model(run *R, const char *path, int64_t step, tfm_err *err)
 {
+    if (weights_finite(R, step, err) < 0)
+        return -1;
     return tfm_model_save_task(
         path, &R->m, tfm_buf_cstr(&R->config_yaml), R->tok ? R->tok_json.data : NULL,
         R->tok_json.len, R->src_tok ? R->src_tok_json.data : NULL, R->src_tok_json.len,
@@ -176,6 +202,9 @@ static int save(run *R, tfm_err *err)
         return tfm_err_set(err, "the parameters differ between the %d ranks at step %lld: "
                                 "not saved (the last good checkpoint is kept)",
                            tfm_dist_size(), (long long)R->st.step);
+    /* dist: every rank stops (the weights are the same on all) */
+    if (weights_finite(R, R->st.step, err) < 0)
+        return -1;
     if (tfm_dist_rank() == 0 &&
         (save_model(R, R->model_path, R->st.step, err) < 0 ||
          tfm_checkpoint_save_state(R->state_path, &R->m, &R->adam, &R->st,
@@ -231,6 +260,64 @@ static int load_weights_only(run *R, tfm_err *err)
     const char *step = tfm_safetensors_meta(&st, "step", &len);
     R->st.step = step ? strtoll(step, NULL, 10) : 0;
     tfm_safetensors_close(&st);
+    return 0;
+}
+
+/* A state file that cannot be read (truncated, a flipped byte): said
+ * plainly, with the way on when the model file is there. */
+static int damaged_state(const char *rundir, const char *path, tfm_err *err)
+{
+    char *model = join(rundir, "model.safetensors");
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    if (strstr(path, "state.safetensors") && file_exists(model))
+        tfm_err_set(err, "%s: the training state is damaged or truncated (rerun with "
+                         "--fresh-optimizer to continue from the weights and step in %s with a "
+                         "new optimizer state)", msg, model);
+    else if (strstr(path, "state.safetensors"))
+        tfm_err_set(err, "%s: the training state is damaged or truncated", msg);
+    free(model);
+    return -1;
+}
+
+/* Whether a state file passes its own checks (an error loading it is then
+ * a mismatch with the configuration, which --fresh-optimizer cannot mend). */
+static int state_intact(const char *path)
+{
+    tfm_safetensors st;
+    tfm_err e = {0};
+    if (tfm_safetensors_open(&st, path, &e) < 0)
+        return 0;
+    int ok = tfm_model_file_verify(&st, 1, &e) == 0;
+    tfm_safetensors_close(&st);
+    return ok;
+}
+
+int tfm_train_run_config(const char *rundir, int fresh, tfm_config *c, tfm_err *err)
+{
+    char *path = join(rundir, fresh ? "model.safetensors" : "state.safetensors");
+    int rc = tfm_model_file_config(path, c, err);
+    if (rc < 0)
+        damaged_state(rundir, path, err);
+    free(path);
+    return rc;
+}
+
+/* A resumed run is the model it started as: a key that changes its shape
+ * (or its heads, or what it computes: positions, norm, activation) is
+ * refused rather than silently training another model on its weights. */
+static int check_same_model(run *R, const tfm_config *cfg, tfm_config *was, tfm_err *err)
+{
+    const char *from = R->o->fresh_optimizer ? R->model_path : R->state_path;
+    tfm_config_defaults(was);
+    if (tfm_model_file_config(from, was, err) < 0)
+        return damaged_state(R->o->rundir, from, err);
+    char keys[768];
+    int n = tfm_train_shape_diff(cfg, was, 1, keys, sizeof keys);
+    if (n)
+        return tfm_err_set(err, "cannot resume %s: %s: a run keeps its model's shape (leave "
+                                "%s out, or train another model in another run directory)",
+                           R->o->rundir, keys, n == 1 ? "this key" : "these keys");
     return 0;
 }
 
@@ -307,7 +394,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     res->val_metric_name = NULL;
     int rc = -1;
     double *times = NULL;
-    int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0;
+    int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0, init_ok = 0;
+    tfm_model init_src; /* train.init's model, until its weights are copied */
     char *created = NULL; /* the outermost directory this start made */
     tfm_progress bar = {0};
     FILE *logf = NULL;
@@ -320,6 +408,31 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                          "rank needs a row of every batch", (long long)cfg.train.batch_size, nr);
         goto out;
     }
+    R->model_path = join(o->rundir, "model.safetensors");
+    R->best_path = join(o->rundir, "best.safetensors");
+    R->state_path = join(o->rundir, "state.safetensors");
+    R->log_path = join(o->rundir, "log.tsv");
+    /* rank 0 decides; the others learn it in dist_share_state */
+    const int resuming = rk == 0 && (file_exists(R->state_path) ||
+                                     (o->fresh_optimizer && file_exists(R->model_path)));
+    if (cfg.train.init[0]) {
+        /* the file's shape, before the data is read for it; on resume too,
+         * so that the configuration resolves as it did at the start */
+        tfm_config icfg;
+        if (tfm_model_load(cfg.train.init, &icfg, &init_src, NULL, err) < 0) {
+            tfm_err_prefix(err, "train.init");
+            goto out;
+        }
+        init_ok = 1;
+        char note[512];
+        if (tfm_train_init_config(&cfg, &icfg, cfg.train.init, note, sizeof note, err) < 0)
+            goto out;
+        if (note[0] && !resuming)
+            say(o, "%s", note);
+    }
+    tfm_config was; /* resuming: the run's configuration so far */
+    if (resuming && check_same_model(R, &cfg, &was, err) < 0)
+        goto out;
     if (load_data(R, &cfg, err) < 0)
         goto out;
 
@@ -333,10 +446,6 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             goto out;
         remove_stale_temporaries(o->rundir);
     }
-    R->model_path = join(o->rundir, "model.safetensors");
-    R->best_path = join(o->rundir, "best.safetensors");
-    R->state_path = join(o->rundir, "state.safetensors");
-    R->log_path = join(o->rundir, "log.tsv");
 
     if (tfm_model_init(&R->m, &gc, err) < 0)
         goto out;
@@ -369,10 +478,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             (long long)R->st.step, R->model_path);
     } else if (resumed) {
         if (tfm_checkpoint_load_state(R->state_path, &R->m, &R->adam, &R->st, err) < 0) {
-            if (file_exists(R->model_path))
-                tfm_err_prefix(err, "cannot resume (rerun with --fresh-optimizer to continue "
-                                    "from the weights in %s with a new optimizer state)",
-                               R->model_path);
+            if (!state_intact(R->state_path))
+                damaged_state(o->rundir, R->state_path, err);
+            tfm_err_prefix(err, "cannot resume %s", o->rundir);
             goto out;
         }
         cfg.train.seed = (int64_t)R->st.seed;
@@ -388,13 +496,34 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         R->st.best_val = INFINITY;
         R->st.best_step = -1;
         tfm_model_init_weights(&R->m, seed);
-        if (cfg.train.init[0]) {
+        if (init_ok) {
             char report[1024];
-            if (tfm_train_init_from(&R->m, cfg.train.init, report, sizeof report, err) < 0)
+            if (tfm_train_init_from(&R->m, &init_src, cfg.train.init, report, sizeof report,
+                                    err) < 0)
                 goto out;
             say(o, "%s", report);
         }
         tfm_rng_seed(&R->st.data_rng, seed ^ DATA_SEED_SALT);
+    }
+    if (rk == 0 && resumed) {
+        /* Extending (or shortening) a run redraws its schedule: the rate
+         * jumps to the new one's, so the result is not that of one run of
+         * the new length, nor bit for bit the old run continued. */
+        tfm_schedule a, b;
+        tfm_schedule_from_config(&a, &was);
+        tfm_schedule_from_config(&b, &cfg);
+        if (was.train.max_steps != cfg.train.max_steps && R->st.step < cfg.train.max_steps)
+            say(o, "warning: train.max_steps %lld (the run's: %lld): the learning-rate schedule "
+                   "now runs to step %lld, so at step %lld the rate goes from %.2g to %.2g; "
+                   "the run is no longer the same as one of %lld steps from the start",
+                (long long)cfg.train.max_steps, (long long)was.train.max_steps,
+                (long long)cfg.train.max_steps, (long long)R->st.step,
+                tfm_schedule_lr(&a, R->st.step), tfm_schedule_lr(&b, R->st.step),
+                (long long)cfg.train.max_steps);
+    }
+    if (init_ok) {
+        tfm_model_free(&init_src);
+        init_ok = 0;
     }
     dist_share_state(R, &cfg, &resumed);
     tfm_config_dump(&cfg, 0, &R->config_yaml);
@@ -449,6 +578,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 
     tfm_schedule sched;
     tfm_schedule_from_config(&sched, &cfg);
+    if (cfg.schedule.warmup >= cfg.train.max_steps)
+        say(o, "warning: schedule.warmup %lld is not below train.max_steps %lld: the learning "
+               "rate rises for the whole run (to %.2g at the last step) and never decays",
+            (long long)cfg.schedule.warmup, (long long)cfg.train.max_steps,
+            tfm_schedule_lr(&sched, cfg.train.max_steps - 1));
     tfm_model_set_training(&R->m, 1);
     /* The bar counts this session's steps, so that rate and ETA stay right
      * after a resume; the absolute step goes into the text. */
@@ -518,13 +652,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         double norm = tfm_grad_norm(R->m.grads, R->m.n_params);
         if (!isfinite(loss) || !isfinite(norm)) {
             tfm_progress_end(&bar);
-            tfm_err_set(err,
-                        "%s at step %lld (loss %g, gradient norm %g): stopped; %s%lld%s%s",
+            char k[1200];
+            kept(R, k, sizeof k);
+            tfm_err_set(err, "%s at step %lld (loss %g, gradient norm %g): stopped; %s",
                         !isfinite(loss) ? "the loss is not finite" : "the gradient is not finite",
-                        (long long)R->st.step + 1, loss, norm,
-                        R->saved_any ? "the last good checkpoint (step " : "",
-                        (long long)R->saved_step, R->saved_any ? ") is kept in " : "",
-                        R->saved_any ? o->rundir : "");
+                        (long long)R->st.step + 1, loss, norm, k);
             goto out_log;
         }
         double lr = tfm_schedule_lr(&sched, R->st.step);
@@ -656,6 +788,8 @@ out:
     tfm_dist_reduce_free(R->red);
     free(created);
     free(times);
+    if (init_ok)
+        tfm_model_free(&init_src);
     if (adam_ok)
         tfm_adam_free(&R->adam);
     if (model_ok)

@@ -61,6 +61,12 @@ typedef struct tfm_train_result {
     uint64_t seed;
 } tfm_train_result;
 
+/* The configuration a run directory holds (its state file, or with fresh
+ * its model file), applied over *c: resuming without -c.  A damaged state
+ * file's message says so and, with the model file there, offers
+ * --fresh-optimizer. */
+int tfm_train_run_config(const char *rundir, int fresh, tfm_config *c, tfm_err *err);
+
 int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *r,
                   tfm_err *err);
 

@@ -106,8 +106,10 @@ $(OUT)/$(1)-$(2).json: $(OUT)/$(1)-$(2)/model.safetensors
 endef
 $(foreach t,$(TASKS),$(foreach i,pre scratch,$(eval $(call finetune,$(t),$(i)))))
 
-# the metric of each task on the test split, pre-trained vs random weights;
-# baseline: the majority label (section, next) or tagging every word O (names)
+# the metric of each task on the test split, pre-trained vs random weights
+# (accuracy and exact match in percent, macro and entity F1 from 0 to 1,
+# SQuAD F1 from 0 to 100, as tfm-eval reports them); baseline: the majority
+# label (section, next) or tagging every word O (names)
 $(OUT)/scores.tsv: $(foreach r,$(RUNS),$(OUT)/$(r).json)
 	{ printf 'task\tmetric\tpretrained\tscratch\tbaseline\n'; \
 	  metric() { tail -n 1 $(OUT)/$$1.json | sed 's/.*"'"$$2"'":\([-0-9.e]*\).*/\1/'; }; \
@@ -115,12 +117,14 @@ $(OUT)/scores.tsv: $(foreach r,$(RUNS),$(OUT)/$(r).json)
 	  base() { m=$$(majority $$1); cut -f1 $(OUT)/tasks/$$1.test.tsv > $(OUT)/$$1.gold; \
 	      sed "s/.*/$$m/" $(OUT)/$$1.gold | $(EVAL) score -q --task classify --gold $(OUT)/$$1.gold --json | \
 	      sed 's/.*"accuracy":\([-0-9.e]*\).*/\1/'; }; \
-	  printf 'section\taccuracy\t%s\t%s\t%s\n' $$(metric section-pre accuracy) $$(metric section-scratch accuracy) $$(base section); \
-	  printf 'section\tf1_macro\t%s\t%s\t-\n' $$(metric section-pre f1_macro) $$(metric section-scratch f1_macro); \
-	  printf 'next\taccuracy\t%s\t%s\t%s\n' $$(metric next-pre accuracy) $$(metric next-scratch accuracy) $$(base next); \
-	  printf 'names\tentity_f1\t%s\t%s\t0\n' $$(metric names-pre f1) $$(metric names-scratch f1); \
-	  printf 'begat\texact_match\t%s\t%s\t-\n' $$(metric begat-pre exact_match) $$(metric begat-scratch exact_match); \
-	  printf 'begat\tf1\t%s\t%s\t-\n' $$(metric begat-pre f1) $$(metric begat-scratch f1); \
+	  pct() { awk -v x="$$1" 'BEGIN { printf "%.1f%%", 100 * x }'; }; \
+	  fix() { awk -v x="$$1" -v d="$$2" 'BEGIN { printf "%." d "f", x }'; }; \
+	  printf 'section\taccuracy\t%s\t%s\t%s\n' $$(pct $$(metric section-pre accuracy)) $$(pct $$(metric section-scratch accuracy)) $$(pct $$(base section)); \
+	  printf 'section\tmacro F1\t%s\t%s\t-\n' $$(fix $$(metric section-pre f1_macro) 3) $$(fix $$(metric section-scratch f1_macro) 3); \
+	  printf 'next\taccuracy\t%s\t%s\t%s\n' $$(pct $$(metric next-pre accuracy)) $$(pct $$(metric next-scratch accuracy)) $$(pct $$(base next)); \
+	  printf 'names\tentity F1\t%s\t%s\t0\n' $$(fix $$(metric names-pre f1) 3) $$(fix $$(metric names-scratch f1) 3); \
+	  printf 'begat\texact match\t%s%%\t%s%%\t-\n' $$(fix $$(metric begat-pre exact_match) 1) $$(fix $$(metric begat-scratch exact_match) 1); \
+	  printf 'begat\tF1\t%s\t%s\t-\n' $$(fix $$(metric begat-pre f1) 1) $$(fix $$(metric begat-scratch f1) 1); \
 	} > $@.tmp
 	mv $@.tmp $@
 	column -t -s '	' $@

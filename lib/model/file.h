@@ -34,8 +34,10 @@
  *     type_vocab_size, vocab_size, layer_norm_eps, hidden_act), post-LN,
  *     learned positions, segments, the embedding norm, the LM head tied to
  *     the word embeddings; weights copied into tfm's layout (q, k, v
- *     concatenated, matrices transposed).  The pooler and the cls.* heads
- *     are not read yet.  The tokenizer is tokenizer.json beside the file,
+ *     concatenated, matrices transposed); the pooler (bert.pooler.dense),
+ *     the MLM head (cls.predictions.*) and the next-sentence head
+ *     (cls.seq_relationship.*, with the pooler) when the file has them.
+ *     The tokenizer is tokenizer.json beside the file,
  *     else vocab.txt (uncased WordPiece).
  *
  * Training state files (train/checkpoint.h) use the same writer, reader and

@@ -43,10 +43,15 @@ static void __attribute__((noreturn)) usage(void)
            "                         ELMo's mix of every layer: gamma * sum softmax(s)_l h_l\n"
            "      --gamma G          ELMo's scale (default 1)\n"
            "Pooling:\n"
-           "      --pool P           cls, mean, max, last or none (one vector per token);\n"
-           "                         default: the model folder's sentence-transformers\n"
-           "                         setting, else mean for encoders, last for decoders\n"
-           "      --normalize        scale each vector to unit length (L2)\n"
+           "      --pool P           cls, mean, max, mean-sqrt-len (sum / sqrt(tokens)),\n"
+           "                         last, or none (one vector per token); a comma list\n"
+           "                         (mean,max) puts the vectors side by side, k x D wide,\n"
+           "                         in the order cls, max, mean, mean-sqrt-len, last\n"
+           "                         (sentence-transformers'); default: the model folder's\n"
+           "                         sentence-transformers setting, else mean for\n"
+           "                         encoders, last for decoders\n"
+           "      --normalize        scale each vector to unit length (L2; after the\n"
+           "                         concatenation of several --pool modes)\n"
            "Output:\n"
            "  -o, --output FILE      write here (default: stdout); written whole or not at all\n"
            "  -f, --format F         npy (float32 [N, D]; default), tsv, jsonl or raw (float32\n"
@@ -233,7 +238,7 @@ static void put_floats(app *a, FILE *fp, const float *v, int D, char sep)
 static void write_vectors(app *a, const chunk *c, const float *vec)
 {
     tfm_err err = {0};
-    const int D = a->D, none = a->emb.o.pool == TFM_POOL_NONE;
+    const int D = a->D, none = a->emb.o.pools == TFM_POOL_SET(TFM_POOL_NONE);
     FILE *fp = a->out.fp;
     size_t row = 0;
     for (int i = 0; i < c->n; i++) {
@@ -480,7 +485,7 @@ static void run_chunk(app *a, chunk *c)
     if (!c->n)
         return;
     tfm_err err = {0};
-    const int none = a->emb.o.pool == TFM_POOL_NONE;
+    const int none = a->emb.o.pools == TFM_POOL_SET(TFM_POOL_NONE);
     size_t rows = none ? c->ids.len : (size_t)c->n;
     float *vec = tfm_aligned_alloc(sizeof(float) * (rows ? rows : 1) * a->D);
     tfm_embed_input in = {.n = c->n, .tok = c->ids.data,
@@ -552,6 +557,7 @@ int main(int argc, char **argv)
     tfm_main_start(prog);
     argv[0] = (char *)prog;
     const char *model = NULL, *layers = NULL, *weights = NULL, *pool = NULL, *format = NULL;
+    unsigned pool_set = 0;
     double gamma = 1.0;
     int normalize = 0, threads = 0, max_len = 0, max_tokens = 4096, chunk_lines = 1024;
     int gamma_set = 0;
@@ -567,12 +573,13 @@ int main(int argc, char **argv)
             gamma = tfm_opt_double(prog, "--gamma", optarg, -1e6, 1e6);
             gamma_set = 1;
             break;
-        case OPT_POOL:
-            if (tfm_pool_parse(optarg) < 0)
-                tfm_usage_error(prog, "--pool '%s': expected cls, mean, max, last or none",
-                                optarg);
+        case OPT_POOL: {
+            tfm_err perr = {0};
+            if (tfm_pool_set_parse(optarg, &pool_set, &perr) < 0)
+                tfm_usage_error(prog, "--pool %s", perr.msg);
             pool = optarg;
             break;
+        }
         case OPT_NORMALIZE: normalize = 1; break;
         case 'o': a.out_path = optarg; break;
         case 'f': {
@@ -630,13 +637,14 @@ int main(int argc, char **argv)
         tfm_usage_error(prog, "--gamma applies to --layer-weights");
     if (a.similarity && a.matrix)
         tfm_usage_error(prog, "--similarity and --matrix exclude each other");
-    if ((a.similarity || a.matrix) && pool && !strcmp(pool, "none"))
+    const int pool_none = pool && pool_set == TFM_POOL_SET(TFM_POOL_NONE);
+    if ((a.similarity || a.matrix) && pool_none)
         tfm_usage_error(prog, "--%s compares one vector per input: not with --pool none",
                         a.similarity ? "similarity" : "matrix");
     if ((a.att_layer_set || a.att_head_set) && !a.att_npy && !a.att_svg)
         tfm_usage_error(prog, "--attention-layer and --attention-head need --attention or "
                               "--attention-svg");
-    if (a.offsets_path && (!pool || strcmp(pool, "none")))
+    if (a.offsets_path && !pool_none)
         tfm_usage_error(prog, "--offsets applies to --pool none");
     int ok = 1;
     if (format)
@@ -678,18 +686,19 @@ int main(int argc, char **argv)
     tfm_embed_opts_default(&o, cfg);
     o.max_tokens = max_tokens;
     if (tfm_is_dir(model)) {
-        tfm_pool p = o.pool;
+        unsigned p = o.pools;
         int nz = 0;
         int st = tfm_embed_st_defaults(model, &p, &nz, &err);
         if (st < 0)
             tfm_die(prog, &err);
         if (st > 0) {
-            o.pool = p;
+            o.pools = p;
             o.normalize = nz;
         }
     }
     if (pool)
-        o.pool = (tfm_pool)tfm_pool_parse(pool);
+        o.pools = pool_set;
+    const int none = o.pools == TFM_POOL_SET(TFM_POOL_NONE);
     if (normalize)
         o.normalize = 1;
     /* valid options the model cannot honour: failures (1), not usage (2) */
@@ -733,13 +742,13 @@ int main(int argc, char **argv)
                             "0 to %d", model, att_head, a.NH - 1);
         a.att_head = (int)att_head;
     }
-    if (a.offsets_path == NULL && o.pool == TFM_POOL_NONE && a.fmt == FMT_NPY &&
+    if (a.offsets_path == NULL && none && a.fmt == FMT_NPY &&
         !a.similarity && !a.matrix) {
         if (!a.out_path || !strcmp(a.out_path, "-"))
             tfm_usage_error(prog, "--pool none writes npy vectors and their offsets: give -o "
                                   "FILE.npy (or --offsets FILE)");
     }
-    if (o.pool == TFM_POOL_NONE && (a.similarity || a.matrix))
+    if (none && (a.similarity || a.matrix))
         tfm_usage_error(prog, "--%s compares one vector per input: the model folder's pooling "
                               "is none; give --pool", a.similarity ? "similarity" : "matrix");
     /* the longest input: the model's context unless --max-len says less */
@@ -750,7 +759,7 @@ int main(int argc, char **argv)
                         "positions)", model, a.max_len, ctx);
     if (tfm_embedder_init(&a.emb, cfg, &a.lm.w, &o, &err) < 0)
         tfm_die(prog, &err);
-    a.D = a.emb.D;
+    a.D = a.emb.W; /* the output's width: k x D for k pooling modes */
 
     /* the input, then the outputs (temporary files until the end) */
     a.in_name = strcmp(in_path, "-") ? in_path : "<stdin>";
@@ -764,7 +773,7 @@ int main(int argc, char **argv)
         size_t row = a.similarity ? 0 : (size_t)a.D;
         if (tfm_npy_writer_open(&a.npy, out_path, TFM_NPY_F32, row, &err) < 0)
             tfm_die(prog, &err);
-        if (o.pool == TFM_POOL_NONE) {
+        if (none) {
             char *op = NULL;
             if (!a.offsets_path) {
                 size_t n = strlen(out_path);
@@ -830,7 +839,7 @@ int main(int argc, char **argv)
     } else if (a.fmt == FMT_NPY) {
         if (tfm_npy_writer_commit(&a.npy, &err) < 0)
             tfm_die(prog, &err);
-        if (o.pool == TFM_POOL_NONE) {
+        if (none) {
             int64_t end = a.rows_written;
             if (tfm_npy_writer_append(&a.offs, &end, 1, &err) < 0 ||
                 tfm_npy_writer_commit(&a.offs, &err) < 0)
@@ -840,6 +849,7 @@ int main(int argc, char **argv)
         tfm_die(prog, &err);
     }
     if (!a.quiet) {
+        char pool_name[64];
         if (a.n_truncated)
             fprintf(stderr, "%s: %ld input%s cut to %d tokens (--max-len)\n", prog,
                     a.n_truncated, a.n_truncated == 1 ? "" : "s", a.max_len);
@@ -848,7 +858,8 @@ int main(int argc, char **argv)
                     a.n_skipped == 1 ? "" : "s");
         fprintf(stderr, "%s: %ld input%s, %ld tokens, %d-wide vectors (layers %s, pool %s%s)\n",
                 prog, a.n_inputs, a.n_inputs == 1 ? "" : "s", a.n_tokens, a.D, weights ? "ELMo mix" : layers ? layers : "last",
-                tfm_pool_name(o.pool), o.normalize ? ", normalized" : "");
+                tfm_pool_set_name(o.pools, pool_name, sizeof pool_name),
+                o.normalize ? ", normalized" : "");
     }
     if (in != stdin)
         fclose(in);

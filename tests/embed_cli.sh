@@ -38,7 +38,11 @@ expect_exit 0 tfm-embed --version
 expect_exit 2 tfm-embed </dev/null
 expect_msg "tfm-embed: no model given"
 expect_exit 2 $E -m bert.st --pool median </dev/null
-expect_msg "--pool 'median': expected cls, mean, max, last or none"
+expect_msg "--pool 'median': expected cls, mean, max, mean-sqrt-len, last or none, or a comma list"
+expect_exit 2 $E -m bert.st --pool mean,none </dev/null
+expect_msg "--pool 'mean,none': none (every token's vector) cannot be in a list"
+expect_exit 2 $E -m bert.st --pool max,max </dev/null
+expect_msg "--pool 'max,max': max twice"
 expect_exit 2 $E -m bert.st --format csv </dev/null
 # a --layers that is no layer spec is a usage error, as a bad --layer-weights is
 expect_exit 2 $E -m bert.st --layers foo </dev/null
@@ -200,6 +204,57 @@ cmp -s st.tsv cls.tsv || fail "sentence-transformers defaults (cls, normalize)"
 $E -m st --pool max -f tsv <in.txt >stmax.tsv
 $E -m bert.st --pool max --normalize -f tsv <in.txt >max.tsv
 cmp -s stmax.tsv max.tsv || fail "--pool overrides the folder's pooling"
+# several modes: side by side in sentence-transformers' order (max before
+# mean, whatever the order given), each half the single mode's vector
+$E -m bert.st --pool max -f tsv <in.txt >max1.tsv
+$E -m bert.st --pool mean -f tsv <in.txt >mean1.tsv
+$E -m bert.st --pool mean,max -f tsv <in.txt >mm.tsv
+head -1 mm.tsv | awk -F'\t' '{exit NF != 32}' || fail "--pool mean,max is not 2 x 16 wide"
+cut -f 1-16 mm.tsv | cmp -s - max1.tsv || fail "--pool mean,max: the first half is not max"
+cut -f 17-32 mm.tsv | cmp -s - mean1.tsv || fail "--pool mean,max: the second half is not mean"
+tfm-embed --threads 1 -m bert.st --pool max,mean -o mm.npy <in.txt 2>err
+head -c 128 mm.npy | grep -q "'shape': (3, 32)" || fail "--pool max,mean npy shape"
+expect_msg "32-wide vectors (layers last, pool max,mean)"
+# mean-sqrt-len: mean x sqrt(T) (T = 5: [CLS] the cat sat [SEP])
+printf 'the cat sat\n' | $E -m bert.st --pool mean-sqrt-len -f tsv >msl.tsv
+head -1 mean1.tsv >mean1a.tsv
+awk -F'\t' 'NR == FNR { for (i = 1; i <= NF; i++) m[i] = $i; next }
+    { for (i = 1; i <= NF; i++) { d = $i - m[i] * sqrt(5); if (d < 0) d = -d
+      if (d > 1e-5 * (1 + (m[i] < 0 ? -m[i] : m[i]) * 3)) exit 1 } }' mean1a.tsv msl.tsv ||
+    fail "--pool mean-sqrt-len is not mean x sqrt(5)"
+# a folder whose Pooling sets mean and max: 2 x 16, max then mean; with its
+# Normalize module, unit length over the whole (normalized after the
+# concatenation, as sentence-transformers does)
+mkdir st2 && cp bert.st st2/model.safetensors && mkdir st2/1_Pooling
+cat >st2/modules.json <<'JSON'
+[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+ {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+JSON
+echo '{"word_embedding_dimension": 16, "pooling_mode_cls_token": false,
+ "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": true,
+ "pooling_mode_mean_sqrt_len_tokens": false, "pooling_mode_weightedmean_tokens": false,
+ "pooling_mode_lasttoken": false, "include_prompt": true}' >st2/1_Pooling/config.json
+$E -m st2 -f tsv <in.txt >st2.tsv
+head -1 st2.tsv | awk -F'\t' '{exit NF != 32}' || fail "folder with mean and max: not 2 x 16 wide"
+cut -f 1-16 st2.tsv | cmp -s - max1.tsv || fail "folder with mean and max: the first half is not max"
+cut -f 17-32 st2.tsv | cmp -s - mean1.tsv || fail "folder with mean and max: the second half is not mean"
+cp st2/1_Pooling/config.json st/1_Pooling/config.json
+$E -m st -f tsv <in.txt >st2n.tsv
+$E -m bert.st --pool mean,max --normalize -f tsv <in.txt >mmn.tsv
+cmp -s st2n.tsv mmn.tsv || fail "folder with mean, max and Normalize"
+awk -F'\t' '{ s = 0; for (i = 1; i <= NF; i++) s += $i * $i; if (s < 0.9999 || s > 1.0001) exit 1 }' \
+    st2n.tsv || fail "Normalize after the concatenation"
+# a mode tfm does not have is an error naming its key, never ignored
+sed 's/"pooling_mode_weightedmean_tokens": false/"pooling_mode_weightedmean_tokens": true/' \
+    st2/1_Pooling/config.json >wm.json && mv wm.json st2/1_Pooling/config.json
+expect_exit 1 $E -m st2 -o wm.npy <in.txt
+expect_msg "st2/1_Pooling/config.json:3:"
+expect_msg "pooling_mode_weightedmean_tokens is set: tfm has no such pooling"
+[ ! -e wm.npy ] || fail "output after an unsupported pooling mode"
+echo '{"pooling_mode_mean_sqrt_len_tokens": true}' >st2/1_Pooling/config.json
+$E -m st2 -f tsv <in.txt >st2msl.tsv
+$E -m bert.st --pool mean-sqrt-len -f tsv <in.txt >msl3.tsv
+cmp -s st2msl.tsv msl3.tsv || fail "folder with pooling_mode_mean_sqrt_len_tokens"
 
 # a HuggingFace GPT-2 folder (config.json, model.safetensors, vocab.json +
 # merges.txt): tfm-embed, tfm-generate and tfm-eval read it with its tokenizer

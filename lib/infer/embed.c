@@ -110,11 +110,12 @@ void tfm_layer_sel_combine(const tfm_layer_sel *s, const float *const *hidden, s
 
 /* ---- pooling ---- */
 
-static const char *const pool_names[] = {"cls", "mean", "max", "last", "none"};
+static const char *const pool_names[TFM_POOL_N] = {"cls", "max", "mean", "mean-sqrt-len",
+                                                   "last", "none"};
 
 int tfm_pool_parse(const char *name)
 {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < TFM_POOL_N; i++)
         if (!strcmp(name, pool_names[i]))
             return i;
     return -1;
@@ -123,6 +124,58 @@ int tfm_pool_parse(const char *name)
 const char *tfm_pool_name(tfm_pool p)
 {
     return pool_names[p];
+}
+
+int tfm_pool_set_parse(const char *spec, unsigned *set, tfm_err *err)
+{
+    unsigned s = 0;
+    int n = 0;
+    for (const char *p = spec;; n++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char name[32];
+        int m = -1;
+        if (len < sizeof name) {
+            memcpy(name, p, len);
+            name[len] = 0;
+            m = tfm_pool_parse(name);
+        }
+        if (m < 0)
+            return tfm_err_set(err, "'%s': expected cls, mean, max, mean-sqrt-len, last or "
+                                    "none, or a comma list of them (mean,max)", spec);
+        if (s & TFM_POOL_SET(m))
+            return tfm_err_set(err, "'%s': %s twice", spec, name);
+        s |= TFM_POOL_SET(m);
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    if ((s & TFM_POOL_SET(TFM_POOL_NONE)) && n > 0)
+        return tfm_err_set(err, "'%s': none (every token's vector) cannot be in a list",
+                           spec);
+    *set = s;
+    return 0;
+}
+
+const char *tfm_pool_set_name(unsigned set, char *buf, size_t size)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int m = 0; m < TFM_POOL_N; m++)
+        if (set & TFM_POOL_SET(m)) {
+            int w = snprintf(buf + k, size > k ? size - k : 0, "%s%s", k ? "," : "",
+                             pool_names[m]);
+            k += w > 0 ? (size_t)w : 0;
+        }
+    return buf;
+}
+
+int tfm_pool_set_count(unsigned set)
+{
+    int n = 0;
+    for (int m = 0; m < TFM_POOL_N; m++)
+        n += (set & TFM_POOL_SET(m)) != 0;
+    return n;
 }
 
 void tfm_pool_rows(tfm_pool p, const float *x, int T, int D, float *out)
@@ -141,17 +194,28 @@ void tfm_pool_rows(tfm_pool p, const float *x, int T, int D, float *out)
                 out[i] = fmaxf(out[i], x[(size_t)t * D + i]);
         break;
     case TFM_POOL_MEAN:
+    case TFM_POOL_MEAN_SQRT_LEN:
     default: {
         /* in double: a long input's mean must not depend on the order */
+        const double div = p == TFM_POOL_MEAN_SQRT_LEN ? sqrt((double)T) : (double)T;
         for (int i = 0; i < D; i++) {
             double s = 0;
             for (int t = 0; t < T; t++)
                 s += x[(size_t)t * D + i];
-            out[i] = (float)(s / T);
+            out[i] = (float)(s / div);
         }
         break;
     }
     }
+}
+
+void tfm_pool_set_rows(unsigned set, const float *x, int T, int D, float *out)
+{
+    for (int m = 0; m < TFM_POOL_NONE; m++)
+        if (set & TFM_POOL_SET(m)) {
+            tfm_pool_rows((tfm_pool)m, x, T, D, out);
+            out += D;
+        }
 }
 
 void tfm_l2_normalize(float *x, int D)
@@ -185,17 +249,59 @@ void tfm_embed_opts_default(tfm_embed_opts *o, const tfm_model_config *cfg)
     int L = tfm_embedder_layers(cfg);
     tfm_err err;
     tfm_layer_sel_parse(&o->layers, "last", L, &err);
-    o->pool = cfg->kind == TFM_KIND_DECODER ? TFM_POOL_LAST : TFM_POOL_MEAN;
+    o->pools = TFM_POOL_SET(cfg->kind == TFM_KIND_DECODER ? TFM_POOL_LAST : TFM_POOL_MEAN);
     o->max_tokens = 4096;
 }
 
-static int st_flag(const tfm_json *cfg, const char *key)
+/* A Pooling module's pooling_mode_* keys, in its Pooling.forward's order;
+ * -1: a mode tfm does not have. */
+static const struct {
+    const char *key;
+    int mode;
+} st_modes[] = {
+    {"pooling_mode_cls_token", TFM_POOL_CLS},
+    {"pooling_mode_max_tokens", TFM_POOL_MAX},
+    {"pooling_mode_mean_tokens", TFM_POOL_MEAN},
+    {"pooling_mode_mean_sqrt_len_tokens", TFM_POOL_MEAN_SQRT_LEN},
+    {"pooling_mode_weightedmean_tokens", -1},
+    {"pooling_mode_lasttoken", TFM_POOL_LAST},
+};
+
+/* The set of a Pooling config.json: every pooling_mode_* that is true. */
+static int st_pooling(const tfm_json_doc *doc, const char *path, unsigned *pools, tfm_err *err)
 {
-    const tfm_json *j = tfm_json_get(cfg, key);
-    return j && j->type == TFM_JSON_BOOL && j->boolean;
+    const tfm_json *c = doc->root;
+    if (tfm_json_expect(doc, c, TFM_JSON_OBJECT, "a Pooling config", err) < 0)
+        return -1;
+    unsigned set = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const char *key = c->keys[i]->str;
+        const tfm_json *v = c->items[i];
+        if (strncmp(key, "pooling_mode_", 13))
+            continue;
+        if (v->type != TFM_JSON_BOOL)
+            return tfm_err_at(err, path, v->line, v->col, "%s: expected true or false", key);
+        if (!v->boolean)
+            continue;
+        int mode = -1;
+        for (size_t k = 0; k < sizeof st_modes / sizeof *st_modes; k++)
+            if (!strcmp(key, st_modes[k].key))
+                mode = st_modes[k].mode;
+        if (mode < 0)
+            return tfm_err_at(err, path, v->line, v->col, "%s is set: tfm has no such pooling "
+                              "(it has cls_token, max_tokens, mean_tokens, "
+                              "mean_sqrt_len_tokens, lasttoken)", key);
+        set |= TFM_POOL_SET(mode);
+    }
+    if (!set)
+        return tfm_err_set(err, "%s: no pooling_mode_* is set (tfm has cls_token, "
+                                "max_tokens, mean_tokens, mean_sqrt_len_tokens, lasttoken)",
+                           path);
+    *pools = set;
+    return 0;
 }
 
-int tfm_embed_st_defaults(const char *dir, tfm_pool *pool, int *normalize, tfm_err *err)
+int tfm_embed_st_defaults(const char *dir, unsigned *pools, int *normalize, tfm_err *err)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/modules.json", dir);
@@ -218,22 +324,11 @@ int tfm_embed_st_defaults(const char *dir, tfm_pool *pool, int *normalize, tfm_e
             continue;
         char pc[4400];
         snprintf(pc, sizeof pc, "%s/%s/config.json", dir, mpath->str);
+        tfm_json_doc_free(&pdoc);
         if (tfm_json_parse_file(&pdoc, pc, 0, err) < 0)
             goto out;
-        const tfm_json *c = pdoc.root;
-        if (st_flag(c, "pooling_mode_cls_token"))
-            *pool = TFM_POOL_CLS;
-        else if (st_flag(c, "pooling_mode_max_tokens"))
-            *pool = TFM_POOL_MAX;
-        else if (st_flag(c, "pooling_mode_lasttoken"))
-            *pool = TFM_POOL_LAST;
-        else if (st_flag(c, "pooling_mode_mean_tokens"))
-            *pool = TFM_POOL_MEAN;
-        else {
-            tfm_err_set(err, "%s: no pooling mode tfm knows (cls, mean, max, lasttoken) is "
-                             "set", pc);
+        if (st_pooling(&pdoc, pc, pools, err) < 0)
             goto out;
-        }
     }
     rc = 1;
 out:
@@ -270,6 +365,14 @@ int tfm_embedder_init(tfm_embedder *e, const tfm_model_config *cfg, const tfm_we
                                o->layers.layer[k], e->L);
         }
     e->D = tfm_layer_sel_dim(&o->layers, e->C);
+    const unsigned none = TFM_POOL_SET(TFM_POOL_NONE);
+    if (!o->pools || (o->pools & ~(none | (none - 1))) ||
+        ((o->pools & none) && o->pools != none)) {
+        tfm_fwd_free(&e->fwd);
+        return tfm_err_set(err, "pooling: none, or a set of cls, max, mean, mean-sqrt-len "
+                                "and last");
+    }
+    e->W = o->pools == none ? e->D : tfm_pool_set_count(o->pools) * e->D;
     tfm_fwd_pack_weights(&e->fwd);
     e->hidden = tfm_calloc((size_t)e->L + 1, sizeof *e->hidden);
     return 0;
@@ -342,22 +445,23 @@ static int run_batch(tfm_embedder *e, const tfm_embed_input *in, const size_t *o
     if (tfm_fwd_run(&e->fwd, &b, err) < 0)
         return -1;
     tfm_layer_sel_combine(&e->o.layers, (const float *const *)e->hidden, rows, e->C, e->comb);
-    const int D = e->D;
+    const int D = e->D, W = e->W;
     r = 0;
     for (int k = 0; k < n; k++) {
         int i = (int)order[k], T = in->len[i];
         const float *x = e->comb + r * D;
-        if (e->o.pool == TFM_POOL_NONE) {
+        if (e->o.pools == TFM_POOL_SET(TFM_POOL_NONE)) {
             float *o = out + out_row[i] * D;
             memcpy(o, x, sizeof(float) * (size_t)T * D);
             if (e->o.normalize)
                 for (int t = 0; t < T; t++)
                     tfm_l2_normalize(o + (size_t)t * D, D);
         } else {
-            float *o = out + (size_t)i * D;
-            tfm_pool_rows(e->o.pool, x, T, D, o);
+            /* normalized after concatenation, as sentence-transformers does */
+            float *o = out + (size_t)i * W;
+            tfm_pool_set_rows(e->o.pools, x, T, D, o);
             if (e->o.normalize)
-                tfm_l2_normalize(o, D);
+                tfm_l2_normalize(o, W);
         }
         r += (size_t)T;
     }
@@ -383,7 +487,7 @@ int tfm_embedder_run(tfm_embedder *e, const tfm_embed_input *in, float *out, tfm
     size_t *order = e->order;
     size_t *out_row = NULL;
     tfm_order_by_key(order, (size_t)in->n, input_len, in);
-    if (e->o.pool == TFM_POOL_NONE) {
+    if (e->o.pools == TFM_POOL_SET(TFM_POOL_NONE)) {
         out_row = tfm_malloc(sizeof(size_t) * (size_t)in->n);
         size_t r = 0;
         for (int i = 0; i < in->n; i++) {
@@ -417,15 +521,15 @@ int tfm_embedder_attention(tfm_embedder *e, const uint32_t *tok, const uint8_t *
     if (vec) {
         tfm_layer_sel_combine(&e->o.layers, (const float *const *)e->hidden, (size_t)len, e->C,
                               e->comb);
-        if (e->o.pool == TFM_POOL_NONE) {
+        if (e->o.pools == TFM_POOL_SET(TFM_POOL_NONE)) {
             memcpy(vec, e->comb, sizeof(float) * (size_t)len * e->D);
             if (e->o.normalize)
                 for (int t = 0; t < len; t++)
                     tfm_l2_normalize(vec + (size_t)t * e->D, e->D);
         } else {
-            tfm_pool_rows(e->o.pool, e->comb, len, e->D, vec);
+            tfm_pool_set_rows(e->o.pools, e->comb, len, e->D, vec);
             if (e->o.normalize)
-                tfm_l2_normalize(vec, e->D);
+                tfm_l2_normalize(vec, e->W);
         }
     }
     return 0;

@@ -24,8 +24,13 @@
  *
  * Pooling over an input's tokens (specials included, as sentence-
  * transformers does; batches are packed, so there is no padding to count):
- * cls (the first token), mean, max (per dimension), last (the last token),
- * none (every token's vector).  Normalize: each output vector to unit L2
+ * cls (the first token), max (per dimension), mean, mean-sqrt-len (the sum
+ * of the token vectors over sqrt(T)), last (the last token), none (every
+ * token's vector).  Several modes (a set, as a sentence-transformers
+ * Pooling module with several pooling_mode_* set) give their vectors side
+ * by side in sentence-transformers' order, that of the enum below:
+ * [cls | max | mean | mean-sqrt-len | last], k modes k x D wide.  none is
+ * alone.  Normalize: each output vector (after concatenation) to unit L2
  * norm (a zero vector stays zero).
  *
  * Batching: tfm_embedder_run sorts its inputs by length, cuts them into
@@ -70,20 +75,40 @@ int tfm_layer_sel_dim(const tfm_layer_sel *s, int C);
 void tfm_layer_sel_combine(const tfm_layer_sel *s, const float *const *hidden, size_t rows,
                            int C, float *out);
 
+/* In sentence-transformers' order of concatenation (its Pooling.forward;
+ * it has weightedmean between mean-sqrt-len and last, which tfm has not). */
 typedef enum tfm_pool {
     TFM_POOL_CLS,
-    TFM_POOL_MEAN,
     TFM_POOL_MAX,
+    TFM_POOL_MEAN,
+    TFM_POOL_MEAN_SQRT_LEN,
     TFM_POOL_LAST,
     TFM_POOL_NONE,
+    TFM_POOL_N
 } tfm_pool;
 
-/* "cls", "mean", "max", "last", "none" and back; -1 for an unknown name. */
+/* A set of modes: a bit for each. */
+#define TFM_POOL_SET(p) (1u << (p))
+
+/* "cls", "max", "mean", "mean-sqrt-len", "last", "none" and back; -1 for an
+ * unknown name. */
 int tfm_pool_parse(const char *name);
 const char *tfm_pool_name(tfm_pool p);
 
+/* A mode or a comma list of modes ("mean,max": their concatenation, in the
+ * enum's order whatever the list's).  none cannot be in a list, nor a mode
+ * twice.  Returns 0, or -1 with a message that starts with the spec (for
+ * the caller to put its option name before). */
+int tfm_pool_set_parse(const char *spec, unsigned *set, tfm_err *err);
+/* The set as tfm_pool_set_parse reads it, in the enum's order ("max,mean"). */
+const char *tfm_pool_set_name(unsigned set, char *buf, size_t size);
+/* Number of modes in the set. */
+int tfm_pool_set_count(unsigned set);
+
 /* out[D] = pooling of x[T, D] (T >= 1); none is not a pooling here. */
 void tfm_pool_rows(tfm_pool p, const float *x, int T, int D, float *out);
+/* out[k * D]: the set's k poolings side by side, in the enum's order. */
+void tfm_pool_set_rows(unsigned set, const float *x, int T, int D, float *out);
 /* x /= ||x|| (unchanged when 0). */
 void tfm_l2_normalize(float *x, int D);
 /* Cosine of a and b; 0 when either is zero. */
@@ -91,7 +116,7 @@ double tfm_cosine(const float *a, const float *b, int D);
 
 typedef struct tfm_embed_opts {
     tfm_layer_sel layers;
-    tfm_pool pool;
+    unsigned pools;        /* a set of TFM_POOL_SET(mode); none alone */
     int normalize;
     int max_tokens;        /* token budget of one forward batch */
 } tfm_embed_opts;
@@ -101,11 +126,13 @@ typedef struct tfm_embed_opts {
 void tfm_embed_opts_default(tfm_embed_opts *o, const tfm_model_config *cfg);
 
 /* sentence-transformers' folder layout: modules.json naming a Pooling
- * module (its config.json: pooling_mode_cls_token, _mean_tokens,
- * _max_tokens, _lasttoken) and a Normalize module.  Returns 1 and sets
- * *pool and *normalize when dir holds modules.json, 0 when it does not, -1
- * on a malformed file. */
-int tfm_embed_st_defaults(const char *dir, tfm_pool *pool, int *normalize, tfm_err *err);
+ * module (its config.json: pooling_mode_cls_token, _max_tokens,
+ * _mean_tokens, _mean_sqrt_len_tokens, _lasttoken; every one set is
+ * pooled, side by side) and a Normalize module.  Returns 1 and sets *pools
+ * and *normalize when dir holds modules.json, 0 when it does not, -1 on a
+ * malformed file or a pooling_mode_* set that tfm does not have (the
+ * message names the key). */
+int tfm_embed_st_defaults(const char *dir, unsigned *pools, int *normalize, tfm_err *err);
 
 /* A chunk of inputs: input i is tok[off[i] .. off[i] + len[i]) (and its
  * segment ids at the same places in seg, or seg NULL). */
@@ -120,7 +147,8 @@ typedef struct tfm_embed_input {
 typedef struct tfm_embedder {
     tfm_fwd fwd;
     tfm_embed_opts o;
-    int C, D, L;
+    int C, D, L;           /* D: a token's vector (the layer selection's width) */
+    int W;                 /* an output vector: k x D for k pooling modes, D for none */
     float **hidden;        /* [L + 1]: a buffer for each layer used */
     float *comb;           /* [max_tokens, D] */
     size_t rows;           /* capacity of the buffers in rows */
@@ -140,13 +168,14 @@ void tfm_embedder_free(tfm_embedder *e);
 /* Blocks of the stack an embedder runs for cfg. */
 int tfm_embedder_layers(const tfm_model_config *cfg);
 
-/* Pooled: out[i, D] for input i.  TFM_POOL_NONE: out[Σ len, D], input i's
+/* Pooled: out[i, W] for input i.  TFM_POOL_NONE: out[Σ len, D], input i's
  * tokens at rows off'[i] = Σ_{j<i} len[j] (input order).  Errors are
  * tfm_fwd_run's, naming the input's index in the chunk. */
 int tfm_embedder_run(tfm_embedder *e, const tfm_embed_input *in, float *out, tfm_err *err);
 
 /* One input alone, with its attention probabilities: attn [L, n_head, len,
- * len]; vec (may be NULL) as tfm_embedder_run would give it. */
+ * len]; vec (may be NULL; W floats, or len x D for none) as
+ * tfm_embedder_run would give it. */
 int tfm_embedder_attention(tfm_embedder *e, const uint32_t *tok, const uint8_t *seg, int len,
                            float *attn, float *vec, tfm_err *err);
 

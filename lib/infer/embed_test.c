@@ -129,11 +129,68 @@ static void test_pool(void **state)
     tfm_pool_rows(TFM_POOL_MAX, x, 3, 2, o);
     assert_float_equal(o[0], 3, 0);
     assert_float_equal(o[1], 5, 0);
+    /* mean-sqrt-len: the sum over sqrt(T): (1 + 3 - 4, -2 + 5 + 0.5) / sqrt(3) */
+    tfm_pool_rows(TFM_POOL_MEAN_SQRT_LEN, x, 3, 2, o);
+    assert_float_equal(o[0], 0, 1e-7);
+    assert_float_equal(o[1], 3.5 / sqrt(3.0), 1e-6);
+    const float y[4 * 1] = {1, 2, 3, 6}; /* T = 4, D = 1: 12 / 2 */
+    tfm_pool_rows(TFM_POOL_MEAN_SQRT_LEN, y, 4, 1, o);
+    assert_float_equal(o[0], 6, 0);
     /* one token: every pooling is that token */
     for (int p = TFM_POOL_CLS; p <= TFM_POOL_LAST; p++) {
         tfm_pool_rows((tfm_pool)p, x + 2, 1, 2, o);
         assert_float_equal(o[0], 3, 0);
     }
+}
+
+/* Sets of modes: parsed in any order, concatenated in sentence-
+ * transformers' order (cls, max, mean, mean_sqrt_len, lasttoken). */
+static void test_pool_set(void **state)
+{
+    (void)state;
+    unsigned set = 0;
+    char name[64];
+    tfm_err err = {0};
+    assert_int_equal(tfm_pool_parse("mean-sqrt-len"), TFM_POOL_MEAN_SQRT_LEN);
+    assert_string_equal(tfm_pool_name(TFM_POOL_MEAN_SQRT_LEN), "mean-sqrt-len");
+    assert_int_equal(tfm_pool_set_parse("mean", &set, &err), 0);
+    assert_int_equal(set, TFM_POOL_SET(TFM_POOL_MEAN));
+    assert_int_equal(tfm_pool_set_parse("mean,max", &set, &err), 0);
+    assert_int_equal(set, TFM_POOL_SET(TFM_POOL_MEAN) | TFM_POOL_SET(TFM_POOL_MAX));
+    assert_int_equal(tfm_pool_set_count(set), 2);
+    assert_string_equal(tfm_pool_set_name(set, name, sizeof name), "max,mean");
+    assert_int_equal(tfm_pool_set_parse("last,mean-sqrt-len,cls,mean,max", &set, &err), 0);
+    assert_string_equal(tfm_pool_set_name(set, name, sizeof name),
+                        "cls,max,mean,mean-sqrt-len,last");
+    assert_int_equal(tfm_pool_set_parse("none", &set, &err), 0);
+    assert_int_equal(set, TFM_POOL_SET(TFM_POOL_NONE));
+    set = 0;
+    assert_int_equal(tfm_pool_set_parse("mean,median", &set, &err), -1);
+    assert_string_equal(err.msg, "'mean,median': expected cls, mean, max, mean-sqrt-len, "
+                                 "last or none, or a comma list of them (mean,max)");
+    assert_int_equal(tfm_pool_set_parse("mean,", &set, &err), -1);
+    assert_int_equal(tfm_pool_set_parse("max,max", &set, &err), -1);
+    assert_string_equal(err.msg, "'max,max': max twice");
+    assert_int_equal(tfm_pool_set_parse("mean,none", &set, &err), -1);
+    assert_string_equal(err.msg, "'mean,none': none (every token's vector) cannot be in a list");
+    assert_int_equal(set, 0); /* untouched on error */
+
+    /* T = 3, D = 2; every mode hand-computed */
+    const float x[3 * 2] = {1, -2, 3, 5, -4, 0.5f};
+    float o[5 * 2];
+    tfm_pool_set_rows(TFM_POOL_SET(TFM_POOL_MEAN) | TFM_POOL_SET(TFM_POOL_MAX), x, 3, 2, o);
+    assert_float_equal(o[0], 3, 0); /* max first */
+    assert_float_equal(o[1], 5, 0);
+    assert_float_equal(o[2], 0, 1e-7); /* then mean */
+    assert_float_equal(o[3], 3.5f / 3, 1e-6);
+    tfm_pool_set_rows(0x1f, x, 3, 2, o); /* all five */
+    const float want[5 * 2] = {1, -2,                                  /* cls */
+                               3, 5,                                   /* max */
+                               0, 3.5f / 3,                            /* mean */
+                               0, (float)(3.5 / sqrt(3.0)),            /* mean-sqrt-len */
+                               -4, 0.5f};                              /* last */
+    for (int k = 0; k < 10; k++)
+        assert_float_equal(o[k], want[k], 1e-6);
 }
 
 static void test_normalize_cosine(void **state)
@@ -187,16 +244,26 @@ static void check_batching(tfm_kind kind)
         tok[r] = (uint32_t)((r * 7 + 3) % 40);
         seg[r] = kind == TFM_KIND_ENCODER && r % 3 == 0;
     }
-    for (int pool = TFM_POOL_CLS; pool <= TFM_POOL_NONE; pool++) {
+    /* each mode alone, then max,mean and all five side by side */
+    const unsigned sets[] = {
+        TFM_POOL_SET(TFM_POOL_CLS), TFM_POOL_SET(TFM_POOL_MAX), TFM_POOL_SET(TFM_POOL_MEAN),
+        TFM_POOL_SET(TFM_POOL_MEAN_SQRT_LEN), TFM_POOL_SET(TFM_POOL_LAST),
+        TFM_POOL_SET(TFM_POOL_NONE), TFM_POOL_SET(TFM_POOL_MAX) | TFM_POOL_SET(TFM_POOL_MEAN),
+        0x1f};
+    float single[TFM_POOL_N][N * 16];
+    for (size_t si = 0; si < sizeof sets / sizeof *sets; si++) {
+        const unsigned pool = sets[si];
         tfm_embed_opts o;
         tfm_embed_opts_default(&o, &cfg);
         assert_int_equal(tfm_layer_sel_parse(&o.layers, "sum-all", 3, &err), 0);
-        o.pool = (tfm_pool)pool;
+        o.pools = pool;
         o.max_tokens = 13; /* several batches; the 12s alone */
         tfm_embedder e;
         assert_int_equal(tfm_embedder_init(&e, &cfg, &w, &o, &err), 0);
-        const int D = e.D, none = pool == TFM_POOL_NONE;
-        float all[64 * 16], one[64 * 16];
+        const int none = pool == TFM_POOL_SET(TFM_POOL_NONE);
+        const int D = e.W, k = tfm_pool_set_count(pool);
+        assert_int_equal(e.W, none ? 16 : k * 16);
+        float all[64 * 16 * 5], one[64 * 16 * 5];
         tfm_embed_input in = {.n = N, .tok = tok, .seg = kind == TFM_KIND_ENCODER ? seg : NULL,
                               .off = off, .len = len};
         assert_int_equal(tfm_embedder_run(&e, &in, all, &err), 0);
@@ -206,10 +273,49 @@ static void check_batching(tfm_kind kind)
                                    .off = &o0, .len = &len[i]};
             assert_int_equal(tfm_embedder_run(&e, &in1, one, &err), 0);
             const float *got = all + (none ? off[i] : (size_t)i) * D;
-            for (int k = 0; k < (none ? len[i] : 1) * D; k++)
-                assert_float_equal(got[k], one[k], 1e-5 * (1 + fabsf(one[k])));
+            for (int j = 0; j < (none ? len[i] : 1) * D; j++)
+                assert_float_equal(got[j], one[j], 1e-5 * (1 + fabsf(one[j])));
+        }
+        if (k == 1 && !none) {
+            for (int m = 0; m < TFM_POOL_NONE; m++)
+                if (pool == TFM_POOL_SET(m))
+                    memcpy(single[m], all, sizeof(float) * N * 16);
+        } else if (!none) {
+            /* a set: each mode's own vector, to the bit, in the enum's order */
+            for (int i = 0; i < N; i++) {
+                int part = 0;
+                for (int m = 0; m < TFM_POOL_NONE; m++)
+                    if (pool & TFM_POOL_SET(m))
+                        assert_memory_equal(all + (size_t)i * D + (size_t)part++ * 16,
+                                            single[m] + (size_t)i * 16, sizeof(float) * 16);
+            }
         }
         tfm_embedder_free(&e);
+    }
+    /* normalized after the concatenation: unit length over all 2 x 16 */
+    {
+        tfm_embed_opts o;
+        tfm_embed_opts_default(&o, &cfg);
+        o.pools = TFM_POOL_SET(TFM_POOL_MAX) | TFM_POOL_SET(TFM_POOL_MEAN);
+        o.normalize = 1;
+        tfm_embedder e;
+        assert_int_equal(tfm_embedder_init(&e, &cfg, &w, &o, &err), 0);
+        float v[N * 32];
+        tfm_embed_input in = {.n = N, .tok = tok, .seg = kind == TFM_KIND_ENCODER ? seg : NULL,
+                              .off = off, .len = len};
+        assert_int_equal(tfm_embedder_run(&e, &in, v, &err), 0);
+        for (int i = 0; i < N; i++) {
+            double s = 0;
+            for (int j = 0; j < 32; j++)
+                s += (double)v[i * 32 + j] * v[i * 32 + j];
+            assert_float_equal(s, 1.0, 1e-5);
+        }
+        tfm_embedder_free(&e);
+        /* none with another mode, or nothing, is refused */
+        o.pools = TFM_POOL_SET(TFM_POOL_NONE) | TFM_POOL_SET(TFM_POOL_MEAN);
+        assert_int_equal(tfm_embedder_init(&e, &cfg, &w, &o, &err), -1);
+        o.pools = 0;
+        assert_int_equal(tfm_embedder_init(&e, &cfg, &w, &o, &err), -1);
     }
     /* the attention pass gives the same vector and rows of probabilities
      * summing to 1 (decoders: nothing above the diagonal) */
@@ -317,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_layer_errors),
         cmocka_unit_test(test_combine),
         cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_pool_set),
         cmocka_unit_test(test_normalize_cosine),
         cmocka_unit_test(test_batching_encoder),
         cmocka_unit_test(test_batching_decoder),

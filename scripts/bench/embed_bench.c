@@ -139,7 +139,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "embed_bench: %s\n", err.msg);
         return 1;
     }
-    float *out = tfm_malloc(sizeof(float) * (size_t)n * e.D);
+    float *out = tfm_malloc(sizeof(float) * (size_t)n * e.W);
     tfm_embed_input in = {.n = n, .tok = ids.data, .seg = (const uint8_t *)seg.data,
                           .off = off, .len = len};
     double *ms = tfm_malloc(sizeof(double) * (size_t)(repeats + 1));

@@ -161,6 +161,11 @@ printf 'the cat the cat\n' | $E -m bert.st -f tsv >l4.tsv
 sed -n 2p l6.tsv >l6b.tsv
 awk "BEGIN { exit !($(maxdiff l6b.tsv l4.tsv) < 1e-5) }" ||
     fail "--max-len 6 is not [CLS] + the first 4 tokens + [SEP]"
+# a pair is cut longest-first: the long A gives up its tail, B stays whole
+printf '%s\tthe dog\n' "$long" | $E -m bert.st --max-len 8 -f tsv >p8.tsv
+printf 'the cat the\tthe dog\n' | $E -m bert.st -f tsv >p8want.tsv
+awk "BEGIN { exit !($(maxdiff p8.tsv p8want.tsv) < 1e-5) }" ||
+    fail "--max-len 8 on a pair is not [CLS] + 3 of A + [SEP] + B + [SEP]"
 
 # attention: [layers, heads, T, T] rows summing to 1; one file per line with %d
 printf 'the cat sat\n' | $E -m bert.st --attention att.npy -o /dev/null

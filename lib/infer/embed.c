@@ -432,7 +432,8 @@ int tfm_embedder_attention(tfm_embedder *e, const uint32_t *tok, const uint8_t *
 /* ---- text to inputs ---- */
 
 size_t tfm_embed_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, const char *a,
-                        size_t na, const char *b, size_t nb, tfm_ids *ids, tfm_buf *seg)
+                        size_t na, const char *b, size_t nb, size_t max, tfm_ids *ids,
+                        tfm_buf *seg)
 {
     const tfm_tok_specials *sp = tfm_tokenizer_specials(tok);
     size_t n0 = ids->len;
@@ -440,21 +441,52 @@ size_t tfm_embed_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, cons
     if (bert)
         tfm_ids_push(ids, (uint32_t)sp->cls);
     tfm_tokenizer_encode(tok, scratch, a, na, 0, ids);
+    size_t a_end = ids->len; /* A's tokens are [n0 + bert, a_end) */
     if (bert)
         tfm_ids_push(ids, (uint32_t)sp->sep);
     size_t na_ids = ids->len - n0;
+    size_t b_end = ids->len;
     if (b) {
         if (!bert && sp->eos >= 0)
             tfm_ids_push(ids, (uint32_t)sp->eos);
         na_ids = ids->len - n0;
         tfm_tokenizer_encode(tok, scratch, b, nb, 0, ids);
+        b_end = ids->len;
         if (bert)
             tfm_ids_push(ids, (uint32_t)sp->sep);
     }
+    size_t got = ids->len - n0;
     if (seg)
         for (size_t i = n0; i < ids->len; i++)
             tfm_buf_putc(seg, (char)(b && bert && i - n0 >= na_ids ? 1 : 0));
-    return ids->len - n0;
+    if (!max || got <= max)
+        return got;
+    if (!b) {
+        tfm_embed_truncate(tok, ids, seg, n0, max);
+        return got;
+    }
+    /* A pair loses tokens longest-first, as in training (ftdata.h), so that
+     * a long A does not leave B out. */
+    size_t a0 = n0 + (size_t)bert, b0 = n0 + na_ids;
+    size_t la = a_end - a0, lb = b_end - b0, specials = got - la - lb, ka, kb;
+    tfm_tok_pair_truncate(la, lb, max > specials ? max - specials : 0, &ka, &kb);
+    /* the separators, the kept B and its [SEP] move up after the kept A
+     * (seg, when given, runs beside ids) */
+    size_t w = a0 + ka;
+    for (size_t i = a_end; i < ids->len; i++) {
+        if (i >= b0 + kb && i < b_end)
+            continue;
+        ids->data[w] = ids->data[i];
+        if (seg)
+            seg->data[w] = seg->data[i];
+        w++;
+    }
+    ids->len = w;
+    if (seg)
+        seg->len = w;
+    if (ids->len - n0 > max) /* fewer positions than specials */
+        tfm_embed_truncate(tok, ids, seg, n0, max);
+    return got;
 }
 
 void tfm_embed_truncate(const tfm_tokenizer *tok, tfm_ids *ids, tfm_buf *seg, size_t from,

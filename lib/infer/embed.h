@@ -154,9 +154,13 @@ int tfm_embedder_attention(tfm_embedder *e, const uint32_t *tok, const uint8_t *
  * with a tokenizer that has [CLS] and [SEP], [CLS] A [SEP], or for a pair
  * (b not NULL) [CLS] A [SEP] B [SEP] with segments 0 then 1; otherwise the
  * text's tokens (b appended after an end-of-text token, if the tokenizer
- * has one).  Returns the number of ids appended. */
+ * has one).  With max > 0 an input longer than max is cut to max: a pair
+ * longest-first (text/tokenizer.h's tfm_tok_pair_truncate, as training
+ * cuts it), one text to its head (tfm_embed_truncate).  seg, when given,
+ * has the same length as ids.  Returns the number of ids before cutting. */
 size_t tfm_embed_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, const char *a,
-                        size_t na, const char *b, size_t nb, tfm_ids *ids, tfm_buf *seg);
+                        size_t na, const char *b, size_t nb, size_t max, tfm_ids *ids,
+                        tfm_buf *seg);
 
 /* Truncates ids (and seg) from position `from` to keep max in all: the
  * head of the input, keeping its last token when that is [SEP]. */

@@ -420,6 +420,28 @@ void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, cons
         encode_span(t, scratch, text + start, len - start, out);
 }
 
+int tfm_tok_pair_truncate(size_t na, size_t nb, size_t max, size_t *keep_a, size_t *keep_b)
+{
+    *keep_a = na;
+    *keep_b = nb;
+    if (na + nb <= max)
+        return 0;
+    size_t lo = na < nb ? na : nb;
+    if (2 * lo <= max) {
+        /* only the longer one is cut, down to what the shorter leaves */
+        if (na > nb)
+            *keep_a = max - nb;
+        else
+            *keep_b = max - na;
+    } else {
+        /* both reach the same length, then lose a token each in turn, the
+         * second first: A keeps the odd one */
+        *keep_a = max - max / 2;
+        *keep_b = max / 2;
+    }
+    return 1;
+}
+
 int tfm_tokenizer_decode(const tfm_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,
                          tfm_buf *out, tfm_err *err)
 {

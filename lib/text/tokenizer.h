@@ -79,6 +79,13 @@ void tfm_tokenizer_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
 int tfm_tokenizer_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n,
                          int skip_special, tfm_buf *out, tfm_err *err);
 
+/* Longest-first truncation of a pair of token sequences of na and nb
+ * tokens to at most max together, as BERT's truncate_seq_pair and
+ * HuggingFace's longest_first do: while the pair is too long, the last
+ * token of the longer one goes (of the second when they tie).  Sets *keep_a
+ * and *keep_b; returns 1 if anything was cut. */
+int tfm_tok_pair_truncate(size_t na, size_t nb, size_t max, size_t *keep_a, size_t *keep_b);
+
 /* Training. */
 typedef struct tfm_tok_train_opts {
     tfm_tok_kind kind;

@@ -159,6 +159,43 @@ static void test_model_file(void **state)
     tfm_buf_free(&file);
 }
 
+/* BERT's truncate_seq_pair, literally: pop from the longer, B on a tie. */
+static void pop_longer(size_t *a, size_t *b, size_t max)
+{
+    while (*a + *b > max) {
+        if (*a > *b)
+            (*a)--;
+        else
+            (*b)--;
+    }
+}
+
+static void test_pair_truncate(void **state)
+{
+    (void)state;
+    size_t ka, kb;
+    /* a long B keeps the room A leaves, not nothing */
+    assert_int_equal(tfm_tok_pair_truncate(10, 100, 61, &ka, &kb), 1);
+    assert_int_equal(ka, 10);
+    assert_int_equal(kb, 51);
+    assert_int_equal(tfm_tok_pair_truncate(40, 50, 61, &ka, &kb), 1);
+    assert_int_equal(ka, 31);
+    assert_int_equal(kb, 30);
+    assert_int_equal(tfm_tok_pair_truncate(3, 4, 7, &ka, &kb), 0);
+    assert_int_equal(ka, 3);
+    assert_int_equal(kb, 4);
+    for (size_t na = 0; na < 24; na++)
+        for (size_t nb = 0; nb < 24; nb++)
+            for (size_t max = 0; max < 50; max++) {
+                size_t a = na, b = nb;
+                pop_longer(&a, &b, max);
+                int cut = tfm_tok_pair_truncate(na, nb, max, &ka, &kb);
+                if (ka != a || kb != b || cut != (na + nb > max))
+                    fail_msg("%zu+%zu in %zu: got %zu+%zu, want %zu+%zu", na, nb, max, ka, kb,
+                             a, b);
+            }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_bert_json),
         cmocka_unit_test(test_vocab_txt_duplicates),
         cmocka_unit_test(test_model_file),
+        cmocka_unit_test(test_pair_truncate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -82,6 +82,12 @@ head -c 128 tok.offsets.npy | grep -q "'descr': '<i8'.*'shape': (4,)" ||
 $E -m bert.st --pool none -f jsonl <in.txt >tok.jsonl
 grep -q '"token":"\[CLS\]","id":[0-9]*,"start":-1,"end":-1' tok.jsonl || fail "jsonl [CLS]"
 grep -q '"token":"dog","id":[0-9]*,"start":4,"end":7' tok.jsonl || fail "jsonl byte offsets"
+# offsets through accent stripping and lowercasing: "Th\303\251" gives "the"
+# over its 4 bytes (the pieces used to be searched for in the raw text)
+printf 'Th\303\251 dog\n' | $E -m bert.st --pool none -f jsonl >acc.jsonl
+grep -q '"token":"the","id":[0-9]*,"start":0,"end":4' acc.jsonl ||
+    fail "offsets after accent stripping: $(cut -c 1-300 acc.jsonl)"
+grep -q '"token":"dog","id":[0-9]*,"start":5,"end":8' acc.jsonl || fail "offsets after the accent"
 
 # --normalize: unit vectors
 $E -m bert.st --normalize -f tsv <in.txt | awk -F'\t' '{ s = 0; for (i = 1; i <= NF; i++)

@@ -537,6 +537,12 @@ void tfm_token_spans(const tfm_tokenizer *tok, const char *text, size_t len,
     tfm_buf t = {0};
     tfm_err err;
     size_t cur = 0;
+    /* The spans the tokenizer gives through its normalization, taken while
+     * ids follow its encoding of text; searching the pieces is only the
+     * fallback for ids that do not. */
+    tfm_ids re = {0}, rs = {0}, rend = {0};
+    tfm_tokenizer_encode_spans(tok, NULL, text, len, 0, &re, &rs, &rend);
+    size_t j = 0;
     for (size_t i = 0; i < n; i++) {
         tfm_buf_clear(&t);
         int special = (int64_t)ids[i] == sp->cls || (int64_t)ids[i] == sp->sep ||
@@ -552,7 +558,12 @@ void tfm_token_spans(const tfm_tokenizer *tok, const char *text, size_t len,
             t.len = 0;
         }
         start[i] = end[i] = -1;
-        if (!special && kind == TFM_TOK_BPE) {
+        if (!special && j < re.len && re.data[j] == ids[i]) {
+            start[i] = (long)rs.data[j];
+            end[i] = (long)rend.data[j];
+            cur = (size_t)end[i];
+            j++;
+        } else if (!special && kind == TFM_TOK_BPE) {
             /* decode(encode(x)) == x: the bytes follow each other exactly */
             if (cur + t.len <= len && !memcmp(text + cur, t.data, t.len)) {
                 start[i] = (long)cur;
@@ -573,4 +584,7 @@ void tfm_token_spans(const tfm_tokenizer *tok, const char *text, size_t len,
         }
     }
     tfm_buf_free(&t);
+    tfm_ids_free(&re);
+    tfm_ids_free(&rs);
+    tfm_ids_free(&rend);
 }

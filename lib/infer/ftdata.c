@@ -442,7 +442,10 @@ int tfm_ft_read(tfm_ft_data *d, tfm_ft_task task, const char *text, size_t len,
     grow g = {0};
     d->jsonl = is_jsonl(text, len);
     int rc = 0;
-    if (task == TFM_FT_SPAN && !d->jsonl && !blank_line(text, len))
+    long bad = tfm_utf8_invalid_line(text, len);
+    if (bad) /* TSV, CoNLL and JSON Lines alike */
+        rc = tfm_err_at(err, name, bad, 0, "invalid UTF-8");
+    else if (task == TFM_FT_SPAN && !d->jsonl && !blank_line(text, len))
         rc = tfm_err_at(err, name, 1, 0, "expected JSON Lines: one {\"context\": ..., "
                         "\"question\": ..., \"answers\": ...} object a line");
     else if (task == TFM_FT_TAG && !d->jsonl)

@@ -108,6 +108,13 @@ static void test_classify_tsv(void **state)
     read_fails(TFM_FT_CLASSIFY, "a\tb\tc\td\n", "t.tsv", 1, -1, "t.tsv:1: 4 fields");
     read_fails(TFM_FT_CLASSIFY, "pos\tok\n \tfoo\n", "t.tsv", 1, -1, "t.tsv:2: empty label");
     read_fails(TFM_FT_CLASSIFY, "pos\t\n", "t.tsv", 1, -1, "t.tsv:1: empty text");
+    /* invalid UTF-8: the same message in TSV, CoNLL and JSON Lines */
+    read_fails(TFM_FT_CLASSIFY, "pos\tgood\nneg\tb\xe9te\n", "t.tsv", 1, -1,
+               "t.tsv:2: invalid UTF-8");
+    read_fails(TFM_FT_TAG, "a\tO\n\nb\xc3\tB-X\n", "t.conll", 1, -1,
+               "t.conll:3: invalid UTF-8");
+    read_fails(TFM_FT_CLASSIFY, "{\"label\": \"x\", \"text\": \"\xff\"}\n", "t.jsonl", 1, -1,
+               "t.jsonl:1: invalid UTF-8");
     read_fails(TFM_FT_CLASSIFY, "pos\tgood\nbad\n", "p.tsv", 0, 0,
                "p.tsv:2: no gold data, but line 1 has (every example");
     read_fails(TFM_FT_CLASSIFY, "\n\n", "e.tsv", 1, -1, "e.tsv: no examples");

@@ -59,7 +59,8 @@ size_t tfm_utf8_encode(uint32_t cp, unsigned char *d)
     return 4;
 }
 
-int tfm_utf8_valid(const unsigned char *s, size_t n)
+/* Length of the valid UTF-8 that starts s[0..n). */
+static size_t valid_prefix(const unsigned char *s, size_t n)
 {
     size_t i = 0, adv;
     while (i < n) {
@@ -68,10 +69,27 @@ int tfm_utf8_valid(const unsigned char *s, size_t n)
             continue;
         }
         if (tfm_utf8_decode(s + i, n - i, &adv) < 0)
-            return 0;
+            break;
         i += adv;
     }
-    return 1;
+    return i;
+}
+
+int tfm_utf8_valid(const unsigned char *s, size_t n)
+{
+    return valid_prefix(s, n) == n;
+}
+
+long tfm_utf8_invalid_line(const char *text, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t bad = valid_prefix(s, len);
+    if (bad == len)
+        return 0;
+    long line = 1;
+    for (size_t i = 0; i < bad; i++)
+        line += s[i] == '\n';
+    return line;
 }
 
 void tfm_utf8_lower(const char *s, size_t n, tfm_buf *out)

@@ -30,4 +30,9 @@ void tfm_utf8_lower_src(const char *s, size_t n, struct tfm_buf *out, struct tfm
 /* 1 when s[0..n) is valid UTF-8. */
 int tfm_utf8_valid(const unsigned char *s, size_t n);
 
+/* 0 when text[0..len) is valid UTF-8, else the line (1-based) of its first
+ * invalid byte: every reader of text input reports "file:line: invalid
+ * UTF-8" from it. */
+long tfm_utf8_invalid_line(const char *text, size_t len);
+
 #endif

@@ -200,7 +200,8 @@ static void add_input(app *a, chunk *c, long line, const char *s, size_t n, cons
         c->text_len = tfm_realloc(c->text_len, sizeof *c->text_len * c->cap);
     }
     size_t from = c->ids.len;
-    size_t got = tfm_embed_encode(a->lm.tok, a->scratch, s, n, b, nb, &c->ids, &c->seg);
+    size_t got = tfm_embed_encode(a->lm.tok, a->scratch, s, n, b, nb,
+                                  a->truncate_error ? 0 : (size_t)a->max_len, &c->ids, &c->seg);
     if (got == 0)
         fail_line(a, line, "%s", "an empty input gives no tokens with this model's tokenizer "
                                  "(no special tokens); --skip-empty skips empty lines");
@@ -211,8 +212,7 @@ static void add_input(app *a, chunk *c, long line, const char *s, size_t n, cons
                      "--truncate head keeps the first ones)", got, a->max_len);
             fail_line(a, line, "%s", msg);
         }
-        tfm_embed_truncate(a->lm.tok, &c->ids, &c->seg, from, (size_t)a->max_len);
-        a->n_truncated++;
+        a->n_truncated++; /* already cut */
     }
     int i = c->n++;
     c->off[i] = from;

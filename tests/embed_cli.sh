@@ -92,6 +92,12 @@ head -c 128 tok.offsets.npy | grep -q "'descr': '<i8'.*'shape': (4,)" ||
 $E -m bert.st --pool none -f jsonl <in.txt >tok.jsonl
 grep -q '"token":"\[CLS\]","id":[0-9]*,"start":-1,"end":-1' tok.jsonl || fail "jsonl [CLS]"
 grep -q '"token":"dog","id":[0-9]*,"start":4,"end":7' tok.jsonl || fail "jsonl byte offsets"
+# offsets through accent stripping and lowercasing: "Th\303\251" gives "the"
+# over its 4 bytes (the pieces used to be searched for in the raw text)
+printf 'Th\303\251 dog\n' | $E -m bert.st --pool none -f jsonl >acc.jsonl
+grep -q '"token":"the","id":[0-9]*,"start":0,"end":4' acc.jsonl ||
+    fail "offsets after accent stripping: $(cut -c 1-300 acc.jsonl)"
+grep -q '"token":"dog","id":[0-9]*,"start":5,"end":8' acc.jsonl || fail "offsets after the accent"
 
 # --normalize: unit vectors
 $E -m bert.st --normalize -f tsv <in.txt | awk -F'\t' '{ s = 0; for (i = 1; i <= NF; i++)
@@ -171,6 +177,11 @@ printf 'the cat the cat\n' | $E -m bert.st -f tsv >l4.tsv
 sed -n 2p l6.tsv >l6b.tsv
 awk "BEGIN { exit !($(maxdiff l6b.tsv l4.tsv) < 1e-5) }" ||
     fail "--max-len 6 is not [CLS] + the first 4 tokens + [SEP]"
+# a pair is cut longest-first: the long A gives up its tail, B stays whole
+printf '%s\tthe dog\n' "$long" | $E -m bert.st --max-len 8 -f tsv >p8.tsv
+printf 'the cat the\tthe dog\n' | $E -m bert.st -f tsv >p8want.tsv
+awk "BEGIN { exit !($(maxdiff p8.tsv p8want.tsv) < 1e-5) }" ||
+    fail "--max-len 8 on a pair is not [CLS] + 3 of A + [SEP] + B + [SEP]"
 
 # attention: [layers, heads, T, T] rows summing to 1; one file per line with %d
 printf 'the cat sat\n' | $E -m bert.st --attention att.npy -o /dev/null

@@ -114,6 +114,8 @@ expect_fail 1 "tfm-eval: bad.tsv:2: 4 fields: expected [label<TAB>]text (the mod
     tfm-eval classify -m run/model.safetensors bad.tsv
 { head -1 test.jsonl; printf '{"label": "pos", "text": \n'; } > bad.jsonl
 expect_fail 1 "tfm-eval: bad.jsonl:2:" tfm-eval classify -m run/model.safetensors bad.jsonl
+{ head -1 test.tsv; printf 'pos\tun caf\351 noir\n'; } > latin1.tsv
+expect_fail 1 "tfm-eval: latin1.tsv:2: invalid UTF-8" tfm-eval classify -m run/model.safetensors latin1.tsv
 printf 'neg\ta\tb\n' > pair.tsv
 expect_fail 1 "tfm-eval: pair.tsv:1: 3 fields: expected [label<TAB>]text (the model reads one text)" \
     tfm-eval classify -m run/model.safetensors pair.tsv

@@ -95,6 +95,12 @@ expect_fail 1 "tfm-eval: missing.conll:2: 1 column, but line 1 has 2" \
 printf '{"tokens": ["a", "b"], "tags": ["O"]}\n' > short.jsonl
 expect_fail 1 "tfm-eval: short.jsonl:1:32: \"tags\" must be an array of 2 tags, one per token" \
     tfm-eval tag -m run/model.safetensors short.jsonl
+{ head -3 test.conll; printf 'p\351ris\tB-LOC\n\n'; } > latin1.conll
+expect_fail 1 "tfm-eval: latin1.conll:4: invalid UTF-8" tfm-eval tag -m run/model.safetensors latin1.conll
+expect_fail 1 "tfm-train: latin1.conll:4: invalid UTF-8" \
+    tfm-train -q -c tag.yaml --set data.text=latin1.conll -o bad
+expect_fail 1 "tfm-eval: latin1.conll:4: invalid UTF-8" \
+    tfm-eval score -q --task tag --gold latin1.conll test.conll
 { head -8 train.conll; printf 'cat\n'; } > badtrain.conll
 expect_fail 1 "tfm-train: badtrain.conll:9: one column: expected word<TAB>tag" \
     tfm-train -q -c tag.yaml --set data.text=badtrain.conll -o bad

@@ -538,7 +538,8 @@ int tfm_embedder_attention(tfm_embedder *e, const uint32_t *tok, const uint8_t *
 /* ---- text to inputs ---- */
 
 size_t tfm_embed_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, const char *a,
-                        size_t na, const char *b, size_t nb, tfm_ids *ids, tfm_buf *seg)
+                        size_t na, const char *b, size_t nb, size_t max, tfm_ids *ids,
+                        tfm_buf *seg)
 {
     const tfm_tok_specials *sp = tfm_tokenizer_specials(tok);
     size_t n0 = ids->len;
@@ -546,21 +547,52 @@ size_t tfm_embed_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, cons
     if (bert)
         tfm_ids_push(ids, (uint32_t)sp->cls);
     tfm_tokenizer_encode(tok, scratch, a, na, 0, ids);
+    size_t a_end = ids->len; /* A's tokens are [n0 + bert, a_end) */
     if (bert)
         tfm_ids_push(ids, (uint32_t)sp->sep);
     size_t na_ids = ids->len - n0;
+    size_t b_end = ids->len;
     if (b) {
         if (!bert && sp->eos >= 0)
             tfm_ids_push(ids, (uint32_t)sp->eos);
         na_ids = ids->len - n0;
         tfm_tokenizer_encode(tok, scratch, b, nb, 0, ids);
+        b_end = ids->len;
         if (bert)
             tfm_ids_push(ids, (uint32_t)sp->sep);
     }
+    size_t got = ids->len - n0;
     if (seg)
         for (size_t i = n0; i < ids->len; i++)
             tfm_buf_putc(seg, (char)(b && bert && i - n0 >= na_ids ? 1 : 0));
-    return ids->len - n0;
+    if (!max || got <= max)
+        return got;
+    if (!b) {
+        tfm_embed_truncate(tok, ids, seg, n0, max);
+        return got;
+    }
+    /* A pair loses tokens longest-first, as in training (ftdata.h), so that
+     * a long A does not leave B out. */
+    size_t a0 = n0 + (size_t)bert, b0 = n0 + na_ids;
+    size_t la = a_end - a0, lb = b_end - b0, specials = got - la - lb, ka, kb;
+    tfm_tok_pair_truncate(la, lb, max > specials ? max - specials : 0, &ka, &kb);
+    /* the separators, the kept B and its [SEP] move up after the kept A
+     * (seg, when given, runs beside ids) */
+    size_t w = a0 + ka;
+    for (size_t i = a_end; i < ids->len; i++) {
+        if (i >= b0 + kb && i < b_end)
+            continue;
+        ids->data[w] = ids->data[i];
+        if (seg)
+            seg->data[w] = seg->data[i];
+        w++;
+    }
+    ids->len = w;
+    if (seg)
+        seg->len = w;
+    if (ids->len - n0 > max) /* fewer positions than specials */
+        tfm_embed_truncate(tok, ids, seg, n0, max);
+    return got;
 }
 
 void tfm_embed_truncate(const tfm_tokenizer *tok, tfm_ids *ids, tfm_buf *seg, size_t from,
@@ -611,6 +643,12 @@ void tfm_token_spans(const tfm_tokenizer *tok, const char *text, size_t len,
     tfm_buf t = {0};
     tfm_err err;
     size_t cur = 0;
+    /* The spans the tokenizer gives through its normalization, taken while
+     * ids follow its encoding of text; searching the pieces is only the
+     * fallback for ids that do not. */
+    tfm_ids re = {0}, rs = {0}, rend = {0};
+    tfm_tokenizer_encode_spans(tok, NULL, text, len, 0, &re, &rs, &rend);
+    size_t j = 0;
     for (size_t i = 0; i < n; i++) {
         tfm_buf_clear(&t);
         int special = (int64_t)ids[i] == sp->cls || (int64_t)ids[i] == sp->sep ||
@@ -626,7 +664,12 @@ void tfm_token_spans(const tfm_tokenizer *tok, const char *text, size_t len,
             t.len = 0;
         }
         start[i] = end[i] = -1;
-        if (!special && kind == TFM_TOK_BPE) {
+        if (!special && j < re.len && re.data[j] == ids[i]) {
+            start[i] = (long)rs.data[j];
+            end[i] = (long)rend.data[j];
+            cur = (size_t)end[i];
+            j++;
+        } else if (!special && kind == TFM_TOK_BPE) {
             /* decode(encode(x)) == x: the bytes follow each other exactly */
             if (cur + t.len <= len && !memcmp(text + cur, t.data, t.len)) {
                 start[i] = (long)cur;
@@ -647,4 +690,7 @@ void tfm_token_spans(const tfm_tokenizer *tok, const char *text, size_t len,
         }
     }
     tfm_buf_free(&t);
+    tfm_ids_free(&re);
+    tfm_ids_free(&rs);
+    tfm_ids_free(&rend);
 }

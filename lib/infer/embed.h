@@ -185,20 +185,25 @@ int tfm_embedder_attention(tfm_embedder *e, const uint32_t *tok, const uint8_t *
  * with a tokenizer that has [CLS] and [SEP], [CLS] A [SEP], or for a pair
  * (b not NULL) [CLS] A [SEP] B [SEP] with segments 0 then 1; otherwise the
  * text's tokens (b appended after an end-of-text token, if the tokenizer
- * has one).  Returns the number of ids appended. */
+ * has one).  With max > 0 an input longer than max is cut to max: a pair
+ * longest-first (text/tokenizer.h's tfm_tok_pair_truncate, as training
+ * cuts it), one text to its head (tfm_embed_truncate).  seg, when given,
+ * has the same length as ids.  Returns the number of ids before cutting. */
 size_t tfm_embed_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, const char *a,
-                        size_t na, const char *b, size_t nb, tfm_ids *ids, tfm_buf *seg);
+                        size_t na, const char *b, size_t nb, size_t max, tfm_ids *ids,
+                        tfm_buf *seg);
 
 /* Truncates ids (and seg) from position `from` to keep max in all: the
  * head of the input, keeping its last token when that is [SEP]. */
 void tfm_embed_truncate(const tfm_tokenizer *tok, tfm_ids *ids, tfm_buf *seg, size_t from,
                         size_t max);
 
-/* Byte spans of tokens ids[0..n) in text[0..len): start[i], end[i]; -1 for
- * a token that is not in the text (specials added around it) or that could
- * not be found (WordPiece's lowercasing and accent stripping: each piece is
- * looked for from the end of the previous one, ASCII case ignored).
- * Byte-level BPE spans are exact.  piece (may be NULL) receives each
+/* Byte spans of tokens ids[0..n) in text[0..len): start[i], end[i], as the
+ * tokenizer maps them back through its normalization (text/tokenizer.h's
+ * tfm_tokenizer_encode_spans: an accented or case-changed character is
+ * spanned whole); -1 for a token that is not in the text (specials added
+ * around it).  Ids that are not the tokenizer's encoding of text are looked
+ * for from the end of the previous token (ASCII case ignored), or -1.  piece (may be NULL) receives each
  * token's text, NUL-separated. */
 void tfm_token_spans(const tfm_tokenizer *tok, const char *text, size_t len,
                      const uint32_t *ids, size_t n, long *start, long *end, tfm_buf *piece);

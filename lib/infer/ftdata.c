@@ -442,7 +442,10 @@ int tfm_ft_read(tfm_ft_data *d, tfm_ft_task task, const char *text, size_t len,
     grow g = {0};
     d->jsonl = is_jsonl(text, len);
     int rc = 0;
-    if (task == TFM_FT_SPAN && !d->jsonl && !blank_line(text, len))
+    long bad = tfm_utf8_invalid_line(text, len);
+    if (bad) /* TSV, CoNLL and JSON Lines alike */
+        rc = tfm_err_at(err, name, bad, 0, "invalid UTF-8");
+    else if (task == TFM_FT_SPAN && !d->jsonl && !blank_line(text, len))
         rc = tfm_err_at(err, name, 1, 0, "expected JSON Lines: one {\"context\": ..., "
                         "\"question\": ..., \"answers\": ...} object a line");
     else if (task == TFM_FT_TAG && !d->jsonl)
@@ -800,7 +803,7 @@ typedef struct enc {
     const tfm_ft_labels *labels;
     const tfm_ft_enc_opts *o;
     draft r;
-    tfm_ids tmp;
+    tfm_ids tmp, tmp2;
 } enc;
 
 /* Gold label of an example as a class id or value, or an error naming it. */
@@ -860,26 +863,46 @@ static int encode_classify(enc *E, size_t ex, tfm_err *err)
     const tfm_ft_example *e = &E->d->ex[ex];
     const tfm_ft_enc_opts *o = E->o;
     int cut = 0;
+    /* A pair is cut longest-first (BERT's truncate_seq_pair), so that a long
+     * text_a does not leave text_b out of the row; a single text keeps its
+     * head (fit). */
+    tfm_ids *ta = &E->tmp, *tb = &E->tmp2;
+    size_t ka = 0, kb = 0;
+    if (e->b) {
+        tfm_ids_clear(ta);
+        tfm_ids_clear(tb);
+        tfm_tokenizer_encode(E->tok, E->scratch, e->a, e->na, 0, ta);
+        tfm_tokenizer_encode(E->tok, E->scratch, e->b, e->nb, 0, tb);
+        size_t specials = o->decoder ? 2 : 3, max = (size_t)o->max_len;
+        size_t room = max > specials ? max - specials : 0;
+        if (ta->len + tb->len + specials > max && o->truncate_error)
+            return too_long(E, e, ta->len + tb->len + specials, err);
+        cut = tfm_tok_pair_truncate(ta->len, tb->len, room, &ka, &kb);
+    }
     for (int order = 0; order < (o->decoder && o->both_orders && e->b ? 2 : 1); order++) {
         draft *r = &E->r;
         draft_clear(r);
-        const char *x = order ? e->b : e->a, *y = order ? e->a : e->b;
-        size_t nx = order ? e->nb : e->na, ny = order ? e->na : e->nb;
         if (o->decoder) {
             /* GPT: text, delimiter, text, extract (one token serves both) */
-            encode_text(E, x, nx);
-            tfm_ids_push(&r->ids, (uint32_t)o->eos);
-            if (y) {
-                encode_text(E, y, ny);
+            if (e->b) {
+                /* both orders hold the same (cut) texts */
+                tfm_ids_append(&r->ids, order ? tb->data : ta->data, order ? kb : ka);
                 tfm_ids_push(&r->ids, (uint32_t)o->eos);
+                tfm_ids_append(&r->ids, order ? ta->data : tb->data, order ? ka : kb);
+            } else {
+                encode_text(E, e->a, e->na);
             }
+            tfm_ids_push(&r->ids, (uint32_t)o->eos);
             draft_fill(r, 0);
         } else {
             draft_push(r, (uint32_t)o->cls, 0);
-            encode_text(E, x, nx);
-            draft_push(r, (uint32_t)o->sep, 0);   /* fills x's segments too */
-            if (y) {
-                encode_text(E, y, ny);
+            if (e->b)
+                tfm_ids_append(&r->ids, ta->data, ka);
+            else
+                encode_text(E, e->a, e->na);
+            draft_push(r, (uint32_t)o->sep, 0);   /* fills a's segments too */
+            if (e->b) {
+                tfm_ids_append(&r->ids, tb->data, kb);
                 draft_push(r, (uint32_t)o->sep, 1);
             }
         }
@@ -1069,6 +1092,7 @@ int tfm_ft_encode(tfm_ft_set *s, const tfm_ft_data *d, size_t first, size_t coun
     }
     draft_free(&E.r);
     tfm_ids_free(&E.tmp);
+    tfm_ids_free(&E.tmp2);
     tfm_tok_scratch_free(E.scratch);
     if (rc < 0)
         tfm_ft_set_free(s);

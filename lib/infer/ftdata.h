@@ -47,7 +47,8 @@
  *                     first answer's first and last tokens, or 0 and 0 ([CLS])
  *                     in a window that does not hold it whole.
  * A row longer than max_len is cut (data.truncate head: the classify text's
- * tail or the last words, keeping the final special token; counted in
+ * tail, a pair longest-first by text/tokenizer.h's tfm_tok_pair_truncate,
+ * or the last words, keeping the final special token; counted in
  * truncated) or is an error naming its line (truncate_error).
  *
  * Ownership: each struct owns its arrays; the _free functions release them.

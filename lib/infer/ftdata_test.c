@@ -108,6 +108,13 @@ static void test_classify_tsv(void **state)
     read_fails(TFM_FT_CLASSIFY, "a\tb\tc\td\n", "t.tsv", 1, -1, "t.tsv:1: 4 fields");
     read_fails(TFM_FT_CLASSIFY, "pos\tok\n \tfoo\n", "t.tsv", 1, -1, "t.tsv:2: empty label");
     read_fails(TFM_FT_CLASSIFY, "pos\t\n", "t.tsv", 1, -1, "t.tsv:1: empty text");
+    /* invalid UTF-8: the same message in TSV, CoNLL and JSON Lines */
+    read_fails(TFM_FT_CLASSIFY, "pos\tgood\nneg\tb\xe9te\n", "t.tsv", 1, -1,
+               "t.tsv:2: invalid UTF-8");
+    read_fails(TFM_FT_TAG, "a\tO\n\nb\xc3\tB-X\n", "t.conll", 1, -1,
+               "t.conll:3: invalid UTF-8");
+    read_fails(TFM_FT_CLASSIFY, "{\"label\": \"x\", \"text\": \"\xff\"}\n", "t.jsonl", 1, -1,
+               "t.jsonl:1: invalid UTF-8");
     read_fails(TFM_FT_CLASSIFY, "pos\tgood\nbad\n", "p.tsv", 0, 0,
                "p.tsv:2: no gold data, but line 1 has (every example");
     read_fails(TFM_FT_CLASSIFY, "\n\n", "e.tsv", 1, -1, "e.tsv: no examples");
@@ -252,6 +259,26 @@ static void test_encode_classify(void **state)
                                  "(data.truncate head cuts it)");
     tfm_ft_data_free(&d);
 
+    /* a pair is cut longest-first: B keeps its tokens, A gives up its tail */
+    assert_int_equal(rd(&d, TFM_FT_CLASSIFY, "pos\tthe cat sat on the mat and then it slept\t"
+                        "dog ran\n", "p.tsv", 1, -1, &err), 0);
+    o = enc_bert(8);
+    assert_int_equal(tfm_ft_encode(&s, &d, 0, 1, bert, &l, &o, &err), 0);
+    tfm_ids_clear(&want);
+    tfm_ids_push(&want, 101);
+    ids_of(bert, "the cat sat", &want);
+    tfm_ids_push(&want, 102);
+    ids_of(bert, "dog ran", &want);
+    tfm_ids_push(&want, 102);
+    assert_int_equal(want.len, 8);
+    assert_int_equal(s.row[0].len, 8);
+    assert_memory_equal(s.ids.data, want.data, want.len * sizeof *want.data);
+    for (size_t i = 0; i < want.len; i++)
+        assert_int_equal(s.seg[i], i < 5 ? 0 : 1);
+    assert_int_equal(s.truncated, 1);
+    tfm_ft_set_free(&s);
+    tfm_ft_data_free(&d);
+
     /* a label the model does not know */
     assert_int_equal(rd(&d, TFM_FT_CLASSIFY, "pos\ta\tb\nmaybe\tc\td\n", "v.tsv", 1, -1, &err),
                      0);
@@ -290,6 +317,27 @@ static void test_encode_decoder(void **state)
     assert_int_equal(s.row[1].cls_pos, (int)b.len - 1);
     assert_null(s.seg);
     assert_int_equal(s.row[0].label, -1);
+    tfm_ft_set_free(&s);
+
+    /* cut longest-first (a tie costs B a token), both orders holding the
+     * same cut texts: 3 positions for "x y" and "Hello there" (2 and 2) */
+    o.max_len = 5;
+    assert_int_equal(tfm_ft_encode(&s, &d, 0, 1, gpt2, NULL, &o, &err), 0);
+    tfm_ids_clear(&a);
+    tfm_ids_clear(&b);
+    ids_of(gpt2, "x y", &a);
+    tfm_ids_push(&a, 50256);
+    ids_of(gpt2, "Hello", &a);
+    tfm_ids_push(&a, 50256);
+    ids_of(gpt2, "Hello", &b);
+    tfm_ids_push(&b, 50256);
+    ids_of(gpt2, "x y", &b);
+    tfm_ids_push(&b, 50256);
+    assert_int_equal(a.len, 5);
+    assert_int_equal(s.row[0].len, 5);
+    assert_memory_equal(s.ids.data, a.data, a.len * 4);
+    assert_memory_equal(s.ids.data + s.row[1].off, b.data, b.len * 4);
+    assert_int_equal(s.truncated, 1);
     tfm_ft_set_free(&s);
     tfm_ft_data_free(&d);
     tfm_ids_free(&a);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/utf8.h"
+
 typedef struct growth {
     size_t cap_items, cap_groups, cap_words;
 } growth;
@@ -54,12 +56,18 @@ static void close_group(tfm_taskdata *d)
 
 static int blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
-/* Keeps a copy of the text in d, where the items will point. */
-static void copy_text(tfm_taskdata *d, const char *text, size_t len)
+/* Keeps a copy of the text in d, where the items will point; invalid UTF-8
+ * is an error naming its line, as in every text input. */
+static int copy_text(tfm_taskdata *d, const char *text, size_t len, const char *name,
+                     tfm_err *err)
 {
+    long bad = tfm_utf8_invalid_line(text, len);
+    if (bad)
+        return tfm_err_at(err, name, bad, 0, "invalid UTF-8");
     d->text = tfm_malloc(len + 1);
     memcpy(d->text, text, len);
     d->text[len] = 0;
+    return 0;
 }
 
 /* The line at *pos of d->text[0..len), NUL-terminated with a '\r' before
@@ -96,7 +104,8 @@ int tfm_taskdata_labels(tfm_taskdata *d, const char *text, size_t len, const cha
     growth g = {0};
     char *s;
     size_t pos = 0, l;
-    copy_text(d, text, len);
+    if (copy_text(d, text, len, name, err) < 0)
+        return -1;
     while ((s = next_line(d, len, &pos, &l))) {
         long line = d->lines;
         s = trim(s, &l);
@@ -167,7 +176,8 @@ int tfm_taskdata_tags(tfm_taskdata *d, const char *text, size_t len, const char 
     int open = 0;        /* CoNLL: a sentence is open */
     char *s;
     size_t pos = 0, l;
-    copy_text(d, text, len);
+    if (copy_text(d, text, len, name, err) < 0)
+        return -1;
     while ((s = next_line(d, len, &pos, &l))) {
         long line = d->lines;
         s = trim(s, &l);
@@ -225,13 +235,12 @@ int tfm_taskdata_tags(tfm_taskdata *d, const char *text, size_t len, const char 
 int tfm_taskdata_answers(tfm_taskdata *d, const char *text, size_t len, const char *name,
                          int multi, tfm_err *err)
 {
-    (void)name;
-    (void)err;
     memset(d, 0, sizeof *d);
     growth g = {0};
     char *s;
     size_t pos = 0, l;
-    copy_text(d, text, len);
+    if (copy_text(d, text, len, name, err) < 0)
+        return -1;
     while ((s = next_line(d, len, &pos, &l))) {
         long line = d->lines;
         push_group(d, &g, line);

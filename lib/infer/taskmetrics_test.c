@@ -399,6 +399,14 @@ static void test_taskdata(void **state)
     assert_int_equal(tfm_taskdata_values(&d, "1\n2x\n", 5, "v.txt", &err), -1);
     assert_non_null(strstr(err.msg, "v.txt:2:"));
     assert_int_equal(tfm_taskdata_values(&d, "nan\n", 4, "v.txt", &err), -1);
+    /* invalid UTF-8 in any of these files */
+    assert_int_equal(tfm_taskdata_labels(&d, "pos\nn\xe9g\n", 8, "l.txt", &err), -1);
+    assert_string_equal(err.msg, "l.txt:2: invalid UTF-8");
+    assert_int_equal(tfm_taskdata_tags(&d, "a O\n\n\xed\xa0\x80 O\n", 10, "c", TFM_TAGS_CONLL,
+                                       &err), -1);
+    assert_string_equal(err.msg, "c:3: invalid UTF-8");
+    assert_int_equal(tfm_taskdata_answers(&d, "ok\n\xff\n", 5, "a.txt", 1, &err), -1);
+    assert_string_equal(err.msg, "a.txt:2: invalid UTF-8");
     /* CoNLL: sentences by blank lines, the tag last, -DOCSTART- skipped */
     const char *conll = "-DOCSTART- O\n\nJohn B-PER\nlives O\n\n\nin O\nParis B-LOC\n";
     assert_int_equal(tfm_taskdata_tags(&d, conll, strlen(conll), "c", TFM_TAGS_AUTO, &err), 0);

@@ -214,6 +214,12 @@ typedef struct split {
     int32_t *pend;
     uint8_t *pccc;
     size_t npend, cpend;
+    /* With offsets: src[i] is the byte offset in the input of the character
+     * that word byte i came from (pend_src: of each waiting mark); cur is
+     * the character being normalized. */
+    tfm_ids *src;
+    uint32_t *pend_src;
+    uint32_t cur;
 } split;
 
 static inline void flush(split *s)
@@ -221,22 +227,34 @@ static inline void flush(split *s)
     if (s->word->len) {
         s->fn(s->ctx, s->word->data, s->word->len);
         s->word->len = 0;
+        if (s->src)
+            s->src->len = 0;
     }
+}
+
+/* Appends c to the word; with offsets, its bytes come from s->cur. */
+static void put(split *s, int32_t c)
+{
+    size_t n0 = s->word->len;
+    tfm_bert_put_utf8(s->word, c);
+    if (s->src)
+        for (size_t i = n0; i < s->word->len; i++)
+            tfm_ids_push(s->src, s->cur);
 }
 
 /* One normalized character into the pre-tokenizer. */
 static void emit(split *s, int32_t c)
 {
     if (!s->pretok) {
-        tfm_bert_put_utf8(s->word, c);
+        put(s, c);
     } else if (is_ws(c)) {
         flush(s);
     } else if (is_punct(c)) {
         flush(s);
-        tfm_bert_put_utf8(s->word, c);
+        put(s, c);
         flush(s);
     } else {
-        tfm_bert_put_utf8(s->word, c);
+        put(s, c);
     }
 }
 
@@ -279,14 +297,24 @@ static void pend_flush(split *s, const tfm_bert_norm *n)
         for (int k = 1; k <= 256; k++)
             start[k] += start[k - 1];
         int32_t *tmp = tfm_malloc(m * sizeof *tmp);
-        for (size_t i = 0; i < m; i++)
-            tmp[start[s->pccc[i]]++] = s->pend[i];
+        uint32_t *tsrc = tfm_malloc(m * sizeof *tsrc);
+        for (size_t i = 0; i < m; i++) {
+            size_t at = start[s->pccc[i]]++;
+            tmp[at] = s->pend[i];
+            tsrc[at] = s->pend_src[i];
+        }
         memcpy(s->pend, tmp, m * sizeof *tmp);
+        memcpy(s->pend_src, tsrc, m * sizeof *tsrc);
         free(tmp);
+        free(tsrc);
     }
     s->npend = 0;
-    for (size_t i = 0; i < m; i++)
+    uint32_t cur = s->cur;
+    for (size_t i = 0; i < m; i++) {
+        s->cur = s->pend_src[i]; /* a mark keeps the offset of its character */
         emit_lower(s, n, s->pend[i]);
+    }
+    s->cur = cur;
 }
 
 /* One character of the NFD output (strip_accents on). */
@@ -306,7 +334,9 @@ static void put_nfd(split *s, const tfm_bert_norm *n, int32_t c)
         s->cpend = s->cpend ? 2 * s->cpend : 16;
         s->pend = tfm_realloc(s->pend, s->cpend * sizeof *s->pend);
         s->pccc = tfm_realloc(s->pccc, s->cpend);
+        s->pend_src = tfm_realloc(s->pend_src, s->cpend * sizeof *s->pend_src);
     }
+    s->pend_src[s->npend] = s->cur;
     s->pend[s->npend] = c;
     s->pccc[s->npend++] = (uint8_t)k;
 }
@@ -432,13 +462,22 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
                     const char *text, size_t len, tfm_buf *word,
                     tfm_bert_word_fn fn, void *ctx)
 {
+    tfm_bert_split_src(norm, normalize, pretokenize, text, len, word, NULL, fn, ctx);
+}
+
+void tfm_bert_split_src(const tfm_bert_norm *norm, int normalize, int pretokenize,
+                        const char *text, size_t len, tfm_buf *word, tfm_ids *src,
+                        tfm_bert_word_fn fn, void *ctx)
+{
     static int ready;
     if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
         ascii_init(); /* idempotent, so a race only repeats the work */
         __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
     }
-    split s = {pretokenize, word, fn, ctx, NULL, NULL, 0, 0};
+    split s = {pretokenize, word, fn, ctx, NULL, NULL, 0, 0, src, NULL, 0};
     word->len = 0;
+    if (src)
+        src->len = 0;
     const unsigned char *p = (const unsigned char *)text, *end = p + len;
     int fast = normalize && pretokenize;
     const unsigned char *cls = ascii_class[normalize && norm->clean_text];
@@ -446,6 +485,7 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
     const uint32_t *bmp = NULL;
     while (p < end) {
         unsigned c = *p;
+        s.cur = (uint32_t)(p - (const unsigned char *)text);
         if (fast && c < 0x80) {
             if (s.npend && cls[c] != A_DROP)
                 pend_flush(&s, norm);
@@ -455,9 +495,13 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
             switch (cls[c]) {
             case A_WORD:
                 word->data[word->len++] = (char)c;
+                if (src)
+                    tfm_ids_push(src, s.cur);
                 break;
             case A_UPPER:
                 word->data[word->len++] = (char)(lower ? c + 32 : c);
+                if (src)
+                    tfm_ids_push(src, s.cur);
                 break;
             case A_SPACE:
                 flush(&s);
@@ -465,6 +509,8 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
             case A_PUNCT:
                 flush(&s);
                 word->data[word->len++] = (char)c;
+                if (src)
+                    tfm_ids_push(src, s.cur);
                 flush(&s);
                 break;
             default: /* A_DROP */
@@ -490,14 +536,14 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
                 pend_flush(&s, norm);
             switch (act) {
             case B_WORD:
-                tfm_bert_put_utf8(word, (int32_t)(a & 0x1FFFFF));
+                put(&s, (int32_t)(a & 0x1FFFFF));
                 break;
             case B_SPACE:
                 flush(&s);
                 break;
             case B_ALONE:
                 flush(&s);
-                tfm_bert_put_utf8(word, (int32_t)(a & 0x1FFFFF));
+                put(&s, (int32_t)(a & 0x1FFFFF));
                 flush(&s);
                 break;
             default: /* B_DROPFLUSH */
@@ -512,6 +558,7 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
     flush(&s);
     free(s.pend);
     free(s.pccc);
+    free(s.pend_src);
 }
 
 static void collect(void *ctx, const char *w, size_t n)

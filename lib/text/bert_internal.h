@@ -19,6 +19,14 @@ void tfm_bert_split(const tfm_bert_norm *norm, int normalize, int pretokenize,
                     const char *text, size_t len, tfm_buf *word,
                     tfm_bert_word_fn fn, void *ctx);
 
+/* The same; src (not NULL) receives, beside each word's bytes, the byte
+ * offset in text of the input character each byte came from (a word's
+ * bytes are src->data[0 .. len) when fn runs), so that a token maps back
+ * to the original text through every normalization. */
+void tfm_bert_split_src(const tfm_bert_norm *norm, int normalize, int pretokenize,
+                        const char *text, size_t len, tfm_buf *word, tfm_ids *src,
+                        tfm_bert_word_fn fn, void *ctx);
+
 /* Tests set this to compare the per-character fast path with the full
  * pipeline. */
 extern int tfm_bert_nocache;

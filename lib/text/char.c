@@ -25,21 +25,33 @@ typedef struct char_model {
     int64_t unk;
 } char_model;
 
-static void char_encode(const tfm_tokenizer *tok, void *scratch, const char *text, size_t len,
-                        tfm_ids *out)
+static void char_encode_spans(const tfm_tokenizer *tok, void *scratch, const char *text,
+                              size_t len, tfm_ids *out, tfm_ids *start, tfm_ids *end)
 {
     const char_model *m = tok->impl;
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0, adv;
+    (void)scratch;
     while (i < len) {
         int32_t cp = tfm_utf8_decode(s + i, len - i, &adv);
         int64_t id = cp < 0 ? -1 : tfm_tokenizer_token_id(tok, text + i, adv);
         if (id < 0)
             id = m->unk;
-        if (id >= 0)
+        if (id >= 0) {
             tfm_ids_push(out, (uint32_t)id);
+            if (start) {
+                tfm_ids_push(start, (uint32_t)i);
+                tfm_ids_push(end, (uint32_t)(i + adv));
+            }
+        }
         i += adv;
     }
+}
+
+static void char_encode(const tfm_tokenizer *tok, void *scratch, const char *text, size_t len,
+                        tfm_ids *out)
+{
+    char_encode_spans(tok, scratch, text, len, out, NULL, NULL);
 }
 
 static void char_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, tfm_buf *out)
@@ -77,6 +89,7 @@ static void char_to_json(const tfm_tokenizer *tok, tfm_buf *out)
 
 const tfm_tok_ops tfm_char_ops = {
     .encode = char_encode,
+    .encode_spans = char_encode_spans,
     .decode = char_decode,
     .to_json = char_to_json,
     .free = free,

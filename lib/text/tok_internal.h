@@ -32,6 +32,11 @@ typedef struct tfm_tok_ops {
      * be NULL). */
     void (*encode)(const tfm_tokenizer *tok, void *scratch, const char *text,
                    size_t len, tfm_ids *out);
+    /* Optional: encode, also appending each id's byte span [start, end) in
+     * text.  NULL: each token's decoded bytes are taken as the next bytes
+     * of text (right for byte-level BPE: decode(encode(x)) == x). */
+    void (*encode_spans)(const tfm_tokenizer *tok, void *scratch, const char *text,
+                         size_t len, tfm_ids *out, tfm_ids *start, tfm_ids *end);
     /* Appends the text of ids[0..n).  Every id is < tfm_tokenizer_vocab_size
      * and has a piece (the facade checked); specials have been dropped if the
      * caller asked.  Added tokens are among the ids: tok_is_added() tells. */

@@ -14,6 +14,12 @@ static void wp_encode(const tfm_tokenizer *tok, void *scratch, const char *text,
     tfm_wordpiece_encode(tok->impl, scratch, text, len, out);
 }
 
+static void wp_encode_spans(const tfm_tokenizer *tok, void *scratch, const char *text,
+                            size_t len, tfm_ids *out, tfm_ids *start, tfm_ids *end)
+{
+    tfm_wordpiece_encode_spans(tok->impl, scratch, text, len, out, start, end);
+}
+
 static void wp_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, tfm_buf *out)
 {
     const char **p = tfm_malloc((n + 1) * sizeof *p);
@@ -59,6 +65,7 @@ static void wp_free(void *impl)
 
 static const tfm_tok_ops wp_ops = {
     .encode = wp_encode,
+    .encode_spans = wp_encode_spans,
     .decode = wp_decode,
     .to_json = wp_to_json,
     .scratch_new = wp_scratch_new,

@@ -366,31 +366,93 @@ static int single_word_ok(const char *s, size_t n, size_t i, size_t len)
     return 1;
 }
 
-/* One span without added tokens: normalizer (if the facade owns one), then
- * the model. */
-static void encode_span(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const char *text,
-                        size_t len, tfm_ids *out)
+/* The model's ids of in[0..n) with their spans in it (ops->encode_spans, or
+ * each token's decoded bytes one after another). */
+static void model_spans(const tfm_tokenizer *t, void *sc, const char *in, size_t n,
+                        tfm_ids *out, tfm_ids *st, tfm_ids *en)
 {
-    void *sc = scratch ? scratch->impl : NULL;
-    if (!t->lowercase || t->kind == TFM_TOK_WORDPIECE) {
-        t->ops->encode(t, sc, text, len, out);
+    if (t->ops->encode_spans) {
+        t->ops->encode_spans(t, sc, in, n, out, st, en);
         return;
     }
-    tfm_buf local = {0}, *b = scratch ? &scratch->norm : &local;
-    tfm_buf_clear(b);
-    tfm_utf8_lower(text, len, b);
-    t->ops->encode(t, sc, b->data, b->len, out);
-    tfm_buf_free(&local);
+    size_t i0 = out->len, at = 0;
+    t->ops->encode(t, sc, in, n, out);
+    tfm_buf piece = {0};
+    for (size_t i = i0; i < out->len; i++) {
+        tfm_buf_clear(&piece);
+        t->ops->decode(t, &out->data[i], 1, &piece);
+        size_t b = at + piece.len < n ? at + piece.len : n;
+        tfm_ids_push(st, (uint32_t)at);
+        tfm_ids_push(en, (uint32_t)b);
+        at = b;
+    }
+    tfm_buf_free(&piece);
+}
+
+/* One span without added tokens: normalizer (if the facade owns one), then
+ * the model.  With st and en, each id's byte span in text, text[0] being
+ * at byte base of the whole input. */
+static void encode_span(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const char *text,
+                        size_t len, tfm_ids *out, size_t base, tfm_ids *st, tfm_ids *en)
+{
+    void *sc = scratch ? scratch->impl : NULL;
+    size_t i0 = out->len;
+    if (!t->lowercase || t->kind == TFM_TOK_WORDPIECE) {
+        if (!st) {
+            t->ops->encode(t, sc, text, len, out);
+            return;
+        }
+        model_spans(t, sc, text, len, out, st, en);
+    } else {
+        tfm_buf local = {0}, *b = scratch ? &scratch->norm : &local;
+        tfm_buf_clear(b);
+        if (!st) {
+            tfm_utf8_lower(text, len, b);
+            t->ops->encode(t, sc, b->data, b->len, out);
+            tfm_buf_free(&local);
+            return;
+        }
+        /* lowercasing may change a character's length (U+0130, U+1E9E):
+         * spans go back through the map of its bytes */
+        tfm_ids src = {0};
+        tfm_utf8_lower_src(text, len, b, &src);
+        model_spans(t, sc, b->data, b->len, out, st, en);
+        for (size_t i = i0; i < out->len; i++) {
+            uint32_t s0 = st->data[i], e0 = en->data[i];
+            st->data[i] = s0 < src.len ? src.data[s0] : (uint32_t)len;
+            if (e0 > s0) {
+                size_t adv, o = src.data[e0 - 1];
+                tfm_utf8_decode((const unsigned char *)text + o, len - o, &adv);
+                en->data[i] = (uint32_t)(o + adv);
+            } else {
+                en->data[i] = st->data[i];
+            }
+        }
+        tfm_ids_free(&src);
+        tfm_buf_free(&local);
+    }
+    for (size_t i = i0; i < out->len; i++) {
+        st->data[i] += (uint32_t)base;
+        en->data[i] += (uint32_t)base;
+    }
 }
 
 void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const char *text,
                           size_t len, int split_special, tfm_ids *out)
 {
+    tfm_tokenizer_encode_spans(t, scratch, text, len, split_special, out, NULL, NULL);
+}
+
+void tfm_tokenizer_encode_spans(const tfm_tokenizer *t, tfm_tok_scratch *scratch,
+                                const char *text, size_t len, int split_special, tfm_ids *out,
+                                tfm_ids *st, tfm_ids *en)
+{
     /* a scratch caches one tokenizer's results: using it with another would
      * give wrong ids silently */
     TFM_ASSERT(!scratch || scratch->tok == t);
+    TFM_ASSERT(!st || (st->len == out->len && en->len == out->len));
     if (!split_special || t->n_added == 0) {
-        encode_span(t, scratch, text, len, out);
+        encode_span(t, scratch, text, len, out, 0, st, en);
         return;
     }
     /* Added tokens are cut out first (as HF does); the text between them is
@@ -408,8 +470,12 @@ void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, cons
             continue;
         size_t end = i - (a->lstrip ? space_before(text, start, i) : 0);
         if (end > start)
-            encode_span(t, scratch, text + start, end - start, out);
+            encode_span(t, scratch, text + start, end - start, out, start, st, en);
         tfm_ids_push(out, a->id);
+        if (st) {
+            tfm_ids_push(st, (uint32_t)i);
+            tfm_ids_push(en, (uint32_t)(i + a->len));
+        }
         size_t next = i + a->len;
         if (a->rstrip)
             next += space_after(text, next, len);
@@ -417,7 +483,29 @@ void tfm_tokenizer_encode(const tfm_tokenizer *t, tfm_tok_scratch *scratch, cons
         i = next - 1;
     }
     if (start < len)
-        encode_span(t, scratch, text + start, len - start, out);
+        encode_span(t, scratch, text + start, len - start, out, start, st, en);
+}
+
+int tfm_tok_pair_truncate(size_t na, size_t nb, size_t max, size_t *keep_a, size_t *keep_b)
+{
+    *keep_a = na;
+    *keep_b = nb;
+    if (na + nb <= max)
+        return 0;
+    size_t lo = na < nb ? na : nb;
+    if (2 * lo <= max) {
+        /* only the longer one is cut, down to what the shorter leaves */
+        if (na > nb)
+            *keep_a = max - nb;
+        else
+            *keep_b = max - na;
+    } else {
+        /* both reach the same length, then lose a token each in turn, the
+         * second first: A keeps the odd one */
+        *keep_a = max - max / 2;
+        *keep_b = max / 2;
+    }
+    return 1;
 }
 
 int tfm_tokenizer_decode(const tfm_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,

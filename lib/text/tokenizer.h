@@ -74,10 +74,26 @@ void tfm_tok_scratch_free(tfm_tok_scratch *s);
 void tfm_tokenizer_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
                           const char *text, size_t len, int split_special,
                           tfm_ids *out);
+/* The same, also appending to start and end each id's byte span [start,
+ * end) in text[0..len): the original characters it came from, through
+ * every normalization (lowercasing, even where it changes a character's
+ * length; NFD and accent stripping; dropped control characters; CJK
+ * spacing), as HuggingFace's offsets but in bytes.  An added token spans its
+ * text; an [UNK] word its word.  start and end have out's length on entry. */
+void tfm_tokenizer_encode_spans(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
+                                const char *text, size_t len, int split_special,
+                                tfm_ids *out, tfm_ids *start, tfm_ids *end);
 /* Appends the text of ids to out; an id outside the vocabulary is an error
  * naming it.  skip_special drops special tokens from the text. */
 int tfm_tokenizer_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n,
                          int skip_special, tfm_buf *out, tfm_err *err);
+
+/* Longest-first truncation of a pair of token sequences of na and nb
+ * tokens to at most max together, as BERT's truncate_seq_pair and
+ * HuggingFace's longest_first do: while the pair is too long, the last
+ * token of the longer one goes (of the second when they tie).  Sets *keep_a
+ * and *keep_b; returns 1 if anything was cut. */
+int tfm_tok_pair_truncate(size_t na, size_t nb, size_t max, size_t *keep_a, size_t *keep_b);
 
 /* Training. */
 typedef struct tfm_tok_train_opts {

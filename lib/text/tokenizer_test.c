@@ -159,6 +159,126 @@ static void test_model_file(void **state)
     tfm_buf_free(&file);
 }
 
+/* BERT's truncate_seq_pair, literally: pop from the longer, B on a tie. */
+static void pop_longer(size_t *a, size_t *b, size_t max)
+{
+    while (*a + *b > max) {
+        if (*a > *b)
+            (*a)--;
+        else
+            (*b)--;
+    }
+}
+
+static void test_pair_truncate(void **state)
+{
+    (void)state;
+    size_t ka, kb;
+    /* a long B keeps the room A leaves, not nothing */
+    assert_int_equal(tfm_tok_pair_truncate(10, 100, 61, &ka, &kb), 1);
+    assert_int_equal(ka, 10);
+    assert_int_equal(kb, 51);
+    assert_int_equal(tfm_tok_pair_truncate(40, 50, 61, &ka, &kb), 1);
+    assert_int_equal(ka, 31);
+    assert_int_equal(kb, 30);
+    assert_int_equal(tfm_tok_pair_truncate(3, 4, 7, &ka, &kb), 0);
+    assert_int_equal(ka, 3);
+    assert_int_equal(kb, 4);
+    for (size_t na = 0; na < 24; na++)
+        for (size_t nb = 0; nb < 24; nb++)
+            for (size_t max = 0; max < 50; max++) {
+                size_t a = na, b = nb;
+                pop_longer(&a, &b, max);
+                int cut = tfm_tok_pair_truncate(na, nb, max, &ka, &kb);
+                if (ka != a || kb != b || cut != (na + nb > max))
+                    fail_msg("%zu+%zu in %zu: got %zu+%zu, want %zu+%zu", na, nb, max, ka, kb,
+                             a, b);
+            }
+}
+
+/* The ids and spans of text; fails unless the spans are want[0..n). */
+static void spans_are(tfm_tokenizer *t, const char *text, const uint32_t (*want)[2], size_t n)
+{
+    tfm_ids ids = {0}, st = {0}, en = {0}, plain = {0};
+    tfm_tokenizer_encode_spans(t, NULL, text, strlen(text), 0, &ids, &st, &en);
+    tfm_tokenizer_encode(t, NULL, text, strlen(text), 0, &plain);
+    assert_int_equal(ids.len, plain.len);
+    assert_memory_equal(ids.data, plain.data, ids.len * sizeof *ids.data);
+    assert_int_equal(st.len, ids.len);
+    assert_int_equal(en.len, ids.len);
+    if (ids.len != n)
+        fail_msg("'%s': %zu tokens, want %zu", text, ids.len, n);
+    for (size_t i = 0; i < n; i++)
+        if (st.data[i] != want[i][0] || en.data[i] != want[i][1])
+            fail_msg("'%s' token %zu: [%u, %u), want [%u, %u)", text, i, st.data[i],
+                     en.data[i], want[i][0], want[i][1]);
+    tfm_ids_free(&ids);
+    tfm_ids_free(&st);
+    tfm_ids_free(&en);
+    tfm_ids_free(&plain);
+}
+
+/* Byte spans through the normalizers, as HF tokenizers' offsets (in
+ * characters there) map them: a token covers the original characters its
+ * normalized ones came from. */
+static void test_spans(void **state)
+{
+    (void)state;
+    /* BERT uncased: "cafe and en ##os"; é (2 bytes) gives the e of cafe */
+    static const uint32_t cafe[][2] = {{0, 5}, {6, 9}, {10, 12}, {12, 14}};
+    spans_are(bert, "Caf\xc3\xa9 and Enos", cafe, 4);
+    /* e + U+0301: the mark is dropped, cafe ends after the e */
+    static const uint32_t comb[][2] = {{0, 4}, {7, 8}};
+    spans_are(bert, "Cafe\xcc\x81 x", comb, 2);
+    /* U+0130 (2 bytes) -> i; U+1E9E (3 bytes) -> U+00DF (2 bytes):
+     * "istanbul st ##ra\xc3\x9fe" */
+    static const uint32_t len_change[][2] = {{0, 9}, {10, 12}, {12, 18}};
+    spans_are(bert, "\xc4\xb0stanbul Stra\xe1\xba\x9e" "e", len_change, 3);
+    /* a dropped control character inside a word, CJK ideographs spaced */
+    static const uint32_t ctl[][2] = {{0, 3}, {3, 6}, {6, 9}};
+    spans_are(bert, "a\x01" "b\xe4\xb8\xad\xe6\x96\x87", ctl, 3);
+
+    /* the facade's Lowercase (char and BPE): U+0130 -> "i" U+0307 (3 bytes), both
+     * spanning the 2 bytes of U+0130; U+1E9E -> U+00DF */
+    tfm_tok_train_opts o = {.kind = TFM_TOK_CHAR, .lowercase = 1};
+    tfm_tok_trainer *tr = tfm_tok_trainer_new(&o);
+    const char *corpus = "i\xcc\x87 \xc3\x9f a";
+    tfm_tok_trainer_feed(tr, corpus, strlen(corpus));
+    tfm_tokenizer *ch = NULL;
+    tfm_err err = {0};
+    assert_int_equal(tfm_tok_trainer_finish(tr, &ch, &err), 0);
+    tfm_tok_trainer_free(tr);
+    static const uint32_t low[][2] = {{0, 2}, {0, 2}, {2, 5}, {5, 6}};
+    spans_are(ch, "\xc4\xb0\xe1\xba\x9e" "A", low, 4);
+    tfm_tokenizer_free(ch);
+    o.kind = TFM_TOK_BPE;
+    o.vocab_size = 300;
+    tr = tfm_tok_trainer_new(&o);
+    tfm_tok_trainer_feed(tr, corpus, strlen(corpus));
+    assert_int_equal(tfm_tok_trainer_finish(tr, &ch, &err), 0);
+    tfm_tok_trainer_free(tr);
+    /* byte-level: whatever the merges, the tokens' bytes run through
+     * "i\xcc\x87\xc3\x9f" "a" and map to whole characters */
+    tfm_ids ids = {0}, st = {0}, en = {0};
+    const char *in = "\xc4\xb0\xe1\xba\x9e" "A";
+    tfm_tokenizer_encode_spans(ch, NULL, in, strlen(in), 0, &ids, &st, &en);
+    assert_true(ids.len >= 1);
+    assert_int_equal(st.data[0], 0);
+    assert_int_equal(en.data[ids.len - 1], 6);
+    for (size_t i = 0; i < ids.len; i++) {
+        uint32_t a = st.data[i], b = en.data[i];
+        assert_true(a == 0 || a == 2 || a == 5);
+        assert_true(b == 2 || b == 5 || b == 6);
+        assert_true(a < b);
+        if (i)
+            assert_true(a >= st.data[i - 1]);
+    }
+    tfm_ids_free(&ids);
+    tfm_ids_free(&st);
+    tfm_ids_free(&en);
+    tfm_tokenizer_free(ch);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +286,8 @@ int main(void)
         cmocka_unit_test(test_bert_json),
         cmocka_unit_test(test_vocab_txt_duplicates),
         cmocka_unit_test(test_model_file),
+        cmocka_unit_test(test_pair_truncate),
+        cmocka_unit_test(test_spans),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -59,7 +59,8 @@ size_t tfm_utf8_encode(uint32_t cp, unsigned char *d)
     return 4;
 }
 
-int tfm_utf8_valid(const unsigned char *s, size_t n)
+/* Length of the valid UTF-8 that starts s[0..n). */
+static size_t valid_prefix(const unsigned char *s, size_t n)
 {
     size_t i = 0, adv;
     while (i < n) {
@@ -68,18 +69,59 @@ int tfm_utf8_valid(const unsigned char *s, size_t n)
             continue;
         }
         if (tfm_utf8_decode(s + i, n - i, &adv) < 0)
-            return 0;
+            break;
         i += adv;
     }
-    return 1;
+    return i;
+}
+
+int tfm_utf8_valid(const unsigned char *s, size_t n)
+{
+    return valid_prefix(s, n) == n;
+}
+
+long tfm_utf8_invalid_line(const char *text, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t bad = valid_prefix(s, len);
+    if (bad == len)
+        return 0;
+    long line = 1;
+    for (size_t i = 0; i < bad; i++)
+        line += s[i] == '\n';
+    return line;
 }
 
 void tfm_utf8_lower(const char *s, size_t n, tfm_buf *out)
+{
+    tfm_utf8_lower_src(s, n, out, NULL);
+}
+
+void tfm_utf8_lower_src(const char *s, size_t n, tfm_buf *out, tfm_ids *src)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, adv;
     tfm_buf_reserve(out, n + 8);
     while (i < n) {
+        size_t o0 = out->len;
+        if (src) {
+            /* a character's bytes, whatever their new length, come from it */
+            int32_t cp = u[i] < 0x80 ? u[i] : tfm_utf8_decode(u + i, n - i, &adv);
+            size_t at = i;
+            if (cp == 0x130)
+                tfm_buf_append(out, "i\xcc\x87", 3), adv = 2;
+            else if (cp < 0 || u[i] < 0x80)
+                tfm_buf_putc(out, (char)(u[i] >= 'A' && u[i] <= 'Z' ? u[i] + 32 : u[i])),
+                    adv = 1;
+            else {
+                unsigned char d[4];
+                tfm_buf_append(out, d, tfm_utf8_encode((uint32_t)utf8proc_tolower(cp), d));
+            }
+            for (size_t k = o0; k < out->len; k++)
+                tfm_ids_push(src, (uint32_t)at);
+            i += adv;
+            continue;
+        }
         if (u[i] < 0x80) {
             char c = (char)u[i];
             tfm_buf_putc(out, c >= 'A' && c <= 'Z' ? (char)(c + 32) : c);

@@ -22,7 +22,17 @@ size_t tfm_utf8_encode(uint32_t cp, unsigned char *dst);
 struct tfm_buf;
 void tfm_utf8_lower(const char *s, size_t n, struct tfm_buf *out);
 
+/* The same; src receives, for each byte appended, the offset in s of the
+ * character it came from. */
+struct tfm_ids;
+void tfm_utf8_lower_src(const char *s, size_t n, struct tfm_buf *out, struct tfm_ids *src);
+
 /* 1 when s[0..n) is valid UTF-8. */
 int tfm_utf8_valid(const unsigned char *s, size_t n);
+
+/* 0 when text[0..len) is valid UTF-8, else the line (1-based) of its first
+ * invalid byte: every reader of text input reports "file:line: invalid
+ * UTF-8" from it. */
+long tfm_utf8_invalid_line(const char *text, size_t len);
 
 #endif

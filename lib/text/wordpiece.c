@@ -655,6 +655,57 @@ void tfm_wordpiece_encode(const tfm_wordpiece *wp, tfm_wordpiece_scratch *s,
         tfm_buf_free(&local.word);
 }
 
+typedef struct span_ctx {
+    const tfm_wordpiece *wp;
+    tfm_ids *out, *start, *end, src;
+    const unsigned char *text;
+    size_t len;
+} span_ctx;
+
+/* End of the input character that starts at byte o (as tfm_bert_split read
+ * it: a maximal invalid subpart is one character). */
+static uint32_t char_end(const span_ctx *c, uint32_t o)
+{
+    int32_t cp;
+    return o + (uint32_t)tfm_bert_utf8_next(c->text + o, c->len - o, &cp);
+}
+
+static void span_word(void *ctx, const char *w, size_t n)
+{
+    span_ctx *c = ctx;
+    const tfm_wordpiece *wp = c->wp;
+    size_t i0 = c->out->len;
+    tfm_wordpiece_encode_word(wp, w, n, c->out);
+    size_t at = 0;
+    for (size_t i = i0; i < c->out->len; i++) {
+        size_t pl = n;
+        if (!(c->out->len == i0 + 1 && c->out->data[i] == wp->unk_id)) {
+            tfm_wordpiece_piece(wp, c->out->data[i], &pl);
+            if (i > i0 && pl >= wp->prefix_len)
+                pl -= wp->prefix_len;
+        }
+        size_t b = at + pl < n ? at + pl : n;
+        /* the piece's normalized bytes [at, b) come from these characters */
+        tfm_ids_push(c->start, at < n ? c->src.data[at] : char_end(c, c->src.data[n - 1]));
+        tfm_ids_push(c->end, b > at ? char_end(c, c->src.data[b - 1]) : c->start->data[i]);
+        at = b;
+    }
+}
+
+void tfm_wordpiece_encode_spans(const tfm_wordpiece *wp, tfm_wordpiece_scratch *s,
+                                const char *text, size_t len, tfm_ids *out, tfm_ids *start,
+                                tfm_ids *end)
+{
+    tfm_wordpiece_scratch local = {{0}};
+    tfm_wordpiece_scratch *sc = s ? s : &local;
+    span_ctx c = {wp, out, start, end, {0}, (const unsigned char *)text, len};
+    tfm_bert_split_src(&wp->norm, wp->normalize, wp->pretokenize, text, len, &sc->word, &c.src,
+                       span_word, &c);
+    tfm_ids_free(&c.src);
+    if (!s)
+        tfm_buf_free(&local.word);
+}
+
 /* ---- decoding ---- */
 
 /* HF's decoder cleanup (decoders/wordpiece.rs), applied to each piece once it

@@ -121,6 +121,12 @@ void tfm_wordpiece_scratch_free(tfm_wordpiece_scratch *s);
  * [CLS]/[SEP]; special-token text is ordinary text here).  Never fails. */
 void tfm_wordpiece_encode(const tfm_wordpiece *wp, tfm_wordpiece_scratch *s,
                           const char *text, size_t len, tfm_ids *out);
+/* The same, appending to start and end each id's byte span [start, end) in
+ * text: the original characters its normalized bytes came from (an [UNK]
+ * word: the whole word), as HF's offsets. */
+void tfm_wordpiece_encode_spans(const tfm_wordpiece *wp, tfm_wordpiece_scratch *s,
+                                const char *text, size_t len, tfm_ids *out, tfm_ids *start,
+                                tfm_ids *end);
 /* One already pre-tokenized word (normalized UTF-8) → ids. */
 void tfm_wordpiece_encode_word(const tfm_wordpiece *wp, const char *word, size_t len,
                                tfm_ids *out);

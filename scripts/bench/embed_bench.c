@@ -126,7 +126,7 @@ int main(int argc, char **argv)
         off = tfm_realloc(off, sizeof *off * (n + 1));
         len = tfm_realloc(len, sizeof *len * (n + 1));
         off[n] = ids.len;
-        len[n] = (int)tfm_embed_encode(lm.tok, sc, line.data ? line.data : "", line.len, NULL, 0,
+        len[n] = (int)tfm_embed_encode(lm.tok, sc, line.data ? line.data : "", line.len, NULL, 0, 0,
                                        &ids, &seg);
         flops += tfm_fwd_flops(&lm.cfg, tfm_embedder_layers(&lm.cfg), len[n]);
         n++;

@@ -177,6 +177,8 @@ static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
         }
         return 0;
     } else {
+        if (tfm_tokenizer_check_kept(a->lm.tok, text, len, err) < 0)
+            return tfm_err_prefix(err, "%s", where);
         tfm_tokenizer_encode(a->lm.tok, a->scratch, text, len, 1, out);
     }
     if (a->encdec) { /* token ids of the line: the source ends with end-of-text */

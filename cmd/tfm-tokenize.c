@@ -555,6 +555,12 @@ static int cmd_encode(int argc, char **argv)
     }
     const tfm_enc_stats *st = tfm_encoder_stats(enc);
     double dt = tfm_now() - t0;
+    /* a warning even with -q: the ids do not hold the whole text */
+    if (st->dropped)
+        fprintf(stderr, "%s: warning: %llu character%s not in the vocabulary, which has no "
+                "unknown token, dropped (the first: %s)\n", prog,
+                (unsigned long long)st->dropped, st->dropped == 1 ? "" : "s",
+                st->first_dropped);
     if (!quiet)
         fprintf(stderr, "%s: %llu byte%s, %llu sequence%s, %llu token%s in %.3f s (%.1f MB/s), "
                 "peak memory %ld MB\n",

@@ -115,4 +115,16 @@ grep -qF "vocab.bpe:3: merge token '\\x01\\x1b[31m\\xff'" err || fail "bytes not
 head -c 16777216 /dev/zero | tr '\000' a >run.txt
 expect_exit 0 $T train -q --model bpe --min-frequency 1 --vocab-size 400 -o run.json run.txt
 rm run.txt
+
+# A char model without <unk> drops characters it has no id for (as HF's
+# BPE does), but says so, even with -q: "cbA" keeps 2 ids and a warning
+printf 'abc\n' >abc.txt
+$T train -q --model char --special '<s>' -o ch.json abc.txt
+printf 'cbA\ncab\n' >cba.txt
+expect_exit 0 $T encode -q -t ch.json cba.txt
+[ "$(head -n 1 out | wc -w)" -eq 2 ] || fail "char model: $(cat out)"
+grep -q "warning: 1 character not in the vocabulary.*'A' (U+0041)" err ||
+    fail "no warning for a dropped character: $(cat err)"
+expect_exit 0 $T encode -q -t ch.json abc.txt
+[ ! -s err ] || fail "warning without a dropped character: $(cat err)"
 exit 0

@@ -29,6 +29,8 @@ int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, con
                                 "every source");
     if (!tfm_utf8_valid((const unsigned char *)text, len))
         return tfm_err_set(err, "invalid UTF-8");
+    if (tfm_tokenizer_check_kept(tok, text, len, err) < 0)
+        return -1;
     /* special-token text stays text: training data is read that way */
     tfm_tokenizer_encode(tok, scratch, text, len, 0, out);
     tfm_ids_push(out, (uint32_t)eos);

@@ -5,7 +5,9 @@
  * every character seen in training, most frequent first, ties by code point;
  * --vocab-size keeps the most frequent, --min-frequency drops rare ones.
  * A character not in the vocabulary (and each invalid UTF-8 byte) encodes as
- * the unknown token, or is dropped when there is none.
+ * the unknown token, or is dropped when there is none, as HuggingFace's BPE
+ * drops it; tfm_tokenizer_dropped finds such characters so that programs
+ * can say so.
  *
  * tokenizer.json form: HuggingFace tokenizers has no character model, so it
  * is written as a BPE model with no merges and no pre-tokenizer (HF's BPE
@@ -85,6 +87,32 @@ static void char_to_json(const tfm_tokenizer *tok, tfm_buf *out)
         tfm_buf_printf(out, ": %u", id);
     }
     tfm_buf_puts(out, "\n    },\n    \"merges\": []\n  }");
+}
+
+size_t tfm_char_dropped(const tfm_tokenizer *tok, const char *text, size_t len, size_t *first)
+{
+    const char_model *m = tok->impl;
+    if (m->unk >= 0)
+        return 0;
+    /* the spans of what was kept, through the facade's normalizer: a gap
+     * between them is characters dropped */
+    tfm_ids ids = {0}, start = {0}, end = {0};
+    tfm_tokenizer_encode_spans(tok, NULL, text, len, 0, &ids, &start, &end);
+    size_t n = 0, at = 0;
+    for (size_t i = 0; i <= ids.len; i++) {
+        size_t s = i < ids.len ? start.data[i] : len;
+        for (size_t adv; at < s; at += adv) {
+            tfm_utf8_decode((const unsigned char *)text + at, len - at, &adv);
+            if (!n++ && first)
+                *first = at;
+        }
+        if (i < ids.len && end.data[i] > at)
+            at = end.data[i];
+    }
+    tfm_ids_free(&ids);
+    tfm_ids_free(&start);
+    tfm_ids_free(&end);
+    return n;
 }
 
 const tfm_tok_ops tfm_char_ops = {

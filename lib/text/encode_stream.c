@@ -26,6 +26,8 @@ struct part {
     tfm_buf out;
     uint64_t seqs, tokens;
     tfm_ids ids;
+    uint64_t dropped;
+    char first_dropped[64];
 };
 
 struct tfm_encoder {
@@ -184,26 +186,37 @@ static void put_ids(const tfm_encoder *e, tfm_buf *b, const uint32_t *ids, size_
     }
 }
 
+/* text[0..n) as encoded: counts what the tokenizer dropped */
+static void encode_text(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc, const char *s,
+                        size_t n, tfm_ids *out)
+{
+    tfm_tokenizer_encode(e->tok, sc, s, n, e->opts.split_special, out);
+    size_t first;
+    size_t k = tfm_tokenizer_dropped(e->tok, s, n, &first);
+    if (k && !pt->dropped)
+        tfm_tok_describe_char(s + first, n - first, pt->first_dropped);
+    pt->dropped += k;
+}
+
 static void encode_line(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc,
                         const char *s, size_t n)
 {
     const tfm_tok_specials *sp = e->sp;
-    int split = e->opts.split_special;
     tfm_ids_clear(&pt->ids);
     size_t first_len = 0;
     if (e->pairs) {
         const char *tab = memchr(s, '\t', n);
         size_t na = tab ? (size_t)(tab - s) : n;
         tfm_ids_push(&pt->ids, (uint32_t)sp->cls);
-        tfm_tokenizer_encode(e->tok, sc, s, na, split, &pt->ids);
+        encode_text(e, pt, sc, s, na, &pt->ids);
         tfm_ids_push(&pt->ids, (uint32_t)sp->sep);
         first_len = pt->ids.len;
         if (tab) {
-            tfm_tokenizer_encode(e->tok, sc, tab + 1, n - na - 1, split, &pt->ids);
+            encode_text(e, pt, sc, tab + 1, n - na - 1, &pt->ids);
             tfm_ids_push(&pt->ids, (uint32_t)sp->sep);
         }
     } else {
-        tfm_tokenizer_encode(e->tok, sc, s, n, split, &pt->ids);
+        encode_text(e, pt, sc, s, n, &pt->ids);
         if (e->opts.add_special && sp->eos >= 0)
             tfm_ids_push(&pt->ids, (uint32_t)sp->eos);
     }
@@ -252,8 +265,7 @@ static void encode_one(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc)
 {
     if (e->opts.document) {
         tfm_ids_clear(&pt->ids);
-        tfm_tokenizer_encode(e->tok, sc, pt->text, pt->len, e->opts.split_special,
-                             &pt->ids);
+        encode_text(e, pt, sc, pt->text, pt->len, &pt->ids);
         pt->tokens += pt->ids.len;
         put_ids(e, &pt->out, pt->ids.data, pt->ids.len);
         return;
@@ -342,7 +354,7 @@ static void run_round(tfm_encoder *e, const char *text, size_t len)
         pt->text = text + start;
         pt->len = end - start;
         tfm_buf_clear(&pt->out);
-        pt->seqs = pt->tokens = 0;
+        pt->seqs = pt->tokens = pt->dropped = 0;
         start = end;
     }
     struct round r = {.e = e, .n = n};
@@ -360,6 +372,9 @@ static void run_round(tfm_encoder *e, const char *text, size_t len)
         emit(e, pt->out.data, pt->out.len);
         e->stats.sequences += pt->seqs;
         e->stats.tokens += pt->tokens;
+        if (pt->dropped && !e->stats.dropped)
+            memcpy(e->stats.first_dropped, pt->first_dropped, sizeof pt->first_dropped);
+        e->stats.dropped += pt->dropped;
         /* A huge round must not pin its memory for the rest of the run. */
         if (pt->out.cap > (64u << 20)) {
             tfm_buf_free(&pt->out);

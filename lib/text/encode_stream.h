@@ -71,6 +71,10 @@ typedef struct tfm_enc_opts {
 
 typedef struct tfm_enc_stats {
     uint64_t bytes, sequences, tokens;
+    /* characters the tokenizer dropped (tfm_tokenizer_dropped: a char
+     * model without an unknown token), and the first of them */
+    uint64_t dropped;
+    char first_dropped[64];
 } tfm_enc_stats;
 
 typedef struct tfm_encoder tfm_encoder;

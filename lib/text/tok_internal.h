@@ -137,6 +137,7 @@ void tfm_tok_guess_specials(tfm_tokenizer *tok);
  * "model" member is of its type; the facade handles "added_tokens" after. */
 extern const tfm_tok_ops tfm_bpe_ops;
 extern const tfm_tok_ops tfm_char_ops;
+size_t tfm_char_dropped(const tfm_tokenizer *tok, const char *text, size_t len, size_t *first);
 
 int tfm_bpe_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
                       const tfm_json *root, tfm_err *err);

@@ -843,3 +843,33 @@ void tfm_tok_trainer_free(tfm_tok_trainer *t)
     t->ops->free(t->impl);
     free(t);
 }
+
+size_t tfm_tokenizer_dropped(const tfm_tokenizer *tok, const char *text, size_t len,
+                             size_t *first)
+{
+    return tok->ops == &tfm_char_ops ? tfm_char_dropped(tok, text, len, first) : 0;
+}
+
+const char *tfm_tok_describe_char(const char *text, size_t len, char buf[64])
+{
+    size_t adv;
+    int32_t cp = tfm_utf8_decode((const unsigned char *)text, len, &adv);
+    if (cp < 0)
+        snprintf(buf, 64, "byte 0x%02X", (unsigned char)text[0]);
+    else if (cp < 0x20 || cp == 0x7f)
+        snprintf(buf, 64, "U+%04X", (unsigned)cp);
+    else
+        snprintf(buf, 64, "'%.*s' (U+%04X)", (int)adv, text, (unsigned)cp);
+    return buf;
+}
+
+int tfm_tokenizer_check_kept(const tfm_tokenizer *tok, const char *text, size_t len,
+                             tfm_err *err)
+{
+    size_t first = 0;
+    if (!tfm_tokenizer_dropped(tok, text, len, &first))
+        return 0;
+    char c[64];
+    return tfm_err_set(err, "%s is not in the vocabulary, which has no unknown token",
+                       tfm_tok_describe_char(text + first, len - first, c));
+}

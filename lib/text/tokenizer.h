@@ -83,6 +83,20 @@ void tfm_tokenizer_encode(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
 void tfm_tokenizer_encode_spans(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
                                 const char *text, size_t len, int split_special,
                                 tfm_ids *out, tfm_ids *start, tfm_ids *end);
+/* The characters of text[0..len) that encoding drops: a char model without
+ * an unknown token has no id for a character outside its vocabulary (nor
+ * for an invalid UTF-8 byte), and drops it as HuggingFace does; every
+ * other model keeps all text (unknown pieces become its unknown token).
+ * *first (may be NULL): the byte offset of the first, when there is one. */
+size_t tfm_tokenizer_dropped(const tfm_tokenizer *tok, const char *text, size_t len,
+                             size_t *first);
+/* An error naming the first such character (for text that must reach the
+ * model whole: prompts, sources); 0 when encoding keeps all of it. */
+int tfm_tokenizer_check_kept(const tfm_tokenizer *tok, const char *text, size_t len,
+                             tfm_err *err);
+/* "'A' (U+0041)", or "byte 0xFF" for an invalid UTF-8 byte, of the
+ * character at text[0..len) (len > 0), into buf[64]. */
+const char *tfm_tok_describe_char(const char *text, size_t len, char buf[64]);
 /* Appends the text of ids to out; an id outside the vocabulary is an error
  * naming it.  skip_special drops special tokens from the text. */
 int tfm_tokenizer_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n,

@@ -221,6 +221,44 @@ static void spans_are(tfm_tokenizer *t, const char *text, const uint32_t (*want)
 /* Byte spans through the normalizers, as HF tokenizers' offsets (in
  * characters there) map them: a token covers the original characters its
  * normalized ones came from. */
+/* A char model without an unknown token drops what it has no id for; the
+ * programs learn of it through tfm_tokenizer_dropped and check_kept. */
+static void test_dropped(void **state)
+{
+    (void)state;
+    static const char *specials[] = {"<s>"};
+    tfm_tok_train_opts o = {.kind = TFM_TOK_CHAR, .specials = specials, .n_specials = 1};
+    tfm_tok_trainer *tr = tfm_tok_trainer_new(&o);
+    tfm_tok_trainer_feed(tr, "abc\n", 4);
+    tfm_tokenizer *ch = NULL;
+    tfm_err err = {0};
+    assert_int_equal(tfm_tok_trainer_finish(tr, &ch, &err), 0);
+    tfm_tok_trainer_free(tr);
+    size_t first = 99;
+    assert_int_equal(tfm_tokenizer_dropped(ch, "cab", 3, &first), 0);
+    assert_int_equal(first, 99);
+    assert_int_equal(tfm_tokenizer_check_kept(ch, "cab", 3, &err), 0);
+    assert_int_equal(tfm_tokenizer_dropped(ch, "cbA\xc3\xa9x", 6, &first), 3);
+    assert_int_equal(first, 2);
+    assert_int_equal(tfm_tokenizer_check_kept(ch, "cbA", 3, &err), -1);
+    assert_non_null(strstr(err.msg, "'A' (U+0041) is not in the vocabulary"));
+    /* an invalid byte is named as such */
+    assert_int_equal(tfm_tokenizer_dropped(ch, "a\xff", 2, &first), 1);
+    assert_int_equal(first, 1);
+    assert_int_equal(tfm_tokenizer_check_kept(ch, "a\xff", 2, &err), -1);
+    assert_non_null(strstr(err.msg, "byte 0xFF"));
+    tfm_tokenizer_free(ch);
+    /* with <unk> (the default) nothing is dropped */
+    o.specials = NULL;
+    o.n_specials = 0;
+    tr = tfm_tok_trainer_new(&o);
+    tfm_tok_trainer_feed(tr, "abc\n", 4);
+    assert_int_equal(tfm_tok_trainer_finish(tr, &ch, &err), 0);
+    tfm_tok_trainer_free(tr);
+    assert_int_equal(tfm_tokenizer_dropped(ch, "cbA", 3, NULL), 0);
+    tfm_tokenizer_free(ch);
+}
+
 static void test_spans(void **state)
 {
     (void)state;
@@ -288,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_model_file),
         cmocka_unit_test(test_pair_truncate),
         cmocka_unit_test(test_spans),
+        cmocka_unit_test(test_dropped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

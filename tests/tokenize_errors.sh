@@ -84,6 +84,22 @@ $T encode -q -t tok.json -o fifo corpus.txt
 wait
 [ -p fifo ] || fail "-o replaced a FIFO"
 $T encode -q -t tok.json corpus.txt | cmp - from-fifo || fail "-o FIFO content"
+# -o naming a symbolic link follows it: the target gets the output and the
+# link stays; a link to /proc/self/fd/1, and /dev/stdout, reach stdout
+$T encode -q -t tok.json corpus.txt >want.ids
+mkdir linked
+echo old >linked/target.ids
+ln -s linked/target.ids link.ids
+$T encode -q -t tok.json -o link.ids corpus.txt
+[ -L link.ids ] || fail "-o replaced a symbolic link"
+cmp want.ids linked/target.ids || fail "-o through a link: target not written"
+ln -s /proc/self/fd/1 self.ids
+$T encode -q -t tok.json -o self.ids corpus.txt >r.ids
+[ -L self.ids ] || fail "-o replaced a link to /proc/self/fd/1"
+cmp want.ids r.ids || fail "-o link to /proc/self/fd/1: stdout empty"
+{ echo head; $T encode -q -t tok.json -o /dev/stdout corpus.txt; echo tail; } >r2.ids
+{ echo head; cat want.ids; echo tail; } | cmp - r2.ids || fail "-o /dev/stdout inside a redirection"
+$T encode -q -t tok.json -o /dev/stdout corpus.txt | cmp - want.ids || fail "-o /dev/stdout to a pipe"
 # invalid UTF-8 never crashes and round-trips through byte-level BPE
 printf 'ok \377\376 bad \300\200 utf8 \355\240\200\n' >inv.txt
 $T encode -q -t tok.json inv.txt >inv.ids

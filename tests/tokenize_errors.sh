@@ -100,6 +100,18 @@ cmp want.ids r.ids || fail "-o link to /proc/self/fd/1: stdout empty"
 { echo head; $T encode -q -t tok.json -o /dev/stdout corpus.txt; echo tail; } >r2.ids
 { echo head; cat want.ids; echo tail; } | cmp - r2.ids || fail "-o /dev/stdout inside a redirection"
 $T encode -q -t tok.json -o /dev/stdout corpus.txt | cmp - want.ids || fail "-o /dev/stdout to a pipe"
+# A closed pipe (| head) ends the program quietly by SIGPIPE, as other
+# filters; with SIGPIPE ignored it is a write error with a message, exit 1
+for i in 1 2 3 4 5 6 7 8; do cat corpus.txt corpus.txt corpus.txt corpus.txt; done >big.txt
+while [ "$(wc -c <big.txt)" -lt 400000 ]; do cat big.txt big.txt >big2.txt; mv big2.txt big.txt; done
+{ st=0; $T encode -q -t tok.json big.txt 2>pipe.err || st=$?; echo $st >pipe.st; } | head -n 1 >/dev/null
+[ "$(cat pipe.st)" = 141 ] || fail "| head: exit $(cat pipe.st), not SIGPIPE"
+[ ! -s pipe.err ] || fail "| head: a message: $(cat pipe.err)"
+(trap '' PIPE
+ { st=0; $T encode -q -t tok.json big.txt 2>pipe.err || st=$?; echo $st >pipe.st; } | head -n 1 >/dev/null)
+[ "$(cat pipe.st)" = 1 ] || fail "SIGPIPE ignored: exit $(cat pipe.st), not 1"
+grep -q '^tfm-tokenize: <stdout>: write error: Broken pipe$' pipe.err ||
+    fail "SIGPIPE ignored: no write error message: $(cat pipe.err)"
 # invalid UTF-8 never crashes and round-trips through byte-level BPE
 printf 'ok \377\376 bad \300\200 utf8 \355\240\200\n' >inv.txt
 $T encode -q -t tok.json inv.txt >inv.ids

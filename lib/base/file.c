@@ -164,10 +164,16 @@ void tfm_out_install_signals(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = remove_pending_and_reraise;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    sigaction(SIGPIPE, &sa, NULL);
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        /* A signal ignored on entry stays ignored, as a shell keeps it:
+         * nohup's SIGHUP must not stop the run, and with SIGPIPE ignored a
+         * closed pipe is a write error with a message, not a silent death. */
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 /* N when path names one of this process's own descriptors.  Writing goes to

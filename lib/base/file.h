@@ -53,8 +53,10 @@ int tfm_out_commit(tfm_out *o, tfm_err *err);
 void tfm_out_abort(tfm_out *o);
 /* Write a whole buffer atomically to path. */
 int tfm_write_file(const char *path, const void *data, size_t n, tfm_err *err);
-/* Installs handlers that remove every open temporary output and then
- * re-raise the signal.  Programs that handle signals themselves (tfm-train)
+/* Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGPIPE that remove
+ * every open temporary output and then re-raise the signal (so `| head`
+ * ends the program quietly, as other filters); a signal ignored on entry
+ * stays ignored.  Programs that handle signals themselves (tfm-train)
  * don't call this. */
 void tfm_out_install_signals(void);
 

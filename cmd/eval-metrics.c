@@ -591,7 +591,7 @@ int tfm_eval_metrics_main(int argc, char **argv)
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "unknown option (see %s bleu --help)", prog);
+        default: tfm_usage_hint(prog, argv, long_opts); /* getopt said what */
         }
     }
     if (optind >= argc)

@@ -757,7 +757,7 @@ int main(int argc, char **argv)
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_hint(prog); /* getopt said what */
+        default: tfm_usage_hint(prog, argv, long_opts); /* getopt said what */
         }
     }
     /* GNU getopt moves the operands to the end: options may come before

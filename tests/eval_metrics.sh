@@ -148,6 +148,10 @@ expect_exit 2 tfm-eval score --task regress --gold y.txt --pos-label 1 yhat.txt
 expect_exit 2 tfm-eval score --task tag --gold gold.conll --tag-format xml pred.tags
 expect_exit 2 tfm-eval bleu --ref ref.txt --gold gold.txt hyp.txt
 expect_exit 2 tfm-eval bleu --ref ref.txt --no-such-option hyp.txt
+# chrf's usage hint names chrf's help, not bleu's; a typo gets a suggestion
+expect_exit 2 tfm-eval chrf --ref ref.txt --lowercse hyp.txt
+grep -q "bleu --help" err && fail "chrf's hint points at bleu: $(cat err)"
+grep -q "^tfm-eval: did you mean '--lowercase'?$" err || fail "chrf: no suggestion: $(cat err)"
 expect_exit 2 tfm-eval bleu --ref ref.txt hyp.txt extra.txt
 expect_exit 2 tfm-eval bleu --ref - <hyp.txt
 expect_exit 2 tfm-eval score --task classify --gold - <pred.txt

@@ -18,6 +18,14 @@ grep -q "unknown command 'frobnicate'" err || fail "unknown command message"
 expect_exit 2 $T encode --no-such-option -t tok.json corpus.txt
 grep -q "tfm-tokenize" err && grep -q -- "--help" err || fail "unknown option: no usage hint"
 [ -s out ] && fail "usage error wrote to stdout"
+# a typo of a long option gets a suggestion (as config keys do); a word
+# close to nothing gets none
+expect_exit 2 $T encode --tokenzer tok.json corpus.txt
+grep -q "^tfm-tokenize: did you mean '--tokenizer'?$" err || fail "no suggestion: $(cat err)"
+expect_exit 2 $T train --vocab-sise=300 corpus.txt
+grep -q "^tfm-tokenize: did you mean '--vocab-size'?$" err || fail "no suggestion for --opt=value: $(cat err)"
+expect_exit 2 $T encode --no-such-option -t tok.json corpus.txt
+grep -q "did you mean" err && fail "a suggestion for a word close to nothing: $(cat err)"
 expect_exit 2 $T encode -t tok.json --format yaml corpus.txt
 expect_exit 2 $T encode -t tok.json --threads 0 corpus.txt
 expect_exit 2 $T encode corpus.txt

@@ -182,6 +182,9 @@ const char *tfm_eval_default_pos(const char *const *gold, const char *const *pre
 void tfm_eval_report_classify(const char *const *gold, const char *const *pred, size_t n,
                               const char *pos, int json, int quiet, tfm_buf *o)
 {
+    tfm_err err = {0};
+    if (pos && tfm_metrics_check_label(gold, pred, n, pos, &err) < 0)
+        tfm_die(prog, &err);
     tfm_classify_result r;
     tfm_metrics_classify(gold, pred, n, pos, &r);
     if (json) {
@@ -279,11 +282,17 @@ void tfm_eval_report_span(const char *const *pred, size_t n, const char *const *
     for (size_t i = 0; i < n; i++) {
         const char *pr = pred[i];
         double be = 0, bf = 0;
+        size_t answers = 0;
         for (size_t k = group[i]; k < group[i + 1]; k++) {
             const char *gs = gold[k];
+            if (!*gs) /* "answers": [] or an empty gold line: none */
+                continue;
+            answers++;
             be = fmax(be, tfm_squad_exact(pr, strlen(pr), gs, strlen(gs)));
             bf = fmax(bf, tfm_squad_f1(pr, strlen(pr), gs, strlen(gs)));
         }
+        if (!answers)
+            be = bf = tfm_squad_no_answer(pr, strlen(pr));
         em += be;
         f1 += bf;
     }

@@ -63,6 +63,11 @@ grep -q '"pos_label":"1"' k.json || fail "default positive label 1"
 close "$(field k.json mcc)" "$(awk 'BEGIN { printf "%.12g", 1 / 6 }')" 1e-7 MCC
 $E score --task classify --gold gold.txt --pos-label 0 --json <pred.txt >k0.json
 close "$(field k0.json f1_pos)" 0.5 1e-7 "binary F1 of 0"
+# a positive label the data does not hold is refused, as scikit-learn does
+expect_exit 1 $E score --task classify --gold gold.txt --pos-label nosuch pred.txt
+grep -q "^tfm-eval: --pos-label 'nosuch' is not a label of the data (labels: '[01]', '[01]')$" err ||
+    fail "--pos-label nosuch: $(cat err)"
+[ -s out ] && fail "--pos-label nosuch: output"
 printf 'a\nb\nc\n' >g3.txt
 $E score --task classify --gold g3.txt --json g3.txt >k3.json
 grep -q '"pos_label":null' k3.json || fail "three labels: no binary scores by default"
@@ -94,10 +99,17 @@ $E score --task span --gold gold.ans --json pred.ans >a.json
 # exact: 1, 0, 0 (end vs nothing); F1: 1, 2/3, 0
 close "$(field a.json exact_match)" "$(awk 'BEGIN { printf "%.12g", 100 / 3 }')" 1e-7 "exact match"
 close "$(field a.json f1)" "$(awk 'BEGIN { printf "%.12g", 100 * 5 / 9 }')" 1e-7 "span F1"
+# no gold answer (an empty line, "answers": []) is unanswerable (SQuAD v2):
+# an empty prediction is right on both scores, an answer wrong
+printf 'cat\n\n\n' >gold0.ans
+printf 'cat\n\nsomething\n' >pred0.ans
+$E score --task span --gold gold0.ans --json pred0.ans >a0.json
+close "$(field a0.json exact_match)" "$(awk 'BEGIN { printf "%.12g", 200 / 3 }')" 1e-7 "unanswerable: exact match"
+close "$(field a0.json f1)" "$(awk 'BEGIN { printf "%.12g", 200 / 3 }')" 1e-7 "unanswerable: F1"
 
 # every JSON output parses
 if command -v python3 >/dev/null; then
-    for f in b c m e k k0 k3 r n t a; do
+    for f in b c m e k k0 k3 r n t a a0; do
         python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$f.json" || fail "$f.json is not JSON"
     done
 fi

@@ -422,6 +422,8 @@ double tfm_ft_metric(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pre
             double f = tfm_squad_f1(pr, pn, a->text, a->len);
             best = f > best ? f : best;
         }
+        if (x->n_ans == 0) /* unanswerable, as SQuAD v2 */
+            best = tfm_squad_no_answer(pr, pn);
         f1 += best;
     }
     return n ? 100.0 * f1 / (double)n : NAN;

@@ -37,7 +37,8 @@ static void __attribute__((noreturn)) usage(void)
            "            \"answer_start\": [...]}}\n"
            "Output: classify label<TAB>probability (regression: the value); tag\n"
            "word<TAB>probability<TAB>tag lines, a blank line after each sentence; span\n"
-           "answer<TAB>score.  With gold data, score's metrics follow on stderr.\n"
+           "answer<TAB>score.  Classify and span keep the input's lines: a blank one\n"
+           "gives a blank one.  With gold data, score's metrics follow on stderr.\n"
            "\n"
            "Options:\n"
            "  -m, --model FILE     the fine-tuned model file\n"
@@ -107,11 +108,25 @@ static void metrics_line(tapp *a, tfm_buf *m)
     tfm_buf_puts(&a->out, "}\n");
 }
 
+/* TSV output line N belongs to input line N: a blank input line holds no
+ * example and gets a blank output line, so that `paste` lines them up
+ * (JSON output names the line instead).  *next: the next line to write. */
+static void align_line(tapp *a, long *next, long line)
+{
+    if (a->json)
+        return;
+    for (; *next < line; (*next)++)
+        tfm_buf_putc(&a->out, '\n');
+    *next = line + 1;
+}
+
 static void out_classify(tapp *a)
 {
     const tfm_ft_labels *l = &a->p.labels;
     const tfm_ft_data *d = &a->d;
+    long next = 1;
     for (size_t e = 0; e < d->n; e++) {
+        align_line(a, &next, d->ex[e].line);
         if (a->json) {
             tfm_buf_printf(&a->out, "{\"line\":%ld,", d->ex[e].line);
             if (l->regression) {
@@ -224,8 +239,10 @@ static void out_span(tapp *a)
 {
     const tfm_ft_data *d = &a->d;
     char **pred = tfm_malloc(d->n * sizeof *pred);
+    long next = 1;
     for (size_t e = 0; e < d->n; e++) {
         const tfm_ft_example *x = &d->ex[e];
+        align_line(a, &next, x->line);
         long s0 = a->pr.start[e], s1 = a->pr.end[e];
         const char *ans = x->a + s0;
         size_t n = (size_t)(s1 - s0);

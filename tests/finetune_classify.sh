@@ -75,6 +75,11 @@ perl -ne 'chomp; my ($l, $t) = split /\t/; print "{\"label\": \"$l\", \"text\": 
     test.tsv > test.jsonl
 tfm-eval classify -q -m run/model.safetensors test.jsonl | cmp -s - pred.tsv ||
     fail "JSON Lines input predicts otherwise"
+# a blank input line gives a blank output line: output line N is input line N
+{ echo; head -2 test.tsv; echo; sed -n 3p test.tsv; } > blank.tsv
+tfm-eval classify -q -m run/model.safetensors blank.tsv > blank.out
+{ echo; head -2 pred.tsv; echo; sed -n 3p pred.tsv; } | cmp -s - blank.out ||
+    fail "blank input lines: output not aligned: $(cat blank.out)"
 
 # bad input: one message naming the file and line, exit 1, nothing on stdout
 { head -2 test.tsv; printf 'maybe\tthe cat\n'; } > unknown.tsv

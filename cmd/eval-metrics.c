@@ -51,6 +51,7 @@ static void __attribute__((noreturn)) usage(void)
            "      --sentence       bleu, chrf: a score per line too (sentence BLEU with\n"
            "                       effective order)\n"
            "      --json           one JSON object on stdout (default: TSV)\n"
+           "      --threads N      accepted as by every tfm program; scoring uses one\n"
            "  -q, --quiet          no summary on stderr\n"
            "  -h, --help           this help\n"
            "\n"
@@ -60,7 +61,7 @@ static void __attribute__((noreturn)) usage(void)
 }
 
 enum { OPT_TASK = 256, OPT_GOLD, OPT_POS, OPT_TAGFMT, OPT_REF, OPT_LC, OPT_SENT, OPT_JSON,
-       OPT_VERSION };
+       OPT_THREADS, OPT_VERSION };
 
 static const struct option long_opts[] = {
     {"task", required_argument, 0, OPT_TASK},
@@ -71,6 +72,7 @@ static const struct option long_opts[] = {
     {"lowercase", no_argument, 0, OPT_LC},
     {"sentence", no_argument, 0, OPT_SENT},
     {"json", no_argument, 0, OPT_JSON},
+    {"threads", required_argument, 0, OPT_THREADS},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, OPT_VERSION},
@@ -597,6 +599,9 @@ int tfm_eval_metrics_main(int argc, char **argv)
         case OPT_LC: a.lowercase = 1; break;
         case OPT_SENT: a.sentence = 1; break;
         case OPT_JSON: a.json = 1; break;
+        /* tfm(7) promises --threads everywhere; these metrics are cheap
+         * and run on one, so the value is only checked */
+        case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);

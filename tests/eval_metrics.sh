@@ -170,6 +170,12 @@ expect_exit 2 tfm-eval score --task classify --gold - <pred.txt
 expect_exit 0 tfm-eval bleu -q --ref - hyp.txt <ref.txt
 expect_exit 0 tfm-eval bleu --help
 grep -q -- '--pos-label' out || fail "help"
+# --threads, which every program takes (tfm(7)), is accepted and checked
+for c in "score --task classify --gold gold.txt pred.txt" "bleu --ref ref.txt hyp.txt" \
+         "chrf --ref ref.txt hyp.txt"; do
+    expect_exit 0 tfm-eval $c --threads 1
+    expect_exit 2 tfm-eval $c --threads 0
+done
 # options before the command
 expect_exit 0 tfm-eval -q --ref ref.txt --json bleu hyp.txt
 echo "tfm-eval score/bleu/chrf: all checks passed"

@@ -95,7 +95,7 @@ expect_fail 1 "tfm-eval: bad.jsonl:2:" tfm-eval classify -m run/model.safetensor
 printf 'neg\ta\tb\n' > pair.tsv
 expect_fail 1 "tfm-eval: pair.tsv:1: 3 fields: expected [label<TAB>]text (the model reads one text)" \
     tfm-eval classify -m run/model.safetensors pair.tsv
-expect_fail 1 "was trained with train.task mlm, not classify" \
+expect_fail 1 "pre/model.safetensors has no classifier head (a pre-trained model): fine-tune it with train.task classify first" \
     tfm-eval classify -m pre/model.safetensors test.tsv
 expect_fail 2 "missing -m MODEL" tfm-eval classify test.tsv
 # ... and in training: no run directory is left behind

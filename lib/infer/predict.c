@@ -468,13 +468,18 @@ int tfm_predictor_open(tfm_predictor *p, const char *path, tfm_ft_task task, tfm
     if (tfm_model_load(path, &p->cfg, &p->m, &p->tok, err) < 0)
         return -1;
     tfm_ft_task have;
-    char tname[32];
     tfm_buf meta = {0};
     int rc = -1;
-    if (task_of_config(&p->cfg, &have) < 0 || have != task) {
-        tfm_config_choice_name("train.task", p->cfg.train.task, tname, sizeof tname);
-        tfm_err_set(err, "%s was trained with train.task %s, not %s: fine-tune it with "
-                    "train.task %s first", path, tname, tfm_ft_task_name(task),
+    if (task_of_config(&p->cfg, &have) < 0) {
+        /* a pre-trained model (lm, mlm, HF BERT): what is missing is the head */
+        static const char *const head[] = {"classifier", "token classifier", "span head"};
+        tfm_err_set(err, "%s has no %s head (a pre-trained model): fine-tune it with "
+                    "train.task %s first", path, head[task], tfm_ft_task_name(task));
+        goto out;
+    }
+    if (have != task) {
+        tfm_err_set(err, "%s was fine-tuned with train.task %s, not %s: fine-tune it with "
+                    "train.task %s", path, tfm_ft_task_name(have), tfm_ft_task_name(task),
                     tfm_ft_task_name(task));
         goto out;
     }

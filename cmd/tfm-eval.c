@@ -535,11 +535,12 @@ static void cmd_info(const app *a)
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
         tfm_buf_printf(&o, ",\"kind\":\"%s\",\"model_kind\":\"%s\",\"positions\":\"%s\","
                        "\"bytes\":%zu,\"tensors\":%zu,\"parameters\":%zu,"
-                       "\"n_layer\":%d,\"n_head\":%d,\"n_embd\":%d,\"block_size\":%d,"
+                       "\"n_layer\":%d,\"n_enc_layer\":%d,\"n_head\":%d,\"n_embd\":%d,"
+                       "\"d_ff\":%d,\"block_size\":%d,"
                        "\"vocab_size\":%d,\"norm\":\"%s\",\"bias\":%s,\"tied\":%s,\"step\":",
                        kind, tfm_kind_name(c->kind), tfm_pos_name(c->pos), mi.file_bytes,
-                       mi.n_tensors, mi.n_params, c->n_layer, c->n_head,
-                       c->n_embd, c->block_size, c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
+                       c->n_head, c->n_embd, tfm_model_config_ff(c), c->block_size, c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");
         if (mi.step >= 0)
             tfm_buf_printf(&o, "%lld", (long long)mi.step);
@@ -549,6 +550,11 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, ",\"tokenizer\":\"%s\",\"tokenizer_vocab\":%u", tok, mi.tok_vocab);
         else
             tfm_buf_puts(&o, ",\"tokenizer\":null,\"tokenizer_vocab\":null");
+        tfm_buf_puts(&o, ",\"bos\":");
+        if (mi.bos >= 0)
+            tfm_buf_printf(&o, "%lld", (long long)mi.bos);
+        else
+            tfm_buf_puts(&o, "null");
         tfm_buf_puts(&o, ",\"eos\":");
         if (mi.eos >= 0)
             tfm_buf_printf(&o, "%lld", (long long)mi.eos);
@@ -563,10 +569,12 @@ static void cmd_info(const app *a)
     } else {
         tfm_buf_printf(&o, "model\t%s\nkind\t%s\nmodel_kind\t%s\npositions\t%s\nbytes\t%zu\n"
                        "tensors\t%zu\nparameters\t%zu\n"
-                       "n_layer\t%d\nn_head\t%d\nn_embd\t%d\nblock_size\t%d\nvocab_size\t%d\n"
+                       "n_layer\t%d\nn_enc_layer\t%d\nn_head\t%d\nn_embd\t%d\nd_ff\t%d\n"
+                       "block_size\t%d\nvocab_size\t%d\n"
                        "norm\t%s\nbias\t%s\ntied\t%s\n", a->model_path, kind, tfm_kind_name(c->kind),
                        tfm_pos_name(c->pos), mi.file_bytes,
-                       mi.n_tensors, mi.n_params, c->n_layer, c->n_head, c->n_embd, c->block_size,
+                       mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
+                       c->n_head, c->n_embd, tfm_model_config_ff(c), c->block_size,
                        c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");
         if (mi.step >= 0)
@@ -577,6 +585,10 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, "tokenizer\t%s\ntokenizer_vocab\t%u\n", tok, mi.tok_vocab);
         else
             tfm_buf_puts(&o, "tokenizer\t-\ntokenizer_vocab\t-\n");
+        if (mi.bos >= 0)
+            tfm_buf_printf(&o, "bos\t%lld\n", (long long)mi.bos);
+        else
+            tfm_buf_puts(&o, "bos\t-\n");
         if (mi.eos >= 0)
             tfm_buf_printf(&o, "eos\t%lld\n", (long long)mi.eos);
         else

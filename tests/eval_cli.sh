@@ -256,14 +256,16 @@ expect_exit 2 $E choice -m m.st --token-logprobs x.tsv items.jsonl
 
 # info: what a model file is, for a tfm file and a HuggingFace layout
 $E info -m m.st >info.tsv
-for kv in "kind	tfm" "n_layer	2" "n_head	2" "n_embd	32" "block_size	16" "step	0" \
-          "tokenizer	char" "checksum	verified"; do
+for kv in "kind	tfm" "n_layer	2" "n_enc_layer	0" "n_head	2" "n_embd	32" "d_ff	128" \
+          "block_size	16" "step	0" "tokenizer	char" "checksum	verified"; do
     grep -qx "$kv" info.tsv || fail "info: no '$kv' in $(cat info.tsv)"
 done
 "$TFM_BUILDDIR/tests/mkmodel" hf.st --hf --layers 1 --heads 1 --embd 64 --context 32 --vocab 50
 $E info -m hf.st --json >info.json
 grep -q '"kind":"gpt2-huggingface",.*"parameters":55360,.*"step":null,"tokenizer":null' info.json &&
     grep -q '"checksum":"none"' info.json || fail "info of a GPT-2 layout: $(cat info.json)"
+# the tokenizer's bos and eos, as perplexity uses them
+grep -Eq "^bos	[0-9]+$" info.tsv && grep -Eq "^eos	[0-9]+$" info.tsv || fail "info: no bos/eos: $(cat info.tsv)"
 expect_exit 2 $E info -m m.st text.txt
 # a tfm file without its checksum: loads, with a warning
 /usr/bin/python3 - m.st nosum.st <<'PY'

@@ -338,7 +338,8 @@ int tfm_eval_task_main(int argc, char **argv)
     if (tfm_ft_encode(&a.s, &a.d, 0, a.d.n, a.p.tok, &a.p.labels, &a.p.enc, &err) < 0)
         tfm_die(prog, &err);
     tfm_ft_out out;
-    if (tfm_ft_run(&a.p.m, &a.s, a.p.labels.regression, 0, (int)batch, &out, NULL, &err) < 0)
+    if (tfm_ft_run(&a.p.m, &a.s, a.p.labels.regression, 0, (int)batch, &out, NULL, &err) < 0 ||
+        tfm_ft_out_check(&out, &a.s, a.model, &err) < 0)
         tfm_die(prog, &err);
     tfm_ft_predict(&a.s, &out, &a.p.labels, a.max_answer, &a.pr);
     tfm_ft_out_free(&out);

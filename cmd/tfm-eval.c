@@ -152,18 +152,6 @@ static void speed_line(app *a)
                 a->ev.batch);
 }
 
-/* A diverged model scores NaN: said once (even with -q: the numbers that
- * follow are meaningless), and --json writes them as null. */
-static void warn_nan(const app *a, const tfm_eval_seq *seqs, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (isnan(seqs[i].logprob)) {
-            fprintf(stderr, "%s: %s: the model produced NaN: its weights are not finite "
-                    "(a diverged training run?)\n", prog, a->model_path);
-            return;
-        }
-}
-
 /* ---- perplexity ------------------------------------------------------ */
 
 static void load_tokens(app *a, tfm_ids *ids)
@@ -256,7 +244,6 @@ static void cmd_perplexity(app *a)
     if (tfm_eval_score(&a->ev, seqs, nw, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    warn_nan(a, seqs, nw);
     double total = 0;
     for (size_t i = 0; i < nw; i++)
         total -= seqs[i].logprob;
@@ -436,7 +423,6 @@ static void cmd_choice(app *a)
     if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    warn_nan(a, seqs, n_seq);
     size_t right[3] = {0, 0, 0};
     for (size_t i = 0; i < n_items; i++) {
         int best[3] = {0, 0, 0};
@@ -667,7 +653,6 @@ static void cmd_lastword(app *a)
     if (tfm_eval_score(&a->ev, seqs, n, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    warn_nan(a, seqs, n);
     size_t right = 0, targets = 0;
     double lp = 0;
     for (size_t i = 0; i < n; i++) {

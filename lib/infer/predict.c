@@ -112,6 +112,21 @@ void tfm_ft_out_free(tfm_ft_out *o)
     memset(o, 0, sizeof *o);
 }
 
+int tfm_ft_out_check(const tfm_ft_out *out, const tfm_ft_set *s, const char *path,
+                     tfm_err *err)
+{
+    const float *z = out->cls ? out->cls : out->tag ? out->tag : out->span;
+    size_t n = out->cls   ? s->n_rows * (size_t)out->K
+               : out->tag ? s->ids.len * (size_t)out->n_tags
+                          : s->ids.len * 2;
+    for (size_t i = 0; z && i < n; i++)
+        if (!isfinite(z[i]))
+            return tfm_err_set(err, "%s: the model's outputs are not finite (%s): its weights "
+                               "are not finite (a diverged training run?)", path,
+                               isnan(z[i]) ? "NaN" : "infinite");
+    return 0;
+}
+
 int tfm_ft_run(tfm_model *m, const tfm_ft_set *s, int regression, int max_tokens, int max_rows,
                tfm_ft_out *out, double *loss, tfm_err *err)
 {

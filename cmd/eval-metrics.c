@@ -17,6 +17,7 @@
 #include "infer/bleu.h"
 #include "infer/taskdata.h"
 #include "infer/taskmetrics.h"
+#include "text/utf8.h"
 
 #include "eval.h"
 
@@ -101,6 +102,18 @@ static void slurp(const char *path, tfm_buf *b, const char **name)
         tfm_die(prog, &err);
     if (!is_stdin)
         fclose(fp);
+    /* one rule for every text input (as JSON Lines and tfm-embed): labels,
+     * answers and sentences compared byte by byte must be text */
+    long line = 1;
+    for (size_t pos = 0; pos < b->len; line++) {
+        const char *s = b->data + pos, *nl = memchr(s, '\n', b->len - pos);
+        size_t n = nl ? (size_t)(nl - s) : b->len - pos;
+        if (!tfm_utf8_valid((const unsigned char *)s, n)) {
+            tfm_err_at(&err, *name, line, 0, "invalid UTF-8");
+            tfm_die(prog, &err);
+        }
+        pos += n + 1;
+    }
 }
 
 /* JSON number, null when not finite (JSON has no NaN or infinity). */

@@ -149,6 +149,17 @@ expect_msg "short.tags:2: sentence 2 has 2 tags, but 3 at gold.conll:7"
 expect_exit 1 tfm-eval bleu --ref ref.txt </dev/null
 expect_msg "stdin: empty input"
 [ "$(wc -l <err)" -eq 1 ] || fail "one message"
+# invalid UTF-8 is refused with file:line, as in JSON Lines inputs
+printf 'ok\nbad \377 byte\n' >inv.txt
+printf 'ok\nfine\n' >ok2.txt
+expect_exit 1 tfm-eval bleu --ref ok2.txt inv.txt
+grep -q "^tfm-eval: inv.txt:2: invalid UTF-8$" err || fail "bleu: invalid UTF-8: $(cat err)"
+expect_exit 1 tfm-eval chrf --ref inv.txt ok2.txt
+grep -q "^tfm-eval: inv.txt:2: invalid UTF-8$" err || fail "chrf: invalid UTF-8 reference: $(cat err)"
+expect_exit 1 tfm-eval score --task classify --gold ok2.txt inv.txt
+grep -q "^tfm-eval: inv.txt:2: invalid UTF-8$" err || fail "score: invalid UTF-8: $(cat err)"
+expect_exit 1 tfm-eval score --task span --gold inv.txt ok2.txt
+grep -q "^tfm-eval: inv.txt:2: invalid UTF-8$" err || fail "score: invalid UTF-8 gold: $(cat err)"
 
 # ---- usage errors: exit 2 ---------------------------------------------------
 expect_exit 2 tfm-eval bleu hyp.txt

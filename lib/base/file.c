@@ -259,13 +259,13 @@ int tfm_out_open(tfm_out *o, const char *path, tfm_err *err)
     char *target = tfm_strdup(path);
     for (int hops = 0;; hops++) {
         struct stat st;
-        int fd = own_fd(target);
+        int fd = own_fd(target), exists = stat(target, &st) == 0;
         int rc = 0, done = 1;
         if (fd >= 0)
             rc = out_open_direct(o, path, fd, err);
-        else if (stat(target, &st) == 0 && S_ISDIR(st.st_mode))
+        else if (exists && S_ISDIR(st.st_mode))
             rc = tfm_err_set(err, "%s: is a directory", path);
-        else if (stat(target, &st) == 0 && !S_ISREG(st.st_mode))
+        else if (exists && !S_ISREG(st.st_mode))
             rc = out_open_direct(o, target, -1, err);
         else if (lstat(target, &st) == 0 && S_ISLNK(st.st_mode))
             done = 0;

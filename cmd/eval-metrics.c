@@ -17,6 +17,7 @@
 #include "infer/bleu.h"
 #include "infer/taskdata.h"
 #include "infer/taskmetrics.h"
+#include "text/utf8.h"
 
 #include "eval.h"
 
@@ -51,6 +52,7 @@ static void __attribute__((noreturn)) usage(void)
            "      --sentence       bleu, chrf: a score per line too (sentence BLEU with\n"
            "                       effective order)\n"
            "      --json           one JSON object on stdout (default: TSV)\n"
+           "      --threads N      accepted as by every tfm program; scoring uses one\n"
            "  -q, --quiet          no summary on stderr\n"
            "  -h, --help           this help\n"
            "\n"
@@ -60,7 +62,7 @@ static void __attribute__((noreturn)) usage(void)
 }
 
 enum { OPT_TASK = 256, OPT_GOLD, OPT_POS, OPT_TAGFMT, OPT_REF, OPT_LC, OPT_SENT, OPT_JSON,
-       OPT_VERSION };
+       OPT_THREADS, OPT_VERSION };
 
 static const struct option long_opts[] = {
     {"task", required_argument, 0, OPT_TASK},
@@ -71,6 +73,7 @@ static const struct option long_opts[] = {
     {"lowercase", no_argument, 0, OPT_LC},
     {"sentence", no_argument, 0, OPT_SENT},
     {"json", no_argument, 0, OPT_JSON},
+    {"threads", required_argument, 0, OPT_THREADS},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, OPT_VERSION},
@@ -99,6 +102,18 @@ static void slurp(const char *path, tfm_buf *b, const char **name)
         tfm_die(prog, &err);
     if (!is_stdin)
         fclose(fp);
+    /* one rule for every text input (as JSON Lines and tfm-embed): labels,
+     * answers and sentences compared byte by byte must be text */
+    long line = 1;
+    for (size_t pos = 0; pos < b->len; line++) {
+        const char *s = b->data + pos, *nl = memchr(s, '\n', b->len - pos);
+        size_t n = nl ? (size_t)(nl - s) : b->len - pos;
+        if (!tfm_utf8_valid((const unsigned char *)s, n)) {
+            tfm_err_at(&err, *name, line, 0, "invalid UTF-8");
+            tfm_die(prog, &err);
+        }
+        pos += n + 1;
+    }
 }
 
 /* JSON number, null when not finite (JSON has no NaN or infinity). */
@@ -182,6 +197,9 @@ const char *tfm_eval_default_pos(const char *const *gold, const char *const *pre
 void tfm_eval_report_classify(const char *const *gold, const char *const *pred, size_t n,
                               const char *pos, int json, int quiet, tfm_buf *o)
 {
+    tfm_err err = {0};
+    if (pos && tfm_metrics_check_label(gold, pred, n, pos, &err) < 0)
+        tfm_die(prog, &err);
     tfm_classify_result r;
     tfm_metrics_classify(gold, pred, n, pos, &r);
     if (json) {
@@ -279,11 +297,17 @@ void tfm_eval_report_span(const char *const *pred, size_t n, const char *const *
     for (size_t i = 0; i < n; i++) {
         const char *pr = pred[i];
         double be = 0, bf = 0;
+        size_t answers = 0;
         for (size_t k = group[i]; k < group[i + 1]; k++) {
             const char *gs = gold[k];
+            if (!*gs) /* "answers": [] or an empty gold line: none */
+                continue;
+            answers++;
             be = fmax(be, tfm_squad_exact(pr, strlen(pr), gs, strlen(gs)));
             bf = fmax(bf, tfm_squad_f1(pr, strlen(pr), gs, strlen(gs)));
         }
+        if (!answers)
+            be = bf = tfm_squad_no_answer(pr, strlen(pr));
         em += be;
         f1 += bf;
     }
@@ -588,10 +612,13 @@ int tfm_eval_metrics_main(int argc, char **argv)
         case OPT_LC: a.lowercase = 1; break;
         case OPT_SENT: a.sentence = 1; break;
         case OPT_JSON: a.json = 1; break;
+        /* tfm(7) promises --threads everywhere; these metrics are cheap
+         * and run on one, so the value is only checked */
+        case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_error(prog, "unknown option (see %s bleu --help)", prog);
+        default: tfm_usage_hint(prog, argv, long_opts); /* getopt said what */
         }
     }
     if (optind >= argc)

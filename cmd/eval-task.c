@@ -37,7 +37,8 @@ static void __attribute__((noreturn)) usage(void)
            "            \"answer_start\": [...]}}\n"
            "Output: classify label<TAB>probability (regression: the value); tag\n"
            "word<TAB>probability<TAB>tag lines, a blank line after each sentence; span\n"
-           "answer<TAB>score.  With gold data, score's metrics follow on stderr.\n"
+           "answer<TAB>score.  Classify and span keep the input's lines: a blank one\n"
+           "gives a blank one.  With gold data, score's metrics follow on stderr.\n"
            "\n"
            "Options:\n"
            "  -m, --model FILE     the fine-tuned model file\n"
@@ -107,11 +108,25 @@ static void metrics_line(tapp *a, tfm_buf *m)
     tfm_buf_puts(&a->out, "}\n");
 }
 
+/* TSV output line N belongs to input line N: a blank input line holds no
+ * example and gets a blank output line, so that `paste` lines them up
+ * (JSON output names the line instead).  *next: the next line to write. */
+static void align_line(tapp *a, long *next, long line)
+{
+    if (a->json)
+        return;
+    for (; *next < line; (*next)++)
+        tfm_buf_putc(&a->out, '\n');
+    *next = line + 1;
+}
+
 static void out_classify(tapp *a)
 {
     const tfm_ft_labels *l = &a->p.labels;
     const tfm_ft_data *d = &a->d;
+    long next = 1;
     for (size_t e = 0; e < d->n; e++) {
+        align_line(a, &next, d->ex[e].line);
         if (a->json) {
             tfm_buf_printf(&a->out, "{\"line\":%ld,", d->ex[e].line);
             if (l->regression) {
@@ -224,8 +239,10 @@ static void out_span(tapp *a)
 {
     const tfm_ft_data *d = &a->d;
     char **pred = tfm_malloc(d->n * sizeof *pred);
+    long next = 1;
     for (size_t e = 0; e < d->n; e++) {
         const tfm_ft_example *x = &d->ex[e];
+        align_line(a, &next, x->line);
         long s0 = a->pr.start[e], s1 = a->pr.end[e];
         const char *ans = x->a + s0;
         size_t n = (size_t)(s1 - s0);
@@ -284,7 +301,7 @@ int tfm_eval_task_main(int argc, char **argv)
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_hint(prog);
+        default: tfm_usage_hint(prog, argv, long_opts);
         }
     }
     if (optind >= argc)
@@ -321,7 +338,8 @@ int tfm_eval_task_main(int argc, char **argv)
     if (tfm_ft_encode(&a.s, &a.d, 0, a.d.n, a.p.tok, &a.p.labels, &a.p.enc, &err) < 0)
         tfm_die(prog, &err);
     tfm_ft_out out;
-    if (tfm_ft_run(&a.p.m, &a.s, a.p.labels.regression, 0, (int)batch, &out, NULL, &err) < 0)
+    if (tfm_ft_run(&a.p.m, &a.s, a.p.labels.regression, 0, (int)batch, &out, NULL, &err) < 0 ||
+        tfm_ft_out_check(&out, &a.s, a.model, &err) < 0)
         tfm_die(prog, &err);
     tfm_ft_predict(&a.s, &out, &a.p.labels, a.max_answer, &a.pr);
     tfm_ft_out_free(&out);

@@ -622,7 +622,7 @@ int main(int argc, char **argv)
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_hint(prog);
+        default: tfm_usage_hint(prog, argv, long_opts);
         }
     }
     if (!model)

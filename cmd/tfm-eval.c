@@ -152,18 +152,6 @@ static void speed_line(app *a)
                 a->ev.batch);
 }
 
-/* A diverged model scores NaN: said once (even with -q: the numbers that
- * follow are meaningless), and --json writes them as null. */
-static void warn_nan(const app *a, const tfm_eval_seq *seqs, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (isnan(seqs[i].logprob)) {
-            fprintf(stderr, "%s: %s: the model produced NaN: its weights are not finite "
-                    "(a diverged training run?)\n", prog, a->model_path);
-            return;
-        }
-}
-
 /* ---- perplexity ------------------------------------------------------ */
 
 static void load_tokens(app *a, tfm_ids *ids)
@@ -256,7 +244,6 @@ static void cmd_perplexity(app *a)
     if (tfm_eval_score(&a->ev, seqs, nw, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    warn_nan(a, seqs, nw);
     double total = 0;
     for (size_t i = 0; i < nw; i++)
         total -= seqs[i].logprob;
@@ -436,7 +423,6 @@ static void cmd_choice(app *a)
     if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    warn_nan(a, seqs, n_seq);
     size_t right[3] = {0, 0, 0};
     for (size_t i = 0; i < n_items; i++) {
         int best[3] = {0, 0, 0};
@@ -535,11 +521,12 @@ static void cmd_info(const app *a)
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
         tfm_buf_printf(&o, ",\"kind\":\"%s\",\"model_kind\":\"%s\",\"positions\":\"%s\","
                        "\"bytes\":%zu,\"tensors\":%zu,\"parameters\":%zu,"
-                       "\"n_layer\":%d,\"n_head\":%d,\"n_embd\":%d,\"block_size\":%d,"
+                       "\"n_layer\":%d,\"n_enc_layer\":%d,\"n_head\":%d,\"n_embd\":%d,"
+                       "\"d_ff\":%d,\"block_size\":%d,"
                        "\"vocab_size\":%d,\"norm\":\"%s\",\"bias\":%s,\"tied\":%s,\"step\":",
                        kind, tfm_kind_name(c->kind), tfm_pos_name(c->pos), mi.file_bytes,
-                       mi.n_tensors, mi.n_params, c->n_layer, c->n_head,
-                       c->n_embd, c->block_size, c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
+                       c->n_head, c->n_embd, tfm_model_config_ff(c), c->block_size, c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");
         if (mi.step >= 0)
             tfm_buf_printf(&o, "%lld", (long long)mi.step);
@@ -549,6 +536,11 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, ",\"tokenizer\":\"%s\",\"tokenizer_vocab\":%u", tok, mi.tok_vocab);
         else
             tfm_buf_puts(&o, ",\"tokenizer\":null,\"tokenizer_vocab\":null");
+        tfm_buf_puts(&o, ",\"bos\":");
+        if (mi.bos >= 0)
+            tfm_buf_printf(&o, "%lld", (long long)mi.bos);
+        else
+            tfm_buf_puts(&o, "null");
         tfm_buf_puts(&o, ",\"eos\":");
         if (mi.eos >= 0)
             tfm_buf_printf(&o, "%lld", (long long)mi.eos);
@@ -563,10 +555,12 @@ static void cmd_info(const app *a)
     } else {
         tfm_buf_printf(&o, "model\t%s\nkind\t%s\nmodel_kind\t%s\npositions\t%s\nbytes\t%zu\n"
                        "tensors\t%zu\nparameters\t%zu\n"
-                       "n_layer\t%d\nn_head\t%d\nn_embd\t%d\nblock_size\t%d\nvocab_size\t%d\n"
+                       "n_layer\t%d\nn_enc_layer\t%d\nn_head\t%d\nn_embd\t%d\nd_ff\t%d\n"
+                       "block_size\t%d\nvocab_size\t%d\n"
                        "norm\t%s\nbias\t%s\ntied\t%s\n", a->model_path, kind, tfm_kind_name(c->kind),
                        tfm_pos_name(c->pos), mi.file_bytes,
-                       mi.n_tensors, mi.n_params, c->n_layer, c->n_head, c->n_embd, c->block_size,
+                       mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
+                       c->n_head, c->n_embd, tfm_model_config_ff(c), c->block_size,
                        c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false");
         if (mi.step >= 0)
@@ -577,6 +571,10 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, "tokenizer\t%s\ntokenizer_vocab\t%u\n", tok, mi.tok_vocab);
         else
             tfm_buf_puts(&o, "tokenizer\t-\ntokenizer_vocab\t-\n");
+        if (mi.bos >= 0)
+            tfm_buf_printf(&o, "bos\t%lld\n", (long long)mi.bos);
+        else
+            tfm_buf_puts(&o, "bos\t-\n");
         if (mi.eos >= 0)
             tfm_buf_printf(&o, "eos\t%lld\n", (long long)mi.eos);
         else
@@ -655,7 +653,6 @@ static void cmd_lastword(app *a)
     if (tfm_eval_score(&a->ev, seqs, n, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    warn_nan(a, seqs, n);
     size_t right = 0, targets = 0;
     double lp = 0;
     for (size_t i = 0; i < n; i++) {
@@ -757,7 +754,7 @@ int main(int argc, char **argv)
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_hint(prog); /* getopt said what */
+        default: tfm_usage_hint(prog, argv, long_opts); /* getopt said what */
         }
     }
     /* GNU getopt moves the operands to the end: options may come before

@@ -467,7 +467,7 @@ int main(int argc, char **argv)
         case 'z': a.end = '\0'; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_hint(prog); /* getopt said what */
+        default: tfm_usage_hint(prog, argv, long_opts); /* getopt said what */
         }
     }
     if (!model)

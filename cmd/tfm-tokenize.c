@@ -352,7 +352,7 @@ static int cmd_train(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'h': usage_train(stdout); exit(0);
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_hint(prog); /* getopt said what */
+        default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
         }
     }
     if (vocab < 0)
@@ -510,7 +510,7 @@ static int cmd_encode(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'h': usage_encode(stdout); exit(0);
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_hint(prog); /* getopt said what */
+        default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
         }
     }
     const char *env = getenv("TFM_ENCODE_CHUNK"); /* tests: force many rounds */
@@ -598,7 +598,7 @@ static int cmd_decode(int argc, char **argv)
         case 'h': usage_decode(stdout); exit(0);
         case OPT_VERSION: tfm_print_version(prog);
         case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
-        default: tfm_usage_hint(prog); /* getopt said what */
+        default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
         }
     }
     if (argc - optind > 1)
@@ -685,7 +685,7 @@ static int cmd_vocab(int argc, char **argv)
         case 'h': usage_vocab(stdout); exit(0);
         case OPT_VERSION: tfm_print_version(prog);
         case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
-        default: tfm_usage_hint(prog); /* getopt said what */
+        default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
         }
     }
     if (optind < argc)

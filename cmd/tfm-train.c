@@ -139,7 +139,7 @@ int main(int argc, char **argv)
             break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 4096); break;
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_hint(prog); /* getopt said what */
+        default: tfm_usage_hint(prog, argv, longopts); /* getopt said what */
         }
     }
     if (optind < argc)

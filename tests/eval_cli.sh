@@ -213,16 +213,20 @@ set +e; $E perplexity -m m.st text.txt >/dev/full 2>err; rc=$?; set -e
 [ "$rc" -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] && grep -q 'write error' err ||
     fail "write error: exit $rc, $(cat err)"
 
-# A model with NaN weights (a diverged run): said on stderr, and --json
-# writes null where a number is not finite.
+# A model with NaN weights (a diverged run) gives no results: every mode
+# that scores with it fails (exit 1) naming the file, and writes nothing
+# (choice reported accuracy 0.667: every comparison with NaN is false)
 "$TFM_BUILDDIR/tests/mkmodel" nan.st --text text.txt --layers 1 --heads 2 --embd 16 \
     --context 16 --nan
-$E perplexity -m nan.st --json text.txt >nan.p.json 2>err
-grep -q 'the model produced NaN' err || fail "NaN model not reported: $(cat err)"
-[ "$(field nan.p.json perplexity)" = null ] || fail "NaN perplexity: $(cat nan.p.json)"
-$E lastword -m nan.st --json --items nan.lw.items pass.txt >nan.lw.json 2>/dev/null
-[ "$(field nan.lw.json word_perplexity)" = null ] || fail "NaN word_perplexity: $(cat nan.lw.json)"
-$E choice -m nan.st --json --items nan.c.items items.jsonl >nan.c.json 2>/dev/null
+for mode in "perplexity --token-logprobs nan.lp text.txt" "lastword --items nan.items pass.txt" \
+            "choice --items nan.items items.jsonl"; do
+    expect_exit 1 $E $mode -m nan.st --json
+    grep -q "^tfm-eval: nan.st: the model's scores are not finite (NaN)" err ||
+        fail "NaN model ($mode): $(cat err)"
+    [ -s out ] && fail "NaN model ($mode): output $(cat out)"
+    [ -e nan.items ] || [ -e nan.lp ] && fail "NaN model ($mode): output file"
+    ls nan.*.tmp.* 2>/dev/null && fail "NaN model ($mode): temporary file left"
+done
 
 # .npy token ids: one rule for every reader (1-D, integers of any width and
 # sign that fit): int8 is read, a 2-D array is refused with the same words
@@ -256,14 +260,16 @@ expect_exit 2 $E choice -m m.st --token-logprobs x.tsv items.jsonl
 
 # info: what a model file is, for a tfm file and a HuggingFace layout
 $E info -m m.st >info.tsv
-for kv in "kind	tfm" "n_layer	2" "n_head	2" "n_embd	32" "block_size	16" "step	0" \
-          "tokenizer	char" "checksum	verified"; do
+for kv in "kind	tfm" "n_layer	2" "n_enc_layer	0" "n_head	2" "n_embd	32" "d_ff	128" \
+          "block_size	16" "step	0" "tokenizer	char" "checksum	verified"; do
     grep -qx "$kv" info.tsv || fail "info: no '$kv' in $(cat info.tsv)"
 done
 "$TFM_BUILDDIR/tests/mkmodel" hf.st --hf --layers 1 --heads 1 --embd 64 --context 32 --vocab 50
 $E info -m hf.st --json >info.json
 grep -q '"kind":"gpt2-huggingface",.*"parameters":55360,.*"step":null,"tokenizer":null' info.json &&
     grep -q '"checksum":"none"' info.json || fail "info of a GPT-2 layout: $(cat info.json)"
+# the tokenizer's bos and eos, as perplexity uses them
+grep -Eq "^bos	[0-9]+$" info.tsv && grep -Eq "^eos	[0-9]+$" info.tsv || fail "info: no bos/eos: $(cat info.tsv)"
 expect_exit 2 $E info -m m.st text.txt
 # a tfm file without its checksum: loads, with a warning
 /usr/bin/python3 - m.st nosum.st <<'PY'
@@ -327,7 +333,7 @@ done
 
 # Every --json output and --items file of this test is strict JSON.
 rm tok.json  # the one JSON file that is not one document a line
-/usr/bin/python3 - ./*.json ./*.items lwi.jsonl ok.items.jsonl <<'PY' || fail "not strict JSON"
+/usr/bin/python3 - ./*.json lwi.jsonl ok.items.jsonl <<'PY' || fail "not strict JSON"
 import json, sys
 def bad(name):
     raise ValueError("not JSON: " + name)

@@ -63,6 +63,11 @@ grep -q '"pos_label":"1"' k.json || fail "default positive label 1"
 close "$(field k.json mcc)" "$(awk 'BEGIN { printf "%.12g", 1 / 6 }')" 1e-7 MCC
 $E score --task classify --gold gold.txt --pos-label 0 --json <pred.txt >k0.json
 close "$(field k0.json f1_pos)" 0.5 1e-7 "binary F1 of 0"
+# a positive label the data does not hold is refused, as scikit-learn does
+expect_exit 1 $E score --task classify --gold gold.txt --pos-label nosuch pred.txt
+grep -q "^tfm-eval: --pos-label 'nosuch' is not a label of the data (labels: '[01]', '[01]')$" err ||
+    fail "--pos-label nosuch: $(cat err)"
+[ -s out ] && fail "--pos-label nosuch: output"
 printf 'a\nb\nc\n' >g3.txt
 $E score --task classify --gold g3.txt --json g3.txt >k3.json
 grep -q '"pos_label":null' k3.json || fail "three labels: no binary scores by default"
@@ -94,10 +99,17 @@ $E score --task span --gold gold.ans --json pred.ans >a.json
 # exact: 1, 0, 0 (end vs nothing); F1: 1, 2/3, 0
 close "$(field a.json exact_match)" "$(awk 'BEGIN { printf "%.12g", 100 / 3 }')" 1e-7 "exact match"
 close "$(field a.json f1)" "$(awk 'BEGIN { printf "%.12g", 100 * 5 / 9 }')" 1e-7 "span F1"
+# no gold answer (an empty line, "answers": []) is unanswerable (SQuAD v2):
+# an empty prediction is right on both scores, an answer wrong
+printf 'cat\n\n\n' >gold0.ans
+printf 'cat\n\nsomething\n' >pred0.ans
+$E score --task span --gold gold0.ans --json pred0.ans >a0.json
+close "$(field a0.json exact_match)" "$(awk 'BEGIN { printf "%.12g", 200 / 3 }')" 1e-7 "unanswerable: exact match"
+close "$(field a0.json f1)" "$(awk 'BEGIN { printf "%.12g", 200 / 3 }')" 1e-7 "unanswerable: F1"
 
 # every JSON output parses
 if command -v python3 >/dev/null; then
-    for f in b c m e k k0 k3 r n t a; do
+    for f in b c m e k k0 k3 r n t a a0; do
         python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$f.json" || fail "$f.json is not JSON"
     done
 fi
@@ -137,6 +149,17 @@ expect_msg "short.tags:2: sentence 2 has 2 tags, but 3 at gold.conll:7"
 expect_exit 1 tfm-eval bleu --ref ref.txt </dev/null
 expect_msg "stdin: empty input"
 [ "$(wc -l <err)" -eq 1 ] || fail "one message"
+# invalid UTF-8 is refused with file:line, as in JSON Lines inputs
+printf 'ok\nbad \377 byte\n' >inv.txt
+printf 'ok\nfine\n' >ok2.txt
+expect_exit 1 tfm-eval bleu --ref ok2.txt inv.txt
+grep -q "^tfm-eval: inv.txt:2: invalid UTF-8$" err || fail "bleu: invalid UTF-8: $(cat err)"
+expect_exit 1 tfm-eval chrf --ref inv.txt ok2.txt
+grep -q "^tfm-eval: inv.txt:2: invalid UTF-8$" err || fail "chrf: invalid UTF-8 reference: $(cat err)"
+expect_exit 1 tfm-eval score --task classify --gold ok2.txt inv.txt
+grep -q "^tfm-eval: inv.txt:2: invalid UTF-8$" err || fail "score: invalid UTF-8: $(cat err)"
+expect_exit 1 tfm-eval score --task span --gold inv.txt ok2.txt
+grep -q "^tfm-eval: inv.txt:2: invalid UTF-8$" err || fail "score: invalid UTF-8 gold: $(cat err)"
 
 # ---- usage errors: exit 2 ---------------------------------------------------
 expect_exit 2 tfm-eval bleu hyp.txt
@@ -148,12 +171,22 @@ expect_exit 2 tfm-eval score --task regress --gold y.txt --pos-label 1 yhat.txt
 expect_exit 2 tfm-eval score --task tag --gold gold.conll --tag-format xml pred.tags
 expect_exit 2 tfm-eval bleu --ref ref.txt --gold gold.txt hyp.txt
 expect_exit 2 tfm-eval bleu --ref ref.txt --no-such-option hyp.txt
+# chrf's usage hint names chrf's help, not bleu's; a typo gets a suggestion
+expect_exit 2 tfm-eval chrf --ref ref.txt --lowercse hyp.txt
+grep -q "bleu --help" err && fail "chrf's hint points at bleu: $(cat err)"
+grep -q "^tfm-eval: did you mean '--lowercase'?$" err || fail "chrf: no suggestion: $(cat err)"
 expect_exit 2 tfm-eval bleu --ref ref.txt hyp.txt extra.txt
 expect_exit 2 tfm-eval bleu --ref - <hyp.txt
 expect_exit 2 tfm-eval score --task classify --gold - <pred.txt
 expect_exit 0 tfm-eval bleu -q --ref - hyp.txt <ref.txt
 expect_exit 0 tfm-eval bleu --help
 grep -q -- '--pos-label' out || fail "help"
+# --threads, which every program takes (tfm(7)), is accepted and checked
+for c in "score --task classify --gold gold.txt pred.txt" "bleu --ref ref.txt hyp.txt" \
+         "chrf --ref ref.txt hyp.txt"; do
+    expect_exit 0 tfm-eval $c --threads 1
+    expect_exit 2 tfm-eval $c --threads 0
+done
 # options before the command
 expect_exit 0 tfm-eval -q --ref ref.txt --json bleu hyp.txt
 echo "tfm-eval score/bleu/chrf: all checks passed"

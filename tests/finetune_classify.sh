@@ -102,6 +102,11 @@ perl -ne 'chomp; my ($l, $t) = split /\t/; print "{\"label\": \"$l\", \"text\": 
     test.tsv > test.jsonl
 tfm-eval classify -q -m run/model.safetensors test.jsonl | cmp -s - pred.tsv ||
     fail "JSON Lines input predicts otherwise"
+# a blank input line gives a blank output line: output line N is input line N
+{ echo; head -2 test.tsv; echo; sed -n 3p test.tsv; } > blank.tsv
+tfm-eval classify -q -m run/model.safetensors blank.tsv > blank.out
+{ echo; head -2 pred.tsv; echo; sed -n 3p pred.tsv; } | cmp -s - blank.out ||
+    fail "blank input lines: output not aligned: $(cat blank.out)"
 
 # bad input: one message naming the file and line, exit 1, nothing on stdout
 { head -2 test.tsv; printf 'maybe\tthe cat\n'; } > unknown.tsv
@@ -119,7 +124,7 @@ expect_fail 1 "tfm-eval: latin1.tsv:2: invalid UTF-8" tfm-eval classify -m run/m
 printf 'neg\ta\tb\n' > pair.tsv
 expect_fail 1 "tfm-eval: pair.tsv:1: 3 fields: expected [label<TAB>]text (the model reads one text)" \
     tfm-eval classify -m run/model.safetensors pair.tsv
-expect_fail 1 "was trained with train.task mlm, not classify" \
+expect_fail 1 "pre/model.safetensors has no classifier head (a pre-trained model): fine-tune it with train.task classify first" \
     tfm-eval classify -m pre/model.safetensors test.tsv
 expect_fail 2 "missing -m MODEL" tfm-eval classify test.tsv
 # ... and in training: no run directory is left behind

@@ -51,6 +51,11 @@ perl -pe 's/, "answers": \{[^}]*\}//' test.jsonl > questions.jsonl
 tfm-eval span -m run/model.safetensors questions.jsonl > nogold.tsv 2> nogold.err
 cmp -s nogold.tsv pred.tsv || fail "predictions depend on the answers"
 [ -s nogold.err ] && fail "metrics without answers: $(cat nogold.err)"
+# a blank input line gives a blank output line: output line N is input line N
+{ head -1 questions.jsonl; echo; sed -n 2p questions.jsonl; } > blank.jsonl
+tfm-eval span -q -m run/model.safetensors blank.jsonl > blank.out
+{ head -1 pred.tsv; echo; sed -n 2p pred.tsv; } | cmp -s - blank.out ||
+    fail "blank input lines: output not aligned: $(cat blank.out)"
 # SQuAD's own answer lists and a non-ASCII context: offsets count characters
 printf '%s\n' '{"context": "caf\u00e9 code is red and then cat", "question": "what is the code?", "answers": [{"text": "red", "answer_start": 13}]}' > utf8.jsonl
 tfm-eval span -q -m run/model.safetensors --json utf8.jsonl > utf8.out

@@ -107,6 +107,6 @@ expect_fail 1 "tfm-train: badtrain.conll:9: one column: expected word<TAB>tag" \
 [ -e bad ] && fail "a failed start left bad/"
 expect_fail 1 "train.task tag with model.kind decoder" \
     tfm-train -q -c tag.yaml --set model.kind=decoder --set model.segments=0 -o bad
-expect_fail 1 "was trained with train.task tag, not classify" \
+expect_fail 1 "was fine-tuned with train.task tag, not classify" \
     tfm-eval classify -m run/model.safetensors test.conll
 echo ok

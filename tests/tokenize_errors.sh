@@ -18,6 +18,14 @@ grep -q "unknown command 'frobnicate'" err || fail "unknown command message"
 expect_exit 2 $T encode --no-such-option -t tok.json corpus.txt
 grep -q "tfm-tokenize" err && grep -q -- "--help" err || fail "unknown option: no usage hint"
 [ -s out ] && fail "usage error wrote to stdout"
+# a typo of a long option gets a suggestion (as config keys do); a word
+# close to nothing gets none
+expect_exit 2 $T encode --tokenzer tok.json corpus.txt
+grep -q "^tfm-tokenize: did you mean '--tokenizer'?$" err || fail "no suggestion: $(cat err)"
+expect_exit 2 $T train --vocab-sise=300 corpus.txt
+grep -q "^tfm-tokenize: did you mean '--vocab-size'?$" err || fail "no suggestion for --opt=value: $(cat err)"
+expect_exit 2 $T encode --no-such-option -t tok.json corpus.txt
+grep -q "did you mean" err && fail "a suggestion for a word close to nothing: $(cat err)"
 expect_exit 2 $T encode -t tok.json --format yaml corpus.txt
 expect_exit 2 $T encode -t tok.json --threads 0 corpus.txt
 expect_exit 2 $T encode corpus.txt
@@ -84,6 +92,34 @@ $T encode -q -t tok.json -o fifo corpus.txt
 wait
 [ -p fifo ] || fail "-o replaced a FIFO"
 $T encode -q -t tok.json corpus.txt | cmp - from-fifo || fail "-o FIFO content"
+# -o naming a symbolic link follows it: the target gets the output and the
+# link stays; a link to /proc/self/fd/1, and /dev/stdout, reach stdout
+$T encode -q -t tok.json corpus.txt >want.ids
+mkdir linked
+echo old >linked/target.ids
+ln -s linked/target.ids link.ids
+$T encode -q -t tok.json -o link.ids corpus.txt
+[ -L link.ids ] || fail "-o replaced a symbolic link"
+cmp want.ids linked/target.ids || fail "-o through a link: target not written"
+ln -s /proc/self/fd/1 self.ids
+$T encode -q -t tok.json -o self.ids corpus.txt >r.ids
+[ -L self.ids ] || fail "-o replaced a link to /proc/self/fd/1"
+cmp want.ids r.ids || fail "-o link to /proc/self/fd/1: stdout empty"
+{ echo head; $T encode -q -t tok.json -o /dev/stdout corpus.txt; echo tail; } >r2.ids
+{ echo head; cat want.ids; echo tail; } | cmp - r2.ids || fail "-o /dev/stdout inside a redirection"
+$T encode -q -t tok.json -o /dev/stdout corpus.txt | cmp - want.ids || fail "-o /dev/stdout to a pipe"
+# A closed pipe (| head) ends the program quietly by SIGPIPE, as other
+# filters; with SIGPIPE ignored it is a write error with a message, exit 1
+for i in 1 2 3 4 5 6 7 8; do cat corpus.txt corpus.txt corpus.txt corpus.txt; done >big.txt
+while [ "$(wc -c <big.txt)" -lt 400000 ]; do cat big.txt big.txt >big2.txt; mv big2.txt big.txt; done
+{ st=0; $T encode -q -t tok.json big.txt 2>pipe.err || st=$?; echo $st >pipe.st; } | head -n 1 >/dev/null
+[ "$(cat pipe.st)" = 141 ] || fail "| head: exit $(cat pipe.st), not SIGPIPE"
+[ ! -s pipe.err ] || fail "| head: a message: $(cat pipe.err)"
+(trap '' PIPE
+ { st=0; $T encode -q -t tok.json big.txt 2>pipe.err || st=$?; echo $st >pipe.st; } | head -n 1 >/dev/null)
+[ "$(cat pipe.st)" = 1 ] || fail "SIGPIPE ignored: exit $(cat pipe.st), not 1"
+grep -q '^tfm-tokenize: <stdout>: write error: Broken pipe$' pipe.err ||
+    fail "SIGPIPE ignored: no write error message: $(cat pipe.err)"
 # invalid UTF-8 never crashes and round-trips through byte-level BPE
 printf 'ok \377\376 bad \300\200 utf8 \355\240\200\n' >inv.txt
 $T encode -q -t tok.json inv.txt >inv.ids

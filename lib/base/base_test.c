@@ -101,6 +101,81 @@ static void test_write_device_in_place(void **state)
     assert_true(S_ISCHR(st.st_mode));
 }
 
+static char *slurp(const char *path)
+{
+    static char buf[256];
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return buf;
+}
+
+/* A link is followed, not replaced: its target (also one reached through a
+ * relative link, or one that does not exist yet) gets the content. */
+static void test_write_through_symlink(void **state)
+{
+    char dir[] = "/tmp/tfm_base_testXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sub[300], target[300], link1[300], link2[300], dangling[300], made[300];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    snprintf(target, sizeof target, "%s/sub/target.txt", dir);
+    snprintf(link1, sizeof link1, "%s/link1", dir);
+    snprintf(link2, sizeof link2, "%s/link2", dir);
+    snprintf(dangling, sizeof dangling, "%s/dangling", dir);
+    snprintf(made, sizeof made, "%s/sub/made.txt", dir);
+    assert_int_equal(mkdir(sub, 0777), 0);
+    tfm_err e = {0};
+    assert_int_equal(tfm_write_file(target, "old", 3, &e), 0);
+    assert_int_equal(symlink("sub/target.txt", link1), 0);
+    assert_int_equal(symlink(link1, link2), 0);
+    assert_int_equal(tfm_write_file(link2, "new", 3, &e), 0);
+    struct stat st;
+    assert_int_equal(lstat(link1, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(lstat(link2, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_string_equal(slurp(target), "new");
+    assert_int_equal(symlink("sub/made.txt", dangling), 0);
+    assert_int_equal(tfm_write_file(dangling, "made", 4, &e), 0);
+    assert_int_equal(lstat(dangling, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_string_equal(slurp(made), "made");
+    /* a link to a device is written in place, the device stays */
+    assert_int_equal(unlink(link1), 0);
+    assert_int_equal(symlink("/dev/null", link1), 0);
+    assert_int_equal(tfm_write_file(link2, "x", 1, &e), 0);
+    assert_int_equal(lstat(link1, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    /* a loop is an error naming the path */
+    assert_int_equal(unlink(link1), 0);
+    assert_int_equal(symlink(link2, link1), 0);
+    assert_int_equal(tfm_write_file(link2, "x", 1, &e), -1);
+    assert_non_null(strstr(e.msg, "link2"));
+    unlink(link1), unlink(link2), unlink(dangling), unlink(made), unlink(target);
+    rmdir(sub);
+    rmdir(dir);
+}
+
+/* /proc/self/fd/N writes to descriptor N itself, at its offset: the file
+ * open there keeps what was written before. */
+static void test_write_own_descriptor(void **state)
+{
+    char path[] = "/tmp/tfm_base_fdXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "a", 1), 1);
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    tfm_err e = {0};
+    assert_int_equal(tfm_write_file(self, "b", 1, &e), 0);
+    assert_int_equal(write(fd, "c", 1), 1); /* fd is still open */
+    close(fd);
+    assert_string_equal(slurp(path), "abc");
+    unlink(path);
+}
+
 static void test_getline_nul(void **state)
 {
     FILE *fp = tmpfile();
@@ -279,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_rng_repeatable), cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_getline_nul),  cmocka_unit_test(test_parallel),
         cmocka_unit_test(test_parse), cmocka_unit_test(test_write_device_in_place),
+        cmocka_unit_test(test_write_through_symlink), cmocka_unit_test(test_write_own_descriptor),
         cmocka_unit_test(test_cgroup_quota), cmocka_unit_test(test_threads_fit),
         cmocka_unit_test(test_order_by_key),
     };

@@ -164,10 +164,85 @@ void tfm_out_install_signals(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = remove_pending_and_reraise;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    sigaction(SIGPIPE, &sa, NULL);
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        /* A signal ignored on entry stays ignored, as a shell keeps it:
+         * nohup's SIGHUP must not stop the run, and with SIGPIPE ignored a
+         * closed pipe is a write error with a message, not a silent death. */
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* N when path names one of this process's own descriptors.  Writing goes to
+ * that descriptor itself: reopening /proc/self/fd/1 would truncate the
+ * shell's file behind its offset, and replacing it would replace the link. */
+static int own_fd(const char *path)
+{
+    static const char *const dirs[] = {"/dev/fd/", "/proc/self/fd/"};
+    if (strcmp(path, "/dev/stdout") == 0)
+        return 1;
+    if (strcmp(path, "/dev/stderr") == 0)
+        return 2;
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        size_t n = strlen(dirs[i]);
+        if (strncmp(path, dirs[i], n) == 0 && path[n]) {
+            char *end;
+            long fd = strtol(path + n, &end, 10);
+            if (*end == '\0' && fd >= 0 && fd <= 65535 && path[n] >= '0' && path[n] <= '9')
+                return (int)fd;
+        }
+    }
+    return -1;
+}
+
+/* The next hop of the symbolic link at path (a relative target is relative
+ * to the link's directory); malloc'd, NULL with errno on failure. */
+static char *link_target(const char *path)
+{
+    char *t = NULL;
+    for (size_t cap = 256;; cap *= 2) {
+        t = tfm_realloc(t, cap);
+        ssize_t n = readlink(path, t, cap);
+        if (n < 0) {
+            free(t);
+            return NULL;
+        }
+        if ((size_t)n < cap) {
+            t[n] = '\0';
+            break;
+        }
+    }
+    const char *slash = strrchr(path, '/');
+    if (t[0] == '/' || !slash)
+        return t;
+    size_t d = (size_t)(slash - path) + 1, n = strlen(t);
+    char *r = tfm_malloc(d + n + 1);
+    memcpy(r, path, d);
+    memcpy(r + d, t, n + 1);
+    free(t);
+    return r;
+}
+
+/* Opens path for writing in place (a device, FIFO, socket or descriptor). */
+static int out_open_direct(tfm_out *o, const char *path, int fd, tfm_err *err)
+{
+    if (fd >= 0) {
+        /* a duplicate, so that closing the output leaves the descriptor */
+        int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (d < 0 || !(o->fp = fdopen(d, "wb"))) {
+            if (d >= 0)
+                close(d);
+            return tfm_err_errno(err, "%s", path);
+        }
+    } else if (!(o->fp = fopen(path, "wb"))) {
+        return tfm_err_errno(err, "%s", path);
+    }
+    o->direct = 1;
+    o->path = tfm_strdup(path);
+    return 0;
 }
 
 int tfm_out_open(tfm_out *o, const char *path, tfm_err *err)
@@ -177,23 +252,43 @@ int tfm_out_open(tfm_out *o, const char *path, tfm_err *err)
         o->fp = stdout;
         return 0;
     }
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode))
-            return tfm_err_set(err, "%s: is a directory", path);
-        o->fp = fopen(path, "wb");
-        if (!o->fp)
+    /* Follow symbolic links one hop at a time (realpath(3) fails on a
+     * dangling link and on /proc/self/fd/N of a pipe) to the file the
+     * output reaches: a regular file (existing or not) is replaced there, so
+     * the link stays a link; anything else is written in place. */
+    char *target = tfm_strdup(path);
+    for (int hops = 0;; hops++) {
+        struct stat st;
+        int fd = own_fd(target), exists = stat(target, &st) == 0;
+        int rc = 0, done = 1;
+        if (fd >= 0)
+            rc = out_open_direct(o, path, fd, err);
+        else if (exists && S_ISDIR(st.st_mode))
+            rc = tfm_err_set(err, "%s: is a directory", path);
+        else if (exists && !S_ISREG(st.st_mode))
+            rc = out_open_direct(o, target, -1, err);
+        else if (lstat(target, &st) == 0 && S_ISLNK(st.st_mode))
+            done = 0;
+        else
+            break;
+        if (done) {
+            free(target);
+            return rc;
+        }
+        char *next = hops < 40 ? link_target(target) : (errno = ELOOP, NULL);
+        free(target);
+        if (!next)
             return tfm_err_errno(err, "%s", path);
-        o->direct = 1;
-        return 0;
+        target = next;
     }
-    size_t n = strlen(path);
+    size_t n = strlen(target);
     o->tmp = tfm_malloc(n + 16);
-    snprintf(o->tmp, n + 16, "%s.tmp.XXXXXX", path);
+    snprintf(o->tmp, n + 16, "%s.tmp.XXXXXX", target);
     int fd = mkstemp(o->tmp);
     if (fd < 0) {
         tfm_err_errno(err, "%s: cannot create", path);
         free(o->tmp);
+        free(target);
         o->tmp = NULL;
         return -1;
     }
@@ -207,10 +302,11 @@ int tfm_out_open(tfm_out *o, const char *path, tfm_err *err)
         close(fd);
         unlink(o->tmp);
         free(o->tmp);
+        free(target);
         o->tmp = NULL;
         return -1;
     }
-    o->path = tfm_strdup(path);
+    o->path = target;
     pending_add(o->tmp);
     return 0;
 }
@@ -231,11 +327,11 @@ int tfm_out_commit(tfm_out *o, tfm_err *err)
     if (!o->tmp) {
         int rc = 0;
         if (fflush(o->fp) != 0 || ferror(o->fp))
-            rc = tfm_err_errno(err, "%s: write error", o->direct ? "output" : "<stdout>");
+            rc = tfm_err_errno(err, "%s: write error", o->direct ? o->path : "<stdout>");
         if (o->direct && fclose(o->fp) != 0 && rc == 0)
-            rc = tfm_err_errno(err, "output: write error");
+            rc = tfm_err_errno(err, "%s: write error", o->path);
         o->fp = NULL;
-        o->direct = 0;
+        out_release(o);
         return rc;
     }
     int rc = 0;

@@ -29,14 +29,18 @@ int tfm_read_all(FILE *fp, const char *name, tfm_buf *b, tfm_err *err);
 
 /* Output written to "path.tmp.XXXXXX" and renamed over path by commit, so a
  * reader never sees a half-written file and a failure leaves nothing behind.
- * "-" or NULL writes to stdout directly, and so does an existing path that is
- * not a regular file (a device or FIFO), which is written in place.  Open
- * outputs are also removed when the process exits without committing them
- * (exit(1) on an error) or is stopped by SIGINT/SIGTERM/SIGHUP (see
+ * "-" or NULL writes to stdout directly.  A symbolic link is followed: the
+ * regular file it leads to is replaced in that file's directory and the link
+ * stays.  What is not a regular file (a device, FIFO or socket, also behind
+ * a link) is written in place, and /dev/stdout, /dev/stderr, /dev/fd/N and
+ * /proc/self/fd/N write to the process's own descriptor.  Open outputs are
+ * also removed when the process exits without committing them (exit(1) on
+ * an error) or is stopped by SIGINT/SIGTERM/SIGHUP (see
  * tfm_out_install_signals). */
 typedef struct tfm_out {
     FILE *fp;
-    char *path; /* final path; NULL for stdout */
+    char *path; /* the file replaced on commit (a link's target), or the
+                   path written in place; NULL for stdout */
     char *tmp;  /* temporary path; NULL for stdout and devices */
     int direct; /* 1: an existing non-regular file (device, FIFO) opened in
                    place: renaming over /dev/null would replace the device */
@@ -49,8 +53,10 @@ int tfm_out_commit(tfm_out *o, tfm_err *err);
 void tfm_out_abort(tfm_out *o);
 /* Write a whole buffer atomically to path. */
 int tfm_write_file(const char *path, const void *data, size_t n, tfm_err *err);
-/* Installs handlers that remove every open temporary output and then
- * re-raise the signal.  Programs that handle signals themselves (tfm-train)
+/* Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGPIPE that remove
+ * every open temporary output and then re-raise the signal (so `| head`
+ * ends the program quietly, as other filters); a signal ignored on entry
+ * stays ignored.  Programs that handle signals themselves (tfm-train)
  * don't call this. */
 void tfm_out_install_signals(void);
 

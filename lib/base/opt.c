@@ -129,8 +129,59 @@ void tfm_usage_error(const char *prog, const char *fmt, ...)
     exit(2);
 }
 
-void tfm_usage_hint(const char *prog)
+size_t tfm_edit_distance(const char *a, const char *b)
 {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return (size_t)-1;
+    size_t row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t prev = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cur = row[j];
+            size_t sub = prev + (a[i - 1] != b[j - 1]);
+            size_t del = row[j] + 1, ins = row[j - 1] + 1;
+            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+/* The long option closest to the unknown "--word[=value]", if it is close
+ * enough to be a typo (at most a third of its letters wrong), else NULL. */
+static const char *closest_option(const char *word, const struct option *opts)
+{
+    if (!opts || strncmp(word, "--", 2) != 0 || !word[2])
+        return NULL;
+    char name[65];
+    size_t n = strcspn(word + 2, "=");
+    if (n >= sizeof name)
+        return NULL;
+    memcpy(name, word + 2, n);
+    name[n] = '\0';
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    for (const struct option *o = opts; o->name; o++) {
+        size_t d = tfm_edit_distance(name, o->name);
+        if (d < best_d) {
+            best_d = d;
+            best = o->name;
+        }
+    }
+    return best && best_d > 0 && best_d <= (n + 2) / 3 ? best : NULL;
+}
+
+void tfm_usage_hint(const char *prog, char *const argv[], const struct option *opts)
+{
+    /* getopt_long leaves optopt 0 only for an unknown (or ambiguous) long
+     * option, which it has stepped past: the word is argv[optind - 1]. */
+    const char *s = optopt == 0 && argv && optind > 0 ? closest_option(argv[optind - 1], opts) : NULL;
+    if (s)
+        fprintf(stderr, "%s: did you mean '--%s'?\n", prog, s);
     fprintf(stderr, "Try '%s --help' for more information.\n", prog);
     failing = 1;
     exit(2);

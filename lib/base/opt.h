@@ -4,6 +4,9 @@
 #ifndef TFM_BASE_OPT_H
 #define TFM_BASE_OPT_H
 
+#include <getopt.h>
+#include <stddef.h>
+
 #include "base/err.h"
 
 /* Whole-string parses; -1 when the text is not a number or out of range. */
@@ -19,9 +22,13 @@ double tfm_opt_double(const char *prog, const char *opt, const char *arg, double
  * "prog: message" on stderr, then "Try 'prog --help'." and exit 2. */
 void tfm_usage_error(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
-/* After getopt's own message for an unknown option or a missing argument:
- * only "Try 'prog --help'." and exit 2 (one error line, not two). */
-void tfm_usage_hint(const char *prog) __attribute__((noreturn));
+/* After getopt_long returned '?' or ':' for argv (its own message says what
+ * was wrong): for an unknown long option close to one of opts,
+ * "prog: did you mean '--name'?", then "Try 'prog --help'." and exit 2. */
+void tfm_usage_hint(const char *prog, char *const argv[], const struct option *opts)
+    __attribute__((noreturn));
+/* Levenshtein distance for "did you mean"; (size_t)-1 past 64 bytes. */
+size_t tfm_edit_distance(const char *a, const char *b);
 /* "prog: <err->msg>" and exit 1. */
 void tfm_die(const char *prog, const tfm_err *err) __attribute__((noreturn));
 /* "prog: message" and exit 1. */

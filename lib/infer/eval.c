@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "base/progress.h"
@@ -24,6 +25,7 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
 {
     memset(e, 0, sizeof *e);
     e->eos = -1;
+    e->path = path;
     /* tfm_lm reads both tfm's files and HuggingFace GPT-2 checkpoints and
      * verifies the checksum; the batched forward wants the weights in a
      * tfm_model, so they are copied once */
@@ -220,6 +222,14 @@ int tfm_eval_score(tfm_eval *e, tfm_eval_seq *seqs, size_t n, tfm_progress *prog
         int m = n - i < (size_t)e->batch ? (int)(n - i) : e->batch;
         if (score_batch(e, seqs + i, m, err) < 0)
             return -1;
+        /* A diverged model's NaN would come out as a plausible accuracy
+         * (every comparison with NaN is false): no result from it. */
+        for (int j = 0; j < m; j++)
+            if (!isfinite(seqs[i + j].logprob))
+                return tfm_err_set(err, "%s: the model's scores are not finite (%s): its "
+                                   "weights are not finite (a diverged training run?)",
+                                   e->path ? e->path : "model",
+                                   isnan(seqs[i + j].logprob) ? "NaN" : "infinite");
         if (progress) {
             for (int j = 0; j < m; j++)
                 done += seqs[i + j].n_target;

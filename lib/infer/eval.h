@@ -35,6 +35,7 @@
 
 typedef struct tfm_eval {
     tfm_model model;
+    const char *path;     /* tfm_eval_open's, borrowed: for messages */
     tfm_tokenizer *tok;   /* NULL when the file carries none */
     int64_t eos;          /* end-of-text id, or -1 */
     int batch;            /* sequences per forward */
@@ -75,7 +76,7 @@ typedef struct tfm_eval_seq {
 } tfm_eval_seq;
 
 /* Scores seqs[0..n).  Errors: a target longer than the context allows, an
- * id outside the vocabulary.  progress (may be NULL) advances by the
+ * id outside the vocabulary, a score that is not finite (NaN weights).  progress (may be NULL) advances by the
  * scored tokens. */
 int tfm_eval_score(tfm_eval *e, tfm_eval_seq *seqs, size_t n, tfm_progress *progress,
                    tfm_err *err);

@@ -112,6 +112,21 @@ void tfm_ft_out_free(tfm_ft_out *o)
     memset(o, 0, sizeof *o);
 }
 
+int tfm_ft_out_check(const tfm_ft_out *out, const tfm_ft_set *s, const char *path,
+                     tfm_err *err)
+{
+    const float *z = out->cls ? out->cls : out->tag ? out->tag : out->span;
+    size_t n = out->cls   ? s->n_rows * (size_t)out->K
+               : out->tag ? s->ids.len * (size_t)out->n_tags
+                          : s->ids.len * 2;
+    for (size_t i = 0; z && i < n; i++)
+        if (!isfinite(z[i]))
+            return tfm_err_set(err, "%s: the model's outputs are not finite (%s): its weights "
+                               "are not finite (a diverged training run?)", path,
+                               isnan(z[i]) ? "NaN" : "infinite");
+    return 0;
+}
+
 int tfm_ft_run(tfm_model *m, const tfm_ft_set *s, int regression, int max_tokens, int max_rows,
                tfm_ft_out *out, double *loss, tfm_err *err)
 {
@@ -422,6 +437,8 @@ double tfm_ft_metric(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pre
             double f = tfm_squad_f1(pr, pn, a->text, a->len);
             best = f > best ? f : best;
         }
+        if (x->n_ans == 0) /* unanswerable, as SQuAD v2 */
+            best = tfm_squad_no_answer(pr, pn);
         f1 += best;
     }
     return n ? 100.0 * f1 / (double)n : NAN;
@@ -466,13 +483,18 @@ int tfm_predictor_open(tfm_predictor *p, const char *path, tfm_ft_task task, tfm
     if (tfm_model_load(path, &p->cfg, &p->m, &p->tok, err) < 0)
         return -1;
     tfm_ft_task have;
-    char tname[32];
     tfm_buf meta = {0};
     int rc = -1;
-    if (task_of_config(&p->cfg, &have) < 0 || have != task) {
-        tfm_config_choice_name("train.task", p->cfg.train.task, tname, sizeof tname);
-        tfm_err_set(err, "%s was trained with train.task %s, not %s: fine-tune it with "
-                    "train.task %s first", path, tname, tfm_ft_task_name(task),
+    if (task_of_config(&p->cfg, &have) < 0) {
+        /* a pre-trained model (lm, mlm, HF BERT): what is missing is the head */
+        static const char *const head[] = {"classifier", "token classifier", "span head"};
+        tfm_err_set(err, "%s has no %s head (a pre-trained model): fine-tune it with "
+                    "train.task %s first", path, head[task], tfm_ft_task_name(task));
+        goto out;
+    }
+    if (have != task) {
+        tfm_err_set(err, "%s was fine-tuned with train.task %s, not %s: fine-tune it with "
+                    "train.task %s", path, tfm_ft_task_name(have), tfm_ft_task_name(task),
                     tfm_ft_task_name(task));
         goto out;
     }

@@ -77,6 +77,10 @@ typedef struct tfm_ft_out {
  * per row). */
 int tfm_ft_run(tfm_model *m, const tfm_ft_set *s, int regression, int max_tokens, int max_rows,
                tfm_ft_out *out, double *loss, tfm_err *err);
+/* -1 with err naming path when an output of tfm_ft_run is not finite (a
+ * model with NaN weights): predictions from it would look like results. */
+int tfm_ft_out_check(const tfm_ft_out *out, const tfm_ft_set *s, const char *path,
+                     tfm_err *err);
 void tfm_ft_out_free(tfm_ft_out *o);
 
 /* ---- predictions -------------------------------------------------------- */

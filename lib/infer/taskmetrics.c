@@ -17,6 +17,36 @@
 
 /* ---- classification ---------------------------------------------------- */
 
+int tfm_metrics_check_label(const char *const *gold, const char *const *pred, size_t n,
+                            const char *label, tfm_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(gold[i], label) || !strcmp(pred[i], label))
+            return 0;
+    /* the first few labels, in order of appearance, for the message */
+    tfm_buf list = {0};
+    const char *seen[8];
+    size_t ns = 0, more = 0;
+    for (size_t i = 0; i < 2 * n && !more; i++) {
+        const char *s = i < n ? gold[i] : pred[i - n];
+        size_t k = 0;
+        while (k < ns && strcmp(seen[k], s))
+            k++;
+        if (k < ns)
+            continue;
+        if (ns == 8) {
+            more = 1;
+            break;
+        }
+        seen[ns++] = s;
+        tfm_buf_printf(&list, "%s'%.40s'", ns > 1 ? ", " : "", s);
+    }
+    tfm_err_set(err, "--pos-label '%.60s' is not a label of the data (labels: %s%s)", label,
+                list.len ? list.data : "none", more ? ", ..." : "");
+    tfm_buf_free(&list);
+    return -1;
+}
+
 typedef struct lab {
     const char *s;
     size_t i;  /* index into gold (i < n) or pred (n + i) */
@@ -408,6 +438,15 @@ void tfm_squad_normalize(const char *s, size_t n, tfm_buf *out)
     tfm_buf_free(&lc);
     tfm_buf_free(&np);
     tfm_buf_free(&na);
+}
+
+int tfm_squad_no_answer(const char *pred, size_t pn)
+{
+    tfm_buf a = {0};
+    tfm_squad_normalize(pred, pn, &a);
+    int empty = a.len == 0;
+    tfm_buf_free(&a);
+    return empty;
 }
 
 int tfm_squad_exact(const char *pred, size_t pn, const char *gold, size_t gn)

@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "base/buf.h"
+#include "base/err.h"
 
 typedef struct tfm_classify_result {
     size_t n, correct, labels;  /* labels: distinct labels in gold and pred */
@@ -73,5 +74,15 @@ void tfm_squad_normalize(const char *s, size_t n, tfm_buf *out);
  * gold answer, both normalised.  F1 is 0 without common tokens. */
 int tfm_squad_exact(const char *pred, size_t pn, const char *gold, size_t gn);
 double tfm_squad_f1(const char *pred, size_t pn, const char *gold, size_t gn);
+/* A question without gold answers is unanswerable (SQuAD v2): exact match
+ * and F1 are both this, 1 when the prediction normalises to nothing, else
+ * 0, as in v2's official script. */
+int tfm_squad_no_answer(const char *pred, size_t pn);
+
+/* 0 when label is one of the gold or predicted labels, else -1 with err
+ * naming it and the labels there are (scikit-learn refuses such a
+ * pos_label too: its scores would all be 0). */
+int tfm_metrics_check_label(const char *const *gold, const char *const *pred, size_t n,
+                            const char *label, tfm_err *err);
 
 #endif

@@ -20,6 +20,7 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "infer/bleu.h"
+#include "infer/predict.h"
 #include "infer/taskdata.h"
 #include "infer/taskmetrics.h"
 #include "io/json.h"
@@ -440,6 +441,44 @@ static void test_taskdata(void **state)
     tfm_taskdata_free(&d);
 }
 
+/* Predictions from a model with NaN weights are refused: the outputs a
+ * classifier, tagger or span head gave are checked before any metric. */
+static void test_nonfinite_outputs(void **state)
+{
+    float cls[6] = {1, 2, 3, 4, 5, 6}, span[4] = {0, 1, 2, 3};
+    tfm_ft_set s = {.task = TFM_FT_CLASSIFY, .n_rows = 3};
+    tfm_ft_out o = {.K = 2, .cls = cls};
+    tfm_err e = {0};
+    assert_int_equal(tfm_ft_out_check(&o, &s, "m.st", &e), 0);
+    cls[5] = NAN;
+    assert_int_equal(tfm_ft_out_check(&o, &s, "m.st", &e), -1);
+    assert_non_null(strstr(e.msg, "m.st: the model's outputs are not finite (NaN)"));
+    s.ids.len = 2;
+    tfm_ft_out so = {.span = span};
+    assert_int_equal(tfm_ft_out_check(&so, &s, "m.st", &e), 0);
+    span[3] = INFINITY;
+    assert_int_equal(tfm_ft_out_check(&so, &s, "m.st", &e), -1);
+    assert_non_null(strstr(e.msg, "(infinite)"));
+}
+
+/* No gold answers: unanswerable (SQuAD v2), right only when empty. */
+static void test_squad_no_answer(void **state)
+{
+    assert_int_equal(tfm_squad_no_answer("", 0), 1);
+    assert_int_equal(tfm_squad_no_answer("The.", 4), 1); /* normalises to nothing */
+    assert_int_equal(tfm_squad_no_answer("cat", 3), 0);
+}
+
+static void test_check_label(void **state)
+{
+    const char *gold[] = {"a", "b", "a"}, *pred[] = {"b", "c", "a"};
+    tfm_err e = {0};
+    assert_int_equal(tfm_metrics_check_label(gold, pred, 3, "c", &e), 0);
+    assert_int_equal(tfm_metrics_check_label(gold, pred, 3, "nosuch", &e), -1);
+    assert_string_equal(e.msg, "--pos-label 'nosuch' is not a label of the data (labels: 'a', "
+                               "'b', 'c')");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,7 +486,8 @@ int main(void)
         cmocka_unit_test(test_bleu_hand),     cmocka_unit_test(test_metrics_golden),
         cmocka_unit_test(test_classify_hand), cmocka_unit_test(test_regress_hand),
         cmocka_unit_test(test_chunks),        cmocka_unit_test(test_squad),
-        cmocka_unit_test(test_taskdata),
+        cmocka_unit_test(test_taskdata),      cmocka_unit_test(test_nonfinite_outputs),
+        cmocka_unit_test(test_squad_no_answer), cmocka_unit_test(test_check_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

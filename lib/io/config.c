@@ -412,29 +412,6 @@ int tfm_config_given(const tfm_config *c, const char *path)
     return c->given[k - keys];
 }
 
-/* Levenshtein distance, for "did you mean". */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 64 || lb > 64)
-        return (size_t)-1;
-    size_t row[65];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t prev = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t cur = row[j];
-            size_t sub = prev + (a[i - 1] != b[j - 1]);
-            size_t del = row[j] + 1, ins = row[j - 1] + 1;
-            row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-            prev = cur;
-        }
-    }
-    return row[lb];
-}
-
 const char *tfm_config_suggest(const char *path)
 {
     /* Compare both the full path and the last component, so that a key put in
@@ -446,8 +423,8 @@ const char *tfm_config_suggest(const char *path)
     const char *leaf = dot ? dot + 1 : path;
     for (size_t i = 0; i < NKEYS; i++) {
         const char *kleaf = strrchr(keys[i].path, '.') + 1;
-        size_t d1 = edit_distance(path, keys[i].path);
-        size_t d2 = edit_distance(leaf, kleaf);
+        size_t d1 = tfm_edit_distance(path, keys[i].path);
+        size_t d2 = tfm_edit_distance(leaf, kleaf);
         /* A matching leaf in another section is a strong hint. */
         size_t d = d1 < d2 + 1 ? d1 : d2 + 1;
         if (d < best_d) {
@@ -464,7 +441,7 @@ const char *tfm_config_suggest(const char *path)
         {"warmup_steps", "schedule.warmup"}, {"epsilon", "optim.eps"},
     };
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
-        size_t d = edit_distance(leaf, aliases[i][0]);
+        size_t d = tfm_edit_distance(leaf, aliases[i][0]);
         if (d < best_d) {
             best_d = d;
             best = aliases[i][1];

@@ -27,7 +27,10 @@ int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err)
     mi->cfg = lm.cfg;
     mi->file_bytes = lm.file_bytes;
     mi->eos = lm.eos;
+    mi->bos = -1;
     if (lm.tok) {
+        const tfm_tok_specials *sp = tfm_tokenizer_specials(lm.tok);
+        mi->bos = sp ? sp->bos : -1;
         mi->has_tokenizer = 1;
         mi->tok_kind = tfm_tokenizer_kind(lm.tok);
         mi->tok_vocab = tfm_tokenizer_vocab_size(lm.tok);

@@ -29,6 +29,8 @@ typedef struct tfm_model_info {
     tfm_tok_kind tok_kind;  /* when has_tokenizer */
     uint32_t tok_vocab;
     int64_t eos;            /* end-of-text id, -1 when none */
+    int64_t bos;            /* the tokenizer's beginning-of-text id (what
+                               tfm-eval puts first), -1 when none */
     int checksum;           /* 1: present and verified; 0: the file has none
                                (a mismatch is an error of tfm_model_info_read) */
 } tfm_model_info;

@@ -594,20 +594,21 @@ static void merge(learner *L, uint32_t p, uint32_t m)
     requeue_symbol(L, m);
 }
 
-/* Character key (its bytes, length, "##" flag) -> first-seen id. */
+/* Character key (its bytes, length, "##" flag) -> first-seen id; at most
+ * half full, so keys (id -> key) has room for (mask + 1) / 2 ids. */
 typedef struct cmap {
     uint64_t *slot; /* key, 0 empty */
     uint32_t *id;
-    uint64_t *keys; /* id -> key */
+    uint64_t *keys;
     uint32_t n, mask;
 } cmap;
 
-static void cmap_init(cmap *m)
+static void cmap_init(cmap *m, uint32_t cap)
 {
-    m->mask = 1023;
-    m->slot = tfm_calloc(m->mask + 1, sizeof *m->slot);
-    m->id = tfm_malloc((m->mask + 1) * sizeof *m->id);
-    m->keys = tfm_malloc((m->mask + 1) / 2 * sizeof *m->keys);
+    m->mask = cap - 1;
+    m->slot = tfm_calloc(cap, sizeof *m->slot);
+    m->id = tfm_malloc(cap * sizeof *m->id);
+    m->keys = tfm_malloc(cap / 2 * sizeof *m->keys);
     m->n = 0;
 }
 
@@ -620,30 +621,19 @@ static void cmap_free(cmap *m)
 
 static uint32_t cmap_id(cmap *m, uint64_t key)
 {
+    if (2 * (m->n + 1) > m->mask + 1) {
+        cmap g;
+        cmap_init(&g, 2 * (m->mask + 1));
+        for (uint32_t j = 0; j < m->n; j++)
+            cmap_id(&g, m->keys[j]); /* same ids, in the same order */
+        cmap_free(m);
+        *m = g;
+    }
     size_t i = pslot(key, m->mask);
     while (m->slot[i]) {
         if (m->slot[i] == key)
             return m->id[i];
         i = (i + 1) & m->mask;
-    }
-    if (2 * (m->n + 1) > m->mask + 1) {
-        cmap g = {tfm_calloc(2 * ((size_t)m->mask + 1), sizeof *g.slot),
-                  tfm_malloc(2 * ((size_t)m->mask + 1) * sizeof *g.id), m->keys, m->n,
-                  2 * m->mask + 1};
-        g.keys = tfm_realloc(m->keys, (g.mask + 1) / 2 * sizeof *g.keys);
-        for (size_t j = 0; j <= m->mask; j++) {
-            if (!m->slot[j])
-                continue;
-            size_t k = pslot(m->slot[j], g.mask);
-            while (g.slot[k])
-                k = (k + 1) & g.mask;
-            g.slot[k] = m->slot[j];
-            g.id[k] = m->id[j];
-        }
-        free(m->slot);
-        free(m->id);
-        *m = g;
-        return cmap_id(m, key);
     }
     m->slot[i] = key;
     m->id[i] = m->n;
@@ -651,10 +641,14 @@ static uint32_t cmap_id(cmap *m, uint64_t key)
     return m->n++;
 }
 
-static int cmp_str(const void *x, const void *y)
+typedef struct named {
+    char *name;
+    uint32_t id;
+} named;
+
+static int cmp_named(const void *x, const void *y)
 {
-    const char *const *a = x, *const *b = y;
-    return strcmp(*a, *b);
+    return strcmp(((const named *)x)->name, ((const named *)y)->name);
 }
 
 static void learner_free(learner *L)
@@ -711,7 +705,7 @@ int tfm_wordpiece_trainer_finish(tfm_wordpiece_trainer *t, tfm_wordpiece **out, 
      * by its bytes in a small map: no string building, one probe per
      * character. */
     cmap cm;
-    cmap_init(&cm);
+    cmap_init(&cm, 1024);
     L.words = tfm_malloc((W->used + 1) * sizeof *L.words);
     uint32_t *syms = tfm_malloc((W->arena.len + 1) * sizeof *syms);
     size_t pos = 0;
@@ -727,6 +721,7 @@ int tfm_wordpiece_trainer_finish(tfm_wordpiece_trainer *t, tfm_wordpiece **out, 
         wd->stamp = UINT32_MAX;
         for (size_t j = 0; j < n;) {
             size_t k = j + 1;
+            /* The normalizer's output is valid UTF-8: 4 bytes at most. */
             while (k < n && k - j < 4 && (w[k] & 0xC0) == 0x80)
                 k++;
             uint64_t key = (uint64_t)(k - j) << 32 | (uint64_t)(j > 0) << 40;
@@ -739,7 +734,7 @@ int tfm_wordpiece_trainer_finish(tfm_wordpiece_trainer *t, tfm_wordpiece **out, 
     }
 
     /* The alphabet, in byte order. */
-    char **names = tfm_malloc((cm.n + 1) * sizeof *names);
+    named *alpha = tfm_malloc((cm.n + 1) * sizeof *alpha);
     for (uint32_t c = 0; c < cm.n; c++) {
         char b[8];
         size_t len = 0;
@@ -747,20 +742,16 @@ int tfm_wordpiece_trainer_finish(tfm_wordpiece_trainer *t, tfm_wordpiece **out, 
             b[len++] = '#', b[len++] = '#';
         for (uint32_t q = 0; q < (uint32_t)(cm.keys[c] >> 32 & 0xFF); q++)
             b[len++] = (char)(cm.keys[c] >> (8 * q));
-        names[c] = tfm_strndup(b, len);
+        alpha[c].name = tfm_strndup(b, len);
+        alpha[c].id = c;
     }
+    qsort(alpha, cm.n, sizeof *alpha, cmp_named);
     uint32_t *remap = tfm_malloc((cm.n + 1) * sizeof *remap);
-    char **sorted = tfm_malloc((cm.n + 1) * sizeof *sorted);
-    memcpy(sorted, names, cm.n * sizeof *names);
-    qsort(sorted, cm.n, sizeof *sorted, cmp_str);
-    for (uint32_t c = 0; c < cm.n; c++)
-        sym_add(&L, sorted[c], strlen(sorted[c]));
     for (uint32_t c = 0; c < cm.n; c++) {
-        remap[c] = (uint32_t)(smap_get(&L.syms, names[c], strlen(names[c]), 0)->count - 1);
-        free(names[c]);
+        remap[alpha[c].id] = sym_add(&L, alpha[c].name, strlen(alpha[c].name));
+        free(alpha[c].name);
     }
-    free(names);
-    free(sorted);
+    free(alpha);
     cmap_free(&cm);
 
     /* The initial symbol and pair counts. */

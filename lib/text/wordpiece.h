@@ -1,7 +1,7 @@
 /* WordPiece (BERT) tokenization: BERT's basic tokenizer (HuggingFace's
  * BertNormalizer + BertPreTokenizer), the greedy longest-match-first
  * WordPiece model with "##" continuations, its decoder, and a trainer that
- * grows a vocabulary by the likelihood score count(ab)/(count(a)·count(b)).
+ * grows a vocabulary by merging the most frequent pair (HuggingFace's).
  *
  * Usage:
  *     tfm_wordpiece *wp;
@@ -166,7 +166,13 @@ void tfm_wordpiece_post_processor_json(const tfm_wordpiece *wp, tfm_buf *out);
  * vocab_size can be exceeded.  Words over 100 characters are not counted.
  * Tie-breaking and the algorithm: see wordpiece_train.c. */
 typedef struct tfm_wordpiece_trainer tfm_wordpiece_trainer;
+/* How the next merge is chosen, among pairs seen min_frequency times:
+ * COUNT (the default, as HuggingFace's WordPiece trainer): the most frequent
+ * pair; RATIO: the highest count(ab)/(count(a)·count(b)), which favours rare
+ * pairs and learns few whole words. */
+typedef enum tfm_wordpiece_score { TFM_WP_SCORE_COUNT, TFM_WP_SCORE_RATIO } tfm_wordpiece_score;
 tfm_wordpiece_trainer *tfm_wordpiece_trainer_new(const tfm_tok_train_opts *opts);
+void tfm_wordpiece_trainer_set_score(tfm_wordpiece_trainer *t, tfm_wordpiece_score score);
 void tfm_wordpiece_trainer_feed(tfm_wordpiece_trainer *t, const char *text, size_t len);
 /* Adds a word count directly (already normalized and pre-tokenized). */
 void tfm_wordpiece_trainer_add_word(tfm_wordpiece_trainer *t, const char *word,

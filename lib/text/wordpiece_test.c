@@ -824,11 +824,13 @@ static void test_pretokenize_api(void **state)
 
 /* ---- training ---- */
 
-static tfm_wordpiece *train_len(const char *corpus, size_t len, uint32_t vocab, uint64_t minf)
+static tfm_wordpiece *train_score(const char *corpus, size_t len, uint32_t vocab, uint64_t minf,
+                                  tfm_wordpiece_score score)
 {
     tfm_tok_train_opts o = {.kind = TFM_TOK_WORDPIECE, .vocab_size = vocab,
                             .min_frequency = minf, .lowercase = -1, .threads = 1};
     tfm_wordpiece_trainer *t = tfm_wordpiece_trainer_new(&o);
+    tfm_wordpiece_trainer_set_score(t, score);
     tfm_wordpiece_trainer_feed(t, corpus, len);
     tfm_wordpiece *wp;
     tfm_err e = {0};
@@ -836,6 +838,11 @@ static tfm_wordpiece *train_len(const char *corpus, size_t len, uint32_t vocab, 
         fail_msg("%s", e.msg);
     tfm_wordpiece_trainer_free(t);
     return wp;
+}
+
+static tfm_wordpiece *train_len(const char *corpus, size_t len, uint32_t vocab, uint64_t minf)
+{
+    return train_score(corpus, len, vocab, minf, TFM_WP_SCORE_COUNT);
 }
 
 static tfm_wordpiece *train(const char *corpus, uint32_t vocab, uint64_t minf)
@@ -858,17 +865,22 @@ static void expect_pieces(const tfm_wordpiece *wp, const char *const *want, size
 static void test_train_tiny(void **state)
 {
     (void)state;
-    /* ab: 3 times, cd: once.  Alphabet ##b ##d a c.  Scores: (a,##b) 3/(3·3),
-     * (c,##d) 1/(1·1): the likelihood score merges the rarer pair first
-     * (frequency, as in BPE, would take ab). */
+    /* ab: 3 times, cd: once.  Alphabet ##b ##d a c.  The count score merges
+     * the frequent pair first; the ratio score, (a,##b) 3/(3·3) against
+     * (c,##d) 1/(1·1), the rare one. */
     const char *corpus = "AB ab ab cd";
     static const char *const v10[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-                                      "##b",   "##d",   "a",     "c",     "cd"};
+                                      "##b",   "##d",   "a",     "c",     "ab"};
     tfm_wordpiece *wp = train(corpus, 10, 0);
     expect_pieces(wp, v10, 10);
     tfm_wordpiece_free(wp);
+    static const char *const v10r[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                       "##b",   "##d",   "a",     "c",     "cd"};
+    wp = train_score(corpus, strlen(corpus), 10, 0, TFM_WP_SCORE_RATIO);
+    expect_pieces(wp, v10r, 10);
+    tfm_wordpiece_free(wp);
     static const char *const v11[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "##b",
-                                      "##d",   "a",     "c",     "cd",    "ab"};
+                                      "##d",   "a",     "c",     "ab",    "cd"};
     wp = train(corpus, 100, 0);
     expect_pieces(wp, v11, 11);
     tfm_wordpiece_free(wp);
@@ -902,6 +914,44 @@ static void test_train_merges_reuse(void **state)
     assert_int_equal(ids.len, 3);
     tfm_ids_free(&ids);
     tfm_wordpiece_free(wp);
+}
+
+/* Frequent words become pieces of their own: Zipf-like counts of common
+ * words plus rare words full of one-off letter pairs.  A score that favours
+ * rare pairs (count(ab)/(count(a)·count(b))) spends the budget on those and
+ * leaves the common words in pieces. */
+static void test_train_learns_words(void **state)
+{
+    (void)state;
+    static const char *const common[] = {"the", "and", "of", "that", "shall", "unto",
+                                         "lord", "his", "they", "said", "heaven", "earth"};
+    const size_t nc = sizeof common / sizeof *common;
+    tfm_buf b = {0};
+    rnd_seed = 7;
+    for (int line = 0; line < 400; line++) {
+        for (size_t i = 0; i < nc; i++)
+            for (size_t r = 0; r < nc - i; r++) {
+                tfm_buf_puts(&b, common[i]);
+                tfm_buf_putc(&b, ' ');
+            }
+        /* a rare word: random letters */
+        for (int k = 0; k < 6; k++)
+            tfm_buf_putc(&b, (char)('a' + rnd(26)));
+        tfm_buf_putc(&b, '\n');
+    }
+    /* Specials, the alphabet (##-forms included), then 40 merges: enough
+     * for the 12 words (31 merges if no piece were shared). */
+    tfm_wordpiece *wp = train_len(b.data, b.len, 5 + 2 * 26 + 40, 2);
+    tfm_ids ids = {0};
+    for (size_t i = 0; i < nc; i++) {
+        tfm_ids_clear(&ids);
+        tfm_wordpiece_encode_word(wp, common[i], strlen(common[i]), &ids);
+        if (ids.len != 1)
+            fail_msg("'%s' is %zu pieces", common[i], ids.len);
+    }
+    tfm_ids_free(&ids);
+    tfm_wordpiece_free(wp);
+    tfm_buf_free(&b);
 }
 
 static const char *corpus_text(size_t *len)
@@ -1087,9 +1137,10 @@ static int cmp_cstr(const void *x, const void *y)
 
 /* The incremental trainer must learn exactly what recounting every pair and
  * symbol before every merge learns. */
-static void check_naive(const char *text, size_t len, uint32_t V, int64_t minf)
+static void check_naive(const char *text, size_t len, uint32_t V, int64_t minf,
+                        tfm_wordpiece_score score)
 {
-    tfm_wordpiece *wp = train_len(text, len, V, (uint64_t)minf);
+    tfm_wordpiece *wp = train_score(text, len, V, (uint64_t)minf, score);
 
     /* Words and counts, as the trainer counts them. */
     tfm_bert_norm norm;
@@ -1179,7 +1230,8 @@ static void check_naive(const char *text, size_t len, uint32_t V, int64_t minf)
                 }
             }
         int64_t bc = 0;
-        double bs = -1;
+        double bs = 0;
+        int found = 0;
         uint32_t ba = 0, bb = 0;
         for (size_t u = 0; u < nused; u++) {
             uint32_t a = (uint32_t)(used[u] / V), b = (uint32_t)(used[u] % V);
@@ -1187,17 +1239,20 @@ static void check_naive(const char *text, size_t len, uint32_t V, int64_t minf)
             if (c < minf)
                 continue;
             {
-                double score = (double)c / ((double)sc[a] * (double)sc[b]);
-                if (score > bs ||
-                    (score == bs && (c > bc || (c == bc && (a < ba || (a == ba && b < bb)))))) {
-                    bs = score;
+                double sv = score == TFM_WP_SCORE_COUNT
+                                ? (double)c
+                                : (double)c / ((double)sc[a] * (double)sc[b]);
+                if (!found || sv > bs ||
+                    (sv == bs && (c > bc || (c == bc && (a < ba || (a == ba && b < bb)))))) {
+                    found = 1;
+                    bs = sv;
                     bc = c;
                     ba = a;
                     bb = b;
                 }
             }
         }
-        if (bs < 0)
+        if (!found)
             break;
         tfm_buf_clear(&t);
         tfm_buf_puts(&t, v.str[ba]);
@@ -1248,8 +1303,10 @@ static void test_train_matches_naive(void **state)
     (void)state;
     size_t len;
     const char *text = corpus_text(&len);
-    check_naive(text, len, 700, 2);
-    check_naive(text, len, 700, 1);
+    for (int sc = TFM_WP_SCORE_COUNT; sc <= TFM_WP_SCORE_RATIO; sc++) {
+        check_naive(text, len, 700, 2, (tfm_wordpiece_score)sc);
+        check_naive(text, len, 700, 1, (tfm_wordpiece_score)sc);
+    }
     /* Words over a 4-letter alphabet: many merges spell a piece that
      * already exists, and pairs die and come back. */
     tfm_buf b = {0};
@@ -1260,8 +1317,10 @@ static void test_train_matches_naive(void **state)
             tfm_buf_putc(&b, (char)('a' + rnd(4)));
         tfm_buf_putc(&b, ' ');
     }
-    check_naive(b.data, b.len, 400, 1);
-    check_naive(b.data, b.len, 400, 3);
+    for (int sc = TFM_WP_SCORE_COUNT; sc <= TFM_WP_SCORE_RATIO; sc++) {
+        check_naive(b.data, b.len, 400, 1, (tfm_wordpiece_score)sc);
+        check_naive(b.data, b.len, 400, 3, (tfm_wordpiece_score)sc);
+    }
     tfm_buf_free(&b);
 }
 
@@ -1310,6 +1369,7 @@ int main(void)
         cmocka_unit_test(test_pretokenize_api),
         cmocka_unit_test(test_train_tiny),
         cmocka_unit_test(test_train_merges_reuse),
+        cmocka_unit_test(test_train_learns_words),
         cmocka_unit_test(test_train_roundtrip),
         cmocka_unit_test(test_train_threads),
         cmocka_unit_test(test_train_matches_naive),

@@ -210,13 +210,17 @@ int main(int argc, char **argv)
     if (!quiet && r.steps_run && rank == 0) {
         fprintf(stderr, "%s: step %lld/%lld  train loss %.4f", prog, (long long)r.step,
                 (long long)cfg.train.max_steps, r.train_loss);
-        int by_bleu = cfg.train.best_by == TFM_CONFIG_BEST_BLEU;
+        int by_loss = cfg.train.best_by == TFM_CONFIG_BEST_LOSS;
         if (!isnan(r.val_loss))
-            fprintf(stderr, by_bleu ? "  val loss %.4f" : "  val loss %.4f (best %.4f)",
+            fprintf(stderr, by_loss ? "  val loss %.4f (best %.4f)" : "  val loss %.4f",
                     r.val_loss, r.best_val);
         if (!isnan(r.val_metric) && r.val_metric_name)
-            fprintf(stderr, by_bleu ? "  %s %.2f (best %.2f)" : "  %s %.4f", r.val_metric_name,
-                    r.val_metric, -r.best_val);
+            fprintf(stderr, "  %s %.4g", r.val_metric_name, r.val_metric);
+        if (!by_loss && !isnan(r.val_loss)) {
+            char name[64];
+            tfm_config_choice_name("train.best_by", cfg.train.best_by, name, sizeof name);
+            fprintf(stderr, " (best %s %.4g)", name, r.best_higher ? -r.best_val : r.best_val);
+        }
         if (r.steps_run)
             fprintf(stderr, "  %.1f ms/step on %d thread%s", r.ms_per_step, threads,
                     threads == 1 ? "" : "s");

@@ -23,6 +23,7 @@
 #include "train/checkpoint.h"
 #include "train/dist.h"
 #include "train/init.h"
+#include "train/plot.h"
 #include "train/task.h"
 #include "train/optim.h"
 #include "train/schedule.h"
@@ -138,7 +139,8 @@ static int log_truncate(const char *path, int64_t step, const char *header, tfm_
 static void remove_stale_temporaries(const char *rundir)
 {
     static const char *const names[] = {"model.safetensors.tmp.", "best.safetensors.tmp.",
-                                        "state.safetensors.tmp.", "log.tsv.tmp."};
+                                        "state.safetensors.tmp.", "log.tsv.tmp.",
+                                        "curves.svg.tmp."};
     DIR *d = opendir(rundir);
     if (!d)
         return;
@@ -164,7 +166,7 @@ typedef struct run {
     tfm_tokenizer *src_tok;    /* data.source_tokenizer, or NULL */
     tfm_buf tok_json, src_tok_json, config_yaml;
     tfm_task *task;
-    char *model_path, *best_path, *state_path, *log_path;
+    char *model_path, *best_path, *state_path, *log_path, *curves_path;
     int64_t saved_step;
     int saved_any; /* a checkpoint was written (or resumed from) */
     tfm_dist_reduce *red; /* dist: the gradient sum in buckets; NULL on one rank */
@@ -423,6 +425,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     R->best_path = join(o->rundir, "best.safetensors");
     R->state_path = join(o->rundir, "state.safetensors");
     R->log_path = join(o->rundir, "log.tsv");
+    R->curves_path = join(o->rundir, "curves.svg");
     /* rank 0 decides; the others learn it in dist_share_state */
     const int resuming = rk == 0 && (file_exists(R->state_path) ||
                                      (o->fresh_optimizer && file_exists(R->model_path)));
@@ -754,6 +757,15 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                         fprintf(logf, !strcmp(mnames[i], "bleu") ? "\t%.2f" : "\t%.6g", vals[i]);
                 }
                 fputc('\n', logf);
+                /* the curves, redrawn from the log at each evaluation (a
+                 * failure to draw them is said, not fatal) */
+                if (evaluated) {
+                    fflush(logf);
+                    const char *dirs[1] = {o->rundir};
+                    tfm_err perr = {0};
+                    if (tfm_plot_write(dirs, 1, R->curves_path, &perr) < 0)
+                        say(o, "warning: %s: %s", R->curves_path, perr.msg);
+                }
             }
             log_loss = log_time = log_tokens = 0;
             log_n = 0;
@@ -819,6 +831,7 @@ out:
      * start is a clean one. */
     if ((rc < 0 || !R->saved_any) && !resumed && lockfd >= 0) {
         unlink(R->log_path);
+        unlink(R->curves_path);
         unlink(R->best_path);
         if (created)
             tfm_rmdirs(o->rundir, created);
@@ -846,5 +859,6 @@ out:
     free(R->best_path);
     free(R->state_path);
     free(R->log_path);
+    free(R->curves_path);
     return rc;
 }

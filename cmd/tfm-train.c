@@ -20,6 +20,7 @@
 #include "model/file.h"
 #include "train/checkpoint.h"
 #include "train/dist.h"
+#include "train/plot.h"
 #include "train/train.h"
 
 static const char *prog = "tfm-train";
@@ -27,6 +28,7 @@ static const char *prog = "tfm-train";
 static void usage(void)
 {
     printf("Usage: %s -c CONFIG.yaml [--set KEY=VALUE]... [-o RUNDIR] [options]\n"
+           "       %s --plot RUNDIR... -o OUT.svg\n"
            "Train a transformer (language model, masked LM, sequence-to-sequence, or\n"
            "fine-tuning: train.task classify, tag, span); resume when RUNDIR holds a\n"
            "checkpoint.\n"
@@ -48,14 +50,16 @@ static void usage(void)
            "      --seed N         same as --set train.seed=N\n"
            "      --threads N      threads (default: train.threads, TFM_NUM_THREADS, or\n"
            "                       usable CPUs)\n"
+           "      --plot           draw the curves of the run directories given as\n"
+           "                       arguments (their log.tsv) in one SVG, -o OUT.svg\n"
            "  -q, --quiet          no progress bar or messages on stderr\n"
            "  -h, --help           this help\n"
            "      --version        print the version\n"
            "\n"
            "Writes RUNDIR/model.safetensors (last), best.safetensors (lowest validation\n"
-           "loss), state.safetensors (for resuming) and log.tsv.  SIGINT/SIGTERM save a\n"
-           "checkpoint and exit 0.  Exit status: 0 success, 1 failure, 2 usage.\n",
-           prog);
+           "loss), state.safetensors (for resuming), log.tsv and curves.svg.  SIGINT/SIGTERM\n"
+           "save a checkpoint and exit 0.  Exit status: 0 success, 1 failure, 2 usage.\n",
+           prog, prog);
     exit(0);
 }
 
@@ -92,7 +96,7 @@ static void message(void *ctx, const char *msg)
 }
 
 enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION,
-       OPT_FRESH };
+       OPT_FRESH, OPT_PLOT };
 
 int main(int argc, char **argv)
 {
@@ -108,6 +112,7 @@ int main(int argc, char **argv)
         {"fresh-optimizer", no_argument, NULL, OPT_FRESH},
         {"seed", required_argument, NULL, OPT_SEED},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"plot", no_argument, NULL, OPT_PLOT},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -117,19 +122,20 @@ int main(int argc, char **argv)
     /* Static so that the early exits (usage, errors) leave it reachable. */
     static const char **sets;
     sets = calloc((size_t)argc + 1, sizeof *sets);
-    int n_sets = 0, dump = 0, quiet = 0, threads = 0, fresh = 0;
+    int n_sets = 0, dump = 0, quiet = 0, threads = 0, fresh = 0, plot = 0, output_given = 0;
     long steps = 0;
     char seed_set[64];
     int c;
     while ((c = getopt_long(argc, argv, "c:o:qh", longopts, NULL)) != -1) {
         switch (c) {
         case 'c': config_path = optarg; break;
-        case 'o': rundir = optarg; break;
+        case 'o': rundir = optarg; output_given = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage(); break;
         case OPT_SET: sets[n_sets++] = optarg; break;
         case OPT_DUMP: dump = 1; break;
         case OPT_FRESH: fresh = 1; break;
+        case OPT_PLOT: plot = 1; break;
         case OPT_LIST: list_keys(); break;
         case OPT_STEPS: steps = tfm_opt_long(prog, "--steps", optarg, 1, 1L << 62); break;
         case OPT_SEED:
@@ -141,6 +147,20 @@ int main(int argc, char **argv)
         case OPT_VERSION: tfm_print_version(prog);
         default: tfm_usage_hint(prog, argv, longopts); /* getopt said what */
         }
+    }
+    if (plot) {
+        /* one plot of several runs: their log.tsv in, an SVG out */
+        if (config_path || n_sets || dump || fresh || steps || threads)
+            tfm_usage_error(prog, "--plot takes run directories and -o OUT.svg only");
+        if (optind >= argc)
+            tfm_usage_error(prog, "--plot: no run directory");
+        if (!output_given || !*rundir)
+            tfm_usage_error(prog, "--plot: no output file (-o OUT.svg)");
+        tfm_err perr = {0};
+        if (tfm_plot_write((const char *const *)argv + optind, argc - optind, rundir, &perr) < 0)
+            tfm_die(prog, &perr);
+        free(sets);
+        return 0;
     }
     if (optind < argc)
         tfm_usage_error(prog, "unexpected argument '%s'", argv[optind]);
@@ -210,13 +230,17 @@ int main(int argc, char **argv)
     if (!quiet && r.steps_run && rank == 0) {
         fprintf(stderr, "%s: step %lld/%lld  train loss %.4f", prog, (long long)r.step,
                 (long long)cfg.train.max_steps, r.train_loss);
-        int by_bleu = cfg.train.best_by == TFM_CONFIG_BEST_BLEU;
+        int by_loss = cfg.train.best_by == TFM_CONFIG_BEST_LOSS;
         if (!isnan(r.val_loss))
-            fprintf(stderr, by_bleu ? "  val loss %.4f" : "  val loss %.4f (best %.4f)",
+            fprintf(stderr, by_loss ? "  val loss %.4f (best %.4f)" : "  val loss %.4f",
                     r.val_loss, r.best_val);
         if (!isnan(r.val_metric) && r.val_metric_name)
-            fprintf(stderr, by_bleu ? "  %s %.2f (best %.2f)" : "  %s %.4f", r.val_metric_name,
-                    r.val_metric, -r.best_val);
+            fprintf(stderr, "  %s %.4g", r.val_metric_name, r.val_metric);
+        if (!by_loss && !isnan(r.val_loss)) {
+            char name[64];
+            tfm_config_choice_name("train.best_by", cfg.train.best_by, name, sizeof name);
+            fprintf(stderr, " (best %s %.4g)", name, r.best_higher ? -r.best_val : r.best_val);
+        }
         if (r.steps_run)
             fprintf(stderr, "  %.1f ms/step on %d thread%s", r.ms_per_step, threads,
                     threads == 1 ? "" : "s");

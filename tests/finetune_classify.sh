@@ -29,6 +29,13 @@ train: {task: classify, batch_size: 16, max_steps: 60, eval_interval: 30, seed: 
         init: pre/model.safetensors}
 END
 tfm-train -c cls.yaml --threads 1 -o run 2> train.err || { cat train.err >&2; fail "training"; }
+# accuracy and macro F1 are log.tsv columns; train.best_by takes either
+head -n 1 run/log.tsv | grep -q '	elapsed_s	val_accuracy	val_macro_f1$' ||
+    fail "classify log.tsv header: $(head -n 1 run/log.tsv)"
+awk -F'\t' 'NR > 1 && $3 != "" { n++; if (!($8 >= 0 && $8 <= 1 && $9 >= 0 && $9 <= 1)) bad = 1 }
+    END { exit bad || n != 2 }' run/log.tsv || fail "classify log.tsv: accuracy/F1 columns"
+tfm-train -q -c cls.yaml --threads 1 --set train.best_by=macro_f1 -o byf1
+[ -f byf1/best.safetensors ] || fail "train.best_by macro_f1: no best.safetensors"
 # the encoder and embeddings load; pooler and classifier are new; the MLM
 # head stays behind; the tokenizer came from the pre-trained file
 grep -qF "initialised from pre/model.safetensors: 17 tensors loaded; 4 new: pooler.dense.weight, pooler.dense.bias, classifier.weight, classifier.bias; 5 unused: cls.predictions.transform.dense.weight" train.err ||

@@ -9,6 +9,19 @@ last=$(awk -F'\t' '$3 != "" { v = $3 } END { print v }' r/log.tsv)
 echo "first train loss $first, last val loss $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 4 && b < 2.8) }' ||
     fail "loss did not fall enough: $first -> $last"
+# curves.svg, redrawn at each evaluation: loss (train, val) and learning rate
+grep -q '^<svg ' r/curves.svg && [ "$(grep -c '<polyline ' r/curves.svg)" = 3 ] ||
+    fail "r/curves.svg: $(grep -c '<polyline ' r/curves.svg) polylines, not 3"
+grep -q 'step (optimizer updates)' r/curves.svg || fail "curves.svg: no step axis label"
+# --plot: several runs in one SVG; a directory without log.tsv, bad usage
+mkdir -p norun
+tfm-train --plot r r -o two.svg
+[ "$(grep -c '<polyline ' two.svg)" = 6 ] || fail "--plot of two runs: not 6 polylines"
+expect_fail 1 "tfm-train: norun/log.tsv: no such file" tfm-train --plot r norun -o x.svg
+[ ! -e x.svg ] || fail "a failed --plot wrote x.svg"
+expect_fail 2 "--plot: no output file" tfm-train --plot r
+expect_fail 2 "--plot: no run directory" tfm-train --plot -o x.svg
+expect_fail 2 "--plot takes run directories" tfm-train --plot r -c run.yaml -o x.svg
 # log.tsv columns
 head -n 1 r/log.tsv | grep -qx 'step	train_loss	val_loss	lr	grad_norm	tokens_per_s	elapsed_s' ||
     fail "log header"

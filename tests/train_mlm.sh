@@ -23,6 +23,17 @@ last=$(awk -F'\t' 'NR > 1 && $3 != "" { v = $3 } END { print v }' a/log.tsv)
 # ln 128 = 4.85 at the start; the first evaluation is at step 20
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f && l < 3.5) }' ||
     fail "validation MLM loss did not fall: $first -> $last"
+# every validation metric is a column of log.tsv (appended after the old ones)
+head -n 1 a/log.tsv | grep -qx 'step	train_loss	val_loss	lr	grad_norm	tokens_per_s	elapsed_s	val_masked_accuracy	val_nsp_accuracy' ||
+    fail "mlm+nsp log.tsv header: $(head -n 1 a/log.tsv)"
+awk -F'\t' 'NR > 1 && $3 != "" && !($8 >= 0 && $8 <= 1 && $9 >= 0 && $9 <= 1) { bad = 1 }
+    END { exit bad }' a/log.tsv || fail "masked or NSP accuracy outside 0..1"
+# train.best_by any of them; one the task does not report is named, with the valid ones
+tfm-train -q -c mlm.yaml --threads 1 --set train.max_steps=20 --set train.best_by=nsp_accuracy -o bn
+[ -f bn/best.safetensors ] || fail "train.best_by nsp_accuracy: no best.safetensors"
+expect_fail 1 "train.best_by accuracy: train.task mlm+nsp does not report it; its validation metrics: loss, masked_accuracy, nsp_accuracy" \
+    tfm-train -q -c mlm.yaml --set train.best_by=accuracy -o bx
+[ ! -e bx ] || fail "a refused best_by left a run directory"
 for t in 1 2; do
     rm -rf b c
     tfm-train -q -c mlm.yaml --threads $t --set train.max_steps=40 -o b

@@ -379,25 +379,58 @@ static int chunk_tags(const tfm_ft_labels *l)
     return 0;
 }
 
-double tfm_ft_metric(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pred *p,
-                     const tfm_ft_labels *l, const char **name)
+int tfm_ft_metric_names(tfm_ft_task task, const tfm_ft_labels *l, const char **names)
+{
+    if (task == TFM_FT_CLASSIFY && l->regression) {
+        names[0] = "pearson";
+        return 1;
+    }
+    if (task == TFM_FT_CLASSIFY) {
+        names[0] = "accuracy";
+        names[1] = "macro_f1";
+        return 2;
+    }
+    if (task == TFM_FT_TAG && chunk_tags(l)) {
+        names[0] = "entity_f1";
+        names[1] = "token_accuracy";
+        return 2;
+    }
+    if (task == TFM_FT_TAG) {
+        names[0] = "token_accuracy";
+        return 1;
+    }
+    names[0] = "squad_f1";
+    names[1] = "squad_em";
+    return 2;
+}
+
+int tfm_ft_metrics(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pred *p,
+                   const tfm_ft_labels *l, double *values)
 {
     size_t n = s->n_ex;
     if (s->task == TFM_FT_CLASSIFY && l->regression) {
-        *name = "pearson";
         double *gold = tfm_malloc((n ? n : 1) * sizeof *gold);
         for (size_t e = 0; e < n; e++)
             gold[e] = s->row[s->ex_row[e]].value;
-        double r = tfm_metrics_pearson(gold, p->value, n);
+        values[0] = tfm_metrics_pearson(gold, p->value, n);
         free(gold);
-        return r;
+        return 1;
     }
     if (s->task == TFM_FT_CLASSIFY) {
-        *name = "accuracy";
-        size_t right = 0;
-        for (size_t e = 0; e < n; e++)
-            right += p->label[e] == s->row[s->ex_row[e]].label;
-        return n ? (double)right / (double)n : NAN;
+        const char **gold = tfm_malloc((n ? n : 1) * sizeof *gold);
+        const char **pred = tfm_malloc((n ? n : 1) * sizeof *pred);
+        for (size_t e = 0; e < n; e++) {
+            int32_t g = s->row[s->ex_row[e]].label, q = p->label[e];
+            gold[e] = g >= 0 && (size_t)g < l->n ? l->name[g] : "";
+            pred[e] = q >= 0 && (size_t)q < l->n ? l->name[q] : "";
+        }
+        tfm_classify_result r;
+        tfm_metrics_classify(gold, pred, n, NULL, &r);
+        free(gold);
+        free(pred);
+        values[0] = n ? r.accuracy : NAN;
+        values[1] = n ? r.f1_macro : NAN;
+        return 2;
     }
     if (s->task == TFM_FT_TAG) {
         size_t nw = s->ex_word[n];
@@ -419,29 +452,45 @@ double tfm_ft_metric(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pre
         free(pred);
         free(len);
         if (chunk_tags(l)) {
-            *name = "entity_f1";
-            return r.f1;
+            values[0] = r.f1;
+            values[1] = r.token_accuracy;
+            return 2;
         }
-        *name = "token_accuracy";
-        return r.token_accuracy;
+        values[0] = r.token_accuracy;
+        return 1;
     }
-    *name = "squad_f1";
-    double f1 = 0;
+    double f1 = 0, em = 0;
     for (size_t e = 0; e < n; e++) {
         const tfm_ft_example *x = &d->ex[s->ex0 + e];
         const char *pr = x->a + p->start[e];
         size_t pn = (size_t)(p->end[e] - p->start[e]);
         double best = 0;
+        int exact = 0;
         for (size_t k = 0; k < x->n_ans; k++) {
             const tfm_ft_answer *a = &d->ans[x->ans0 + k];
             double f = tfm_squad_f1(pr, pn, a->text, a->len);
             best = f > best ? f : best;
+            exact |= tfm_squad_exact(pr, pn, a->text, a->len);
         }
         if (x->n_ans == 0) /* unanswerable, as SQuAD v2 */
             best = tfm_squad_no_answer(pr, pn);
         f1 += best;
+        em += exact;
     }
-    return n ? 100.0 * f1 / (double)n : NAN;
+    values[0] = n ? 100.0 * f1 / (double)n : NAN;
+    values[1] = n ? 100.0 * em / (double)n : NAN;
+    return 2;
+}
+
+double tfm_ft_metric(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pred *p,
+                     const tfm_ft_labels *l, const char **name)
+{
+    const char *names[4];
+    double values[4];
+    tfm_ft_metric_names(s->task, l, names);
+    tfm_ft_metrics(d, s, p, l, values);
+    *name = names[0];
+    return values[0];
 }
 
 /* ---- a model for prediction --------------------------------------------- */

@@ -108,6 +108,15 @@ void tfm_ft_pred_free(tfm_ft_pred *p);
  * "token_accuracy", "squad_f1". */
 double tfm_ft_metric(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pred *p,
                      const tfm_ft_labels *l, const char **name);
+/* Every validation metric of the task, the first tfm_ft_metric's: its names
+ * (static strings) into names[], "accuracy" and "macro_f1" (classify; as
+ * fractions), "pearson" (regression), "entity_f1" (chunk tags) and
+ * "token_accuracy" (tag), "squad_f1" and "squad_em" (span, in percent); the
+ * values of p into values[] in the same order.  Both return the number (at
+ * most 4). */
+int tfm_ft_metric_names(tfm_ft_task task, const tfm_ft_labels *l, const char **names);
+int tfm_ft_metrics(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pred *p,
+                   const tfm_ft_labels *l, double *values);
 
 /* ---- a model for prediction --------------------------------------------- */
 

@@ -212,9 +212,15 @@ static const tfm_config_key keys[] = {
      "scores corpus BLEU against their targets"},
     {"train.bleu_sentences", TFM_CONFIG_INT, OFF(train.bleu_sentences), "500", 1, I64, NULL,
      "with train.eval_bleu: the first N validation pairs are translated"},
-    {"train.best_by", TFM_CONFIG_ENUM, OFF(train.best_by), "loss", 0, 0, "loss|bleu",
-     "best.safetensors keeps the evaluation with the lowest validation loss or the highest "
-     "BLEU (needs train.eval_bleu)"},
+    {"train.best_by", TFM_CONFIG_ENUM, OFF(train.best_by), "loss", 0, 0,
+     "loss|bleu|masked_accuracy|nsp_accuracy|accuracy|macro_f1|pearson|entity_f1|"
+     "token_accuracy|squad_f1|squad_em",
+     "best.safetensors keeps the evaluation of the best value of this validation metric: "
+     "the lowest loss, the highest of the others; the task must report it (a log.tsv "
+     "column val_<metric>): bleu (seq2seq, needs train.eval_bleu), masked_accuracy "
+     "(mlm), nsp_accuracy (mlm+nsp), accuracy and macro_f1 (classify), pearson "
+     "(classify, regression), entity_f1 (tag, chunk tags) and token_accuracy (tag), "
+     "squad_f1 and squad_em (span)"},
     {"train.init", TFM_CONFIG_STRING, OFF(train.init), "", 0, 0, NULL,
      "a model file (or HuggingFace BERT checkpoint) that starts the run (fine-tuning): "
      "model keys left out take its shape, one that contradicts it is an error; new heads "

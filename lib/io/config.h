@@ -66,9 +66,20 @@ typedef enum tfm_config_truncate {
     TFM_CONFIG_TRUNCATE_ERROR,
 } tfm_config_truncate;
 
+/* train.best_by: a validation metric (train/task.h tfm_task_metrics names
+ * those a task reports); the choices' order is the enum's. */
 typedef enum tfm_config_best {
     TFM_CONFIG_BEST_LOSS,
     TFM_CONFIG_BEST_BLEU,
+    TFM_CONFIG_BEST_MASKED_ACCURACY,
+    TFM_CONFIG_BEST_NSP_ACCURACY,
+    TFM_CONFIG_BEST_ACCURACY,
+    TFM_CONFIG_BEST_MACRO_F1,
+    TFM_CONFIG_BEST_PEARSON,
+    TFM_CONFIG_BEST_ENTITY_F1,
+    TFM_CONFIG_BEST_TOKEN_ACCURACY,
+    TFM_CONFIG_BEST_SQUAD_F1,
+    TFM_CONFIG_BEST_SQUAD_EM,
 } tfm_config_best;
 typedef enum tfm_config_task {
     TFM_CONFIG_TASK_LM,

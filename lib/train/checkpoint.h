@@ -35,8 +35,9 @@
 typedef struct tfm_train_state {
     int64_t step;          /* optimizer steps done */
     tfm_rng data_rng;      /* next training batch */
-    double best_val;       /* lowest validation loss (or -BLEU with train.best_by
-                              bleu), INFINITY before the first */
+    double best_val;       /* lowest validation loss, or train.best_by's metric
+                              negated when higher is better (-BLEU),
+                              INFINITY before the first */
     int64_t best_step;
     int64_t evals_since_best;
     double elapsed;        /* seconds of training so far (all sessions) */

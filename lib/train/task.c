@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/file.h"
 #include "train/task_internal.h"
@@ -59,6 +60,17 @@ const char *tfm_task_meta(const tfm_task *t)
     return t->ops->meta ? t->ops->meta(t->impl) : NULL;
 }
 
+int tfm_task_metrics(const tfm_task *t, const char **names)
+{
+    return t->ops->metrics ? t->ops->metrics(t->impl, names) : 0;
+}
+
+int tfm_task_metric_higher_better(const char *name)
+{
+    size_t n = strlen(name);
+    return !(n >= 4 && !strcmp(name + n - 4, "loss"));
+}
+
 int tfm_task_has_val(const tfm_task *t)
 {
     return t->ops->has_val(t->impl);
@@ -75,6 +87,8 @@ int tfm_task_evaluate(tfm_task *t, tfm_model *m, uint64_t seed, tfm_task_score *
     s->loss = NAN;
     s->metric = NAN;
     s->metric_name = NULL;
+    for (int i = 0; i < TFM_TASK_METRICS_MAX; i++)
+        s->values[i] = NAN;
     int was_training = m->training;
     tfm_model_set_training(m, 0);
     int rc = t->ops->evaluate(t->impl, m, seed, s, err);

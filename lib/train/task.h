@@ -50,12 +50,17 @@
 
 typedef struct tfm_task tfm_task;
 
+#define TFM_TASK_METRICS_MAX 4
+
 /* A validation result.  metric is the task's own quality score (BLEU for
- * seq2seq when enabled), NAN when it has none. */
+ * seq2seq when enabled), NAN when it has none; values[] are all the metrics
+ * the task reports besides the loss, in tfm_task_metrics' order (values[0]
+ * is metric). */
 typedef struct tfm_task_score {
     double loss;
     double metric;
     const char *metric_name;  /* "bleu", "masked_accuracy", tfm_ft_metric's, or NULL */
+    double values[TFM_TASK_METRICS_MAX];
 } tfm_task_score;
 
 /* Reads the data cfg names.  tok: data.tokenizer (NULL when token files are
@@ -75,6 +80,15 @@ void tfm_task_describe(const tfm_task *t, char *buf, size_t size);
  * "task" metadata (a fine-tuned model's labels), or NULL.  Owned by the
  * task. */
 const char *tfm_task_meta(const tfm_task *t);
+/* The names of the validation metrics each evaluation reports besides the
+ * loss, the first the task's own (tfm_task_score.metric): "bleu" (seq2seq
+ * with train.eval_bleu), "masked_accuracy" and "nsp_accuracy" (mlm, mlm+nsp),
+ * "accuracy" and "macro_f1" or "pearson" (classify), "entity_f1" and
+ * "token_accuracy" (tag), "squad_f1" and "squad_em" (span); static strings.
+ * Returns their number (at most TFM_TASK_METRICS_MAX). */
+int tfm_task_metrics(const tfm_task *t, const char **names);
+/* Whether a larger value of the metric name is better (all but losses). */
+int tfm_task_metric_higher_better(const char *name);
 /* Whether there is validation data. */
 int tfm_task_has_val(const tfm_task *t);
 

@@ -56,10 +56,20 @@ static int ft_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *
     tfm_ft_pred p;
     /* answers as long as SQuAD's evaluation allows (30 tokens) */
     tfm_ft_predict(&F->va, &out, &F->labels, 30, &p);
-    s->metric = tfm_ft_metric(F->vdata, &F->va, &p, &F->labels, &s->metric_name);
+    const char *names[TFM_TASK_METRICS_MAX];
+    tfm_ft_metric_names(F->kind, &F->labels, names);
+    tfm_ft_metrics(F->vdata, &F->va, &p, &F->labels, s->values);
+    s->metric = s->values[0];
+    s->metric_name = names[0];
     tfm_ft_pred_free(&p);
     tfm_ft_out_free(&out);
     return 0;
+}
+
+static int ft_metrics(void *impl, const char **names)
+{
+    ft_task *F = impl;
+    return tfm_ft_metric_names(F->kind, &F->labels, names);
 }
 
 static int ft_has_val(void *impl)
@@ -112,7 +122,7 @@ static void ft_free(void *impl)
 #define OPS(task)                                                                          \
     {                                                                                      \
         .name = task, .describe = ft_describe, .has_val = ft_has_val, .next = ft_next,     \
-        .evaluate = ft_evaluate, .free = ft_free, .meta = ft_meta                          \
+        .evaluate = ft_evaluate, .free = ft_free, .meta = ft_meta, .metrics = ft_metrics   \
     }
 static const tfm_task_ops ops[] = {OPS("classify"), OPS("tag"), OPS("span")};
 

@@ -12,6 +12,9 @@ typedef struct tfm_task_ops {
     int (*next)(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm_err *err);
     int (*evaluate)(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err);
     void (*free)(void *impl);
+    /* optional: the names of the metrics evaluate reports (task.h
+     * tfm_task_metrics); none without it */
+    int (*metrics)(void *impl, const char **names);
     /* optional: the model file's "task" metadata (JSON), or NULL */
     const char *(*meta)(void *impl);
 } tfm_task_ops;

@@ -289,14 +289,15 @@ static int mlm_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tf
 }
 
 /* The MLM loss over every chosen position of eval_batches batches drawn
- * from seed, and the share of them predicted right (argmax). */
+ * from seed, the share of them predicted right (argmax) and, with NSP, the
+ * share of next-sentence labels predicted right. */
 static int mlm_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err)
 {
     mlm_task *L = impl;
     tfm_rng rng;
     tfm_rng_seed(&rng, seed);
     double loss = 0;
-    long n = 0, right = 0;
+    long n = 0, right = 0, nsp_n = 0, nsp_right = 0;
     for (int64_t i = 0; i < L->eval_batches; i++) {
         tfm_batch b;
         draw(L, &L->val, &rng, &b);
@@ -317,13 +318,29 @@ static int mlm_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score 
             right += best == L->y[p];
         }
         TFM_ASSERT(k == rows);
+        if (L->nsp) {
+            int B, K;
+            const float *c = tfm_model_head_out(m, TFM_HEAD_CLASS, &B, &K);
+            for (int r = 0; c && K == 2 && r < B && r < L->B; r++, nsp_n++)
+                nsp_right += (c[(size_t)r * 2 + 1] > c[(size_t)r * 2]) == (L->labels[r] == 1);
+        }
         loss += (double)m->head_loss[TFM_HEAD_LM] * (double)rows;
         n += rows;
     }
     s->loss = n ? loss / (double)n : 0.0;
     s->metric = n ? (double)right / (double)n : 0.0;
     s->metric_name = "masked_accuracy";
+    s->values[0] = s->metric;
+    if (L->nsp)
+        s->values[1] = nsp_n ? (double)nsp_right / (double)nsp_n : 0.0;
     return 0;
+}
+
+static int mlm_metrics(void *impl, const char **names)
+{
+    names[0] = "masked_accuracy";
+    names[1] = "nsp_accuracy";
+    return ((mlm_task *)impl)->nsp ? 2 : 1;
 }
 
 static int mlm_has_val(void *impl)
@@ -378,6 +395,7 @@ static const tfm_task_ops mlm_ops = {
     .has_val = mlm_has_val,
     .next = mlm_next,
     .evaluate = mlm_evaluate,
+    .metrics = mlm_metrics,
     .free = mlm_free,
 };
 
@@ -387,6 +405,7 @@ static const tfm_task_ops mlm_nsp_ops = {
     .has_val = mlm_has_val,
     .next = mlm_next,
     .evaluate = mlm_evaluate,
+    .metrics = mlm_metrics,
     .free = mlm_free,
 };
 

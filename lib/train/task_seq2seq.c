@@ -391,6 +391,12 @@ static int bleu(s2s_task *K, tfm_model *m, double *score, tfm_err *err)
     return rc;
 }
 
+static int s2s_metrics(void *impl, const char **names)
+{
+    names[0] = "bleu";
+    return ((s2s_task *)impl)->bleu_n ? 1 : 0;
+}
+
 /* Mean loss per target token over every validation pair, in length order
  * and batched as training is. */
 static int s2s_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err)
@@ -402,6 +408,7 @@ static int s2s_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score 
         return -1;
     if (K->bleu_n)
         s->metric_name = "bleu";
+    s->values[0] = s->metric;
     double sum = 0, count = 0;
     for (size_t first = 0; first < P->n;) {
         size_t n = K->max_tokens ? run_length(K, P, first) : (size_t)K->B;
@@ -455,6 +462,7 @@ static const tfm_task_ops s2s_ops = {
     .has_val = s2s_has_val,
     .next = s2s_next,
     .evaluate = s2s_evaluate,
+    .metrics = s2s_metrics,
     .free = s2s_free,
 };
 

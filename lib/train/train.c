@@ -23,6 +23,7 @@
 #include "train/checkpoint.h"
 #include "train/dist.h"
 #include "train/init.h"
+#include "train/plot.h"
 #include "train/task.h"
 #include "train/optim.h"
 #include "train/schedule.h"
@@ -84,14 +85,23 @@ static int file_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* log.tsv's columns: these, then val_<name> for each of the task's
+ * validation metrics (tfm_task_metrics: val_bleu with train.eval_bleu, ...).
+ * New columns go at the end. */
 static const char LOG_HEADER[] =
-    "step\ttrain_loss\tval_loss\tlr\tgrad_norm\ttokens_per_s\telapsed_s\n";
-/* with train.eval_bleu: one more column */
-static const char LOG_HEADER_BLEU[] =
-    "step\ttrain_loss\tval_loss\tlr\tgrad_norm\ttokens_per_s\telapsed_s\tval_bleu\n";
+    "step\ttrain_loss\tval_loss\tlr\tgrad_norm\ttokens_per_s\telapsed_s";
+
+static void log_header(tfm_buf *b, const char *const *names, int n)
+{
+    tfm_buf_puts(b, LOG_HEADER);
+    for (int i = 0; i < n; i++)
+        tfm_buf_printf(b, "\tval_%s", names[i]);
+    tfm_buf_putc(b, '\n');
+}
 
 /* On resume, drop log lines written after the checkpoint we restart from
- * (a kill -9 can leave some), so the log reads as one run. */
+ * (a kill -9 can leave some), so the log reads as one run; the header is
+ * today's (a run logged before a column was added gains it). */
 static int log_truncate(const char *path, int64_t step, const char *header, tfm_err *err)
 {
     if (!file_exists(path))
@@ -108,14 +118,16 @@ static int log_truncate(const char *path, int64_t step, const char *header, tfm_
             long long k = strtoll(s, &end, 10);
             if (end == s || k > step)
                 continue;
+            tfm_buf_append(&out, line.data, line.len);
+            tfm_buf_putc(&out, '\n');
+        } else {
+            tfm_buf_puts(&out, header);
         }
         first = 0;
-        tfm_buf_append(&out, line.data, line.len);
-        tfm_buf_putc(&out, '\n');
     }
     fclose(fp);
     if (first)
-        tfm_buf_puts(&out, LOG_HEADER);
+        tfm_buf_puts(&out, header);
     int rc = tfm_write_file(path, out.data, out.len, err);
     tfm_buf_free(&line);
     tfm_buf_free(&out);
@@ -127,7 +139,8 @@ static int log_truncate(const char *path, int64_t step, const char *header, tfm_
 static void remove_stale_temporaries(const char *rundir)
 {
     static const char *const names[] = {"model.safetensors.tmp.", "best.safetensors.tmp.",
-                                        "state.safetensors.tmp.", "log.tsv.tmp."};
+                                        "state.safetensors.tmp.", "log.tsv.tmp.",
+                                        "curves.svg.tmp."};
     DIR *d = opendir(rundir);
     if (!d)
         return;
@@ -153,7 +166,7 @@ typedef struct run {
     tfm_tokenizer *src_tok;    /* data.source_tokenizer, or NULL */
     tfm_buf tok_json, src_tok_json, config_yaml;
     tfm_task *task;
-    char *model_path, *best_path, *state_path, *log_path;
+    char *model_path, *best_path, *state_path, *log_path, *curves_path;
     int64_t saved_step;
     int saved_any; /* a checkpoint was written (or resumed from) */
     tfm_dist_reduce *red; /* dist: the gradient sum in buckets; NULL on one rank */
@@ -412,6 +425,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     R->best_path = join(o->rundir, "best.safetensors");
     R->state_path = join(o->rundir, "state.safetensors");
     R->log_path = join(o->rundir, "log.tsv");
+    R->curves_path = join(o->rundir, "curves.svg");
     /* rank 0 decides; the others learn it in dist_share_state */
     const int resuming = rk == 0 && (file_exists(R->state_path) ||
                                      (o->fresh_optimizer && file_exists(R->model_path)));
@@ -435,6 +449,27 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         goto out;
     if (load_data(R, &cfg, err) < 0)
         goto out;
+    const char *mnames[TFM_TASK_METRICS_MAX];
+    const int n_metrics = tfm_task_metrics(R->task, mnames);
+    char best_name[64];
+    tfm_config_choice_name("train.best_by", cfg.train.best_by, best_name, sizeof best_name);
+    int best_i = -1; /* the metric best.safetensors goes by; -1 the loss */
+    for (int i = 0; i < n_metrics; i++)
+        if (!strcmp(mnames[i], best_name))
+            best_i = i;
+    if (strcmp(best_name, "loss") && best_i < 0) {
+        tfm_buf v = {0};
+        tfm_buf_puts(&v, "loss");
+        for (int i = 0; i < n_metrics; i++)
+            tfm_buf_printf(&v, ", %s", mnames[i]);
+        tfm_err_set(err, "train.best_by %s: train.task %s does not report it; its validation "
+                         "metrics: %s", best_name, tfm_task_name(R->task), tfm_buf_cstr(&v));
+        tfm_buf_free(&v);
+        goto out;
+    }
+    const int best_higher = best_i >= 0 && tfm_task_metric_higher_better(best_name);
+    res->best_by = cfg.train.best_by;
+    res->best_higher = best_higher;
 
     tfm_model_config gc;
     if (tfm_model_config_from(&cfg, &gc, err) < 0)
@@ -527,8 +562,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     }
     dist_share_state(R, &cfg, &resumed);
     tfm_config_dump(&cfg, 0, &R->config_yaml);
-    if (rk == 0 && log_truncate(R->log_path, resumed ? R->st.step : -1,
-                                cfg.train.eval_bleu ? LOG_HEADER_BLEU : LOG_HEADER, err) < 0)
+    tfm_buf header = {0};
+    log_header(&header, mnames, n_metrics);
+    int lt = rk == 0 ? log_truncate(R->log_path, resumed ? R->st.step : -1,
+                                    tfm_buf_cstr(&header), err) : 0;
+    tfm_buf_free(&header);
+    if (lt < 0)
         goto out;
     R->saved_step = R->st.step;
     R->saved_any = resumed;
@@ -590,7 +629,6 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 
     double session_start = tfm_now(), elapsed0 = R->st.elapsed;
     double log_loss = 0, log_time = 0, log_tokens = 0;
-    const int by_bleu = cfg.train.best_by == TFM_CONFIG_BEST_BLEU;
     int64_t log_n = 0;
     res->end = TFM_TRAIN_DONE;
     while (R->st.step < cfg.train.max_steps) {
@@ -674,7 +712,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         const int64_t step = R->st.step;
         const int last = step == cfg.train.max_steps;
         int evaluated = 0;
-        double vloss = NAN, vbleu = NAN;
+        double vloss = NAN, vals[TFM_TASK_METRICS_MAX];
         if (tfm_task_has_val(R->task) &&
             ((cfg.train.eval_interval && step % cfg.train.eval_interval == 0) || last)) {
             /* dist: rank 0 evaluates, every rank learns the result */
@@ -684,14 +722,15 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                 goto out_log;
             tfm_dist_bcast(&score.loss, sizeof score.loss);
             tfm_dist_bcast(&score.metric, sizeof score.metric);
+            tfm_dist_bcast(score.values, sizeof score.values);
             vloss = score.loss;
-            vbleu = cfg.train.eval_bleu ? score.metric : NAN;
+            memcpy(vals, score.values, sizeof vals);
             res->val_metric = score.metric;
             res->val_metric_name = score.metric_name;
             evaluated = 1;
             res->val_loss = vloss;
-            /* lower is better: the loss, or BLEU negated */
-            double v = by_bleu ? -vbleu : vloss;
+            /* lower is better: the loss, or a higher-is-better metric negated */
+            double v = best_i < 0 ? vloss : best_higher ? -vals[best_i] : vals[best_i];
             if (v < R->st.best_val) {
                 R->st.best_val = v;
                 R->st.best_step = step;
@@ -711,9 +750,22 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                 if (evaluated)
                     fprintf(logf, "%.6f", vloss);
                 fprintf(logf, "\t%.6g\t%.6g\t%.1f\t%.3f", lr, norm, tps, R->st.elapsed);
-                if (cfg.train.eval_bleu)
-                    fprintf(logf, evaluated ? "\t%.2f" : "\t", vbleu);
+                for (int i = 0; i < n_metrics; i++) {
+                    if (!evaluated)
+                        fputc('\t', logf);
+                    else
+                        fprintf(logf, !strcmp(mnames[i], "bleu") ? "\t%.2f" : "\t%.6g", vals[i]);
+                }
                 fputc('\n', logf);
+                /* the curves, redrawn from the log at each evaluation (a
+                 * failure to draw them is said, not fatal) */
+                if (evaluated) {
+                    fflush(logf);
+                    const char *dirs[1] = {o->rundir};
+                    tfm_err perr = {0};
+                    if (tfm_plot_write(dirs, 1, R->curves_path, &perr) < 0)
+                        say(o, "warning: %s: %s", R->curves_path, perr.msg);
+                }
             }
             log_loss = log_time = log_tokens = 0;
             log_n = 0;
@@ -738,9 +790,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         if (evaluated && cfg.train.patience && R->st.evals_since_best >= cfg.train.patience) {
             res->end = TFM_TRAIN_PATIENCE;
             say(o, "no better validation %s in %lld evaluations: stopping at step %lld "
-                   "(best %.4f at step %lld)", by_bleu ? "BLEU" : "loss",
+                   "(best %.4f at step %lld)", best_name,
                 (long long)cfg.train.patience, (long long)step,
-                by_bleu ? -R->st.best_val : R->st.best_val, (long long)R->st.best_step);
+                best_higher ? -R->st.best_val : R->st.best_val, (long long)R->st.best_step);
             break;
         }
     }
@@ -779,6 +831,7 @@ out:
      * start is a clean one. */
     if ((rc < 0 || !R->saved_any) && !resumed && lockfd >= 0) {
         unlink(R->log_path);
+        unlink(R->curves_path);
         unlink(R->best_path);
         if (created)
             tfm_rmdirs(o->rundir, created);
@@ -806,5 +859,6 @@ out:
     free(R->best_path);
     free(R->state_path);
     free(R->log_path);
+    free(R->curves_path);
     return rc;
 }

@@ -53,7 +53,10 @@ typedef struct tfm_train_result {
     int64_t steps_run;     /* in this call */
     double train_loss;     /* of the last step */
     double val_loss;       /* of the last evaluation (NAN if none) */
-    double best_val;       /* lowest validation loss, or -BLEU with train.best_by bleu */
+    double best_val;       /* the best value of train.best_by's metric, negated
+                              when higher is better (lowest loss, or -BLEU) */
+    int best_by;           /* train.best_by (tfm_config_best) */
+    int best_higher;       /* whether best_val is a negated metric */
     double val_metric;     /* the task's metric at the last evaluation
                               (tfm_task_score; NAN if none) */
     const char *val_metric_name;

@@ -40,6 +40,7 @@ static void __attribute__((noreturn)) usage(void)
            "               (see %s bleu --help)\n"
            "  classify, tag, span  predictions of a fine-tuned model, and their metrics\n"
            "               when the input has gold labels (see %s classify --help)\n"
+           "  fill         an encoder's top-k tokens for each [MASK] (see %s fill --help)\n"
            "  info         what the model file is: kind, configuration, parameters,\n"
            "               training step, tokenizer, checksum (key<TAB>value lines)\n"
            "\n"
@@ -71,7 +72,7 @@ static void __attribute__((noreturn)) usage(void)
            "\n"
            "Log base e: cross-entropy is in nats per token; bits per byte = total\n"
            "nats / ln 2 / bytes.  Exit status: 0 success, 1 failure, 2 usage.\n",
-           prog, prog, prog);
+           prog, prog, prog, prog);
     exit(0);
 }
 
@@ -705,13 +706,14 @@ static void cmd_lastword(app *a)
 /* score, bleu and chrf need no model: cmd/eval-metrics.c; classify, tag
  * and span predict with a fine-tuned one: cmd/eval-task.c.  The command is
  * the first operand; options may come before it, so their values are
- * skipped.  Returns 1 for the first, 2 for the second, else 0. */
+ * skipped.  Returns 1 for the first, 2 for the second, 3 for fill
+ * (cmd/eval-fill.c), else 0. */
 static int other_command(int argc, char **argv)
 {
     static const char *const with_value[] = {
         "-m", "-t", "--model", "--tokenizer", "--context", "--stride", "--tokens", "--batch",
         "--threads", "--items", "--task", "--gold", "--ref", "--pos-label", "--tag-format",
-        "--max-answer"};
+        "--max-answer", "-k", "--top-k"};
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         if (!strcmp(s, "--"))
@@ -724,6 +726,8 @@ static int other_command(int argc, char **argv)
         }
         if (!strcmp(s, "score") || !strcmp(s, "bleu") || !strcmp(s, "chrf"))
             return 1;
+        if (!strcmp(s, "fill"))
+            return 3;
         return !strcmp(s, "classify") || !strcmp(s, "tag") || !strcmp(s, "span") ? 2 : 0;
     }
     return 0;
@@ -738,6 +742,8 @@ int main(int argc, char **argv)
         return tfm_eval_metrics_main(argc, argv);
     if (other == 2)
         return tfm_eval_task_main(argc, argv);
+    if (other == 3)
+        return tfm_eval_fill_main(argc, argv);
     app a = {.input = "-", .bos = 1};
     long batch = 0, threads = 0;
     int c;
@@ -764,13 +770,13 @@ int main(int argc, char **argv)
      * or after the command */
     if (optind >= argc)
         tfm_usage_error(prog, "missing command: perplexity, choice, lastword, info, score, "
-                        "bleu, chrf, classify, tag or span");
+                        "bleu, chrf, classify, tag, span or fill");
     const char *cmd = argv[optind++];
     int which = !strcmp(cmd, "perplexity") ? 0 : !strcmp(cmd, "choice") ? 1
               : !strcmp(cmd, "lastword") ? 2 : !strcmp(cmd, "info") ? 3 : -1;
     if (which < 0)
         tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword, info, "
-                        "score, bleu, chrf, classify, tag, span)", cmd);
+                        "score, bleu, chrf, classify, tag, span, fill)", cmd);
     if (!a.model_path)
         tfm_usage_error(prog, "missing -m MODEL");
     if (optind < argc)

@@ -13,6 +13,8 @@
  * main()s of their own, argv as tfm-eval's. */
 int tfm_eval_metrics_main(int argc, char **argv);
 int tfm_eval_task_main(int argc, char **argv);
+/* fill (eval-fill.c) */
+int tfm_eval_fill_main(int argc, char **argv);
 
 /* The positive label of the binary scores when none is given: "1", else
  * "true"/"True", when gold and pred have at most two labels; else NULL. */

@@ -16,6 +16,7 @@
 #include "base/progress.h"
 #include "eval.h"
 #include "infer/eval.h"
+#include "infer/fewshot.h"
 #include "infer/metrics.h"
 #include "model/file.h"
 #include "model/info.h"
@@ -40,6 +41,7 @@ static void __attribute__((noreturn)) usage(void)
            "               (see %s bleu --help)\n"
            "  classify, tag, span  predictions of a fine-tuned model, and their metrics\n"
            "               when the input has gold labels (see %s classify --help)\n"
+           "  fill         an encoder's top-k tokens for each [MASK] (see %s fill --help)\n"
            "  info         what the model file is: kind, configuration, parameters,\n"
            "               training step, tokenizer, checksum (key<TAB>value lines)\n"
            "\n"
@@ -63,6 +65,11 @@ static void __attribute__((noreturn)) usage(void)
            "                       line and a value line)\n"
            "      --items F        choice, lastword: one JSON line per item to F (the\n"
            "                       input line, the scores, what was predicted)\n"
+           "      --shots K        choice, lastword: K demonstrations (context and right\n"
+           "                       answer, a blank line after each) before each item, as\n"
+           "                       GPT-3 (default 0); from the other items, or\n"
+           "      --shots-from F   from the items or passages of F\n"
+           "      --seed S         which demonstrations each item gets (default 1234)\n"
            "      --batch N        sequences per forward pass (default: by memory)\n"
            "      --threads N      threads (default: TFM_NUM_THREADS or the usable CPUs)\n"
            "  -q, --quiet          no summary or progress on stderr\n"
@@ -71,12 +78,13 @@ static void __attribute__((noreturn)) usage(void)
            "\n"
            "Log base e: cross-entropy is in nats per token; bits per byte = total\n"
            "nats / ln 2 / bytes.  Exit status: 0 success, 1 failure, 2 usage.\n",
-           prog, prog, prog);
+           prog, prog, prog, prog);
     exit(0);
 }
 
 enum { OPT_CONTEXT = 256, OPT_STRIDE, OPT_TOKENS, OPT_NO_BOS, OPT_JSON, OPT_BATCH,
-       OPT_THREADS, OPT_VERSION, OPT_ITEMS, OPT_TOKEN_LP };
+       OPT_THREADS, OPT_VERSION, OPT_ITEMS, OPT_TOKEN_LP, OPT_SHOTS, OPT_SHOTS_FROM,
+       OPT_SEED };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
@@ -90,6 +98,9 @@ static const struct option long_opts[] = {
     {"threads", required_argument, 0, OPT_THREADS},
     {"items", required_argument, 0, OPT_ITEMS},
     {"token-logprobs", required_argument, 0, OPT_TOKEN_LP},
+    {"shots", required_argument, 0, OPT_SHOTS},
+    {"shots-from", required_argument, 0, OPT_SHOTS_FROM},
+    {"seed", required_argument, 0, OPT_SEED},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, OPT_VERSION},
@@ -104,6 +115,11 @@ typedef struct app {
     long context, stride;
     int bos, json, quiet;
     tfm_tok_scratch *scratch;
+    long shots, seed;          /* few-shot: demonstrations per item */
+    const char *shots_from;
+    tfm_fewshot fs;
+    size_t *picks;             /* [items, shots] each item's demonstrations */
+    size_t n_cut;              /* items cut from the left to the context */
 } app;
 
 static void die(const tfm_err *err) { tfm_die(prog, err); }
@@ -327,6 +343,62 @@ typedef struct item {
     long line;
 } item;
 
+/* The demonstrations (lib/infer/fewshot.h), from --shots-from or the input. */
+static void fewshot_setup(app *a, const tfm_buf *in, int choice)
+{
+    tfm_err err = {0};
+    tfm_fewshot_init(&a->fs, (int)a->shots, (uint64_t)a->seed, !a->shots_from);
+    const char *name = a->shots_from ? a->shots_from : a->name;
+    if (a->shots_from) {
+        tfm_buf d = {0};
+        FILE *fp = fopen(a->shots_from, "rb");
+        if (!fp) {
+            tfm_err_errno(&err, "%s", a->shots_from);
+            die(&err);
+        }
+        if (tfm_read_all(fp, a->shots_from, &d, &err) < 0)
+            die(&err);
+        fclose(fp);
+        if (tfm_fewshot_read(&a->fs, d.data, d.len, choice, name, &err) < 0)
+            die(&err);
+        tfm_buf_free(&d);
+    } else if (tfm_fewshot_read(&a->fs, in->data, in->len, choice, name, &err) < 0) {
+        die(&err);
+    }
+    if (tfm_fewshot_check(&a->fs, name, &err) < 0)
+        die(&err);
+}
+
+/* Item i's prompt: its demonstrations, then text. */
+static void fewshot_prompt(app *a, size_t i, const char *text, size_t len, tfm_buf *out)
+{
+    tfm_buf_clear(out);
+    if (a->shots) {
+        a->picks = tfm_realloc(a->picks, (i + 1) * (size_t)a->shots * sizeof *a->picks);
+        tfm_fewshot_pick(&a->fs, i, a->picks + i * (size_t)a->shots);
+        tfm_fewshot_prompt(&a->fs, a->picks + i * (size_t)a->shots, out);
+    }
+    tfm_buf_append(out, text, len);
+}
+
+static void fewshot_items_field(const app *a, size_t i, tfm_buf *o)
+{
+    if (!a->shots)
+        return;
+    tfm_buf_puts(o, ",\"shots\":[");
+    for (long j = 0; j < a->shots; j++)
+        tfm_buf_printf(o, "%s%zu", j ? "," : "", a->picks[i * (size_t)a->shots + (size_t)j]);
+    tfm_buf_putc(o, ']');
+}
+
+static void fewshot_report(const app *a, size_t n, const char *what)
+{
+    if (a->shots && a->n_cut && !a->quiet)
+        fprintf(stderr, "%s: %zu of %zu %s with %ld demonstrations cut from the left to the "
+                "model's context of %d tokens\n", prog, a->n_cut, n, what, a->shots,
+                a->ev.context);
+}
+
 static void cmd_choice(app *a)
 {
     tfm_err err = {0};
@@ -341,6 +413,9 @@ static void cmd_choice(app *a)
     item *items = NULL;
     size_t n_items = 0, cap_items = 0;
     long line = 0;
+    tfm_buf prompt = {0};
+    if (a->shots)
+        fewshot_setup(a, &in, 1);
     for (size_t pos = 0; pos < in.len;) {
         const char *s = in.data + pos;
         const char *nl = memchr(s, '\n', in.len - pos);
@@ -379,7 +454,9 @@ static void cmd_choice(app *a)
         items[n_items++] = (item){n_seq, e->n, (int64_t)l->num, line};
         tfm_ids_clear(&ctx);
         put_bos(a, &ctx);
-        tfm_tokenizer_encode(a->ev.tok, a->scratch, c->str, c->len, 1, &ctx);
+        fewshot_prompt(a, n_items - 1, c->str, c->len, &prompt);
+        tfm_tokenizer_encode(a->ev.tok, a->scratch, prompt.data, prompt.len, 1, &ctx);
+        int cut = 0;
         for (size_t j = 0; j < e->n; j++) {
             const tfm_json *x = e->items[j];
             if (x->type != TFM_JSON_STRING)
@@ -406,9 +483,11 @@ static void cmd_choice(app *a)
                 tfm_fatal(prog, "%s:%ld:%ld: empty context and no end-of-text token to "
                           "put before the endings", a->name, line, c->col);
             seqs[n_seq] = (tfm_eval_seq){.n = ctx.len + nt, .n_target = nt};
+            cut |= ctx.len + nt > (size_t)a->ev.context;
             end_bytes[n_seq] = x->len;
             n_seq++;
         }
+        a->n_cut += a->shots && cut;
         tfm_json_doc_free(&doc);
     }
     if (n_items == 0)
@@ -451,7 +530,9 @@ static void cmd_choice(app *a)
             tfm_buf_puts(&o, "],\"tokens\":[");
             for (size_t j = 0; j < items[i].n; j++)
                 tfm_buf_printf(&o, "%s%zu", j ? "," : "", seqs[items[i].first + j].n_target);
-            tfm_buf_puts(&o, "]}\n");
+            tfm_buf_putc(&o, ']');
+            fewshot_items_field(a, i, &o);
+            tfm_buf_puts(&o, "}\n");
             fwrite(o.data, 1, o.len, a->items->fp);
             tfm_buf_free(&o);
         }
@@ -479,8 +560,10 @@ static void cmd_choice(app *a)
         printf("%zu\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", n_items, acc[0], se[0], acc[1],
                se[1], acc[2], se[2]);
     }
-    if (!a->quiet) {
+    if (!a->quiet)
         fprintf(stderr, "%s: %zu items, %zu endings\n", prog, n_items, n_seq);
+    fewshot_report(a, n_items, "items");
+    if (!a->quiet) {
         const char *what[3] = {"sum of log-probs ", "log-prob per token",
                                "log-prob per byte "};
         for (int m = 0; m < 3; m++)
@@ -492,6 +575,7 @@ static void cmd_choice(app *a)
     free(off);
     free(seqs);
     free(end_bytes);
+    tfm_buf_free(&prompt);
     tfm_ids_free(&all);
     tfm_ids_free(&ctx);
     tfm_buf_free(&in);
@@ -599,6 +683,9 @@ static void cmd_lastword(app *a)
     size_t *off = NULL, n = 0, cap = 0;
     tfm_eval_seq *seqs = NULL;
     long line = 0, *lines = NULL;
+    tfm_buf prompt = {0};
+    if (a->shots)
+        fewshot_setup(a, &in, 0);
     for (size_t pos = 0; pos < in.len;) {
         const char *s = in.data + pos;
         const char *nl = memchr(s, '\n', in.len - pos);
@@ -627,7 +714,8 @@ static void cmd_lastword(app *a)
         lines[n] = line;
         off[n] = all.len;
         put_bos(a, &all);
-        tfm_tokenizer_encode(a->ev.tok, a->scratch, s, (size_t)(sp - s), 1, &all);
+        fewshot_prompt(a, n, s, (size_t)(sp - s), &prompt);
+        tfm_tokenizer_encode(a->ev.tok, a->scratch, prompt.data, prompt.len, 1, &all);
         size_t nctx = all.len - off[n];
         if (nctx == 0)
             tfm_fatal(prog, "%s:%ld: nothing before the final word and no end-of-text token "
@@ -639,6 +727,7 @@ static void cmd_lastword(app *a)
             tfm_fatal(prog, "%s:%ld: the final word has %zu tokens: too long for the model's "
                       "context of %d", a->name, line, seqs[n].n_target,
                       a->ev.model.cfg.block_size);
+        a->n_cut += a->shots && seqs[n].n > (size_t)a->ev.context;
         n++;
     }
     if (n == 0)
@@ -662,7 +751,9 @@ static void cmd_lastword(app *a)
             tfm_buf_printf(&o, "{\"line\":%ld,\"correct\":%s,\"logprob\":", lines[i],
                            seqs[i].greedy ? "true" : "false");
             tfm_buf_put_json_double(&o, 8, seqs[i].logprob);
-            tfm_buf_printf(&o, ",\"tokens\":%zu}\n", seqs[i].n_target);
+            tfm_buf_printf(&o, ",\"tokens\":%zu", seqs[i].n_target);
+            fewshot_items_field(a, i, &o);
+            tfm_buf_puts(&o, "}\n");
             fwrite(o.data, 1, o.len, a->items->fp);
             tfm_buf_free(&o);
         }
@@ -691,10 +782,12 @@ static void cmd_lastword(app *a)
     if (!a->quiet)
         fprintf(stderr, "%s: last-word accuracy %.4f ± %.4f (%zu/%zu passages), "
                 "perplexity of the final words %.4f\n", prog, acc, se, right, n, ppl);
+    fewshot_report(a, n, "passages");
     speed_line(a);
     free(off);
     free(seqs);
     free(lines);
+    tfm_buf_free(&prompt);
     tfm_ids_free(&all);
     tfm_buf_free(&in);
 }
@@ -702,13 +795,14 @@ static void cmd_lastword(app *a)
 /* score, bleu and chrf need no model: cmd/eval-metrics.c; classify, tag
  * and span predict with a fine-tuned one: cmd/eval-task.c.  The command is
  * the first operand; options may come before it, so their values are
- * skipped.  Returns 1 for the first, 2 for the second, else 0. */
+ * skipped.  Returns 1 for the first, 2 for the second, 3 for fill
+ * (cmd/eval-fill.c), else 0. */
 static int other_command(int argc, char **argv)
 {
     static const char *const with_value[] = {
         "-m", "-t", "--model", "--tokenizer", "--context", "--stride", "--tokens", "--batch",
         "--threads", "--items", "--task", "--gold", "--ref", "--pos-label", "--tag-format",
-        "--max-answer"};
+        "--max-answer", "-k", "--top-k", "--shots", "--shots-from", "--seed"};
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         if (!strcmp(s, "--"))
@@ -721,6 +815,8 @@ static int other_command(int argc, char **argv)
         }
         if (!strcmp(s, "score") || !strcmp(s, "bleu") || !strcmp(s, "chrf"))
             return 1;
+        if (!strcmp(s, "fill"))
+            return 3;
         return !strcmp(s, "classify") || !strcmp(s, "tag") || !strcmp(s, "span") ? 2 : 0;
     }
     return 0;
@@ -735,7 +831,9 @@ int main(int argc, char **argv)
         return tfm_eval_metrics_main(argc, argv);
     if (other == 2)
         return tfm_eval_task_main(argc, argv);
-    app a = {.input = "-", .bos = 1};
+    if (other == 3)
+        return tfm_eval_fill_main(argc, argv);
+    app a = {.input = "-", .bos = 1, .seed = 1234};
     long batch = 0, threads = 0;
     int c;
     while ((c = getopt_long(argc, argv, "m:t:qh", long_opts, NULL)) != -1) {
@@ -747,6 +845,9 @@ int main(int argc, char **argv)
         case OPT_CONTEXT: a.context = tfm_opt_long(prog, "--context", optarg, 2, 1L << 24); break;
         case OPT_STRIDE: a.stride = tfm_opt_long(prog, "--stride", optarg, 1, 1L << 24); break;
         case OPT_TOKENS: a.tokens_path = optarg; break;
+        case OPT_SHOTS: a.shots = tfm_opt_long(prog, "--shots", optarg, 0, 1L << 20); break;
+        case OPT_SHOTS_FROM: a.shots_from = optarg; break;
+        case OPT_SEED: a.seed = tfm_opt_long(prog, "--seed", optarg, 0, 1L << 62); break;
         case OPT_NO_BOS: a.bos = 0; break;
         case OPT_JSON: a.json = 1; break;
         case OPT_BATCH: batch = tfm_opt_long(prog, "--batch", optarg, 1, 4096); break;
@@ -761,13 +862,13 @@ int main(int argc, char **argv)
      * or after the command */
     if (optind >= argc)
         tfm_usage_error(prog, "missing command: perplexity, choice, lastword, info, score, "
-                        "bleu, chrf, classify, tag or span");
+                        "bleu, chrf, classify, tag, span or fill");
     const char *cmd = argv[optind++];
     int which = !strcmp(cmd, "perplexity") ? 0 : !strcmp(cmd, "choice") ? 1
               : !strcmp(cmd, "lastword") ? 2 : !strcmp(cmd, "info") ? 3 : -1;
     if (which < 0)
         tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword, info, "
-                        "score, bleu, chrf, classify, tag, span)", cmd);
+                        "score, bleu, chrf, classify, tag, span, fill)", cmd);
     if (!a.model_path)
         tfm_usage_error(prog, "missing -m MODEL");
     if (optind < argc)
@@ -780,6 +881,10 @@ int main(int argc, char **argv)
         tfm_usage_error(prog, "--token-logprobs is for perplexity");
     if (a.tokens_path && which != 0)
         tfm_usage_error(prog, "--tokens is for perplexity");
+    if ((a.shots || a.shots_from) && which != 1 && which != 2)
+        tfm_usage_error(prog, "--shots and --shots-from are for choice and lastword");
+    if (a.shots_from && !a.shots)
+        tfm_usage_error(prog, "--shots-from needs --shots K");
     if ((a.context || a.stride) && which != 0)
         tfm_usage_error(prog, "--context and --stride are for perplexity");
     a.name = strcmp(a.input, "-") ? a.input : "stdin";
@@ -829,6 +934,8 @@ int main(int argc, char **argv)
         die(&err);
     if (a.scratch)
         tfm_tok_scratch_free(a.scratch);
+    tfm_fewshot_free(&a.fs);
+    free(a.picks);
     tfm_eval_close(&a.ev);
     return 0;
 }

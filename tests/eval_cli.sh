@@ -99,6 +99,45 @@ $E choice -m $T --json --items tci.jsonl tc.jsonl >tc.json
     grep -q '"tokens":\[4,4,4\]}$' tci.jsonl || fail "choice --items: $(cat tci.jsonl)"
 [ "$(field tc.json acc)" = 1 ] && [ "$(field tc.json acc_per_token)" = 1 ] ||
     fail "trained choice: $(cat tc.json)"
+# few-shot (--shots): 0 is no --shots to the byte; the same seed the same
+# demonstrations (--items lists them, never the item itself), another seed
+# others and other scores; too many, or negative, is an error.
+$E choice -m $T tc.jsonl --items s0.items >s0.tsv
+$E choice -m $T tc.jsonl --items s0b.items --shots 0 >s0b.tsv
+cmp s0.tsv s0b.tsv && cmp s0.items s0b.items || fail "--shots 0 differs from no --shots"
+sed 's/"the /"and the /' tc.jsonl >tc6.jsonl; cat tc.jsonl >>tc6.jsonl
+$E choice -m $T tc6.jsonl --shots 2 --seed 5 --items s5.items >/dev/null
+$E choice -m $T tc6.jsonl --shots 2 --seed 5 --items s5b.items >/dev/null
+$E choice -m $T tc6.jsonl --shots 2 --seed 6 --items s6.items >/dev/null
+cmp s5.items s5b.items || fail "--shots 2 --seed 5 twice differs"
+python3 - s5.items s6.items s0.items <<'PY' || fail "--shots: demonstrations"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == 6 and all(len(x["shots"]) == 2 and len(set(x["shots"])) == 2 and
+                           i not in x["shots"] and all(0 <= s < 6 for s in x["shots"])
+                           for i, x in enumerate(a)), a
+diff = [i for i in range(6) if a[i]["shots"] != b[i]["shots"]]
+assert diff, "seeds 5 and 6 chose the same demonstrations"
+assert any(a[i]["logprobs"] != b[i]["logprobs"] for i in diff), "the prompt did not change"
+assert "shots" not in json.loads(open(sys.argv[3]).readline())
+PY
+# every other item as a demonstration (2 of them), from a file (all 3);
+# the prompts outgrow the context of 32: cut from the left, and said so
+tfm-eval --threads 1 choice -m $T tc.jsonl --shots 2 >/dev/null 2>s2.err
+grep -q "^tfm-eval: [0-9]* of 3 items with 2 demonstrations cut from the left to the model's context of 32 tokens$" s2.err ||
+    fail "no count of cut prompts: $(cat s2.err)"
+$E choice -m $T tc.jsonl --shots 3 --shots-from tc6.jsonl >/dev/null
+expect_exit 1 $E choice -m $T tc.jsonl --shots 3
+grep -qF "tc.jsonl: --shots 3, but only 2 demonstrations are available to each item" err ||
+    fail "--shots too large: $(cat err)"
+expect_exit 1 $E choice -m $T tc.jsonl --shots 7 --shots-from tc6.jsonl
+grep -qF "tc6.jsonl: --shots 7, but only 6 demonstrations are available" err || fail "$(cat err)"
+expect_exit 2 $E choice -m $T tc.jsonl --shots -1
+expect_exit 2 $E perplexity -m $T c.txt --shots 1
+printf 'the cat sat on the mat\nthe dog ate the bone\nand the dog ate the\n' >lw3.txt
+$E lastword -m $T lw3.txt --shots 1 --seed 3 --items lws.items >/dev/null
+grep -q '"shots":\[[02]\]}$' lws.items || fail "lastword --shots --items: $(cat lws.items)"
+expect_exit 1 $E lastword -m $T lw3.txt --shots 3
 head -n 3 c.txt | $E perplexity -m $T --json >tp.json
 awk -v p="$(field tp.json perplexity)" 'BEGIN { exit !(p >= 1 && p < 1.5) }' ||
     fail "trained perplexity: $(cat tp.json)"

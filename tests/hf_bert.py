@@ -366,6 +366,62 @@ def check_lm_open(top, rng):
     return [f"tfm-eval info: (got, want) {diff}"] if diff else []
 
 
+def mlm_logits(s, t, hidden, E):
+    """BertForMaskedLM's head: LN(act(h·Dᵀ + d))·Eᵀ + bias."""
+    P = {k: torch.from_numpy(v).double() for k, v in t.items() if v.dtype == np.float32}
+    g = "gamma" if s["gamma"] else "weight"
+    bb = "beta" if s["gamma"] else "bias"
+    n = "cls.predictions.transform."
+    x = ACTS[s["act"]](hidden @ P[n + "dense.weight"].T + P[n + "dense.bias"])
+    x = F.layer_norm(x, (s["C"],), P[n + "LayerNorm." + g], P[n + "LayerNorm." + bb], s["eps"])
+    return x @ E.T + P["cls.predictions.bias"]
+
+
+def check_fill(top, rng):
+    """tfm-eval fill on a checkpoint whose vocab.txt covers its vocabulary:
+    the masks' top-k ids and probabilities against PyTorch's softmax of the
+    MLM logits (as HF's fill-mask pipeline computes them), to 1e-4; a
+    checkpoint without cls.predictions is refused."""
+    bad = []
+    s = dict(CASES[0], V=25)
+    path, t = write_case(os.path.join(top, "fill"), s, rng)
+    K = 5
+    r = subprocess.run([EVAL, "fill", "-m", path, "--top-k", str(K), "--json", "--threads", "1"],
+                       input="w1 [MASK] w3 [MASK]\n", capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"tfm-eval fill: exit {r.returncode}: {r.stderr.strip()}"], ""
+    got = json.loads(r.stdout)
+    # [CLS] w1 [MASK] w3 [MASK] [SEP]; vocab.txt: [PAD] [UNK] [CLS] [SEP] [MASK] w0 ...
+    ids = np.array([[2, 6, 4, 8, 4, 3]], np.int32)
+    hidden, E = bert_hidden(s, t, ids, np.zeros_like(ids), np.array([6], np.int32))
+    prob = torch.softmax(mlm_logits(s, t, hidden, E)[0], -1).numpy()
+    worst = 0.0
+    if [m["position"] for m in got["masks"]] != [2, 4]:
+        bad.append(f"mask positions {[m['position'] for m in got['masks']]}, want [2, 4]")
+    for m in got["masks"]:
+        want = np.argsort(-prob[m["position"]], kind="stable")[:K]
+        gids = [c["token"] for c in m["candidates"]]
+        gp = np.array([c["score"] for c in m["candidates"]])
+        if gids != want.tolist():
+            bad.append(f"position {m['position']}: ids {gids}, torch {want.tolist()}")
+            continue
+        d = np.abs(gp - prob[m["position"]][want]).max()
+        worst = max(worst, d)
+        if not d <= TOL:
+            bad.append(f"position {m['position']}: max |p_tfm - p_torch| = {d:.3g}")
+        if [c["token_str"] for c in m["candidates"]][:1] != [
+                (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                 + [f"w{i}" for i in range(20)])[want[0]]]:
+            bad.append(f"token_str {m['candidates'][0]['token_str']} for id {want[0]}")
+    # BertModel saved alone: no MLM head
+    path, _ = write_case(os.path.join(top, "fill-nohead"), dict(CASES[2], V=25), rng)
+    r = subprocess.run([EVAL, "fill", "-m", path], input="w1 [MASK]\n", capture_output=True,
+                       text=True)
+    if r.returncode != 1 or "has no masked-LM head" not in r.stderr:
+        bad.append(f"fill without an MLM head: exit {r.returncode}: {r.stderr.strip()}")
+    return bad, f"max |p_tfm - p_torch| = {worst:.2g}"
+
+
 def main():
     for p in (PROBE, EVAL):
         if not os.path.exists(p):
@@ -378,6 +434,7 @@ def main():
         checks = [(s["name"], lambda s=s, i=i: check_case(s, os.path.join(top, f"c{i}"), rng))
                   for i, s in enumerate(CASES)]
         checks += [("tfm-eval info", lambda: check_lm_open(top, rng)),
+                   ("tfm-eval fill", lambda: check_fill(top, rng)),
                    ("errors", lambda: check_errors(top, rng))]
         for name, fn in checks:
             bad, note = fn(), ""

@@ -140,4 +140,42 @@ expect_fail 1 "data.documents is for data.text" \
 expect_fail 1 "train.whole_word_mask and data.documents are for train.task mlm" \
     tfm-train -q -c run.yaml --set train.whole_word_mask=true -o e
 [ -e e/model.safetensors ] && fail "a refused run wrote a model"
+# fill-mask (tfm-eval fill) with the text model: one line per mask, k
+# token/probability pairs, probabilities in (0, 1] and descending, the same
+# numbers in --json; a line without [MASK], a decoder: one message, exit 1.
+# (tests/hf_bert.py checks the probabilities against PyTorch.)
+printf 'the [MASK] sat on a mat.\n\n[MASK] cat and the [MASK].\n' > fill.txt
+tfm-eval fill -m t --top-k 4 --threads 1 fill.txt > fill.tsv
+awk -F'\t' 'BEGIN { want[1] = "1 1"; want[2] = "3 1"; want[3] = "3 2" }
+    NF != 2 + 2 * 4 || want[NR] != $1 " " $2 { print "bad line " NR ": " $0; exit 1 }
+    { s = 0
+      for (i = 4; i <= NF; i += 2) {
+          if (!($i > 0 && $i <= 1)) { print "probability out of (0, 1]: " $0; exit 1 }
+          if (i > 4 && $i > $(i - 2)) { print "not descending: " $0; exit 1 }
+          s += $i }
+      if (s > 1.000001) { print "probabilities sum past 1: " $0; exit 1 } }
+    END { if (NR != 3) { print NR " lines, want 3"; exit 1 } }' fill.tsv ||
+    fail "tfm-eval fill output"
+tfm-eval fill -m t -k 4 --json --threads 1 fill.txt > fill.json
+python3 - fill.json fill.tsv <<'PY' || fail "tfm-eval fill --json differs from the TSV"
+import json, sys
+objs = [json.loads(l) for l in open(sys.argv[1])]
+assert [o["line"] for o in objs] == [1, 3], objs
+tsv = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])]
+rows = [(o["line"], j + 1, m) for o in objs for j, m in enumerate(o["masks"])]
+assert len(rows) == len(tsv)
+for (line, j, m), t in zip(rows, tsv):
+    assert [int(t[0]), int(t[1])] == [line, j]
+    assert len(m["candidates"]) == 4
+    for c, (tok, p) in zip(m["candidates"], zip(t[2::2], t[3::2])):
+        assert c["token_str"] == tok and abs(c["score"] - float(p)) <= 6e-6 * c["score"], (c, tok, p)
+PY
+printf 'the [MASK] sat.\nno mask here.\n' > nomask_line.txt
+expect_fail 1 "tfm-eval: nomask_line.txt:2: no mask token [MASK] in the text" \
+    tfm-eval fill -m t nomask_line.txt
+[ -s out.txt ] || fail "fill printed nothing for the line before the bad one"
+expect_fail 2 "--top-k" tfm-eval fill -m t -k 0 fill.txt
+tfm-train -q -c run.yaml --set train.max_steps=1 -o dec
+expect_fail 1 "model.kind is decoder: fill-mask needs an encoder with a masked-LM head" \
+    tfm-eval fill -m dec fill.txt
 echo ok

@@ -90,7 +90,7 @@ int tfm_eval_fill_main(int argc, char **argv)
         case 'q': break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
-        default: tfm_usage_hint(prog);
+        default: tfm_usage_hint(prog, argv, long_opts);
         }
     }
     optind++; /* the command */

@@ -237,7 +237,8 @@ static int own_running(void)
 int tfm_threads_fair(int want)
 {
     /* one caller at a time (the main thread between parallel regions);
-     * a sample every 10 ms, and a change only when two samples in a row
+     * a sample every 50 ms (~40 µs of /proc reads: under 0.1%), and a
+     * change only when two samples in a row
      * agree, so a passing process does not make the count flicker */
     static int current, proposed;
     static struct timespec last;
@@ -248,7 +249,7 @@ int tfm_threads_fair(int want)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
     long ms = (now.tv_sec - last.tv_sec) * 1000 + (now.tv_nsec - last.tv_nsec) / 1000000;
-    if (ms < 10 && ms >= 0)
+    if (ms < 50 && ms >= 0)
         return current > want ? want : current;
     last = now;
     long online = sysconf(_SC_NPROCESSORS_ONLN);

@@ -23,7 +23,7 @@ int tfm_cgroup_cpu_limit(const char *root, const char *self_cgroup);
  * as many as are free (at least 1), so that no thread of ours waits at a
  * barrier for one that has no CPU.  From the run queue (/proc/loadavg's
  * runnable count less this process's runnable threads), sampled at most
- * every 10 ms; call it from one thread, between parallel regions.  Only
+ * every 50 ms; call it from one thread, between parallel regions.  Only
  * for work whose results do not depend on the thread count. */
 int tfm_threads_fair(int want);
 /* Its rule: of online CPUs, those not taken by the running threads that are

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The BERT-small benchmark's token ids (../shared/bench/anchors.md): the
+"""The BERT-small benchmark's token ids (the README's benchmark section): the
 corpus lower-cased and split by [a-z]+|[0-9]+|[^\\sa-z0-9]; the vocabulary is
 [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, then the 8000 most frequent tokens
 of the first 90% of the lines (ties alphabetical); the first 90% of the

@@ -14,7 +14,7 @@ tfm-generate --ids reads them; end-of-text is appended).  Output: one
 hypothesis a line as ids (as tfm-generate --ids prints them), then on
 stderr "torch MODE sentences_per_s=X sentences=N seconds=T".
 
-beam: one source at a time, as the anchor of ../shared/bench/anchors.md
+beam: one source at a time, as the anchor of the README's benchmark section
 (beam 4, GNMT's length penalty ((5 + L) / 6)^0.6 by default here; run
 tfm-generate with --lenpen-style gnmt to compare); the rules of
 lib/infer/beam.h (the 2·beam best extensions scanned in order, end-of-text

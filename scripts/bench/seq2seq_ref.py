@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch reference training for scripts/bench/seq2seq: the encoder-decoder
-of ../shared/bench/anchors.md ("Encoder-decoder, synthetic REVERSE and
+of the README's benchmark section ("Encoder-decoder, synthetic REVERSE and
 SORT") on the same token ids as tfm-train.
 
   seq2seq_ref.py --train-src F --train-tgt F --test-src F --test-tgt F

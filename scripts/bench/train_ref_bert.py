@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference of the BERT-small benchmark (../shared/bench/anchors.md,
+"""PyTorch reference of the BERT-small benchmark (the README's benchmark section,
 "BERT-small masked LM"): the same token ids as tfm-train reads (train.npy,
 val.npy from scripts/bench/bert_data.py), the anchor's model, masking,
 optimizer and schedule.  Prints "torch ms_per_step=" (median), "torch

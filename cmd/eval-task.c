@@ -35,7 +35,8 @@ static void __attribute__((noreturn)) usage(void)
            "            JSON lines {\"tokens\": [...], \"tags\": [...]}\n"
            "  span      JSON lines {\"context\", \"question\", \"answers\": {\"text\": [...],\n"
            "            \"answer_start\": [...]}}\n"
-           "Output: classify label<TAB>probability (regression: the value); tag\n"
+           "Output: classify label<TAB>probability (regression: the value; with\n"
+           "--top-k K, the K likeliest label<TAB>probability pairs on the line); tag\n"
            "word<TAB>probability<TAB>tag lines, a blank line after each sentence; span\n"
            "answer<TAB>score.  Classify and span keep the input's lines: a blank one\n"
            "gives a blank one.  With gold data, score's metrics follow on stderr.\n"
@@ -45,6 +46,8 @@ static void __attribute__((noreturn)) usage(void)
            "      --json           one JSON object per example, then with gold data\n"
            "                       {\"metrics\": {...}} (the object of score --json)\n"
            "      --pos-label L    classify: the positive label of the binary scores\n"
+           "      --top-k K        classify: the K most probable labels (default 1; K at\n"
+           "                       least the classes: all of them)\n"
            "      --max-answer N   span: the longest answer in tokens (default 30)\n"
            "      --batch N        rows per forward pass at most (default 64)\n"
            "      --threads N      threads (default: TFM_NUM_THREADS or the usable CPUs)\n"
@@ -56,12 +59,13 @@ static void __attribute__((noreturn)) usage(void)
     exit(0);
 }
 
-enum { OPT_JSON = 256, OPT_POS, OPT_MAXANS, OPT_BATCH, OPT_THREADS, OPT_VERSION };
+enum { OPT_JSON = 256, OPT_POS, OPT_MAXANS, OPT_BATCH, OPT_THREADS, OPT_VERSION, OPT_TOPK };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
     {"json", no_argument, 0, OPT_JSON},
     {"pos-label", required_argument, 0, OPT_POS},
+    {"top-k", required_argument, 0, OPT_TOPK},
     {"max-answer", required_argument, 0, OPT_MAXANS},
     {"batch", required_argument, 0, OPT_BATCH},
     {"threads", required_argument, 0, OPT_THREADS},
@@ -73,7 +77,7 @@ static const struct option long_opts[] = {
 
 typedef struct tapp {
     const char *model, *input, *pos;
-    int json, quiet, max_answer;
+    int json, quiet, max_answer, top_k;
     tfm_predictor p;
     tfm_ft_data d;
     tfm_ft_set s;
@@ -125,6 +129,7 @@ static void out_classify(tapp *a)
     const tfm_ft_labels *l = &a->p.labels;
     const tfm_ft_data *d = &a->d;
     long next = 1;
+    int32_t *top = tfm_malloc(sizeof *top * (size_t)(a->pr.n_class ? a->pr.n_class : 1));
     for (size_t e = 0; e < d->n; e++) {
         align_line(a, &next, d->ex[e].line);
         if (a->json) {
@@ -138,16 +143,38 @@ static void out_classify(tapp *a)
                 tfm_buf_put_json_string(&a->out, lab, strlen(lab));
                 tfm_buf_puts(&a->out, ",\"probability\":");
                 json_double(&a->out, a->pr.prob[e]);
+                if (a->top_k > 1) {
+                    int n = tfm_ft_pred_top(&a->pr, e, a->top_k, top);
+                    tfm_buf_puts(&a->out, ",\"top\":[");
+                    for (int i = 0; i < n; i++) {
+                        const char *t = l->name[top[i]];
+                        tfm_buf_puts(&a->out, i ? ",{\"label\":" : "{\"label\":");
+                        tfm_buf_put_json_string(&a->out, t, strlen(t));
+                        tfm_buf_puts(&a->out, ",\"probability\":");
+                        json_double(&a->out, a->pr.probs[e * (size_t)a->pr.n_class + top[i]]);
+                        tfm_buf_putc(&a->out, '}');
+                    }
+                    tfm_buf_putc(&a->out, ']');
+                }
             }
             tfm_buf_puts(&a->out, "}\n");
         } else if (l->regression) {
             tfm_buf_printf(&a->out, "%.6g\n", a->pr.value[e]);
         } else {
-            const char *lab = l->name[a->pr.label[e]];
-            tsv_field(&a->out, lab, strlen(lab));
-            tfm_buf_printf(&a->out, "\t%.6g\n", a->pr.prob[e]);
+            /* the first pair is the prediction (its label is the first of
+             * the top ones: the same rule picks both) */
+            int n = tfm_ft_pred_top(&a->pr, e, a->top_k, top);
+            for (int i = 0; i < n; i++) {
+                const char *t = l->name[top[i]];
+                if (i)
+                    tfm_buf_putc(&a->out, '\t');
+                tsv_field(&a->out, t, strlen(t));
+                tfm_buf_printf(&a->out, "\t%.6g", a->pr.probs[e * (size_t)a->pr.n_class + top[i]]);
+            }
+            tfm_buf_putc(&a->out, '\n');
         }
     }
+    free(top);
     if (!d->gold)
         return;
     tfm_buf m = {0};
@@ -287,7 +314,7 @@ static void out_span(tapp *a)
 
 int tfm_eval_task_main(int argc, char **argv)
 {
-    tapp a = {.input = "-", .max_answer = 30};
+    tapp a = {.input = "-", .max_answer = 30, .top_k = 1};
     long batch = 64, threads = 0;
     int c;
     while ((c = getopt_long(argc, argv, "m:qh", long_opts, NULL)) != -1) {
@@ -295,6 +322,7 @@ int tfm_eval_task_main(int argc, char **argv)
         case 'm': a.model = optarg; break;
         case OPT_JSON: a.json = 1; break;
         case OPT_POS: a.pos = optarg; break;
+        case OPT_TOPK: a.top_k = (int)tfm_opt_long(prog, "--top-k", optarg, 1, 1 << 20); break;
         case OPT_MAXANS: a.max_answer = (int)tfm_opt_long(prog, "--max-answer", optarg, 1, 1 << 20); break;
         case OPT_BATCH: batch = tfm_opt_long(prog, "--batch", optarg, 1, 4096); break;
         case OPT_THREADS: threads = tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
@@ -318,6 +346,8 @@ int tfm_eval_task_main(int argc, char **argv)
         tfm_usage_error(prog, "missing -m MODEL");
     if (a.pos && task != TFM_FT_CLASSIFY)
         tfm_usage_error(prog, "--pos-label is for classify");
+    if (a.top_k != 1 && task != TFM_FT_CLASSIFY)
+        tfm_usage_error(prog, "--top-k is for classify");
     if (a.max_answer != 30 && task != TFM_FT_SPAN)
         tfm_usage_error(prog, "--max-answer is for span");
 

@@ -101,6 +101,18 @@ sed -n 's/.*"label":"\([a-z]*\)".*/\1/p' pred.jsonl | cmp -s - pred.txt || fail 
 tfm-eval score -q --task classify --gold gold.txt --json pred.txt > score.json
 [ "$(tail -1 pred.jsonl)" = "{\"metrics\":$(cat score.json)}" ] ||
     fail "metrics differ from score's: $(tail -1 pred.jsonl) vs $(cat score.json)"
+# --top-k: the K likeliest labels; the first pair is the prediction, then in
+# falling probability; all of a binary task's classes sum to 1
+tfm-eval classify -q -m run/model.safetensors --top-k 2 test.tsv > top2.tsv
+cut -f1,2 top2.tsv | cmp -s - pred.tsv || fail "--top-k 2: the first pair is not the prediction"
+awk -F'\t' 'NF != 4 || $1 == $3 || $4 > $2 || ($2 + $4 - 1)^2 > 1e-10 { exit 1 }' top2.tsv ||
+    fail "--top-k 2: $(head -1 top2.tsv)"
+tfm-eval classify -q -m run/model.safetensors --top-k 9 test.tsv | cmp -s - top2.tsv ||
+    fail "--top-k beyond the classes: not all of them"
+tfm-eval classify -q -m run/model.safetensors --top-k 2 --json test.tsv > top2.jsonl
+[ "$(grep -c '"top":\[{"label":"[a-z]*","probability":[0-9.e-]*},{"label"' top2.jsonl)" -eq 200 ] ||
+    fail "--top-k --json: $(head -1 top2.jsonl)"
+expect_fail 2 "--top-k is for classify" tfm-eval tag -m run/model.safetensors --top-k 2 test.tsv
 # without gold labels: only predictions, the same ones; JSON Lines input too
 cut -f2 test.tsv | tfm-eval classify -m run/model.safetensors > nogold.tsv 2> nogold.err
 cmp -s nogold.tsv pred.tsv || fail "predictions depend on the gold labels"

@@ -264,6 +264,8 @@ static void predict_classify(const tfm_ft_set *s, const tfm_ft_out *o, const tfm
         for (int k = 1; k < K; k++)
             if (acc[k] > acc[best])
                 best = k;
+        for (int k = 0; k < K; k++)
+            p->probs[e * (size_t)K + (size_t)k] = (float)acc[k];
         p->label[e] = best;
         p->prob[e] = (float)acc[best];
     }
@@ -340,6 +342,8 @@ void tfm_ft_predict(const tfm_ft_set *s, const tfm_ft_out *o, const tfm_ft_label
         p->label = tfm_calloc(n, sizeof *p->label);
         p->prob = tfm_calloc(n, sizeof *p->prob);
         p->value = tfm_calloc(n, sizeof *p->value);
+        p->n_class = l->regression ? 0 : known(o->K, l);
+        p->probs = tfm_calloc(n * (size_t)(p->n_class ? p->n_class : 1), sizeof *p->probs);
         predict_classify(s, o, l, p);
     } else if (s->task == TFM_FT_TAG) {
         p->n_word = s->ex_word[s->n_ex];
@@ -358,6 +362,7 @@ void tfm_ft_pred_free(tfm_ft_pred *p)
 {
     free(p->label);
     free(p->prob);
+    free(p->probs);
     free(p->value);
     free(p->tag);
     free(p->tag_prob);
@@ -365,6 +370,28 @@ void tfm_ft_pred_free(tfm_ft_pred *p)
     free(p->end);
     free(p->score);
     memset(p, 0, sizeof *p);
+}
+
+int tfm_ft_pred_top(const tfm_ft_pred *p, size_t e, int k, int32_t *top)
+{
+    if (k > p->n_class)
+        k = p->n_class;
+    const float *pr = p->probs + e * (size_t)p->n_class;
+    /* insertion into the k best so far: k and the classes are few */
+    int n = 0;
+    for (int c = 0; c < p->n_class; c++) {
+        int i = n < k ? n++ : k;
+        if (i == k && !(pr[c] > pr[top[k - 1]]))
+            continue;
+        if (i == k)
+            i = k - 1;
+        while (i > 0 && pr[c] > pr[top[i - 1]]) {
+            top[i] = top[i - 1];
+            i--;
+        }
+        top[i] = c;
+    }
+    return n;
 }
 
 /* ---- the validation metric ---------------------------------------------- */

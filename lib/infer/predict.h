@@ -89,6 +89,8 @@ typedef struct tfm_ft_pred {
     size_t n;              /* examples */
     int32_t *label;        /* classify: class id */
     float *prob;           /* classify: its probability */
+    int n_class;           /* classify: the classes of probs */
+    float *probs;          /* classify: [n, n_class] every class's probability */
     double *value;         /* regression */
     int32_t *tag;          /* tag: per word (set->ex_word order) */
     float *tag_prob;
@@ -100,6 +102,9 @@ typedef struct tfm_ft_pred {
 void tfm_ft_predict(const tfm_ft_set *s, const tfm_ft_out *o, const tfm_ft_labels *l,
                     int max_answer, tfm_ft_pred *p);
 void tfm_ft_pred_free(tfm_ft_pred *p);
+/* classify: the k most probable classes of example e into top[0..k),
+ * most probable first (ties: the lower id); returns k, at most n_class. */
+int tfm_ft_pred_top(const tfm_ft_pred *p, size_t e, int k, int32_t *top);
 
 /* The validation metric of predictions against the gold of s's examples of
  * d: accuracy (classify), Pearson's r (regression), entity F1 (tags with

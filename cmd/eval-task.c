@@ -46,7 +46,7 @@ static void __attribute__((noreturn)) usage(void)
            "      --json           one JSON object per example, then with gold data\n"
            "                       {\"metrics\": {...}} (the object of score --json)\n"
            "      --pos-label L    classify: the positive label of the binary scores\n"
-           "      --top-k K        classify: the K most probable labels (default 1; K at\n"
+           "  -k, --top-k K        classify: the K most probable labels (default 1; K at\n"
            "                       least the classes: all of them)\n"
            "      --max-answer N   span: the longest answer in tokens (default 30)\n"
            "      --batch N        rows per forward pass at most (default 64)\n"
@@ -59,13 +59,13 @@ static void __attribute__((noreturn)) usage(void)
     exit(0);
 }
 
-enum { OPT_JSON = 256, OPT_POS, OPT_MAXANS, OPT_BATCH, OPT_THREADS, OPT_VERSION, OPT_TOPK };
+enum { OPT_JSON = 256, OPT_POS, OPT_MAXANS, OPT_BATCH, OPT_THREADS, OPT_VERSION };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
     {"json", no_argument, 0, OPT_JSON},
     {"pos-label", required_argument, 0, OPT_POS},
-    {"top-k", required_argument, 0, OPT_TOPK},
+    {"top-k", required_argument, 0, 'k'},
     {"max-answer", required_argument, 0, OPT_MAXANS},
     {"batch", required_argument, 0, OPT_BATCH},
     {"threads", required_argument, 0, OPT_THREADS},
@@ -317,12 +317,12 @@ int tfm_eval_task_main(int argc, char **argv)
     tapp a = {.input = "-", .max_answer = 30, .top_k = 1};
     long batch = 64, threads = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "m:qh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:k:qh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'm': a.model = optarg; break;
         case OPT_JSON: a.json = 1; break;
         case OPT_POS: a.pos = optarg; break;
-        case OPT_TOPK: a.top_k = (int)tfm_opt_long(prog, "--top-k", optarg, 1, 1 << 20); break;
+        case 'k': a.top_k = (int)tfm_opt_long(prog, "--top-k", optarg, 1, 1 << 20); break;
         case OPT_MAXANS: a.max_answer = (int)tfm_opt_long(prog, "--max-answer", optarg, 1, 1 << 20); break;
         case OPT_BATCH: batch = tfm_opt_long(prog, "--batch", optarg, 1, 4096); break;
         case OPT_THREADS: threads = tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;

@@ -705,6 +705,8 @@ void tfm_ft_set_free(tfm_ft_set *s)
     free(s->tok_start);
     free(s->tok_end);
     free(s->ex_tok);
+    free(s->context);
+    free(s->ex_context);
     memset(s, 0, sizeof *s);
 }
 
@@ -988,6 +990,14 @@ static int encode_span(enc *E, size_t ex, tfm_err *err)
     long *ts = s->tok_start + first, *te = s->tok_end + first;
     tfm_ft_token_offsets(E->tok, e->a, e->na, c->data, nc, ts, te);
     s->ex_tok[k + 1] = first + nc;
+    size_t c0 = s->ex_context[k];
+    if (c0 + e->na > s->context_cap) {
+        s->context_cap = 2 * (c0 + e->na);
+        s->context = tfm_realloc(s->context, s->context_cap);
+    }
+    if (e->na)
+        memcpy(s->context + c0, e->a, e->na);
+    s->ex_context[k + 1] = c0 + e->na;
     if (nc == 0)
         return tfm_err_at(err, E->d->name, e->line, 0, "the context has no tokens");
     /* the question, at most half the row */
@@ -1072,8 +1082,10 @@ int tfm_ft_encode(tfm_ft_set *s, const tfm_ft_data *d, size_t first, size_t coun
     s->ex_row = tfm_calloc(count + 1, sizeof *s->ex_row);
     if (d->task == TFM_FT_TAG)
         s->ex_word = tfm_calloc(count + 1, sizeof *s->ex_word);
-    if (d->task == TFM_FT_SPAN)
+    if (d->task == TFM_FT_SPAN) {
         s->ex_tok = tfm_calloc(count + 1, sizeof *s->ex_tok);
+        s->ex_context = tfm_calloc(count + 1, sizeof *s->ex_context);
+    }
     if (!o->decoder && (o->cls < 0 || o->sep < 0))
         return tfm_err_set(err, "no [CLS] and [SEP] ids (an encoder reads [CLS] A [SEP]): use a "
                            "tokenizer that has them or set data.cls_id and data.sep_id");

@@ -189,8 +189,13 @@ typedef struct tfm_ft_set {
     long *tok_start, *tok_end; /* span: byte span in the context of every
                                   context token of every example */
     size_t *ex_tok;        /* span: [n_ex + 1] example e's tokens in tok_* */
+    char *context;         /* span: a copy of every example's context, one
+                              after another, which a predicted span is
+                              widened to whole words in (predict.h) */
+    size_t *ex_context;    /* span: [n_ex + 1] example e's context is
+                              context[ex_context[e] .. ex_context[e + 1]) */
     size_t truncated;      /* examples cut to max_len */
-    size_t rows_cap, seg_cap, tag_cap, word_cap, tok_cap;
+    size_t rows_cap, seg_cap, tag_cap, word_cap, tok_cap, context_cap;
 } tfm_ft_set;
 
 /* Encodes examples [first, first + count) of d with tok.  labels (not NULL

@@ -562,6 +562,81 @@ static void test_predict(void **state)
     tfm_ft_data_free(&d);
 }
 
+/* Antonín Dvořák wrote it (1893), from Nelahozeves.  BERT uncased:
+ * anton ##in d ##vor ##ak wrote it ( 1893 ) , from ne ##lah ##oz ##eves .
+ * GPT-2: Ant on ÃŃn ĠD vo Å Ļ Ã¡ k Ġwrote ..., ř cut in two bytes. */
+static const char *dvorak =
+    "{\"context\": \"Anton\xc3\xadn Dvo\xc5\x99\xc3\xa1k wrote it (1893), from Nelahozeves.\", "
+    "\"question\": \"Who wrote it?\", \"answers\": [{\"text\": \"Dvo\xc5\x99\xc3\xa1k\", "
+    "\"answer_start\": 8}]}\n";
+
+/* The answer tfm_ft_predict gives when the head points at context tokens
+ * first..last of dvorak, and the exact match it scores (percent). */
+static char *answer(tfm_tokenizer *tok, tfm_ft_enc_opts o, int first, int last, double *em)
+{
+    tfm_ft_data d;
+    tfm_ft_set s;
+    tfm_err err = {0};
+    assert_int_equal(rd(&d, TFM_FT_SPAN, dvorak, "w.jsonl", 1, -1, &err), 0);
+    assert_int_equal(tfm_ft_encode(&s, &d, 0, 1, tok, NULL, &o, &err), 0);
+    assert_int_equal(s.n_rows, 1);
+    const tfm_ft_row *r = &s.row[0];
+    assert_true(last < r->ctx_len);
+    tfm_ft_out out = {0};
+    out.span = calloc((size_t)r->len * 2, sizeof *out.span);
+    out.span[2 * (size_t)(r->ctx_pos + first)] = 10;
+    out.span[2 * (size_t)(r->ctx_pos + last) + 1] = 10;
+    tfm_ft_labels none = {0};
+    tfm_ft_pred pr;
+    tfm_ft_predict(&s, &out, &none, 30, &pr);
+    char *got = tfm_strndup(d.ex[0].a + pr.start[0], (size_t)(pr.end[0] - pr.start[0]));
+    double v[4];
+    tfm_ft_metrics(&d, &s, &pr, &none, v);
+    *em = v[1];
+    tfm_ft_pred_free(&pr);
+    free(out.span);
+    tfm_ft_set_free(&s);
+    tfm_ft_data_free(&d);
+    return got;
+}
+
+static void want_answer(tfm_tokenizer *tok, tfm_ft_enc_opts o, int first, int last,
+                        const char *want, double want_em)
+{
+    double em;
+    char *got = answer(tok, o, first, last, &em);
+    if (strcmp(got, want))
+        fail_msg("tokens %d..%d: got '%s', want '%s'", first, last, got, want);
+    assert_float_equal(em, want_em, 1e-9);
+    free(got);
+}
+
+/* Predicted spans become whole words of the context, in the answer and
+ * in the metrics (tfm-eval span and training's validation alike). */
+static void test_predict_whole_words(void **state)
+{
+    (void)state;
+    tfm_ft_enc_opts o = enc_bert(64);
+    /* ending inside a word ("d ##vor" of "Dvořák"): the whole word */
+    want_answer(bert, o, 2, 3, "Dvo\xc5\x99\xc3\xa1k", 100);
+    want_answer(bert, o, 0, 3, "Anton\xc3\xadn Dvo\xc5\x99\xc3\xa1k", 0);
+    /* starting with a ## piece: the word from its start */
+    want_answer(bert, o, 3, 4, "Dvo\xc5\x99\xc3\xa1k", 100);
+    want_answer(bert, o, 1, 1, "Anton\xc3\xadn", 0);
+    /* punctuation is a word of its own: the answer holds it only when the
+     * span covers it ("ne ##lah" of "Nelahozeves.": not the ".") */
+    want_answer(bert, o, 12, 13, "Nelahozeves", 0);
+    want_answer(bert, o, 8, 8, "1893", 0);
+    want_answer(bert, o, 7, 10, "(1893),", 0);
+    want_answer(bert, o, 15, 16, "Nelahozeves.", 0);
+    /* byte-level BPE cuts ř in two: from "vo" to the first byte of ř is
+     * the whole word, never half a character */
+    tfm_ft_enc_opts g = {.max_len = 64, .segments = 1, .cls = 50256, .sep = 50256,
+                         .doc_stride = 128};
+    want_answer(gpt2, g, 4, 5, "Dvo\xc5\x99\xc3\xa1k", 100);
+    want_answer(gpt2, g, 6, 6, "Dvo\xc5\x99\xc3\xa1k", 100);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -569,7 +644,7 @@ int main(void)
         cmocka_unit_test(test_labels),        cmocka_unit_test(test_encode_classify),
         cmocka_unit_test(test_encode_decoder), cmocka_unit_test(test_tags),
         cmocka_unit_test(test_spans),         cmocka_unit_test(test_token_offsets),
-        cmocka_unit_test(test_predict),
+        cmocka_unit_test(test_predict),       cmocka_unit_test(test_predict_whole_words),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

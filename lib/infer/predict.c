@@ -322,10 +322,12 @@ static void predict_span(const tfm_ft_set *s, const tfm_ft_out *o, int max_answe
                         be = r->ctx_tok + (size_t)(b - c0);
                     }
         }
-        size_t t0 = s->ex_tok[e];
+        /* the tokens' bytes, widened to whole words as run_squad does */
+        size_t t0 = s->ex_tok[e], c0 = s->ex_context[e];
         long st = s->tok_start[t0 + bs], en = s->tok_end[t0 + be];
+        tfm_squad_whole_words(s->context + c0, s->ex_context[e + 1] - c0, &st, &en);
         p->start[e] = st;
-        p->end[e] = en < st ? st : en;
+        p->end[e] = en;
         p->score[e] = best;
     }
     free(ls);

@@ -26,7 +26,11 @@
  *   span      the span (start ≤ end, at most max_answer tokens, both in the
  *             context) of the highest log p(start) + log p(end) (log-softmax
  *             over its row's positions) over every window, as the bytes of
- *             the context from its first token's start to its last's end.
+ *             the context from its first token's start to its last's end
+ *             widened to whole words (infer/taskmetrics.h's
+ *             tfm_squad_whole_words, as run_squad maps a span back to the
+ *             context's words): the answer both tfm-eval span prints and
+ *             the metrics score, in training's validation too.
  *
  * Ownership: each struct owns its arrays; the _free/_close functions
  * release them. */
@@ -95,7 +99,8 @@ typedef struct tfm_ft_pred {
     int32_t *tag;          /* tag: per word (set->ex_word order) */
     float *tag_prob;
     size_t n_word;
-    long *start, *end;     /* span: the answer's bytes in the context */
+    long *start, *end;     /* span: the answer's bytes in the context (whole
+                              words) */
     double *score;         /* span: log p(start) + log p(end) */
 } tfm_ft_pred;
 

@@ -5,7 +5,8 @@
  *   regression: Pearson and Spearman (average ranks for ties) as SciPy;
  *   tagging: entity precision/recall/F1 with conlleval's chunk rules (as
  *     seqeval's default mode) and token accuracy;
- *   spans: exact match and token F1 with SQuAD v1.1's normalisation.
+ *   spans: exact match and token F1 with SQuAD v1.1's normalisation; a
+ *     predicted span's answer text in whole words, as run_squad's.
  *
  * Undefined quantities follow scikit-learn's default (zero_division = 0): a
  * precision without predictions, a recall without gold items, an F1 of two
@@ -78,6 +79,33 @@ double tfm_squad_f1(const char *pred, size_t pn, const char *gold, size_t gn);
  * and F1 are both this, 1 when the prediction normalises to nothing, else
  * 0, as in v2's official script. */
 int tfm_squad_no_answer(const char *pred, size_t pn);
+
+/* The answer text of a predicted span [*start, *end) of bytes of a
+ * context text[0..len): the span widened to whole words, as BERT's
+ * run_squad (and HuggingFace's) maps a predicted token span back to the
+ * context's words, so that a span ending (or starting) inside a word, say
+ * at a WordPiece piece or a byte-level token, gives the whole word.
+ *
+ * Words are the context's whitespace-separated words (SQuAD's doc_tokens)
+ * split as BERT's BasicTokenizer splits them: a punctuation character
+ * (ASCII 33-47, 58-64, 91-96, 123-126, Unicode P*) or a CJK ideograph is a
+ * word of its own.  Punctuation attached to a word thus stays out of the
+ * answer unless the span covers it: "Smith's" with a span over "Smi" gives
+ * "Smith", over "Smith's" gives "Smith's"; "(1990)." with a span over
+ * "199" gives "1990".  This is what run_squad's get_final_text returns
+ * when the predicted tokens cover whole words (it aligns the tokenizer-
+ * normalised prediction with the BasicTokenizer words of the whitespace
+ * words around it, to strip such "'s"); where the prediction is part of a
+ * word get_final_text returns that part, here the whole word.  Its
+ * fallback to the whole whitespace words (when normalisation changed the
+ * text's length) is never needed: spans are bytes of the original text.
+ * SQuAD's metrics drop ASCII punctuation anyway; the difference shows in
+ * the answer text.
+ *
+ * Whitespace at the span's ends is dropped first; a span that holds none
+ * but whitespace becomes empty (at its first non-space byte).  Offsets
+ * inside a UTF-8 character move out to its boundaries. */
+void tfm_squad_whole_words(const char *text, size_t len, long *start, long *end);
 
 /* 0 when label is one of the gold or predicted labels, else -1 with err
  * naming it and the labels there are (scikit-learn refuses such a

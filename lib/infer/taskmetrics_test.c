@@ -469,6 +469,58 @@ static void test_squad_no_answer(void **state)
     assert_int_equal(tfm_squad_no_answer("cat", 3), 0);
 }
 
+/* The span [s, e) of text widened to whole words is want. */
+static void words(const char *text, long s, long e, const char *want)
+{
+    tfm_squad_whole_words(text, strlen(text), &s, &e);
+    assert_true(s >= 0 && s <= e && (size_t)e <= strlen(text));
+    char got[64];
+    snprintf(got, sizeof got, "%.*s", (int)(e - s), text + s);
+    if (strcmp(got, want))
+        fail_msg("%s [%ld, %ld): got '%s', want '%s'", text, s, e, got, want);
+}
+
+/* A predicted span becomes whole words, as run_squad maps it back. */
+static void test_squad_whole_words(void **state)
+{
+    (void)state;
+    /* a span ending or starting inside a word: the whole word */
+    words("He met Seth today", 7, 9, "Seth");       /* "Se" */
+    words("He met Seth today", 9, 11, "Seth");      /* "th", a ## piece */
+    words("He met Seth today", 0, 9, "He met Seth");
+    words("He met Seth today", 8, 14, "Seth today");
+    words("Seth", 1, 3, "Seth");
+    /* punctuation is a word of its own (BERT's BasicTokenizer): attached
+     * to a word it stays out unless the span covers it, as get_final_text
+     * strips "'s" from "Smith's" */
+    words("Steve Smith's car", 6, 9, "Smith");      /* "Smi" */
+    words("Steve Smith's car", 0, 11, "Steve Smith");
+    words("Steve Smith's car", 6, 13, "Smith's");
+    words("Steve Smith's car", 10, 12, "Smith'");   /* "h'": its words */
+    words("born (1990).", 7, 9, "1990");            /* "99" */
+    words("born (1990).", 5, 12, "(1990).");
+    words("in France.", 3, 5, "France");
+    words("in France.", 9, 10, ".");
+    words("state-of-the-art", 2, 4, "state");
+    /* whitespace at the ends goes; whitespace alone is nothing */
+    words("a lait \n", 2, 9, "lait");
+    words("a   b", 1, 4, "");
+    /* multi-byte UTF-8: whole characters, whole words */
+    words("Z\xc3\xbcrich ist sch\xc3\xb6n.", 0, 2, "Z\xc3\xbcrich");     /* "Z" + half of ü */
+    words("Z\xc3\xbcrich ist sch\xc3\xb6n.", 2, 4, "Z\xc3\xbcrich");     /* from inside ü */
+    words("Z\xc3\xbcrich ist sch\xc3\xb6n.", 12, 15, "sch\xc3\xb6n");    /* not the "." */
+    words("\xd0\x9c\xd0\xbe\xd1\x81\xd0\xba\xd0\xb2\xd0\xb0, \xd0\xb4\xd0\xb0", 0, 4,
+          "\xd0\x9c\xd0\xbe\xd1\x81\xd0\xba\xd0\xb2\xd0\xb0"); /* "Мо" of "Москва," */
+    words("cafe\xcc\x81 noir", 0, 3, "cafe\xcc\x81");  /* a combining accent */
+    words("caf\xc3\xa9\xe2\x80\x94noir", 0, 2, "caf\xc3\xa9"); /* an em dash (Pd) splits */
+    /* CJK ideographs are words of their own, as BERT splits them */
+    words("\xe6\x9d\xb1\xe4\xba\xac\xe3\x81\xaf", 1, 2, "\xe6\x9d\xb1");
+    words("\xe6\x9d\xb1\xe4\xba\xac\xe3\x81\xaf", 0, 5, "\xe6\x9d\xb1\xe4\xba\xac");
+    /* out-of-range offsets are clamped */
+    words("ab cd", -3, 1, "ab");
+    words("ab cd", 4, 99, "cd");
+}
+
 static void test_check_label(void **state)
 {
     const char *gold[] = {"a", "b", "a"}, *pred[] = {"b", "c", "a"};
@@ -488,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_chunks),        cmocka_unit_test(test_squad),
         cmocka_unit_test(test_taskdata),      cmocka_unit_test(test_nonfinite_outputs),
         cmocka_unit_test(test_squad_no_answer), cmocka_unit_test(test_check_label),
+        cmocka_unit_test(test_squad_whole_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
 # learns to point at the answer in contexts longer than its window (read in
 # windows data.doc_stride apart; those without the answer point at [CLS]);
 # TSV and JSON predictions with character offsets, their metrics against
-# tfm-eval score's, and bad input.
+# tfm-eval score's, answers in whole words, and bad input.
 . "${TFM_SRCDIR:-..}/tests/finetune_lib.sh"
 
 make_spans 11 300 > train.jsonl
@@ -60,6 +60,20 @@ tfm-eval span -q -m run/model.safetensors blank.jsonl > blank.out
 printf '%s\n' '{"context": "caf\u00e9 code is red and then cat", "question": "what is the code?", "answers": [{"text": "red", "answer_start": 13}]}' > utf8.jsonl
 tfm-eval span -q -m run/model.safetensors --json utf8.jsonl > utf8.out
 head -1 utf8.out | grep -q '"answer":"red","answer_start":13,' || fail "character offsets: $(cat utf8.out)"
+# answers are whole words of the context, as run_squad maps them back: a
+# colour with more letters glued on (reddish: red ##d ##is ##h) is pointed
+# at by its first pieces and answered whole, in the metrics too; a
+# punctuation mark after the word stays out
+q='"question": "what is the code?"'
+for a in 'reddish then' 'greenland then' 'golden. then' 'red, then'; do
+    w=${a%% *}; w=${w%[.,]}
+    printf '{"context": "the cat sat and code is %s slept", %s, "answers": [{"text": "%s", "answer_start": 24}]}\n' \
+        "$a" "$q" "$w"
+done > words.jsonl
+tfm-eval span -m run/model.safetensors words.jsonl > words.tsv 2> words.err
+[ "$(cut -f1 words.tsv | tr '\n' ' ')" = "reddish greenland golden red " ] ||
+    fail "answers not whole words: $(cut -f1 words.tsv | tr '\n' ' ')"
+grep -q '^tfm-eval: exact match 100.00, F1 100.00 ' words.err || fail "whole-word metrics: $(cat words.err)"
 
 # bad input: file and line, exit 1, nothing on stdout
 { head -2 test.jsonl; printf '%s\n' '{"context": "the code is red", "question": "q?", "answers": {"text": ["red"], "answer_start": [3]}}'; } > moved.jsonl

@@ -14,6 +14,7 @@
 
 #include "base/err.h"
 #include "text/utf8.h"
+#include "text/wordpiece.h"
 
 /* ---- classification ---------------------------------------------------- */
 
@@ -449,25 +450,6 @@ int tfm_squad_no_answer(const char *pred, size_t pn)
     return empty;
 }
 
-/* A word of its own in BERT's BasicTokenizer: punctuation (ASCII 33-47,
- * 58-64, 91-96, 123-126, Unicode P*) and CJK ideographs, as text/bert.c
- * (which also follows HF's older Unicode tables in a few characters that
- * make no difference here). */
-static int bert_alone(int32_t c)
-{
-    if (c < 0)
-        return 0;
-    if (c < 0x80)
-        return ascii_punct((unsigned char)c);
-    if ((c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
-        (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-        (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
-        (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F))
-        return 1;
-    utf8proc_category_t k = utf8proc_category(c);
-    return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
-}
-
 /* The character ending at byte i > 0 of u, its length in *adv (an invalid
  * byte: -1 and 1). */
 static int32_t char_ending(const unsigned char *u, size_t i, size_t *adv)
@@ -500,16 +482,16 @@ void tfm_squad_whole_words(const char *text, size_t len, long *start, long *end)
     if (s < e) {
         /* out to the ends of the words the first and last characters are
          * in; punctuation and CJK ideographs are words of their own */
-        if (!bert_alone(tfm_utf8_decode(u + s, len - s, &adv)))
+        if (!tfm_bert_char_alone(tfm_utf8_decode(u + s, len - s, &adv)))
             for (int32_t c; s > 0; s -= adv) {
                 c = char_ending(u, s, &adv);
-                if (py_space(c) || bert_alone(c))
+                if (py_space(c) || tfm_bert_char_alone(c))
                     break;
             }
-        if (!bert_alone(char_ending(u, e, &adv)))
+        if (!tfm_bert_char_alone(char_ending(u, e, &adv)))
             for (int32_t c; e < len; e += adv) {
                 c = tfm_utf8_decode(u + e, len - e, &adv);
-                if (py_space(c) || bert_alone(c))
+                if (py_space(c) || tfm_bert_char_alone(c))
                     break;
             }
     }

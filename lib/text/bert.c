@@ -177,6 +177,11 @@ static int is_punct(int32_t c)
     return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
 }
 
+int tfm_bert_char_alone(int32_t c)
+{
+    return c >= 0 && (is_punct(c) || is_chinese(c));
+}
+
 /* ASCII classes, per clean_text setting. */
 enum { A_WORD, A_UPPER, A_SPACE, A_PUNCT, A_DROP, A_NONASCII };
 

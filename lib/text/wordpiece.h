@@ -62,6 +62,10 @@ typedef struct tfm_bert_words {
 void tfm_bert_pretokenize(const tfm_bert_norm *norm, const char *text, size_t len,
                           tfm_bert_words *out);
 void tfm_bert_words_free(tfm_bert_words *w);
+/* A character BERT's BasicTokenizer makes a word of its own: punctuation
+ * (ASCII 33-47, 58-64, 91-96, 123-126, Unicode P*, HF's table) or a CJK
+ * ideograph. */
+int tfm_bert_char_alone(int32_t c);
 
 /* The normalized text (BertNormalizer alone), appended to out. */
 void tfm_bert_normalize(const tfm_bert_norm *norm, const char *text, size_t len,

@@ -31,19 +31,22 @@ static void usage_main(FILE *fp)
 {
     fprintf(fp,
             "Usage: %s COMMAND [OPTION]... [FILE]...\n"
-            "Train, apply and inspect tokenizers (byte-level BPE, WordPiece, char).\n"
+            "Train, apply and inspect tokenizers (byte-level BPE, WordPiece, char;\n"
+            "SentencePiece Unigram to apply).\n"
             "\n"
             "Commands:\n"
             "  train    learn a tokenizer from text and write its tokenizer.json\n"
             "  encode   text to token ids (ids, pieces, jsonl or .npy)\n"
             "  decode   token ids (text or .npy) back to text\n"
             "  vocab    the vocabulary as TSV: id, piece, merge rank\n"
+            "  convert  write any tokenizer TOK as a tokenizer.json\n"
             "\n"
             "  -h, --help     this help; '%s COMMAND --help' for a command's options\n"
             "      --version  print the version\n"
             "\n"
             "TOK (-t) is a tokenizer.json, a directory holding GPT-2's vocab.json +\n"
-            "merges.txt (or encoder.json + vocab.bpe), or BERT's vocab.txt.\n"
+            "merges.txt (or encoder.json + vocab.bpe), BERT's vocab.txt, a sentencepiece\n"
+            "Unigram .model, or a directory holding spiece.model.\n"
             "Exit status: 0 success, 1 failure, 2 usage error.  See tfm-tokenize(1).\n",
             prog, prog);
 }
@@ -82,7 +85,8 @@ static void usage_encode(FILE *fp)
             "Encode text from FILEs (standard input if none) as token ids; each input\n"
             "line is one sequence unless --document.\n"
             "\n"
-            "  -t, --tokenizer TOK     the tokenizer (tokenizer.json, GPT-2 directory, vocab.txt)\n"
+            "  -t, --tokenizer TOK     the tokenizer (tokenizer.json, GPT-2 directory, vocab.txt,\n"
+            "                          sentencepiece .model)\n"
             "  -f, --format FMT        ids (default): ids separated by spaces, a line per line;\n"
             "                          pieces: vocabulary pieces likewise;\n"
             "                          jsonl: {\"ids\":[...]} per line;\n"
@@ -649,6 +653,66 @@ static int cmd_decode(int argc, char **argv)
     return 0;
 }
 
+static void usage_convert(FILE *fp)
+{
+    fprintf(fp,
+            "Usage: %s convert -t TOK [OPTION]...\n"
+            "Write the tokenizer TOK (any form -t reads: a sentencepiece .model, GPT-2's\n"
+            "files, BERT's vocab.txt, a model file) as a tokenizer.json that\n"
+            "HuggingFace tokenizers loads.\n"
+            "\n"
+            "  -t, --tokenizer TOK     the tokenizer\n"
+            "  -o, --output FILE       write to FILE (default stdout), atomically\n"
+            "      --threads N, -q     accepted like every command's (no effect)\n"
+            "  -h, --help              this help;  --version  the version\n",
+            prog);
+}
+
+/* convert */
+
+static int cmd_convert(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"tokenizer", required_argument, 0, 't'},
+        {"output", required_argument, 0, 'o'},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, OPT_VERSION},
+        {0, 0, 0, 0},
+    };
+    const char *tpath = NULL, *output = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "t:o:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 't': tpath = optarg; break;
+        case 'o': output = optarg; break;
+        case 'q': break;
+        case 'h': usage_convert(stdout); exit(0);
+        case OPT_VERSION: tfm_print_version(prog);
+        case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
+        default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
+        }
+    }
+    if (optind < argc)
+        tfm_usage_error(prog, "convert takes no FILE (unexpected '%s')", argv[optind]);
+    tfm_tokenizer *tok = load_tokenizer(tpath);
+    tfm_out_install_signals();
+    tfm_buf json = {0};
+    tfm_tokenizer_to_json(tok, &json);
+    tfm_out out;
+    open_out(&out, output);
+    tfm_err err = {0};
+    if (fwrite(json.data, 1, json.len, out.fp) != json.len) {
+        tfm_err_errno(&err, "%s: write error", output ? output : "<stdout>");
+        fail_out(&out, &err);
+    }
+    commit_out(&out);
+    tfm_buf_free(&json);
+    tfm_tokenizer_free(tok);
+    return 0;
+}
+
 /* vocab */
 
 static void put_tsv_field(tfm_buf *b, const char *s, size_t n)
@@ -747,7 +811,9 @@ int main(int argc, char **argv)
         return cmd_decode(argc - 1, argv + 1);
     if (strcmp(cmd, "vocab") == 0)
         return cmd_vocab(argc - 1, argv + 1);
+    if (strcmp(cmd, "convert") == 0)
+        return cmd_convert(argc - 1, argv + 1);
     if (cmd[0] == '-')
         tfm_usage_error(prog, "unknown option '%s' (options follow the command)", cmd);
-    tfm_usage_error(prog, "unknown command '%s' (train, encode, decode, vocab)", cmd);
+    tfm_usage_error(prog, "unknown command '%s' (train, encode, decode, vocab, convert)", cmd);
 }

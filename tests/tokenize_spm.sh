@@ -3,7 +3,8 @@
 # here on a generated text, --num_threads=1: its vocabulary depends on the
 # thread count) equal spm_encode's on hidden text with accents, CJK, emoji,
 # combining marks, odd spaces, tabs and very long words; decoding equals
-# spm_decode's; decoding inverts encoding on normalized text; -t DIR finds
+# spm_decode's; the tokenizer.json that convert writes gives the same ids
+# and converts back to itself; decoding inverts encoding on normalized text; -t DIR finds
 # spiece.model.  Skipped (77) without spm_train.
 . "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/tokenize_lib.sh"
 set -e
@@ -74,6 +75,11 @@ check() { # name, spm_train options...
     $T decode -t "$name.model" < "$name.spm" > "$name.tfmdec"
     cmp -s "$name.spmdec" "$name.tfmdec" ||
         { diff "$name.spmdec" "$name.tfmdec" | head -6 >&2; fail "$name: decode differs from spm_decode"; }
+    # its tokenizer.json (written by convert, read back) gives the same ids
+    $T convert -t "$name.model" -o "$name.json"
+    $T encode -q -t "$name.json" < hidden.txt > "$name.json.ids"
+    cmp -s "$name.spm" "$name.json.ids" || fail "$name: its tokenizer.json gives other ids"
+    $T convert -t "$name.json" | cmp -s - "$name.json" || fail "$name: tokenizer.json does not round-trip"
     n=$((n + 1))
 }
 check uni --model_type=unigram --vocab_size=300

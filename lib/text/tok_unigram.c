@@ -331,8 +331,10 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
                             p->str);
             break;
         }
-        if (tfm_unigram_add(u, p->str, p->len, (float)sc, ty, doc->name, err)) {
-            rc = tfm_err_prefix(err, "%s:%ld:%ld", doc->name, e->line, e->col);
+        char at[1100];
+        snprintf(at, sizeof at, "%s:%ld:%ld", doc->name, e->line, e->col);
+        if (tfm_unigram_add(u, p->str, p->len, (float)sc, ty, at, err)) {
+            rc = -1;
             break;
         }
     }

@@ -643,6 +643,7 @@ void tfm_unigram_encode(const tfm_unigram *u, const char *s, size_t n, tfm_ids *
 
 typedef struct edge {
     uint32_t s, e, id;
+    int user;
     double score;
 } edge;
 
@@ -654,13 +655,12 @@ typedef struct edges {
 static void collect_edge(void *ctx, uint32_t s, uint32_t e, uint32_t id, double score,
                          int user)
 {
-    (void)user;
     edges *E = ctx;
     if (E->n == E->cap) {
         E->cap = E->cap ? 2 * E->cap : 64;
         E->a = tfm_realloc(E->a, E->cap * sizeof *E->a);
     }
-    E->a[E->n++] = (edge){s, e, id, score};
+    E->a[E->n++] = (edge){s, e, id, user, score};
 }
 
 /* Every edge of t[0..L), by start. */
@@ -751,9 +751,10 @@ void tfm_unigram_sample(const tfm_unigram *u, const char *s, size_t n, float alp
     tfm_buf_free(&t);
 }
 
-/* k-best: each position keeps its best k partial paths. */
+/* k-best: each position keeps its best k partial paths, scored in float as
+ * the Viterbi search is, so that the first is its segmentation. */
 typedef struct kent {
-    double score;
+    float score;
     uint32_t edge; /* the last edge */
     uint32_t rank; /* which of its start's paths precedes it */
 } kent;
@@ -766,8 +767,11 @@ size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t n
     size_t L = t.len, K = nbest;
     tfm_ids_push(off, (uint32_t)out->len);
     if (!L || !K) {
+        /* empty text: its one segmentation is empty */
+        if (K)
+            tfm_ids_push(off, (uint32_t)out->len);
         tfm_buf_free(&t);
-        return L ? 0 : (K ? 1 : 0);
+        return K ? 1 : 0;
     }
     edges E = {0};
     lattice(u, t.data, L, &E);
@@ -779,17 +783,18 @@ size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t n
         const edge *g = &E.a[i];
         kent *dst = kb + (size_t)g->e * K;
         for (uint32_t r = 0; r < cnt[g->s]; r++) {
-            double sc = kb[(size_t)g->s * K + r].score + g->score;
+            float prev = kb[(size_t)g->s * K + r].score;
+            double sc = g->user ? g->score + prev : (double)((float)g->score + prev);
             /* insert keeping dst sorted, best first; equal scores keep the earlier */
             uint32_t c = cnt[g->e];
             if (c == K && sc <= dst[K - 1].score)
                 break; /* the rest of this start's paths score lower still */
             uint32_t j = c < K ? c : (uint32_t)K - 1;
-            while (j > 0 && dst[j - 1].score < sc) {
+            while (j > 0 && (double)dst[j - 1].score < sc) {
                 dst[j] = dst[j - 1];
                 j--;
             }
-            dst[j] = (kent){sc, (uint32_t)i, r};
+            dst[j] = (kent){(float)sc, (uint32_t)i, r};
             if (c < K)
                 cnt[g->e]++;
         }

@@ -96,6 +96,12 @@ static void usage_encode(FILE *fp)
             "      --add-special       [CLS] A [SEP] (B [SEP] for \"A<TAB>B\" lines, with\n"
             "                          type_ids in jsonl); GPT-2 style: <|endoftext|> after\n"
             "      --split-special     special-token text in the input becomes its id\n"
+            "      --sample ALPHA      Unigram: a segmentation drawn per line with\n"
+            "                          probability ~ p^ALPHA (subword regularization;\n"
+            "                          0 uniform, large: the best one)\n"
+            "      --seed S            seed of --sample (default: random, logged)\n"
+            "      --nbest N           Unigram: the N best segmentations of each line,\n"
+            "                          best first, a line each (jsonl: {\"nbest\":[...]})\n"
             "  -o, --output FILE       write to FILE (default stdout), atomically\n"
             "      --threads N         threads (default: usable CPUs or $TFM_NUM_THREADS)\n"
             "  -q, --quiet             no summary on stderr\n"
@@ -146,6 +152,7 @@ enum {
     OPT_ADD_SPECIAL,
     OPT_SPLIT_SPECIAL,
     OPT_SKIP_SPECIAL,
+    OPT_NBEST,
 };
 
 static tfm_tokenizer *load_tokenizer(const char *path)
@@ -481,6 +488,9 @@ static int cmd_encode(int argc, char **argv)
         {"document", no_argument, 0, 'd'},
         {"add-special", no_argument, 0, OPT_ADD_SPECIAL},
         {"split-special", no_argument, 0, OPT_SPLIT_SPECIAL},
+        {"sample", required_argument, 0, OPT_SAMPLE},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"nbest", required_argument, 0, OPT_NBEST},
         {"output", required_argument, 0, 'o'},
         {"threads", required_argument, 0, OPT_THREADS},
         {"quiet", no_argument, 0, 'q'},
@@ -491,6 +501,7 @@ static int cmd_encode(int argc, char **argv)
     tfm_enc_opts o = {.format = TFM_ENC_IDS, .threads = tfm_threads_default()};
     const char *tpath = NULL, *output = NULL;
     int quiet = 0, c;
+    long long seed = -1;
     while ((c = getopt_long(argc, argv, "t:f:do:qh", lo, NULL)) != -1) {
         switch (c) {
         case 't': tpath = optarg; break;
@@ -509,6 +520,18 @@ static int cmd_encode(int argc, char **argv)
         case 'd': o.document = 1; break;
         case OPT_ADD_SPECIAL: o.add_special = 1; break;
         case OPT_SPLIT_SPECIAL: o.split_special = 1; break;
+        case OPT_SAMPLE: {
+            char *end;
+            errno = 0;
+            double a = strtod(optarg, &end);
+            if (end == optarg || *end || errno || !(a >= 0 && a <= 1e6))
+                tfm_usage_error(prog, "--sample: '%s' is not a number in [0, 1e6]", optarg);
+            o.sample = 1;
+            o.sample_alpha = (float)a;
+            break;
+        }
+        case OPT_SEED: seed = tfm_opt_long(prog, "--seed", optarg, 0, LONG_MAX); break;
+        case OPT_NBEST: o.nbest = (size_t)tfm_opt_long(prog, "--nbest", optarg, 1, 1000); break;
         case 'o': output = optarg; break;
         case OPT_THREADS: o.threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': quiet = 1; break;
@@ -516,6 +539,18 @@ static int cmd_encode(int argc, char **argv)
         case OPT_VERSION: tfm_print_version(prog);
         default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
         }
+    }
+    if (o.sample && o.nbest)
+        tfm_usage_error(prog, "--sample and --nbest exclude each other");
+    if (seed >= 0 && !o.sample)
+        tfm_usage_error(prog, "--seed is for --sample");
+    if (o.sample) {
+        if (seed < 0) {
+            seed = (long long)(tfm_rng_entropy_seed() & INT64_MAX);
+            if (!quiet)
+                fprintf(stderr, "%s: sampling with --seed %lld\n", prog, seed);
+        }
+        o.seed = (uint64_t)seed;
     }
     const char *env = getenv("TFM_ENCODE_CHUNK"); /* tests: force many rounds */
     long chunk;

@@ -106,3 +106,29 @@ mkdir d
 cp uni.model d/spiece.model
 $T encode -q -t d < hidden.txt > dir.ids
 cmp -s dir.ids uni.spm || fail "-t DIR (spiece.model) gives other ids"
+
+# --nbest: the first of each line's n best is the encoding; --sample: the
+# same draws for any thread count and chunking, and other draws for
+# another seed; both refuse a tokenizer that is not Unigram.
+$T encode -q -t uni.model --nbest 1 < hidden.txt > nb1.ids
+cmp -s nb1.ids uni.spm || fail "--nbest 1 differs from the best segmentation"
+head -n 1 hidden.txt | $T encode -q -t uni.model --nbest 3 > nb3.ids
+[ "$(wc -l < nb3.ids)" -eq 3 ] || fail "--nbest 3 did not give three lines"
+[ "$(head -n 1 nb3.ids)" = "$(head -n 1 uni.spm)" ] ||
+    fail "--nbest 3: the first is not the best"
+for i in 1 2 3 4 5 6 7 8; do cat train.txt; done > big.txt
+$T encode -q -t uni.model --sample 0.2 --seed 5 --threads 1 < big.txt > s1.ids
+TFM_ENCODE_CHUNK=4096 $T encode -q -t uni.model --sample 0.2 --seed 5 --threads 2 < big.txt > s2.ids
+cmp -s s1.ids s2.ids || fail "--sample differs with the thread count"
+$T encode -q -t uni.model --sample 0.2 --seed 6 < big.txt > s3.ids
+cmp -s s1.ids s3.ids && fail "--sample: another seed gives the same draws"
+$T encode -q -t uni.model < big.txt > best.ids
+cmp -s s1.ids best.ids && fail "--sample 0.2 gives the best segmentation on every line"
+$T decode -t uni.model s1.ids > s1.txt
+$T decode -t uni.model best.ids | cmp -s - s1.txt || fail "sampled ids do not decode to the text"
+make_corpus corpus.txt
+$T train -q --model bpe --vocab-size 300 -o bpe.json corpus.txt
+expect_exit 1 $T encode -t bpe.json --sample 0.1 hidden.txt
+grep -q "needs a Unigram" err || fail "--sample with BPE: $(cat err)"
+expect_exit 1 $T encode -t bpe.json --nbest 2 hidden.txt
+echo "--nbest and --sample work; sampling is the same on any thread count"

@@ -232,12 +232,15 @@ static int norm_item(const tfm_json_doc *doc, const tfm_json *n, tfm_uni_norm_sp
                       "Replace of \" {2,}\")");
 }
 
-static int metaspace(const tfm_json_doc *doc, const tfm_json *m, tfm_uni_norm_spec *sp,
-                     tfm_err *err)
+/* model: where to point when there is no pre_tokenizer */
+static int metaspace(const tfm_json_doc *doc, const tfm_json *m, const tfm_json *model,
+                     tfm_uni_norm_spec *sp, tfm_err *err)
 {
-    if (!type_is(m, "Metaspace"))
-        return tfm_err_at(err, doc->name, m ? m->line : 0, m ? m->col : 0,
+    if (!type_is(m, "Metaspace")) {
+        const tfm_json *at = m ? m : model;
+        return tfm_err_at(err, doc->name, at->line, at->col,
                           "a Unigram model needs a Metaspace pre_tokenizer");
+    }
     const tfm_json *r = tfm_json_get(m, "replacement");
     if (r && !str_is(r, "\xe2\x96\x81"))
         return tfm_err_at(err, doc->name, r->line, r->col,
@@ -275,7 +278,7 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
         }
     }
     if (!rc)
-        rc = metaspace(doc, tfm_tok_pre_tokenizer(root), &sp, err);
+        rc = metaspace(doc, tfm_tok_pre_tokenizer(root), model, &sp, err);
     const tfm_json *vocab = tfm_json_get(model, "vocab"), *unk = tfm_json_get(model, "unk_id");
     const tfm_json *bf = tfm_json_get(model, "byte_fallback");
     int64_t unk_id = -1;

@@ -31,19 +31,22 @@ static void usage_main(FILE *fp)
 {
     fprintf(fp,
             "Usage: %s COMMAND [OPTION]... [FILE]...\n"
-            "Train, apply and inspect tokenizers (byte-level BPE, WordPiece, char).\n"
+            "Train, apply and inspect tokenizers (byte-level BPE, WordPiece, char;\n"
+            "SentencePiece Unigram to apply).\n"
             "\n"
             "Commands:\n"
             "  train    learn a tokenizer from text and write its tokenizer.json\n"
             "  encode   text to token ids (ids, pieces, jsonl or .npy)\n"
             "  decode   token ids (text or .npy) back to text\n"
             "  vocab    the vocabulary as TSV: id, piece, merge rank\n"
+            "  convert  write any tokenizer TOK as a tokenizer.json\n"
             "\n"
             "  -h, --help     this help; '%s COMMAND --help' for a command's options\n"
             "      --version  print the version\n"
             "\n"
             "TOK (-t) is a tokenizer.json, a directory holding GPT-2's vocab.json +\n"
-            "merges.txt (or encoder.json + vocab.bpe), or BERT's vocab.txt.\n"
+            "merges.txt (or encoder.json + vocab.bpe), BERT's vocab.txt, a sentencepiece\n"
+            "Unigram .model, or a directory holding spiece.model.\n"
             "Exit status: 0 success, 1 failure, 2 usage error.  See tfm-tokenize(1).\n",
             prog, prog);
 }
@@ -82,7 +85,8 @@ static void usage_encode(FILE *fp)
             "Encode text from FILEs (standard input if none) as token ids; each input\n"
             "line is one sequence unless --document.\n"
             "\n"
-            "  -t, --tokenizer TOK     the tokenizer (tokenizer.json, GPT-2 directory, vocab.txt)\n"
+            "  -t, --tokenizer TOK     the tokenizer (tokenizer.json, GPT-2 directory, vocab.txt,\n"
+            "                          sentencepiece .model)\n"
             "  -f, --format FMT        ids (default): ids separated by spaces, a line per line;\n"
             "                          pieces: vocabulary pieces likewise;\n"
             "                          jsonl: {\"ids\":[...]} per line;\n"
@@ -92,6 +96,12 @@ static void usage_encode(FILE *fp)
             "      --add-special       [CLS] A [SEP] (B [SEP] for \"A<TAB>B\" lines, with\n"
             "                          type_ids in jsonl); GPT-2 style: <|endoftext|> after\n"
             "      --split-special     special-token text in the input becomes its id\n"
+            "      --sample ALPHA      Unigram: a segmentation drawn per line with\n"
+            "                          probability ~ p^ALPHA (subword regularization;\n"
+            "                          0 uniform, large: the best one)\n"
+            "      --seed S            seed of --sample (default: random, logged)\n"
+            "      --nbest N           Unigram: the N best segmentations of each line,\n"
+            "                          best first, a line each (jsonl: {\"nbest\":[...]})\n"
             "  -o, --output FILE       write to FILE (default stdout), atomically\n"
             "      --threads N         threads (default: usable CPUs or $TFM_NUM_THREADS)\n"
             "  -q, --quiet             no summary on stderr\n"
@@ -142,6 +152,7 @@ enum {
     OPT_ADD_SPECIAL,
     OPT_SPLIT_SPECIAL,
     OPT_SKIP_SPECIAL,
+    OPT_NBEST,
 };
 
 static tfm_tokenizer *load_tokenizer(const char *path)
@@ -477,6 +488,9 @@ static int cmd_encode(int argc, char **argv)
         {"document", no_argument, 0, 'd'},
         {"add-special", no_argument, 0, OPT_ADD_SPECIAL},
         {"split-special", no_argument, 0, OPT_SPLIT_SPECIAL},
+        {"sample", required_argument, 0, OPT_SAMPLE},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"nbest", required_argument, 0, OPT_NBEST},
         {"output", required_argument, 0, 'o'},
         {"threads", required_argument, 0, OPT_THREADS},
         {"quiet", no_argument, 0, 'q'},
@@ -487,6 +501,7 @@ static int cmd_encode(int argc, char **argv)
     tfm_enc_opts o = {.format = TFM_ENC_IDS, .threads = tfm_threads_default()};
     const char *tpath = NULL, *output = NULL;
     int quiet = 0, c;
+    long long seed = -1;
     while ((c = getopt_long(argc, argv, "t:f:do:qh", lo, NULL)) != -1) {
         switch (c) {
         case 't': tpath = optarg; break;
@@ -505,6 +520,18 @@ static int cmd_encode(int argc, char **argv)
         case 'd': o.document = 1; break;
         case OPT_ADD_SPECIAL: o.add_special = 1; break;
         case OPT_SPLIT_SPECIAL: o.split_special = 1; break;
+        case OPT_SAMPLE: {
+            char *end;
+            errno = 0;
+            double a = strtod(optarg, &end);
+            if (end == optarg || *end || errno || !(a >= 0 && a <= 1e6))
+                tfm_usage_error(prog, "--sample: '%s' is not a number in [0, 1e6]", optarg);
+            o.sample = 1;
+            o.sample_alpha = (float)a;
+            break;
+        }
+        case OPT_SEED: seed = tfm_opt_long(prog, "--seed", optarg, 0, LONG_MAX); break;
+        case OPT_NBEST: o.nbest = (size_t)tfm_opt_long(prog, "--nbest", optarg, 1, 1000); break;
         case 'o': output = optarg; break;
         case OPT_THREADS: o.threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         case 'q': quiet = 1; break;
@@ -512,6 +539,18 @@ static int cmd_encode(int argc, char **argv)
         case OPT_VERSION: tfm_print_version(prog);
         default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
         }
+    }
+    if (o.sample && o.nbest)
+        tfm_usage_error(prog, "--sample and --nbest exclude each other");
+    if (seed >= 0 && !o.sample)
+        tfm_usage_error(prog, "--seed is for --sample");
+    if (o.sample) {
+        if (seed < 0) {
+            seed = (long long)(tfm_rng_entropy_seed() & INT64_MAX);
+            if (!quiet)
+                fprintf(stderr, "%s: sampling with --seed %lld\n", prog, seed);
+        }
+        o.seed = (uint64_t)seed;
     }
     const char *env = getenv("TFM_ENCODE_CHUNK"); /* tests: force many rounds */
     long chunk;
@@ -649,6 +688,66 @@ static int cmd_decode(int argc, char **argv)
     return 0;
 }
 
+static void usage_convert(FILE *fp)
+{
+    fprintf(fp,
+            "Usage: %s convert -t TOK [OPTION]...\n"
+            "Write the tokenizer TOK (any form -t reads: a sentencepiece .model, GPT-2's\n"
+            "files, BERT's vocab.txt, a model file) as a tokenizer.json that\n"
+            "HuggingFace tokenizers loads.\n"
+            "\n"
+            "  -t, --tokenizer TOK     the tokenizer\n"
+            "  -o, --output FILE       write to FILE (default stdout), atomically\n"
+            "      --threads N, -q     accepted like every command's (no effect)\n"
+            "  -h, --help              this help;  --version  the version\n",
+            prog);
+}
+
+/* convert */
+
+static int cmd_convert(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"tokenizer", required_argument, 0, 't'},
+        {"output", required_argument, 0, 'o'},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, OPT_VERSION},
+        {0, 0, 0, 0},
+    };
+    const char *tpath = NULL, *output = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "t:o:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 't': tpath = optarg; break;
+        case 'o': output = optarg; break;
+        case 'q': break;
+        case 'h': usage_convert(stdout); exit(0);
+        case OPT_VERSION: tfm_print_version(prog);
+        case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
+        default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
+        }
+    }
+    if (optind < argc)
+        tfm_usage_error(prog, "convert takes no FILE (unexpected '%s')", argv[optind]);
+    tfm_tokenizer *tok = load_tokenizer(tpath);
+    tfm_out_install_signals();
+    tfm_buf json = {0};
+    tfm_tokenizer_to_json(tok, &json);
+    tfm_out out;
+    open_out(&out, output);
+    tfm_err err = {0};
+    if (fwrite(json.data, 1, json.len, out.fp) != json.len) {
+        tfm_err_errno(&err, "%s: write error", output ? output : "<stdout>");
+        fail_out(&out, &err);
+    }
+    commit_out(&out);
+    tfm_buf_free(&json);
+    tfm_tokenizer_free(tok);
+    return 0;
+}
+
 /* vocab */
 
 static void put_tsv_field(tfm_buf *b, const char *s, size_t n)
@@ -747,7 +846,9 @@ int main(int argc, char **argv)
         return cmd_decode(argc - 1, argv + 1);
     if (strcmp(cmd, "vocab") == 0)
         return cmd_vocab(argc - 1, argv + 1);
+    if (strcmp(cmd, "convert") == 0)
+        return cmd_convert(argc - 1, argv + 1);
     if (cmd[0] == '-')
         tfm_usage_error(prog, "unknown option '%s' (options follow the command)", cmd);
-    tfm_usage_error(prog, "unknown command '%s' (train, encode, decode, vocab)", cmd);
+    tfm_usage_error(prog, "unknown command '%s' (train, encode, decode, vocab, convert)", cmd);
 }

@@ -10,6 +10,7 @@
 #include "base/buf.h"
 #include "base/file.h"
 #include "base/progress.h"
+#include "base/rng.h"
 #include "base/thread.h"
 #include "io/json.h"
 #include "io/npy.h"
@@ -28,6 +29,8 @@ struct part {
     tfm_ids ids;
     uint64_t dropped;
     char first_dropped[64];
+    uint64_t line; /* number of the part's next line in the input (sampling) */
+    tfm_ids off;   /* n-best offsets */
 };
 
 struct tfm_encoder {
@@ -190,6 +193,14 @@ static void put_ids(const tfm_encoder *e, tfm_buf *b, const uint32_t *ids, size_
 static void encode_text(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc, const char *s,
                         size_t n, tfm_ids *out)
 {
+    if (e->opts.sample) {
+        /* each line its own stream: the same samples for any thread count */
+        tfm_rng rng;
+        tfm_rng_seed(&rng, e->opts.seed + pt->line * 0x9e3779b97f4a7c15ull);
+        int rc = tfm_tokenizer_encode_sample(e->tok, s, n, e->opts.sample_alpha, &rng, out, NULL);
+        TFM_ASSERT(rc == 0); /* the kind was checked by tfm_encoder_new */
+        return;
+    }
     tfm_tokenizer_encode(e->tok, sc, s, n, e->opts.split_special, out);
     size_t first;
     size_t k = tfm_tokenizer_dropped(e->tok, s, n, &first);
@@ -198,10 +209,42 @@ static void encode_text(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc, co
     pt->dropped += k;
 }
 
+/* The n best segmentations of a line. */
+static void encode_nbest(tfm_encoder *e, struct part *pt, const char *s, size_t n)
+{
+    tfm_ids_clear(&pt->ids);
+    tfm_ids_clear(&pt->off);
+    int rc = tfm_tokenizer_encode_nbest(e->tok, s, n, e->opts.nbest, &pt->ids, &pt->off, NULL);
+    TFM_ASSERT(rc == 0);
+    pt->seqs++;
+    pt->tokens += pt->ids.len;
+    tfm_buf *b = &pt->out;
+    if (e->opts.format == TFM_ENC_JSONL)
+        tfm_buf_puts(b, "{\"nbest\":[");
+    for (size_t k = 0; k + 1 < pt->off.len; k++) {
+        const uint32_t *ids = pt->ids.data + pt->off.data[k];
+        size_t m = pt->off.data[k + 1] - pt->off.data[k];
+        if (e->opts.format == TFM_ENC_JSONL) {
+            tfm_buf_puts(b, k ? ",[" : "[");
+            put_ids(e, b, ids, m);
+            tfm_buf_putc(b, ']');
+        } else {
+            put_ids(e, b, ids, m);
+            tfm_buf_putc(b, '\n');
+        }
+    }
+    if (e->opts.format == TFM_ENC_JSONL)
+        tfm_buf_puts(b, "]}\n");
+}
+
 static void encode_line(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc,
                         const char *s, size_t n)
 {
     const tfm_tok_specials *sp = e->sp;
+    if (e->opts.nbest) {
+        encode_nbest(e, pt, s, n);
+        return;
+    }
     tfm_ids_clear(&pt->ids);
     size_t first_len = 0;
     if (e->pairs) {
@@ -275,6 +318,7 @@ static void encode_one(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc)
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         const char *le = nl ? nl : end;
         encode_line(e, pt, sc, s, (size_t)(le - s));
+        pt->line++;
         s = nl ? nl + 1 : end;
     }
 }
@@ -357,6 +401,19 @@ static void run_round(tfm_encoder *e, const char *text, size_t len)
         pt->seqs = pt->tokens = pt->dropped = 0;
         start = end;
     }
+    if (e->opts.sample && !e->opts.document) {
+        /* number the lines so that each draws from its own stream */
+        uint64_t line = e->stats.sequences;
+        for (int i = 0; i < n; i++) {
+            struct part *pt = &e->parts[i];
+            pt->line = line;
+            for (const char *q = pt->text, *qe = pt->text + pt->len;
+                 (q = memchr(q, '\n', (size_t)(qe - q))) != NULL; q++)
+                line++;
+            if (pt->len && pt->text[pt->len - 1] != '\n')
+                line++;
+        }
+    }
     struct round r = {.e = e, .n = n};
     atomic_init(&r.next, 0);
     tfm_parallel_run(threads, encode_part, &r);
@@ -416,6 +473,13 @@ static int cuts_are_invisible(const tfm_tokenizer *tok)
 int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
                     const tfm_enc_opts *opts, const char *path, tfm_err *err)
 {
+    const char *what = opts->nbest ? "--nbest" : "--sample";
+    if ((opts->sample || opts->nbest) && tfm_tokenizer_kind(tok) != TFM_TOK_UNIGRAM)
+        return tfm_err_set(err, "%s needs a Unigram (sentencepiece) tokenizer", what);
+    if ((opts->sample || opts->nbest) && opts->document)
+        return tfm_err_set(err, "%s works line by line, not with --document", what);
+    if (opts->nbest && (opts->format == TFM_ENC_NPY || opts->add_special))
+        return tfm_err_set(err, "--nbest writes ids, pieces or jsonl, without --add-special");
     tfm_encoder *e = tfm_calloc(1, sizeof *e);
     e->tok = tok;
     e->opts = *opts;
@@ -612,6 +676,7 @@ void tfm_encoder_free(tfm_encoder *e)
     for (int i = 0; i < e->threads * PARTS_PER_THREAD; i++) {
         tfm_buf_free(&e->parts[i].out);
         tfm_ids_free(&e->parts[i].ids);
+        tfm_ids_free(&e->parts[i].off);
     }
     if (e->open) {
         if (e->opts.format == TFM_ENC_NPY)

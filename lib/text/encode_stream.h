@@ -67,6 +67,17 @@ typedef struct tfm_enc_opts {
     size_t chunk;      /* bytes per thread per round; 0: 1 MiB */
     struct tfm_progress *progress; /* optional (borrowed): updated with the
                                       MB encoded after each round */
+    /* Subword regularization (Unigram tokenizers only, per line, not with
+     * document): sample > 0 draws each line's segmentation with smoothing
+     * alpha = sample_alpha (tfm_tokenizer_encode_sample) from an RNG seeded
+     * by seed and the line's number, so the output is the same for any
+     * thread count; nbest > 0 writes each line's nbest best segmentations
+     * (ids, pieces: a line each; jsonl: {"nbest":[[...],...]}; not npy or
+     * add_special). */
+    int sample;
+    float sample_alpha;
+    uint64_t seed;
+    size_t nbest;
 } tfm_enc_opts;
 
 typedef struct tfm_enc_stats {

@@ -158,6 +158,12 @@ int tfm_tok_wordpiece_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
 int tfm_tok_wordpiece_from_vocab_txt(tfm_tokenizer *tok, const char *path,
                                      tfm_err *err);
 
+/* Unigram: an adapter (tok_unigram.c) over text/unigram.h. */
+int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
+                              const tfm_json *root, tfm_err *err);
+/* A sentencepiece .model file. */
+int tfm_tok_unigram_from_spm(tfm_tokenizer *tok, const char *path, tfm_err *err);
+
 /* Trainers: the facade's tfm_tok_trainer dispatches to the kind's. */
 typedef struct tfm_tok_trainer_ops {
     void *(*create)(const tfm_tok_train_opts *opts);

@@ -666,10 +666,13 @@ static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
                               "unsupported pre_tokenizer for a BPE model (ByteLevel, or null "
                               "for a character model)");
         }
+    } else if (type && type->type == TFM_JSON_STRING && strcmp(type->str, "Unigram") == 0) {
+        t = tfm_tok_new(TFM_TOK_UNIGRAM, NULL);
+        rc = tfm_tok_unigram_from_json(t, doc, root, err);
     } else {
         const tfm_json *at = type ? type : model;
         return tfm_err_at(err, doc->name, at->line, at->col,
-                          "unsupported model type (BPE or WordPiece)");
+                          "unsupported model type (BPE, WordPiece or Unigram)");
     }
     if (rc == 0)
         rc = added_from_json(t, doc, tfm_json_get(root, "added_tokens"), err);
@@ -773,11 +776,12 @@ int tfm_tokenizer_load(tfm_tokenizer **out, const char *path, tfm_err *err)
             rc = load_gpt2(out, tfm_buf_cstr(&a), tfm_buf_cstr(&b), err);
         } else if (exists(path, "encoder.json", &a) && exists(path, "vocab.bpe", &b)) {
             rc = load_gpt2(out, tfm_buf_cstr(&a), tfm_buf_cstr(&b), err);
-        } else if (exists(path, "vocab.txt", &a)) {
+        } else if (exists(path, "vocab.txt", &a) || exists(path, "spiece.model", &a)) {
             rc = tfm_tokenizer_load(out, tfm_buf_cstr(&a), err);
         } else {
             rc = tfm_err_set(err, "%s: no tokenizer.json, vocab.json + merges.txt, "
-                                  "encoder.json + vocab.bpe or vocab.txt in this directory", path);
+                                  "encoder.json + vocab.bpe, vocab.txt or spiece.model in this "
+                                  "directory", path);
         }
         tfm_buf_free(&a);
         tfm_buf_free(&b);
@@ -788,6 +792,15 @@ int tfm_tokenizer_load(tfm_tokenizer **out, const char *path, tfm_err *err)
     if (ends_with(path, "merges.txt") || ends_with(path, "vocab.bpe"))
         return tfm_err_set(err, "%s: GPT-2 merges alone are not a tokenizer: give the directory "
                                 "holding them with vocab.json (or encoder.json)", path);
+    if (ends_with(path, ".model")) {
+        tfm_tokenizer *t = tfm_tok_new(TFM_TOK_UNIGRAM, NULL);
+        if (tfm_tok_unigram_from_spm(t, path, err)) {
+            tfm_tokenizer_free(t);
+            return -1;
+        }
+        *out = t;
+        return 0;
+    }
     if (ends_with(path, ".txt")) {
         tfm_tokenizer *t = tfm_tok_new(TFM_TOK_WORDPIECE, NULL);
         if (tfm_tok_wordpiece_from_vocab_txt(t, path, err)) {
@@ -821,7 +834,9 @@ tfm_tok_trainer *tfm_tok_trainer_new(const tfm_tok_train_opts *opts)
     case TFM_TOK_BPE: t->ops = &tfm_bpe_trainer_ops; break;
     case TFM_TOK_CHAR: t->ops = &tfm_char_trainer_ops; break;
     case TFM_TOK_WORDPIECE: t->ops = &tfm_tok_wordpiece_trainer_ops; break;
+    case TFM_TOK_UNIGRAM: break; /* no Unigram trainer yet: callers never ask */
     }
+    TFM_ASSERT(t->ops);
     t->impl = t->ops->create(&t->opts);
     return t;
 }

@@ -21,6 +21,7 @@ typedef enum tfm_tok_kind {
     TFM_TOK_BPE,       /* byte-level BPE, GPT-2 style */
     TFM_TOK_WORDPIECE, /* BERT style */
     TFM_TOK_CHAR,      /* one token per Unicode character */
+    TFM_TOK_UNIGRAM,   /* SentencePiece Unigram (T5, ALBERT, XLNet) */
 } tfm_tok_kind;
 
 typedef struct tfm_tokenizer tfm_tokenizer;
@@ -29,9 +30,10 @@ typedef struct tfm_tokenizer tfm_tokenizer;
  * means "no cache" (slower, still correct). */
 typedef struct tfm_tok_scratch tfm_tok_scratch;
 
-/* path: tokenizer.json, a directory with vocab.json+merges.txt /
- * encoder.json+vocab.bpe / vocab.txt / tokenizer.json, a vocab.txt, or a
- * model file (*.safetensors) whose __metadata__ holds "tokenizer". */
+/* path: tokenizer.json, a directory with tokenizer.json /
+ * vocab.json+merges.txt / encoder.json+vocab.bpe / vocab.txt / spiece.model,
+ * a vocab.txt, a sentencepiece *.model (Unigram), or a model file
+ * (*.safetensors) whose __metadata__ holds "tokenizer". */
 int tfm_tokenizer_load(tfm_tokenizer **out, const char *path, tfm_err *err);
 /* From tokenizer.json text (name is used in messages). */
 int tfm_tokenizer_from_json(tfm_tokenizer **out, const char *json, size_t len,
@@ -101,6 +103,20 @@ const char *tfm_tok_describe_char(const char *text, size_t len, char buf[64]);
  * naming it.  skip_special drops special tokens from the text. */
 int tfm_tokenizer_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n,
                          int skip_special, tfm_buf *out, tfm_err *err);
+
+/* Subword regularization (Unigram tokenizers only; any other kind is an
+ * error saying so).  Added tokens are not split out here.
+ * sample: a segmentation drawn with probability proportional to
+ * exp(alpha x its log-probability) (Kudo 2018; alpha 0 is uniform over the
+ * segmentations, large alpha approaches the best one).
+ * nbest: the nbest best segmentations, best first: segmentation k is
+ * out[off[k]..off[k+1]) (off receives one more entry than segmentations,
+ * the first being out's length on entry); fewer if the text has fewer. */
+struct tfm_rng;
+int tfm_tokenizer_encode_sample(const tfm_tokenizer *tok, const char *text, size_t len,
+                                float alpha, struct tfm_rng *rng, tfm_ids *out, tfm_err *err);
+int tfm_tokenizer_encode_nbest(const tfm_tokenizer *tok, const char *text, size_t len,
+                               size_t nbest, tfm_ids *out, tfm_ids *off, tfm_err *err);
 
 /* Longest-first truncation of a pair of token sequences of na and nb
  * tokens to at most max together, as BERT's truncate_seq_pair and

@@ -1,0 +1,388 @@
+/* The facade's adapter over text/unigram.h: sentencepiece .model files and
+ * HF tokenizer.json Unigram models, subword sampling and n-best.
+ *
+ * Piece types the facade cannot hold itself map onto added tokens: control
+ * pieces and the unknown piece are special added tokens (HF lists <pad>,
+ * </s>, <unk> so), user-defined symbols are added tokens that are not
+ * special and not normalized.  Reading a tokenizer.json reverses that. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "text/tok_internal.h"
+#include "text/unigram.h"
+
+static void uni_encode(const tfm_tokenizer *tok, void *scratch, const char *text, size_t len,
+                       tfm_ids *out)
+{
+    (void)scratch;
+    tfm_unigram_encode(tok->impl, text, len, out, NULL, NULL);
+}
+
+static void uni_encode_spans(const tfm_tokenizer *tok, void *scratch, const char *text,
+                             size_t len, tfm_ids *out, tfm_ids *start, tfm_ids *end)
+{
+    (void)scratch;
+    tfm_unigram_encode(tok->impl, text, len, out, start, end);
+}
+
+static void uni_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, tfm_buf *out)
+{
+    uint32_t V = tfm_unigram_size(tok->impl);
+    /* added tokens past the model's pieces decode as their text */
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && ids[j] < V)
+            j++;
+        tfm_unigram_decode(tok->impl, ids + i, j - i, out);
+        for (; j < n && ids[j] >= V; j++)
+            tfm_buf_append(out, tok->pieces[ids[j]], tok->piece_lens[ids[j]]);
+        i = j;
+    }
+}
+
+/* ---- base64, for the Precompiled normalizer's charsmap ---- */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static void b64_put(tfm_buf *out, const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) |
+                     (i + 2 < n ? s[i + 2] : 0);
+        char q[4] = {B64[v >> 18], B64[(v >> 12) & 63], i + 1 < n ? B64[(v >> 6) & 63] : '=',
+                     i + 2 < n ? B64[v & 63] : '='};
+        tfm_buf_append(out, q, 4);
+    }
+}
+
+/* -1 on a character outside the alphabet or a bad length. */
+static int b64_get(const char *s, size_t n, tfm_buf *out)
+{
+    uint32_t v = 0;
+    int bits = 0;
+    size_t pad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '=') {
+            pad++;
+            continue;
+        }
+        const char *p = s[i] ? memchr(B64, s[i], 64) : NULL;
+        if (!p || pad)
+            return -1;
+        v = v << 6 | (uint32_t)(p - B64);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            tfm_buf_putc(out, (char)(v >> bits));
+        }
+    }
+    return pad > 2 ? -1 : 0;
+}
+
+/* ---- tokenizer.json ---- */
+
+static void metaspace_json(const tfm_unigram *u, tfm_buf *out)
+{
+    tfm_buf_printf(out, "{\"type\": \"Metaspace\", \"replacement\": \"\xe2\x96\x81\", "
+                        "\"prepend_scheme\": \"%s\", \"split\": true}",
+                   tfm_unigram_norm_spec(u)->add_dummy_prefix ? "always" : "never");
+}
+
+static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
+{
+    const tfm_unigram *u = tok->impl;
+    const tfm_uni_norm_spec *sp = tfm_unigram_norm_spec(u);
+    /* HF's converter's form: the charsmap, then what remove_extra_whitespaces
+     * does past the leading spaces (Metaspace does not add a second "▁" to a
+     * text that starts with one) */
+    int k = 0;
+    tfm_buf_puts(out, "  \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [");
+    if (sp->charsmap_len) {
+        tfm_buf_puts(out, "{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"");
+        b64_put(out, sp->charsmap, sp->charsmap_len);
+        tfm_buf_puts(out, "\"}");
+        k++;
+    }
+    if (sp->remove_extra_whitespaces)
+        tfm_buf_printf(out, "%s{\"type\": \"Strip\", \"strip_left\": false, \"strip_right\": "
+                            "true}, {\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, "
+                            "\"content\": \"\xe2\x96\x81\"}", k ? ", " : "");
+    tfm_buf_puts(out, "]},\n  \"pre_tokenizer\": ");
+    metaspace_json(u, out);
+    tfm_buf_puts(out, ",\n  \"post_processor\": null,\n  \"decoder\": ");
+    metaspace_json(u, out);
+    tfm_buf_printf(out, ",\n  \"model\": {\"type\": \"Unigram\", \"unk_id\": %lld, "
+                        "\"byte_fallback\": %s, \"vocab\": [",
+                   (long long)tfm_unigram_unk_id(u), tfm_unigram_byte_fallback(u) ? "true" : "false");
+    uint32_t V = tfm_unigram_size(u);
+    for (uint32_t id = 0; id < V; id++) {
+        size_t len;
+        const char *p = tfm_unigram_piece(u, id, &len);
+        tfm_buf_puts(out, id ? ",\n    [" : "\n    [");
+        tfm_buf_put_json_string(out, p, len);
+        /* 9 significant digits: a float32 score reads back bit for bit */
+        tfm_buf_puts(out, ", ");
+        tfm_buf_put_json_double(out, 9, tfm_unigram_score(u, id));
+        tfm_buf_putc(out, ']');
+    }
+    tfm_buf_puts(out, "\n  ]}");
+}
+
+static void uni_free(void *impl)
+{
+    tfm_unigram_free(impl);
+}
+
+static const tfm_tok_ops uni_ops = {
+    .encode = uni_encode,
+    .encode_spans = uni_encode_spans,
+    .decode = uni_decode,
+    .to_json = uni_to_json,
+    .free = uni_free,
+};
+
+/* The model's pieces into the facade's table; control and unknown pieces
+ * become special added tokens, user-defined symbols added tokens. */
+static int adopt(tfm_tokenizer *tok, tfm_unigram *u, const char *name, tfm_err *err)
+{
+    tok->ops = &uni_ops;
+    tok->impl = u;
+    uint32_t V = tfm_unigram_size(u);
+    for (uint32_t id = 0; id < V; id++) {
+        size_t len;
+        const char *p = tfm_unigram_piece(u, id, &len);
+        if (tfm_tok_vocab_set(tok, id, p, len, name, err))
+            return -1;
+    }
+    for (uint32_t id = 0; id < V; id++) {
+        tfm_uni_type ty = tfm_unigram_type(u, id);
+        if (ty != TFM_UNI_CONTROL && ty != TFM_UNI_UNKNOWN && ty != TFM_UNI_USER)
+            continue;
+        size_t len;
+        const char *p = tfm_unigram_piece(u, id, &len);
+        tfm_tok_added a = {.content = (char *)p, .len = len, .id = id,
+                           .special = ty != TFM_UNI_USER};
+        if (tfm_tok_add_token(tok, &a, name, err))
+            return -1;
+    }
+    return 0;
+}
+
+int tfm_tok_unigram_from_spm(tfm_tokenizer *tok, const char *path, tfm_err *err)
+{
+    tfm_map m;
+    if (tfm_map_open(&m, path, err))
+        return -1;
+    tfm_unigram *u;
+    int rc = tfm_unigram_from_spm(&u, m.data, m.size, path, err);
+    tfm_map_close(&m);
+    if (rc)
+        return -1;
+    if (adopt(tok, u, path, err))
+        return -1;
+    tfm_tok_guess_specials(tok);
+    return 0;
+}
+
+static int type_is(const tfm_json *node, const char *type)
+{
+    const tfm_json *x = tfm_json_get(node, "type");
+    return x && x->type == TFM_JSON_STRING && strcmp(x->str, type) == 0;
+}
+
+static int str_is(const tfm_json *x, const char *s)
+{
+    return x && x->type == TFM_JSON_STRING && strcmp(x->str, s) == 0;
+}
+
+/* One normalizer of the Sequence: Precompiled, Strip, Replace of " {2,}". */
+static int norm_item(const tfm_json_doc *doc, const tfm_json *n, tfm_uni_norm_spec *sp,
+                     tfm_buf *charsmap, tfm_err *err)
+{
+    if (type_is(n, "Precompiled")) {
+        const tfm_json *c = tfm_json_get(n, "precompiled_charsmap");
+        if (!c || c->type == TFM_JSON_NULL)
+            return 0;
+        if (tfm_json_expect(doc, c, TFM_JSON_STRING, "precompiled_charsmap", err))
+            return -1;
+        tfm_buf_clear(charsmap);
+        if (b64_get(c->str, c->len, charsmap))
+            return tfm_err_at(err, doc->name, c->line, c->col,
+                              "precompiled_charsmap is not base64");
+        sp->charsmap = (const unsigned char *)charsmap->data;
+        sp->charsmap_len = charsmap->len;
+        return 0;
+    }
+    if (type_is(n, "Strip")) {
+        sp->remove_extra_whitespaces = 1;
+        return 0;
+    }
+    const tfm_json *pat = tfm_json_get(n, "pattern");
+    if (type_is(n, "Replace") && (str_is(tfm_json_get(pat, "Regex"), " {2,}") ||
+                                  str_is(tfm_json_get(pat, "String"), "  "))) {
+        sp->remove_extra_whitespaces = 1;
+        return 0;
+    }
+    return tfm_err_at(err, doc->name, n->line, n->col,
+                      "unsupported normalizer for a Unigram model (Precompiled, Strip, "
+                      "Replace of \" {2,}\")");
+}
+
+/* model: where to point when there is no pre_tokenizer */
+static int metaspace(const tfm_json_doc *doc, const tfm_json *m, const tfm_json *model,
+                     tfm_uni_norm_spec *sp, tfm_err *err)
+{
+    if (!type_is(m, "Metaspace")) {
+        const tfm_json *at = m ? m : model;
+        return tfm_err_at(err, doc->name, at->line, at->col,
+                          "a Unigram model needs a Metaspace pre_tokenizer");
+    }
+    const tfm_json *r = tfm_json_get(m, "replacement");
+    if (r && !str_is(r, "\xe2\x96\x81"))
+        return tfm_err_at(err, doc->name, r->line, r->col,
+                          "unsupported Metaspace replacement (only \"\xe2\x96\x81\")");
+    const tfm_json *ps = tfm_json_get(m, "prepend_scheme"), *aps;
+    if (ps && ps->type != TFM_JSON_NULL) {
+        if (str_is(ps, "always") || str_is(ps, "first"))
+            sp->add_dummy_prefix = 1;
+        else if (str_is(ps, "never"))
+            sp->add_dummy_prefix = 0;
+        else
+            return tfm_err_at(err, doc->name, ps->line, ps->col,
+                              "unknown prepend_scheme (always, first, never)");
+    } else if ((aps = tfm_json_get(m, "add_prefix_space")) && aps->type == TFM_JSON_BOOL) {
+        sp->add_dummy_prefix = aps->boolean;
+    }
+    return 0;
+}
+
+int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
+                              const tfm_json *root, tfm_err *err)
+{
+    const tfm_json *model = tfm_json_get(root, "model");
+    tfm_uni_norm_spec sp = {.add_dummy_prefix = 1, .escape_whitespaces = 1};
+    tfm_buf charsmap = {0};
+    const tfm_json *norm = tfm_json_get(root, "normalizer");
+    int rc = 0;
+    if (norm && norm->type != TFM_JSON_NULL) {
+        const tfm_json *list = tfm_json_get(norm, "normalizers");
+        if (type_is(norm, "Sequence") && list && list->type == TFM_JSON_ARRAY) {
+            for (size_t i = 0; i < list->n && !rc; i++)
+                rc = norm_item(doc, list->items[i], &sp, &charsmap, err);
+        } else {
+            rc = norm_item(doc, norm, &sp, &charsmap, err);
+        }
+    }
+    if (!rc)
+        rc = metaspace(doc, tfm_tok_pre_tokenizer(root), model, &sp, err);
+    const tfm_json *vocab = tfm_json_get(model, "vocab"), *unk = tfm_json_get(model, "unk_id");
+    const tfm_json *bf = tfm_json_get(model, "byte_fallback");
+    int64_t unk_id = -1;
+    if (!rc && (!unk || unk->type == TFM_JSON_NULL))
+        rc = tfm_err_at(err, doc->name, model->line, model->col,
+                        "a Unigram model needs an \"unk_id\"");
+    if (!rc)
+        rc = tfm_json_get_int(doc, unk, "unk_id", 0, TFM_TOK_MAX_ID, &unk_id, err);
+    if (!rc && (!vocab || vocab->type != TFM_JSON_ARRAY))
+        rc = tfm_err_at(err, doc->name, model->line, model->col,
+                        "a Unigram model needs a \"vocab\" array of [piece, score]");
+    if (!rc && (uint64_t)unk_id >= vocab->n)
+        rc = tfm_err_at(err, doc->name, unk->line, unk->col, "unk_id %lld is past the vocab",
+                        (long long)unk_id);
+    int byte_fallback = bf && bf->type == TFM_JSON_BOOL && bf->boolean;
+    tfm_unigram *u = NULL;
+    if (!rc)
+        rc = tfm_unigram_new(&u, &sp, doc->name, err);
+    tfm_buf_free(&charsmap);
+    if (rc)
+        return -1;
+    /* added tokens give the pieces' types: special ones are control pieces,
+     * the others user-defined symbols */
+    size_t nv = vocab->n;
+    uint8_t *kind = tfm_calloc(nv + 1, 1);
+    const tfm_json *added = tfm_json_get(root, "added_tokens");
+    for (size_t i = 0; added && added->type == TFM_JSON_ARRAY && i < added->n; i++) {
+        const tfm_json *e = added->items[i], *id = tfm_json_get(e, "id");
+        const tfm_json *spc = tfm_json_get(e, "special");
+        if (id && id->type == TFM_JSON_NUMBER && id->num >= 0 && id->num < (double)nv)
+            kind[(size_t)id->num] = spc && spc->type == TFM_JSON_BOOL && spc->boolean
+                                        ? TFM_UNI_CONTROL : TFM_UNI_USER;
+    }
+    for (size_t i = 0; i < nv && !rc; i++) {
+        const tfm_json *e = vocab->items[i];
+        if (e->type != TFM_JSON_ARRAY || e->n != 2 || e->items[0]->type != TFM_JSON_STRING ||
+            e->items[1]->type != TFM_JSON_NUMBER) {
+            rc = tfm_err_at(err, doc->name, e->line, e->col,
+                            "a Unigram vocab entry is [piece, score]");
+            break;
+        }
+        const tfm_json *p = e->items[0];
+        double sc = e->items[1]->num;
+        tfm_uni_type ty = kind[i] ? (tfm_uni_type)kind[i] : TFM_UNI_NORMAL;
+        if ((int64_t)i == unk_id)
+            ty = TFM_UNI_UNKNOWN;
+        else if (byte_fallback && p->len == 6 && memcmp(p->str, "<0x", 3) == 0 &&
+                 p->str[5] == '>')
+            ty = TFM_UNI_BYTE;
+        if (!isfinite(sc) || fabs(sc) > 3.4e38) {
+            rc = tfm_err_at(err, doc->name, e->items[1]->line, e->items[1]->col,
+                            "the score of '%.*s' is not a finite number", (int)(p->len > 64 ? 64 : p->len),
+                            p->str);
+            break;
+        }
+        char at[1100];
+        snprintf(at, sizeof at, "%s:%ld:%ld", doc->name, e->line, e->col);
+        if (tfm_unigram_add(u, p->str, p->len, (float)sc, ty, at, err)) {
+            rc = -1;
+            break;
+        }
+    }
+    free(kind);
+    if (!rc)
+        rc = tfm_unigram_finish(u, byte_fallback, doc->name, err);
+    if (rc) {
+        tfm_unigram_free(u);
+        return -1;
+    }
+    /* the added tokens are registered by the facade; types already match */
+    tok->ops = &uni_ops;
+    tok->impl = u;
+    for (uint32_t id = 0; id < tfm_unigram_size(u); id++) {
+        size_t len;
+        const char *p = tfm_unigram_piece(u, id, &len);
+        if (tfm_tok_vocab_set(tok, id, p, len, doc->name, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- subword regularization ---- */
+
+static int need_unigram(const tfm_tokenizer *tok, const char *what, tfm_err *err)
+{
+    if (tok->kind == TFM_TOK_UNIGRAM)
+        return 0;
+    return tfm_err_set(err, "%s needs a Unigram (sentencepiece) tokenizer", what);
+}
+
+int tfm_tokenizer_encode_sample(const tfm_tokenizer *tok, const char *text, size_t len,
+                                float alpha, tfm_rng *rng, tfm_ids *out, tfm_err *err)
+{
+    if (need_unigram(tok, "sampling", err))
+        return -1;
+    tfm_unigram_sample(tok->impl, text, len, alpha, rng, out);
+    return 0;
+}
+
+int tfm_tokenizer_encode_nbest(const tfm_tokenizer *tok, const char *text, size_t len,
+                               size_t nbest, tfm_ids *out, tfm_ids *off, tfm_err *err)
+{
+    if (need_unigram(tok, "n-best encoding", err))
+        return -1;
+    tfm_unigram_nbest(tok->impl, text, len, nbest, out, off);
+    return 0;
+}

@@ -1,0 +1,885 @@
+/* SentencePiece's Unigram model: normalizer, lattice, Viterbi, n-best and
+ * sampling, decoding (see unigram.h). */
+#include "config.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/unigram.h"
+#include "text/utf8.h"
+
+/* ---- a byte trie: transitions in one hash table ---- */
+
+typedef struct trie {
+    uint64_t *keys; /* (node << 8 | byte) + 1; 0: empty slot */
+    uint32_t *child;
+    size_t cap, used;
+    int32_t *value; /* per node: piece id, or -1 */
+    uint32_t n_nodes, cap_nodes;
+} trie;
+
+static uint64_t mix(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    return k ^ (k >> 29);
+}
+
+static void trie_init(trie *t)
+{
+    memset(t, 0, sizeof *t);
+    t->cap_nodes = 64;
+    t->value = tfm_malloc(t->cap_nodes * sizeof *t->value);
+    t->value[0] = -1;
+    t->n_nodes = 1;
+}
+
+static void trie_free(trie *t)
+{
+    free(t->keys);
+    free(t->child);
+    free(t->value);
+}
+
+/* The child of node by byte b, or UINT32_MAX. */
+static inline uint32_t trie_step(const trie *t, uint32_t node, unsigned char b)
+{
+    if (!t->cap)
+        return UINT32_MAX;
+    uint64_t k = ((uint64_t)node << 8 | b) + 1;
+    size_t h = mix(k) & (t->cap - 1);
+    for (;;) {
+        if (t->keys[h] == k)
+            return t->child[h];
+        if (!t->keys[h])
+            return UINT32_MAX;
+        h = (h + 1) & (t->cap - 1);
+    }
+}
+
+static void trie_put(trie *t, uint64_t k, uint32_t child)
+{
+    size_t h = mix(k) & (t->cap - 1);
+    while (t->keys[h])
+        h = (h + 1) & (t->cap - 1);
+    t->keys[h] = k;
+    t->child[h] = child;
+    t->used++;
+}
+
+static uint32_t trie_child(trie *t, uint32_t node, unsigned char b)
+{
+    uint32_t c = trie_step(t, node, b);
+    if (c != UINT32_MAX)
+        return c;
+    if ((t->used + 1) * 2 > t->cap) {
+        size_t ocap = t->cap;
+        uint64_t *ok = t->keys;
+        uint32_t *oc = t->child;
+        t->cap = ocap ? ocap * 2 : 1024;
+        t->keys = tfm_calloc(t->cap, sizeof *t->keys);
+        t->child = tfm_malloc(t->cap * sizeof *t->child);
+        t->used = 0;
+        for (size_t i = 0; i < ocap; i++)
+            if (ok[i])
+                trie_put(t, ok[i], oc[i]);
+        free(ok);
+        free(oc);
+    }
+    if (t->n_nodes == t->cap_nodes) {
+        t->cap_nodes *= 2;
+        t->value = tfm_realloc(t->value, t->cap_nodes * sizeof *t->value);
+    }
+    c = t->n_nodes++;
+    t->value[c] = -1;
+    trie_put(t, ((uint64_t)node << 8 | b) + 1, c);
+    return c;
+}
+
+/* The node of s[0..n), created on the way. */
+static uint32_t trie_insert(trie *t, const char *s, size_t n)
+{
+    uint32_t node = 0;
+    for (size_t i = 0; i < n; i++)
+        node = trie_child(t, node, (unsigned char)s[i]);
+    return node;
+}
+
+/* ---- the model ---- */
+
+struct tfm_unigram {
+    uint32_t n, cap;
+    char **piece;
+    uint32_t *plen;
+    float *score;
+    uint8_t *type;
+    int64_t unk;
+    int byte_fallback;
+    int32_t byte_id[256];
+    float min_score, max_score;
+    trie all;  /* every piece */
+    trie user; /* user-defined symbols, matched before normalization */
+    int has_user;
+    /* normalizer */
+    tfm_uni_norm_spec spec; /* spec.charsmap points at charsmap */
+    unsigned char *charsmap;
+    uint32_t *da; /* the double-array's units */
+    size_t n_da;
+    const char *nstr; /* replacement strings (in charsmap) */
+    size_t nstr_len;
+};
+
+/* Darts-clone's unit layout. */
+static inline uint32_t da_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
+static inline uint32_t da_label(uint32_t u) { return u & ((1u << 31) | 0xff); }
+static inline int da_has_leaf(uint32_t u) { return (u >> 8) & 1; }
+static inline uint32_t da_value(uint32_t u) { return u & ((1u << 31) - 1); }
+
+/* Every node reachable from the root: its children inside the array, each
+ * leaf's string inside the blob and NUL-terminated there. */
+static int charsmap_check(tfm_unigram *u, const char *what, tfm_err *err)
+{
+    const uint32_t *a = u->da;
+    size_t N = u->n_da;
+    uint8_t *seen = tfm_calloc(N, 1);
+    uint32_t *stack = tfm_malloc(N * sizeof *stack);
+    size_t sp = 0;
+    int rc = 0;
+    uint32_t root = da_offset(a[0]);
+    if (root >= N) {
+        rc = tfm_err_set(err, "%s: the precompiled charsmap's trie points outside itself", what);
+        goto done;
+    }
+    seen[root] = 1;
+    stack[sp++] = root;
+    while (sp && !rc) {
+        uint32_t base = stack[--sp];
+        for (uint32_t c = 0; c < 256; c++) {
+            uint32_t pos = base ^ c;
+            if (pos >= N || da_label(a[pos]) != c)
+                continue;
+            uint32_t next = pos ^ da_offset(a[pos]);
+            if (next >= N) {
+                rc = tfm_err_set(err, "%s: the precompiled charsmap's trie points outside "
+                                      "itself (unit %u)", what, pos);
+                break;
+            }
+            if (da_has_leaf(a[pos])) {
+                uint32_t v = da_value(a[next]);
+                if (v >= u->nstr_len || !memchr(u->nstr + v, 0, u->nstr_len - v)) {
+                    rc = tfm_err_set(err, "%s: the precompiled charsmap's trie points past its "
+                                          "strings (unit %u)", what, next);
+                    break;
+                }
+            }
+            if (!seen[next]) {
+                seen[next] = 1;
+                stack[sp++] = next;
+            }
+        }
+    }
+done:
+    free(seen);
+    free(stack);
+    return rc;
+}
+
+int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char *what,
+                    tfm_err *err)
+{
+    tfm_unigram *u = tfm_calloc(1, sizeof *u);
+    u->unk = -1;
+    u->min_score = FLT_MAX;
+    u->max_score = FLT_MIN; /* as sentencepiece: user symbols then score about -0.1 */
+    for (int i = 0; i < 256; i++)
+        u->byte_id[i] = -1;
+    trie_init(&u->all);
+    trie_init(&u->user);
+    u->spec = *spec;
+    u->spec.charsmap = NULL;
+    u->spec.charsmap_len = 0;
+    *out = NULL;
+    if (spec->charsmap_len) {
+        const unsigned char *b = spec->charsmap;
+        size_t n = spec->charsmap_len;
+        uint32_t tsize = n >= 4 ? (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                                      (uint32_t)b[3] << 24
+                                : 0;
+        if (n <= 4 || tsize == 0 || tsize % 4 || tsize > n - 4) {
+            tfm_unigram_free(u);
+            return tfm_err_set(err, "%s: the precompiled charsmap is malformed (its trie size "
+                                    "does not fit its %zu bytes)", what, n);
+        }
+        u->charsmap = tfm_malloc(n);
+        memcpy(u->charsmap, b, n);
+        u->spec.charsmap = u->charsmap;
+        u->spec.charsmap_len = n;
+        u->n_da = tsize / 4;
+        u->da = tfm_malloc(tsize);
+        for (size_t i = 0; i < u->n_da; i++) {
+            const unsigned char *p = b + 4 + 4 * i;
+            u->da[i] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                       (uint32_t)p[3] << 24;
+        }
+        u->nstr = (const char *)u->charsmap + 4 + tsize;
+        u->nstr_len = n - 4 - tsize;
+        if (charsmap_check(u, what, err)) {
+            tfm_unigram_free(u);
+            return -1;
+        }
+    }
+    *out = u;
+    return 0;
+}
+
+void tfm_unigram_free(tfm_unigram *u)
+{
+    if (!u)
+        return;
+    for (uint32_t i = 0; i < u->n; i++)
+        free(u->piece[i]);
+    free(u->piece);
+    free(u->plen);
+    free(u->score);
+    free(u->type);
+    trie_free(&u->all);
+    trie_free(&u->user);
+    free(u->charsmap);
+    free(u->da);
+    free(u);
+}
+
+/* <0xXX> -> XX, or -1. */
+static int byte_of_piece(const char *p, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>')
+        return -1;
+    const char *h = memchr(hex, p[3], 16), *l = memchr(hex, p[4], 16);
+    if (!h || !l || !p[3] || !p[4])
+        return -1;
+    return (int)((h - hex) * 16 + (l - hex));
+}
+
+int tfm_unigram_add(tfm_unigram *u, const char *piece, size_t len, float score,
+                    tfm_uni_type type, const char *what, tfm_err *err)
+{
+    uint32_t id = u->n;
+    if (len == 0)
+        return tfm_err_set(err, "%s: piece %u is empty", what, id);
+    if (!isfinite(score))
+        return tfm_err_set(err, "%s: piece %u ('%.*s') has a non-finite score", what, id,
+                           (int)(len > 64 ? 64 : len), piece);
+    if (type < TFM_UNI_NORMAL || type > TFM_UNI_BYTE)
+        return tfm_err_set(err, "%s: piece %u has an unknown type %d", what, id, (int)type);
+    uint32_t node = trie_insert(&u->all, piece, len);
+    if (u->all.value[node] >= 0)
+        return tfm_err_set(err, "%s: piece '%.*s' appears twice (ids %d and %u)", what,
+                           (int)(len > 64 ? 64 : len), piece, u->all.value[node], id);
+    if (type == TFM_UNI_UNKNOWN) {
+        if (u->unk >= 0)
+            return tfm_err_set(err, "%s: two unknown pieces (ids %lld and %u)", what,
+                               (long long)u->unk, id);
+        u->unk = id;
+    }
+    if (type == TFM_UNI_BYTE) {
+        int b = byte_of_piece(piece, len);
+        if (b < 0)
+            return tfm_err_set(err, "%s: byte piece %u ('%.*s') is not <0x00>..<0xFF>", what,
+                               id, (int)(len > 64 ? 64 : len), piece);
+        u->byte_id[b] = (int32_t)id;
+    }
+    u->all.value[node] = (int32_t)id;
+    if (type == TFM_UNI_USER) {
+        u->user.value[trie_insert(&u->user, piece, len)] = (int32_t)id;
+        u->has_user = 1;
+    }
+    if (type == TFM_UNI_NORMAL) {
+        if (score < u->min_score)
+            u->min_score = score;
+        if (score > u->max_score)
+            u->max_score = score;
+    }
+    if (u->n == u->cap) {
+        u->cap = u->cap ? u->cap * 2 : 256;
+        u->piece = tfm_realloc(u->piece, u->cap * sizeof *u->piece);
+        u->plen = tfm_realloc(u->plen, u->cap * sizeof *u->plen);
+        u->score = tfm_realloc(u->score, u->cap * sizeof *u->score);
+        u->type = tfm_realloc(u->type, u->cap * sizeof *u->type);
+    }
+    u->piece[id] = tfm_strndup(piece, len);
+    u->plen[id] = (uint32_t)len;
+    u->score[id] = score;
+    u->type[id] = (uint8_t)type;
+    u->n++;
+    return 0;
+}
+
+int tfm_unigram_finish(tfm_unigram *u, int byte_fallback, const char *what, tfm_err *err)
+{
+    if (u->unk < 0)
+        return tfm_err_set(err, "%s: the model has no unknown piece", what);
+    if (byte_fallback)
+        for (int b = 0; b < 256; b++)
+            if (u->byte_id[b] < 0)
+                return tfm_err_set(err, "%s: byte fallback without the byte piece <0x%02X>",
+                                   what, b);
+    u->byte_fallback = byte_fallback;
+    return 0;
+}
+
+uint32_t tfm_unigram_size(const tfm_unigram *u) { return u->n; }
+float tfm_unigram_score(const tfm_unigram *u, uint32_t id) { return u->score[id]; }
+tfm_uni_type tfm_unigram_type(const tfm_unigram *u, uint32_t id) { return u->type[id]; }
+int64_t tfm_unigram_unk_id(const tfm_unigram *u) { return u->unk; }
+int tfm_unigram_byte_fallback(const tfm_unigram *u) { return u->byte_fallback; }
+const tfm_uni_norm_spec *tfm_unigram_norm_spec(const tfm_unigram *u) { return &u->spec; }
+
+const char *tfm_unigram_piece(const tfm_unigram *u, uint32_t id, size_t *len)
+{
+    if (id >= u->n)
+        return NULL;
+    if (len)
+        *len = u->plen[id];
+    return u->piece[id];
+}
+
+/* ---- normalization ---- */
+
+/* Longest match of the trie at s[0..n) with a value; 0 if none. */
+static size_t trie_longest(const trie *t, const char *s, size_t n)
+{
+    size_t best = 0;
+    uint32_t node = 0;
+    for (size_t i = 0; i < n; i++) {
+        node = trie_step(t, node, (unsigned char)s[i]);
+        if (node == UINT32_MAX)
+            break;
+        if (t->value[node] >= 0)
+            best = i + 1;
+    }
+    return best;
+}
+
+/* Longest charsmap rule at s[0..n): its length (0: none), *rep its text
+ * (checked at load to lie inside the blob). */
+static size_t charsmap_match(const tfm_unigram *u, const unsigned char *s, size_t n,
+                             const char **rep)
+{
+    const uint32_t *a = u->da;
+    size_t N = u->n_da, best = 0;
+    if (!N)
+        return 0;
+    uint32_t pos = da_offset(a[0]);
+    for (size_t i = 0; i < n; i++) {
+        pos ^= s[i];
+        if (pos >= N)
+            break;
+        uint32_t unit = a[pos];
+        if (da_label(unit) != s[i])
+            break;
+        pos ^= da_offset(unit);
+        if (pos >= N)
+            break;
+        if (da_has_leaf(unit)) {
+            best = i + 1;
+            *rep = u->nstr + da_value(a[pos]);
+        }
+    }
+    return best;
+}
+
+static const char SPACE_SYM[] = "\xe2\x96\x81"; /* U+2581 */
+
+/* One step of normalization at s[0..n) (n > 0): the bytes consumed; *r,
+ * *rl: what they become. */
+static size_t norm_prefix(const tfm_unigram *u, const char *s, size_t n, const char **r,
+                          size_t *rl)
+{
+    size_t m;
+    if (u->has_user && (m = trie_longest(&u->user, s, n)) > 0) {
+        *r = s;
+        *rl = m;
+        return m;
+    }
+    const char *rep;
+    if ((m = charsmap_match(u, (const unsigned char *)s, n, &rep)) > 0) {
+        *r = rep;
+        *rl = strlen(rep);
+        return m;
+    }
+    size_t adv;
+    if (tfm_utf8_decode((const unsigned char *)s, n, &adv) < 0) {
+        *r = "\xef\xbf\xbd"; /* U+FFFD for the one invalid byte */
+        *rl = 3;
+        return 1;
+    }
+    *r = s;
+    *rl = adv;
+    return adv;
+}
+
+static void put_src(tfm_ids *src, size_t at, size_t k)
+{
+    for (size_t i = 0; i < k; i++)
+        tfm_ids_push(src, (uint32_t)at);
+}
+
+void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_buf *out,
+                           tfm_ids *src)
+{
+    const tfm_uni_norm_spec *sp = &u->spec;
+    size_t at = 0, o0 = out->len;
+    const char *r;
+    size_t rl, m;
+    if (sp->remove_extra_whitespaces)
+        while (at < n && (m = norm_prefix(u, s + at, n - at, &r, &rl)) > 0 && rl == 1 &&
+               r[0] == ' ')
+            at += m;
+    if (at == n)
+        return;
+    const char *ws = sp->escape_whitespaces ? SPACE_SYM : " ";
+    size_t wsl = sp->escape_whitespaces ? 3 : 1;
+    if (sp->add_dummy_prefix) {
+        tfm_buf_append(out, ws, wsl);
+        if (src)
+            put_src(src, at, wsl);
+    }
+    int prev_space = sp->remove_extra_whitespaces;
+    while (at < n) {
+        m = norm_prefix(u, s + at, n - at, &r, &rl);
+        if (prev_space)
+            while (rl && r[0] == ' ') {
+                r++;
+                rl--;
+            }
+        if (rl) {
+            for (size_t i = 0; i < rl; i++) {
+                if (r[i] == ' ' && sp->escape_whitespaces) {
+                    tfm_buf_append(out, SPACE_SYM, 3);
+                    if (src)
+                        put_src(src, at, 3);
+                } else {
+                    tfm_buf_putc(out, r[i]);
+                    if (src)
+                        put_src(src, at, 1);
+                }
+            }
+            prev_space = r[rl - 1] == ' ';
+        }
+        at += m;
+        if (!sp->remove_extra_whitespaces)
+            prev_space = 0;
+    }
+    if (sp->remove_extra_whitespaces)
+        while (out->len - o0 >= wsl && memcmp(out->data + out->len - wsl, ws, wsl) == 0) {
+            out->len -= wsl;
+            if (src)
+                src->len -= wsl;
+        }
+}
+
+/* ---- the lattice ---- */
+
+/* sentencepiece's character length from the first byte. */
+static inline size_t one_char_len(unsigned char c)
+{
+    return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[c >> 4];
+}
+
+/* A piece of a segmentation: normalized bytes [s, e), id. */
+typedef struct seg {
+    uint32_t s, e;
+    uint32_t id;
+} seg;
+
+static inline int matchable(const tfm_unigram *u, int32_t id)
+{
+    return u->type[id] == TFM_UNI_NORMAL || u->type[id] == TFM_UNI_USER;
+}
+
+/* Calls fn for every lattice edge starting at byte p of t[0..L): the
+ * matching pieces, then an unknown edge over the character when no piece
+ * covers exactly it. */
+typedef void (*edge_fn)(void *ctx, uint32_t s, uint32_t e, uint32_t id, double score, int user);
+
+static void edges_at(const tfm_unigram *u, const char *t, size_t L, size_t p, edge_fn fn,
+                     void *ctx)
+{
+    size_t mb = one_char_len((unsigned char)t[p]);
+    if (mb > L - p)
+        mb = L - p;
+    int single = 0;
+    uint32_t node = 0;
+    for (size_t k = p; k < L; k++) {
+        node = trie_step(&u->all, node, (unsigned char)t[k]);
+        if (node == UINT32_MAX)
+            break;
+        int32_t id = u->all.value[node];
+        if (id < 0 || !matchable(u, id))
+            continue;
+        size_t len = k + 1 - p;
+        int user = u->type[id] == TFM_UNI_USER;
+        /* a user-defined symbol always wins */
+        double sc = user ? (double)((float)len * u->max_score) - 0.1 : u->score[id];
+        fn(ctx, (uint32_t)p, (uint32_t)(k + 1), (uint32_t)id, sc, user);
+        if (len == mb)
+            single = 1;
+    }
+    if (!single)
+        fn(ctx, (uint32_t)p, (uint32_t)(p + mb), (uint32_t)u->unk,
+           (double)(u->min_score - 10.0f), 0);
+}
+
+/* Segmentation -> ids: each run of unknown pieces becomes one unknown id,
+ * or with byte fallback the byte pieces of its bytes.  With src, each id's
+ * span in the original text (src maps normalized bytes to it; n_orig is
+ * the end). */
+static void segs_to_ids(const tfm_unigram *u, const char *t, const seg *sg, size_t ns,
+                        tfm_ids *out, const tfm_ids *src, size_t n_orig, tfm_ids *st,
+                        tfm_ids *en)
+{
+    size_t L = src ? src->len : 0;
+    for (size_t i = 0; i < ns; i++) {
+        uint32_t s = sg[i].s, e = sg[i].e;
+        int unk = (int64_t)sg[i].id == u->unk;
+        if (unk && !u->byte_fallback)
+            while (i + 1 < ns && (int64_t)sg[i + 1].id == u->unk)
+                e = sg[++i].e;
+        size_t k0 = out->len;
+        if (unk && u->byte_fallback) {
+            for (uint32_t b = s; b < e; b++)
+                tfm_ids_push(out, (uint32_t)u->byte_id[(unsigned char)t[b]]);
+        } else {
+            tfm_ids_push(out, sg[i].id);
+        }
+        if (st) {
+            uint32_t os = s < L ? src->data[s] : (uint32_t)n_orig;
+            uint32_t oe = e < L ? src->data[e] : (uint32_t)n_orig;
+            if (oe < os)
+                oe = os;
+            for (size_t k = k0; k < out->len; k++) {
+                tfm_ids_push(st, os);
+                tfm_ids_push(en, oe);
+            }
+        }
+    }
+}
+
+/* Viterbi as sentencepiece's optimized encoder: scores in float, the
+ * first best kept on ties, starts visited in order. */
+typedef struct vnode {
+    float score;
+    int32_t start; /* -1: not reached */
+    uint32_t id;
+} vnode;
+
+typedef struct vctx {
+    vnode *v;
+} vctx;
+
+static void viterbi_edge(void *ctx, uint32_t s, uint32_t e, uint32_t id, double score,
+                         int user)
+{
+    vnode *v = ((vctx *)ctx)->v;
+    vnode *tn = &v[e];
+    if (user) {
+        double cand = score + v[s].score;
+        if (tn->start < 0 || cand > tn->score) {
+            tn->score = (float)cand;
+            tn->start = (int32_t)s;
+            tn->id = id;
+        }
+    } else {
+        float cand = (float)score + v[s].score;
+        if (tn->start < 0 || cand > tn->score) {
+            tn->score = cand;
+            tn->start = (int32_t)s;
+            tn->id = id;
+        }
+    }
+}
+
+/* The best segmentation of t[0..L) into sg (malloc'd); returns its length. */
+static size_t viterbi(const tfm_unigram *u, const char *t, size_t L, seg **sg)
+{
+    vnode *v = tfm_malloc((L + 1) * sizeof *v);
+    for (size_t i = 0; i <= L; i++)
+        v[i] = (vnode){0, -1, 0};
+    vctx c = {v};
+    for (size_t p = 0; p < L;) {
+        edges_at(u, t, L, p, viterbi_edge, &c);
+        size_t mb = one_char_len((unsigned char)t[p]);
+        p += mb < L - p ? mb : L - p;
+    }
+    size_t ns = 0;
+    for (size_t e = L; e > 0; e = (size_t)v[e].start)
+        ns++;
+    *sg = tfm_malloc((ns + 1) * sizeof **sg);
+    size_t k = ns;
+    for (size_t e = L; e > 0; e = (size_t)v[e].start)
+        (*sg)[--k] = (seg){(uint32_t)v[e].start, (uint32_t)e, v[e].id};
+    free(v);
+    return ns;
+}
+
+void tfm_unigram_encode(const tfm_unigram *u, const char *s, size_t n, tfm_ids *out,
+                        tfm_ids *start, tfm_ids *end)
+{
+    tfm_buf t = {0};
+    tfm_ids src = {0};
+    tfm_unigram_normalize(u, s, n, &t, start ? &src : NULL);
+    seg *sg;
+    size_t ns = viterbi(u, t.data, t.len, &sg);
+    segs_to_ids(u, t.data, sg, ns, out, start ? &src : NULL, n, start, end);
+    free(sg);
+    tfm_ids_free(&src);
+    tfm_buf_free(&t);
+}
+
+/* ---- every edge, for sampling and n-best ---- */
+
+typedef struct edge {
+    uint32_t s, e, id;
+    int user;
+    double score;
+} edge;
+
+typedef struct edges {
+    edge *a;
+    size_t n, cap;
+} edges;
+
+static void collect_edge(void *ctx, uint32_t s, uint32_t e, uint32_t id, double score,
+                         int user)
+{
+    edges *E = ctx;
+    if (E->n == E->cap) {
+        E->cap = E->cap ? 2 * E->cap : 64;
+        E->a = tfm_realloc(E->a, E->cap * sizeof *E->a);
+    }
+    E->a[E->n++] = (edge){s, e, id, user, score};
+}
+
+/* Every edge of t[0..L), by start. */
+static void lattice(const tfm_unigram *u, const char *t, size_t L, edges *E)
+{
+    for (size_t p = 0; p < L;) {
+        edges_at(u, t, L, p, collect_edge, E);
+        size_t mb = one_char_len((unsigned char)t[p]);
+        p += mb < L - p ? mb : L - p;
+    }
+}
+
+static double logaddexp(double a, double b)
+{
+    if (a == -INFINITY)
+        return b;
+    if (b == -INFINITY)
+        return a;
+    return a > b ? a + log1p(exp(b - a)) : b + log1p(exp(a - b));
+}
+
+void tfm_unigram_sample(const tfm_unigram *u, const char *s, size_t n, float alpha,
+                        tfm_rng *rng, tfm_ids *out)
+{
+    tfm_buf t = {0};
+    tfm_unigram_normalize(u, s, n, &t, NULL);
+    size_t L = t.len;
+    if (!L)
+        return;
+    edges E = {0};
+    lattice(u, t.data, L, &E);
+    /* forward: fw[p] = log sum over paths to p of exp(alpha x score) */
+    double *fw = tfm_malloc((L + 1) * sizeof *fw);
+    for (size_t i = 0; i <= L; i++)
+        fw[i] = -INFINITY;
+    fw[0] = 0;
+    for (size_t i = 0; i < E.n; i++) {
+        const edge *g = &E.a[i];
+        if (fw[g->s] > -INFINITY)
+            fw[g->e] = logaddexp(fw[g->e], fw[g->s] + alpha * g->score);
+    }
+    /* edges grouped by end, for the backward draws */
+    size_t *first = tfm_calloc(L + 2, sizeof *first);
+    size_t *by_end = tfm_malloc((E.n + 1) * sizeof *by_end);
+    for (size_t i = 0; i < E.n; i++)
+        first[E.a[i].e + 1]++;
+    for (size_t p = 0; p <= L; p++)
+        first[p + 1] += first[p];
+    size_t *fill = tfm_malloc((L + 1) * sizeof *fill);
+    memcpy(fill, first, (L + 1) * sizeof *fill);
+    for (size_t i = 0; i < E.n; i++)
+        by_end[fill[E.a[i].e]++] = i;
+    seg *sg = tfm_malloc((L + 1) * sizeof *sg);
+    size_t ns = 0;
+    for (size_t p = L; p > 0;) {
+        /* draw an edge ending at p: weight exp(fw[start] + alpha x score - fw[p]) */
+        double r = tfm_rng_double(rng), acc = 0;
+        size_t pick = SIZE_MAX, last = SIZE_MAX;
+        for (size_t k = first[p]; k < first[p + 1]; k++) {
+            const edge *g = &E.a[by_end[k]];
+            if (fw[g->s] == -INFINITY)
+                continue;
+            last = by_end[k];
+            acc += exp(fw[g->s] + alpha * g->score - fw[p]);
+            if (r < acc) {
+                pick = last;
+                break;
+            }
+        }
+        if (pick == SIZE_MAX)
+            pick = last; /* rounding left the sum just under r */
+        TFM_ASSERT(pick != SIZE_MAX);
+        sg[ns++] = (seg){E.a[pick].s, E.a[pick].e, E.a[pick].id};
+        p = E.a[pick].s;
+    }
+    for (size_t i = 0; i < ns / 2; i++) {
+        seg x = sg[i];
+        sg[i] = sg[ns - 1 - i];
+        sg[ns - 1 - i] = x;
+    }
+    segs_to_ids(u, t.data, sg, ns, out, NULL, n, NULL, NULL);
+    free(sg);
+    free(fill);
+    free(by_end);
+    free(first);
+    free(fw);
+    free(E.a);
+    tfm_buf_free(&t);
+}
+
+/* k-best: each position keeps its best k partial paths, scored in float as
+ * the Viterbi search is, so that the first is its segmentation. */
+typedef struct kent {
+    float score;
+    uint32_t edge; /* the last edge */
+    uint32_t rank; /* which of its start's paths precedes it */
+} kent;
+
+size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t nbest,
+                         tfm_ids *out, tfm_ids *off)
+{
+    tfm_buf t = {0};
+    tfm_unigram_normalize(u, s, n, &t, NULL);
+    size_t L = t.len, K = nbest;
+    tfm_ids_push(off, (uint32_t)out->len);
+    if (!L || !K) {
+        /* empty text: its one segmentation is empty */
+        if (K)
+            tfm_ids_push(off, (uint32_t)out->len);
+        tfm_buf_free(&t);
+        return K ? 1 : 0;
+    }
+    edges E = {0};
+    lattice(u, t.data, L, &E);
+    kent *kb = tfm_malloc((L + 1) * K * sizeof *kb);
+    uint32_t *cnt = tfm_calloc(L + 1, sizeof *cnt);
+    cnt[0] = 1;
+    kb[0] = (kent){0, UINT32_MAX, 0};
+    for (size_t i = 0; i < E.n; i++) {
+        const edge *g = &E.a[i];
+        kent *dst = kb + (size_t)g->e * K;
+        for (uint32_t r = 0; r < cnt[g->s]; r++) {
+            float prev = kb[(size_t)g->s * K + r].score;
+            double sc = g->user ? g->score + prev : (double)((float)g->score + prev);
+            /* insert keeping dst sorted, best first; equal scores keep the earlier */
+            uint32_t c = cnt[g->e];
+            if (c == K && sc <= dst[K - 1].score)
+                break; /* the rest of this start's paths score lower still */
+            uint32_t j = c < K ? c : (uint32_t)K - 1;
+            while (j > 0 && (double)dst[j - 1].score < sc) {
+                dst[j] = dst[j - 1];
+                j--;
+            }
+            dst[j] = (kent){(float)sc, (uint32_t)i, r};
+            if (c < K)
+                cnt[g->e]++;
+        }
+    }
+    seg *sg = tfm_malloc((L + 1) * sizeof *sg);
+    size_t got = cnt[L];
+    for (size_t r0 = 0; r0 < got; r0++) {
+        size_t ns = 0, p = L;
+        uint32_t r = (uint32_t)r0;
+        while (p > 0) {
+            const kent *k = &kb[p * K + r];
+            const edge *g = &E.a[k->edge];
+            sg[ns++] = (seg){g->s, g->e, g->id};
+            r = k->rank;
+            p = g->s;
+        }
+        for (size_t i = 0; i < ns / 2; i++) {
+            seg x = sg[i];
+            sg[i] = sg[ns - 1 - i];
+            sg[ns - 1 - i] = x;
+        }
+        segs_to_ids(u, t.data, sg, ns, out, NULL, n, NULL, NULL);
+        tfm_ids_push(off, (uint32_t)out->len);
+    }
+    free(sg);
+    free(cnt);
+    free(kb);
+    free(E.a);
+    tfm_buf_free(&t);
+    return got;
+}
+
+/* ---- decoding ---- */
+
+/* bytes[0..n) as text: each invalid UTF-8 byte becomes U+FFFD. */
+static void put_bytes(const unsigned char *b, size_t n, tfm_buf *out)
+{
+    for (size_t i = 0; i < n;) {
+        size_t adv;
+        if (tfm_utf8_decode(b + i, n - i, &adv) < 0) {
+            tfm_buf_append(out, "\xef\xbf\xbd", 3);
+            i++;
+        } else {
+            tfm_buf_append(out, b + i, adv);
+            i += adv;
+        }
+    }
+}
+
+void tfm_unigram_decode(const tfm_unigram *u, const uint32_t *ids, size_t n, tfm_buf *out)
+{
+    size_t o0 = out->len;
+    int strip = u->spec.add_dummy_prefix || u->spec.remove_extra_whitespaces;
+    unsigned char *bytes = tfm_malloc(n + 1);
+    for (size_t i = 0; i < n;) {
+        uint32_t id = ids[i];
+        if (u->type[id] == TFM_UNI_BYTE) {
+            size_t k = 0;
+            while (i < n && u->type[ids[i]] == TFM_UNI_BYTE)
+                bytes[k++] = (unsigned char)byte_of_piece(u->piece[ids[i]], u->plen[ids[i]]),
+                i++;
+            put_bytes(bytes, k, out);
+            continue;
+        }
+        i++;
+        if (u->type[id] == TFM_UNI_CONTROL)
+            continue;
+        if (u->type[id] == TFM_UNI_UNKNOWN) {
+            tfm_buf_puts(out, " \xe2\x81\x87 "); /* sentencepiece's unk_surface */
+            continue;
+        }
+        const char *p = u->piece[id];
+        size_t l = u->plen[id];
+        if (strip && out->len == o0 && l >= 3 && memcmp(p, SPACE_SYM, 3) == 0) {
+            p += 3;
+            l -= 3;
+        }
+        for (size_t j = 0; j < l;) {
+            if (l - j >= 3 && memcmp(p + j, SPACE_SYM, 3) == 0) {
+                tfm_buf_putc(out, ' ');
+                j += 3;
+            } else {
+                tfm_buf_putc(out, p[j++]);
+            }
+        }
+    }
+    free(bytes);
+}

@@ -1,0 +1,114 @@
+/* SentencePiece's Unigram model (Kudo 2018): the pieces with their
+ * log-probabilities, the normalizer that runs before them, and the
+ * segmentations of a text: the best (Viterbi), the n best, and a sample
+ * (subword regularization).
+ *
+ * Encoding follows sentencepiece (spm_encode) exactly:
+ *   1. normalize: user-defined symbols pass unchanged; otherwise the
+ *      longest rule of the precompiled charsmap (e.g. nmt_nfkc) applies;
+ *      an invalid UTF-8 byte becomes U+FFFD.  Leading, trailing and
+ *      repeated spaces go (remove_extra_whitespaces), "▁" (U+2581) is
+ *      prepended (add_dummy_prefix) and every space becomes "▁"
+ *      (escape_whitespaces);
+ *   2. Viterbi over the lattice of pieces (normal and user-defined; unused
+ *      ones never match) with the pieces' scores; a user-defined symbol
+ *      scores length x max_score - 0.1 so that it always wins; a character
+ *      no piece starts with becomes the unknown piece with score
+ *      min_score - 10;
+ *   3. unknown characters: each run becomes one unknown id, or, with
+ *      byte_fallback, the <0xXX> pieces of its UTF-8 bytes.
+ * Control symbols (<s>, </s>) and byte pieces never match text.
+ *
+ * Decoding concatenates the pieces, byte pieces as their bytes (an invalid
+ * UTF-8 sequence as U+FFFD), "▁" as a space, the first space dropped (the
+ * dummy prefix), control symbols as nothing and the unknown piece as
+ * unk_surface (" ⁇ "): the exact inverse of encoding on normalized text
+ * that holds no unknown character.
+ *
+ * A tfm_unigram is read-only once built: several threads may encode with
+ * it at once.  Ownership: tfm_unigram_new/_from_spm return a model freed
+ * with tfm_unigram_free. */
+#ifndef TFM_TEXT_UNIGRAM_H
+#define TFM_TEXT_UNIGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/rng.h"
+
+/* sentencepiece's ModelProto.SentencePiece.Type values. */
+typedef enum tfm_uni_type {
+    TFM_UNI_NORMAL = 1,
+    TFM_UNI_UNKNOWN = 2,
+    TFM_UNI_CONTROL = 3,
+    TFM_UNI_USER = 4, /* user-defined: matched before normalization */
+    TFM_UNI_UNUSED = 5,
+    TFM_UNI_BYTE = 6, /* <0xXX>, for byte fallback */
+} tfm_uni_type;
+
+/* The normalizer spec.  charsmap: sentencepiece's precompiled_charsmap
+ * blob (uint32 LE trie size, a Darts double-array of that many bytes,
+ * then the NUL-separated replacement strings); may be empty. */
+typedef struct tfm_uni_norm_spec {
+    const unsigned char *charsmap;
+    size_t charsmap_len;
+    int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+} tfm_uni_norm_spec;
+
+typedef struct tfm_unigram tfm_unigram;
+
+/* An empty model with the normalizer spec (the charsmap is copied and
+ * checked: a trie that points outside itself or at no string fails, with
+ * `what`, e.g. the file name, in the message). */
+int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char *what,
+                    tfm_err *err);
+/* Appends piece id n (ids are given in order from 0).  Fails on an empty
+ * or duplicate piece, a non-finite score, a second unknown piece, or a byte
+ * piece that is not <0x00>..<0xFF>. */
+int tfm_unigram_add(tfm_unigram *u, const char *piece, size_t len, float score,
+                    tfm_uni_type type, const char *what, tfm_err *err);
+/* After the last add: builds the lookup tries.  byte_fallback needs all
+ * 256 byte pieces; a model needs an unknown piece. */
+int tfm_unigram_finish(tfm_unigram *u, int byte_fallback, const char *what, tfm_err *err);
+void tfm_unigram_free(tfm_unigram *u);
+
+/* A sentencepiece .model file's bytes (a ModelProto; untrusted: every
+ * varint, length and the charsmap's trie are checked).  name: for
+ * messages.  Only model_type UNIGRAM is accepted. */
+int tfm_unigram_from_spm(tfm_unigram **out, const unsigned char *data, size_t len,
+                         const char *name, tfm_err *err);
+
+uint32_t tfm_unigram_size(const tfm_unigram *u);
+const char *tfm_unigram_piece(const tfm_unigram *u, uint32_t id, size_t *len);
+float tfm_unigram_score(const tfm_unigram *u, uint32_t id);
+tfm_uni_type tfm_unigram_type(const tfm_unigram *u, uint32_t id);
+int64_t tfm_unigram_unk_id(const tfm_unigram *u);
+int tfm_unigram_byte_fallback(const tfm_unigram *u);
+const tfm_uni_norm_spec *tfm_unigram_norm_spec(const tfm_unigram *u);
+
+/* Appends the normalized text of s[0..n) (step 1 above) to out; with src,
+ * also for each byte appended the offset in s of the input it came from. */
+void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_buf *out,
+                           tfm_ids *src);
+
+/* Appends the ids of s[0..n) (steps 1-3).  With start/end (both or
+ * neither), also each id's byte span in s. */
+void tfm_unigram_encode(const tfm_unigram *u, const char *s, size_t n, tfm_ids *out,
+                        tfm_ids *start, tfm_ids *end);
+/* A segmentation drawn from the lattice with probability proportional to
+ * exp(alpha x its score) (forward-filtering backward-sampling, as
+ * sentencepiece's SampleEncode with nbest_size -1). */
+void tfm_unigram_sample(const tfm_unigram *u, const char *s, size_t n, float alpha,
+                        tfm_rng *rng, tfm_ids *out);
+/* The nbest best segmentations, best first: segmentation k is
+ * out[off[k]..off[k+1]) (off gets k+1 entries, starting with out's length);
+ * fewer when the lattice has fewer paths.  Returns how many. */
+size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t nbest,
+                         tfm_ids *out, tfm_ids *off);
+
+/* Appends the text of ids[0..n) (all < tfm_unigram_size). */
+void tfm_unigram_decode(const tfm_unigram *u, const uint32_t *ids, size_t n, tfm_buf *out);
+
+#endif

@@ -1,0 +1,134 @@
+#!/bin/sh
+# SentencePiece Unigram: the ids of models that spm_train writes (trained
+# here on a generated text, --num_threads=1: its vocabulary depends on the
+# thread count) equal spm_encode's on hidden text with accents, CJK, emoji,
+# combining marks, odd spaces, tabs and very long words; decoding equals
+# spm_decode's; the tokenizer.json that convert writes gives the same ids
+# and converts back to itself; decoding inverts encoding on normalized text; -t DIR finds
+# spiece.model.  Skipped (77) without spm_train.
+. "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/tokenize_lib.sh"
+set -e
+command -v spm_train >/dev/null 2>&1 && command -v spm_encode >/dev/null 2>&1 ||
+    skip "spm_train/spm_encode not found (Debian: sentencepiece)"
+
+# A training text: words of 1-4 syllables (Latin with accents and
+# combining marks, Greek, Cyrillic, kana, hanzi, hangul, emoji), drawn by a
+# fixed LCG.
+awk 'BEGIN {
+    n = split("ka ri to na mu se lo pe qu an er in on th st ch é è ü ß ñ " \
+              "é ö ø ål κα λη ρα при ве мир до 東 京 日 本 語 中 文 한 국 어 " \
+              "です ます カ タ 😀 🚀 👍🏽 ﬁ Ａ ① 1 2 3 4 5 ,", syl, " ")
+    s = 12345
+    for (l = 0; l < 4000; l++) {
+        line = ""
+        s = (s * 1103515245 + 12345) % 2147483648; k = 1 + s % 12
+        for (i = 0; i < k; i++) {
+            s = (s * 1103515245 + 12345) % 2147483648; m = 1 + s % 4
+            word = ""
+            for (j = 0; j < m; j++) {
+                s = (s * 1103515245 + 12345) % 2147483648
+                word = word syl[1 + int(s / 7) % n]
+            }
+            line = line (i ? " " : "") word
+        }
+        print line
+    }
+}' > train.txt
+
+# Hidden text: unseen words and characters, every kind of space.
+{
+    printf 'the quick brown fox\n'
+    printf '  leading and trailing spaces   \n'
+    printf 'tabs\tbetween\t\twords\n'
+    printf 'ideographic\xe3\x80\x80space and\xc2\xa0nbsp and\xe2\x80\x83em space\n'
+    printf 'Crème brûlée à la façon de Noël, Ångström\n'
+    printf 'combining: e\xcc\x81 a\xcc\x88 n\xcc\x83 o\xcc\x82\xcc\x81\n'
+    printf '東京タワーと日本語の文章、中文句子，한국어 문장\n'
+    printf 'emoji 😀🚀👍🏽👨‍👩‍👧 zwj and flags 🇯🇵🇫🇷\n'
+    printf 'ﬁsh ﬂour Ｆｕｌｌｗｉｄｔｈ ①②③ ㈱ ½ ™\n'
+    printf 'Supercalifragilisticexpialidocious%s\n' \
+        "$(printf 'xyzzy%.0s' 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20)"
+    printf 'unseen: ǅungla Ωmega ẞ ß İstanbul ﬀ\n'
+    printf '\n'
+    printf '     \n'
+    printf 'mixed123numbers456 and punctuation!?... "quotes" «guillemets»\n'
+    printf 'control\x01chars\x7fhere and a zero\xe2\x80\x8bwidth space\n'
+    printf 'bad utf-8: \xff\xfe \xc3 end\n'
+} > hidden.txt
+
+# Train with spm_train; compare encode and decode with spm's tools.
+n=0
+check() { # name, spm_train options...
+    name=$1; shift
+    spm_train --input=train.txt --model_prefix="$name" --num_threads=1 --minloglevel=2 --hard_vocab_limit=false \
+        "$@" >/dev/null 2>"$name.log" || { cat "$name.log" >&2; fail "$name: spm_train failed"; }
+    spm_encode --model="$name.model" --output_format=id < hidden.txt > "$name.spm"
+    $T encode -q -t "$name.model" --format ids < hidden.txt > "$name.tfm" ||
+        fail "$name: tfm-tokenize encode failed"
+    cmp -s "$name.spm" "$name.tfm" ||
+        { diff "$name.spm" "$name.tfm" | head -10 >&2; fail "$name: ids differ from spm_encode"; }
+    spm_encode --model="$name.model" --output_format=id < train.txt > "$name.spm2"
+    $T encode -q -t "$name.model" < train.txt > "$name.tfm2"
+    cmp -s "$name.spm2" "$name.tfm2" || fail "$name: ids differ from spm_encode on the training text"
+    # decoding: as spm_decode does
+    spm_decode --model="$name.model" --input_format=id < "$name.spm" > "$name.spmdec"
+    $T decode -t "$name.model" < "$name.spm" > "$name.tfmdec"
+    cmp -s "$name.spmdec" "$name.tfmdec" ||
+        { diff "$name.spmdec" "$name.tfmdec" | head -6 >&2; fail "$name: decode differs from spm_decode"; }
+    # its tokenizer.json (written by convert, read back) gives the same ids
+    $T convert -t "$name.model" -o "$name.json"
+    $T encode -q -t "$name.json" < hidden.txt > "$name.json.ids"
+    cmp -s "$name.spm" "$name.json.ids" || fail "$name: its tokenizer.json gives other ids"
+    $T convert -t "$name.json" | cmp -s - "$name.json" || fail "$name: tokenizer.json does not round-trip"
+    n=$((n + 1))
+}
+check uni --model_type=unigram --vocab_size=300
+check uni_bytes --model_type=unigram --vocab_size=400 --byte_fallback=true
+check uni_user --model_type=unigram --vocab_size=300 \
+    --user_defined_symbols='<sep>,quick,東京' --control_symbols='<ctl>' \
+    --bos_id=-1 --pad_id=3
+check uni_identity --model_type=unigram --vocab_size=300 --normalization_rule_name=identity \
+    --add_dummy_prefix=false --remove_extra_whitespaces=false
+check uni_nfkc_cf --model_type=unigram --vocab_size=250 --normalization_rule_name=nmt_nfkc_cf \
+    --split_digits=true
+echo "ids and decoding equal spm_encode/spm_decode for $n unigram models"
+
+# Decoding is the exact inverse on normalized text without unknown pieces.
+spm_normalize --model=uni_bytes.model < hidden.txt 2>/dev/null | sed 's/▁/ /g; s/^ //' > norm.txt ||
+    true
+if [ -s norm.txt ]; then
+    $T encode -q -t uni_bytes.model < hidden.txt | $T decode -t uni_bytes.model > dec.txt
+    cmp -s norm.txt dec.txt || { diff norm.txt dec.txt | head >&2; fail "decode is not the inverse"; }
+fi
+
+# -t DIR finds spiece.model
+mkdir d
+cp uni.model d/spiece.model
+$T encode -q -t d < hidden.txt > dir.ids
+cmp -s dir.ids uni.spm || fail "-t DIR (spiece.model) gives other ids"
+
+# --nbest: the first of each line's n best is the encoding; --sample: the
+# same draws for any thread count and chunking, and other draws for
+# another seed; both refuse a tokenizer that is not Unigram.
+$T encode -q -t uni.model --nbest 1 < hidden.txt > nb1.ids
+cmp -s nb1.ids uni.spm || fail "--nbest 1 differs from the best segmentation"
+head -n 1 hidden.txt | $T encode -q -t uni.model --nbest 3 > nb3.ids
+[ "$(wc -l < nb3.ids)" -eq 3 ] || fail "--nbest 3 did not give three lines"
+[ "$(head -n 1 nb3.ids)" = "$(head -n 1 uni.spm)" ] ||
+    fail "--nbest 3: the first is not the best"
+for i in 1 2 3 4 5 6 7 8; do cat train.txt; done > big.txt
+$T encode -q -t uni.model --sample 0.2 --seed 5 --threads 1 < big.txt > s1.ids
+TFM_ENCODE_CHUNK=4096 $T encode -q -t uni.model --sample 0.2 --seed 5 --threads 2 < big.txt > s2.ids
+cmp -s s1.ids s2.ids || fail "--sample differs with the thread count"
+$T encode -q -t uni.model --sample 0.2 --seed 6 < big.txt > s3.ids
+cmp -s s1.ids s3.ids && fail "--sample: another seed gives the same draws"
+$T encode -q -t uni.model < big.txt > best.ids
+cmp -s s1.ids best.ids && fail "--sample 0.2 gives the best segmentation on every line"
+$T decode -t uni.model s1.ids > s1.txt
+$T decode -t uni.model best.ids | cmp -s - s1.txt || fail "sampled ids do not decode to the text"
+make_corpus corpus.txt
+$T train -q --model bpe --vocab-size 300 -o bpe.json corpus.txt
+expect_exit 1 $T encode -t bpe.json --sample 0.1 hidden.txt
+grep -q "needs a Unigram" err || fail "--sample with BPE: $(cat err)"
+expect_exit 1 $T encode -t bpe.json --nbest 2 hidden.txt
+echo "--nbest and --sample work; sampling is the same on any thread count"

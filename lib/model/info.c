@@ -12,6 +12,7 @@ const char *tfm_tok_kind_name(tfm_tok_kind k)
     case TFM_TOK_BPE: return "bpe";
     case TFM_TOK_WORDPIECE: return "wordpiece";
     case TFM_TOK_CHAR: return "char";
+    case TFM_TOK_UNIGRAM: return "unigram";
     }
     return "?";
 }

@@ -1,6 +1,6 @@
 /* tfm-eval score, bleu and chrf: metrics of predictions made elsewhere, no
- * model.  Files -> lib/infer/taskdata.h (one label, tag sequence, answer or
- * line each) -> lib/infer/taskmetrics.h, bleu.h -> a summary on stderr and
+ * model.  Files -> lib/data/taskdata.h (one label, tag sequence, answer or
+ * line each) -> lib/metrics/taskmetrics.h, bleu.h -> a summary on stderr and
  * TSV or one JSON object on stdout, as the other tfm-eval commands. */
 #include "config.h"
 
@@ -14,9 +14,9 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/opt.h"
-#include "infer/bleu.h"
-#include "infer/taskdata.h"
-#include "infer/taskmetrics.h"
+#include "metrics/bleu.h"
+#include "data/taskdata.h"
+#include "metrics/taskmetrics.h"
 #include "text/utf8.h"
 
 #include "eval.h"

@@ -1,5 +1,5 @@
 /* tfm-eval classify, tag and span: a fine-tuned model's predictions for
- * examples (lib/infer/ftdata.h -> lib/infer/predict.h), one per example on
+ * examples (lib/data/ftdata.h -> lib/data/predict.h), one per example on
  * stdout in input order; with gold data, score's metrics of them (the
  * reports of eval-metrics.c) on stderr and, with --json, as a last line. */
 #include "config.h"
@@ -14,8 +14,8 @@
 #include "base/err.h"
 #include "base/opt.h"
 #include "eval.h"
-#include "infer/ftdata.h"
-#include "infer/predict.h"
+#include "data/ftdata.h"
+#include "data/predict.h"
 #include "model/info.h"
 #include "tensor/gemm.h"
 #include "text/utf8.h"

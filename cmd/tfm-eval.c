@@ -17,7 +17,7 @@
 #include "eval.h"
 #include "infer/eval.h"
 #include "infer/fewshot.h"
-#include "infer/metrics.h"
+#include "metrics/metrics.h"
 #include "model/file.h"
 #include "model/info.h"
 #include "io/json.h"

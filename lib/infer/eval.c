@@ -5,7 +5,7 @@
 
 #include "base/progress.h"
 #include "infer/eval.h"
-#include "infer/metrics.h"
+#include "metrics/metrics.h"
 #include "infer/generate.h"
 
 /* Copies one tensor of the opened file into the model's parameter array. */

@@ -391,7 +391,10 @@ static int load_data(run *R, tfm_config *cfg, tfm_err *err)
             return -1;
         tfm_tokenizer_to_json(R->src_tok, &R->src_tok_json);
     }
-    return tfm_task_open(&R->task, cfg, R->tok, R->src_tok, err);
+    if (tfm_task_open(&R->task, cfg, R->tok, R->src_tok, err) < 0)
+        return -1;
+    tfm_task_set_translate(R->task, R->o->translate);
+    return 0;
 }
 
 int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *res,

@@ -27,6 +27,7 @@
 
 #include "base/err.h"
 #include "io/config.h"
+#include "train/task.h"
 
 typedef struct tfm_train_opts {
     const char *rundir;
@@ -38,6 +39,9 @@ typedef struct tfm_train_opts {
     volatile sig_atomic_t *stop;   /* may be NULL */
     void (*message)(void *ctx, const char *msg); /* may be NULL */
     void *ctx;
+    tfm_translate_fn translate;    /* seq2seq's validation BLEU decodes with it
+                                      (train/task.h; tfm-train passes
+                                      infer/translate.h's tfm_translate_greedy) */
 } tfm_train_opts;
 
 typedef enum tfm_train_end {

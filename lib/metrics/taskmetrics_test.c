@@ -19,10 +19,10 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/file.h"
-#include "infer/bleu.h"
-#include "infer/predict.h"
-#include "infer/taskdata.h"
-#include "infer/taskmetrics.h"
+#include "metrics/bleu.h"
+#include "data/predict.h"
+#include "data/taskdata.h"
+#include "metrics/taskmetrics.h"
 #include "io/json.h"
 
 static const char *srcdir(void)

@@ -1,5 +1,5 @@
-/* Fine-tuning examples (infer/ftdata.h) and their predictions
- * (infer/predict.h): the readers and their errors, label sets, the rows
+/* Fine-tuning examples (data/ftdata.h) and their predictions
+ * (data/predict.h): the readers and their errors, label sets, the rows
  * each encoding builds (with BERT's uncased vocabulary and GPT-2's
  * tokenizer from testdata/), span windows and character offsets, and the
  * choice of predictions from given head outputs. */
@@ -17,8 +17,9 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "infer/ftdata.h"
-#include "infer/predict.h"
+#include "data/ftdata.h"
+#include "data/predict.h"
+#include "data/taskdata.h"
 #include "text/tokenizer.h"
 
 static tfm_tokenizer *bert, *gpt2;
@@ -409,6 +410,9 @@ static void test_tags(void **state)
                "t.conll:2: 3 columns, but line 1 has 2");
     read_fails(TFM_FT_TAG, "{\"tokens\": [\"a\", \"b\"], \"tags\": [\"O\"]}\n", "t.jsonl", 1, -1,
                "t.jsonl:1:32: \"tags\" must be an array of 2 tags");
+    /* the one-column rule alone: -DOCSTART- and blank lines are no words */
+    assert_int_equal(tfm_taskdata_conll_untagged("-DOCSTART- -X- O\n\nJohn B-PER\r\n", 30), 0);
+    assert_int_equal(tfm_taskdata_conll_untagged("-DOCSTART-\n\na O\n b \r\n", 21), 4);
     /* words alone: prediction */
     assert_int_equal(rd(&d, TFM_FT_TAG, "John\nlikes\n\nHi\n", "p.conll", 0, -1, &err), 0);
     assert_true(!d.gold && d.n == 2 && d.tag[0] == NULL);

@@ -13,8 +13,8 @@
  * zeros and an MCC with a constant side are 0.  Correlations of a constant
  * side are NaN, as SciPy's; callers print them as null.  Nothing here can
  * fail. */
-#ifndef TFM_INFER_TASKMETRICS_H
-#define TFM_INFER_TASKMETRICS_H
+#ifndef TFM_METRICS_TASKMETRICS_H
+#define TFM_METRICS_TASKMETRICS_H
 
 #include <stddef.h>
 

@@ -10,8 +10,8 @@
  * Statistics are sums, so a corpus is the sum of its lines and the order of
  * lines does not matter.  Texts are UTF-8; nothing here can fail (memory
  * exhaustion exits, as everywhere in tfm). */
-#ifndef TFM_INFER_BLEU_H
-#define TFM_INFER_BLEU_H
+#ifndef TFM_METRICS_BLEU_H
+#define TFM_METRICS_BLEU_H
 
 #include <stddef.h>
 

@@ -3,7 +3,7 @@
  * number of labels (MCC needs only the marginals and the trace). */
 #include "config.h"
 
-#include "infer/taskmetrics.h"
+#include "metrics/taskmetrics.h"
 
 #include <math.h>
 #include <stdint.h>

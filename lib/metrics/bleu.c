@@ -3,7 +3,7 @@
  * single spaces, is a substring too), counted by sorting. */
 #include "config.h"
 
-#include "infer/bleu.h"
+#include "metrics/bleu.h"
 
 #include <math.h>
 #include <stdint.h>

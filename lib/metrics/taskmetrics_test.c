@@ -521,6 +521,56 @@ static void test_squad_whole_words(void **state)
     words("ab cd", 4, 99, "cd");
 }
 
+/* tfm-eval score's span rule: the best gold answer; empty gold is none. */
+static void test_metrics_span(void **state)
+{
+    (void)state;
+    const char *pred[3] = {"the cat", "a dog", ""};
+    const char *gold[4] = {"cat", "big dog", "", ""};
+    size_t group[4] = {0, 1, 2, 4};
+    double em, f1;
+    tfm_metrics_span(pred, 3, gold, group, &em, &f1);
+    /* exact 1, 0, 1 (no answer, empty prediction); F1 1, 2/3, 1 */
+    assert_true(fabs(em - 200.0 / 3) < 1e-12);
+    assert_true(fabs(f1 - 100 * (2 + 2.0 / 3) / 3) < 1e-12);
+}
+
+static void test_default_pos(void **state)
+{
+    (void)state;
+    const char *g[3] = {"0", "1", "1"}, *p[3] = {"1", "0", "0"};
+    assert_string_equal(tfm_metrics_default_pos(g, p, 3), "1");
+    const char *g2[2] = {"false", "true"}, *p2[2] = {"true", "true"};
+    assert_string_equal(tfm_metrics_default_pos(g2, p2, 2), "true");
+    const char *g3[2] = {"a", "b"}, *p3[2] = {"c", "a"};
+    assert_null(tfm_metrics_default_pos(g3, p3, 2)); /* three labels */
+    const char *g4[1] = {"x"}, *p4[1] = {"y"};
+    assert_null(tfm_metrics_default_pos(g4, p4, 1));
+}
+
+/* Corpus counts are the sum of the sentences'. */
+static void test_stats_merge(void **state)
+{
+    (void)state;
+    const char *hyp[2] = {"the cat sat on the mat", "a dog ran"};
+    const char *ref[2] = {"the cat sat on a mat", "the dog ran fast"};
+    tfm_bleu_stats all = {0}, sum = {0};
+    tfm_chrf_stats call = {0}, csum = {0};
+    for (int i = 0; i < 2; i++) {
+        size_t rl = strlen(ref[i]);
+        tfm_bleu_stats one = {0};
+        tfm_chrf_stats cone = {0};
+        tfm_bleu_add(&all, hyp[i], strlen(hyp[i]), &ref[i], &rl, 1, 0);
+        tfm_bleu_add(&one, hyp[i], strlen(hyp[i]), &ref[i], &rl, 1, 0);
+        tfm_bleu_stats_merge(&sum, &one);
+        tfm_chrf_add(&call, hyp[i], strlen(hyp[i]), &ref[i], &rl, 1, 0);
+        tfm_chrf_add(&cone, hyp[i], strlen(hyp[i]), &ref[i], &rl, 1, 0);
+        tfm_chrf_stats_merge(&csum, &cone);
+    }
+    assert_memory_equal(&all, &sum, sizeof all);
+    assert_memory_equal(&call, &csum, sizeof call);
+}
+
 static void test_check_label(void **state)
 {
     const char *gold[] = {"a", "b", "a"}, *pred[] = {"b", "c", "a"};
@@ -540,7 +590,8 @@ int main(void)
         cmocka_unit_test(test_chunks),        cmocka_unit_test(test_squad),
         cmocka_unit_test(test_taskdata),      cmocka_unit_test(test_nonfinite_outputs),
         cmocka_unit_test(test_squad_no_answer), cmocka_unit_test(test_check_label),
-        cmocka_unit_test(test_squad_whole_words),
+        cmocka_unit_test(test_squad_whole_words), cmocka_unit_test(test_metrics_span),
+        cmocka_unit_test(test_default_pos),   cmocka_unit_test(test_stats_merge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

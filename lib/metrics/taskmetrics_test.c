@@ -20,8 +20,6 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "metrics/bleu.h"
-#include "data/predict.h"
-#include "data/taskdata.h"
 #include "metrics/taskmetrics.h"
 #include "io/json.h"
 
@@ -382,85 +380,6 @@ static void test_squad(void **state)
     assert_int_equal(tfm_squad_exact("", 0, "a", 1), 1);
 }
 
-static void test_taskdata(void **state)
-{
-    (void)state;
-    tfm_taskdata d;
-    tfm_err err = {0};
-    const char *lab = " pos \r\nneg\n";
-    assert_int_equal(tfm_taskdata_labels(&d, lab, strlen(lab), "l.txt", &err), 0);
-    assert_int_equal(d.n, 2);
-    assert_string_equal(d.item[0], "pos");
-    tfm_taskdata_free(&d);
-    assert_int_equal(tfm_taskdata_labels(&d, "a\n\nb\n", 5, "l.txt", &err), -1);
-    assert_non_null(strstr(err.msg, "l.txt:2:"));
-    assert_int_equal(tfm_taskdata_values(&d, "1.5\n-2e3\n", 9, "v.txt", &err), 0);
-    assert_true(d.value[1] == -2000);
-    tfm_taskdata_free(&d);
-    assert_int_equal(tfm_taskdata_values(&d, "1\n2x\n", 5, "v.txt", &err), -1);
-    assert_non_null(strstr(err.msg, "v.txt:2:"));
-    assert_int_equal(tfm_taskdata_values(&d, "nan\n", 4, "v.txt", &err), -1);
-    /* invalid UTF-8 in any of these files */
-    assert_int_equal(tfm_taskdata_labels(&d, "pos\nn\xe9g\n", 8, "l.txt", &err), -1);
-    assert_string_equal(err.msg, "l.txt:2: invalid UTF-8");
-    assert_int_equal(tfm_taskdata_tags(&d, "a O\n\n\xed\xa0\x80 O\n", 10, "c", TFM_TAGS_CONLL,
-                                       &err), -1);
-    assert_string_equal(err.msg, "c:3: invalid UTF-8");
-    assert_int_equal(tfm_taskdata_answers(&d, "ok\n\xff\n", 5, "a.txt", 1, &err), -1);
-    assert_string_equal(err.msg, "a.txt:2: invalid UTF-8");
-    /* CoNLL: sentences by blank lines, the tag last, -DOCSTART- skipped */
-    const char *conll = "-DOCSTART- O\n\nJohn B-PER\nlives O\n\n\nin O\nParis B-LOC\n";
-    assert_int_equal(tfm_taskdata_tags(&d, conll, strlen(conll), "c", TFM_TAGS_AUTO, &err), 0);
-    assert_int_equal(d.n_group, 2);
-    assert_int_equal(d.n, 4);
-    assert_string_equal(d.item[3], "B-LOC");
-    assert_int_equal(d.group[1], 2);
-    assert_int_equal(d.group_line[1], 7);
-    tfm_taskdata_free(&d);
-    const char *missing = "John NNP B-PER\nlives VBZ\n";
-    assert_int_equal(tfm_taskdata_tags(&d, missing, strlen(missing), "c", TFM_TAGS_CONLL,
-                                       &err), -1);
-    assert_non_null(strstr(err.msg, "c:2:"));
-    /* one sentence a line; auto-detected without blank lines */
-    assert_int_equal(tfm_taskdata_tags(&d, "B-X I-X\nO\n", 10, "t", TFM_TAGS_AUTO, &err), 0);
-    assert_int_equal(d.n_group, 2);
-    tfm_taskdata_free(&d);
-    /* an empty sentence is a blank line: auto would take it for CoNLL */
-    const char *lines = "B-PER I-PER O\n\nO\tB-LOC\n";
-    assert_int_equal(tfm_taskdata_tags(&d, lines, strlen(lines), "t", TFM_TAGS_LINES, &err), 0);
-    assert_int_equal(d.n_group, 3);
-    assert_int_equal(d.group[1] - d.group[0], 3);
-    assert_int_equal(d.group[2] - d.group[1], 0);
-    assert_string_equal(d.item[4], "B-LOC");
-    tfm_taskdata_free(&d);
-    const char *ans = "one\ttwo\n\nthree\n";
-    assert_int_equal(tfm_taskdata_answers(&d, ans, strlen(ans), "a", 1, &err), 0);
-    assert_int_equal(d.n_group, 3);
-    assert_int_equal(d.n, 4);
-    assert_string_equal(d.item[2], "");
-    tfm_taskdata_free(&d);
-}
-
-/* Predictions from a model with NaN weights are refused: the outputs a
- * classifier, tagger or span head gave are checked before any metric. */
-static void test_nonfinite_outputs(void **state)
-{
-    float cls[6] = {1, 2, 3, 4, 5, 6}, span[4] = {0, 1, 2, 3};
-    tfm_ft_set s = {.task = TFM_FT_CLASSIFY, .n_rows = 3};
-    tfm_ft_out o = {.K = 2, .cls = cls};
-    tfm_err e = {0};
-    assert_int_equal(tfm_ft_out_check(&o, &s, "m.st", &e), 0);
-    cls[5] = NAN;
-    assert_int_equal(tfm_ft_out_check(&o, &s, "m.st", &e), -1);
-    assert_non_null(strstr(e.msg, "m.st: the model's outputs are not finite (NaN)"));
-    s.ids.len = 2;
-    tfm_ft_out so = {.span = span};
-    assert_int_equal(tfm_ft_out_check(&so, &s, "m.st", &e), 0);
-    span[3] = INFINITY;
-    assert_int_equal(tfm_ft_out_check(&so, &s, "m.st", &e), -1);
-    assert_non_null(strstr(e.msg, "(infinite)"));
-}
-
 /* No gold answers: unanswerable (SQuAD v2), right only when empty. */
 static void test_squad_no_answer(void **state)
 {
@@ -588,7 +507,6 @@ int main(void)
         cmocka_unit_test(test_bleu_hand),     cmocka_unit_test(test_metrics_golden),
         cmocka_unit_test(test_classify_hand), cmocka_unit_test(test_regress_hand),
         cmocka_unit_test(test_chunks),        cmocka_unit_test(test_squad),
-        cmocka_unit_test(test_taskdata),      cmocka_unit_test(test_nonfinite_outputs),
         cmocka_unit_test(test_squad_no_answer), cmocka_unit_test(test_check_label),
         cmocka_unit_test(test_squad_whole_words), cmocka_unit_test(test_metrics_span),
         cmocka_unit_test(test_default_pos),   cmocka_unit_test(test_stats_merge),

@@ -1,6 +1,6 @@
 /* tfm-eval score, bleu and chrf: metrics of predictions made elsewhere, no
- * model.  Files -> lib/infer/taskdata.h (one label, tag sequence, answer or
- * line each) -> lib/infer/taskmetrics.h, bleu.h -> a summary on stderr and
+ * model.  Files -> lib/data/taskdata.h (one label, tag sequence, answer or
+ * line each) -> lib/metrics/taskmetrics.h, bleu.h -> a summary on stderr and
  * TSV or one JSON object on stdout, as the other tfm-eval commands. */
 #include "config.h"
 
@@ -14,9 +14,9 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/opt.h"
-#include "infer/bleu.h"
-#include "infer/taskdata.h"
-#include "infer/taskmetrics.h"
+#include "metrics/bleu.h"
+#include "data/taskdata.h"
+#include "metrics/taskmetrics.h"
 #include "text/utf8.h"
 
 #include "eval.h"
@@ -166,34 +166,6 @@ static void same_count(size_t n_pred, size_t n_gold, const char *pname, const ch
 
 /* ---- score ----------------------------------------------------------- */
 
-/* The positive label when none was given: "1" (scikit-learn's default),
- * else "true"/"True", if gold and pred have at most two labels. */
-const char *tfm_eval_default_pos(const char *const *gold, const char *const *pred, size_t n)
-{
-    static const char *const cand[] = {"1", "true", "True"};
-    const char *a = NULL, *b = NULL;
-    for (int k = 0; k < 2; k++) {
-        const char *const *d = k ? pred : gold;
-        for (size_t i = 0; i < n; i++) {
-            const char *s = d[i];
-            if (a && !strcmp(s, a))
-                continue;
-            if (b && !strcmp(s, b))
-                continue;
-            if (!a)
-                a = s;
-            else if (!b)
-                b = s;
-            else
-                return NULL;
-        }
-    }
-    for (int c = 0; c < 3; c++)
-        if ((a && !strcmp(a, cand[c])) || (b && !strcmp(b, cand[c])))
-            return cand[c];
-    return NULL;
-}
-
 void tfm_eval_report_classify(const char *const *gold, const char *const *pred, size_t n,
                               const char *pos, int json, int quiet, tfm_buf *o)
 {
@@ -293,26 +265,8 @@ void tfm_eval_report_tag(const char *const *gold, const char *const *pred, const
 void tfm_eval_report_span(const char *const *pred, size_t n, const char *const *gold,
                           const size_t *group, int json, int quiet, tfm_buf *o)
 {
-    double em = 0, f1 = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *pr = pred[i];
-        double be = 0, bf = 0;
-        size_t answers = 0;
-        for (size_t k = group[i]; k < group[i + 1]; k++) {
-            const char *gs = gold[k];
-            if (!*gs) /* "answers": [] or an empty gold line: none */
-                continue;
-            answers++;
-            be = fmax(be, tfm_squad_exact(pr, strlen(pr), gs, strlen(gs)));
-            bf = fmax(bf, tfm_squad_f1(pr, strlen(pr), gs, strlen(gs)));
-        }
-        if (!answers)
-            be = bf = tfm_squad_no_answer(pr, strlen(pr));
-        em += be;
-        f1 += bf;
-    }
-    em = 100 * em / (double)n;
-    f1 = 100 * f1 / (double)n;
+    double em, f1;
+    tfm_metrics_span(pred, n, gold, group, &em, &f1);
     if (json) {
         tfm_buf_printf(o, "{\"task\":\"span\",\"items\":%zu", n);
         json_num(o, "exact_match", em);
@@ -330,7 +284,7 @@ void tfm_eval_report_span(const char *const *pred, size_t n, const char *const *
 static void score_classify(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
 {
     same_count(p->n, g->n, a->name, a->gold, "lines");
-    const char *pos = a->pos ? a->pos : tfm_eval_default_pos(g->item, p->item, g->n);
+    const char *pos = a->pos ? a->pos : tfm_metrics_default_pos(g->item, p->item, g->n);
     tfm_buf o = {0};
     tfm_eval_report_classify(g->item, p->item, g->n, pos, a->json, a->quiet, &o);
     put_stdout(&o);
@@ -477,11 +431,7 @@ static void cmd_translation(mapp *a, int chrf)
         if (chrf) {
             tfm_chrf_stats one = {0};
             tfm_chrf_add(&one, hy, hl, rs, rl, a->nrefs, a->lowercase);
-            for (int n = 0; n < TFM_CHRF_ORDER; n++) {
-                cs.hyp[n] += one.hyp[n];
-                cs.ref[n] += one.ref[n];
-                cs.match[n] += one.match[n];
-            }
+            tfm_chrf_stats_merge(&cs, &one);
             if (!a->sentence)
                 continue;
             double s = tfm_chrf_compute(&one);
@@ -493,12 +443,7 @@ static void cmd_translation(mapp *a, int chrf)
         } else {
             tfm_bleu_stats one = {0};
             tfm_bleu_add(&one, hy, hl, rs, rl, a->nrefs, a->lowercase);
-            bs.sys_len += one.sys_len;
-            bs.ref_len += one.ref_len;
-            for (int n = 0; n < TFM_BLEU_ORDER; n++) {
-                bs.correct[n] += one.correct[n];
-                bs.total[n] += one.total[n];
-            }
+            tfm_bleu_stats_merge(&bs, &one);
             if (!a->sentence)
                 continue;
             tfm_bleu_score sc;

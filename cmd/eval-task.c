@@ -1,5 +1,5 @@
 /* tfm-eval classify, tag and span: a fine-tuned model's predictions for
- * examples (lib/infer/ftdata.h -> lib/infer/predict.h), one per example on
+ * examples (lib/data/ftdata.h -> lib/data/predict.h), one per example on
  * stdout in input order; with gold data, score's metrics of them (the
  * reports of eval-metrics.c) on stderr and, with --json, as a last line. */
 #include "config.h"
@@ -14,11 +14,12 @@
 #include "base/err.h"
 #include "base/opt.h"
 #include "eval.h"
-#include "infer/ftdata.h"
-#include "infer/predict.h"
+#include "data/ftdata.h"
+#include "data/predict.h"
+#include "metrics/metrics.h"
+#include "metrics/taskmetrics.h"
 #include "model/info.h"
 #include "tensor/gemm.h"
-#include "text/utf8.h"
 
 static const char *prog = "tfm-eval";
 
@@ -190,7 +191,7 @@ static void out_classify(tapp *a)
             gold[e] = d->ex[e].label;
             pred[e] = l->name[a->pr.label[e]];
         }
-        const char *pos = a->pos ? a->pos : tfm_eval_default_pos(gold, pred, d->n);
+        const char *pos = a->pos ? a->pos : tfm_metrics_default_pos(gold, pred, d->n);
         tfm_eval_report_classify(gold, pred, d->n, pos, 1, a->quiet, &m);
         free(gold);
         free(pred);
@@ -253,15 +254,6 @@ static void out_tag(tapp *a)
     free(len);
 }
 
-/* Characters (code points) of s[0..n). */
-static size_t chars(const char *s, size_t n)
-{
-    size_t c = 0;
-    for (size_t pos = 0, adv; pos < n; pos += adv, c++)
-        tfm_utf8_decode((const unsigned char *)s + pos, n - pos, &adv);
-    return c;
-}
-
 static void out_span(tapp *a)
 {
     const tfm_ft_data *d = &a->d;
@@ -284,7 +276,7 @@ static void out_span(tapp *a)
             tfm_buf_puts(&a->out, "\"answer\":");
             tfm_buf_put_json_string(&a->out, ans, n);
             tfm_buf_printf(&a->out, ",\"answer_start\":%zu,\"score\":",
-                           chars(x->a, (size_t)s0));
+                           tfm_metrics_utf8_chars(x->a, (size_t)s0));
             json_double(&a->out, a->pr.score[e]);
             tfm_buf_puts(&a->out, "}\n");
         } else {

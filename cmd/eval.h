@@ -16,10 +16,6 @@ int tfm_eval_task_main(int argc, char **argv);
 /* fill (eval-fill.c) */
 int tfm_eval_fill_main(int argc, char **argv);
 
-/* The positive label of the binary scores when none is given: "1", else
- * "true"/"True", when gold and pred have at most two labels; else NULL. */
-const char *tfm_eval_default_pos(const char *const *gold, const char *const *pred, size_t n);
-
 /* Each appends score's result to o: one JSON object (json), or a TSV header
  * line and a value line; and unless quiet, a summary on stderr. */
 void tfm_eval_report_classify(const char *const *gold, const char *const *pred, size_t n,

@@ -16,6 +16,7 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/opt.h"
+#include "data/spans.h"
 #include "infer/embed.h"
 #include "io/npy.h"
 #include "model/file.h"

@@ -17,7 +17,7 @@
 #include "eval.h"
 #include "infer/eval.h"
 #include "infer/fewshot.h"
-#include "infer/metrics.h"
+#include "metrics/metrics.h"
 #include "model/file.h"
 #include "model/info.h"
 #include "io/json.h"
@@ -222,63 +222,37 @@ static void cmd_perplexity(app *a)
     if (ids.len < 2)
         tfm_fatal(prog, "%s: a single token and no end-of-text token to put before it: "
                   "nothing to score", a->tokens_path ? a->tokens_path : a->name);
-    /* Bytes and characters the scored tokens cover: all of the text, but
-     * for the first token when nothing was put before it. */
-    size_t bytes = text.len, chars = tfm_metrics_utf8_chars(text.data, text.len);
+    size_t bytes = 0, chars = 0;
     int have_bytes = a->ev.tok != NULL;
-    if (skip == 0 && have_bytes) {
-        tfm_buf first = {0};
-        if (tfm_tokenizer_decode(a->ev.tok, ids.data, 1, 0, &first, &err) < 0)
-            die(&err);
-        bytes -= first.len < bytes ? first.len : bytes;
-        chars -= tfm_metrics_utf8_chars(first.data, first.len);
-        tfm_buf_free(&first);
-    }
+    if (have_bytes && tfm_ppl_text_size(a->ev.tok, ids.data, skip != 0, text.data, text.len,
+                                        &bytes, &chars, &err) < 0)
+        die(&err);
 
-    size_t nw = tfm_ppl_windows(ids.len, (size_t)context, (size_t)stride, NULL, 0);
-    tfm_ppl_window *w = tfm_malloc(nw * sizeof *w);
-    tfm_ppl_windows(ids.len, (size_t)context, (size_t)stride, w, nw);
-    tfm_eval_seq *seqs = tfm_calloc(nw, sizeof *seqs);
-    size_t scored = 0;
-    for (size_t i = 0; i < nw; i++) {
-        seqs[i].ids = ids.data + w[i].begin;
-        seqs[i].n = w[i].end - w[i].begin;
-        seqs[i].n_target = w[i].end - w[i].score_from;
-        scored += seqs[i].n_target;
-    }
-    double *token_lp = NULL;
+    tfm_ppl p;
+    tfm_ppl_init(&p, ids.data, ids.len, (size_t)context, (size_t)stride, a->token_lp_path != NULL);
+    size_t nw = p.n_windows, scored = p.scored;
     tfm_out lp_out;
-    if (a->token_lp_path) {
-        if (tfm_out_open(&lp_out, a->token_lp_path, &err) < 0)
-            die(&err);
-        token_lp = tfm_malloc((scored ? scored : 1) * sizeof *token_lp);
-        for (size_t i = 0, k = 0; i < nw; k += seqs[i].n_target, i++)
-            seqs[i].token_logprobs = token_lp + k;
-    }
+    if (a->token_lp_path && tfm_out_open(&lp_out, a->token_lp_path, &err) < 0)
+        die(&err);
     tfm_progress pr;
     tfm_progress_init(&pr, "perplexity", "tok", (double)scored, a->quiet);
-    if (tfm_eval_score(&a->ev, seqs, nw, &pr, &err) < 0)
+    if (tfm_ppl_run(&p, &a->ev, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    double total = 0;
-    for (size_t i = 0; i < nw; i++)
-        total -= seqs[i].logprob;
-    if (token_lp) {
-        /* windows score the stream in order: token_lp follows it */
+    double total = p.nll;
+    if (p.token_lp) {
+        /* position k + 1 of the stream is token_lp[k] */
         tfm_buf o = {0};
         tfm_buf_puts(&o, "index\tid\tlogprob\n");
-        size_t k = 0;
-        for (size_t i = 0; i < nw; i++)
-            for (size_t t = w[i].score_from; t < w[i].end; t++, k++)
-                tfm_buf_printf(&o, "%zu\t%u\t%.8g\n", t - skip, ids.data[t], token_lp[k]);
+        for (size_t k = 0; k < scored; k++)
+            tfm_buf_printf(&o, "%zu\t%u\t%.8g\n", k + 1 - skip, ids.data[k + 1], p.token_lp[k]);
         if (fwrite(o.data, 1, o.len, lp_out.fp) != o.len)
             tfm_err_errno(&err, "%s: write error", a->token_lp_path);
         tfm_buf_free(&o);
         if (err.failed || tfm_out_commit(&lp_out, &err) < 0)
             die(&err);
-        free(token_lp);
     }
-    double ce = total / (double)scored, ppl = exp(ce);
+    double ce = p.cross_entropy, ppl = p.perplexity;
     double bpb = tfm_metrics_bpb(total, bytes), bpc = tfm_metrics_bpb(total, chars);
 
     if (a->json) {
@@ -329,8 +303,7 @@ static void cmd_perplexity(app *a)
                 skip ? ", end-of-text token first" : "");
     }
     speed_line(a);
-    free(seqs);
-    free(w);
+    tfm_ppl_free(&p);
     tfm_ids_free(&ids);
     tfm_buf_free(&text);
 }
@@ -504,18 +477,9 @@ static void cmd_choice(app *a)
     tfm_progress_end(&pr);
     size_t right[3] = {0, 0, 0};
     for (size_t i = 0; i < n_items; i++) {
-        int best[3] = {0, 0, 0};
-        double bs[3] = {-INFINITY, -INFINITY, -INFINITY};
-        for (size_t j = 0; j < items[i].n; j++) {
-            const tfm_eval_seq *q = &seqs[items[i].first + j];
-            double sc[3] = {q->logprob, q->logprob / (double)q->n_target,
-                            q->logprob / (double)end_bytes[items[i].first + j]};
-            for (int m = 0; m < 3; m++)
-                if (sc[m] > bs[m]) {
-                    bs[m] = sc[m];
-                    best[m] = (int)j;
-                }
-        }
+        int best[3];
+        tfm_eval_choice_pick(seqs + items[i].first, end_bytes + items[i].first, items[i].n,
+                             best);
         for (int m = 0; m < 3; m++)
             right[m] += best[m] == items[i].label;
         if (a->items) {
@@ -696,12 +660,8 @@ static void cmd_lastword(app *a)
             len--;
         if (len == 0)
             continue;
-        const char *sp = NULL;
-        for (size_t k = len; k-- > 0;)
-            if (s[k] == ' ') {
-                sp = s + k;
-                break;
-            }
+        long k = tfm_eval_last_word(s, len);
+        const char *sp = k < 0 ? NULL : s + k;
         if (!sp)
             tfm_fatal(prog, "%s:%ld: no space in the passage: the final word follows the "
                       "last space", a->name, line);

@@ -143,66 +143,21 @@ typedef struct app {
     size_t n_cut, cut_tokens;     /* sources cut to the encoder's context */
 } app;
 
-/* Prompt text -> ids (or parses "12 7 99" with --ids). */
+/* Prompt text -> ids (or parses "12 7 99" with --ids): infer/generate.h's
+ * rules; counts the sources cut. */
 static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
                          const char *where, tfm_err *err)
 {
-    tfm_ids_clear(out);
-    if (a->ids_mode) {
-        const char *p = text, *end = text + len;
-        while (p < end) {
-            while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n' || *p == ','))
-                p++;
-            if (p >= end)
-                break;
-            char *q;
-            unsigned long long v = strtoull(p, &q, 10);
-            int vocab = a->encdec ? tfm_model_config_src_vocab(&a->lm.cfg)
-                                  : a->lm.cfg.vocab_size;
-            if (q == p || v >= (unsigned long long)vocab)
-                return tfm_err_set(err, "%s: '%.*s' is not a token id below %d", where,
-                                   (int)(q > p ? q - p : 1), p, vocab);
-            tfm_ids_push(out, (uint32_t)v);
-            p = q;
-        }
-    } else if (a->encdec) {
-        size_t cut = 0;
-        if (tfm_translate_source(a->src_tok, a->src_scratch, text, len,
-                                 tfm_gen_source_limit(&a->lm.cfg), a->truncate, out, &cut,
-                                 err) < 0)
-            return tfm_err_prefix(err, "%s", where);
-        if (cut) {
-            a->n_cut++;
-            a->cut_tokens += cut;
-        }
-        return 0;
-    } else {
-        if (tfm_tokenizer_check_kept(a->lm.tok, text, len, err) < 0)
-            return tfm_err_prefix(err, "%s", where);
-        tfm_tokenizer_encode(a->lm.tok, a->scratch, text, len, 1, out);
+    tfm_gen_prompt p = {.ids = a->ids_mode, .truncate = a->truncate, .scratch = a->scratch,
+                        .src_tok = a->src_tok, .src_scratch = a->src_scratch,
+                        .src_eos = a->src_eos};
+    size_t cut = 0;
+    if (tfm_gen_prompt_ids(&a->lm, &p, text, len, where, out, &cut, err) < 0)
+        return -1;
+    if (cut) {
+        a->n_cut++;
+        a->cut_tokens += cut;
     }
-    if (a->encdec) { /* token ids of the line: the source ends with end-of-text */
-        size_t cut = 0;
-        if (a->src_eos < 0)
-            return tfm_err_set(err, "the source tokenizer has no end-of-text token, which "
-                                    "ends every source");
-        tfm_ids_push(out, (uint32_t)a->src_eos);
-        if (tfm_translate_fit(out, (uint32_t)a->src_eos, tfm_gen_source_limit(&a->lm.cfg),
-                              a->truncate, &cut, err) < 0)
-            return tfm_err_prefix(err, "%s", where);
-        if (cut) {
-            a->n_cut++;
-            a->cut_tokens += cut;
-        }
-        return 0;
-    }
-    /* An empty prompt starts a text: from the end-of-text token, as the
-     * model saw the start of every document in training. */
-    if (out->len == 0 && a->lm.eos >= 0)
-        tfm_ids_push(out, (uint32_t)a->lm.eos);
-    if (out->len == 0)
-        return tfm_err_set(err, "%s is empty, and the model has no end-of-text token to "
-                                "start from", where);
     return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "base/file.h"
 #include "base/opt.h"
 #include "base/progress.h"
+#include "base/reservoir.h"
 #include "base/rng.h"
 #include "base/thread.h"
 #include "io/npy.h"
@@ -221,35 +222,9 @@ static double input_mb(int argc, char **argv, int first)
 
 /* train */
 
-/* Reservoir of sampled lines (Algorithm R): memory bounded by N lines. */
-typedef struct sample {
-    uint64_t want, seen;
-    char **lines;
-    size_t *lens;
-    tfm_rng rng;
-} sample;
-
-static void sample_add(sample *s, const char *line, size_t n)
-{
-    uint64_t slot;
-    if (s->seen < s->want) {
-        slot = s->seen;
-    } else {
-        slot = tfm_rng_below(&s->rng, s->seen + 1);
-        if (slot >= s->want) {
-            s->seen++;
-            return;
-        }
-        free(s->lines[slot]);
-    }
-    s->lines[slot] = tfm_strndup(line, n);
-    s->lens[slot] = n;
-    s->seen++;
-}
-
 typedef struct train_feed {
     tfm_tok_trainer *tr;
-    sample *smp;
+    tfm_reservoir *smp;  /* --sample-lines (base/reservoir.h) */
     uint64_t lines, bytes;
 } train_feed;
 
@@ -264,7 +239,7 @@ static void feed_lines(train_feed *f, const char *text, size_t len)
         const char *le = nl ? nl + 1 : end;
         f->lines++;
         if (f->smp)
-            sample_add(f->smp, s, (size_t)(le - s));
+            tfm_reservoir_add(f->smp, s, (size_t)(le - s));
         s = le;
     }
     if (!f->smp)
@@ -377,7 +352,7 @@ static int cmd_train(int argc, char **argv)
     o.n_specials = n_specials;
     o.threads = (int)threads;
 
-    sample smp = {0};
+    tfm_reservoir smp = {0};
     train_feed f = {.tr = tfm_tok_trainer_new(&o)};
     if (sample_n) {
         if (seed < 0) {
@@ -385,10 +360,7 @@ static int cmd_train(int argc, char **argv)
             if (!quiet)
                 fprintf(stderr, "%s: sampling with --seed %lld\n", prog, seed);
         }
-        smp.want = (uint64_t)sample_n;
-        smp.lines = tfm_calloc((size_t)sample_n, sizeof *smp.lines);
-        smp.lens = tfm_calloc((size_t)sample_n, sizeof *smp.lens);
-        tfm_rng_seed(&smp.rng, (uint64_t)seed);
+        tfm_reservoir_init(&smp, (uint64_t)sample_n, (uint64_t)seed);
         f.smp = &smp;
     }
 
@@ -420,7 +392,7 @@ static int cmd_train(int argc, char **argv)
     uint64_t used = f.lines, used_bytes = f.bytes;
     if (f.smp) {
         /* Fed in blocks so the trainer can count on several threads. */
-        used = smp.seen < smp.want ? smp.seen : smp.want;
+        used = tfm_reservoir_kept(&smp);
         used_bytes = 0;
         tfm_buf blk = {0};
         for (uint64_t i = 0; i < used; i++) {
@@ -428,17 +400,13 @@ static int cmd_train(int argc, char **argv)
             tfm_buf_append(&blk, smp.lines[i], smp.lens[i]);
             if (smp.lens[i] == 0 || smp.lines[i][smp.lens[i] - 1] != '\n')
                 tfm_buf_putc(&blk, '\n');
-            free(smp.lines[i]);
             if (blk.len >= (1u << 20) || i + 1 == used) {
                 tfm_tok_trainer_feed(f.tr, blk.data, blk.len);
                 tfm_buf_clear(&blk);
             }
         }
         tfm_buf_free(&blk);
-        for (uint64_t i = used; i < smp.want; i++)
-            free(smp.lines[i]);
-        free(smp.lines);
-        free(smp.lens);
+        tfm_reservoir_free(&smp);
         if (!quiet)
             fprintf(stderr, "%s: sampled %llu of %llu lines (seed %lld)\n", prog,
                     (unsigned long long)used, (unsigned long long)f.lines, seed);

@@ -15,6 +15,7 @@
 #include "base/file.h"
 #include "base/opt.h"
 #include "base/thread.h"
+#include "infer/translate.h"
 #include "io/config.h"
 #include "tensor/gemm.h"
 #include "model/file.h"
@@ -50,6 +51,9 @@ static void usage(void)
            "      --seed N         same as --set train.seed=N\n"
            "      --threads N      threads (default: train.threads, TFM_NUM_THREADS, or\n"
            "                       usable CPUs)\n"
+           "      --data-parallel WHEN  auto (default: small models), yes or no: each\n"
+           "                       thread a replica with a share of the batch, or each\n"
+           "                       matrix product split across the threads\n"
            "      --plot           draw the curves of the run directories given as\n"
            "                       arguments (their log.tsv) in one SVG, -o OUT.svg\n"
            "  -q, --quiet          no progress bar or messages on stderr\n"
@@ -96,7 +100,7 @@ static void message(void *ctx, const char *msg)
 }
 
 enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION,
-       OPT_FRESH, OPT_PLOT };
+       OPT_FRESH, OPT_PLOT, OPT_DP };
 
 int main(int argc, char **argv)
 {
@@ -113,6 +117,7 @@ int main(int argc, char **argv)
         {"seed", required_argument, NULL, OPT_SEED},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"plot", no_argument, NULL, OPT_PLOT},
+        {"data-parallel", required_argument, NULL, OPT_DP},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -123,6 +128,8 @@ int main(int argc, char **argv)
     static const char **sets;
     sets = calloc((size_t)argc + 1, sizeof *sets);
     int n_sets = 0, dump = 0, quiet = 0, threads = 0, fresh = 0, plot = 0, output_given = 0;
+    int dp_given = 0;
+    tfm_data_parallel dp = TFM_DP_AUTO;
     long steps = 0;
     char seed_set[64];
     int c;
@@ -136,6 +143,17 @@ int main(int argc, char **argv)
         case OPT_DUMP: dump = 1; break;
         case OPT_FRESH: fresh = 1; break;
         case OPT_PLOT: plot = 1; break;
+        case OPT_DP:
+            if (!strcmp(optarg, "auto"))
+                dp = TFM_DP_AUTO;
+            else if (!strcmp(optarg, "yes"))
+                dp = TFM_DP_YES;
+            else if (!strcmp(optarg, "no"))
+                dp = TFM_DP_NO;
+            else
+                tfm_usage_error(prog, "--data-parallel must be auto, yes or no");
+            dp_given = 1;
+            break;
         case OPT_LIST: list_keys(); break;
         case OPT_STEPS: steps = tfm_opt_long(prog, "--steps", optarg, 1, 1L << 62); break;
         case OPT_SEED:
@@ -150,7 +168,7 @@ int main(int argc, char **argv)
     }
     if (plot) {
         /* one plot of several runs: their log.tsv in, an SVG out */
-        if (config_path || n_sets || dump || fresh || steps || threads)
+        if (config_path || n_sets || dump || fresh || steps || threads || dp_given)
             tfm_usage_error(prog, "--plot takes run directories and -o OUT.svg only");
         if (optind >= argc)
             tfm_usage_error(prog, "--plot: no run directory");
@@ -220,7 +238,8 @@ int main(int argc, char **argv)
 
     tfm_train_opts o = {.rundir = rundir, .quiet = quiet, .run_steps = steps,
                         .fresh_optimizer = fresh,
-                        .stop = &stop_flag, .message = message, .ctx = &quiet};
+                        .stop = &stop_flag, .message = message, .ctx = &quiet,
+                        .translate = tfm_translate_greedy, .data_parallel = dp};
     tfm_train_result r;
     if (tfm_train_run(&cfg, &o, &r, &err) < 0)
         tfm_die(prog, &err); /* without tfm_dist_finalize: the launcher ends the other ranks */

@@ -10,7 +10,9 @@
  *                          DIR/batch.txt and DIR/batch.bin; writes
  *                          DIR/out.bin: float32 loss, logits [B,T,V] (the
  *                          decoder's, for an encoder-decoder), then the
- *                          gradients in table order.
+ *                          gradients in table order.  After DIR, "blas"
+ *                          or "fused" forces the attention implementation
+ *                          and "recompute" the recomputed MLP activation.
  *   model_dump alibi N     prints tfm_alibi_slopes for N heads, one a line
  *   model_dump t5 NB MAX   prints "rel causal bidirectional" buckets
  *                          (tfm_t5_bucket, NB buckets, max distance MAX)
@@ -83,8 +85,24 @@ int main(int argc, char **argv)
                    tfm_t5_bucket(rel, 1, nb, max));
         return 0;
     }
-    if (argc != 3 || (strcmp(argv[1], "table") && strcmp(argv[1], "run"))) {
-        fprintf(stderr, "usage: model_dump table|run DIR | alibi N | t5 BUCKETS MAX_DISTANCE\n");
+    /* run DIR [blas|fused] [recompute]: the attention implementation and the
+     * recomputed MLP activation forced (tfm_model's tuning fields) */
+    int run = argc >= 3 && !strcmp(argv[1], "run");
+    tfm_attn_impl attn = TFM_ATTN_AUTO;
+    int recompute = 0, bad = argc < 3 || (!run && (argc != 3 || strcmp(argv[1], "table")));
+    for (int i = 3; run && i < argc; i++) {
+        if (!strcmp(argv[i], "blas"))
+            attn = TFM_ATTN_BLAS;
+        else if (!strcmp(argv[i], "fused"))
+            attn = TFM_ATTN_FUSED;
+        else if (!strcmp(argv[i], "recompute"))
+            recompute = 1;
+        else
+            bad = 1;
+    }
+    if (bad) {
+        fprintf(stderr, "usage: model_dump table DIR | run DIR [blas|fused] [recompute] | "
+                        "alibi N | t5 BUCKETS MAX_DISTANCE\n");
         return 2;
     }
     const char *dir = argv[2];
@@ -122,6 +140,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "model_dump: %s\n", err.msg);
         return 1;
     }
+    m.attn_impl = attn;
+    m.recompute = recompute;
     if (!strcmp(argv[1], "table")) {
         FILE *f = open_in(dir, "table.txt", "w");
         for (int i = 0; i < m.n_table; i++)

@@ -479,8 +479,8 @@ def init_params(table, rng):
     return P
 
 
-def run_c(d, mode, env=None):
-    r = subprocess.run([DUMP, mode, d], env=env, capture_output=True, text=True)
+def run_c(d, mode, extra=()):
+    r = subprocess.run([DUMP, mode, d, *extra], capture_output=True, text=True)
     if r.returncode != 0:
         return f"model_dump {mode} exited {r.returncode}: {r.stderr.strip()}"
     return None
@@ -527,9 +527,7 @@ def run_case(name, cfg, batch, seed, threads, attn):
                     f.write(np.asarray(batch[k]).astype("<i4").tobytes())
         # fused loops or per-head BLIS attention; with BLIS, also the path
         # that recomputes the MLP activation in backward (big models)
-        env = dict(os.environ, TFM_ATTN=attn)
-        if attn == "blas":
-            env["TFM_GPT_RECOMPUTE"] = "1"
+        extra = [attn] + (["recompute"] if attn == "blas" else [])
         if any(batch.get(k) is not None for k in HEAD_KEYS + ("no_lm", "lm_weight")):
             flags = [int(batch.get(k) is not None) for k in HEAD_KEYS[:-1]]
             with open(os.path.join(d, "heads.txt"), "w") as f:
@@ -540,7 +538,7 @@ def run_case(name, cfg, batch, seed, threads, attn):
                     if batch.get(k) is not None:
                         f.write(np.asarray(batch[k]).astype("<f4" if k == "values" else "<i4")
                                 .tobytes())
-        err = run_c(d, "run", env)
+        err = run_c(d, "run", extra)
         if err:
             return [err]
         out = np.fromfile(os.path.join(d, "out.bin"), dtype="<f4")

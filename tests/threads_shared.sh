@@ -100,7 +100,7 @@ grep -q "1 thread" err.txt || { cat err.txt >&2; fail "--threads 4 not capped to
 # the threads (not the batch), where waits in BLIS dominate.
 for n in 8 1000; do
     rm -rf s
-    TFM_DATA_PARALLEL=0 taskset -c 0 tfm-train -q -c run.yaml --threads $n --set train.max_steps=100000000 \
+    taskset -c 0 tfm-train -q -c run.yaml --threads $n --data-parallel no --set train.max_steps=100000000 \
         --set train.log_interval=1 -o s 2>/dev/null &
     pid=$!; pids=$pid
     i=0

@@ -88,9 +88,9 @@ same_run two two-off
 # ... and with 2 replicas a rank (unbound: mpirun pins a rank to a core),
 # whose backward hands finished buckets on while the other thread computes.
 set -- -c run.yaml --threads 2 --set train.max_steps=20 --set train.bucket_mb=0
-TFM_DATA_PARALLEL=1 mpi 2 --bind-to none tfm-train -q "$@" -o rep2 2>err.txt ||
+mpi 2 --bind-to none tfm-train -q "$@" --data-parallel yes -o rep2 2>err.txt ||
     { cat err.txt; fail "2 ranks x 2 replicas"; }
-TFM_DATA_PARALLEL=1 mpi 2 --bind-to none tfm-train -q "$@" --set train.overlap=false \
+mpi 2 --bind-to none tfm-train -q "$@" --data-parallel yes --set train.overlap=false \
     -o rep2-off 2>>err.txt || { cat err.txt; fail "2 ranks x 2 replicas, no overlap"; }
 [ ! -s err.txt ] || { cat err.txt; fail "2 ranks x 2 replicas: not 2 threads"; }
 same_run rep2 rep2-off
@@ -98,7 +98,7 @@ same_run rep2 rep2-off
 # With 4 rows, 2 ranks x 1 thread is 1 process x 2 replicas (the same split,
 # gradients added in the same order): the same model, bit for bit.  Every
 # checkpoint also compared the ranks' parameters (a difference is an error).
-TFM_DATA_PARALLEL=1 tfm-train -q -c run.yaml --threads 2 --set train.max_steps=20 -o rep
+tfm-train -q -c run.yaml --threads 2 --data-parallel yes --set train.max_steps=20 -o rep
 mpi 2 tfm-train -q -c run.yaml --threads 1 --set train.max_steps=20 -o two4
 cmp rep/model.safetensors two4/model.safetensors || fail "2 ranks against 2 replicas"
 

@@ -17,6 +17,7 @@
 #include "base/opt.h"
 #include "base/order.h"
 #include "base/progress.h"
+#include "base/reservoir.h"
 #include "base/rng.h"
 #include "base/thread.h"
 
@@ -347,9 +348,50 @@ static void test_order_by_key(void **state)
     tfm_order_by_key(order, 0, key_of, key); /* nothing to order */
 }
 
+/* Fewer lines than slots: all kept in order; more: each line about equally
+ * often, and the same seed the same sample. */
+static void test_reservoir(void **state)
+{
+    (void)state;
+    tfm_reservoir r;
+    tfm_reservoir_init(&r, 4, 1);
+    tfm_reservoir_add(&r, "a\n", 2);
+    tfm_reservoir_add(&r, "bc", 2);
+    assert_int_equal(tfm_reservoir_kept(&r), 2);
+    assert_memory_equal(r.lines[1], "bc", 2);
+    tfm_reservoir_free(&r);
+    int count[10] = {0};
+    for (uint64_t seed = 0; seed < 2000; seed++) {
+        tfm_reservoir_init(&r, 3, seed);
+        for (int i = 0; i < 10; i++) {
+            char c = (char)('0' + i);
+            tfm_reservoir_add(&r, &c, 1);
+        }
+        assert_int_equal(tfm_reservoir_kept(&r), 3);
+        for (int k = 0; k < 3; k++)
+            count[r.lines[k][0] - '0']++;
+        tfm_reservoir_free(&r);
+    }
+    for (int i = 0; i < 10; i++) /* 600 expected; sd ~ 20 */
+        assert_true(count[i] > 500 && count[i] < 700);
+    tfm_reservoir a, b;
+    tfm_reservoir_init(&a, 2, 7);
+    tfm_reservoir_init(&b, 2, 7);
+    for (int i = 0; i < 50; i++) {
+        char c = (char)('A' + i % 26);
+        tfm_reservoir_add(&a, &c, 1);
+        tfm_reservoir_add(&b, &c, 1);
+    }
+    assert_int_equal(a.lines[0][0], b.lines[0][0]);
+    assert_int_equal(a.lines[1][0], b.lines[1][0]);
+    tfm_reservoir_free(&a);
+    tfm_reservoir_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reservoir),
         cmocka_unit_test(test_progress_counts), cmocka_unit_test(test_err_at),       cmocka_unit_test(test_json_string),
         cmocka_unit_test(test_rng_repeatable), cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_getline_nul),  cmocka_unit_test(test_parallel),

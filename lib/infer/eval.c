@@ -1,11 +1,13 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/progress.h"
 #include "infer/eval.h"
-#include "infer/metrics.h"
+#include "metrics/metrics.h"
 #include "infer/generate.h"
 
 /* Copies one tensor of the opened file into the model's parameter array. */
@@ -238,4 +240,95 @@ int tfm_eval_score(tfm_eval *e, tfm_eval_seq *seqs, size_t n, tfm_progress *prog
     }
     e->stat_seconds += tfm_now() - t0;
     return 0;
+}
+
+/* ---- perplexity ---------------------------------------------------------- */
+
+void tfm_ppl_init(tfm_ppl *p, const uint32_t *ids, size_t n, size_t context, size_t stride,
+                  int token_logprobs)
+{
+    memset(p, 0, sizeof *p);
+    size_t nw = tfm_ppl_windows(n, context, stride, NULL, 0);
+    p->n_windows = nw;
+    p->w = tfm_malloc(nw * sizeof *p->w);
+    tfm_ppl_windows(n, context, stride, p->w, nw);
+    p->seqs = tfm_calloc(nw, sizeof *p->seqs);
+    for (size_t i = 0; i < nw; i++) {
+        p->seqs[i].ids = ids + p->w[i].begin;
+        p->seqs[i].n = p->w[i].end - p->w[i].begin;
+        p->seqs[i].n_target = p->w[i].end - p->w[i].score_from;
+        p->scored += p->seqs[i].n_target;
+    }
+    if (token_logprobs) {
+        p->token_lp = tfm_malloc((p->scored ? p->scored : 1) * sizeof *p->token_lp);
+        for (size_t i = 0, k = 0; i < nw; k += p->seqs[i].n_target, i++)
+            p->seqs[i].token_logprobs = p->token_lp + k;
+    }
+}
+
+int tfm_ppl_run(tfm_ppl *p, tfm_eval *e, tfm_progress *progress, tfm_err *err)
+{
+    if (tfm_eval_score(e, p->seqs, p->n_windows, progress, err) < 0)
+        return -1;
+    double total = 0;
+    for (size_t i = 0; i < p->n_windows; i++)
+        total -= p->seqs[i].logprob;
+    p->nll = total;
+    p->cross_entropy = total / (double)p->scored;
+    p->perplexity = exp(p->cross_entropy);
+    return 0;
+}
+
+void tfm_ppl_free(tfm_ppl *p)
+{
+    free(p->w);
+    free(p->seqs);
+    free(p->token_lp);
+    memset(p, 0, sizeof *p);
+}
+
+int tfm_ppl_text_size(const tfm_tokenizer *tok, const uint32_t *ids, int bos_first,
+                      const char *text, size_t len, size_t *bytes, size_t *chars,
+                      tfm_err *err)
+{
+    *bytes = len;
+    *chars = tfm_metrics_utf8_chars(text, len);
+    if (bos_first)
+        return 0;
+    tfm_buf first = {0};
+    if (tfm_tokenizer_decode(tok, ids, 1, 0, &first, err) < 0) {
+        tfm_buf_free(&first);
+        return -1;
+    }
+    *bytes -= first.len < *bytes ? first.len : *bytes;
+    *chars -= tfm_metrics_utf8_chars(first.data, first.len);
+    tfm_buf_free(&first);
+    return 0;
+}
+
+/* ---- multiple choice and last word -------------------------------------- */
+
+void tfm_eval_choice_pick(const tfm_eval_seq *seqs, const size_t *end_bytes, size_t n,
+                          int best[3])
+{
+    double bs[3] = {-INFINITY, -INFINITY, -INFINITY};
+    best[0] = best[1] = best[2] = 0;
+    for (size_t j = 0; j < n; j++) {
+        const tfm_eval_seq *q = &seqs[j];
+        double sc[3] = {q->logprob, q->logprob / (double)q->n_target,
+                        q->logprob / (double)end_bytes[j]};
+        for (int m = 0; m < 3; m++)
+            if (sc[m] > bs[m]) {
+                bs[m] = sc[m];
+                best[m] = (int)j;
+            }
+    }
+}
+
+long tfm_eval_last_word(const char *s, size_t len)
+{
+    for (size_t k = len; k-- > 0;)
+        if (s[k] == ' ')
+            return (long)k;
+    return -1;
 }

@@ -30,6 +30,7 @@
 
 #include "base/err.h"
 #include "base/progress.h"
+#include "metrics/metrics.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
@@ -80,5 +81,60 @@ typedef struct tfm_eval_seq {
  * scored tokens. */
 int tfm_eval_score(tfm_eval *e, tfm_eval_seq *seqs, size_t n, tfm_progress *progress,
                    tfm_err *err);
+
+/* ---- perplexity ---------------------------------------------------------
+ *
+ *     tfm_ppl p;
+ *     tfm_ppl_init(&p, ids, n, context, stride, want_token_logprobs);
+ *     tfm_ppl_run(&p, &e, progress, &err);     // p.nll, p.cross_entropy, ...
+ *     tfm_ppl_free(&p);
+ *
+ * A token stream scored in the windows of metrics/metrics.h's
+ * tfm_ppl_windows: every token but the first once, in order. */
+typedef struct tfm_ppl {
+    size_t n_windows;
+    tfm_ppl_window *w;     /* [n_windows] */
+    tfm_eval_seq *seqs;    /* [n_windows] the windows as sequences */
+    size_t scored;         /* tokens scored: n - 1 */
+    double *token_lp;      /* [scored] each scored token's log-probability, in
+                              stream order (position k + 1 is token_lp[k]);
+                              NULL unless asked for */
+    /* tfm_ppl_run's results */
+    double nll;            /* total, in nats */
+    double cross_entropy;  /* nll per scored token */
+    double perplexity;     /* exp(cross_entropy) */
+} tfm_ppl;
+
+/* Plans the windows over ids[0..n) (borrowed; n ≥ 2, 2 ≤ context,
+ * 1 ≤ stride ≤ context). */
+void tfm_ppl_init(tfm_ppl *p, const uint32_t *ids, size_t n, size_t context, size_t stride,
+                  int token_logprobs);
+/* Scores the windows with e (progress, may be NULL, advances by the
+ * scored tokens). */
+int tfm_ppl_run(tfm_ppl *p, tfm_eval *e, tfm_progress *progress, tfm_err *err);
+void tfm_ppl_free(tfm_ppl *p);
+
+/* The bytes and characters of text[0..len) that the scored tokens of its
+ * encoding ids[] cover, for bits per byte and per character: all of them,
+ * but for the first token's (its decoding by tok) when nothing was put
+ * before the text (bos_first = 0): that token is never scored. */
+int tfm_ppl_text_size(const tfm_tokenizer *tok, const uint32_t *ids, int bos_first,
+                      const char *text, size_t len, size_t *bytes, size_t *chars,
+                      tfm_err *err);
+
+/* ---- multiple choice and last word -------------------------------------- */
+
+/* The ending of one item each rule picks, from its n endings' scores
+ * seqs[0..n) (their target is the ending) and the endings' lengths in
+ * bytes: best[0] by the sum of log-probabilities, best[1] per token,
+ * best[2] per byte (lm-evaluation-harness's acc, and acc_norm by length).
+ * The first ending wins a tie. */
+void tfm_eval_choice_pick(const tfm_eval_seq *seqs, const size_t *end_bytes, size_t n,
+                          int best[3]);
+
+/* A LAMBADA passage s[0..len) (trailing blanks already removed) splits at
+ * its last space: the context is s[0..k), the target word, with its space,
+ * s[k..len).  Returns k, or -1 when there is no space. */
+long tfm_eval_last_word(const char *s, size_t len);
 
 #endif

@@ -5,9 +5,11 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/progress.h"
+#include "data/source.h"
 
 void tfm_gen_opts_default(tfm_gen_opts *o)
 {
@@ -634,5 +636,55 @@ int tfm_gen_run(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index
         }
         b0 += nb;
     }
+    return 0;
+}
+
+int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *text, size_t len,
+                       const char *where, tfm_ids *out, size_t *cut, tfm_err *err)
+{
+    const int encdec = lm->cfg.kind == TFM_KIND_ENCODER_DECODER;
+    *cut = 0;
+    tfm_ids_clear(out);
+    if (p->ids) {
+        const char *s = text, *end = text + len;
+        while (s < end) {
+            while (s < end && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n' || *s == ','))
+                s++;
+            if (s >= end)
+                break;
+            char *q;
+            unsigned long long v = strtoull(s, &q, 10);
+            int vocab = encdec ? tfm_model_config_src_vocab(&lm->cfg) : lm->cfg.vocab_size;
+            if (q == s || v >= (unsigned long long)vocab)
+                return tfm_err_set(err, "%s: '%.*s' is not a token id below %d", where,
+                                   (int)(q > s ? q - s : 1), s, vocab);
+            tfm_ids_push(out, (uint32_t)v);
+            s = q;
+        }
+    } else if (encdec) {
+        if (tfm_translate_source(p->src_tok, p->src_scratch, text, len,
+                                 tfm_gen_source_limit(&lm->cfg), p->truncate, out, cut, err) < 0)
+            return tfm_err_prefix(err, "%s", where);
+        return 0;
+    } else {
+        if (tfm_tokenizer_check_kept(lm->tok, text, len, err) < 0)
+            return tfm_err_prefix(err, "%s", where);
+        tfm_tokenizer_encode(lm->tok, p->scratch, text, len, 1, out);
+    }
+    if (encdec) { /* token ids of the line: the source ends with end-of-text */
+        if (p->src_eos < 0)
+            return tfm_err_set(err, "the source tokenizer has no end-of-text token, which "
+                                    "ends every source");
+        tfm_ids_push(out, (uint32_t)p->src_eos);
+        if (tfm_translate_fit(out, (uint32_t)p->src_eos, tfm_gen_source_limit(&lm->cfg),
+                              p->truncate, cut, err) < 0)
+            return tfm_err_prefix(err, "%s", where);
+        return 0;
+    }
+    if (out->len == 0 && lm->eos >= 0)
+        tfm_ids_push(out, (uint32_t)lm->eos);
+    if (out->len == 0)
+        return tfm_err_set(err, "%s is empty, and the model has no end-of-text token to "
+                                "start from", where);
     return 0;
 }

@@ -134,6 +134,31 @@ void tfm_gen_free(tfm_gen *g);
  * the position scheme (the lengths it was trained for). */
 int tfm_gen_source_limit(const tfm_model_config *cfg);
 
+/* How a prompt's text becomes the ids generation starts from (tfm-generate's
+ * rules).  Token ids (ids): numbers below the vocabulary (the source
+ * vocabulary of an encoder-decoder), separated by blanks or commas.  Text:
+ * an encoder-decoder's source is data/source.h's; a decoder's prompt is
+ * the tokenizer's encoding with its specials, refused when the tokenizer
+ * would lose text (tfm_tokenizer_check_kept).  Ids of a source get its
+ * end-of-text and the length rule too.  An empty decoder prompt starts a
+ * text: the end-of-text token, as the model saw the start of every
+ * document in training (an error without one). */
+typedef struct tfm_gen_prompt {
+    int ids;                      /* the text is token ids */
+    int truncate;                 /* encoder-decoders: cut a source longer than
+                                     the encoder's context (else an error) */
+    tfm_tok_scratch *scratch;     /* lm->tok's */
+    const tfm_tokenizer *src_tok; /* encoder-decoders: encodes sources */
+    tfm_tok_scratch *src_scratch;
+    int64_t src_eos;              /* ends every source (-1: none) */
+} tfm_gen_prompt;
+
+/* out = the ids of prompt text[0..len) of lm by p's rules; *cut = the
+ * tokens a truncated source lost (0: none).  Errors begin with where
+ * ("prompt 3"). */
+int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *text, size_t len,
+                       const char *where, tfm_ids *out, size_t *cut, tfm_err *err);
+
 /* Bytes of weights one decode step reads in each profiled phase
  * (tfm_prof_phase; 0 where none), at wbytes a weight: the rate that
  * --profile reports for one prompt at a time.  The MLP's are d_ff wide. */

@@ -28,28 +28,11 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "data/source.h"
 #include "model/decode.h"
 #include "model/file.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
-
-/* out = the ids of text[0..len) by the source tokenizer tok + tok's
- * end-of-text (an error when it has none).  text must be valid UTF-8 (else
- * an error).  A source longer than limit tokens is an error, or with
- * truncate keeps its first limit - 1 tokens and the end-of-text; *dropped
- * (may be NULL) is the number of tokens cut. */
-int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, const char *text,
-                         size_t len, int limit, int truncate, tfm_ids *out, size_t *dropped,
-                         tfm_err *err);
-
-/* The end-of-text that ends a source: the source tokenizer's (-1: none). */
-int64_t tfm_translate_source_eos(const tfm_tokenizer *src_tok);
-
-/* The length rule alone, for sources given as ids (ending with eos):
- * longer than limit is an error, or with truncate the first limit - 1
- * tokens and the eos. */
-int tfm_translate_fit(tfm_ids *src, uint32_t eos, int limit, int truncate, size_t *dropped,
-                      tfm_err *err);
 
 /* The model file's "source_tokenizer" (its ids must lie in the source
  * vocabulary), or *out = NULL when it has none. */

@@ -13,7 +13,6 @@
 #include <cmocka.h>
 
 #include "infer/beam.h"
-#include "infer/sample.h"
 #include "model/transformer.h"
 #include "model/decode.h"
 #include "tensor/gemm.h"

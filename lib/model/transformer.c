@@ -682,7 +682,7 @@ static int acts_plan(tfm_model *m, int B, int T, int S, tfm_err *err)
      * would need 150 MB more). */
     a->keep_fcg = ((double)N * c->n_layer + (double)Ns * Le) * tfm_model_config_ff(c) *
                       sizeof(float) <= 64.0 * (1 << 20);
-    if (getenv("TFM_GPT_RECOMPUTE")) /* tests cover the recomputing path too */
+    if (m->recompute) /* tests cover the recomputing path too */
         a->keep_fcg = 0;
     a->inference = m->grads == NULL;
     if (a->inference)
@@ -788,6 +788,8 @@ void tfm_model_set_replicas(tfm_model *m, int n)
         r->first_layer = m->first_layer;
         r->enc_first_layer = m->enc_first_layer;
         r->alibi = m->alibi;
+        r->attn_impl = m->attn_impl;
+        r->recompute = m->recompute;
         r->n_params = m->n_params;
         r->shares_params = 1;
         r->loss = -1.0f;
@@ -1173,6 +1175,7 @@ static tfm_attn self_attn(const tfm_model *m, const side *sd, int l)
     }
     at.alibi = m->alibi;
     at.t5 = c->pos == TFM_POS_T5 ? &sd->t5 : NULL;
+    at.impl = m->attn_impl;
     return at;
 }
 
@@ -1185,7 +1188,7 @@ static tfm_attn cross_attn(const tfm_model *m, int l)
     return (tfm_attn){.B = m->B, .Tq = m->T, .Tk = a->S, .NH = c->n_head,
                       .HS = c->n_embd / c->n_head, .mask = TFM_MASK_NONE,
                       .key_len = a->src_len_i, .dropout = drop_p(m),
-                      .seed = cross_site(a->seed, l, SITE_ATT)};
+                      .seed = cross_site(a->seed, l, SITE_ATT), .impl = m->attn_impl};
 }
 
 /* Rotates (or, with inverse, rotates back) the q and k columns of a stack's

@@ -142,10 +142,10 @@
  * Results are deterministic for a given thread count (no reduction depends
  * on scheduling), so a resumed run repeats bit for bit.
  *
- * Tuning knobs for tests and measurements (environment): TFM_ATTN=blas|fused
- * picks the attention implementation (nn/attention.h); TFM_GPT_RECOMPUTE=1
- * recomputes the MLP activation in backward even for small models (it is
- * kept per layer while that costs ≤ 64 MiB).
+ * Tuning knobs for tests and measurements (tfm_model fields, set after
+ * tfm_model_init): attn_impl picks the attention implementation
+ * (nn/attention.h); recompute recomputes the MLP activation in backward
+ * even for small models (it is kept per layer while that costs ≤ 64 MiB).
  *
  * Ownership: tfm_model owns params, grads, activations and the table (names
  * included); tfm_model_free releases all.  Pointers returned by the accessors
@@ -158,6 +158,7 @@
 
 #include "base/err.h"
 #include "base/rng.h"
+#include "nn/attention.h"
 
 typedef enum tfm_ln_place {
     TFM_LN_PRE,   /* GPT-2 */
@@ -288,6 +289,10 @@ typedef struct tfm_model {
     int enc_first_layer; /* of enc.h.0.ln_1.weight (encoder-decoders) */
     float *alibi;        /* [n_head] ALiBi slopes, or NULL */
     int training;        /* dropout active when 1 and cfg.dropout > 0 */
+    tfm_attn_impl attn_impl; /* tests, measurements: 0 (auto), or a forced
+                                attention implementation */
+    int recompute;       /* tests, measurements: recompute the MLP activation
+                            in backward whatever the model's size */
     tfm_rng rng;         /* dropout masks; part of the training state:
                             save and restore it to resume bit for bit */
     /* Set by the last forward: */

@@ -748,12 +748,7 @@ static int use_fused(const tfm_attn *a)
 {
     if (a->HS % 16)
         return 0;
-    /* TFM_ATTN=blas|fused forces a path, for tests and measurements */
-    const char *env = getenv("TFM_ATTN");
-    if (env && !strcmp(env, "blas"))
-        return 0;
-    if (env && !strcmp(env, "fused"))
-        return 1;
+    /* tests and measurements force a path through impl */
     if (a->impl != TFM_ATTN_AUTO)
         return a->impl == TFM_ATTN_FUSED;
     return (size_t)a->Tq * a->Tk * a->HS <= (size_t)FUSED_MAX;

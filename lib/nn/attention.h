@@ -18,7 +18,7 @@
  * the same results: register-blocked fused loops over the visible triangle
  * (head size a multiple of 16 and Tq·Tk·HS ≤ 256·256·64: about twice as fast
  * as BLIS at T = 64 and T = 256, measured), else one single-threaded BLIS
- * product per head.  TFM_ATTN=blas|fused in the environment forces one.
+ * product per head.  tfm_attn.impl forces one (tests, measurements).
  * All buffers are caller-owned. */
 #ifndef TFM_NN_ATTENTION_H
 #define TFM_NN_ATTENTION_H
@@ -42,7 +42,7 @@ typedef struct tfm_attn_t5 {
     int bidirectional;   /* 1: encoders (half the buckets for j > i) */
 } tfm_attn_t5;
 
-/* Which implementation runs (the environment's TFM_ATTN still wins). */
+/* Which implementation runs. */
 typedef enum tfm_attn_impl {
     TFM_ATTN_AUTO,   /* fused when it fits (below), else BLAS */
     TFM_ATTN_BLAS,

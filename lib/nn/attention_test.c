@@ -51,12 +51,15 @@ static void ready(struct ctx *c)
     c->scratch = poisoned(tfm_attn_scratch_floats(&c->a));
 }
 
+/* the implementation every test runs: main() runs them under both */
+static tfm_attn_impl forced = TFM_ATTN_FUSED;
+
 static void setup(struct ctx *c, int B, int Tq, int Tk, int NH, int HS, tfm_mask_kind mask,
                   const int *key_len, float dropout, uint64_t seed)
 {
     memset(c, 0, sizeof *c);
     c->a = (tfm_attn){.B = B, .Tq = Tq, .Tk = Tk, .NH = NH, .HS = HS, .mask = mask,
-                      .key_len = key_len, .dropout = dropout, .seed = 99};
+                      .key_len = key_len, .dropout = dropout, .seed = 99, .impl = forced};
     c->C = NH * HS;
     size_t nq = (size_t)B * Tq * c->C, nkv = (size_t)B * Tk * 2 * c->C;
     c->q = calloc(nq, sizeof(float));
@@ -467,9 +470,6 @@ static void test_combined(void **state)
 static void test_paths_agree(void **state)
 {
     (void)state;
-    const char *env = getenv("TFM_ATTN");
-    char saved[16];
-    snprintf(saved, sizeof saved, "%s", env ? env : "");
     float slopes[2];
     tfm_alibi_slopes(slopes, 2);
     static const int key_len[2] = {37, 30};
@@ -485,7 +485,7 @@ static void test_paths_agree(void **state)
     size_t natt = (size_t)2 * 2 * 37 * 37;
     float *res[2][5];
     for (int path = 0; path < 2; path++) {
-        setenv("TFM_ATTN", path ? "blas" : "fused", 1);
+        c.a.impl = path ? TFM_ATTN_BLAS : TFM_ATTN_FUSED;
         float *dq = calloc(nq, sizeof(float)), *dkv = calloc(nkv, sizeof(float));
         memset(c.dtable, 0, nt * sizeof(float));
         attn_loss(&c);
@@ -509,7 +509,6 @@ static void test_paths_agree(void **state)
         free(res[1][t]);
     }
     teardown_ctx(&c);
-    setenv("TFM_ATTN", saved, 1);
 }
 
 /* dtable is summed in a fixed order: the same bits for any thread count;
@@ -667,9 +666,9 @@ int main(void)
         cmocka_unit_test(test_t5_bucket),
     };
     /* both implementations: the fused loops and the per-head BLIS products */
-    setenv("TFM_ATTN", "fused", 1);
+    forced = TFM_ATTN_FUSED;
     int failed = cmocka_run_group_tests_name("fused", tests, NULL, NULL);
-    setenv("TFM_ATTN", "blas", 1);
+    forced = TFM_ATTN_BLAS;
     failed += cmocka_run_group_tests_name("blas", tests, NULL, NULL);
     return failed;
 }

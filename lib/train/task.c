@@ -55,6 +55,12 @@ void tfm_task_describe(const tfm_task *t, char *buf, size_t size)
     t->ops->describe(t->impl, buf, size);
 }
 
+void tfm_task_set_translate(tfm_task *t, tfm_translate_fn translate)
+{
+    if (t->ops->set_translate)
+        t->ops->set_translate(t->impl, translate);
+}
+
 const char *tfm_task_meta(const tfm_task *t)
 {
     return t->ops->meta ? t->ops->meta(t->impl) : NULL;

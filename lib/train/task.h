@@ -20,10 +20,10 @@
  *            text documents (train/data.h tfm_docs) or windows of a token
  *            stream (task_mlm.c); the score's metric is the masked tokens'
  *            accuracy.
- *   classify, tag, span  fine-tuning on labelled examples (infer/ftdata.h):
+ *   classify, tag, span  fine-tuning on labelled examples (data/ftdata.h):
  *            a class or number per text or pair, a tag per word, an
  *            answer's span in a context (task_classify.c, task_tag.c,
- *            task_span.c); the score's metric is infer/predict.h's
+ *            task_span.c); the score's metric is data/predict.h's
  *            tfm_ft_metric.  Their label sets go into the model file
  *            (tfm_task_meta).
  *
@@ -45,6 +45,7 @@
 #include "base/err.h"
 #include "base/rng.h"
 #include "io/config.h"
+#include "model/decode.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
@@ -89,6 +90,19 @@ const char *tfm_task_meta(const tfm_task *t);
 int tfm_task_metrics(const tfm_task *t, const char **names);
 /* Whether a larger value of the metric name is better (all but losses). */
 int tfm_task_metric_higher_better(const char *name);
+/* Greedy translations of src[0..n) into out[0..n) for seq2seq's validation
+ * BLEU, as infer/translate.h's tfm_translate_greedy (which has this type).
+ * Decoding is infer/'s and train/ does not use infer/: the caller hands it
+ * in (tfm_train_opts.translate, tfm_task_set_translate). */
+typedef int (*tfm_translate_fn)(const tfm_model_config *cfg, const tfm_weights *w,
+                                int64_t start, uint32_t eos, const tfm_ids *src, size_t n,
+                                int batch, double max_len_a, int max_len_b, tfm_ids *out,
+                                tfm_err *err);
+/* The translator of a task that reports BLEU (seq2seq with train.eval_bleu);
+ * other tasks ignore it.  Without one, such a task's evaluation is an
+ * error. */
+void tfm_task_set_translate(tfm_task *t, tfm_translate_fn translate);
+
 /* Whether there is validation data. */
 int tfm_task_has_val(const tfm_task *t);
 

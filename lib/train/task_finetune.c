@@ -1,8 +1,8 @@
 /* What the fine-tuning tasks (classify, tag, span) share: labelled
  * examples read from data.text (and data.val, or the last val_fraction of
- * data.text), their label set, rows encoded by infer/ftdata.h, batches of
+ * data.text), their label set, rows encoded by data/ftdata.h, batches of
  * rows drawn uniformly from the rng, and validation through
- * infer/predict.h (the head's mean loss, and tfm_ft_metric).  Each task's
+ * data/predict.h (the head's mean loss, and tfm_ft_metric).  Each task's
  * file adds its model checks (task_classify.c, task_tag.c, task_span.c). */
 #include "config.h"
 
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "infer/predict.h"
+#include "data/predict.h"
 #include "train/task_internal.h"
 
 typedef struct ft_task {

@@ -17,6 +17,8 @@ typedef struct tfm_task_ops {
     int (*metrics)(void *impl, const char **names);
     /* optional: the model file's "task" metadata (JSON), or NULL */
     const char *(*meta)(void *impl);
+    /* optional: takes the translator (task.h tfm_task_set_translate) */
+    void (*set_translate)(void *impl, tfm_translate_fn translate);
 } tfm_task_ops;
 
 struct tfm_task {
@@ -37,7 +39,7 @@ int tfm_task_span_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, t
 /* The fine-tuning tasks' shared part (task_finetune.c): reads the examples,
  * builds the label set, calls prepare to check the model and size its head
  * from the labels (setting cfg->model's head keys), encodes the rows. */
-#include "infer/ftdata.h"
+#include "data/ftdata.h"
 typedef int (*tfm_ft_prepare)(tfm_config *cfg, const tfm_ft_labels *labels, tfm_err *err);
 int tfm_task_ft_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_ft_task kind,
                      tfm_ft_prepare prepare, tfm_err *err);

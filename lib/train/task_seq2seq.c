@@ -23,8 +23,8 @@
 #include "base/buf.h"
 #include "base/file.h"
 #include "base/order.h"
-#include "infer/bleu.h"
-#include "infer/translate.h"
+#include "metrics/bleu.h"
+#include "data/source.h"
 #include "model/decode.h"
 #include "train/task_internal.h"
 
@@ -54,6 +54,7 @@ typedef struct s2s_task {
     size_t truncated;       /* pairs cut to max_len */
     const tfm_tokenizer *tok;
     size_t bleu_n;          /* validation pairs translated for BLEU; 0: none */
+    tfm_translate_fn translate; /* their greedy translator (task.h) */
     /* the batch being built */
     int32_t *src, *x, *y;
     int *src_lengths;
@@ -349,7 +350,7 @@ static int s2s_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tf
     return 0;
 }
 
-/* Corpus BLEU (sacrebleu's, infer/bleu.h) of greedy translations of the
+/* Corpus BLEU (sacrebleu's, metrics/bleu.h) of greedy translations of the
  * first bleu_n validation pairs against their target texts. */
 static int bleu(s2s_task *K, tfm_model *m, double *score, tfm_err *err)
 {
@@ -361,9 +362,11 @@ static int bleu(s2s_task *K, tfm_model *m, double *score, tfm_err *err)
     for (size_t i = 0; i < n; i++)
         tfm_ids_append(&src[i], P->ids.data + P->p[i].src, P->p[i].src_len);
     tfm_weights w;
-    int rc = tfm_weights_from_model(&w, m, err);
+    int rc = K->translate ? tfm_weights_from_model(&w, m, err)
+                          : tfm_err_set(err, "train.eval_bleu: no translator to decode the "
+                                        "validation sources (tfm_task_set_translate)");
     if (rc == 0) {
-        rc = tfm_translate_greedy(&m->cfg, &w, K->bos, K->eos, src, n, 0, 0, 0, out, err);
+        rc = K->translate(&m->cfg, &w, K->bos, K->eos, src, n, 0, 0, 0, out, err);
         tfm_weights_free(&w);
     }
     tfm_bleu_stats st = {0};
@@ -456,6 +459,11 @@ static void s2s_free(void *impl)
     free(K);
 }
 
+static void s2s_set_translate(void *impl, tfm_translate_fn translate)
+{
+    ((s2s_task *)impl)->translate = translate;
+}
+
 static const tfm_task_ops s2s_ops = {
     .name = "seq2seq",
     .describe = s2s_describe,
@@ -463,6 +471,7 @@ static const tfm_task_ops s2s_ops = {
     .next = s2s_next,
     .evaluate = s2s_evaluate,
     .metrics = s2s_metrics,
+    .set_translate = s2s_set_translate,
     .free = s2s_free,
 };
 

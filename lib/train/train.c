@@ -52,16 +52,15 @@ static void say(const tfm_train_opts *o, const char *fmt, ...)
  * threads, model_bench -r; 14M parameters, 8 x 256 tokens: 985 -> 918 ms)
  * than with each product split across the threads and joined after it.  It
  * costs a gradient array per extra thread, so only while that stays small;
- * large products split well anyway.  TFM_DATA_PARALLEL=0
- * or 1 forces the choice (tests, measurements). */
-static int data_parallel_threads(const tfm_model *m, int B)
+ * large products split well anyway.  tfm-train --data-parallel forces the
+ * choice. */
+static int data_parallel_threads(const tfm_model *m, int B, tfm_data_parallel dp)
 {
     int n = tfm_blas_threads();
     if (n > B)
         n = B;
-    const char *env = getenv("TFM_DATA_PARALLEL");
-    if (env && *env)
-        return atoi(env) ? n : 1;
+    if (dp != TFM_DP_AUTO)
+        return dp == TFM_DP_YES ? n : 1;
     double extra = (double)m->n_params * sizeof(float) * (n - 1);
     return extra <= 64.0 * (1 << 20) ? n : 1;
 }
@@ -391,7 +390,10 @@ static int load_data(run *R, tfm_config *cfg, tfm_err *err)
             return -1;
         tfm_tokenizer_to_json(R->src_tok, &R->src_tok_json);
     }
-    return tfm_task_open(&R->task, cfg, R->tok, R->src_tok, err);
+    if (tfm_task_open(&R->task, cfg, R->tok, R->src_tok, err) < 0)
+        return -1;
+    tfm_task_set_translate(R->task, R->o->translate);
+    return 0;
 }
 
 int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *res,
@@ -607,7 +609,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     const int64_t accum = cfg.train.grad_accum;
     /* dist: each rank computes its rows [r·B/N, (r+1)·B/N) of every
      * (global) batch */
-    tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, nr > 1 ? (B + nr - 1) / nr : B));
+    tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, nr > 1 ? (B + nr - 1) / nr : B,
+                                                R->o->data_parallel));
     if (nr > 1)
         R->red = dist_plan(&R->m, cfg.train.bucket_mb);
     int64_t todo = cfg.train.max_steps - R->st.step;

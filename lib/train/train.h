@@ -27,6 +27,15 @@
 
 #include "base/err.h"
 #include "io/config.h"
+#include "train/task.h"
+
+/* How the threads share a step (tfm-train --data-parallel). */
+typedef enum tfm_data_parallel {
+    TFM_DP_AUTO,  /* replicas while one more gradient array per thread costs
+                     at most 64 MiB, else split products */
+    TFM_DP_YES,   /* one replica a thread, each a share of the batch */
+    TFM_DP_NO,    /* one model, each matrix product split across the threads */
+} tfm_data_parallel;
 
 typedef struct tfm_train_opts {
     const char *rundir;
@@ -38,6 +47,10 @@ typedef struct tfm_train_opts {
     volatile sig_atomic_t *stop;   /* may be NULL */
     void (*message)(void *ctx, const char *msg); /* may be NULL */
     void *ctx;
+    tfm_data_parallel data_parallel;
+    tfm_translate_fn translate;    /* seq2seq's validation BLEU decodes with it
+                                      (train/task.h; tfm-train passes
+                                      infer/translate.h's tfm_translate_greedy) */
 } tfm_train_opts;
 
 typedef enum tfm_train_end {

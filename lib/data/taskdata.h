@@ -11,8 +11,8 @@
  * is dropped.
  *
  * The struct owns everything; tfm_taskdata_free releases it. */
-#ifndef TFM_INFER_TASKDATA_H
-#define TFM_INFER_TASKDATA_H
+#ifndef TFM_DATA_TASKDATA_H
+#define TFM_DATA_TASKDATA_H
 
 #include <stddef.h>
 
@@ -51,5 +51,10 @@ int tfm_taskdata_tags(tfm_taskdata *d, const char *text, size_t len, const char 
 int tfm_taskdata_answers(tfm_taskdata *d, const char *text, size_t len, const char *name,
                          int multi, tfm_err *err);
 void tfm_taskdata_free(tfm_taskdata *d);
+
+/* CoNLL: the first line that holds a single column (a word without its
+ * tag; -DOCSTART- lines aside), or 0.  Fields are split at spaces and tabs
+ * alone, as the readers of gold data always did. */
+long tfm_taskdata_conll_untagged(const char *text, size_t len);
 
 #endif

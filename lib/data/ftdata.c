@@ -1,7 +1,7 @@
 /* Fine-tuning examples: reading and encoding; see ftdata.h. */
 #include "config.h"
 
-#include "infer/ftdata.h"
+#include "data/ftdata.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "base/file.h"
-#include "infer/embed.h"
-#include "infer/taskdata.h"
+#include "data/spans.h"
+#include "data/taskdata.h"
 #include "io/json.h"
 #include "text/utf8.h"
 
@@ -298,25 +298,10 @@ static int read_conll(tfm_ft_data *d, grow *g, const tfm_ft_read_opts *o, const 
 {
     /* a word without its tag: named here, before the column check of
      * taskdata (which would name the first line that differs) */
-    if (o->need_gold) {
-        lines L = {text, len, 0, 0};
-        const char *s;
-        size_t n;
-        while (next_line(&L, &s, &n)) {
-            size_t k = 0, fields = 0;
-            while (k < n) {
-                while (k < n && (s[k] == ' ' || s[k] == '\t'))
-                    k++;
-                if (k < n)
-                    fields++;
-                while (k < n && s[k] != ' ' && s[k] != '\t')
-                    k++;
-            }
-            if (fields == 1 && !(n >= 10 && !memcmp(s, "-DOCSTART-", 10)))
-                return tfm_err_at(err, d->name, L.line, 0, "one column: expected "
-                                  "word<TAB>tag (a blank line between sentences)");
-        }
-    }
+    long untagged;
+    if (o->need_gold && (untagged = tfm_taskdata_conll_untagged(text, len)) > 0)
+        return tfm_err_at(err, d->name, untagged, 0, "one column: expected "
+                          "word<TAB>tag (a blank line between sentences)");
     tfm_taskdata td;
     if (tfm_taskdata_tags(&td, text, len, d->name, TFM_TAGS_CONLL, err) < 0)
         return -1;

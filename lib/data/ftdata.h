@@ -1,7 +1,19 @@
-/* Fine-tuning data: the examples of the classify, tag and span tasks read
+/* lib/data, the layer: examples that training (train/) and evaluation
+ * (infer/, tfm-eval) both read, so that neither reaches into the other.
+ * Layers, each using only those before it:
+ *     base  io  text  tensor  nn  model  metrics  data  train  infer
+ * data/ sits above model/ and metrics/ for one file: predict.h runs a
+ * fine-tuned model over encoded examples and scores its predictions, the
+ * same code for training's validation and tfm-eval classify|tag|span.  The
+ * readers themselves (taskdata.h: label, tag and answer files, the one
+ * CoNLL reader; ftdata.h; spans.h; source.h) use only base/, io/ and
+ * text/.  Decoding (greedy translation for validation BLEU) stays in
+ * infer/: train/ receives it as a function (train/task.h tfm_translate_fn).
+ *
+ * Fine-tuning data: the examples of the classify, tag and span tasks read
  * from their files, and encoded as the model reads them.  Training
  * (train/task_classify.c, task_tag.c, task_span.c) and prediction
- * (infer/predict.h, tfm-eval classify|tag|span) share this one encoding.
+ * (data/predict.h, tfm-eval classify|tag|span) share this one encoding.
  *
  *     tfm_ft_data d;
  *     tfm_ft_read(&d, TFM_FT_CLASSIFY, text, len, "train.tsv", &ro, &err);
@@ -53,8 +65,8 @@
  *
  * Ownership: each struct owns its arrays; the _free functions release them.
  * A set borrows nothing from its data once encoded. */
-#ifndef TFM_INFER_FTDATA_H
-#define TFM_INFER_FTDATA_H
+#ifndef TFM_DATA_FTDATA_H
+#define TFM_DATA_FTDATA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -209,7 +221,7 @@ int tfm_ft_encode(tfm_ft_set *s, const tfm_ft_data *d, size_t first, size_t coun
 void tfm_ft_set_free(tfm_ft_set *s);
 
 /* Byte spans [start[i], end[i]) of tokens ids[0..n) of text[0..len)
- * (encoded without specials), every token given one: those infer/embed.h's
+ * (encoded without specials), every token given one: those data/spans.h's
  * tfm_token_spans finds, and for the others (unknown tokens, text that
  * normalisation changed) the text between their found neighbours, without
  * its surrounding whitespace. */

@@ -1,5 +1,5 @@
-/* Fine-tuning examples (infer/ftdata.h) and their predictions
- * (infer/predict.h): the readers and their errors, label sets, the rows
+/* Fine-tuning examples (data/ftdata.h) and their predictions
+ * (data/predict.h): the readers and their errors, label sets, the rows
  * each encoding builds (with BERT's uncased vocabulary and GPT-2's
  * tokenizer from testdata/), span windows and character offsets, and the
  * choice of predictions from given head outputs. */
@@ -17,8 +17,9 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "infer/ftdata.h"
-#include "infer/predict.h"
+#include "data/ftdata.h"
+#include "data/predict.h"
+#include "data/taskdata.h"
 #include "text/tokenizer.h"
 
 static tfm_tokenizer *bert, *gpt2;
@@ -409,6 +410,9 @@ static void test_tags(void **state)
                "t.conll:2: 3 columns, but line 1 has 2");
     read_fails(TFM_FT_TAG, "{\"tokens\": [\"a\", \"b\"], \"tags\": [\"O\"]}\n", "t.jsonl", 1, -1,
                "t.jsonl:1:32: \"tags\" must be an array of 2 tags");
+    /* the one-column rule alone: -DOCSTART- and blank lines are no words */
+    assert_int_equal(tfm_taskdata_conll_untagged("-DOCSTART- -X- O\n\nJohn B-PER\r\n", 30), 0);
+    assert_int_equal(tfm_taskdata_conll_untagged("-DOCSTART-\n\na O\n b \r\n", 21), 4);
     /* words alone: prediction */
     assert_int_equal(rd(&d, TFM_FT_TAG, "John\nlikes\n\nHi\n", "p.conll", 0, -1, &err), 0);
     assert_true(!d.gold && d.n == 2 && d.tag[0] == NULL);
@@ -637,6 +641,86 @@ static void test_predict_whole_words(void **state)
     want_answer(gpt2, g, 6, 6, "Dvo\xc5\x99\xc3\xa1k", 100);
 }
 
+/* The label, tag and answer files (data/taskdata.h). */
+static void test_taskdata(void **state)
+{
+    (void)state;
+    tfm_taskdata d;
+    tfm_err err = {0};
+    const char *lab = " pos \r\nneg\n";
+    assert_int_equal(tfm_taskdata_labels(&d, lab, strlen(lab), "l.txt", &err), 0);
+    assert_int_equal(d.n, 2);
+    assert_string_equal(d.item[0], "pos");
+    tfm_taskdata_free(&d);
+    assert_int_equal(tfm_taskdata_labels(&d, "a\n\nb\n", 5, "l.txt", &err), -1);
+    assert_non_null(strstr(err.msg, "l.txt:2:"));
+    assert_int_equal(tfm_taskdata_values(&d, "1.5\n-2e3\n", 9, "v.txt", &err), 0);
+    assert_true(d.value[1] == -2000);
+    tfm_taskdata_free(&d);
+    assert_int_equal(tfm_taskdata_values(&d, "1\n2x\n", 5, "v.txt", &err), -1);
+    assert_non_null(strstr(err.msg, "v.txt:2:"));
+    assert_int_equal(tfm_taskdata_values(&d, "nan\n", 4, "v.txt", &err), -1);
+    /* invalid UTF-8 in any of these files */
+    assert_int_equal(tfm_taskdata_labels(&d, "pos\nn\xe9g\n", 8, "l.txt", &err), -1);
+    assert_string_equal(err.msg, "l.txt:2: invalid UTF-8");
+    assert_int_equal(tfm_taskdata_tags(&d, "a O\n\n\xed\xa0\x80 O\n", 10, "c", TFM_TAGS_CONLL,
+                                       &err), -1);
+    assert_string_equal(err.msg, "c:3: invalid UTF-8");
+    assert_int_equal(tfm_taskdata_answers(&d, "ok\n\xff\n", 5, "a.txt", 1, &err), -1);
+    assert_string_equal(err.msg, "a.txt:2: invalid UTF-8");
+    /* CoNLL: sentences by blank lines, the tag last, -DOCSTART- skipped */
+    const char *conll = "-DOCSTART- O\n\nJohn B-PER\nlives O\n\n\nin O\nParis B-LOC\n";
+    assert_int_equal(tfm_taskdata_tags(&d, conll, strlen(conll), "c", TFM_TAGS_AUTO, &err), 0);
+    assert_int_equal(d.n_group, 2);
+    assert_int_equal(d.n, 4);
+    assert_string_equal(d.item[3], "B-LOC");
+    assert_int_equal(d.group[1], 2);
+    assert_int_equal(d.group_line[1], 7);
+    tfm_taskdata_free(&d);
+    const char *missing = "John NNP B-PER\nlives VBZ\n";
+    assert_int_equal(tfm_taskdata_tags(&d, missing, strlen(missing), "c", TFM_TAGS_CONLL,
+                                       &err), -1);
+    assert_non_null(strstr(err.msg, "c:2:"));
+    /* one sentence a line; auto-detected without blank lines */
+    assert_int_equal(tfm_taskdata_tags(&d, "B-X I-X\nO\n", 10, "t", TFM_TAGS_AUTO, &err), 0);
+    assert_int_equal(d.n_group, 2);
+    tfm_taskdata_free(&d);
+    /* an empty sentence is a blank line: auto would take it for CoNLL */
+    const char *lines = "B-PER I-PER O\n\nO\tB-LOC\n";
+    assert_int_equal(tfm_taskdata_tags(&d, lines, strlen(lines), "t", TFM_TAGS_LINES, &err), 0);
+    assert_int_equal(d.n_group, 3);
+    assert_int_equal(d.group[1] - d.group[0], 3);
+    assert_int_equal(d.group[2] - d.group[1], 0);
+    assert_string_equal(d.item[4], "B-LOC");
+    tfm_taskdata_free(&d);
+    const char *ans = "one\ttwo\n\nthree\n";
+    assert_int_equal(tfm_taskdata_answers(&d, ans, strlen(ans), "a", 1, &err), 0);
+    assert_int_equal(d.n_group, 3);
+    assert_int_equal(d.n, 4);
+    assert_string_equal(d.item[2], "");
+    tfm_taskdata_free(&d);
+}
+
+/* Predictions from a model with NaN weights are refused: the outputs a
+ * classifier, tagger or span head gave are checked before any metric. */
+static void test_nonfinite_outputs(void **state)
+{
+    float cls[6] = {1, 2, 3, 4, 5, 6}, span[4] = {0, 1, 2, 3};
+    tfm_ft_set s = {.task = TFM_FT_CLASSIFY, .n_rows = 3};
+    tfm_ft_out o = {.K = 2, .cls = cls};
+    tfm_err e = {0};
+    assert_int_equal(tfm_ft_out_check(&o, &s, "m.st", &e), 0);
+    cls[5] = NAN;
+    assert_int_equal(tfm_ft_out_check(&o, &s, "m.st", &e), -1);
+    assert_non_null(strstr(e.msg, "m.st: the model's outputs are not finite (NaN)"));
+    s.ids.len = 2;
+    tfm_ft_out so = {.span = span};
+    assert_int_equal(tfm_ft_out_check(&so, &s, "m.st", &e), 0);
+    span[3] = INFINITY;
+    assert_int_equal(tfm_ft_out_check(&so, &s, "m.st", &e), -1);
+    assert_non_null(strstr(e.msg, "(infinite)"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -645,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_encode_decoder), cmocka_unit_test(test_tags),
         cmocka_unit_test(test_spans),         cmocka_unit_test(test_token_offsets),
         cmocka_unit_test(test_predict),       cmocka_unit_test(test_predict_whole_words),
+        cmocka_unit_test(test_taskdata),      cmocka_unit_test(test_nonfinite_outputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,7 +3,7 @@
  * single spaces, is a substring too), counted by sorting. */
 #include "config.h"
 
-#include "infer/bleu.h"
+#include "metrics/bleu.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -464,4 +464,23 @@ void tfm_chrf_signature(tfm_buf *b, int nrefs, int lowercase)
 {
     tfm_buf_printf(b, "nrefs:%d|case:%s|eff:yes|nc:%d|nw:0|space:no|version:%s", nrefs,
                    lowercase ? "lc" : "mixed", TFM_CHRF_ORDER, TFM_SACREBLEU_VERSION);
+}
+
+void tfm_bleu_stats_merge(tfm_bleu_stats *st, const tfm_bleu_stats *one)
+{
+    st->sys_len += one->sys_len;
+    st->ref_len += one->ref_len;
+    for (int n = 0; n < TFM_BLEU_ORDER; n++) {
+        st->correct[n] += one->correct[n];
+        st->total[n] += one->total[n];
+    }
+}
+
+void tfm_chrf_stats_merge(tfm_chrf_stats *st, const tfm_chrf_stats *one)
+{
+    for (int n = 0; n < TFM_CHRF_ORDER; n++) {
+        st->hyp[n] += one->hyp[n];
+        st->ref[n] += one->ref[n];
+        st->match[n] += one->match[n];
+    }
 }

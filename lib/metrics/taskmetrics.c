@@ -3,7 +3,7 @@
  * number of labels (MCC needs only the marginals and the trace). */
 #include "config.h"
 
-#include "infer/taskmetrics.h"
+#include "metrics/taskmetrics.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -573,4 +573,55 @@ double tfm_squad_f1(const char *pred, size_t pn, const char *gold, size_t gn)
     tfm_buf_free(&a);
     tfm_buf_free(&b);
     return f1;
+}
+
+const char *tfm_metrics_default_pos(const char *const *gold, const char *const *pred, size_t n)
+{
+    static const char *const cand[] = {"1", "true", "True"};
+    const char *a = NULL, *b = NULL;
+    for (int k = 0; k < 2; k++) {
+        const char *const *d = k ? pred : gold;
+        for (size_t i = 0; i < n; i++) {
+            const char *s = d[i];
+            if (a && !strcmp(s, a))
+                continue;
+            if (b && !strcmp(s, b))
+                continue;
+            if (!a)
+                a = s;
+            else if (!b)
+                b = s;
+            else
+                return NULL;
+        }
+    }
+    for (int c = 0; c < 3; c++)
+        if ((a && !strcmp(a, cand[c])) || (b && !strcmp(b, cand[c])))
+            return cand[c];
+    return NULL;
+}
+
+void tfm_metrics_span(const char *const *pred, size_t n, const char *const *gold,
+                      const size_t *group, double *exact_match, double *f1)
+{
+    double em = 0, f = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *pr = pred[i];
+        double be = 0, bf = 0;
+        size_t answers = 0;
+        for (size_t k = group[i]; k < group[i + 1]; k++) {
+            const char *gs = gold[k];
+            if (!*gs) /* "answers": [] or an empty gold line: none */
+                continue;
+            answers++;
+            be = fmax(be, tfm_squad_exact(pr, strlen(pr), gs, strlen(gs)));
+            bf = fmax(bf, tfm_squad_f1(pr, strlen(pr), gs, strlen(gs)));
+        }
+        if (!answers)
+            be = bf = tfm_squad_no_answer(pr, strlen(pr));
+        em += be;
+        f += bf;
+    }
+    *exact_match = 100 * em / (double)n;
+    *f1 = 100 * f / (double)n;
 }

@@ -1,4 +1,4 @@
-/* A fine-tuned model over encoded examples (infer/ftdata.h): batches, the
+/* A fine-tuned model over encoded examples (data/ftdata.h): batches, the
  * forward, and its head outputs turned into predictions.  Training's
  * validation (train/task_classify.c, task_tag.c, task_span.c) and tfm-eval
  * classify|tag|span run the same code.
@@ -27,21 +27,21 @@
  *             context) of the highest log p(start) + log p(end) (log-softmax
  *             over its row's positions) over every window, as the bytes of
  *             the context from its first token's start to its last's end
- *             widened to whole words (infer/taskmetrics.h's
+ *             widened to whole words (metrics/taskmetrics.h's
  *             tfm_squad_whole_words, as run_squad maps a span back to the
  *             context's words): the answer both tfm-eval span prints and
  *             the metrics score, in training's validation too.
  *
  * Ownership: each struct owns its arrays; the _free/_close functions
  * release them. */
-#ifndef TFM_INFER_PREDICT_H
-#define TFM_INFER_PREDICT_H
+#ifndef TFM_DATA_PREDICT_H
+#define TFM_DATA_PREDICT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
-#include "infer/ftdata.h"
+#include "data/ftdata.h"
 #include "io/config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"

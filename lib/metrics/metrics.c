@@ -2,7 +2,7 @@
 
 #include <math.h>
 
-#include "infer/metrics.h"
+#include "metrics/metrics.h"
 
 double tfm_metrics_nll(const float *logits, int V, uint32_t target)
 {

@@ -1,9 +1,17 @@
-/* Small, exact pieces of language-model evaluation: the negative log
+/* lib/metrics, the layer: scores that need no model, so training's
+ * validation (train/), evaluation (infer/, tfm-eval) and the predictions
+ * of data/predict.h share one definition of each: this file's
+ * language-model pieces, bleu.h (BLEU, chrF as sacrebleu) and
+ * taskmetrics.h (classification, regression, conlleval tags, SQuAD spans).
+ * It uses only base/ and text/ (and sits above model/ only in the order of
+ * data/ftdata.h's picture).
+ *
+ * Small, exact pieces of language-model evaluation: the negative log
  * likelihood of one token from a row of logits, accuracy with its standard
  * error, and the windows perplexity is computed over.  No model here: the
  * functions are pure so the tests can check them by hand. */
-#ifndef TFM_INFER_METRICS_H
-#define TFM_INFER_METRICS_H
+#ifndef TFM_METRICS_METRICS_H
+#define TFM_METRICS_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * once and cut in place with NULs; items point into the copy. */
 #include "config.h"
 
-#include "infer/taskdata.h"
+#include "data/taskdata.h"
 
 #include <errno.h>
 #include <math.h>
@@ -228,6 +228,31 @@ int tfm_taskdata_tags(tfm_taskdata *d, const char *text, size_t len, const char 
         push_item(d, &g, last, line);
         set_word(d, &g, s);
         close_group(d);
+    }
+    return 0;
+}
+
+long tfm_taskdata_conll_untagged(const char *text, size_t len)
+{
+    long line = 0;
+    for (size_t pos = 0; pos < len;) {
+        const char *s = text + pos, *nl = memchr(s, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - s) : len - pos;
+        pos += n + (nl != NULL);
+        if (n && s[n - 1] == '\r')
+            n--;
+        line++;
+        size_t k = 0, fields = 0;
+        while (k < n) {
+            while (k < n && (s[k] == ' ' || s[k] == '\t'))
+                k++;
+            if (k < n)
+                fields++;
+            while (k < n && s[k] != ' ' && s[k] != '\t')
+                k++;
+        }
+        if (fields == 1 && !(n >= 10 && !memcmp(s, "-DOCSTART-", 10)))
+            return line;
     }
     return 0;
 }

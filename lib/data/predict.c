@@ -1,7 +1,7 @@
 /* Fine-tuned models over encoded examples; see predict.h. */
 #include "config.h"
 
-#include "infer/predict.h"
+#include "data/predict.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "base/order.h"
-#include "infer/taskmetrics.h"
+#include "metrics/taskmetrics.h"
 #include "model/file.h"
 
 /* ---- batches ------------------------------------------------------------ */

@@ -19,10 +19,8 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/file.h"
-#include "infer/bleu.h"
-#include "infer/predict.h"
-#include "infer/taskdata.h"
-#include "infer/taskmetrics.h"
+#include "metrics/bleu.h"
+#include "metrics/taskmetrics.h"
 #include "io/json.h"
 
 static const char *srcdir(void)
@@ -382,85 +380,6 @@ static void test_squad(void **state)
     assert_int_equal(tfm_squad_exact("", 0, "a", 1), 1);
 }
 
-static void test_taskdata(void **state)
-{
-    (void)state;
-    tfm_taskdata d;
-    tfm_err err = {0};
-    const char *lab = " pos \r\nneg\n";
-    assert_int_equal(tfm_taskdata_labels(&d, lab, strlen(lab), "l.txt", &err), 0);
-    assert_int_equal(d.n, 2);
-    assert_string_equal(d.item[0], "pos");
-    tfm_taskdata_free(&d);
-    assert_int_equal(tfm_taskdata_labels(&d, "a\n\nb\n", 5, "l.txt", &err), -1);
-    assert_non_null(strstr(err.msg, "l.txt:2:"));
-    assert_int_equal(tfm_taskdata_values(&d, "1.5\n-2e3\n", 9, "v.txt", &err), 0);
-    assert_true(d.value[1] == -2000);
-    tfm_taskdata_free(&d);
-    assert_int_equal(tfm_taskdata_values(&d, "1\n2x\n", 5, "v.txt", &err), -1);
-    assert_non_null(strstr(err.msg, "v.txt:2:"));
-    assert_int_equal(tfm_taskdata_values(&d, "nan\n", 4, "v.txt", &err), -1);
-    /* invalid UTF-8 in any of these files */
-    assert_int_equal(tfm_taskdata_labels(&d, "pos\nn\xe9g\n", 8, "l.txt", &err), -1);
-    assert_string_equal(err.msg, "l.txt:2: invalid UTF-8");
-    assert_int_equal(tfm_taskdata_tags(&d, "a O\n\n\xed\xa0\x80 O\n", 10, "c", TFM_TAGS_CONLL,
-                                       &err), -1);
-    assert_string_equal(err.msg, "c:3: invalid UTF-8");
-    assert_int_equal(tfm_taskdata_answers(&d, "ok\n\xff\n", 5, "a.txt", 1, &err), -1);
-    assert_string_equal(err.msg, "a.txt:2: invalid UTF-8");
-    /* CoNLL: sentences by blank lines, the tag last, -DOCSTART- skipped */
-    const char *conll = "-DOCSTART- O\n\nJohn B-PER\nlives O\n\n\nin O\nParis B-LOC\n";
-    assert_int_equal(tfm_taskdata_tags(&d, conll, strlen(conll), "c", TFM_TAGS_AUTO, &err), 0);
-    assert_int_equal(d.n_group, 2);
-    assert_int_equal(d.n, 4);
-    assert_string_equal(d.item[3], "B-LOC");
-    assert_int_equal(d.group[1], 2);
-    assert_int_equal(d.group_line[1], 7);
-    tfm_taskdata_free(&d);
-    const char *missing = "John NNP B-PER\nlives VBZ\n";
-    assert_int_equal(tfm_taskdata_tags(&d, missing, strlen(missing), "c", TFM_TAGS_CONLL,
-                                       &err), -1);
-    assert_non_null(strstr(err.msg, "c:2:"));
-    /* one sentence a line; auto-detected without blank lines */
-    assert_int_equal(tfm_taskdata_tags(&d, "B-X I-X\nO\n", 10, "t", TFM_TAGS_AUTO, &err), 0);
-    assert_int_equal(d.n_group, 2);
-    tfm_taskdata_free(&d);
-    /* an empty sentence is a blank line: auto would take it for CoNLL */
-    const char *lines = "B-PER I-PER O\n\nO\tB-LOC\n";
-    assert_int_equal(tfm_taskdata_tags(&d, lines, strlen(lines), "t", TFM_TAGS_LINES, &err), 0);
-    assert_int_equal(d.n_group, 3);
-    assert_int_equal(d.group[1] - d.group[0], 3);
-    assert_int_equal(d.group[2] - d.group[1], 0);
-    assert_string_equal(d.item[4], "B-LOC");
-    tfm_taskdata_free(&d);
-    const char *ans = "one\ttwo\n\nthree\n";
-    assert_int_equal(tfm_taskdata_answers(&d, ans, strlen(ans), "a", 1, &err), 0);
-    assert_int_equal(d.n_group, 3);
-    assert_int_equal(d.n, 4);
-    assert_string_equal(d.item[2], "");
-    tfm_taskdata_free(&d);
-}
-
-/* Predictions from a model with NaN weights are refused: the outputs a
- * classifier, tagger or span head gave are checked before any metric. */
-static void test_nonfinite_outputs(void **state)
-{
-    float cls[6] = {1, 2, 3, 4, 5, 6}, span[4] = {0, 1, 2, 3};
-    tfm_ft_set s = {.task = TFM_FT_CLASSIFY, .n_rows = 3};
-    tfm_ft_out o = {.K = 2, .cls = cls};
-    tfm_err e = {0};
-    assert_int_equal(tfm_ft_out_check(&o, &s, "m.st", &e), 0);
-    cls[5] = NAN;
-    assert_int_equal(tfm_ft_out_check(&o, &s, "m.st", &e), -1);
-    assert_non_null(strstr(e.msg, "m.st: the model's outputs are not finite (NaN)"));
-    s.ids.len = 2;
-    tfm_ft_out so = {.span = span};
-    assert_int_equal(tfm_ft_out_check(&so, &s, "m.st", &e), 0);
-    span[3] = INFINITY;
-    assert_int_equal(tfm_ft_out_check(&so, &s, "m.st", &e), -1);
-    assert_non_null(strstr(e.msg, "(infinite)"));
-}
-
 /* No gold answers: unanswerable (SQuAD v2), right only when empty. */
 static void test_squad_no_answer(void **state)
 {
@@ -521,6 +440,56 @@ static void test_squad_whole_words(void **state)
     words("ab cd", 4, 99, "cd");
 }
 
+/* tfm-eval score's span rule: the best gold answer; empty gold is none. */
+static void test_metrics_span(void **state)
+{
+    (void)state;
+    const char *pred[3] = {"the cat", "a dog", ""};
+    const char *gold[4] = {"cat", "big dog", "", ""};
+    size_t group[4] = {0, 1, 2, 4};
+    double em, f1;
+    tfm_metrics_span(pred, 3, gold, group, &em, &f1);
+    /* exact 1, 0, 1 (no answer, empty prediction); F1 1, 2/3, 1 */
+    assert_true(fabs(em - 200.0 / 3) < 1e-12);
+    assert_true(fabs(f1 - 100 * (2 + 2.0 / 3) / 3) < 1e-12);
+}
+
+static void test_default_pos(void **state)
+{
+    (void)state;
+    const char *g[3] = {"0", "1", "1"}, *p[3] = {"1", "0", "0"};
+    assert_string_equal(tfm_metrics_default_pos(g, p, 3), "1");
+    const char *g2[2] = {"false", "true"}, *p2[2] = {"true", "true"};
+    assert_string_equal(tfm_metrics_default_pos(g2, p2, 2), "true");
+    const char *g3[2] = {"a", "b"}, *p3[2] = {"c", "a"};
+    assert_null(tfm_metrics_default_pos(g3, p3, 2)); /* three labels */
+    const char *g4[1] = {"x"}, *p4[1] = {"y"};
+    assert_null(tfm_metrics_default_pos(g4, p4, 1));
+}
+
+/* Corpus counts are the sum of the sentences'. */
+static void test_stats_merge(void **state)
+{
+    (void)state;
+    const char *hyp[2] = {"the cat sat on the mat", "a dog ran"};
+    const char *ref[2] = {"the cat sat on a mat", "the dog ran fast"};
+    tfm_bleu_stats all = {0}, sum = {0};
+    tfm_chrf_stats call = {0}, csum = {0};
+    for (int i = 0; i < 2; i++) {
+        size_t rl = strlen(ref[i]);
+        tfm_bleu_stats one = {0};
+        tfm_chrf_stats cone = {0};
+        tfm_bleu_add(&all, hyp[i], strlen(hyp[i]), &ref[i], &rl, 1, 0);
+        tfm_bleu_add(&one, hyp[i], strlen(hyp[i]), &ref[i], &rl, 1, 0);
+        tfm_bleu_stats_merge(&sum, &one);
+        tfm_chrf_add(&call, hyp[i], strlen(hyp[i]), &ref[i], &rl, 1, 0);
+        tfm_chrf_add(&cone, hyp[i], strlen(hyp[i]), &ref[i], &rl, 1, 0);
+        tfm_chrf_stats_merge(&csum, &cone);
+    }
+    assert_memory_equal(&all, &sum, sizeof all);
+    assert_memory_equal(&call, &csum, sizeof call);
+}
+
 static void test_check_label(void **state)
 {
     const char *gold[] = {"a", "b", "a"}, *pred[] = {"b", "c", "a"};
@@ -538,9 +507,9 @@ int main(void)
         cmocka_unit_test(test_bleu_hand),     cmocka_unit_test(test_metrics_golden),
         cmocka_unit_test(test_classify_hand), cmocka_unit_test(test_regress_hand),
         cmocka_unit_test(test_chunks),        cmocka_unit_test(test_squad),
-        cmocka_unit_test(test_taskdata),      cmocka_unit_test(test_nonfinite_outputs),
         cmocka_unit_test(test_squad_no_answer), cmocka_unit_test(test_check_label),
-        cmocka_unit_test(test_squad_whole_words),
+        cmocka_unit_test(test_squad_whole_words), cmocka_unit_test(test_metrics_span),
+        cmocka_unit_test(test_default_pos),   cmocka_unit_test(test_stats_merge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,8 +10,8 @@
  * Statistics are sums, so a corpus is the sum of its lines and the order of
  * lines does not matter.  Texts are UTF-8; nothing here can fail (memory
  * exhaustion exits, as everywhere in tfm). */
-#ifndef TFM_INFER_BLEU_H
-#define TFM_INFER_BLEU_H
+#ifndef TFM_METRICS_BLEU_H
+#define TFM_METRICS_BLEU_H
 
 #include <stddef.h>
 
@@ -44,6 +44,9 @@ typedef struct tfm_bleu_stats {
 void tfm_bleu_add(tfm_bleu_stats *st, const char *hyp, size_t hyp_len,
                   const char *const *refs, const size_t *ref_lens, int nrefs, int lowercase);
 
+/* Adds the counts of one (a sentence's) into st: corpus BLEU sums them. */
+void tfm_bleu_stats_merge(tfm_bleu_stats *st, const tfm_bleu_stats *one);
+
 typedef struct tfm_bleu_score {
     double bleu;                         /* 0..100 */
     double precisions[TFM_BLEU_ORDER];   /* 0..100, smoothed */
@@ -74,6 +77,9 @@ typedef struct tfm_chrf_stats {
  * best chrF (the first on ties). */
 void tfm_chrf_add(tfm_chrf_stats *st, const char *hyp, size_t hyp_len,
                   const char *const *refs, const size_t *ref_lens, int nrefs, int lowercase);
+
+/* Adds the counts of one (a sentence's) into st. */
+void tfm_chrf_stats_merge(tfm_chrf_stats *st, const tfm_chrf_stats *one);
 
 /* chrF2 in 0..100 as sacrebleu's default (no eps smoothing): precision and
  * recall are averaged over the orders where both sides have n-grams, then

@@ -13,8 +13,8 @@
  * zeros and an MCC with a constant side are 0.  Correlations of a constant
  * side are NaN, as SciPy's; callers print them as null.  Nothing here can
  * fail. */
-#ifndef TFM_INFER_TASKMETRICS_H
-#define TFM_INFER_TASKMETRICS_H
+#ifndef TFM_METRICS_TASKMETRICS_H
+#define TFM_METRICS_TASKMETRICS_H
 
 #include <stddef.h>
 
@@ -79,6 +79,12 @@ double tfm_squad_f1(const char *pred, size_t pn, const char *gold, size_t gn);
  * and F1 are both this, 1 when the prediction normalises to nothing, else
  * 0, as in v2's official script. */
 int tfm_squad_no_answer(const char *pred, size_t pn);
+/* SQuAD exact match and F1 in percent of predictions pred[0..n), pred[i]
+ * against the gold answers gold[group[i] .. group[i + 1]) (its best match
+ * of each); an empty gold string is no answer, and a prediction without
+ * any scores tfm_squad_no_answer. */
+void tfm_metrics_span(const char *const *pred, size_t n, const char *const *gold,
+                      const size_t *group, double *exact_match, double *f1);
 
 /* The answer text of a predicted span [*start, *end) of bytes of a
  * context text[0..len): the span widened to whole words, as BERT's
@@ -110,6 +116,11 @@ void tfm_squad_whole_words(const char *text, size_t len, long *start, long *end)
 /* 0 when label is one of the gold or predicted labels, else -1 with err
  * naming it and the labels there are (scikit-learn refuses such a
  * pos_label too: its scores would all be 0). */
+/* The positive label of the binary scores when none is given: "1"
+ * (scikit-learn's default), else "true"/"True", when gold and pred have at
+ * most two labels between them; else NULL. */
+const char *tfm_metrics_default_pos(const char *const *gold, const char *const *pred, size_t n);
+
 int tfm_metrics_check_label(const char *const *gold, const char *const *pred, size_t n,
                             const char *label, tfm_err *err);
 

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "infer/metrics.h"
+#include "metrics/metrics.h"
 
 static void test_nll(void **state)
 {

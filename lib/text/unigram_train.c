@@ -918,11 +918,11 @@ int tfm_unigram_trainer_finish(tfm_unigram_trainer *t, tfm_tokenizer **out, tfm_
     }
     if (n_req + meta.n > o->vocab_size) {
         rc = tfm_err_set(err, "%s: a vocabulary of %u is too small for the %zu characters "
-                              "needed to cover %g of the text and the %zu special, user%s "
-                              "pieces (raise --vocab-size to at least %zu or lower "
-                              "--character-coverage)",
+                              "needed to cover %g of the text plus %zu special pieces "
+                              "(specials, user symbols, bytes, sentinels): raise "
+                              "--vocab-size to at least %zu or lower --character-coverage",
                          o->source, o->vocab_size, n_req, o->character_coverage, meta.n,
-                         o->byte_fallback ? ", byte" : "", n_req + meta.n);
+                         n_req + meta.n);
         goto done;
     }
     memset(cnt, 0, N_CP * sizeof *cnt); /* now: 1 for a required character */

@@ -223,6 +223,11 @@ static int script_of(int32_t c)
         {0x0370, 0x03FF, 3},   {0x1F00, 0x1FFF, 3},                          /* Greek */
         {0x0400, 0x052F, 4},   {0x1C80, 0x1C8F, 4},   {0x2DE0, 0x2DFF, 4},
         {0xA640, 0xA69F, 4},                                                 /* Cyrillic */
+        {0x0530, 0x058F, 8},   {0xFB13, 0xFB17, 8},                          /* Armenian */
+        {0x0590, 0x05FF, 9},   {0xFB1D, 0xFB4F, 9},                          /* Hebrew */
+        {0x10A0, 0x10FF, 10},  {0x1C90, 0x1CBF, 10},  {0x2D00, 0x2D2F, 10},  /* Georgian */
+        {0x1200, 0x139F, 11},  {0x2D80, 0x2DDF, 11},  {0xAB00, 0xAB2F, 11},  /* Ethiopic */
+        {0x0700, 0x074F, 12},  {0x0780, 0x07BF, 13},  {0x07C0, 0x07FF, 14},  /* Syriac.. */
         {0x0600, 0x06FF, 5},   {0x0750, 0x077F, 5},   {0x08A0, 0x08FF, 5},
         {0xFB50, 0xFDFF, 5},   {0xFE70, 0xFEFF, 5},                          /* Arabic */
         {0x1100, 0x11FF, 6},   {0x3130, 0x318F, 6},   {0xA960, 0xA97F, 6},
@@ -235,7 +240,7 @@ static int script_of(int32_t c)
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
         if (c >= r[i].lo && c <= r[i].hi)
             return r[i].script;
-    return 16 + (c >> 7); /* another block, another script */
+    return 16 + (c >> 7); /* another block of 128 (Indic, Thai...), another script */
 }
 
 /* sentencepiece's IsValidSentencePiece with its defaults (split by

@@ -35,7 +35,7 @@
  *
  * The expected counts are summed in fixed point (integers), so the model is
  * the same for any thread count.  Memory: the normalized text (held whole;
- * tfm-tokenize's --sample-lines bounds it) and about 20 bytes per
+ * tfm-tokenize's --sample-lines bounds it) and about 30 bytes per
  * character while the seeds are found. */
 #ifndef TFM_TEXT_UNIGRAM_TRAIN_H
 #define TFM_TEXT_UNIGRAM_TRAIN_H

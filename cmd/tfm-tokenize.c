@@ -32,8 +32,8 @@ static void usage_main(FILE *fp)
 {
     fprintf(fp,
             "Usage: %s COMMAND [OPTION]... [FILE]...\n"
-            "Train, apply and inspect tokenizers (byte-level BPE, WordPiece, char;\n"
-            "SentencePiece Unigram to apply).\n"
+            "Train, apply and inspect tokenizers (byte-level BPE, WordPiece, char,\n"
+            "SentencePiece Unigram).\n"
             "\n"
             "Commands:\n"
             "  train    learn a tokenizer from text and write its tokenizer.json\n"
@@ -59,17 +59,24 @@ static void usage_train(FILE *fp)
             "Learn a tokenizer from the text in FILEs (standard input if none).\n"
             "\n"
             "  -m, --model KIND        bpe (byte-level, GPT-2 style; default), wordpiece\n"
-            "                          (BERT style) or char (one token per character)\n"
+            "                          (BERT style), char (one token per character) or\n"
+            "                          unigram (SentencePiece, as spm_train; nmt_nfkc)\n"
             "  -v, --vocab-size N      vocabulary size, specials and base alphabet\n"
             "                          included (default 30000; char: every character seen)\n"
             "      --min-frequency N   do not merge pairs (char: keep characters) seen fewer\n"
             "                          than N times (default 2; char 0)\n"
             "      --special TOKEN     a special token (repeatable; default bpe:\n"
             "                          <|endoftext|>; wordpiece: [PAD] [UNK] [CLS] [SEP] [MASK];\n"
-            "                          char: <unk>)\n"
+            "                          char: <unk>; unigram: <unk> <s> </s>, T5's are\n"
+            "                          <pad> </s> <unk>)\n"
             "      --lowercase         lowercase (wordpiece: and strip accents); stored in\n"
             "                          the tokenizer, so encoding does the same\n"
             "      --no-lowercase      keep case (the default except for wordpiece)\n"
+            "      --character-coverage F  unigram: the most frequent characters covering F\n"
+            "                          of the text are kept (default 0.9995)\n"
+            "      --byte-fallback     unigram: the 256 <0xXX> pieces, for unknown text\n"
+            "      --user-symbols LIST unigram: comma-separated pieces never split\n"
+            "      --extra-ids N       unigram: T5's sentinels <extra_id_0>.. at the top\n"
             "      --sample-lines N    train on N lines drawn uniformly from the input\n"
             "      --seed S            seed of the sample (default: random, logged)\n"
             "  -o, --output FILE       write tokenizer.json to FILE (default stdout)\n"
@@ -154,6 +161,10 @@ enum {
     OPT_SPLIT_SPECIAL,
     OPT_SKIP_SPECIAL,
     OPT_NBEST,
+    OPT_COVERAGE,
+    OPT_BYTE_FALLBACK,
+    OPT_USER_SYMBOLS,
+    OPT_EXTRA_IDS,
 };
 
 static tfm_tokenizer *load_tokenizer(const char *path)
@@ -297,6 +308,10 @@ static int cmd_train(int argc, char **argv)
         {"no-lowercase", no_argument, 0, OPT_NO_LOWER},
         {"sample-lines", required_argument, 0, OPT_SAMPLE},
         {"seed", required_argument, 0, OPT_SEED},
+        {"character-coverage", required_argument, 0, OPT_COVERAGE},
+        {"byte-fallback", no_argument, 0, OPT_BYTE_FALLBACK},
+        {"user-symbols", required_argument, 0, OPT_USER_SYMBOLS},
+        {"extra-ids", required_argument, 0, OPT_EXTRA_IDS},
         {"output", required_argument, 0, 'o'},
         {"threads", required_argument, 0, OPT_THREADS},
         {"quiet", no_argument, 0, 'q'},
@@ -309,7 +324,7 @@ static int cmd_train(int argc, char **argv)
     long long seed = -1;
     const char *output = NULL;
     int quiet = 0, c;
-    const char **specials = NULL;
+    const char **specials = NULL, **user = NULL, *uni_opt = NULL;
     size_t n_specials = 0;
     while ((c = getopt_long(argc, argv, "m:v:o:qh", lo, NULL)) != -1) {
         switch (c) {
@@ -320,8 +335,27 @@ static int cmd_train(int argc, char **argv)
                 o.kind = TFM_TOK_WORDPIECE;
             else if (strcmp(optarg, "char") == 0)
                 o.kind = TFM_TOK_CHAR;
+            else if (strcmp(optarg, "unigram") == 0)
+                o.kind = TFM_TOK_UNIGRAM;
             else
-                tfm_usage_error(prog, "--model: '%s' is not one of bpe, wordpiece, char", optarg);
+                tfm_usage_error(prog, "--model: '%s' is not one of bpe, wordpiece, char, unigram",
+                                optarg);
+            break;
+        case OPT_COVERAGE:
+            o.character_coverage = tfm_opt_double(prog, "--character-coverage", optarg, 0.5, 1);
+            uni_opt = "--character-coverage";
+            break;
+        case OPT_BYTE_FALLBACK: o.byte_fallback = 1; uni_opt = "--byte-fallback"; break;
+        case OPT_USER_SYMBOLS:
+            for (char *u = strtok(tfm_strdup(optarg), ","); u; u = strtok(NULL, ",")) {
+                user = tfm_realloc(user, (o.n_user_symbols + 1) * sizeof *user);
+                user[o.n_user_symbols++] = u;
+            }
+            uni_opt = "--user-symbols";
+            break;
+        case OPT_EXTRA_IDS:
+            o.extra_ids = (uint32_t)tfm_opt_long(prog, "--extra-ids", optarg, 0, 100000);
+            uni_opt = "--extra-ids";
             break;
         case 'v': vocab = tfm_opt_long(prog, "--vocab-size", optarg, 1, UINT32_MAX); break;
         case OPT_MIN_FREQ: min_freq = tfm_opt_long(prog, "--min-frequency", optarg, 0, LONG_MAX); break;
@@ -341,6 +375,14 @@ static int cmd_train(int argc, char **argv)
         default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
         }
     }
+    if (uni_opt && o.kind != TFM_TOK_UNIGRAM)
+        tfm_usage_error(prog, "%s is for -m unigram", uni_opt);
+    if (o.kind == TFM_TOK_UNIGRAM && (o.lowercase >= 0 || min_freq >= 0))
+        tfm_usage_error(prog, "-m unigram normalizes as nmt_nfkc and takes no %s",
+                        o.lowercase >= 0 ? "--lowercase/--no-lowercase" : "--min-frequency");
+    o.user_symbols = user;
+    o.source = argc - optind == 1 ? argv[optind] : argc - optind > 1 ? "the input files"
+                                                                        : "<stdin>";
     if (vocab < 0)
         vocab = o.kind == TFM_TOK_CHAR ? 0 : 30000;
     /* A character seen once still belongs in a char vocabulary. */
@@ -417,6 +459,7 @@ static int cmd_train(int argc, char **argv)
         tfm_die(prog, &err);
     tfm_tok_trainer_free(f.tr);
     free(specials);
+    free(user);
     /* Results the user did not ask for are said, not left to be found. */
     uint32_t got = tfm_tokenizer_vocab_size(tok);
     if (used_bytes == 0)

@@ -30,7 +30,8 @@ expect_exit 2 $T encode -t tok.json --format yaml corpus.txt
 expect_exit 2 $T encode -t tok.json --threads 0 corpus.txt
 expect_exit 2 $T encode corpus.txt
 grep -q -- "-t" err || fail "missing -t not explained"
-expect_exit 2 $T train --model unigram corpus.txt
+expect_exit 2 $T train --model sentencepiece corpus.txt
+expect_exit 2 $T train --model unigram --lowercase corpus.txt
 expect_exit 2 $T train --vocab-size -5 corpus.txt
 expect_exit 2 $T decode -t tok.json a b
 # help and version: exit 0 on stdout

@@ -2,9 +2,10 @@
 # tokenizer.json files written by tfm load in HuggingFace tokenizers (npm
 # "tokenizers") and give the same ids as tfm on the same lines: byte-level
 # BPE, BPE with --lowercase, the char model (BPE without merges + Fuse) and
-# WordPiece (uncased and cased), and SentencePiece Unigram models written
-# by spm_train and converted by tfm-tokenize convert (with and without
-# byte fallback).  HF always splits special-token text, so
+# WordPiece (uncased and cased), Unigram models trained by tfm (plain, and
+# T5-like with byte fallback, sentinels and user symbols), and SentencePiece
+# Unigram models written by spm_train and converted by tfm-tokenize convert
+# (with and without byte fallback).  HF always splits special-token text, so
 # tfm encodes with --split-special.
 # Skipped (77) unless node can load "tokenizers": set TFM_NODE_PATH to the
 # node_modules directory holding it (e.g. after `npm install tokenizers`);
@@ -44,6 +45,10 @@ check bpe_lower --model bpe --vocab-size 600 --lowercase
 check char --model char
 check wordpiece --model wordpiece --vocab-size 600
 check wordpiece_cased --model wordpiece --vocab-size 600 --no-lowercase
+# Unigram models trained by tfm (nmt_nfkc written as Replace + NFKC)
+check unigram_trained --model unigram --vocab-size 600
+check unigram_trained_t5 --model unigram --vocab-size 700 --byte-fallback --extra-ids 10 \
+    --user-symbols '<sep>,quick' --special '<pad>' --special '</s>' --special '<unk>'
 # SentencePiece Unigram: models spm_train writes, converted by tfm (when
 # Debian's sentencepiece is installed)
 uni() { # name, spm_train options...

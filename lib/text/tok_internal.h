@@ -163,6 +163,12 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
                               const tfm_json *root, tfm_err *err);
 /* A sentencepiece .model file. */
 int tfm_tok_unigram_from_spm(tfm_tokenizer *tok, const char *path, tfm_err *err);
+/* Makes u (taken over, even on failure: freed with tok) tok's model:
+ * its pieces, control and unknown pieces as special added tokens, user
+ * symbols as added tokens. */
+struct tfm_unigram;
+int tfm_tok_unigram_adopt(tfm_tokenizer *tok, struct tfm_unigram *u, const char *name,
+                          tfm_err *err);
 
 /* Trainers: the facade's tfm_tok_trainer dispatches to the kind's. */
 typedef struct tfm_tok_trainer_ops {
@@ -177,6 +183,7 @@ typedef struct tfm_tok_trainer_ops {
 extern const tfm_tok_trainer_ops tfm_bpe_trainer_ops;
 extern const tfm_tok_trainer_ops tfm_char_trainer_ops;
 extern const tfm_tok_trainer_ops tfm_tok_wordpiece_trainer_ops;
+extern const tfm_tok_trainer_ops tfm_unigram_trainer_ops; /* unigram_train.c */
 
 /* Adds each of specials[0..n) as a special added token at the next free id
  * (or its existing id if the piece is already in the vocabulary). */

@@ -92,6 +92,21 @@ static void metaspace_json(const tfm_unigram *u, tfm_buf *out)
                    tfm_unigram_norm_spec(u)->add_dummy_prefix ? "always" : "never");
 }
 
+/* The computed normalizer's nmt rules as HF Replace regexes (unigram.h). */
+static const char NMT_SPACES[] = "[\t\n\f\r\xe1\x9a\x80\xe2\x80\x8b\xe2\x80\x8c\xe2\x80\x8e"
+                                 "\xe2\x80\x8f\xe2\x80\xa8\xe2\x80\xa9\xe2\x96\x81\xef\xbb\xbf"
+                                 "\xef\xbf\xbd]";
+static const char NMT_DROPPED[] = "[\x01-\x08\x0b\x0e-\x1f\x7f\xc2\x8f\xc2\x9f]";
+
+static void replace_json(tfm_buf *out, const char *regex, const char *content)
+{
+    tfm_buf_puts(out, "{\"type\": \"Replace\", \"pattern\": {\"Regex\": ");
+    tfm_buf_put_json_string(out, regex, strlen(regex));
+    tfm_buf_puts(out, "}, \"content\": ");
+    tfm_buf_put_json_string(out, content, strlen(content));
+    tfm_buf_putc(out, '}');
+}
+
 static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
 {
     const tfm_unigram *u = tok->impl;
@@ -106,6 +121,15 @@ static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
         b64_put(out, sp->charsmap, sp->charsmap_len);
         tfm_buf_puts(out, "\"}");
         k++;
+    } else {
+        if (sp->nmt) {
+            replace_json(out, NMT_SPACES, " ");
+            tfm_buf_puts(out, ", ");
+            replace_json(out, NMT_DROPPED, "");
+            k++;
+        }
+        if (sp->nfkc)
+            tfm_buf_puts(out, k++ ? ", {\"type\": \"NFKC\"}" : "{\"type\": \"NFKC\"}");
     }
     if (sp->remove_extra_whitespaces)
         tfm_buf_printf(out, "%s{\"type\": \"Strip\", \"strip_left\": false, \"strip_right\": "
@@ -147,7 +171,7 @@ static const tfm_tok_ops uni_ops = {
 
 /* The model's pieces into the facade's table; control and unknown pieces
  * become special added tokens, user-defined symbols added tokens. */
-static int adopt(tfm_tokenizer *tok, tfm_unigram *u, const char *name, tfm_err *err)
+int tfm_tok_unigram_adopt(tfm_tokenizer *tok, tfm_unigram *u, const char *name, tfm_err *err)
 {
     tok->ops = &uni_ops;
     tok->impl = u;
@@ -182,7 +206,7 @@ int tfm_tok_unigram_from_spm(tfm_tokenizer *tok, const char *path, tfm_err *err)
     tfm_map_close(&m);
     if (rc)
         return -1;
-    if (adopt(tok, u, path, err))
+    if (tfm_tok_unigram_adopt(tok, u, path, err))
         return -1;
     tfm_tok_guess_specials(tok);
     return 0;
@@ -217,6 +241,15 @@ static int norm_item(const tfm_json_doc *doc, const tfm_json *n, tfm_uni_norm_sp
         sp->charsmap_len = charsmap->len;
         return 0;
     }
+    if (type_is(n, "NFKC")) {
+        sp->nfkc = 1;
+        return 0;
+    }
+    const tfm_json *rx = tfm_json_get(tfm_json_get(n, "pattern"), "Regex");
+    if (type_is(n, "Replace") && (str_is(rx, NMT_SPACES) || str_is(rx, NMT_DROPPED))) {
+        sp->nmt = 1;
+        return 0;
+    }
     if (type_is(n, "Strip")) {
         sp->remove_extra_whitespaces = 1;
         return 0;
@@ -228,8 +261,8 @@ static int norm_item(const tfm_json_doc *doc, const tfm_json *n, tfm_uni_norm_sp
         return 0;
     }
     return tfm_err_at(err, doc->name, n->line, n->col,
-                      "unsupported normalizer for a Unigram model (Precompiled, Strip, "
-                      "Replace of \" {2,}\")");
+                      "unsupported normalizer for a Unigram model (Precompiled, NFKC, Strip, "
+                      "Replace of \" {2,}\" or of sentencepiece's nmt characters)");
 }
 
 /* model: where to point when there is no pre_tokenizer */

@@ -834,7 +834,7 @@ tfm_tok_trainer *tfm_tok_trainer_new(const tfm_tok_train_opts *opts)
     case TFM_TOK_BPE: t->ops = &tfm_bpe_trainer_ops; break;
     case TFM_TOK_CHAR: t->ops = &tfm_char_trainer_ops; break;
     case TFM_TOK_WORDPIECE: t->ops = &tfm_tok_wordpiece_trainer_ops; break;
-    case TFM_TOK_UNIGRAM: break; /* no Unigram trainer yet: callers never ask */
+    case TFM_TOK_UNIGRAM: t->ops = &tfm_unigram_trainer_ops; break;
     }
     TFM_ASSERT(t->ops);
     t->impl = t->ops->create(&t->opts);

@@ -134,6 +134,13 @@ typedef struct tfm_tok_train_opts {
     size_t n_specials;
     int lowercase;           /* -1: the kind's default (WordPiece: yes) */
     int threads;
+    /* Unigram only (see text/unigram_train.h); zero: the defaults. */
+    double character_coverage;  /* 0: 0.9995 */
+    int byte_fallback;
+    const char **user_symbols;
+    size_t n_user_symbols;
+    uint32_t extra_ids;         /* T5's <extra_id_N> at the top */
+    const char *source;         /* the input's name, for messages (NULL: "the input") */
 } tfm_tok_train_opts;
 
 /* Streaming word counter: feed text in any number of pieces (each a complete
@@ -147,7 +154,8 @@ typedef struct tfm_tok_train_opts {
  * same for any thread count.  Char: the specials (default "<unk>", the unknown
  * token), then the characters seen, most frequent first, ties by code point;
  * vocab_size 0 keeps them all.  lowercase = 1 adds a Lowercase normalizer
- * (BPE, char).  WordPiece: see text/wordpiece.h. */
+ * (BPE, char).  WordPiece: see text/wordpiece.h.  Unigram: see
+ * text/unigram_train.h. */
 typedef struct tfm_tok_trainer tfm_tok_trainer;
 tfm_tok_trainer *tfm_tok_trainer_new(const tfm_tok_train_opts *opts);
 void tfm_tok_trainer_feed(tfm_tok_trainer *t, const char *text, size_t len);

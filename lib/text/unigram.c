@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "text/unigram.h"
 #include "text/utf8.h"
 
@@ -393,10 +395,73 @@ static size_t charsmap_match(const tfm_unigram *u, const unsigned char *s, size_
 
 static const char SPACE_SYM[] = "\xe2\x96\x81"; /* U+2581 */
 
+/* sentencepiece's nmt rules: 1 a space, 0 dropped, -1 neither. */
+static int nmt_rule(int32_t c)
+{
+    switch (c) {
+    case 0x09: case 0x0A: case 0x0C: case 0x0D: case 0x1680: case 0x200B: case 0x200C:
+    case 0x200E: case 0x200F: case 0x2028: case 0x2029: case 0x2581: case 0xFEFF:
+    case 0xFFFD:
+        return 1;
+    case 0x0B: case 0x7F: case 0x8F: case 0x9F:
+        return 0;
+    default:
+        return (c >= 0x01 && c <= 0x08) || (c >= 0x0E && c <= 0x1F) ? 0 : -1;
+    }
+}
+
+static void nfkc_put(const tfm_unigram *u, const char *s, size_t n, tfm_buf *out)
+{
+    utf8proc_uint8_t *d = NULL;
+    utf8proc_ssize_t k = -1;
+    if (n && u->spec.nfkc)
+        k = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &d,
+                         UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_COMPOSE);
+    if (k >= 0)
+        tfm_buf_append(out, d, (size_t)k);
+    else
+        tfm_buf_append(out, s, n);
+    free(d);
+}
+
+/* The computed normalizer (spec nmt/nfkc) on the grapheme cluster at
+ * s[0..n) (valid UTF-8 at s): the bytes consumed; the result in *tmp. */
+static size_t computed_prefix(const tfm_unigram *u, const char *s, size_t n, tfm_buf *tmp)
+{
+    const unsigned char *b = (const unsigned char *)s;
+    tfm_buf_clear(tmp);
+    if (b[0] < 0x80 && (n == 1 || b[1] < 0x80)) { /* ASCII: NFKC leaves it */
+        int r = u->spec.nmt ? nmt_rule(b[0]) : -1;
+        if (r)
+            tfm_buf_putc(tmp, r > 0 ? ' ' : s[0]);
+        return 1;
+    }
+    size_t adv, pos, cs = 0;
+    int32_t prev = tfm_utf8_decode(b, n, &adv), c;
+    utf8proc_int32_t state = 0;
+    for (pos = adv; pos < n; pos += adv, prev = c) {
+        c = tfm_utf8_decode(b + pos, n - pos, &adv);
+        if (c < 0 || utf8proc_grapheme_break_stateful(prev, c, &state))
+            break;
+    }
+    for (size_t i = 0; i < pos; i += adv) {
+        c = tfm_utf8_decode(b + i, pos - i, &adv);
+        int r = u->spec.nmt ? nmt_rule(c) : -1;
+        if (r < 0)
+            continue;
+        nfkc_put(u, s + cs, i - cs, tmp);
+        if (r)
+            tfm_buf_putc(tmp, ' ');
+        cs = i + adv;
+    }
+    nfkc_put(u, s + cs, pos - cs, tmp);
+    return pos;
+}
+
 /* One step of normalization at s[0..n) (n > 0): the bytes consumed; *r,
- * *rl: what they become. */
+ * *rl: what they become (possibly in *tmp). */
 static size_t norm_prefix(const tfm_unigram *u, const char *s, size_t n, const char **r,
-                          size_t *rl)
+                          size_t *rl, tfm_buf *tmp)
 {
     size_t m;
     if (u->has_user && (m = trie_longest(&u->user, s, n)) > 0) {
@@ -416,6 +481,12 @@ static size_t norm_prefix(const tfm_unigram *u, const char *s, size_t n, const c
         *rl = 3;
         return 1;
     }
+    if (u->spec.nmt || u->spec.nfkc) {
+        m = computed_prefix(u, s, n, tmp);
+        *r = tmp->data ? tmp->data : "";
+        *rl = tmp->len;
+        return m;
+    }
     *r = s;
     *rl = adv;
     return adv;
@@ -434,12 +505,15 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
     size_t at = 0, o0 = out->len;
     const char *r;
     size_t rl, m;
+    tfm_buf tmp = {0};
     if (sp->remove_extra_whitespaces)
-        while (at < n && (m = norm_prefix(u, s + at, n - at, &r, &rl)) > 0 && rl == 1 &&
+        while (at < n && (m = norm_prefix(u, s + at, n - at, &r, &rl, &tmp)) > 0 && rl == 1 &&
                r[0] == ' ')
             at += m;
-    if (at == n)
+    if (at == n) {
+        tfm_buf_free(&tmp);
         return;
+    }
     const char *ws = sp->escape_whitespaces ? SPACE_SYM : " ";
     size_t wsl = sp->escape_whitespaces ? 3 : 1;
     if (sp->add_dummy_prefix) {
@@ -449,7 +523,7 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
     }
     int prev_space = sp->remove_extra_whitespaces;
     while (at < n) {
-        m = norm_prefix(u, s + at, n - at, &r, &rl);
+        m = norm_prefix(u, s + at, n - at, &r, &rl, &tmp);
         if (prev_space)
             while (rl && r[0] == ' ') {
                 r++;
@@ -479,6 +553,7 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
             if (src)
                 src->len -= wsl;
         }
+    tfm_buf_free(&tmp);
 }
 
 /* ---- the lattice ---- */

@@ -50,11 +50,20 @@ typedef enum tfm_uni_type {
 
 /* The normalizer spec.  charsmap: sentencepiece's precompiled_charsmap
  * blob (uint32 LE trie size, a Darts double-array of that many bytes,
- * then the NUL-separated replacement strings); may be empty. */
+ * then the NUL-separated replacement strings); may be empty.
+ * Without a charsmap, the same normalization computed instead of looked up
+ * (what tfm's Unigram trainer writes, as tokenizer.json's Replace + NFKC):
+ * nmt: sentencepiece's nmt rules on the input's code points: TAB, LF, FF,
+ * CR, U+1680, U+200B, U+200C, U+200E, U+200F, U+2028, U+2029, U+2581,
+ * U+FEFF and U+FFFD become a space; U+0001-0008, 000B, 000E-001F, 007F,
+ * 008F, 009F are dropped; nfkc: then NFKC (utf8proc), one grapheme cluster
+ * at a time.  (sentencepiece's nmt_nfkc charsmap also keeps U+FF5E; this
+ * maps it to "~", as HF's NFKC does.) */
 typedef struct tfm_uni_norm_spec {
     const unsigned char *charsmap;
     size_t charsmap_len;
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
+    int nmt, nfkc;
 } tfm_uni_norm_spec;
 
 typedef struct tfm_unigram tfm_unigram;

@@ -716,7 +716,9 @@ static void usage_convert(FILE *fp)
 
 /* convert */
 
-static int cmd_convert(int argc, char **argv)
+/* The options of convert and vocab: -t TOK -o FILE, no FILE operands. */
+static tfm_tokenizer *tok_out_options(int argc, char **argv, const char *command,
+                                      void (*usage)(FILE *), const char **output)
 {
     static const struct option lo[] = {
         {"tokenizer", required_argument, 0, 't'},
@@ -727,22 +729,28 @@ static int cmd_convert(int argc, char **argv)
         {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},
     };
-    const char *tpath = NULL, *output = NULL;
+    const char *tpath = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "t:o:qh", lo, NULL)) != -1) {
         switch (c) {
         case 't': tpath = optarg; break;
-        case 'o': output = optarg; break;
+        case 'o': *output = optarg; break;
         case 'q': break;
-        case 'h': usage_convert(stdout); exit(0);
+        case 'h': usage(stdout); exit(0);
         case OPT_VERSION: tfm_print_version(prog);
         case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
         default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
         }
     }
     if (optind < argc)
-        tfm_usage_error(prog, "convert takes no FILE (unexpected '%s')", argv[optind]);
-    tfm_tokenizer *tok = load_tokenizer(tpath);
+        tfm_usage_error(prog, "%s takes no FILE (unexpected '%s')", command, argv[optind]);
+    return load_tokenizer(tpath);
+}
+
+static int cmd_convert(int argc, char **argv)
+{
+    const char *output = NULL;
+    tfm_tokenizer *tok = tok_out_options(argc, argv, "convert", usage_convert, &output);
     tfm_out_install_signals();
     tfm_buf json = {0};
     tfm_tokenizer_to_json(tok, &json);
@@ -776,31 +784,8 @@ static void put_tsv_field(tfm_buf *b, const char *s, size_t n)
 
 static int cmd_vocab(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"tokenizer", required_argument, 0, 't'},
-        {"output", required_argument, 0, 'o'},
-        {"threads", required_argument, 0, OPT_THREADS},
-        {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, OPT_VERSION},
-        {0, 0, 0, 0},
-    };
-    const char *tpath = NULL, *output = NULL;
-    int c;
-    while ((c = getopt_long(argc, argv, "t:o:qh", lo, NULL)) != -1) {
-        switch (c) {
-        case 't': tpath = optarg; break;
-        case 'o': output = optarg; break;
-        case 'q': break;
-        case 'h': usage_vocab(stdout); exit(0);
-        case OPT_VERSION: tfm_print_version(prog);
-        case OPT_THREADS: tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
-        default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
-        }
-    }
-    if (optind < argc)
-        tfm_usage_error(prog, "vocab takes no FILE (unexpected '%s')", argv[optind]);
-    tfm_tokenizer *tok = load_tokenizer(tpath);
+    const char *output = NULL;
+    tfm_tokenizer *tok = tok_out_options(argc, argv, "vocab", usage_vocab, &output);
     tfm_out_install_signals();
     tfm_out out;
     open_out(&out, output);

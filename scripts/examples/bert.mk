@@ -6,7 +6,7 @@
 #
 #   make -f scripts/examples/bert.mk                  # programs from PATH
 #   make -f .../bert.mk BIN=/path/to/build OUT=run1   # programs of a build dir
-#   make -f .../bert.mk PRE_STEPS=200 FT_STEPS=100    # a shorter run
+#   make -f .../bert.mk PRE_STEPS=200 FT_STEPS=100    # a short trial run
 #
 # Variables (make VAR=value):
 #   BIN        directory of the tfm programs (empty: from PATH)
@@ -14,9 +14,14 @@
 #   CONFIG     the pre-training YAML (default bible-bert.yaml); fine-tuning
 #              uses it too, with the task's heads
 #   VOCAB      WordPiece vocabulary size (default 8000)
-#   PRE_STEPS  pre-training steps (default: the config's, 1000)
-#   FT_STEPS   fine-tuning steps of each task (default 300)
-#   FT_LR      fine-tuning learning rate (default 2e-4)
+#   PRE_STEPS  pre-training steps (default: the config's, 8000)
+#   FT_EPOCHS  fine-tuning passes over each task's training split (default 4)
+#   FT_MIN_STEPS  at least this many steps per task (default 300: the small
+#              begat task gets more passes)
+#   FT_STEPS   fixed fine-tuning steps of every task (empty: from FT_EPOCHS)
+#   FT_BATCH   fine-tuning batch size (default 32)
+#   FT_LR      fine-tuning peak learning rate (default 5e-4; warmup 10%,
+#              linear decay)
 #   THREADS    threads for every program (empty: all cores)
 #   QUIET      -q to silence the programs' progress and summaries
 #
@@ -32,15 +37,18 @@
 # Files in OUT: corpus.txt (a chapter a document), tok.json, pre/
 # (pre-training run), TASK-pre/ and TASK-scratch/ (fine-tuning runs),
 # TASK-INIT.json (tfm-eval's predictions and metrics on the test split),
-# scores.tsv (the table, also printed).
+# scores.tsv (the table, also printed; scripts/examples/bert-scores).
 HERE := $(dir $(lastword $(MAKEFILE_LIST)))
 BIN ?=
 OUT ?= bert
 CONFIG ?= $(HERE)bible-bert.yaml
 VOCAB ?= 8000
 PRE_STEPS ?=
-FT_STEPS ?= 300
-FT_LR ?= 2e-4
+FT_EPOCHS ?= 4
+FT_MIN_STEPS ?= 300
+FT_STEPS ?=
+FT_BATCH ?= 32
+FT_LR ?= 5e-4
 THREADS ?=
 QUIET ?=
 
@@ -82,6 +90,10 @@ ext_section = tsv
 ext_next = tsv
 ext_names = conll
 ext_begat = jsonl
+# training examples: a line (tsv, jsonl), a sentence (conll)
+count_tsv = awk 'END { print NR }'
+count_jsonl = awk 'END { print NR }'
+count_conll = awk '!NF { n++ } END { print n + 0 }'
 pooler_classify = true
 pooler_tag = false
 pooler_span = false
@@ -89,43 +101,35 @@ pooler_span = false
 # weights, the same tokenizer
 init_pre = --set train.init=$(OUT)/pre/model.safetensors
 init_scratch = --set data.tokenizer=$(OUT)/tok.json
+# what a run waits for: the scratch runs can train beside pre-training (make -j)
+needs_pre = $(OUT)/pre/model.safetensors
+needs_scratch = $(OUT)/tasks/verses.tsv
 
 define finetune
-$(OUT)/$(1)-$(2)/model.safetensors: $(OUT)/pre/model.safetensors $(OUT)/tok.json $(CONFIG)
+$(OUT)/$(1)-$(2)/model.safetensors: $(needs_$(2)) $(OUT)/tok.json $(CONFIG)
 	rm -rf $(OUT)/$(1)-$(2)
+	n=$$$$($(count_$(ext_$(1))) < $(OUT)/tasks/$(1).train.$(ext_$(1))); \
+	steps=$$$$(( ($(FT_EPOCHS) * n + $(FT_BATCH) - 1) / $(FT_BATCH) )); \
+	[ $$$$steps -ge $(FT_MIN_STEPS) ] || steps=$(FT_MIN_STEPS); \
+	$(if $(FT_STEPS),steps=$(FT_STEPS);) \
 	$(TRAIN) $(QUIET) $(threads) -c $(CONFIG) -o $(OUT)/$(1)-$(2) \
 	    --set train.task=$(task_$(1)) --set data.text=$(OUT)/tasks/$(1).train.$(ext_$(1)) \
 	    --set data.val=$(OUT)/tasks/$(1).valid.$(ext_$(1)) --set data.tokenizer= \
 	    --set model.mlm_head=false --set model.nsp=false --set model.classes=0 \
 	    --set model.pooler=$(pooler_$(task_$(1))) --set optim.lr=$(FT_LR) \
-	    --set schedule.warmup=$$$$(( $(FT_STEPS) / 10 )) --set train.max_steps=$(FT_STEPS) \
-	    --set train.eval_interval=$(FT_STEPS) --set train.log_interval=25 $(init_$(2))
+	    --set train.batch_size=$(FT_BATCH) --set schedule.warmup=$$$$((steps / 10)) \
+	    --set train.max_steps=$$$$steps --set train.eval_interval=$$$$steps \
+	    --set train.log_interval=25 $(init_$(2))
 
 $(OUT)/$(1)-$(2).json: $(OUT)/$(1)-$(2)/model.safetensors
 	$(EVAL) $(task_$(1)) -q $(threads) --json -m $$< $(OUT)/tasks/$(1).test.$(ext_$(1)) > $$@
 endef
 $(foreach t,$(TASKS),$(foreach i,pre scratch,$(eval $(call finetune,$(t),$(i)))))
 
-# the metric of each task on the test split, pre-trained vs random weights
-# (accuracy and exact match in percent, macro and entity F1 from 0 to 1,
-# SQuAD F1 from 0 to 100, as tfm-eval reports them); baseline: the majority
-# label (section, next) or tagging every word O (names)
+# each task's metric on the test split, pre-trained vs random weights, next
+# to the majority label and TF-IDF + logistic regression (bert-scores)
 $(OUT)/scores.tsv: $(foreach r,$(RUNS),$(OUT)/$(r).json)
-	{ printf 'task\tmetric\tpretrained\tscratch\tbaseline\n'; \
-	  metric() { tail -n 1 $(OUT)/$$1.json | sed 's/.*"'"$$2"'":\([-0-9.e]*\).*/\1/'; }; \
-	  majority() { cut -f1 $(OUT)/tasks/$$1.train.tsv | sort | uniq -c | sort -rn | awk 'NR == 1 { print $$2 }'; }; \
-	  base() { m=$$(majority $$1); cut -f1 $(OUT)/tasks/$$1.test.tsv > $(OUT)/$$1.gold; \
-	      sed "s/.*/$$m/" $(OUT)/$$1.gold | $(EVAL) score -q --task classify --gold $(OUT)/$$1.gold --json | \
-	      sed 's/.*"accuracy":\([-0-9.e]*\).*/\1/'; }; \
-	  pct() { awk -v x="$$1" 'BEGIN { printf "%.1f%%", 100 * x }'; }; \
-	  fix() { awk -v x="$$1" -v d="$$2" 'BEGIN { printf "%." d "f", x }'; }; \
-	  printf 'section\taccuracy\t%s\t%s\t%s\n' $$(pct $$(metric section-pre accuracy)) $$(pct $$(metric section-scratch accuracy)) $$(pct $$(base section)); \
-	  printf 'section\tmacro F1\t%s\t%s\t-\n' $$(fix $$(metric section-pre f1_macro) 3) $$(fix $$(metric section-scratch f1_macro) 3); \
-	  printf 'next\taccuracy\t%s\t%s\t%s\n' $$(pct $$(metric next-pre accuracy)) $$(pct $$(metric next-scratch accuracy)) $$(pct $$(base next)); \
-	  printf 'names\tentity F1\t%s\t%s\t0\n' $$(fix $$(metric names-pre f1) 3) $$(fix $$(metric names-scratch f1) 3); \
-	  printf 'begat\texact match\t%s%%\t%s%%\t-\n' $$(fix $$(metric begat-pre exact_match) 1) $$(fix $$(metric begat-scratch exact_match) 1); \
-	  printf 'begat\tF1\t%s\t%s\t-\n' $$(fix $$(metric begat-pre f1) 1) $$(fix $$(metric begat-scratch f1) 1); \
-	} > $@.tmp
+	$(HERE)bert-scores $(OUT) $(EVAL) > $@.tmp
 	mv $@.tmp $@
 	column -t -s '	' $@
 

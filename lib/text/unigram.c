@@ -643,8 +643,12 @@ static void segs_to_ids(const tfm_unigram *u, const char *t, const seg *sg, size
     }
 }
 
-/* Viterbi as sentencepiece's optimized encoder: scores in float, the
- * first best kept on ties, starts visited in order. */
+/* Viterbi as sentencepiece's optimized encoder: starts visited in order,
+ * the first best kept on ties.  Its candidate is a double (the piece's
+ * score is the double of a ternary whose other arm, the user-symbol bonus,
+ * is one), compared with the float stored at the node and stored back as a
+ * float; summing in float instead flips near-ties ("XXXX X X" against "X X
+ * XXXX").  The unknown piece's candidate is a float sum, as there. */
 typedef struct vnode {
     float score;
     int32_t start; /* -1: not reached */
@@ -653,27 +657,21 @@ typedef struct vnode {
 
 typedef struct vctx {
     vnode *v;
+    int64_t unk;
 } vctx;
 
 static void viterbi_edge(void *ctx, uint32_t s, uint32_t e, uint32_t id, double score,
                          int user)
 {
-    vnode *v = ((vctx *)ctx)->v;
+    (void)user;
+    const vctx *c = ctx;
+    vnode *v = c->v;
     vnode *tn = &v[e];
-    if (user) {
-        double cand = score + v[s].score;
-        if (tn->start < 0 || cand > tn->score) {
-            tn->score = (float)cand;
-            tn->start = (int32_t)s;
-            tn->id = id;
-        }
-    } else {
-        float cand = (float)score + v[s].score;
-        if (tn->start < 0 || cand > tn->score) {
-            tn->score = cand;
-            tn->start = (int32_t)s;
-            tn->id = id;
-        }
+    double cand = (int64_t)id == c->unk ? (double)((float)score + v[s].score) : score + v[s].score;
+    if (tn->start < 0 || cand > tn->score) {
+        tn->score = (float)cand;
+        tn->start = (int32_t)s;
+        tn->id = id;
     }
 }
 
@@ -683,7 +681,7 @@ static size_t viterbi(const tfm_unigram *u, const char *t, size_t L, seg **sg)
     vnode *v = tfm_malloc((L + 1) * sizeof *v);
     for (size_t i = 0; i <= L; i++)
         v[i] = (vnode){0, -1, 0};
-    vctx c = {v};
+    vctx c = {v, u->unk};
     for (size_t p = 0; p < L;) {
         edges_at(u, t, L, p, viterbi_edge, &c);
         size_t mb = one_char_len((unsigned char)t[p]);

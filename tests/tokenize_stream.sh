@@ -11,7 +11,12 @@ $T train -q --model bpe --vocab-size 500 -o tok.json corpus.txt
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=8"
 export ASAN_OPTIONS
 
-mb=40; [ "${TFM_SANITIZED:-0}" = 1 ] && mb=24
+# Under ASan the peak also depends on thread timing (its allocator caches and
+# quarantine): up to 22 MB apart between runs of the same input on a loaded
+# machine.  So there the big input is larger and so is the allowance; keeping
+# the input text or its ids would still add well over 60 MB.
+mb=40 slack=16
+[ "${TFM_SANITIZED:-0}" = 1 ] && mb=96 slack=32
 rss() { # rss MB ARGS...: peak MB (from the summary) of encoding MB megabytes
     n=$1; shift
     yes "the quick brown fox, jumps over the  lazy dog	$n" | head -c "${n}000000" |
@@ -22,7 +27,7 @@ for args in "" "--document" "--document --format npy -o x.npy" "--format jsonl";
     small=$(rss $((mb / 8)) $args)
     big=$(rss $mb $args)
     # 8x the input may cost a few MB of allocator noise, not 8x the memory
-    [ $((big - small)) -lt 16 ] ||
+    [ $((big - small)) -lt $slack ] ||
         fail "encode $args: peak memory grew from $small MB to $big MB with 8x the input"
 done
 

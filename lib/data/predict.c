@@ -501,8 +501,8 @@ int tfm_ft_metrics(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pred 
             best = f > best ? f : best;
             exact |= tfm_squad_exact(pr, pn, a->text, a->len);
         }
-        if (x->n_ans == 0) /* unanswerable, as SQuAD v2 */
-            best = tfm_squad_no_answer(pr, pn);
+        if (x->n_ans == 0) /* unanswerable, as SQuAD v2 (and tfm_metrics_span) */
+            best = exact = tfm_squad_no_answer(pr, pn);
         f1 += best;
         em += exact;
     }

@@ -680,7 +680,8 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     if (c->model.positions == TFM_CONFIG_POS_SINUSOIDAL && c->model.n_embd % 2)
         return tfm_err_set(err, "model.positions sinusoidal needs an even model.n_embd (%lld)",
                            (long long)c->model.n_embd);
-    if (c->model.ffn && tfm_config_given(c, "model.activation") && !c->model.mlm_head) {
+    /* (the default, gelu, stands in every stored configuration: not an error) */
+    if (c->model.ffn && c->model.activation != TFM_CONFIG_ACT_GELU && !c->model.mlm_head) {
         char act[32], ffn[32];
         tfm_config_choice_name("model.activation", c->model.activation, act, sizeof act);
         tfm_config_choice_name("model.ffn", c->model.ffn, ffn, sizeof ffn);

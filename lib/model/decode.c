@@ -91,6 +91,12 @@ static const size_t slot_field[TFM_SLOT_N] = {
 #undef F_
 };
 
+const float *tfm_layer_weight(const tfm_layer_weights *L, tfm_slot s)
+{
+    TFM_ASSERT((int)s >= 0 && s < TFM_SLOT_N);
+    return *(const float *const *)((const char *)L + slot_field[s]);
+}
+
 int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
                          tfm_weights_lookup lookup, void *ctx, tfm_err *err)
 {

@@ -99,6 +99,10 @@ typedef struct tfm_weights {
 typedef const float *(*tfm_weights_lookup)(void *ctx, const char *name, size_t d0,
                                        size_t d1, tfm_err *err);
 
+/* A block's tensor by its slot (model/transformer.h's tfm_block_slot):
+ * NULL when the configuration has none. */
+const float *tfm_layer_weight(const tfm_layer_weights *L, tfm_slot s);
+
 /* Binds every tensor the config needs through lookup. */
 int tfm_weights_bind(tfm_weights *w, const tfm_model_config *cfg,
                          tfm_weights_lookup lookup, void *ctx, tfm_err *err);

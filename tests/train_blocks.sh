@@ -37,6 +37,9 @@ tfm-train -q -c dec.yaml --threads 1 --set train.max_steps=30 --steps 12 -o r2
 tfm-train -q --threads 1 -o r2
 cmp r1/model.safetensors r2/model.safetensors || fail "resumed run differs"
 
+tfm-eval info -m dec/model.safetensors > info.tsv
+grep -qx 'norm_type	rmsnorm' info.tsv && grep -qx 'ffn	swiglu' info.tsv &&
+    grep -qx 'attn_scale	false' info.tsv || { cat info.tsv >&2; fail "tfm-eval info"; }
 G="tfm-generate -q --threads 1 -m dec/model.safetensors -n 24 --top-k 1"
 printf 'the cat\nand then\n' > prompts.txt
 $G < prompts.txt > cached.txt

@@ -53,11 +53,13 @@ DUMP = os.path.join(BUILD, "tests", "model_dump")
 # sinusoidal, rope, alibi, t5, d_ff, segments, emb_norm, prefix, docs,
 # lengths.
 ALL_FEATURES = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5",
-                "d_ff", "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads"}
+                "d_ff", "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads",
+                "rmsnorm", "geglu", "swiglu", "unscaled"}
 # Every feature is on main: encdec since the encoder-decoder kind, the rest
 # since the merge of nn/attention's masks and biases (940149d).
 EXPECTED = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
-            "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads"}
+            "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads",
+            "rmsnorm", "geglu", "swiglu", "unscaled"}
 
 # The configuration schema's defaults for the keys added with the general
 # model: config.yaml leaves them out when a case keeps them, so that cases
@@ -65,9 +67,11 @@ EXPECTED = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "al
 NEW_KEY_DEFAULTS = dict(kind="decoder", positions="learned", d_ff=0, rope_base=10000.0,
                         t5_buckets=32, t5_max_distance=128, segments=0, emb_norm=False,
                         emb_scale=False, n_enc_layer=0, tie_source=True, src_vocab_size=0,
-                        mlm_head=False, pooler=False, classes=0, nsp=False, tags=0, span=False)
+                        mlm_head=False, pooler=False, classes=0, nsp=False, tags=0, span=False,
+                        norm_type="layernorm", ffn="plain", attn_scale=True)
 ACTS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "gelu_exact": F.gelu,
         "relu": F.relu}
+GATES = {"geglu": lambda t: F.gelu(t, approximate="tanh"), "swiglu": F.silu}
 
 
 # ---- the definition ----------------------------------------------------------
@@ -94,12 +98,22 @@ def block_table(cfg, h, cross):
     def linear(name, n_in, n_out):
         return [(h + name + ".weight", (n_in, n_out))] + \
                ([(h + name + ".bias", (n_out,))] if cfg["bias"] else [])
-    norm = lambda name: [(h + name + ".weight", (C,)), (h + name + ".bias", (C,))]
+    norm = lambda name: norm_table(cfg, h + name)
     t = norm("ln_1") + linear("attn.c_attn", C, 3 * C) + linear("attn.c_proj", C, C)
     if cross:
         t += norm("ln_x") + linear("xattn.c_q", C, C) + linear("xattn.c_kv", C, 2 * C) + \
              linear("xattn.c_proj", C, C)
-    return t + norm("ln_2") + linear("mlp.c_fc", C, Fw) + linear("mlp.c_proj", Fw, C)
+    # a gated feed-forward: the gate wi_0 and the linear input wi_1
+    fc = linear("mlp.c_fc", C, Fw) if cfg["ffn"] == "plain" else \
+        linear("mlp.wi_0", C, Fw) + linear("mlp.wi_1", C, Fw)
+    return t + norm("ln_2") + fc + linear("mlp.c_proj", Fw, C)
+
+
+def norm_table(cfg, name):
+    """A norm's tensors: weight and bias, or (rmsnorm) the weight alone."""
+    C = cfg["n_embd"]
+    return [(name + ".weight", (C,))] + \
+        ([(name + ".bias", (C,))] if cfg["norm_type"] == "layernorm" else [])
 
 
 def param_table(cfg):
@@ -117,20 +131,20 @@ def param_table(cfg):
     if cfg["segments"] > 0:
         t.append(("wse.weight", (cfg["segments"], C)))
     if cfg["emb_norm"]:
-        t += [("ln_e.weight", (C,)), ("ln_e.bias", (C,))]
+        t += norm_table(cfg, "ln_e")
         if encdec:
-            t += [("enc.ln_e.weight", (C,)), ("enc.ln_e.bias", (C,))]
+            t += norm_table(cfg, "enc.ln_e")
     if cfg["positions"] == "t5":
         t += both("rel_bias.weight", (NH, cfg["t5_buckets"]))
     if encdec:
         for i in range(enc_layers(cfg)):
             t += block_table(cfg, f"enc.h.{i}.", False)
         if pre:
-            t += [("enc.ln_f.weight", (C,)), ("enc.ln_f.bias", (C,))]
+            t += norm_table(cfg, "enc.ln_f")
     for i in range(cfg["n_layer"]):
         t += block_table(cfg, f"h.{i}.", encdec)
     if pre:
-        t += [("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
+        t += norm_table(cfg, "ln_f")
     if not cfg["tie"]:
         t.append(("lm_head.weight", (V, C)))
     # the heads: [out, in] as an nn.Linear, always with biases
@@ -204,7 +218,13 @@ def torch_stack(cfg, P):
     HS = C // NH
     pos_kind = cfg["positions"]
     act = ACTS[cfg["activation"]]
-    ln = lambda t, n: F.layer_norm(t, (C,), P[n + ".weight"], P[n + ".bias"], cfg["ln_eps"])
+    def ln(t, n):
+        """LayerNorm; rmsnorm as T5's T5LayerNorm: x·rsqrt(mean(x²) + eps)·w.
+        BERT's MLM head keeps its LayerNorm."""
+        if cfg["norm_type"] == "rmsnorm" and "LayerNorm" not in n:
+            return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + cfg["ln_eps"]) * \
+                P[n + ".weight"]
+        return F.layer_norm(t, (C,), P[n + ".weight"], P[n + ".bias"], cfg["ln_eps"])
     lin = lambda t, n: t @ P[n + ".weight"] + (P[n + ".bias"] if cfg["bias"] else 0)
 
     def embed(pre, wte, tok, pos, segments=None):
@@ -256,7 +276,9 @@ def torch_stack(cfg, P):
         v = v.view(B, Tk, NH, HS).transpose(1, 2)
         if rope is not None:
             q, k = rope(q), rope(k)
-        s = (q @ k.transpose(-2, -1)) / HS ** 0.5
+        s = q @ k.transpose(-2, -1)
+        if cfg["attn_scale"]:
+            s = s / HS ** 0.5
         if bias is not None:
             s = s + bias
         s = s.masked_fill(~allowed, float("-inf"))
@@ -277,7 +299,12 @@ def torch_stack(cfg, P):
                 o = attention(lin(t, b + "xattn.c_q"), k, v, mem_allowed, None, None)
                 return lin(o, b + "xattn.c_proj")
 
-            mlp = lambda t: lin(act(lin(t, b + "mlp.c_fc")), b + "mlp.c_proj")
+            def mlp(t):
+                if cfg["ffn"] == "plain":
+                    return lin(act(lin(t, b + "mlp.c_fc")), b + "mlp.c_proj")
+                # T5 v1.1's gated-gelu (gelu_new) or LLaMA's SiLU
+                gate = GATES[cfg["ffn"]](lin(t, b + "mlp.wi_0"))
+                return lin(gate * lin(t, b + "mlp.wi_1"), b + "mlp.c_proj")
             subs = [("ln_1", self_attn)] + ([("ln_x", cross_attn)] if memory is not None else [])
             for norm, f in subs + [("ln_2", mlp)]:
                 if cfg["norm"] == "pre":
@@ -433,8 +460,9 @@ def yaml_text(cfg):
     m = [("n_layer", cfg["n_layer"]), ("n_head", cfg["n_head"]), ("n_embd", cfg["n_embd"]),
          ("block_size", cfg["block_size"]), ("vocab_size", cfg["vocab_size"]),
          ("dropout", 0.0), ("tie_embeddings", yb(cfg["tie"])), ("bias", yb(cfg["bias"])),
-         ("norm", cfg["norm"]), ("activation", cfg["activation"]),
-         ("ln_eps", repr(float(cfg["ln_eps"])))]
+         ("norm", cfg["norm"]), ("ln_eps", repr(float(cfg["ln_eps"])))]
+    if cfg["ffn"] == "plain" or cfg["mlm_head"]:     # a gated ffn has its own
+        m.append(("activation", cfg["activation"]))
     for k, dflt in NEW_KEY_DEFAULTS.items():
         if k.startswith("t5_") and cfg["positions"] != "t5" or \
            k == "rope_base" and cfg["positions"] != "rope":
@@ -457,6 +485,12 @@ def features(cfg, batch):
         f.add("emb_scale")
     if any(cfg[k] for k in ("mlm_head", "pooler", "classes", "tags", "span")):
         f.add("heads")
+    if cfg["norm_type"] == "rmsnorm":
+        f.add("rmsnorm")
+    if cfg["ffn"] != "plain":
+        f.add(cfg["ffn"])
+    if not cfg["attn_scale"]:
+        f.add("unscaled")
     for k, name in (("prefix_len", "prefix"), ("doc_start", "docs"), ("lengths", "lengths")):
         if batch.get(k) is not None:
             f.add(name)
@@ -607,7 +641,7 @@ BASE = dict(kind="decoder", positions="learned", n_layer=2, n_head=2, n_embd=16,
             label_smoothing=0.0, ln_eps=1e-5, d_ff=0, rope_base=10000.0, t5_buckets=8,
             t5_max_distance=12, segments=0, emb_norm=False, emb_scale=False, n_enc_layer=0,
             tie_source=True, src_vocab_size=0, mlm_head=False, pooler=False, classes=0,
-            nsp=False, tags=0, span=False)
+            nsp=False, tags=0, span=False, norm_type="layernorm", ffn="plain", attn_scale=True)
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "t5")
 VARIANTS = ((1, "blas"), (2, "blas"), (1, "fused"), (2, "fused"))
 
@@ -915,6 +949,63 @@ def cases():
          (8, 7), False, VARIANTS[1:2]),
         ("encoder-decoder t5 one row, padded source", dict(ed, positions="t5", norm="post"),
          "source", 1, (9, 6), False, VARIANTS[:1]),
+    ]
+    # the block's kinds (nn/block.h): RMSNorm, GEGLU and SwiGLU, unscaled
+    # attention, alone and together (T5's own block: rmsnorm, geglu, no
+    # scale, no biases, t5 positions), in every kind of model, pre- and
+    # post-LN, the gated ones with and without biases and heads of 16 (the
+    # fused attention)
+    t5ish = dict(norm_type="rmsnorm", ffn="geglu", attn_scale=False, bias=False,
+                 positions="t5")
+    out += [
+        ("decoder rmsnorm learned", dict(BASE, norm_type="rmsnorm"), "plain", 2, 8, True,
+         VARIANTS[:2]),
+        ("decoder rmsnorm post-LN rope untied", dict(BASE, norm_type="rmsnorm", norm="post",
+                                                    positions="rope", tie=False),
+         "plain", 2, 9, False, VARIANTS[1:2]),
+        ("decoder geglu learned d_ff 24", dict(BASE, ffn="geglu", d_ff=24), "plain", 3, 8, False,
+         VARIANTS[:2]),
+        ("decoder swiglu alibi no bias", dict(BASE, ffn="swiglu", positions="alibi", bias=False),
+         "plain", 2, 9, True, VARIANTS[:1]),
+        ("decoder swiglu post-LN sinusoidal", dict(BASE, ffn="swiglu", norm="post",
+                                                  positions="sinusoidal"),
+         "plain", 2, 8, False, VARIANTS[1:2]),
+        ("decoder unscaled learned", dict(BASE, attn_scale=False), "plain", 2, 9, False,
+         VARIANTS[:2]),
+        ("decoder unscaled t5 heads of 16", dict(BASE, attn_scale=False, positions="t5",
+                                                 n_embd=32), "plain", 2, 9, False, VARIANTS),
+        ("decoder T5 block (rmsnorm geglu unscaled no bias t5) untied",
+         dict(BASE, tie=False, d_ff=40, **t5ish), "plain", 3, 9, True, VARIANTS[:2]),
+        ("decoder rmsnorm swiglu unscaled rope heads of 16 packed documents",
+         dict(BASE, norm_type="rmsnorm", ffn="swiglu", attn_scale=False, positions="rope",
+              n_embd=32), "docs", 3, 9, False, VARIANTS[2:]),
+        ("decoder rmsnorm geglu prefix-LM", dict(BASE, norm_type="rmsnorm", ffn="geglu"),
+         "prefix", 3, 8, False, VARIANTS[1:2]),
+        ("encoder rmsnorm geglu unscaled BERT-like (emb_norm, segments)",
+         dict(bert, norm_type="rmsnorm", ffn="geglu", attn_scale=False), "encoder", 3, 9,
+         False, VARIANTS[:2]),
+        ("encoder T5 block pre-LN heads of 16", dict(BASE, kind="encoder", n_embd=32, **t5ish),
+         "encoder", 2, 9, False, VARIANTS[2:]),
+        ("encoder swiglu MLM head (its LayerNorm and activation) + NSP",
+         dict(mlm, ffn="swiglu", norm_type="rmsnorm"), "encoder+heads", 3, 9, False,
+         VARIANTS[:1]),
+        ("encoder rmsnorm tagger", dict(bert, norm_type="rmsnorm", tags=4),
+         "encoder+heads nolm", 2, 8, False, VARIANTS[1:2]),
+        ("encoder-decoder T5 block", dict(ed, n_enc_layer=3, **t5ish), "source", 3, (9, 7),
+         True, VARIANTS[:2]),
+        ("encoder-decoder T5 block heads of 16 untied", dict(ed, n_embd=32, tie=False,
+                                                             tie_source=False,
+                                                             src_vocab_size=13, **t5ish),
+         "source", 2, (8, 10), False, VARIANTS[2:]),
+        ("encoder-decoder rmsnorm post-LN emb_norm learned",
+         dict(ed, norm_type="rmsnorm", norm="post", emb_norm=True), "source", 2, (7, 8), False,
+         VARIANTS[1:2]),
+        ("encoder-decoder swiglu unscaled sinusoidal", dict(ed, ffn="swiglu", attn_scale=False,
+                                                           positions="sinusoidal"),
+         "source", 3, (9, 6), False, VARIANTS[:1]),
+        ("encoder-decoder geglu post-LN rope d_ff 20", dict(ed, ffn="geglu", norm="post",
+                                                           positions="rope", d_ff=20),
+         "source unpadded", 2, (6, 9), False, VARIANTS[1:2]),
     ]
     return out
 

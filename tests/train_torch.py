@@ -70,24 +70,45 @@ def read_safetensors(path):
     return out, meta
 
 
-def forward(P, L, H, x, y, smoothing=0.0):
+def forward(P, L, H, x, y, smoothing=0.0, blk=None):
+    """GPT-2's pre-LN decoder; blk may change its block (model.norm_type
+    rmsnorm, model.ffn geglu or swiglu, model.attn_scale false)."""
+    blk = blk or {}
     B, T = x.shape
     C = P["wte.weight"].shape[1]
     h = P["wte.weight"][x] + P["wpe.weight"][:T]
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+
+    def norm(t, n):
+        if blk.get("norm_type") == "rmsnorm":
+            return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5) * P[n + ".weight"]
+        return F.layer_norm(t, (C,), P[n + ".weight"], P[n + ".bias"], 1e-5)
+
+    def lin(t, n):
+        b = P.get(n + ".bias")
+        return t @ P[n + ".weight"] + (b if b is not None else 0)
+
     for i in range(L):
-        p = lambda n: P["h.%d.%s" % (i, n)]
-        a = F.layer_norm(h, (C,), p("ln_1.weight"), p("ln_1.bias"), 1e-5)
-        qkv = a @ p("attn.c_attn.weight") + p("attn.c_attn.bias")
+        p = lambda n: "h.%d.%s" % (i, n)
+        a = norm(h, p("ln_1"))
+        qkv = lin(a, p("attn.c_attn"))
         q, k, v = [t.view(B, T, H, C // H).transpose(1, 2) for t in qkv.split(C, dim=2)]
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // H)
+        att = q @ k.transpose(-2, -1)
+        if blk.get("attn_scale", True):
+            att = att / math.sqrt(C // H)
         att = att.masked_fill(~mask, float("-inf")).softmax(-1)
         o = (att @ v).transpose(1, 2).reshape(B, T, C)
-        h = h + o @ p("attn.c_proj.weight") + p("attn.c_proj.bias")
-        a = F.layer_norm(h, (C,), p("ln_2.weight"), p("ln_2.bias"), 1e-5)
-        f = F.gelu(a @ p("mlp.c_fc.weight") + p("mlp.c_fc.bias"), approximate="tanh")
-        h = h + f @ p("mlp.c_proj.weight") + p("mlp.c_proj.bias")
-    h = F.layer_norm(h, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)
+        h = h + lin(o, p("attn.c_proj"))
+        a = norm(h, p("ln_2"))
+        ffn = blk.get("ffn", "plain")
+        if ffn == "plain":
+            f = F.gelu(lin(a, p("mlp.c_fc")), approximate="tanh")
+        else:
+            gate = lin(a, p("mlp.wi_0"))
+            gate = F.gelu(gate, approximate="tanh") if ffn == "geglu" else F.silu(gate)
+            f = gate * lin(a, p("mlp.wi_1"))
+        h = h + lin(f, p("mlp.c_proj"))
+    h = norm(h, "ln_f")
     head = P["lm_head.weight"] if "lm_head.weight" in P else P["wte.weight"]
     logits = h @ head.t()
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
@@ -103,13 +124,19 @@ def main():
         run(exe, work, "adamw", "cosine", 0.5, 0.0, True)
         # Adam with L2 decay, linear decay, no clipping, untied head, label smoothing
         run(exe, work, "adam", "linear", 0.0, 0.1, False)
+        # the block's other kinds: RMSNorm, gated feed-forwards, unscaled
+        # attention, with and without biases
+        run(exe, work, "adamw", "cosine", 0.5, 0.0, True,
+            dict(norm_type="rmsnorm", ffn="swiglu", attn_scale=False, bias=False))
+        run(exe, work, "adamw", "linear", 1.0, 0.0, False, dict(ffn="geglu"))
     finally:
         shutil.rmtree(work)
 
 
-def run(exe, work, OPT, DECAY, CLIP, SMOOTH, TIE):
-    print("== %s, %s, clip %g, label smoothing %g, %s head" %
-          (OPT, DECAY, CLIP, SMOOTH, "tied" if TIE else "untied"))
+def run(exe, work, OPT, DECAY, CLIP, SMOOTH, TIE, blk=None):
+    print("== %s, %s, clip %g, label smoothing %g, %s head%s" %
+          (OPT, DECAY, CLIP, SMOOTH, "tied" if TIE else "untied",
+           "".join(", %s %s" % kv for kv in (blk or {}).items())))
     for d in ("r0", "r"):
         shutil.rmtree(os.path.join(work, d), ignore_errors=True)
     L, H, C, T, B, ACC, STEPS = 2, 2, 16, 8, 3, 2, 8
@@ -119,8 +146,10 @@ def run(exe, work, OPT, DECAY, CLIP, SMOOTH, TIE):
     np.save(os.path.join(work, "train.npy"), data.astype(np.uint16))
     cfg = os.path.join(work, "run.yaml")
     with open(cfg, "w") as f:
+        extra = "".join(", %s: %s" % (k, "true" if v is True else "false" if v is False else v)
+                        for k, v in (blk or {}).items())
         f.write("model: {n_layer: %d, n_head: %d, n_embd: %d, block_size: %d, "
-                "tie_embeddings: %s}\n" % (L, H, C, T, "true" if TIE else "false"))
+                "tie_embeddings: %s%s}\n" % (L, H, C, T, "true" if TIE else "false", extra))
         f.write("data: {train: %s}\n" % os.path.join(work, "train.npy"))
         f.write("optim: {type: %s, lr: %g, beta1: %g, beta2: %g, eps: %g, "
                 "weight_decay: %g, grad_clip: %g}\n" % (OPT, LR, B1, B2, EPS, WD, CLIP))
@@ -158,7 +187,7 @@ def run(exe, work, OPT, DECAY, CLIP, SMOOTH, TIE):
                 ys.append(data[s + 1:s + T + 1])
             x = torch.tensor(np.array(xs), dtype=torch.long)
             y = torch.tensor(np.array(ys), dtype=torch.long)
-            loss = forward(params, L, H, x, y, SMOOTH)
+            loss = forward(params, L, H, x, y, SMOOTH, blk)
             (loss / ACC).backward()
             total += loss.item() / ACC
         if CLIP > 0:

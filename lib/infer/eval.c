@@ -57,20 +57,16 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
     put(&e->model, "ln_f.bias", w->dec.lnf_b, &bound);
     if (!lm.cfg.tie_embeddings)
         put(&e->model, "lm_head.weight", w->lm_head, &bound);
-    for (int i = 0; i < w->n_layer; i++) {
-        const tfm_layer_weights *l = &w->layers[i];
-        static const char *const names[] = {
-            "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-            "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-            "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
-        };
-        const float *src[] = {l->ln1_w, l->ln1_b, l->qkv_w, l->qkv_b, l->proj_w, l->proj_b,
-                              l->ln2_w, l->ln2_b, l->fc_w, l->fc_b, l->fcp_w, l->fcp_b};
-        for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-            snprintf(name, sizeof name, "h.%d.%s", i, names[k]);
-            put(&e->model, name, src[k], &bound);
+    for (int i = 0; i < w->n_layer; i++)
+        for (int k = 0; k < TFM_SLOT_N; k++) {
+            const char *suffix;
+            size_t d0, d1;
+            int decay;
+            if (!tfm_block_slot(&lm.cfg, (tfm_slot)k, 0, &suffix, &d0, &d1, &decay))
+                continue;
+            snprintf(name, sizeof name, "h.%d.%s", i, suffix);
+            put(&e->model, name, tfm_layer_weight(&w->layers[i], (tfm_slot)k), &bound);
         }
-    }
     if (bound != e->model.n_table) {
         tfm_err_set(err, "%s: %d of the model's %d tensors could be bound", path, bound,
                     e->model.n_table);

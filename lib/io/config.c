@@ -51,11 +51,25 @@ static const tfm_config_key keys[] = {
      NULL, "encoder-decoder with tie_source false: the source vocabulary's size; 0 means "
      "vocab_size"},
     {"model.bias", TFM_CONFIG_BOOL, OFF(model.bias), "true", 0, 0, NULL,
-     "the linear layers of each block have biases (layer norms always keep theirs)"},
+     "the linear layers of each block have biases (layer norms always keep theirs, rmsnorm "
+     "has none)"},
     {"model.norm", TFM_CONFIG_ENUM, OFF(model.norm), "pre", 0, 0, "pre|post",
      "layer norm placement: pre (GPT-2) or post (GPT-1, original Transformer)"},
+    {"model.norm_type", TFM_CONFIG_ENUM, OFF(model.norm_type), "layernorm", 0, 0,
+     "layernorm|rmsnorm",
+     "the norms of the blocks, the final and the embedding norm: layernorm (mean and "
+     "variance, weight and bias) or rmsnorm (x / sqrt(mean(x^2) + ln_eps) times a weight, no "
+     "bias: T5, LLaMA)"},
     {"model.activation", TFM_CONFIG_ENUM, OFF(model.activation), "gelu", 0, 0,
-     "gelu|gelu_exact|relu", "MLP activation: gelu (tanh approximation), gelu_exact (erf), relu"},
+     "gelu|gelu_exact|relu", "MLP activation: gelu (tanh approximation), gelu_exact (erf), relu; "
+     "a gated model.ffn has its own (and the MLM head keeps this one)"},
+    {"model.ffn", TFM_CONFIG_ENUM, OFF(model.ffn), "plain", 0, 0, "plain|geglu|swiglu",
+     "feed-forward: plain (activation(x W_fc) W_proj) or gated, (act(x W_0) * (x W_1)) W_proj "
+     "with act GELU-tanh (geglu: T5 v1.1's gated-gelu) or SiLU (swiglu: LLaMA); d_ff is the "
+     "width of W_0 and W_1"},
+    {"model.attn_scale", TFM_CONFIG_BOOL, OFF(model.attn_scale), "true", 0, 0, NULL,
+     "attention scores q.k scaled by 1/sqrt(head size); false: unscaled, as T5 (whose "
+     "initialisation absorbs the factor)"},
     {"model.ln_eps", TFM_CONFIG_FLOAT, OFF(model.ln_eps), "1e-05", 1e-12, 1, NULL,
      "layer norm epsilon"},
     {"model.d_ff", TFM_CONFIG_INT, OFF(model.d_ff), "0", 0, 1048576, NULL,
@@ -666,6 +680,15 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     if (c->model.positions == TFM_CONFIG_POS_SINUSOIDAL && c->model.n_embd % 2)
         return tfm_err_set(err, "model.positions sinusoidal needs an even model.n_embd (%lld)",
                            (long long)c->model.n_embd);
+    /* (the default, gelu, stands in every stored configuration: not an error) */
+    if (c->model.ffn && c->model.activation != TFM_CONFIG_ACT_GELU && !c->model.mlm_head) {
+        char act[32], ffn[32];
+        tfm_config_choice_name("model.activation", c->model.activation, act, sizeof act);
+        tfm_config_choice_name("model.ffn", c->model.ffn, ffn, sizeof ffn);
+        return tfm_err_set(err, "model.activation %s with model.ffn %s: a gated feed-forward "
+                           "has its own activation (geglu: GELU-tanh, swiglu: SiLU); leave "
+                           "model.activation out, or use model.ffn plain", act, ffn);
+    }
     int ed = c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
     const char *kind = dec ? "decoder" : ed ? "encoder-decoder" : "encoder";
     if (!ed && (c->model.n_enc_layer || !c->model.tie_source || c->model.src_vocab_size)) {

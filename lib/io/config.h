@@ -103,7 +103,10 @@ typedef struct tfm_config {
         int tie_embeddings;
         int bias;
         int norm;       /* tfm_config_norm */
+        int norm_type;  /* tfm_norm_kind (nn/norm.h): 0 layernorm, 1 rmsnorm */
         int activation; /* tfm_config_act */
+        int ffn;        /* tfm_ffn_kind (nn/ffn.h): 0 plain, 1 geglu, 2 swiglu */
+        int attn_scale; /* attention scores scaled by 1/sqrt(head size) */
         double ln_eps;
         int kind;       /* tfm_config_kind */
         int positions;  /* tfm_config_pos */

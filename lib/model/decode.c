@@ -63,18 +63,38 @@ static int bind_embed(tfm_embed_weights *e, const tfm_model_config *c, const cha
     }
     if (c->pos == TFM_POS_LEARNED)
         GETE(e->wpe, "wpe.weight", (size_t)c->block_size, C);
+    int rms = c->norm == TFM_NORM_RMS; /* norms without a bias */
     if (c->emb_norm) {
         GETE(e->lne_w, "ln_e.weight", C, 0);
-        GETE(e->lne_b, "ln_e.bias", C, 0);
+        if (!rms)
+            GETE(e->lne_b, "ln_e.bias", C, 0);
     }
     if (c->pos == TFM_POS_T5)
         GETE(e->rel_bias, "rel_bias.weight", (size_t)c->n_head, (size_t)c->t5_buckets);
     if (c->ln == TFM_LN_PRE) {
         GETE(e->lnf_w, "ln_f.weight", C, 0);
-        GETE(e->lnf_b, "ln_f.bias", C, 0);
+        if (!rms)
+            GETE(e->lnf_b, "ln_f.bias", C, 0);
     }
 #undef GETE
     return 0;
+}
+
+/* Where each of a block's tensors (model/transformer.h's slots) goes. */
+static const size_t slot_field[TFM_SLOT_N] = {
+#define F_(slot, field) [TFM_SLOT_##slot] = offsetof(tfm_layer_weights, field)
+    F_(LN1_W, ln1_w), F_(LN1_B, ln1_b), F_(QKV_W, qkv_w), F_(QKV_B, qkv_b),
+    F_(PROJ_W, proj_w), F_(PROJ_B, proj_b), F_(LNX_W, lnx_w), F_(LNX_B, lnx_b),
+    F_(XQ_W, xq_w), F_(XQ_B, xq_b), F_(XKV_W, xkv_w), F_(XKV_B, xkv_b), F_(XP_W, xp_w),
+    F_(XP_B, xp_b), F_(LN2_W, ln2_w), F_(LN2_B, ln2_b), F_(FC_W, fc_w), F_(FC_B, fc_b),
+    F_(FC1_W, fc1_w), F_(FC1_B, fc1_b), F_(FCP_W, fcp_w), F_(FCP_B, fcp_b),
+#undef F_
+};
+
+const float *tfm_layer_weight(const tfm_layer_weights *L, tfm_slot s)
+{
+    TFM_ASSERT((int)s >= 0 && s < TFM_SLOT_N);
+    return *(const float *const *)((const char *)L + slot_field[s]);
 }
 
 int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
@@ -82,7 +102,6 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
 {
     memset(w, 0, sizeof *w);
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
-    const size_t F = (size_t)tfm_model_config_ff(c);
     char name[64];
 #define GET(dst, nm, d0, d1)                                                  \
     do {                                                                      \
@@ -110,38 +129,17 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
         /* the decoder's blocks, then the encoder's */
         int enc = k >= c->n_layer, l = enc ? k - c->n_layer : k;
         tfm_layer_weights *L = enc ? &w->enc_layers[l] : &w->layers[l];
-#define GETL(dst, suffix, d0, d1)                                             \
-        do {                                                                  \
-            snprintf(name, sizeof name, "%sh.%d.%s", enc ? "enc." : "", l, suffix); \
-            GET(dst, name, d0, d1);                                           \
-        } while (0)
-        if (ed && !enc) {
-            GETL(L->lnx_w, "ln_x.weight", C, 0);
-            GETL(L->lnx_b, "ln_x.bias", C, 0);
-            GETL(L->xq_w, "xattn.c_q.weight", C, C);
-            GETL(L->xkv_w, "xattn.c_kv.weight", C, 2 * C);
-            GETL(L->xp_w, "xattn.c_proj.weight", C, C);
-            if (c->bias) {
-                GETL(L->xq_b, "xattn.c_q.bias", C, 0);
-                GETL(L->xkv_b, "xattn.c_kv.bias", 2 * C, 0);
-                GETL(L->xp_b, "xattn.c_proj.bias", C, 0);
-            }
+        /* the block's tensors as the training table lists them */
+        for (int sl = 0; sl < TFM_SLOT_N; sl++) {
+            const char *suffix;
+            size_t d0, d1;
+            int decay;
+            if (!tfm_block_slot(c, (tfm_slot)sl, ed && !enc, &suffix, &d0, &d1, &decay))
+                continue;
+            snprintf(name, sizeof name, "%sh.%d.%s", enc ? "enc." : "", l, suffix);
+            const float **dst = (const float **)((char *)L + slot_field[sl]);
+            GET(*dst, name, d0, d1);
         }
-        GETL(L->ln1_w, "ln_1.weight", C, 0);
-        GETL(L->ln1_b, "ln_1.bias", C, 0);
-        GETL(L->qkv_w, "attn.c_attn.weight", C, 3 * C);
-        GETL(L->proj_w, "attn.c_proj.weight", C, C);
-        GETL(L->ln2_w, "ln_2.weight", C, 0);
-        GETL(L->ln2_b, "ln_2.bias", C, 0);
-        GETL(L->fc_w, "mlp.c_fc.weight", C, F);
-        GETL(L->fcp_w, "mlp.c_proj.weight", F, C);
-        if (c->bias) {
-            GETL(L->qkv_b, "attn.c_attn.bias", 3 * C, 0);
-            GETL(L->proj_b, "attn.c_proj.bias", C, 0);
-            GETL(L->fc_b, "mlp.c_fc.bias", F, 0);
-            GETL(L->fcp_b, "mlp.c_proj.bias", C, 0);
-        }
-#undef GETL
     }
 #undef GET
     return 0;
@@ -184,7 +182,8 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
 {
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
     const size_t F = (size_t)tfm_model_config_ff(c);
-    const size_t per_layer = C * 3 * C + C * C + C * F + F * C;
+    const size_t gated = tfm_ffn_gated(c->ffn);
+    const size_t per_layer = C * 3 * C + C * C + (1 + gated) * C * F + F * C;
     size_t total = per_layer * (size_t)c->n_layer + V * C;
     free(w->bf16_store);
     w->bf16_store = tfm_aligned_alloc(sizeof(uint16_t) * total);
@@ -194,6 +193,8 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
         L->qkv_w16 = to_bf16(p, L->qkv_w, C * 3 * C), p += C * 3 * C;
         L->proj_w16 = to_bf16(p, L->proj_w, C * C), p += C * C;
         L->fc_w16 = to_bf16(p, L->fc_w, C * F), p += C * F;
+        if (gated)
+            L->fc1_w16 = to_bf16(p, L->fc1_w, C * F), p += C * F;
         L->fcp_w16 = to_bf16(p, L->fcp_w, F * C), p += F * C;
     }
     w->lm_head16 = to_bf16(p, w->lm_head, V * C);
@@ -401,8 +402,10 @@ static void ensure_rows(tfm_infer *g, int rows)
         return;
     const size_t C = (size_t)g->cfg.n_embd, R = (size_t)rows;
     const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = F > 3 * C ? F : 3 * C;
-    free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->part);
+    free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->fc1);
+    free(g->part);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
+    g->fc1 = tfm_ffn_gated(g->blk.ffn) ? tfm_aligned_alloc(sizeof(float) * R * F) : NULL;
     g->x = tfm_aligned_alloc(sizeof(float) * R * C);
     g->h = tfm_aligned_alloc(sizeof(float) * R * C);
     g->qkv = tfm_aligned_alloc(sizeof(float) * R * 3 * C);
@@ -434,6 +437,7 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     if (max_len > cfg->block_size && cfg->pos == TFM_POS_LEARNED)
         max_len = cfg->block_size;
     g->cfg = *cfg;
+    g->blk = tfm_model_block(cfg);
     g->w = w;
     g->n_slots = n_slots;
     g->max_len = max_len;
@@ -458,7 +462,8 @@ void tfm_infer_free(tfm_infer *g)
 {
     free(g->kcache); free(g->vcache); free(g->len);
     free(g->xkcache); free(g->xvcache); free(g->src_len);
-    free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->part);
+    free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->fc1);
+    free(g->part);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
     free(g->scores); free(g->alibi);
     if (g->enc)
@@ -474,7 +479,8 @@ size_t tfm_infer_bytes(const tfm_infer *g)
     if (g->xkcache)
         cache *= 2;
     const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = F > 3 * C ? F : 3 * C;
-    size_t scratch = sizeof(float) * (size_t)g->max_rows * (7 * C + F + W + 2);
+    size_t scratch = sizeof(float) * (size_t)g->max_rows *
+                     (7 * C + (1 + (g->fc1 != NULL)) * F + W + 2);
     return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len;
 }
 
@@ -517,7 +523,8 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
 static void attention(tfm_infer *g, int layer, int R, int cross)
 {
     const int C = g->cfg.n_embd, NH = g->cfg.n_head, HS = C / NH;
-    const float scale = 1.0f / sqrtf((float)HS);
+    const tfm_attn desc = {.HS = HS, .unscaled = g->blk.unscaled};
+    const float scale = tfm_attn_scale(&desc);
     int nt = threads_now();
     if (nt > g->scores_threads) {
         free(g->scores);
@@ -582,15 +589,6 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
     }
 }
 
-static tfm_act_kind act_kind(tfm_act a)
-{
-    switch (a) {
-    case TFM_ACT_GELU_EXACT: return TFM_ACT_KIND_GELU_EXACT;
-    case TFM_ACT_RELU: return TFM_ACT_KIND_RELU;
-    default: return TFM_ACT_KIND_GELU_TANH;
-    }
-}
-
 /* The forward over R rows whose slot/position are in row_slot/row_pos and
  * tokens in tok; logits of the rows in want[0..nwant) go to logits. */
 /* With profiling on, the time since the last mark goes to phase p. */
@@ -635,7 +633,7 @@ static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const tfm_embed
         tfm_embed_row(xr, te, pe, s, C);
     }
     if (e->lne_w)
-        tfm_layernorm_forward(x, g->mean, g->rstd, x, e->lne_w, e->lne_b, R, C, c->ln_eps);
+        tfm_block_norm(&g->blk, x, g->mean, g->rstd, x, e->lne_w, e->lne_b, R, C);
 }
 
 /* x += mlp(x) (pre-LN: of ln_2(x); post-LN: then x = ln_2(x)) over R rows. */
@@ -646,19 +644,21 @@ static void mlp_rows(tfm_infer *g, const tfm_layer_weights *L, int R, double *pr
     float *x = g->x, *h = g->h;
     const float *min = x;
     if (pre) {
-        tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
+        tfm_block_norm(&g->blk, h, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C);
         min = h;
     }
     prof_mark(g, prof_t, TFM_PROF_OTHER);
     linear(g, g->fc, min, L->fc_w, L->fc_w16, L->fc_b, R, C, F);
+    if (L->fc1_w) /* gated: the linear input beside the gate */
+        linear(g, g->fc1, min, L->fc1_w, L->fc1_w16, L->fc1_b, R, C, F);
     prof_mark(g, prof_t, TFM_PROF_FC);
-    tfm_act_forward(act_kind(c->act), g->fc, g->fc, (size_t)R * F);
+    tfm_block_ffn_mid(&g->blk, g->fc, g->fc, g->fc1, (size_t)R * F);
     prof_mark(g, prof_t, TFM_PROF_OTHER);
     linear(g, h, g->fc, L->fcp_w, L->fcp_w16, L->fcp_b, R, F, C);
     prof_mark(g, prof_t, TFM_PROF_FCPROJ);
     tfm_add_inplace(x, h, (size_t)R * C);
     if (!pre)
-        tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C, c->ln_eps);
+        tfm_block_norm(&g->blk, x, g->mean, g->rstd, x, L->ln2_w, L->ln2_b, R, C);
 }
 
 /* x += xattn(x) over the rows' sources (pre-LN: of ln_x(x); post-LN: then
@@ -670,7 +670,7 @@ static void cross_rows(tfm_infer *g, const tfm_layer_weights *L, int l, int R)
     float *x = g->x, *h = g->h;
     const float *xin = x;
     if (pre) {
-        tfm_layernorm_forward(h, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C, c->ln_eps);
+        tfm_block_norm(&g->blk, h, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C);
         xin = h;
     }
     linear(g, g->qkv, xin, L->xq_w, NULL, L->xq_b, R, C, C);
@@ -678,7 +678,7 @@ static void cross_rows(tfm_infer *g, const tfm_layer_weights *L, int l, int R)
     linear(g, h, g->att, L->xp_w, NULL, L->xp_b, R, C, C);
     tfm_add_inplace(x, h, (size_t)R * C);
     if (!pre)
-        tfm_layernorm_forward(x, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C, c->ln_eps);
+        tfm_block_norm(&g->blk, x, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C);
 }
 
 static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
@@ -697,7 +697,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         const int pre = c->ln == TFM_LN_PRE;
         const float *ain = x;
         if (pre) {
-            tfm_layernorm_forward(h, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C, c->ln_eps);
+            tfm_block_norm(&g->blk, h, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C);
             ain = h;
         }
         PROF(TFM_PROF_OTHER);
@@ -723,7 +723,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         PROF(TFM_PROF_PROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
-            tfm_layernorm_forward(x, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C, c->ln_eps);
+            tfm_block_norm(&g->blk, x, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C);
         if (L->xq_w) {
             cross_rows(g, L, l, R);
             PROF(TFM_PROF_ATTN);
@@ -735,7 +735,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
     int n = R - first_logit_row;
     const float *xf = x + (size_t)first_logit_row * C;
     if (c->ln == TFM_LN_PRE) {
-        tfm_layernorm_forward(h, g->mean, g->rstd, xf, w->dec.lnf_w, w->dec.lnf_b, n, C, c->ln_eps);
+        tfm_block_norm(&g->blk, h, g->mean, g->rstd, xf, w->dec.lnf_w, w->dec.lnf_b, n, C);
         xf = h;
     }
     PROF(TFM_PROF_OTHER);

@@ -56,11 +56,13 @@ typedef struct tfm_layer_weights {
     const float *qkv_w, *qkv_b;   /* [C, 3C], [3C] */
     const float *proj_w, *proj_b; /* [C, C], [C] */
     const float *ln2_w, *ln2_b;   /* [C] */
-    const float *fc_w, *fc_b;     /* [C, 4C], [4C] */
-    const float *fcp_w, *fcp_b;   /* [4C, C], [C] */
-    /* bfloat16 copies of the four matrices (tfm_weights_to_bf16), or
-     * NULL: used by the single-row products when present */
-    const uint16_t *qkv_w16, *proj_w16, *fc_w16, *fcp_w16;
+    const float *fc_w, *fc_b;     /* [C, F], [F]: c_fc, or a gated
+                                     feed-forward's gate wi_0 */
+    const float *fc1_w, *fc1_b;   /* [C, F], [F]: a gated one's wi_1, else NULL */
+    const float *fcp_w, *fcp_b;   /* [F, C], [C] */
+    /* bfloat16 copies of the matrices (tfm_weights_to_bf16), or NULL:
+     * used by the single-row products when present */
+    const uint16_t *qkv_w16, *proj_w16, *fc_w16, *fc1_w16, *fcp_w16;
     /* an encoder-decoder's decoder blocks: the cross-attention */
     const float *lnx_w, *lnx_b;   /* [C] */
     const float *xq_w, *xq_b;     /* [C, C], [C] */
@@ -72,7 +74,8 @@ typedef struct tfm_layer_weights {
 typedef struct tfm_embed_weights {
     const float *wte;             /* [V, C] */
     const float *wpe;             /* [block_size, C]; learned positions only */
-    const float *lne_w, *lne_b;   /* [C]: the embedding norm, or NULL */
+    const float *lne_w, *lne_b;   /* [C]: the embedding norm, or NULL (lne_b
+                                     NULL for rmsnorm, as every norm's bias) */
     const float *rel_bias;        /* [n_head, t5_buckets]: t5 positions, or NULL */
     const float *lnf_w, *lnf_b;   /* [C]; NULL for post-LN */
 } tfm_embed_weights;
@@ -96,14 +99,18 @@ typedef struct tfm_weights {
 typedef const float *(*tfm_weights_lookup)(void *ctx, const char *name, size_t d0,
                                        size_t d1, tfm_err *err);
 
+/* A block's tensor by its slot (model/transformer.h's tfm_block_slot):
+ * NULL when the configuration has none. */
+const float *tfm_layer_weight(const tfm_layer_weights *L, tfm_slot s);
+
 /* Binds every tensor the config needs through lookup. */
 int tfm_weights_bind(tfm_weights *w, const tfm_model_config *cfg,
                          tfm_weights_lookup lookup, void *ctx, tfm_err *err);
 /* Points into a tfm_model's parameter array (the model must outlive w). */
 int tfm_weights_from_model(tfm_weights *w, const tfm_model *m, tfm_err *err);
 void tfm_weights_free(tfm_weights *w);
-/* Adds bfloat16 copies (round to nearest even) of the block matrices and the
- * LM head, which the decode steps then read instead: half the bytes per
+/* Adds bfloat16 copies (round to nearest even) of the block matrices (but
+ * the cross-attention's) and the LM head, which the decode steps then read instead: half the bytes per
  * token, at bfloat16's 8-bit precision (the products still accumulate in
  * float32).  The prompt pass keeps the float32 weights.  Returns the bytes
  * allocated (owned by w). */
@@ -132,7 +139,9 @@ typedef struct tfm_infer {
     float *xkcache, *xvcache; /* [n_layer][n_slots][max_len][C] each */
     int *src_len;           /* [n_slots] source positions; 0: none encoded */
     int max_rows;           /* scratch capacity in rows */
+    tfm_block blk;          /* the block (model/transformer.h's tfm_model_block) */
     float *x, *h, *qkv, *att, *fc, *mean, *rstd; /* scratch */
+    float *fc1;             /* a gated feed-forward's linear input, or NULL */
     float *part;            /* [max_rows][4 C]: a gemv's second half */
     float *scores;          /* [threads][max_len] */
     int scores_threads;

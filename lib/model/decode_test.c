@@ -15,6 +15,7 @@
 #include "infer/beam.h"
 #include "model/transformer.h"
 #include "model/decode.h"
+#include "model/forward.h"
 #include "tensor/gemm.h"
 
 static void test_gemv_rows(void **state)
@@ -89,6 +90,23 @@ static void test_gemv_rows_bf16(void **state)
     assert_int_equal(round_bf16(f), 0x3f80);
 }
 
+/* The block kinds the models below get (test_block_kinds sets them). */
+static tfm_norm_kind kind_norm = TFM_NORM_LAYER;
+static tfm_ffn_kind kind_ffn = TFM_FFN_PLAIN;
+static int kind_unscaled = 0;
+/* The factor on the initial matrices: large, so that the next token is
+ * rarely a near tie; smaller for the kinds whose norms keep the mean (RMSNorm)
+ * or whose scores lack 1/√HS, where ×20 saturates the softmaxes and the
+ * paths' different rounding shows at 1e-2. */
+static float kind_scale = 20.0f;
+
+static void apply_kinds(tfm_model_config *c)
+{
+    c->norm = kind_norm;
+    c->ffn = kind_ffn;
+    c->attn_unscaled = kind_unscaled;
+}
+
 /* A small model with weights large enough that the next token is rarely a
  * near tie (GPT-2's 0.02 init gives almost flat logits). */
 static void make_model_pos(tfm_model *m, tfm_ln_place ln, int tied, int bias, int V,
@@ -109,6 +127,7 @@ static void make_model_pos(tfm_model *m, tfm_ln_place ln, int tied, int bias, in
     c.ln = ln;
     c.tie_embeddings = tied;
     c.bias = bias;
+    apply_kinds(&c);
     tfm_err err = {0};
     assert_int_equal(tfm_model_init(m, &c, &err), 0);
     tfm_model_init_weights(m, 1234 + ln * 10 + tied * 3 + bias + (uint64_t)pos * 17);
@@ -119,7 +138,7 @@ static void make_model_pos(tfm_model *m, tfm_ln_place ln, int tied, int bias, in
         for (size_t j = 0; j < p->numel; j++) {
             float *v = &m->params[p->offset + j];
             if (p->ndim == 2)
-                *v *= 20.0f;
+                *v *= kind_scale;
             else if (strstr(p->name, "bias"))
                 *v = 0.1f * tfm_rng_normal(&r);
             else
@@ -284,6 +303,7 @@ static void encdec_case(tfm_pos pos, int post)
     c.src_vocab_size = post ? VS : 0;
     c.emb_norm = post;
     c.emb_scale = (pos + post) % 2;
+    apply_kinds(&c);
     tfm_model m;
     tfm_err err = {0};
     assert_int_equal(tfm_model_init(&m, &c, &err), 0);
@@ -295,7 +315,7 @@ static void encdec_case(tfm_pos pos, int post)
         for (size_t j = 0; j < p->numel; j++) {
             float *v = &m.params[p->offset + j];
             if (p->ndim == 2)
-                *v *= 20.0f;
+                *v *= kind_scale;
             else if (strstr(p->name, "bias"))
                 *v = 0.1f * tfm_rng_normal(&r);
             else
@@ -600,6 +620,110 @@ static void test_bad_token(void **state)
     tfm_model_free(&m);
 }
 
+/* The packed whole-sequence forward (model/forward.h) of rows of unequal
+ * length, weights packed or not, against the training forward of each row
+ * alone: a decoder's logits through its head, an encoder's top layer. */
+static void packed_case(tfm_kind kind, tfm_ln_place ln)
+{
+    enum { V = 23, C = 32, L0 = 7, L1 = 4 };
+    tfm_model_config c;
+    tfm_model_config_default(&c);
+    c.kind = kind;
+    c.pos = kind == TFM_KIND_ENCODER ? TFM_POS_T5 : TFM_POS_ALIBI;
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.n_embd = C;
+    c.d_ff = 24;
+    c.block_size = 16;
+    c.vocab_size = V;
+    c.ln = ln;
+    c.emb_norm = kind == TFM_KIND_ENCODER;
+    apply_kinds(&c);
+    tfm_model m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&m, &c, &err), 0);
+    tfm_model_init_weights(&m, 41);
+    for (int i = 0; i < m.n_table; i++) /* away from the near-linear regime */
+        if (m.table[i].ndim == 2)
+            for (size_t j = 0; j < m.table[i].numel; j++)
+                m.params[m.table[i].offset + j] *= 10.0f;
+    tfm_model_set_inference(&m);
+    tfm_weights w;
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    uint32_t tok[L0 + L1];
+    for (int i = 0; i < L0 + L1; i++)
+        tok[i] = (uint32_t)((i * 7 + 3) % V);
+    const int len[2] = {L0, L1};
+    float top[(L0 + L1) * C];
+    float *hidden[3] = {NULL, NULL, top};
+    for (int packed = 0; packed < 2; packed++) {
+        tfm_fwd f;
+        assert_int_equal(tfm_fwd_init(&f, &c, &w, TFM_FWD_MAIN, &err), 0);
+        if (packed)
+            tfm_fwd_pack_weights(&f);
+        tfm_fwd_batch b = {.n = 2, .len = len, .tok = tok, .hidden = hidden};
+        assert_int_equal(tfm_fwd_run(&f, &b, &err), 0);
+        for (int s = 0, r0 = 0; s < 2; r0 += len[s], s++) {
+            int32_t in[L0];
+            for (int i = 0; i < len[s]; i++)
+                in[i] = (int32_t)tok[r0 + i];
+            assert_int_equal(tfm_model_forward(&m, in, NULL, 1, len[s], NULL, &err), 0);
+            const float *ref = tfm_model_logits(&m);
+            for (int i = 0; i < len[s]; i++) {
+                float got[V];
+                for (int v = 0; v < V; v++) {
+                    float d = 0;
+                    for (int k = 0; k < C; k++)
+                        d += top[(size_t)(r0 + i) * C + k] * w.lm_head[(size_t)v * C + k];
+                    got[v] = d;
+                }
+                assert_close(got, ref + (size_t)i * V, V);
+            }
+        }
+        tfm_fwd_free(&f);
+    }
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
+}
+
+/* RMSNorm, GEGLU, SwiGLU and unscaled attention through the three paths
+ * that apply a block: the cached decode step (decoders, and the decoder of
+ * an encoder-decoder over its encoder's packed forward) and the packed
+ * forward (decoders, encoders) each equal the training forward, pre- and
+ * post-norm; the bfloat16 copies cover wi_1. */
+static void test_block_kinds(void **state)
+{
+    (void)state;
+    const struct {
+        tfm_norm_kind norm;
+        tfm_ffn_kind ffn;
+        int unscaled;
+    } kinds[] = {{TFM_NORM_RMS, TFM_FFN_PLAIN, 0}, {TFM_NORM_LAYER, TFM_FFN_GEGLU, 0},
+                 {TFM_NORM_LAYER, TFM_FFN_SWIGLU, 1}, {TFM_NORM_RMS, TFM_FFN_GEGLU, 1}};
+    kind_scale = 8.0f;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        kind_norm = kinds[k].norm;
+        kind_ffn = kinds[k].ffn;
+        kind_unscaled = kinds[k].unscaled;
+        greedy_case_pos(TFM_LN_PRE, 1, 1, k % 2 ? TFM_POS_T5 : TFM_POS_ROPE, 1);
+        greedy_case_pos(TFM_LN_POST, 0, (int)(k % 2), TFM_POS_LEARNED, 1);
+        encdec_case(k % 2 ? TFM_POS_T5 : TFM_POS_SINUSOIDAL, 0);
+        encdec_case(TFM_POS_LEARNED, 1);
+        packed_case(TFM_KIND_DECODER, TFM_LN_PRE);
+        packed_case(TFM_KIND_ENCODER, TFM_LN_POST);
+        packed_case(TFM_KIND_ENCODER, TFM_LN_PRE);
+    }
+    /* bfloat16 decode of a gated model */
+    kind_norm = TFM_NORM_RMS;
+    kind_ffn = TFM_FFN_SWIGLU;
+    kind_unscaled = 1;
+    test_bf16_close(state);
+    kind_norm = TFM_NORM_LAYER;
+    kind_ffn = TFM_FFN_PLAIN;
+    kind_unscaled = 0;
+    kind_scale = 20.0f;
+}
+
 static int setup(void **state)
 {
     tfm_blas_init(2);
@@ -619,6 +743,7 @@ int main(void)
         cmocka_unit_test(test_batch_equals_single),
         cmocka_unit_test(test_beam_cache_equals_full),
         cmocka_unit_test(test_bad_token),
+        cmocka_unit_test(test_block_kinds),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

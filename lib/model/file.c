@@ -231,6 +231,10 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->emb_norm = c->model.emb_norm;
     g->emb_scale = c->model.emb_scale;
     g->init = c->model.init ? TFM_INIT_XAVIER : TFM_INIT_GPT2;
+    g->norm = c->model.norm_type ? TFM_NORM_RMS : TFM_NORM_LAYER;
+    static const tfm_ffn_kind ffn[] = {TFM_FFN_PLAIN, TFM_FFN_GEGLU, TFM_FFN_SWIGLU};
+    g->ffn = ffn[c->model.ffn];
+    g->attn_unscaled = !c->model.attn_scale;
     g->n_enc_layer = (int)c->model.n_enc_layer;
     g->tie_source = c->model.tie_source;
     g->src_vocab_size = (int)c->model.src_vocab_size;

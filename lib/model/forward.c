@@ -18,6 +18,7 @@ int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,
     if (tfm_model_config_check(cfg, err) < 0)
         return -1;
     f->cfg = *cfg;
+    f->blk = tfm_model_block(cfg);
     f->w = w;
     if (stack == TFM_FWD_ENCODER) {
         if (cfg->kind != TFM_KIND_ENCODER_DECODER)
@@ -48,11 +49,11 @@ int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,
 
 void tfm_fwd_free(tfm_fwd *f)
 {
-    free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc);
+    free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc); free(f->fc1);
     free(f->mean); free(f->rstd); free(f->pe); free(f->rope); free(f->pos);
     free(f->probs); free(f->ascratch); free(f->alibi);
     if (f->packed)
-        for (int i = 0; i < 4 * f->n_layer; i++)
+        for (int i = 0; i < 5 * f->n_layer; i++)
             tfm_gemm_b_free(&f->packed[i]);
     free(f->packed);
     memset(f, 0, sizeof *f);
@@ -63,14 +64,16 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
     if (f->packed)
         return;
     const int C = f->cfg.n_embd, F = tfm_model_config_ff(&f->cfg);
-    f->packed = tfm_calloc((size_t)4 * f->n_layer, sizeof *f->packed);
+    f->packed = tfm_calloc((size_t)5 * f->n_layer, sizeof *f->packed);
     for (int l = 0; l < f->n_layer; l++) {
         const tfm_layer_weights *W = &f->layers[l];
-        tfm_gemm_b *p = f->packed + 4 * l;
+        tfm_gemm_b *p = f->packed + 5 * l;
         tfm_gemm_b_pack(&p[0], W->qkv_w, 3 * C, C, 3 * C);
         tfm_gemm_b_pack(&p[1], W->proj_w, C, C, C);
         tfm_gemm_b_pack(&p[2], W->fc_w, F, C, F);
         tfm_gemm_b_pack(&p[3], W->fcp_w, C, F, C);
+        if (W->fc1_w)
+            tfm_gemm_b_pack(&p[4], W->fc1_w, F, C, F);
     }
 }
 
@@ -96,7 +99,7 @@ static void ensure(tfm_fwd *f, int R, int T)
     const size_t C = (size_t)f->cfg.n_embd, F = (size_t)tfm_model_config_ff(&f->cfg);
     const int NH = f->cfg.n_head, HS = (int)C / NH;
     if (R > f->max_rows) {
-        free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc);
+        free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc); free(f->fc1);
         free(f->mean); free(f->rstd); free(f->pos);
         size_t r = (size_t)R;
         f->x = tfm_aligned_alloc(sizeof(float) * r * C);
@@ -104,6 +107,7 @@ static void ensure(tfm_fwd *f, int R, int T)
         f->qkv = tfm_aligned_alloc(sizeof(float) * r * 3 * C);
         f->att = tfm_aligned_alloc(sizeof(float) * r * C);
         f->fc = tfm_aligned_alloc(sizeof(float) * r * F);
+        f->fc1 = tfm_ffn_gated(f->blk.ffn) ? tfm_aligned_alloc(sizeof(float) * r * F) : NULL;
         f->mean = tfm_malloc(sizeof(float) * r);
         f->rstd = tfm_malloc(sizeof(float) * r);
         f->pos = tfm_malloc(sizeof(int32_t) * r);
@@ -130,7 +134,7 @@ static void ensure(tfm_fwd *f, int R, int T)
                       .bidirectional = f->t5_bidirectional};
     tfm_attn at = {.B = 1, .Tq = f->max_len, .Tk = f->max_len, .NH = NH, .HS = HS,
                    .mask = f->mask, .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
-                   .impl = ATTN_IMPL};
+                   .impl = ATTN_IMPL, .unscaled = f->blk.unscaled};
     size_t need = tfm_attn_scratch_floats(&at) + 1;
     if (need > f->ascratch_n) {
         free(f->ascratch);
@@ -147,15 +151,6 @@ static void linear(float *out, const float *in, const float *W, const tfm_gemm_b
 {
     const tfm_gemm_b plain = {.K = K, .N = N, .B = W, .ldb = N};
     tfm_gemm_packed(R, in, K, pk ? pk : &plain, out, N, tfm_linear_epilogue, &e);
-}
-
-static tfm_act_kind act_kind(tfm_act a)
-{
-    switch (a) {
-    case TFM_ACT_GELU_EXACT: return TFM_ACT_KIND_GELU_EXACT;
-    case TFM_ACT_RELU: return TFM_ACT_KIND_RELU;
-    default: return TFM_ACT_KIND_GELU_TANH;
-    }
 }
 
 /* x[r] = wte[tok] (·√C with emb_scale) + position term + wse[seg], then the
@@ -181,8 +176,7 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
         }
     }
     if (e->lne_w)
-        tfm_layernorm_forward(f->x, f->mean, f->rstd, f->x, e->lne_w, e->lne_b, R, C,
-                              c->ln_eps);
+        tfm_block_norm(&f->blk, f->x, f->mean, f->rstd, f->x, e->lne_w, e->lne_b, R, C);
 }
 
 /* att[off.., :] = attention of each sequence over its own positions. */
@@ -198,7 +192,7 @@ static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
         const int T = b->len[s];
         tfm_attn at = {.B = 1, .Tq = T, .Tk = T, .NH = NH, .HS = HS, .mask = f->mask,
                        .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
-                       .impl = ATTN_IMPL};
+                       .impl = ATTN_IMPL, .unscaled = f->blk.unscaled};
         const float *q = f->qkv + off * 3 * C;
         tfm_attn_forward(&at, f->att + off * C, C, f->probs, q, 3 * C, q + C, 3 * C,
                          q + 2 * C, 3 * C, f->ascratch);
@@ -249,12 +243,13 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
     embed(f, b, Ri);
     if (b->hidden[0])
         memcpy(b->hidden[0], x, sizeof(float) * R * C);
+    const tfm_block *blk = &f->blk;
     for (int l = 0; l < L; l++) {
         const tfm_layer_weights *W = &f->layers[l];
-        const tfm_gemm_b *pk = f->packed ? f->packed + 4 * l : NULL;
+        const tfm_gemm_b *pk = f->packed ? f->packed + 5 * l : NULL;
         const float *ain = x;
         if (pre) {
-            tfm_layernorm_forward(h, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C, c->ln_eps);
+            tfm_block_norm(blk, h, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C);
             ain = h;
         }
         linear(f->qkv, ain, W->qkv_w, pk ? &pk[0] : NULL, Ri, C, 3 * C,
@@ -266,24 +261,33 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
         linear(h, f->att, W->proj_w, pk ? &pk[1] : NULL, Ri, C, C,
                (tfm_linear_epi){.bias = W->proj_b, .add = x, .ldadd = (size_t)C});
         if (!pre)
-            tfm_layernorm_forward(x, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C, c->ln_eps);
+            tfm_block_norm(blk, x, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C);
         const float *min = x;
         if (pre) {
-            tfm_layernorm_forward(h, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C, c->ln_eps);
+            tfm_block_norm(blk, h, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C);
             min = h;
         }
-        linear(f->fc, min, W->fc_w, pk ? &pk[2] : NULL, Ri, C, F,
-               (tfm_linear_epi){.bias = W->fc_b, .act = 1, .act_kind = act_kind(c->act)});
+        if (f->fc1) {
+            /* gated: the gate and the linear input, then their product */
+            linear(f->fc, min, W->fc_w, pk ? &pk[2] : NULL, Ri, C, F,
+                   (tfm_linear_epi){.bias = W->fc_b});
+            linear(f->fc1, min, W->fc1_w, pk ? &pk[4] : NULL, Ri, C, F,
+                   (tfm_linear_epi){.bias = W->fc1_b});
+            tfm_block_ffn_mid(blk, f->fc, f->fc, f->fc1, (size_t)R * F);
+        } else {
+            /* plain: the activation in the product's epilogue */
+            linear(f->fc, min, W->fc_w, pk ? &pk[2] : NULL, Ri, C, F,
+                   (tfm_linear_epi){.bias = W->fc_b, .act = 1, .act_kind = blk->act});
+        }
         linear(h, f->fc, W->fcp_w, pk ? &pk[3] : NULL, Ri, F, C,
                (tfm_linear_epi){.bias = W->fcp_b, .add = x, .ldadd = (size_t)C});
         if (!pre)
-            tfm_layernorm_forward(x, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C, c->ln_eps);
+            tfm_block_norm(blk, x, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C);
         float *out = b->hidden[l + 1];
         if (!out)
             continue;
         if (pre && l == L - 1)
-            tfm_layernorm_forward(out, f->mean, f->rstd, x, f->e->lnf_w, f->e->lnf_b, Ri, C,
-                                  c->ln_eps);
+            tfm_block_norm(blk, out, f->mean, f->rstd, x, f->e->lnf_w, f->e->lnf_b, Ri, C);
         else
             memcpy(out, x, sizeof(float) * R * C);
     }
@@ -293,6 +297,7 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
 double tfm_fwd_flops(const tfm_model_config *cfg, int n_layer, int len)
 {
     const double C = cfg->n_embd, F = tfm_model_config_ff(cfg), T = len;
-    /* qkv, proj, fc, fc proj; Q·Kᵀ and P·V */
-    return n_layer * (2.0 * T * C * (3 * C + C + 2 * F) + 4.0 * T * T * C);
+    /* qkv, proj, fc (two for a gated feed-forward), fc proj; Q·Kᵀ and P·V */
+    const double nf = tfm_ffn_gated(cfg->ffn) ? 3 : 2;
+    return n_layer * (2.0 * T * C * (3 * C + C + nf * F) + 4.0 * T * T * C);
 }

@@ -66,11 +66,13 @@ typedef struct tfm_fwd {
     float *alibi;          /* [n_head] slopes, or NULL */
     /* scratch, for max_rows rows and sequences of up to max_len */
     int max_rows, max_len;
-    float *x, *h, *qkv, *att, *fc, *mean, *rstd, *pe, *rope;
+    tfm_block blk;         /* the block (model/transformer.h's tfm_model_block) */
+    float *x, *h, *qkv, *att, *fc, *fc1, *mean, *rstd, *pe, *rope;
     int32_t *pos;
     float *probs, *ascratch;
     size_t ascratch_n;
-    tfm_gemm_b *packed;    /* [n_layer][4] qkv, proj, fc, fc proj, or NULL */
+    tfm_gemm_b *packed;    /* [n_layer][5] qkv, proj, fc, fc proj, a gated
+                              feed-forward's wi_1; or NULL */
 } tfm_fwd;
 
 int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,

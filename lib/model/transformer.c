@@ -53,6 +53,15 @@ const char *tfm_pos_name(tfm_pos pos)
     return pos >= TFM_POS_LEARNED && pos <= TFM_POS_T5 ? names[pos] : "?";
 }
 
+tfm_block tfm_model_block(const tfm_model_config *c)
+{
+    tfm_act_kind act = c->act == TFM_ACT_GELU_EXACT ? TFM_ACT_KIND_GELU_EXACT
+                       : c->act == TFM_ACT_RELU     ? TFM_ACT_KIND_RELU
+                                                    : TFM_ACT_KIND_GELU_TANH;
+    return (tfm_block){.pre = c->ln == TFM_LN_PRE, .norm = c->norm, .eps = c->ln_eps,
+                       .ffn = c->ffn, .act = act, .unscaled = c->attn_unscaled};
+}
+
 int tfm_model_config_ff(const tfm_model_config *c)
 {
     return c->d_ff > 0 ? c->d_ff : 4 * c->n_embd;
@@ -96,6 +105,12 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "unknown layer norm placement %d", (int)c->ln);
     if (c->act != TFM_ACT_GELU_TANH && c->act != TFM_ACT_GELU_EXACT && c->act != TFM_ACT_RELU)
         return tfm_err_set(err, "unknown activation %d", (int)c->act);
+    if (c->norm != TFM_NORM_LAYER && c->norm != TFM_NORM_RMS)
+        return tfm_err_set(err, "unknown norm kind %d", (int)c->norm);
+    if (c->ffn != TFM_FFN_PLAIN && c->ffn != TFM_FFN_GEGLU && c->ffn != TFM_FFN_SWIGLU)
+        return tfm_err_set(err, "unknown feed-forward kind %d", (int)c->ffn);
+    if (c->attn_unscaled != 0 && c->attn_unscaled != 1)
+        return tfm_err_set(err, "attn_unscaled %d is not 0 or 1", c->attn_unscaled);
     if (c->kind != TFM_KIND_DECODER && c->kind != TFM_KIND_ENCODER &&
         c->kind != TFM_KIND_ENCODER_DECODER)
         return tfm_err_set(err, "unknown model kind %d", (int)c->kind);
@@ -157,12 +172,67 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
 /* ---- parameter table ----------------------------------------------------- */
 
 /* Per-block parameter slots, in table order (the cross-attention's only in
- * an encoder-decoder's decoder). */
+ * an encoder-decoder's decoder).  P_FCW/P_FCB are the plain feed-forward's
+ * c_fc or a gated one's gate wi_0; P_FC1W/P_FC1B its wi_1. */
 enum {
-    P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB,
+    P_LN1W = (int)TFM_SLOT_LN1_W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB,
     P_LNXW, P_LNXB, P_XQW, P_XQB, P_XKVW, P_XKVB, P_XPW, P_XPB,
-    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW, P_FCPB, P_NLAYER
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FC1W, P_FC1B, P_FCPW, P_FCPB, P_NLAYER
 };
+_Static_assert((int)P_FCPB == (int)TFM_SLOT_FCP_B && (int)P_NLAYER == (int)TFM_SLOT_N,
+               "slots as tfm_slot");
+
+/* The one list of a block's tensors (transformer.h): the table, the
+ * pointers into it and the inference weights all come from here, so they
+ * cannot disagree. */
+int tfm_block_slot(const tfm_model_config *c, tfm_slot slot, int cross, const char **name,
+                   size_t *d0, size_t *d1, int *decay)
+{
+    int s = (int)slot;
+    size_t C = c->n_embd, F = tfm_model_config_ff(c);
+    int gated = tfm_ffn_gated(c->ffn), rms = c->norm == TFM_NORM_RMS;
+    static const char *const names[P_NLAYER] = {
+        "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+        "attn.c_proj.weight", "attn.c_proj.bias", "ln_x.weight", "ln_x.bias",
+        "xattn.c_q.weight", "xattn.c_q.bias", "xattn.c_kv.weight", "xattn.c_kv.bias",
+        "xattn.c_proj.weight", "xattn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+        "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.wi_1.weight", "mlp.wi_1.bias",
+        "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    /* [d0, d1] of each slot; a bias's is d1 of its weight */
+    static const int shape[P_NLAYER][2] = {
+        {1, 0}, {1, 0}, {1, 3}, {3, 0}, {1, 1}, {1, 0}, {1, 0}, {1, 0}, {1, 1}, {1, 0},
+        {1, 2}, {2, 0}, {1, 1}, {1, 0}, {1, 0}, {1, 0}, {1, -1}, {-1, 0}, {1, -1}, {-1, 0},
+        {-1, 1}, {1, 0}};
+    if (s >= P_LNXW && s <= P_XPB && !cross)
+        return 0;
+    if ((s == P_FC1W || s == P_FC1B) && !gated)
+        return 0;
+    switch (s) {
+    case P_QKVB: case P_PROJB: case P_XQB: case P_XKVB: case P_XPB: case P_FCB: case P_FC1B:
+    case P_FCPB:
+        if (!c->bias)
+            return 0;
+        break;
+    case P_LN1B: case P_LNXB: case P_LN2B:
+        if (rms)
+            return 0;
+        break;
+    default:
+        break;
+    }
+    *name = names[s];
+    if (gated && s == P_FCW)
+        *name = "mlp.wi_0.weight";
+    else if (gated && s == P_FCB)
+        *name = "mlp.wi_0.bias";
+    size_t dim[2];
+    for (int k = 0; k < 2; k++)
+        dim[k] = shape[s][k] < 0 ? F : (size_t)shape[s][k] * C;
+    *d0 = dim[0];
+    *d1 = dim[1];
+    *decay = dim[1] != 0; /* matrices only */
+    return 1;
+}
 
 typedef struct layer_params {
     float *p[P_NLAYER];
@@ -200,47 +270,32 @@ static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1,
     tb->real += numel;
 }
 
-/* The slots of one block, in block_ptrs' order. */
+/* The tensors of one block (tfm_block_slot). */
 static void add_block(table_builder *tb, const tfm_model_config *c, const char *pre, int l,
                       int cross)
 {
-    size_t C = c->n_embd, F = tfm_model_config_ff(c);
-    char name[48];
-#define ADD(suffix, d0, d1, decay)                                            \
-    do {                                                                      \
-        snprintf(name, sizeof name, "%sh.%d.%s", pre, l, suffix);            \
-        add_param(tb, name, d0, d1, decay);                                   \
-    } while (0)
-    ADD("ln_1.weight", C, 0, 0);
-    ADD("ln_1.bias", C, 0, 0);
-    ADD("attn.c_attn.weight", C, 3 * C, 1);
-    if (c->bias)
-        ADD("attn.c_attn.bias", 3 * C, 0, 0);
-    ADD("attn.c_proj.weight", C, C, 1);
-    if (c->bias)
-        ADD("attn.c_proj.bias", C, 0, 0);
-    if (cross) {
-        ADD("ln_x.weight", C, 0, 0);
-        ADD("ln_x.bias", C, 0, 0);
-        ADD("xattn.c_q.weight", C, C, 1);
-        if (c->bias)
-            ADD("xattn.c_q.bias", C, 0, 0);
-        ADD("xattn.c_kv.weight", C, 2 * C, 1);
-        if (c->bias)
-            ADD("xattn.c_kv.bias", 2 * C, 0, 0);
-        ADD("xattn.c_proj.weight", C, C, 1);
-        if (c->bias)
-            ADD("xattn.c_proj.bias", C, 0, 0);
+    for (int s = 0; s < P_NLAYER; s++) {
+        const char *suffix;
+        size_t d0, d1;
+        int decay;
+        if (!tfm_block_slot(c, (tfm_slot)s, cross, &suffix, &d0, &d1, &decay))
+            continue;
+        char name[48];
+        snprintf(name, sizeof name, "%sh.%d.%s", pre, l, suffix);
+        add_param(tb, name, d0, d1, decay);
     }
-    ADD("ln_2.weight", C, 0, 0);
-    ADD("ln_2.bias", C, 0, 0);
-    ADD("mlp.c_fc.weight", C, F, 1);
-    if (c->bias)
-        ADD("mlp.c_fc.bias", F, 0, 0);
-    ADD("mlp.c_proj.weight", F, C, 1);
-    if (c->bias)
-        ADD("mlp.c_proj.bias", C, 0, 0);
-#undef ADD
+}
+
+/* A norm's weight and (layernorm) bias: pre + "ln_f" and so on. */
+static void add_norm(table_builder *tb, const tfm_model_config *c, const char *name)
+{
+    char full[48];
+    snprintf(full, sizeof full, "%s.weight", name);
+    add_param(tb, full, (size_t)c->n_embd, 0, 0);
+    if (c->norm == TFM_NORM_RMS)
+        return;
+    snprintf(full, sizeof full, "%s.bias", name);
+    add_param(tb, full, (size_t)c->n_embd, 0, 0);
 }
 
 static void build_table(const tfm_model_config *c, table_builder *tb)
@@ -258,12 +313,9 @@ static void build_table(const tfm_model_config *c, table_builder *tb)
     if (c->n_segments)
         add_param(tb, "wse.weight", c->n_segments, C, 1);
     if (c->emb_norm) {
-        add_param(tb, "ln_e.weight", C, 0, 0);
-        add_param(tb, "ln_e.bias", C, 0, 0);
-        if (ed) {
-            add_param(tb, "enc.ln_e.weight", C, 0, 0);
-            add_param(tb, "enc.ln_e.bias", C, 0, 0);
-        }
+        add_norm(tb, c, "ln_e");
+        if (ed)
+            add_norm(tb, c, "enc.ln_e");
     }
     if (c->pos == TFM_POS_T5) {
         add_param(tb, "rel_bias.weight", c->n_head, c->t5_buckets, 0);
@@ -273,17 +325,13 @@ static void build_table(const tfm_model_config *c, table_builder *tb)
     if (ed) {
         for (int l = 0; l < tfm_model_config_enc_layers(c); l++)
             add_block(tb, c, "enc.", l, 0);
-        if (c->ln == TFM_LN_PRE) {
-            add_param(tb, "enc.ln_f.weight", C, 0, 0);
-            add_param(tb, "enc.ln_f.bias", C, 0, 0);
-        }
+        if (c->ln == TFM_LN_PRE)
+            add_norm(tb, c, "enc.ln_f");
     }
     for (int l = 0; l < c->n_layer; l++)
         add_block(tb, c, "", l, ed);
-    if (c->ln == TFM_LN_PRE) {
-        add_param(tb, "ln_f.weight", C, 0, 0);
-        add_param(tb, "ln_f.bias", C, 0, 0);
-    }
+    if (c->ln == TFM_LN_PRE)
+        add_norm(tb, c, "ln_f");
     if (!c->tie_embeddings)
         add_param(tb, "lm_head.weight", V, C, 1);
     /* the heads ([out, in], HF BERT's names) */
@@ -346,6 +394,8 @@ typedef struct layer_acts {
     float *res_x;                      /* [N,C] */
     float *ln2, *ln2_mean, *ln2_rstd;
     float *fch;                        /* [N,F] before the activation */
+    float *fcl;                        /* [N,F] gated: the linear input
+                                          (NULL for the plain kind) */
     float *fcg;                        /* [N,F] after it: this layer's own
                                           buffer when small, else shared
                                           scratch recomputed in backward */
@@ -404,6 +454,7 @@ struct tfm_model_acts {
     int inference;             /* forward only: one layer's buffers for
                                   all, no backward scratch */
     float *dfch;               /* [Nmax,F] */
+    float *dfcl;               /* [Nmax,F] gated: d of the linear input */
     float *dqkv;               /* [Nmax,3C] */
     float *datty, *d0, *d1, *d2, *d3, *dtmp; /* [Nmax,C] */
     float *dxkv;               /* [Ns,2C] */
@@ -414,26 +465,16 @@ struct tfm_model_acts {
     uint64_t seed;
 };
 
-/* Whether a block has slot s: the linear biases only with bias, the
- * cross-attention only in an encoder-decoder's decoder. */
-static int slot_present(int s, int bias, int cross)
-{
-    if (s >= P_LNXW && s <= P_XPB && !cross)
-        return 0;
-    switch (s) {
-    case P_QKVB: case P_PROJB: case P_XQB: case P_XKVB: case P_XPB: case P_FCB: case P_FCPB:
-        return bias;
-    default:
-        return 1;
-    }
-}
-
 /* Table rows per block. */
 static int block_rows(const tfm_model *m, int cross)
 {
     int per = 0;
-    for (int s = 0; s < P_NLAYER; s++)
-        per += slot_present(s, m->cfg.bias, cross);
+    for (int s = 0; s < P_NLAYER; s++) {
+        const char *name;
+        size_t d0, d1;
+        int decay;
+        per += tfm_block_slot(&m->cfg, (tfm_slot)s, cross, &name, &d0, &d1, &decay);
+    }
     return per;
 }
 
@@ -441,13 +482,16 @@ static int block_rows(const tfm_model *m, int cross)
  * row first (the slots are in table order, add_block's). */
 static layer_params block_ptrs(const tfm_model *m, float *base, int first, int l, int cross)
 {
-    int bias = m->cfg.bias;
     const tfm_param *t = m->table + first + (size_t)l * block_rows(m, cross);
     layer_params lp;
     memset(&lp, 0, sizeof lp);
-    for (int s = 0, i = 0; s < P_NLAYER; s++)
-        if (slot_present(s, bias, cross))
+    for (int s = 0, i = 0; s < P_NLAYER; s++) {
+        const char *name;
+        size_t d0, d1;
+        int decay;
+        if (tfm_block_slot(&m->cfg, (tfm_slot)s, cross, &name, &d0, &d1, &decay))
             lp.p[s] = base + t[i++].offset;
+    }
     return lp;
 }
 
@@ -529,6 +573,8 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
         take(&la->ln2_mean, base, off, N);
         take(&la->ln2_rstd, base, off, N);
         take(&la->fch, base, off, N * F);
+        if (tfm_ffn_gated(c->ffn))
+            take(&la->fcl, base, off, N * F);
         if (a->keep_fcg)
             take(&la->fcg, base, off, N * F);
         take(&la->res_mlp, base, off, N * C);
@@ -621,6 +667,8 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
     }
     if (!a->inference) {
         take(&a->dfch, base, &off, Nmax * F);
+        if (tfm_ffn_gated(c->ffn))
+            take(&a->dfcl, base, &off, Nmax * F);
         take(&a->dqkv, base, &off, Nmax * 3 * C);
         take(&a->datty, base, &off, Nmax * C);
         take(&a->d0, base, &off, Nmax * C);
@@ -893,14 +941,6 @@ size_t tfm_model_bytes(const tfm_model *m)
 
 /* ---- layers -------------------------------------------------------------- */
 
-static tfm_act_kind act_kind(tfm_act a)
-{
-    switch (a) {
-    case TFM_ACT_GELU_EXACT: return TFM_ACT_KIND_GELU_EXACT;
-    case TFM_ACT_RELU: return TFM_ACT_KIND_RELU;
-    default: return TFM_ACT_KIND_GELU_TANH;
-    }
-}
 
 /* out[N,O] = inp[N,I]·W[I,O] + b   (W stored [in, out], as HF GPT-2) */
 static void linear_forward(float *out, const float *inp, const float *W, const float *b,
@@ -1176,6 +1216,7 @@ static tfm_attn self_attn(const tfm_model *m, const side *sd, int l)
     at.alibi = m->alibi;
     at.t5 = c->pos == TFM_POS_T5 ? &sd->t5 : NULL;
     at.impl = m->attn_impl;
+    at.unscaled = c->attn_unscaled;
     return at;
 }
 
@@ -1188,7 +1229,8 @@ static tfm_attn cross_attn(const tfm_model *m, int l)
     return (tfm_attn){.B = m->B, .Tq = m->T, .Tk = a->S, .NH = c->n_head,
                       .HS = c->n_embd / c->n_head, .mask = TFM_MASK_NONE,
                       .key_len = a->src_len_i, .dropout = drop_p(m),
-                      .seed = cross_site(a->seed, l, SITE_ATT), .impl = m->attn_impl};
+                      .seed = cross_site(a->seed, l, SITE_ATT), .impl = m->attn_impl,
+                      .unscaled = c->attn_unscaled};
 }
 
 /* Rotates (or, with inverse, rotates back) the q and k columns of a stack's
@@ -1218,6 +1260,7 @@ static float *side_wte(const tfm_model *m, float *base, const side *sd)
 static void embed_forward(tfm_model *m, const side *sd, int B)
 {
     const tfm_model_config *c = &m->cfg;
+    const tfm_block blk = tfm_model_block(c);
     tfm_model_acts *a = m->acts;
     embed_acts *e = sd->e;
     int C = c->n_embd, T = sd->T;
@@ -1239,9 +1282,9 @@ static void embed_forward(tfm_model *m, const side *sd, int B)
     if (!sd->enc && a->has_segments)
         tfm_embedding_add(emb, a->segments, param_ptr(m, P, "wse.weight"), (int)N, C);
     if (c->emb_norm)
-        tfm_layernorm_forward(e->encoded, e->emb_mean, e->emb_rstd, e->emb,
+        tfm_block_norm(&blk, e->encoded, e->emb_mean, e->emb_rstd, e->emb,
                               side_ptr(m, P, sd->pre, "ln_e.weight"),
-                              side_ptr(m, P, sd->pre, "ln_e.bias"), (int)N, C, c->ln_eps);
+                              side_ptr(m, P, sd->pre, "ln_e.bias"), (int)N, C);
     tfm_dropout_forward(e->encoded, e->encoded, N * C, drop_p(m),
                         site_seed(a->seed, sd->site + SITE_EMB));
 }
@@ -1250,6 +1293,7 @@ static void embed_forward(tfm_model *m, const side *sd, int B)
 static const float *block_forward(tfm_model *m, const side *sd, int l, const float *x)
 {
     const tfm_model_config *c = &m->cfg;
+    const tfm_block blk = tfm_model_block(c);
     tfm_model_acts *a = m->acts;
     int C = c->n_embd, F = tfm_model_config_ff(c), pre = c->ln == TFM_LN_PRE;
     size_t N = sd->N;
@@ -1258,8 +1302,8 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
     layer_acts *la = &sd->layer[l];
     tfm_attn at = self_attn(m, sd, l);
     if (pre) {
-        tfm_layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, lp.p[P_LN1W],
-                              lp.p[P_LN1B], N, C, c->ln_eps);
+        tfm_block_norm(&blk, la->ln1, la->ln1_mean, la->ln1_rstd, x, lp.p[P_LN1W],
+                              lp.p[P_LN1B], N, C);
         linear_forward(la->qkv, la->ln1, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
     } else {
         linear_forward(la->qkv, x, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
@@ -1275,8 +1319,8 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
     /* h: the stream after the attention sublayer(s) */
     const float *h = la->res_attn;
     if (!pre) {
-        tfm_layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, la->res_attn,
-                              lp.p[P_LN1W], lp.p[P_LN1B], N, C, c->ln_eps);
+        tfm_block_norm(&blk, la->ln1, la->ln1_mean, la->ln1_rstd, la->res_attn,
+                              lp.p[P_LN1W], lp.p[P_LN1B], N, C);
         h = la->ln1;
     }
     if (sd->cross) {
@@ -1284,8 +1328,8 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
         tfm_attn xt = cross_attn(m, l);
         const float *xin = h;
         if (pre) {
-            tfm_layernorm_forward(la->lnx, la->lnx_mean, la->lnx_rstd, h, lp.p[P_LNXW],
-                                  lp.p[P_LNXB], N, C, c->ln_eps);
+            tfm_block_norm(&blk, la->lnx, la->lnx_mean, la->lnx_rstd, h, lp.p[P_LNXW],
+                                  lp.p[P_LNXB], N, C);
             xin = la->lnx;
         }
         linear_forward(la->xq, xin, lp.p[P_XQW], lp.p[P_XQB], N, C, C);
@@ -1297,27 +1341,29 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
         tfm_add_inplace(la->res_x, h, N * C);
         h = la->res_x;
         if (!pre) {
-            tfm_layernorm_forward(la->lnx, la->lnx_mean, la->lnx_rstd, la->res_x,
-                                  lp.p[P_LNXW], lp.p[P_LNXB], N, C, c->ln_eps);
+            tfm_block_norm(&blk, la->lnx, la->lnx_mean, la->lnx_rstd, la->res_x,
+                                  lp.p[P_LNXW], lp.p[P_LNXB], N, C);
             h = la->lnx;
         }
     }
     const float *mlp_in = h;
     if (pre) {
-        tfm_layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, h, lp.p[P_LN2W],
-                              lp.p[P_LN2B], N, C, c->ln_eps);
+        tfm_block_norm(&blk, la->ln2, la->ln2_mean, la->ln2_rstd, h, lp.p[P_LN2W],
+                              lp.p[P_LN2B], N, C);
         mlp_in = la->ln2;
     }
     linear_forward(la->fch, mlp_in, lp.p[P_FCW], lp.p[P_FCB], N, C, F);
-    tfm_act_forward(act_kind(c->act), la->fcg, la->fch, N * F);
+    if (la->fcl) /* gated: the linear input beside the gate */
+        linear_forward(la->fcl, mlp_in, lp.p[P_FC1W], lp.p[P_FC1B], N, C, F);
+    tfm_block_ffn_mid(&blk, la->fcg, la->fch, la->fcl, N * F);
     linear_forward(la->res_mlp, la->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, F, C);
     tfm_dropout_forward(la->res_mlp, la->res_mlp, N * C, p,
                         layer_site(a->seed, sd->site, l, SITE_RMLP));
     tfm_add_inplace(la->res_mlp, h, N * C);
     if (pre)
         return la->res_mlp;
-    tfm_layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->res_mlp, lp.p[P_LN2W],
-                          lp.p[P_LN2B], N, C, c->ln_eps);
+    tfm_block_norm(&blk, la->ln2, la->ln2_mean, la->ln2_rstd, la->res_mlp, lp.p[P_LN2W],
+                          lp.p[P_LN2B], N, C);
     return la->ln2;
 }
 
@@ -1325,6 +1371,7 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
 static const float *stack_forward(tfm_model *m, const side *sd)
 {
     const tfm_model_config *c = &m->cfg;
+    const tfm_block blk = tfm_model_block(c);
     embed_forward(m, sd, m->B);
     const float *x = sd->e->encoded;
     for (int l = 0; l < sd->n_layer; l++)
@@ -1332,10 +1379,9 @@ static const float *stack_forward(tfm_model *m, const side *sd)
     if (c->ln != TFM_LN_PRE)
         return x;
     embed_acts *e = sd->e;
-    tfm_layernorm_forward(e->lnf, e->lnf_mean, e->lnf_rstd, x,
+    tfm_block_norm(&blk, e->lnf, e->lnf_mean, e->lnf_rstd, x,
                           side_ptr(m, m->params, sd->pre, "ln_f.weight"),
-                          side_ptr(m, m->params, sd->pre, "ln_f.bias"), sd->N, c->n_embd,
-                          c->ln_eps);
+                          side_ptr(m, m->params, sd->pre, "ln_f.bias"), sd->N, c->n_embd);
     return e->lnf;
 }
 
@@ -1394,7 +1440,7 @@ static int mlm_forward(tfm_model *m, const float *final, const int32_t *targets)
         return 0;
     head_linear_forward(a->mlm_h, a->mlm_x, param_ptr(m, P, "cls.predictions.transform.dense.weight"),
                         param_ptr(m, P, "cls.predictions.transform.dense.bias"), R, C, C);
-    tfm_act_forward(act_kind(c->act), a->mlm_g, a->mlm_h, (size_t)R * C);
+    tfm_act_forward(tfm_model_block(c).act, a->mlm_g, a->mlm_h, (size_t)R * C);
     tfm_layernorm_forward(a->mlm_ln, a->mlm_mean, a->mlm_rstd, a->mlm_g,
                           param_ptr(m, P, "cls.predictions.transform.LayerNorm.weight"),
                           param_ptr(m, P, "cls.predictions.transform.LayerNorm.bias"), R, C,
@@ -1587,7 +1633,7 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
                                    tmp, a->mlm_g,
                                    param_ptr(m, P, "cls.predictions.transform.LayerNorm.weight"),
                                    a->mlm_mean, a->mlm_rstd, R, C);
-            tfm_act_backward(act_kind(c->act), dg, dg, a->mlm_h, (size_t)R * C);
+            tfm_act_backward(tfm_model_block(c).act, dg, dg, a->mlm_h, (size_t)R * C);
             head_linear_backward(tmp, 0.0f,
                                  param_ptr(m, G, "cls.predictions.transform.dense.weight"),
                                  param_ptr(m, G, "cls.predictions.transform.dense.bias"), dg,
@@ -1705,7 +1751,7 @@ int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *target
 static size_t stack_end(const tfm_model *m, const side *sd)
 {
     int row = sd->first + sd->n_layer * block_rows(m, sd->cross) +
-              (m->cfg.ln == TFM_LN_PRE ? 2 : 0);
+              (m->cfg.ln == TFM_LN_PRE ? (m->cfg.norm == TFM_NORM_RMS ? 1 : 2) : 0);
     return row < m->n_table ? m->table[row].offset : m->n_params;
 }
 
@@ -1784,16 +1830,37 @@ static void cross_backward(tfm_model *m, int l, const layer_params *lp, const la
                     C);
 }
 
+/* The feed-forward of a block backward: dres is the gradient of its
+ * output, in its input (ln_2's output, or the stream after post-LN);
+ * writes the input's gradient into din (=, or += with beta 1).  din may be
+ * dres (it is read first). */
+static void ffn_backward(tfm_model *m, const tfm_block *blk, const layer_params *lp,
+                         const layer_params *gp, layer_acts *la, const float *dres,
+                         const float *in, float *din, float beta, size_t N)
+{
+    tfm_model_acts *a = m->acts;
+    int C = m->cfg.n_embd, F = tfm_model_config_ff(&m->cfg);
+    if (!a->keep_fcg)
+        tfm_block_ffn_mid(blk, la->fcg, la->fch, la->fcl, N * F);
+    linear_backward(a->dfch, 0.0f, gp->p[P_FCPW], gp->p[P_FCPB], dres, la->fcg,
+                    lp->p[P_FCPW], N, F, C);
+    tfm_block_ffn_mid_backward(blk, a->dfch, a->dfcl, a->dfch, la->fch, la->fcl, N * F);
+    linear_backward(din, beta, gp->p[P_FCW], gp->p[P_FCB], a->dfch, in, lp->p[P_FCW], N, C, F);
+    if (la->fcl)
+        linear_backward(din, 1.0f, gp->p[P_FC1W], gp->p[P_FC1B], a->dfcl, in, lp->p[P_FC1W], N,
+                        C, F);
+}
+
 /* Block l of a stack backward: dy is the gradient of its output; returns
  * the buffer holding the gradient of its input (the next dy). */
 static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
 {
     const tfm_model_config *c = &m->cfg;
+    const tfm_block blk = tfm_model_block(c);
     tfm_model_acts *a = m->acts;
-    int C = c->n_embd, F = tfm_model_config_ff(c);
+    int C = c->n_embd;
     size_t N = sd->N;
     float p = drop_p(m);
-    tfm_act_kind ak = act_kind(c->act);
     float *G = m->grads, *P = m->params;
     layer_params lp = block_ptrs(m, P, sd->first, l, sd->cross);
     layer_params gp = block_ptrs(m, G, sd->first, l, sd->cross);
@@ -1810,20 +1877,14 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
         const float *h = sd->cross ? la->res_x : la->res_attn;
         /* res_mlp = h + drop(act(fch)·Wp + b); dy flows to h */
         tfm_dropout_backward(a->dtmp, dy, N * C, p, rmlp);
-        if (!a->keep_fcg)
-            tfm_act_forward(ak, la->fcg, la->fch, N * F);
-        linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg,
-                        lp.p[P_FCPW], N, F, C);
-        tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * F);
-        linear_backward(a->dtmp, 0.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, la->ln2,
-                        lp.p[P_FCW], N, C, F);
-        tfm_layernorm_backward(dy, gp.p[P_LN2W], gp.p[P_LN2B], a->dtmp, h, lp.p[P_LN2W],
+        ffn_backward(m, &blk, &lp, &gp, la, a->dtmp, la->ln2, a->dtmp, 0.0f, N);
+        tfm_block_norm_backward(&blk, dy, gp.p[P_LN2W], gp.p[P_LN2B], a->dtmp, h, lp.p[P_LN2W],
                                la->ln2_mean, la->ln2_rstd, N, C);
         grads_final(m, (size_t)(gp.p[P_LN2W] - G));
         if (sd->cross) {
             /* res_x = res_attn + drop(xattn(ln_x(res_attn))); dy holds d res_x */
             cross_backward(m, l, &lp, &gp, dy, la->lnx, a->d3, 0.0f);
-            tfm_layernorm_backward(dy, gp.p[P_LNXW], gp.p[P_LNXB], a->d3, la->res_attn,
+            tfm_block_norm_backward(&blk, dy, gp.p[P_LNXW], gp.p[P_LNXB], a->d3, la->res_attn,
                                    lp.p[P_LNXW], la->lnx_mean, la->lnx_rstd, N, C);
             grads_final(m, (size_t)(gp.p[P_LNXW] - G));
         }
@@ -1838,7 +1899,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
             rope_qk(m, sd, a->dqkv, 1);
         linear_backward(a->dtmp, 0.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, la->ln1,
                         lp.p[P_QKVW], N, C, 3 * C);
-        tfm_layernorm_backward(dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
+        tfm_block_norm_backward(&blk, dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
                                la->ln1_mean, la->ln1_rstd, N, C);
         grads_final(m, (size_t)(gp.p[P_LN1W] - G));
         return dy; /* d x */
@@ -1846,17 +1907,12 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
     /* post-LN: ln2 = LN(res_mlp) */
     float *dr2 = a->d1, *dr1 = a->d2;
     memset(dr2, 0, N * C * sizeof *dr2);
-    tfm_layernorm_backward(dr2, gp.p[P_LN2W], gp.p[P_LN2B], dy, la->res_mlp, lp.p[P_LN2W],
+    tfm_block_norm_backward(&blk, dr2, gp.p[P_LN2W], gp.p[P_LN2B], dy, la->res_mlp, lp.p[P_LN2W],
                            la->ln2_mean, la->ln2_rstd, N, C);
     /* res_mlp = h + drop(act(fch)·Wp + b), h = ln_x or ln_1 */
     const float *h = sd->cross ? la->lnx : la->ln1;
     tfm_dropout_backward(a->dtmp, dr2, N * C, p, rmlp);
-    if (!a->keep_fcg)
-        tfm_act_forward(ak, la->fcg, la->fch, N * F);
-    linear_backward(a->dfch, 0.0f, gp.p[P_FCPW], gp.p[P_FCPB], a->dtmp, la->fcg, lp.p[P_FCPW],
-                    N, F, C);
-    tfm_act_backward(ak, a->dfch, a->dfch, la->fch, N * F);
-    linear_backward(dr2, 1.0f, gp.p[P_FCW], gp.p[P_FCB], a->dfch, h, lp.p[P_FCW], N, C, F);
+    ffn_backward(m, &blk, &lp, &gp, la, a->dtmp, h, dr2, 1.0f, N);
     grads_final(m, (size_t)(gp.p[P_LN2W] - G));
     /* dr2 = d h */
     float *dln1 = dr2;
@@ -1864,7 +1920,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
         /* ln_x = LN(res_x); res_x = ln_1 + drop(xattn(ln_1)) */
         float *dres = a->d3;
         memset(dres, 0, N * C * sizeof *dres);
-        tfm_layernorm_backward(dres, gp.p[P_LNXW], gp.p[P_LNXB], dr2, la->res_x, lp.p[P_LNXW],
+        tfm_block_norm_backward(&blk, dres, gp.p[P_LNXW], gp.p[P_LNXB], dr2, la->res_x, lp.p[P_LNXW],
                                la->lnx_mean, la->lnx_rstd, N, C);
         cross_backward(m, l, &lp, &gp, dres, la->ln1, dres, 1.0f);
         grads_final(m, (size_t)(gp.p[P_LNXW] - G));
@@ -1872,7 +1928,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
     }
     /* ln1 = LN(res_attn) */
     memset(dr1, 0, N * C * sizeof *dr1);
-    tfm_layernorm_backward(dr1, gp.p[P_LN1W], gp.p[P_LN1B], dln1, la->res_attn, lp.p[P_LN1W],
+    tfm_block_norm_backward(&blk, dr1, gp.p[P_LN1W], gp.p[P_LN1B], dln1, la->res_attn, lp.p[P_LN1W],
                            la->ln1_mean, la->ln1_rstd, N, C);
     /* res_attn = x + drop(atty·Wproj + b) */
     tfm_dropout_backward(a->dtmp, dr1, N * C, p, ratt);
@@ -1897,6 +1953,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
 static void stack_backward(tfm_model *m, const side *sd, const float *dout)
 {
     const tfm_model_config *c = &m->cfg;
+    const tfm_block blk = tfm_model_block(c);
     tfm_model_acts *a = m->acts;
     int C = c->n_embd, L = sd->n_layer;
     size_t N = sd->N;
@@ -1905,7 +1962,7 @@ static void stack_backward(tfm_model *m, const side *sd, const float *dout)
     float *dy = a->d0;
     if (c->ln == TFM_LN_PRE) {
         memset(dy, 0, N * C * sizeof *dy);
-        tfm_layernorm_backward(dy, side_ptr(m, G, sd->pre, "ln_f.weight"),
+        tfm_block_norm_backward(&blk, dy, side_ptr(m, G, sd->pre, "ln_f.weight"),
                                side_ptr(m, G, sd->pre, "ln_f.bias"), dout,
                                sd->layer[L - 1].res_mlp, side_ptr(m, P, sd->pre, "ln_f.weight"),
                                e->lnf_mean, e->lnf_rstd, N, C);
@@ -1920,7 +1977,7 @@ static void stack_backward(tfm_model *m, const side *sd, const float *dout)
     if (c->emb_norm) {
         /* dy is free now: it receives d(sum before ln_e) */
         memset(dy, 0, N * C * sizeof *dy);
-        tfm_layernorm_backward(dy, side_ptr(m, G, sd->pre, "ln_e.weight"),
+        tfm_block_norm_backward(&blk, dy, side_ptr(m, G, sd->pre, "ln_e.weight"),
                                side_ptr(m, G, sd->pre, "ln_e.bias"), a->dtmp, e->emb,
                                side_ptr(m, P, sd->pre, "ln_e.weight"), e->emb_mean, e->emb_rstd,
                                N, C);

@@ -33,7 +33,12 @@
  *           x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)).
  *   attn: q, k, v = split(x·c_attn + b); per head softmax(q·kᵀ/√HS + bias)·v
  *         under the mask; heads concatenated, ·c_proj + b.
- *   mlp:  act(x·c_fc + b)·c_proj + b.
+ *   mlp:  act(x·c_fc + b)·c_proj + b; gated (ffn geglu, swiglu):
+ *         (act(x·wi_0 + b) ⊙ (x·wi_1 + b))·c_proj + b with act GELU-tanh
+ *         (geglu) or SiLU (swiglu), as nn/ffn.h.
+ *   ln_*: LayerNorm, or with norm rmsnorm x·w/√(mean(x²) + eps) (no mean,
+ *         no bias; nn/norm.h).
+ *   With attn_unscaled the scores are q·kᵀ, without 1/√HS (T5).
  *   logits = x·headᵀ, head = wte when tied, else lm_head.
  * Positions (pos = the index in the sequence, or in its document when
  * packed):
@@ -47,8 +52,8 @@
  *   alibi       score(i, j) −= slope_h·|i − j| (nn/attention.h's slopes)
  *   t5          score(i, j) += rel_bias[h, bucket(j − i)], one table shared
  *               by every layer; causal buckets for decoders, bidirectional
- *               for encoders (nn/attention.h's tfm_t5_bucket); unlike T5
- *               itself, scores keep the 1/√HS scale.
+ *               for encoders (nn/attention.h's tfm_t5_bucket); the scores
+ *               keep the 1/√HS scale unless attn_unscaled (T5's own).
  * Masks: decoders are causal; with tfm_batch.prefix_len, prefix-LM (full
  * over the prefix, causal after); with tfm_batch.doc_start, packed
  * documents (block-diagonal).  Encoders attend to every position but the
@@ -111,6 +116,15 @@
  * then ln_f.* (pre-LN) and lm_head.weight (untied).
  * With bias == 0 the four linear biases of each block are absent; layer
  * norms keep theirs (as every model file written so far has them).
+ * With norm rmsnorm every ln_*.bias (ln_1, ln_x, ln_2, ln_f, ln_e) is
+ * absent.  With a gated ffn, mlp.c_fc.* gives way to
+ *     h.{i}.mlp.wi_0.weight    [C, F]    (the gate; [in, out])
+ *     h.{i}.mlp.wi_0.bias      [F]       (with bias)
+ *     h.{i}.mlp.wi_1.weight    [C, F]    (the linear input)
+ *     h.{i}.mlp.wi_1.bias      [F]       (with bias)
+ * HuggingFace T5's DenseReluDense.wi_0 / wi_1 / wo are these and
+ * mlp.c_proj, transposed ([out, in] there); its layer.N.layer_norm.weight
+ * are ln_1, ln_x and ln_2, final_layer_norm ln_f.
  *
  * Heads, after everything above, each a part of its own with HuggingFace
  * BERT's names; their Linears are stored [out, in] as HF's nn.Linear, and
@@ -159,6 +173,7 @@
 #include "base/err.h"
 #include "base/rng.h"
 #include "nn/attention.h"
+#include "nn/block.h"
 
 typedef enum tfm_ln_place {
     TFM_LN_PRE,   /* GPT-2 */
@@ -215,6 +230,10 @@ typedef struct tfm_model_config {
     int emb_scale;       /* 1: token embeddings times √n_embd (the original
                             Transformer), before the positions are added */
     tfm_init init;       /* tfm_model_init_weights' scheme (GPT-2 by default) */
+    tfm_norm_kind norm;  /* the stacks' norms: layernorm (default) or rmsnorm
+                            (weight only; the MLM head keeps its LayerNorm) */
+    tfm_ffn_kind ffn;    /* feed-forward: plain (default), geglu, swiglu */
+    int attn_unscaled;   /* 1: attention scores without 1/√HS (T5) */
     /* encoder-decoder only: */
     int n_enc_layer;     /* the encoder's blocks; 0 means n_layer */
     int tie_source;      /* 1: the source embedding is wte (default) */
@@ -243,6 +262,28 @@ typedef enum tfm_head {
  * config's words). */
 const char *tfm_kind_name(tfm_kind kind);
 const char *tfm_pos_name(tfm_pos pos);
+
+/* The block every path applies (nn/block.h): placement, norm kind and
+ * eps, feed-forward kind and activation, attention scale. */
+tfm_block tfm_model_block(const tfm_model_config *cfg);
+
+/* The tensors of one block, in table order: every path binds a block's
+ * tensors through tfm_block_slot, so the training table and the
+ * inference weights (model/decode.h) come from one list. */
+typedef enum tfm_slot {
+    TFM_SLOT_LN1_W, TFM_SLOT_LN1_B, TFM_SLOT_QKV_W, TFM_SLOT_QKV_B, TFM_SLOT_PROJ_W,
+    TFM_SLOT_PROJ_B, TFM_SLOT_LNX_W, TFM_SLOT_LNX_B, TFM_SLOT_XQ_W, TFM_SLOT_XQ_B,
+    TFM_SLOT_XKV_W, TFM_SLOT_XKV_B, TFM_SLOT_XP_W, TFM_SLOT_XP_B, TFM_SLOT_LN2_W,
+    TFM_SLOT_LN2_B, TFM_SLOT_FC_W, TFM_SLOT_FC_B, TFM_SLOT_FC1_W, TFM_SLOT_FC1_B,
+    TFM_SLOT_FCP_W, TFM_SLOT_FCP_B, TFM_SLOT_N
+} tfm_slot;
+
+/* Slot s of a block (cross: with cross-attention, an encoder-decoder's
+ * decoder): 1 and its name after "h.{i}." ("mlp.wi_0.weight"), shape
+ * ([d0, d1], d1 0 for vectors) and decay (1 for matrices); 0 when the
+ * configuration has no such tensor. */
+int tfm_block_slot(const tfm_model_config *cfg, tfm_slot s, int cross, const char **name,
+                   size_t *d0, size_t *d1, int *decay);
 
 /* F: d_ff, or 4·n_embd when 0. */
 int tfm_model_config_ff(const tfm_model_config *cfg);

@@ -35,6 +35,8 @@ typedef struct extras {
     float lm_weight;
     int lm_every;           /* LM targets only at every k-th position (MLM) */
     int no_lm;              /* no LM targets at all */
+    int recompute;          /* the feed-forward's middle recomputed in backward */
+    float scale;            /* of the random weights; 0: 0.4 */
 } extras;
 
 static double model_loss(void *p)
@@ -60,7 +62,14 @@ static void small_config(tfm_model_config *cfg)
 
 /* Large random weights, so every path (attention, activation tails) is
  * exercised away from its linear regime. */
+static void random_weights_scaled(tfm_model *m, uint64_t seed, float scale);
+
 static void random_weights(tfm_model *m, uint64_t seed)
+{
+    random_weights_scaled(m, seed, 0.4f);
+}
+
+static void random_weights_scaled(tfm_model *m, uint64_t seed, float scale)
 {
     tfm_rng r;
     tfm_rng_seed(&r, seed);
@@ -69,7 +78,7 @@ static void random_weights(tfm_model *m, uint64_t seed)
         float *w = m->params + p->offset;
         int ln_w = strstr(p->name, "ln_") && strstr(p->name, ".weight");
         for (size_t j = 0; j < p->numel; j++)
-            w[j] = ln_w ? 1.0f + 0.2f * tfm_rng_normal(&r) : 0.4f * tfm_rng_normal(&r);
+            w[j] = ln_w ? 1.0f + 0.2f * tfm_rng_normal(&r) : scale * tfm_rng_normal(&r);
     }
 }
 
@@ -97,7 +106,8 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
             c.batch.targets = NULL;
     }
     assert_int_equal(tfm_model_init(&c.m, cfg, &err), 0);
-    random_weights(&c.m, 7);
+    c.m.recompute = ex && ex->recompute;
+    random_weights_scaled(&c.m, 7, ex && ex->scale > 0 ? ex->scale : 0.4f);
     tfm_rng r;
     tfm_rng_seed(&r, 11);
     for (int i = 0; i < B_ * T_; i++) {
@@ -258,6 +268,96 @@ static void test_encoder_decoder(void **state)
             cfg.act = v ? TFM_ACT_GELU_EXACT : TFM_ACT_GELU_TANH;
             check_model_with(&cfg, v, &(extras){.S = 4, .src_lengths = v ? src_lengths : NULL});
         }
+}
+
+/* The block's kinds (nn/block.h): RMSNorm, GEGLU and SwiGLU, unscaled
+ * attention, alone and together, in decoders, encoders and
+ * encoder-decoders, pre- and post-norm, with and without linear biases, the
+ * gated middle kept and recomputed. */
+static void test_block_kinds(void **state)
+{
+    (void)state;
+    const int lengths[B_] = {5, 3}, src_lengths[B_] = {4, 2};
+    const int32_t seg[B_ * T_] = {0, 0, 1, 1, 1, 0, 1, 1, 0, 0};
+    const struct {
+        tfm_norm_kind norm;
+        tfm_ffn_kind ffn;
+        int unscaled, post, bias;
+    } kinds[] = {
+        {TFM_NORM_RMS, TFM_FFN_PLAIN, 0, 0, 1},  {TFM_NORM_LAYER, TFM_FFN_GEGLU, 0, 0, 1},
+        {TFM_NORM_LAYER, TFM_FFN_SWIGLU, 0, 1, 0}, {TFM_NORM_LAYER, TFM_FFN_PLAIN, 1, 0, 1},
+        {TFM_NORM_RMS, TFM_FFN_GEGLU, 1, 0, 0},  {TFM_NORM_RMS, TFM_FFN_SWIGLU, 1, 1, 1},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        for (int kind = 0; kind < 3; kind++) {
+            tfm_model_config cfg;
+            small_config(&cfg);
+            cfg.norm = kinds[k].norm;
+            cfg.ffn = kinds[k].ffn;
+            cfg.attn_unscaled = kinds[k].unscaled;
+            cfg.ln = kinds[k].post ? TFM_LN_POST : TFM_LN_PRE;
+            cfg.bias = kinds[k].bias;
+            cfg.d_ff = 12;
+            cfg.pos = k % 2 ? TFM_POS_T5 : TFM_POS_ROPE;
+            cfg.t5_buckets = 8;
+            cfg.t5_max_distance = 16;
+            /* weights of 0.3: RMSNorm keeps the mean and unscaled scores are
+             * 2√2 times larger, so 0.4 saturates softmaxes where finite
+             * differences leave their quadratic regime */
+            extras ex = {.recompute = (int)(k % 3 == 1), .scale = 0.3f};
+            if (kind == 0) {
+                check_model_with(&cfg, (int)(k % 2), &ex);
+            } else if (kind == 1) {
+                cfg.kind = TFM_KIND_ENCODER;
+                cfg.n_segments = 2;
+                cfg.emb_norm = 1;
+                ex.lengths = lengths;
+                ex.segments = seg;
+                check_model_with(&cfg, 1, &ex);
+            } else {
+                cfg.kind = TFM_KIND_ENCODER_DECODER;
+                cfg.n_enc_layer = 1;
+                cfg.emb_norm = (int)(k % 2);
+                ex.S = 4;
+                ex.src_lengths = src_lengths;
+                check_model_with(&cfg, 0, &ex);
+            }
+        }
+    }
+    /* the table: rmsnorm has no norm biases, gated feed-forwards wi_0 and
+     * wi_1 instead of c_fc */
+    tfm_model_config cfg;
+    small_config(&cfg);
+    cfg.kind = TFM_KIND_ENCODER_DECODER;
+    cfg.norm = TFM_NORM_RMS;
+    cfg.ffn = TFM_FFN_SWIGLU;
+    cfg.emb_norm = 1;
+    tfm_model m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+    const char *absent[] = {"h.0.ln_1.bias", "h.0.ln_x.bias", "h.1.ln_2.bias", "ln_f.bias",
+                            "enc.ln_f.bias", "ln_e.bias", "enc.ln_e.bias", "h.0.mlp.c_fc.weight"};
+    for (size_t i = 0; i < sizeof absent / sizeof *absent; i++)
+        assert_null(tfm_model_param(&m, absent[i]));
+    const char *present[] = {"h.0.ln_1.weight", "ln_f.weight", "enc.ln_e.weight",
+                             "h.1.mlp.wi_0.weight", "h.1.mlp.wi_0.bias", "enc.h.1.mlp.wi_1.weight",
+                             "h.0.mlp.wi_1.bias", "h.0.mlp.c_proj.weight"};
+    for (size_t i = 0; i < sizeof present / sizeof *present; i++)
+        assert_non_null(tfm_model_param(&m, present[i]));
+    const tfm_param *w1 = tfm_model_param(&m, "h.0.mlp.wi_1.weight");
+    assert_int_equal(w1->shape[0], 8);
+    assert_int_equal(w1->shape[1], 32);
+    assert_int_equal(w1->decay, 1);
+    assert_int_equal(tfm_model_param(&m, "h.0.ln_1.weight")->decay, 0);
+    /* the count the config implies is the table's */
+    size_t n = 0;
+    for (int i = 0; i < m.n_table; i++)
+        n += m.table[i].numel;
+    assert_int_equal(n, tfm_model_config_num_params(&cfg));
+    tfm_model_free(&m);
+    cfg.norm = (tfm_norm_kind)7;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "norm"));
 }
 
 static void test_pre_ln(void **state)
@@ -672,6 +772,7 @@ int main(void)
         cmocka_unit_test(test_positions_and_masks),
         cmocka_unit_test(test_encoder_decoder),
         cmocka_unit_test(test_heads),
+        cmocka_unit_test(test_block_kinds),
         cmocka_unit_test(test_table_and_init),
         cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_grads_ready),

@@ -209,7 +209,7 @@ forward_blas_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, float
                   float *scratch)
 {
     int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
-    float scale = 1.0f / sqrtf((float)HS);
+    float scale = tfm_attn_scale(a);
     size_t tt = (size_t)Tq * Tk;
     {
         int b = bh / NH, h = bh % NH;
@@ -256,7 +256,7 @@ backward_blas_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, floa
                    const float *v, int ldv, float *scratch)
 {
     int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
-    float scale = 1.0f / sqrtf((float)HS);
+    float scale = tfm_attn_scale(a);
     size_t tt = (size_t)Tq * Tk;
     {
         int b = bh / NH, h = bh % NH;
@@ -545,7 +545,7 @@ forward_fused_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, floa
                    float *scratch)
 {
     int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
-    float scale = 1.0f / sqrtf((float)HS);
+    float scale = tfm_attn_scale(a);
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
     size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
     {
@@ -606,7 +606,7 @@ backward_fused_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, flo
                     const float *v, int ldv, float *scratch)
 {
     int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
-    float scale = 1.0f / sqrtf((float)HS);
+    float scale = tfm_attn_scale(a);
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
     size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
     {

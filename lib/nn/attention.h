@@ -11,9 +11,10 @@
  * Optional position biases on the scores: ALiBi slopes or T5's learned
  * relative buckets (whose gradient backward accumulates).
  *
- * Per (batch, head): S = Q·Kᵀ/√HS (+ position bias) with masked entries excluded (−∞ before the
- * softmax), P = softmax(S), optional dropout on P, Y = P·V.  P is saved for
- * backward; dropout masks are regenerated from (seed, index), not stored.
+ * Per (batch, head): S = Q·Kᵀ·scale (+ position bias) with masked entries
+ * excluded (−∞ before the softmax), scale = 1/√HS (1 with unscaled: T5),
+ * P = softmax(S), optional dropout on P, Y = P·V.  P is saved for backward;
+ * dropout masks are regenerated from (seed, index), not stored.
  * The (batch, head) pairs run on OpenMP threads.  Two implementations give
  * the same results: register-blocked fused loops over the visible triangle
  * (head size a multiple of 16 and Tq·Tk·HS ≤ 256·256·64: about twice as fast
@@ -23,6 +24,7 @@
 #ifndef TFM_NN_ATTENTION_H
 #define TFM_NN_ATTENTION_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,7 +69,15 @@ typedef struct tfm_attn {
     const float *alibi;  /* [NH] */
     const tfm_attn_t5 *t5;
     tfm_attn_impl impl;  /* 0: TFM_ATTN_AUTO */
+    int unscaled;        /* 1: scores are Q·Kᵀ without 1/√HS (T5) */
 } tfm_attn;
+
+/* The factor of Q·Kᵀ: 1/√HS, or 1 when unscaled.  Every attention (the
+ * cached decode step's too) takes it from here. */
+static inline float tfm_attn_scale(const tfm_attn *a)
+{
+    return a->unscaled ? 1.0f : 1.0f / sqrtf((float)a->HS);
+}
 
 /* The ALiBi paper's head slopes: for n a power of two, 2^(-8k/n) for k =
  * 1..n; otherwise those of the largest power of two below n, then every

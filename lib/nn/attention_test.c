@@ -141,7 +141,7 @@ static void check_forward(struct ctx *c)
                     for (int e = 0; e < HS; e++)
                         d += (double)c->q[((size_t)b * a->Tq + i) * C + h * HS + e] *
                              c->kv[((size_t)b * a->Tk + j) * 2 * C + h * HS + e];
-                    s[j] = d / sqrt(HS) + ref_bias(a, h, i, j);
+                    s[j] = (a->unscaled ? d : d / sqrt(HS)) + ref_bias(a, h, i, j);
                     mx = fmax(mx, s[j]);
                 }
                 for (int j = 0; j < a->Tk; j++)
@@ -174,8 +174,9 @@ static void all_finite(const float *x, size_t n)
  * H = 1e-2 for 40 keys) against truncation (∝ H²). */
 static void check_backward(struct ctx *c)
 {
-    const float H = 3e-2f;
     tfm_attn *a = &c->a;
+    /* unscaled scores move √HS times faster with q and k */
+    const float H = a->unscaled ? 1e-2f : 3e-2f;
     int C = c->C;
     size_t nq = (size_t)a->B * a->Tq * C, nkv = (size_t)a->B * a->Tk * 2 * C;
     float *dq = poisoned(nq), *dkv = poisoned(nkv);
@@ -466,6 +467,41 @@ static void test_combined(void **state)
     teardown_ctx(&c);
 }
 
+/* Without the 1/√HS factor (T5): the reference forward and finite
+ * differences, alone and with T5's bias under a causal mask and padding.
+ * The same scores scaled by √HS in q give the scaled attention's result, so
+ * the factor is applied once and only once. */
+static void test_unscaled(void **state)
+{
+    (void)state;
+    struct ctx c;
+    static const int key_len[2] = {9, 6};
+    setup(&c, 2, 9, 9, 2, 16, TFM_MASK_NONE, key_len, 0.0f, 31);
+    c.a.unscaled = 1;
+    /* small q, k: unscaled scores of unit vectors would saturate the softmax */
+    for (size_t i = 0; i < (size_t)2 * 9 * c.C; i++)
+        c.q[i] *= 0.25f;
+    check_both(&c);
+    size_t nq = (size_t)2 * 9 * c.C;
+    float *unscaled = malloc(nq * sizeof(float));
+    memcpy(unscaled, c.out, nq * sizeof(float));
+    c.a.unscaled = 0;
+    for (size_t i = 0; i < nq; i++)
+        c.q[i] *= 4.0f; /* √16 */
+    attn_loss(&c);
+    for (size_t i = 0; i < nq; i++)
+        assert_true(fabsf(unscaled[i] - c.out[i]) <= 1e-5f * (1.0f + fabsf(c.out[i])));
+    free(unscaled);
+    teardown_ctx(&c);
+    setup(&c, 2, 12, 12, 2, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 32);
+    c.a.unscaled = 1;
+    for (size_t i = 0; i < (size_t)2 * 12 * c.C; i++)
+        c.q[i] *= 0.25f;
+    use_t5(&c, 8, 12, 0);
+    check_both(&c);
+    teardown_ctx(&c);
+}
+
 /* Everything at once through both implementations: equal to rounding. */
 static void test_paths_agree(void **state)
 {
@@ -661,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_t5),
         cmocka_unit_test(test_combined),
         cmocka_unit_test(test_paths_agree),
+        cmocka_unit_test(test_unscaled),
         cmocka_unit_test(test_t5_deterministic),
         cmocka_unit_test(test_alibi_slopes),
         cmocka_unit_test(test_t5_bucket),

@@ -31,7 +31,8 @@ static const char *const shape_keys[] = {
     "model.vocab_size", "model.src_vocab_size", "model.tie_embeddings", "model.tie_source",
     "model.bias",       "model.norm",          "model.activation",  "model.ln_eps",
     "model.rope_base",  "model.t5_buckets",    "model.t5_max_distance", "model.segments",
-    "model.emb_norm",   "model.emb_scale",
+    "model.emb_norm",   "model.emb_scale",     "model.norm_type",   "model.ffn",
+    "model.attn_scale",
 };
 static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model.nsp",
                                         "model.classes",  "model.tags",   "model.span"};
@@ -46,6 +47,8 @@ static int applies(const tfm_config *c, const char *key)
         return c->model.positions == TFM_CONFIG_POS_ROPE;
     if (!strcmp(key, "model.t5_buckets") || !strcmp(key, "model.t5_max_distance"))
         return c->model.positions == TFM_CONFIG_POS_T5;
+    if (!strcmp(key, "model.activation")) /* a gated feed-forward has its own */
+        return c->model.ffn == 0 || c->model.mlm_head;
     if (!strcmp(key, "model.block_size"))
         return c->model.positions == TFM_CONFIG_POS_LEARNED;
     if (!strcmp(key, "model.n_enc_layer") || !strcmp(key, "model.tie_source") ||

@@ -1,0 +1,73 @@
+/* One description of a transformer block, which every path that applies a
+ * block follows: the training forward and backward (model/transformer.c),
+ * the packed whole-sequence forward (model/forward.c) and the cached decode
+ * step (model/decode.c).  Each piece it names is implemented once, in nn/
+ * and tensor/: the norm (nn/norm.h), the feed-forward's elementwise stage
+ * (nn/ffn.h, tensor/ops.h's activations) and the attention's scale
+ * (nn/attention.h).  model/transformer.h's tfm_model_block derives it from
+ * a model's configuration.
+ *
+ *   pre-norm:   x = x + attn(norm_1(x)); [x = x + xattn(norm_x(x), M)];
+ *               x = x + ffn(norm_2(x))
+ *   post-norm:  x = norm_1(x + attn(x)); [x = norm_x(x + xattn(x, M))];
+ *               x = norm_2(x + ffn(x))
+ *   ffn(x) = mid(x·W_0 + b_0, x·W_1 + b_1)·W_proj + b, mid as nn/ffn.h
+ *            (plain: act(u), no W_1) */
+#ifndef TFM_NN_BLOCK_H
+#define TFM_NN_BLOCK_H
+
+#include <stddef.h>
+
+#include "nn/ffn.h"
+#include "nn/norm.h"
+#include "tensor/ops.h"
+
+typedef struct tfm_block {
+    int pre;             /* 1: pre-norm (GPT-2, T5); 0: post-norm (BERT) */
+    tfm_norm_kind norm;  /* of every norm of the stack (norm_1, norm_x,
+                            norm_2, the final and the embedding norm) */
+    float eps;
+    tfm_ffn_kind ffn;
+    tfm_act_kind act;    /* the plain feed-forward's activation */
+    int unscaled;        /* attention scores without 1/√HS (tfm_attn) */
+} tfm_block;
+
+/* A norm of the block (b NULL for rmsnorm); as nn/norm.h's. */
+static inline void tfm_block_norm(const tfm_block *blk, float *out, float *mean, float *rstd,
+                                  const float *inp, const float *w, const float *b, int N,
+                                  int C)
+{
+    tfm_norm_forward(blk->norm, out, mean, rstd, inp, w, b, N, C, blk->eps);
+}
+
+static inline void tfm_block_norm_backward(const tfm_block *blk, float *dinp, float *dw,
+                                           float *db, const float *dout, const float *inp,
+                                           const float *w, const float *mean,
+                                           const float *rstd, int N, int C)
+{
+    tfm_norm_backward(blk->norm, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+/* The feed-forward's middle, n elements: out = act(u) (plain; lin unused)
+ * or act(u) ⊙ lin (gated).  out may alias u. */
+static inline void tfm_block_ffn_mid(const tfm_block *blk, float *out, const float *u,
+                                     const float *lin, size_t n)
+{
+    if (tfm_ffn_gated(blk->ffn))
+        tfm_glu_forward(blk->ffn, out, u, lin, n);
+    else
+        tfm_act_forward(blk->act, out, u, n);
+}
+
+/* Its backward: du (written; may alias dout) and, gated, dlin (written). */
+static inline void tfm_block_ffn_mid_backward(const tfm_block *blk, float *du, float *dlin,
+                                              const float *dout, const float *u,
+                                              const float *lin, size_t n)
+{
+    if (tfm_ffn_gated(blk->ffn))
+        tfm_glu_backward(blk->ffn, du, dlin, dout, u, lin, n);
+    else
+        tfm_act_backward(blk->act, du, dout, u, n);
+}
+
+#endif

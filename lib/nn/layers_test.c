@@ -1,0 +1,210 @@
+/* nn/norm.h and nn/ffn.h: forwards against double-precision definitions,
+ * backwards against finite differences, and the layernorm kind of the
+ * dispatch equal to tensor/ops.h's to the bit. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/block.h"
+#include "nn/ffn.h"
+#include "nn/norm.h"
+#include "tensor/gemm.h"
+#include "tensor/gradcheck.h"
+#include "tensor/ops.h"
+
+enum { N = 5, C = 24 };
+
+struct norm_ctx {
+    float x[N * C], w[C], out[N * C], rstd[N], r[N * C];
+    float eps;
+};
+
+static double rms_loss(void *p)
+{
+    struct norm_ctx *c = p;
+    tfm_rmsnorm_forward(c->out, c->rstd, c->x, c->w, N, C, c->eps);
+    return gc_dot(c->out, c->r, (size_t)N * C);
+}
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    static const float eps[] = {1e-6f, 1e-1f};
+    for (int e = 0; e < 2; e++) {
+        struct norm_ctx c;
+        tfm_rng r;
+        tfm_rng_seed(&r, 3 + (uint64_t)e);
+        gc_fill(&r, c.x, N * C, 1.0f);
+        for (int i = 0; i < C; i++)
+            c.w[i] = 1.0f + 0.3f * tfm_rng_normal(&r);
+        gc_fill(&r, c.r, N * C, 1.0f);
+        c.x[7] += 3.0f; /* rows of unequal scale */
+        for (int i = 0; i < C; i++)
+            c.x[C + i] *= 0.3f; /* one row small: eps matters */
+        c.eps = eps[e];
+        rms_loss(&c);
+        /* T5's definition: x·rsqrt(mean(x²) + eps)·w, no mean subtracted */
+        for (int n = 0; n < N; n++) {
+            double ss = 0;
+            for (int i = 0; i < C; i++)
+                ss += (double)c.x[n * C + i] * c.x[n * C + i];
+            double rs = 1.0 / sqrt(ss / C + c.eps);
+            assert_true(fabs(c.rstd[n] - rs) <= 1e-6 * rs);
+            for (int i = 0; i < C; i++) {
+                double y = c.x[n * C + i] * rs * c.w[i];
+                assert_true(fabs(c.out[n * C + i] - y) <= 1e-6 * (1 + fabs(y)));
+            }
+        }
+        /* backward accumulates: start from a known value */
+        float dx[N * C], dw[C];
+        for (int i = 0; i < N * C; i++)
+            dx[i] = 0.5f;
+        for (int i = 0; i < C; i++)
+            dw[i] = -0.25f;
+        tfm_rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, N, C);
+        for (int i = 0; i < N * C; i++)
+            dx[i] -= 0.5f;
+        for (int i = 0; i < C; i++)
+            dw[i] += 0.25f;
+        /* atol 5e-2: the float outputs' rounding (a row's every output moves
+         * with rstd) divided by 2h is ~1e-4 at h 5e-3 */
+        double ex = gc_check("rms dx", rms_loss, &c, c.x, dx, N * C, 5e-3f, 200, 5e-2);
+        double ew = gc_check("rms dw", rms_loss, &c, c.w, dw, C, 5e-3f, 200, 5e-2);
+        print_message("eps %g: worst dx %.2g, dw %.2g\n", c.eps, ex, ew);
+        assert_true(ex < 5e-3 && ew < 5e-3);
+        /* the dispatch is the same function */
+        float out2[N * C], rstd2[N], mean2[N];
+        tfm_norm_forward(TFM_NORM_RMS, out2, mean2, rstd2, c.x, c.w, NULL, N, C, c.eps);
+        rms_loss(&c);
+        assert_memory_equal(out2, c.out, sizeof out2);
+        /* in place */
+        memcpy(out2, c.x, sizeof out2);
+        tfm_rmsnorm_forward(out2, rstd2, out2, c.w, N, C, c.eps);
+        assert_memory_equal(out2, c.out, sizeof out2);
+    }
+}
+
+/* The layernorm kind is tensor/ops.h's LayerNorm, bit for bit. */
+static void test_layernorm_dispatch(void **state)
+{
+    (void)state;
+    float x[N * C], w[C], b[C], o1[N * C], o2[N * C], m1[N], m2[N], r1[N], r2[N], dy[N * C];
+    tfm_rng r;
+    tfm_rng_seed(&r, 5);
+    gc_fill(&r, x, N * C, 1.0f);
+    gc_fill(&r, w, C, 1.0f);
+    gc_fill(&r, b, C, 1.0f);
+    gc_fill(&r, dy, N * C, 1.0f);
+    tfm_layernorm_forward(o1, m1, r1, x, w, b, N, C, 1e-5f);
+    tfm_norm_forward(TFM_NORM_LAYER, o2, m2, r2, x, w, b, N, C, 1e-5f);
+    assert_memory_equal(o1, o2, sizeof o1);
+    float dx1[N * C] = {0}, dx2[N * C] = {0}, dw1[C] = {0}, dw2[C] = {0}, db1[C] = {0},
+          db2[C] = {0};
+    tfm_layernorm_backward(dx1, dw1, db1, dy, x, w, m1, r1, N, C);
+    tfm_norm_backward(TFM_NORM_LAYER, dx2, dw2, db2, dy, x, w, m2, r2, N, C);
+    assert_memory_equal(dx1, dx2, sizeof dx1);
+    assert_memory_equal(dw1, dw2, sizeof dw1);
+    assert_memory_equal(db1, db2, sizeof db1);
+    assert_string_equal(tfm_norm_name(TFM_NORM_RMS), "rmsnorm");
+}
+
+enum { M = 300 };
+
+struct glu_ctx {
+    tfm_ffn_kind kind;
+    float gate[M], lin[M], out[M], r[M];
+};
+
+static double glu_loss(void *p)
+{
+    struct glu_ctx *c = p;
+    tfm_glu_forward(c->kind, c->out, c->gate, c->lin, M);
+    return gc_dot(c->out, c->r, M);
+}
+
+static double ref_gelu_tanh(double z)
+{
+    return 0.5 * z * (1.0 + tanh(sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z)));
+}
+
+/* GEGLU and SwiGLU: the forward against the definitions in double, the
+ * backward (both inputs) against finite differences, gates from the far
+ * negative tail to the far positive one. */
+static void test_glu(void **state)
+{
+    (void)state;
+    for (int k = TFM_FFN_GEGLU; k <= TFM_FFN_SWIGLU; k++) {
+        struct glu_ctx c;
+        c.kind = (tfm_ffn_kind)k;
+        tfm_rng r;
+        tfm_rng_seed(&r, 9 + (uint64_t)k);
+        for (int i = 0; i < M; i++)
+            c.gate[i] = -12.0f + 24.0f * (float)i / (M - 1) + 0.1f * tfm_rng_normal(&r);
+        gc_fill(&r, c.lin, M, 1.0f);
+        gc_fill(&r, c.r, M, 1.0f);
+        glu_loss(&c);
+        for (int i = 0; i < M; i++) {
+            double z = c.gate[i];
+            double a = k == TFM_FFN_GEGLU ? ref_gelu_tanh(z) : z / (1.0 + exp(-z));
+            double want = a * c.lin[i];
+            assert_true(fabs(c.out[i] - want) <= 1e-5 * (1e-3 + fabs(want)) + 1e-7);
+        }
+        float dgate[M], dlin[M];
+        tfm_glu_backward(c.kind, dgate, dlin, c.r, c.gate, c.lin, M);
+        double eg = gc_check("glu dgate", glu_loss, &c, c.gate, dgate, M, 1e-2f, M, 1e-3);
+        double el = gc_check("glu dlin", glu_loss, &c, c.lin, dlin, M, 1e-2f, M, 1e-3);
+        print_message("kind %d: worst dgate %.2g, dlin %.2g\n", k, eg, el);
+        assert_true(eg < 5e-3 && el < 5e-3);
+        /* dgate may alias dout; out may alias gate */
+        float d2[M], l2[M];
+        memcpy(d2, c.r, sizeof d2);
+        tfm_glu_backward(c.kind, d2, l2, d2, c.gate, c.lin, M);
+        assert_memory_equal(d2, dgate, sizeof d2);
+        assert_memory_equal(l2, dlin, sizeof l2);
+        float g2[M];
+        glu_loss(&c); /* gc_check leaves the last perturbed output */
+        memcpy(g2, c.gate, sizeof g2);
+        tfm_glu_forward(c.kind, g2, g2, c.lin, M);
+        for (int i = 0; i < M; i++) /* tensor/ops.h's GELU in place: another tail loop */
+            assert_true(fabsf(g2[i] - c.out[i]) <= 1e-6f * (1.0f + fabsf(c.out[i])));
+    }
+}
+
+/* The block's feed-forward middle: the plain kind is the activation
+ * itself, the gated kinds nn/ffn.h's. */
+static void test_block_mid(void **state)
+{
+    (void)state;
+    float u[M], lin[M], a[M], b[M];
+    tfm_rng r;
+    tfm_rng_seed(&r, 21);
+    gc_fill(&r, u, M, 2.0f);
+    gc_fill(&r, lin, M, 1.0f);
+    tfm_block blk = {.pre = 1, .ffn = TFM_FFN_PLAIN, .act = TFM_ACT_KIND_GELU_EXACT};
+    tfm_block_ffn_mid(&blk, a, u, NULL, M);
+    tfm_act_forward(TFM_ACT_KIND_GELU_EXACT, b, u, M);
+    assert_memory_equal(a, b, sizeof a);
+    blk.ffn = TFM_FFN_SWIGLU;
+    tfm_block_ffn_mid(&blk, a, u, lin, M);
+    tfm_glu_forward(TFM_FFN_SWIGLU, b, u, lin, M);
+    assert_memory_equal(a, b, sizeof a);
+    assert_string_equal(tfm_ffn_name(TFM_FFN_GEGLU), "geglu");
+}
+
+int main(void)
+{
+    tfm_blas_init(0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_layernorm_dispatch),
+        cmocka_unit_test(test_glu),
+        cmocka_unit_test(test_block_mid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,6 +1,7 @@
 #!/bin/sh
 # scripts/examples/Makefile end to end with a tiny config (seconds): every
-# step runs under make -j2, the result is a model, samples and a perplexity;
+# step runs under make -j2, the result is a model, samples, a perplexity and
+# few-shot accuracies;
 # a second make does nothing; touching the config retrains without
 # re-tokenizing.
 set -eu
@@ -21,7 +22,7 @@ mk() {
         CORPUS=corpus.txt CONFIG=tiny.yaml VOCAB=300 NEW=10 THREADS=1 QUIET=-q "$@"
 }
 mk -j2 >log 2>&1 || { cat log >&2; fail "the pipeline failed"; }
-for f in tok.json train.npy val.npy run/model.safetensors samples.txt eval.tsv; do
+for f in tok.json train.npy val.npy run/model.safetensors samples.txt eval.tsv fewshot.tsv; do
     [ -s "out/$f" ] || fail "out/$f was not made"
 done
 grep -q '^== greedy' out/samples.txt && grep -q '^== beam' out/samples.txt &&
@@ -34,6 +35,12 @@ awk -F '\t' -v bytes="$(wc -c <out/val.txt)" 'NR == 2 {
     if (!($5 > 1 && $5 < 150)) { print "perplexity " $5; exit 1 }
     if ($2 != bytes) { print "bytes " $2 " != " bytes; exit 1 } }' out/eval.tsv ||
     fail "eval.tsv: $(sed -n 2p out/eval.tsv)"
+# an accuracy in percent for each number of shots
+awk -F '\t' 'BEGIN { split("0 1 2 4", k, " ") }
+    NR == 1 && $0 != "shots\taccuracy" { exit 1 }
+    NR > 1 && ($1 != k[NR - 1] || !($2 >= 0 && $2 <= 100)) { exit 1 }
+    END { if (NR != 5) exit 1 }' out/fewshot.tsv ||
+    fail "fewshot.tsv: $(cat out/fewshot.tsv)"
 
 # nothing to do the second time
 mk -q || fail "make -q: the pipeline is not up to date after a run"

@@ -396,9 +396,11 @@ static int load_data(run *R, tfm_config *cfg, tfm_err *err)
     return 0;
 }
 
-/* The text of ids with every token visible: a decoder that leaves out
- * added tokens (a Unigram tokenizer's <extra_id_N> and </s>) has them
- * written as their pieces between the runs it decodes. */
+/* The text of ids with the special tokens visible.  The Unigram decoder
+ * leaves out added tokens even when asked to keep specials (HF's shows
+ * them), so a token that decodes to nothing and is named as added tokens
+ * are, <...>, is written as its piece between the runs decoded.  (Until
+ * text/ keeps them; a "▁" alone also decodes to nothing and stays so.) */
 static int decode_shown(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, tfm_buf *text)
 {
     tfm_buf one = {0};
@@ -411,7 +413,8 @@ static int decode_shown(const tfm_tokenizer *tok, const uint32_t *ids, size_t n,
             tfm_buf_clear(&one);
             rc = tfm_tokenizer_decode(tok, ids + i, 1, 0, &one, NULL);
             piece = tfm_tokenizer_piece(tok, ids[i], &len);
-            if (rc < 0 || one.len || !piece || !len)
+            if (rc < 0 || one.len || !piece || len < 3 || piece[0] != '<' ||
+                piece[len - 1] != '>')
                 continue;
         }
         if (i > run)

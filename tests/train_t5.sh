@@ -114,6 +114,8 @@ expect_fail 1 "no sentinel <extra_id_0>" tfm-train -c t5.yaml --set data.tokeniz
     --dump-batches 1
 expect_fail 1 "train.task span-corruption needs model.kind encoder-decoder" \
     tfm-train -q -c t5.yaml --set model.kind=decoder -o e
+expect_fail 1 "data.train with train.task span-corruption: give the raw text as data.text" \
+    tfm-train -q -c t5.yaml --set data.text= --set data.train=train.npy -o e
 expect_fail 1 "model.block_size 2 is too short to corrupt" \
     tfm-train -q -c t5.yaml --set model.block_size=2 -o e
 expect_fail 1 "fewer than the" \

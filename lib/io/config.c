@@ -749,7 +749,9 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
         return tfm_err_set(err, "train.best_by bleu needs train.eval_bleu true");
     if (ed) {
         if (c->data.train[0])
-            return tfm_err_set(err, "data.train with model.kind encoder-decoder: give pairs as "
+            return tfm_err_set(err, sc ? "data.train with train.task span-corruption: give the "
+                               "raw text as data.text (with data.tokenizer)"
+                               : "data.train with model.kind encoder-decoder: give pairs as "
                                "data.text (source<TAB>target lines) or data.source and "
                                "data.target");
         if (!c->data.tokenizer[0])

@@ -41,6 +41,8 @@ static void usage(void)
            "                       defaults < CONFIG < --set)\n"
            "  -o, --output DIR     run directory (default: run)\n"
            "      --dump-config    print the effective configuration as YAML and exit\n"
+           "      --dump-batches N  print the first N training sequences as JSON lines\n"
+           "                       (input_ids, input, target_ids, target) and exit\n"
            "      --list-keys      print every configuration key as TSV (key, type,\n"
            "                       default, range or choices, description) and exit\n"
            "      --steps N        stop after N steps in this invocation (saved; rerun to\n"
@@ -100,7 +102,7 @@ static void message(void *ctx, const char *msg)
 }
 
 enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION,
-       OPT_FRESH, OPT_PLOT, OPT_DP };
+       OPT_FRESH, OPT_PLOT, OPT_DP, OPT_DUMP_BATCHES };
 
 int main(int argc, char **argv)
 {
@@ -112,6 +114,7 @@ int main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"dump-config", no_argument, NULL, OPT_DUMP},
         {"list-keys", no_argument, NULL, OPT_LIST},
+        {"dump-batches", required_argument, NULL, OPT_DUMP_BATCHES},
         {"steps", required_argument, NULL, OPT_STEPS},
         {"fresh-optimizer", no_argument, NULL, OPT_FRESH},
         {"seed", required_argument, NULL, OPT_SEED},
@@ -130,7 +133,7 @@ int main(int argc, char **argv)
     int n_sets = 0, dump = 0, quiet = 0, threads = 0, fresh = 0, plot = 0, output_given = 0;
     int dp_given = 0;
     tfm_data_parallel dp = TFM_DP_AUTO;
-    long steps = 0;
+    long steps = 0, dump_batches = 0;
     char seed_set[64];
     int c;
     while ((c = getopt_long(argc, argv, "c:o:qh", longopts, NULL)) != -1) {
@@ -155,6 +158,9 @@ int main(int argc, char **argv)
             dp_given = 1;
             break;
         case OPT_LIST: list_keys(); break;
+        case OPT_DUMP_BATCHES:
+            dump_batches = tfm_opt_long(prog, "--dump-batches", optarg, 1, 1L << 40);
+            break;
         case OPT_STEPS: steps = tfm_opt_long(prog, "--steps", optarg, 1, 1L << 62); break;
         case OPT_SEED:
             tfm_opt_long(prog, "--seed", optarg, -1, 1L << 62);
@@ -168,7 +174,8 @@ int main(int argc, char **argv)
     }
     if (plot) {
         /* one plot of several runs: their log.tsv in, an SVG out */
-        if (config_path || n_sets || dump || fresh || steps || threads || dp_given)
+        if (config_path || n_sets || dump || fresh || steps || threads || dp_given ||
+            dump_batches)
             tfm_usage_error(prog, "--plot takes run directories and -o OUT.svg only");
         if (optind >= argc)
             tfm_usage_error(prog, "--plot: no run directory");
@@ -222,6 +229,15 @@ int main(int argc, char **argv)
     }
     if (tfm_config_validate(&cfg, &err) < 0)
         tfm_die(prog, &err);
+    if (dump_batches) {
+        tfm_buf b = {0};
+        if (tfm_train_dump_batches(&cfg, dump_batches, &b, &err) < 0)
+            tfm_die(prog, &err);
+        fwrite(b.data, 1, b.len, stdout);
+        tfm_buf_free(&b);
+        tfm_check_stdout(prog);
+        return 0;
+    }
 
     threads = threads ? tfm_opt_threads(prog, "--threads", threads)
                       : tfm_opt_threads(prog, "train.threads", (long)cfg.train.threads);

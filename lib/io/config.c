@@ -240,12 +240,21 @@ static const tfm_config_key keys[] = {
      "model keys left out take its shape, one that contradicts it is an error; new heads "
      "are initialised, and the start report names them"},
     {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0,
-     "lm|mlm|mlm+nsp|classify|tag|span",
+     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
      "[SEP]: segments of data.text's documents, or windows of a token file; needs "
      "model.mlm_head and 2 segments), mlm+nsp (and whether B follows A, on model.pooler "
      "with model.nsp); fine-tuning on the examples of data.text: classify (a label or a "
-     "number per text or pair), tag (a tag per word), span (the answer's span in a context)"},
+     "number per text or pair), tag (a tag per word), span (the answer's span in a context); "
+     "encoder-decoders: lm (pairs of sentences), span-corruption (T5's pre-training: noise "
+     "spans of data.text replaced by sentinels <extra_id_N> in the source, the target "
+     "spelling them out)"},
+    {"train.noise_density", TFM_CONFIG_FLOAT, OFF(train.noise_density), "0.15", 0.001, 0.999,
+     NULL, "span-corruption: the share of a window's tokens in noise spans (round(density x "
+     "length), at least 1, at most length - 1)"},
+    {"train.mean_span", TFM_CONFIG_FLOAT, OFF(train.mean_span), "3", 1, 1e6, NULL,
+     "span-corruption: the mean noise span length (round(noise tokens / mean_span) spans, at "
+     "least 1)"},
     {"train.mask_prob", TFM_CONFIG_FLOAT, OFF(train.mask_prob), "0.15", 0.001, 1, NULL,
      "mlm: the share of content positions chosen (round(p x length), at least 1)"},
     {"train.mask_token_prob", TFM_CONFIG_FLOAT, OFF(train.mask_token_prob), "0.8", 0, 1, NULL,
@@ -724,7 +733,15 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
                 c->train.best_by == TFM_CONFIG_BEST_BLEU))
         return tfm_err_set(err, "train.max_tokens, train.eval_bleu and train.best_by bleu are "
                            "for encoder-decoders, not model.kind %s", kind);
-    if (c->train.task == TFM_CONFIG_TASK_LM &&
+    int sc = c->train.task == TFM_CONFIG_TASK_SPAN_CORRUPTION;
+    if (sc && !ed)
+        return tfm_err_set(err, "train.task span-corruption needs model.kind encoder-decoder, "
+                           "not %s", kind);
+    if (sc && (pairs || c->train.eval_bleu))
+        return tfm_err_set(err, "train.task span-corruption reads raw text (data.text, "
+                           "data.val): data.source/target/val_source/val_target/"
+                           "source_tokenizer and train.eval_bleu are for train.task lm");
+    if ((c->train.task == TFM_CONFIG_TASK_LM || sc) &&
         (c->train.whole_word_mask || c->data.documents != TFM_CONFIG_DOCS_BLANK_LINE))
         return tfm_err_set(err, "train.whole_word_mask and data.documents are for train.task "
                                 "mlm and mlm+nsp");
@@ -732,7 +749,9 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
         return tfm_err_set(err, "train.best_by bleu needs train.eval_bleu true");
     if (ed) {
         if (c->data.train[0])
-            return tfm_err_set(err, "data.train with model.kind encoder-decoder: give pairs as "
+            return tfm_err_set(err, sc ? "data.train with train.task span-corruption: give the "
+                               "raw text as data.text (with data.tokenizer)"
+                               : "data.train with model.kind encoder-decoder: give pairs as "
                                "data.text (source<TAB>target lines) or data.source and "
                                "data.target");
         if (!c->data.tokenizer[0])
@@ -753,7 +772,8 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
             return tfm_err_set(err, "data.val and data.val_source/data.val_target are "
                                "exclusive: set one of them");
         if (!c->data.text[0] && !c->data.source[0])
-            return tfm_err_set(err, "no training data: set data.text (source<TAB>target "
+            return tfm_err_set(err, sc ? "no training data: set data.text (the text to "
+                               "corrupt)" : "no training data: set data.text (source<TAB>target "
                                "lines) or data.source and data.target");
     }
     int ft = c->train.task == TFM_CONFIG_TASK_CLASSIFY || c->train.task == TFM_CONFIG_TASK_TAG ||

@@ -88,6 +88,7 @@ typedef enum tfm_config_task {
     TFM_CONFIG_TASK_CLASSIFY,
     TFM_CONFIG_TASK_TAG,
     TFM_CONFIG_TASK_SPAN,
+    TFM_CONFIG_TASK_SPAN_CORRUPTION,
 } tfm_config_task;
 
 typedef enum tfm_config_documents {
@@ -167,6 +168,7 @@ typedef struct tfm_config {
         char init[TFM_CONFIG_PATH_MAX]; /* weights to start from; "" none */
         double mask_prob, mask_token_prob, random_token_prob, short_seq_prob;
         int whole_word_mask;
+        double noise_density, mean_span; /* span-corruption (T5) */
         double lm_weight;       /* classify, decoders: the LM loss's weight */
     } train;
     /* 1 for each key (by its index in tfm_config_keys) that a file or --set

@@ -15,6 +15,8 @@
  *   lm       decoders: random windows of a token stream (train/data.h),
  *            documents packed with data.packing.
  *   seq2seq  encoder-decoders: pairs of sentences (train/parallel.h).
+ *   span-corruption  encoder-decoders: T5's noise spans of a token stream
+ *            replaced by sentinels (task_spancorrupt.c, train/spancorrupt.h).
  *   mlm      encoders (train.task mlm, mlm+nsp): BERT's masked tokens (and
  *            next-sentence labels) in [CLS] A [SEP] B [SEP]: segments of
  *            text documents (train/data.h tfm_docs) or windows of a token

@@ -396,6 +396,134 @@ static int load_data(run *R, tfm_config *cfg, tfm_err *err)
     return 0;
 }
 
+/* The text of ids with the special tokens visible.  The Unigram decoder
+ * leaves out added tokens even when asked to keep specials (HF's shows
+ * them), so a token that decodes to nothing and is named as added tokens
+ * are, <...>, is written as its piece between the runs decoded.  (Until
+ * text/ keeps them; a "▁" alone also decodes to nothing and stays so.) */
+static int decode_shown(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, tfm_buf *text)
+{
+    tfm_buf one = {0};
+    size_t run = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i <= n; i++) {
+        size_t len = 0;
+        const char *piece = NULL;
+        if (i < n) {
+            tfm_buf_clear(&one);
+            rc = tfm_tokenizer_decode(tok, ids + i, 1, 0, &one, NULL);
+            piece = tfm_tokenizer_piece(tok, ids[i], &len);
+            if (rc < 0 || one.len || !piece || len < 3 || piece[0] != '<' ||
+                piece[len - 1] != '>')
+                continue;
+        }
+        if (i > run)
+            rc = tfm_tokenizer_decode(tok, ids + run, i - run, 0, text, NULL);
+        if (i < n)
+            tfm_buf_append(text, piece, len);
+        run = i + 1;
+    }
+    tfm_buf_free(&one);
+    return rc;
+}
+
+/* One id array as JSON: "key": [ids...], "text_key": its text (ids < 0,
+ * the ignored targets, left out of the text) or null without a tokenizer
+ * or when an id is outside it. */
+static void dump_ids(tfm_buf *out, const tfm_tokenizer *tok, const char *key,
+                     const char *text_key, const int32_t *ids, int n, tfm_buf *text,
+                     uint32_t *scratch)
+{
+    tfm_buf_printf(out, "\"%s\": [", key);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        tfm_buf_printf(out, i ? ", %d" : "%d", (int)ids[i]);
+        if (ids[i] >= 0)
+            scratch[k++] = (uint32_t)ids[i];
+    }
+    tfm_buf_printf(out, "], \"%s\": ", text_key);
+    tfm_buf_clear(text);
+    if (tok && decode_shown(tok, scratch, (size_t)k, text) == 0)
+        tfm_buf_put_json_string(out, text->data ? text->data : "", text->len);
+    else
+        tfm_buf_puts(out, "null");
+}
+
+/* Row r of b: the encoder's input (the source of an encoder-decoder, else
+ * the inputs up to the row's length) and the targets, trailing ignored
+ * positions dropped. */
+static void dump_row(tfm_buf *out, const tfm_tokenizer *tok, const tfm_batch *b, int r,
+                     tfm_buf *text, uint32_t *scratch)
+{
+    const int32_t *in = b->src ? b->src + (size_t)r * b->S : b->inputs + (size_t)r * b->T;
+    int n_in = b->src ? (b->src_lengths ? b->src_lengths[r] : b->S)
+                      : (b->lengths ? b->lengths[r] : b->T);
+    const int32_t *tg = b->targets ? b->targets + (size_t)r * b->T : NULL;
+    int n_tg = tg ? b->T : 0;
+    while (n_tg > 0 && tg[n_tg - 1] < 0)
+        n_tg--;
+    tfm_buf_puts(out, "{");
+    dump_ids(out, tok, "input_ids", "input", in, n_in, text, scratch);
+    tfm_buf_puts(out, ", ");
+    dump_ids(out, tok, "target_ids", "target", tg, n_tg, text, scratch);
+    tfm_buf_puts(out, "}\n");
+}
+
+int tfm_train_dump_batches(const tfm_config *c, int64_t n, tfm_buf *out, tfm_err *err)
+{
+    run R_ = {0}, *R = &R_;
+    tfm_train_opts o = {0};
+    tfm_config cfg = *c;
+    R->cfg = &cfg;
+    R->o = &o;
+    int rc = -1;
+    tfm_buf text = {0};
+    uint32_t *scratch = NULL;
+    if (tfm_config_validate(&cfg, err) < 0)
+        goto out;
+    if (cfg.train.init[0]) {
+        /* the shape keys train.init gives, as a run resolves them */
+        tfm_config icfg;
+        tfm_model init_src;
+        if (tfm_model_load(cfg.train.init, &icfg, &init_src, NULL, err) < 0) {
+            tfm_err_prefix(err, "train.init");
+            goto out;
+        }
+        tfm_model_free(&init_src);
+        char note[512];
+        if (tfm_train_init_config(&cfg, &icfg, cfg.train.init, note, sizeof note, err) < 0)
+            goto out;
+    }
+    if (load_data(R, &cfg, err) < 0)
+        goto out;
+    /* the data stream of a new run's first steps */
+    uint64_t seed = cfg.train.seed >= 0 ? (uint64_t)cfg.train.seed : tfm_rng_entropy_seed();
+    tfm_rng rng;
+    tfm_rng_seed(&rng, seed ^ DATA_SEED_SALT);
+    for (int64_t k = 0; k < n;) {
+        tfm_batch b;
+        size_t nt;
+        if (tfm_task_next(R->task, &rng, &b, &nt, err) < 0)
+            goto out;
+        int longest = b.src && b.S > b.T ? b.S : b.T;
+        scratch = tfm_realloc(scratch, (size_t)longest * sizeof *scratch);
+        for (int r = 0; r < b.B && k < n; r++, k++)
+            dump_row(out, R->tok, &b, r, &text, scratch);
+    }
+    rc = 0;
+out:
+    free(scratch);
+    tfm_buf_free(&text);
+    if (R->tok)
+        tfm_tokenizer_free(R->tok);
+    tfm_buf_free(&R->tok_json);
+    if (R->src_tok)
+        tfm_tokenizer_free(R->src_tok);
+    tfm_buf_free(&R->src_tok_json);
+    tfm_task_free(R->task);
+    return rc;
+}
+
 int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *res,
                   tfm_err *err)
 {

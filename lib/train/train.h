@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "io/config.h"
 #include "train/task.h"
@@ -85,5 +86,15 @@ int tfm_train_run_config(const char *rundir, int fresh, tfm_config *c, tfm_err *
 
 int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result *r,
                   tfm_err *err);
+
+/* tfm-train --dump-batches: the first n training sequences of the task c
+ * configures, as a new run with c's train.seed would draw them, appended to
+ * out as JSON lines: {"input_ids": [...], "input": text, "target_ids":
+ * [...], "target": text}.  input_ids are what the encoder reads (an
+ * encoder-decoder's source), else the decoder's inputs; target_ids the
+ * targets, -1 where a position is not scored, trailing ones left out; the
+ * texts decode the ids that are not -1 with data.tokenizer (specials
+ * kept), null without one.  Writes nothing else. */
+int tfm_train_dump_batches(const tfm_config *c, int64_t n, tfm_buf *out, tfm_err *err);
 
 #endif

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef __AVX__
 #include <immintrin.h>
 #endif
@@ -758,29 +759,44 @@ tfm_gemm_path tfm_gemm_packed_choice(int M, int K, int N, int threads)
     return M < 2 ? TFM_GEMM_PACKED : choice_find(m_bucket(M), K, N, threads);
 }
 
+/* Seconds of CPU the calling thread has used */
+static double thread_cpu(void)
+{
+    struct timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
+        return tfm_now();
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* Runs the product both ways, alternately and without the epilogue (it
  * may add into another array: tfm_linear_epilogue's residual), and
- * returns the way whose fastest run was faster.  At least two runs each:
- * the first pays for cold caches and buffers; a third for products under
- * ~10 ms, where a stray interruption weighs most.  BLIS's call must win by
- * 3%: its epilogue is one more pass over C, which the timing leaves out
- * (at 128 rows about that much of the product's time), and a tie within
- * the noise keeps the panels. */
+ * returns the way whose fastest run was faster.  Two runs each at least
+ * (the first pays for cold caches and buffers), more until the runs have
+ * taken 40 ms, up to eight.  On one thread a run is timed by the thread's
+ * CPU time: on a shared machine (where tfm_threads_now gives one thread)
+ * a run of more than a few ms is almost always preempted, and the fastest
+ * of a few wall times picked a path 2.5 times slower; on several threads,
+ * by the wall clock.  BLIS's call must win by 3%: its epilogue is one more
+ * pass over C, which the timing leaves out (at 128 rows about that much
+ * of the product's time), and a tie within the noise keeps the panels. */
 static tfm_gemm_path time_paths(int nthreads, int M, const float *A, int lda,
                                 const tfm_gemm_b *B, float *C, int ldc)
 {
     double best[2] = {1e300, 1e300};
-    for (int rep = 0; rep < 3; rep++) {
-        if (rep == 2 && best[0] > 0.01 && best[1] > 0.01)
+    double (*clock)(void) = nthreads == 1 ? thread_cpu : tfm_now;
+    double spent = 0;
+    for (int rep = 0; rep < 8; rep++) {
+        if (rep >= 2 && spent >= 0.04)
             break;
         for (int way = 0; way < 2; way++) {
-            const double t0 = tfm_now();
+            const double t0 = clock();
             if (way)
                 blis_run(nthreads, M, A, lda, B, C, ldc, NULL, NULL);
             else
                 packed_run(nthreads, M, A, lda, B, C, ldc, NULL, NULL);
-            const double t = tfm_now() - t0;
+            const double t = clock() - t0;
             best[way] = t < best[way] ? t : best[way];
+            spent += t;
         }
     }
     return best[1] < 0.97 * best[0] ? TFM_GEMM_BLIS : TFM_GEMM_PACKED;

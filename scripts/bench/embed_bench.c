@@ -6,6 +6,7 @@
  *       layer, mean pooling, the default token budget), tokens, FLOPs of
  *       the real tokens, peak RSS
  *   embed_bench peak THREADS                  sgemm GFLOP/s at 2048³ (tfm_gemm)
+ *       and BLIS's kernel family
  *   embed_bench gemm THREADS                  ms of BERT-base's four weight
  *       products at 128 to 4096 rows: BLIS's own call (tfm_gemm) against
  *       the packed panels (tfm_gemm_packed_ex forced to them), and the path
@@ -48,7 +49,7 @@ static int peak(int threads)
         double g = 2.0 * n * n * n / (tfm_now() - t0) / 1e9;
         best = g > best ? g : best;
     }
-    printf("{\"sgemm_gflops\": %.1f}\n", best);
+    printf("{\"sgemm_gflops\": %.1f, \"kernels\": \"%s\"}\n", best, tfm_blas_kernels());
     free(a); free(b); free(c);
     return 0;
 }

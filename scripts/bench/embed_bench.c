@@ -75,7 +75,16 @@ static int gemm_shapes(int threads)
             tfm_gemm_b p;
             tfm_gemm_b_pack(&p, b, N, K, N);
             tfm_gemm_packed(M, a, K, &p, c, N, NULL, NULL); /* times both, once */
-            const tfm_gemm_path chose = tfm_gemm_packed_choice(M, K, N, tfm_threads_now());
+            /* the thread count it ran on: fewer than asked while other
+             * jobs hold the CPUs (tfm_threads_now) */
+            char chose[64] = "";
+            for (int t = 1; t <= threads; t++) {
+                const tfm_gemm_path path = tfm_gemm_packed_choice(M, K, N, t);
+                if (path != TFM_GEMM_AUTO)
+                    snprintf(chose + strlen(chose), sizeof chose - strlen(chose), "%s%s%s",
+                             *chose ? ", " : "", path == TFM_GEMM_BLIS ? "blis" : "packed",
+                             t == threads ? "" : t == 1 ? " on 1 thread" : " on fewer threads");
+            }
             double ms[2][REPS];
             for (int r = -1; r < REPS; r++)
                 for (int packed = 0; packed < 2; packed++) {
@@ -93,8 +102,7 @@ static int gemm_shapes(int threads)
             printf("{\"M\": %d, \"K\": %d, \"N\": %d, \"blis_ms\": %.3f, \"packed_ms\": %.3f, "
                    "\"blis_gflops\": %.1f, \"packed_gflops\": %.1f, \"chosen\": \"%s\"}\n",
                    M, K, N, ms[0][REPS / 2], ms[1][REPS / 2], gf / ms[0][REPS / 2],
-                   gf / ms[1][REPS / 2],
-                   chose == TFM_GEMM_BLIS ? "blis" : chose == TFM_GEMM_PACKED ? "packed" : "?");
+                   gf / ms[1][REPS / 2], chose);
             tfm_gemm_b_free(&p);
             free(a); free(b); free(c);
         }

@@ -772,21 +772,22 @@ static double thread_cpu(void)
  * may add into another array: tfm_linear_epilogue's residual), and
  * returns the way whose fastest run was faster.  Two runs each at least
  * (the first pays for cold caches and buffers), more until the runs have
- * taken 40 ms, up to eight.  On one thread a run is timed by the thread's
- * CPU time: on a shared machine (where tfm_threads_now gives one thread)
- * a run of more than a few ms is almost always preempted, and the fastest
- * of a few wall times picked a path 2.5 times slower; on several threads,
- * by the wall clock.  BLIS's call must win by 3%: its epilogue is one more
- * pass over C, which the timing leaves out (at 128 rows about that much
- * of the product's time), and a tie within the noise keeps the panels. */
+ * taken 20 ms, up to five pairs (paid once per weight shape and power of
+ * two of rows).  On one thread a run is timed by the thread's CPU time:
+ * on a shared machine (where tfm_threads_now gives one thread) a run of
+ * more than a few ms is almost always preempted, and the fastest of a few
+ * wall times picked a path 2.5 times slower; on several threads, by the
+ * wall clock.  BLIS's call must win by 3%: the timing leaves out the
+ * epilogue, which the panels run on blocks still in cache and BLIS's call
+ * as one more pass over C, and a tie within the noise keeps the panels. */
 static tfm_gemm_path time_paths(int nthreads, int M, const float *A, int lda,
                                 const tfm_gemm_b *B, float *C, int ldc)
 {
     double best[2] = {1e300, 1e300};
     double (*clock)(void) = nthreads == 1 ? thread_cpu : tfm_now;
     double spent = 0;
-    for (int rep = 0; rep < 8; rep++) {
-        if (rep >= 2 && spent >= 0.04)
+    for (int rep = 0; rep < 5; rep++) {
+        if (rep >= 2 && spent >= 0.02)
             break;
         for (int way = 0; way < 2; way++) {
             const double t0 = clock();

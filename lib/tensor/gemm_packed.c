@@ -33,7 +33,8 @@ static struct {
      * a temporary tile copied element by element (BLIS 0.9's skx kernel):
      * at a row stride of a multiple of 4 KB (N = 3072: 12 KB) the copy's
      * 32 rows fall into one L1 set, and the kernel over 480×3072 tiles ran
-     * at 23 GFLOP/s against 80 with C by columns (one Zen 5 core).  Such a
+     * at 20-24 GFLOP/s, against 69 with rows of 3088 floats and 74-85 with
+     * C by columns (one core of a shared Zen 5).  Such a
      * kernel computes Cᵀ = Bᵀ·Aᵀ instead, as BLIS's own call does: B's
      * columns are the kernel's mr-wide left panels, A's rows its nr-wide
      * right panels, and C is column-stored for it.  Each element is the

@@ -61,8 +61,8 @@ typedef struct tfm_gemm_b {
     int ldb;
 } tfm_gemm_b;
 
-/* Packs B[K,N] (row-major, row stride ldb); B must outlive p when the
- * kernel is unusable (the fallback reads it). */
+/* Packs B[K,N] (row-major, row stride ldb); B must outlive p: BLIS's own
+ * call reads it where that is faster, and when the kernel is unusable. */
 void tfm_gemm_b_pack(tfm_gemm_b *p, const float *B, int ldb, int K, int N);
 void tfm_gemm_b_free(tfm_gemm_b *p);
 /* Run by a product on each block of C once the block's sums are complete,

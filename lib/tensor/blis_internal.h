@@ -25,6 +25,10 @@ int tfm_blis_known(void);
 void tfm_blas_ensure(void);
 /* gemm.c: below ~64³ multiply-adds a product runs on one thread. */
 int tfm_gemm_small(int M, int N, int K);
+/* gemm.c: tfm_gemm on at most nthreads threads. */
+void tfm_gemm_on(int nthreads, int transA, int transB, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                 int ldc);
 
 /* gemm_packed.c: tfm_gemm1 through the micro-kernel when the operands fit
  * in cache; 0 if not taken. */

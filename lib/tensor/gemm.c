@@ -45,6 +45,13 @@ int tfm_blas_threads(void)
     return blas_threads;
 }
 
+const char *tfm_blas_kernels(void)
+{
+    /* after bli_init: BLIS reads BLIS_ARCH_TYPE only then */
+    tfm_blas_ensure();
+    return bli_arch_string(bli_arch_query_id());
+}
+
 /* Waiting threads cost nothing on idle cores but, when another job wants
  * the same cores, libgomp's idle threads spin (~300000 pauses) and a
  * thread at a barrier waits for one that has no CPU: two 2-thread runs on
@@ -77,9 +84,9 @@ int tfm_gemm_small(int M, int N, int K)
     return (double)M * N * K <= 64.0 * 64 * 64 * 2;
 }
 
-static void gemm(int nthreads, int transA, int transB, int M, int N, int K,
-                 float alpha, const float *A, int lda, const float *B, int ldb,
-                 float beta, float *C, int ldc)
+void tfm_gemm_on(int nthreads, int transA, int transB, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                 int ldc)
 {
     if (!blas_ready)
         tfm_blas_init(1);
@@ -132,7 +139,7 @@ void tfm_gemm(int transA, int transB, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc)
 {
-    gemm(tfm_threads_now(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    tfm_gemm_on(tfm_threads_now(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void tfm_gemm1(int transA, int transB, int M, int N, int K, float alpha,
@@ -141,5 +148,5 @@ void tfm_gemm1(int transA, int transB, int M, int N, int K, float alpha,
 {
     if (!transA && tfm_gemm1_packed(transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
         return;
-    gemm(1, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    tfm_gemm_on(1, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

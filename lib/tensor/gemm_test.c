@@ -176,9 +176,15 @@ static void visit_block(void *ctx, float *C, int ldc, int r0, int m, int c0, int
         }
 }
 
+static const char *path_name(tfm_gemm_path path)
+{
+    return path == TFM_GEMM_PACKED ? "packed" : path == TFM_GEMM_BLIS ? "blis" : "auto";
+}
+
 /* A packed right-hand operand gives tfm_gemm's own result, bit for bit: the
- * same kernel, tiles and K blocks (K past one block, edges in M and N). */
-static void check_packed(int M, int N, int K, int pad)
+ * same kernel, tiles and K blocks (K past one block, edges in M and N),
+ * along either path and the chosen one. */
+static void check_packed(int M, int N, int K, int pad, tfm_gemm_path path)
 {
     tfm_rng r;
     tfm_rng_seed(&r, (uint64_t)(M * 7919 + N * 31 + K));
@@ -196,14 +202,16 @@ static void check_packed(int M, int N, int K, int pad)
     tfm_gemm(0, 0, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, R, ldc);
     tfm_gemm_b P;
     tfm_gemm_b_pack(&P, B, ldb, K, N);
-    tfm_gemm_packed(M, A, lda, &P, C, ldc, NULL, NULL);
+    tfm_gemm_packed_ex(M, A, lda, &P, C, ldc, NULL, NULL, path);
     /* one row: tfm_gemm takes gemv, the packed product its kernel (rows alone below) */
     if (M > 1 && memcmp(C, R, sizeof(float) * (size_t)M * ldc) != 0) {
-        print_error("packed M=%d N=%d K=%d pad=%d differs from tfm_gemm\n", M, N, K, pad);
+        print_error("%s M=%d N=%d K=%d pad=%d differs from tfm_gemm\n", path_name(path), M, N,
+                    K, pad);
         fail();
     }
-    /* each row alone gives its row of the whole product */
-    for (int i = 0; i < M; i += M > 8 ? M / 5 : 1) {
+    /* each row alone (always through the kernel) gives its row of the
+     * whole product */
+    for (int i = 0; i < M && path != TFM_GEMM_BLIS; i += M > 8 ? M / 5 : 1) {
         float *row = malloc(sizeof(float) * (size_t)N);
         tfm_gemm_packed(1, A + (size_t)i * lda, lda, &P, row, N, NULL, NULL);
         if (memcmp(row, C + (size_t)i * ldc, sizeof(float) * (size_t)N) != 0) {
@@ -220,7 +228,7 @@ static void check_packed(int M, int N, int K, int pad)
         float *E = malloc(sizeof(float) * ((size_t)M * ldc + 1));
         for (size_t i = 0; i < (size_t)M * ldc; i++)
             E[i] = (float)i;
-        tfm_gemm_packed(M, A, lda, unpacked ? &U : &P, E, ldc, visit_block, &v);
+        tfm_gemm_packed_ex(M, A, lda, unpacked ? &U : &P, E, ldc, visit_block, &v, path);
         for (int i = 0; i < M; i++)
             for (int j = 0; j < ldc; j++) {
                 size_t at = (size_t)i * ldc + j;
@@ -243,21 +251,101 @@ static void check_packed(int M, int N, int K, int pad)
     free(R);
 }
 
+/* Edges of both kernels' tiles (6×16 haswell, 32×12 skx) in M and N, K
+ * past one block (256 haswell, 384 skx; the last up to 480), row counts
+ * past a shared packing of A (1024) and slices of it (1020). */
 static void test_packed(void **state)
 {
     (void)state;
     static const int shapes[][3] = {
-        {2, 2, 3}, {7, 17, 5}, {6, 16, 256}, {13, 33, 257},
+        {2, 2, 3}, {7, 17, 5}, {6, 16, 256}, {13, 33, 257}, {12, 32, 385}, {11, 31, 481},
         {128, 96, 768}, {200, 70, 600}, {173, 129, 1000}, {400, 48, 64}, {1100, 40, 30},
-        {1500, 130, 700}, {1030, 20, 3000},
+        {1500, 130, 700}, {1030, 20, 3000}, {2100, 37, 20}, {25, 520, 100},
     };
+    static const tfm_gemm_path paths[] = {TFM_GEMM_PACKED, TFM_GEMM_BLIS, TFM_GEMM_AUTO};
     for (int threads = 1; threads <= 2; threads++) {
         tfm_blas_init(threads);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int pad = 0; pad < 2; pad++)
-                check_packed(shapes[s][0], shapes[s][1], shapes[s][2], pad * 5);
+                for (size_t q = 0; q < sizeof paths / sizeof paths[0]; q++)
+                    check_packed(shapes[s][0], shapes[s][1], shapes[s][2], pad * 5, paths[q]);
     }
     tfm_blas_init(1);
+}
+
+/* Test epilogue that records the widest block it was given and counts
+ * the elements. */
+typedef struct blocks {
+    int widest;
+    long seen;
+} blocks;
+
+static void widest_block(void *ctx, float *C, int ldc, int r0, int m, int c0, int n)
+{
+    (void)C, (void)ldc, (void)r0, (void)c0;
+    blocks *b = ctx;
+    __atomic_add_fetch(&b->seen, (long)m * n, __ATOMIC_RELAXED);
+    int w = __atomic_load_n(&b->widest, __ATOMIC_RELAXED);
+    while (n > w && !__atomic_compare_exchange_n(&b->widest, &w, n, 0, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED))
+        ;
+}
+
+/* The width of the widest epilogue block of one product along path:
+ * BLIS's call is followed by the epilogue over whole rows, the packed
+ * panels run it per block of a few panels (at most 480 columns).  The
+ * epilogue runs once over C, also while the first product of a shape
+ * times both paths. */
+static int widest_epilogue(int M, const float *A, const tfm_gemm_b *P, float *C,
+                           tfm_gemm_path path)
+{
+    blocks b = {0, 0};
+    tfm_gemm_packed_ex(M, A, P->K, P, C, P->N, widest_block, &b, path);
+    assert_int_equal(b.seen, (long)M * P->N);
+    return b.widest;
+}
+
+/* The path is timed once per shape and kept, forcing either path takes
+ * it, and a single row takes the panels.  Which path wins is the host's
+ * business: not asserted. */
+static void test_path_choice(void **state)
+{
+    (void)state;
+    const int M = 40, K = 50, N = 600;
+    tfm_rng r;
+    tfm_rng_seed(&r, 5);
+    float *A = malloc(sizeof(float) * 64 * K), *B = malloc(sizeof(float) * K * N),
+          *C = malloc(sizeof(float) * 64 * N);
+    fill(A, (size_t)64 * K, &r);
+    fill(B, (size_t)K * N, &r);
+    tfm_gemm_b P;
+    tfm_gemm_b_pack(&P, B, N, K, N);
+    if (!P.panels) { /* BLIS's internals unknown: one path only */
+        assert_int_equal(widest_epilogue(M, A, &P, C, TFM_GEMM_AUTO), N);
+        skip();
+    }
+    assert_int_equal(widest_epilogue(M, A, &P, C, TFM_GEMM_BLIS), N);
+    assert_true(widest_epilogue(M, A, &P, C, TFM_GEMM_PACKED) < N);
+    /* forcing chooses nothing */
+    assert_int_equal(tfm_gemm_packed_choice(M, K, N, 1), TFM_GEMM_AUTO);
+    const int first = widest_epilogue(M, A, &P, C, TFM_GEMM_AUTO);
+    const tfm_gemm_path chose = tfm_gemm_packed_choice(M, K, N, 1);
+    assert_true(chose == TFM_GEMM_PACKED || chose == TFM_GEMM_BLIS);
+    assert_true(chose == TFM_GEMM_BLIS ? first == N : first < N);
+    /* rows of the same power of two share the choice, and it runs */
+    for (int m = 32; m < 64; m += 7) {
+        assert_int_equal(tfm_gemm_packed_choice(m, K, N, 1), chose);
+        const int w = widest_epilogue(m, A, &P, C, TFM_GEMM_AUTO);
+        assert_true(chose == TFM_GEMM_BLIS ? w == N : w < N);
+    }
+    assert_int_equal(tfm_gemm_packed_choice(M, K, N, 2), TFM_GEMM_AUTO);
+    assert_int_equal(tfm_gemm_packed_choice(16, K, N, 1), TFM_GEMM_AUTO);
+    assert_int_equal(tfm_gemm_packed_choice(1, K, N, 1), TFM_GEMM_PACKED);
+    assert_true(widest_epilogue(1, A, &P, C, TFM_GEMM_AUTO) < N);
+    tfm_gemm_b_free(&P);
+    free(A);
+    free(B);
+    free(C);
 }
 
 int main(void)
@@ -268,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_gemm1_bits),
         cmocka_unit_test(test_packed),
+        cmocka_unit_test(test_path_choice),
         cmocka_unit_test(test_arch_respects_user),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

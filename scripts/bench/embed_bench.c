@@ -6,8 +6,12 @@
  *       layer, mean pooling, the default token budget), tokens, FLOPs of
  *       the real tokens, peak RSS
  *   embed_bench peak THREADS                  sgemm GFLOP/s at 2048³ (tfm_gemm)
+ *       and BLIS's kernel family
  *   embed_bench gemm THREADS                  ms of BERT-base's four weight
- *       products at 128 and 4096 rows: tfm_gemm against tfm_gemm_packed
+ *       products at 128 to 4096 rows: BLIS's own call (tfm_gemm) against
+ *       the packed panels (tfm_gemm_packed_ex forced to them), and the path
+ *       tfm_gemm_packed chose for the shape; first a line with BLIS's
+ *       kernel family
  */
 #include "config.h"
 
@@ -45,16 +49,17 @@ static int peak(int threads)
         double g = 2.0 * n * n * n / (tfm_now() - t0) / 1e9;
         best = g > best ? g : best;
     }
-    printf("{\"sgemm_gflops\": %.1f}\n", best);
+    printf("{\"sgemm_gflops\": %.1f, \"kernels\": \"%s\"}\n", best, tfm_blas_kernels());
     free(a); free(b); free(c);
     return 0;
 }
 
 /* Median ms of 15 products of each shape, BLIS packing the weight each
- * time and packed once. */
+ * time and packed once, taking turns. */
 static int gemm_shapes(int threads)
 {
     tfm_blas_init(threads);
+    printf("{\"kernels\": \"%s\", \"threads\": %d}\n", tfm_blas_kernels(), threads);
     static const int shapes[][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
     static const int rows[] = {128, 256, 512, 1024, 4096};
     enum { REPS = 15 };
@@ -69,12 +74,23 @@ static int gemm_shapes(int threads)
                 b[i] = (float)(i % 11) * 0.01f;
             tfm_gemm_b p;
             tfm_gemm_b_pack(&p, b, N, K, N);
+            tfm_gemm_packed(M, a, K, &p, c, N, NULL, NULL); /* times both, once */
+            /* the thread count it ran on: fewer than asked while other
+             * jobs hold the CPUs (tfm_threads_now) */
+            char chose[64] = "";
+            for (int t = 1; t <= threads; t++) {
+                const tfm_gemm_path path = tfm_gemm_packed_choice(M, K, N, t);
+                if (path != TFM_GEMM_AUTO)
+                    snprintf(chose + strlen(chose), sizeof chose - strlen(chose), "%s%s%s",
+                             *chose ? ", " : "", path == TFM_GEMM_BLIS ? "blis" : "packed",
+                             t == threads ? "" : t == 1 ? " on 1 thread" : " on fewer threads");
+            }
             double ms[2][REPS];
             for (int r = -1; r < REPS; r++)
                 for (int packed = 0; packed < 2; packed++) {
                     double t0 = tfm_now();
                     if (packed)
-                        tfm_gemm_packed(M, a, K, &p, c, N, NULL, NULL);
+                        tfm_gemm_packed_ex(M, a, K, &p, c, N, NULL, NULL, TFM_GEMM_PACKED);
                     else
                         tfm_gemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
                     if (r >= 0)
@@ -84,9 +100,9 @@ static int gemm_shapes(int threads)
             qsort(ms[1], REPS, sizeof(double), cmp_double);
             double gf = 2.0 * M * N * K / 1e6;
             printf("{\"M\": %d, \"K\": %d, \"N\": %d, \"blis_ms\": %.3f, \"packed_ms\": %.3f, "
-                   "\"blis_gflops\": %.1f, \"packed_gflops\": %.1f}\n",
+                   "\"blis_gflops\": %.1f, \"packed_gflops\": %.1f, \"chosen\": \"%s\"}\n",
                    M, K, N, ms[0][REPS / 2], ms[1][REPS / 2], gf / ms[0][REPS / 2],
-                   gf / ms[1][REPS / 2]);
+                   gf / ms[1][REPS / 2], chose);
             tfm_gemm_b_free(&p);
             free(a); free(b); free(c);
         }

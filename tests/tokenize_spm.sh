@@ -93,6 +93,25 @@ check uni_nfkc_cf --model_type=unigram --vocab_size=250 --normalization_rule_nam
     --split_digits=true
 echo "ids and decoding equal spm_encode/spm_decode for $n unigram models"
 
+# A Viterbi near-tie (lib/text/unigram_test.c has the same model): "ab" is
+# ▁|ab (-1 + -3 = -4) or ▁a|b (-3.5 + -0.49999997 = -4 + 2^-25, -4 in
+# float).  sentencepiece sums in double: ▁a|b (ids 5 3); float sums keep
+# ▁|ab (1 4).  The .model is written byte by byte: <unk>, ▁, a, b, ab, ▁a.
+{
+    printf '\012\016\012\005<unk>\025\000\000\000\000\030\002'
+    printf '\012\014\012\003\342\226\201\025\000\000\200\277\030\001'
+    printf '\012\012\012\001a\025\000\000\040\301\030\001'
+    printf '\012\012\012\001b\025\377\377\377\276\030\001'
+    printf '\012\013\012\002ab\025\000\000\100\300\030\001'
+    printf '\012\015\012\004\342\226\201a\025\000\000\140\300\030\001'
+} > tie.model
+printf 'ab\nab ab\nba\n' > tie.txt
+spm_encode --model=tie.model --output_format=id < tie.txt > tie.spm
+$T encode -q -t tie.model < tie.txt > tie.tfm
+printf '5 3\n5 3 5 3\n1 3 2\n' | cmp -s - tie.spm || fail "spm_encode no longer picks ▁a|b: $(cat tie.spm)"
+cmp -s tie.spm tie.tfm || fail "Viterbi near-tie: ids $(head -n 1 tie.tfm), spm_encode $(head -n 1 tie.spm)"
+echo "a Viterbi near-tie is broken as spm_encode breaks it"
+
 # Decoding is the exact inverse on normalized text without unknown pieces.
 spm_normalize --model=uni_bytes.model < hidden.txt 2>/dev/null | sed 's/▁/ /g; s/^ //' > norm.txt ||
     true

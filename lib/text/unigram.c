@@ -824,8 +824,9 @@ void tfm_unigram_sample(const tfm_unigram *u, const char *s, size_t n, float alp
     tfm_buf_free(&t);
 }
 
-/* k-best: each position keeps its best k partial paths, scored in float as
- * the Viterbi search is, so that the first is its segmentation. */
+/* k-best: each position keeps its best k partial paths, scored as the
+ * Viterbi search scores them (a double candidate against the stored float;
+ * the unknown piece's a float sum), so that the first is its segmentation. */
 typedef struct kent {
     float score;
     uint32_t edge; /* the last edge */
@@ -857,7 +858,8 @@ size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t n
         kent *dst = kb + (size_t)g->e * K;
         for (uint32_t r = 0; r < cnt[g->s]; r++) {
             float prev = kb[(size_t)g->s * K + r].score;
-            double sc = g->user ? g->score + prev : (double)((float)g->score + prev);
+            double sc = (int64_t)g->id == u->unk ? (double)((float)g->score + prev)
+                                                  : g->score + prev;
             /* insert keeping dst sorted, best first; equal scores keep the earlier */
             uint32_t c = cnt[g->e];
             if (c == K && sc <= dst[K - 1].score)

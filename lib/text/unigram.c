@@ -124,6 +124,8 @@ struct tfm_unigram {
     trie all;  /* every piece */
     trie user; /* user-defined symbols, matched before normalization */
     int has_user;
+    int bpe;        /* model_type BPE: merges by score instead of the lattice */
+    int has_unused; /* BPE: merges into unused pieces are undone at the end */
     /* normalizer */
     tfm_uni_norm_spec spec; /* spec.charsmap points at charsmap */
     unsigned char *charsmap;
@@ -294,6 +296,8 @@ int tfm_unigram_add(tfm_unigram *u, const char *piece, size_t len, float score,
         u->byte_id[b] = (int32_t)id;
     }
     u->all.value[node] = (int32_t)id;
+    if (type == TFM_UNI_UNUSED)
+        u->has_unused = 1;
     if (type == TFM_UNI_USER) {
         u->user.value[trie_insert(&u->user, piece, len)] = (int32_t)id;
         u->has_user = 1;
@@ -332,6 +336,8 @@ int tfm_unigram_finish(tfm_unigram *u, int byte_fallback, const char *what, tfm_
     return 0;
 }
 
+void tfm_unigram_set_bpe(tfm_unigram *u, int bpe) { u->bpe = bpe != 0; }
+int tfm_unigram_is_bpe(const tfm_unigram *u) { return u->bpe; }
 uint32_t tfm_unigram_size(const tfm_unigram *u) { return u->n; }
 float tfm_unigram_score(const tfm_unigram *u, uint32_t id) { return u->score[id]; }
 tfm_uni_type tfm_unigram_type(const tfm_unigram *u, uint32_t id) { return u->type[id]; }
@@ -698,6 +704,9 @@ static size_t viterbi(const tfm_unigram *u, const char *t, size_t L, seg **sg)
     return ns;
 }
 
+static size_t bpe_merge(const tfm_unigram *u, const char *t, size_t L, float alpha,
+                        tfm_rng *rng, seg **sg);
+
 void tfm_unigram_encode(const tfm_unigram *u, const char *s, size_t n, tfm_ids *out,
                         tfm_ids *start, tfm_ids *end)
 {
@@ -705,7 +714,7 @@ void tfm_unigram_encode(const tfm_unigram *u, const char *s, size_t n, tfm_ids *
     tfm_ids src = {0};
     tfm_unigram_normalize(u, s, n, &t, start ? &src : NULL);
     seg *sg;
-    size_t ns = viterbi(u, t.data, t.len, &sg);
+    size_t ns = u->bpe ? bpe_merge(u, t.data, t.len, 0, NULL, &sg) : viterbi(u, t.data, t.len, &sg);
     segs_to_ids(u, t.data, sg, ns, out, start ? &src : NULL, n, start, end);
     free(sg);
     tfm_ids_free(&src);
@@ -763,6 +772,14 @@ void tfm_unigram_sample(const tfm_unigram *u, const char *s, size_t n, float alp
     size_t L = t.len;
     if (!L)
         return;
+    if (u->bpe) { /* BPE-dropout */
+        seg *bs;
+        size_t nb = bpe_merge(u, t.data, L, alpha, rng, &bs);
+        segs_to_ids(u, t.data, bs, nb, out, NULL, n, NULL, NULL);
+        free(bs);
+        tfm_buf_free(&t);
+        return;
+    }
     edges E = {0};
     lattice(u, t.data, L, &E);
     /* forward: fw[p] = log sum over paths to p of exp(alpha x score) */
@@ -900,6 +917,207 @@ size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t n
     free(E.a);
     tfm_buf_free(&t);
     return got;
+}
+
+/* ---- sentencepiece's BPE model ----
+ *
+ * The normalized text starts as its characters (a user-defined symbol is
+ * one frozen symbol, never merged).  Every adjacent pair whose
+ * concatenation is a piece (normal, user-defined or unused) is a candidate
+ * scored by that piece's score; the best (ties: the leftmost) merges, and
+ * the new symbol's pairs with its neighbours become candidates.  Candidates
+ * whose symbols changed since are dropped when they come up.  Each final
+ * symbol is its piece's id or unknown; one that is an unused piece is split
+ * back into the two symbols its last candidate joined, recursively.  With
+ * alpha > 0 (BPE-dropout) each merge is skipped with probability alpha. */
+
+typedef struct bsym {
+    uint32_t s, len; /* len 0: merged into its left neighbour */
+    int32_t prev, next;
+    uint32_t node; /* the trie node of its bytes, UINT32_MAX: none */
+    int frozen;
+} bsym;
+
+typedef struct bpair {
+    float score;
+    int32_t left, right;
+    uint32_t size, node;
+} bpair;
+
+/* a before b in the heap: higher score, then leftmost */
+static inline int bpair_before(const bpair *a, const bpair *b)
+{
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+typedef struct bheap {
+    bpair *a;
+    size_t n, cap;
+} bheap;
+
+static void bheap_push(bheap *h, bpair p)
+{
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 64;
+        h->a = tfm_realloc(h->a, h->cap * sizeof *h->a);
+    }
+    size_t i = h->n++;
+    while (i > 0 && bpair_before(&p, &h->a[(i - 1) / 2])) {
+        h->a[i] = h->a[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->a[i] = p;
+}
+
+static bpair bheap_pop(bheap *h)
+{
+    bpair top = h->a[0], last = h->a[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && bpair_before(&h->a[c + 1], &h->a[c]))
+            c++;
+        if (!bpair_before(&h->a[c], &last))
+            break;
+        h->a[i] = h->a[c];
+        i = c;
+    }
+    if (h->n)
+        h->a[i] = last;
+    return top;
+}
+
+/* An unused piece formed by a candidate: which split formed it last. */
+typedef struct brev {
+    uint32_t id, left_len;
+} brev;
+
+typedef struct bctx {
+    const tfm_unigram *u;
+    const char *t;
+    bsym *sym;
+    bheap heap;
+    brev *rev;
+    size_t n_rev, cap_rev;
+} bctx;
+
+static void bpe_candidate(bctx *c, int32_t l, int32_t r)
+{
+    if (l < 0 || r < 0 || c->sym[l].frozen || c->sym[r].frozen)
+        return;
+    const tfm_unigram *u = c->u;
+    uint32_t node = c->sym[l].node;
+    const unsigned char *b = (const unsigned char *)c->t + c->sym[r].s;
+    for (uint32_t i = 0; i < c->sym[r].len && node != UINT32_MAX; i++)
+        node = trie_step(&u->all, node, b[i]);
+    if (node == UINT32_MAX || u->all.value[node] < 0)
+        return;
+    int32_t id = u->all.value[node];
+    uint8_t ty = u->type[id];
+    if (ty != TFM_UNI_NORMAL && ty != TFM_UNI_USER && ty != TFM_UNI_UNUSED)
+        return;
+    bheap_push(&c->heap, (bpair){u->score[id], l, r, c->sym[l].len + c->sym[r].len, node});
+    if (ty == TFM_UNI_UNUSED) {
+        if (c->n_rev == c->cap_rev) {
+            c->cap_rev = c->cap_rev ? 2 * c->cap_rev : 16;
+            c->rev = tfm_realloc(c->rev, c->cap_rev * sizeof *c->rev);
+        }
+        c->rev[c->n_rev++] = (brev){(uint32_t)id, c->sym[l].len};
+    }
+}
+
+/* The id of t[s..s+len): its piece of any type, or the unknown piece. */
+static uint32_t bpe_id(const tfm_unigram *u, const char *t, uint32_t s, uint32_t len)
+{
+    uint32_t node = 0;
+    for (uint32_t i = 0; i < len && node != UINT32_MAX; i++)
+        node = trie_step(&u->all, node, (unsigned char)t[s + i]);
+    return node != UINT32_MAX && u->all.value[node] >= 0 ? (uint32_t)u->all.value[node]
+                                                         : (uint32_t)u->unk;
+}
+
+static void seg_push(seg **sg, size_t *ns, size_t *cap, seg x)
+{
+    if (*ns == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *sg = tfm_realloc(*sg, *cap * sizeof **sg);
+    }
+    (*sg)[(*ns)++] = x;
+}
+
+static void bpe_resegment(const bctx *c, uint32_t s, uint32_t len, uint32_t id, seg **sg,
+                          size_t *ns, size_t *cap)
+{
+    const brev *r = NULL;
+    if (c->u->type[id] == TFM_UNI_UNUSED)
+        for (size_t k = c->n_rev; k-- > 0;)
+            if (c->rev[k].id == id) {
+                r = &c->rev[k];
+                break;
+            }
+    if (!r) {
+        seg_push(sg, ns, cap, (seg){s, s + len, id});
+        return;
+    }
+    uint32_t ll = r->left_len;
+    bpe_resegment(c, s, ll, bpe_id(c->u, c->t, s, ll), sg, ns, cap);
+    bpe_resegment(c, s + ll, len - ll, bpe_id(c->u, c->t, s + ll, len - ll), sg, ns, cap);
+}
+
+/* The BPE segmentation of t[0..L) into sg (malloc'd); returns its length. */
+static size_t bpe_merge(const tfm_unigram *u, const char *t, size_t L, float alpha,
+                        tfm_rng *rng, seg **sg)
+{
+    bctx c = {.u = u, .t = t, .sym = tfm_malloc((L + 1) * sizeof *c.sym)};
+    int32_t n = 0;
+    for (size_t p = 0; p < L; n++) {
+        size_t m = u->has_user ? trie_longest(&u->user, t + p, L - p) : 0;
+        int frozen = m > 0;
+        if (!m) {
+            m = one_char_len((unsigned char)t[p]);
+            if (m > L - p)
+                m = L - p;
+        }
+        uint32_t node = 0;
+        for (size_t i = 0; i < m && node != UINT32_MAX; i++)
+            node = trie_step(&u->all, node, (unsigned char)t[p + i]);
+        c.sym[n] = (bsym){(uint32_t)p, (uint32_t)m, n - 1, p + m < L ? n + 1 : -1, node, frozen};
+        p += m;
+    }
+    for (int32_t i = 1; i < n; i++)
+        bpe_candidate(&c, i - 1, i);
+    while (c.heap.n) {
+        bpair top = bheap_pop(&c.heap);
+        bsym *l = &c.sym[top.left], *r = &c.sym[top.right];
+        if (!l->len || !r->len || l->len + r->len != top.size)
+            continue; /* a symbol of it has changed */
+        if (alpha > 0 && tfm_rng_double(rng) < alpha)
+            continue;
+        l->len += r->len;
+        l->node = top.node;
+        l->next = r->next;
+        if (r->next >= 0)
+            c.sym[r->next].prev = top.left;
+        r->len = 0;
+        bpe_candidate(&c, l->prev, top.left);
+        bpe_candidate(&c, top.left, l->next);
+    }
+    size_t ns = 0, cap = 0;
+    *sg = NULL;
+    for (int32_t i = n ? 0 : -1; i >= 0; i = c.sym[i].next) {
+        const bsym *x = &c.sym[i];
+        uint32_t id = x->node != UINT32_MAX && u->all.value[x->node] >= 0
+                          ? (uint32_t)u->all.value[x->node] : (uint32_t)u->unk;
+        bpe_resegment(&c, x->s, x->len, id, sg, &ns, &cap);
+    }
+    if (!*sg)
+        *sg = tfm_malloc(sizeof **sg);
+    free(c.sym);
+    free(c.heap.a);
+    free(c.rev);
+    return ns;
 }
 
 /* ---- decoding ---- */

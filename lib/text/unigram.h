@@ -85,9 +85,17 @@ void tfm_unigram_free(tfm_unigram *u);
 
 /* A sentencepiece .model file's bytes (a ModelProto; untrusted: every
  * varint, length and the charsmap's trie are checked).  name: for
- * messages.  Only model_type UNIGRAM is accepted. */
+ * messages.  model_type UNIGRAM and BPE are accepted. */
 int tfm_unigram_from_spm(tfm_unigram **out, const unsigned char *data, size_t len,
                          const char *name, tfm_err *err);
+
+/* sentencepiece's BPE model type (spm_train --model_type=bpe): the same
+ * pieces, normalizer, unknown and byte pieces, and decoding, but encoding
+ * merges adjacent symbols by the merged piece's score (see unigram.c);
+ * sampling is BPE-dropout (alpha: the probability of skipping a merge);
+ * n-best is not defined.  Set before encoding. */
+void tfm_unigram_set_bpe(tfm_unigram *u, int bpe);
+int tfm_unigram_is_bpe(const tfm_unigram *u);
 
 uint32_t tfm_unigram_size(const tfm_unigram *u);
 const char *tfm_unigram_piece(const tfm_unigram *u, uint32_t id, size_t *len);

@@ -123,6 +123,40 @@ static void test_viterbi_tie(void **state)
     tfm_unigram_free(u);
 }
 
+/* sentencepiece's BPE: the best-scoring merge first; a merge into an unused
+ * piece ("ab") undone unless a later merge ("▁ab") takes it in; equal
+ * scores merge leftmost first; BPE-dropout 1 merges nothing. */
+static void test_bpe(void **state)
+{
+    (void)state;
+    tfm_uni_norm_spec spec = {.add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
+                              .escape_whitespaces = 1};
+    tfm_unigram *u;
+    tfm_err err = {0};
+    assert_int_equal(tfm_unigram_new(&u, &spec, "t", &err), 0);
+    tfm_unigram_set_bpe(u, 1);
+    static const struct { const char *p; float s; tfm_uni_type t; } v[] = {
+        {"<unk>", 0, TFM_UNI_UNKNOWN}, {SP, -3, TFM_UNI_NORMAL}, {"a", -4, TFM_UNI_NORMAL},
+        {"b", -4, TFM_UNI_NORMAL}, {"c", -5, TFM_UNI_NORMAL}, {"ab", -1, TFM_UNI_UNUSED},
+        {SP "ab", -2, TFM_UNI_NORMAL}, {"ca", -6, TFM_UNI_NORMAL}, {"ac", -6, TFM_UNI_NORMAL},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        assert_int_equal(tfm_unigram_add(u, v[i].p, strlen(v[i].p), v[i].s, v[i].t, "t", &err), 0);
+    assert_int_equal(tfm_unigram_finish(u, 0, "t", &err), 0);
+    expect(u, "ab cab", (uint32_t[]){6, 1, 4, 2, 3}, 5);
+    /* "▁cac": ca and ac tie at -6; ca is leftmost */
+    expect(u, "cac", (uint32_t[]){1, 7, 4}, 3);
+    /* an unknown run is one <unk> */
+    expect(u, "xyab", (uint32_t[]){1, 0, 2, 3}, 4);
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 1);
+    tfm_ids ids = {0};
+    tfm_unigram_sample(u, "ab", 2, 1.0f, &rng, &ids);
+    assert_int_equal(ids.len, 3);
+    tfm_ids_free(&ids);
+    tfm_unigram_free(u);
+}
+
 static void test_decode(void **state)
 {
     (void)state;
@@ -230,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_normalize),
         cmocka_unit_test(test_encode),
         cmocka_unit_test(test_viterbi_tie),
+        cmocka_unit_test(test_bpe),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_nbest),
         cmocka_unit_test(test_sample),

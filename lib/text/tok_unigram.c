@@ -18,15 +18,30 @@
 static void uni_encode(const tfm_tokenizer *tok, void *scratch, const char *text, size_t len,
                        tfm_ids *out)
 {
-    (void)scratch;
-    tfm_unigram_encode(tok->impl, text, len, out, NULL, NULL);
+    if (scratch)
+        tfm_unigram_encode_with(tok->impl, scratch, text, len, out, NULL, NULL);
+    else
+        tfm_unigram_encode(tok->impl, text, len, out, NULL, NULL);
 }
 
 static void uni_encode_spans(const tfm_tokenizer *tok, void *scratch, const char *text,
                              size_t len, tfm_ids *out, tfm_ids *start, tfm_ids *end)
 {
-    (void)scratch;
-    tfm_unigram_encode(tok->impl, text, len, out, start, end);
+    if (scratch)
+        tfm_unigram_encode_with(tok->impl, scratch, text, len, out, start, end);
+    else
+        tfm_unigram_encode(tok->impl, text, len, out, start, end);
+}
+
+static void *uni_scratch_new(const tfm_tokenizer *tok)
+{
+    (void)tok;
+    return tfm_uni_work_new();
+}
+
+static void uni_scratch_free(void *scratch)
+{
+    tfm_uni_work_free(scratch);
 }
 
 static void uni_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, tfm_buf *out)
@@ -238,6 +253,8 @@ static const tfm_tok_ops uni_ops = {
     .encode_spans = uni_encode_spans,
     .decode = uni_decode,
     .to_json = uni_to_json,
+    .scratch_new = uni_scratch_new,
+    .scratch_free = uni_scratch_free,
     .free = uni_free,
 };
 

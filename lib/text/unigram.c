@@ -109,6 +109,155 @@ static uint32_t trie_insert(trie *t, const char *s, size_t n)
     return node;
 }
 
+/* ---- the same trie compiled to a double array, for lookups ----
+ *
+ * Node i's child by byte b is unit base_i + b if that unit's label is b;
+ * no two nodes share a base, so the label alone tells the parent.  The
+ * root is unit 0, a leaf's base 0 (no unit below 256 has a parent of base
+ * 0).  A step reads one 8-byte unit, holding the node's piece too, where
+ * the hash table read two arrays at a hashed place. */
+
+#define DT_MAX_BASE ((1u << 23) - 1)
+#define DT_FREE 0x100u /* the label of a free unit: matches no byte */
+
+typedef struct dunit {
+    uint32_t bl;   /* base << 9 | label */
+    int32_t value; /* piece id, or -1 */
+} dunit;
+
+typedef struct dtrie {
+    dunit *u;
+    size_t n; /* base + 255 < n for every unit */
+} dtrie;
+
+/* The unit of the child of unit s by byte b, or -1. */
+static inline int32_t dt_step(const dtrie *d, int32_t s, unsigned char b)
+{
+    int32_t c = (int32_t)(d->u[s].bl >> 9) + b;
+    return (d->u[c].bl & 0x1ff) == b ? c : -1;
+}
+
+typedef struct tedge {
+    uint64_t key; /* node << 8 | byte */
+    uint32_t child;
+} tedge;
+
+static int tedge_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const tedge *)a)->key, y = ((const tedge *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* next_free[i]: the first free unit >= i (union-find, path halving). */
+static size_t dt_free_find(size_t *nf, size_t i)
+{
+    while (nf[i] != i) {
+        nf[i] = nf[nf[i]];
+        i = nf[i];
+    }
+    return i;
+}
+
+/* Compiles t (its node values) into d; fails past DT_MAX_BASE units. */
+static int dt_build(dtrie *d, const trie *t)
+{
+    size_t ne = t->used;
+    tedge *e = tfm_malloc((ne + 1) * sizeof *e);
+    size_t k = 0;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->keys[i])
+            e[k++] = (tedge){t->keys[i] - 1, t->child[i]};
+    qsort(e, ne, sizeof *e, tedge_cmp); /* by node, then byte */
+    size_t *first = tfm_calloc((size_t)t->n_nodes + 1, sizeof *first);
+    for (size_t i = 0; i < ne; i++)
+        first[(e[i].key >> 8) + 1]++;
+    for (uint32_t i = 0; i < t->n_nodes; i++)
+        first[i + 1] += first[i];
+    /* units: grown as needed; nf over the same range plus one sentinel */
+    size_t cap = 2 * (size_t)t->n_nodes + 512;
+    uint8_t *used = tfm_calloc(cap, 1); /* 1: a unit, 2: a base, 3: both */
+    size_t *nf = tfm_malloc((cap + 1) * sizeof *nf);
+    for (size_t i = 0; i <= cap; i++)
+        nf[i] = i;
+    int32_t *base = tfm_calloc(t->n_nodes, sizeof *base);
+    uint32_t *at = tfm_malloc((size_t)t->n_nodes * sizeof *at); /* node -> unit */
+    uint32_t *queue = tfm_malloc((size_t)t->n_nodes * sizeof *queue);
+    size_t qh = 0, qt = 0, top = 0;
+    at[0] = 0;
+    used[0] = 1;
+    nf[0] = 1;
+    queue[qt++] = 0;
+    while (qh < qt) {
+        uint32_t node = queue[qh++];
+        size_t a = first[node], b = first[node + 1];
+        if (a == b)
+            continue;
+        unsigned c0 = (unsigned)(e[a].key & 0xff);
+        size_t f = dt_free_find(nf, c0 + 1), bs;
+        for (;; f = dt_free_find(nf, f + 1)) {
+            bs = f - c0;
+            if (bs + 256 >= cap) { /* grow: room for any base + byte */
+                size_t nc = 2 * cap;
+                if (nc > 2 * (size_t)DT_MAX_BASE + 1024) {
+                    bs = SIZE_MAX;
+                    break;
+                }
+                used = tfm_realloc(used, nc);
+                memset(used + cap, 0, nc - cap);
+                nf = tfm_realloc(nf, (nc + 1) * sizeof *nf);
+                for (size_t i = cap + 1; i <= nc; i++)
+                    nf[i] = i;
+                cap = nc;
+            }
+            if (used[bs] & 2)
+                continue;
+            size_t j = a + 1;
+            while (j < b && !(used[bs + (e[j].key & 0xff)] & 1))
+                j++;
+            if (j == b)
+                break;
+        }
+        if (bs == SIZE_MAX || bs > DT_MAX_BASE) {
+            qh = qt + 1; /* too large */
+            break;
+        }
+        base[node] = (int32_t)bs;
+        used[bs] |= 2;
+        for (size_t j = a; j < b; j++) {
+            size_t c = bs + (e[j].key & 0xff);
+            used[c] |= 1;
+            nf[c] = c + 1;
+            at[e[j].child] = (uint32_t)c;
+            queue[qt++] = e[j].child;
+            if (c > top)
+                top = c;
+        }
+    }
+    int rc = qh > qt ? -1 : 0;
+    d->n = rc ? 257 : top + 257;
+    d->u = tfm_malloc(d->n * sizeof *d->u);
+    for (size_t i = 0; i < d->n; i++)
+        d->u[i] = (dunit){DT_FREE, -1};
+    /* the root keeps the free label: a leaf's step by byte 0 lands on it */
+    for (uint32_t node = 0; node < t->n_nodes && !rc; node++) {
+        dunit *x = &d->u[at[node]];
+        x->bl = (uint32_t)base[node] << 9 | (x->bl & 0x1ff);
+        x->value = t->value[node];
+        for (size_t j = first[node]; j < first[node + 1]; j++) {
+            dunit *y = &d->u[at[e[j].child]];
+            y->bl = (y->bl & ~0x1ffu) | (uint32_t)(e[j].key & 0xff);
+        }
+    }
+    free(e);
+    free(first);
+    free(used);
+    free(nf);
+    free(base);
+    free(at);
+    free(queue);
+    return rc;
+}
+
 /* ---- the model ---- */
 
 struct tfm_unigram {
@@ -123,7 +272,17 @@ struct tfm_unigram {
     float min_score, max_score;
     trie all;  /* every piece */
     trie user; /* user-defined symbols, matched before normalization */
+    dtrie dall, duser; /* the two compiled (by new, again by finish) */
     int has_user;
+    uint8_t user_first[256]; /* a user-defined symbol starts with the byte */
+    /* bit c (c < 0x10000): the character passes normalization unchanged,
+     * whatever follows it (no charsmap rule starts with it, no computed
+     * normalizer); NULL: none is known to */
+    uint8_t *plain;
+    /* an ASCII byte that only begins rules (Latin letters begin their
+     * combining sequences): the charsmap's position after it, else 0; the
+     * byte is plain when the next byte does not go on from there */
+    uint32_t ascii_after[128];
     int bpe;        /* model_type BPE: merges by score instead of the lattice */
     int has_unused; /* BPE: merges into unused pieces are undone at the end */
     /* normalizer */
@@ -190,6 +349,67 @@ done:
     return rc;
 }
 
+static size_t utf8_put(uint32_t c, unsigned char *b)
+{
+    if (c < 0x80) {
+        b[0] = (unsigned char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        b[0] = (unsigned char)(0xC0 | c >> 6);
+        b[1] = (unsigned char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    b[0] = (unsigned char)(0xE0 | c >> 12);
+    b[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+    b[2] = (unsigned char)(0x80 | (c & 0x3F));
+    return 3;
+}
+
+/* u->plain from the charsmap: a character is plain when the walk over its
+ * bytes meets no rule and leaves the trie before its end. */
+static void plain_build(tfm_unigram *u)
+{
+    free(u->plain);
+    u->plain = NULL;
+    if (u->spec.nmt || u->spec.nfkc)
+        return;
+    u->plain = tfm_calloc(0x10000 / 8, 1);
+    for (uint32_t c = 0; c < 0x10000; c++) {
+        if (c >= 0xD800 && c <= 0xDFFF)
+            continue;
+        unsigned char b[4];
+        size_t k = utf8_put(c, b), i = 0;
+        if (u->n_da) {
+            const uint32_t *a = u->da;
+            uint32_t pos = da_offset(a[0]);
+            for (; i < k; i++) {
+                pos ^= b[i];
+                if (pos >= u->n_da || da_label(a[pos]) != b[i])
+                    break;
+                uint32_t unit = a[pos];
+                pos ^= da_offset(unit);
+                if (da_has_leaf(unit) || pos >= u->n_da) {
+                    i = k; /* a rule (or a walk past the array): not plain */
+                    break;
+                }
+            }
+        }
+        if (!u->n_da || i < k)
+            u->plain[c >> 3] |= (uint8_t)(1u << (c & 7));
+    }
+    for (uint32_t c = 0; c < 128 && u->n_da; c++) {
+        const uint32_t *a = u->da;
+        uint32_t pos = da_offset(a[0]) ^ c;
+        u->ascii_after[c] = 0;
+        if (u->plain[c >> 3] >> (c & 7) & 1 || pos >= u->n_da || da_has_leaf(a[pos]))
+            continue;
+        pos ^= da_offset(a[pos]);
+        if (pos && pos < u->n_da)
+            u->ascii_after[c] = pos;
+    }
+}
+
 int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char *what,
                     tfm_err *err)
 {
@@ -201,6 +421,8 @@ int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char
         u->byte_id[i] = -1;
     trie_init(&u->all);
     trie_init(&u->user);
+    dt_build(&u->dall, &u->all);
+    dt_build(&u->duser, &u->user);
     u->spec = *spec;
     u->spec.charsmap = NULL;
     u->spec.charsmap_len = 0;
@@ -234,6 +456,7 @@ int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char
             return -1;
         }
     }
+    plain_build(u);
     *out = u;
     return 0;
 }
@@ -250,8 +473,11 @@ void tfm_unigram_free(tfm_unigram *u)
     free(u->type);
     trie_free(&u->all);
     trie_free(&u->user);
+    free(u->dall.u);
+    free(u->duser.u);
     free(u->charsmap);
     free(u->da);
+    free(u->plain);
     free(u);
 }
 
@@ -333,6 +559,12 @@ int tfm_unigram_finish(tfm_unigram *u, int byte_fallback, const char *what, tfm_
                 return tfm_err_set(err, "%s: byte fallback without the byte piece <0x%02X>",
                                    what, b);
     u->byte_fallback = byte_fallback;
+    free(u->dall.u);
+    free(u->duser.u);
+    if (dt_build(&u->dall, &u->all) | dt_build(&u->duser, &u->user))
+        return tfm_err_set(err, "%s: the model's pieces make too large a trie", what);
+    for (int b = 0; b < 256; b++)
+        u->user_first[b] = dt_step(&u->duser, 0, (unsigned char)b) >= 0;
     return 0;
 }
 
@@ -357,15 +589,15 @@ const char *tfm_unigram_piece(const tfm_unigram *u, uint32_t id, size_t *len)
 /* ---- normalization ---- */
 
 /* Longest match of the trie at s[0..n) with a value; 0 if none. */
-static size_t trie_longest(const trie *t, const char *s, size_t n)
+static size_t trie_longest(const dtrie *d, const char *s, size_t n)
 {
     size_t best = 0;
-    uint32_t node = 0;
+    int32_t node = 0;
     for (size_t i = 0; i < n; i++) {
-        node = trie_step(t, node, (unsigned char)s[i]);
-        if (node == UINT32_MAX)
+        node = dt_step(d, node, (unsigned char)s[i]);
+        if (node < 0)
             break;
-        if (t->value[node] >= 0)
+        if (d->u[node].value >= 0)
             best = i + 1;
     }
     return best;
@@ -466,11 +698,41 @@ static size_t computed_prefix(const tfm_unigram *u, const char *s, size_t n, tfm
 
 /* One step of normalization at s[0..n) (n > 0): the bytes consumed; *r,
  * *rl: what they become (possibly in *tmp). */
-static size_t norm_prefix(const tfm_unigram *u, const char *s, size_t n, const char **r,
-                          size_t *rl, tfm_buf *tmp)
+static inline size_t norm_prefix(const tfm_unigram *u, const char *s, size_t n,
+                                 const char **r, size_t *rl, tfm_buf *tmp)
 {
     size_t m;
-    if (u->has_user && (m = trie_longest(&u->user, s, n)) > 0) {
+    /* most characters: plain, no user symbol starting here */
+    const unsigned char *b = (const unsigned char *)s;
+    if (u->plain && !(u->has_user && u->user_first[b[0]])) {
+        uint32_t c = 0x10000;
+        m = 1;
+        if (b[0] < 0x80) {
+            c = b[0];
+        } else if (b[0] >= 0xC2 && b[0] <= 0xDF && n >= 2 && (b[1] & 0xC0) == 0x80) {
+            c = (uint32_t)(b[0] & 0x1F) << 6 | (b[1] & 0x3F);
+            m = 2;
+        } else if (b[0] >= 0xE0 && b[0] <= 0xEF && n >= 3 && (b[1] & 0xC0) == 0x80 &&
+                   (b[2] & 0xC0) == 0x80) {
+            c = (uint32_t)(b[0] & 0x0F) << 12 | (uint32_t)(b[1] & 0x3F) << 6 | (b[2] & 0x3F);
+            m = 3;
+            if (c < 0x800) /* overlong: U+FFFD below */
+                c = 0x10000;
+        }
+        if (c < 0x10000 && (u->plain[c >> 3] >> (c & 7) & 1)) {
+            *r = s;
+            *rl = m;
+            return m;
+        }
+        uint32_t pos;
+        if (c < 0x80 && (pos = u->ascii_after[c]) != 0 &&
+            (n == 1 || (pos ^ b[1]) >= u->n_da || da_label(u->da[pos ^ b[1]]) != b[1])) {
+            *r = s;
+            *rl = 1;
+            return 1;
+        }
+    }
+    if (u->has_user && (m = trie_longest(&u->duser, s, n)) > 0) {
         *r = s;
         *rl = m;
         return m;
@@ -536,17 +798,19 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
                 rl--;
             }
         if (rl) {
+            tfm_buf_reserve(out, 3 * rl);
+            char *d = out->data + out->len;
             for (size_t i = 0; i < rl; i++) {
                 if (r[i] == ' ' && sp->escape_whitespaces) {
-                    tfm_buf_append(out, SPACE_SYM, 3);
-                    if (src)
-                        put_src(src, at, 3);
+                    memcpy(d, SPACE_SYM, 3);
+                    d += 3;
                 } else {
-                    tfm_buf_putc(out, r[i]);
-                    if (src)
-                        put_src(src, at, 1);
+                    *d++ = r[i];
                 }
             }
+            if (src)
+                put_src(src, at, (size_t)(d - (out->data + out->len)));
+            out->len = (size_t)(d - out->data);
             prev_space = r[rl - 1] == ' ';
         }
         at += m;
@@ -593,12 +857,12 @@ static void edges_at(const tfm_unigram *u, const char *t, size_t L, size_t p, ed
     if (mb > L - p)
         mb = L - p;
     int single = 0;
-    uint32_t node = 0;
+    int32_t node = 0;
     for (size_t k = p; k < L; k++) {
-        node = trie_step(&u->all, node, (unsigned char)t[k]);
-        if (node == UINT32_MAX)
+        node = dt_step(&u->dall, node, (unsigned char)t[k]);
+        if (node < 0)
             break;
-        int32_t id = u->all.value[node];
+        int32_t id = u->dall.u[node].value;
         if (id < 0 || !matchable(u, id))
             continue;
         size_t len = k + 1 - p;
@@ -661,19 +925,8 @@ typedef struct vnode {
     uint32_t id;
 } vnode;
 
-typedef struct vctx {
-    vnode *v;
-    int64_t unk;
-} vctx;
-
-static void viterbi_edge(void *ctx, uint32_t s, uint32_t e, uint32_t id, double score,
-                         int user)
+static inline void vrelax(vnode *tn, double cand, size_t s, uint32_t id)
 {
-    (void)user;
-    const vctx *c = ctx;
-    vnode *v = c->v;
-    vnode *tn = &v[e];
-    double cand = (int64_t)id == c->unk ? (double)((float)score + v[s].score) : score + v[s].score;
     if (tn->start < 0 || cand > tn->score) {
         tn->score = (float)cand;
         tn->start = (int32_t)s;
@@ -681,44 +934,114 @@ static void viterbi_edge(void *ctx, uint32_t s, uint32_t e, uint32_t id, double 
     }
 }
 
-/* The best segmentation of t[0..L) into sg (malloc'd); returns its length. */
-static size_t viterbi(const tfm_unigram *u, const char *t, size_t L, seg **sg)
+/* Buffers of one encoding thread, kept from line to line. */
+struct tfm_uni_work {
+    tfm_buf t;
+    tfm_ids src;
+    vnode *v;
+    seg *sg;
+    size_t cap; /* of v and sg */
+};
+
+tfm_uni_work *tfm_uni_work_new(void)
 {
-    vnode *v = tfm_malloc((L + 1) * sizeof *v);
+    return tfm_calloc(1, sizeof(tfm_uni_work));
+}
+
+void tfm_uni_work_free(tfm_uni_work *w)
+{
+    if (!w)
+        return;
+    tfm_buf_free(&w->t);
+    tfm_ids_free(&w->src);
+    free(w->v);
+    free(w->sg);
+    free(w);
+}
+
+/* The best segmentation of t[0..L) into w->sg; returns its length.  The
+ * edges as edges_at gives them, walked here without the callback. */
+static size_t viterbi(const tfm_unigram *u, const char *t, size_t L, tfm_uni_work *w)
+{
+    if (L + 1 > w->cap) {
+        w->cap = 2 * (L + 1);
+        free(w->v);
+        free(w->sg);
+        w->v = tfm_malloc(w->cap * sizeof *w->v);
+        w->sg = tfm_malloc(w->cap * sizeof *w->sg);
+    }
+    vnode *v = w->v;
     for (size_t i = 0; i <= L; i++)
         v[i] = (vnode){0, -1, 0};
-    vctx c = {v, u->unk};
+    const dunit *du = u->dall.u;
+    const unsigned char *b = (const unsigned char *)t;
+    const float unk_score = u->min_score - 10.0f;
     for (size_t p = 0; p < L;) {
-        edges_at(u, t, L, p, viterbi_edge, &c);
-        size_t mb = one_char_len((unsigned char)t[p]);
-        p += mb < L - p ? mb : L - p;
+        size_t mb = one_char_len(b[p]);
+        if (mb > L - p)
+            mb = L - p;
+        const float sp = v[p].score;
+        int single = 0;
+        int32_t node = 0;
+        for (size_t k = p; k < L; k++) {
+            int32_t c = (int32_t)(du[node].bl >> 9) + b[k];
+            if ((du[c].bl & 0x1ff) != b[k])
+                break;
+            node = c;
+            int32_t id = du[node].value;
+            if (id < 0)
+                continue;
+            uint8_t ty = u->type[id];
+            size_t len = k + 1 - p;
+            if (ty == TFM_UNI_NORMAL)
+                vrelax(&v[k + 1], (double)u->score[id] + sp, p, (uint32_t)id);
+            else if (ty == TFM_UNI_USER) /* a user-defined symbol always wins */
+                vrelax(&v[k + 1], ((double)((float)len * u->max_score) - 0.1) + sp, p,
+                       (uint32_t)id);
+            else
+                continue;
+            single |= len == mb;
+        }
+        if (!single) /* the unknown piece's candidate is a float sum */
+            vrelax(&v[p + mb], (double)(unk_score + sp), p, (uint32_t)u->unk);
+        p += mb;
     }
     size_t ns = 0;
     for (size_t e = L; e > 0; e = (size_t)v[e].start)
         ns++;
-    *sg = tfm_malloc((ns + 1) * sizeof **sg);
     size_t k = ns;
     for (size_t e = L; e > 0; e = (size_t)v[e].start)
-        (*sg)[--k] = (seg){(uint32_t)v[e].start, (uint32_t)e, v[e].id};
-    free(v);
+        w->sg[--k] = (seg){(uint32_t)v[e].start, (uint32_t)e, v[e].id};
     return ns;
 }
 
 static size_t bpe_merge(const tfm_unigram *u, const char *t, size_t L, float alpha,
                         tfm_rng *rng, seg **sg);
 
+void tfm_unigram_encode_with(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
+                             tfm_ids *out, tfm_ids *start, tfm_ids *end)
+{
+    tfm_buf_clear(&w->t);
+    tfm_ids_clear(&w->src);
+    tfm_unigram_normalize(u, s, n, &w->t, start ? &w->src : NULL);
+    const char *t = w->t.data;
+    if (u->bpe) {
+        seg *sg;
+        size_t ns = bpe_merge(u, t, w->t.len, 0, NULL, &sg);
+        segs_to_ids(u, t, sg, ns, out, start ? &w->src : NULL, n, start, end);
+        free(sg);
+    } else {
+        size_t ns = viterbi(u, t, w->t.len, w);
+        segs_to_ids(u, t, w->sg, ns, out, start ? &w->src : NULL, n, start, end);
+    }
+}
+
 void tfm_unigram_encode(const tfm_unigram *u, const char *s, size_t n, tfm_ids *out,
                         tfm_ids *start, tfm_ids *end)
 {
-    tfm_buf t = {0};
-    tfm_ids src = {0};
-    tfm_unigram_normalize(u, s, n, &t, start ? &src : NULL);
-    seg *sg;
-    size_t ns = u->bpe ? bpe_merge(u, t.data, t.len, 0, NULL, &sg) : viterbi(u, t.data, t.len, &sg);
-    segs_to_ids(u, t.data, sg, ns, out, start ? &src : NULL, n, start, end);
-    free(sg);
-    tfm_ids_free(&src);
-    tfm_buf_free(&t);
+    tfm_uni_work *w = tfm_uni_work_new();
+    tfm_unigram_encode_with(u, w, s, n, out, start, end);
+    tfm_uni_work_free(w);
 }
 
 /* ---- every edge, for sampling and n-best ---- */
@@ -934,14 +1257,15 @@ size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t n
 typedef struct bsym {
     uint32_t s, len; /* len 0: merged into its left neighbour */
     int32_t prev, next;
-    uint32_t node; /* the trie node of its bytes, UINT32_MAX: none */
+    int32_t node; /* the trie unit of its bytes, -1: none */
     int frozen;
 } bsym;
 
 typedef struct bpair {
     float score;
     int32_t left, right;
-    uint32_t size, node;
+    uint32_t size;
+    int32_t node;
 } bpair;
 
 /* a before b in the heap: higher score, then leftmost */
@@ -1008,13 +1332,13 @@ static void bpe_candidate(bctx *c, int32_t l, int32_t r)
     if (l < 0 || r < 0 || c->sym[l].frozen || c->sym[r].frozen)
         return;
     const tfm_unigram *u = c->u;
-    uint32_t node = c->sym[l].node;
+    int32_t node = c->sym[l].node;
     const unsigned char *b = (const unsigned char *)c->t + c->sym[r].s;
-    for (uint32_t i = 0; i < c->sym[r].len && node != UINT32_MAX; i++)
-        node = trie_step(&u->all, node, b[i]);
-    if (node == UINT32_MAX || u->all.value[node] < 0)
+    for (uint32_t i = 0; i < c->sym[r].len && node >= 0; i++)
+        node = dt_step(&u->dall, node, b[i]);
+    if (node < 0 || u->dall.u[node].value < 0)
         return;
-    int32_t id = u->all.value[node];
+    int32_t id = u->dall.u[node].value;
     uint8_t ty = u->type[id];
     if (ty != TFM_UNI_NORMAL && ty != TFM_UNI_USER && ty != TFM_UNI_UNUSED)
         return;
@@ -1031,11 +1355,11 @@ static void bpe_candidate(bctx *c, int32_t l, int32_t r)
 /* The id of t[s..s+len): its piece of any type, or the unknown piece. */
 static uint32_t bpe_id(const tfm_unigram *u, const char *t, uint32_t s, uint32_t len)
 {
-    uint32_t node = 0;
-    for (uint32_t i = 0; i < len && node != UINT32_MAX; i++)
-        node = trie_step(&u->all, node, (unsigned char)t[s + i]);
-    return node != UINT32_MAX && u->all.value[node] >= 0 ? (uint32_t)u->all.value[node]
-                                                         : (uint32_t)u->unk;
+    int32_t node = 0;
+    for (uint32_t i = 0; i < len && node >= 0; i++)
+        node = dt_step(&u->dall, node, (unsigned char)t[s + i]);
+    return node >= 0 && u->dall.u[node].value >= 0 ? (uint32_t)u->dall.u[node].value
+                                                   : (uint32_t)u->unk;
 }
 
 static void seg_push(seg **sg, size_t *ns, size_t *cap, seg x)
@@ -1073,16 +1397,16 @@ static size_t bpe_merge(const tfm_unigram *u, const char *t, size_t L, float alp
     bctx c = {.u = u, .t = t, .sym = tfm_malloc((L + 1) * sizeof *c.sym)};
     int32_t n = 0;
     for (size_t p = 0; p < L; n++) {
-        size_t m = u->has_user ? trie_longest(&u->user, t + p, L - p) : 0;
+        size_t m = u->has_user ? trie_longest(&u->duser, t + p, L - p) : 0;
         int frozen = m > 0;
         if (!m) {
             m = one_char_len((unsigned char)t[p]);
             if (m > L - p)
                 m = L - p;
         }
-        uint32_t node = 0;
-        for (size_t i = 0; i < m && node != UINT32_MAX; i++)
-            node = trie_step(&u->all, node, (unsigned char)t[p + i]);
+        int32_t node = 0;
+        for (size_t i = 0; i < m && node >= 0; i++)
+            node = dt_step(&u->dall, node, (unsigned char)t[p + i]);
         c.sym[n] = (bsym){(uint32_t)p, (uint32_t)m, n - 1, p + m < L ? n + 1 : -1, node, frozen};
         p += m;
     }
@@ -1108,8 +1432,8 @@ static size_t bpe_merge(const tfm_unigram *u, const char *t, size_t L, float alp
     *sg = NULL;
     for (int32_t i = n ? 0 : -1; i >= 0; i = c.sym[i].next) {
         const bsym *x = &c.sym[i];
-        uint32_t id = x->node != UINT32_MAX && u->all.value[x->node] >= 0
-                          ? (uint32_t)u->all.value[x->node] : (uint32_t)u->unk;
+        uint32_t id = x->node >= 0 && u->dall.u[x->node].value >= 0
+                          ? (uint32_t)u->dall.u[x->node].value : (uint32_t)u->unk;
         bpe_resegment(&c, x->s, x->len, id, sg, &ns, &cap);
     }
     if (!*sg)

@@ -114,6 +114,13 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
  * neither), also each id's byte span in s. */
 void tfm_unigram_encode(const tfm_unigram *u, const char *s, size_t n, tfm_ids *out,
                         tfm_ids *start, tfm_ids *end);
+/* The same with buffers kept from call to call (one per thread): no
+ * allocation per line once they have grown. */
+typedef struct tfm_uni_work tfm_uni_work;
+tfm_uni_work *tfm_uni_work_new(void);
+void tfm_uni_work_free(tfm_uni_work *w);
+void tfm_unigram_encode_with(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
+                             tfm_ids *out, tfm_ids *start, tfm_ids *end);
 /* A segmentation drawn from the lattice with probability proportional to
  * exp(alpha x its score) (forward-filtering backward-sampling, as
  * sentencepiece's SampleEncode with nbest_size -1). */

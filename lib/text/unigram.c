@@ -181,19 +181,21 @@ static int dt_build(dtrie *d, const trie *t)
         nf[i] = i;
     int32_t *base = tfm_calloc(t->n_nodes, sizeof *base);
     uint32_t *at = tfm_malloc((size_t)t->n_nodes * sizeof *at); /* node -> unit */
-    uint32_t *queue = tfm_malloc((size_t)t->n_nodes * sizeof *queue);
-    size_t qh = 0, qt = 0, top = 0;
+    /* holes before frontier are no longer tried: a search that failed on
+     * many of them moves it past them, which keeps building linear */
+    size_t top = 0, frontier = 1;
+    int rc = 0;
     at[0] = 0;
     used[0] = 1;
     nf[0] = 1;
-    queue[qt++] = 0;
-    while (qh < qt) {
-        uint32_t node = queue[qh++];
+    /* nodes in the order they were made, parents before children: the
+     * edges are read in order */
+    for (uint32_t node = 0; node < t->n_nodes; node++) {
         size_t a = first[node], b = first[node + 1];
         if (a == b)
             continue;
         unsigned c0 = (unsigned)(e[a].key & 0xff);
-        size_t f = dt_free_find(nf, c0 + 1), bs;
+        size_t f = dt_free_find(nf, frontier > c0 + 1 ? frontier : c0 + 1), bs, tries = 0;
         for (;; f = dt_free_find(nf, f + 1)) {
             bs = f - c0;
             if (bs + 256 >= cap) { /* grow: room for any base + byte */
@@ -209,16 +211,17 @@ static int dt_build(dtrie *d, const trie *t)
                     nf[i] = i;
                 cap = nc;
             }
-            if (used[bs] & 2)
-                continue;
             size_t j = a + 1;
-            while (j < b && !(used[bs + (e[j].key & 0xff)] & 1))
-                j++;
-            if (j == b)
+            if (!(used[bs] & 2))
+                while (j < b && !(used[bs + (e[j].key & 0xff)] & 1))
+                    j++;
+            if (j == b && !(used[bs] & 2))
                 break;
+            if (++tries == 32)
+                frontier = f;
         }
         if (bs == SIZE_MAX || bs > DT_MAX_BASE) {
-            qh = qt + 1; /* too large */
+            rc = -1; /* too large */
             break;
         }
         base[node] = (int32_t)bs;
@@ -228,12 +231,10 @@ static int dt_build(dtrie *d, const trie *t)
             used[c] |= 1;
             nf[c] = c + 1;
             at[e[j].child] = (uint32_t)c;
-            queue[qt++] = e[j].child;
             if (c > top)
                 top = c;
         }
     }
-    int rc = qh > qt ? -1 : 0;
     d->n = rc ? 257 : top + 257;
     d->u = tfm_malloc(d->n * sizeof *d->u);
     for (size_t i = 0; i < d->n; i++)
@@ -254,7 +255,6 @@ static int dt_build(dtrie *d, const trie *t)
     free(nf);
     free(base);
     free(at);
-    free(queue);
     return rc;
 }
 
@@ -798,7 +798,8 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
                 rl--;
             }
         if (rl) {
-            tfm_buf_reserve(out, 3 * rl);
+            if (out->cap - out->len < 3 * rl)
+                tfm_buf_reserve(out, 3 * rl + n - at);
             char *d = out->data + out->len;
             for (size_t i = 0; i < rl; i++) {
                 if (r[i] == ' ' && sp->escape_whitespaces) {

@@ -698,39 +698,46 @@ static size_t computed_prefix(const tfm_unigram *u, const char *s, size_t n, tfm
 
 /* One step of normalization at s[0..n) (n > 0): the bytes consumed; *r,
  * *rl: what they become (possibly in *tmp). */
+/* The length of the character at b[0..n) if it passes normalization
+ * unchanged (plain, or an ASCII byte whose rules the next byte does not go
+ * on with) and no user symbol starts there; else 0.  Needs u->plain. */
+static inline size_t plain_len(const tfm_unigram *u, const unsigned char *b, size_t n)
+{
+    if (u->has_user && u->user_first[b[0]])
+        return 0;
+    uint32_t c, pos;
+    if (b[0] < 0x80) {
+        c = b[0];
+        if (u->plain[c >> 3] >> (c & 7) & 1)
+            return 1;
+        return (pos = u->ascii_after[c]) != 0 &&
+               (n == 1 || (pos ^ b[1]) >= u->n_da || da_label(u->da[pos ^ b[1]]) != b[1]);
+    }
+    size_t m;
+    if (b[0] >= 0xC2 && b[0] <= 0xDF && n >= 2 && (b[1] & 0xC0) == 0x80) {
+        c = (uint32_t)(b[0] & 0x1F) << 6 | (b[1] & 0x3F);
+        m = 2;
+    } else if (b[0] >= 0xE0 && b[0] <= 0xEF && n >= 3 && (b[1] & 0xC0) == 0x80 &&
+               (b[2] & 0xC0) == 0x80) {
+        c = (uint32_t)(b[0] & 0x0F) << 12 | (uint32_t)(b[1] & 0x3F) << 6 | (b[2] & 0x3F);
+        m = 3;
+        if (c < 0x800) /* overlong: U+FFFD, not plain */
+            return 0;
+    } else {
+        return 0;
+    }
+    return u->plain[c >> 3] >> (c & 7) & 1 ? m : 0;
+}
+
 static inline size_t norm_prefix(const tfm_unigram *u, const char *s, size_t n,
                                  const char **r, size_t *rl, tfm_buf *tmp)
 {
     size_t m;
-    /* most characters: plain, no user symbol starting here */
-    const unsigned char *b = (const unsigned char *)s;
-    if (u->plain && !(u->has_user && u->user_first[b[0]])) {
-        uint32_t c = 0x10000;
-        m = 1;
-        if (b[0] < 0x80) {
-            c = b[0];
-        } else if (b[0] >= 0xC2 && b[0] <= 0xDF && n >= 2 && (b[1] & 0xC0) == 0x80) {
-            c = (uint32_t)(b[0] & 0x1F) << 6 | (b[1] & 0x3F);
-            m = 2;
-        } else if (b[0] >= 0xE0 && b[0] <= 0xEF && n >= 3 && (b[1] & 0xC0) == 0x80 &&
-                   (b[2] & 0xC0) == 0x80) {
-            c = (uint32_t)(b[0] & 0x0F) << 12 | (uint32_t)(b[1] & 0x3F) << 6 | (b[2] & 0x3F);
-            m = 3;
-            if (c < 0x800) /* overlong: U+FFFD below */
-                c = 0x10000;
-        }
-        if (c < 0x10000 && (u->plain[c >> 3] >> (c & 7) & 1)) {
-            *r = s;
-            *rl = m;
-            return m;
-        }
-        uint32_t pos;
-        if (c < 0x80 && (pos = u->ascii_after[c]) != 0 &&
-            (n == 1 || (pos ^ b[1]) >= u->n_da || da_label(u->da[pos ^ b[1]]) != b[1])) {
-            *r = s;
-            *rl = 1;
-            return 1;
-        }
+    /* most characters */
+    if (u->plain && (m = plain_len(u, (const unsigned char *)s, n)) > 0) {
+        *r = s;
+        *rl = m;
+        return m;
     }
     if (u->has_user && (m = trie_longest(&u->duser, s, n)) > 0) {
         *r = s;

@@ -10,253 +10,8 @@
 #include <utf8proc.h>
 
 #include "text/unigram.h"
+#include "text/unigram_trie.h"
 #include "text/utf8.h"
-
-/* ---- a byte trie: transitions in one hash table ---- */
-
-typedef struct trie {
-    uint64_t *keys; /* (node << 8 | byte) + 1; 0: empty slot */
-    uint32_t *child;
-    size_t cap, used;
-    int32_t *value; /* per node: piece id, or -1 */
-    uint32_t n_nodes, cap_nodes;
-} trie;
-
-static uint64_t mix(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    return k ^ (k >> 29);
-}
-
-static void trie_init(trie *t)
-{
-    memset(t, 0, sizeof *t);
-    t->cap_nodes = 64;
-    t->value = tfm_malloc(t->cap_nodes * sizeof *t->value);
-    t->value[0] = -1;
-    t->n_nodes = 1;
-}
-
-static void trie_free(trie *t)
-{
-    free(t->keys);
-    free(t->child);
-    free(t->value);
-}
-
-/* The child of node by byte b, or UINT32_MAX. */
-static inline uint32_t trie_step(const trie *t, uint32_t node, unsigned char b)
-{
-    if (!t->cap)
-        return UINT32_MAX;
-    uint64_t k = ((uint64_t)node << 8 | b) + 1;
-    size_t h = mix(k) & (t->cap - 1);
-    for (;;) {
-        if (t->keys[h] == k)
-            return t->child[h];
-        if (!t->keys[h])
-            return UINT32_MAX;
-        h = (h + 1) & (t->cap - 1);
-    }
-}
-
-static void trie_put(trie *t, uint64_t k, uint32_t child)
-{
-    size_t h = mix(k) & (t->cap - 1);
-    while (t->keys[h])
-        h = (h + 1) & (t->cap - 1);
-    t->keys[h] = k;
-    t->child[h] = child;
-    t->used++;
-}
-
-static uint32_t trie_child(trie *t, uint32_t node, unsigned char b)
-{
-    uint32_t c = trie_step(t, node, b);
-    if (c != UINT32_MAX)
-        return c;
-    if ((t->used + 1) * 2 > t->cap) {
-        size_t ocap = t->cap;
-        uint64_t *ok = t->keys;
-        uint32_t *oc = t->child;
-        t->cap = ocap ? ocap * 2 : 1024;
-        t->keys = tfm_calloc(t->cap, sizeof *t->keys);
-        t->child = tfm_malloc(t->cap * sizeof *t->child);
-        t->used = 0;
-        for (size_t i = 0; i < ocap; i++)
-            if (ok[i])
-                trie_put(t, ok[i], oc[i]);
-        free(ok);
-        free(oc);
-    }
-    if (t->n_nodes == t->cap_nodes) {
-        t->cap_nodes *= 2;
-        t->value = tfm_realloc(t->value, t->cap_nodes * sizeof *t->value);
-    }
-    c = t->n_nodes++;
-    t->value[c] = -1;
-    trie_put(t, ((uint64_t)node << 8 | b) + 1, c);
-    return c;
-}
-
-/* The node of s[0..n), created on the way. */
-static uint32_t trie_insert(trie *t, const char *s, size_t n)
-{
-    uint32_t node = 0;
-    for (size_t i = 0; i < n; i++)
-        node = trie_child(t, node, (unsigned char)s[i]);
-    return node;
-}
-
-/* ---- the same trie compiled to a double array, for lookups ----
- *
- * Node i's child by byte b is unit base_i + b if that unit's label is b;
- * no two nodes share a base, so the label alone tells the parent.  The
- * root is unit 0, a leaf's base 0 (no unit below 256 has a parent of base
- * 0).  A step reads one 8-byte unit, holding the node's piece too, where
- * the hash table read two arrays at a hashed place. */
-
-#define DT_MAX_BASE ((1u << 23) - 1)
-#define DT_FREE 0x100u /* the label of a free unit: matches no byte */
-
-typedef struct dunit {
-    uint32_t bl;   /* base << 9 | label */
-    int32_t value; /* piece id, or -1 */
-} dunit;
-
-typedef struct dtrie {
-    dunit *u;
-    size_t n; /* base + 255 < n for every unit */
-} dtrie;
-
-/* The unit of the child of unit s by byte b, or -1. */
-static inline int32_t dt_step(const dtrie *d, int32_t s, unsigned char b)
-{
-    int32_t c = (int32_t)(d->u[s].bl >> 9) + b;
-    return (d->u[c].bl & 0x1ff) == b ? c : -1;
-}
-
-typedef struct tedge {
-    uint64_t key; /* node << 8 | byte */
-    uint32_t child;
-} tedge;
-
-static int tedge_cmp(const void *a, const void *b)
-{
-    uint64_t x = ((const tedge *)a)->key, y = ((const tedge *)b)->key;
-    return x < y ? -1 : x > y;
-}
-
-/* next_free[i]: the first free unit >= i (union-find, path halving). */
-static size_t dt_free_find(size_t *nf, size_t i)
-{
-    while (nf[i] != i) {
-        nf[i] = nf[nf[i]];
-        i = nf[i];
-    }
-    return i;
-}
-
-/* Compiles t (its node values) into d; fails past DT_MAX_BASE units. */
-static int dt_build(dtrie *d, const trie *t)
-{
-    size_t ne = t->used;
-    tedge *e = tfm_malloc((ne + 1) * sizeof *e);
-    size_t k = 0;
-    for (size_t i = 0; i < t->cap; i++)
-        if (t->keys[i])
-            e[k++] = (tedge){t->keys[i] - 1, t->child[i]};
-    qsort(e, ne, sizeof *e, tedge_cmp); /* by node, then byte */
-    size_t *first = tfm_calloc((size_t)t->n_nodes + 1, sizeof *first);
-    for (size_t i = 0; i < ne; i++)
-        first[(e[i].key >> 8) + 1]++;
-    for (uint32_t i = 0; i < t->n_nodes; i++)
-        first[i + 1] += first[i];
-    /* units: grown as needed; nf over the same range plus one sentinel */
-    size_t cap = 2 * (size_t)t->n_nodes + 512;
-    uint8_t *used = tfm_calloc(cap, 1); /* 1: a unit, 2: a base, 3: both */
-    size_t *nf = tfm_malloc((cap + 1) * sizeof *nf);
-    for (size_t i = 0; i <= cap; i++)
-        nf[i] = i;
-    int32_t *base = tfm_calloc(t->n_nodes, sizeof *base);
-    uint32_t *at = tfm_malloc((size_t)t->n_nodes * sizeof *at); /* node -> unit */
-    /* holes before frontier are no longer tried: a search that failed on
-     * many of them moves it past them, which keeps building linear */
-    size_t top = 0, frontier = 1;
-    int rc = 0;
-    at[0] = 0;
-    used[0] = 1;
-    nf[0] = 1;
-    /* nodes in the order they were made, parents before children: the
-     * edges are read in order */
-    for (uint32_t node = 0; node < t->n_nodes; node++) {
-        size_t a = first[node], b = first[node + 1];
-        if (a == b)
-            continue;
-        unsigned c0 = (unsigned)(e[a].key & 0xff);
-        size_t f = dt_free_find(nf, frontier > c0 + 1 ? frontier : c0 + 1), bs, tries = 0;
-        for (;; f = dt_free_find(nf, f + 1)) {
-            bs = f - c0;
-            if (bs + 256 >= cap) { /* grow: room for any base + byte */
-                size_t nc = 2 * cap;
-                if (nc > 2 * (size_t)DT_MAX_BASE + 1024) {
-                    bs = SIZE_MAX;
-                    break;
-                }
-                used = tfm_realloc(used, nc);
-                memset(used + cap, 0, nc - cap);
-                nf = tfm_realloc(nf, (nc + 1) * sizeof *nf);
-                for (size_t i = cap + 1; i <= nc; i++)
-                    nf[i] = i;
-                cap = nc;
-            }
-            size_t j = a + 1;
-            if (!(used[bs] & 2))
-                while (j < b && !(used[bs + (e[j].key & 0xff)] & 1))
-                    j++;
-            if (j == b && !(used[bs] & 2))
-                break;
-            if (++tries == 32)
-                frontier = f;
-        }
-        if (bs == SIZE_MAX || bs > DT_MAX_BASE) {
-            rc = -1; /* too large */
-            break;
-        }
-        base[node] = (int32_t)bs;
-        used[bs] |= 2;
-        for (size_t j = a; j < b; j++) {
-            size_t c = bs + (e[j].key & 0xff);
-            used[c] |= 1;
-            nf[c] = c + 1;
-            at[e[j].child] = (uint32_t)c;
-            if (c > top)
-                top = c;
-        }
-    }
-    d->n = rc ? 257 : top + 257;
-    d->u = tfm_malloc(d->n * sizeof *d->u);
-    for (size_t i = 0; i < d->n; i++)
-        d->u[i] = (dunit){DT_FREE, -1};
-    /* the root keeps the free label: a leaf's step by byte 0 lands on it */
-    for (uint32_t node = 0; node < t->n_nodes && !rc; node++) {
-        dunit *x = &d->u[at[node]];
-        x->bl = (uint32_t)base[node] << 9 | (x->bl & 0x1ff);
-        x->value = t->value[node];
-        for (size_t j = first[node]; j < first[node + 1]; j++) {
-            dunit *y = &d->u[at[e[j].child]];
-            y->bl = (y->bl & ~0x1ffu) | (uint32_t)(e[j].key & 0xff);
-        }
-    }
-    free(e);
-    free(first);
-    free(used);
-    free(nf);
-    free(base);
-    free(at);
-    return rc;
-}
 
 /* ---- the model ---- */
 
@@ -270,9 +25,9 @@ struct tfm_unigram {
     int byte_fallback;
     int32_t byte_id[256];
     float min_score, max_score;
-    trie all;  /* every piece */
-    trie user; /* user-defined symbols, matched before normalization */
-    dtrie dall, duser; /* the two compiled (by new, again by finish) */
+    tfm_uni_trie all;  /* every piece */
+    tfm_uni_trie user; /* user-defined symbols, matched before normalization */
+    tfm_uni_dtrie dall, duser; /* the two compiled (by new, again by finish) */
     int has_user;
     uint8_t user_first[256]; /* a user-defined symbol starts with the byte */
     /* bit c (c < 0x10000): the character passes normalization unchanged,
@@ -419,10 +174,10 @@ int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char
     u->max_score = FLT_MIN; /* as sentencepiece: user symbols then score about -0.1 */
     for (int i = 0; i < 256; i++)
         u->byte_id[i] = -1;
-    trie_init(&u->all);
-    trie_init(&u->user);
-    dt_build(&u->dall, &u->all);
-    dt_build(&u->duser, &u->user);
+    tfm_uni_trie_init(&u->all);
+    tfm_uni_trie_init(&u->user);
+    tfm_uni_dt_build(&u->dall, &u->all);
+    tfm_uni_dt_build(&u->duser, &u->user);
     u->spec = *spec;
     u->spec.charsmap = NULL;
     u->spec.charsmap_len = 0;
@@ -471,8 +226,8 @@ void tfm_unigram_free(tfm_unigram *u)
     free(u->plen);
     free(u->score);
     free(u->type);
-    trie_free(&u->all);
-    trie_free(&u->user);
+    tfm_uni_trie_free(&u->all);
+    tfm_uni_trie_free(&u->user);
     free(u->dall.u);
     free(u->duser.u);
     free(u->charsmap);
@@ -504,7 +259,7 @@ int tfm_unigram_add(tfm_unigram *u, const char *piece, size_t len, float score,
                            (int)(len > 64 ? 64 : len), piece);
     if (type < TFM_UNI_NORMAL || type > TFM_UNI_BYTE)
         return tfm_err_set(err, "%s: piece %u has an unknown type %d", what, id, (int)type);
-    uint32_t node = trie_insert(&u->all, piece, len);
+    uint32_t node = tfm_uni_trie_insert(&u->all, piece, len);
     if (u->all.value[node] >= 0)
         return tfm_err_set(err, "%s: piece '%.*s' appears twice (ids %d and %u)", what,
                            (int)(len > 64 ? 64 : len), piece, u->all.value[node], id);
@@ -525,7 +280,8 @@ int tfm_unigram_add(tfm_unigram *u, const char *piece, size_t len, float score,
     if (type == TFM_UNI_UNUSED)
         u->has_unused = 1;
     if (type == TFM_UNI_USER) {
-        u->user.value[trie_insert(&u->user, piece, len)] = (int32_t)id;
+        uint32_t un = tfm_uni_trie_insert(&u->user, piece, len); /* may move user.value */
+        u->user.value[un] = (int32_t)id;
         u->has_user = 1;
     }
     if (type == TFM_UNI_NORMAL) {
@@ -561,10 +317,10 @@ int tfm_unigram_finish(tfm_unigram *u, int byte_fallback, const char *what, tfm_
     u->byte_fallback = byte_fallback;
     free(u->dall.u);
     free(u->duser.u);
-    if (dt_build(&u->dall, &u->all) | dt_build(&u->duser, &u->user))
+    if (tfm_uni_dt_build(&u->dall, &u->all) | tfm_uni_dt_build(&u->duser, &u->user))
         return tfm_err_set(err, "%s: the model's pieces make too large a trie", what);
     for (int b = 0; b < 256; b++)
-        u->user_first[b] = dt_step(&u->duser, 0, (unsigned char)b) >= 0;
+        u->user_first[b] = tfm_uni_dt_step(&u->duser, 0, (unsigned char)b) >= 0;
     return 0;
 }
 
@@ -589,12 +345,12 @@ const char *tfm_unigram_piece(const tfm_unigram *u, uint32_t id, size_t *len)
 /* ---- normalization ---- */
 
 /* Longest match of the trie at s[0..n) with a value; 0 if none. */
-static size_t trie_longest(const dtrie *d, const char *s, size_t n)
+static size_t trie_longest(const tfm_uni_dtrie *d, const char *s, size_t n)
 {
     size_t best = 0;
     int32_t node = 0;
     for (size_t i = 0; i < n; i++) {
-        node = dt_step(d, node, (unsigned char)s[i]);
+        node = tfm_uni_dt_step(d, node, (unsigned char)s[i]);
         if (node < 0)
             break;
         if (d->u[node].value >= 0)
@@ -867,7 +623,7 @@ static void edges_at(const tfm_unigram *u, const char *t, size_t L, size_t p, ed
     int single = 0;
     int32_t node = 0;
     for (size_t k = p; k < L; k++) {
-        node = dt_step(&u->dall, node, (unsigned char)t[k]);
+        node = tfm_uni_dt_step(&u->dall, node, (unsigned char)t[k]);
         if (node < 0)
             break;
         int32_t id = u->dall.u[node].value;
@@ -981,7 +737,7 @@ static size_t viterbi(const tfm_unigram *u, const char *t, size_t L, tfm_uni_wor
     vnode *v = w->v;
     for (size_t i = 0; i <= L; i++)
         v[i] = (vnode){0, -1, 0};
-    const dunit *du = u->dall.u;
+    const tfm_uni_dunit *du = u->dall.u;
     const unsigned char *b = (const unsigned char *)t;
     const float unk_score = u->min_score - 10.0f;
     for (size_t p = 0; p < L;) {
@@ -1343,7 +1099,7 @@ static void bpe_candidate(bctx *c, int32_t l, int32_t r)
     int32_t node = c->sym[l].node;
     const unsigned char *b = (const unsigned char *)c->t + c->sym[r].s;
     for (uint32_t i = 0; i < c->sym[r].len && node >= 0; i++)
-        node = dt_step(&u->dall, node, b[i]);
+        node = tfm_uni_dt_step(&u->dall, node, b[i]);
     if (node < 0 || u->dall.u[node].value < 0)
         return;
     int32_t id = u->dall.u[node].value;
@@ -1365,7 +1121,7 @@ static uint32_t bpe_id(const tfm_unigram *u, const char *t, uint32_t s, uint32_t
 {
     int32_t node = 0;
     for (uint32_t i = 0; i < len && node >= 0; i++)
-        node = dt_step(&u->dall, node, (unsigned char)t[s + i]);
+        node = tfm_uni_dt_step(&u->dall, node, (unsigned char)t[s + i]);
     return node >= 0 && u->dall.u[node].value >= 0 ? (uint32_t)u->dall.u[node].value
                                                    : (uint32_t)u->unk;
 }
@@ -1414,7 +1170,7 @@ static size_t bpe_merge(const tfm_unigram *u, const char *t, size_t L, float alp
         }
         int32_t node = 0;
         for (size_t i = 0; i < m && node >= 0; i++)
-            node = dt_step(&u->dall, node, (unsigned char)t[p + i]);
+            node = tfm_uni_dt_step(&u->dall, node, (unsigned char)t[p + i]);
         c.sym[n] = (bsym){(uint32_t)p, (uint32_t)m, n - 1, p + m < L ? n + 1 : -1, node, frozen};
         p += m;
     }

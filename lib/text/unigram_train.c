@@ -15,6 +15,7 @@
 #include "text/tok_internal.h"
 #include "text/unigram.h"
 #include "text/unigram_train.h"
+#include "text/unigram_trie.h"
 #include "text/utf8.h"
 
 enum {
@@ -432,6 +433,7 @@ static cand *seed_substrings(const uint32_t *A, size_t n, size_t *n_out)
 
 typedef struct model {
     strmap map;     /* piece -> index */
+    tfm_uni_dtrie trie; /* the same, walked from each character by lat_build */
     double *score;
     size_t n;
     double min_score;
@@ -440,6 +442,7 @@ typedef struct model {
 static void model_free(model *m)
 {
     sm_free(&m->map);
+    free(m->trie.u);
     free(m->score);
     memset(m, 0, sizeof *m);
 }
@@ -456,13 +459,22 @@ static void model_set(model *m, const piece *p, size_t n)
     model nm = {0};
     nm.score = tfm_malloc((n + 1) * sizeof *nm.score);
     nm.min_score = DBL_MAX;
+    tfm_uni_trie t;
+    tfm_uni_trie_init(&t);
     for (size_t i = 0; i < n; i++) {
         size_t k = sm_add(&nm.map, p[i].s, p[i].len, NULL);
+        uint32_t node = tfm_uni_trie_insert(&t, p[i].s, p[i].len); /* may move t.value */
+        t.value[node] = (int32_t)k;
         nm.score[k] = p[i].score;
         if (p[i].score < nm.min_score)
             nm.min_score = p[i].score;
     }
     nm.n = nm.map.n;
+    /* pieces of at most 16 characters, a few hundred thousand of them: far
+     * below the double array's limit */
+    int rc = tfm_uni_dt_build(&nm.trie, &t);
+    TFM_ASSERT(rc == 0);
+    tfm_uni_trie_free(&t);
     model_free(m);
     *m = nm;
 }
@@ -528,10 +540,18 @@ static void lat_build(lattice *L, const model *m, const char *w, size_t len, int
         L->b = tfm_realloc(L->b, L->cap_ab * sizeof *L->b);
         L->back = tfm_realloc(L->back, L->cap_ab * sizeof *L->back);
     }
+    const unsigned char *b = (const unsigned char *)w;
     for (size_t s = 0; s < L->nc; s++) {
         int single = 0;
-        for (size_t k = 1; k <= MAX_PIECE_CHARS && s + k <= L->nc; k++) {
-            int64_t id = sm_find(&m->map, w + L->pos[s], L->pos[s + k] - L->pos[s]);
+        /* the pieces that start here, shortest first, walking the trie */
+        size_t kmax = s + MAX_PIECE_CHARS <= L->nc ? MAX_PIECE_CHARS : L->nc - s;
+        int32_t node = 0;
+        for (size_t k = 1, i = L->pos[s]; k <= kmax && node >= 0; k++) {
+            for (; i < L->pos[s + k] && node >= 0; i++)
+                node = tfm_uni_dt_step(&m->trie, node, b[i]);
+            if (node < 0)
+                break;
+            int64_t id = m->trie.u[node].value;
             if (id < 0 || id == skip)
                 continue;
             if (k == 1)

@@ -101,12 +101,6 @@ typedef struct tedge {
     uint32_t child;
 } tedge;
 
-static int tedge_cmp(const void *a, const void *b)
-{
-    uint64_t x = ((const tedge *)a)->key, y = ((const tedge *)b)->key;
-    return x < y ? -1 : x > y;
-}
-
 /* next_free[i]: the first free unit >= i (union-find, path halving). */
 static size_t tfm_uni_dt_free_find(size_t *nf, size_t i)
 {
@@ -120,17 +114,29 @@ static size_t tfm_uni_dt_free_find(size_t *nf, size_t i)
 int tfm_uni_dt_build(tfm_uni_dtrie *d, const tfm_uni_trie *t)
 {
     size_t ne = t->used;
-    tedge *e = tfm_malloc((ne + 1) * sizeof *e);
-    size_t k = 0;
+    /* the edges by node (a counting sort), then by byte within a node
+     * (an insertion sort of its few children) */
+    size_t *first = tfm_calloc((size_t)t->n_nodes + 1, sizeof *first);
     for (size_t i = 0; i < t->cap; i++)
         if (t->keys[i])
-            e[k++] = (tedge){t->keys[i] - 1, t->child[i]};
-    qsort(e, ne, sizeof *e, tedge_cmp); /* by node, then byte */
-    size_t *first = tfm_calloc((size_t)t->n_nodes + 1, sizeof *first);
-    for (size_t i = 0; i < ne; i++)
-        first[(e[i].key >> 8) + 1]++;
+            first[((t->keys[i] - 1) >> 8) + 1]++;
     for (uint32_t i = 0; i < t->n_nodes; i++)
         first[i + 1] += first[i];
+    tedge *e = tfm_malloc((ne + 1) * sizeof *e);
+    size_t *fill = tfm_malloc(((size_t)t->n_nodes + 1) * sizeof *fill);
+    memcpy(fill, first, ((size_t)t->n_nodes + 1) * sizeof *fill);
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->keys[i])
+            e[fill[(t->keys[i] - 1) >> 8]++] = (tedge){t->keys[i] - 1, t->child[i]};
+    free(fill);
+    for (uint32_t node = 0; node < t->n_nodes; node++)
+        for (size_t j = first[node] + 1; j < first[node + 1]; j++) {
+            tedge x = e[j];
+            size_t k = j;
+            for (; k > first[node] && e[k - 1].key > x.key; k--)
+                e[k] = e[k - 1];
+            e[k] = x;
+        }
     /* units: grown as needed; nf over the same range plus one sentinel */
     size_t cap = 2 * (size_t)t->n_nodes + 512;
     uint8_t *used = tfm_calloc(cap, 1); /* 1: a unit, 2: a base, 3: both */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# SentencePiece Unigram: the ids of models that spm_train writes (trained
+# SentencePiece Unigram and BPE: the ids of models that spm_train writes (trained
 # here on a generated text, --num_threads=1: its vocabulary depends on the
 # thread count) equal spm_encode's on hidden text with accents, CJK, emoji,
 # combining marks, odd spaces, tabs and very long words; decoding equals
@@ -91,7 +91,53 @@ check uni_identity --model_type=unigram --vocab_size=300 --normalization_rule_na
     --add_dummy_prefix=false --remove_extra_whitespaces=false
 check uni_nfkc_cf --model_type=unigram --vocab_size=250 --normalization_rule_name=nmt_nfkc_cf \
     --split_digits=true
-echo "ids and decoding equal spm_encode/spm_decode for $n unigram models"
+# sentencepiece's BPE: pieces merged by score; its tokenizer.json is HF's
+# BPE under Metaspace
+check bpe --model_type=bpe --vocab_size=300
+check bpe_bytes --model_type=bpe --vocab_size=400 --byte_fallback=true
+check bpe_user --model_type=bpe --vocab_size=300 \
+    --user_defined_symbols='<sep>,quick,東京' --control_symbols='<ctl>'
+grep -q '"type": "BPE"' bpe.json || fail "an spm BPE model's tokenizer.json is not a BPE model"
+echo "ids and decoding equal spm_encode/spm_decode for $n unigram and bpe models"
+
+# A Viterbi near-tie (lib/text/unigram_test.c has the same model): "ab" is
+# ▁|ab (-1 + -3 = -4) or ▁a|b (-3.5 + -0.49999997 = -4 + 2^-25, -4 in
+# float).  sentencepiece sums in double: ▁a|b (ids 5 3); float sums keep
+# ▁|ab (1 4).  The .model is written byte by byte: <unk>, ▁, a, b, ab, ▁a.
+{
+    printf '\012\016\012\005<unk>\025\000\000\000\000\030\002'
+    printf '\012\014\012\003\342\226\201\025\000\000\200\277\030\001'
+    printf '\012\012\012\001a\025\000\000\040\301\030\001'
+    printf '\012\012\012\001b\025\377\377\377\276\030\001'
+    printf '\012\013\012\002ab\025\000\000\100\300\030\001'
+    printf '\012\015\012\004\342\226\201a\025\000\000\140\300\030\001'
+} > tie.model
+printf 'ab\nab ab\nba\n' > tie.txt
+spm_encode --model=tie.model --output_format=id < tie.txt > tie.spm
+$T encode -q -t tie.model < tie.txt > tie.tfm
+printf '5 3\n5 3 5 3\n1 3 2\n' | cmp -s - tie.spm || fail "spm_encode no longer picks ▁a|b: $(cat tie.spm)"
+cmp -s tie.spm tie.tfm || fail "Viterbi near-tie: ids $(head -n 1 tie.tfm), spm_encode $(head -n 1 tie.spm)"
+echo "a Viterbi near-tie is broken as spm_encode breaks it"
+
+# A BPE model with an unused piece: "ab" (score -1, type UNUSED) merges
+# first, then into "▁ab" (-2) where a "▁" precedes it; left alone it is
+# split back into a and b.  <unk>, ▁, a, b, c, ab, ▁ab; model_type BPE.
+{
+    printf '\012\016\012\005<unk>\025\000\000\000\000\030\002'
+    printf '\012\014\012\003\342\226\201\025\000\000\100\300\030\001'
+    printf '\012\012\012\001a\025\000\000\200\300\030\001'
+    printf '\012\012\012\001b\025\000\000\200\300\030\001'
+    printf '\012\012\012\001c\025\000\000\240\300\030\001'
+    printf '\012\013\012\002ab\025\000\000\200\277\030\005'
+    printf '\012\016\012\005\342\226\201ab\025\000\000\000\300\030\001'
+    printf '\022\002\030\002'
+} > unused.model
+printf 'ab cab\nabab xy ab\n' > unused.txt
+spm_encode --model=unused.model --output_format=id < unused.txt > unused.spm
+$T encode -q -t unused.model < unused.txt > unused.tfm
+printf '6 1 4 2 3\n6 2 3 1 0 6\n' | cmp -s - unused.spm || fail "spm_encode on unused.model: $(cat unused.spm)"
+cmp -s unused.spm unused.tfm || fail "BPE with an unused piece: ids $(cat unused.tfm)"
+echo "a BPE merge into an unused piece is undone as spm_encode does"
 
 # Decoding is the exact inverse on normalized text without unknown pieces.
 spm_normalize --model=uni_bytes.model < hidden.txt 2>/dev/null | sed 's/▁/ /g; s/^ //' > norm.txt ||
@@ -131,4 +177,12 @@ $T train -q --model bpe --vocab-size 300 -o bpe.json corpus.txt
 expect_exit 1 $T encode -t bpe.json --sample 0.1 hidden.txt
 grep -q "needs a Unigram" err || fail "--sample with BPE: $(cat err)"
 expect_exit 1 $T encode -t bpe.json --nbest 2 hidden.txt
+expect_exit 1 $T encode -t bpe.model --nbest 2 hidden.txt
+grep -q "sentencepiece model is BPE" err || fail "--nbest with spm's BPE: $(cat err)"
+# BPE-dropout: another seed draws otherwise, alpha 0 merges as encode does
+$T encode -q -t bpe.model --sample 0.1 --seed 1 < big.txt > d1.ids
+$T encode -q -t bpe.model --sample 0.1 --seed 2 < big.txt > d2.ids
+cmp -s d1.ids d2.ids && fail "BPE-dropout: another seed gives the same draws"
+$T encode -q -t bpe.model --sample 0 --seed 1 < big.txt > d0.ids
+$T encode -q -t bpe.model < big.txt | cmp -s - d0.ids || fail "BPE-dropout 0 differs from encode"
 echo "--nbest and --sample work; sampling is the same on any thread count"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Bad SentencePiece input: a truncated or corrupted .model (bad varints,
 # lengths past the end, a charsmap trie that points outside itself) and a
-# Unigram tokenizer.json with duplicate pieces or non-finite scores fail
+# Unigram or sentencepiece-BPE tokenizer.json with duplicate pieces or ids,
+# non-finite scores or merges outside the vocabulary fail
 # with exit 1 and one message naming the file.  The files are made here
 # byte by byte, so no spm_train is needed.
 . "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/tokenize_lib.sh"
@@ -48,9 +49,9 @@ bad size.model "charsmap is malformed"
 # a piece twice
 { cat ok.model; printf '\012\012\012\001a\025\000\000\000\300\030\001'; } > dup.model
 bad dup.model "appears twice"
-# a BPE model
-{ cat ok.model; printf '\022\002\030\002'; } > bpe.model
-bad bpe.model "only unigram"
+# a word model
+{ cat ok.model; printf '\022\002\030\003'; } > word.model
+bad word.model "only unigram and bpe"
 
 uni_json() { # vocab entries
     printf '{"normalizer": null, "pre_tokenizer": {"type": "Metaspace", "replacement": "\342\226\201", "prepend_scheme": "always"}, "model": {"type": "Unigram", "unk_id": 0, "vocab": [%s]}}\n' "$1"
@@ -66,4 +67,17 @@ uni_json '["<unk>", 0], ["a", "x"]' > str.json
 bad str.json "piece, score"
 uni_json '["<unk>", 0], ["a", -1]' | sed 's/"unk_id": 0/"unk_id": 7/' > unk.json
 bad unk.json "unk_id 7"
-echo "bad .model and Unigram tokenizer.json files fail with a message naming them"
+# sentencepiece's BPE as tokenizer.json (a BPE model under Metaspace)
+bpe_json() { # vocab, merges
+    printf '{"normalizer": null, "pre_tokenizer": {"type": "Metaspace", "replacement": "\342\226\201", "prepend_scheme": "always"}, "model": {"type": "BPE", "unk_token": "<unk>", "vocab": {%s}, "merges": [%s]}}\n' "$1" "$2"
+}
+bpe_json '"<unk>": 0, "▁": 1, "a": 2, "▁a": 3' '["▁", "a"]' > okbpe.json
+echo 'a aa' | $T encode -q -t okbpe.json > ids
+[ "$(cat ids)" = "3 3 2" ] || fail "hand-made BPE tokenizer.json: ids '$(cat ids)'"
+bpe_json '"<unk>": 0, "▁": 1, "a": 1' '' > dupid.json
+bad dupid.json "vocab id 1 is given twice"
+bpe_json '"<unk>": 0, "▁": 1, "a": 2' '"a a"' > merge.json
+bad merge.json "not in the vocab"
+bpe_json '"<u>": 0, "a": 1' '' > nounk.json
+bad nounk.json "unk_token is not in the vocab"
+echo "bad .model and Unigram/BPE tokenizer.json files fail with a message naming them"

@@ -476,6 +476,14 @@ int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
     const char *what = opts->nbest ? "--nbest" : "--sample";
     if ((opts->sample || opts->nbest) && tfm_tokenizer_kind(tok) != TFM_TOK_UNIGRAM)
         return tfm_err_set(err, "%s needs a Unigram (sentencepiece) tokenizer", what);
+    if (opts->nbest) { /* the kind's own refusal (sentencepiece's BPE has no n-best) */
+        tfm_ids ids = {0}, off = {0};
+        int rc = tfm_tokenizer_encode_nbest(tok, "", 0, 1, &ids, &off, err);
+        tfm_ids_free(&ids);
+        tfm_ids_free(&off);
+        if (rc)
+            return -1;
+    }
     if ((opts->sample || opts->nbest) && opts->document)
         return tfm_err_set(err, "%s works line by line, not with --document", what);
     if (opts->nbest && (opts->format == TFM_ENC_NPY || opts->add_special))

@@ -222,16 +222,17 @@ int tfm_unigram_from_spm(tfm_unigram **out, const unsigned char *data, size_t le
         return -1;
     if (n_pieces == 0)
         return tfm_err_set(err, "%s: not a sentencepiece model (no pieces)", name);
-    if (in.model_type != 1)
-        return tfm_err_set(err, "%s: a sentencepiece model of type %s: only unigram models "
-                                "are supported", name,
-                           in.model_type == 2 ? "bpe" : in.model_type == 3 ? "word"
-                           : in.model_type == 4 ? "char" : "unknown");
+    if (in.model_type != 1 && in.model_type != 2)
+        return tfm_err_set(err, "%s: a sentencepiece model of type %s: only unigram and bpe "
+                                "models are supported", name,
+                           in.model_type == 3 ? "word" : in.model_type == 4 ? "char"
+                                                                            : "unknown");
     if (in.ws_suffix)
         return tfm_err_set(err, "%s: treat_whitespace_as_suffix is not supported", name);
     tfm_unigram *u;
     if (tfm_unigram_new(&u, &in.norm, name, err))
         return -1;
+    tfm_unigram_set_bpe(u, in.model_type == 2);
     b.p = data;
     while ((rc = pb_next(&b, &f, err)) == 0)
         if (f.num == 1 && read_piece(pb_sub(&b, &f), u, err)) {

@@ -18,15 +18,30 @@
 static void uni_encode(const tfm_tokenizer *tok, void *scratch, const char *text, size_t len,
                        tfm_ids *out)
 {
-    (void)scratch;
-    tfm_unigram_encode(tok->impl, text, len, out, NULL, NULL);
+    if (scratch)
+        tfm_unigram_encode_with(tok->impl, scratch, text, len, out, NULL, NULL);
+    else
+        tfm_unigram_encode(tok->impl, text, len, out, NULL, NULL);
 }
 
 static void uni_encode_spans(const tfm_tokenizer *tok, void *scratch, const char *text,
                              size_t len, tfm_ids *out, tfm_ids *start, tfm_ids *end)
 {
-    (void)scratch;
-    tfm_unigram_encode(tok->impl, text, len, out, start, end);
+    if (scratch)
+        tfm_unigram_encode_with(tok->impl, scratch, text, len, out, start, end);
+    else
+        tfm_unigram_encode(tok->impl, text, len, out, start, end);
+}
+
+static void *uni_scratch_new(const tfm_tokenizer *tok)
+{
+    (void)tok;
+    return tfm_uni_work_new();
+}
+
+static void uni_scratch_free(void *scratch)
+{
+    tfm_uni_work_free(scratch);
 }
 
 static void uni_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, tfm_buf *out)
@@ -107,6 +122,74 @@ static void replace_json(tfm_buf *out, const char *regex, const char *content)
     tfm_buf_putc(out, '}');
 }
 
+/* sentencepiece's BPE as HF writes it (a BPE model under Metaspace): the
+ * vocab by id and, for the pieces merges can make, best score first, each
+ * split into two vocab pieces as a merge.  Reading it back gives each piece
+ * the rank of its first merge as its score, which keeps the order of the
+ * scores (spm_train's are all distinct) but not their values. */
+typedef struct scored {
+    float score;
+    uint32_t id;
+} scored;
+
+static int by_score(const void *a, const void *b)
+{
+    const scored *x = a, *y = b;
+    return x->score > y->score ? -1 : x->score < y->score ? 1 : x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int mergeable(tfm_uni_type ty)
+{
+    return ty == TFM_UNI_NORMAL || ty == TFM_UNI_USER || ty == TFM_UNI_UNUSED;
+}
+
+static void bpe_model_json(const tfm_tokenizer *tok, tfm_buf *out)
+{
+    const tfm_unigram *u = tok->impl;
+    uint32_t V = tfm_unigram_size(u);
+    size_t ul;
+    const char *unk = tfm_unigram_piece(u, (uint32_t)tfm_unigram_unk_id(u), &ul);
+    tfm_buf_puts(out, ",\n  \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": ");
+    tfm_buf_put_json_string(out, unk, ul);
+    tfm_buf_printf(out, ", \"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, "
+                        "\"fuse_unk\": true, \"byte_fallback\": %s, \"vocab\": {",
+                   tfm_unigram_byte_fallback(u) ? "true" : "false");
+    for (uint32_t id = 0; id < V; id++) {
+        size_t len;
+        const char *p = tfm_unigram_piece(u, id, &len);
+        tfm_buf_puts(out, id ? ",\n    " : "\n    ");
+        tfm_buf_put_json_string(out, p, len);
+        tfm_buf_printf(out, ": %u", id);
+    }
+    tfm_buf_puts(out, "\n  }, \"merges\": [");
+    scored *order = tfm_malloc((V + 1) * sizeof *order);
+    for (uint32_t id = 0; id < V; id++)
+        order[id] = (scored){tfm_unigram_score(u, id), id};
+    qsort(order, V, sizeof *order, by_score);
+    int first = 1;
+    for (uint32_t k = 0; k < V; k++) {
+        size_t len;
+        const char *p = tfm_unigram_piece(u, order[k].id, &len);
+        if (!mergeable(tfm_unigram_type(u, order[k].id)))
+            continue;
+        for (size_t i = 1; i < len; i++) {
+            if (((unsigned char)p[i] & 0xc0) == 0x80)
+                continue; /* inside a character */
+            if (tfm_tokenizer_token_id(tok, p, i) < 0 ||
+                tfm_tokenizer_token_id(tok, p + i, len - i) < 0)
+                continue;
+            tfm_buf_puts(out, first ? "\n    [" : ",\n    [");
+            tfm_buf_put_json_string(out, p, i);
+            tfm_buf_puts(out, ", ");
+            tfm_buf_put_json_string(out, p + i, len - i);
+            tfm_buf_putc(out, ']');
+            first = 0;
+        }
+    }
+    free(order);
+    tfm_buf_puts(out, "\n  ]}");
+}
+
 static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
 {
     const tfm_unigram *u = tok->impl;
@@ -139,6 +222,10 @@ static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
     metaspace_json(u, out);
     tfm_buf_puts(out, ",\n  \"post_processor\": null,\n  \"decoder\": ");
     metaspace_json(u, out);
+    if (tfm_unigram_is_bpe(u)) {
+        bpe_model_json(tok, out);
+        return;
+    }
     tfm_buf_printf(out, ",\n  \"model\": {\"type\": \"Unigram\", \"unk_id\": %lld, "
                         "\"byte_fallback\": %s, \"vocab\": [",
                    (long long)tfm_unigram_unk_id(u), tfm_unigram_byte_fallback(u) ? "true" : "false");
@@ -166,6 +253,8 @@ static const tfm_tok_ops uni_ops = {
     .encode_spans = uni_encode_spans,
     .decode = uni_decode,
     .to_json = uni_to_json,
+    .scratch_new = uni_scratch_new,
+    .scratch_free = uni_scratch_free,
     .free = uni_free,
 };
 
@@ -293,6 +382,104 @@ static int metaspace(const tfm_json_doc *doc, const tfm_json *m, const tfm_json 
     return 0;
 }
 
+/* A vocabulary entry as read: piece (a STRING node), score, where. */
+typedef struct uni_entry {
+    const tfm_json *piece, *at;
+    double score;
+} uni_entry;
+
+/* HF's Unigram: "vocab" [[piece, score], ...] and "unk_id". */
+static int unigram_entries(const tfm_json_doc *doc, const tfm_json *model, uni_entry *ent,
+                           int64_t *unk_id, tfm_err *err)
+{
+    const tfm_json *vocab = tfm_json_get(model, "vocab"), *unk = tfm_json_get(model, "unk_id");
+    if (!unk || unk->type == TFM_JSON_NULL)
+        return tfm_err_at(err, doc->name, model->line, model->col,
+                          "a Unigram model needs an \"unk_id\"");
+    if (tfm_json_get_int(doc, unk, "unk_id", 0, TFM_TOK_MAX_ID, unk_id, err))
+        return -1;
+    if (!vocab || vocab->type != TFM_JSON_ARRAY)
+        return tfm_err_at(err, doc->name, model->line, model->col,
+                          "a Unigram model needs a \"vocab\" array of [piece, score]");
+    if ((uint64_t)*unk_id >= vocab->n)
+        return tfm_err_at(err, doc->name, unk->line, unk->col, "unk_id %lld is past the vocab",
+                          (long long)*unk_id);
+    for (size_t i = 0; i < vocab->n; i++) {
+        const tfm_json *e = vocab->items[i];
+        if (e->type != TFM_JSON_ARRAY || e->n != 2 || e->items[0]->type != TFM_JSON_STRING ||
+            e->items[1]->type != TFM_JSON_NUMBER)
+            return tfm_err_at(err, doc->name, e->line, e->col,
+                              "a Unigram vocab entry is [piece, score]");
+        ent[i] = (uni_entry){e->items[0], e->items[1], e->items[1]->num};
+    }
+    return 0;
+}
+
+/* sentencepiece's BPE as HF writes it: "vocab" {piece: id} with ids 0..n-1,
+ * "unk_token", "merges" ["a b", ...] or [[a, b], ...].  A piece's score is
+ * minus the rank of the first merge that makes it; pieces no merge makes
+ * score below all of those, in id order.  Sets tok's vocabulary. */
+static int bpe_entries(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_json *model,
+                       uni_entry *ent, int64_t *unk_id, tfm_err *err)
+{
+    const tfm_json *vocab = tfm_json_get(model, "vocab"), *unk = tfm_json_get(model, "unk_token");
+    const tfm_json *merges = tfm_json_get(model, "merges");
+    if (!vocab || vocab->type != TFM_JSON_OBJECT)
+        return tfm_err_at(err, doc->name, model->line, model->col,
+                          "a BPE model needs a \"vocab\" object of piece: id");
+    if (!merges || merges->type != TFM_JSON_ARRAY)
+        return tfm_err_at(err, doc->name, model->line, model->col,
+                          "a BPE model needs a \"merges\" array");
+    if (!unk || unk->type != TFM_JSON_STRING)
+        return tfm_err_at(err, doc->name, model->line, model->col,
+                          "a sentencepiece BPE model needs an \"unk_token\"");
+    size_t nv = vocab->n;
+    for (size_t i = 0; i < nv; i++) {
+        int64_t id;
+        if (tfm_json_get_int(doc, vocab->items[i], "a vocab id", 0, (int64_t)nv - 1, &id, err))
+            return -1;
+        if (ent[id].piece)
+            return tfm_err_at(err, doc->name, vocab->items[i]->line, vocab->items[i]->col,
+                              "vocab id %lld is given twice", (long long)id);
+        ent[id] = (uni_entry){vocab->keys[i], vocab->items[i], NAN};
+        if (tfm_tok_vocab_set(tok, (uint32_t)id, vocab->keys[i]->str, vocab->keys[i]->len,
+                              doc->name, err))
+            return -1;
+    }
+    *unk_id = tfm_tokenizer_token_id(tok, unk->str, unk->len);
+    if (*unk_id < 0)
+        return tfm_err_at(err, doc->name, unk->line, unk->col, "unk_token is not in the vocab");
+    tfm_buf m = {0};
+    int rc = 0;
+    for (size_t r = 0; r < merges->n && !rc; r++) {
+        const tfm_json *e = merges->items[r];
+        tfm_buf_clear(&m);
+        if (e->type == TFM_JSON_ARRAY && e->n == 2 && e->items[0]->type == TFM_JSON_STRING &&
+            e->items[1]->type == TFM_JSON_STRING) {
+            tfm_buf_append(&m, e->items[0]->str, e->items[0]->len);
+            tfm_buf_append(&m, e->items[1]->str, e->items[1]->len);
+        } else if (e->type == TFM_JSON_STRING && memchr(e->str, ' ', e->len)) {
+            const char *sp = memchr(e->str, ' ', e->len);
+            tfm_buf_append(&m, e->str, (size_t)(sp - e->str));
+            tfm_buf_append(&m, sp + 1, e->len - (size_t)(sp - e->str) - 1);
+        } else {
+            rc = tfm_err_at(err, doc->name, e->line, e->col, "a merge is \"a b\" or [a, b]");
+            break;
+        }
+        int64_t id = tfm_tokenizer_token_id(tok, m.data, m.len);
+        if (id < 0)
+            rc = tfm_err_at(err, doc->name, e->line, e->col, "a merge makes a piece that is "
+                                                              "not in the vocab");
+        else if (isnan(ent[id].score))
+            ent[id].score = -(double)r;
+    }
+    tfm_buf_free(&m);
+    for (size_t i = 0; i < nv && !rc; i++)
+        if (isnan(ent[i].score))
+            ent[i].score = -(double)(merges->n + i);
+    return rc;
+}
+
 int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
                               const tfm_json *root, tfm_err *err)
 {
@@ -312,30 +499,29 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
     }
     if (!rc)
         rc = metaspace(doc, tfm_tok_pre_tokenizer(root), model, &sp, err);
-    const tfm_json *vocab = tfm_json_get(model, "vocab"), *unk = tfm_json_get(model, "unk_id");
+    int bpe = type_is(model, "BPE");
+    const tfm_json *vocab = tfm_json_get(model, "vocab");
     const tfm_json *bf = tfm_json_get(model, "byte_fallback");
-    int64_t unk_id = -1;
-    if (!rc && (!unk || unk->type == TFM_JSON_NULL))
-        rc = tfm_err_at(err, doc->name, model->line, model->col,
-                        "a Unigram model needs an \"unk_id\"");
-    if (!rc)
-        rc = tfm_json_get_int(doc, unk, "unk_id", 0, TFM_TOK_MAX_ID, &unk_id, err);
-    if (!rc && (!vocab || vocab->type != TFM_JSON_ARRAY))
-        rc = tfm_err_at(err, doc->name, model->line, model->col,
-                        "a Unigram model needs a \"vocab\" array of [piece, score]");
-    if (!rc && (uint64_t)unk_id >= vocab->n)
-        rc = tfm_err_at(err, doc->name, unk->line, unk->col, "unk_id %lld is past the vocab",
-                        (long long)unk_id);
     int byte_fallback = bf && bf->type == TFM_JSON_BOOL && bf->boolean;
+    /* each id's piece, score and where it stands, from either layout */
+    size_t nv = vocab && (vocab->type == TFM_JSON_ARRAY || vocab->type == TFM_JSON_OBJECT)
+                    ? vocab->n : 0;
+    uni_entry *ent = tfm_calloc(nv + 1, sizeof *ent);
+    int64_t unk_id = -1;
+    if (!rc)
+        rc = bpe ? bpe_entries(tok, doc, model, ent, &unk_id, err)
+                 : unigram_entries(doc, model, ent, &unk_id, err);
     tfm_unigram *u = NULL;
     if (!rc)
         rc = tfm_unigram_new(&u, &sp, doc->name, err);
     tfm_buf_free(&charsmap);
-    if (rc)
+    if (rc) {
+        free(ent);
         return -1;
+    }
+    tfm_unigram_set_bpe(u, bpe);
     /* added tokens give the pieces' types: special ones are control pieces,
      * the others user-defined symbols */
-    size_t nv = vocab->n;
     uint8_t *kind = tfm_calloc(nv + 1, 1);
     const tfm_json *added = tfm_json_get(root, "added_tokens");
     for (size_t i = 0; added && added->type == TFM_JSON_ARRAY && i < added->n; i++) {
@@ -346,35 +532,28 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
                                         ? TFM_UNI_CONTROL : TFM_UNI_USER;
     }
     for (size_t i = 0; i < nv && !rc; i++) {
-        const tfm_json *e = vocab->items[i];
-        if (e->type != TFM_JSON_ARRAY || e->n != 2 || e->items[0]->type != TFM_JSON_STRING ||
-            e->items[1]->type != TFM_JSON_NUMBER) {
-            rc = tfm_err_at(err, doc->name, e->line, e->col,
-                            "a Unigram vocab entry is [piece, score]");
-            break;
-        }
-        const tfm_json *p = e->items[0];
-        double sc = e->items[1]->num;
+        const tfm_json *p = ent[i].piece;
         tfm_uni_type ty = kind[i] ? (tfm_uni_type)kind[i] : TFM_UNI_NORMAL;
         if ((int64_t)i == unk_id)
             ty = TFM_UNI_UNKNOWN;
         else if (byte_fallback && p->len == 6 && memcmp(p->str, "<0x", 3) == 0 &&
                  p->str[5] == '>')
             ty = TFM_UNI_BYTE;
-        if (!isfinite(sc) || fabs(sc) > 3.4e38) {
-            rc = tfm_err_at(err, doc->name, e->items[1]->line, e->items[1]->col,
-                            "the score of '%.*s' is not a finite number", (int)(p->len > 64 ? 64 : p->len),
-                            p->str);
+        if (!isfinite(ent[i].score) || fabs(ent[i].score) > 3.4e38) {
+            rc = tfm_err_at(err, doc->name, ent[i].at->line, ent[i].at->col,
+                            "the score of '%.*s' is not a finite number",
+                            (int)(p->len > 64 ? 64 : p->len), p->str);
             break;
         }
         char at[1100];
-        snprintf(at, sizeof at, "%s:%ld:%ld", doc->name, e->line, e->col);
-        if (tfm_unigram_add(u, p->str, p->len, (float)sc, ty, at, err)) {
+        snprintf(at, sizeof at, "%s:%ld:%ld", doc->name, ent[i].at->line, ent[i].at->col);
+        if (tfm_unigram_add(u, p->str, p->len, (float)ent[i].score, ty, at, err)) {
             rc = -1;
             break;
         }
     }
     free(kind);
+    free(ent);
     if (!rc)
         rc = tfm_unigram_finish(u, byte_fallback, doc->name, err);
     if (rc) {
@@ -384,6 +563,8 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
     /* the added tokens are registered by the facade; types already match */
     tok->ops = &uni_ops;
     tok->impl = u;
+    if (bpe)
+        return 0; /* bpe_entries set the vocabulary */
     for (uint32_t id = 0; id < tfm_unigram_size(u); id++) {
         size_t len;
         const char *p = tfm_unigram_piece(u, id, &len);
@@ -416,6 +597,9 @@ int tfm_tokenizer_encode_nbest(const tfm_tokenizer *tok, const char *text, size_
 {
     if (need_unigram(tok, "n-best encoding", err))
         return -1;
+    if (tfm_unigram_is_bpe(tok->impl))
+        return tfm_err_set(err, "n-best encoding needs a Unigram model: this sentencepiece "
+                                "model is BPE (--sample is BPE-dropout with it)");
     tfm_unigram_nbest(tok->impl, text, len, nbest, out, off);
     return 0;
 }

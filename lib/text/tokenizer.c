@@ -657,14 +657,18 @@ static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
         if (ptype && ptype->type == TFM_JSON_STRING && strcmp(ptype->str, "ByteLevel") == 0) {
             t = tfm_tok_new(TFM_TOK_BPE, &tfm_bpe_ops);
             rc = tfm_bpe_from_json(t, doc, root, err);
+        } else if (ptype && ptype->type == TFM_JSON_STRING && strcmp(ptype->str, "Metaspace") == 0) {
+            /* sentencepiece's BPE (pieces merged by score, as spm_encode) */
+            t = tfm_tok_new(TFM_TOK_UNIGRAM, NULL);
+            rc = tfm_tok_unigram_from_json(t, doc, root, err);
         } else if (!pre || pre->type == TFM_JSON_NULL) {
             t = tfm_tok_new(TFM_TOK_CHAR, &tfm_char_ops);
             rc = tfm_char_from_json(t, doc, root, err);
         } else {
             const tfm_json *at = ptype ? ptype : pre;
             return tfm_err_at(err, doc->name, at->line, at->col,
-                              "unsupported pre_tokenizer for a BPE model (ByteLevel, or null "
-                              "for a character model)");
+                              "unsupported pre_tokenizer for a BPE model (ByteLevel, Metaspace "
+                              "for sentencepiece's BPE, or null for a character model)");
         }
     } else if (type && type->type == TFM_JSON_STRING && strcmp(type->str, "Unigram") == 0) {
         t = tfm_tok_new(TFM_TOK_UNIGRAM, NULL);

@@ -111,7 +111,9 @@ int tfm_tokenizer_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n
  * segmentations, large alpha approaches the best one).
  * nbest: the nbest best segmentations, best first: segmentation k is
  * out[off[k]..off[k+1]) (off receives one more entry than segmentations,
- * the first being out's length on entry); fewer if the text has fewer. */
+ * the first being out's length on entry); fewer if the text has fewer.
+ * A sentencepiece BPE model samples by BPE-dropout (alpha: the probability
+ * of skipping each merge) and has no n-best (an error). */
 struct tfm_rng;
 int tfm_tokenizer_encode_sample(const tfm_tokenizer *tok, const char *text, size_t len,
                                 float alpha, struct tfm_rng *rng, tfm_ids *out, tfm_err *err);

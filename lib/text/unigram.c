@@ -10,104 +10,8 @@
 #include <utf8proc.h>
 
 #include "text/unigram.h"
+#include "text/unigram_trie.h"
 #include "text/utf8.h"
-
-/* ---- a byte trie: transitions in one hash table ---- */
-
-typedef struct trie {
-    uint64_t *keys; /* (node << 8 | byte) + 1; 0: empty slot */
-    uint32_t *child;
-    size_t cap, used;
-    int32_t *value; /* per node: piece id, or -1 */
-    uint32_t n_nodes, cap_nodes;
-} trie;
-
-static uint64_t mix(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    return k ^ (k >> 29);
-}
-
-static void trie_init(trie *t)
-{
-    memset(t, 0, sizeof *t);
-    t->cap_nodes = 64;
-    t->value = tfm_malloc(t->cap_nodes * sizeof *t->value);
-    t->value[0] = -1;
-    t->n_nodes = 1;
-}
-
-static void trie_free(trie *t)
-{
-    free(t->keys);
-    free(t->child);
-    free(t->value);
-}
-
-/* The child of node by byte b, or UINT32_MAX. */
-static inline uint32_t trie_step(const trie *t, uint32_t node, unsigned char b)
-{
-    if (!t->cap)
-        return UINT32_MAX;
-    uint64_t k = ((uint64_t)node << 8 | b) + 1;
-    size_t h = mix(k) & (t->cap - 1);
-    for (;;) {
-        if (t->keys[h] == k)
-            return t->child[h];
-        if (!t->keys[h])
-            return UINT32_MAX;
-        h = (h + 1) & (t->cap - 1);
-    }
-}
-
-static void trie_put(trie *t, uint64_t k, uint32_t child)
-{
-    size_t h = mix(k) & (t->cap - 1);
-    while (t->keys[h])
-        h = (h + 1) & (t->cap - 1);
-    t->keys[h] = k;
-    t->child[h] = child;
-    t->used++;
-}
-
-static uint32_t trie_child(trie *t, uint32_t node, unsigned char b)
-{
-    uint32_t c = trie_step(t, node, b);
-    if (c != UINT32_MAX)
-        return c;
-    if ((t->used + 1) * 2 > t->cap) {
-        size_t ocap = t->cap;
-        uint64_t *ok = t->keys;
-        uint32_t *oc = t->child;
-        t->cap = ocap ? ocap * 2 : 1024;
-        t->keys = tfm_calloc(t->cap, sizeof *t->keys);
-        t->child = tfm_malloc(t->cap * sizeof *t->child);
-        t->used = 0;
-        for (size_t i = 0; i < ocap; i++)
-            if (ok[i])
-                trie_put(t, ok[i], oc[i]);
-        free(ok);
-        free(oc);
-    }
-    if (t->n_nodes == t->cap_nodes) {
-        t->cap_nodes *= 2;
-        t->value = tfm_realloc(t->value, t->cap_nodes * sizeof *t->value);
-    }
-    c = t->n_nodes++;
-    t->value[c] = -1;
-    trie_put(t, ((uint64_t)node << 8 | b) + 1, c);
-    return c;
-}
-
-/* The node of s[0..n), created on the way. */
-static uint32_t trie_insert(trie *t, const char *s, size_t n)
-{
-    uint32_t node = 0;
-    for (size_t i = 0; i < n; i++)
-        node = trie_child(t, node, (unsigned char)s[i]);
-    return node;
-}
 
 /* ---- the model ---- */
 
@@ -121,9 +25,21 @@ struct tfm_unigram {
     int byte_fallback;
     int32_t byte_id[256];
     float min_score, max_score;
-    trie all;  /* every piece */
-    trie user; /* user-defined symbols, matched before normalization */
+    tfm_uni_trie all;  /* every piece */
+    tfm_uni_trie user; /* user-defined symbols, matched before normalization */
+    tfm_uni_dtrie dall, duser; /* the two compiled (by new, again by finish) */
     int has_user;
+    uint8_t user_first[256]; /* a user-defined symbol starts with the byte */
+    /* bit c (c < 0x10000): the character passes normalization unchanged,
+     * whatever follows it (no charsmap rule starts with it, no computed
+     * normalizer); NULL: none is known to */
+    uint8_t *plain;
+    /* an ASCII byte that only begins rules (Latin letters begin their
+     * combining sequences): the charsmap's position after it, else 0; the
+     * byte is plain when the next byte does not go on from there */
+    uint32_t ascii_after[128];
+    int bpe;        /* model_type BPE: merges by score instead of the lattice */
+    int has_unused; /* BPE: merges into unused pieces are undone at the end */
     /* normalizer */
     tfm_uni_norm_spec spec; /* spec.charsmap points at charsmap */
     unsigned char *charsmap;
@@ -188,6 +104,67 @@ done:
     return rc;
 }
 
+static size_t utf8_put(uint32_t c, unsigned char *b)
+{
+    if (c < 0x80) {
+        b[0] = (unsigned char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        b[0] = (unsigned char)(0xC0 | c >> 6);
+        b[1] = (unsigned char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    b[0] = (unsigned char)(0xE0 | c >> 12);
+    b[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+    b[2] = (unsigned char)(0x80 | (c & 0x3F));
+    return 3;
+}
+
+/* u->plain from the charsmap: a character is plain when the walk over its
+ * bytes meets no rule and leaves the trie before its end. */
+static void plain_build(tfm_unigram *u)
+{
+    free(u->plain);
+    u->plain = NULL;
+    if (u->spec.nmt || u->spec.nfkc)
+        return;
+    u->plain = tfm_calloc(0x10000 / 8, 1);
+    for (uint32_t c = 0; c < 0x10000; c++) {
+        if (c >= 0xD800 && c <= 0xDFFF)
+            continue;
+        unsigned char b[4];
+        size_t k = utf8_put(c, b), i = 0;
+        if (u->n_da) {
+            const uint32_t *a = u->da;
+            uint32_t pos = da_offset(a[0]);
+            for (; i < k; i++) {
+                pos ^= b[i];
+                if (pos >= u->n_da || da_label(a[pos]) != b[i])
+                    break;
+                uint32_t unit = a[pos];
+                pos ^= da_offset(unit);
+                if (da_has_leaf(unit) || pos >= u->n_da) {
+                    i = k; /* a rule (or a walk past the array): not plain */
+                    break;
+                }
+            }
+        }
+        if (!u->n_da || i < k)
+            u->plain[c >> 3] |= (uint8_t)(1u << (c & 7));
+    }
+    for (uint32_t c = 0; c < 128 && u->n_da; c++) {
+        const uint32_t *a = u->da;
+        uint32_t pos = da_offset(a[0]) ^ c;
+        u->ascii_after[c] = 0;
+        if (u->plain[c >> 3] >> (c & 7) & 1 || pos >= u->n_da || da_has_leaf(a[pos]))
+            continue;
+        pos ^= da_offset(a[pos]);
+        if (pos && pos < u->n_da)
+            u->ascii_after[c] = pos;
+    }
+}
+
 int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char *what,
                     tfm_err *err)
 {
@@ -197,8 +174,10 @@ int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char
     u->max_score = FLT_MIN; /* as sentencepiece: user symbols then score about -0.1 */
     for (int i = 0; i < 256; i++)
         u->byte_id[i] = -1;
-    trie_init(&u->all);
-    trie_init(&u->user);
+    tfm_uni_trie_init(&u->all);
+    tfm_uni_trie_init(&u->user);
+    tfm_uni_dt_build(&u->dall, &u->all);
+    tfm_uni_dt_build(&u->duser, &u->user);
     u->spec = *spec;
     u->spec.charsmap = NULL;
     u->spec.charsmap_len = 0;
@@ -232,6 +211,7 @@ int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char
             return -1;
         }
     }
+    plain_build(u);
     *out = u;
     return 0;
 }
@@ -246,10 +226,13 @@ void tfm_unigram_free(tfm_unigram *u)
     free(u->plen);
     free(u->score);
     free(u->type);
-    trie_free(&u->all);
-    trie_free(&u->user);
+    tfm_uni_trie_free(&u->all);
+    tfm_uni_trie_free(&u->user);
+    free(u->dall.u);
+    free(u->duser.u);
     free(u->charsmap);
     free(u->da);
+    free(u->plain);
     free(u);
 }
 
@@ -276,7 +259,7 @@ int tfm_unigram_add(tfm_unigram *u, const char *piece, size_t len, float score,
                            (int)(len > 64 ? 64 : len), piece);
     if (type < TFM_UNI_NORMAL || type > TFM_UNI_BYTE)
         return tfm_err_set(err, "%s: piece %u has an unknown type %d", what, id, (int)type);
-    uint32_t node = trie_insert(&u->all, piece, len);
+    uint32_t node = tfm_uni_trie_insert(&u->all, piece, len);
     if (u->all.value[node] >= 0)
         return tfm_err_set(err, "%s: piece '%.*s' appears twice (ids %d and %u)", what,
                            (int)(len > 64 ? 64 : len), piece, u->all.value[node], id);
@@ -294,8 +277,11 @@ int tfm_unigram_add(tfm_unigram *u, const char *piece, size_t len, float score,
         u->byte_id[b] = (int32_t)id;
     }
     u->all.value[node] = (int32_t)id;
+    if (type == TFM_UNI_UNUSED)
+        u->has_unused = 1;
     if (type == TFM_UNI_USER) {
-        u->user.value[trie_insert(&u->user, piece, len)] = (int32_t)id;
+        uint32_t un = tfm_uni_trie_insert(&u->user, piece, len); /* may move user.value */
+        u->user.value[un] = (int32_t)id;
         u->has_user = 1;
     }
     if (type == TFM_UNI_NORMAL) {
@@ -329,9 +315,17 @@ int tfm_unigram_finish(tfm_unigram *u, int byte_fallback, const char *what, tfm_
                 return tfm_err_set(err, "%s: byte fallback without the byte piece <0x%02X>",
                                    what, b);
     u->byte_fallback = byte_fallback;
+    free(u->dall.u);
+    free(u->duser.u);
+    if (tfm_uni_dt_build(&u->dall, &u->all) | tfm_uni_dt_build(&u->duser, &u->user))
+        return tfm_err_set(err, "%s: the model's pieces make too large a trie", what);
+    for (int b = 0; b < 256; b++)
+        u->user_first[b] = tfm_uni_dt_step(&u->duser, 0, (unsigned char)b) >= 0;
     return 0;
 }
 
+void tfm_unigram_set_bpe(tfm_unigram *u, int bpe) { u->bpe = bpe != 0; }
+int tfm_unigram_is_bpe(const tfm_unigram *u) { return u->bpe; }
 uint32_t tfm_unigram_size(const tfm_unigram *u) { return u->n; }
 float tfm_unigram_score(const tfm_unigram *u, uint32_t id) { return u->score[id]; }
 tfm_uni_type tfm_unigram_type(const tfm_unigram *u, uint32_t id) { return u->type[id]; }
@@ -351,15 +345,15 @@ const char *tfm_unigram_piece(const tfm_unigram *u, uint32_t id, size_t *len)
 /* ---- normalization ---- */
 
 /* Longest match of the trie at s[0..n) with a value; 0 if none. */
-static size_t trie_longest(const trie *t, const char *s, size_t n)
+static size_t trie_longest(const tfm_uni_dtrie *d, const char *s, size_t n)
 {
     size_t best = 0;
-    uint32_t node = 0;
+    int32_t node = 0;
     for (size_t i = 0; i < n; i++) {
-        node = trie_step(t, node, (unsigned char)s[i]);
-        if (node == UINT32_MAX)
+        node = tfm_uni_dt_step(d, node, (unsigned char)s[i]);
+        if (node < 0)
             break;
-        if (t->value[node] >= 0)
+        if (d->u[node].value >= 0)
             best = i + 1;
     }
     return best;
@@ -460,11 +454,48 @@ static size_t computed_prefix(const tfm_unigram *u, const char *s, size_t n, tfm
 
 /* One step of normalization at s[0..n) (n > 0): the bytes consumed; *r,
  * *rl: what they become (possibly in *tmp). */
-static size_t norm_prefix(const tfm_unigram *u, const char *s, size_t n, const char **r,
-                          size_t *rl, tfm_buf *tmp)
+/* The length of the character at b[0..n) if it passes normalization
+ * unchanged (plain, or an ASCII byte whose rules the next byte does not go
+ * on with) and no user symbol starts there; else 0.  Needs u->plain. */
+static inline size_t plain_len(const tfm_unigram *u, const unsigned char *b, size_t n)
+{
+    if (u->has_user && u->user_first[b[0]])
+        return 0;
+    uint32_t c, pos;
+    if (b[0] < 0x80) {
+        c = b[0];
+        if (u->plain[c >> 3] >> (c & 7) & 1)
+            return 1;
+        return (pos = u->ascii_after[c]) != 0 &&
+               (n == 1 || (pos ^ b[1]) >= u->n_da || da_label(u->da[pos ^ b[1]]) != b[1]);
+    }
+    size_t m;
+    if (b[0] >= 0xC2 && b[0] <= 0xDF && n >= 2 && (b[1] & 0xC0) == 0x80) {
+        c = (uint32_t)(b[0] & 0x1F) << 6 | (b[1] & 0x3F);
+        m = 2;
+    } else if (b[0] >= 0xE0 && b[0] <= 0xEF && n >= 3 && (b[1] & 0xC0) == 0x80 &&
+               (b[2] & 0xC0) == 0x80) {
+        c = (uint32_t)(b[0] & 0x0F) << 12 | (uint32_t)(b[1] & 0x3F) << 6 | (b[2] & 0x3F);
+        m = 3;
+        if (c < 0x800) /* overlong: U+FFFD, not plain */
+            return 0;
+    } else {
+        return 0;
+    }
+    return u->plain[c >> 3] >> (c & 7) & 1 ? m : 0;
+}
+
+static inline size_t norm_prefix(const tfm_unigram *u, const char *s, size_t n,
+                                 const char **r, size_t *rl, tfm_buf *tmp)
 {
     size_t m;
-    if (u->has_user && (m = trie_longest(&u->user, s, n)) > 0) {
+    /* most characters */
+    if (u->plain && (m = plain_len(u, (const unsigned char *)s, n)) > 0) {
+        *r = s;
+        *rl = m;
+        return m;
+    }
+    if (u->has_user && (m = trie_longest(&u->duser, s, n)) > 0) {
         *r = s;
         *rl = m;
         return m;
@@ -530,17 +561,20 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
                 rl--;
             }
         if (rl) {
+            if (out->cap - out->len < 3 * rl)
+                tfm_buf_reserve(out, 3 * rl + n - at);
+            char *d = out->data + out->len;
             for (size_t i = 0; i < rl; i++) {
                 if (r[i] == ' ' && sp->escape_whitespaces) {
-                    tfm_buf_append(out, SPACE_SYM, 3);
-                    if (src)
-                        put_src(src, at, 3);
+                    memcpy(d, SPACE_SYM, 3);
+                    d += 3;
                 } else {
-                    tfm_buf_putc(out, r[i]);
-                    if (src)
-                        put_src(src, at, 1);
+                    *d++ = r[i];
                 }
             }
+            if (src)
+                put_src(src, at, (size_t)(d - (out->data + out->len)));
+            out->len = (size_t)(d - out->data);
             prev_space = r[rl - 1] == ' ';
         }
         at += m;
@@ -587,12 +621,12 @@ static void edges_at(const tfm_unigram *u, const char *t, size_t L, size_t p, ed
     if (mb > L - p)
         mb = L - p;
     int single = 0;
-    uint32_t node = 0;
+    int32_t node = 0;
     for (size_t k = p; k < L; k++) {
-        node = trie_step(&u->all, node, (unsigned char)t[k]);
-        if (node == UINT32_MAX)
+        node = tfm_uni_dt_step(&u->dall, node, (unsigned char)t[k]);
+        if (node < 0)
             break;
-        int32_t id = u->all.value[node];
+        int32_t id = u->dall.u[node].value;
         if (id < 0 || !matchable(u, id))
             continue;
         size_t len = k + 1 - p;
@@ -655,19 +689,8 @@ typedef struct vnode {
     uint32_t id;
 } vnode;
 
-typedef struct vctx {
-    vnode *v;
-    int64_t unk;
-} vctx;
-
-static void viterbi_edge(void *ctx, uint32_t s, uint32_t e, uint32_t id, double score,
-                         int user)
+static inline void vrelax(vnode *tn, double cand, size_t s, uint32_t id)
 {
-    (void)user;
-    const vctx *c = ctx;
-    vnode *v = c->v;
-    vnode *tn = &v[e];
-    double cand = (int64_t)id == c->unk ? (double)((float)score + v[s].score) : score + v[s].score;
     if (tn->start < 0 || cand > tn->score) {
         tn->score = (float)cand;
         tn->start = (int32_t)s;
@@ -675,41 +698,114 @@ static void viterbi_edge(void *ctx, uint32_t s, uint32_t e, uint32_t id, double 
     }
 }
 
-/* The best segmentation of t[0..L) into sg (malloc'd); returns its length. */
-static size_t viterbi(const tfm_unigram *u, const char *t, size_t L, seg **sg)
+/* Buffers of one encoding thread, kept from line to line. */
+struct tfm_uni_work {
+    tfm_buf t;
+    tfm_ids src;
+    vnode *v;
+    seg *sg;
+    size_t cap; /* of v and sg */
+};
+
+tfm_uni_work *tfm_uni_work_new(void)
 {
-    vnode *v = tfm_malloc((L + 1) * sizeof *v);
+    return tfm_calloc(1, sizeof(tfm_uni_work));
+}
+
+void tfm_uni_work_free(tfm_uni_work *w)
+{
+    if (!w)
+        return;
+    tfm_buf_free(&w->t);
+    tfm_ids_free(&w->src);
+    free(w->v);
+    free(w->sg);
+    free(w);
+}
+
+/* The best segmentation of t[0..L) into w->sg; returns its length.  The
+ * edges as edges_at gives them, walked here without the callback. */
+static size_t viterbi(const tfm_unigram *u, const char *t, size_t L, tfm_uni_work *w)
+{
+    if (L + 1 > w->cap) {
+        w->cap = 2 * (L + 1);
+        free(w->v);
+        free(w->sg);
+        w->v = tfm_malloc(w->cap * sizeof *w->v);
+        w->sg = tfm_malloc(w->cap * sizeof *w->sg);
+    }
+    vnode *v = w->v;
     for (size_t i = 0; i <= L; i++)
         v[i] = (vnode){0, -1, 0};
-    vctx c = {v, u->unk};
+    const tfm_uni_dunit *du = u->dall.u;
+    const unsigned char *b = (const unsigned char *)t;
+    const float unk_score = u->min_score - 10.0f;
     for (size_t p = 0; p < L;) {
-        edges_at(u, t, L, p, viterbi_edge, &c);
-        size_t mb = one_char_len((unsigned char)t[p]);
-        p += mb < L - p ? mb : L - p;
+        size_t mb = one_char_len(b[p]);
+        if (mb > L - p)
+            mb = L - p;
+        const float sp = v[p].score;
+        int single = 0;
+        int32_t node = 0;
+        for (size_t k = p; k < L; k++) {
+            int32_t c = (int32_t)(du[node].bl >> 9) + b[k];
+            if ((du[c].bl & 0x1ff) != b[k])
+                break;
+            node = c;
+            int32_t id = du[node].value;
+            if (id < 0)
+                continue;
+            uint8_t ty = u->type[id];
+            size_t len = k + 1 - p;
+            if (ty == TFM_UNI_NORMAL)
+                vrelax(&v[k + 1], (double)u->score[id] + sp, p, (uint32_t)id);
+            else if (ty == TFM_UNI_USER) /* a user-defined symbol always wins */
+                vrelax(&v[k + 1], ((double)((float)len * u->max_score) - 0.1) + sp, p,
+                       (uint32_t)id);
+            else
+                continue;
+            single |= len == mb;
+        }
+        if (!single) /* the unknown piece's candidate is a float sum */
+            vrelax(&v[p + mb], (double)(unk_score + sp), p, (uint32_t)u->unk);
+        p += mb;
     }
     size_t ns = 0;
     for (size_t e = L; e > 0; e = (size_t)v[e].start)
         ns++;
-    *sg = tfm_malloc((ns + 1) * sizeof **sg);
     size_t k = ns;
     for (size_t e = L; e > 0; e = (size_t)v[e].start)
-        (*sg)[--k] = (seg){(uint32_t)v[e].start, (uint32_t)e, v[e].id};
-    free(v);
+        w->sg[--k] = (seg){(uint32_t)v[e].start, (uint32_t)e, v[e].id};
     return ns;
+}
+
+static size_t bpe_merge(const tfm_unigram *u, const char *t, size_t L, float alpha,
+                        tfm_rng *rng, seg **sg);
+
+void tfm_unigram_encode_with(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
+                             tfm_ids *out, tfm_ids *start, tfm_ids *end)
+{
+    tfm_buf_clear(&w->t);
+    tfm_ids_clear(&w->src);
+    tfm_unigram_normalize(u, s, n, &w->t, start ? &w->src : NULL);
+    const char *t = w->t.data;
+    if (u->bpe) {
+        seg *sg;
+        size_t ns = bpe_merge(u, t, w->t.len, 0, NULL, &sg);
+        segs_to_ids(u, t, sg, ns, out, start ? &w->src : NULL, n, start, end);
+        free(sg);
+    } else {
+        size_t ns = viterbi(u, t, w->t.len, w);
+        segs_to_ids(u, t, w->sg, ns, out, start ? &w->src : NULL, n, start, end);
+    }
 }
 
 void tfm_unigram_encode(const tfm_unigram *u, const char *s, size_t n, tfm_ids *out,
                         tfm_ids *start, tfm_ids *end)
 {
-    tfm_buf t = {0};
-    tfm_ids src = {0};
-    tfm_unigram_normalize(u, s, n, &t, start ? &src : NULL);
-    seg *sg;
-    size_t ns = viterbi(u, t.data, t.len, &sg);
-    segs_to_ids(u, t.data, sg, ns, out, start ? &src : NULL, n, start, end);
-    free(sg);
-    tfm_ids_free(&src);
-    tfm_buf_free(&t);
+    tfm_uni_work *w = tfm_uni_work_new();
+    tfm_unigram_encode_with(u, w, s, n, out, start, end);
+    tfm_uni_work_free(w);
 }
 
 /* ---- every edge, for sampling and n-best ---- */
@@ -763,6 +859,14 @@ void tfm_unigram_sample(const tfm_unigram *u, const char *s, size_t n, float alp
     size_t L = t.len;
     if (!L)
         return;
+    if (u->bpe) { /* BPE-dropout */
+        seg *bs;
+        size_t nb = bpe_merge(u, t.data, L, alpha, rng, &bs);
+        segs_to_ids(u, t.data, bs, nb, out, NULL, n, NULL, NULL);
+        free(bs);
+        tfm_buf_free(&t);
+        return;
+    }
     edges E = {0};
     lattice(u, t.data, L, &E);
     /* forward: fw[p] = log sum over paths to p of exp(alpha x score) */
@@ -824,8 +928,9 @@ void tfm_unigram_sample(const tfm_unigram *u, const char *s, size_t n, float alp
     tfm_buf_free(&t);
 }
 
-/* k-best: each position keeps its best k partial paths, scored in float as
- * the Viterbi search is, so that the first is its segmentation. */
+/* k-best: each position keeps its best k partial paths, scored as the
+ * Viterbi search scores them (a double candidate against the stored float;
+ * the unknown piece's a float sum), so that the first is its segmentation. */
 typedef struct kent {
     float score;
     uint32_t edge; /* the last edge */
@@ -857,7 +962,8 @@ size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t n
         kent *dst = kb + (size_t)g->e * K;
         for (uint32_t r = 0; r < cnt[g->s]; r++) {
             float prev = kb[(size_t)g->s * K + r].score;
-            double sc = g->user ? g->score + prev : (double)((float)g->score + prev);
+            double sc = (int64_t)g->id == u->unk ? (double)((float)g->score + prev)
+                                                  : g->score + prev;
             /* insert keeping dst sorted, best first; equal scores keep the earlier */
             uint32_t c = cnt[g->e];
             if (c == K && sc <= dst[K - 1].score)
@@ -898,6 +1004,208 @@ size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t n
     free(E.a);
     tfm_buf_free(&t);
     return got;
+}
+
+/* ---- sentencepiece's BPE model ----
+ *
+ * The normalized text starts as its characters (a user-defined symbol is
+ * one frozen symbol, never merged).  Every adjacent pair whose
+ * concatenation is a piece (normal, user-defined or unused) is a candidate
+ * scored by that piece's score; the best (ties: the leftmost) merges, and
+ * the new symbol's pairs with its neighbours become candidates.  Candidates
+ * whose symbols changed since are dropped when they come up.  Each final
+ * symbol is its piece's id or unknown; one that is an unused piece is split
+ * back into the two symbols its last candidate joined, recursively.  With
+ * alpha > 0 (BPE-dropout) each merge is skipped with probability alpha. */
+
+typedef struct bsym {
+    uint32_t s, len; /* len 0: merged into its left neighbour */
+    int32_t prev, next;
+    int32_t node; /* the trie unit of its bytes, -1: none */
+    int frozen;
+} bsym;
+
+typedef struct bpair {
+    float score;
+    int32_t left, right;
+    uint32_t size;
+    int32_t node;
+} bpair;
+
+/* a before b in the heap: higher score, then leftmost */
+static inline int bpair_before(const bpair *a, const bpair *b)
+{
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+typedef struct bheap {
+    bpair *a;
+    size_t n, cap;
+} bheap;
+
+static void bheap_push(bheap *h, bpair p)
+{
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 64;
+        h->a = tfm_realloc(h->a, h->cap * sizeof *h->a);
+    }
+    size_t i = h->n++;
+    while (i > 0 && bpair_before(&p, &h->a[(i - 1) / 2])) {
+        h->a[i] = h->a[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->a[i] = p;
+}
+
+static bpair bheap_pop(bheap *h)
+{
+    bpair top = h->a[0], last = h->a[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && bpair_before(&h->a[c + 1], &h->a[c]))
+            c++;
+        if (!bpair_before(&h->a[c], &last))
+            break;
+        h->a[i] = h->a[c];
+        i = c;
+    }
+    if (h->n)
+        h->a[i] = last;
+    return top;
+}
+
+/* An unused piece formed by a candidate: which split formed it last. */
+typedef struct brev {
+    uint32_t id, left_len;
+} brev;
+
+typedef struct bctx {
+    const tfm_unigram *u;
+    const char *t;
+    bsym *sym;
+    bheap heap;
+    brev *rev;
+    size_t n_rev, cap_rev;
+} bctx;
+
+static void bpe_candidate(bctx *c, int32_t l, int32_t r)
+{
+    if (l < 0 || r < 0 || c->sym[l].frozen || c->sym[r].frozen)
+        return;
+    const tfm_unigram *u = c->u;
+    int32_t node = c->sym[l].node;
+    const unsigned char *b = (const unsigned char *)c->t + c->sym[r].s;
+    for (uint32_t i = 0; i < c->sym[r].len && node >= 0; i++)
+        node = tfm_uni_dt_step(&u->dall, node, b[i]);
+    if (node < 0 || u->dall.u[node].value < 0)
+        return;
+    int32_t id = u->dall.u[node].value;
+    uint8_t ty = u->type[id];
+    if (ty != TFM_UNI_NORMAL && ty != TFM_UNI_USER && ty != TFM_UNI_UNUSED)
+        return;
+    bheap_push(&c->heap, (bpair){u->score[id], l, r, c->sym[l].len + c->sym[r].len, node});
+    if (ty == TFM_UNI_UNUSED) {
+        if (c->n_rev == c->cap_rev) {
+            c->cap_rev = c->cap_rev ? 2 * c->cap_rev : 16;
+            c->rev = tfm_realloc(c->rev, c->cap_rev * sizeof *c->rev);
+        }
+        c->rev[c->n_rev++] = (brev){(uint32_t)id, c->sym[l].len};
+    }
+}
+
+/* The id of t[s..s+len): its piece of any type, or the unknown piece. */
+static uint32_t bpe_id(const tfm_unigram *u, const char *t, uint32_t s, uint32_t len)
+{
+    int32_t node = 0;
+    for (uint32_t i = 0; i < len && node >= 0; i++)
+        node = tfm_uni_dt_step(&u->dall, node, (unsigned char)t[s + i]);
+    return node >= 0 && u->dall.u[node].value >= 0 ? (uint32_t)u->dall.u[node].value
+                                                   : (uint32_t)u->unk;
+}
+
+static void seg_push(seg **sg, size_t *ns, size_t *cap, seg x)
+{
+    if (*ns == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *sg = tfm_realloc(*sg, *cap * sizeof **sg);
+    }
+    (*sg)[(*ns)++] = x;
+}
+
+static void bpe_resegment(const bctx *c, uint32_t s, uint32_t len, uint32_t id, seg **sg,
+                          size_t *ns, size_t *cap)
+{
+    const brev *r = NULL;
+    if (c->u->type[id] == TFM_UNI_UNUSED)
+        for (size_t k = c->n_rev; k-- > 0;)
+            if (c->rev[k].id == id) {
+                r = &c->rev[k];
+                break;
+            }
+    if (!r) {
+        seg_push(sg, ns, cap, (seg){s, s + len, id});
+        return;
+    }
+    uint32_t ll = r->left_len;
+    bpe_resegment(c, s, ll, bpe_id(c->u, c->t, s, ll), sg, ns, cap);
+    bpe_resegment(c, s + ll, len - ll, bpe_id(c->u, c->t, s + ll, len - ll), sg, ns, cap);
+}
+
+/* The BPE segmentation of t[0..L) into sg (malloc'd); returns its length. */
+static size_t bpe_merge(const tfm_unigram *u, const char *t, size_t L, float alpha,
+                        tfm_rng *rng, seg **sg)
+{
+    bctx c = {.u = u, .t = t, .sym = tfm_malloc((L + 1) * sizeof *c.sym)};
+    int32_t n = 0;
+    for (size_t p = 0; p < L; n++) {
+        size_t m = u->has_user ? trie_longest(&u->duser, t + p, L - p) : 0;
+        int frozen = m > 0;
+        if (!m) {
+            m = one_char_len((unsigned char)t[p]);
+            if (m > L - p)
+                m = L - p;
+        }
+        int32_t node = 0;
+        for (size_t i = 0; i < m && node >= 0; i++)
+            node = tfm_uni_dt_step(&u->dall, node, (unsigned char)t[p + i]);
+        c.sym[n] = (bsym){(uint32_t)p, (uint32_t)m, n - 1, p + m < L ? n + 1 : -1, node, frozen};
+        p += m;
+    }
+    for (int32_t i = 1; i < n; i++)
+        bpe_candidate(&c, i - 1, i);
+    while (c.heap.n) {
+        bpair top = bheap_pop(&c.heap);
+        bsym *l = &c.sym[top.left], *r = &c.sym[top.right];
+        if (!l->len || !r->len || l->len + r->len != top.size)
+            continue; /* a symbol of it has changed */
+        if (alpha > 0 && tfm_rng_double(rng) < alpha)
+            continue;
+        l->len += r->len;
+        l->node = top.node;
+        l->next = r->next;
+        if (r->next >= 0)
+            c.sym[r->next].prev = top.left;
+        r->len = 0;
+        bpe_candidate(&c, l->prev, top.left);
+        bpe_candidate(&c, top.left, l->next);
+    }
+    size_t ns = 0, cap = 0;
+    *sg = NULL;
+    for (int32_t i = n ? 0 : -1; i >= 0; i = c.sym[i].next) {
+        const bsym *x = &c.sym[i];
+        uint32_t id = x->node >= 0 && u->dall.u[x->node].value >= 0
+                          ? (uint32_t)u->dall.u[x->node].value : (uint32_t)u->unk;
+        bpe_resegment(&c, x->s, x->len, id, sg, &ns, &cap);
+    }
+    if (!*sg)
+        *sg = tfm_malloc(sizeof **sg);
+    free(c.sym);
+    free(c.heap.a);
+    free(c.rev);
+    return ns;
 }
 
 /* ---- decoding ---- */

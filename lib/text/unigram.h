@@ -85,9 +85,17 @@ void tfm_unigram_free(tfm_unigram *u);
 
 /* A sentencepiece .model file's bytes (a ModelProto; untrusted: every
  * varint, length and the charsmap's trie are checked).  name: for
- * messages.  Only model_type UNIGRAM is accepted. */
+ * messages.  model_type UNIGRAM and BPE are accepted. */
 int tfm_unigram_from_spm(tfm_unigram **out, const unsigned char *data, size_t len,
                          const char *name, tfm_err *err);
+
+/* sentencepiece's BPE model type (spm_train --model_type=bpe): the same
+ * pieces, normalizer, unknown and byte pieces, and decoding, but encoding
+ * merges adjacent symbols by the merged piece's score (see unigram.c);
+ * sampling is BPE-dropout (alpha: the probability of skipping a merge);
+ * n-best is not defined.  Set before encoding. */
+void tfm_unigram_set_bpe(tfm_unigram *u, int bpe);
+int tfm_unigram_is_bpe(const tfm_unigram *u);
 
 uint32_t tfm_unigram_size(const tfm_unigram *u);
 const char *tfm_unigram_piece(const tfm_unigram *u, uint32_t id, size_t *len);
@@ -106,6 +114,13 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
  * neither), also each id's byte span in s. */
 void tfm_unigram_encode(const tfm_unigram *u, const char *s, size_t n, tfm_ids *out,
                         tfm_ids *start, tfm_ids *end);
+/* The same with buffers kept from call to call (one per thread): no
+ * allocation per line once they have grown. */
+typedef struct tfm_uni_work tfm_uni_work;
+tfm_uni_work *tfm_uni_work_new(void);
+void tfm_uni_work_free(tfm_uni_work *w);
+void tfm_unigram_encode_with(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
+                             tfm_ids *out, tfm_ids *start, tfm_ids *end);
 /* A segmentation drawn from the lattice with probability proportional to
  * exp(alpha x its score) (forward-filtering backward-sampling, as
  * sentencepiece's SampleEncode with nbest_size -1). */

@@ -88,6 +88,75 @@ static void test_encode(void **state)
     tfm_unigram_free(u);
 }
 
+/* A near-tie that float sums get wrong (commit 9d03ffb): "ab" is ▁ab, and
+ * ▁|ab scores -1 + -3 = -4 exactly, ▁a|b -3.5 + (-0.5 + 2^-25) = -4 +
+ * 2^-25, which rounds to -4 in float.  sentencepiece sums in double and
+ * compares with the stored float: ▁a|b wins; a float sum makes it a tie
+ * and keeps ▁|ab, the first met (ab starts before b).  The n best start
+ * with the same. */
+static void test_viterbi_tie(void **state)
+{
+    (void)state;
+    tfm_uni_norm_spec spec = {.add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
+                              .escape_whitespaces = 1};
+    tfm_unigram *u;
+    tfm_err err = {0};
+    assert_int_equal(tfm_unigram_new(&u, &spec, "t", &err), 0);
+    const float w = -(0.5f - 0x1p-25f);
+    assert_true((float)(-3.5 + (double)w) == -4.0f); /* a tie in float */
+    static const char *p[] = {"<unk>", SP, "a", "b", "ab", SP "a"};
+    const float sc[] = {0, -1, -10, w, -3, -3.5f};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(tfm_unigram_add(u, p[i], strlen(p[i]), sc[i],
+                                         i ? TFM_UNI_NORMAL : TFM_UNI_UNKNOWN, "t", &err),
+                         0);
+    assert_int_equal(tfm_unigram_finish(u, 0, "t", &err), 0);
+    expect(u, "ab", (uint32_t[]){5, 3}, 2);
+    expect(u, "ab ab", (uint32_t[]){5, 3, 5, 3}, 4);
+    tfm_ids ids = {0}, off = {0};
+    assert_int_equal(tfm_unigram_nbest(u, "ab", 2, 2, &ids, &off), 2);
+    assert_int_equal(off.data[1], 2);
+    assert_int_equal(ids.data[0], 5);
+    assert_int_equal(ids.data[1], 3);
+    tfm_ids_free(&ids);
+    tfm_ids_free(&off);
+    tfm_unigram_free(u);
+}
+
+/* sentencepiece's BPE: the best-scoring merge first; a merge into an unused
+ * piece ("ab") undone unless a later merge ("▁ab") takes it in; equal
+ * scores merge leftmost first; BPE-dropout 1 merges nothing. */
+static void test_bpe(void **state)
+{
+    (void)state;
+    tfm_uni_norm_spec spec = {.add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
+                              .escape_whitespaces = 1};
+    tfm_unigram *u;
+    tfm_err err = {0};
+    assert_int_equal(tfm_unigram_new(&u, &spec, "t", &err), 0);
+    tfm_unigram_set_bpe(u, 1);
+    static const struct { const char *p; float s; tfm_uni_type t; } v[] = {
+        {"<unk>", 0, TFM_UNI_UNKNOWN}, {SP, -3, TFM_UNI_NORMAL}, {"a", -4, TFM_UNI_NORMAL},
+        {"b", -4, TFM_UNI_NORMAL}, {"c", -5, TFM_UNI_NORMAL}, {"ab", -1, TFM_UNI_UNUSED},
+        {SP "ab", -2, TFM_UNI_NORMAL}, {"ca", -6, TFM_UNI_NORMAL}, {"ac", -6, TFM_UNI_NORMAL},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        assert_int_equal(tfm_unigram_add(u, v[i].p, strlen(v[i].p), v[i].s, v[i].t, "t", &err), 0);
+    assert_int_equal(tfm_unigram_finish(u, 0, "t", &err), 0);
+    expect(u, "ab cab", (uint32_t[]){6, 1, 4, 2, 3}, 5);
+    /* "▁cac": ca and ac tie at -6; ca is leftmost */
+    expect(u, "cac", (uint32_t[]){1, 7, 4}, 3);
+    /* an unknown run is one <unk> */
+    expect(u, "xyab", (uint32_t[]){1, 0, 2, 3}, 4);
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 1);
+    tfm_ids ids = {0};
+    tfm_unigram_sample(u, "ab", 2, 1.0f, &rng, &ids);
+    assert_int_equal(ids.len, 3);
+    tfm_ids_free(&ids);
+    tfm_unigram_free(u);
+}
+
 static void test_decode(void **state)
 {
     (void)state;
@@ -194,6 +263,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_normalize),
         cmocka_unit_test(test_encode),
+        cmocka_unit_test(test_viterbi_tie),
+        cmocka_unit_test(test_bpe),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_nbest),
         cmocka_unit_test(test_sample),

@@ -15,6 +15,7 @@
 #include "text/tok_internal.h"
 #include "text/unigram.h"
 #include "text/unigram_train.h"
+#include "text/unigram_trie.h"
 #include "text/utf8.h"
 
 enum {
@@ -244,8 +245,9 @@ static int script_of(int32_t c)
 }
 
 /* sentencepiece's IsValidSentencePiece with its defaults (split by
- * whitespace, Unicode script and number). */
-static int valid_piece(const uint32_t *c, size_t n)
+ * whitespace, Unicode script and number).  script: script_of of each code
+ * point of c. */
+static int valid_piece(const uint32_t *c, size_t n, const int16_t *script)
 {
     if (n == 0 || n > MAX_PIECE_CHARS)
         return 0;
@@ -258,7 +260,7 @@ static int valid_piece(const uint32_t *c, size_t n)
                 return 0;
             continue;
         }
-        int s = script_of((int32_t)c[i]);
+        int s = script[c[i]];
         if (s == SCRIPT_INHERITED)
             s = prev;
         if (s != SCRIPT_ANY && prev != SCRIPT_ANY && s != prev)
@@ -270,13 +272,15 @@ static int valid_piece(const uint32_t *c, size_t n)
 
 /* ---- 3. seeds: a suffix array over the text's characters ---- */
 
-/* SA sorted by the first 32 characters (enough: seeds have at most 16),
- * by prefix doubling with radix sorts.  A: n code points, 0 between
- * lines. */
+/* SA sorted by the first 16 characters (enough: seeds have at most 16, so
+ * the suffixes that begin with one are together), by prefix doubling with
+ * radix sorts.  A: n code points, 0 between lines. */
 static uint32_t *suffix_array(const uint32_t *A, size_t n)
 {
+    /* 12 bytes a character and the counts (n < 2^32): the new ranks go
+     * where the order by the second key was */
     uint32_t *sa = tfm_malloc((n + 1) * sizeof *sa), *tmp = tfm_malloc((n + 1) * sizeof *tmp);
-    uint32_t *rk = tfm_malloc((n + 1) * sizeof *rk), *rk2 = tfm_malloc((n + 1) * sizeof *rk2);
+    uint32_t *rk = tfm_malloc((n + 1) * sizeof *rk), *rk2 = tmp;
     /* ranks of the characters, 1.. (0: past the end) */
     uint32_t *seen = tfm_calloc(N_CP, sizeof *seen);
     for (size_t i = 0; i < n; i++)
@@ -288,7 +292,7 @@ static uint32_t *suffix_array(const uint32_t *A, size_t n)
     for (size_t i = 0; i < n; i++)
         rk[i] = seen[A[i]];
     free(seen);
-    size_t *cnt = tfm_malloc((n + 2) * sizeof *cnt);
+    uint32_t *cnt = tfm_malloc((n + 2) * sizeof *cnt);
     for (size_t i = 0; i < n; i++)
         sa[i] = (uint32_t)i;
     for (size_t h = 1;; h *= 2) {
@@ -297,8 +301,8 @@ static uint32_t *suffix_array(const uint32_t *A, size_t n)
         memset(cnt, 0, (K + 1) * sizeof *cnt);
         for (size_t i = 0; i < n; i++)
             cnt[i + h < n ? rk[i + h] : 0]++;
-        for (size_t k = 0, s = 0; k <= K; k++) {
-            size_t c = cnt[k];
+        for (uint32_t k = 0, s = 0; k <= K; k++) {
+            uint32_t c = cnt[k];
             cnt[k] = s;
             s += c;
         }
@@ -307,13 +311,14 @@ static uint32_t *suffix_array(const uint32_t *A, size_t n)
         memset(cnt, 0, (K + 1) * sizeof *cnt);
         for (size_t i = 0; i < n; i++)
             cnt[rk[i]]++;
-        for (size_t k = 0, s = 0; k <= K; k++) {
-            size_t c = cnt[k];
+        for (uint32_t k = 0, s = 0; k <= K; k++) {
+            uint32_t c = cnt[k];
             cnt[k] = s;
             s += c;
         }
         for (size_t j = 0; j < n; j++)
             sa[cnt[rk[tmp[j]]]++] = tmp[j];
+        rk2 = tmp; /* tmp is read no more */
         /* new ranks */
         uint32_t r = 0;
         for (size_t j = 0; j < n; j++) {
@@ -328,17 +333,15 @@ static uint32_t *suffix_array(const uint32_t *A, size_t n)
             }
             rk2[i] = r;
         }
-        uint32_t *x = rk;
+        tmp = rk;
         rk = rk2;
-        rk2 = x;
         nr = r;
-        if (nr == n || 2 * h >= 32)
+        if (nr == n || 2 * h >= MAX_PIECE_CHARS)
             break;
     }
     free(cnt);
     free(tmp);
     free(rk);
-    free(rk2);
     return sa;
 }
 
@@ -363,6 +366,15 @@ static int cand_cmp(const void *a, const void *b)
 static cand *seed_substrings(const uint32_t *A, size_t n, size_t *n_out)
 {
     uint32_t *sa = suffix_array(A, n);
+    /* the script of each code point in the text, looked up once */
+    int16_t *script = tfm_malloc(N_CP * sizeof *script);
+    uint8_t *have = tfm_calloc(N_CP, 1);
+    for (size_t i = 0; i < n; i++)
+        if (!have[A[i]]) {
+            have[A[i]] = 1;
+            script[A[i]] = (int16_t)script_of((int32_t)A[i]);
+        }
+    free(have);
     /* lcp[j] of sa[j-1], sa[j], up to 17 characters, stopping at a 0 */
     uint8_t *lcp = tfm_malloc(n + 1);
     lcp[0] = 0;
@@ -390,7 +402,7 @@ static cand *seed_substrings(const uint32_t *A, size_t n, size_t *n_out)
             int d = stD[top];
             left = L;
             top--;
-            if (d >= 2 && d <= MAX_PIECE_CHARS && valid_piece(A + sa[L], (size_t)d)) {
+            if (d >= 2 && d <= MAX_PIECE_CHARS && valid_piece(A + sa[L], (size_t)d, script)) {
                 if (nc == cc) {
                     cc = cc ? 2 * cc : 4096;
                     c = tfm_realloc(c, cc * sizeof *c);
@@ -409,6 +421,7 @@ static cand *seed_substrings(const uint32_t *A, size_t n, size_t *n_out)
     free(stD);
     free(lcp);
     free(sa);
+    free(script);
     qsort(c, nc, sizeof *c, cand_cmp);
     if (nc > SEED_SIZE)
         nc = SEED_SIZE;
@@ -420,6 +433,7 @@ static cand *seed_substrings(const uint32_t *A, size_t n, size_t *n_out)
 
 typedef struct model {
     strmap map;     /* piece -> index */
+    tfm_uni_dtrie trie; /* the same, walked from each character by lat_build */
     double *score;
     size_t n;
     double min_score;
@@ -428,6 +442,7 @@ typedef struct model {
 static void model_free(model *m)
 {
     sm_free(&m->map);
+    free(m->trie.u);
     free(m->score);
     memset(m, 0, sizeof *m);
 }
@@ -444,13 +459,22 @@ static void model_set(model *m, const piece *p, size_t n)
     model nm = {0};
     nm.score = tfm_malloc((n + 1) * sizeof *nm.score);
     nm.min_score = DBL_MAX;
+    tfm_uni_trie t;
+    tfm_uni_trie_init(&t);
     for (size_t i = 0; i < n; i++) {
         size_t k = sm_add(&nm.map, p[i].s, p[i].len, NULL);
+        uint32_t node = tfm_uni_trie_insert(&t, p[i].s, p[i].len); /* may move t.value */
+        t.value[node] = (int32_t)k;
         nm.score[k] = p[i].score;
         if (p[i].score < nm.min_score)
             nm.min_score = p[i].score;
     }
     nm.n = nm.map.n;
+    /* pieces of at most 16 characters, a few hundred thousand of them: far
+     * below the double array's limit */
+    int rc = tfm_uni_dt_build(&nm.trie, &t);
+    TFM_ASSERT(rc == 0);
+    tfm_uni_trie_free(&t);
     model_free(m);
     *m = nm;
 }
@@ -516,10 +540,18 @@ static void lat_build(lattice *L, const model *m, const char *w, size_t len, int
         L->b = tfm_realloc(L->b, L->cap_ab * sizeof *L->b);
         L->back = tfm_realloc(L->back, L->cap_ab * sizeof *L->back);
     }
+    const unsigned char *b = (const unsigned char *)w;
     for (size_t s = 0; s < L->nc; s++) {
         int single = 0;
-        for (size_t k = 1; k <= MAX_PIECE_CHARS && s + k <= L->nc; k++) {
-            int64_t id = sm_find(&m->map, w + L->pos[s], L->pos[s + k] - L->pos[s]);
+        /* the pieces that start here, shortest first, walking the trie */
+        size_t kmax = s + MAX_PIECE_CHARS <= L->nc ? MAX_PIECE_CHARS : L->nc - s;
+        int32_t node = 0;
+        for (size_t k = 1, i = L->pos[s]; k <= kmax && node >= 0; k++) {
+            for (; i < L->pos[s + k] && node >= 0; i++)
+                node = tfm_uni_dt_step(&m->trie, node, b[i]);
+            if (node < 0)
+                break;
+            int64_t id = m->trie.u[node].value;
             if (id < 0 || id == skip)
                 continue;
             if (k == 1)

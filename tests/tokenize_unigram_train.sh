@@ -28,6 +28,11 @@ id() { awk -F '\t' -v p="$1" '$2 == p { print $1 }' "$2"; }
     fail "<sep> is split: $(echo 'a<sep>b' | $T encode -q -t a.json --format pieces)"
 echo 'ŋ' | $T encode -q -t a.json --format pieces | grep -q '<0xC5> <0x8B>' ||
     fail "an unseen character is not byte pieces"
+# control pieces show in decoded text (as HF's decode) unless --skip-special
+[ "$(echo '699 4 2' | $T decode -t a.json)" = "<extra_id_0>quick</s>" ] ||
+    fail "decode with specials: $(echo '699 4 2' | $T decode -t a.json)"
+[ "$(echo '699 4 2' | $T decode --skip-special -t a.json)" = "quick" ] ||
+    fail "decode --skip-special: $(echo '699 4 2' | $T decode --skip-special -t a.json)"
 echo "size, sentinels, user symbols and byte pieces as asked"
 
 # read back: the same vocabulary and ids

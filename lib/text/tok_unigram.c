@@ -44,16 +44,23 @@ static void uni_scratch_free(void *scratch)
     tfm_uni_work_free(scratch);
 }
 
+static int literal(const tfm_tokenizer *tok, uint32_t id)
+{
+    return id >= tfm_unigram_size(tok->impl) ||
+           (tfm_unigram_type(tok->impl, id) == TFM_UNI_CONTROL && tfm_tok_is_added(tok, id));
+}
+
 static void uni_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, tfm_buf *out)
 {
-    uint32_t V = tfm_unigram_size(tok->impl);
-    /* added tokens past the model's pieces decode as their text */
+    /* added tokens past the model's pieces decode as their text, and so do
+     * control pieces (</s>, T5's <extra_id_N>) unless the caller dropped the
+     * specials: spm_decode leaves them out, HF's decode shows them */
     for (size_t i = 0; i < n;) {
         size_t j = i;
-        while (j < n && ids[j] < V)
+        while (j < n && !literal(tok, ids[j]))
             j++;
         tfm_unigram_decode(tok->impl, ids + i, j - i, out);
-        for (; j < n && ids[j] >= V; j++)
+        for (; j < n && literal(tok, ids[j]); j++)
             tfm_buf_append(out, tok->pieces[ids[j]], tok->piece_lens[ids[j]]);
         i = j;
     }

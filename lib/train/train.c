@@ -396,37 +396,6 @@ static int load_data(run *R, tfm_config *cfg, tfm_err *err)
     return 0;
 }
 
-/* The text of ids with the special tokens visible.  The Unigram decoder
- * leaves out added tokens even when asked to keep specials (HF's shows
- * them), so a token that decodes to nothing and is named as added tokens
- * are, <...>, is written as its piece between the runs decoded.  (Until
- * text/ keeps them; a "▁" alone also decodes to nothing and stays so.) */
-static int decode_shown(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, tfm_buf *text)
-{
-    tfm_buf one = {0};
-    size_t run = 0;
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i <= n; i++) {
-        size_t len = 0;
-        const char *piece = NULL;
-        if (i < n) {
-            tfm_buf_clear(&one);
-            rc = tfm_tokenizer_decode(tok, ids + i, 1, 0, &one, NULL);
-            piece = tfm_tokenizer_piece(tok, ids[i], &len);
-            if (rc < 0 || one.len || !piece || len < 3 || piece[0] != '<' ||
-                piece[len - 1] != '>')
-                continue;
-        }
-        if (i > run)
-            rc = tfm_tokenizer_decode(tok, ids + run, i - run, 0, text, NULL);
-        if (i < n)
-            tfm_buf_append(text, piece, len);
-        run = i + 1;
-    }
-    tfm_buf_free(&one);
-    return rc;
-}
-
 /* One id array as JSON: "key": [ids...], "text_key": its text (ids < 0,
  * the ignored targets, left out of the text) or null without a tokenizer
  * or when an id is outside it. */
@@ -443,7 +412,7 @@ static void dump_ids(tfm_buf *out, const tfm_tokenizer *tok, const char *key,
     }
     tfm_buf_printf(out, "], \"%s\": ", text_key);
     tfm_buf_clear(text);
-    if (tok && decode_shown(tok, scratch, (size_t)k, text) == 0)
+    if (tok && tfm_tokenizer_decode(tok, scratch, (size_t)k, 0, text, NULL) == 0)
         tfm_buf_put_json_string(out, text->data ? text->data : "", text->len);
     else
         tfm_buf_puts(out, "null");

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "infer/beam.h"
+#include "infer/sample.h"
 #include "model/transformer.h"
 #include "model/decode.h"
 #include "model/forward.h"

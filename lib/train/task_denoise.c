@@ -37,44 +37,30 @@ typedef struct dn_task {
     unsigned char *special;   /* [V] never a random token */
     unsigned char *is_end;    /* [V] ends a sentence */
     tfm_denoise noise;
-    int32_t *window, *perm;   /* [W] */
-    int32_t *rows;            /* [B, T] the sources before padding */
-    int32_t *src, *x, *y;     /* [B, S ≤ T], [B, T], [B, T] */
-    int *src_len;             /* [B] */
+    int32_t *perm;            /* [W] */
+    tfm_text_batch tb;        /* sources and labels of at most T */
 } dn_task;
 
-static void draw(dn_task *K, const tfm_tokens *data, tfm_rng *rng, tfm_batch *b)
+static void draw(void *impl, const tfm_tokens *data, tfm_rng *rng, tfm_batch *b)
 {
-    int S = 0;
+    dn_task *K = impl;
+    tfm_text_batch *tb = &K->tb;
     for (int r = 0; r < K->B; r++) {
-        size_t at = (size_t)tfm_rng_below(rng, data->n - K->W + 1);
-        for (size_t i = 0; i < K->W; i++)
-            K->window[i] = (int32_t)tfm_tokens_at(data, at + i);
-        const int32_t *noisy = K->window;
+        /* the window is the labels; the source is made from it */
+        int32_t *y = tb->rows_y + (size_t)r * K->T, *s = tb->rows_s + (size_t)r * K->T;
+        tfm_task_text_window(data, K->W, rng, y);
+        y[K->W] = K->eos;
+        tb->tgt_len[r] = K->T;
+        const int32_t *noisy = y;
         if (K->permute) {
-            tfm_denoise_permute(&K->noise, K->window, K->W, K->is_end, rng, K->perm);
+            tfm_denoise_permute(&K->noise, y, K->W, K->is_end, rng, K->perm);
             noisy = K->perm;
         }
-        int32_t *s = K->rows + (size_t)r * K->T;
         size_t n = tfm_denoise_infill(&K->noise, noisy, K->W, K->W, rng, s);
         s[n] = K->eos;
-        K->src_len[r] = (int)n + 1;
-        if (K->src_len[r] > S)
-            S = K->src_len[r];
-        int32_t *x = K->x + (size_t)r * K->T, *y = K->y + (size_t)r * K->T;
-        x[0] = K->bos;
-        memcpy(x + 1, K->window, K->W * sizeof *x);
-        memcpy(y, K->window, K->W * sizeof *y);
-        y[K->W] = K->eos;
+        tb->src_len[r] = (int)n + 1;
     }
-    for (int r = 0; r < K->B; r++) {
-        int32_t *s = K->src + (size_t)r * S;
-        memcpy(s, K->rows + (size_t)r * K->T, (size_t)K->src_len[r] * sizeof *s);
-        for (int j = K->src_len[r]; j < S; j++)
-            s[j] = K->pad;
-    }
-    *b = (tfm_batch){.inputs = K->x, .targets = K->y, .B = K->B, .T = K->T, .src = K->src,
-                     .S = S, .src_lengths = K->src_len};
+    tfm_text_batch_finish(tb, b);
 }
 
 static int dn_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm_err *err)
@@ -86,23 +72,10 @@ static int dn_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm
     return 0;
 }
 
-/* The mean loss per target token over eval_batches batches drawn from seed. */
 static int dn_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err)
 {
     dn_task *K = impl;
-    tfm_rng rng;
-    tfm_rng_seed(&rng, seed);
-    double sum = 0;
-    for (int64_t i = 0; i < K->eval_batches; i++) {
-        tfm_batch b;
-        draw(K, &K->val, &rng, &b);
-        float l;
-        if (tfm_model_forward_batch(m, &b, &l, err) < 0)
-            return -1;
-        sum += l;
-    }
-    s->loss = sum / (double)K->eval_batches;
-    return 0;
+    return tfm_task_text_loss(K, draw, &K->val, K->eval_batches, m, seed, s, err);
 }
 
 static int dn_has_val(void *impl)
@@ -129,13 +102,8 @@ static void dn_free(void *impl)
     tfm_denoise_free(&K->noise);
     free(K->special);
     free(K->is_end);
-    free(K->window);
     free(K->perm);
-    free(K->rows);
-    free(K->src);
-    free(K->x);
-    free(K->y);
-    free(K->src_len);
+    tfm_text_batch_free(&K->tb);
     free(K);
 }
 
@@ -208,23 +176,12 @@ static int load(dn_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *
                            "needs at least 2 tokens and EOS", (long long)cfg->model.block_size);
     K->T = (int)cfg->model.block_size;
     K->W = (size_t)K->T - 1;
-    if (tfm_tokens_from_text(&K->train, &K->val, cfg->data.text, tok,
-                             cfg->data.val[0] ? 0 : cfg->data.val_fraction, err) < 0)
-        return -1;
-    if (cfg->data.val[0] && tfm_tokens_from_text(&K->val, NULL, cfg->data.val, tok, 0, err) < 0)
-        return -1;
-    if (tfm_task_check_vocab(&K->train, &K->val, cfg, tok, err) < 0)
+    if (tfm_task_text_open(&K->train, &K->val, cfg, tok, K->W, err) < 0)
         return -1;
     K->V = (uint32_t)cfg->model.vocab_size;
     if (sp->mask >= K->V)
         return tfm_err_set(err, "%s: the mask token is id %lld, outside model.vocab_size %lld",
                            name, (long long)sp->mask, (long long)K->V);
-    if (K->train.n < K->W)
-        return tfm_err_set(err, "%s: %zu tokens, fewer than the %zu of a window (model."
-                           "block_size %d - 1)", K->train.name, K->train.n, K->W, K->T);
-    if (K->val.n && K->val.n < K->W)
-        return tfm_err_set(err, "%s: %zu validation tokens, fewer than the %zu of a window",
-                           K->val.name, K->val.n, K->W);
     tables(K, tok, sp);
     size_t n_special = 0;
     for (uint32_t i = 0; i < K->V; i++)
@@ -248,14 +205,8 @@ int tfm_task_denoise_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok
     }
     K->B = (int)cfg->train.batch_size;
     K->eval_batches = cfg->train.eval_batches;
-    size_t BT = (size_t)K->B * (size_t)K->T;
-    K->window = tfm_malloc(K->W * sizeof *K->window);
     K->perm = tfm_malloc(K->W * sizeof *K->perm);
-    K->rows = tfm_malloc(BT * sizeof *K->rows);
-    K->src = tfm_malloc(BT * sizeof *K->src);
-    K->x = tfm_malloc(BT * sizeof *K->x);
-    K->y = tfm_malloc(BT * sizeof *K->y);
-    K->src_len = tfm_malloc((size_t)K->B * sizeof *K->src_len);
+    tfm_text_batch_init(&K->tb, K->B, K->T, K->T, K->bos, K->pad);
     t->ops = &dn_ops;
     t->impl = K;
     return 0;

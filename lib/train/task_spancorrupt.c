@@ -33,9 +33,10 @@
 
 typedef struct sc_task {
     tfm_tokens train, val;
-    int B, S, T;              /* the longest inputs and targets, each with EOS */
+    int B;
     int noise;                /* tfm_config_noise */
     size_t raw, spans;        /* window; spans: noise spans per window */
+    int S, T;                 /* the longest inputs and targets, each with EOS */
     double density, mean_span, random_prob;
     int64_t eval_batches;
     int32_t bos, eos, pad;
@@ -45,9 +46,8 @@ typedef struct sc_task {
     unsigned char *special;   /* [V] bert: never a random token */
     int32_t *window;          /* [raw] */
     unsigned char *mask;      /* [raw] */
-    int32_t *rows_s, *rows_y; /* [B, S], [B, T] before padding */
-    int32_t *src, *x, *y;     /* [B, S], [B, T], [B, T] */
-    int *src_len, *tgt_len;   /* [B] */
+    tfm_text_batch tb;
+    size_t count;             /* the last batch's labels */
 } sc_task;
 
 /* One window's inputs s and targets y, without EOS. */
@@ -77,71 +77,37 @@ static void corrupt(sc_task *K, tfm_rng *rng, int32_t *s, size_t *ns, int32_t *y
     TFM_ASSERT(rc == 0);
 }
 
-static void draw(sc_task *K, const tfm_tokens *data, tfm_rng *rng, tfm_batch *b,
-                 size_t *n_tokens)
+static void draw(void *impl, const tfm_tokens *data, tfm_rng *rng, tfm_batch *b)
 {
-    int S = 0, T = 0;
-    size_t count = 0;
+    sc_task *K = impl;
+    tfm_text_batch *tb = &K->tb;
     for (int r = 0; r < K->B; r++) {
-        size_t at = (size_t)tfm_rng_below(rng, data->n - K->raw + 1);
-        for (size_t i = 0; i < K->raw; i++)
-            K->window[i] = (int32_t)tfm_tokens_at(data, at + i);
-        int32_t *s = K->rows_s + (size_t)r * K->S, *y = K->rows_y + (size_t)r * K->T;
+        tfm_task_text_window(data, K->raw, rng, K->window);
+        int32_t *s = tb->rows_s + (size_t)r * K->S, *y = tb->rows_y + (size_t)r * K->T;
         size_t ns, nt;
         corrupt(K, rng, s, &ns, y, &nt);
         TFM_ASSERT(ns < (size_t)K->S && nt < (size_t)K->T);
         s[ns] = K->eos;
         y[nt] = K->eos;
-        K->src_len[r] = (int)ns + 1;
-        K->tgt_len[r] = (int)nt + 1;
-        S = K->src_len[r] > S ? K->src_len[r] : S;
-        T = K->tgt_len[r] > T ? K->tgt_len[r] : T;
-        count += nt + 1;
+        tb->src_len[r] = (int)ns + 1;
+        tb->tgt_len[r] = (int)nt + 1;
     }
-    /* padding: the pad token in the inputs, -1 (no loss) in the labels */
-    for (int r = 0; r < K->B; r++) {
-        const int32_t *s0 = K->rows_s + (size_t)r * K->S, *y0 = K->rows_y + (size_t)r * K->T;
-        int32_t *s = K->src + (size_t)r * S, *x = K->x + (size_t)r * T, *y = K->y + (size_t)r * T;
-        int ns = K->src_len[r], nt = K->tgt_len[r];
-        for (int j = 0; j < S; j++)
-            s[j] = j < ns ? s0[j] : K->pad;
-        x[0] = K->bos;
-        for (int j = 0; j < T; j++) {
-            if (j > 0)
-                x[j] = j < nt ? y0[j - 1] : K->pad;
-            y[j] = j < nt ? y0[j] : -1;
-        }
-    }
-    *b = (tfm_batch){.inputs = K->x, .targets = K->y, .B = K->B, .T = T, .src = K->src,
-                     .S = S, .src_lengths = K->src_len};
-    *n_tokens = count;
+    K->count = tfm_text_batch_finish(tb, b);
 }
 
 static int sc_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm_err *err)
 {
     (void)err;
-    draw(impl, &((sc_task *)impl)->train, rng, b, n_tokens);
+    sc_task *K = impl;
+    draw(K, &K->train, rng, b);
+    *n_tokens = K->count;
     return 0;
 }
 
-/* The mean loss per target token over eval_batches batches drawn from seed. */
 static int sc_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err)
 {
     sc_task *K = impl;
-    tfm_rng rng;
-    tfm_rng_seed(&rng, seed);
-    double sum = 0;
-    for (int64_t i = 0; i < K->eval_batches; i++) {
-        tfm_batch b;
-        size_t n;
-        draw(K, &K->val, &rng, &b, &n);
-        float l;
-        if (tfm_model_forward_batch(m, &b, &l, err) < 0)
-            return -1;
-        sum += l;
-    }
-    s->loss = sum / (double)K->eval_batches;
-    return 0;
+    return tfm_task_text_loss(K, draw, &K->val, K->eval_batches, m, seed, s, err);
 }
 
 static int sc_has_val(void *impl)
@@ -176,13 +142,7 @@ static void sc_free(void *impl)
     free(K->special);
     free(K->window);
     free(K->mask);
-    free(K->rows_s);
-    free(K->rows_y);
-    free(K->src);
-    free(K->x);
-    free(K->y);
-    free(K->src_len);
-    free(K->tgt_len);
+    tfm_text_batch_free(&K->tb);
     free(K);
 }
 
@@ -265,14 +225,8 @@ static int load(sc_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *
     K->density = cfg->train.noise_density;
     K->mean_span = cfg->train.mean_span;
     K->random_prob = cfg->train.random_token_prob;
-    if (lengths(K, cfg, err) < 0)
-        return -1;
-    if (tfm_tokens_from_text(&K->train, &K->val, cfg->data.text, tok,
-                             cfg->data.val[0] ? 0 : cfg->data.val_fraction, err) < 0)
-        return -1;
-    if (cfg->data.val[0] && tfm_tokens_from_text(&K->val, NULL, cfg->data.val, tok, 0, err) < 0)
-        return -1;
-    if (tfm_task_check_vocab(&K->train, &K->val, cfg, tok, err) < 0)
+    if (lengths(K, cfg, err) < 0 ||
+        tfm_task_text_open(&K->train, &K->val, cfg, tok, K->raw, err) < 0)
         return -1;
     K->V = (uint32_t)cfg->model.vocab_size;
     char why[160];
@@ -296,13 +250,6 @@ static int load(sc_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *
     }
     if (rc < 0)
         return -1;
-    if (K->train.n < K->raw)
-        return tfm_err_set(err, "%s: %zu tokens, fewer than the %zu of a window (model."
-                           "block_size %lld inputs)", K->train.name, K->train.n, K->raw,
-                           (long long)cfg->model.block_size);
-    if (K->val.n && K->val.n < K->raw)
-        return tfm_err_set(err, "%s: %zu validation tokens, fewer than the %zu of a window",
-                           K->val.name, K->val.n, K->raw);
     if (K->noise == TFM_CONFIG_NOISE_BERT) {
         K->special = tfm_calloc(K->V, 1);
         const int64_t ids[] = {sp->unk, sp->pad, sp->bos, sp->eos, sp->cls, sp->sep, sp->mask};
@@ -333,16 +280,9 @@ int tfm_task_spancorrupt_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer 
     }
     K->B = (int)cfg->train.batch_size;
     K->eval_batches = cfg->train.eval_batches;
-    size_t BS = (size_t)K->B * (size_t)K->S, BT = (size_t)K->B * (size_t)K->T;
     K->window = tfm_malloc(K->raw * sizeof *K->window);
     K->mask = tfm_malloc(K->raw);
-    K->rows_s = tfm_malloc(BS * sizeof *K->rows_s);
-    K->rows_y = tfm_malloc(BT * sizeof *K->rows_y);
-    K->src = tfm_malloc(BS * sizeof *K->src);
-    K->x = tfm_malloc(BT * sizeof *K->x);
-    K->y = tfm_malloc(BT * sizeof *K->y);
-    K->src_len = tfm_malloc((size_t)K->B * sizeof *K->src_len);
-    K->tgt_len = tfm_malloc((size_t)K->B * sizeof *K->tgt_len);
+    tfm_text_batch_init(&K->tb, K->B, K->S, K->T, K->bos, K->pad);
     t->ops = &sc_ops;
     t->impl = K;
     return 0;

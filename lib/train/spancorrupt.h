@@ -1,5 +1,5 @@
-/* T5's span corruption (train.task span-corruption, task_spancorrupt.c),
- * as google-research/text-to-text-transfer-transformer's
+/* T5's span corruption (train.task span-corruption; spancorrupt.c, used by
+ * task_spancorrupt.c), as google-research/text-to-text-transfer-transformer's
  * random_spans_noise_mask, noise_span_to_unique_sentinel and
  * random_spans_helper do it:
  *

@@ -240,7 +240,7 @@ static const tfm_config_key keys[] = {
      "model keys left out take its shape, one that contradicts it is an error; new heads "
      "are initialised, and the start report names them"},
     {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0,
-     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption",
+     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
      "[SEP]: segments of data.text's documents, or windows of a token file; needs "
      "model.mlm_head and 2 segments), mlm+nsp (and whether B follows A, on model.pooler "
@@ -248,20 +248,35 @@ static const tfm_config_key keys[] = {
      "number per text or pair), tag (a tag per word), span (the answer's span in a context); "
      "encoder-decoders: lm (pairs of sentences), span-corruption (T5's pre-training: noise "
      "spans of data.text replaced by sentinels <extra_id_N> in the source, the target "
-     "spelling them out)"},
+     "spelling them out; train.noise), denoise (BART's pre-training: data.text with its "
+     "sentences shuffled and Poisson spans each replaced by one <mask> in the source, the "
+     "original text the target)"},
     {"train.noise_density", TFM_CONFIG_FLOAT, OFF(train.noise_density), "0.15", 0.001, 0.999,
      NULL, "span-corruption: the share of a window's tokens in noise spans (round(density x "
      "length), at least 1, at most length - 1)"},
     {"train.mean_span", TFM_CONFIG_FLOAT, OFF(train.mean_span), "3", 1, 1e6, NULL,
      "span-corruption: the mean noise span length (round(noise tokens / mean_span) spans, at "
      "least 1)"},
+    {"train.noise", TFM_CONFIG_ENUM, OFF(train.noise), "spans", 0, 0, "spans|iid|drop|bert",
+     "span-corruption: the T5 study's objective: spans (random noise spans, a sentinel "
+     "each), or each token noise with probability noise_density and iid (a sentinel per run "
+     "of noise), drop (noise tokens dropped from the source, the target the dropped tokens) "
+     "or bert (noise tokens become <extra_id_0>, random_token_prob of them a random token; "
+     "the target the whole text)"},
+    {"train.mask_ratio", TFM_CONFIG_FLOAT, OFF(train.mask_ratio), "0.3", 0, 1, NULL,
+     "denoise: the share of tokens planned in noise spans (ceil(ratio x length))"},
+    {"train.poisson_lambda", TFM_CONFIG_FLOAT, OFF(train.poisson_lambda), "3", 0.01, 50, NULL,
+     "denoise: the mean of the Poisson span lengths; a length-0 span inserts a <mask>"},
+    {"train.permute_sentences", TFM_CONFIG_BOOL, OFF(train.permute_sentences), "true", 0, 0,
+     NULL, "denoise: shuffle the sentences of each window (ends: . ! ? and line breaks)"},
     {"train.mask_prob", TFM_CONFIG_FLOAT, OFF(train.mask_prob), "0.15", 0.001, 1, NULL,
      "mlm: the share of content positions chosen (round(p x length), at least 1)"},
     {"train.mask_token_prob", TFM_CONFIG_FLOAT, OFF(train.mask_token_prob), "0.8", 0, 1, NULL,
      "mlm: a chosen position becomes [MASK] with this probability"},
     {"train.random_token_prob", TFM_CONFIG_FLOAT, OFF(train.random_token_prob), "0.1", 0, 1,
      NULL, "mlm: a chosen position becomes a random non-special token with this probability "
-     "(else it stays unchanged)"},
+     "(else it stays unchanged); denoise and span-corruption's noise bert: a noise span or "
+     "token becomes one instead of the mask"},
     {"train.short_seq_prob", TFM_CONFIG_FLOAT, OFF(train.short_seq_prob), "0.1", 0, 1, NULL,
      "mlm: with this probability a sequence aims at a uniform length in [2, block_size - 3] "
      "content tokens instead of filling the context, the rest padding (BERT's short "
@@ -733,14 +748,17 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
                 c->train.best_by == TFM_CONFIG_BEST_BLEU))
         return tfm_err_set(err, "train.max_tokens, train.eval_bleu and train.best_by bleu are "
                            "for encoder-decoders, not model.kind %s", kind);
-    int sc = c->train.task == TFM_CONFIG_TASK_SPAN_CORRUPTION;
+    /* the pre-training tasks of encoder-decoders: raw text corrupted */
+    int sc = c->train.task == TFM_CONFIG_TASK_SPAN_CORRUPTION ||
+             c->train.task == TFM_CONFIG_TASK_DENOISE;
+    const char *scn = c->train.task == TFM_CONFIG_TASK_DENOISE ? "denoise" : "span-corruption";
     if (sc && !ed)
-        return tfm_err_set(err, "train.task span-corruption needs model.kind encoder-decoder, "
-                           "not %s", kind);
+        return tfm_err_set(err, "train.task %s needs model.kind encoder-decoder, not %s", scn,
+                           kind);
     if (sc && (pairs || c->train.eval_bleu))
-        return tfm_err_set(err, "train.task span-corruption reads raw text (data.text, "
-                           "data.val): data.source/target/val_source/val_target/"
-                           "source_tokenizer and train.eval_bleu are for train.task lm");
+        return tfm_err_set(err, "train.task %s reads raw text (data.text, data.val): data."
+                           "source/target/val_source/val_target/source_tokenizer and "
+                           "train.eval_bleu are for train.task lm", scn);
     if ((c->train.task == TFM_CONFIG_TASK_LM || sc) &&
         (c->train.whole_word_mask || c->data.documents != TFM_CONFIG_DOCS_BLANK_LINE))
         return tfm_err_set(err, "train.whole_word_mask and data.documents are for train.task "
@@ -748,10 +766,11 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     if (c->train.best_by == TFM_CONFIG_BEST_BLEU && !c->train.eval_bleu)
         return tfm_err_set(err, "train.best_by bleu needs train.eval_bleu true");
     if (ed) {
+        if (c->data.train[0] && sc)
+            return tfm_err_set(err, "data.train with train.task %s: give the raw text as "
+                               "data.text (with data.tokenizer)", scn);
         if (c->data.train[0])
-            return tfm_err_set(err, sc ? "data.train with train.task span-corruption: give the "
-                               "raw text as data.text (with data.tokenizer)"
-                               : "data.train with model.kind encoder-decoder: give pairs as "
+            return tfm_err_set(err, "data.train with model.kind encoder-decoder: give pairs as "
                                "data.text (source<TAB>target lines) or data.source and "
                                "data.target");
         if (!c->data.tokenizer[0])

@@ -89,7 +89,14 @@ typedef enum tfm_config_task {
     TFM_CONFIG_TASK_TAG,
     TFM_CONFIG_TASK_SPAN,
     TFM_CONFIG_TASK_SPAN_CORRUPTION,
+    TFM_CONFIG_TASK_DENOISE,
 } tfm_config_task;
+typedef enum tfm_config_noise {
+    TFM_CONFIG_NOISE_SPANS,
+    TFM_CONFIG_NOISE_IID,
+    TFM_CONFIG_NOISE_DROP,
+    TFM_CONFIG_NOISE_BERT,
+} tfm_config_noise;
 
 typedef enum tfm_config_documents {
     TFM_CONFIG_DOCS_BLANK_LINE,
@@ -169,6 +176,9 @@ typedef struct tfm_config {
         double mask_prob, mask_token_prob, random_token_prob, short_seq_prob;
         int whole_word_mask;
         double noise_density, mean_span; /* span-corruption (T5) */
+        int noise;              /* span-corruption: tfm_config_noise */
+        double mask_ratio, poisson_lambda; /* denoise (BART) */
+        int permute_sentences;
         double lm_weight;       /* classify, decoders: the LM loss's weight */
     } train;
     /* 1 for each key (by its index in tfm_config_keys) that a file or --set

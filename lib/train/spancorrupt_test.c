@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,12 +143,103 @@ static void test_random_masks(void **state)
     assert_int_equal(seen_noise[19], hits);
 }
 
+/* The T5 study's i.i.d. variants on the upstream case's tokens and mask. */
+static void test_iid_variants_by_hand(void **state)
+{
+    (void)state;
+    const int32_t tokens[] = {10, 11, 12, 13, 14, 15};
+    const unsigned char mask[] = {1, 1, 0, 0, 1, 0};
+    int32_t in[6], tg[6];
+    size_t ni, nt;
+    /* drop corrupted tokens */
+    tfm_noise_drop(tokens, mask, 6, in, &ni, tg, &nt);
+    const int32_t drop_in[] = {12, 13, 15}, drop_tg[] = {10, 11, 14};
+    assert_int_equal(ni, 3);
+    assert_int_equal(nt, 3);
+    assert_memory_equal(in, drop_in, sizeof drop_in);
+    assert_memory_equal(tg, drop_tg, sizeof drop_tg);
+    /* BERT-style: all masks, or (random_prob 1) the one non-special id */
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 1);
+    tfm_noise_replace(tokens, mask, 6, 999, 0, NULL, 1000, &rng, in);
+    const int32_t bert[] = {999, 999, 12, 13, 999, 15};
+    assert_memory_equal(in, bert, sizeof bert);
+    const unsigned char special[8] = {1, 1, 1, 1, 1, 1, 1, 0};
+    tfm_noise_replace(tokens, mask, 6, 999, 1, special, 8, &rng, in);
+    const int32_t rnd[] = {7, 7, 12, 13, 7, 15};
+    assert_memory_equal(in, rnd, sizeof rnd);
+    /* the prefix that n sentinels encode: runs noise, keep, noise, keep */
+    assert_int_equal(tfm_span_fit(mask, 6, 0), 0);
+    assert_int_equal(tfm_span_fit(mask, 6, 1), 4);
+    assert_int_equal(tfm_span_fit(mask, 6, 2), 6);
+    const unsigned char keep_first[] = {0, 1, 0, 1, 1};
+    assert_int_equal(tfm_span_fit(keep_first, 5, 1), 2);
+}
+
+/* i.i.d. masks: the noise share is the density (binomial, within 4.5 sd over
+ * 2000 x 100 tokens), drop and iid lose nothing, bert keeps the length and
+ * the non-noise tokens, and about random_prob of its noise is random. */
+static void test_iid_properties(void **state)
+{
+    (void)state;
+    tfm_rng rng;
+    tfm_rng_seed(&rng, 7);
+    enum { L = 100, V = 1000, N = 2000 };
+    int32_t tok[L], in[L], tg[L], sent[L], out[L];
+    unsigned char mask[L];
+    for (int i = 0; i < L; i++) {
+        tok[i] = i;
+        sent[i] = V - 1 - i;
+    }
+    const double densities[] = {0.15, 0.5};
+    for (int d = 0; d < 2; d++) {
+        double p = densities[d];
+        long noise = 0, random = 0;
+        for (int trial = 0; trial < N; trial++) {
+            tfm_noise_iid_mask(mask, L, p, &rng);
+            size_t ni, nt, n = 0;
+            for (int i = 0; i < L; i++)
+                noise += mask[i];
+            /* drop: merging the two back by the mask gives the window */
+            tfm_noise_drop(tok, mask, L, in, &ni, tg, &nt);
+            assert_int_equal(ni + nt, L);
+            for (size_t i = 0, a = 0, b = 0; i < L; i++)
+                out[n++] = mask[i] ? tg[b++] : in[a++];
+            assert_memory_equal(out, tok, sizeof tok);
+            /* iid: a sentinel per run, the fitted prefix restored */
+            size_t len = tfm_span_fit(mask, L, 8);
+            assert_int_equal(tfm_span_corrupt(tok, mask, len, sent, 8, in, &ni, tg, &nt), 0);
+            assert_true(ni <= len && nt <= len + 1);
+            n = 0;
+            for (size_t i = 0; i < len; i++)
+                n += i == 0 || mask[i] != mask[i - 1];
+            assert_int_equal(ni + nt, len + n);
+            /* bert */
+            tfm_noise_replace(tok, mask, L, V - 1, 0.25, NULL, V - 100, &rng, in);
+            for (int i = 0; i < L; i++) {
+                if (!mask[i])
+                    assert_int_equal(in[i], tok[i]);
+                else if (in[i] != V - 1) {
+                    assert_true(in[i] >= 0 && in[i] < V - 100);
+                    random++;
+                }
+            }
+        }
+        double mean = p * L * N, sd = sqrt(p * (1 - p) * L * N);
+        assert_true(fabs((double)noise - mean) < 4.5 * sd);
+        double rmean = 0.25 * (double)noise, rsd = sqrt(0.25 * 0.75 * (double)noise);
+        assert_true(fabs((double)random - rmean) < 4.5 * rsd);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_upstream_case),
         cmocka_unit_test(test_lengths),
         cmocka_unit_test(test_random_masks),
+        cmocka_unit_test(test_iid_variants_by_hand),
+        cmocka_unit_test(test_iid_properties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

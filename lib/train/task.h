@@ -16,7 +16,10 @@
  *            documents packed with data.packing.
  *   seq2seq  encoder-decoders: pairs of sentences (train/parallel.h).
  *   span-corruption  encoder-decoders: T5's noise spans of a token stream
- *            replaced by sentinels (task_spancorrupt.c, train/spancorrupt.h).
+ *            replaced by sentinels (task_spancorrupt.c, train/spancorrupt.h);
+ *            train.noise: the T5 study's i.i.d. variants.
+ *   denoise  encoder-decoders: BART's text infilling and sentence
+ *            permutation of a token stream (task_denoise.c, train/denoise.h).
  *   mlm      encoders (train.task mlm, mlm+nsp): BERT's masked tokens (and
  *            next-sentence labels) in [CLS] A [SEP] B [SEP]: segments of
  *            text documents (train/data.h tfm_docs) or windows of a token

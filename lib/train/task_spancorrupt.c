@@ -5,8 +5,16 @@
  * same way); a training sequence is a random window of the raw length that
  * random_spans_helper gives for model.block_size inputs, corrupted with a
  * fresh mask.  Every window has the same counts, so a batch has no
- * padding: source = inputs + EOS, decoder labels = targets + EOS, decoder
+ * padding (train.noise spans): source = inputs + EOS, decoder labels = targets + EOS, decoder
  * input = BOS + targets (BOS as the seq2seq task and tfm-generate use it).
+ *
+ * train.noise picks the T5 study's other objectives (train/spancorrupt.h)
+ * on windows of model.block_size - 1 tokens with an i.i.d. mask: iid (a
+ * sentinel per run of noise; a window is cut before the first run the
+ * tokenizer has no sentinel for), drop (no sentinels) and bert
+ * (<extra_id_0> as T5's mask, train.random_token_prob random tokens, the
+ * target the whole window).  Their lengths vary: a batch is padded to its
+ * longest source and target.
  *
  * Every draw comes from the rng passed in, so a resumed run repeats the
  * windows and masks bit for bit. */
@@ -21,154 +29,70 @@
 #include "train/spancorrupt.h"
 #include "train/task_internal.h"
 
-/* ---- the corruption ----------------------------------------------------------- */
-
-void tfm_span_counts(size_t length, double density, double mean_span, size_t *noise,
-                     size_t *spans)
-{
-    /* tf.math.round on float32, as random_spans_noise_mask computes them */
-    float nf = rintf((float)length * (float)density);
-    size_t n = nf < 1 ? 1 : (size_t)nf;
-    if (n > length - 1)
-        n = length - 1;
-    float sf = rintf((float)n / (float)mean_span);
-    size_t s = sf < 1 ? 1 : (size_t)sf;
-    if (s > length - n)
-        s = length - n;
-    *noise = n;
-    *spans = s;
-}
-
-void tfm_span_lengths(size_t length, double density, double mean_span, size_t *inputs,
-                      size_t *targets)
-{
-    size_t noise, spans;
-    tfm_span_counts(length, density, mean_span, &noise, &spans);
-    *inputs = length - noise + spans + 1;
-    *targets = noise + spans + 1;
-}
-
-size_t tfm_span_raw_length(size_t inputs_length, double density, double mean_span,
-                           size_t *targets_length)
-{
-    size_t in, tg, len = 1;
-    /* inputs grow with the raw length (one more token adds at most one
-     * input), so the walk stops at the longest that fits */
-    for (;;) {
-        tfm_span_lengths(len + 1, density, mean_span, &in, &tg);
-        if (in > inputs_length)
-            break;
-        len++;
-    }
-    if (len < 2)
-        return 0;
-    if (targets_length) {
-        tfm_span_lengths(len, density, mean_span, &in, &tg);
-        *targets_length = tg;
-    }
-    return len;
-}
-
-/* Lengths of k non-empty segments of n items, the k - 1 cuts among the
- * n - 1 gaps uniform (T5's _random_segmentation), by selection sampling. */
-static void segment(size_t n, size_t k, size_t *len, tfm_rng *rng)
-{
-    size_t need = k - 1, seg = 0, cur = 1;
-    for (size_t gap = 1; gap < n; gap++) {
-        if (need && tfm_rng_below(rng, n - gap) < need) {
-            len[seg++] = cur;
-            cur = 0;
-            need--;
-        }
-        cur++;
-    }
-    len[seg] = cur;
-}
-
-void tfm_span_noise_mask(unsigned char *mask, size_t length, double density,
-                         double mean_span, tfm_rng *rng)
-{
-    size_t noise, spans;
-    tfm_span_counts(length, density, mean_span, &noise, &spans);
-    size_t *keep = tfm_malloc(2 * spans * sizeof *keep), *drop = keep + spans;
-    segment(length - noise, spans, keep, rng);
-    segment(noise, spans, drop, rng);
-    size_t p = 0;
-    for (size_t s = 0; s < spans; s++) {
-        memset(mask + p, 0, keep[s]);
-        p += keep[s];
-        memset(mask + p, 1, drop[s]);
-        p += drop[s];
-    }
-    free(keep);
-}
-
-/* noise_span_to_unique_sentinel: tokens where mask[i] == which are dropped,
- * each run of them replaced by the next sentinel. */
-static int squeeze(const int32_t *tokens, const unsigned char *mask, size_t length, int which,
-                   const int32_t *sentinel, size_t n_sentinel, int32_t *out, size_t *n_out)
-{
-    size_t n = 0, s = 0;
-    for (size_t i = 0; i < length; i++) {
-        if (!mask[i] != !which)
-            out[n++] = tokens[i];
-        else if (i == 0 || !mask[i - 1] != !which) {
-            if (s == n_sentinel)
-                return -1;
-            out[n++] = sentinel[s++];
-        }
-    }
-    *n_out = n;
-    return 0;
-}
-
-int tfm_span_corrupt(const int32_t *tokens, const unsigned char *mask, size_t length,
-                     const int32_t *sentinel, size_t n_sentinel, int32_t *inputs,
-                     size_t *n_inputs, int32_t *targets, size_t *n_targets)
-{
-    if (squeeze(tokens, mask, length, 1, sentinel, n_sentinel, inputs, n_inputs) < 0 ||
-        squeeze(tokens, mask, length, 0, sentinel, n_sentinel, targets, n_targets) < 0)
-        return -1;
-    return 0;
-}
-
 /* ---- the task ------------------------------------------------------------------- */
 
 typedef struct sc_task {
     tfm_tokens train, val;
-    int B, S, T;              /* S inputs and T targets, each with EOS */
-    size_t raw, spans;
-    double density, mean_span;
+    int B;
+    int noise;                /* tfm_config_noise */
+    size_t raw, spans;        /* window; spans: noise spans per window */
+    int S, T;                 /* the longest inputs and targets, each with EOS */
+    double density, mean_span, random_prob;
     int64_t eval_batches;
-    int32_t bos, eos;
-    int32_t *sentinel;        /* [spans]: <extra_id_0> .. */
+    int32_t bos, eos, pad;
+    uint32_t V;
+    int32_t *sentinel;        /* [n_sentinel]: <extra_id_0> .. */
+    size_t n_sentinel;
+    unsigned char *special;   /* [V] bert: never a random token */
     int32_t *window;          /* [raw] */
     unsigned char *mask;      /* [raw] */
-    int32_t *src, *x, *y;     /* [B, S], [B, T], [B, T] */
-    int *src_len;             /* [B] */
+    tfm_text_batch tb;
+    size_t count;             /* the last batch's labels */
 } sc_task;
 
-static void draw(sc_task *K, const tfm_tokens *data, tfm_rng *rng, tfm_batch *b)
+/* One window's inputs s and targets y, without EOS. */
+static void corrupt(sc_task *K, tfm_rng *rng, int32_t *s, size_t *ns, int32_t *y, size_t *nt)
 {
+    size_t len = K->raw;
+    if (K->noise == TFM_CONFIG_NOISE_SPANS)
+        tfm_span_noise_mask(K->mask, len, K->density, K->mean_span, rng);
+    else
+        tfm_noise_iid_mask(K->mask, len, K->density, rng);
+    switch (K->noise) {
+    case TFM_CONFIG_NOISE_DROP:
+        tfm_noise_drop(K->window, K->mask, len, s, ns, y, nt);
+        return;
+    case TFM_CONFIG_NOISE_BERT:
+        tfm_noise_replace(K->window, K->mask, len, K->sentinel[0], K->random_prob, K->special,
+                          K->V, rng, s);
+        memcpy(y, K->window, len * sizeof *y);
+        *ns = *nt = len;
+        return;
+    case TFM_CONFIG_NOISE_IID:
+        len = tfm_span_fit(K->mask, len, K->n_sentinel);
+        break;
+    }
+    int rc = tfm_span_corrupt(K->window, K->mask, len, K->sentinel, K->n_sentinel, s, ns, y,
+                              nt);
+    TFM_ASSERT(rc == 0);
+}
+
+static void draw(void *impl, const tfm_tokens *data, tfm_rng *rng, tfm_batch *b)
+{
+    sc_task *K = impl;
+    tfm_text_batch *tb = &K->tb;
     for (int r = 0; r < K->B; r++) {
-        size_t at = (size_t)tfm_rng_below(rng, data->n - K->raw + 1);
-        for (size_t i = 0; i < K->raw; i++)
-            K->window[i] = (int32_t)tfm_tokens_at(data, at + i);
-        tfm_span_noise_mask(K->mask, K->raw, K->density, K->mean_span, rng);
-        int32_t *s = K->src + (size_t)r * K->S, *x = K->x + (size_t)r * K->T,
-                *y = K->y + (size_t)r * K->T;
+        tfm_task_text_window(data, K->raw, rng, K->window);
+        int32_t *s = tb->rows_s + (size_t)r * K->S, *y = tb->rows_y + (size_t)r * K->T;
         size_t ns, nt;
-        int rc = tfm_span_corrupt(K->window, K->mask, K->raw, K->sentinel, K->spans, s, &ns, y,
-                                  &nt);
-        TFM_ASSERT(rc == 0 && ns + 1 == (size_t)K->S && nt + 1 == (size_t)K->T);
+        corrupt(K, rng, s, &ns, y, &nt);
+        TFM_ASSERT(ns < (size_t)K->S && nt < (size_t)K->T);
         s[ns] = K->eos;
         y[nt] = K->eos;
-        x[0] = K->bos;
-        memcpy(x + 1, y, nt * sizeof *x);
-        K->src_len[r] = K->S;
+        tb->src_len[r] = (int)ns + 1;
+        tb->tgt_len[r] = (int)nt + 1;
     }
-    *b = (tfm_batch){.inputs = K->x, .targets = K->y, .B = K->B, .T = K->T, .src = K->src,
-                     .S = K->S, .src_lengths = K->src_len};
+    K->count = tfm_text_batch_finish(tb, b);
 }
 
 static int sc_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm_err *err)
@@ -176,27 +100,14 @@ static int sc_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm
     (void)err;
     sc_task *K = impl;
     draw(K, &K->train, rng, b);
-    *n_tokens = (size_t)K->B * (size_t)K->T;
+    *n_tokens = K->count;
     return 0;
 }
 
-/* The mean loss per target token over eval_batches batches drawn from seed. */
 static int sc_evaluate(void *impl, tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err)
 {
     sc_task *K = impl;
-    tfm_rng rng;
-    tfm_rng_seed(&rng, seed);
-    double sum = 0;
-    for (int64_t i = 0; i < K->eval_batches; i++) {
-        tfm_batch b;
-        draw(K, &K->val, &rng, &b);
-        float l;
-        if (tfm_model_forward_batch(m, &b, &l, err) < 0)
-            return -1;
-        sum += l;
-    }
-    s->loss = sum / (double)K->eval_batches;
-    return 0;
+    return tfm_task_text_loss(K, draw, &K->val, K->eval_batches, m, seed, s, err);
 }
 
 static int sc_has_val(void *impl)
@@ -207,9 +118,19 @@ static int sc_has_val(void *impl)
 static void sc_describe(void *impl, char *buf, size_t size)
 {
     sc_task *K = impl;
-    snprintf(buf, size, "%zu training tokens, %zu validation tokens (span corruption: windows "
-                        "of %zu tokens, %zu noise spans, %d inputs, %d targets)",
-             K->train.n, K->val.n, K->raw, K->spans, K->S, K->T);
+    static const char *const what[] = {
+        [TFM_CONFIG_NOISE_IID] = "i.i.d. noise, a sentinel per run",
+        [TFM_CONFIG_NOISE_DROP] = "i.i.d. noise dropped from the inputs",
+        [TFM_CONFIG_NOISE_BERT] = "i.i.d. noise masked, BERT-style",
+    };
+    if (K->noise == TFM_CONFIG_NOISE_SPANS)
+        snprintf(buf, size, "%zu training tokens, %zu validation tokens (span corruption: "
+                            "windows of %zu tokens, %zu noise spans, %d inputs, %d targets)",
+                 K->train.n, K->val.n, K->raw, K->spans, K->S, K->T);
+    else
+        snprintf(buf, size, "%zu training tokens, %zu validation tokens (span corruption: "
+                            "windows of %zu tokens, %s, density %g)",
+                 K->train.n, K->val.n, K->raw, what[K->noise], K->density);
 }
 
 static void sc_free(void *impl)
@@ -218,12 +139,10 @@ static void sc_free(void *impl)
     tfm_tokens_free(&K->train);
     tfm_tokens_free(&K->val);
     free(K->sentinel);
+    free(K->special);
     free(K->window);
     free(K->mask);
-    free(K->src);
-    free(K->x);
-    free(K->y);
-    free(K->src_len);
+    tfm_text_batch_free(&K->tb);
     free(K);
 }
 
@@ -236,26 +155,59 @@ static const tfm_task_ops sc_ops = {
     .free = sc_free,
 };
 
-/* <extra_id_0> .. <extra_id_{n-1}> from the tokenizer. */
-static int sentinels(sc_task *K, const tfm_tokenizer *tok, const char *name, int64_t V,
-                     tfm_err *err)
+/* <extra_id_0> .. <extra_id_{max-1}> from the tokenizer, stopping at the
+ * first it lacks; fewer than need is an error saying why they are needed. */
+static int sentinels(sc_task *K, const tfm_tokenizer *tok, const char *name, size_t need,
+                     size_t max, const char *why, tfm_err *err)
 {
-    K->sentinel = tfm_malloc(K->spans * sizeof *K->sentinel);
-    for (size_t i = 0; i < K->spans; i++) {
+    K->sentinel = tfm_malloc((max ? max : 1) * sizeof *K->sentinel);
+    for (size_t i = 0; i < max; i++) {
         char piece[32];
         int n = snprintf(piece, sizeof piece, "<extra_id_%zu>", i);
         int64_t id = tfm_tokenizer_token_id(tok, piece, (size_t)n);
+        if (id < 0 && i >= need)
+            break;
         if (id < 0)
-            return tfm_err_set(err, "%s: no sentinel %s: train.task span-corruption needs %zu "
-                               "(one per noise span); tfm-tokenize train -m unigram "
+            return tfm_err_set(err, "%s: no sentinel %s: %s; tfm-tokenize train -m unigram "
                                "--extra-ids %zu makes a tokenizer with <extra_id_0> to "
-                               "<extra_id_%zu>", name, piece, K->spans, K->spans,
-                               K->spans - 1);
-        if (id >= V)
-            return tfm_err_set(err, "%s: sentinel %s is id %lld, outside model.vocab_size %lld",
-                               name, piece, (long long)id, (long long)V);
-        K->sentinel[i] = (int32_t)id;
+                               "<extra_id_%zu>", name, piece, why, need, need - 1);
+        if (id >= K->V)
+            return tfm_err_set(err, "%s: sentinel %s is id %lld, outside model.vocab_size %u",
+                               name, piece, (long long)id, K->V);
+        K->sentinel[K->n_sentinel++] = (int32_t)id;
     }
+    return 0;
+}
+
+/* The window and the longest inputs and targets (with EOS) of train.noise. */
+static int lengths(sc_task *K, tfm_config *cfg, tfm_err *err)
+{
+    size_t block = (size_t)cfg->model.block_size;
+    if (K->noise != TFM_CONFIG_NOISE_SPANS) {
+        /* inputs and targets are at most the window (each noise or
+         * non-noise run has a token for its sentinel) */
+        if (block < 3)
+            return tfm_err_set(err, "model.block_size %zu is too short to corrupt: a window "
+                               "needs at least 2 tokens and EOS", block);
+        K->raw = block - 1;
+        K->S = K->T = (int)block;
+        return 0;
+    }
+    size_t tl = 0;
+    K->raw = tfm_span_raw_length(block, K->density, K->mean_span, &tl);
+    if (K->raw == 0)
+        return tfm_err_set(err, "model.block_size %zu is too short to corrupt: span "
+                           "corruption needs at least 3 inputs (a token, a sentinel, EOS)",
+                           block);
+    if (tl > block)
+        return tfm_err_set(err, "train.noise_density %g: windows of %zu tokens give %zu "
+                           "targets, more than model.block_size %zu (lower the density)",
+                           K->density, K->raw, tl, block);
+    size_t noise, in;
+    tfm_span_counts(K->raw, K->density, K->mean_span, &noise, &K->spans);
+    tfm_span_lengths(K->raw, K->density, K->mean_span, &in, &tl);
+    K->S = (int)in;
+    K->T = (int)tl;
     return 0;
 }
 
@@ -268,39 +220,52 @@ static int load(sc_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *
                            "inputs and targets of span corruption", name);
     K->eos = (int32_t)sp->eos;
     K->bos = sp->bos >= 0 ? (int32_t)sp->bos : K->eos;
+    K->pad = sp->pad >= 0 ? (int32_t)sp->pad : K->eos;
+    K->noise = cfg->train.noise;
     K->density = cfg->train.noise_density;
     K->mean_span = cfg->train.mean_span;
-    size_t tl = 0;
-    K->raw = tfm_span_raw_length((size_t)cfg->model.block_size, K->density, K->mean_span, &tl);
-    if (K->raw == 0)
-        return tfm_err_set(err, "model.block_size %lld is too short to corrupt: span "
-                           "corruption needs at least 3 inputs (a token, a sentinel, EOS)",
-                           (long long)cfg->model.block_size);
-    if (tl > (size_t)cfg->model.block_size)
-        return tfm_err_set(err, "train.noise_density %g: windows of %zu tokens give %zu "
-                           "targets, more than model.block_size %lld (lower the density)",
-                           K->density, K->raw, tl, (long long)cfg->model.block_size);
-    size_t noise;
-    tfm_span_counts(K->raw, K->density, K->mean_span, &noise, &K->spans);
-    size_t in;
-    tfm_span_lengths(K->raw, K->density, K->mean_span, &in, &tl);
-    K->S = (int)in;
-    K->T = (int)tl;
-    if (tfm_tokens_from_text(&K->train, &K->val, cfg->data.text, tok,
-                             cfg->data.val[0] ? 0 : cfg->data.val_fraction, err) < 0)
+    K->random_prob = cfg->train.random_token_prob;
+    if (lengths(K, cfg, err) < 0 ||
+        tfm_task_text_open(&K->train, &K->val, cfg, tok, K->raw, err) < 0)
         return -1;
-    if (cfg->data.val[0] && tfm_tokens_from_text(&K->val, NULL, cfg->data.val, tok, 0, err) < 0)
+    K->V = (uint32_t)cfg->model.vocab_size;
+    char why[160];
+    int rc = 0;
+    switch (K->noise) {
+    case TFM_CONFIG_NOISE_SPANS:
+        snprintf(why, sizeof why, "train.task span-corruption needs %zu (one per noise span)",
+                 K->spans);
+        rc = sentinels(K, tok, name, K->spans, K->spans, why, err);
+        break;
+    case TFM_CONFIG_NOISE_IID:
+        rc = sentinels(K, tok, name, 1, K->raw,
+                       "train.noise iid needs one per run of noise tokens (a window is cut "
+                       "before the first run without one)", err);
+        break;
+    case TFM_CONFIG_NOISE_BERT:
+        /* all of them, to keep them out of the random tokens */
+        rc = sentinels(K, tok, name, 1, K->V,
+                       "train.noise bert masks with <extra_id_0>, as T5 does", err);
+        break;
+    }
+    if (rc < 0)
         return -1;
-    if (tfm_task_check_vocab(&K->train, &K->val, cfg, tok, err) < 0 ||
-        sentinels(K, tok, name, cfg->model.vocab_size, err) < 0)
-        return -1;
-    if (K->train.n < K->raw)
-        return tfm_err_set(err, "%s: %zu tokens, fewer than the %zu of a window (model."
-                           "block_size %lld inputs)", K->train.name, K->train.n, K->raw,
-                           (long long)cfg->model.block_size);
-    if (K->val.n && K->val.n < K->raw)
-        return tfm_err_set(err, "%s: %zu validation tokens, fewer than the %zu of a window",
-                           K->val.name, K->val.n, K->raw);
+    if (K->noise == TFM_CONFIG_NOISE_BERT) {
+        K->special = tfm_calloc(K->V, 1);
+        const int64_t ids[] = {sp->unk, sp->pad, sp->bos, sp->eos, sp->cls, sp->sep, sp->mask};
+        for (size_t i = 0; i < sizeof ids / sizeof *ids; i++)
+            if (ids[i] >= 0 && ids[i] < K->V)
+                K->special[ids[i]] = 1;
+        size_t n_special = 0;
+        for (size_t i = 0; i < K->n_sentinel; i++)
+            K->special[K->sentinel[i]] = 1;
+        for (uint32_t i = 0; i < K->V; i++)
+            n_special += K->special[i];
+        if (K->random_prob > 0 && n_special == K->V)
+            return tfm_err_set(err, "every id of the vocabulary (%u) is special: no random "
+                               "replacement token to draw (set train.random_token_prob 0)",
+                               K->V);
+    }
     return 0;
 }
 
@@ -317,10 +282,7 @@ int tfm_task_spancorrupt_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer 
     K->eval_batches = cfg->train.eval_batches;
     K->window = tfm_malloc(K->raw * sizeof *K->window);
     K->mask = tfm_malloc(K->raw);
-    K->src = tfm_malloc((size_t)K->B * K->S * sizeof *K->src);
-    K->x = tfm_malloc((size_t)K->B * K->T * sizeof *K->x);
-    K->y = tfm_malloc((size_t)K->B * K->T * sizeof *K->y);
-    K->src_len = tfm_malloc((size_t)K->B * sizeof *K->src_len);
+    tfm_text_batch_init(&K->tb, K->B, K->S, K->T, K->bos, K->pad);
     t->ops = &sc_ops;
     t->impl = K;
     return 0;

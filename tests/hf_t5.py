@@ -26,8 +26,10 @@ hidden states times d_model^-0.5).  Checked:
     decoder_start_token_id 0 and stopping at eos 1, with per-token
     log-probabilities within 1e-4;
   - tfm-eval info reads the folder;
-  - with spm_train: spiece.model beside the file is the tokenizer, and
-    tfm-train fine-tunes from the folder (train.init) for two steps;
+  - with spm_train: spiece.model beside the file is the tokenizer;
+    tfm-embed's mean of the encoder's output (the packed forward,
+    model/forward.c) is the reference's within 1e-4; tfm-train fine-tunes
+    from the folder (train.init) for two steps;
   - bad input (missing config.json field, absurd value, unknown
     feed_forward_proj, num_heads·d_kv != d_model, a missing tensor, a tensor
     of the wrong shape, F16 weights): exit 1 and a message naming the file."""
@@ -51,6 +53,7 @@ PROBE = os.path.join(BUILD, "tests", "io_probe")
 GEN = os.path.join(BUILD, "tfm-generate")
 EVAL = os.path.join(BUILD, "tfm-eval")
 TRAIN = os.path.join(BUILD, "tfm-train")
+EMBED = os.path.join(BUILD, "tfm-embed")
 TOL = 1e-4
 
 CASES = [
@@ -177,13 +180,13 @@ def ffn(P, pre, x, proj):
     return h @ P[pre + "wo.weight"].T
 
 
-def t5_logits(P, s, src, src_len, tgt):
-    """src [B, S] with src_len; tgt [B, T] decoder inputs -> logits [B, T, V]."""
+def t5_encode(P, s, src, src_len):
+    """src [B, S] with src_len -> the encoder's output [B, S, C] and the
+    padding mask [B, 1, 1, S]."""
     NH, NB = s["NH"], s["NB"]
     MD = s["MD"] or 128
     emb = P["shared.weight"] if s["shared"] else P["encoder.embed_tokens.weight"]
     B, S = src.shape
-    T = tgt.shape[1]
     neg = torch.finfo(torch.float64).min
     pad = torch.zeros(B, 1, 1, S, dtype=torch.float64)
     for b in range(B):
@@ -197,7 +200,17 @@ def t5_logits(P, s, src, src_len, tgt):
         h = h + attention(P, p + "0.SelfAttention.", n0, n0, eb, NH)
         h = h + ffn(P, p + "1.DenseReluDense.", rms_norm(h, P[p + "1.layer_norm.weight"]),
                     s["proj"])
-    mem = rms_norm(h, P["encoder.final_layer_norm.weight"])
+    return rms_norm(h, P["encoder.final_layer_norm.weight"]), pad
+
+
+def t5_logits(P, s, src, src_len, tgt):
+    """src [B, S] with src_len; tgt [B, T] decoder inputs -> logits [B, T, V]."""
+    NH, NB = s["NH"], s["NB"]
+    MD = s["MD"] or 128
+    emb = P["shared.weight"] if s["shared"] else P["encoder.embed_tokens.weight"]
+    T = tgt.shape[1]
+    neg = torch.finfo(torch.float64).min
+    mem, pad = t5_encode(P, s, src, src_len)
     causal = torch.triu(torch.full((T, T), neg, dtype=torch.float64), 1)
     db = position_bias(P["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"],
                        T, T, False, NB, MD) + causal
@@ -305,7 +318,8 @@ def check_case(s, d, rng):
     if worst > TOL:
         bad.append(f"greedy log-probabilities differ by {worst:.3g}")
     r = run([EVAL, "info", "-m", d])
-    if r.returncode != 0 or "encoder-decoder" not in r.stdout:
+    if r.returncode != 0 or "kind\tt5-huggingface\n" not in r.stdout or \
+            "model_kind\tencoder-decoder\n" not in r.stdout or "eos\t1\n" not in r.stdout:
         bad.append(f"tfm-eval info: exit {r.returncode}: {r.stdout}{r.stderr}")
     return bad
 
@@ -428,6 +442,23 @@ def check_spiece_and_train(top, rng):
     r = run([EVAL, "info", "-m", d])
     if r.returncode != 0 or "unigram" not in r.stdout:
         bad.append(f"tfm-eval info with spiece.model: {r.stdout}{r.stderr}")
+    # tfm-embed: the encoder's output (after final_layer_norm), mean-pooled
+    # over spm_encode's ids of the line (tfm-embed adds no end-of-text)
+    line = "the of and to in"
+    r = run(["spm_encode", f"--model={prefix}.model", "--output_format=id"], input=line + "\n")
+    ids = [int(x) for x in r.stdout.split()]
+    r2 = run([EMBED, "-m", d, "--pool", "mean", "--layers", "last", "-f", "tsv"],
+             input=line + "\n")
+    if r.returncode != 0 or r2.returncode != 0:
+        bad.append(f"spm_encode / tfm-embed: {r.stderr.strip()} {r2.stderr.strip()}")
+    else:
+        P = {k: torch.from_numpy(v).double() for k, v in t.items()}
+        ref = t5_encode(P, s, torch.tensor([ids]), [len(ids)])[0][0].mean(0).numpy()
+        got = np.array([float(x) for x in r2.stdout.split()])
+        err = np.abs(got - ref).max() if got.shape == ref.shape else float("inf")
+        print(f"  tfm-embed: mean of the encoder's output, max |tfm - torch| = {err:.2e}")
+        if not err <= TOL:
+            bad.append(f"tfm-embed differs by {err:.3g}")
     pairs = os.path.join(top, "pairs.tsv")
     with open(pairs, "w") as f:
         for i in range(40):
@@ -450,7 +481,7 @@ def check_spiece_and_train(top, rng):
 
 
 def main():
-    for p in (PROBE, GEN, EVAL, TRAIN):
+    for p in (PROBE, GEN, EVAL, TRAIN, EMBED):
         if not os.path.exists(p):
             print(f"missing {p}")
             return 1

@@ -250,7 +250,8 @@ def run(cmd, **kw):
 
 
 def probe(d, src, src_len, tgt):
-    bf, of = os.path.join(d, "..", "batch.bin"), os.path.join(d, "..", "logits.bin")
+    top = os.path.dirname(d.rstrip("/"))
+    bf, of = os.path.join(top, "batch.bin"), os.path.join(top, "logits.bin")
     B, S = src.shape
     with open(bf, "wb") as f:
         np.array([B, tgt.shape[1], S], np.int32).tofile(f)
@@ -477,6 +478,28 @@ def check_spiece_and_train(top, rng):
         if r.returncode != 0:
             bad.append(f"tfm-generate on the fine-tuned model: {r.stderr.strip()}")
         print("  tfm-train: two steps from the folder, the result generates")
+    # a step with learning rate 0 keeps the model: the saved file computes
+    # the reference's logits (its configuration kept head_scale,
+    # decoder_start and the rest of the folder's description)
+    run0 = os.path.join(top, "run0")
+    r = run([TRAIN, "-q", "-o", run0, "--set", f"train.init={d}", "--set",
+             f"data.text={pairs}", "--set", f"data.tokenizer={d}", "--set",
+             "train.max_steps=1", "--set", "train.batch_size=2", "--set", "optim.lr=0",
+             "--set", "train.eval_interval=0", "--threads", "1"])
+    if r.returncode != 0:
+        return bad + [f"tfm-train with lr 0: {r.stderr.strip()[-600:]}"]
+    P = {k: torch.from_numpy(v).double() for k, v in t.items()}
+    src, tgt = rng.integers(2, s["V"], (2, 9)), rng.integers(0, s["V"], (2, 7))
+    r, of = probe(os.path.join(run0, "model.safetensors"), src, [9, 6], tgt)
+    if r.returncode != 0:
+        return bad + [f"io_probe on the lr-0 run: {r.stderr.strip()}"]
+    got = np.fromfile(of, np.float32).reshape(2, 7, s["V"])
+    ref = t5_logits(P, s, torch.from_numpy(src), [9, 6], torch.from_numpy(tgt)).numpy()
+    err = np.abs(got - ref).max()
+    print(f"  tfm-train, lr 0: the saved model's logits max |tfm - torch| = {err:.2e}")
+    if not err <= TOL:
+        bad.append(f"the model saved by tfm-train (lr 0) differs by {err:.3g}: "
+                   f"{r.stdout.splitlines()[1:2]}")
     return bad
 
 

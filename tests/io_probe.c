@@ -233,10 +233,12 @@ static int json_time(const char *path)
 }
 
 /* model-logits MODEL BATCH OUT: loads MODEL with tfm_model_load (a tfm file,
- * a HuggingFace BERT or GPT-2 checkpoint), prints
+ * a HuggingFace BERT, GPT-2 or T5 checkpoint), prints
  * the description it got and the tokenizer (kind and size, or "none") on
- * one line, runs the batch (BATCH: int32 B, T, inputs [B, T], segments
- * [B, T], lengths [B]) and writes the logits [B, T, V] (float32) to OUT. */
+ * one line (an encoder-decoder's other fields on a second), runs the batch
+ * (BATCH: int32 B, T, inputs [B, T], segments [B, T], lengths [B]; an
+ * encoder-decoder's: int32 B, T, S, decoder inputs [B, T], source [B, S],
+ * source lengths [B]) and writes the logits [B, T, V] (float32) to OUT. */
 static int model_logits(const char *model, const char *batch, const char *out)
 {
     tfm_err e = {0};
@@ -256,17 +258,27 @@ static int model_logits(const char *model, const char *batch, const char *out)
            g->block_size, g->vocab_size, g->n_segments, g->emb_norm, g->tie_embeddings, g->bias,
            tok ? (tfm_tokenizer_kind(tok) == TFM_TOK_WORDPIECE ? "wordpiece" : "other") : "none",
            tok ? tfm_tokenizer_vocab_size(tok) : 0);
+    int ed = g->kind == TFM_KIND_ENCODER_DECODER;
+    if (ed)
+        printf("n_enc_layer %d norm_type %s ffn %d attn_unscaled %d t5 %d %d head_scale %d "
+               "decoder_start %d tie_source %d\n",
+               tfm_model_config_enc_layers(g), g->norm == TFM_NORM_RMS ? "rmsnorm" : "layernorm",
+               (int)g->ffn, g->attn_unscaled, g->t5_buckets, g->t5_max_distance,
+               g->head_scale, g->decoder_start, g->tie_source);
     tfm_model_set_inference(&m);
     FILE *f = fopen(batch, "rb");
-    int32_t bt[2];
-    if (!f || fread(bt, sizeof *bt, 2, f) != 2 || bt[0] < 1 || bt[1] < 1) {
+    int32_t bt[3] = {0, 0, 0};
+    if (!f || fread(bt, sizeof *bt, 2 + ed, f) != 2u + ed || bt[0] < 1 || bt[1] < 1 ||
+        (ed && bt[2] < 1)) {
         fprintf(stderr, "io_probe: %s: bad batch file\n", batch);
         return 1;
     }
-    size_t N = (size_t)bt[0] * (size_t)bt[1];
-    int32_t *x = malloc(2 * N * sizeof *x);
+    /* encoder-decoders: decoder inputs [B, T], source [B, S], source
+     * lengths [B]; the others: inputs [B, T], segments [B, T], lengths [B] */
+    size_t N = (size_t)bt[0] * (size_t)bt[1], N2 = ed ? (size_t)bt[0] * bt[2] : N;
+    int32_t *x = malloc((N + N2) * sizeof *x);
     int *len = malloc((size_t)bt[0] * sizeof *len);
-    if (fread(x, sizeof *x, 2 * N, f) != 2 * N ||
+    if (fread(x, sizeof *x, N + N2, f) != N + N2 ||
         fread(len, sizeof *len, (size_t)bt[0], f) != (size_t)bt[0]) {
         fprintf(stderr, "io_probe: %s: short batch file\n", batch);
         return 1;
@@ -277,6 +289,11 @@ static int model_logits(const char *model, const char *batch, const char *out)
     int enc = g->kind == TFM_KIND_ENCODER;
     tfm_batch b = {.inputs = x, .B = bt[0], .T = bt[1],
                    .segments = g->n_segments ? x + N : NULL, .lengths = enc ? len : NULL};
+    if (ed) {
+        b.src = x + N;
+        b.S = bt[2];
+        b.src_lengths = len;
+    }
     if (tfm_model_forward_batch(&m, &b, NULL, &e) < 0)
         die(&e);
     f = fopen(out, "wb");

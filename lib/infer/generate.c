@@ -181,6 +181,8 @@ int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
             return tfm_err_set(err, "model.kind encoder-decoder needs an end-of-text token, "
                                     "and the model's tokenizer has none");
         int64_t start = opts->start;
+        if (start < 0) /* the model's own (T5: 0) */
+            start = lm->cfg.decoder_start;
         if (start < 0 && lm->tok)
             start = tfm_tokenizer_specials(lm->tok)->bos;
         if (start < 0)

@@ -17,8 +17,8 @@
  * ids as the encoder reads them, ending with end-of-text (tfm_translate_
  * source in infer/translate.h makes them from text).  The encoder runs once
  * per source (tfm_infer_encode); the decoder starts from opts.start (by
- * default the tokenizer's beginning-of-text token, else end-of-text, as
- * fairseq does) and stops at end-of-text, which is not part of the output.
+ * default the model's decoder_start (T5: 0), else the tokenizer's
+ * beginning-of-text token, else end-of-text, as fairseq does) and stops at end-of-text, which is not part of the output.
  * A source of S tokens gets at most max_len_a·S + max_len_b new tokens
  * (when either is > 0) and max_tokens at most.  A model without an
  * end-of-text token is an error.
@@ -74,7 +74,8 @@ typedef struct tfm_gen_opts {
                                 token (greedy/sampling; for benchmarks and
                                 tests of the cache) */
     int64_t start;           /* encoder-decoders: the decoder's first token;
-                                -1 (default): the tokenizer's bos, else eos */
+                                -1 (default): the model's decoder_start, else
+                                the tokenizer's bos, else eos */
 } tfm_gen_opts;
 
 /* Sampling with temperature 0.8, top-k 40, top-p 0.95, min-p 0.05;

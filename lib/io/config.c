@@ -87,6 +87,12 @@ static const tfm_config_key keys[] = {
     {"model.emb_scale", TFM_CONFIG_BOOL, OFF(model.emb_scale), "false", 0, 0, NULL,
      "token embeddings times sqrt(n_embd) before the positions are added (the original "
      "Transformer)"},
+    {"model.head_scale", TFM_CONFIG_BOOL, OFF(model.head_scale), "false", 0, 0, NULL,
+     "the final hidden states times n_embd^-0.5 before the LM head (T5 with tied "
+     "embeddings)"},
+    {"model.decoder_start", TFM_CONFIG_INT, OFF(model.decoder_start), "-1", -1, 16777215,
+     NULL, "encoder-decoder: the token a translation starts from (T5: 0, its padding); -1: "
+     "the tokenizer's beginning-of-text, else end-of-text"},
     {"model.init", TFM_CONFIG_ENUM, OFF(model.init), "gpt2", 0, 0, "gpt2|xavier",
      "initialisation: gpt2 (matrices and embeddings N(0, 0.02), residual projections "
      "scaled down) or xavier (Xavier-uniform matrices, embeddings N(0, n_embd^-0.5))"},

@@ -738,6 +738,12 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         tfm_block_norm(&g->blk, h, g->mean, g->rstd, xf, w->dec.lnf_w, w->dec.lnf_b, n, C);
         xf = h;
     }
+    if (c->head_scale) { /* T5's tied head reads x·C^-0.5 */
+        const float hs = tfm_head_scale(c);
+        for (size_t i = 0; i < (size_t)n * C; i++)
+            h[i] = xf[i] * hs;
+        xf = h;
+    }
     PROF(TFM_PROF_OTHER);
     if (w->lm_head16)
         head_rows16(logits, xf, w->lm_head16, n, V, C);

@@ -230,6 +230,8 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->n_segments = (int)c->model.segments;
     g->emb_norm = c->model.emb_norm;
     g->emb_scale = c->model.emb_scale;
+    g->head_scale = c->model.head_scale;
+    g->decoder_start = (int)c->model.decoder_start;
     g->init = c->model.init ? TFM_INIT_XAVIER : TFM_INIT_GPT2;
     g->norm = c->model.norm_type ? TFM_NORM_RMS : TFM_NORM_LAYER;
     static const tfm_ffn_kind ffn[] = {TFM_FFN_PLAIN, TFM_FFN_GEGLU, TFM_FFN_SWIGLU};
@@ -474,10 +476,12 @@ out:
     return rc;
 }
 
+/* A HuggingFace checkpoint being copied into m (BERT's and T5's loaders). */
 typedef struct bert_ckpt {
     const tfm_safetensors *st;
     const char *pre; /* "bert." or "" */
     tfm_model *m;
+    const char *what; /* "BERT", "T5": for messages */
 } bert_ckpt;
 
 /* The tensor pre + name (or pre + alt, the old LayerNorm spelling), which
@@ -498,11 +502,17 @@ static const float *bert_tensor(const bert_ckpt *b, const char *name, const char
         snprintf(want, sizeof want, "F32 [%zu]", d0);
     if (!t) {
         if (alt)
-            tfm_err_set(err, "%s: no tensor '%s' (nor '%s'): a BERT checkpoint needs it, %s",
-                        b->st->name, full, full_alt, want);
+            tfm_err_set(err, "%s: no tensor '%s' (nor '%s'): a %s checkpoint needs it, %s",
+                        b->st->name, full, full_alt, b->what, want);
         else
-            tfm_err_set(err, "%s: no tensor '%s': a BERT checkpoint needs it, %s", b->st->name,
-                        full, want);
+            tfm_err_set(err, "%s: no tensor '%s': a %s checkpoint needs it, %s", b->st->name,
+                        full, b->what, want);
+        return NULL;
+    }
+    if (t->dtype == TFM_ST_F16 || t->dtype == TFM_ST_BF16) {
+        tfm_err_set(err, "%s: tensor '%s' is %s: tfm reads float32 checkpoints only (save "
+                         "the model in float32 first)", b->st->name, t->name,
+                    tfm_st_dtype_name(t->dtype));
         return NULL;
     }
     if (t->dtype != TFM_ST_F32 || t->ndim != (d1 ? 2 : 1) || t->shape[0] != d0 ||
@@ -636,7 +646,8 @@ static int bert_weights(const bert_ckpt *b, tfm_err *err)
 
 /* The tokenizer beside a HuggingFace checkpoint: tokenizer.json (which says
  * whether it lowercases), else BERT's vocab.txt (read as uncased BERT's),
- * else GPT-2's vocab.json + merges.txt; *tok = NULL when there is none. */
+ * else T5's spiece.model, else GPT-2's vocab.json + merges.txt; *tok = NULL
+ * when there is none. */
 static int tokenizer_beside(const char *model_path, int vocab_size, tfm_tokenizer **tok,
                             tfm_err *err)
 {
@@ -645,6 +656,8 @@ static int tokenizer_beside(const char *model_path, int vocab_size, tfm_tokenize
     path_beside(model_path, "tokenizer.json", path, sizeof path);
     if (access(path, F_OK) != 0) {
         path_beside(model_path, "vocab.txt", path, sizeof path);
+        if (access(path, F_OK) != 0)
+            path_beside(model_path, "spiece.model", path, sizeof path);
         if (access(path, F_OK) != 0) {
             /* GPT-2's pair: the tokenizer loader reads them from the folder */
             char merges[4200];
@@ -723,7 +736,7 @@ static int bert_load(const tfm_safetensors *st, const char *pre, tfm_config *c, 
         return tfm_err_prefix(err, "%s", cfg_path);
     if (tfm_model_init(m, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
-    bert_ckpt b = {st, pre, m};
+    bert_ckpt b = {st, pre, m, "BERT"};
     if (bert_weights(&b, err) < 0 || bert_head_weights(&b, err) < 0 ||
         (tok && tokenizer_beside(st->name, g.vocab_size, tok, err) < 0)) {
         tfm_model_free(m);
@@ -747,6 +760,312 @@ static int bert_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_to
     return rc;
 }
 
+/* ---- HuggingFace T5 checkpoints -------------------------------------- */
+
+/* A T5ForConditionalGeneration safetensors file as save_pretrained writes
+ * it (t5-small's layout: shared.weight, no lm_head.weight when tied; v1.1
+ * and flan-t5's: gated-gelu, an untied lm_head.weight, num_decoder_layers
+ * that may differ from num_layers) with config.json beside it becomes tfm's
+ * encoder-decoder (model/transformer.h): pre-norm blocks with RMSNorm
+ * (layer_norm_epsilon, default 1e-6), T5 relative positions with one table
+ * per stack (block 0's relative_attention_bias, [buckets, heads] there,
+ * [heads, buckets] in tfm), unscaled attention, no biases, the feed-forward
+ * of feed_forward_proj, the source embedding tied to the target's
+ * (shared.weight; encoder.embed_tokens.weight or decoder.embed_tokens.weight
+ * when a file lacks it), and with tie_word_embeddings the LM head tied and
+ * reading the hidden states times d_model^-0.5 (head_scale).  HF's
+ * Linears are [out, in], tfm's [in, out], and tfm's q|k|v and k|v are
+ * fused: the weights are copied.  Old files also carry a
+ * decoder.block.0.layer.1.EncDecAttention.relative_attention_bias that HF
+ * never uses (cross-attention has no position bias): it is ignored. */
+
+static int t5_is(const tfm_safetensors *st)
+{
+    return !tfm_format(st) &&
+           tfm_safetensors_find(st, "encoder.block.0.layer.0.SelfAttention.q.weight") != NULL;
+}
+
+/* config.json's integer KEY in [min, max]; absent (or null): def, or an
+ * error when def < min (a key without default). */
+static int t5_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t max,
+                  int64_t def, int64_t *out, tfm_err *err)
+{
+    const tfm_json *j = tfm_json_get(doc->root, key);
+    if ((!j || j->type == TFM_JSON_NULL) && def >= min) {
+        *out = def;
+        return 0;
+    }
+    return tfm_json_get_int(doc, j, key, min, max, out, err);
+}
+
+/* config.json beside a T5 checkpoint as the model section of *c, and its
+ * end-of-text id. */
+static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_err *err)
+{
+    char path[4200];
+    path_beside(model_path, "config.json", path, sizeof path);
+    if (access(path, F_OK) != 0)
+        return tfm_err_set(err, "%s: no such file (a HuggingFace T5 checkpoint needs "
+                                "the config.json beside it)", path);
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0)
+        return -1;
+    int rc = -1;
+    int64_t C, KV, F, L, DL, NH, V, NB, MD, P, start, pad;
+    if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+        t5_int(&doc, "d_model", 1, 65536, -1, &C, err) < 0 ||
+        t5_int(&doc, "d_kv", 1, 65536, -1, &KV, err) < 0 ||
+        t5_int(&doc, "d_ff", 1, 1 << 20, -1, &F, err) < 0 ||
+        t5_int(&doc, "num_layers", 1, 1024, -1, &L, err) < 0 ||
+        t5_int(&doc, "num_decoder_layers", 1, 1024, L, &DL, err) < 0 ||
+        t5_int(&doc, "num_heads", 1, 1024, -1, &NH, err) < 0 ||
+        t5_int(&doc, "vocab_size", 2, 1 << 24, -1, &V, err) < 0 ||
+        t5_int(&doc, "relative_attention_num_buckets", 4, 4096, 32, &NB, err) < 0 ||
+        t5_int(&doc, "relative_attention_max_distance", 2, 1 << 20, 128, &MD, err) < 0 ||
+        t5_int(&doc, "n_positions", 1, 1 << 20, 512, &P, err) < 0 ||
+        t5_int(&doc, "decoder_start_token_id", 0, V - 1, 0, &start, err) < 0 ||
+        t5_int(&doc, "eos_token_id", 0, V - 1, 1, eos, err) < 0 ||
+        t5_int(&doc, "pad_token_id", 0, V - 1, 0, &pad, err) < 0)
+        goto out;
+    const tfm_json *j = tfm_json_get(doc.root, "model_type");
+    if (j && !(j->type == TFM_JSON_STRING && (!strcmp(j->str, "t5") || !strcmp(j->str, "mt5")))) {
+        tfm_err_at(err, path, j->line, j->col, "model_type '%s' is not supported (tfm reads "
+                   "t5 and mt5)", j->str ? j->str : "");
+        goto out;
+    }
+    if (NH * KV != C) {
+        j = tfm_json_get(doc.root, "d_kv");
+        tfm_err_at(err, path, j->line, j->col, "num_heads %lld x d_kv %lld = %lld differs "
+                   "from d_model %lld: tfm's attention is d_model wide (t5-small, -base and "
+                   "-large, v1.1 and flan-t5 from base up load; their small, t5-3b, t5-11b not)",
+                   (long long)NH, (long long)KV, (long long)(NH * KV), (long long)C);
+        goto out;
+    }
+    double eps = 1e-6;
+    j = tfm_json_get(doc.root, "layer_norm_epsilon");
+    if (j) {
+        if (tfm_json_expect(&doc, j, TFM_JSON_NUMBER, "layer_norm_epsilon", err) < 0)
+            goto out;
+        if (!(j->num >= 1e-12 && j->num < 1)) {
+            tfm_err_at(err, path, j->line, j->col, "layer_norm_epsilon must be in [1e-12, 1), "
+                       "not %s", j->str);
+            goto out;
+        }
+        eps = j->num;
+    }
+    /* HF's T5Config: "relu", "gelu", "gated-gelu" (GELU-tanh), "gated-silu", ... */
+    int ffn = 0, act = TFM_CONFIG_ACT_RELU;
+    j = tfm_json_get(doc.root, "feed_forward_proj");
+    if (j && tfm_json_expect(&doc, j, TFM_JSON_STRING, "feed_forward_proj", err) < 0)
+        goto out;
+    const char *proj = j ? j->str : "relu";
+    if (!strcmp(proj, "relu")) {
+        act = TFM_CONFIG_ACT_RELU;
+    } else if (!strcmp(proj, "gelu")) {
+        act = TFM_CONFIG_ACT_GELU_EXACT;
+    } else if (!strcmp(proj, "gelu_new") || !strcmp(proj, "gelu_pytorch_tanh")) {
+        act = TFM_CONFIG_ACT_GELU;
+    } else if (!strcmp(proj, "gated-gelu") || !strcmp(proj, "gated-gelu_new")) {
+        ffn = 1; /* geglu: GELU-tanh, as HF maps gated-gelu to gelu_new */
+        act = TFM_CONFIG_ACT_GELU;
+    } else if (!strcmp(proj, "gated-silu")) {
+        ffn = 2; /* swiglu */
+    } else {
+        tfm_err_at(err, path, j->line, j->col, "feed_forward_proj '%s' is not supported (tfm "
+                   "has relu, gelu, gelu_new, gated-gelu and gated-silu)", proj);
+        goto out;
+    }
+    int tied = 1;
+    j = tfm_json_get(doc.root, "tie_word_embeddings");
+    if (j) {
+        if (tfm_json_expect(&doc, j, TFM_JSON_BOOL, "tie_word_embeddings", err) < 0)
+            goto out;
+        tied = j->boolean;
+    }
+    (void)pad; /* padding is told by lengths, never by id */
+    c->model.kind = TFM_CONFIG_KIND_ENCODER_DECODER;
+    c->model.positions = TFM_CONFIG_POS_T5;
+    c->model.norm = TFM_CONFIG_NORM_PRE;
+    c->model.norm_type = 1; /* rmsnorm */
+    c->model.ffn = ffn;
+    c->model.activation = act;
+    c->model.attn_scale = 0;
+    c->model.bias = 0;
+    c->model.ln_eps = eps;
+    c->model.n_layer = DL;
+    c->model.n_enc_layer = L;
+    c->model.n_head = NH;
+    c->model.n_embd = C;
+    c->model.d_ff = F;
+    c->model.block_size = P;
+    c->model.vocab_size = V;
+    c->model.t5_buckets = NB;
+    c->model.t5_max_distance = MD;
+    c->model.tie_embeddings = tied;
+    c->model.tie_source = 1;
+    c->model.head_scale = tied;
+    c->model.decoder_start = start;
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
+/* Linear SRC [out, in] into columns [col, col + out) of DST ([in, ld]). */
+static int t5_linear(const bert_ckpt *b, const char *dst, size_t ld, size_t col,
+                     const char *src, size_t out, size_t in, tfm_err *err)
+{
+    const float *w = bert_tensor(b, src, NULL, out, in, err);
+    if (!w)
+        return -1;
+    transpose_into(bert_dst(b, dst, 0) + col, ld, w, out, in);
+    return 0;
+}
+
+/* One relative-bias table: HF's [buckets, heads] into tfm's [heads, buckets]. */
+static int t5_rel_bias(const bert_ckpt *b, const char *dst, const char *stack, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    char src[128];
+    snprintf(src, sizeof src, "%s.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+             stack);
+    return t5_linear(b, dst, (size_t)g->t5_buckets, 0, src, (size_t)g->t5_buckets,
+                     (size_t)g->n_head, err);
+}
+
+/* "STACK.block.L.layer.N.PART" (HF) and "PREh.L.PART" (tfm). */
+static const char *t5_src(char s[128], const char *stack, int l, int n, const char *part)
+{
+    snprintf(s, 128, "%s.block.%d.layer.%d.%s", stack, l, n, part);
+    return s;
+}
+
+static const char *t5_dst(char d[64], const char *pre, int l, const char *part)
+{
+    snprintf(d, 64, "%sh.%d.%s", pre, l, part);
+    return d;
+}
+
+/* The blocks of one stack ("encoder" into "enc.h.N.", "decoder" into
+ * "h.N.": self-attention in layer 0, cross-attention in the decoder's
+ * layer 1, the feed-forward last), then its final norm. */
+static int t5_stack(const bert_ckpt *b, const char *stack, const char *pre, int n_layer,
+                    int cross, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = (size_t)g->n_embd, F = (size_t)tfm_model_config_ff(g);
+    int gated = tfm_ffn_gated(g->ffn), ff = cross ? 2 : 1;
+    char d[64], s[128];
+    for (int l = 0; l < n_layer; l++) {
+        if (bert_copy(b, t5_dst(d, pre, l, "ln_1.weight"), 0,
+                      t5_src(s, stack, l, 0, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * C, 0,
+                      t5_src(s, stack, l, 0, "SelfAttention.q.weight"), C, C, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * C, C,
+                      t5_src(s, stack, l, 0, "SelfAttention.k.weight"), C, C, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * C, 2 * C,
+                      t5_src(s, stack, l, 0, "SelfAttention.v.weight"), C, C, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_proj.weight"), C, 0,
+                      t5_src(s, stack, l, 0, "SelfAttention.o.weight"), C, C, err) < 0)
+            return -1;
+        if (cross &&
+            (bert_copy(b, t5_dst(d, pre, l, "ln_x.weight"), 0,
+                       t5_src(s, stack, l, 1, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_q.weight"), C, 0,
+                       t5_src(s, stack, l, 1, "EncDecAttention.q.weight"), C, C, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * C, 0,
+                       t5_src(s, stack, l, 1, "EncDecAttention.k.weight"), C, C, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * C, C,
+                       t5_src(s, stack, l, 1, "EncDecAttention.v.weight"), C, C, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_proj.weight"), C, 0,
+                       t5_src(s, stack, l, 1, "EncDecAttention.o.weight"), C, C, err) < 0))
+            return -1;
+        if (bert_copy(b, t5_dst(d, pre, l, "ln_2.weight"), 0,
+                      t5_src(s, stack, l, ff, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, gated ? "mlp.wi_0.weight" : "mlp.c_fc.weight"), F, 0,
+                      t5_src(s, stack, l, ff, gated ? "DenseReluDense.wi_0.weight"
+                                                    : "DenseReluDense.wi.weight"),
+                      F, C, err) < 0 ||
+            (gated && t5_linear(b, t5_dst(d, pre, l, "mlp.wi_1.weight"), F, 0,
+                                t5_src(s, stack, l, ff, "DenseReluDense.wi_1.weight"), F, C,
+                                err) < 0) ||
+            t5_linear(b, t5_dst(d, pre, l, "mlp.c_proj.weight"), C, 0,
+                      t5_src(s, stack, l, ff, "DenseReluDense.wo.weight"), C, F, err) < 0)
+            return -1;
+    }
+    /* a block beyond config.json's count, or a bias table in a later block
+     * (umT5's, one per layer), would be silently dropped */
+    if (tfm_safetensors_find(b->st, t5_src(s, stack, n_layer, 0, "SelfAttention.q.weight")))
+        return tfm_err_set(err, "%s: the checkpoint has a block %d (tensor '%s') but "
+                                "config.json says %d", b->st->name, n_layer, s, n_layer);
+    if (n_layer > 1 &&
+        tfm_safetensors_find(b->st, t5_src(s, stack, 1, 0,
+                                           "SelfAttention.relative_attention_bias.weight")))
+        return tfm_err_set(err, "%s: tensor '%s': a relative bias in every block (umT5) is "
+                                "not supported; T5 has one, in block 0", b->st->name, s);
+    snprintf(d, sizeof d, "%sln_f.weight", pre);
+    snprintf(s, sizeof s, "%s.final_layer_norm.weight", stack);
+    return bert_copy(b, d, 0, s, NULL, C, 0, err);
+}
+
+static int t5_weights(const bert_ckpt *b, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = (size_t)g->n_embd, V = (size_t)g->vocab_size;
+    /* save_pretrained keeps shared.weight of the tied three */
+    const char *alt = tfm_safetensors_find(b->st, "decoder.embed_tokens.weight") &&
+                              !tfm_safetensors_find(b->st, "encoder.embed_tokens.weight")
+                          ? "decoder.embed_tokens.weight"
+                          : "encoder.embed_tokens.weight";
+    if (bert_copy(b, "wte.weight", 0, "shared.weight", alt, V, C, err) < 0 ||
+        t5_rel_bias(b, "enc.rel_bias.weight", "encoder", err) < 0 ||
+        t5_rel_bias(b, "rel_bias.weight", "decoder", err) < 0 ||
+        t5_stack(b, "encoder", "enc.", tfm_model_config_enc_layers(g), 0, err) < 0 ||
+        t5_stack(b, "decoder", "", g->n_layer, 1, err) < 0)
+        return -1;
+    if (!g->tie_embeddings &&
+        bert_copy(b, "lm_head.weight", 0, "lm_head.weight", NULL, V, C, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* Builds *m (and *c's model section) from an open T5 checkpoint; the
+ * tokenizer beside it (spiece.model, tokenizer.json) when tok is not NULL,
+ * and config.json's end-of-text id.  On failure nothing is held. */
+static int t5_load(const tfm_safetensors *st, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                   int64_t *eos, tfm_err *err)
+{
+    char cfg_path[4200];
+    path_beside(st->name, "config.json", cfg_path, sizeof cfg_path);
+    tfm_model_config g;
+    if (t5_config(st->name, c, eos, err) < 0)
+        return -1;
+    if (tfm_model_config_from(c, &g, err) < 0 || tfm_model_init(m, &g, err) < 0)
+        return tfm_err_prefix(err, "%s", cfg_path);
+    bert_ckpt b = {st, "", m, "T5"};
+    if (t5_weights(&b, err) < 0 ||
+        (tok && tokenizer_beside(st->name, g.vocab_size, tok, err) < 0)) {
+        tfm_model_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+/* tfm_model_load of a T5 checkpoint: 1 when path is not one. */
+static int t5_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                         tfm_err *err)
+{
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, path, err) < 0)
+        return -1;
+    int rc = 1;
+    int64_t eos;
+    if (t5_is(&st))
+        rc = tfm_model_file_verify(&st, 0, err) < 0 ? -1 : t5_load(&st, c, m, tok, &eos, err);
+    tfm_safetensors_close(&st);
+    return rc;
+}
+
 static int gpt2_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
                            tfm_err *err);
 
@@ -759,6 +1078,9 @@ int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer 
     char file[4200];
     path = model_file(path, file, sizeof file);
     int hf = bert_model_load(path, c, m, tok, err);
+    if (hf <= 0)
+        return hf;
+    hf = t5_model_load(path, c, m, tok, err);
     if (hf <= 0)
         return hf;
     hf = gpt2_model_load(path, c, m, tok, err);
@@ -1006,6 +1328,23 @@ static int bert_lm_open(tfm_lm *lm, const tfm_safetensors *st, const char *pre, 
     return tfm_weights_from_model(&lm->w, m, err);
 }
 
+/* A T5 checkpoint, as a BERT one: copied, then bound; the end-of-text id
+ * is config.json's. */
+static int t5_lm_open(tfm_lm *lm, const tfm_safetensors *st, tfm_err *err)
+{
+    tfm_config c;
+    tfm_config_defaults(&c);
+    tfm_model *m = tfm_calloc(1, sizeof *m);
+    if (t5_load(st, &c, m, &lm->tok, &lm->eos, err) < 0) {
+        free(m);
+        return -1;
+    }
+    lm->model = m;
+    tfm_model_set_inference(m);
+    lm->cfg = m->cfg;
+    return tfm_weights_from_model(&lm->w, m, err);
+}
+
 int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
 {
     memset(lm, 0, sizeof *lm);
@@ -1032,8 +1371,8 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
         goto fail;
     }
     const char *bert = bert_prefix(st);
-    if (bert) {
-        if (bert_lm_open(lm, st, bert, err) < 0)
+    if (bert || t5_is(st)) {
+        if ((bert ? bert_lm_open(lm, st, bert, err) : t5_lm_open(lm, st, err)) < 0)
             goto fail;
         /* the weights were copied: the mapped pages would only hold memory
          * (the mapping stays, for the file's description) */

@@ -39,12 +39,23 @@
  *     (cls.seq_relationship.*, with the pooler) when the file has them.
  *     The tokenizer is tokenizer.json beside the file,
  *     else vocab.txt (uncased WordPiece).
+ *   T5 (T5ForConditionalGeneration, t5 or mt5: t5-small's layout, v1.1 and
+ *     flan-t5's): an encoder-decoder from config.json (required: d_model,
+ *     d_kv, d_ff, num_layers, num_heads, vocab_size; HF's defaults for
+ *     num_decoder_layers, relative_attention_num_buckets (32) and
+ *     _max_distance (128), feed_forward_proj (relu; also gelu, gelu_new,
+ *     gated-gelu, gated-silu), tie_word_embeddings (true),
+ *     layer_norm_epsilon (1e-6), decoder_start_token_id (0), eos_token_id
+ *     (1), n_positions (512, as block_size)); num_heads·d_kv must equal
+ *     d_model.  Weights copied (file.c says how); the end-of-text id is
+ *     config.json's; the tokenizer is tokenizer.json beside the file, else
+ *     spiece.model.  Only F32 files: F16 and BF16 tensors are refused.
  *
  * Training state files (train/checkpoint.h) use the same writer, reader and
  * checksum with more arrays (optimizer moments) under prefixed names.
  *
  * Ownership: tfm_lm owns the mapping, the weight view, the tokenizer and (a
- * BERT checkpoint) the copied weights. */
+ * BERT or T5 checkpoint) the copied weights. */
 #ifndef TFM_MODEL_FILE_H
 #define TFM_MODEL_FILE_H
 
@@ -110,7 +121,7 @@ int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err
  * overlaid with the stored YAML), the model built from it with the stored
  * weights, and the tokenizer when the file has one (*tok = NULL otherwise;
  * tok may be NULL to skip it).  path may be a folder (its
- * model.safetensors).  HuggingFace BERT and GPT-2 checkpoints load too
+ * model.safetensors).  HuggingFace BERT, GPT-2 and T5 checkpoints load too
  * (above): *c's model section then describes them.  The caller frees m and *tok. */
 int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
                    tfm_err *err);
@@ -124,14 +135,16 @@ typedef struct tfm_lm {
     int64_t eos;          /* end-of-text id, -1 when none */
     size_t file_bytes;
     void *file;           /* private: the open safetensors file */
-    void *model;          /* private: a HuggingFace BERT checkpoint's weights
-                             copied into tfm's layout (tfm_model), or NULL */
+    void *model;          /* private: a HuggingFace BERT or T5 checkpoint's
+                             weights copied into tfm's layout (tfm_model), or
+                             NULL */
 } tfm_lm;
 
-/* Opens a tfm model file (or a HuggingFace GPT-2 or BERT one; path may be
- * a folder): checks the format and the checksum, reads the config and
+/* Opens a tfm model file (or a HuggingFace GPT-2, BERT or T5 one; path may
+ * be a folder): checks the format and the checksum, reads the config and
  * tokenizer from __metadata__ and binds the F32 tensors where they lie in
- * the mapping (a BERT checkpoint's are copied).  Errors name the path. */
+ * the mapping (a BERT or T5 checkpoint's are copied).  Errors name the
+ * path. */
 int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err);
 void tfm_lm_close(tfm_lm *lm);
 

@@ -18,8 +18,8 @@
 
 typedef struct tfm_model_info {
     int tfm_file;           /* 1: written by tfm (metadata "format"); 0: a
-                               HuggingFace GPT-2 or BERT checkpoint (cfg.kind
-                               decoder or encoder) */
+                               HuggingFace GPT-2, BERT or T5 checkpoint
+                               (cfg.kind decoder, encoder, encoder-decoder) */
     tfm_model_config cfg;     /* as the loader reads it */
     size_t n_params;        /* elements of every tensor in the file */
     size_t n_tensors;

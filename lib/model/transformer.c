@@ -38,6 +38,12 @@ void tfm_model_config_default(tfm_model_config *c)
     c->t5_buckets = 32;
     c->t5_max_distance = 128;
     c->tie_source = 1;
+    c->decoder_start = -1;
+}
+
+float tfm_head_scale(const tfm_model_config *c)
+{
+    return c->head_scale ? 1.0f / sqrtf((float)c->n_embd) : 1.0f;
 }
 
 const char *tfm_kind_name(tfm_kind kind)
@@ -162,6 +168,9 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if (c->nsp && c->n_classes != 2)
         return tfm_err_set(err, "nsp (the next-sentence head) has 2 classes, not %d",
                            c->n_classes);
+    if (c->decoder_start < -1 || c->decoder_start >= c->vocab_size)
+        return tfm_err_set(err, "decoder_start %d is outside the vocabulary (%d)",
+                           c->decoder_start, c->vocab_size);
     if (c->kind == TFM_KIND_ENCODER_DECODER &&
         (c->mlm_head || c->pooler || c->n_classes || c->n_tags || c->span))
         return tfm_err_set(err, "the MLM, pooler, classifier, tagger and span heads are for "
@@ -1478,7 +1487,7 @@ static void heads_forward(tfm_model *m, const float *final, int lm_targets)
             tgt = tgt ? a->mlm_tgt : NULL;
         }
         if (R) {
-            tfm_gemm(0, 1, R, V, C, 1.0f, x, C, head, C, 0.0f, a->logits, V);
+            tfm_gemm(0, 1, R, V, C, tfm_head_scale(c), x, C, head, C, 0.0f, a->logits, V);
             if (c->mlm_head)
                 tfm_bias_forward(a->logits, param_ptr(m, P, "cls.predictions.bias"), R, V);
         }
@@ -1618,13 +1627,14 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
         tfm_crossentropy_backward(a->logits, a->lse, a->lm_tgt, R, V, c->label_smoothing,
                                   f[TFM_HEAD_LM]);
         const float *x = c->mlm_head ? a->mlm_ln : final;
-        /* logits = x·headᵀ (+ bias) */
-        tfm_gemm(1, 0, V, C, R, 1.0f, a->logits, V, x, C, 1.0f, dhead, C);
+        /* logits = s·x·headᵀ (+ bias) */
+        const float hs = tfm_head_scale(c);
+        tfm_gemm(1, 0, V, C, R, hs, a->logits, V, x, C, 1.0f, dhead, C);
         if (!c->mlm_head) {
-            tfm_gemm(0, 0, N, C, V, 1.0f, a->logits, V, head, C, 0.0f, dfinal, C);
+            tfm_gemm(0, 0, N, C, V, hs, a->logits, V, head, C, 0.0f, dfinal, C);
         } else {
             tfm_bias_backward(param_ptr(m, G, "cls.predictions.bias"), a->logits, R, V);
-            tfm_gemm(0, 0, R, C, V, 1.0f, a->logits, V, head, C, 0.0f, tmp, C);
+            tfm_gemm(0, 0, R, C, V, hs, a->logits, V, head, C, 0.0f, tmp, C);
             /* mlm_ln is free now: it receives d mlm_g, then d mlm_h */
             float *dg = a->mlm_ln;
             memset(dg, 0, (size_t)R * C * sizeof *dg);

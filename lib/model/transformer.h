@@ -39,7 +39,8 @@
  *   ln_*: LayerNorm, or with norm rmsnorm x·w/√(mean(x²) + eps) (no mean,
  *         no bias; nn/norm.h).
  *   With attn_unscaled the scores are q·kᵀ, without 1/√HS (T5).
- *   logits = x·headᵀ, head = wte when tied, else lm_head.
+ *   logits = x·headᵀ, head = wte when tied, else lm_head; with head_scale
+ *   logits = (x·C^-0.5)·headᵀ (T5's tied head).
  * Positions (pos = the index in the sequence, or in its document when
  * packed):
  *   learned     wpe [block_size, C]
@@ -229,6 +230,10 @@ typedef struct tfm_model_config {
     int emb_norm;        /* 1: LayerNorm after the embedding sum (BERT) */
     int emb_scale;       /* 1: token embeddings times √n_embd (the original
                             Transformer), before the positions are added */
+    int head_scale;      /* 1: the LM head reads the final hidden states times
+                            n_embd^-0.5 (T5 with tied embeddings) */
+    int decoder_start;   /* encoder-decoder: the first decoder token; -1: the
+                            tokenizer's bos, else eos (infer/generate.h) */
     tfm_init init;       /* tfm_model_init_weights' scheme (GPT-2 by default) */
     tfm_norm_kind norm;  /* the stacks' norms: layernorm (default) or rmsnorm
                             (weight only; the MLM head keeps its LayerNorm) */
@@ -284,6 +289,10 @@ typedef enum tfm_slot {
  * configuration has no such tensor. */
 int tfm_block_slot(const tfm_model_config *cfg, tfm_slot s, int cross, const char **name,
                    size_t *d0, size_t *d1, int *decay);
+
+/* The factor on the hidden states the LM head reads: n_embd^-0.5 with
+ * head_scale (T5's tied head), else 1. */
+float tfm_head_scale(const tfm_model_config *cfg);
 
 /* F: d_ff, or 4·n_embd when 0. */
 int tfm_model_config_ff(const tfm_model_config *cfg);

@@ -271,7 +271,7 @@ static void test_encoder_decoder(void **state)
 }
 
 /* The block's kinds (nn/block.h): RMSNorm, GEGLU and SwiGLU, unscaled
- * attention, alone and together, in decoders, encoders and
+ * attention (and T5's scaled head), alone and together, in decoders, encoders and
  * encoder-decoders, pre- and post-norm, with and without linear biases, the
  * gated middle kept and recomputed. */
 static void test_block_kinds(void **state)
@@ -301,6 +301,7 @@ static void test_block_kinds(void **state)
             cfg.pos = k % 2 ? TFM_POS_T5 : TFM_POS_ROPE;
             cfg.t5_buckets = 8;
             cfg.t5_max_distance = 16;
+            cfg.head_scale = k >= 3; /* T5's tied head: x·C^-0.5 */
             /* weights of 0.3: RMSNorm keeps the mean and unscaled scores are
              * 2√2 times larger, so 0.4 saturates softmaxes where finite
              * differences leave their quadratic regime */

@@ -169,7 +169,7 @@ static int load(dn_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *
                            "replaces each noise span with one; train a tokenizer with it "
                            "(tfm-tokenize train --special '<mask>' ...)", name);
     K->eos = (int32_t)sp->eos;
-    K->bos = sp->bos >= 0 ? (int32_t)sp->bos : K->eos;
+    K->bos = (int32_t)tfm_task_decoder_start(cfg, sp);
     K->pad = sp->pad >= 0 ? (int32_t)sp->pad : K->eos;
     if (cfg->model.block_size < 3)
         return tfm_err_set(err, "model.block_size %lld is too short to denoise: the target "

@@ -28,6 +28,15 @@ struct tfm_task {
 
 #include "train/data.h"
 
+/* The decoder's first token of an encoder-decoder: the model's
+ * decoder_start when it names one (T5: pad, 0), else the tokenizer's bos,
+ * else its eos; tfm-generate starts from the same token. */
+static inline int64_t tfm_task_decoder_start(const tfm_config *cfg, const tfm_tok_specials *sp)
+{
+    return cfg->model.decoder_start >= 0 ? cfg->model.decoder_start
+                                         : sp->bos >= 0 ? sp->bos : sp->eos;
+}
+
 int tfm_task_lm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_seq2seq_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
                           const tfm_tokenizer *src_tok, tfm_err *err);

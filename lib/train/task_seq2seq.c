@@ -506,7 +506,7 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok,
                            "encoder-decoder needs to end sources and targets (train one with "
                            "a special such as </s>)", cfg->data.tokenizer);
     K->eos = (uint32_t)sp->eos;
-    K->bos = sp->bos >= 0 ? (uint32_t)sp->bos : K->eos;
+    K->bos = (uint32_t)tfm_task_decoder_start(cfg, sp);
     K->pad = sp->pad >= 0 ? (uint32_t)sp->pad : K->eos;
     if (cfg->model.block_size < 2)
         return tfm_err_set(err, "model.block_size %lld: an encoder-decoder needs at least 2 "

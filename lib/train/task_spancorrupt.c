@@ -219,7 +219,7 @@ static int load(sc_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *
         return tfm_err_set(err, "%s: the tokenizer has no end-of-text token, which ends the "
                            "inputs and targets of span corruption", name);
     K->eos = (int32_t)sp->eos;
-    K->bos = sp->bos >= 0 ? (int32_t)sp->bos : K->eos;
+    K->bos = (int32_t)tfm_task_decoder_start(cfg, sp);
     K->pad = sp->pad >= 0 ? (int32_t)sp->pad : K->eos;
     K->noise = cfg->train.noise;
     K->density = cfg->train.noise_density;

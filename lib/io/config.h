@@ -170,6 +170,11 @@ typedef struct tfm_config {
         int whole_word_mask;
         double noise_density, mean_span; /* span-corruption (T5) */
         double lm_weight;       /* classify, decoders: the LM loss's weight */
+        struct {                /* LoRA adapters (model/lora.h); r 0: none */
+            int64_t r;
+            double alpha, dropout;
+            char targets[TFM_CONFIG_PATH_MAX]; /* "q, v" */
+        } lora;
     } train;
     /* 1 for each key (by its index in tfm_config_keys) that a file or --set
      * gave, 0 for a default: a run started from another model's file

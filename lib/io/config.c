@@ -245,6 +245,18 @@ static const tfm_config_key keys[] = {
      "a model file (or HuggingFace BERT checkpoint) that starts the run (fine-tuning): "
      "model keys left out take its shape, one that contradicts it is an error; new heads "
      "are initialised, and the start report names them"},
+    {"train.lora.r", TFM_CONFIG_INT, OFF(train.lora.r), "0", 0, 65536, NULL,
+     "LoRA rank: with r > 0 the base weights are frozen and each targeted projection gains "
+     "an adapter (alpha/r)·B·A, saved in PEFT's layout; 0: train every weight"},
+    {"train.lora.alpha", TFM_CONFIG_FLOAT, OFF(train.lora.alpha), "8", 1e-6, 1e6, NULL,
+     "LoRA's alpha: the adapters' output is scaled by alpha/r"},
+    {"train.lora.dropout", TFM_CONFIG_FLOAT, OFF(train.lora.dropout), "0", 0, 0.999, NULL,
+     "dropout on each adapter's input"},
+    {"train.lora.targets", TFM_CONFIG_STRING, OFF(train.lora.targets), "q, v", 0, 0, NULL,
+     "the projections LoRA adapts, a list of q, k, v, o (attention output), fc (the "
+     "feed-forward's input; gated: both), proj (its output); HF names are accepted: "
+     "q_proj/query, k_proj/key, v_proj/value, o_proj/out_proj/dense, c_attn (q, k, v), "
+     "c_fc/fc1/wi/wi_0/wi_1/intermediate, c_proj, fc2/wo/output"},
     {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0,
      "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
@@ -537,6 +549,25 @@ static int apply_value(tfm_config *c, const tfm_config_key *k, const tfm_json_do
         return tfm_err_at(err, name, v->line, v->col, "'%s' must be %s%s%s, got null", k->path,
                           type_name(k), k->choices ? " " : "", k->choices ? k->choices : "");
     case TFM_JSON_ARRAY:
+        if (k->type == TFM_CONFIG_STRING) { /* a list of words: "a, b" */
+            char joined[TFM_CONFIG_PATH_MAX] = "";
+            size_t at = 0;
+            for (size_t i = 0; i < v->n; i++) {
+                const tfm_json *it = v->items[i];
+                if (it->type != TFM_JSON_STRING)
+                    return tfm_err_at(err, name, it->line, it->col,
+                                      "'%s' must be a list of words", k->path);
+                int w = snprintf(joined + at, sizeof joined - at, "%s%.*s", i ? ", " : "",
+                                 (int)it->len, it->str);
+                if (w < 0 || (size_t)w >= sizeof joined - at)
+                    return tfm_err_at(err, name, v->line, v->col, "'%s' is too long", k->path);
+                at += (size_t)w;
+            }
+            return store(c, k, joined, 0, &e) < 0
+                       ? tfm_err_at(err, name, v->line, v->col, "%s", e.msg)
+                       : 0;
+        }
+        /* fall through */
     case TFM_JSON_OBJECT:
         return tfm_err_at(err, name, v->line, v->col, "'%s' must be %s%s%s, got %s", k->path,
                           type_name(k), k->choices ? " " : "", k->choices ? k->choices : "",
@@ -569,6 +600,42 @@ static int apply_value(tfm_config *c, const tfm_config_key *k, const tfm_json_do
         if (store(c, k, v->str, 0, &e) < 0)
             return tfm_err_at(err, name, v->line, v->col, "%s", e.msg);
         return 0;
+    }
+    return 0;
+}
+
+/* The keys of mapping sv under prefix ("train"); a key that is a prefix of
+ * keys itself ("train.lora") may hold a mapping of them. */
+static int apply_mapping(tfm_config *c, const tfm_json_doc *doc, const char *prefix,
+                         const tfm_json *sv, tfm_err *err)
+{
+    const char *name = doc->name;
+    for (size_t j = 0; j < sv->n; j++) {
+        const tfm_json *kk = sv->keys[j], *kv = sv->items[j];
+        char full[256];
+        snprintf(full, sizeof full, "%s.%.*s", prefix, (int)kk->len, kk->str);
+        for (size_t p = 0; p < j; p++)
+            if (sv->keys[p]->len == kk->len && !memcmp(sv->keys[p]->str, kk->str, kk->len))
+                return tfm_err_at(err, name, kk->line, kk->col, "duplicate key '%s'", full);
+        const tfm_config_key *k = tfm_config_find(full);
+        if (!k && kv->type == TFM_JSON_OBJECT) {
+            size_t n = strlen(full);
+            for (size_t i = 0; i < NKEYS; i++)
+                if (!strncmp(keys[i].path, full, n) && keys[i].path[n] == '.')
+                    k = &keys[i];
+            if (k) {
+                if (apply_mapping(c, doc, full, kv, err) < 0)
+                    return -1;
+                continue;
+            }
+        }
+        if (!k) {
+            char shown[128];
+            snprintf(shown, sizeof shown, "%.*s", (int)kk->len, kk->str);
+            return unknown_key(err, name, kk->line, kk->col, shown, full);
+        }
+        if (apply_value(c, k, doc, kv, err) < 0)
+            return -1;
     }
     return 0;
 }
@@ -631,26 +698,10 @@ int tfm_config_apply_yaml(tfm_config *c, const char *text, size_t len, const cha
                        (int)sk->len, sk->str);
             goto out;
         }
-        for (size_t j = 0; j < sv->n; j++) {
-            const tfm_json *kk = sv->keys[j], *kv = sv->items[j];
-            char full[256];
-            snprintf(full, sizeof full, "%.*s.%.*s", (int)sk->len, sk->str, (int)kk->len,
-                     kk->str);
-            const tfm_config_key *k = tfm_config_find(full);
-            if (!k) {
-                char shown[128];
-                snprintf(shown, sizeof shown, "%.*s", (int)kk->len, kk->str);
-                unknown_key(err, name, kk->line, kk->col, shown, full);
-                goto out;
-            }
-            for (size_t p = 0; p < j; p++)
-                if (sv->keys[p]->len == kk->len && !memcmp(sv->keys[p]->str, kk->str, kk->len)) {
-                    tfm_err_at(err, name, kk->line, kk->col, "duplicate key '%s'", full);
-                    goto out;
-                }
-            if (apply_value(c, k, &doc, kv, err) < 0)
-                goto out;
-        }
+        char sect[128];
+        snprintf(sect, sizeof sect, "%.*s", (int)sk->len, sk->str);
+        if (apply_mapping(c, &doc, sect, sv, err) < 0)
+            goto out;
     }
     rc = 0;
 out:

@@ -182,6 +182,11 @@ typedef struct tfm_config {
         double mask_ratio, poisson_lambda; /* denoise (BART) */
         int permute_sentences;
         double lm_weight;       /* classify, decoders: the LM loss's weight */
+        struct {                /* LoRA adapters (model/lora.h); r 0: none */
+            int64_t r;
+            double alpha, dropout;
+            char targets[TFM_CONFIG_PATH_MAX]; /* "q, v" */
+        } lora;
     } train;
     /* 1 for each key (by its index in tfm_config_keys) that a file or --set
      * gave, 0 for a default: a run started from another model's file

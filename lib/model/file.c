@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "model/file.h"
+#include "model/lora.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -247,6 +248,11 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->n_tags = (int)c->model.tags;
     g->span = c->model.span;
     g->label_smoothing = (float)c->train.label_smoothing;
+    g->lora_r = (int)c->train.lora.r;
+    g->lora_alpha = (float)c->train.lora.alpha;
+    g->lora_dropout = (float)c->train.lora.dropout;
+    if (g->lora_r && tfm_lora_targets_parse(c->train.lora.targets, &g->lora_targets, err) < 0)
+        return -1;
     if (tfm_model_config_check(g, err) < 0)
         return tfm_err_prefix(err, "model");
     return 0;

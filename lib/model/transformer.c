@@ -2,6 +2,7 @@
 
 #include "model/transformer.h"
 #include "nn/attention.h"
+#include "nn/lora.h"
 #include "nn/position.h"
 #include "tensor/gemm.h"
 #include "tensor/ops.h"
@@ -175,6 +176,14 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         (c->mlm_head || c->pooler || c->n_classes || c->n_tags || c->span))
         return tfm_err_set(err, "the MLM, pooler, classifier, tagger and span heads are for "
                                 "encoders and decoders, not encoder-decoders");
+    if (c->lora_r < 0 || c->lora_r > 65536)
+        return tfm_err_set(err, "lora rank %d is out of range [0, 65536]", c->lora_r);
+    if (c->lora_r && !(c->lora_alpha > 0.0f))
+        return tfm_err_set(err, "lora alpha %g must be positive", c->lora_alpha);
+    if (c->lora_r && !(c->lora_dropout >= 0.0f && c->lora_dropout < 1.0f))
+        return tfm_err_set(err, "lora dropout %g is out of range [0, 1)", c->lora_dropout);
+    if (c->lora_r && !(c->lora_targets & (TFM_LORA_PROJ * 2 - 1)))
+        return tfm_err_set(err, "lora rank %d with no target projections", c->lora_r);
     return 0;
 }
 
@@ -243,8 +252,58 @@ int tfm_block_slot(const tfm_model_config *c, tfm_slot slot, int cross, const ch
     return 1;
 }
 
+/* A block's LoRA adapters (lora_r > 0), each a pair A [r, in], B [out, r]
+ * (nn/lora.h) named after the module it adapts ("h.3.attn.q.lora_A.weight").
+ * In the table each group comes right after the tensors it adapts, so that
+ * backward still finishes a block's rows from their end (grads_ready): the
+ * self-attention's after attn.c_proj, the cross-attention's after
+ * xattn.c_proj, the feed-forward's after mlp.c_proj. */
+enum { LS_Q, LS_K, LS_V, LS_O, LS_XQ, LS_XK, LS_XV, LS_XO, LS_FC, LS_FC1, LS_FP, LS_N };
+
+/* 1 when block (cross: with cross-attention) has an adapter at site, with
+ * its module's name (after "h.{i}.") and the adapted product's in and out
+ * widths. */
+static int lora_site(const tfm_model_config *c, int site, int cross, const char **module,
+                     int *in, int *out)
+{
+    static const unsigned bit[LS_N] = {TFM_LORA_Q, TFM_LORA_K, TFM_LORA_V, TFM_LORA_O,
+                                       TFM_LORA_Q, TFM_LORA_K, TFM_LORA_V, TFM_LORA_O,
+                                       TFM_LORA_FC, TFM_LORA_FC, TFM_LORA_PROJ};
+    static const char *const names[LS_N] = {
+        "attn.q", "attn.k", "attn.v", "attn.c_proj", "xattn.c_q", "xattn.k", "xattn.v",
+        "xattn.c_proj", "mlp.c_fc", "mlp.wi_1", "mlp.c_proj"};
+    int gated = tfm_ffn_gated(c->ffn);
+    if (c->lora_r <= 0 || !(c->lora_targets & bit[site]))
+        return 0;
+    if (site >= LS_XQ && site <= LS_XO && !cross)
+        return 0;
+    if (site == LS_FC1 && !gated)
+        return 0;
+    *module = site == LS_FC && gated ? "mlp.wi_0" : names[site];
+    int C = c->n_embd, F = tfm_model_config_ff(c);
+    *in = site == LS_FP ? F : C;
+    *out = site == LS_FC || site == LS_FC1 ? F : C;
+    return 1;
+}
+
+/* The adapter sites that follow slot s in the table: [*lo, *hi). */
+static int lora_group(int s, int *lo, int *hi)
+{
+    if (s == P_PROJB) {
+        *lo = LS_Q, *hi = LS_XQ;
+    } else if (s == P_XPB) {
+        *lo = LS_XQ, *hi = LS_FC;
+    } else if (s == P_FCPB) {
+        *lo = LS_FC, *hi = LS_N;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 typedef struct layer_params {
     float *p[P_NLAYER];
+    float *la[LS_N], *lb[LS_N]; /* the adapters' A and B; NULL: none */
 } layer_params;
 
 /* Each tensor starts on a 64-byte boundary (16 floats) for the SIMD loops and
@@ -255,11 +314,43 @@ static size_t align16(size_t n)
 }
 
 typedef struct table_builder {
+    int lora;    /* the model has adapters: freeze the rest */
     tfm_param *t;
     int n;
     size_t off;
     size_t real;
 } table_builder;
+
+static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1, int decay);
+
+/* The adapters after slot s of a block named pre + "h.{l}.". */
+static void add_lora(table_builder *tb, const tfm_model_config *c, const char *pre, int l,
+                     int cross, int s)
+{
+    int lo, hi;
+    if (!lora_group(s, &lo, &hi))
+        return;
+    for (int site = lo; site < hi; site++) {
+        const char *module;
+        int in, out;
+        if (!lora_site(c, site, cross, &module, &in, &out))
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "%sh.%d.%s.lora_A.weight", pre, l, module);
+        add_param(tb, name, (size_t)c->lora_r, (size_t)in, 1);
+        snprintf(name, sizeof name, "%sh.%d.%s.lora_B.weight", pre, l, module);
+        add_param(tb, name, (size_t)out, (size_t)c->lora_r, 1);
+    }
+}
+
+/* With adapters, what is trained: the adapters and the task heads that
+ * fine-tuning adds (PEFT's modules_to_save for these tasks). */
+static int trained_with_lora(const char *name)
+{
+    return strstr(name, ".lora_A.") || strstr(name, ".lora_B.") ||
+           !strncmp(name, "classifier.", 11) || !strncmp(name, "token_classifier.", 17) ||
+           !strncmp(name, "qa_outputs.", 11);
+}
 
 static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1, int decay)
 {
@@ -273,13 +364,14 @@ static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1,
         p->offset = tb->off;
         p->numel = numel;
         p->decay = decay;
+        p->frozen = tb->lora && !trained_with_lora(name);
     }
     tb->n++;
     tb->off += align16(numel);
     tb->real += numel;
 }
 
-/* The tensors of one block (tfm_block_slot). */
+/* The tensors of one block (tfm_block_slot), and its adapters. */
 static void add_block(table_builder *tb, const tfm_model_config *c, const char *pre, int l,
                       int cross)
 {
@@ -287,11 +379,12 @@ static void add_block(table_builder *tb, const tfm_model_config *c, const char *
         const char *suffix;
         size_t d0, d1;
         int decay;
-        if (!tfm_block_slot(c, (tfm_slot)s, cross, &suffix, &d0, &d1, &decay))
-            continue;
-        char name[48];
-        snprintf(name, sizeof name, "%sh.%d.%s", pre, l, suffix);
-        add_param(tb, name, d0, d1, decay);
+        if (tfm_block_slot(c, (tfm_slot)s, cross, &suffix, &d0, &d1, &decay)) {
+            char name[48];
+            snprintf(name, sizeof name, "%sh.%d.%s", pre, l, suffix);
+            add_param(tb, name, d0, d1, decay);
+        }
+        add_lora(tb, c, pre, l, cross, s);
     }
 }
 
@@ -310,6 +403,7 @@ static void add_norm(table_builder *tb, const tfm_model_config *c, const char *n
 static void build_table(const tfm_model_config *c, table_builder *tb)
 {
     size_t C = c->n_embd, V = c->vocab_size;
+    tb->lora = c->lora_r > 0;
     int ed = c->kind == TFM_KIND_ENCODER_DECODER;
     add_param(tb, "wte.weight", V, C, 1);
     if (ed && !c->tie_source)
@@ -409,6 +503,8 @@ typedef struct layer_acts {
                                           buffer when small, else shared
                                           scratch recomputed in backward */
     float *res_mlp;                    /* [N,C] */
+    float *lora_u[LS_N];               /* [N,r] ([Ns,r] for xattn.k, v): each
+                                          adapter's drop(x)·Aᵀ */
 } layer_acts;
 
 /* The embedding of one stack's input. */
@@ -470,6 +566,8 @@ struct tfm_model_acts {
     float *dmem;               /* [Ns,C] the gradient of the memory */
     float *attn_scratch;
     size_t attn_scratch_n;
+    float *lora_x;             /* [Nmax,max(C,F)] the adapters' scratch */
+    float *lora_du;            /* [Nmax,r] */
     /* dropout streams of the last forward */
     uint64_t seed;
 };
@@ -481,33 +579,50 @@ static int block_rows(const tfm_model *m, int cross)
     for (int s = 0; s < P_NLAYER; s++) {
         const char *name;
         size_t d0, d1;
-        int decay;
+        int decay, lo, hi, in, out;
         per += tfm_block_slot(&m->cfg, (tfm_slot)s, cross, &name, &d0, &d1, &decay);
+        if (lora_group(s, &lo, &hi))
+            for (int site = lo; site < hi; site++)
+                per += 2 * lora_site(&m->cfg, site, cross, &name, &in, &out);
     }
     return per;
 }
 
 /* The parameters of block l of the stack whose first block starts at table
- * row first (the slots are in table order, add_block's). */
+ * row first (the slots are in table order, add_block's).  With base the
+ * gradients, a frozen tensor's pointer is NULL: backward skips it. */
 static layer_params block_ptrs(const tfm_model *m, float *base, int first, int l, int cross)
 {
     const tfm_param *t = m->table + first + (size_t)l * block_rows(m, cross);
+    int grads = base == m->grads;
     layer_params lp;
     memset(&lp, 0, sizeof lp);
+#define AT(row) (grads && (row).frozen ? NULL : base + (row).offset)
     for (int s = 0, i = 0; s < P_NLAYER; s++) {
         const char *name;
         size_t d0, d1;
-        int decay;
-        if (tfm_block_slot(&m->cfg, (tfm_slot)s, cross, &name, &d0, &d1, &decay))
-            lp.p[s] = base + t[i++].offset;
+        int decay, lo, hi, in, out;
+        if (tfm_block_slot(&m->cfg, (tfm_slot)s, cross, &name, &d0, &d1, &decay)) {
+            lp.p[s] = AT(t[i]);
+            i++;
+        }
+        if (lora_group(s, &lo, &hi))
+            for (int site = lo; site < hi; site++)
+                if (lora_site(&m->cfg, site, cross, &name, &in, &out)) {
+                    lp.la[site] = AT(t[i]);
+                    lp.lb[site] = AT(t[i + 1]);
+                    i += 2;
+                }
     }
+#undef AT
     return lp;
 }
 
+/* NULL when absent, or when base is the gradients and the tensor frozen. */
 static float *param_ptr(const tfm_model *m, float *base, const char *name)
 {
     const tfm_param *p = tfm_model_param(m, name);
-    return p ? base + p->offset : NULL;
+    return p && !(base == m->grads && p->frozen) ? base + p->offset : NULL;
 }
 
 /* param_ptr of pre + name ("enc." + "wpe.weight"). */
@@ -587,6 +702,13 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
         if (a->keep_fcg)
             take(&la->fcg, base, off, N * F);
         take(&la->res_mlp, base, off, N * C);
+        for (int site = 0; site < LS_N; site++) {
+            const char *module;
+            int in, out;
+            if (lora_site(c, site, cross, &module, &in, &out))
+                take(&la->lora_u[site], base, off,
+                     (site == LS_XK || site == LS_XV ? Ns : N) * (size_t)c->lora_r);
+        }
     }
     if (c->ln == TFM_LN_PRE) {
         take(&e->lnf, base, off, N * C);
@@ -691,6 +813,10 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
         }
     }
     take(&a->attn_scratch, base, &off, scratch);
+    if (c->lora_r > 0) {
+        take(&a->lora_x, base, &off, Nmax * (F > C ? F : C));
+        take(&a->lora_du, base, &off, Nmax * (size_t)c->lora_r);
+    }
     return off;
 }
 
@@ -873,7 +999,14 @@ void tfm_model_init_weights(tfm_model *m, uint64_t seed)
         size_t len = strlen(name);
         int is_ln = strstr(name, "ln_") != NULL || strstr(name, "LayerNorm") != NULL;
         int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
-        if (is_ln && !is_bias) {
+        if (strstr(name, ".lora_A.")) {
+            /* PEFT's: Kaiming-uniform with a = √5, bound 1/√in */
+            float bound = 1.0f / sqrtf((float)p->shape[1]);
+            for (size_t j = 0; j < p->numel; j++)
+                w[j] = bound * (2.0f * tfm_rng_float(&r) - 1.0f);
+        } else if (strstr(name, ".lora_B.")) {
+            memset(w, 0, p->numel * sizeof *w); /* the adapter starts as nothing */
+        } else if (is_ln && !is_bias) {
             for (size_t j = 0; j < p->numel; j++)
                 w[j] = 1.0f;
         } else if (is_bias) {
@@ -960,11 +1093,13 @@ static void linear_forward(float *out, const float *inp, const float *W, const f
         tfm_bias_forward(out, b, N, O);
 }
 
-/* dW += inpᵀ·dout, db += Σ dout, dinp = dout·Wᵀ + beta·dinp (dinp may be NULL) */
+/* dW += inpᵀ·dout, db += Σ dout, dinp = dout·Wᵀ + beta·dinp (dinp may be NULL;
+ * dW and db NULL for a frozen layer) */
 static void linear_backward(float *dinp, float beta, float *dW, float *db, const float *dout,
                             const float *inp, const float *W, int N, int I, int O)
 {
-    tfm_gemm(1, 0, I, O, N, 1.0f, inp, I, dout, O, 1.0f, dW, O);
+    if (dW) /* NULL: frozen */
+        tfm_gemm(1, 0, I, O, N, 1.0f, inp, I, dout, O, 1.0f, dW, O);
     if (db)
         tfm_bias_backward(db, dout, N, O);
     if (dinp)
@@ -987,6 +1122,7 @@ enum { SITE_EMB, SITE_ATT, SITE_RATT, SITE_RMLP };
  * encoder's and the cross-attention's in ranges of their own. */
 #define ENC_SITES ((uint64_t)2 << 40)
 #define CROSS_SITES ((uint64_t)1 << 40)
+#define LORA_SITES ((uint64_t)3 << 40)
 
 static uint64_t layer_site(uint64_t seed, uint64_t base, int l, int which)
 {
@@ -1001,6 +1137,11 @@ static uint64_t cross_site(uint64_t seed, int l, int which)
 static float drop_p(const tfm_model *m)
 {
     return m->training ? m->cfg.dropout : 0.0f;
+}
+
+static float lora_p(const tfm_model *m)
+{
+    return m->training ? m->cfg.lora_dropout : 0.0f;
 }
 
 static int check_heads(const tfm_model_config *c, const tfm_batch *b, tfm_err *err);
@@ -1229,6 +1370,47 @@ static tfm_attn self_attn(const tfm_model *m, const side *sd, int l)
     return at;
 }
 
+/* The adapter of block l at site, over N rows (nn/lora.h); its dropout
+ * stream is the site's own. */
+static tfm_lora_op lora_op(const tfm_model *m, const side *sd, int l, int site, size_t N,
+                           int in, int out)
+{
+    const tfm_model_config *c = &m->cfg;
+    uint64_t k = LORA_SITES + (sd->enc ? (uint64_t)1 << 36 : 0) + (uint64_t)l * LS_N + site;
+    return (tfm_lora_op){.N = (int)N, .I = in, .O = out, .r = c->lora_r,
+                         .scale = c->lora_alpha / (float)c->lora_r, .dropout = lora_p(m),
+                         .seed = site_seed(m->acts->seed, k)};
+}
+
+/* y[:, :out] (rows ldy apart) += the adapter of block l at site applied to
+ * x [N, in], when the block has one there. */
+static void lora_fwd(tfm_model *m, const side *sd, int l, const layer_params *lp, int site,
+                     float *y, int ldy, const float *x, size_t N)
+{
+    const char *module;
+    int in, out;
+    if (!lp->la[site] || !lora_site(&m->cfg, site, sd->cross, &module, &in, &out))
+        return;
+    tfm_lora_op op = lora_op(m, sd, l, site, N, in, out);
+    tfm_lora_forward(&op, y, ldy, sd->layer[l].lora_u[site], x, lp->la[site], lp->lb[site],
+                     m->acts->lora_x);
+}
+
+/* Its backward: dy the gradient of y (rows ldy apart); dx += the input's. */
+static void lora_bwd(tfm_model *m, const side *sd, int l, const layer_params *lp,
+                     const layer_params *gp, int site, float *dx, const float *dy, int ldy,
+                     const float *x, size_t N)
+{
+    const char *module;
+    int in, out;
+    if (!lp->la[site] || !lora_site(&m->cfg, site, sd->cross, &module, &in, &out))
+        return;
+    tfm_lora_op op = lora_op(m, sd, l, site, N, in, out);
+    tfm_lora_backward(&op, dx, gp->la[site], gp->lb[site], dy, ldy, x,
+                      sd->layer[l].lora_u[site], lp->la[site], lp->lb[site], m->acts->lora_x,
+                      m->acts->lora_du);
+}
+
 /* The cross-attention of decoder block l: every target position over the
  * source's unpadded positions, no position term. */
 static tfm_attn cross_attn(const tfm_model *m, int l)
@@ -1313,15 +1495,17 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
     if (pre) {
         tfm_block_norm(&blk, la->ln1, la->ln1_mean, la->ln1_rstd, x, lp.p[P_LN1W],
                               lp.p[P_LN1B], N, C);
-        linear_forward(la->qkv, la->ln1, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
-    } else {
-        linear_forward(la->qkv, x, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
     }
+    const float *qin = pre ? la->ln1 : x;
+    linear_forward(la->qkv, qin, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
+    for (int j = 0; j < 3; j++)
+        lora_fwd(m, sd, l, &lp, LS_Q + j, la->qkv + j * C, 3 * C, qin, N);
     if (c->pos == TFM_POS_ROPE)
         rope_qk(m, sd, la->qkv, 0);
     tfm_attn_forward(&at, la->atty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
                      la->qkv + 2 * C, 3 * C, a->attn_scratch);
     linear_forward(la->res_attn, la->atty, lp.p[P_PROJW], lp.p[P_PROJB], N, C, C);
+    lora_fwd(m, sd, l, &lp, LS_O, la->res_attn, C, la->atty, N);
     tfm_dropout_forward(la->res_attn, la->res_attn, N * C, p,
                         layer_site(a->seed, sd->site, l, SITE_RATT));
     tfm_add_inplace(la->res_attn, x, N * C);
@@ -1342,10 +1526,14 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
             xin = la->lnx;
         }
         linear_forward(la->xq, xin, lp.p[P_XQW], lp.p[P_XQB], N, C, C);
+        lora_fwd(m, sd, l, &lp, LS_XQ, la->xq, C, xin, N);
         linear_forward(la->xkv, a->memory, lp.p[P_XKVW], lp.p[P_XKVB], Ns, C, 2 * C);
+        lora_fwd(m, sd, l, &lp, LS_XK, la->xkv, 2 * C, a->memory, Ns);
+        lora_fwd(m, sd, l, &lp, LS_XV, la->xkv + C, 2 * C, a->memory, Ns);
         tfm_attn_forward(&xt, la->xatty, C, la->xatt, la->xq, C, la->xkv, 2 * C,
                          la->xkv + C, 2 * C, a->attn_scratch);
         linear_forward(la->res_x, la->xatty, lp.p[P_XPW], lp.p[P_XPB], N, C, C);
+        lora_fwd(m, sd, l, &lp, LS_XO, la->res_x, C, la->xatty, N);
         tfm_dropout_forward(la->res_x, la->res_x, N * C, p, cross_site(a->seed, l, SITE_RATT));
         tfm_add_inplace(la->res_x, h, N * C);
         h = la->res_x;
@@ -1362,10 +1550,14 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
         mlp_in = la->ln2;
     }
     linear_forward(la->fch, mlp_in, lp.p[P_FCW], lp.p[P_FCB], N, C, F);
-    if (la->fcl) /* gated: the linear input beside the gate */
+    lora_fwd(m, sd, l, &lp, LS_FC, la->fch, F, mlp_in, N);
+    if (la->fcl) { /* gated: the linear input beside the gate */
         linear_forward(la->fcl, mlp_in, lp.p[P_FC1W], lp.p[P_FC1B], N, C, F);
+        lora_fwd(m, sd, l, &lp, LS_FC1, la->fcl, F, mlp_in, N);
+    }
     tfm_block_ffn_mid(&blk, la->fcg, la->fch, la->fcl, N * F);
     linear_forward(la->res_mlp, la->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, F, C);
+    lora_fwd(m, sd, l, &lp, LS_FP, la->res_mlp, C, la->fcg, N);
     tfm_dropout_forward(la->res_mlp, la->res_mlp, N * C, p,
                         layer_site(a->seed, sd->site, l, SITE_RMLP));
     tfm_add_inplace(la->res_mlp, h, N * C);
@@ -1410,8 +1602,10 @@ static void head_linear_backward(float *dinp, float beta, float *dW, float *db,
                                  const float *dout, const float *inp, const float *W, int N,
                                  int I, int O)
 {
-    tfm_gemm(1, 0, O, I, N, 1.0f, dout, O, inp, I, 1.0f, dW, I);
-    tfm_bias_backward(db, dout, N, O);
+    if (dW) /* NULL: frozen (with db) */
+        tfm_gemm(1, 0, O, I, N, 1.0f, dout, O, inp, I, 1.0f, dW, I);
+    if (db)
+        tfm_bias_backward(db, dout, N, O);
     if (dinp)
         tfm_gemm(0, 0, N, I, O, 1.0f, dout, O, W, I, beta, dinp, I);
 }
@@ -1629,11 +1823,14 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
         const float *x = c->mlm_head ? a->mlm_ln : final;
         /* logits = s·x·headᵀ (+ bias) */
         const float hs = tfm_head_scale(c);
-        tfm_gemm(1, 0, V, C, R, hs, a->logits, V, x, C, 1.0f, dhead, C);
+        if (dhead) /* NULL: frozen */
+            tfm_gemm(1, 0, V, C, R, hs, a->logits, V, x, C, 1.0f, dhead, C);
         if (!c->mlm_head) {
             tfm_gemm(0, 0, N, C, V, hs, a->logits, V, head, C, 0.0f, dfinal, C);
         } else {
-            tfm_bias_backward(param_ptr(m, G, "cls.predictions.bias"), a->logits, R, V);
+            float *dbias = param_ptr(m, G, "cls.predictions.bias");
+            if (dbias)
+                tfm_bias_backward(dbias, a->logits, R, V);
             tfm_gemm(0, 0, R, C, V, hs, a->logits, V, head, C, 0.0f, tmp, C);
             /* mlm_ln is free now: it receives d mlm_g, then d mlm_h */
             float *dg = a->mlm_ln;
@@ -1720,7 +1917,7 @@ static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tf
     m->T = T;
     keep_batch(a, batch, ed);
     float p = drop_p(m);
-    a->seed = p > 0.0f ? tfm_rng_u64(&m->rng) : 0;
+    a->seed = p > 0.0f || lora_p(m) > 0.0f ? tfm_rng_u64(&m->rng) : 0;
     a->n_pe = T > S ? T : S;
     if (c->pos == TFM_POS_SINUSOIDAL)
         tfm_sinusoidal_table(a->pe, a->n_pe, C);
@@ -1817,8 +2014,9 @@ static void grads_final(tfm_model *m, size_t lo)
  * gradient of its output; adds the memory's gradient into a->dmem and
  * writes the gradient of its input xin's LayerNorm-free path into *dxin
  * (=, or += with beta 1). */
-static void cross_backward(tfm_model *m, int l, const layer_params *lp, const layer_params *gp,
-                           const float *dres, const float *xin, float *dxin, float beta)
+static void cross_backward(tfm_model *m, const side *sd, int l, const layer_params *lp,
+                           const layer_params *gp, const float *dres, const float *xin,
+                           float *dxin, float beta)
 {
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
@@ -1830,23 +2028,27 @@ static void cross_backward(tfm_model *m, int l, const layer_params *lp, const la
     tfm_dropout_backward(a->dtmp, dres, N * C, drop_p(m), cross_site(a->seed, l, SITE_RATT));
     linear_backward(a->datty, 0.0f, gp->p[P_XPW], gp->p[P_XPB], a->dtmp, la->xatty,
                     lp->p[P_XPW], N, C, C);
+    lora_bwd(m, sd, l, lp, gp, LS_XO, a->datty, a->dtmp, C, la->xatty, N);
     /* dq into dqkv as [N, C] */
     tfm_attn_backward(&xt, a->dqkv, C, a->dxkv, 2 * C, a->dxkv + C, 2 * C, a->datty, C,
                       la->xatt, la->xq, C, la->xkv, 2 * C, la->xkv + C, 2 * C,
                       a->attn_scratch);
     linear_backward(a->dmem, 1.0f, gp->p[P_XKVW], gp->p[P_XKVB], a->dxkv, a->memory,
                     lp->p[P_XKVW], Ns, C, 2 * C);
+    lora_bwd(m, sd, l, lp, gp, LS_XK, a->dmem, a->dxkv, 2 * C, a->memory, Ns);
+    lora_bwd(m, sd, l, lp, gp, LS_XV, a->dmem, a->dxkv + C, 2 * C, a->memory, Ns);
     linear_backward(dxin, beta, gp->p[P_XQW], gp->p[P_XQB], a->dqkv, xin, lp->p[P_XQW], N, C,
                     C);
+    lora_bwd(m, sd, l, lp, gp, LS_XQ, dxin, a->dqkv, C, xin, N);
 }
 
 /* The feed-forward of a block backward: dres is the gradient of its
  * output, in its input (ln_2's output, or the stream after post-LN);
  * writes the input's gradient into din (=, or += with beta 1).  din may be
  * dres (it is read first). */
-static void ffn_backward(tfm_model *m, const tfm_block *blk, const layer_params *lp,
-                         const layer_params *gp, layer_acts *la, const float *dres,
-                         const float *in, float *din, float beta, size_t N)
+static void ffn_backward(tfm_model *m, const side *sd, int l, const tfm_block *blk,
+                         const layer_params *lp, const layer_params *gp, layer_acts *la,
+                         const float *dres, const float *in, float *din, float beta, size_t N)
 {
     tfm_model_acts *a = m->acts;
     int C = m->cfg.n_embd, F = tfm_model_config_ff(&m->cfg);
@@ -1854,11 +2056,15 @@ static void ffn_backward(tfm_model *m, const tfm_block *blk, const layer_params 
         tfm_block_ffn_mid(blk, la->fcg, la->fch, la->fcl, N * F);
     linear_backward(a->dfch, 0.0f, gp->p[P_FCPW], gp->p[P_FCPB], dres, la->fcg,
                     lp->p[P_FCPW], N, F, C);
+    lora_bwd(m, sd, l, lp, gp, LS_FP, a->dfch, dres, C, la->fcg, N);
     tfm_block_ffn_mid_backward(blk, a->dfch, a->dfcl, a->dfch, la->fch, la->fcl, N * F);
     linear_backward(din, beta, gp->p[P_FCW], gp->p[P_FCB], a->dfch, in, lp->p[P_FCW], N, C, F);
-    if (la->fcl)
+    lora_bwd(m, sd, l, lp, gp, LS_FC, din, a->dfch, F, in, N);
+    if (la->fcl) {
         linear_backward(din, 1.0f, gp->p[P_FC1W], gp->p[P_FC1B], a->dfcl, in, lp->p[P_FC1W], N,
                         C, F);
+        lora_bwd(m, sd, l, lp, gp, LS_FC1, din, a->dfcl, F, in, N);
+    }
 }
 
 /* Block l of a stack backward: dy is the gradient of its output; returns
@@ -1887,21 +2093,22 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
         const float *h = sd->cross ? la->res_x : la->res_attn;
         /* res_mlp = h + drop(act(fch)·Wp + b); dy flows to h */
         tfm_dropout_backward(a->dtmp, dy, N * C, p, rmlp);
-        ffn_backward(m, &blk, &lp, &gp, la, a->dtmp, la->ln2, a->dtmp, 0.0f, N);
+        ffn_backward(m, sd, l, &blk, &lp, &gp, la, a->dtmp, la->ln2, a->dtmp, 0.0f, N);
         tfm_block_norm_backward(&blk, dy, gp.p[P_LN2W], gp.p[P_LN2B], a->dtmp, h, lp.p[P_LN2W],
                                la->ln2_mean, la->ln2_rstd, N, C);
-        grads_final(m, (size_t)(gp.p[P_LN2W] - G));
+        grads_final(m, (size_t)(lp.p[P_LN2W] - P));
         if (sd->cross) {
             /* res_x = res_attn + drop(xattn(ln_x(res_attn))); dy holds d res_x */
-            cross_backward(m, l, &lp, &gp, dy, la->lnx, a->d3, 0.0f);
+            cross_backward(m, sd, l, &lp, &gp, dy, la->lnx, a->d3, 0.0f);
             tfm_block_norm_backward(&blk, dy, gp.p[P_LNXW], gp.p[P_LNXB], a->d3, la->res_attn,
                                    lp.p[P_LNXW], la->lnx_mean, la->lnx_rstd, N, C);
-            grads_final(m, (size_t)(gp.p[P_LNXW] - G));
+            grads_final(m, (size_t)(lp.p[P_LNXW] - P));
         }
         /* res_attn = x + drop(atty·Wproj + b); dy now holds d res_attn */
         tfm_dropout_backward(a->dtmp, dy, N * C, p, ratt);
         linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
                         lp.p[P_PROJW], N, C, C);
+        lora_bwd(m, sd, l, &lp, &gp, LS_O, a->datty, a->dtmp, C, la->atty, N);
         tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
                           a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
                           la->qkv + 2 * C, 3 * C, a->attn_scratch);
@@ -1909,9 +2116,11 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
             rope_qk(m, sd, a->dqkv, 1);
         linear_backward(a->dtmp, 0.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, la->ln1,
                         lp.p[P_QKVW], N, C, 3 * C);
+        for (int j = 0; j < 3; j++)
+            lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, a->dtmp, a->dqkv + j * C, 3 * C, la->ln1, N);
         tfm_block_norm_backward(&blk, dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
                                la->ln1_mean, la->ln1_rstd, N, C);
-        grads_final(m, (size_t)(gp.p[P_LN1W] - G));
+        grads_final(m, (size_t)(lp.p[P_LN1W] - P));
         return dy; /* d x */
     }
     /* post-LN: ln2 = LN(res_mlp) */
@@ -1922,8 +2131,8 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
     /* res_mlp = h + drop(act(fch)·Wp + b), h = ln_x or ln_1 */
     const float *h = sd->cross ? la->lnx : la->ln1;
     tfm_dropout_backward(a->dtmp, dr2, N * C, p, rmlp);
-    ffn_backward(m, &blk, &lp, &gp, la, a->dtmp, h, dr2, 1.0f, N);
-    grads_final(m, (size_t)(gp.p[P_LN2W] - G));
+    ffn_backward(m, sd, l, &blk, &lp, &gp, la, a->dtmp, h, dr2, 1.0f, N);
+    grads_final(m, (size_t)(lp.p[P_LN2W] - P));
     /* dr2 = d h */
     float *dln1 = dr2;
     if (sd->cross) {
@@ -1932,8 +2141,8 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
         memset(dres, 0, N * C * sizeof *dres);
         tfm_block_norm_backward(&blk, dres, gp.p[P_LNXW], gp.p[P_LNXB], dr2, la->res_x, lp.p[P_LNXW],
                                la->lnx_mean, la->lnx_rstd, N, C);
-        cross_backward(m, l, &lp, &gp, dres, la->ln1, dres, 1.0f);
-        grads_final(m, (size_t)(gp.p[P_LNXW] - G));
+        cross_backward(m, sd, l, &lp, &gp, dres, la->ln1, dres, 1.0f);
+        grads_final(m, (size_t)(lp.p[P_LNXW] - P));
         dln1 = dres;
     }
     /* ln1 = LN(res_attn) */
@@ -1944,6 +2153,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
     tfm_dropout_backward(a->dtmp, dr1, N * C, p, ratt);
     linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
                     lp.p[P_PROJW], N, C, C);
+    lora_bwd(m, sd, l, &lp, &gp, LS_O, a->datty, a->dtmp, C, la->atty, N);
     tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
                       a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
                       la->qkv + 2 * C, 3 * C, a->attn_scratch);
@@ -1951,7 +2161,9 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
         rope_qk(m, sd, a->dqkv, 1);
     linear_backward(dr1, 1.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, x, lp.p[P_QKVW], N, C,
                     3 * C);
-    grads_final(m, (size_t)(gp.p[P_LN1W] - G));
+    for (int j = 0; j < 3; j++)
+        lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, dr1, a->dqkv + j * C, 3 * C, x, N);
+    grads_final(m, (size_t)(lp.p[P_LN1W] - P));
     /* dr1 = d x: it becomes the next block's dy */
     a->d2 = dy;
     a->d0 = dr1;
@@ -1976,12 +2188,14 @@ static void stack_backward(tfm_model *m, const side *sd, const float *dout)
                                side_ptr(m, G, sd->pre, "ln_f.bias"), dout,
                                sd->layer[L - 1].res_mlp, side_ptr(m, P, sd->pre, "ln_f.weight"),
                                e->lnf_mean, e->lnf_rstd, N, C);
-        grads_final(m, (size_t)(side_ptr(m, G, sd->pre, "ln_f.weight") - G));
+        grads_final(m, (size_t)(side_ptr(m, P, sd->pre, "ln_f.weight") - P));
     } else if (dout != dy) {
         memcpy(dy, dout, N * C * sizeof *dy);
     }
     for (int l = L - 1; l >= 0; l--)
         dy = block_backward(m, sd, l, dy);
+    if (!side_wte(m, G, sd))
+        return; /* frozen embeddings (a LoRA run's): nothing below to train */
     tfm_dropout_backward(a->dtmp, dy, N * C, drop_p(m), site_seed(a->seed, sd->site + SITE_EMB));
     const float *demb = a->dtmp;
     if (c->emb_norm) {

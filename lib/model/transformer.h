@@ -252,7 +252,25 @@ typedef struct tfm_model_config {
                             (n_classes 2, named cls.seq_relationship) */
     int n_tags;          /* token tagger: tags per position; 0 none */
     int span;            /* span start/end classifiers */
+    /* LoRA adapters (nn/lora.h), for training: with lora_r > 0 every
+     * targeted projection gains y += (alpha/r)·B·A·drop(x), and every
+     * tensor but the adapters and the task heads (classifier,
+     * token_classifier, qa_outputs) is frozen (tfm_param.frozen). */
+    int lora_r;          /* rank; 0: no adapters */
+    float lora_alpha;
+    float lora_dropout;  /* on the adapter's input, in training */
+    unsigned lora_targets; /* TFM_LORA_* bits */
 } tfm_model_config;
+
+/* The projections LoRA may target (tfm_model_config.lora_targets): q, k,
+ * v the query, key and value parts of attn.c_attn (and, in cross-attention,
+ * xattn.c_q and the two parts of xattn.c_kv); o attn.c_proj (and
+ * xattn.c_proj); fc mlp.c_fc (gated: mlp.wi_0 and mlp.wi_1); proj
+ * mlp.c_proj. */
+enum {
+    TFM_LORA_Q = 1, TFM_LORA_K = 2, TFM_LORA_V = 4, TFM_LORA_O = 8, TFM_LORA_FC = 16,
+    TFM_LORA_PROJ = 32
+};
 
 /* The heads whose losses a batch may ask for (tfm_model.head_loss). */
 typedef enum tfm_head {
@@ -321,6 +339,9 @@ typedef struct tfm_param {
     size_t numel;
     int decay;           /* 1 for matrices (linear and embedding weights),
                             0 for biases and layer-norm parameters */
+    int frozen;          /* 1: not trained (a LoRA run's base weights):
+                            backward leaves its gradient 0, optimizers
+                            skip it */
 } tfm_param;
 
 typedef struct tfm_model_acts tfm_model_acts;   /* private activation plan */

@@ -131,6 +131,12 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
     double worst = 0.0;
     for (int i = 0; i < c.m.n_table; i++) {
         const tfm_param *p = &c.m.table[i];
+        if (p->frozen) { /* a LoRA model's base: no gradient at all */
+            for (size_t j = 0; j < p->numel; j++)
+                if (g[p->offset + j] != 0.0f)
+                    fail_msg("%s is frozen but has a gradient", p->name);
+            continue;
+        }
         /* 3e-3: the large weights saturate some softmaxes, where 1e-2 leaves the
          * quadratic regime; much smaller, and the float loss's rounding dominates */
         double e = gc_check(p->name, model_loss, &c, c.m.params + p->offset, g + p->offset,
@@ -394,6 +400,97 @@ static void test_dropout(void **state)
     check_model(&cfg, 0);
 }
 
+/* LoRA adapters (nn/lora.h) in every model kind, on every projection they
+ * may target, with their dropout: the adapters' and the task heads'
+ * gradients against finite differences, the frozen base's exactly 0. */
+static void test_lora(void **state)
+{
+    (void)state;
+    const int lengths[B_] = {5, 3}, src_lengths[B_] = {4, 2};
+    const int32_t labels[B_] = {1, 0};
+    for (int v = 0; v < 4; v++) {
+        tfm_model_config cfg;
+        small_config(&cfg);
+        cfg.lora_r = 3;
+        cfg.lora_alpha = 6;
+        cfg.lora_targets = v == 0 ? TFM_LORA_Q | TFM_LORA_V : 63;
+        cfg.lora_dropout = v == 3 ? 0.25f : 0.0f;
+        extras ex = {0};
+        if (v == 1) { /* BERT-like with a classifier: the head trains too */
+            cfg.kind = TFM_KIND_ENCODER;
+            cfg.ln = TFM_LN_POST;
+            cfg.emb_norm = 1;
+            cfg.pooler = 1;
+            cfg.n_classes = 2;
+            ex.lengths = lengths;
+            ex.labels = labels;
+        } else if (v >= 2) { /* T5-like, gated, with cross-attention */
+            cfg.kind = TFM_KIND_ENCODER_DECODER;
+            cfg.n_enc_layer = 1;
+            cfg.pos = TFM_POS_T5;
+            cfg.t5_buckets = 8;
+            cfg.t5_max_distance = 16;
+            cfg.norm = TFM_NORM_RMS;
+            cfg.ffn = v == 2 ? TFM_FFN_GEGLU : TFM_FFN_PLAIN;
+            cfg.bias = 0;
+            /* smaller weights: RMSNorm after dropout on rows this short
+             * leaves the finite differences' quadratic regime at 0.4 */
+            ex.scale = 0.3f;
+            ex.S = 4;
+            ex.src_lengths = src_lengths;
+        }
+        if (v == 3) {
+            cfg.dropout = 0.1f;
+            cfg.pos = TFM_POS_ROPE;
+        }
+        check_model_with(&cfg, 0, &ex);
+    }
+}
+
+/* An untrained adapter (B = 0) changes nothing: the same logits as the base
+ * model with the same weights; and PEFT's count of trainable parameters. */
+static void test_lora_identity(void **state)
+{
+    (void)state;
+    tfm_model_config cfg;
+    small_config(&cfg);
+    cfg.kind = TFM_KIND_ENCODER_DECODER;
+    cfg.lora_r = 2;
+    cfg.lora_alpha = 2;
+    cfg.lora_targets = 63;
+    tfm_model base, ad;
+    tfm_err err = {0};
+    tfm_model_config bc = cfg;
+    bc.lora_r = 0;
+    assert_int_equal(tfm_model_init(&base, &bc, &err), 0);
+    assert_int_equal(tfm_model_init(&ad, &cfg, &err), 0);
+    tfm_model_init_weights(&base, 3);
+    tfm_model_init_weights(&ad, 4);
+    for (int i = 0; i < base.n_table; i++) {
+        const tfm_param *p = &base.table[i], *q = tfm_model_param(&ad, p->name);
+        assert_non_null(q);
+        assert_true(q->frozen);
+        memcpy(ad.params + q->offset, base.params + p->offset, p->numel * sizeof(float));
+    }
+    size_t trained = 0;
+    for (int i = 0; i < ad.n_table; i++)
+        if (!ad.table[i].frozen) {
+            trained += ad.table[i].numel;
+            assert_non_null(strstr(ad.table[i].name, ".lora_"));
+        }
+    /* q, k, v, o in 4 self- and 2 cross-attentions: 2·8 + 8·2 each; c_fc
+     * and c_proj in 4 blocks: 2·8 + 32·2 each */
+    assert_int_equal(trained, (4 + 2) * 4 * 32 + 4 * 2 * 80);
+    int32_t x[6] = {1, 2, 3, 4, 5, 6}, src[6] = {6, 5, 4, 3, 2, 1};
+    tfm_batch b = {.inputs = x, .B = 2, .T = 3, .src = src, .S = 3};
+    assert_int_equal(tfm_model_forward_batch(&base, &b, NULL, &err), 0);
+    assert_int_equal(tfm_model_forward_batch(&ad, &b, NULL, &err), 0);
+    assert_memory_equal(tfm_model_logits(&base), tfm_model_logits(&ad),
+                        6 * cfg.vocab_size * sizeof(float));
+    tfm_model_free(&base);
+    tfm_model_free(&ad);
+}
+
 static void test_table_and_init(void **state)
 {
     (void)state;
@@ -652,7 +749,7 @@ static void test_grads_ready(void **state)
     }
     for (int i = 0; i < B * S; i++)
         src[i] = (int32_t)tfm_rng_below(&r, 7);
-    for (int kind = 0; kind < 5; kind++) {
+    for (int kind = 0; kind < 6; kind++) {
         tfm_model_config cfg;
         small_config(&cfg);
         cfg.n_layer = 3;
@@ -671,6 +768,16 @@ static void test_grads_ready(void **state)
             b.segments = seg;
             b.lengths = lengths;
             b.labels = labels;
+        } else if (kind == 5) { /* T5-like with adapters everywhere */
+            cfg.kind = TFM_KIND_ENCODER_DECODER;
+            cfg.n_enc_layer = 2;
+            cfg.ffn = TFM_FFN_GEGLU;
+            cfg.lora_r = 2;
+            cfg.lora_alpha = 4;
+            cfg.lora_dropout = 0.1f;
+            cfg.lora_targets = 63;
+            b.src = src;
+            b.S = S;
         } else if (kind >= 3) { /* the original Transformer, and pre-LN with T5 */
             cfg.kind = TFM_KIND_ENCODER_DECODER;
             cfg.n_enc_layer = 2;
@@ -770,6 +877,8 @@ int main(void)
         cmocka_unit_test(test_pre_ln),
         cmocka_unit_test(test_post_ln_variants),
         cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_lora),
+        cmocka_unit_test(test_lora_identity),
         cmocka_unit_test(test_positions_and_masks),
         cmocka_unit_test(test_encoder_decoder),
         cmocka_unit_test(test_heads),

@@ -354,7 +354,7 @@ static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int
         for (int bh = 0; bh < n; bh++)
             backward_blas_head(a, 1, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq,
                                k, ldk, v, ldv, scratch);
-        if (a->t5)
+        if (a->t5 && a->t5->dtable) /* NULL: the table is frozen */
             t5_reduce(a, scratch);
     } else {
 #pragma omp parallel for schedule(static)
@@ -732,7 +732,7 @@ static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, in
         for (int bh = 0; bh < n; bh++)
             backward_fused_head(a, 1, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q,
                                 ldq, k, ldk, v, ldv, scratch);
-        if (a->t5)
+        if (a->t5 && a->t5->dtable) /* NULL: the table is frozen */
             t5_reduce(a, scratch);
     } else {
 #pragma omp parallel for schedule(static)

@@ -39,7 +39,8 @@ typedef enum tfm_mask_kind {
  * bucket(j - i)] (tfm_t5_bucket). */
 typedef struct tfm_attn_t5 {
     const float *table;  /* [NH, n_buckets] */
-    float *dtable;       /* [NH, n_buckets]: backward ADDS the gradient here */
+    float *dtable;       /* [NH, n_buckets]: backward ADDS the gradient here
+                            (NULL: not wanted, a frozen table) */
     int n_buckets, max_distance;
     int bidirectional;   /* 1: encoders (half the buckets for j > i) */
 } tfm_attn_t5;

@@ -13,6 +13,7 @@
 
 #include "nn/block.h"
 #include "nn/ffn.h"
+#include "nn/lora.h"
 #include "nn/norm.h"
 #include "tensor/gemm.h"
 #include "tensor/gradcheck.h"
@@ -197,6 +198,104 @@ static void test_block_mid(void **state)
     assert_string_equal(tfm_ffn_name(TFM_FFN_GEGLU), "geglu");
 }
 
+/* LoRA: forward against a double-precision definition, backward (x, A, B)
+ * against finite differences, with and without dropout, on a slice of a
+ * wider output (ldy > O, as q inside c_attn). */
+enum { LN = 6, LI = 10, LO = 7, LR = 3, LDY = 12 };
+
+struct lora_ctx {
+    tfm_lora_op op;
+    float x[LN * LI], A[LR * LI], B[LO * LR], y[LN * LDY], y0[LN * LDY], u[LN * LR];
+    float scratch[LN * LI], rw[LN * LDY];
+};
+
+static double lora_loss(void *p)
+{
+    struct lora_ctx *c = p;
+    memcpy(c->y, c->y0, sizeof c->y);
+    tfm_lora_forward(&c->op, c->y, LDY, c->u, c->x, c->A, c->B, c->scratch);
+    return gc_dot(c->y, c->rw, (size_t)LN * LDY);
+}
+
+static void test_lora(void **state)
+{
+    (void)state;
+    for (int d = 0; d < 2; d++) {
+        struct lora_ctx c;
+        tfm_rng r;
+        tfm_rng_seed(&r, 40 + (uint64_t)d);
+        c.op = (tfm_lora_op){.N = LN, .I = LI, .O = LO, .r = LR, .scale = 16.0f / LR,
+                             .dropout = d ? 0.3f : 0.0f, .seed = 99};
+        gc_fill(&r, c.x, LN * LI, 1.0f);
+        gc_fill(&r, c.A, LR * LI, 0.5f);
+        gc_fill(&r, c.B, LO * LR, 0.5f);
+        gc_fill(&r, c.y0, LN * LDY, 1.0f);
+        gc_fill(&r, c.rw, LN * LDY, 1.0f);
+        lora_loss(&c);
+        /* the columns past O are untouched; the rest is y0 + s·B·A·drop(x) */
+        float keep = 1.0f / (1.0f - c.op.dropout);
+        for (int n = 0; n < LN; n++)
+            for (int o = 0; o < LDY; o++) {
+                double want = c.y0[n * LDY + o];
+                for (int k = 0; o < LO && k < LR; k++)
+                    for (int i = 0; i < LI; i++) {
+                        size_t e = (size_t)n * LI + i;
+                        double xd = tfm_dropout_keep(99, e, c.op.dropout) ? c.x[e] * keep : 0;
+                        if (c.op.dropout <= 0.0f)
+                            xd = c.x[e];
+                        want += c.op.scale * c.B[o * LR + k] * c.A[k * LI + i] * xd;
+                    }
+                assert_true(fabs(c.y[n * LDY + o] - want) <= 1e-5 * (1 + fabs(want)));
+            }
+        float dx[LN * LI], dA[LR * LI], dB[LO * LR], dy[LN * LDY], du[LN * LR];
+        for (int i = 0; i < LN * LI; i++)
+            dx[i] = 0.25f; /* backward adds to what is there */
+        memset(dA, 0, sizeof dA);
+        memset(dB, 0, sizeof dB);
+        memcpy(dy, c.rw, sizeof dy);
+        tfm_lora_backward(&c.op, dx, dA, dB, dy, LDY, c.x, c.u, c.A, c.B, c.scratch, du);
+        for (int i = 0; i < LN * LI; i++)
+            dx[i] -= 0.25f;
+        /* linear in each of x, A, B: a wide step costs no truncation error */
+        double ex = gc_check("lora dx", lora_loss, &c, c.x, dx, LN * LI, 0.1f, 1000, 1e-2);
+        double ea = gc_check("lora dA", lora_loss, &c, c.A, dA, LR * LI, 0.1f, 1000, 1e-2);
+        double eb = gc_check("lora dB", lora_loss, &c, c.B, dB, LO * LR, 0.1f, 1000, 1e-2);
+        fprintf(stderr, "lora dropout %g: worst dx %.2g, dA %.2g, dB %.2g\n", c.op.dropout, ex,
+                ea, eb);
+        assert_true(ex < 1e-3 && ea < 1e-3 && eb < 1e-3);
+    }
+    /* merge: x·(W + s·(B·A)ᵀ) is x·W plus the adapter's term, in both
+     * storage orders */
+    float W[LI * LO], Wt[LO * LI], A[LR * LI], B[LO * LR], x[LI];
+    tfm_rng r;
+    tfm_rng_seed(&r, 7);
+    gc_fill(&r, W, LI * LO, 1.0f);
+    gc_fill(&r, A, LR * LI, 1.0f);
+    gc_fill(&r, B, LO * LR, 1.0f);
+    gc_fill(&r, x, LI, 1.0f);
+    double want[LO];
+    for (int o = 0; o < LO; o++) {
+        want[o] = 0;
+        for (int i = 0; i < LI; i++) {
+            Wt[o * LI + i] = W[i * LO + o];
+            want[o] += (double)x[i] * W[i * LO + o];
+            for (int k = 0; k < LR; k++)
+                want[o] += 0.5 * B[o * LR + k] * A[k * LI + i] * x[i];
+        }
+    }
+    tfm_lora_merge(W, LO, 0, A, B, LI, LO, LR, 0.5f);
+    tfm_lora_merge(Wt, LI, 1, A, B, LI, LO, LR, 0.5f);
+    for (int o = 0; o < LO; o++) {
+        double y = 0, yt = 0;
+        for (int i = 0; i < LI; i++) {
+            y += (double)x[i] * W[i * LO + o];
+            yt += (double)x[i] * Wt[o * LI + i];
+        }
+        assert_true(fabs(y - want[o]) <= 1e-4 * (1 + fabs(want[o])));
+        assert_true(fabs(yt - want[o]) <= 1e-4 * (1 + fabs(want[o])));
+    }
+}
+
 int main(void)
 {
     tfm_blas_init(0);
@@ -205,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_layernorm_dispatch),
         cmocka_unit_test(test_glu),
         cmocka_unit_test(test_block_mid),
+        cmocka_unit_test(test_lora),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

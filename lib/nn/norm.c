@@ -54,6 +54,8 @@ void tfm_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float
         for (int i = 0; i < C; i++)
             dx[i] += dy[i] * w[i] * rs - x[i] * k;
     }
+    if (!dw) /* frozen */
+        return;
     int nblk = (C + COLBLK - 1) / COLBLK;
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
     for (int b = 0; b < nblk; b++) {

@@ -22,7 +22,8 @@ typedef enum tfm_norm_kind {
  * alias inp. */
 void tfm_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N,
                          int C, float eps);
-/* dinp += ..., dw += ... .  inp is the forward's input. */
+/* dinp += ..., dw += ... (dw NULL: not wanted, a frozen norm).  inp is the
+ * forward's input. */
 void tfm_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
                           const float *w, const float *rstd, int N, int C);
 

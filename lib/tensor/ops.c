@@ -77,6 +77,8 @@ void tfm_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
             dx[i] += (dy[i] * w[i] - s1 - xh * s2) * rs;
         }
     }
+    if (!dw) /* frozen (db too) */
+        return;
     int nblk = (C + COLBLK - 1) / COLBLK;
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
     for (int k = 0; k < nblk; k++) {

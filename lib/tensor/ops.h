@@ -47,7 +47,8 @@ float tfm_expf(float x);
  * out may alias inp. */
 void tfm_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                            const float *w, const float *b, int N, int C, float eps);
-/* dinp += ..., dw += ..., db += ... .  inp is the forward's input (not out). */
+/* dinp += ..., dw += ..., db += ... (dw and db NULL: not wanted, a frozen
+ * norm).  inp is the forward's input (not out). */
 void tfm_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, const float *mean,
                             const float *rstd, int N, int C);

@@ -59,10 +59,25 @@ int tfm_checkpoint_save_state(const char *path, const tfm_model *m, const tfm_ad
         vals[i] = tfm_buf_cstr(&b[i]);
         lens[i] = b[i].len;
     }
-    const float *arrays[] = {m->params, o->m, o->v};
+    /* the trained tensors (all, or a LoRA run's adapters and heads: its
+     * base comes from train.init), gathered into the moments' layout */
+    int n;
+    tfm_param *t = tfm_adam_table(m->table, m->n_table, &n);
+    float *p = m->params;
+    if (n < m->n_table) {
+        p = tfm_malloc(tfm_adam_size(m->table, m->n_table) * sizeof *p + 1);
+        for (int i = 0, j = 0; i < m->n_table; i++)
+            if (!m->table[i].frozen)
+                memcpy(p + t[j++].offset, m->params + m->table[i].offset,
+                       m->table[i].numel * sizeof *p);
+    }
+    const float *arrays[] = {p, o->m, o->v};
     const char *prefixes[] = {"", "adam.m.", "adam.v."};
-    int rc = tfm_model_file_write(path, m->table, m->n_table, arrays, prefixes, 3, state_keys,
-                                  vals, lens, 11, err);
+    int rc = tfm_model_file_write(path, t, n, arrays, prefixes, 3, state_keys, vals, lens, 11,
+                                  err);
+    if (p != m->params)
+        free(p);
+    free(t);
     for (int i = 0; i < 11; i++)
         tfm_buf_free(&b[i]);
     return rc;
@@ -89,12 +104,21 @@ int tfm_checkpoint_load_state(const char *path, tfm_model *m, tfm_adam *o, tfm_t
         return -1;
     const char *vals[11];
     size_t lens[11];
-    float *arrays[] = {m->params, o->m, o->v};
+    int n;
+    tfm_param *tt = tfm_adam_table(m->table, m->n_table, &n);
+    float *p = n < m->n_table ? tfm_malloc(tfm_adam_size(m->table, m->n_table) * sizeof *p + 1)
+                              : m->params;
+    float *arrays[] = {p, o->m, o->v};
     const char *prefixes[] = {"", "adam.m.", "adam.v."};
     int rc = -1;
     if (tfm_model_file_verify(&st, 1, err) < 0 ||
-        tfm_model_file_read(&st, m->table, m->n_table, arrays, prefixes, 3, err) < 0)
+        tfm_model_file_read(&st, tt, n, arrays, prefixes, 3, err) < 0)
         goto out;
+    if (p != m->params) /* scattered over the base train.init gave */
+        for (int i = 0, j = 0; i < m->n_table; i++)
+            if (!m->table[i].frozen)
+                memcpy(m->params + m->table[i].offset, p + tt[j++].offset,
+                       m->table[i].numel * sizeof *p);
     for (int i = 0; i < 11; i++)
         vals[i] = tfm_safetensors_meta(&st, state_keys[i], &lens[i]);
     if (!vals[0] || strcmp(vals[0], "tfm-train-state")) {
@@ -119,6 +143,9 @@ int tfm_checkpoint_load_state(const char *path, tfm_model *m, tfm_adam *o, tfm_t
     s->elapsed = strtod(vals[9], NULL);
     rc = 0;
 out:
+    if (p != m->params)
+        free(p);
+    free(tt);
     tfm_safetensors_close(&st);
     return rc;
 }

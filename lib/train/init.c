@@ -217,7 +217,7 @@ int tfm_train_init_from(tfm_model *m, const tfm_model *src, const char *path, ch
         if (rows) {
             memcpy(m->params + p->offset, src->params + q->offset, p->numel * sizeof(float));
             loaded++;
-        } else {
+        } else if (!strstr(p->name, ".lora_")) { /* adapters are new by design */
             list_add(fresh, sizeof fresh, &n_fresh, p->name);
         }
     }

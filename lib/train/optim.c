@@ -95,6 +95,45 @@ static void adam_span(float *restrict p, const float *restrict g, float *restric
 
 #define CHUNK 16384
 
+static int any_frozen(const tfm_param *table, int n_table)
+{
+    for (int t = 0; t < n_table; t++)
+        if (table[t].frozen)
+            return 1;
+    return 0;
+}
+
+size_t tfm_adam_size(const tfm_param *table, int n_table)
+{
+    size_t n = 0, packed = any_frozen(table, n_table);
+    for (int t = 0; t < n_table; t++) {
+        size_t end = table[t].offset + ((table[t].numel + 15) & ~(size_t)15);
+        if (!packed)
+            n = end > n ? end : n;
+        else if (!table[t].frozen)
+            n += (table[t].numel + 15) & ~(size_t)15;
+    }
+    return n;
+}
+
+tfm_param *tfm_adam_table(const tfm_param *table, int n_table, int *n)
+{
+    tfm_param *t = tfm_malloc((size_t)(n_table > 0 ? n_table : 1) * sizeof *t);
+    size_t off = 0;
+    int packed = any_frozen(table, n_table);
+    *n = 0;
+    for (int i = 0; i < n_table; i++) {
+        if (table[i].frozen)
+            continue;
+        t[*n] = table[i];
+        if (packed)
+            t[*n].offset = off;
+        off += (table[i].numel + 15) & ~(size_t)15;
+        (*n)++;
+    }
+    return t;
+}
+
 void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_param *table,
                    int n_table, double lr, float grad_scale)
 {
@@ -112,9 +151,13 @@ void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_par
         .inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2)),
         .gs = grad_scale,
     };
+    /* frozen tensors have no moments: the moments of the others lie
+     * packed, each on a 16-float boundary (tfm_adam_size); without frozen
+     * tensors, at the table's own offsets */
+    const int packed = any_frozen(table, n_table);
     size_t total = 0;
     for (int t = 0; t < n_table; t++)
-        total += table[t].numel;
+        total += table[t].frozen ? 0 : table[t].numel;
     /* One parallel region over all tensors (most are too small to split on
      * their own): each thread takes a contiguous share of the elements,
      * cut in CHUNK-sized pieces, and updates the parts of the tensors that
@@ -123,11 +166,16 @@ void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_par
 #pragma omp parallel for schedule(static) if (nchunks > 4)
     for (size_t c = 0; c < nchunks; c++) {
         size_t lo = c * CHUNK, hi = lo + CHUNK < total ? lo + CHUNK : total, start = 0;
+        size_t mstart = 0;
         for (int t = 0; t < n_table && start < hi; t++) {
             const tfm_param *tp = &table[t];
+            if (tp->frozen)
+                continue;
             size_t a = lo > start ? lo - start : 0, end = start + tp->numel;
             size_t b = hi < end ? hi - start : tp->numel;
+            size_t moff = (packed ? mstart : tp->offset) + a;
             start = end;
+            mstart += (tp->numel + 15) & ~(size_t)15;
             if (a >= b)
                 continue;
             adam_k kk = k;
@@ -135,7 +183,7 @@ void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_par
             kk.l2 = (!o->decoupled && tp->decay) ? (float)o->weight_decay : 0.0f;
             kk.shrink = (o->decoupled && tp->decay) ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
             size_t off = tp->offset + a;
-            adam_span(params + off, grads + off, o->m + off, o->v + off, b - a, &kk);
+            adam_span(params + off, grads + off, o->m + moff, o->v + moff, b - a, &kk);
         }
     }
 }

@@ -28,12 +28,22 @@ typedef struct tfm_adam {
     double beta1, beta2, eps, weight_decay;
 } tfm_adam;
 
+/* The moments' floats for a table: its tensors not frozen, packed each
+ * on a 16-float boundary; when none is frozen, at the table's own offsets
+ * (a model's n_params). */
+size_t tfm_adam_size(const tfm_param *table, int n_table);
+
+/* The same tensors as a table of their own over that layout (the state
+ * file's); caller frees.  *n: its entries. */
+tfm_param *tfm_adam_table(const tfm_param *table, int n_table, int *n);
+
 /* Moments zeroed, t = 0. */
 void tfm_adam_init(tfm_adam *o, size_t n, int decoupled, double beta1, double beta2,
                    double eps, double weight_decay);
 void tfm_adam_free(tfm_adam *o);
 
-/* One step at learning rate lr over params/grads described by table, with
+/* One step at learning rate lr over params/grads described by table
+ * (frozen tensors skipped; moments as tfm_adam_size lays them out), with
  * the gradient taken as grad_scale · grads (the clipping factor, applied in
  * the same pass instead of a separate sweep over the gradients). */
 void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_param *table,

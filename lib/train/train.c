@@ -26,6 +26,7 @@
 #include "train/plot.h"
 #include "train/task.h"
 #include "train/optim.h"
+#include "model/lora.h"
 #include "train/schedule.h"
 
 /* Validation batches are drawn from their own stream so that every
@@ -164,6 +165,8 @@ typedef struct run {
     tfm_tokenizer *tok;
     tfm_tokenizer *src_tok;    /* data.source_tokenizer, or NULL */
     tfm_buf tok_json, src_tok_json, config_yaml;
+    tfm_buf base_yaml;         /* LoRA: the configuration without adapters
+                                  (the merged model files') */
     tfm_task *task;
     char *model_path, *best_path, *state_path, *log_path, *curves_path;
     int64_t saved_step;
@@ -196,14 +199,51 @@ static int weights_finite(run *R, int64_t step, tfm_err *err)
                             "stopped without saving; %s", (long long)step, k);
 }
 
+/* A LoRA run's model files hold the adapters merged into the base
+ * (W += (alpha/r)·B·A), without the adapter tensors: a plain model every
+ * program reads.  The weights go back bit for bit after the write. */
 static int save_model(run *R, const char *path, int64_t step, tfm_err *err)
 {
     if (weights_finite(R, step, err) < 0)
         return -1;
-    return tfm_model_save_task(
-        path, &R->m, tfm_buf_cstr(&R->config_yaml), R->tok ? R->tok_json.data : NULL,
+    tfm_model view = R->m;
+    const char *yaml = tfm_buf_cstr(&R->config_yaml);
+    float *saved = NULL;
+    if (R->m.cfg.lora_r > 0) {
+        view.table = tfm_malloc((size_t)R->m.n_table * sizeof *view.table);
+        view.n_table = 0;
+        for (int i = 0; i < R->m.n_table; i++)
+            if (!strstr(R->m.table[i].name, ".lora_"))
+                view.table[view.n_table++] = R->m.table[i];
+        view.cfg.lora_r = 0;
+        yaml = tfm_buf_cstr(&R->base_yaml);
+        saved = tfm_lora_merge_model(&R->m);
+    }
+    int rc = tfm_model_save_task(
+        path, &view, yaml, R->tok ? R->tok_json.data : NULL,
         R->tok_json.len, R->src_tok ? R->src_tok_json.data : NULL, R->src_tok_json.len,
         tfm_task_meta(R->task), step, err);
+    if (R->m.cfg.lora_r > 0) {
+        tfm_lora_unmerge_model(&R->m, saved);
+        free(view.table);
+    }
+    return rc;
+}
+
+/* PEFT's task_type for the run's task and model kind. */
+static const char *peft_task(const tfm_config *c)
+{
+    switch (c->train.task) {
+    case TFM_CONFIG_TASK_CLASSIFY: return "SEQ_CLS";
+    case TFM_CONFIG_TASK_TAG: return "TOKEN_CLS";
+    case TFM_CONFIG_TASK_SPAN: return "QUESTION_ANS";
+    case TFM_CONFIG_TASK_LM:
+        return c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER ? "SEQ_2_SEQ_LM"
+               : c->model.kind == TFM_CONFIG_KIND_DECODER       ? "CAUSAL_LM"
+                                                                : NULL;
+    default:
+        return c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER ? "SEQ_2_SEQ_LM" : NULL;
+    }
 }
 
 static int save(run *R, tfm_err *err)
@@ -219,6 +259,8 @@ static int save(run *R, tfm_err *err)
         return -1;
     if (tfm_dist_rank() == 0 &&
         (save_model(R, R->model_path, R->st.step, err) < 0 ||
+         (R->m.cfg.lora_r > 0 &&
+          tfm_lora_save(R->o->rundir, &R->m, R->cfg->train.init, peft_task(R->cfg), err) < 0) ||
          tfm_checkpoint_save_state(R->state_path, &R->m, &R->adam, &R->st,
                                    tfm_buf_cstr(&R->config_yaml), err) < 0))
         return -1;
@@ -324,6 +366,15 @@ static int check_same_model(run *R, const tfm_config *cfg, tfm_config *was, tfm_
     tfm_config_defaults(was);
     if (tfm_model_file_config(from, was, err) < 0)
         return damaged_state(R->o->rundir, from, err);
+    if (cfg->train.lora.r != was->train.lora.r ||
+        (cfg->train.lora.r && strcmp(cfg->train.lora.targets, was->train.lora.targets)))
+        return tfm_err_set(err, "cannot resume %s: train.lora.r %lld, targets '%s' (the run's: "
+                                "r %lld, targets '%s'): a run keeps its adapters (leave "
+                                "train.lora out, or start another run directory)",
+                           R->o->rundir, (long long)cfg->train.lora.r,
+                           cfg->train.lora.r ? cfg->train.lora.targets : "",
+                           (long long)was->train.lora.r,
+                           was->train.lora.r ? was->train.lora.targets : "");
     char keys[768];
     int n = tfm_train_shape_diff(cfg, was, 1, keys, sizeof keys);
     if (n)
@@ -584,7 +635,19 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     if (tfm_model_init(&R->m, &gc, err) < 0)
         goto out;
     model_ok = 1;
-    tfm_adam_init(&R->adam, R->m.n_params, cfg.optim.type == TFM_CONFIG_OPTIM_ADAMW,
+    if (gc.lora_r > 0 && !init_ok) {
+        tfm_err_set(err, "train.lora.r %lld needs train.init: the base model the adapters "
+                         "adapt", (long long)cfg.train.lora.r);
+        goto out;
+    }
+    if (gc.lora_r > 0 && o->fresh_optimizer) {
+        tfm_err_set(err, "--fresh-optimizer with train.lora: a LoRA run resumes from its "
+                         "state.safetensors (model.safetensors holds the merged weights)");
+        goto out;
+    }
+    /* the moments of the trained tensors only (a LoRA run's: its adapters) */
+    tfm_adam_init(&R->adam, tfm_adam_size(R->m.table, R->m.n_table),
+                  cfg.optim.type == TFM_CONFIG_OPTIM_ADAMW,
                   cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay);
     adam_ok = 1;
 
@@ -611,6 +674,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         say(o, "continuing %s at step %lld from %s with a fresh optimizer state", o->rundir,
             (long long)R->st.step, R->model_path);
     } else if (resumed) {
+        char report[1024];
+        /* LoRA: the state holds the adapters; the base is train.init's */
+        if (gc.lora_r > 0 &&
+            tfm_train_init_from(&R->m, &init_src, cfg.train.init, report, sizeof report, err) < 0)
+            goto out;
         if (tfm_checkpoint_load_state(R->state_path, &R->m, &R->adam, &R->st, err) < 0) {
             if (!state_intact(R->state_path))
                 damaged_state(o->rundir, R->state_path, err);
@@ -661,6 +729,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     }
     dist_share_state(R, &cfg, &resumed);
     tfm_config_dump(&cfg, 0, &R->config_yaml);
+    if (gc.lora_r > 0) {
+        tfm_config bc = cfg;
+        bc.train.lora.r = 0;
+        tfm_config_dump(&bc, 0, &R->base_yaml);
+    }
     tfm_buf header = {0};
     log_header(&header, mnames, n_metrics);
     int lt = rk == 0 ? log_truncate(R->log_path, resumed ? R->st.step : -1,
@@ -673,6 +746,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     res->seed = R->st.seed;
     char data_desc[256];
     tfm_task_describe(R->task, data_desc, sizeof data_desc);
+    if (gc.lora_r > 0) {
+        size_t all, trained = tfm_model_trainable(&R->m, &all);
+        say(o, "LoRA r %d, alpha %g on %s: %zu trainable parameters of %zu (%.2f%%)", gc.lora_r,
+            (double)gc.lora_alpha, cfg.train.lora.targets, trained, all,
+            100.0 * (double)trained / (double)all);
+    }
     say(o, "%.2fM parameters, vocabulary %lld, %s",
         (double)tfm_model_config_num_params(&gc) / 1e6, (long long)cfg.model.vocab_size,
         data_desc);
@@ -954,6 +1033,7 @@ out:
         tfm_tokenizer_free(R->src_tok);
     tfm_buf_free(&R->src_tok_json);
     tfm_buf_free(&R->config_yaml);
+    tfm_buf_free(&R->base_yaml);
     tfm_task_free(R->task);
     free(R->model_path);
     free(R->best_path);

@@ -78,6 +78,7 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
     e->tok = lm.tok; /* taken over */
     lm.tok = NULL;
     e->eos = lm.eos;
+    e->prefix_lm = lm.prefix_lm;
     tfm_lm_close(&lm);
     e->batch_asked = batch;
     plan(e, e->model.cfg.block_size);
@@ -162,7 +163,15 @@ static int score_batch(tfm_eval *e, tfm_eval_seq *seqs, int n, tfm_err *err)
         for (size_t t = len; t < T; t++)
             row[t] = 0;
     }
-    if (tfm_model_forward(&e->model, e->in, NULL, n, (int)T, NULL, err) < 0)
+    /* a prefix LM reads the unscored history as its prefix */
+    int plen[n];
+    for (int i = 0; i < n; i++) {
+        size_t len = seqs[i].n < block ? seqs[i].n : block;
+        plen[i] = (int)(len - seqs[i].n_target);
+    }
+    tfm_batch b = {.inputs = e->in, .B = n, .T = (int)T,
+                   .prefix_len = e->prefix_lm ? plen : NULL};
+    if (tfm_model_forward_batch(&e->model, &b, NULL, err) < 0)
         return -1;
     const float *logits = tfm_model_logits(&e->model);
     /* One parallel loop over every row of the batch (not one per sequence:

@@ -11,7 +11,9 @@
  * last k tokens are scored".  Sequences are run through the model's batched
  * forward (model/transformer.h) several at a time, right-padded to the longest of the
  * batch: attention is causal, so padding after a sequence cannot change
- * its scores.  Sequences longer than the context keep their last context
+ * its scores.  A prefix LM reads each sequence's unscored history as its
+ * prefix (full attention over it), as it was trained (the first
+ * perplexity window's history is one token, where the two masks agree).  Sequences longer than the context keep their last context
  * tokens (the scored ones must fit with one token of history).  The context
  * is the model's block_size unless tfm_eval_set_context sets another (longer
  * only for position schemes without a table: model/transformer.h).
@@ -39,6 +41,9 @@ typedef struct tfm_eval {
     const char *path;     /* tfm_eval_open's, borrowed: for messages */
     tfm_tokenizer *tok;   /* NULL when the file carries none */
     int64_t eos;          /* end-of-text id, or -1 */
+    int prefix_lm;        /* a prefix LM (model/file.h tfm_lm.prefix_lm): a
+                             sequence's history (all but its scored tokens)
+                             is its prefix, seen whole by each position */
     int batch;            /* sequences per forward */
     int batch_asked;      /* tfm_eval_open's batch (< 1: chosen by size) */
     int context;          /* longest sequence run: block_size, or

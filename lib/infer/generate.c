@@ -308,6 +308,18 @@ static int check_nan(const float *x, size_t n, tfm_err *err)
     return 0;
 }
 
+/* A decoder's tokens ids[0..n) into an empty slot, the first n_prompt of
+ * them the prompt: a prefix LM's prompt is its prefix, seen whole by each
+ * of its positions, as in training. */
+static int prefill(tfm_gen *g, int slot, const uint32_t *ids, size_t n, size_t n_prompt,
+                   float *logits, tfm_err *err)
+{
+    if (g->lm->prefix_lm)
+        return tfm_infer_prefill_prefix(&g->infer, slot, ids, (int)n, (int)n_prompt, logits,
+                                        err);
+    return tfm_infer_prefill(&g->infer, slot, ids, (int)n, logits, err);
+}
+
 /* One decode step; with profiling, its phases are added to g->prof_s. */
 static int step_profiled(tfm_gen *g, int n, const uint32_t *toks, const int *slots,
                          float *logits, tfm_err *err)
@@ -395,8 +407,8 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
         if (g->encdec) {
             toks[i] = g->start;
             slots[i] = s->slot;
-        } else if (tfm_infer_prefill(&g->infer, s->slot, prompts[i].data, (int)prompts[i].len,
-                                         logits + nrows * V, err) < 0 ||
+        } else if (prefill(g, s->slot, prompts[i].data, prompts[i].len, prompts[i].len,
+                           logits + nrows * V, err) < 0 ||
                    check_nan(logits + nrows * V, (size_t)V, err) < 0) {
             goto done;
         }
@@ -462,8 +474,8 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
             for (size_t r = 0; r < nrows; r++) {
                 seq *s = &seqs[rows[r]];
                 tfm_infer_reset(&g->infer, s->slot);
-                if (tfm_infer_prefill(&g->infer, s->slot, s->hist.data, (int)s->hist.len,
-                                          logits + r * V, err) < 0)
+                if (prefill(g, s->slot, s->hist.data, s->hist.len, prompts[rows[r]].len,
+                            logits + r * V, err) < 0)
                     goto done;
             }
         } else if (step_profiled(g, (int)nrows, toks, slots, logits, err) < 0) {
@@ -542,8 +554,8 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
         if (g->encdec) {
             toks[i] = g->start;
             slots[i] = slot0;
-        } else if (tfm_infer_prefill(&g->infer, slot0, prompts[i].data, (int)prompts[i].len,
-                                         first + i * V, err) < 0) {
+        } else if (prefill(g, slot0, prompts[i].data, prompts[i].len, prompts[i].len,
+                           first + i * V, err) < 0) {
             goto done;
         }
         /* the last token needs no cache position: up to max_len - prompt + 1 */
@@ -663,8 +675,10 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
             tfm_ids_push(out, (uint32_t)v);
             s = q;
         }
-    } else if (encdec) {
-        if (tfm_translate_source(p->src_tok, p->src_scratch, text, len,
+    } else if (encdec || lm->prefix_pairs) {
+        /* a prefix LM of pairs reads its input as a source is read */
+        if (tfm_translate_source(encdec ? p->src_tok : lm->tok,
+                                 encdec ? p->src_scratch : p->scratch, text, len,
                                  tfm_gen_source_limit(&lm->cfg), p->truncate, out, cut, err) < 0)
             return tfm_err_prefix(err, "%s", where);
         return 0;
@@ -679,6 +693,15 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
                                     "ends every source");
         tfm_ids_push(out, (uint32_t)p->src_eos);
         if (tfm_translate_fit(out, (uint32_t)p->src_eos, tfm_gen_source_limit(&lm->cfg),
+                              p->truncate, cut, err) < 0)
+            return tfm_err_prefix(err, "%s", where);
+        return 0;
+    }
+    if (lm->prefix_pairs) { /* ids of an input: it ends with end-of-text */
+        if (lm->eos < 0)
+            return tfm_err_set(err, "the model has no end-of-text token to end its input");
+        tfm_ids_push(out, (uint32_t)lm->eos);
+        if (tfm_translate_fit(out, (uint32_t)lm->eos, tfm_gen_source_limit(&lm->cfg),
                               p->truncate, cut, err) < 0)
             return tfm_err_prefix(err, "%s", where);
         return 0;

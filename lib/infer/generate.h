@@ -23,6 +23,10 @@
  * (when either is > 0) and max_tokens at most.  A model without an
  * end-of-text token is an error.
  *
+ * Prefix LMs (tfm_lm.prefix_lm, train.task prefix-lm): the prompt is the
+ * prefix, its positions seeing each other (tfm_infer_prefill_prefix), the
+ * new tokens causal: the mask the model was trained with.
+ *
  * Stopping: end-of-text (not part of the text), max_tokens, a stop string
  * (the text is cut where it begins; it is not part of the text), or the
  * model's context filling up (finish "length": there is no sliding window;
@@ -140,7 +144,9 @@ int tfm_gen_source_limit(const tfm_model_config *cfg);
  * vocabulary of an encoder-decoder), separated by blanks or commas.  Text:
  * an encoder-decoder's source is data/source.h's; a decoder's prompt is
  * the tokenizer's encoding with its specials, refused when the tokenizer
- * would lose text (tfm_tokenizer_check_kept).  Ids of a source get its
+ * would lose text (tfm_tokenizer_check_kept); a prefix LM trained on pairs
+ * (tfm_lm.prefix_pairs) reads its prompt as a source (its input), ending
+ * with end-of-text.  Ids of a source (or such an input) get its
  * end-of-text and the length rule too.  An empty decoder prompt starts a
  * text: the end-of-text token, as the model saw the start of every
  * document in training (an error without one). */

@@ -258,7 +258,7 @@ static const tfm_config_key keys[] = {
      "q_proj/query, k_proj/key, v_proj/value, o_proj/out_proj/dense, c_attn (q, k, v), "
      "c_fc/fc1/wi/wi_0/wi_1/intermediate, c_proj, fc2/wo/output"},
     {"train.task", TFM_CONFIG_ENUM, OFF(train.task), "lm", 0, 0,
-     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise",
+     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise|prefix-lm",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
      "[SEP]: segments of data.text's documents, or windows of a token file; needs "
      "model.mlm_head and 2 segments), mlm+nsp (and whether B follows A, on model.pooler "
@@ -268,7 +268,14 @@ static const tfm_config_key keys[] = {
      "spans of data.text replaced by sentinels <extra_id_N> in the source, the target "
      "spelling them out; train.noise), denoise (BART's pre-training: data.text with its "
      "sentences shuffled and Poisson spans each replaced by one <mask> in the source, the "
-     "original text the target)"},
+     "original text the target); decoders: prefix-lm (full attention over a prefix, causal "
+     "after, the loss on the rest only; train.prefix_from)"},
+    {"train.prefix_from", TFM_CONFIG_ENUM, OFF(train.prefix_from), "random", 0, 0,
+     "random|pairs",
+     "prefix-lm: random (each window of block_size + 1 tokens of the text or token stream "
+     "is split after a prefix of P tokens, P uniform in [1, block_size]) or pairs (data.text "
+     "and data.val are input<TAB>target lines: the input and end-of-text are the prefix, the "
+     "target and end-of-text the rest)"},
     {"train.noise_density", TFM_CONFIG_FLOAT, OFF(train.noise_density), "0.15", 0.001, 0.999,
      NULL, "span-corruption: the share of a window's tokens in noise spans (round(density x "
      "length), at least 1, at most length - 1)"},
@@ -816,7 +823,22 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
         return tfm_err_set(err, "train.task %s reads raw text (data.text, data.val): data."
                            "source/target/val_source/val_target/source_tokenizer and "
                            "train.eval_bleu are for train.task lm", scn);
-    if ((c->train.task == TFM_CONFIG_TASK_LM || sc) &&
+    /* prefix-lm: the prefix mask of a causal stack */
+    int plm = c->train.task == TFM_CONFIG_TASK_PREFIX_LM;
+    if (plm && !dec)
+        return tfm_err_set(err, "train.task prefix-lm needs model.kind decoder (full attention "
+                           "over a prefix of a causal stack), not %s%s", kind,
+                           ed ? " (its encoder reads the whole source already: use lm on "
+                           "pairs, or span-corruption)" : "");
+    if (plm && c->data.packing)
+        return tfm_err_set(err, "data.packing with train.task prefix-lm: a row is one prefix "
+                                "and its continuation, not packed documents");
+    if (!plm && c->train.prefix_from != TFM_CONFIG_PREFIX_RANDOM)
+        return tfm_err_set(err, "train.prefix_from is for train.task prefix-lm");
+    if (plm && c->train.prefix_from == TFM_CONFIG_PREFIX_PAIRS && !c->data.text[0])
+        return tfm_err_set(err, "train.prefix_from pairs reads input<TAB>target lines from "
+                                "data.text (with data.tokenizer), not token ids");
+    if ((c->train.task == TFM_CONFIG_TASK_LM || sc || plm) &&
         (c->train.whole_word_mask || c->data.documents != TFM_CONFIG_DOCS_BLANK_LINE))
         return tfm_err_set(err, "train.whole_word_mask and data.documents are for train.task "
                                 "mlm and mlm+nsp");

@@ -90,7 +90,12 @@ typedef enum tfm_config_task {
     TFM_CONFIG_TASK_SPAN,
     TFM_CONFIG_TASK_SPAN_CORRUPTION,
     TFM_CONFIG_TASK_DENOISE,
+    TFM_CONFIG_TASK_PREFIX_LM,
 } tfm_config_task;
+typedef enum tfm_config_prefix_from {
+    TFM_CONFIG_PREFIX_RANDOM,
+    TFM_CONFIG_PREFIX_PAIRS,
+} tfm_config_prefix_from;
 typedef enum tfm_config_noise {
     TFM_CONFIG_NOISE_SPANS,
     TFM_CONFIG_NOISE_IID,
@@ -181,6 +186,7 @@ typedef struct tfm_config {
         int noise;              /* span-corruption: tfm_config_noise */
         double mask_ratio, poisson_lambda; /* denoise (BART) */
         int permute_sentences;
+        int prefix_from;        /* prefix-lm: tfm_config_prefix_from */
         double lm_weight;       /* classify, decoders: the LM loss's weight */
         struct {                /* LoRA adapters (model/lora.h); r 0: none */
             int64_t r;

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -444,7 +445,8 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     size_t per = (size_t)cfg->n_layer * n_slots * max_len * cfg->n_embd;
     g->kcache = tfm_aligned_alloc(sizeof(float) * per);
     g->vcache = tfm_aligned_alloc(sizeof(float) * per);
-    g->len = tfm_calloc((size_t)n_slots, sizeof *g->len);
+    g->len = tfm_calloc(2 * (size_t)n_slots, sizeof *g->len);
+    g->prefix = g->len + n_slots;
     if (cfg->kind == TFM_KIND_ENCODER_DECODER) {
         g->xkcache = tfm_aligned_alloc(sizeof(float) * per);
         g->xvcache = tfm_aligned_alloc(sizeof(float) * per);
@@ -488,6 +490,7 @@ void tfm_infer_reset(tfm_infer *g, int slot)
 {
     TFM_ASSERT(slot >= 0 && slot < g->n_slots);
     g->len[slot] = 0;
+    g->prefix[slot] = 0;
 }
 
 static inline float *kv_at(const tfm_infer *g, float *cache, int layer, int slot, int pos)
@@ -514,10 +517,12 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
         g->src_len[dst] = g->src_len[src];
     }
     g->len[dst] = g->len[src];
+    g->prefix[dst] = g->prefix[src];
 }
 
-/* att[r] = softmax(q_r · K_slotᵀ / √HS over positions ≤ pos_r) · V_slot,
- * per head; the (row, head) pairs run in parallel.  cross: over the slot's
+/* att[r] = softmax(q_r · K_slotᵀ / √HS over positions ≤ pos_r, and every
+ * position of the slot's prefix) · V_slot, per head; the (row, head) pairs
+ * run in parallel.  cross: over the slot's
  * source instead (the cross-attention cache, every source position, no
  * position bias), with q_r in rows of C. */
 static void attention(tfm_infer *g, int layer, int R, int cross)
@@ -536,6 +541,8 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
     size_t work = 0;
     for (int r = 0; r < R; r++)
         work += (size_t)(cross ? g->src_len[g->row_slot[r]] : g->row_pos[r] + 1) * C;
+    /* a prefix row sees the whole prefix (written before this layer's
+     * attention runs: a prefix is appended in one prefill) */
 #pragma omp parallel for schedule(dynamic, 1) if (R * NH > 1 && work >= (1 << 16))
     for (int rh = 0; rh < R * NH; rh++) {
         int r = rh / NH, h = rh % NH;
@@ -546,6 +553,8 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
 #endif
         int slot = g->row_slot[r], pos = g->row_pos[r];
         int nk = cross ? g->src_len[slot] : pos + 1; /* keys seen */
+        if (!cross && g->prefix[slot] > nk)
+            nk = g->prefix[slot];
         const float *q = g->qkv + (size_t)r * (cross ? C : 3 * C) + h * HS;
         for (int j = 0; j < nk; j++) {
             const float *k = kv_at(g, kc, layer, slot, j) + h * HS;
@@ -560,11 +569,11 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
             /* no position term across the two sequences */
         } else if (g->alibi) {
             float slope = g->alibi[h];
-            for (int j = 0; j <= pos; j++)
-                s[j] -= slope * (float)(pos - j);
+            for (int j = 0; j < nk; j++)
+                s[j] -= slope * (float)abs(pos - j);
         } else if (g->w->dec.rel_bias) {
             const float *tb = g->w->dec.rel_bias + (size_t)h * g->cfg.t5_buckets;
-            for (int j = 0; j <= pos; j++)
+            for (int j = 0; j < nk; j++)
                 s[j] += tb[tfm_t5_bucket(j - pos, 0, g->cfg.t5_buckets, g->cfg.t5_max_distance)];
         }
         float mx = -INFINITY;
@@ -823,6 +832,7 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
         }
         g->src_len[slot] = S[s];
         g->len[slot] = 0;
+        g->prefix[slot] = 0;
     }
     return 0;
 }
@@ -870,6 +880,24 @@ int tfm_infer_prefill(tfm_infer *g, int slot, const uint32_t *tokens,
     }
     forward_rows(g, n, tokens, n - 1, logits);
     g->len[slot] += n;
+    return 0;
+}
+
+int tfm_infer_prefill_prefix(tfm_infer *g, int slot, const uint32_t *tokens, int n,
+                             int n_prefix, float *logits, tfm_err *err)
+{
+    TFM_ASSERT(slot >= 0 && slot < g->n_slots && n_prefix >= 0 && n_prefix <= n);
+    if (g->cfg.kind != TFM_KIND_DECODER)
+        return tfm_err_set(err, "a prefix-LM prompt is for decoders, not model.kind %s",
+                           tfm_kind_name(g->cfg.kind));
+    if (g->len[slot] > 0)
+        return tfm_err_set(err, "a prefix-LM prompt starts a sequence: the slot holds %d "
+                           "tokens already", g->len[slot]);
+    g->prefix[slot] = n_prefix;
+    if (tfm_infer_prefill(g, slot, tokens, n, logits, err) < 0) {
+        g->prefix[slot] = 0;
+        return -1;
+    }
     return 0;
 }
 

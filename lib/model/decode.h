@@ -134,6 +134,9 @@ typedef struct tfm_infer {
     int n_slots, max_len;
     float *kcache, *vcache; /* [n_layer][n_slots][max_len][C] each */
     int *len;               /* [n_slots] positions filled */
+    int *prefix;            /* [n_slots] prefix-LM: positions every query of
+                               the slot sees (tfm_infer_prefill_prefix);
+                               0: causal */
     /* encoder-decoders: each slot's source, as the cross-attention's keys
      * and values of every decoder layer */
     float *xkcache, *xvcache; /* [n_layer][n_slots][max_len][C] each */
@@ -190,6 +193,16 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src);
  * context overflowing. */
 int tfm_infer_prefill(tfm_infer *g, int slot, const uint32_t *tokens,
                           int n, float *logits, tfm_err *err);
+
+/* A prefix LM's prompt (model/file.h tfm_lm.prefix_lm): appends
+ * tokens[0..n) to an empty slot of a decoder, the first n_prefix of them a
+ * prefix that every position of the slot sees (full attention among them),
+ * the rest and every later step causal: tfm_batch.prefix_len's mask
+ * (nn/attention.h TFM_MASK_PREFIX), so the logits are those of the training
+ * forward with prefix_len n_prefix.  Errors: tfm_infer_prefill's, a slot
+ * not empty, or not a decoder. */
+int tfm_infer_prefill_prefix(tfm_infer *g, int slot, const uint32_t *tokens, int n,
+                             int n_prefix, float *logits, tfm_err *err);
 
 /* Appends tokens[i] to slots[i] for i < n (distinct slots); logits
  * [n, V] are those of the next token of each. */

@@ -725,6 +725,84 @@ static void test_block_kinds(void **state)
     kind_scale = 20.0f;
 }
 
+/* A prefix LM (train.task prefix-lm): the prompt's prefix prefilled with
+ * tfm_infer_prefill_prefix, then causal steps, gives at every position the
+ * logits of the training forward with tfm_batch.prefix_len, to 1e-5
+ * (relative to the logit's size); and they differ from the causal
+ * forward's, so the prefix is really seen. */
+static void prefix_case(tfm_pos pos, tfm_ln_place ln)
+{
+    enum { V = 29, N = 14, P = 6 };
+    tfm_model m;
+    kind_scale = 4.0f; /* moderate logits: the 1e-5 is then a real bound */
+    make_model_pos(&m, ln, 1, 1, V, pos);
+    kind_scale = 20.0f;
+    tfm_weights w;
+    tfm_err err = {0};
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    uint32_t seq[N];
+    int32_t in[N];
+    for (int i = 0; i < N; i++)
+        in[i] = (int32_t)(seq[i] = (uint32_t)((i * 11 + 5) % V));
+    /* the training forward, prefix mask and causal */
+    const int plen = P;
+    float ref[N * V], causal[N * V];
+    tfm_batch b = {.inputs = in, .B = 1, .T = N, .prefix_len = &plen};
+    assert_int_equal(tfm_model_forward_batch(&m, &b, NULL, &err), 0);
+    memcpy(ref, tfm_model_logits(&m), sizeof ref);
+    assert_int_equal(tfm_model_forward(&m, in, NULL, 1, N, NULL, &err), 0);
+    memcpy(causal, tfm_model_logits(&m), sizeof causal);
+    double diff = 0;
+    for (int i = 0; i < N * V; i++)
+        diff = fmax(diff, fabs(ref[i] - causal[i]));
+    assert_true(diff > 1e-2);
+    for (int whole = 0; whole < 2; whole++) {
+        tfm_infer g;
+        assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, 2, N, &err), 0);
+        float lg[V];
+        /* the prompt is the prefix, or the whole sequence at once */
+        int n0 = whole ? N : P;
+        assert_int_equal(tfm_infer_prefill_prefix(&g, 1, seq, n0, P, lg, &err), 0);
+        for (int t = n0 - 1; t < N; t++) {
+            const float *r = ref + (size_t)t * V;
+            for (int v = 0; v < V; v++)
+                if (!(fabsf(lg[v] - r[v]) <= 1e-5f * (1.0f + fabsf(r[v]))))
+                    fail_msg("pos %d logit %d: cache %.9g, full %.9g", t, v, lg[v], r[v]);
+            if (t + 1 < N) {
+                int slot = 1;
+                assert_int_equal(tfm_infer_step(&g, 1, &seq[t + 1], &slot, lg, &err), 0);
+            }
+        }
+        /* a copied slot keeps its prefix; a reset one is causal again */
+        tfm_infer_reset(&g, 0);
+        assert_int_equal(tfm_infer_prefill_prefix(&g, 0, seq, P, P, lg, &err), 0);
+        tfm_infer_copy_slot(&g, 1, 0);
+        assert_int_equal(g.prefix[1], P);
+        tfm_infer_reset(&g, 1);
+        assert_int_equal(g.prefix[1], 0);
+        assert_int_equal(tfm_infer_prefill(&g, 1, seq, 3, lg, &err), 0);
+        for (int v = 0; v < V; v++)
+            assert_true(fabsf(lg[v] - causal[2 * V + v]) <= 1e-5f * (1.0f + fabsf(lg[v])));
+        /* a prefix starts a sequence */
+        assert_int_equal(tfm_infer_prefill_prefix(&g, 1, seq, 2, 2, lg, &err), -1);
+        assert_non_null(strstr(err.msg, "starts a sequence"));
+        tfm_infer_free(&g);
+    }
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
+}
+
+static void test_prefix_cache_equals_full(void **state)
+{
+    (void)state;
+    const tfm_pos all[] = {TFM_POS_LEARNED, TFM_POS_SINUSOIDAL, TFM_POS_ROPE, TFM_POS_ALIBI,
+                           TFM_POS_T5};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        prefix_case(all[i], TFM_LN_PRE);
+        prefix_case(all[i], TFM_LN_POST);
+    }
+}
+
 static int setup(void **state)
 {
     tfm_blas_init(2);
@@ -745,6 +823,7 @@ int main(void)
         cmocka_unit_test(test_beam_cache_equals_full),
         cmocka_unit_test(test_bad_token),
         cmocka_unit_test(test_block_kinds),
+        cmocka_unit_test(test_prefix_cache_equals_full),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1402,6 +1402,8 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
             tfm_err_prefix(err, "%s", path);
             goto fail;
         }
+        lm->prefix_lm = c.train.task == TFM_CONFIG_TASK_PREFIX_LM;
+        lm->prefix_pairs = lm->prefix_lm && c.train.prefix_from == TFM_CONFIG_PREFIX_PAIRS;
     } else {
         if (config_from_shapes(st, &lm->cfg, err) < 0 ||
             tokenizer_beside(path, lm->cfg.vocab_size, &lm->tok, err) < 0)

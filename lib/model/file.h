@@ -133,6 +133,11 @@ typedef struct tfm_lm {
     tfm_weights w;
     tfm_tokenizer *tok;   /* NULL when the file carries none */
     int64_t eos;          /* end-of-text id, -1 when none */
+    /* A prefix LM (its stored config's train.task is prefix-lm): a prompt
+     * is its prefix (model/decode.h tfm_infer_prefill_prefix); with
+     * train.prefix_from pairs (prefix_pairs 1) it was trained on inputs
+     * ending with end-of-text, which a prompt then gets too. */
+    int prefix_lm, prefix_pairs;
     size_t file_bytes;
     void *file;           /* private: the open safetensors file */
     void *model;          /* private: a HuggingFace BERT or T5 checkpoint's

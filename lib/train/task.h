@@ -20,6 +20,9 @@
  *            train.noise: the T5 study's i.i.d. variants.
  *   denoise  encoder-decoders: BART's text infilling and sentence
  *            permutation of a token stream (task_denoise.c, train/denoise.h).
+ *   prefix-lm  decoders: full attention over a prefix, the loss on the rest:
+ *            random splits of a token stream, or input<TAB>target pairs
+ *            (task_prefixlm.c; the batch's prefix_len).
  *   mlm      encoders (train.task mlm, mlm+nsp): BERT's masked tokens (and
  *            next-sentence labels) in [CLS] A [SEP] B [SEP]: segments of
  *            text documents (train/data.h tfm_docs) or windows of a token

@@ -43,6 +43,8 @@ int tfm_task_seq2seq_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok
 int tfm_task_spancorrupt_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
                               tfm_err *err);
 int tfm_task_denoise_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+int tfm_task_prefixlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
+                           tfm_err *err);
 int tfm_task_mlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_classify_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_tag_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
@@ -69,6 +71,39 @@ int tfm_task_check_vocab(const tfm_tokens *train, const tfm_tokens *val, tfm_con
  * cfg->model.vocab_size from tok when 0, an error when it is set smaller
  * than tok's vocabulary. */
 int tfm_task_vocab_from_tokenizer(tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+
+#include "base/buf.h"
+
+/* Pairs of text (task_seq2seq.c): seq2seq's, and prefix-lm's with
+ * train.prefix_from pairs. */
+typedef struct tfm_pair {
+    size_t src, tgt;        /* offsets into ids */
+    uint32_t src_len;       /* with EOS */
+    uint32_t tgt_len;       /* without BOS/EOS */
+    uint32_t line;          /* 1-based, for messages */
+    size_t ref, ref_len;    /* the target's text in pairs.text (BLEU) */
+} tfm_pair;
+typedef struct tfm_pairs {
+    tfm_ids ids;
+    tfm_buf text;           /* target texts, kept when keep_text */
+    tfm_pair *p;
+    size_t n, cap;
+    size_t *order;          /* by length (seq2seq's max_tokens batching), or NULL */
+    char name[TFM_CONFIG_PATH_MAX + 32];
+} tfm_pairs;
+void tfm_pairs_free(tfm_pairs *P);
+/* Reads cfg's training pairs (data.text's source<TAB>target lines, or
+ * data.source and data.target) and validation pairs (data.val, or
+ * data.val_source and data.val_target, else data.val_fraction of the
+ * training pairs): a source as data/source.h's tfm_translate_source
+ * encodes it with src_tok (else tok), ending with its EOS; a target with
+ * tok, without EOS; each side cut to max_len tokens (besides the source's
+ * EOS) or an error naming the line, as data.truncate says, *truncated
+ * counting the cuts; keep_text keeps the targets' text.  Errors name the
+ * file and line. */
+int tfm_task_pairs_read(tfm_pairs *train, tfm_pairs *val, const tfm_config *cfg,
+                        const tfm_tokenizer *tok, const tfm_tokenizer *src_tok, int max_len,
+                        int keep_text, size_t *truncated, tfm_err *err);
 
 /* The pre-training tasks of encoder-decoders on raw text (span-corruption,
  * denoise; task_text.c).  tfm_task_text_open: data.text's token stream
@@ -97,5 +132,19 @@ size_t tfm_text_batch_finish(tfm_text_batch *tb, tfm_batch *b);
 typedef void (*tfm_text_draw)(void *impl, const tfm_tokens *data, tfm_rng *rng, tfm_batch *b);
 int tfm_task_text_loss(void *impl, tfm_text_draw draw, const tfm_tokens *val, int64_t n_batches,
                        tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err);
+
+/* prefix-lm (task_prefixlm.c), exposed for the tests.  The length of the
+ * prefix of a window of T + 1 tokens: uniform in [1, T]. */
+int tfm_prefixlm_draw(tfm_rng *rng, int T);
+/* The row of window w[0..T] with a prefix of P tokens: x = w[0..T), y =
+ * w[1..T] but y[t] = -1 for t < P - 1 (positions that would predict a
+ * prefix token): T + 1 - P targets scored. */
+void tfm_prefixlm_row(const int32_t *w, int T, int P, int32_t *x, int32_t *y);
+/* The row of a pair in T positions: r = s[0..ns) (the input, ending with
+ * EOS: the prefix) ++ tg[0..nt) ++ eos; x = r[0..L-1), y = r[1..L) but -1
+ * for t < ns - 1, both padded (pad, -1) to T ≥ ns + nt.  Returns the
+ * targets scored, nt + 1. */
+int tfm_prefixlm_pair_row(const uint32_t *s, int ns, const uint32_t *tg, int nt, int32_t eos,
+                          int32_t pad, int T, int32_t *x, int32_t *y);
 
 #endif

@@ -28,22 +28,8 @@
 #include "model/decode.h"
 #include "train/task_internal.h"
 
-typedef struct pair {
-    size_t src, tgt;        /* offsets into ids */
-    uint32_t src_len;       /* with EOS */
-    uint32_t tgt_len;       /* without BOS/EOS */
-    uint32_t line;          /* 1-based, for messages */
-    size_t ref, ref_len;    /* the target's text in pairs.text (BLEU) */
-} pair;
-
-typedef struct pairs {
-    tfm_ids ids;
-    tfm_buf text;           /* target texts, kept when BLEU is scored */
-    pair *p;
-    size_t n, cap;
-    size_t *order;          /* by length (max_tokens batching), NULL otherwise */
-    char name[TFM_CONFIG_PATH_MAX + 32];
-} pairs;
+typedef tfm_pair pair;
+typedef tfm_pairs pairs;
 
 typedef struct s2s_task {
     pairs train, val;
@@ -62,7 +48,7 @@ typedef struct s2s_task {
     size_t cap_src, cap_tgt, cap_rows;
 } s2s_task;
 
-static void pairs_free(pairs *P)
+void tfm_pairs_free(tfm_pairs *P)
 {
     tfm_buf_free(&P->text);
     free(P->ids.data);
@@ -244,6 +230,40 @@ static void split_tail(pairs *from, pairs *to, size_t count)
     for (size_t i = 0; i < count; i++)
         to->p[i].ref -= tlo;
     from->text.len = tlo;
+}
+
+int tfm_task_pairs_read(tfm_pairs *train, tfm_pairs *val, const tfm_config *cfg,
+                        const tfm_tokenizer *tok, const tfm_tokenizer *src_tok, int max_len,
+                        int keep_text, size_t *truncated, tfm_err *err)
+{
+    reader r = {.tok = tok, .scratch = tfm_tok_scratch_new(tok),
+                .src_tok = src_tok, .src_scratch = src_tok ? tfm_tok_scratch_new(src_tok) : NULL,
+                .max_len = max_len,
+                .truncate_error = cfg->data.truncate == TFM_CONFIG_TRUNCATE_ERROR,
+                .keep_text = keep_text, .truncated = truncated};
+    int rc;
+    if (cfg->data.text[0])
+        rc = read_tsv(&r, train, cfg->data.text, err);
+    else
+        rc = read_two(&r, train, cfg->data.source, cfg->data.target, err);
+    if (rc == 0 && cfg->data.val[0])
+        rc = read_tsv(&r, val, cfg->data.val, err);
+    else if (rc == 0 && cfg->data.val_source[0])
+        rc = read_two(&r, val, cfg->data.val_source, cfg->data.val_target, err);
+    tfm_tok_scratch_free(r.scratch);
+    tfm_ids_free(&r.src);
+    if (r.src_scratch)
+        tfm_tok_scratch_free(r.src_scratch);
+    if (rc < 0)
+        return -1;
+    if (!val->n && cfg->data.val_fraction > 0) {
+        size_t nv = (size_t)((double)train->n * cfg->data.val_fraction);
+        if (nv == train->n)
+            nv--;
+        split_tail(train, val, nv);
+        snprintf(val->name, sizeof val->name, "%s", train->name);
+    }
+    return 0;
 }
 
 static size_t size_of_pair(const void *P, size_t i)
@@ -449,8 +469,8 @@ static void s2s_describe(void *impl, char *buf, size_t size)
 static void s2s_free(void *impl)
 {
     s2s_task *K = impl;
-    pairs_free(&K->train);
-    pairs_free(&K->val);
+    tfm_pairs_free(&K->train);
+    tfm_pairs_free(&K->val);
     free(K->src);
     free(K->x);
     free(K->y);
@@ -515,33 +535,9 @@ static int load(s2s_task *K, tfm_config *cfg, const tfm_tokenizer *tok,
     /* a side holds at most block_size - 1 tokens besides its EOS or BOS:
      * the source then EOS, the target after BOS (input) or before EOS
      * (labels) */
-    reader r = {.tok = tok, .scratch = tfm_tok_scratch_new(tok),
-                .src_tok = src_tok, .src_scratch = src_tok ? tfm_tok_scratch_new(src_tok) : NULL,
-                .max_len = K->max_len,
-                .truncate_error = cfg->data.truncate == TFM_CONFIG_TRUNCATE_ERROR,
-                .keep_text = cfg->train.eval_bleu, .truncated = &K->truncated};
-    int rc;
-    if (cfg->data.text[0])
-        rc = read_tsv(&r, &K->train, cfg->data.text, err);
-    else
-        rc = read_two(&r, &K->train, cfg->data.source, cfg->data.target, err);
-    if (rc == 0 && cfg->data.val[0])
-        rc = read_tsv(&r, &K->val, cfg->data.val, err);
-    else if (rc == 0 && cfg->data.val_source[0])
-        rc = read_two(&r, &K->val, cfg->data.val_source, cfg->data.val_target, err);
-    tfm_tok_scratch_free(r.scratch);
-    tfm_ids_free(&r.src);
-    if (r.src_scratch)
-        tfm_tok_scratch_free(r.src_scratch);
-    if (rc < 0)
+    if (tfm_task_pairs_read(&K->train, &K->val, cfg, tok, src_tok, K->max_len,
+                            cfg->train.eval_bleu, &K->truncated, err) < 0)
         return -1;
-    if (!K->val.n && cfg->data.val_fraction > 0) {
-        size_t nv = (size_t)((double)K->train.n * cfg->data.val_fraction);
-        if (nv == K->train.n)
-            nv--;
-        split_tail(&K->train, &K->val, nv);
-        snprintf(K->val.name, sizeof K->val.name, "%s", K->train.name);
-    }
     if (tfm_task_vocab_from_tokenizer(cfg, tok, err) < 0)
         return -1;
     if (src_tok) {

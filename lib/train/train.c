@@ -486,6 +486,8 @@ static void dump_row(tfm_buf *out, const tfm_tokenizer *tok, const tfm_batch *b,
     dump_ids(out, tok, "input_ids", "input", in, n_in, text, scratch);
     tfm_buf_puts(out, ", ");
     dump_ids(out, tok, "target_ids", "target", tg, n_tg, text, scratch);
+    if (b->prefix_len) /* prefix-lm: the inputs below it see each other */
+        tfm_buf_printf(out, ", \"prefix_len\": %d", b->prefix_len[r]);
     tfm_buf_puts(out, "}\n");
 }
 

@@ -90,7 +90,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
 /* tfm-train --dump-batches: the first n training sequences of the task c
  * configures, as a new run with c's train.seed would draw them, appended to
  * out as JSON lines: {"input_ids": [...], "input": text, "target_ids":
- * [...], "target": text}.  input_ids are what the encoder reads (an
+ * [...], "target": text} (and "prefix_len": N for a prefix LM: input_ids
+ * below N see each other).  input_ids are what the encoder reads (an
  * encoder-decoder's source), else the decoder's inputs; target_ids the
  * targets, -1 where a position is not scored, trailing ones left out; the
  * texts decode the ids that are not -1 with data.tokenizer (specials

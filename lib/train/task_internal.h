@@ -111,7 +111,8 @@ int tfm_task_pairs_read(tfm_pairs *train, tfm_pairs *val, const tfm_config *cfg,
  * checked, each part at least `window` tokens. */
 int tfm_task_text_open(tfm_tokens *train, tfm_tokens *val, tfm_config *cfg,
                        const tfm_tokenizer *tok, size_t window, tfm_err *err);
-/* A window of n tokens at a uniform offset of data into out. */
+/* A window of n tokens at a uniform offset of data into out (prefix-lm's
+ * windows too). */
 void tfm_task_text_window(const tfm_tokens *data, size_t n, tfm_rng *rng, int32_t *out);
 /* A batch of B rows, each a source and labels (EOS included) of at most S
  * and T ids, padded to the longest of the batch: the source with pad,
@@ -128,7 +129,7 @@ void tfm_text_batch_free(tfm_text_batch *tb);
 /* Pads the rows into *b; returns the number of labels. */
 size_t tfm_text_batch_finish(tfm_text_batch *tb, tfm_batch *b);
 /* The mean loss per label over n_batches batches that draw(impl, val, rng,
- * b) makes from an rng seeded with seed. */
+ * b) makes from an rng seeded with seed (prefix-lm's too). */
 typedef void (*tfm_text_draw)(void *impl, const tfm_tokens *data, tfm_rng *rng, tfm_batch *b);
 int tfm_task_text_loss(void *impl, tfm_text_draw draw, const tfm_tokens *val, int64_t n_batches,
                        tfm_model *m, uint64_t seed, tfm_task_score *s, tfm_err *err);

@@ -1,6 +1,6 @@
 /* What span-corruption and denoise share (train/task_internal.h): a token
  * stream of raw text, windows of it, padded source/label batches and the
- * validation loss. */
+ * validation loss (prefix-lm's windows and validation loss too). */
 #include "config.h"
 
 #include <stdlib.h>

@@ -19,8 +19,9 @@
  *      digamma(count) - digamma(total) (the Bayesian EM); after two such
  *      rounds the pieces are pruned to max(1.1 x the target, 0.75 x their
  *      number) by the loss in likelihood of removing each (the piece's
- *      Viterbi count re-assigned to its second-best segmentation), until
- *      at most 1.1 x the target remain;
+ *      Viterbi count re-assigned to its second-best segmentation, the
+ *      new total counted as sentencepiece 0.1.97 does: as if re-assigned
+ *      to every piece of the model), until at most 1.1 x the target remain;
  *   5. the final vocabulary: the required characters, then the best
  *      scoring pieces up to vocab_size, best first.
  *

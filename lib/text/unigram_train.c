@@ -361,9 +361,26 @@ static int cand_cmp(const void *a, const void *b)
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
+/* Whether the substring of the suffixes sa[L..R) (d characters) is a node
+ * of sentencepiece's suffix tree, where the line break is a character like
+ * any other: not when every occurrence ends a line (the node is then
+ * deeper, holding the break, and no seed).  Seeding those too gave 0.56%
+ * more held-out tokens on the 17-language text, where many lines repeat. */
+static int branches(const uint32_t *A, size_t n, const uint32_t *sa, uint32_t L, uint32_t R,
+                    int d)
+{
+    /* the suffixes followed by a break sort first: the last one decides
+     * (but at d = 16 the sort by 16 characters says nothing) */
+    for (uint32_t k = R; k-- > L;)
+        if (sa[k] + (size_t)d < n && A[sa[k] + d] != 0)
+            return 1;
+    return 0;
+}
+
 /* The substrings that occur at least twice, as the internal nodes of the
- * suffix tree (lcp intervals) of depth 2..16 holding no line break. */
-static cand *seed_substrings(const uint32_t *A, size_t n, size_t *n_out)
+ * suffix tree (lcp intervals) of depth 2..16 holding no line break; the
+ * best `max` of them. */
+static cand *seed_substrings(const uint32_t *A, size_t n, size_t max, size_t *n_out)
 {
     uint32_t *sa = suffix_array(A, n);
     /* the script of each code point in the text, looked up once */
@@ -402,7 +419,8 @@ static cand *seed_substrings(const uint32_t *A, size_t n, size_t *n_out)
             int d = stD[top];
             left = L;
             top--;
-            if (d >= 2 && d <= MAX_PIECE_CHARS && valid_piece(A + sa[L], (size_t)d, script)) {
+            if (d >= 2 && d <= MAX_PIECE_CHARS && branches(A, n, sa, L, (uint32_t)j, d) &&
+                valid_piece(A + sa[L], (size_t)d, script)) {
                 if (nc == cc) {
                     cc = cc ? 2 * cc : 4096;
                     c = tfm_realloc(c, cc * sizeof *c);
@@ -423,8 +441,8 @@ static cand *seed_substrings(const uint32_t *A, size_t n, size_t *n_out)
     free(sa);
     free(script);
     qsort(c, nc, sizeof *c, cand_cmp);
-    if (nc > SEED_SIZE)
-        nc = SEED_SIZE;
+    if (nc > max)
+        nc = max;
     *n_out = nc;
     return c;
 }
@@ -981,7 +999,8 @@ int tfm_unigram_trainer_finish(tfm_unigram_trainer *t, tfm_tokenizer **out, tfm_
     size_t np = 0;
     {
         size_t ns;
-        cand *c = seed_substrings(A, n, &ns);
+        /* spm 0.1.97 counts the characters in the seed_sentencepiece_size */
+        cand *c = seed_substrings(A, n, n_req < SEED_SIZE ? SEED_SIZE - n_req : 0, &ns);
         p = tfm_malloc((n_req + ns + 1) * sizeof *p);
         tfm_buf arena = {0};
         /* offsets first (the arena moves), then pointers */

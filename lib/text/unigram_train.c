@@ -453,6 +453,7 @@ typedef struct model {
     strmap map;     /* piece -> index */
     tfm_uni_dtrie trie; /* the same, walked from each character by lat_build */
     double *score;
+    double *prob;   /* exp(score) */
     uint8_t *dead;  /* per index: 1 if dropped since the model was built */
     size_t n;       /* indices */
     size_t n_alive; /* pieces */
@@ -464,6 +465,7 @@ static void model_free(model *m)
     sm_free(&m->map);
     free(m->trie.u);
     free(m->score);
+    free(m->prob);
     free(m->dead);
     memset(m, 0, sizeof *m);
 }
@@ -493,6 +495,7 @@ static void model_set(model *m, const piece *p, size_t n)
 {
     model nm = {0};
     nm.score = tfm_malloc((n + 1) * sizeof *nm.score);
+    nm.prob = tfm_malloc((n + 1) * sizeof *nm.prob);
     nm.min_score = DBL_MAX;
     tfm_uni_trie t;
     tfm_uni_trie_init(&t);
@@ -501,6 +504,7 @@ static void model_set(model *m, const piece *p, size_t n)
         uint32_t node = tfm_uni_trie_insert(&t, p[i].s, p[i].len); /* may move t.value */
         t.value[node] = (int32_t)k;
         nm.score[k] = p[i].score;
+        nm.prob[k] = exp(p[i].score);
         if (p[i].score < nm.min_score)
             nm.min_score = p[i].score;
     }
@@ -530,7 +534,7 @@ static int piece_cmp(const void *a, const void *b)
 typedef struct edge {
     uint32_t s, e;
     int32_t id;
-    double score;
+    double score, p; /* p = exp(score) */
 } edge;
 
 typedef struct lattice {
@@ -596,14 +600,16 @@ static void lat_build(lattice *L, const model *m, const char *w, size_t len, int
                 L->cap_e = 2 * L->cap_e + 64;
                 L->e = tfm_realloc(L->e, L->cap_e * sizeof *L->e);
             }
-            L->e[L->ne++] = (edge){(uint32_t)s, (uint32_t)(s + k), (int32_t)id, m->score[id]};
+            L->e[L->ne++] =
+                (edge){(uint32_t)s, (uint32_t)(s + k), (int32_t)id, m->score[id], m->prob[id]};
         }
         if (!single) {
             if (L->ne == L->cap_e) {
                 L->cap_e = 2 * L->cap_e + 64;
                 L->e = tfm_realloc(L->e, L->cap_e * sizeof *L->e);
             }
-            L->e[L->ne++] = (edge){(uint32_t)s, (uint32_t)(s + 1), -1, m->min_score - 10.0};
+            L->e[L->ne++] = (edge){(uint32_t)s, (uint32_t)(s + 1), -1, m->min_score - 10.0,
+                                   exp(m->min_score - 10.0)};
         }
     }
 }
@@ -619,9 +625,35 @@ static double lse(double a, double b)
 
 /* E-step for one word of count freq: adds freq x each piece's marginal to
  * exp_fp (fixed point). */
-static void lat_marginal(lattice *L, uint64_t freq, int64_t *exp_fp)
+static void lat_marginal(lattice *L, uint64_t freq, int64_t *exp_fp, double min_score)
 {
     size_t nc = L->nc;
+    /* Short words in probabilities (no log or exp per edge: a third of the
+     * E-step's time), while the least likely path cannot underflow: each
+     * edge is at least exp(min_score - 10) */
+    if ((double)nc * (min_score - 10.0) > -600.0) {
+        for (size_t i = 0; i <= nc; i++) {
+            L->a[i] = 0;
+            L->b[i] = 0;
+        }
+        L->a[0] = 1;
+        for (size_t k = 0; k < L->ne; k++) {
+            const edge *e = &L->e[k];
+            L->a[e->e] += L->a[e->s] * e->p;
+        }
+        L->b[nc] = 1;
+        for (size_t k = L->ne; k-- > 0;) {
+            const edge *e = &L->e[k];
+            L->b[e->s] += e->p * L->b[e->e];
+        }
+        double f = (double)freq * FP_ONE / L->a[nc];
+        for (size_t k = 0; k < L->ne; k++) {
+            const edge *e = &L->e[k];
+            if (e->id >= 0)
+                exp_fp[e->id] += (int64_t)llround(L->a[e->s] * e->p * L->b[e->e] * f);
+        }
+        return;
+    }
     for (size_t i = 0; i <= nc; i++) {
         L->a[i] = -INFINITY;
         L->b[i] = -INFINITY;
@@ -715,7 +747,7 @@ static void em_part(void *ctx, int i, int n)
                     acc[path[q]] += (int64_t)f;
             ntok += np * f;
         } else {
-            lat_marginal(&L, f, acc);
+            lat_marginal(&L, f, acc, m->min_score);
         }
     }
     j->ntok[i] = ntok;
@@ -776,6 +808,7 @@ static void m_step(model *m, const int64_t *exp_fp)
                 continue;
             }
             m->score[i] = tfm_unigram_digamma(f) - ls;
+            m->prob[i] = exp(m->score[i]);
             if (m->score[i] < m->min_score)
                 m->min_score = m->score[i];
         }

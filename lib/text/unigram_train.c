@@ -569,9 +569,10 @@ static void lat_build(lattice *L, const model *m, const char *w, size_t len, int
         L->pos[L->nc++] = i;
         if (i == len)
             break;
-        size_t adv;
-        tfm_utf8_decode((const unsigned char *)w + i, len - i, &adv);
-        i += adv ? adv : 1;
+        /* the length from the lead byte alone: w is valid (tfm encoded it) */
+        unsigned char c = (unsigned char)w[i];
+        size_t adv = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        i += adv < len - i ? adv : len - i;
     }
     L->nc--; /* characters */
     if (L->nc + 1 > L->cap_ab) {

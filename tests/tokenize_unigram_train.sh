@@ -3,9 +3,9 @@
 # vocabulary size, T5's sentinels at the top, user symbols whole, byte
 # pieces with --byte-fallback, T5's specials, every training character
 # encodable, the same model for any --threads, its tokenizer.json reading
-# back to itself), its held-out token count against spm_train's (when
-# installed), and bad input: a vocabulary smaller than the required
-# characters, empty input.
+# back to itself), no seed only at line ends (as spm_train), its held-out
+# token count against spm_train's (when installed), and bad input: a
+# vocabulary smaller than the required characters, empty input.
 . "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/tokenize_lib.sh"
 set -e
 make_corpus corpus.txt
@@ -56,6 +56,21 @@ $T vocab -t t5.json | head -n 3 | cut -f 2 | tr '\n' ' ' | grep -qx '<pad> </s> 
     fail "T5 specials: $($T vocab -t t5.json | head -n 3 | cut -f 2 | tr '\n' ' ')"
 grep -q '"unk_id": 2' t5.json || fail "T5 specials: <unk> is not the unknown piece"
 echo "deterministic for any --threads; T5's specials"
+
+# seeds are the nodes of spm_train's suffix tree, where a line break is a
+# character: a word seen only at line ends seeds no piece ("quixotic" here;
+# "zebra" ends lines too, but "zebra1", "zebra2"... make it a node)
+i=0
+while [ $i -lt 30 ]; do
+    echo "the cat sat on the mat zebra$i"
+    echo "a dog ate my homework today quixotic"
+    i=$((i + 1))
+done > ends.txt
+$T train -q -m unigram -v 40 --threads 1 -o ends.json ends.txt
+$T vocab -t ends.json | cut -f 2 > ends.tsv
+grep -qx '▁zebra' ends.tsv || fail "▁zebra is no piece: $(tr '\n' ' ' < ends.tsv)"
+grep -q 'quix' ends.tsv && fail "a word only at line ends is a piece: $(tr '\n' ' ' < ends.tsv)"
+echo "seeds as spm_train's: none only at line ends"
 
 # against spm_train (same text, same size): within 5% here (1% on big text)
 if command -v spm_train >/dev/null 2>&1; then

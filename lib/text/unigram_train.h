@@ -7,9 +7,11 @@
  *   2. required characters: the most frequent ones until they cover
  *      character_coverage (default 0.9995) of the text; the others read as
  *      U+2585, which no piece holds (they encode as <unk> or bytes);
- *   3. seeds: every character, and the 1M most frequent substrings of 2 to
- *      16 characters by frequency x length, found with a suffix array over
- *      the normalized text; a piece holds "▁" only at its start, and does
+ *   3. seeds: every character, and the most frequent substrings of 2 to
+ *      16 characters by frequency x length (1M seeds in all), found with a
+ *      suffix array over the normalized text: those that occur at least
+ *      twice and are followed by two different characters, a line break
+ *      counting as one (sentencepiece's suffix tree nodes); a piece holds "▁" only at its start, and does
  *      not mix scripts (letters with digits or punctuation, Latin with
  *      Greek...; kana count as Han); score = log of its share;
  *   4. the text is split into words (each from a "▁") and counted; EM on
@@ -19,8 +21,9 @@
  *      digamma(count) - digamma(total) (the Bayesian EM); after two such
  *      rounds the pieces are pruned to max(1.1 x the target, 0.75 x their
  *      number) by the loss in likelihood of removing each (the piece's
- *      Viterbi count re-assigned to its second-best segmentation), until
- *      at most 1.1 x the target remain;
+ *      Viterbi count re-assigned to its second-best segmentation, the
+ *      new total counted as sentencepiece 0.1.97 does: as if re-assigned
+ *      to every piece of the model), until at most 1.1 x the target remain;
  *   5. the final vocabulary: the required characters, then the best
  *      scoring pieces up to vocab_size, best first.
  *

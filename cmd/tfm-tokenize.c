@@ -470,6 +470,9 @@ static int cmd_train(int argc, char **argv)
         fprintf(stderr, "%s: warning: --vocab-size %ld is below the %u tokens the vocabulary "
                 "starts with (%s and the special tokens): it has %u\n", prog, vocab, got,
                 o.kind == TFM_TOK_BPE ? "the 256 bytes" : "the alphabet", got);
+    else if (vocab > 0 && got < (uint32_t)vocab)
+        fprintf(stderr, "%s: warning: the text holds fewer candidate tokens than --vocab-size "
+                "%ld: the vocabulary has %u\n", prog, vocab, got);
 
     tfm_buf json = {0};
     tfm_tokenizer_to_json(tok, &json);

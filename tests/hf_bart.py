@@ -53,7 +53,7 @@ BUILD = os.environ.get("TFM_BUILDDIR", ".")
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
 from hf_bert import write_safetensors  # noqa: E402
-from hf_t5 import probe, run  # noqa: E402
+from hf_t5 import check_train_init, probe, run  # noqa: E402
 
 PROBE = os.path.join(BUILD, "tests", "io_probe")
 GEN = os.path.join(BUILD, "tfm-generate")
@@ -426,44 +426,8 @@ def check_text(top, tok, rng):
         print(f"  tfm-embed: mean of the encoder's output, max |tfm - torch| = {err:.2e}")
         if not err <= TOL:
             bad.append(f"tfm-embed differs by {err:.3g}")
-    pairs = os.path.join(top, "pairs.tsv")
-    with open(pairs, "w") as f:
-        for i in range(40):
-            a = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(5))
-            f.write(f"{a}\t{' '.join(reversed(a.split()))}\n")
-    run_dir = os.path.join(top, "run")
-    r = run([TRAIN, "-q", "-o", run_dir, "--set", f"train.init={d}", "--set",
-             f"data.text={pairs}", "--set", f"data.tokenizer={d}", "--set",
-             "train.max_steps=2", "--set", "train.batch_size=4", "--set",
-             "train.eval_interval=0", "--threads", "1"])
-    if r.returncode != 0:
-        return bad + [f"tfm-train from the folder: {r.stderr.strip()[-600:]}"]
-    r = run([GEN, "-m", os.path.join(run_dir, "model.safetensors"), "--greedy", "-n", "4",
-             "-q"], input="the of and\n", errors="replace")
-    if r.returncode != 0:
-        bad.append(f"tfm-generate on the fine-tuned model: {r.stderr.strip()}")
-    print("  tfm-train: two steps from the folder, the result generates")
-    # lr 0: the saved file still computes the reference's logits (its
-    # configuration kept head_bias, emb_norm, decoder_start, ...)
-    run0 = os.path.join(top, "run0")
-    r = run([TRAIN, "-q", "-o", run0, "--set", f"train.init={d}", "--set",
-             f"data.text={pairs}", "--set", f"data.tokenizer={d}", "--set",
-             "train.max_steps=1", "--set", "train.batch_size=2", "--set", "optim.lr=0",
-             "--set", "train.eval_interval=0", "--threads", "1"])
-    if r.returncode != 0:
-        return bad + [f"tfm-train with lr 0: {r.stderr.strip()[-600:]}"]
-    src, tgt = rng.integers(3, V, (2, 9)), rng.integers(0, V, (2, 7))
-    r, of = probe(os.path.join(run0, "model.safetensors"), src, [9, 6], tgt)
-    if r.returncode != 0:
-        return bad + [f"io_probe on the lr-0 run: {r.stderr.strip()}"]
-    got = np.fromfile(of, np.float32).reshape(2, 7, V)
-    ref = bart_logits(P, s, torch.from_numpy(src), [9, 6], torch.from_numpy(tgt)).numpy()
-    err = np.abs(got - ref).max()
-    print(f"  tfm-train, lr 0: the saved model's logits max |tfm - torch| = {err:.2e}")
-    if not err <= TOL:
-        bad.append(f"the model saved by tfm-train (lr 0) differs by {err:.3g}")
-    return bad
-
+    return bad + check_train_init(top, d, WORDS, V,
+                                  lambda src, sl, tgt: bart_logits(P, s, src, sl, tgt), rng)
 
 def expect(what, d, pieces, s, t, V, mutate_cfg=None, mutate_t=None):
     """Loading the mutated folder fails (exit 1) in io_probe and

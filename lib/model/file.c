@@ -598,6 +598,29 @@ static int bert_linear(const bert_ckpt *b, const char *dst, int layer, const cha
     return bert_copy(b, db, layer, sb, NULL, out, 0, err);
 }
 
+/* Linears SRC[0..n) ([out, in] weights, [out] biases) side by side into
+ * DST.weight ([in, n·out]) and DST.bias ([n·out]): q|k|v, k|v. */
+static int hf_fused(const bert_ckpt *b, const char *dst, const char *const *src, int n,
+                    size_t out, size_t in, tfm_err *err)
+{
+    char dw[64], db[64], s[160];
+    snprintf(dw, sizeof dw, "%s.weight", dst);
+    snprintf(db, sizeof db, "%s.bias", dst);
+    for (int k = 0; k < n; k++) {
+        snprintf(s, sizeof s, "%s.weight", src[k]);
+        const float *w = bert_tensor(b, s, NULL, out, in, err);
+        if (!w)
+            return -1;
+        transpose_into(bert_dst(b, dw, 0) + (size_t)k * out, (size_t)n * out, w, out, in);
+        snprintf(s, sizeof s, "%s.bias", src[k]);
+        const float *bias = bert_tensor(b, s, NULL, out, 0, err);
+        if (!bias)
+            return -1;
+        memcpy(bert_dst(b, db, 0) + (size_t)k * out, bias, out * sizeof(float));
+    }
+    return 0;
+}
+
 static int bert_weights(const bert_ckpt *b, tfm_err *err)
 {
     const tfm_model_config *g = &b->m->cfg;
@@ -613,20 +636,14 @@ static int bert_weights(const bert_ckpt *b, tfm_err *err)
     char src[128];
     for (int l = 0; l < g->n_layer; l++) {
         /* q, k, v side by side: c_attn [C, 3C], bias [3C] */
-        static const char *const qkv[3] = {"query", "key", "value"};
-        float *w = bert_dst(b, "h.%d.attn.c_attn.weight", l);
-        float *bias = bert_dst(b, "h.%d.attn.c_attn.bias", l);
-        for (int k = 0; k < 3; k++) {
-            snprintf(src, sizeof src, "encoder.layer.%d.attention.self.%s.weight", l, qkv[k]);
-            const float *s = bert_tensor(b, src, NULL, C, C, err);
-            if (!s)
-                return -1;
-            transpose_into(w + (size_t)k * C, 3 * C, s, C, C);
-            snprintf(src, sizeof src, "encoder.layer.%d.attention.self.%s.bias", l, qkv[k]);
-            if (!(s = bert_tensor(b, src, NULL, C, 0, err)))
-                return -1;
-            memcpy(bias + (size_t)k * C, s, C * sizeof(float));
-        }
+        char q[128], k[128], v[128], dst[64];
+        snprintf(q, sizeof q, "encoder.layer.%d.attention.self.query", l);
+        snprintf(k, sizeof k, "encoder.layer.%d.attention.self.key", l);
+        snprintf(v, sizeof v, "encoder.layer.%d.attention.self.value", l);
+        snprintf(dst, sizeof dst, "h.%d.attn.c_attn", l);
+        const char *qkv[3] = {q, k, v};
+        if (hf_fused(b, dst, qkv, 3, C, C, err) < 0)
+            return -1;
 #define BERT_PART(call, fmt)                                                    \
     do {                                                                        \
         snprintf(src, sizeof src, "encoder.layer.%d." fmt, l);                  \
@@ -1036,43 +1053,6 @@ static int t5_weights(const bert_ckpt *b, tfm_err *err)
     return 0;
 }
 
-/* Builds *m (and *c's model section) from an open T5 checkpoint; the
- * tokenizer beside it (spiece.model, tokenizer.json) when tok is not NULL,
- * and config.json's end-of-text id.  On failure nothing is held. */
-static int t5_load(const tfm_safetensors *st, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
-                   int64_t *eos, tfm_err *err)
-{
-    char cfg_path[4200];
-    path_beside(st->name, "config.json", cfg_path, sizeof cfg_path);
-    tfm_model_config g;
-    if (t5_config(st->name, c, eos, err) < 0)
-        return -1;
-    if (tfm_model_config_from(c, &g, err) < 0 || tfm_model_init(m, &g, err) < 0)
-        return tfm_err_prefix(err, "%s", cfg_path);
-    bert_ckpt b = {st, "", m, "T5"};
-    if (t5_weights(&b, err) < 0 ||
-        (tok && tokenizer_beside(st->name, g.vocab_size, tok, err) < 0)) {
-        tfm_model_free(m);
-        return -1;
-    }
-    return 0;
-}
-
-/* tfm_model_load of a T5 checkpoint: 1 when path is not one. */
-static int t5_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
-                         tfm_err *err)
-{
-    tfm_safetensors st;
-    if (tfm_safetensors_open(&st, path, err) < 0)
-        return -1;
-    int rc = 1;
-    int64_t eos;
-    if (t5_is(&st))
-        rc = tfm_model_file_verify(&st, 0, err) < 0 ? -1 : t5_load(&st, c, m, tok, &eos, err);
-    tfm_safetensors_close(&st);
-    return rc;
-}
-
 /* ---- HuggingFace BART checkpoints ------------------------------------ */
 
 /* A BartForConditionalGeneration (names under "model.") or BartModel (no
@@ -1238,27 +1218,6 @@ out:
     return rc;
 }
 
-/* Linears SRC[0..n) ([out, in] weights, [out] biases) side by side into
- * DST.weight ([in, n·out]) and DST.bias ([n·out]): q|k|v, k|v. */
-static int hf_fused(const bert_ckpt *b, const char *dst, const char *const *src, int n,
-                    size_t out, size_t in, tfm_err *err)
-{
-    char dw[64], db[64], s[160];
-    snprintf(dw, sizeof dw, "%s.weight", dst);
-    snprintf(db, sizeof db, "%s.bias", dst);
-    for (int k = 0; k < n; k++) {
-        snprintf(s, sizeof s, "%s.weight", src[k]);
-        if (t5_linear(b, dw, (size_t)n * out, (size_t)k * out, s, out, in, err) < 0)
-            return -1;
-        snprintf(s, sizeof s, "%s.bias", src[k]);
-        const float *bias = bert_tensor(b, s, NULL, out, 0, err);
-        if (!bias)
-            return -1;
-        memcpy(bert_dst(b, db, 0) + (size_t)k * out, bias, out * sizeof(float));
-    }
-    return 0;
-}
-
 /* Layer l's Linear (out > 0: [out, in] weight and bias) or LayerNorm
  * (out 0, width in) STACK.layers.l.SRC into PREh.l.DST. */
 static int bart_part(const bert_ckpt *b, const char *stack, const char *pre, int l,
@@ -1365,22 +1324,27 @@ static int bart_weights(const bert_ckpt *b, tfm_err *err)
     return 0;
 }
 
-/* Builds *m (and *c's model section) from an open BART checkpoint, as
- * t5_load. */
-static int bart_load(const tfm_safetensors *st, const char *pre, tfm_config *c, tfm_model *m,
-                     tfm_tokenizer **tok, int64_t *eos, tfm_err *err)
+/* ---- HuggingFace T5 and BART: loading -------------------------------- */
+
+/* Builds *m (and *c's model section) from an open T5 checkpoint (bart
+ * NULL) or BART one (bart: its names' prefix); the tokenizer beside it
+ * (tokenizer.json, spiece.model, vocab.json + merges.txt) when tok is not
+ * NULL, and config.json's end-of-text id.  On failure nothing is held. */
+static int t5_load(const tfm_safetensors *st, const char *bart, tfm_config *c, tfm_model *m,
+                   tfm_tokenizer **tok, int64_t *eos, tfm_err *err)
 {
     char cfg_path[4200];
     path_beside(st->name, "config.json", cfg_path, sizeof cfg_path);
     tfm_model_config g;
-    if (bart_config(st->name, c, eos, err) < 0)
+    if ((bart ? bart_config(st->name, c, eos, err) : t5_config(st->name, c, eos, err)) < 0)
         return -1;
     /* BartModel's files have no head, and HF's head starts with a zero bias */
-    c->model.head_bias = tfm_safetensors_find(st, "final_logits_bias") != NULL;
+    if (bart)
+        c->model.head_bias = tfm_safetensors_find(st, "final_logits_bias") != NULL;
     if (tfm_model_config_from(c, &g, err) < 0 || tfm_model_init(m, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
-    bert_ckpt b = {st, pre, m, "BART"};
-    if (bart_weights(&b, err) < 0 ||
+    bert_ckpt b = {st, bart ? bart : "", m, bart ? "BART" : "T5"};
+    if ((bart ? bart_weights(&b, err) : t5_weights(&b, err)) < 0 ||
         (tok && tokenizer_beside(st->name, g.vocab_size, tok, err) < 0)) {
         tfm_model_free(m);
         return -1;
@@ -1388,19 +1352,19 @@ static int bart_load(const tfm_safetensors *st, const char *pre, tfm_config *c, 
     return 0;
 }
 
-/* tfm_model_load of a BART checkpoint: 1 when path is not one. */
-static int bart_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
-                           tfm_err *err)
+/* tfm_model_load of a T5 or BART checkpoint: 1 when path is neither. */
+static int t5_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                         tfm_err *err)
 {
     tfm_safetensors st;
     if (tfm_safetensors_open(&st, path, err) < 0)
         return -1;
     int rc = 1;
     int64_t eos;
-    const char *pre = bart_prefix(&st);
-    if (pre)
+    const char *bart = bart_prefix(&st);
+    if (bart || t5_is(&st))
         rc = tfm_model_file_verify(&st, 0, err) < 0 ? -1
-                                                     : bart_load(&st, pre, c, m, tok, &eos, err);
+                                                     : t5_load(&st, bart, c, m, tok, &eos, err);
     tfm_safetensors_close(&st);
     return rc;
 }
@@ -1420,9 +1384,6 @@ int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer 
     if (hf <= 0)
         return hf;
     hf = t5_model_load(path, c, m, tok, err);
-    if (hf <= 0)
-        return hf;
-    hf = bart_model_load(path, c, m, tok, err);
     if (hf <= 0)
         return hf;
     hf = gpt2_model_load(path, c, m, tok, err);
@@ -1677,8 +1638,7 @@ static int t5_lm_open(tfm_lm *lm, const tfm_safetensors *st, const char *bart, t
     tfm_config c;
     tfm_config_defaults(&c);
     tfm_model *m = tfm_calloc(1, sizeof *m);
-    if ((bart ? bart_load(st, bart, &c, m, &lm->tok, &lm->eos, err)
-              : t5_load(st, &c, m, &lm->tok, &lm->eos, err)) < 0) {
+    if (t5_load(st, bart, &c, m, &lm->tok, &lm->eos, err) < 0) {
         free(m);
         return -1;
     }

@@ -28,7 +28,10 @@ Checked:
     within 1e-4.  HF's generate also forces forced_bos_token_id (0, in
     bart-large's config) as the first new token; tfm does not (tfm(7)), so
     the reference here is HF's greedy search without it;
+  - a source given with its </s> (HF's input_ids) gets no second one;
   - tfm-eval info names the folder bart-huggingface;
+  - BartModel's layout (no prefix, no head): the logits of the tied head
+    without a bias;
   - the tokenizer: tfm-tokenize encode gives this file's byte-level BPE
     ids; tfm-embed's mean of the encoder's output over them (the packed
     forward, model/forward.c) is the reference's within 1e-4;
@@ -381,8 +384,9 @@ def check_case(s, d, tok, rng):
           f"log-prob max diff {worst:.2e}")
     if worst > TOL:
         bad.append(f"greedy log-probabilities differ by {worst:.3g}")
-    # plain --ids output: the same tokens, space-separated
-    r = run([GEN, "-m", d, "--ids", "--greedy", "-n", "16", "-q"], input=lines[1] + "\n")
+    # plain --ids output: the same tokens, space-separated; a source that
+    # ends with </s> already (HF's input_ids) is not given a second one
+    r = run([GEN, "-m", d, "--ids", "--greedy", "-n", "16", "-q"], input=lines[1] + " 2\n")
     if r.returncode != 0 or r.stdout.split() != [str(i) for i in outs[1]["ids"]]:
         bad.append(f"tfm-generate --ids: {r.stdout!r} {r.stderr.strip()}, "
                    f"want {outs[1]['ids']}")
@@ -428,6 +432,28 @@ def check_text(top, tok, rng):
             bad.append(f"tfm-embed differs by {err:.3g}")
     return bad + check_train_init(top, d, WORDS, V,
                                   lambda src, sl, tgt: bart_logits(P, s, src, sl, tgt), rng)
+
+def check_bartmodel(top, rng):
+    """A BartModel file (no "model." prefix, no final_logits_bias, no
+    lm_head): the head tied to shared.weight without a bias, as
+    BartForConditionalGeneration.from_pretrained would make it."""
+    s, V = CASES[0], 50
+    t = random_checkpoint(s, V, rng)
+    t = {k[len("model."):]: v for k, v in t.items() if k.startswith("model.")}
+    d = os.path.join(top, "bartmodel")
+    write_folder(d, s, t, V)
+    P = {"model." + k: torch.from_numpy(v).double() for k, v in t.items()}
+    P["final_logits_bias"] = torch.zeros(1, V, dtype=torch.float64)
+    src, tgt = rng.integers(3, V, (2, 9)), rng.integers(0, V, (2, 7))
+    r, of = probe(d, src, [9, 5], tgt)
+    if r.returncode != 0:
+        return [f"BartModel: io_probe: {r.stderr.strip()}"]
+    got = np.fromfile(of, np.float32).reshape(2, 7, V)
+    ref = bart_logits(P, s, torch.from_numpy(src), [9, 5], torch.from_numpy(tgt)).numpy()
+    err = np.abs(got - ref).max()
+    print(f"  BartModel layout: logits max |tfm - torch| = {err:.2e}")
+    return [] if err <= TOL else [f"BartModel: logits differ by {err:.3g}"]
+
 
 def expect(what, d, pieces, s, t, V, mutate_cfg=None, mutate_t=None):
     """Loading the mutated folder fails (exit 1) in io_probe and
@@ -511,6 +537,7 @@ def main():
             bad += [f"{s['name']}: {b}"
                     for b in check_case(s, os.path.join(top, s["name"]), tok, rng)]
         bad += check_errors(top, rng)
+        bad += check_bartmodel(top, rng)
         bad += check_text(top, tok, rng)
     finally:
         shutil.rmtree(top, ignore_errors=True)

@@ -55,8 +55,9 @@ import torch
 BUILD = os.environ.get("TFM_BUILDDIR", ".")
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
+from embed_torch import bytes_to_unicode  # noqa: E402  (GPT-2's byte stand-ins)
 from hf_bert import write_safetensors  # noqa: E402
-from hf_t5 import check_train_init, probe, run  # noqa: E402
+from hf_t5 import check_train_init, compare_greedy, probe, run  # noqa: E402
 
 PROBE = os.path.join(BUILD, "tests", "io_probe")
 GEN = os.path.join(BUILD, "tfm-generate")
@@ -79,19 +80,6 @@ WORDS = ("the of and to in a that is was he for it with as his on be at by they 
 
 
 # ---- the tokenizer: GPT-2's byte-level BPE, BART's specials --------------------
-
-def bytes_to_unicode():
-    """GPT-2's printable stand-ins for the 256 bytes."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
 
 B2U = bytes_to_unicode()
 # GPT-2's pre-tokenizer, with re's letter and digit classes for \p{L} and
@@ -372,18 +360,7 @@ def check_case(s, d, tok, rng):
     if r.returncode != 0:
         return bad + [f"tfm-generate: {r.stderr.strip()}"]
     outs = [json.loads(x) for x in r.stdout.splitlines()]
-    worst, stops = 0.0, 0
-    for b, (o, (ids, lps)) in enumerate(zip(outs, refs)):
-        gids = [i for i in o["ids"] if i != EOS]
-        if gids != ids:
-            bad.append(f"greedy row {b}: tfm {o['ids']} torch {ids}")
-            continue
-        stops += len(lps) > len(ids)
-        worst = max(worst, max(abs(a - c) for a, c in zip(o["logprobs"], lps)))
-    print(f"  {s['name']}: greedy tokens equal on {B} sources ({stops} stopped at eos), "
-          f"log-prob max diff {worst:.2e}")
-    if worst > TOL:
-        bad.append(f"greedy log-probabilities differ by {worst:.3g}")
+    bad += compare_greedy(s["name"], outs, refs, EOS)
     # plain --ids output: the same tokens, space-separated; a source that
     # ends with </s> already (HF's input_ids) is not given a second one
     r = run([GEN, "-m", d, "--ids", "--greedy", "-n", "16", "-q"], input=lines[1] + " 2\n")

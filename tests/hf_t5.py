@@ -261,6 +261,26 @@ def probe(d, src, src_len, tgt):
     return run([PROBE, "model-logits", d, bf, of]), of
 
 
+def compare_greedy(name, outs, refs, eos):
+    """tfm-generate --json's objects against the reference's (ids, log-probs)
+    of each source: the same ids (tfm's end with eos when it ended the
+    text) and log-probabilities within TOL."""
+    bad, worst, stops = [], 0.0, 0
+    for b, (o, (ids, lps)) in enumerate(zip(outs, refs)):
+        if [i for i in o["ids"] if i != eos] != ids:
+            bad.append(f"greedy row {b}: tfm {o['ids']} torch {ids}")
+            continue
+        stops += len(lps) > len(ids)
+        worst = max(worst, max(abs(a - c) for a, c in zip(o["logprobs"], lps)))
+    if len(outs) != len(refs):
+        bad.append(f"{len(outs)} translations for {len(refs)} sources")
+    print(f"  {name}: greedy tokens equal on {len(refs)} sources ({stops} stopped at eos), "
+          f"log-prob max diff {worst:.2e}")
+    if worst > TOL:
+        bad.append(f"greedy log-probabilities differ by {worst:.3g}")
+    return bad
+
+
 def check_case(s, d, rng):
     bad = []
     t = random_checkpoint(s, rng)
@@ -305,19 +325,7 @@ def check_case(s, d, rng):
     if r.returncode != 0:
         return bad + [f"tfm-generate: {r.stderr.strip()}"]
     outs = [json.loads(x) for x in r.stdout.splitlines()]
-    worst, stops = 0.0, 0
-    for b, (o, (ids, lps)) in enumerate(zip(outs, refs)):
-        gids = [i for i in o["ids"] if i != 1]
-        if gids != ids:
-            bad.append(f"greedy row {b}: tfm {o['ids']} torch {ids}")
-            continue
-        stops += len(lps) > len(ids)
-        if "logprobs" in o:
-            worst = max(worst, max(abs(a - c) for a, c in zip(o["logprobs"], lps)))
-    print(f"  {s['name']}: greedy tokens equal on {B} sources ({stops} stopped at eos), "
-          f"log-prob max diff {worst:.2e}")
-    if worst > TOL:
-        bad.append(f"greedy log-probabilities differ by {worst:.3g}")
+    bad += compare_greedy(s["name"], outs, refs, 1)
     r = run([EVAL, "info", "-m", d])
     if r.returncode != 0 or "kind\tt5-huggingface\n" not in r.stdout or \
             "model_kind\tencoder-decoder\n" not in r.stdout or "eos\t1\n" not in r.stdout:

@@ -556,7 +556,8 @@ static void cmd_info(const app *a)
     const tfm_model_config *c = &mi.cfg;
     const char *kind = mi.tfm_file                                ? "tfm"
                        : mi.cfg.kind == TFM_KIND_ENCODER         ? "bert-huggingface"
-                       : mi.cfg.kind == TFM_KIND_ENCODER_DECODER ? "t5-huggingface"
+                       : mi.cfg.kind == TFM_KIND_ENCODER_DECODER
+                           ? (mi.cfg.pos == TFM_POS_T5 ? "t5-huggingface" : "bart-huggingface")
                                                                  : "gpt2-huggingface";
     const char *tok = mi.has_tokenizer ? tfm_tok_kind_name(mi.tok_kind) : NULL;
     const char *sum = mi.checksum ? "verified" : "none";

@@ -493,7 +493,11 @@ int main(int argc, char **argv)
             tfm_die(prog, &err);
         a.src_tok = a.src_tok_owned ? a.src_tok_owned : a.lm.tok;
         a.src_scratch = a.src_tok_owned ? tfm_tok_scratch_new(a.src_tok_owned) : a.scratch;
-        a.src_eos = a.src_tok ? tfm_translate_source_eos(a.src_tok) : a.lm.eos;
+        a.src_eos = a.src_tok ? tfm_translate_source_eos(a.src_tok) : -1;
+        /* the model's own tokenizer without one (a BART folder's bare
+         * vocab.json): the model's end-of-text (its config.json's) */
+        if (a.src_eos < 0 && !a.src_tok_owned)
+            a.src_eos = a.lm.eos;
     }
     if (bf16)
         bf16_bytes = tfm_weights_to_bf16(&a.lm.w, &a.lm.cfg);

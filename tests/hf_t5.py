@@ -261,6 +261,26 @@ def probe(d, src, src_len, tgt):
     return run([PROBE, "model-logits", d, bf, of]), of
 
 
+def compare_greedy(name, outs, refs, eos):
+    """tfm-generate --json's objects against the reference's (ids, log-probs)
+    of each source: the same ids (tfm's end with eos when it ended the
+    text) and log-probabilities within TOL."""
+    bad, worst, stops = [], 0.0, 0
+    for b, (o, (ids, lps)) in enumerate(zip(outs, refs)):
+        if [i for i in o["ids"] if i != eos] != ids:
+            bad.append(f"greedy row {b}: tfm {o['ids']} torch {ids}")
+            continue
+        stops += len(lps) > len(ids)
+        worst = max(worst, max(abs(a - c) for a, c in zip(o["logprobs"], lps)))
+    if len(outs) != len(refs):
+        bad.append(f"{len(outs)} translations for {len(refs)} sources")
+    print(f"  {name}: greedy tokens equal on {len(refs)} sources ({stops} stopped at eos), "
+          f"log-prob max diff {worst:.2e}")
+    if worst > TOL:
+        bad.append(f"greedy log-probabilities differ by {worst:.3g}")
+    return bad
+
+
 def check_case(s, d, rng):
     bad = []
     t = random_checkpoint(s, rng)
@@ -305,19 +325,7 @@ def check_case(s, d, rng):
     if r.returncode != 0:
         return bad + [f"tfm-generate: {r.stderr.strip()}"]
     outs = [json.loads(x) for x in r.stdout.splitlines()]
-    worst, stops = 0.0, 0
-    for b, (o, (ids, lps)) in enumerate(zip(outs, refs)):
-        gids = [i for i in o["ids"] if i != 1]
-        if gids != ids:
-            bad.append(f"greedy row {b}: tfm {o['ids']} torch {ids}")
-            continue
-        stops += len(lps) > len(ids)
-        if "logprobs" in o:
-            worst = max(worst, max(abs(a - c) for a, c in zip(o["logprobs"], lps)))
-    print(f"  {s['name']}: greedy tokens equal on {B} sources ({stops} stopped at eos), "
-          f"log-prob max diff {worst:.2e}")
-    if worst > TOL:
-        bad.append(f"greedy log-probabilities differ by {worst:.3g}")
+    bad += compare_greedy(s["name"], outs, refs, 1)
     r = run([EVAL, "info", "-m", d])
     if r.returncode != 0 or "kind\tt5-huggingface\n" not in r.stdout or \
             "model_kind\tencoder-decoder\n" not in r.stdout or "eos\t1\n" not in r.stdout:
@@ -460,6 +468,17 @@ def check_spiece_and_train(top, rng):
         print(f"  tfm-embed: mean of the encoder's output, max |tfm - torch| = {err:.2e}")
         if not err <= TOL:
             bad.append(f"tfm-embed differs by {err:.3g}")
+    P = {k: torch.from_numpy(v).double() for k, v in t.items()}
+    return bad + check_train_init(top, d, words, s["V"],
+                                  lambda src, sl, tgt: t5_logits(P, s, src, sl, tgt), rng)
+
+
+def check_train_init(top, d, words, V, logits, rng):
+    """tfm-train fine-tunes from the folder d (train.init, data.tokenizer)
+    on pairs of words for two steps, and the result generates; a step at
+    learning rate 0 saves a model whose logits are logits(src, src_lengths,
+    tgt)'s (hf_bart.py uses it too)."""
+    bad = []
     pairs = os.path.join(top, "pairs.tsv")
     with open(pairs, "w") as f:
         for i in range(40):
@@ -474,12 +493,14 @@ def check_spiece_and_train(top, rng):
         bad.append(f"tfm-train from the folder: {r.stderr.strip()[-600:]}")
     else:
         out = os.path.join(run_dir, "model.safetensors")
-        r = run([GEN, "-m", out, "--greedy", "-n", "4", "-q"], input="the of and\n")
+        # errors="replace": a byte-level model's bytes need not be UTF-8
+        r = run([GEN, "-m", out, "--greedy", "-n", "4", "-q"], input="the of and\n",
+                errors="replace")
         if r.returncode != 0:
             bad.append(f"tfm-generate on the fine-tuned model: {r.stderr.strip()}")
         print("  tfm-train: two steps from the folder, the result generates")
     # a step with learning rate 0 keeps the model: the saved file computes
-    # the reference's logits (its configuration kept head_scale,
+    # the reference's logits (its configuration kept head_scale, head_bias,
     # decoder_start and the rest of the folder's description)
     run0 = os.path.join(top, "run0")
     r = run([TRAIN, "-q", "-o", run0, "--set", f"train.init={d}", "--set",
@@ -488,13 +509,12 @@ def check_spiece_and_train(top, rng):
              "--set", "train.eval_interval=0", "--threads", "1"])
     if r.returncode != 0:
         return bad + [f"tfm-train with lr 0: {r.stderr.strip()[-600:]}"]
-    P = {k: torch.from_numpy(v).double() for k, v in t.items()}
-    src, tgt = rng.integers(2, s["V"], (2, 9)), rng.integers(0, s["V"], (2, 7))
+    src, tgt = rng.integers(2, V, (2, 9)), rng.integers(0, V, (2, 7))
     r, of = probe(os.path.join(run0, "model.safetensors"), src, [9, 6], tgt)
     if r.returncode != 0:
         return bad + [f"io_probe on the lr-0 run: {r.stderr.strip()}"]
-    got = np.fromfile(of, np.float32).reshape(2, 7, s["V"])
-    ref = t5_logits(P, s, torch.from_numpy(src), [9, 6], torch.from_numpy(tgt)).numpy()
+    got = np.fromfile(of, np.float32).reshape(2, 7, V)
+    ref = logits(torch.from_numpy(src), [9, 6], torch.from_numpy(tgt)).numpy()
     err = np.abs(got - ref).max()
     print(f"  tfm-train, lr 0: the saved model's logits max |tfm - torch| = {err:.2e}")
     if not err <= TOL:

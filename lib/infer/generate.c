@@ -691,7 +691,10 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
         if (p->src_eos < 0)
             return tfm_err_set(err, "the source tokenizer has no end-of-text token, which "
                                     "ends every source");
-        tfm_ids_push(out, (uint32_t)p->src_eos);
+        /* ids ending with it already (a HuggingFace tokenizer's input_ids)
+         * keep that one */
+        if (!p->ids || !out->len || out->data[out->len - 1] != (uint32_t)p->src_eos)
+            tfm_ids_push(out, (uint32_t)p->src_eos);
         if (tfm_translate_fit(out, (uint32_t)p->src_eos, tfm_gen_source_limit(&lm->cfg),
                               p->truncate, cut, err) < 0)
             return tfm_err_prefix(err, "%s", where);

@@ -90,6 +90,9 @@ static const tfm_config_key keys[] = {
     {"model.head_scale", TFM_CONFIG_BOOL, OFF(model.head_scale), "false", 0, 0, NULL,
      "the final hidden states times n_embd^-0.5 before the LM head (T5 with tied "
      "embeddings)"},
+    {"model.head_bias", TFM_CONFIG_BOOL, OFF(model.head_bias), "false", 0, 0, NULL,
+     "the LM head adds a bias of its own to the logits, final_logits_bias [vocab_size] "
+     "(HuggingFace BART's)"},
     {"model.decoder_start", TFM_CONFIG_INT, OFF(model.decoder_start), "-1", -1, 16777215,
      NULL, "encoder-decoder: the token a translation starts from (T5: 0, its padding); -1: "
      "the tokenizer's beginning-of-text, else end-of-text"},

@@ -117,6 +117,8 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
         w->lm_head = w->dec.wte;
     else
         GET(w->lm_head, "lm_head.weight", V, C);
+    if (c->head_bias)
+        GET(w->head_bias, "final_logits_bias", V, 0);
     int ed = c->kind == TFM_KIND_ENCODER_DECODER;
     w->n_layer = c->n_layer;
     w->layers = tfm_calloc((size_t)c->n_layer, sizeof *w->layers);
@@ -758,6 +760,8 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         head_rows16(logits, xf, w->lm_head16, n, V, C);
     else
         head_rows(logits, xf, w->lm_head, n, V, C);
+    if (w->head_bias)
+        tfm_bias_forward(logits, w->head_bias, n, V);
     PROF(TFM_PROF_HEAD);
 }
 

@@ -84,6 +84,7 @@ typedef struct tfm_weights {
     tfm_embed_weights dec;        /* the decoder's (or an encoder's only stack's) */
     const float *wse;             /* [n_segments, C] or NULL */
     const float *lm_head;         /* [V, C]; == dec.wte when tied */
+    const float *head_bias;       /* [V] final_logits_bias, or NULL */
     tfm_layer_weights *layers; /* [n_layer], owned by this struct */
     int n_layer;
     const uint16_t *lm_head16;    /* bfloat16 copy, or NULL */

@@ -232,6 +232,7 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->emb_norm = c->model.emb_norm;
     g->emb_scale = c->model.emb_scale;
     g->head_scale = c->model.head_scale;
+    g->head_bias = c->model.head_bias;
     g->decoder_start = (int)c->model.decoder_start;
     g->init = c->model.init ? TFM_INIT_XAVIER : TFM_INIT_GPT2;
     g->norm = c->model.norm_type ? TFM_NORM_RMS : TFM_NORM_LAYER;
@@ -597,6 +598,29 @@ static int bert_linear(const bert_ckpt *b, const char *dst, int layer, const cha
     return bert_copy(b, db, layer, sb, NULL, out, 0, err);
 }
 
+/* Linears SRC[0..n) ([out, in] weights, [out] biases) side by side into
+ * DST.weight ([in, n·out]) and DST.bias ([n·out]): q|k|v, k|v. */
+static int hf_fused(const bert_ckpt *b, const char *dst, const char *const *src, int n,
+                    size_t out, size_t in, tfm_err *err)
+{
+    char dw[64], db[64], s[160];
+    snprintf(dw, sizeof dw, "%s.weight", dst);
+    snprintf(db, sizeof db, "%s.bias", dst);
+    for (int k = 0; k < n; k++) {
+        snprintf(s, sizeof s, "%s.weight", src[k]);
+        const float *w = bert_tensor(b, s, NULL, out, in, err);
+        if (!w)
+            return -1;
+        transpose_into(bert_dst(b, dw, 0) + (size_t)k * out, (size_t)n * out, w, out, in);
+        snprintf(s, sizeof s, "%s.bias", src[k]);
+        const float *bias = bert_tensor(b, s, NULL, out, 0, err);
+        if (!bias)
+            return -1;
+        memcpy(bert_dst(b, db, 0) + (size_t)k * out, bias, out * sizeof(float));
+    }
+    return 0;
+}
+
 static int bert_weights(const bert_ckpt *b, tfm_err *err)
 {
     const tfm_model_config *g = &b->m->cfg;
@@ -612,20 +636,14 @@ static int bert_weights(const bert_ckpt *b, tfm_err *err)
     char src[128];
     for (int l = 0; l < g->n_layer; l++) {
         /* q, k, v side by side: c_attn [C, 3C], bias [3C] */
-        static const char *const qkv[3] = {"query", "key", "value"};
-        float *w = bert_dst(b, "h.%d.attn.c_attn.weight", l);
-        float *bias = bert_dst(b, "h.%d.attn.c_attn.bias", l);
-        for (int k = 0; k < 3; k++) {
-            snprintf(src, sizeof src, "encoder.layer.%d.attention.self.%s.weight", l, qkv[k]);
-            const float *s = bert_tensor(b, src, NULL, C, C, err);
-            if (!s)
-                return -1;
-            transpose_into(w + (size_t)k * C, 3 * C, s, C, C);
-            snprintf(src, sizeof src, "encoder.layer.%d.attention.self.%s.bias", l, qkv[k]);
-            if (!(s = bert_tensor(b, src, NULL, C, 0, err)))
-                return -1;
-            memcpy(bias + (size_t)k * C, s, C * sizeof(float));
-        }
+        char q[128], k[128], v[128], dst[64];
+        snprintf(q, sizeof q, "encoder.layer.%d.attention.self.query", l);
+        snprintf(k, sizeof k, "encoder.layer.%d.attention.self.key", l);
+        snprintf(v, sizeof v, "encoder.layer.%d.attention.self.value", l);
+        snprintf(dst, sizeof dst, "h.%d.attn.c_attn", l);
+        const char *qkv[3] = {q, k, v};
+        if (hf_fused(b, dst, qkv, 3, C, C, err) < 0)
+            return -1;
 #define BERT_PART(call, fmt)                                                    \
     do {                                                                        \
         snprintf(src, sizeof src, "encoder.layer.%d." fmt, l);                  \
@@ -1035,21 +1053,298 @@ static int t5_weights(const bert_ckpt *b, tfm_err *err)
     return 0;
 }
 
-/* Builds *m (and *c's model section) from an open T5 checkpoint; the
- * tokenizer beside it (spiece.model, tokenizer.json) when tok is not NULL,
- * and config.json's end-of-text id.  On failure nothing is held. */
-static int t5_load(const tfm_safetensors *st, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
-                   int64_t *eos, tfm_err *err)
+/* ---- HuggingFace BART checkpoints ------------------------------------ */
+
+/* A BartForConditionalGeneration (names under "model.") or BartModel (no
+ * prefix, no head) safetensors file with config.json beside it becomes
+ * tfm's encoder-decoder (model/transformer.h), as modeling_bart.py
+ * computes it: post-LN blocks with biases everywhere, q·kᵀ/√head_dim
+ * (HF scales q instead: the same), learned positions whose tables have 2
+ * leading rows that no position reads (HF's offset of 2: rows 2.. become
+ * tfm's wpe of max_position_embeddings rows), embeddings times
+ * √d_model with scale_embedding, layernorm_embedding as the embedding
+ * norm of both stacks, eps 1e-5 (nn.LayerNorm's; BART's config has no
+ * eps), no final norm, the LM head tied to shared.weight plus
+ * final_logits_bias [1, V] (head_bias).  Names map as
+ *   shared.weight (or encoder/decoder.embed_tokens)  wte
+ *   S.embed_positions.weight [P + 2, C]        (enc.)wpe [P, C]
+ *   S.layernorm_embedding                      (enc.)ln_e
+ *   S.layers.N.self_attn.{q,k,v}_proj          (enc.)h.N.attn.c_attn
+ *   S.layers.N.self_attn.out_proj              (enc.)h.N.attn.c_proj
+ *   S.layers.N.self_attn_layer_norm            (enc.)h.N.ln_1
+ *   decoder.layers.N.encoder_attn.q_proj       h.N.xattn.c_q
+ *   decoder.layers.N.encoder_attn.{k,v}_proj   h.N.xattn.c_kv
+ *   decoder.layers.N.encoder_attn.out_proj     h.N.xattn.c_proj
+ *   decoder.layers.N.encoder_attn_layer_norm   h.N.ln_x
+ *   S.layers.N.fc1, fc2                        (enc.)h.N.mlp.c_fc, c_proj
+ *   S.layers.N.final_layer_norm                (enc.)h.N.ln_2
+ * (Linears transposed: [out, in] there, [in, out] here). */
+
+/* "model." or "" (the prefix of the checkpoint's names), or NULL when the
+ * file is not a BART checkpoint. */
+static const char *bart_prefix(const tfm_safetensors *st)
+{
+    if (tfm_format(st))
+        return NULL;
+    if (tfm_safetensors_find(st, "model.encoder.layers.0.self_attn.q_proj.weight"))
+        return "model.";
+    if (tfm_safetensors_find(st, "encoder.layers.0.self_attn.q_proj.weight"))
+        return "";
+    return NULL;
+}
+
+/* config.json's boolean KEY; def when absent (or null). */
+static int hf_bool(const tfm_json_doc *doc, const char *key, int def, int *out, tfm_err *err)
+{
+    const tfm_json *j = tfm_json_get(doc->root, key);
+    *out = def;
+    if (!j || j->type == TFM_JSON_NULL)
+        return 0;
+    if (tfm_json_expect(doc, j, TFM_JSON_BOOL, key, err) < 0)
+        return -1;
+    *out = j->boolean;
+    return 0;
+}
+
+/* Two config.json keys that tfm reads as one (encoder and decoder heads,
+ * feed-forward widths) must agree. */
+static int bart_same(const tfm_json_doc *doc, const char *a, int64_t va, const char *b,
+                     int64_t vb, tfm_err *err)
+{
+    if (va == vb)
+        return 0;
+    const tfm_json *j = tfm_json_get(doc->root, b);
+    return tfm_err_at(err, doc->name, j->line, j->col, "%s %lld differs from %s %lld: tfm's "
+                      "encoder and decoder share one", b, (long long)vb, a, (long long)va);
+}
+
+/* config.json beside a BART checkpoint as the model section of *c, and
+ * its end-of-text id. */
+static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_err *err)
+{
+    char path[4200];
+    path_beside(model_path, "config.json", path, sizeof path);
+    if (access(path, F_OK) != 0)
+        return tfm_err_set(err, "%s: no such file (a HuggingFace BART checkpoint needs "
+                                "the config.json beside it)", path);
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0)
+        return -1;
+    int rc = -1, scale, tied, before, final_ln;
+    int64_t C, L, DL, NH, DNH, F, DF, P, V, start, bos, pad, forced;
+    if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+        t5_int(&doc, "d_model", 1, 65536, -1, &C, err) < 0 ||
+        t5_int(&doc, "encoder_layers", 1, 1024, -1, &L, err) < 0 ||
+        t5_int(&doc, "decoder_layers", 1, 1024, -1, &DL, err) < 0 ||
+        t5_int(&doc, "encoder_attention_heads", 1, 1024, -1, &NH, err) < 0 ||
+        t5_int(&doc, "decoder_attention_heads", 1, 1024, -1, &DNH, err) < 0 ||
+        t5_int(&doc, "encoder_ffn_dim", 1, 1 << 20, -1, &F, err) < 0 ||
+        t5_int(&doc, "decoder_ffn_dim", 1, 1 << 20, -1, &DF, err) < 0 ||
+        t5_int(&doc, "max_position_embeddings", 1, 1 << 20, -1, &P, err) < 0 ||
+        t5_int(&doc, "vocab_size", 4, 1 << 24, -1, &V, err) < 0 ||
+        t5_int(&doc, "pad_token_id", 0, V - 1, 1, &pad, err) < 0 ||
+        t5_int(&doc, "bos_token_id", 0, V - 1, 0, &bos, err) < 0 ||
+        t5_int(&doc, "eos_token_id", 0, V - 1, 2, eos, err) < 0 ||
+        t5_int(&doc, "decoder_start_token_id", 0, V - 1, 2, &start, err) < 0 ||
+        t5_int(&doc, "forced_bos_token_id", 0, V - 1, 0, &forced, err) < 0 ||
+        bart_same(&doc, "encoder_attention_heads", NH, "decoder_attention_heads", DNH, err) < 0 ||
+        bart_same(&doc, "encoder_ffn_dim", F, "decoder_ffn_dim", DF, err) < 0 ||
+        hf_bool(&doc, "scale_embedding", 0, &scale, err) < 0 ||
+        hf_bool(&doc, "tie_word_embeddings", 1, &tied, err) < 0 ||
+        hf_bool(&doc, "normalize_before", 0, &before, err) < 0 ||
+        hf_bool(&doc, "add_final_layer_norm", 0, &final_ln, err) < 0)
+        goto out;
+    const tfm_json *j = tfm_json_get(doc.root, "model_type");
+    if (j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "bart"))) {
+        tfm_err_at(err, path, j->line, j->col, "model_type '%s' is not supported (tfm reads "
+                   "bart; mbart, marian and pegasus are pre-LN or sinusoidal)",
+                   j->str ? j->str : "");
+        goto out;
+    }
+    if (before || final_ln) {
+        j = tfm_json_get(doc.root, before ? "normalize_before" : "add_final_layer_norm");
+        tfm_err_at(err, path, j->line, j->col, "%s true (mBART's pre-LN layout) is not "
+                   "BART's: HF's BartModel ignores it, so the file was made for another model",
+                   before ? "normalize_before" : "add_final_layer_norm");
+        goto out;
+    }
+    if (C % NH) {
+        j = tfm_json_get(doc.root, "encoder_attention_heads");
+        tfm_err_at(err, path, j->line, j->col, "d_model %lld is not a multiple of "
+                   "encoder_attention_heads %lld", (long long)C, (long long)NH);
+        goto out;
+    }
+    /* HF's ACT2FN names */
+    int act;
+    j = tfm_json_get(doc.root, "activation_function");
+    if (j && tfm_json_expect(&doc, j, TFM_JSON_STRING, "activation_function", err) < 0)
+        goto out;
+    const char *fn = j ? j->str : "gelu";
+    if (!strcmp(fn, "gelu")) {
+        act = TFM_CONFIG_ACT_GELU_EXACT;
+    } else if (!strcmp(fn, "gelu_new") || !strcmp(fn, "gelu_pytorch_tanh")) {
+        act = TFM_CONFIG_ACT_GELU;
+    } else if (!strcmp(fn, "relu")) {
+        act = TFM_CONFIG_ACT_RELU;
+    } else {
+        tfm_err_at(err, path, j->line, j->col, "activation_function '%s' is not supported "
+                   "(tfm has gelu, gelu_new and relu)", fn);
+        goto out;
+    }
+    /* padding is told by lengths, never by id; bos and forced_bos are the
+     * tokenizer's and HF generate's business (tfm(7) says what tfm does) */
+    (void)pad, (void)bos, (void)forced;
+    c->model.kind = TFM_CONFIG_KIND_ENCODER_DECODER;
+    c->model.positions = TFM_CONFIG_POS_LEARNED;
+    c->model.norm = TFM_CONFIG_NORM_POST;
+    c->model.activation = act;
+    c->model.ln_eps = 1e-5;
+    c->model.bias = 1;
+    c->model.n_layer = DL;
+    c->model.n_enc_layer = L;
+    c->model.n_head = NH;
+    c->model.n_embd = C;
+    c->model.d_ff = F;
+    c->model.block_size = P;
+    c->model.vocab_size = V;
+    c->model.emb_norm = 1;
+    c->model.emb_scale = scale;
+    c->model.tie_embeddings = tied;
+    c->model.tie_source = 1;
+    c->model.decoder_start = start;
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
+/* Layer l's Linear (out > 0: [out, in] weight and bias) or LayerNorm
+ * (out 0, width in) STACK.layers.l.SRC into PREh.l.DST. */
+static int bart_part(const bert_ckpt *b, const char *stack, const char *pre, int l,
+                     const char *src, const char *dst, size_t out, size_t in, tfm_err *err)
+{
+    char s[160], d[64];
+    snprintf(s, sizeof s, "%s.layers.%d.%s", stack, l, src);
+    snprintf(d, sizeof d, "%sh.%d.%s", pre, l, dst);
+    return out ? bert_linear(b, d, 0, s, out, in, err) : bert_norm(b, d, 0, s, in, err);
+}
+
+/* Layer l's attention ATTN ("self_attn", "encoder_attn"): its projections
+ * PROJ[0..n) fused into PREh.l.DST (q|k|v into attn.c_attn, k|v into
+ * xattn.c_kv). */
+static int bart_fused(const bert_ckpt *b, const char *stack, const char *pre, int l,
+                      const char *attn, const char *const *proj, int n, const char *dst,
+                      size_t C, tfm_err *err)
+{
+    char s[3][160], d[64];
+    const char *src[3];
+    for (int k = 0; k < n; k++) {
+        snprintf(s[k], sizeof s[k], "%s.layers.%d.%s.%s", stack, l, attn, proj[k]);
+        src[k] = s[k];
+    }
+    snprintf(d, sizeof d, "%sh.%d.%s", pre, l, dst);
+    return hf_fused(b, d, src, n, C, C, err);
+}
+
+/* One stack: "encoder" into "enc.", "decoder" into "" (with the
+ * cross-attention); its positions, embedding norm and layers. */
+static int bart_stack(const bert_ckpt *b, const char *stack, const char *pre, int n_layer,
+                      int cross, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = (size_t)g->n_embd, F = (size_t)tfm_model_config_ff(g), P = (size_t)g->block_size;
+    static const char *const qkv[3] = {"q_proj", "k_proj", "v_proj"};
+    char d[64], s[160];
+    snprintf(s, sizeof s, "%s.embed_positions.weight", stack);
+    const float *pos = bert_tensor(b, s, NULL, P + 2, C, err);
+    if (!pos)
+        return -1;
+    snprintf(d, sizeof d, "%swpe.weight", pre);
+    memcpy(bert_dst(b, d, 0), pos + 2 * C, P * C * sizeof(float)); /* rows 0, 1: unread */
+    snprintf(d, sizeof d, "%sln_e", pre);
+    snprintf(s, sizeof s, "%s.layernorm_embedding", stack);
+    if (bert_norm(b, d, 0, s, C, err) < 0)
+        return -1;
+    for (int l = 0; l < n_layer; l++) {
+        if (bart_fused(b, stack, pre, l, "self_attn", qkv, 3, "attn.c_attn", C, err) < 0 ||
+            bart_part(b, stack, pre, l, "self_attn.out_proj", "attn.c_proj", C, C, err) < 0 ||
+            bart_part(b, stack, pre, l, "self_attn_layer_norm", "ln_1", 0, C, err) < 0)
+            return -1;
+        if (cross &&
+            (bart_part(b, stack, pre, l, "encoder_attn.q_proj", "xattn.c_q", C, C, err) < 0 ||
+             bart_fused(b, stack, pre, l, "encoder_attn", qkv + 1, 2, "xattn.c_kv", C, err) < 0 ||
+             bart_part(b, stack, pre, l, "encoder_attn.out_proj", "xattn.c_proj", C, C, err) < 0 ||
+             bart_part(b, stack, pre, l, "encoder_attn_layer_norm", "ln_x", 0, C, err) < 0))
+            return -1;
+        if (bart_part(b, stack, pre, l, "fc1", "mlp.c_fc", F, C, err) < 0 ||
+            bart_part(b, stack, pre, l, "fc2", "mlp.c_proj", C, F, err) < 0 ||
+            bart_part(b, stack, pre, l, "final_layer_norm", "ln_2", 0, C, err) < 0)
+            return -1;
+    }
+    /* a layer beyond config.json's count would be silently dropped, and a
+     * final norm (mBART's) silently skipped */
+    snprintf(s, sizeof s, "%s%s.layers.%d.self_attn.q_proj.weight", b->pre, stack, n_layer);
+    if (tfm_safetensors_find(b->st, s))
+        return tfm_err_set(err, "%s: the checkpoint has a layer %d (tensor '%s') but "
+                                "config.json says %d", b->st->name, n_layer, s, n_layer);
+    snprintf(s, sizeof s, "%s%s.layer_norm.weight", b->pre, stack);
+    if (tfm_safetensors_find(b->st, s))
+        return tfm_err_set(err, "%s: tensor '%s': a final norm (mBART's pre-LN layout) is "
+                                "not BART's", b->st->name, s);
+    return 0;
+}
+
+static int bart_weights(const bert_ckpt *b, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = (size_t)g->n_embd, V = (size_t)g->vocab_size;
+    char alt[64];
+    /* save_pretrained keeps shared.weight of the tied three */
+    snprintf(alt, sizeof alt, "%s.embed_tokens.weight",
+             tfm_safetensors_find(b->st, "model.decoder.embed_tokens.weight") ||
+                     tfm_safetensors_find(b->st, "decoder.embed_tokens.weight")
+                 ? "decoder"
+                 : "encoder");
+    if (bert_copy(b, "wte.weight", 0, "shared.weight", alt, V, C, err) < 0 ||
+        bart_stack(b, "encoder", "enc.", tfm_model_config_enc_layers(g), 0, err) < 0 ||
+        bart_stack(b, "decoder", "", g->n_layer, 1, err) < 0)
+        return -1;
+    bert_ckpt top = *b;
+    top.pre = ""; /* the head's tensors are outside "model." */
+    if (!g->tie_embeddings &&
+        bert_copy(&top, "lm_head.weight", 0, "lm_head.weight", NULL, V, C, err) < 0)
+        return -1;
+    /* [1, V] in the file */
+    if (g->head_bias) {
+        const float *fb = bert_tensor(&top, "final_logits_bias", NULL, 1, V, err);
+        if (!fb)
+            return -1;
+        memcpy(bert_dst(b, "final_logits_bias", 0), fb, V * sizeof(float));
+    }
+    return 0;
+}
+
+/* ---- HuggingFace T5 and BART: loading -------------------------------- */
+
+/* Builds *m (and *c's model section) from an open T5 checkpoint (bart
+ * NULL) or BART one (bart: its names' prefix); the tokenizer beside it
+ * (tokenizer.json, spiece.model, vocab.json + merges.txt) when tok is not
+ * NULL, and config.json's end-of-text id.  On failure nothing is held. */
+static int t5_load(const tfm_safetensors *st, const char *bart, tfm_config *c, tfm_model *m,
+                   tfm_tokenizer **tok, int64_t *eos, tfm_err *err)
 {
     char cfg_path[4200];
     path_beside(st->name, "config.json", cfg_path, sizeof cfg_path);
     tfm_model_config g;
-    if (t5_config(st->name, c, eos, err) < 0)
+    if ((bart ? bart_config(st->name, c, eos, err) : t5_config(st->name, c, eos, err)) < 0)
         return -1;
+    /* BartModel's files have no head, and HF's head starts with a zero bias */
+    if (bart)
+        c->model.head_bias = tfm_safetensors_find(st, "final_logits_bias") != NULL;
     if (tfm_model_config_from(c, &g, err) < 0 || tfm_model_init(m, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
-    bert_ckpt b = {st, "", m, "T5"};
-    if (t5_weights(&b, err) < 0 ||
+    bert_ckpt b = {st, bart ? bart : "", m, bart ? "BART" : "T5"};
+    if ((bart ? bart_weights(&b, err) : t5_weights(&b, err)) < 0 ||
         (tok && tokenizer_beside(st->name, g.vocab_size, tok, err) < 0)) {
         tfm_model_free(m);
         return -1;
@@ -1057,7 +1352,7 @@ static int t5_load(const tfm_safetensors *st, tfm_config *c, tfm_model *m, tfm_t
     return 0;
 }
 
-/* tfm_model_load of a T5 checkpoint: 1 when path is not one. */
+/* tfm_model_load of a T5 or BART checkpoint: 1 when path is neither. */
 static int t5_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
                          tfm_err *err)
 {
@@ -1066,8 +1361,10 @@ static int t5_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_toke
         return -1;
     int rc = 1;
     int64_t eos;
-    if (t5_is(&st))
-        rc = tfm_model_file_verify(&st, 0, err) < 0 ? -1 : t5_load(&st, c, m, tok, &eos, err);
+    const char *bart = bart_prefix(&st);
+    if (bart || t5_is(&st))
+        rc = tfm_model_file_verify(&st, 0, err) < 0 ? -1
+                                                     : t5_load(&st, bart, c, m, tok, &eos, err);
     tfm_safetensors_close(&st);
     return rc;
 }
@@ -1334,14 +1631,14 @@ static int bert_lm_open(tfm_lm *lm, const tfm_safetensors *st, const char *pre, 
     return tfm_weights_from_model(&lm->w, m, err);
 }
 
-/* A T5 checkpoint, as a BERT one: copied, then bound; the end-of-text id
- * is config.json's. */
-static int t5_lm_open(tfm_lm *lm, const tfm_safetensors *st, tfm_err *err)
+/* A T5 or BART checkpoint (bart: its prefix), as a BERT one: copied,
+ * then bound; the end-of-text id is config.json's. */
+static int t5_lm_open(tfm_lm *lm, const tfm_safetensors *st, const char *bart, tfm_err *err)
 {
     tfm_config c;
     tfm_config_defaults(&c);
     tfm_model *m = tfm_calloc(1, sizeof *m);
-    if (t5_load(st, &c, m, &lm->tok, &lm->eos, err) < 0) {
+    if (t5_load(st, bart, &c, m, &lm->tok, &lm->eos, err) < 0) {
         free(m);
         return -1;
     }
@@ -1376,9 +1673,9 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
                     path, format);
         goto fail;
     }
-    const char *bert = bert_prefix(st);
-    if (bert || t5_is(st)) {
-        if ((bert ? bert_lm_open(lm, st, bert, err) : t5_lm_open(lm, st, err)) < 0)
+    const char *bert = bert_prefix(st), *bart = bart_prefix(st);
+    if (bert || bart || t5_is(st)) {
+        if ((bert ? bert_lm_open(lm, st, bert, err) : t5_lm_open(lm, st, bart, err)) < 0)
             goto fail;
         /* the weights were copied: the mapped pages would only hold memory
          * (the mapping stays, for the file's description) */

@@ -50,12 +50,22 @@
  *     d_model.  Weights copied (file.c says how); the end-of-text id is
  *     config.json's; the tokenizer is tokenizer.json beside the file, else
  *     spiece.model.  Only F32 files: F16 and BF16 tensors are refused.
+ *   BART (BartForConditionalGeneration under "model.", or BartModel): an
+ *     encoder-decoder from config.json (required: d_model, encoder_layers,
+ *     decoder_layers, encoder/decoder_attention_heads and _ffn_dim (each
+ *     pair equal), max_position_embeddings, vocab_size; HF's defaults for
+ *     activation_function (gelu), scale_embedding (false),
+ *     tie_word_embeddings (true), decoder_start_token_id (2), eos_token_id
+ *     (2)); post-LN, learned positions past HF's 2 unread rows, the
+ *     embedding norm, final_logits_bias as model.head_bias.  Weights
+ *     copied; end-of-text and tokenizer as T5's, else vocab.json +
+ *     merges.txt.  mBART's pre-LN layout is refused.
  *
  * Training state files (train/checkpoint.h) use the same writer, reader and
  * checksum with more arrays (optimizer moments) under prefixed names.
  *
  * Ownership: tfm_lm owns the mapping, the weight view, the tokenizer and (a
- * BERT or T5 checkpoint) the copied weights. */
+ * BERT, T5 or BART checkpoint) the copied weights. */
 #ifndef TFM_MODEL_FILE_H
 #define TFM_MODEL_FILE_H
 

@@ -169,6 +169,9 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if (c->nsp && c->n_classes != 2)
         return tfm_err_set(err, "nsp (the next-sentence head) has 2 classes, not %d",
                            c->n_classes);
+    if (c->head_bias && c->mlm_head)
+        return tfm_err_set(err, "head_bias with mlm_head: the MLM head has its own bias "
+                                "(cls.predictions.bias)");
     if (c->decoder_start < -1 || c->decoder_start >= c->vocab_size)
         return tfm_err_set(err, "decoder_start %d is outside the vocabulary (%d)",
                            c->decoder_start, c->vocab_size);
@@ -437,6 +440,8 @@ static void build_table(const tfm_model_config *c, table_builder *tb)
         add_norm(tb, c, "ln_f");
     if (!c->tie_embeddings)
         add_param(tb, "lm_head.weight", V, C, 1);
+    if (c->head_bias)
+        add_param(tb, "final_logits_bias", V, 0, 0);
     /* the heads ([out, in], HF BERT's names) */
     if (c->mlm_head) {
         add_param(tb, "cls.predictions.transform.dense.weight", C, C, 1);
@@ -998,7 +1003,8 @@ void tfm_model_init_weights(tfm_model *m, uint64_t seed)
         const char *name = p->name;
         size_t len = strlen(name);
         int is_ln = strstr(name, "ln_") != NULL || strstr(name, "LayerNorm") != NULL;
-        int is_bias = len > 5 && !strcmp(name + len - 5, ".bias");
+        int is_bias = (len > 5 && !strcmp(name + len - 5, ".bias")) ||
+                      !strcmp(name, "final_logits_bias");
         if (strstr(name, ".lora_A.")) {
             /* PEFT's: Kaiming-uniform with a = √5, bound 1/√in */
             float bound = 1.0f / sqrtf((float)p->shape[1]);
@@ -1684,6 +1690,8 @@ static void heads_forward(tfm_model *m, const float *final, int lm_targets)
             tfm_gemm(0, 1, R, V, C, tfm_head_scale(c), x, C, head, C, 0.0f, a->logits, V);
             if (c->mlm_head)
                 tfm_bias_forward(a->logits, param_ptr(m, P, "cls.predictions.bias"), R, V);
+            else if (c->head_bias)
+                tfm_bias_forward(a->logits, param_ptr(m, P, "final_logits_bias"), R, V);
         }
         a->lm_rows = R;
         if (tgt) {
@@ -1826,6 +1834,9 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
         if (dhead) /* NULL: frozen */
             tfm_gemm(1, 0, V, C, R, hs, a->logits, V, x, C, 1.0f, dhead, C);
         if (!c->mlm_head) {
+            float *dbias = c->head_bias ? param_ptr(m, G, "final_logits_bias") : NULL;
+            if (dbias)
+                tfm_bias_backward(dbias, a->logits, R, V);
             tfm_gemm(0, 0, N, C, V, hs, a->logits, V, head, C, 0.0f, dfinal, C);
         } else {
             float *dbias = param_ptr(m, G, "cls.predictions.bias");

@@ -40,7 +40,9 @@
  *         no bias; nn/norm.h).
  *   With attn_unscaled the scores are q·kᵀ, without 1/√HS (T5).
  *   logits = x·headᵀ, head = wte when tied, else lm_head; with head_scale
- *   logits = (x·C^-0.5)·headᵀ (T5's tied head).
+ *   logits = (x·C^-0.5)·headᵀ (T5's tied head); with head_bias
+ *   final_logits_bias is added to every row (BART's, trained here as any
+ *   bias though HF keeps it a fixed buffer).
  * Positions (pos = the index in the sequence, or in its document when
  * packed):
  *   learned     wpe [block_size, C]
@@ -102,6 +104,7 @@
  *     ln_f.weight/.bias        [C]       (pre-LN only; post-LN has none)
  *     lm_head.weight           [V, C]    (only when tie_embeddings == 0; a
  *                                         Linear, [out, in], as in HF)
+ *     final_logits_bias        [V]       (head_bias only)
  * An encoder-decoder's table: wte, enc.wte (untied source), wpe, enc.wpe,
  * ln_e.*, enc.ln_e.*, rel_bias, enc.rel_bias (each when its scheme or
  * option needs it), then the encoder's blocks enc.h.{i}.* (the block above)
@@ -114,7 +117,7 @@
  *     h.{i}.xattn.c_kv.bias       [2C]
  *     h.{i}.xattn.c_proj.weight   [C, C]
  *     h.{i}.xattn.c_proj.bias     [C]
- * then ln_f.* (pre-LN) and lm_head.weight (untied).
+ * then ln_f.* (pre-LN), lm_head.weight (untied) and final_logits_bias.
  * With bias == 0 the four linear biases of each block are absent; layer
  * norms keep theirs (as every model file written so far has them).
  * With norm rmsnorm every ln_*.bias (ln_1, ln_x, ln_2, ln_f, ln_e) is
@@ -232,6 +235,7 @@ typedef struct tfm_model_config {
                             Transformer), before the positions are added */
     int head_scale;      /* 1: the LM head reads the final hidden states times
                             n_embd^-0.5 (T5 with tied embeddings) */
+    int head_bias;       /* 1: the LM head adds final_logits_bias [V] (BART) */
     int decoder_start;   /* encoder-decoder: the first decoder token; -1: the
                             tokenizer's bos, else eos (infer/generate.h) */
     tfm_init init;       /* tfm_model_init_weights' scheme (GPT-2 by default) */

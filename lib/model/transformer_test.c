@@ -308,6 +308,7 @@ static void test_block_kinds(void **state)
             cfg.t5_buckets = 8;
             cfg.t5_max_distance = 16;
             cfg.head_scale = k >= 3; /* T5's tied head: x·C^-0.5 */
+            cfg.head_bias = k % 3 == 2; /* BART's final_logits_bias */
             /* weights of 0.3: RMSNorm keeps the mean and unscaled scores are
              * 2√2 times larger, so 0.4 saturates softmaxes where finite
              * differences leave their quadratic regime */

@@ -32,7 +32,7 @@ static const char *const shape_keys[] = {
     "model.bias",       "model.norm",          "model.activation",  "model.ln_eps",
     "model.rope_base",  "model.t5_buckets",    "model.t5_max_distance", "model.segments",
     "model.emb_norm",   "model.emb_scale",     "model.norm_type",   "model.ffn",
-    "model.attn_scale", "model.head_scale",    "model.decoder_start",
+    "model.attn_scale", "model.head_scale",    "model.decoder_start", "model.head_bias",
 };
 static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model.nsp",
                                         "model.classes",  "model.tags",   "model.span"};

@@ -1,0 +1,527 @@
+#!/usr/bin/python3
+"""HuggingFace BART checkpoints load as tfm encoder-decoders (lib/model/file.c).
+
+Random BartForConditionalGeneration checkpoints are written here in HF's
+layout (safetensors with "format": "pt", names under "model.", Linears
+[out, in] with biases, embed_positions [max_position_embeddings + 2, C],
+final_logits_bias [1, V], config.json as BartConfig.to_json writes it) with
+a byte-level BPE tokenizer as vocab.json + merges.txt (<s> 0, <pad> 1,
+</s> 2, <unk> 3, <mask> last, as facebook/bart-*'s), in two shapes:
+  bart-base's: gelu, scale_embedding false, equal depths, only
+    model.shared.weight in the file;
+  a variant: scale_embedding true, relu, 3 encoder and 1 decoder layers,
+    every tied copy saved (model.encoder/decoder.embed_tokens,
+    lm_head.weight).
+The reference is HF's BART computation (modeling_bart.py) written out in
+float64 torch: token embeddings (times sqrt(d_model) with scale_embedding)
+plus the learned positions read at position + 2, layernorm_embedding,
+post-LN layers (self-attention, in the decoder cross-attention, fc1 ->
+activation -> fc2, each added to its input then normed), q scaled by
+head_dim^-0.5, the head tied to shared.weight plus final_logits_bias.
+Checked:
+  - teacher-forced logits of a padded batch (tests/io_probe model-logits:
+    tfm_model_load and the training forward) within 1e-4 of the reference;
+  - tfm-generate --greedy --ids --json (tfm_lm_open: the cached decode
+    step) emits the reference's greedy tokens for sources given as ids
+    ("0 ... " as BartTokenizer starts them; tfm appends </s>), starting
+    from decoder_start_token_id 2 and stopping at eos 2, log-probabilities
+    within 1e-4.  HF's generate also forces forced_bos_token_id (0, in
+    bart-large's config) as the first new token; tfm does not (tfm(7)), so
+    the reference here is HF's greedy search without it;
+  - a source given with its </s> (HF's input_ids) gets no second one;
+  - tfm-eval info names the folder bart-huggingface;
+  - BartModel's layout (no prefix, no head): the logits of the tied head
+    without a bias;
+  - the tokenizer: tfm-tokenize encode gives this file's byte-level BPE
+    ids; tfm-embed's mean of the encoder's output over them (the packed
+    forward, model/forward.c) is the reference's within 1e-4;
+  - tfm-train fine-tunes from the folder (train.init), and a step at lr 0
+    saves a model whose logits are still the reference's;
+  - bad input (missing or absurd config.json fields, differing encoder and
+    decoder heads, mBART's normalize_before, a missing tensor, a tensor of
+    the wrong shape, a layer more than config.json says): exit 1 and a
+    message naming the file."""
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+BUILD = os.environ.get("TFM_BUILDDIR", ".")
+SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(SRC, "tests"))
+from embed_torch import bytes_to_unicode  # noqa: E402  (GPT-2's byte stand-ins)
+from hf_bert import write_safetensors  # noqa: E402
+from hf_t5 import check_train_init, compare_greedy, probe, run  # noqa: E402
+
+PROBE = os.path.join(BUILD, "tests", "io_probe")
+GEN = os.path.join(BUILD, "tfm-generate")
+EVAL = os.path.join(BUILD, "tfm-eval")
+TRAIN = os.path.join(BUILD, "tfm-train")
+EMBED = os.path.join(BUILD, "tfm-embed")
+TOKENIZE = os.path.join(BUILD, "tfm-tokenize")
+TOL = 1e-4
+BOS, PAD, EOS = 0, 1, 2
+
+CASES = [
+    dict(name="bart-base-like", C=32, NH=4, F=48, L=2, DL=2, P=40, act="gelu", scale=False,
+         copies=False),
+    dict(name="scaled-relu", C=32, NH=2, F=40, L=3, DL=1, P=24, act="relu", scale=True,
+         copies=True),
+]
+
+WORDS = ("the of and to in a that is was he for it with as his on be at by they "
+         "lord god unto shall").split()
+
+
+# ---- the tokenizer: GPT-2's byte-level BPE, BART's specials --------------------
+
+B2U = bytes_to_unicode()
+# GPT-2's pre-tokenizer, with re's letter and digit classes for \p{L} and
+# \p{N} (the same on the ASCII text used here)
+PAT = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?[^\s\w]+|\s+(?!\S)|\s+""")
+
+
+def words_of(text):
+    return ["".join(B2U[b] for b in w.encode()) for w in PAT.findall(text)]
+
+
+def make_tokenizer(corpus, n_merges=40):
+    """vocab (token -> id) and merges learned greedily from corpus."""
+    counts = {}
+    for line in corpus:
+        for w in words_of(line):
+            counts[tuple(w)] = counts.get(tuple(w), 0) + 1
+    merges = []
+    for _ in range(n_merges):
+        pairs = {}
+        for w, c in counts.items():
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + c
+        if not pairs:
+            break
+        best = max(sorted(pairs), key=lambda p: pairs[p])
+        merges.append(best)
+        new = {}
+        for w, c in counts.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new[tuple(out)] = c
+        counts = new
+    toks = ["<s>", "<pad>", "</s>", "<unk>"] + [B2U[b] for b in range(256)] + \
+        [a + b for a, b in merges] + ["<mask>"]
+    return {t: i for i, t in enumerate(toks)}, merges
+
+
+def bpe_encode(text, vocab, merges):
+    rank = {m: i for i, m in enumerate(merges)}
+    ids = []
+    for w in words_of(text):
+        parts = list(w)
+        while len(parts) > 1:
+            cand = [(rank.get((a, b), 1 << 30), i) for i, (a, b) in enumerate(zip(parts, parts[1:]))]
+            r, i = min(cand)
+            if r == 1 << 30:
+                break
+            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+        ids += [vocab[p] for p in parts]
+    return ids
+
+
+def write_tokenizer(d, vocab, merges):
+    with open(os.path.join(d, "vocab.json"), "w") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(d, "merges.txt"), "w") as f:
+        f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
+
+
+def write_tokenizer_json(d, vocab, merges):
+    """tokenizer.json as BartTokenizerFast saves it (its specials listed in
+    added_tokens, which is how tfm learns that </s> ends a text)."""
+    added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": t == "<mask>",
+              "rstrip": False, "normalized": t != "<mask>", "special": True}
+             for t in ("<s>", "<pad>", "</s>", "<unk>", "<mask>")]
+    j = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+         "normalizer": None,
+         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                           "use_regex": True},
+         "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
+                            "trim_offsets": True, "add_prefix_space": False},
+         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                     "use_regex": True},
+         "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                   "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                   "fuse_unk": False, "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        json.dump(j, f, ensure_ascii=False)
+
+
+# ---- the checkpoint in HF's layout -------------------------------------------
+
+def hf_config(s, V):
+    return {"_name_or_path": "bart-tiny", "activation_dropout": 0.1,
+            "activation_function": s["act"], "add_bias_logits": False,
+            "add_final_layer_norm": False, "architectures": ["BartForConditionalGeneration"],
+            "attention_dropout": 0.1, "bos_token_id": BOS, "classif_dropout": 0.1,
+            "classifier_dropout": 0.0, "d_model": s["C"], "decoder_attention_heads": s["NH"],
+            "decoder_ffn_dim": s["F"], "decoder_layerdrop": 0.0, "decoder_layers": s["DL"],
+            "decoder_start_token_id": EOS, "dropout": 0.1, "early_stopping": True,
+            "encoder_attention_heads": s["NH"], "encoder_ffn_dim": s["F"],
+            "encoder_layerdrop": 0.0, "encoder_layers": s["L"], "eos_token_id": EOS,
+            "forced_bos_token_id": BOS, "forced_eos_token_id": EOS, "gradient_checkpointing": False,
+            "init_std": 0.02, "is_encoder_decoder": True, "max_position_embeddings": s["P"],
+            "model_type": "bart", "no_repeat_ngram_size": 3, "normalize_before": False,
+            "num_beams": 4, "num_hidden_layers": s["L"], "pad_token_id": PAD,
+            "scale_embedding": s["scale"], "torch_dtype": "float32",
+            "transformers_version": "4.30.2", "use_cache": True, "vocab_size": V}
+
+
+def random_checkpoint(s, V, rng):
+    """name -> float32 array, in the order save_pretrained writes them."""
+    C, F, P = s["C"], s["F"], s["P"]
+    n = lambda *shape, sd=1.0: (rng.standard_normal(shape) * sd).astype(np.float32)
+    t = {"final_logits_bias": n(1, V, sd=0.5)}
+    emb = n(V, C, sd=0.5 if s["scale"] else 1.0)
+    emb[EOS] *= 1.5  # end-of-text likelier, so that greedy searches stop at it
+    t["model.shared.weight"] = emb
+    for stack, L in (("encoder", s["L"]), ("decoder", s["DL"])):
+        p = f"model.{stack}."
+        if s["copies"]:
+            t[p + "embed_tokens.weight"] = emb.copy()
+        t[p + "embed_positions.weight"] = n(P + 2, C)
+        for i in range(L):
+            q = f"{p}layers.{i}."
+            attns = ["self_attn"] + (["encoder_attn"] if stack == "decoder" else [])
+            for a in attns:
+                for k in ("k_proj", "v_proj", "q_proj", "out_proj"):
+                    t[f"{q}{a}.{k}.weight"] = n(C, C, sd=C ** -0.5)
+                    t[f"{q}{a}.{k}.bias"] = n(C, sd=0.2)
+                t[f"{q}{a}_layer_norm.weight"] = 1 + n(C, sd=0.2)
+                t[f"{q}{a}_layer_norm.bias"] = n(C, sd=0.2)
+            t[q + "fc1.weight"], t[q + "fc1.bias"] = n(F, C, sd=C ** -0.5), n(F, sd=0.2)
+            t[q + "fc2.weight"], t[q + "fc2.bias"] = n(C, F, sd=F ** -0.5), n(C, sd=0.2)
+            t[q + "final_layer_norm.weight"] = 1 + n(C, sd=0.2)
+            t[q + "final_layer_norm.bias"] = n(C, sd=0.2)
+        t[p + "layernorm_embedding.weight"] = 1 + n(C, sd=0.2)
+        t[p + "layernorm_embedding.bias"] = n(C, sd=0.2)
+    if s["copies"]:
+        t["lm_head.weight"] = emb.copy()
+    return t
+
+
+def write_folder(d, s, t, V, cfg=None):
+    os.makedirs(d, exist_ok=True)
+    write_safetensors(os.path.join(d, "model.safetensors"), t, {"format": "pt"})
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(hf_config(s, V) if cfg is None else cfg, f, indent=2)
+
+
+# ---- HF's BART in float64 torch ----------------------------------------------
+
+def layer_norm(x, P, pre):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], P[pre + ".weight"], P[pre + ".bias"],
+                                          1e-5)
+
+
+def linear(x, P, pre):
+    return x @ P[pre + ".weight"].T + P[pre + ".bias"]
+
+
+def attention(P, pre, x, mem, mask, NH):
+    """BartAttention: q scaled by head_dim^-0.5, an additive mask."""
+    B, T, C = x.shape
+    hd = C // NH
+    sp = lambda y: y.view(B, -1, NH, hd).transpose(1, 2)
+    q = sp(linear(x, P, pre + ".q_proj") * hd ** -0.5)
+    k, v = sp(linear(mem, P, pre + ".k_proj")), sp(linear(mem, P, pre + ".v_proj"))
+    w = torch.softmax(q @ k.transpose(-1, -2) + mask, dim=-1)
+    return linear((w @ v).transpose(1, 2).reshape(B, T, C), P, pre + ".out_proj")
+
+
+def act(s, x):
+    return torch.relu(x) if s["act"] == "relu" else torch.nn.functional.gelu(x)
+
+
+def embed(P, s, stack, ids):
+    scale = math.sqrt(s["C"]) if s["scale"] else 1.0
+    T = ids.shape[1]
+    h = P["model.shared.weight"][ids] * scale + P[f"model.{stack}.embed_positions.weight"][2:T + 2]
+    return layer_norm(h, P, f"model.{stack}.layernorm_embedding")
+
+
+def ffn(P, s, q, h):
+    return layer_norm(h + linear(act(s, linear(h, P, q + "fc1")), P, q + "fc2"), P,
+                      q + "final_layer_norm")
+
+
+def bart_encode(P, s, src, src_len):
+    """src [B, S] with src_len -> the encoder's output [B, S, C] and the
+    padding mask [B, 1, 1, S]."""
+    B, S = src.shape
+    pad = torch.zeros(B, 1, 1, S, dtype=torch.float64)
+    for b in range(B):
+        pad[b, :, :, src_len[b]:] = torch.finfo(torch.float64).min
+    h = embed(P, s, "encoder", src)
+    for i in range(s["L"]):
+        q = f"model.encoder.layers.{i}."
+        h = layer_norm(h + attention(P, q + "self_attn", h, h, pad, s["NH"]), P,
+                       q + "self_attn_layer_norm")
+        h = ffn(P, s, q, h)
+    return h, pad
+
+
+def bart_logits(P, s, src, src_len, tgt):
+    """src [B, S] with src_len; tgt [B, T] decoder inputs -> logits [B, T, V]."""
+    T = tgt.shape[1]
+    mem, pad = bart_encode(P, s, src, src_len)
+    causal = torch.triu(torch.full((T, T), torch.finfo(torch.float64).min,
+                                   dtype=torch.float64), 1)
+    y = embed(P, s, "decoder", tgt)
+    for i in range(s["DL"]):
+        q = f"model.decoder.layers.{i}."
+        y = layer_norm(y + attention(P, q + "self_attn", y, y, causal, s["NH"]), P,
+                       q + "self_attn_layer_norm")
+        y = layer_norm(y + attention(P, q + "encoder_attn", y, mem, pad, s["NH"]), P,
+                       q + "encoder_attn_layer_norm")
+        y = ffn(P, s, q, y)
+    return y @ P["model.shared.weight"].T + P["final_logits_bias"][0]
+
+
+def greedy(P, s, src, n_max):
+    """HF's greedy search without forced_bos: decoder_start 2, stop at eos 2."""
+    out, lps = [EOS], []
+    for _ in range(n_max):
+        lg = bart_logits(P, s, src[None], [len(src)], torch.tensor([out]))[0, -1]
+        lp = torch.log_softmax(lg, -1)
+        nxt = int(torch.argmax(lp))
+        lps.append(float(lp[nxt]))
+        if nxt == EOS:
+            break
+        out.append(nxt)
+    return out[1:], lps
+
+
+# ---- checks -------------------------------------------------------------------
+
+def check_case(s, d, tok, rng):
+    bad = []
+    V = len(tok[0])
+    t = random_checkpoint(s, V, rng)
+    write_folder(d, s, t, V)
+    write_tokenizer(d, *tok)
+    P = {k: torch.from_numpy(v).double() for k, v in t.items()}
+    B, S, T = 3, min(22, s["P"]), min(20, s["P"])
+    src = rng.integers(4, V - 1, (B, S))
+    src[:, 0] = BOS
+    src_len = [S, 13, 4]
+    for b in range(B):
+        src[b, src_len[b] - 1] = EOS
+    tgt = np.concatenate([np.full((B, 1), EOS), rng.integers(3, V, (B, T - 1))], 1)
+    r, of = probe(d, src, src_len, tgt)
+    if r.returncode != 0:
+        return [f"io_probe: {r.stderr.strip()}"]
+    desc = r.stdout.split("\n")
+    want0 = (f"kind encoder-decoder positions learned norm post "
+             f"act {'relu' if s['act'] == 'relu' else 'gelu_exact'} ln_eps 9.99999975e-06 "
+             f"n_layer {s['DL']} n_head {s['NH']} n_embd {s['C']} d_ff {s['F']} "
+             f"block_size {s['P']} vocab_size {V} segments 0 emb_norm 1 tied 1 "
+             f"bias 1 tokenizer other {V}")
+    want1 = (f"n_enc_layer {s['L']} norm_type layernorm ffn 0 attn_unscaled 0 t5 32 128 "
+             f"head_scale 0 decoder_start 2 tie_source 1")
+    if desc[:2] != [want0, want1]:
+        bad.append(f"description:\n  got  {desc[:2]}\n  want {[want0, want1]}")
+    got = np.fromfile(of, np.float32).reshape(B, T, V).astype(np.float64)
+    ref = bart_logits(P, s, torch.from_numpy(src), src_len, torch.from_numpy(tgt)).numpy()
+    err = np.abs(got - ref).max()
+    print(f"  {s['name']}: teacher-forced logits max |tfm - torch| = {err:.2e} "
+          f"(max |logit| {np.abs(ref).max():.2f})")
+    if not err <= TOL:
+        bad.append(f"logits differ by {err:.3g} > {TOL}")
+
+    # greedy generation through tfm_lm_open and the cached decode step
+    lines, refs = [], []
+    for b in range(B):
+        sb = src[b, :src_len[b] - 1]  # "0 ...": tfm appends end-of-text (2)
+        refs.append(greedy(P, s, torch.from_numpy(np.append(sb, EOS)), 16))
+        lines.append(" ".join(map(str, sb)))
+    r = run([GEN, "-m", d, "--ids", "--greedy", "--json", "-n", "16", "-q"],
+            input="\n".join(lines) + "\n")
+    if r.returncode != 0:
+        return bad + [f"tfm-generate: {r.stderr.strip()}"]
+    outs = [json.loads(x) for x in r.stdout.splitlines()]
+    bad += compare_greedy(s["name"], outs, refs, EOS)
+    # plain --ids output: the same tokens, space-separated; a source that
+    # ends with </s> already (HF's input_ids) is not given a second one
+    r = run([GEN, "-m", d, "--ids", "--greedy", "-n", "16", "-q"], input=lines[1] + " 2\n")
+    if r.returncode != 0 or r.stdout.split() != [str(i) for i in outs[1]["ids"]]:
+        bad.append(f"tfm-generate --ids: {r.stdout!r} {r.stderr.strip()}, "
+                   f"want {outs[1]['ids']}")
+    r = run([EVAL, "info", "-m", d])
+    if r.returncode != 0 or "kind\tbart-huggingface\n" not in r.stdout or \
+            "model_kind\tencoder-decoder\n" not in r.stdout or "eos\t2\n" not in r.stdout:
+        bad.append(f"tfm-eval info: exit {r.returncode}: {r.stdout}{r.stderr}")
+    return bad
+
+
+def check_text(top, tok, rng):
+    """The tokenizer beside the checkpoint, the encoder through tfm-embed,
+    and fine-tuning from the folder (train.init)."""
+    s = CASES[0]
+    V = len(tok[0])
+    d = os.path.join(top, "text")
+    t = random_checkpoint(s, V, rng)
+    write_folder(d, s, t, V)
+    write_tokenizer(d, *tok)
+    write_tokenizer_json(d, *tok)
+    P = {k: torch.from_numpy(v).double() for k, v in t.items()}
+    bad = []
+    line = "the lord and his god shall be with unto them"
+    ids = bpe_encode(line, *tok)
+    r = run([TOKENIZE, "encode", "-t", d], input=line + "\n")
+    if r.returncode != 0 or [int(x) for x in r.stdout.split()] != ids:
+        bad.append(f"tfm-tokenize encode: {r.stdout.strip()!r} {r.stderr.strip()}, want {ids}")
+    # a random model's bytes need not be UTF-8
+    r = run([GEN, "-m", d, "--greedy", "-n", "8", "-q"], input="the of and\n",
+            errors="replace")
+    if r.returncode != 0:
+        bad.append(f"tfm-generate on text: {r.stderr.strip()}")
+    r = run([EMBED, "-m", d, "--pool", "mean", "--layers", "last", "-f", "tsv"],
+            input=line + "\n")
+    if r.returncode != 0:
+        bad.append(f"tfm-embed: {r.stderr.strip()}")
+    else:
+        ref = bart_encode(P, s, torch.tensor([ids]), [len(ids)])[0][0].mean(0).numpy()
+        got = np.array([float(x) for x in r.stdout.split()])
+        err = np.abs(got - ref).max() if got.shape == ref.shape else float("inf")
+        print(f"  tfm-embed: mean of the encoder's output, max |tfm - torch| = {err:.2e}")
+        if not err <= TOL:
+            bad.append(f"tfm-embed differs by {err:.3g}")
+    return bad + check_train_init(top, d, WORDS, V,
+                                  lambda src, sl, tgt: bart_logits(P, s, src, sl, tgt), rng)
+
+def check_bartmodel(top, rng):
+    """A BartModel file (no "model." prefix, no final_logits_bias, no
+    lm_head): the head tied to shared.weight without a bias, as
+    BartForConditionalGeneration.from_pretrained would make it."""
+    s, V = CASES[0], 50
+    t = random_checkpoint(s, V, rng)
+    t = {k[len("model."):]: v for k, v in t.items() if k.startswith("model.")}
+    d = os.path.join(top, "bartmodel")
+    write_folder(d, s, t, V)
+    P = {"model." + k: torch.from_numpy(v).double() for k, v in t.items()}
+    P["final_logits_bias"] = torch.zeros(1, V, dtype=torch.float64)
+    src, tgt = rng.integers(3, V, (2, 9)), rng.integers(0, V, (2, 7))
+    r, of = probe(d, src, [9, 5], tgt)
+    if r.returncode != 0:
+        return [f"BartModel: io_probe: {r.stderr.strip()}"]
+    got = np.fromfile(of, np.float32).reshape(2, 7, V)
+    ref = bart_logits(P, s, torch.from_numpy(src), [9, 5], torch.from_numpy(tgt)).numpy()
+    err = np.abs(got - ref).max()
+    print(f"  BartModel layout: logits max |tfm - torch| = {err:.2e}")
+    return [] if err <= TOL else [f"BartModel: logits differ by {err:.3g}"]
+
+
+def expect(what, d, pieces, s, t, V, mutate_cfg=None, mutate_t=None):
+    """Loading the mutated folder fails (exit 1) in io_probe and
+    tfm-generate with a message containing every piece."""
+    cfg = hf_config(s, V)
+    t2 = dict(t)
+    if mutate_cfg:
+        mutate_cfg(cfg)
+    if mutate_t:
+        mutate_t(t2)
+    shutil.rmtree(d, ignore_errors=True)
+    write_folder(d, s, t2, V, cfg)
+    bad = []
+    r, _ = probe(d, np.array([[0, 5, 2]]), [3], np.full((1, 2), 2))
+    r2 = run([GEN, "-m", d, "--ids", "--greedy", "-n", "2"], input="0 5 6\n")
+    for prog, rr in (("io_probe", r), ("tfm-generate", r2)):
+        msg = rr.stderr.strip()
+        if rr.returncode != 1 or not msg.startswith(prog + ": ") or \
+                not all(x in msg for x in pieces):
+            bad.append(f"{what} ({prog}): exit {rr.returncode}: {msg!r}, want {pieces}")
+    return bad
+
+
+def check_errors(top, rng):
+    s, V = CASES[1], 64
+    t = random_checkpoint(s, V, rng)
+    d = os.path.join(top, "bad")
+    cj, st = os.path.join(d, "config.json"), os.path.join(d, "model.safetensors")
+
+    def drop(k):
+        return lambda c: c.pop(k)
+
+    def setv(k, v):
+        return lambda c: c.__setitem__(k, v)
+
+    bad = []
+    bad += expect("missing d_model", d, [cj, "d_model is missing"], s, t, V, drop("d_model"))
+    bad += expect("absurd encoder_layers", d, [cj, "encoder_layers must be between 1 and 1024"],
+                  s, t, V, setv("encoder_layers", 0))
+    bad += expect("absurd eos", d, [cj, "eos_token_id must be between 0 and 63"], s, t, V,
+                  setv("eos_token_id", 64))
+    bad += expect("heads differ", d, [cj, "decoder_attention_heads 4 differs from "
+                                          "encoder_attention_heads 2"], s, t, V,
+                  setv("decoder_attention_heads", 4))
+    bad += expect("mbart", d, [cj, "normalize_before true"], s, t, V,
+                  setv("normalize_before", True))
+    bad += expect("activation", d, [cj, "activation_function 'swish' is not supported"], s, t,
+                  V, setv("activation_function", "swish"))
+    bad += expect("model_type", d, [cj, "model_type 'mbart' is not supported"], s, t, V,
+                  setv("model_type", "mbart"))
+    w = "model.decoder.layers.0.encoder_attn.v_proj.bias"
+    bad += expect("missing tensor", d, [st, f"no tensor '{w}'", "F32 [32]"], s, t, V,
+                  mutate_t=lambda x: x.pop(w))
+    w2 = "model.encoder.embed_positions.weight"
+    bad += expect("positions without the offset", d,
+                  [st, f"tensor '{w2}' is F32 [24, 32]", "F32 [26, 32]"], s, t, V,
+                  mutate_t=lambda x: x.__setitem__(w2, x[w2][2:].copy()))
+    bad += expect("extra layer", d, [st, "has a layer 2", "config.json says 2"], s, t, V,
+                  setv("encoder_layers", 2))
+    bad += expect("final_logits_bias shape", d,
+                  [st, "tensor 'final_logits_bias' is F32 [63]", "F32 [1, 64]"], s, t, V,
+                  mutate_t=lambda x: x.__setitem__("final_logits_bias",
+                                                   x["final_logits_bias"][0, :63].copy()))
+    return bad
+
+
+def main():
+    for p in (PROBE, GEN, EVAL, TRAIN, EMBED, TOKENIZE):
+        if not os.path.exists(p):
+            print(f"missing {p}")
+            return 1
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(29)
+    corpus = [" ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(6 + i % 5))
+              for i in range(200)]
+    tok = make_tokenizer(corpus)
+    top = tempfile.mkdtemp(prefix="hf_bart.")
+    bad = []
+    try:
+        for s in CASES:
+            bad += [f"{s['name']}: {b}"
+                    for b in check_case(s, os.path.join(top, s["name"]), tok, rng)]
+        bad += check_errors(top, rng)
+        bad += check_bartmodel(top, rng)
+        bad += check_text(top, tok, rng)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    for b in bad:
+        print("FAIL " + b)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,8 +5,10 @@
 .weight [r, in], lora_B.weight [out, r]; random A, nonzero B, lora_alpha != r)
 on a tfm model (tfm's module names: q and v inside the fused c_attn, c_proj,
 c_fc), on a HuggingFace GPT-2 folder (Conv1D c_attn over q, k, v together,
-mlp.c_proj; fan_in_fan_out) and on a HuggingFace BERT folder (query, value,
-attention.output.dense, intermediate.dense), applied by tfm-eval --adapter
+mlp.c_proj; fan_in_fan_out; use_rslora: alpha/sqrt(r)), on a HuggingFace BERT folder (query, value,
+attention.output.dense, intermediate.dense) and on a T5 v1.1 folder (the
+encoder's SelfAttention.q, .v and DenseReluDense.wo, the decoder's
+EncDecAttention.k, .v, .o and DenseReluDense.wi_1), applied by tfm-eval --adapter
 (every token's log-probability), tfm-embed --adapter (the [CLS] vectors) and
 tfm_model_load_adapter (tests/io_probe model-logits), against the merged
 reference computed here in float64: W + (lora_alpha/r)·B·A, to 1e-4.
@@ -33,6 +35,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import eval_torch  # noqa: E402  (the GPT reference in float64)
 import hf_bert  # noqa: E402  (HF BERT checkpoints and their reference)
+import hf_t5  # noqa: E402  (HF T5 checkpoints and their reference)
 import train_torch  # noqa: E402  (tfm's data stream, the training reference)
 
 BUILD = os.environ.get("TFM_BUILDDIR", ".")
@@ -48,7 +51,7 @@ def run(*args, **kw):
     return r
 
 
-def write_adapter(d, mods, r, alpha, targets, fan_in_fan_out=False):
+def write_adapter(d, mods, r, alpha, targets, fan_in_fan_out=False, rslora=False):
     """PEFT's save_pretrained layout; mods: module -> (A, B)."""
     os.makedirs(d, exist_ok=True)
     t = {}
@@ -59,7 +62,7 @@ def write_adapter(d, mods, r, alpha, targets, fan_in_fan_out=False):
     cfg = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": None,
            "r": r, "lora_alpha": alpha, "lora_dropout": 0.0, "target_modules": targets,
            "bias": "none", "fan_in_fan_out": fan_in_fan_out, "inference_mode": True,
-           "modules_to_save": None, "revision": None, "use_rslora": False,
+           "modules_to_save": None, "revision": None, "use_rslora": rslora,
            "rank_pattern": {}, "alpha_pattern": {}}
     with open(os.path.join(d, "adapter_config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
@@ -121,7 +124,7 @@ def check_decoder(work, rng, hf, bad):
     else:
         P, cfg, _ = eval_torch.read_model(path)
     r, alpha = 4, 12.0
-    s = alpha / r
+    s = alpha / math.sqrt(r) if hf else alpha / r  # the GPT-2 adapter is rank-stabilised
     mods, targets = {}, []
     for i in range(L):
         if hf:  # Conv1D: one adapter over the fused q, k, v; mlp.c_proj [4C -> C]
@@ -145,7 +148,7 @@ def check_decoder(work, rng, hf, bad):
             merge_in_out(P["h.%d.attn.c_proj.weight" % i], A, B, s)
             targets = ["attn.q", "attn.v", "c_fc", "attn.c_proj"]
     ad = os.path.join(work, "adapter-" + os.path.basename(d))
-    write_adapter(ad, mods, r, alpha, targets, fan_in_fan_out=hf)
+    write_adapter(ad, mods, r, alpha, targets, fan_in_fan_out=hf, rslora=hf)
     ids = [int(x) for x in rng.integers(0, V, T)]
     npy = os.path.join(work, "ids.npy")
     np.save(npy, np.array(ids, np.uint16))
@@ -230,6 +233,60 @@ def check_bert(work, rng, bad):
     h2, _ = hf_bert.bert_hidden(s, t, ids2, np.zeros_like(ids2), np.array([5, 4], np.int32))
     compare("BERT folder + adapter, tfm-embed --adapter [CLS] vectors", got,
             h2[:, 0].numpy(), bad)
+
+
+def check_t5(work, rng, bad):
+    """A HuggingFace T5 (v1.1: gated, untied) folder with an adapter in T5's
+    module names, teacher-forced logits through tfm_model_load_adapter."""
+    s = hf_t5.CASES[1]
+    d = os.path.join(work, "t5")
+    t = hf_t5.random_checkpoint(s, rng)
+    hf_t5.write_folder(d, s, t)
+    C, F_ = s["C"], s["F"]
+    r, alpha = 4, 6.0
+    sc = alpha / r
+    mods = {}
+    names = [("encoder.block.%d.layer.0.SelfAttention.q", C, C),
+             ("encoder.block.%d.layer.0.SelfAttention.v", C, C),
+             ("encoder.block.%d.layer.1.DenseReluDense.wo", F_, C)]
+    dec = [("decoder.block.%d.layer.1.EncDecAttention.k", C, C),
+           ("decoder.block.%d.layer.1.EncDecAttention.v", C, C),
+           ("decoder.block.%d.layer.1.EncDecAttention.o", C, C),
+           ("decoder.block.%d.layer.2.DenseReluDense.wi_1", C, F_)]
+    for stack, L in ((names, s["L"]), (dec, s["DL"])):
+        for i in range(L):
+            for fmt, n_in, n_out in stack:
+                m = fmt % i
+                A, B = random_pair(rng, r, n_in, n_out)
+                mods[m] = (A, B)
+                t[m + ".weight"] = (t[m + ".weight"].astype(np.float64)
+                                    + sc * (B.astype(np.float64) @ A)).astype(np.float32)
+    ad = os.path.join(work, "adapter-t5")
+    write_adapter(ad, mods, r, alpha, ["q", "k", "v", "o", "wo", "wi_1"])
+    P = {k: torch.from_numpy(v).double() for k, v in t.items()}
+    B_, S, T, V = 2, 10, 8, s["V"]
+    src = rng.integers(2, V, (B_, S))
+    src_len = [S, 6]
+    tgt = np.concatenate([np.zeros((B_, 1), np.int64), rng.integers(2, V, (B_, T - 1))], 1)
+    bf, of = os.path.join(work, "t5batch.bin"), os.path.join(work, "t5logits.bin")
+    with open(bf, "wb") as f:
+        np.array([B_, T, S], np.int32).tofile(f)
+        tgt.astype(np.int32).tofile(f)
+        src.astype(np.int32).tofile(f)
+        np.array(src_len, np.int32).tofile(f)
+    res = subprocess.run([hf_bert.PROBE, "model-logits", d, bf, of, ad], capture_output=True,
+                         text=True)
+    if res.returncode != 0:
+        bad.append("T5: io_probe model-logits with the adapter: " + res.stderr.strip())
+        return
+    got = np.fromfile(of, np.float32).reshape(B_, T, V).astype(np.float64)
+    want = hf_t5.t5_logits(P, s, torch.from_numpy(src), src_len, torch.from_numpy(tgt)).numpy()
+    compare("T5 folder + adapter, tfm_model_load_adapter logits", got, want, bad)
+    res = subprocess.run([hf_bert.PROBE, "model-logits", d, bf, of], capture_output=True,
+                         text=True)
+    plain = np.fromfile(of, np.float32).reshape(B_, T, V).astype(np.float64)
+    if res.returncode != 0 or not np.abs(plain - want).max() > 1e-2:
+        bad.append("T5: the adapter does not change the logits (or io_probe failed)")
 
 
 def check_training(work, bad):
@@ -350,6 +407,7 @@ def main():
         check_decoder(work, rng, False, bad)
         check_decoder(work, rng, True, bad)
         check_bert(work, rng, bad)
+        check_t5(work, rng, bad)
         check_training(work, bad)
     finally:
         shutil.rmtree(work)

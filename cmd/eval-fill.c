@@ -34,6 +34,8 @@ static void __attribute__((noreturn)) usage(void)
            "\n"
            "Options:\n"
            "  -m, --model FILE     the encoder's model file (or a BERT checkpoint folder)\n"
+           "      --adapter DIR    a LoRA adapter (PEFT's layout, as tfm-train writes it)\n"
+           "                       merged into the model's weights at load\n"
            "  -k, --top-k K        candidates per mask (default 5; at most the vocabulary)\n"
            "      --json           one JSON object per input line: {\"line\": N, \"masks\":\n"
            "                       [{\"position\": P, \"candidates\": [{\"token\": ID,\n"
@@ -48,10 +50,11 @@ static void __attribute__((noreturn)) usage(void)
     exit(0);
 }
 
-enum { OPT_JSON = 256, OPT_THREADS, OPT_VERSION };
+enum { OPT_JSON = 256, OPT_THREADS, OPT_VERSION, OPT_ADAPTER };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
+    {"adapter", required_argument, 0, OPT_ADAPTER},
     {"top-k", required_argument, 0, 'k'},
     {"json", no_argument, 0, OPT_JSON},
     {"threads", required_argument, 0, OPT_THREADS},
@@ -78,12 +81,13 @@ static void put_token(tfm_buf *o, const tfm_tokenizer *tok, uint32_t id, int jso
 
 int tfm_eval_fill_main(int argc, char **argv)
 {
-    const char *model = NULL, *input = "-";
+    const char *model = NULL, *adapter = NULL, *input = "-";
     long k = 5, threads = 0;
     int json = 0, c;
     while ((c = getopt_long(argc, argv, "m:k:qh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
+        case OPT_ADAPTER: adapter = optarg; break;
         case 'k': k = tfm_opt_long(prog, "--top-k", optarg, 1, 1L << 24); break;
         case OPT_JSON: json = 1; break;
         case OPT_THREADS: threads = tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
@@ -104,7 +108,7 @@ int tfm_eval_fill_main(int argc, char **argv)
     tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
     tfm_filler f;
-    if (tfm_filler_open(&f, model, &err) < 0)
+    if (tfm_filler_open(&f, model, adapter, &err) < 0)
         tfm_die(prog, &err);
     if (tfm_model_unchecked(model))
         fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,

@@ -44,6 +44,8 @@ static void __attribute__((noreturn)) usage(void)
            "\n"
            "Options:\n"
            "  -m, --model FILE     the fine-tuned model file\n"
+           "      --adapter DIR    a LoRA adapter (PEFT's layout, as tfm-train writes it)\n"
+           "                       merged into the model's weights at load\n"
            "      --json           one JSON object per example, then with gold data\n"
            "                       {\"metrics\": {...}} (the object of score --json)\n"
            "      --pos-label L    classify: the positive label of the binary scores\n"
@@ -60,10 +62,11 @@ static void __attribute__((noreturn)) usage(void)
     exit(0);
 }
 
-enum { OPT_JSON = 256, OPT_POS, OPT_MAXANS, OPT_BATCH, OPT_THREADS, OPT_VERSION };
+enum { OPT_JSON = 256, OPT_POS, OPT_MAXANS, OPT_BATCH, OPT_THREADS, OPT_VERSION, OPT_ADAPTER };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
+    {"adapter", required_argument, 0, OPT_ADAPTER},
     {"json", no_argument, 0, OPT_JSON},
     {"pos-label", required_argument, 0, OPT_POS},
     {"top-k", required_argument, 0, 'k'},
@@ -77,7 +80,7 @@ static const struct option long_opts[] = {
 };
 
 typedef struct tapp {
-    const char *model, *input, *pos;
+    const char *model, *adapter, *input, *pos;
     int json, quiet, max_answer, top_k;
     tfm_predictor p;
     tfm_ft_data d;
@@ -312,6 +315,7 @@ int tfm_eval_task_main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "m:k:qh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'm': a.model = optarg; break;
+        case OPT_ADAPTER: a.adapter = optarg; break;
         case OPT_JSON: a.json = 1; break;
         case OPT_POS: a.pos = optarg; break;
         case 'k': a.top_k = (int)tfm_opt_long(prog, "--top-k", optarg, 1, 1 << 20); break;
@@ -345,7 +349,7 @@ int tfm_eval_task_main(int argc, char **argv)
 
     tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
-    if (tfm_predictor_open(&a.p, a.model, task, &err) < 0)
+    if (tfm_predictor_open(&a.p, a.model, a.adapter, task, &err) < 0)
         tfm_die(prog, &err);
     if (tfm_model_unchecked(a.model))
         fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,

@@ -36,6 +36,9 @@ static void __attribute__((noreturn)) usage(void)
            "  -m, --model PATH       tfm model file (any kind; an encoder-decoder's encoder),\n"
            "                         or a HuggingFace BERT or GPT-2 folder / safetensors file\n"
            "                         (float32 weights: F16 and BF16 files are refused)\n"
+           "      --adapter DIR      a LoRA adapter (PEFT's adapter_config.json and\n"
+           "                         adapter_model.safetensors, as tfm-train writes them)\n"
+           "                         merged into the model's weights at load\n"
            "Layers (0 = embedding output, 1..L the blocks' outputs):\n"
            "      --layers SPEC      N (negative from the top: -1 last), first, last,\n"
            "                         second-last, sum-last-4, concat-last-4, sum-all\n"
@@ -96,11 +99,12 @@ enum {
     OPT_LAYERS = 256, OPT_LAYER_WEIGHTS, OPT_GAMMA, OPT_POOL, OPT_NORMALIZE, OPT_OFFSETS,
     OPT_SIMILARITY, OPT_MATRIX, OPT_ATTENTION, OPT_ATTENTION_SVG, OPT_ATT_LAYER, OPT_ATT_HEAD,
     OPT_MAX_LEN, OPT_TRUNCATE, OPT_SKIP_EMPTY, OPT_MAX_TOKENS, OPT_CHUNK, OPT_THREADS,
-    OPT_VERSION,
+    OPT_VERSION, OPT_ADAPTER,
 };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
+    {"adapter", required_argument, 0, OPT_ADAPTER},
     {"layers", required_argument, 0, OPT_LAYERS},
     {"layer-weights", required_argument, 0, OPT_LAYER_WEIGHTS},
     {"gamma", required_argument, 0, OPT_GAMMA},
@@ -557,7 +561,7 @@ int main(int argc, char **argv)
 {
     tfm_main_start(prog);
     argv[0] = (char *)prog;
-    const char *model = NULL, *layers = NULL, *weights = NULL, *pool = NULL, *format = NULL;
+    const char *model = NULL, *adapter = NULL, *layers = NULL, *weights = NULL, *pool = NULL, *format = NULL;
     unsigned pool_set = 0;
     double gamma = 1.0;
     int normalize = 0, threads = 0, max_len = 0, max_tokens = 4096, chunk_lines = 1024;
@@ -568,6 +572,7 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "m:o:f:qh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
+        case OPT_ADAPTER: adapter = optarg; break;
         case OPT_LAYERS: layers = optarg; break;
         case OPT_LAYER_WEIGHTS: weights = optarg; break;
         case OPT_GAMMA:
@@ -669,7 +674,7 @@ int main(int argc, char **argv)
 
     tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
-    if (tfm_lm_open(&a.lm, model, &err) < 0)
+    if (tfm_lm_open_adapter(&a.lm, model, adapter, &err) < 0)
         tfm_die(prog, &err);
     if (tfm_model_unchecked(model) && !a.quiet)
         fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,

@@ -48,6 +48,8 @@ static void __attribute__((noreturn)) usage(void)
            "Options:\n"
            "  -m, --model FILE     model file written by tfm-train, or a HuggingFace\n"
            "                       GPT-2 safetensors checkpoint (give it -t)\n"
+           "      --adapter DIR    a LoRA adapter (PEFT's layout, as tfm-train writes it)\n"
+           "                       merged into the model's weights at load\n"
            "  -t, --tokenizer T    tokenizer to use instead of the model file's: a\n"
            "                       tokenizer.json or a GPT-2 vocab.json + merges.txt\n"
            "                       directory (as tfm-tokenize -t)\n"
@@ -84,10 +86,11 @@ static void __attribute__((noreturn)) usage(void)
 
 enum { OPT_CONTEXT = 256, OPT_STRIDE, OPT_TOKENS, OPT_NO_BOS, OPT_JSON, OPT_BATCH,
        OPT_THREADS, OPT_VERSION, OPT_ITEMS, OPT_TOKEN_LP, OPT_SHOTS, OPT_SHOTS_FROM,
-       OPT_SEED };
+       OPT_SEED, OPT_ADAPTER };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
+    {"adapter", required_argument, 0, OPT_ADAPTER},
     {"tokenizer", required_argument, 0, 't'},
     {"context", required_argument, 0, OPT_CONTEXT},
     {"stride", required_argument, 0, OPT_STRIDE},
@@ -109,7 +112,7 @@ static const struct option long_opts[] = {
 
 typedef struct app {
     tfm_eval ev;
-    const char *model_path, *input, *tokens_path, *tok_path, *items_path, *token_lp_path;
+    const char *model_path, *adapter, *input, *tokens_path, *tok_path, *items_path, *token_lp_path;
     tfm_out *items; /* written atomically: committed only on success */
     const char *name;  /* input name for messages */
     long context, stride;
@@ -768,7 +771,7 @@ static void cmd_lastword(app *a)
 static int other_command(int argc, char **argv)
 {
     static const char *const with_value[] = {
-        "-m", "-t", "--model", "--tokenizer", "--context", "--stride", "--tokens", "--batch",
+        "-m", "-t", "--model", "--adapter", "--tokenizer", "--context", "--stride", "--tokens", "--batch",
         "--threads", "--items", "--task", "--gold", "--ref", "--pos-label", "--tag-format",
         "--max-answer", "-k", "--top-k", "--shots", "--shots-from", "--seed"};
     for (int i = 1; i < argc; i++) {
@@ -807,6 +810,7 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "m:t:qh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'm': a.model_path = optarg; break;
+        case OPT_ADAPTER: a.adapter = optarg; break;
         case 't': a.tok_path = optarg; break;
         case OPT_ITEMS: a.items_path = optarg; break;
         case OPT_TOKEN_LP: a.token_lp_path = optarg; break;
@@ -866,7 +870,7 @@ int main(int argc, char **argv)
 
     tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
-    if (tfm_eval_open(&a.ev, a.model_path, (int)batch, &err) < 0)
+    if (tfm_eval_open(&a.ev, a.model_path, a.adapter, (int)batch, &err) < 0)
         die(&err);
     if (tfm_model_unchecked(a.model_path))
         fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,

@@ -32,6 +32,9 @@ static void __attribute__((noreturn)) usage(void)
            "  -m, --model FILE       model file written by tfm-train (weights, config and\n"
            "                         tokenizer in one safetensors file), or a GPT-2\n"
            "                         safetensors checkpoint (with --ids)\n"
+           "      --adapter DIR      a LoRA adapter (PEFT's adapter_config.json and\n"
+           "                         adapter_model.safetensors, as tfm-train writes them)\n"
+           "                         merged into the model's weights at load\n"
            "      --prompt-file F    one prompt per line from F ('-': stdin)\n"
            "      --raw              all of the input is one prompt (newlines included)\n"
            "      --ids              prompts and output are token ids separated by spaces\n"
@@ -88,11 +91,12 @@ enum {
     OPT_BEAM, OPT_LENPEN, OPT_NBEST, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP,
     OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS,
     OPT_VERSION, OPT_NO_CACHE, OPT_PROFILE, OPT_BF16, OPT_MAX_LEN_A, OPT_MAX_LEN_B,
-    OPT_LENPEN_STYLE, OPT_TRUNCATE,
+    OPT_LENPEN_STYLE, OPT_TRUNCATE, OPT_ADAPTER,
 };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},
+    {"adapter", required_argument, 0, OPT_ADAPTER},
     {"prompt-file", required_argument, 0, OPT_PROMPT_FILE},
     {"raw", no_argument, 0, OPT_RAW},
     {"ids", no_argument, 0, OPT_IDS},
@@ -313,7 +317,7 @@ int main(int argc, char **argv)
 {
     tfm_main_start(prog);
     argv[0] = (char *)prog; /* getopt names the program from it */
-    const char *model = NULL, *prompt_file = NULL;
+    const char *model = NULL, *prompt_file = NULL, *adapter = NULL;
     int raw = 0, batch = 0, threads = 0, have_seed = 0, bf16 = 0;
     size_t bf16_bytes = 0;
     int greedy = 0, beam = 0, sampling_opt = 0, beam_opt = 0, nbest_opt = 0;
@@ -329,6 +333,7 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "m:n:qzh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
+        case OPT_ADAPTER: adapter = optarg; break;
         case OPT_PROMPT_FILE: prompt_file = optarg; break;
         case OPT_RAW: raw = 1; break;
         case OPT_IDS: a.ids_mode = 1; break;
@@ -449,7 +454,7 @@ int main(int argc, char **argv)
 
     tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
-    if (tfm_lm_open(&a.lm, model, &err) < 0)
+    if (tfm_lm_open_adapter(&a.lm, model, adapter, &err) < 0)
         tfm_die(prog, &err);
     /* Translation's defaults: beam 4, length a·S + b with a = 1, b = 50 */
     a.encdec = a.lm.cfg.kind == TFM_KIND_ENCODER_DECODER;

@@ -19,6 +19,7 @@
 #include "io/config.h"
 #include "tensor/gemm.h"
 #include "model/file.h"
+#include "model/lora.h"
 #include "train/checkpoint.h"
 #include "train/dist.h"
 #include "train/plot.h"
@@ -30,6 +31,7 @@ static void usage(void)
 {
     printf("Usage: %s -c CONFIG.yaml [--set KEY=VALUE]... [-o RUNDIR] [options]\n"
            "       %s --plot RUNDIR... -o OUT.svg\n"
+           "       %s --merge-adapter ADAPTER_DIR BASE -o OUT.safetensors\n"
            "Train a transformer (language model, masked LM, sequence-to-sequence, or\n"
            "fine-tuning: train.task classify, tag, span); resume when RUNDIR holds a\n"
            "checkpoint.\n"
@@ -58,6 +60,9 @@ static void usage(void)
            "                       matrix product split across the threads\n"
            "      --plot           draw the curves of the run directories given as\n"
            "                       arguments (their log.tsv) in one SVG, -o OUT.svg\n"
+           "      --merge-adapter DIR  write the model BASE (a tfm file or HuggingFace\n"
+           "                       checkpoint) with the LoRA adapter in DIR merged in\n"
+           "                       (W += lora_alpha/r B A) as one model file, -o OUT\n"
            "  -q, --quiet          no progress bar or messages on stderr\n"
            "  -h, --help           this help\n"
            "      --version        print the version\n"
@@ -65,7 +70,7 @@ static void usage(void)
            "Writes RUNDIR/model.safetensors (last), best.safetensors (lowest validation\n"
            "loss), state.safetensors (for resuming), log.tsv and curves.svg.  SIGINT/SIGTERM\n"
            "save a checkpoint and exit 0.  Exit status: 0 success, 1 failure, 2 usage.\n",
-           prog, prog);
+           prog, prog, prog);
     exit(0);
 }
 
@@ -102,7 +107,7 @@ static void message(void *ctx, const char *msg)
 }
 
 enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION,
-       OPT_FRESH, OPT_PLOT, OPT_DP, OPT_DUMP_BATCHES };
+       OPT_FRESH, OPT_PLOT, OPT_DP, OPT_DUMP_BATCHES, OPT_MERGE };
 
 int main(int argc, char **argv)
 {
@@ -120,13 +125,14 @@ int main(int argc, char **argv)
         {"seed", required_argument, NULL, OPT_SEED},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"plot", no_argument, NULL, OPT_PLOT},
+        {"merge-adapter", required_argument, NULL, OPT_MERGE},
         {"data-parallel", required_argument, NULL, OPT_DP},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
-    const char *config_path = NULL, *rundir = "run";
+    const char *config_path = NULL, *rundir = "run", *merge = NULL;
     /* Static so that the early exits (usage, errors) leave it reachable. */
     static const char **sets;
     sets = calloc((size_t)argc + 1, sizeof *sets);
@@ -146,6 +152,7 @@ int main(int argc, char **argv)
         case OPT_DUMP: dump = 1; break;
         case OPT_FRESH: fresh = 1; break;
         case OPT_PLOT: plot = 1; break;
+        case OPT_MERGE: merge = optarg; break;
         case OPT_DP:
             if (!strcmp(optarg, "auto"))
                 dp = TFM_DP_AUTO;
@@ -171,6 +178,22 @@ int main(int argc, char **argv)
         case OPT_VERSION: tfm_print_version(prog);
         default: tfm_usage_hint(prog, argv, longopts); /* getopt said what */
         }
+    }
+    if (merge) {
+        /* a model file from a base and an adapter: no training */
+        if (plot || config_path || n_sets || dump || fresh || steps || threads || dp_given ||
+            dump_batches)
+            tfm_usage_error(prog, "--merge-adapter takes a base model and -o OUT only");
+        if (optind + 1 != argc)
+            tfm_usage_error(prog, "--merge-adapter: give one base model (a model file or "
+                                  "HuggingFace folder)");
+        if (!output_given || !*rundir)
+            tfm_usage_error(prog, "--merge-adapter: no output file (-o OUT.safetensors)");
+        tfm_err merr = {0};
+        if (tfm_lora_merge_file(argv[optind], merge, rundir, &merr) < 0)
+            tfm_die(prog, &merr);
+        free(sets);
+        return 0;
     }
     if (plot) {
         /* one plot of several runs: their log.tsv in, an SVG out */

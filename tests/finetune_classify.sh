@@ -220,4 +220,20 @@ tfm-train -q -c gpt.yaml --threads 1 --set train.lm_weight=0 --set train.max_ste
 tfm-train -q -c gpt.yaml --threads 1 --set train.max_steps=10 -o lm
 awk -F'\t' 'NR == FNR { if (FNR == 2) a = $2; next } FNR == 2 { exit !(a < $2 - 1) }' \
     nolm/log.tsv lm/log.tsv || fail "train.lm_weight changes nothing"
+
+# LoRA over the fine-tuned classifier: the adapter carries the retrained
+# head (PEFT's modules_to_save), and --adapter on the classifier predicts
+# as the run's merged model; on the pre-trained model, which has no
+# classifier, the head has nowhere to go.
+tfm-train -q -c cls.yaml --threads 1 --set train.init=run/model.safetensors \
+    --set train.lora.r=2 --set train.max_steps=20 -o lora
+grep -q '"modules_to_save": \["classifier"\]' lora/adapter_config.json ||
+    { cat lora/adapter_config.json; fail "LoRA classify: modules_to_save"; }
+tfm-eval classify -q --threads 1 -m lora/model.safetensors test.tsv > merged.out
+tfm-eval classify -q --threads 1 -m run/model.safetensors --adapter lora test.tsv > adapted.out
+cmp merged.out adapted.out || fail "tfm-eval classify --adapter differs from the merged model"
+tfm-eval classify -q --threads 1 -m run/model.safetensors test.tsv > plain.out
+cmp -s plain.out adapted.out && fail "the adapter changed no prediction"
+expect_fail 1 "tfm-eval: lora/adapter_model.safetensors: tensor 'base_model.model.classifier.weight' is no lora_A/lora_B and the base model has no 'classifier.weight' to replace" \
+    tfm-eval classify -m pre/model.safetensors --adapter lora test.tsv
 echo ok

@@ -232,21 +232,23 @@ static int json_time(const char *path)
     return 0;
 }
 
-/* model-logits MODEL BATCH OUT: loads MODEL with tfm_model_load (a tfm file,
- * a HuggingFace BERT, GPT-2 or T5 checkpoint), prints
+/* model-logits MODEL BATCH OUT [ADAPTER]: loads MODEL with tfm_model_load (a
+ * tfm file, a HuggingFace BERT, GPT-2 or T5 checkpoint; with ADAPTER, a LoRA
+ * adapter directory merged in), prints
  * the description it got and the tokenizer (kind and size, or "none") on
  * one line (an encoder-decoder's other fields on a second), runs the batch
  * (BATCH: int32 B, T, inputs [B, T], segments [B, T], lengths [B]; an
  * encoder-decoder's: int32 B, T, S, decoder inputs [B, T], source [B, S],
  * source lengths [B]) and writes the logits [B, T, V] (float32) to OUT. */
-static int model_logits(const char *model, const char *batch, const char *out)
+static int model_logits(const char *model, const char *batch, const char *out,
+                        const char *adapter)
 {
     tfm_err e = {0};
     tfm_config c;
     tfm_model m;
     tfm_tokenizer *tok;
     tfm_blas_init(1);
-    if (tfm_model_load(model, &c, &m, &tok, &e) < 0)
+    if (tfm_model_load_adapter(model, adapter, &c, &m, &tok, &e) < 0)
         die(&e);
     const tfm_model_config *g = &m.cfg;
     static const char *const acts[] = {"gelu_tanh", "gelu_exact", "relu"};
@@ -312,8 +314,8 @@ static int model_logits(const char *model, const char *batch, const char *out)
 
 int main(int argc, char **argv)
 {
-    if (argc == 5 && !strcmp(argv[1], "model-logits"))
-        return model_logits(argv[2], argv[3], argv[4]);
+    if ((argc == 5 || argc == 6) && !strcmp(argv[1], "model-logits"))
+        return model_logits(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : NULL);
     if (argc >= 2 && !strcmp(argv[1], "json-dump"))
         return json_dump(argc - 2, argv + 2);
     if (argc == 3 && !strcmp(argv[1], "json-time"))
@@ -330,6 +332,6 @@ int main(int argc, char **argv)
         return st_read(argv[2]);
     fprintf(stderr, "usage: io_probe npy-write DIR | npy-stdout | npy-read FILE | "
                     "st-write FILE | st-read FILE | json-time FILE | json-dump FILE... | "
-                    "model-logits MODEL BATCH OUT\n");
+                    "model-logits MODEL BATCH OUT [ADAPTER]\n");
     return 2;
 }

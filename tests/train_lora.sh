@@ -22,7 +22,51 @@ tfm-train -q -c run.yaml "$@" --set train.max_steps=30 -o b --steps 12
 tfm-train -q --threads 1 -o b
 cmp a/model.safetensors b/model.safetensors || fail "resumed LoRA run differs"
 cmp a/adapter_model.safetensors b/adapter_model.safetensors || fail "resumed adapter differs"
-# bad input
+# --adapter DIR on the base is the merged model: the same scores, the same text
+ppl() { tfm-eval perplexity -q --threads 1 --tokens val.npy "$@"; }
+ppl -m a/model.safetensors > merged.tsv
+ppl -m base/model.safetensors --adapter a > adapted.tsv
+cmp merged.tsv adapted.tsv || fail "--adapter differs from the merged model"
+ppl -m base/model.safetensors > base.tsv
+cmp -s merged.tsv base.tsv && fail "perplexity cannot tell the adapter"
+tfm-generate -q --threads 1 -m a/model.safetensors --ids --greedy -n 12 "65 66" > g1.txt
+tfm-generate -q --threads 1 -m base/model.safetensors --adapter a --ids --greedy -n 12 "65 66" \
+    > g2.txt
+cmp g1.txt g2.txt || fail "tfm-generate --adapter differs from the merged model"
+# tfm-train --merge-adapter writes the merged model as one file
+tfm-train --merge-adapter a base/model.safetensors -o m.safetensors
+ppl -m m.safetensors > m.tsv
+cmp merged.tsv m.tsv || fail "--merge-adapter differs from the run's merged model"
+# bad adapters: one message naming the program and the file, exit 1, no output file
+tfm-train -q -c run.yaml --threads 1 --set model.n_embd=32 --set train.max_steps=1 -o wide
+expect_fail 1 "tfm-eval: a/adapter_model.safetensors: module 'h.0.attn.q': lora_A [4, 16] and lora_B [16, 4] do not fit the base model's h.0.attn.c_attn.weight [32, 96]" \
+    ppl -m wide/model.safetensors --adapter a
+write_config deep.yaml
+sed -i 's/n_layer: 1/n_layer: 2/' deep.yaml
+tfm-train -q -c deep.yaml --threads 1 --set train.max_steps=1 -o deep
+tfm-train -q -c deep.yaml --threads 1 --set train.init=deep/model.safetensors \
+    --set train.lora.r=4 --set train.max_steps=1 -o deep_a
+expect_fail 1 "tfm-generate: deep_a/adapter_model.safetensors: module 'h.1.attn.q' names no weight of the base model" \
+    tfm-generate -m base/model.safetensors --adapter deep_a --ids "1 2"
+mkdir bad
+cp a/adapter_model.safetensors bad/
+sed 's/"attn.q"/"attn.qq"/' a/adapter_config.json > bad/adapter_config.json
+expect_fail 1 "tfm-generate: bad/adapter_config.json:8:22: target_modules entry 'attn.qq' names no module" \
+    tfm-generate -m base/model.safetensors --adapter bad --ids "1 2"
+sed '/"r":/d' a/adapter_config.json > bad/adapter_config.json
+expect_fail 1 'tfm-eval: bad/adapter_config.json: no "r"' ppl -m base/model.safetensors --adapter bad
+sed '/"lora_alpha":/d' a/adapter_config.json > bad/adapter_config.json
+expect_fail 1 'tfm-eval: bad/adapter_config.json: no "lora_alpha"' \
+    ppl -m base/model.safetensors --adapter bad
+cp a/adapter_config.json bad/
+size=$(wc -c < bad/adapter_model.safetensors)
+printf 'X' | dd of=bad/adapter_model.safetensors bs=1 seek=$((size - 10)) conv=notrunc 2>/dev/null
+expect_fail 1 "tfm-train: bad/adapter_model.safetensors: checksum mismatch" \
+    tfm-train --merge-adapter bad base/model.safetensors -o bad.safetensors
+[ ! -e bad.safetensors ] || fail "a failed merge left an output file"
+ls | grep -q 'bad.safetensors' && fail "a failed merge left a temporary file"
+expect_fail 2 "no output file" tfm-train --merge-adapter a base/model.safetensors
+# bad training input
 expect_fail 1 "'qq' names no projection" tfm-train -q -c run.yaml "$@" \
     --set train.lora.targets=qq -o c
 expect_fail 1 "needs train.init" tfm-train -q -c run.yaml --set train.lora.r=4 -o c

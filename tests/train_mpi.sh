@@ -80,6 +80,15 @@ compare one/log.tsv two/log.tsv
 started 100
 # rank 0 alone speaks
 [ "$(grep -c "parameters, vocabulary" err.txt)" = 1 ] || { cat err.txt; fail "messages from every rank"; }
+# LoRA: only the adapters' gradients are summed, packed in one bucket (2
+# adapters of 2·4·16 floats), not the frozen base's zeros: the same curve.
+lora="--set train.init=one/model.safetensors --set train.lora.r=4 --set train.lora.targets=q,v"
+tfm-train -q -c run.yaml $opts $lora -o lora1
+mpi 2 tfm-train -c run.yaml $opts $lora -o lora2 2>err.txt || { cat err.txt; fail "LoRA, 2 ranks"; }
+compare lora1/log.tsv lora2/log.tsv
+grep -q "all-reduce of 0.00 MB a step in 1 buckets (the last 0.00 MB" err.txt ||
+    { cat err.txt; fail "LoRA: not one bucket of the adapters"; }
+cmp -s one/model.safetensors lora2/model.safetensors && fail "LoRA on 2 ranks changed nothing"
 # The buckets summed after backward instead: the same sums, bit for bit.
 mpi 2 tfm-train -c run.yaml $opts --set train.overlap=false -o two-off 2>err.txt ||
     { cat err.txt; fail "2 ranks, no overlap"; }

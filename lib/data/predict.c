@@ -555,10 +555,11 @@ static int task_of_config(const tfm_config *c, tfm_ft_task *t)
     }
 }
 
-int tfm_predictor_open(tfm_predictor *p, const char *path, tfm_ft_task task, tfm_err *err)
+int tfm_predictor_open(tfm_predictor *p, const char *path, const char *adapter,
+                       tfm_ft_task task, tfm_err *err)
 {
     memset(p, 0, sizeof *p);
-    if (tfm_model_load(path, &p->cfg, &p->m, &p->tok, err) < 0)
+    if (tfm_model_load_adapter(path, adapter, &p->cfg, &p->m, &p->tok, err) < 0)
         return -1;
     tfm_ft_task have;
     tfm_buf meta = {0};

@@ -4,7 +4,7 @@
  * classify|tag|span run the same code.
  *
  *     tfm_predictor p;
- *     tfm_predictor_open(&p, "run/model.safetensors", TFM_FT_CLASSIFY, &err);
+ *     tfm_predictor_open(&p, "run/model.safetensors", NULL, TFM_FT_CLASSIFY, &err);
  *     tfm_ft_data d;   tfm_ft_read_file(&d, p.task, "-", &ro, &err);
  *     tfm_ft_set s;    tfm_ft_encode(&s, &d, 0, d.n, p.tok, &p.labels, &p.enc, &err);
  *     tfm_ft_out o;    tfm_ft_run(&p.m, &s, p.labels.regression, 0, 64, &o, NULL, &err);
@@ -149,8 +149,11 @@ typedef struct tfm_predictor {
 } tfm_predictor;
 
 /* Loads a model fine-tuned for task (train.task classify, tag or span; an
- * error otherwise), its tokenizer and label set. */
-int tfm_predictor_open(tfm_predictor *p, const char *path, tfm_ft_task task, tfm_err *err);
+ * error otherwise), its tokenizer and label set; adapter: a LoRA adapter
+ * directory merged in (model/lora.h; NULL: none), which can replace the
+ * head but not add one (the labels are the model file's). */
+int tfm_predictor_open(tfm_predictor *p, const char *path, const char *adapter,
+                       tfm_ft_task task, tfm_err *err);
 void tfm_predictor_close(tfm_predictor *p);
 
 #endif

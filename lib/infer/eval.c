@@ -23,7 +23,7 @@ static int put(tfm_model *m, const char *name, const float *src, int *bound)
 
 static void plan(tfm_eval *e, int context);
 
-int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
+int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch, tfm_err *err)
 {
     memset(e, 0, sizeof *e);
     e->eos = -1;
@@ -32,7 +32,7 @@ int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err)
      * verifies the checksum; the batched forward wants the weights in a
      * tfm_model, so they are copied once */
     tfm_lm lm;
-    if (tfm_lm_open(&lm, path, err) < 0)
+    if (tfm_lm_open_adapter(&lm, path, adapter, err) < 0)
         return -1;
     if (lm.cfg.kind != TFM_KIND_DECODER) {
         tfm_err_set(err, "%s: model.kind is %s: the language-model scores need a decoder "

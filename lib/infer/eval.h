@@ -1,7 +1,7 @@
 /* Scoring text with a language model: the engine under tfm-eval.
  *
  *     tfm_eval e;
- *     tfm_eval_open(&e, "run/model.safetensors", 8, &err);   // batch of 8
+ *     tfm_eval_open(&e, "run/model.safetensors", NULL, 8, &err);   // batch of 8
  *     tfm_eval_seq s = {ids, n, n_target};   // score the last n_target ids
  *     tfm_eval_score(&e, &s, 1, NULL, &err); // s.logprob, s.greedy
  *     tfm_eval_close(&e);
@@ -59,8 +59,9 @@ typedef struct tfm_eval {
  * its checksum verified) or a HuggingFace GPT-2 safetensors checkpoint (no
  * tokenizer), as tfm_lm_open (infer/generate.h) reads them; the weights are
  * copied into a tfm_model.  batch < 1 picks one that keeps the logits under
- * ~256 MB.  Errors name the path. */
-int tfm_eval_open(tfm_eval *e, const char *path, int batch, tfm_err *err);
+ * ~256 MB.  adapter: a LoRA adapter directory merged in (model/lora.h;
+ * NULL: none).  Errors name the path. */
+int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch, tfm_err *err);
 /* Replaces the model's tokenizer (and end-of-text id) by tok, which e then
  * owns; an error, with tok still the caller's, when tok has more tokens
  * than the model. */

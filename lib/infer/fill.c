@@ -7,10 +7,10 @@
 #include "infer/fill.h"
 #include "model/file.h"
 
-int tfm_filler_open(tfm_filler *f, const char *path, tfm_err *err)
+int tfm_filler_open(tfm_filler *f, const char *path, const char *adapter, tfm_err *err)
 {
     memset(f, 0, sizeof *f);
-    if (tfm_model_load(path, &f->cfg, &f->m, &f->tok, err) < 0)
+    if (tfm_model_load_adapter(path, adapter, &f->cfg, &f->m, &f->tok, err) < 0)
         return -1;
     const tfm_model_config *c = &f->m.cfg;
     if (c->kind != TFM_KIND_ENCODER) {

@@ -2,7 +2,7 @@
  * [MASK] of a text, as HuggingFace's fill-mask pipeline reports it.
  *
  *     tfm_filler f;
- *     tfm_filler_open(&f, "run/model.safetensors", &err);  // an MLM encoder
+ *     tfm_filler_open(&f, "run/model.safetensors", NULL, &err);  // an MLM encoder
  *     tfm_fill_out o = {0};
  *     tfm_filler_run(&f, "the [MASK] sat", 14, 5, &o, &err); // top 5 per mask
  *     // o.n_mask masks; mask j's candidates o.id[j*o.k + r], o.prob[...]
@@ -46,8 +46,9 @@ typedef struct tfm_filler {
 
 /* Errors (naming path): a file that does not load, a decoder or an
  * encoder-decoder, an encoder without model.mlm_head ("has no masked-LM
- * head"), no tokenizer, a tokenizer without a mask token. */
-int tfm_filler_open(tfm_filler *f, const char *path, tfm_err *err);
+ * head"), no tokenizer, a tokenizer without a mask token.  adapter: a LoRA
+ * adapter directory merged in (model/lora.h; NULL: none). */
+int tfm_filler_open(tfm_filler *f, const char *path, const char *adapter, tfm_err *err);
 void tfm_filler_close(tfm_filler *f);
 
 typedef struct tfm_fill_out {

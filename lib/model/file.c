@@ -1432,6 +1432,22 @@ out:
     return rc;
 }
 
+int tfm_model_load_adapter(const char *path, const char *adapter, tfm_config *c, tfm_model *m,
+                           tfm_tokenizer **tok, tfm_err *err)
+{
+    if (tfm_model_load(path, c, m, tok, err) < 0)
+        return -1;
+    if (adapter && tfm_adapter_apply(m, adapter, err) < 0) {
+        tfm_model_free(m);
+        if (tok && *tok) {
+            tfm_tokenizer_free(*tok);
+            *tok = NULL;
+        }
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- inference ----------------------------------------------------- */
 
 static const tfm_st_tensor *find(const tfm_safetensors *st, const char *name)
@@ -1730,8 +1746,63 @@ fail:
     return -1;
 }
 
+/* The adapter's tensors first, then the file's (tfm_weights_bind's lookup). */
+typedef struct adapted_file {
+    const tfm_safetensors *st;
+    const tfm_adapter *ad;
+} adapted_file;
+
+static const float *lookup_adapted(void *ctx, const char *name, size_t d0, size_t d1,
+                                   tfm_err *err)
+{
+    const adapted_file *a = ctx;
+    const float *w = lookup((void *)a->st, name, d0, d1, err);
+    const float *t = w ? tfm_adapter_find(a->ad, name) : NULL;
+    return t ? t : w;
+}
+
+/* tfm_adapter_load's view of a mapped file: F32 tensors by tfm's names. */
+static const float *file_base(void *ctx, const char *name, size_t shape[2])
+{
+    const tfm_st_tensor *t = find(ctx, name);
+    if (!t || t->dtype != TFM_ST_F32 || t->ndim > 2)
+        return NULL;
+    shape[0] = t->shape[0];
+    shape[1] = t->ndim == 2 ? t->shape[1] : 0;
+    return t->data;
+}
+
+int tfm_lm_open_adapter(tfm_lm *lm, const char *path, const char *adapter, tfm_err *err)
+{
+    if (tfm_lm_open(lm, path, err) < 0)
+        return -1;
+    if (!adapter)
+        return 0;
+    if (lm->model) { /* a copied checkpoint: merged in place, bound where it was */
+        if (tfm_adapter_apply(lm->model, adapter, err) < 0)
+            goto fail;
+        return 0;
+    }
+    tfm_adapter *ad = tfm_calloc(1, sizeof *ad);
+    lm->adapter = ad;
+    if (tfm_adapter_load(ad, adapter, file_base, lm->file, err) < 0)
+        goto fail;
+    adapted_file a = {lm->file, ad};
+    tfm_weights_free(&lm->w);
+    if (tfm_weights_bind(&lm->w, &lm->cfg, lookup_adapted, &a, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    tfm_lm_close(lm);
+    return -1;
+}
+
 void tfm_lm_close(tfm_lm *lm)
 {
+    if (lm->adapter) {
+        tfm_adapter_free(lm->adapter);
+        free(lm->adapter);
+    }
     if (lm->tok)
         tfm_tokenizer_free(lm->tok);
     tfm_weights_free(&lm->w);

@@ -135,6 +135,10 @@ int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err
  * (above): *c's model section then describes them.  The caller frees m and *tok. */
 int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
                    tfm_err *err);
+/* The same with a LoRA adapter directory (model/lora.h; NULL: none) merged
+ * into m's weights. */
+int tfm_model_load_adapter(const char *path, const char *adapter, tfm_config *c, tfm_model *m,
+                           tfm_tokenizer **tok, tfm_err *err);
 
 /* A model opened for inference: weights used in place from the mapped
  * file. */
@@ -153,6 +157,8 @@ typedef struct tfm_lm {
     void *model;          /* private: a HuggingFace BERT or T5 checkpoint's
                              weights copied into tfm's layout (tfm_model), or
                              NULL */
+    void *adapter;        /* private: the weights a LoRA adapter changed
+                             (model/lora.h's tfm_adapter), or NULL */
 } tfm_lm;
 
 /* Opens a tfm model file (or a HuggingFace GPT-2, BERT or T5 one; path may
@@ -161,6 +167,9 @@ typedef struct tfm_lm {
  * the mapping (a BERT or T5 checkpoint's are copied).  Errors name the
  * path. */
 int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err);
+/* The same with a LoRA adapter directory (model/lora.h; NULL: none) merged
+ * in: only the weights it adapts are copied, the rest stay mapped. */
+int tfm_lm_open_adapter(tfm_lm *lm, const char *path, const char *adapter, tfm_err *err);
 void tfm_lm_close(tfm_lm *lm);
 
 #endif

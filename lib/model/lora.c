@@ -3,6 +3,9 @@
 #include "model/lora.h"
 
 #include <ctype.h>
+#include <math.h>
+#include <regex.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,4 +260,441 @@ void tfm_lora_unmerge_model(tfm_model *m, float *saved)
     merge_ctx c = {.saved = saved, .restore = 1};
     each_adapter(m, merge_one, &c);
     free(saved);
+}
+
+/* ---- --adapter DIR ------------------------------------------------- */
+
+/* HuggingFace's module names as tfm's: BERT's encoder.layer.{i}.* and T5's
+ * {encoder,decoder}.block.{i}.layer.{n}.* become [enc.]h.{i}.*; GPT-2's
+ * and tfm's own pass (their prefix "transformer." or "bert." dropped). */
+static void module_to_tfm(const char *mod, char *out, size_t size)
+{
+    static const struct {
+        const char *hf, *tfm;
+    } bert[] = {
+        {"attention.self.query", "attn.q"}, {"attention.self.key", "attn.k"},
+        {"attention.self.value", "attn.v"}, {"attention.output.dense", "attn.c_proj"},
+        {"intermediate.dense", "mlp.c_fc"}, {"output.dense", "mlp.c_proj"},
+    }, t5[] = {
+        {"SelfAttention.q", "attn.q"},     {"SelfAttention.k", "attn.k"},
+        {"SelfAttention.v", "attn.v"},     {"SelfAttention.o", "attn.c_proj"},
+        {"EncDecAttention.q", "xattn.c_q"}, {"EncDecAttention.k", "xattn.k"},
+        {"EncDecAttention.v", "xattn.v"},  {"EncDecAttention.o", "xattn.c_proj"},
+        {"DenseReluDense.wi", "mlp.c_fc"}, {"DenseReluDense.wo", "mlp.c_proj"},
+        {"DenseReluDense.wi_0", "mlp.wi_0"}, {"DenseReluDense.wi_1", "mlp.wi_1"},
+    };
+    if (!strncmp(mod, "transformer.", 12))
+        mod += 12;
+    else if (!strncmp(mod, "bert.", 5))
+        mod += 5;
+    snprintf(out, size, "%s", mod);
+    int l, sub, k = -1;
+    if (sscanf(mod, "encoder.layer.%d.%n", &l, &k) == 1 && k > 0) {
+        for (size_t i = 0; i < sizeof bert / sizeof *bert; i++)
+            if (!strcmp(mod + k, bert[i].hf))
+                snprintf(out, size, "h.%d.%s", l, bert[i].tfm);
+        return;
+    }
+    const char *pre = !strncmp(mod, "encoder.", 8) ? "enc." : "";
+    k = -1;
+    if ((sscanf(mod, "encoder.block.%d.layer.%d.%n", &l, &sub, &k) == 2 ||
+         sscanf(mod, "decoder.block.%d.layer.%d.%n", &l, &sub, &k) == 2) && k > 0)
+        for (size_t i = 0; i < sizeof t5 / sizeof *t5; i++)
+            if (!strcmp(mod + k, t5[i].hf))
+                snprintf(out, size, "%sh.%d.%s", pre, l, t5[i].tfm);
+}
+
+/* The weight a tfm module adapts: its name, the column block and how many
+ * blocks the fused weight holds (c_attn 3, c_kv 2). */
+static void module_target(const char *mod, char *weight, size_t size, int *part, int *nparts)
+{
+    int k = -1, l;
+    const char *h = strncmp(mod, "enc.", 4) ? mod : mod + 4;
+    const char *w;
+    *part = 0;
+    *nparts = 1;
+    if (sscanf(h, "h.%d.%n", &l, &k) == 1 && k > 0 && tfm_lora_module_weight(h + k, &w, part)) {
+        snprintf(weight, size, "%.*s%s", (int)(h + k - mod), mod, w);
+        *nparts = strstr(w, "c_attn") ? 3 : strstr(w, "c_kv") ? 2 : 1;
+        return;
+    }
+    snprintf(weight, size, "%s.weight", mod);
+}
+
+/* A tensor's floats (F32, or BF16 widened) into a new array. */
+static float *tensor_f32(const tfm_safetensors *st, const tfm_st_tensor *t, tfm_err *err)
+{
+    if (t->dtype != TFM_ST_F32 && t->dtype != TFM_ST_BF16) {
+        tfm_err_set(err, "%s: tensor '%s' is %s; adapters are read as F32 or BF16", st->name,
+                    t->name, tfm_st_dtype_name(t->dtype));
+        return NULL;
+    }
+    float *f = tfm_malloc(t->count * sizeof *f + 1);
+    if (t->dtype == TFM_ST_F32) {
+        memcpy(f, t->data, t->count * sizeof *f);
+    } else {
+        const uint16_t *h = t->data;
+        for (size_t i = 0; i < t->count; i++) {
+            uint32_t u = (uint32_t)h[i] << 16;
+            memcpy(f + i, &u, sizeof u);
+        }
+    }
+    return f;
+}
+
+static struct tfm_adapted *adapted(tfm_adapter *ad, const char *name, const float *base,
+                                   size_t numel)
+{
+    for (int i = 0; i < ad->n; i++)
+        if (!strcmp(ad->t[i].name, name))
+            return &ad->t[i];
+    ad->t = tfm_realloc(ad->t, (size_t)(ad->n + 1) * sizeof *ad->t);
+    struct tfm_adapted *a = &ad->t[ad->n++];
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->numel = numel;
+    a->data = tfm_malloc(numel * sizeof(float) + 1);
+    memcpy(a->data, base, numel * sizeof(float));
+    return a;
+}
+
+static void shape_str(char *out, size_t n, const size_t *shape, int ndim)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (int i = 0; i < ndim && o < n; i++)
+        o += (size_t)snprintf(out + o, n - o, "%s%zu", i ? ", " : "", shape[i]);
+}
+
+typedef struct adapter_cfg {
+    int r;
+    float scale;
+    const tfm_json *targets;   /* target_modules, or NULL */
+} adapter_cfg;
+
+static int read_adapter_config(const char *path, tfm_json_doc *doc, adapter_cfg *ac,
+                               tfm_err *err)
+{
+    if (tfm_json_parse_file(doc, path, 0, err) < 0)
+        return -1;
+    const tfm_json *root = doc->root, *j;
+    if (!root || root->type != TFM_JSON_OBJECT)
+        return tfm_err_set(err, "%s: not a JSON object (PEFT's adapter_config.json)", path);
+    int64_t r;
+    if (!(j = tfm_json_get(root, "r")))
+        return tfm_err_set(err, "%s: no \"r\" (the adapter's rank)", path);
+    if (tfm_json_get_int(doc, j, "r", 1, 1 << 20, &r, err) < 0)
+        return -1;
+    if (!(j = tfm_json_get(root, "lora_alpha")))
+        return tfm_err_set(err, "%s: no \"lora_alpha\" (the adapter's scale is lora_alpha/r)",
+                           path);
+    if (j->type != TFM_JSON_NUMBER || !isfinite(j->num))
+        return tfm_err_set(err, "%s:%ld:%ld: lora_alpha must be a number", path, j->line,
+                           j->col);
+    ac->r = (int)r;
+    double alpha = j->num;
+    ac->scale = (float)(alpha / (double)r);
+    if ((j = tfm_json_get(root, "use_rslora")) && j->type == TFM_JSON_BOOL && j->boolean)
+        ac->scale = (float)(alpha / sqrt((double)r)); /* rank-stabilised LoRA */
+    if ((j = tfm_json_get(root, "peft_type")) && j->type == TFM_JSON_STRING &&
+        strcmp(j->str, "LORA"))
+        return tfm_err_set(err, "%s:%ld:%ld: peft_type '%s': only LORA adapters are supported",
+                           path, j->line, j->col, j->str);
+    if ((j = tfm_json_get(root, "bias")) && j->type == TFM_JSON_STRING && strcmp(j->str, "none"))
+        return tfm_err_set(err, "%s:%ld:%ld: bias '%s': only adapters without bias terms "
+                           "(\"none\") are supported", path, j->line, j->col, j->str);
+    if ((j = tfm_json_get(root, "use_dora")) && j->type == TFM_JSON_BOOL && j->boolean)
+        return tfm_err_set(err, "%s:%ld:%ld: use_dora: DoRA adapters are not supported", path,
+                           j->line, j->col);
+    static const char *const patterns[] = {"rank_pattern", "alpha_pattern"};
+    for (int i = 0; i < 2; i++)
+        if ((j = tfm_json_get(root, patterns[i])) && j->type == TFM_JSON_OBJECT && j->n)
+            return tfm_err_set(err, "%s:%ld:%ld: %s: a rank or alpha per module is not "
+                               "supported (one r and lora_alpha for all)", path, j->line,
+                               j->col, patterns[i]);
+    ac->targets = tfm_json_get(root, "target_modules");
+    if (ac->targets && ac->targets->type == TFM_JSON_NULL)
+        ac->targets = NULL;
+    if (ac->targets && ac->targets->type != TFM_JSON_STRING) {
+        if (tfm_json_expect(doc, ac->targets, TFM_JSON_ARRAY, "target_modules", err) < 0)
+            return -1;
+        for (size_t i = 0; i < ac->targets->n; i++)
+            if (tfm_json_expect(doc, ac->targets->items[i], TFM_JSON_STRING,
+                                "a target_modules entry", err) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* PEFT's matching: a list entry is the module's name or its last dotted
+ * parts; a string is a regular expression over the whole name
+ * ("all-linear": every linear layer). */
+static int target_matches(const tfm_json *t, const char *mod)
+{
+    size_t n = strlen(mod), k = t->len;
+    return !strcmp(mod, t->str) || (n > k && mod[n - k - 1] == '.' && !strcmp(mod + n - k, t->str));
+}
+
+static int check_targets(const char *path, const adapter_cfg *ac, char **mods, int n_mods,
+                         tfm_err *err)
+{
+    const tfm_json *t = ac->targets;
+    if (!t)
+        return 0;
+    if (t->type == TFM_JSON_STRING) {
+        if (!strcmp(t->str, "all-linear"))
+            return 0;
+        size_t n = t->len + 8;
+        char *re = malloc(n);
+        snprintf(re, n, "^(%s)$", t->str);
+        regex_t rx;
+        int bad = regcomp(&rx, re, REG_EXTENDED | REG_NOSUB);
+        free(re);
+        if (bad)
+            return tfm_err_set(err, "%s:%ld:%ld: target_modules '%s' is not a regular "
+                               "expression", path, t->line, t->col, t->str);
+        int hit = 0;
+        for (int i = 0; i < n_mods && !hit; i++)
+            hit = regexec(&rx, mods[i], 0, NULL, 0) == 0;
+        regfree(&rx);
+        if (!hit)
+            return tfm_err_set(err, "%s:%ld:%ld: target_modules '%s' matches no module of "
+                               "adapter_model.safetensors", path, t->line, t->col, t->str);
+        return 0;
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        int hit = 0;
+        for (int m = 0; m < n_mods && !hit; m++)
+            hit = target_matches(t->items[i], mods[m]);
+        if (!hit)
+            return tfm_err_set(err, "%s:%ld:%ld: target_modules entry '%s' names no module of "
+                               "adapter_model.safetensors (%s%s)", path, t->items[i]->line,
+                               t->items[i]->col, t->items[i]->str,
+                               n_mods ? "it has " : "it has none", n_mods ? mods[0] : "");
+    }
+    return 0;
+}
+
+/* One module: A and B checked against the base weight, merged into its copy. */
+static int merge_module(tfm_adapter *ad, const tfm_safetensors *st, const char *mod,
+                        const tfm_st_tensor *A, const tfm_st_tensor *B, const adapter_cfg *ac,
+                        tfm_lora_base_fn base, void *ctx, tfm_err *err)
+{
+    char tmod[96], weight[112], sa[64], sb[64], sw[64];
+    int part, nparts;
+    module_to_tfm(mod, tmod, sizeof tmod);
+    module_target(tmod, weight, sizeof weight, &part, &nparts);
+    size_t ws[2] = {0, 0};
+    const float *w = strlen(weight) < 48 ? base(ctx, weight, ws) : NULL;
+    char also[128] = "";
+    if (strcmp(tmod, mod))
+        snprintf(also, sizeof also, " (tfm's %s)", tmod);
+    if (!w || !ws[1])
+        return tfm_err_set(err, "%s: module '%s'%s names no weight of the base model", st->name,
+                           mod, also);
+    shape_str(sa, sizeof sa, A->shape, A->ndim);
+    shape_str(sb, sizeof sb, B->shape, B->ndim);
+    shape_str(sw, sizeof sw, ws, 2);
+    if (A->ndim != 2 || B->ndim != 2 || A->shape[0] != (size_t)ac->r || B->shape[1] != (size_t)ac->r)
+        return tfm_err_set(err, "%s: module '%s': lora_A [%s] and lora_B [%s] are not "
+                           "[r, in] and [out, r] with adapter_config.json's r %d", st->name, mod,
+                           sa, sb, ac->r);
+    if (A->shape[1] != ws[0] || B->shape[0] * (size_t)nparts != ws[1])
+        return tfm_err_set(err, "%s: module '%s'%s: lora_A [%s] and lora_B [%s] do not fit "
+                           "the base model's %s [%s] ([in, out]%s)", st->name, mod, also, sa,
+                           sb, weight, sw, nparts > 1 ? ", q, k, v side by side" : "");
+    float *a = tensor_f32(st, A, err), *b = a ? tensor_f32(st, B, err) : NULL;
+    if (!b) {
+        free(a);
+        return -1;
+    }
+    struct tfm_adapted *t = adapted(ad, weight, w, ws[0] * ws[1]);
+    int out = (int)B->shape[0];
+    tfm_lora_merge(t->data + (size_t)part * (size_t)out, (int)ws[1], 0, a, b, (int)ws[0], out,
+                   ac->r, ac->scale);
+    free(a);
+    free(b);
+    return 0;
+}
+
+/* A tensor that is no adapter's: a trained head replacing the base's. */
+static int replace_tensor(tfm_adapter *ad, const tfm_safetensors *st, const tfm_st_tensor *t,
+                          const char *name, tfm_lora_base_fn base, void *ctx, tfm_err *err)
+{
+    size_t ws[2] = {0, 0};
+    const float *w = strlen(name) < 48 ? base(ctx, name, ws) : NULL;
+    if (!w)
+        return tfm_err_set(err, "%s: tensor '%s' is no lora_A/lora_B and the base model has "
+                           "no '%s' to replace (a head trained beside the adapter needs its run's merged "
+                           "model.safetensors, which also holds the task)", st->name, t->name, name);
+    char sa[64], sw[64];
+    shape_str(sa, sizeof sa, t->shape, t->ndim);
+    shape_str(sw, sizeof sw, ws, ws[1] ? 2 : 1);
+    if (t->count != ws[0] * (ws[1] ? ws[1] : 1) || t->ndim != (ws[1] ? 2 : 1) ||
+        t->shape[0] != ws[0])
+        return tfm_err_set(err, "%s: tensor '%s' has shape [%s], the base model's '%s' [%s]",
+                           st->name, t->name, sa, name, sw);
+    float *f = tensor_f32(st, t, err);
+    if (!f)
+        return -1;
+    struct tfm_adapted *a = adapted(ad, name, f, t->count);
+    memcpy(a->data, f, t->count * sizeof *f);
+    free(f);
+    return 0;
+}
+
+int tfm_adapter_load(tfm_adapter *ad, const char *dir, tfm_lora_base_fn base, void *ctx,
+                     tfm_err *err)
+{
+    memset(ad, 0, sizeof *ad);
+    static const char pre[] = "base_model.model.";
+    const size_t np = sizeof pre - 1;
+    char *cfg_path = join(dir, "adapter_config.json");
+    char *st_path = join(dir, "adapter_model.safetensors");
+    tfm_json_doc doc = {0};
+    tfm_safetensors st;
+    int st_open = 0, rc = -1, n_mods = 0;
+    char **mods = NULL;
+    adapter_cfg ac = {0};
+    if (read_adapter_config(cfg_path, &doc, &ac, err) < 0)
+        goto out;
+    if (tfm_safetensors_open(&st, st_path, err) < 0)
+        goto out;
+    st_open = 1;
+    if (tfm_model_file_verify(&st, 0, err) < 0)
+        goto out;
+    mods = tfm_calloc(st.n_tensors + 1, sizeof *mods);
+    for (size_t i = 0; i < st.n_tensors; i++) {
+        const tfm_st_tensor *t = &st.tensors[i];
+        if (strncmp(t->name, pre, np)) {
+            tfm_err_set(err, "%s: tensor '%s' is not under PEFT's \"%s\"", st.name, t->name,
+                        pre);
+            goto out;
+        }
+        const char *name = t->name + np, *a = strstr(name, ".lora_A.weight"),
+                   *b = strstr(name, ".lora_B.weight");
+        char other[256];
+        if (b && !b[14]) {
+            snprintf(other, sizeof other, "%.*s.lora_A.weight", (int)(b - t->name), t->name);
+            if (!tfm_safetensors_find(&st, other)) {
+                tfm_err_set(err, "%s: tensor '%s' has no '%s' beside it", st.name, t->name,
+                            other);
+                goto out;
+            }
+            continue; /* merged with its A */
+        }
+        if (!a || a[14]) {
+            if (strstr(name, "lora_")) {
+                tfm_err_set(err, "%s: tensor '%s': only lora_A.weight and lora_B.weight of "
+                            "linear layers are supported", st.name, t->name);
+                goto out;
+            }
+            const char *h = strncmp(name, "transformer.", 12) ? name : name + 12;
+            if (replace_tensor(ad, &st, t, h, base, ctx, err) < 0)
+                goto out;
+            continue;
+        }
+        char *mod = mods[n_mods++] = tfm_malloc((size_t)(a - name) + 1);
+        memcpy(mod, name, (size_t)(a - name));
+        mod[a - name] = 0;
+        snprintf(other, sizeof other, "%.*s.lora_B.weight", (int)(a - t->name), t->name);
+        const tfm_st_tensor *B = tfm_safetensors_find(&st, other);
+        if (!B) {
+            tfm_err_set(err, "%s: tensor '%s' has no '%s' beside it", st.name, t->name, other);
+            goto out;
+        }
+        if (merge_module(ad, &st, mod, t, B, &ac, base, ctx, err) < 0)
+            goto out;
+    }
+    if (!n_mods) {
+        tfm_err_set(err, "%s: no lora_A/lora_B tensors: not a LoRA adapter", st.name);
+        goto out;
+    }
+    if (check_targets(cfg_path, &ac, mods, n_mods, err) < 0)
+        goto out;
+    rc = 0;
+out:
+    if (rc < 0)
+        tfm_adapter_free(ad);
+    for (int i = 0; i < n_mods; i++)
+        free(mods[i]);
+    free(mods);
+    if (st_open)
+        tfm_safetensors_close(&st);
+    tfm_json_doc_free(&doc);
+    free(cfg_path);
+    free(st_path);
+    return rc;
+}
+
+const float *tfm_adapter_find(const tfm_adapter *ad, const char *name)
+{
+    for (int i = 0; i < ad->n; i++)
+        if (!strcmp(ad->t[i].name, name))
+            return ad->t[i].data;
+    return NULL;
+}
+
+void tfm_adapter_free(tfm_adapter *ad)
+{
+    for (int i = 0; i < ad->n; i++)
+        free(ad->t[i].data);
+    free(ad->t);
+    memset(ad, 0, sizeof *ad);
+}
+
+static const float *model_base(void *ctx, const char *name, size_t shape[2])
+{
+    const tfm_model *m = ctx;
+    const tfm_param *p = tfm_model_param(m, name);
+    if (!p)
+        return NULL;
+    shape[0] = p->shape[0];
+    shape[1] = p->ndim == 2 ? p->shape[1] : 0;
+    return m->params + p->offset;
+}
+
+int tfm_adapter_apply(tfm_model *m, const char *dir, tfm_err *err)
+{
+    tfm_adapter ad;
+    if (tfm_adapter_load(&ad, dir, model_base, m, err) < 0)
+        return -1;
+    for (int i = 0; i < ad.n; i++) {
+        const tfm_param *p = tfm_model_param(m, ad.t[i].name);
+        memcpy(m->params + p->offset, ad.t[i].data, ad.t[i].numel * sizeof(float));
+    }
+    tfm_adapter_free(&ad);
+    return 0;
+}
+
+int tfm_lora_merge_file(const char *base, const char *dir, const char *out, tfm_err *err)
+{
+    tfm_config c;
+    tfm_model m;
+    tfm_tokenizer *tok = NULL;
+    if (tfm_model_load_adapter(base, dir, &c, &m, &tok, err) < 0)
+        return -1;
+    tfm_buf yaml = {0}, tj = {0}, task = {0}, src = {0}, step = {0};
+    c.train.lora.r = 0; /* the adapters are in the weights now */
+    tfm_config_dump(&c, 0, &yaml);
+    if (tok)
+        tfm_tokenizer_to_json(tok, &tj);
+    int rc = -1, has_task, has_src, has_step;
+    if ((has_task = tfm_model_file_meta(base, "task", &task, err)) < 0 ||
+        (has_src = tfm_model_file_meta(base, "source_tokenizer", &src, err)) < 0 ||
+        (has_step = tfm_model_file_meta(base, "step", &step, err)) < 0)
+        goto out;
+    rc = tfm_model_save_task(out, &m, tfm_buf_cstr(&yaml), tok ? tj.data : NULL, tj.len,
+                             has_src ? src.data : NULL, src.len,
+                             has_task ? tfm_buf_cstr(&task) : NULL,
+                             has_step ? strtoll(tfm_buf_cstr(&step), NULL, 10) : 0, err);
+out:
+    tfm_buf_free(&yaml);
+    tfm_buf_free(&tj);
+    tfm_buf_free(&task);
+    tfm_buf_free(&src);
+    tfm_buf_free(&step);
+    if (tok)
+        tfm_tokenizer_free(tok);
+    tfm_model_free(&m);
+    return rc;
 }

@@ -50,4 +50,55 @@ float *tfm_lora_merge_model(tfm_model *m);
 /* Puts the copied weights back, bit for bit, and frees the copy. */
 void tfm_lora_unmerge_model(tfm_model *m, float *saved);
 
+/* ---- applying an adapter directory to a base model (--adapter DIR) ----
+ *
+ * Reads DIR/adapter_config.json (required: r, lora_alpha; use_rslora
+ * scales by alpha/sqrt(r); peft_type LORA, bias none, no use_dora, no
+ * rank_pattern or alpha_pattern) and DIR/adapter_model.safetensors (F32 or
+ * BF16), and merges W += scale·B·A into copies of the base weights it
+ * adapts.  Module names are tfm's (above; a whole tensor too, such as
+ * h.{i}.attn.c_attn) or HuggingFace's, with or without their model prefix
+ * ("transformer.", "bert."):
+ *   GPT-2  h.{i}.attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj (Conv1D:
+ *          the adapter spans the fused q, k, v)
+ *   BERT   encoder.layer.{i}.attention.self.query, .key, .value,
+ *          attention.output.dense, intermediate.dense, output.dense
+ *   T5     encoder.block.{i}.layer.0.SelfAttention.q, .k, .v, .o,
+ *          decoder.block.{i}.layer.1.EncDecAttention.q, .k, .v, .o,
+ *          {encoder,decoder}.block.{i}.layer.{n}.DenseReluDense.wi, .wo,
+ *          .wi_0, .wi_1
+ * Any other tensor (PEFT's modules_to_save, tfm's trained heads) replaces
+ * the base's tensor of that name and shape.  Every target_modules entry
+ * must match a module of the file (PEFT's rule: the name or its last
+ * dotted parts; a string is a regular expression over the whole name).
+ * Errors name the file and the tensor or key. */
+
+/* The base's tensor of tfm's name: its floats and shape (shape[1] 0 for
+ * vectors), or NULL when the base has none. */
+typedef const float *(*tfm_lora_base_fn)(void *ctx, const char *name, size_t shape[2]);
+
+typedef struct tfm_adapter {
+    int n;
+    struct tfm_adapted {
+        char name[48];      /* tfm's tensor name */
+        size_t numel;
+        float *data;        /* the merged (or replaced) tensor, owned */
+    } *t;
+} tfm_adapter;
+
+int tfm_adapter_load(tfm_adapter *ad, const char *dir, tfm_lora_base_fn base, void *ctx,
+                     tfm_err *err);
+/* The adapted tensor of that name, or NULL when the adapter leaves it. */
+const float *tfm_adapter_find(const tfm_adapter *ad, const char *name);
+void tfm_adapter_free(tfm_adapter *ad);
+
+/* tfm_adapter_load over m's weights, copied back into m->params. */
+int tfm_adapter_apply(tfm_model *m, const char *dir, tfm_err *err);
+
+/* Writes out (atomically): the model at base (a tfm file or a HuggingFace
+ * checkpoint, as tfm_model_load reads it) with the adapter in dir merged
+ * in, as a tfm model file with base's configuration, tokenizer, task and
+ * step. */
+int tfm_lora_merge_file(const char *base, const char *dir, const char *out, tfm_err *err);
+
 #endif

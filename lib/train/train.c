@@ -172,6 +172,8 @@ typedef struct run {
     int64_t saved_step;
     int saved_any; /* a checkpoint was written (or resumed from) */
     tfm_dist_reduce *red; /* dist: the gradient sum in buckets; NULL on one rank */
+    float *lora_sum;      /* dist, LoRA: the trained tensors' gradients packed
+                             for one sum (red is NULL then) */
 } run;
 
 /* What a stopped run leaves: "the last good checkpoint (step 20) is kept
@@ -415,6 +417,27 @@ static tfm_dist_reduce *dist_plan(tfm_model *m, double bucket_mb)
                                              (size_t)(bucket_mb * (1 << 20) / sizeof(float)));
     free(cuts);
     return r;
+}
+
+/* dist, LoRA: the frozen base's gradients stay zero, so only the trained
+ * tensors' (the adapters and heads: a few per cent) are packed, summed in
+ * one call after backward, and put back. */
+static void lora_sum_grads(run *R)
+{
+    float *g = R->m.grads, *buf = R->lora_sum;
+    size_t o = 0;
+    for (int i = 0; i < R->m.n_table; i++)
+        if (!R->m.table[i].frozen) {
+            memcpy(buf + o, g + R->m.table[i].offset, R->m.table[i].numel * sizeof *g);
+            o += R->m.table[i].numel;
+        }
+    tfm_dist_sum_floats(buf, o);
+    o = 0;
+    for (int i = 0; i < R->m.n_table; i++)
+        if (!R->m.table[i].frozen) {
+            memcpy(g + R->m.table[i].offset, buf + o, R->m.table[i].numel * sizeof *g);
+            o += R->m.table[i].numel;
+        }
 }
 
 /* tfm_model.grads_ready during the step's last backward */
@@ -789,8 +812,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
      * (global) batch */
     tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, nr > 1 ? (B + nr - 1) / nr : B,
                                                 R->o->data_parallel));
-    if (nr > 1)
+    if (nr > 1 && R->m.cfg.lora_r > 0) {
+        size_t n = tfm_model_trainable(&R->m, NULL);
+        R->lora_sum = tfm_malloc(n * sizeof *R->lora_sum + 1);
+    } else if (nr > 1) {
         R->red = dist_plan(&R->m, cfg.train.bucket_mb);
+    }
     int64_t todo = cfg.train.max_steps - R->st.step;
     if (o->run_steps > 0 && o->run_steps < todo)
         todo = o->run_steps;
@@ -867,6 +894,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         /* dist: the whole batch's gradient and loss, the same on every rank */
         if (R->red)
             tfm_dist_reduce_wait(R->red);
+        else if (R->lora_sum)
+            lora_sum_grads(R);
         tfm_dist_sum_doubles(&loss, 1);
         double norm = tfm_grad_norm(R->m.grads, R->m.n_params);
         if (!isfinite(loss) || !isfinite(norm)) {
@@ -992,7 +1021,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         tfm_dist_stats(&ds);
         double k = (double)res->steps_run;
         size_t last = 0;
-        int nb = R->red ? tfm_dist_reduce_buckets(R->red, &last) : 0;
+        int nb = R->red ? tfm_dist_reduce_buckets(R->red, &last) : R->lora_sum ? 1 : 0;
+        if (R->lora_sum)
+            last = tfm_model_trainable(&R->m, NULL);
         if (nr > 1)
             say(o, "%d ranks: all-reduce of %.2f MB a step in %d buckets (the last %.2f MB; "
                    "%.0f%% started during backward): %.2f ms a step waited for, %.2f ms from "
@@ -1020,6 +1051,7 @@ out:
     if (lockfd >= 0)
         close(lockfd);
     tfm_dist_reduce_free(R->red);
+    free(R->lora_sum);
     free(created);
     free(times);
     if (init_ok)

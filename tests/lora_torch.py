@@ -1,0 +1,420 @@
+#!/usr/bin/python3
+"""LoRA adapters against PyTorch.
+
+(a) Adapters written here in PEFT's naming (base_model.model.<module>.lora_A
+.weight [r, in], lora_B.weight [out, r]; random A, nonzero B, lora_alpha != r)
+on a tfm model (tfm's module names: q and v inside the fused c_attn, c_proj,
+c_fc), on a HuggingFace GPT-2 folder (Conv1D c_attn over q, k, v together,
+mlp.c_proj; fan_in_fan_out; use_rslora: alpha/sqrt(r)), on a HuggingFace BERT folder (query, value,
+attention.output.dense, intermediate.dense) and on a T5 v1.1 folder (the
+encoder's SelfAttention.q, .v and DenseReluDense.wo, the decoder's
+EncDecAttention.k, .v, .o and DenseReluDense.wi_1), applied by tfm-eval --adapter
+(every token's log-probability), tfm-embed --adapter (the [CLS] vectors) and
+tfm_model_load_adapter (tests/io_probe model-logits), against the merged
+reference computed here in float64: W + (lora_alpha/r)·B·A, to 1e-4.
+tfm-train --merge-adapter's file gives the same logits as --adapter.
+
+(b) A few LoRA training steps of tfm-train (r 4, alpha 8, on q, v, fc and
+the attention's c_proj, AdamW with decay, warmup, clipping) against the same
+steps in plain PyTorch: the base frozen as tfm-train's train.init gives it,
+A as tfm's zero-step run wrote it, B zero, the same batches (tests/
+train_torch.py's re-implementation of tfm's data stream): per-step losses
+and the final adapter tensors to 1e-4."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eval_torch  # noqa: E402  (the GPT reference in float64)
+import hf_bert  # noqa: E402  (HF BERT checkpoints and their reference)
+import hf_t5  # noqa: E402  (HF T5 checkpoints and their reference)
+import train_torch  # noqa: E402  (tfm's data stream, the training reference)
+
+BUILD = os.environ.get("TFM_BUILDDIR", ".")
+EXE = lambda name: os.path.join(BUILD, name)
+TOL = 1e-4
+PRE = "base_model.model."
+
+
+def run(*args, **kw):
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit("FAIL: %s: exit %d\n%s" % (" ".join(map(str, args)), r.returncode, r.stderr))
+    return r
+
+
+def write_adapter(d, mods, r, alpha, targets, fan_in_fan_out=False, rslora=False):
+    """PEFT's save_pretrained layout; mods: module -> (A, B)."""
+    os.makedirs(d, exist_ok=True)
+    t = {}
+    for m, (A, B) in mods.items():
+        t[PRE + m + ".lora_A.weight"] = A
+        t[PRE + m + ".lora_B.weight"] = B
+    hf_bert.write_safetensors(os.path.join(d, "adapter_model.safetensors"), t, {"format": "pt"})
+    cfg = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": None,
+           "r": r, "lora_alpha": alpha, "lora_dropout": 0.0, "target_modules": targets,
+           "bias": "none", "fan_in_fan_out": fan_in_fan_out, "inference_mode": True,
+           "modules_to_save": None, "revision": None, "use_rslora": rslora,
+           "rank_pattern": {}, "alpha_pattern": {}}
+    with open(os.path.join(d, "adapter_config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
+def random_pair(rng, r, n_in, n_out):
+    A = (rng.standard_normal((r, n_in)) / math.sqrt(n_in)).astype(np.float32)
+    B = (rng.standard_normal((n_out, r)) * 0.3).astype(np.float32)
+    return A, B
+
+
+def merge_in_out(W, A, B, s, col=0):
+    """W [in, out] (tfm's and Conv1D's layout): columns col.. += s·(B·A)ᵀ."""
+    d = s * (torch.from_numpy(B).double() @ torch.from_numpy(A).double()).T
+    W[:, col:col + d.shape[1]] += d
+
+
+def compare(what, got, want, bad):
+    err = np.abs(got - want).max()
+    scale = max(1.0, np.abs(want).max())
+    print("%s: max |tfm - torch| = %.3g (scale %.3g)" % (what, err, scale))
+    if not err <= TOL * scale:
+        bad.append("%s: max |tfm - torch| = %.3g > %g·%.3g" % (what, err, TOL, scale))
+
+
+def token_logprobs(model, adapter, npy, n):
+    args = [EXE("tfm-eval"), "perplexity", "-q", "--threads", "1", "-m", model, "--tokens", npy,
+            "--context", n, "--token-logprobs", "-"]
+    if adapter:
+        args += ["--adapter", adapter]
+    out = run(*args).stdout.splitlines()
+    rows = [line.split("\t") for line in out if line and line[0].isdigit()]
+    # the perplexity table's row has more columns: keep index, id, logprob
+    return {int(r[0]): float(r[2]) for r in rows if len(r) == 3}
+
+
+def ref_logprobs(P, cfg, ids):
+    lp = eval_torch.logits_of(P, cfg, torch.tensor([ids]))[0].log_softmax(-1)
+    return {t: lp[t - 1, ids[t]].item() for t in range(1, len(ids))}
+
+
+def check_decoder(work, rng, hf, bad):
+    """A tfm decoder (tfm's names) or a GPT-2 folder (HF's) with an adapter."""
+    L, H, C, T, V = 2, 2, 32, 16, 40
+    d = os.path.join(work, "gpt2" if hf else "tfm")
+    os.makedirs(d)
+    path = os.path.join(d, "model.safetensors")
+    run(EXE("tests/mkmodel"), path, "--layers", L, "--heads", H, "--embd", C, "--context", T,
+        "--vocab", V, "--seed", 5, "--scale", 3, *(["--hf"] if hf else []))
+    if hf:
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({"model_type": "gpt2", "n_head": H, "n_layer": L, "n_embd": C,
+                       "n_positions": T, "vocab_size": V, "layer_norm_epsilon": 1e-5,
+                       "activation_function": "gelu_new"}, f)
+        P, _ = train_torch.read_safetensors(path)
+        P = {k[len("transformer."):] if k.startswith("transformer.") else k: v.double()
+             for k, v in P.items()}
+        cfg = {"n_layer": L, "n_head": H, "norm": "pre", "ln_eps": 1e-5, "block_size": T}
+    else:
+        P, cfg, _ = eval_torch.read_model(path)
+    r, alpha = 4, 12.0
+    s = alpha / math.sqrt(r) if hf else alpha / r  # the GPT-2 adapter is rank-stabilised
+    mods, targets = {}, []
+    for i in range(L):
+        if hf:  # Conv1D: one adapter over the fused q, k, v; mlp.c_proj [4C -> C]
+            A, B = random_pair(rng, r, C, 3 * C)
+            mods["transformer.h.%d.attn.c_attn" % i] = (A, B)
+            merge_in_out(P["h.%d.attn.c_attn.weight" % i], A, B, s)
+            A, B = random_pair(rng, r, 4 * C, C)
+            mods["transformer.h.%d.mlp.c_proj" % i] = (A, B)
+            merge_in_out(P["h.%d.mlp.c_proj.weight" % i], A, B, s)
+            targets = ["c_attn", "c_proj"]
+        else:   # q and v are column blocks of c_attn
+            for part, name in ((0, "attn.q"), (2, "attn.v")):
+                A, B = random_pair(rng, r, C, C)
+                mods["h.%d.%s" % (i, name)] = (A, B)
+                merge_in_out(P["h.%d.attn.c_attn.weight" % i], A, B, s, part * C)
+            A, B = random_pair(rng, r, C, 4 * C)
+            mods["h.%d.mlp.c_fc" % i] = (A, B)
+            merge_in_out(P["h.%d.mlp.c_fc.weight" % i], A, B, s)
+            A, B = random_pair(rng, r, C, C)
+            mods["h.%d.attn.c_proj" % i] = (A, B)
+            merge_in_out(P["h.%d.attn.c_proj.weight" % i], A, B, s)
+            targets = ["attn.q", "attn.v", "c_fc", "attn.c_proj"]
+    ad = os.path.join(work, "adapter-" + os.path.basename(d))
+    write_adapter(ad, mods, r, alpha, targets, fan_in_fan_out=hf, rslora=hf)
+    ids = [int(x) for x in rng.integers(0, V, T)]
+    npy = os.path.join(work, "ids.npy")
+    np.save(npy, np.array(ids, np.uint16))
+    base = d if hf else path
+    got = token_logprobs(base, ad, npy, T)
+    want = ref_logprobs(P, cfg, ids)
+    if sorted(got) != sorted(want):
+        bad.append("%s: tfm-eval scored positions %s, expected %s" % (d, sorted(got),
+                                                                       sorted(want)))
+        return
+    what = "GPT-2 folder" if hf else "tfm model"
+    compare("%s + adapter, tfm-eval --adapter log-probs" % what,
+            np.array([got[k] for k in sorted(got)]), np.array([want[k] for k in sorted(want)]),
+            bad)
+    # the adapter changes the scores (so the comparison above means something)
+    plain = token_logprobs(base, None, npy, T)
+    moved = max(abs(plain[k] - got[k]) for k in got)
+    if not moved > 1e-2:
+        bad.append("%s: the adapter moved the log-probs by only %.3g" % (what, moved))
+    # one merged file: the same scores without --adapter
+    merged = os.path.join(work, "merged-%s.safetensors" % os.path.basename(d))
+    run(EXE("tfm-train"), "--merge-adapter", ad, base, "-o", merged)
+    m = token_logprobs(merged, None, npy, T)
+    compare("%s, tfm-train --merge-adapter file log-probs" % what,
+            np.array([m[k] for k in sorted(m)]), np.array([want[k] for k in sorted(want)]), bad)
+
+
+def check_bert(work, rng, bad):
+    """A HuggingFace BERT folder with an adapter in BERT's module names."""
+    s = dict(name="adapter", prefix="bert.", gamma=False, C=32, NH=4, L=2, F=48, P=16, S=2,
+             V=50, eps=1e-12, act="gelu", heads=False, folder=True, vocab=True, B=3, T=12)
+    d = os.path.join(work, "bert")
+    path, t = hf_bert.write_case(d, s, rng)
+    r, alpha = 8, 4.0
+    sc = alpha / r
+    mods = {}
+    for i in range(s["L"]):
+        p = "bert.encoder.layer.%d." % i
+        for name, n_in, n_out in (("attention.self.query", 32, 32),
+                                  ("attention.self.value", 32, 32),
+                                  ("attention.output.dense", 32, 32),
+                                  ("intermediate.dense", 32, 48)):
+            A, B = random_pair(rng, r, n_in, n_out)
+            mods[p + name] = (A, B)
+            # HF's nn.Linear weight is [out, in]: W += s·B·A (in float64,
+            # rounded once: hf_bert's reference reads float32 arrays)
+            t[p + name + ".weight"] = (t[p + name + ".weight"].astype(np.float64)
+                                       + sc * (B.astype(np.float64) @ A)).astype(np.float32)
+    ad = os.path.join(work, "adapter-bert")
+    write_adapter(ad, mods, r, alpha, ["query", "value", "dense"])
+    ids, seg, lengths = hf_bert.make_batch(s, rng)
+    bf, of = os.path.join(d, "batch.bin"), os.path.join(d, "logits.bin")
+    with open(bf, "wb") as f:
+        f.write(np.array(ids.shape, np.int32).tobytes() + ids.tobytes() + seg.tobytes()
+                + lengths.astype(np.int32).tobytes())
+    res = subprocess.run([hf_bert.PROBE, "model-logits", path, bf, of, ad], capture_output=True,
+                         text=True)
+    if res.returncode != 0:
+        bad.append("io_probe model-logits with the adapter: " + res.stderr.strip())
+        return
+    B_, T_, V = s["B"], s["T"], s["V"]
+    got = np.fromfile(of, np.float32).reshape(B_, T_, V).astype(np.float64)
+    hidden, E = hf_bert.bert_hidden(s, t, ids, seg, lengths)
+    want = (hidden @ E.T).numpy()
+    valid = np.arange(T_)[None] < lengths[:, None]
+    compare("BERT folder + adapter, tfm_model_load_adapter logits", got[valid], want[valid], bad)
+    res = subprocess.run([hf_bert.PROBE, "model-logits", path, bf, of], capture_output=True,
+                         text=True)
+    plain = np.fromfile(of, np.float32).reshape(B_, T_, V).astype(np.float64)
+    if res.returncode != 0 or not np.abs(plain - want)[valid].max() > 1e-2:
+        bad.append("BERT: the adapter does not change the logits (or io_probe failed)")
+    # tfm-embed --adapter: the [CLS] vector of the last layer for "w1 w2 w3"
+    # ([CLS] w1 w2 w3 [SEP] = 2 6 7 8 3 with the vocab.txt written above)
+    lines = os.path.join(work, "lines.txt")
+    with open(lines, "w") as f:
+        f.write("w1 w2 w3\nw4 w0\n")
+    out = os.path.join(work, "cls.npy")
+    run(EXE("tfm-embed"), "-q", "--threads", "1", "-m", path, "--adapter", ad, "--pool", "cls",
+        "-o", out, lines)
+    got = np.load(out).astype(np.float64)
+    ids2 = np.array([[2, 6, 7, 8, 3], [2, 9, 5, 3, 0]], np.int32)
+    h2, _ = hf_bert.bert_hidden(s, t, ids2, np.zeros_like(ids2), np.array([5, 4], np.int32))
+    compare("BERT folder + adapter, tfm-embed --adapter [CLS] vectors", got,
+            h2[:, 0].numpy(), bad)
+
+
+def check_t5(work, rng, bad):
+    """A HuggingFace T5 (v1.1: gated, untied) folder with an adapter in T5's
+    module names, teacher-forced logits through tfm_model_load_adapter."""
+    s = hf_t5.CASES[1]
+    d = os.path.join(work, "t5")
+    t = hf_t5.random_checkpoint(s, rng)
+    hf_t5.write_folder(d, s, t)
+    C, F_ = s["C"], s["F"]
+    r, alpha = 4, 6.0
+    sc = alpha / r
+    mods = {}
+    names = [("encoder.block.%d.layer.0.SelfAttention.q", C, C),
+             ("encoder.block.%d.layer.0.SelfAttention.v", C, C),
+             ("encoder.block.%d.layer.1.DenseReluDense.wo", F_, C)]
+    dec = [("decoder.block.%d.layer.1.EncDecAttention.k", C, C),
+           ("decoder.block.%d.layer.1.EncDecAttention.v", C, C),
+           ("decoder.block.%d.layer.1.EncDecAttention.o", C, C),
+           ("decoder.block.%d.layer.2.DenseReluDense.wi_1", C, F_)]
+    for stack, L in ((names, s["L"]), (dec, s["DL"])):
+        for i in range(L):
+            for fmt, n_in, n_out in stack:
+                m = fmt % i
+                A, B = random_pair(rng, r, n_in, n_out)
+                mods[m] = (A, B)
+                t[m + ".weight"] = (t[m + ".weight"].astype(np.float64)
+                                    + sc * (B.astype(np.float64) @ A)).astype(np.float32)
+    ad = os.path.join(work, "adapter-t5")
+    write_adapter(ad, mods, r, alpha, ["q", "k", "v", "o", "wo", "wi_1"])
+    P = {k: torch.from_numpy(v).double() for k, v in t.items()}
+    B_, S, T, V = 2, 10, 8, s["V"]
+    src = rng.integers(2, V, (B_, S))
+    src_len = [S, 6]
+    tgt = np.concatenate([np.zeros((B_, 1), np.int64), rng.integers(2, V, (B_, T - 1))], 1)
+    bf, of = os.path.join(work, "t5batch.bin"), os.path.join(work, "t5logits.bin")
+    with open(bf, "wb") as f:
+        np.array([B_, T, S], np.int32).tofile(f)
+        tgt.astype(np.int32).tofile(f)
+        src.astype(np.int32).tofile(f)
+        np.array(src_len, np.int32).tofile(f)
+    res = subprocess.run([hf_bert.PROBE, "model-logits", d, bf, of, ad], capture_output=True,
+                         text=True)
+    if res.returncode != 0:
+        bad.append("T5: io_probe model-logits with the adapter: " + res.stderr.strip())
+        return
+    got = np.fromfile(of, np.float32).reshape(B_, T, V).astype(np.float64)
+    want = hf_t5.t5_logits(P, s, torch.from_numpy(src), src_len, torch.from_numpy(tgt)).numpy()
+    compare("T5 folder + adapter, tfm_model_load_adapter logits", got, want, bad)
+    res = subprocess.run([hf_bert.PROBE, "model-logits", d, bf, of], capture_output=True,
+                         text=True)
+    plain = np.fromfile(of, np.float32).reshape(B_, T, V).astype(np.float64)
+    if res.returncode != 0 or not np.abs(plain - want).max() > 1e-2:
+        bad.append("T5: the adapter does not change the logits (or io_probe failed)")
+
+
+def check_training(work, bad):
+    """tfm-train's LoRA steps against the same steps in PyTorch."""
+    L, H, C, T, B, ACC, STEPS = 2, 2, 16, 8, 3, 2, 6
+    LR, MIN_LR, WARMUP, WD, B1, B2, EPS, SEED, CLIP = 1e-2, 1e-3, 2, 0.1, 0.9, 0.95, 1e-6, 11, 0.5
+    R, ALPHA = 4, 8.0
+    rs = np.random.RandomState(0)
+    data = (np.arange(3000) * 7 + rs.randint(0, 3, 3000)) % 23
+    np.save(os.path.join(work, "train.npy"), data.astype(np.uint16))
+    cfg = os.path.join(work, "lora.yaml")
+    with open(cfg, "w") as f:
+        f.write("model: {n_layer: %d, n_head: %d, n_embd: %d, block_size: %d}\n" % (L, H, C, T))
+        f.write("data: {train: %s}\n" % os.path.join(work, "train.npy"))
+        f.write("optim: {type: adamw, lr: %g, beta1: %g, beta2: %g, eps: %g, "
+                "weight_decay: %g, grad_clip: %g}\n" % (LR, B1, B2, EPS, WD, CLIP))
+        f.write("schedule: {warmup: %d, decay: cosine, min_lr: %g}\n" % (WARMUP, MIN_LR))
+        f.write("train: {batch_size: %d, grad_accum: %d, max_steps: %d, log_interval: 1, "
+                "seed: %d}\n" % (B, ACC, STEPS, SEED))
+    common = [EXE("tfm-train"), "-q", "-c", cfg, "--threads", "1"]
+    base = os.path.join(work, "base")
+    run(*common, "--set", "train.max_steps=30", "--set", "train.seed=3", "-o", base)
+    lora = ["--set", "train.init=%s/model.safetensors" % base, "--set", "train.lora.r=%d" % R,
+            "--set", "train.lora.alpha=%g" % ALPHA, "--set", "train.lora.targets=q, v, fc, o"]
+    run(*common, *lora, "--set", "train.max_steps=0", "-o", os.path.join(work, "l0"))
+    run(*common, *lora, "-o", os.path.join(work, "l"))
+    P0, _ = train_torch.read_safetensors(os.path.join(base, "model.safetensors"))
+    A0, _ = train_torch.read_safetensors(os.path.join(work, "l0", "adapter_model.safetensors"))
+    A1, _ = train_torch.read_safetensors(os.path.join(work, "l", "adapter_model.safetensors"))
+    with open(os.path.join(work, "l", "log.tsv")) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    tfm_losses = [float(r[1]) for r in rows]
+    # module -> (weight, first column, width): tfm's names as tfm-train writes them
+    sites = {}
+    for i in range(L):
+        sites["h.%d.attn.q" % i] = ("h.%d.attn.c_attn.weight" % i, 0, C)
+        sites["h.%d.attn.v" % i] = ("h.%d.attn.c_attn.weight" % i, 2 * C, C)
+        sites["h.%d.attn.c_proj" % i] = ("h.%d.attn.c_proj.weight" % i, 0, C)
+        sites["h.%d.mlp.c_fc" % i] = ("h.%d.mlp.c_fc.weight" % i, 0, 4 * C)
+    got_mods = sorted(k[len(PRE):-len(".lora_A.weight")] for k in A0 if k.endswith("lora_A.weight"))
+    if got_mods != sorted(sites):
+        bad.append("tfm-train's adapter modules %s, expected %s" % (got_mods, sorted(sites)))
+        return
+    ad = {}
+    for m in sites:
+        ad[m + ".A"] = A0[PRE + m + ".lora_A.weight"].double().clone().requires_grad_(True)
+        B0 = A0[PRE + m + ".lora_B.weight"]
+        if B0.abs().max() != 0:
+            bad.append("%s: lora_B starts at %g, not 0" % (m, B0.abs().max()))
+        ad[m + ".B"] = B0.double().clone().requires_grad_(True)
+    frozen = {k: v.double() for k, v in P0.items()}
+    opt = torch.optim.AdamW(list(ad.values()), lr=LR, betas=(B1, B2), eps=EPS, weight_decay=WD)
+    rng = train_torch.Rng(SEED ^ train_torch.DATA_SEED_SALT)
+    sc = ALPHA / R
+    losses = []
+    for step in range(STEPS):
+        opt.zero_grad()
+        P = dict(frozen)
+        for m, (w, col, width) in sites.items():
+            d = sc * (ad[m + ".B"] @ ad[m + ".A"]).T        # [in, width]
+            W = P[w]
+            P[w] = torch.cat([W[:, :col], W[:, col:col + width] + d, W[:, col + width:]], 1)
+        total = 0.0
+        for _ in range(ACC):
+            xs, ys = [], []
+            for _ in range(B):
+                s = rng.below(len(data) - T)
+                xs.append(data[s:s + T])
+                ys.append(data[s + 1:s + T + 1])
+            x = torch.tensor(np.array(xs), dtype=torch.long)
+            y = torch.tensor(np.array(ys), dtype=torch.long)
+            loss = train_torch.forward(P, L, H, x, y)
+            (loss / ACC).backward(retain_graph=True)
+            total += loss.item() / ACC
+        torch.nn.utils.clip_grad_norm_(list(ad.values()), CLIP)
+        if step < WARMUP:
+            lr = LR * (step + 1) / WARMUP
+        else:
+            p = (step - WARMUP) / (STEPS - WARMUP)
+            lr = MIN_LR + 0.5 * (LR - MIN_LR) * (1 + math.cos(math.pi * p))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.step()
+        losses.append(total)
+    print("LoRA losses tfm   %s" % " ".join("%.6f" % v for v in tfm_losses))
+    print("LoRA losses torch %s" % " ".join("%.6f" % v for v in losses))
+    if len(tfm_losses) != STEPS:
+        bad.append("tfm-train logged %d steps, not %d" % (len(tfm_losses), STEPS))
+    for i, (a, b) in enumerate(zip(tfm_losses, losses)):
+        if abs(a - b) > TOL * max(1.0, abs(b)):
+            bad.append("LoRA step %d: loss tfm %.6f torch %.6f" % (i + 1, a, b))
+    worst, moved = 0.0, 0.0
+    for m in sites:
+        for k, key in (("A", "lora_A"), ("B", "lora_B")):
+            got = A1[PRE + "%s.%s.weight" % (m, key)].double()
+            want = ad["%s.%s" % (m, k)].detach()
+            worst = max(worst, (got - want).abs().max().item())
+            moved = max(moved, (got - A0[PRE + "%s.%s.weight" % (m, key)].double())
+                        .abs().max().item())
+    print("LoRA adapters: max |tfm - torch| = %.3g (moved by up to %.3g)" % (worst, moved))
+    if not worst <= TOL:
+        bad.append("LoRA adapters after %d steps: max |tfm - torch| = %.3g" % (STEPS, worst))
+    if not moved > 1e-3:
+        bad.append("LoRA training did not move the adapters (%.3g)" % moved)
+    # the base stayed frozen: the merged model is the base plus the adapters' product
+    M, _ = train_torch.read_safetensors(os.path.join(work, "l", "model.safetensors"))
+    same = all(torch.equal(M[k], P0[k]) for k in P0 if k not in {w for w, _, _ in
+                                                                 sites.values()})
+    if not same:
+        bad.append("a tensor LoRA does not adapt changed in the merged model")
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="tfm-lora-torch.")
+    rng = np.random.default_rng(7)
+    bad = []
+    try:
+        check_decoder(work, rng, False, bad)
+        check_decoder(work, rng, True, bad)
+        check_bert(work, rng, bad)
+        check_t5(work, rng, bad)
+        check_training(work, bad)
+    finally:
+        shutil.rmtree(work)
+    for b in bad:
+        print("FAIL: " + b)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -383,9 +383,18 @@ def check_text(top, tok, rng):
     t = random_checkpoint(s, V, rng)
     write_folder(d, s, t, V)
     write_tokenizer(d, *tok)
+    bad = []
+    # vocab.json + merges.txt alone: BART's five specials are special tokens
+    # (as HF's BartTokenizer makes them), so text sources end with </s>
+    r = run([TOKENIZE, "encode", "-q", "--split-special", "-t", d], input="the</s>\n")
+    if r.returncode != 0 or r.stdout.split()[-1:] != [str(EOS)]:
+        bad.append(f"vocab.json + merges.txt: </s> is not one token: {r.stdout.strip()!r} "
+                   f"{r.stderr.strip()}")
+    r = run([GEN, "-m", d, "--greedy", "-n", "4", "-q"], input="the of and\n", errors="replace")
+    if r.returncode != 0:
+        bad.append(f"tfm-generate on text with vocab.json + merges.txt: {r.stderr.strip()}")
     write_tokenizer_json(d, *tok)
     P = {k: torch.from_numpy(v).double() for k, v in t.items()}
-    bad = []
     line = "the lord and his god shall be with unto them"
     ids = bpe_encode(line, *tok)
     r = run([TOKENIZE, "encode", "-t", d], input=line + "\n")

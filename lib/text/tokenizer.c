@@ -715,11 +715,17 @@ static int load_gpt2(tfm_tokenizer **out, const char *vocab, const char *merges,
         tfm_tokenizer_free(t);
         return -1;
     }
-    /* GPT-2's <|endoftext|> is a special token (HF lists it in added_tokens). */
-    static const char eot[] = "<|endoftext|>";
-    int64_t id = tfm_tokenizer_token_id(t, eot, sizeof eot - 1);
-    if (id >= 0) {
-        tfm_tok_added a = {.content = (char *)eot, .len = sizeof eot - 1, .id = (uint32_t)id,
+    /* GPT-2's <|endoftext|> is a special token (HF lists it in added_tokens),
+     * and so are RoBERTa's and BART's five when the vocabulary holds them (HF's
+     * tokenizer classes add them as special from the same two files). */
+    static const char *const specials[] = {"<|endoftext|>", "<s>", "<pad>", "</s>", "<unk>",
+                                           "<mask>"};
+    for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) {
+        size_t len = strlen(specials[i]);
+        int64_t id = tfm_tokenizer_token_id(t, specials[i], len);
+        if (id < 0)
+            continue;
+        tfm_tok_added a = {.content = (char *)specials[i], .len = len, .id = (uint32_t)id,
                            .special = 1};
         tfm_tok_add_token(t, &a, vocab, NULL);
     }

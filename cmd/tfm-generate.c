@@ -69,6 +69,8 @@ static void __attribute__((noreturn)) usage(void)
            "--max-len-a 1 --max-len-b 50 with A * source tokens + B):\n"
            "      --truncate M       a source longer than the encoder's context: head (keep\n"
            "                         its start, count on stderr; default) or error\n"
+           "      --task-prefix STR  put STR before every source (also prefix LMs of pairs)\n"
+           "                         instead of the model's data.prefix; '' for none\n"
            "Other:\n"
            "      --no-cache         recompute the whole sequence for every token (slow;\n"
            "                         the baseline that shows what the cache saves)\n"
@@ -91,7 +93,7 @@ enum {
     OPT_BEAM, OPT_LENPEN, OPT_NBEST, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP,
     OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS,
     OPT_VERSION, OPT_NO_CACHE, OPT_PROFILE, OPT_BF16, OPT_MAX_LEN_A, OPT_MAX_LEN_B,
-    OPT_LENPEN_STYLE, OPT_TRUNCATE, OPT_ADAPTER,
+    OPT_LENPEN_STYLE, OPT_TRUNCATE, OPT_ADAPTER, OPT_TASK_PREFIX,
 };
 
 static const struct option long_opts[] = {
@@ -108,6 +110,7 @@ static const struct option long_opts[] = {
     {"lenpen", required_argument, 0, OPT_LENPEN},
     {"lenpen-style", required_argument, 0, OPT_LENPEN_STYLE},
     {"truncate", required_argument, 0, OPT_TRUNCATE},
+    {"task-prefix", required_argument, 0, OPT_TASK_PREFIX},
     {"nbest", required_argument, 0, OPT_NBEST},
     {"temp", required_argument, 0, OPT_TEMP},
     {"temperature", required_argument, 0, OPT_TEMP},
@@ -145,6 +148,7 @@ typedef struct app {
     tfm_tokenizer *src_tok_owned;
     int64_t src_eos;              /* ends every source: src_tok's end-of-text */
     size_t n_cut, cut_tokens;     /* sources cut to the encoder's context */
+    tfm_buf prefix;               /* the task prefix of every source */
 } app;
 
 /* Prompt text -> ids (or parses "12 7 99" with --ids): infer/generate.h's
@@ -154,7 +158,8 @@ static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
 {
     tfm_gen_prompt p = {.ids = a->ids_mode, .truncate = a->truncate, .scratch = a->scratch,
                         .src_tok = a->src_tok, .src_scratch = a->src_scratch,
-                        .src_eos = a->src_eos};
+                        .src_eos = a->src_eos, .prefix = a->prefix.data,
+                        .prefix_len = a->prefix.len};
     size_t cut = 0;
     if (tfm_gen_prompt_ids(&a->lm, &p, text, len, where, out, &cut, err) < 0)
         return -1;
@@ -317,7 +322,7 @@ int main(int argc, char **argv)
 {
     tfm_main_start(prog);
     argv[0] = (char *)prog; /* getopt names the program from it */
-    const char *model = NULL, *prompt_file = NULL, *adapter = NULL;
+    const char *model = NULL, *prompt_file = NULL, *adapter = NULL, *task_prefix = NULL;
     int raw = 0, batch = 0, threads = 0, have_seed = 0, bf16 = 0;
     size_t bf16_bytes = 0;
     int greedy = 0, beam = 0, sampling_opt = 0, beam_opt = 0, nbest_opt = 0;
@@ -366,6 +371,7 @@ int main(int argc, char **argv)
             else
                 tfm_usage_error(prog, "--truncate is head or error, not '%s'", optarg);
             break;
+        case OPT_TASK_PREFIX: task_prefix = optarg; break;
         case OPT_TEMP:
             o.sample.temperature = (float)tfm_opt_double(prog, "--temp", optarg, 0, 1e6);
             sampling_opt = 1;
@@ -504,6 +510,14 @@ int main(int argc, char **argv)
         if (a.src_eos < 0 && !a.src_tok_owned)
             a.src_eos = a.lm.eos;
     }
+    if (task_prefix && a.ids_mode)
+        tfm_usage_error(prog, "--task-prefix is text put before text prompts, not --ids");
+    if (task_prefix && !a.encdec && !a.lm.prefix_pairs)
+        tfm_usage_error(prog, "--task-prefix is for encoder-decoders and prefix LMs of pairs");
+    if (task_prefix)
+        tfm_buf_puts(&a.prefix, task_prefix);
+    else if ((a.encdec || a.lm.prefix_pairs) && tfm_gen_task_prefix(model, &a.prefix, &err) < 0)
+        tfm_die(prog, &err);
     if (bf16)
         bf16_bytes = tfm_weights_to_bf16(&a.lm.w, &a.lm.cfg);
     a.bf16 = bf16;
@@ -644,6 +658,7 @@ int main(int argc, char **argv)
         tfm_tokenizer_free(a.src_tok_owned);
     }
     tfm_lm_close(&a.lm);
+    tfm_buf_free(&a.prefix);
     free(stops);
     return 0;
 }

@@ -5,11 +5,13 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/progress.h"
 #include "data/source.h"
+#include "io/config.h"
 
 void tfm_gen_opts_default(tfm_gen_opts *o)
 {
@@ -676,12 +678,20 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
             s = q;
         }
     } else if (encdec || lm->prefix_pairs) {
-        /* a prefix LM of pairs reads its input as a source is read */
-        if (tfm_translate_source(encdec ? p->src_tok : lm->tok,
-                                 encdec ? p->src_scratch : p->scratch, text, len,
-                                 tfm_gen_source_limit(&lm->cfg), p->truncate, out, cut, err) < 0)
-            return tfm_err_prefix(err, "%s", where);
-        return 0;
+        /* a prefix LM of pairs reads its input as a source is read; the
+         * task prefix and the text are one text, as in training */
+        tfm_buf joined = {0};
+        if (p->prefix_len) {
+            tfm_buf_append(&joined, p->prefix, p->prefix_len);
+            tfm_buf_append(&joined, text, len);
+            text = joined.data;
+            len = joined.len;
+        }
+        int rc = tfm_translate_source(encdec ? p->src_tok : lm->tok,
+                                      encdec ? p->src_scratch : p->scratch, text, len,
+                                      tfm_gen_source_limit(&lm->cfg), p->truncate, out, cut, err);
+        tfm_buf_free(&joined);
+        return rc < 0 ? tfm_err_prefix(err, "%s", where) : 0;
     } else {
         if (tfm_tokenizer_check_kept(lm->tok, text, len, err) < 0)
             return tfm_err_prefix(err, "%s", where);
@@ -715,4 +725,21 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
         return tfm_err_set(err, "%s is empty, and the model has no end-of-text token to "
                                 "start from", where);
     return 0;
+}
+
+int tfm_gen_task_prefix(const char *path, tfm_buf *out, tfm_err *err)
+{
+    tfm_buf yaml = {0};
+    int rc = tfm_model_file_meta(path, "config", &yaml, err);
+    if (rc > 0) {
+        tfm_config c;
+        tfm_config_defaults(&c);
+        char name[1100];
+        snprintf(name, sizeof name, "%s:config", path);
+        rc = tfm_config_apply_yaml(&c, yaml.data, yaml.len, name, err);
+        if (rc == 0)
+            tfm_buf_puts(out, c.data.prefix);
+    }
+    tfm_buf_free(&yaml);
+    return rc < 0 ? -1 : 0;
 }

@@ -158,6 +158,10 @@ typedef struct tfm_gen_prompt {
     const tfm_tokenizer *src_tok; /* encoder-decoders: encodes sources */
     tfm_tok_scratch *src_scratch;
     int64_t src_eos;              /* ends every source (-1: none) */
+    /* encoder-decoders and prefix LMs of pairs: a task prefix put before
+     * each text prompt (data.prefix, tfm_gen_task_prefix); NULL: none */
+    const char *prefix;
+    size_t prefix_len;
 } tfm_gen_prompt;
 
 /* out = the ids of prompt text[0..len) of lm by p's rules; *cut = the
@@ -165,6 +169,12 @@ typedef struct tfm_gen_prompt {
  * ("prompt 3"). */
 int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *text, size_t len,
                        const char *where, tfm_ids *out, size_t *cut, tfm_err *err);
+
+/* Appends to out the task prefix (data.prefix) stored in the config of the
+ * model file at path (a folder: its model.safetensors); nothing when it has
+ * none or no config (a HuggingFace checkpoint).  -1 when the file cannot be
+ * read. */
+int tfm_gen_task_prefix(const char *path, tfm_buf *out, tfm_err *err);
 
 /* Bytes of weights one decode step reads in each profiled phase
  * (tfm_prof_phase; 0 where none), at wbytes a weight: the rate that

@@ -170,6 +170,10 @@ static const tfm_config_key keys[] = {
     {"data.doc_stride", TFM_CONFIG_INT, OFF(data.doc_stride), "128", 1, 1 << 24, NULL,
      "span: a context longer than its window is read in windows starting this many tokens "
      "apart (at most the window's length)"},
+    {"data.prefix", TFM_CONFIG_STRING, OFF(data.prefix), "", 0, 0, NULL,
+     "encoder-decoders and prefix-lm pairs: a task prefix (T5's \"translate English to "
+     "German: \") prepended to every source or input, in training and validation; stored "
+     "in the model file, so tfm-generate prepends it too"},
 
     {"optim.type", TFM_CONFIG_ENUM, OFF(optim.type), "adamw", 0, 0, "adamw|adam",
      "adamw (decoupled weight decay) or adam (weight decay added to the gradient)"},
@@ -841,6 +845,12 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     if (plm && c->train.prefix_from == TFM_CONFIG_PREFIX_PAIRS && !c->data.text[0])
         return tfm_err_set(err, "train.prefix_from pairs reads input<TAB>target lines from "
                                 "data.text (with data.tokenizer), not token ids");
+    /* a task prefix is text put before each pair's source or input */
+    if (c->data.prefix[0] && !(ed && c->train.task == TFM_CONFIG_TASK_LM) &&
+        !(plm && c->train.prefix_from == TFM_CONFIG_PREFIX_PAIRS))
+        return tfm_err_set(err, "data.prefix is for pairs: model.kind encoder-decoder with "
+                                "train.task lm, or train.task prefix-lm with train.prefix_from "
+                                "pairs");
     if ((c->train.task == TFM_CONFIG_TASK_LM || sc || plm) &&
         (c->train.whole_word_mask || c->data.documents != TFM_CONFIG_DOCS_BLANK_LINE))
         return tfm_err_set(err, "train.whole_word_mask and data.documents are for train.task "

@@ -156,6 +156,7 @@ typedef struct tfm_config {
         int documents;  /* tfm_config_documents: mlm's text */
         int symmetric;      /* classify, decoders: pairs in both orders */
         int64_t doc_stride; /* span: tokens between context windows */
+        char prefix[TFM_CONFIG_PATH_MAX]; /* text-to-text: prepended to every source */
     } data;
     struct {
         int type; /* tfm_config_optim */

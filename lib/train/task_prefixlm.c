@@ -16,8 +16,9 @@
  * train.prefix_from pairs: data.text's input<TAB>target lines (read by the
  * seq2seq task's reader, task_seq2seq.c): a row is input + EOS (the
  * prefix) then target + EOS; the prefix's last position (its EOS) predicts
- * the target's first token.  tfm-generate gives a prompt of such a model
- * the same end-of-text (infer/generate.h).  A pair longer than block_size
+ * the target's first token; data.prefix goes before every input, as
+ * before a seq2seq source.  tfm-generate gives a prompt of such a model
+ * the same prefix and end-of-text (infer/generate.h).  A pair longer than block_size
  * tokens keeps the input's head (at least one token and its EOS) and then
  * the target's, or is an error naming its line with data.truncate error.
  * Rows are padded to the longest of the batch.

@@ -6,7 +6,10 @@
  * the decoder's input and target + [EOS] for its labels (teacher forcing
  * with the target shifted right).  BOS is the tokenizer's start token, or
  * EOS when it has none (as fairseq starts its decoder).  tfm-generate
- * translates with the same convention.
+ * translates with the same convention.  data.prefix (T5's task prefix) is
+ * put before every source, training and validation, and encoded with it as
+ * one text: tfm-generate reads it from the model file's config and does the
+ * same.
  *
  * Batches: with train.max_tokens, the pairs are sorted by length and a
  * batch is a run of neighbours from a random start, as many as fit the
@@ -74,6 +77,9 @@ typedef struct reader {
     int truncate_error;
     int keep_text;
     size_t *truncated;
+    const char *prefix;     /* data.prefix: text put before every source */
+    size_t prefix_len;
+    tfm_buf joined;         /* the prefix and a source */
 } reader;
 
 /* Encodes one side into P->ids; returns its length (before EOS), or -1.
@@ -124,6 +130,13 @@ static int add_pair(reader *r, pairs *P, const char *s, size_t sn, const char *t
     pair *p = &P->p[P->n];
     p->line = (uint32_t)line;
     p->src = P->ids.len;
+    if (r->prefix_len) { /* encoded as one text, as tfm-generate encodes it */
+        r->joined.len = 0;
+        tfm_buf_append(&r->joined, r->prefix, r->prefix_len);
+        tfm_buf_append(&r->joined, s, sn);
+        s = r->joined.data;
+        sn = r->joined.len;
+    }
     long ls = encode_side(r, P, s, sn, 1, sfile, line, "source", err);
     if (ls < 0)
         return -1;
@@ -240,7 +253,8 @@ int tfm_task_pairs_read(tfm_pairs *train, tfm_pairs *val, const tfm_config *cfg,
                 .src_tok = src_tok, .src_scratch = src_tok ? tfm_tok_scratch_new(src_tok) : NULL,
                 .max_len = max_len,
                 .truncate_error = cfg->data.truncate == TFM_CONFIG_TRUNCATE_ERROR,
-                .keep_text = keep_text, .truncated = truncated};
+                .keep_text = keep_text, .truncated = truncated,
+                .prefix = cfg->data.prefix, .prefix_len = strlen(cfg->data.prefix)};
     int rc;
     if (cfg->data.text[0])
         rc = read_tsv(&r, train, cfg->data.text, err);
@@ -252,6 +266,7 @@ int tfm_task_pairs_read(tfm_pairs *train, tfm_pairs *val, const tfm_config *cfg,
         rc = read_two(&r, val, cfg->data.val_source, cfg->data.val_target, err);
     tfm_tok_scratch_free(r.scratch);
     tfm_ids_free(&r.src);
+    tfm_buf_free(&r.joined);
     if (r.src_scratch)
         tfm_tok_scratch_free(r.src_scratch);
     if (rc < 0)

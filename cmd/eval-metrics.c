@@ -1,6 +1,6 @@
-/* tfm-eval score, bleu and chrf: metrics of predictions made elsewhere, no
+/* tfm-eval score, bleu, chrf and text: metrics of predictions made elsewhere, no
  * model.  Files -> lib/data/taskdata.h (one label, tag sequence, answer or
- * line each) -> lib/metrics/taskmetrics.h, bleu.h -> a summary on stderr and
+ * line each) -> lib/metrics/taskmetrics.h, bleu.h, textmetrics.h -> a summary on stderr and
  * TSV or one JSON object on stdout, as the other tfm-eval commands. */
 #include "config.h"
 
@@ -17,6 +17,7 @@
 #include "metrics/bleu.h"
 #include "data/taskdata.h"
 #include "metrics/taskmetrics.h"
+#include "metrics/textmetrics.h"
 #include "text/utf8.h"
 
 #include "eval.h"
@@ -26,7 +27,7 @@ static const char *prog = "tfm-eval";
 static void __attribute__((noreturn)) usage(void)
 {
     printf("Usage: %s score --task TASK --gold GOLD [options] [PRED]\n"
-           "       %s bleu|chrf --ref REF [--ref REF2 ...] [options] [HYP]\n"
+           "       %s bleu|chrf|text --ref REF [--ref REF2 ...] [options] [HYP]\n"
            "Score predictions made elsewhere (PRED or HYP, default: stdin).\n"
            "\n"
            "Commands:\n"
@@ -39,6 +40,10 @@ static void __attribute__((noreturn)) usage(void)
            "            SQuAD v1.1 exact match and F1, in percent\n"
            "  bleu    corpus BLEU as sacrebleu (13a tokenizer, exp smoothing)\n"
            "  chrf    chrF2 as sacrebleu (character 6-grams, whitespace removed)\n"
+           "  text    text-to-text outputs, in percent: exact (the same string once\n"
+           "            leading and trailing whitespace is dropped), SQuAD exact match\n"
+           "            and F1 (normalised), BLEU, chrF, and macro F1 when the first\n"
+           "            references form a label set\n"
            "\n"
            "Options:\n"
            "      --task T         score: classify, regress, tag or span\n"
@@ -46,23 +51,26 @@ static void __attribute__((noreturn)) usage(void)
            "      --pos-label L    classify: the positive label of the binary scores\n"
            "                       (default: 1, else true, when there are two labels)\n"
            "      --tag-format F   tag: auto (default), conll or lines\n"
-           "      --ref FILE       bleu, chrf: a reference, one line per hypothesis\n"
+           "      --ref FILE       bleu, chrf, text: a reference, one line per hypothesis\n"
            "                       (repeat for several references)\n"
            "      --lowercase      bleu, chrf: compare lowercased text\n"
            "      --sentence       bleu, chrf: a score per line too (sentence BLEU with\n"
            "                       effective order)\n"
+           "      --max-labels N   text: the references are a label set when they have\n"
+           "                       at most N distinct lines (default %d), each twice on\n"
+           "                       average; 0: never\n"
            "      --json           one JSON object on stdout (default: TSV)\n"
            "      --threads N      accepted as by every tfm program; scoring uses one\n"
            "  -q, --quiet          no summary on stderr\n"
            "  -h, --help           this help\n"
            "\n"
            "Exit status: 0 success, 1 failure, 2 usage.\n",
-           prog, prog);
+           prog, prog, TFM_TEXT_MAX_LABELS);
     exit(0);
 }
 
 enum { OPT_TASK = 256, OPT_GOLD, OPT_POS, OPT_TAGFMT, OPT_REF, OPT_LC, OPT_SENT, OPT_JSON,
-       OPT_THREADS, OPT_VERSION };
+       OPT_THREADS, OPT_VERSION, OPT_MAX_LABELS };
 
 static const struct option long_opts[] = {
     {"task", required_argument, 0, OPT_TASK},
@@ -72,6 +80,7 @@ static const struct option long_opts[] = {
     {"ref", required_argument, 0, OPT_REF},
     {"lowercase", no_argument, 0, OPT_LC},
     {"sentence", no_argument, 0, OPT_SENT},
+    {"max-labels", required_argument, 0, OPT_MAX_LABELS},
     {"json", no_argument, 0, OPT_JSON},
     {"threads", required_argument, 0, OPT_THREADS},
     {"quiet", no_argument, 0, 'q'},
@@ -84,6 +93,7 @@ typedef struct mapp {
     const char *cmd, *task, *gold, *pos, *input, *name;
     const char **refs;
     int nrefs, lowercase, sentence, json, quiet;
+    long max_labels; /* text; -1: not given */
     tfm_tag_format tag_format;
 } mapp;
 
@@ -394,25 +404,49 @@ static void cmd_score(mapp *a)
 
 /* ---- bleu, chrf ------------------------------------------------------ */
 
-static void cmd_translation(mapp *a, int chrf)
+/* The hypotheses (a line each) and the --ref files, as many lines each. */
+typedef struct hyprefs {
+    tfm_buf hb, *rb;
+    tfm_taskdata h, *r;
+} hyprefs;
+
+static void hyprefs_read(mapp *a, hyprefs *x)
 {
     tfm_err err = {0};
-    tfm_buf hb = {0};
-    tfm_taskdata h;
-    slurp(a->input, &hb, &a->name);
-    if (tfm_taskdata_answers(&h, hb.data, hb.len, a->name, 0, &err) < 0)
+    memset(x, 0, sizeof *x);
+    slurp(a->input, &x->hb, &a->name);
+    if (tfm_taskdata_answers(&x->h, x->hb.data, x->hb.len, a->name, 0, &err) < 0)
         tfm_die(prog, &err);
-    if (h.n == 0)
+    if (x->h.n == 0)
         tfm_fatal(prog, "%s: empty input: no hypotheses", a->name);
-    tfm_buf *rb = tfm_calloc((size_t)a->nrefs, sizeof *rb);
-    tfm_taskdata *r = tfm_calloc((size_t)a->nrefs, sizeof *r);
+    x->rb = tfm_calloc((size_t)a->nrefs, sizeof *x->rb);
+    x->r = tfm_calloc((size_t)a->nrefs, sizeof *x->r);
     for (int k = 0; k < a->nrefs; k++) {
         const char *rname;
-        slurp(a->refs[k], &rb[k], &rname);
-        if (tfm_taskdata_answers(&r[k], rb[k].data, rb[k].len, rname, 0, &err) < 0)
+        slurp(a->refs[k], &x->rb[k], &rname);
+        if (tfm_taskdata_answers(&x->r[k], x->rb[k].data, x->rb[k].len, rname, 0, &err) < 0)
             tfm_die(prog, &err);
-        same_count(r[k].n, h.n, rname, a->name, "lines");
+        same_count(x->r[k].n, x->h.n, rname, a->name, "lines");
     }
+}
+
+static void hyprefs_free(const mapp *a, hyprefs *x)
+{
+    for (int k = 0; k < a->nrefs; k++) {
+        tfm_taskdata_free(&x->r[k]);
+        tfm_buf_free(&x->rb[k]);
+    }
+    free(x->r);
+    free(x->rb);
+    tfm_taskdata_free(&x->h);
+    tfm_buf_free(&x->hb);
+}
+
+static void cmd_translation(mapp *a, int chrf)
+{
+    hyprefs x;
+    hyprefs_read(a, &x);
+    const tfm_taskdata h = x.h, *r = x.r;
     const char **rs = tfm_malloc((size_t)a->nrefs * sizeof *rs);
     size_t *rl = tfm_malloc((size_t)a->nrefs * sizeof *rl);
     tfm_bleu_stats bs = {0};
@@ -521,21 +555,71 @@ static void cmd_translation(mapp *a, int chrf)
     tfm_buf_free(&per);
     tfm_buf_free(&sig);
     tfm_buf_free(&sent_sig);
-    for (int k = 0; k < a->nrefs; k++) {
-        tfm_taskdata_free(&r[k]);
-        tfm_buf_free(&rb[k]);
-    }
-    free(r);
-    free(rb);
     free(rs);
     free(rl);
-    tfm_taskdata_free(&h);
-    tfm_buf_free(&hb);
+    hyprefs_free(a, &x);
+}
+
+/* ---- text ------------------------------------------------------------ */
+
+static void cmd_text(mapp *a)
+{
+    hyprefs x;
+    hyprefs_read(a, &x);
+    const tfm_taskdata h = x.h, *r = x.r;
+    /* line i's references side by side, as tfm_metrics_text reads them */
+    size_t nr = (size_t)a->nrefs;
+    const char **ref = tfm_malloc(h.n * nr * sizeof *ref);
+    size_t *group = tfm_malloc((h.n + 1) * sizeof *group);
+    for (size_t i = 0; i < h.n; i++) {
+        group[i] = i * nr;
+        for (size_t k = 0; k < nr; k++)
+            ref[i * nr + k] = r[k].item[i];
+    }
+    group[h.n] = h.n * nr;
+    tfm_text_result t;
+    tfm_metrics_text(h.item, h.n, ref, group,
+                     a->max_labels >= 0 ? (size_t)a->max_labels : TFM_TEXT_MAX_LABELS, &t);
+    tfm_buf o = {0};
+    if (a->json) {
+        tfm_buf_printf(&o, "{\"metric\":\"text\",\"lines\":%zu,\"exact_count\":%zu", t.n,
+                       t.exact_count);
+        json_num(&o, "exact", t.exact);
+        json_num(&o, "squad_em", t.squad_em);
+        json_num(&o, "squad_f1", t.squad_f1);
+        json_num(&o, "bleu", t.bleu);
+        json_num(&o, "chrf", t.chrf);
+        tfm_buf_printf(&o, ",\"labels\":%zu", t.labels);
+        json_num(&o, "f1_macro", t.f1_macro);
+        tfm_buf_puts(&o, "}\n");
+    } else {
+        tfm_buf_printf(&o, "lines\texact\tsquad_em\tsquad_f1\tbleu\tchrf\tlabels\tf1_macro\n"
+                       "%zu\t", t.n);
+        tsv_num(&o, t.exact, 0);
+        tsv_num(&o, t.squad_em, 0);
+        tsv_num(&o, t.squad_f1, 0);
+        tsv_num(&o, t.bleu, 0);
+        tsv_num(&o, t.chrf, 0);
+        tfm_buf_printf(&o, "%zu\t", t.labels);
+        tsv_num(&o, t.f1_macro, 1);
+    }
+    if (!a->quiet) {
+        fprintf(stderr, "%s: exact %.2f (%zu/%zu), SQuAD EM %.2f, F1 %.2f, BLEU %.2f, chrF2 "
+                "%.2f", prog, t.exact, t.exact_count, t.n, t.squad_em, t.squad_f1, t.bleu,
+                t.chrf);
+        if (t.labels)
+            fprintf(stderr, ", macro F1 %.2f (%zu labels)", t.f1_macro, t.labels);
+        fputc('\n', stderr);
+    }
+    put_stdout(&o);
+    free(ref);
+    free(group);
+    hyprefs_free(a, &x);
 }
 
 int tfm_eval_metrics_main(int argc, char **argv)
 {
-    mapp a = {.input = "-"};
+    mapp a = {.input = "-", .max_labels = -1};
     a.refs = tfm_calloc((size_t)argc, sizeof *a.refs);
     int c;
     while ((c = getopt_long(argc, argv, "qh", long_opts, NULL)) != -1) {
@@ -556,6 +640,9 @@ int tfm_eval_metrics_main(int argc, char **argv)
         case OPT_REF: a.refs[a.nrefs++] = optarg; break;
         case OPT_LC: a.lowercase = 1; break;
         case OPT_SENT: a.sentence = 1; break;
+        case OPT_MAX_LABELS:
+            a.max_labels = tfm_opt_long(prog, "--max-labels", optarg, 0, 1L << 20);
+            break;
         case OPT_JSON: a.json = 1; break;
         /* tfm(7) promises --threads everywhere; these metrics are cheap
          * and run on one, so the value is only checked */
@@ -581,6 +668,8 @@ int tfm_eval_metrics_main(int argc, char **argv)
             tfm_usage_error(prog, "score: missing --gold FILE");
         if (a.nrefs || a.lowercase || a.sentence)
             tfm_usage_error(prog, "--ref, --lowercase and --sentence are for bleu and chrf");
+        if (a.max_labels >= 0)
+            tfm_usage_error(prog, "--max-labels is for text");
         cmd_score(&a);
     } else {
         if (!a.nrefs)
@@ -592,7 +681,15 @@ int tfm_eval_metrics_main(int argc, char **argv)
             tfm_usage_error(prog, "only one of the hypotheses and references can be stdin");
         if (a.task || a.gold || a.pos || a.tag_format != TFM_TAGS_AUTO)
             tfm_usage_error(prog, "--task, --gold, --pos-label and --tag-format are for score");
-        cmd_translation(&a, !strcmp(a.cmd, "chrf"));
+        int text = !strcmp(a.cmd, "text");
+        if (text && (a.lowercase || a.sentence))
+            tfm_usage_error(prog, "--lowercase and --sentence are for bleu and chrf");
+        if (!text && a.max_labels >= 0)
+            tfm_usage_error(prog, "--max-labels is for text");
+        if (text)
+            cmd_text(&a);
+        else
+            cmd_translation(&a, !strcmp(a.cmd, "chrf"));
     }
     free(a.refs);
     if (fflush(stdout) != 0 || ferror(stdout))

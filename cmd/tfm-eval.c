@@ -37,7 +37,7 @@ static void __attribute__((noreturn)) usage(void)
            "               {\"context\": \"...\", \"endings\": [\"...\", ...], \"label\": K}\n"
            "  lastword     LAMBADA-style accuracy: each line is a passage whose final\n"
            "               word (after the last space) is predicted greedily\n"
-           "  score, bleu, chrf   metrics of predictions made elsewhere, no model\n"
+           "  score, bleu, chrf, text   metrics of predictions made elsewhere, no model\n"
            "               (see %s bleu --help)\n"
            "  classify, tag, span  predictions of a fine-tuned model, and their metrics\n"
            "               when the input has gold labels (see %s classify --help)\n"
@@ -763,7 +763,7 @@ static void cmd_lastword(app *a)
     tfm_buf_free(&in);
 }
 
-/* score, bleu and chrf need no model: cmd/eval-metrics.c; classify, tag
+/* score, bleu, chrf and text need no model: cmd/eval-metrics.c; classify, tag
  * and span predict with a fine-tuned one: cmd/eval-task.c.  The command is
  * the first operand; options may come before it, so their values are
  * skipped.  Returns 1 for the first, 2 for the second, 3 for fill
@@ -773,7 +773,7 @@ static int other_command(int argc, char **argv)
     static const char *const with_value[] = {
         "-m", "-t", "--model", "--adapter", "--tokenizer", "--context", "--stride", "--tokens", "--batch",
         "--threads", "--items", "--task", "--gold", "--ref", "--pos-label", "--tag-format",
-        "--max-answer", "-k", "--top-k", "--shots", "--shots-from", "--seed"};
+        "--max-answer", "--max-labels", "-k", "--top-k", "--shots", "--shots-from", "--seed"};
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         if (!strcmp(s, "--"))
@@ -784,7 +784,8 @@ static int other_command(int argc, char **argv)
                     i++;
             continue;
         }
-        if (!strcmp(s, "score") || !strcmp(s, "bleu") || !strcmp(s, "chrf"))
+        if (!strcmp(s, "score") || !strcmp(s, "bleu") || !strcmp(s, "chrf") ||
+            !strcmp(s, "text"))
             return 1;
         if (!strcmp(s, "fill"))
             return 3;
@@ -834,13 +835,13 @@ int main(int argc, char **argv)
      * or after the command */
     if (optind >= argc)
         tfm_usage_error(prog, "missing command: perplexity, choice, lastword, info, score, "
-                        "bleu, chrf, classify, tag, span or fill");
+                        "bleu, chrf, text, classify, tag, span or fill");
     const char *cmd = argv[optind++];
     int which = !strcmp(cmd, "perplexity") ? 0 : !strcmp(cmd, "choice") ? 1
               : !strcmp(cmd, "lastword") ? 2 : !strcmp(cmd, "info") ? 3 : -1;
     if (which < 0)
         tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword, info, "
-                        "score, bleu, chrf, classify, tag, span, fill)", cmd);
+                        "score, bleu, chrf, text, classify, tag, span, fill)", cmd);
     if (!a.model_path)
         tfm_usage_error(prog, "missing -m MODEL");
     if (optind < argc)

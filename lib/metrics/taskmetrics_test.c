@@ -3,7 +3,7 @@
  * (scikit-learn, SciPy, seqeval, the SQuAD v1.1 script), copied from the
  * team's golden files; then hand-checked cases of the 13a tokenizer, the
  * chunk rules, SQuAD normalisation, ties and undefined values, and the
- * label file readers' errors. */
+ * label file readers' errors; the text-to-text scores likewise. */
 #include "config.h"
 
 #include <math.h>
@@ -21,6 +21,7 @@
 #include "base/file.h"
 #include "metrics/bleu.h"
 #include "metrics/taskmetrics.h"
+#include "metrics/textmetrics.h"
 #include "io/json.h"
 
 static const char *srcdir(void)
@@ -500,6 +501,178 @@ static void test_check_label(void **state)
                                "'b', 'c')");
 }
 
+/* ---- text to text (textmetrics.h): the golden cases seen through
+ * tfm_metrics_text, then cases worked by hand: trimming, case, several
+ * references, the label-set rule, macro F1 over the references' labels -- */
+
+static size_t n_span, n_classify, n_f1;
+
+static void text_metrics_case(const tfm_json *c, long line)
+{
+    const char *kind = get(c, "kind")->str;
+    tfm_text_result r;
+    if (!strcmp(kind, "span")) {
+        /* one line per question, its gold answers the references */
+        const tfm_json *items = get(c, "items");
+        size_t n = items->n, total = 0;
+        for (size_t i = 0; i < n; i++)
+            total += get(items->items[i], "golds")->n;
+        const char **hyp = malloc(n * sizeof *hyp), **ref = malloc(total * sizeof *ref);
+        size_t *group = malloc((n + 1) * sizeof *group), k = 0;
+        for (size_t i = 0; i < n; i++) {
+            hyp[i] = get(items->items[i], "pred")->str;
+            group[i] = k;
+            const tfm_json *g = get(items->items[i], "golds");
+            for (size_t j = 0; j < g->n; j++)
+                ref[k++] = g->items[j]->str;
+        }
+        group[n] = k;
+        tfm_metrics_text(hyp, n, ref, group, TFM_TEXT_MAX_LABELS, &r);
+        near(r.squad_em, get(c, "exact_match")->num, 1e-9, "squad_em", line);
+        near(r.squad_f1, get(c, "f1")->num, 1e-9, "squad_f1", line);
+        free(hyp);
+        free(ref);
+        free(group);
+        n_span++;
+    } else if (!strcmp(kind, "classify")) {
+        /* labels as text: exact is the accuracy; macro F1 is scikit-learn's
+         * when every predicted label is a gold one (else sklearn averages
+         * over the extra labels too, T5 and tfm-eval text do not) */
+        const tfm_json *g = get(c, "gold"), *p = get(c, "pred");
+        size_t n = g->n;
+        const char **hyp = malloc(n * sizeof *hyp), **ref = malloc(n * sizeof *ref);
+        size_t *group = malloc((n + 1) * sizeof *group);
+        int subset = 1;
+        for (size_t i = 0; i < n; i++) {
+            hyp[i] = p->items[i]->str;
+            ref[i] = g->items[i]->str;
+            group[i] = i;
+        }
+        group[n] = n;
+        for (size_t i = 0; i < n; i++) {
+            int found = 0;
+            for (size_t j = 0; j < n && !found; j++)
+                found = !strcmp(hyp[i], ref[j]);
+            subset &= found;
+        }
+        tfm_metrics_text(hyp, n, ref, group, 1000, &r);
+        near(r.exact, 100 * get(c, "accuracy")->num, 1e-9, "exact", line);
+        if (subset && r.labels) {
+            near(r.f1_macro, 100 * get(c, "f1_macro")->num, 1e-9, "f1_macro", line);
+            n_f1++;
+        }
+        free(hyp);
+        free(ref);
+        free(group);
+        n_classify++;
+    }
+}
+
+static void test_text_golden_metrics(void **state)
+{
+    (void)state;
+    each_case("metrics.jsonl", text_metrics_case);
+    assert_true(n_span >= 3);
+    assert_true(n_classify >= 3);
+    assert_true(n_f1 >= 1);
+}
+
+static void text_bleu_case(const tfm_json *c, long line)
+{
+    if (get(c, "lowercase")->boolean)
+        return; /* tfm-eval text compares text as it is */
+    const tfm_json *hyps = get(c, "hyps"), *refs = get(c, "refs");
+    size_t n = hyps->n, nr = refs->n;
+    const char **hyp = malloc(n * sizeof *hyp), **ref = malloc(n * nr * sizeof *ref);
+    size_t *group = malloc((n + 1) * sizeof *group);
+    for (size_t i = 0; i < n; i++) {
+        hyp[i] = hyps->items[i]->str;
+        group[i] = i * nr;
+        for (size_t k = 0; k < nr; k++)
+            ref[i * nr + k] = refs->items[k]->items[i]->str;
+    }
+    group[n] = n * nr;
+    tfm_text_result r;
+    tfm_metrics_text(hyp, n, ref, group, 0, &r);
+    near(r.bleu, get(c, "bleu")->num, 1e-3, "BLEU", line);
+    near(r.chrf, get(c, "chrf")->num, 1e-3, "chrF", line);
+    assert_true(r.labels == 0 && isnan(r.f1_macro));
+    free(hyp);
+    free(ref);
+    free(group);
+}
+
+static void test_text_golden_bleu(void **state)
+{
+    (void)state;
+    assert_true(each_case("bleu.jsonl", text_bleu_case) >= 34);
+}
+
+static void test_text_hand(void **state)
+{
+    (void)state;
+    const char *hyp[] = {"yes", " no ", "maybe", "Yes", "no", "yes"};
+    const char *ref[] = {"yes", "no", "no", "yes", "no\n", "no"};
+    size_t group[] = {0, 1, 2, 3, 4, 5, 6};
+    tfm_text_result r;
+    tfm_metrics_text(hyp, 6, ref, group, TFM_TEXT_MAX_LABELS, &r);
+    /* exact: lines 0, 1 (spaces dropped) and 4; "Yes" is not "yes" */
+    assert_int_equal(r.exact_count, 3);
+    assert_true(fabs(r.exact - 50) < 1e-12);
+    /* SQuAD's lowercasing makes line 3 a match too; one-word answers: F1 = EM */
+    assert_true(fabs(r.squad_em - 400.0 / 6) < 1e-9);
+    assert_true(fabs(r.squad_f1 - 400.0 / 6) < 1e-9);
+    /* labels yes, no; yes: tp 1 of 2 predicted, 2 gold: F1 1/2; no: tp 2 of
+     * 2 predicted, 4 gold: P 1, R 1/2, F1 2/3; "maybe" and "Yes" predict no
+     * label: no third class */
+    assert_int_equal(r.labels, 2);
+    assert_true(fabs(r.f1_macro - 100 * (0.5 + 2.0 / 3) / 2) < 1e-9);
+    /* one-token lines: no bigram anywhere, so BLEU is 0 */
+    assert_true(r.bleu == 0);
+    assert_true(r.chrf > 0 && r.chrf < 100);
+
+    /* several references: the best one counts */
+    const char *h2[] = {"the Jared.", "Enoch", "Seth begat Enos"};
+    const char *r2[] = {"Enoch", "Jared", "Enos", "Seth", "Enos"};
+    size_t g2[] = {0, 2, 4, 5};
+    tfm_metrics_text(h2, 3, r2, g2, TFM_TEXT_MAX_LABELS, &r);
+    assert_int_equal(r.exact_count, 0); /* "Enoch" is not one of line 2's */
+    assert_true(fabs(r.squad_em - 100.0 / 3) < 1e-9);
+    /* F1: 1; 0; "seth begat enos" vs "enos": P 1/3, R 1, F1 1/2 */
+    assert_true(fabs(r.squad_f1 - 100 * 1.5 / 3) < 1e-9);
+    /* 2 distinct first references in 3 lines, not 2 lines each: no label set */
+    assert_int_equal(r.labels, 0);
+    assert_true(isnan(r.f1_macro));
+
+    /* identical text: every score 100 */
+    const char *h3[] = {"In the beginning God created the heaven and the earth."};
+    tfm_metrics_text(h3, 1, h3, group, TFM_TEXT_MAX_LABELS, &r);
+    assert_true(r.exact == 100 && r.squad_em == 100 && fabs(r.squad_f1 - 100) < 1e-9);
+    assert_true(fabs(r.bleu - 100) < 1e-9 && fabs(r.chrf - 100) < 1e-9);
+}
+
+static void test_text_label_rule(void **state)
+{
+    (void)state;
+    /* 3 labels in 6 lines: a set; at most 2 allowed: none */
+    const char *ref[] = {"a", "b", "c", "a", "b", "c"};
+    size_t group[] = {0, 1, 2, 3, 4, 5, 6};
+    tfm_text_result r;
+    tfm_metrics_text(ref, 6, ref, group, 3, &r);
+    assert_int_equal(r.labels, 3);
+    assert_true(fabs(r.f1_macro - 100) < 1e-12);
+    tfm_metrics_text(ref, 6, ref, group, 2, &r);
+    assert_int_equal(r.labels, 0);
+    tfm_metrics_text(ref, 5, ref, group, 3, &r); /* 3 labels, 5 lines: < 2 each */
+    assert_int_equal(r.labels, 0);
+    size_t n = 8;
+    const char *t = tfm_text_trim(" \tab c\r\n", &n);
+    assert_true(n == 4 && !strncmp(t, "ab c", 4));
+    n = 2;
+    tfm_text_trim("  ", &n);
+    assert_true(n == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -510,6 +683,8 @@ int main(void)
         cmocka_unit_test(test_squad_no_answer), cmocka_unit_test(test_check_label),
         cmocka_unit_test(test_squad_whole_words), cmocka_unit_test(test_metrics_span),
         cmocka_unit_test(test_default_pos),   cmocka_unit_test(test_stats_merge),
+        cmocka_unit_test(test_text_golden_metrics), cmocka_unit_test(test_text_golden_bleu),
+        cmocka_unit_test(test_text_hand),     cmocka_unit_test(test_text_label_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

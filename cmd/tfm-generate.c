@@ -68,7 +68,8 @@ static void __attribute__((noreturn)) usage(void)
            "Encoder-decoders (translation; default --beam 4, -n 1024,\n"
            "--max-len-a 1 --max-len-b 50 with A * source tokens + B):\n"
            "      --truncate M       a source longer than the encoder's context: head (keep\n"
-           "                         its start, count on stderr; default) or error\n"
+           "                         its start, count on stderr; default) or error (also\n"
+           "                         a prefix LM of pairs' input)\n"
            "      --task-prefix STR  put STR before every source (also prefix LMs of pairs)\n"
            "                         instead of the model's data.prefix; '' for none\n"
            "Other:\n"
@@ -476,6 +477,9 @@ int main(int argc, char **argv)
         a.truncate = truncate;
         a.nbest_tsv = nbest_opt && !a.json;
     }
+    /* a prefix LM of pairs reads its input as a source: cut as one */
+    if (a.lm.prefix_pairs)
+        a.truncate = truncate;
     if (beam_opt && !beam)
         tfm_usage_error(prog, "--lenpen, --lenpen-style and --nbest need --beam");
     if (beam && o.beam.nbest > beam)

@@ -27,9 +27,10 @@
 #              configs', 4000 of 32 windows of ~128 tokens)
 #   FT_STEPS   fine-tuning steps of every (objective, task) (default 1000)
 #   FT_BATCH   fine-tuning batch size (default 32)
-#   FT_LR      fine-tuning peak learning rate (default 1e-3; warmup 10%,
-#              cosine decay)
-#   TEST_LINES score the first N lines of each test split (empty: all)
+#   FT_LR      fine-tuning peak learning rate (default 2e-3, as pre-training;
+#              warmup 10%, cosine decay; not tuned)
+#   TEST_LINES score N lines of each test split, evenly spread over it
+#              (the splits are in Bible order; empty: all)
 #   MAX_NEW    new tokens at most per answer (default 32)
 #   DEC_CONTEXT  the decoders' context when fine-tuning (default 256: an
 #              input and its answer; the encoder-decoder reads 128 source
@@ -60,7 +61,7 @@ EXTRA_IDS ?= 100
 PRE_STEPS ?=
 FT_STEPS ?= 1000
 FT_BATCH ?= 32
-FT_LR ?= 1e-3
+FT_LR ?= 2e-3
 TEST_LINES ?=
 MAX_NEW ?= 32
 DEC_CONTEXT ?= 256
@@ -125,6 +126,11 @@ $(OUT)/pre-$(1)/model.safetensors: $(OUT)/corpus.txt $(OUT)/tok.json $($(arch_$(
 endef
 $(foreach o,$(OBJECTIVES),$(eval $(call pretrain,$(o))))
 
+# a test file, or TEST_LINES of its lines evenly spread (the same for the
+# inputs and the references)
+test_lines = $(if $(TEST_LINES),awk -v n=$(TEST_LINES) -v t=$$$$(wc -l < $(1)) \
+    'n >= t || int(NR * n / t) > int((NR - 1) * n / t)' $(1),cat $(1))
+
 define finetune
 $(OUT)/$(1)-$(2)/model.safetensors: $(OUT)/pre-$(1)/model.safetensors $(OUT)/t2t/begat.test.ref
 	rm -rf $(OUT)/$(1)-$(2)
@@ -138,11 +144,11 @@ $(OUT)/$(1)-$(2)/model.safetensors: $(OUT)/pre-$(1)/model.safetensors $(OUT)/t2t
 
 # the test inputs without the prefix: the model file has it
 $(OUT)/$(1)-$(2).out: $(OUT)/$(1)-$(2)/model.safetensors
-	$(if $(TEST_LINES),head -n $(TEST_LINES),cat) $(OUT)/t2t/$(2).test.in | \
+	$(call test_lines,$(OUT)/t2t/$(2).test.in) | \
 	    $(GENERATE) -q $(threads) -m $$< --greedy -n $(MAX_NEW) --batch 32 > $$@
 
 $(OUT)/$(1)-$(2).json: $(OUT)/$(1)-$(2).out
-	$(if $(TEST_LINES),head -n $(TEST_LINES),cat) $(OUT)/t2t/$(2).test.ref | \
+	$(call test_lines,$(OUT)/t2t/$(2).test.ref) | \
 	    $(EVAL) text -q --json --ref - $$< > $$@
 endef
 $(foreach o,$(OBJECTIVES),$(foreach t,$(TASKS),$(eval $(call finetune,$(o),$(t)))))

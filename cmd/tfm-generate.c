@@ -618,10 +618,11 @@ int main(int argc, char **argv)
     }
 
     if (!a.quiet && a.n_cut)
-        fprintf(stderr, "%s: %zu source%s longer than the encoder's context (%d tokens) cut "
-                "to it: %zu token%s dropped (--truncate error refuses them)\n", prog, a.n_cut,
-                a.n_cut == 1 ? "" : "s", tfm_gen_source_limit(&a.lm.cfg), a.cut_tokens,
-                a.cut_tokens == 1 ? "" : "s");
+        fprintf(stderr, "%s: %zu %s%s longer than the %s context (%d tokens) cut to it: %zu "
+                "token%s dropped (--truncate error refuses them)\n", prog, a.n_cut,
+                a.encdec ? "source" : "input", a.n_cut == 1 ? "" : "s",
+                a.encdec ? "encoder's" : "model's", tfm_gen_source_limit(&a.lm.cfg),
+                a.cut_tokens, a.cut_tokens == 1 ? "" : "s");
     if (!a.quiet && a.encdec) {
         const tfm_gen *g = &a.gen;
         double t = g->stat_prefill_s + g->stat_decode_s;

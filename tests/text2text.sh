@@ -86,6 +86,14 @@ for x, y in zip(a, b):
     assert x["prompt_tokens"] > y["prompt_tokens"] + 2, (x, y)
 PY
 
+# an input longer than the context is cut as a source is (--truncate)
+perl -e 'print join(" ", ("the cat sat") x 30), "\n"' > long.txt
+tfm-generate -m plm/model.safetensors --greedy -n 3 < long.txt > /dev/null 2> err.txt
+grep -q "^tfm-generate: 1 input longer than the model's context (40 tokens) cut to it" err.txt ||
+    { cat err.txt >&2; fail "a prefix LM's long input"; }
+expect_fail 1 "longer than the encoder's context (40)" \
+    tfm-generate -m plm/model.safetensors --greedy -n 3 --truncate error --prompt-file long.txt
+
 # tfm-eval text, worked by hand: exact 3 of 6 (" no " trimmed, "Yes" is not
 # "yes"), SQuAD 4 of 6 (lowercased), labels yes/no: F1 1/2 and 2/3
 printf 'yes\n no \nmaybe\nYes\nno\nyes\n' > hyp.txt

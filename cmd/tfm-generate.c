@@ -638,8 +638,12 @@ int main(int argc, char **argv)
                 t > 0 ? g->stat_seqs / t : 0.0, t > 0 ? g->stat_out_tokens / t : 0.0);
     } else if (!a.quiet) {
         const tfm_gen *g = &a.gen;
-        char extra[64] = "";
-        if (bf16)
+        char extra[96] = "";
+        const tfm_weights *w = &a.lm.w;
+        if (w->lm_head_q8.q || (w->n_layer > 0 && w->layers[0].qkv_q8.q))
+            snprintf(extra, sizeof extra, " (8-bit weights, %s kernel)",
+                     tfm_q8_kernel_name(tfm_q8_kernel(), NULL));
+        else if (bf16)
             snprintf(extra, sizeof extra, " + %.1f MB bfloat16 copy", bf16_bytes / 1e6);
         fprintf(stderr,
                 "%s: %zu prompt%s; prompt %zu token%s, %.1f tok/s; generated %zu token%s, "

@@ -256,7 +256,8 @@ int tfm_q8_kernel_use(int i)
 
 /* Below this many weights a second thread costs more than it brings. */
 #define Q8_PAR_MIN (1 << 18)
-/* blocks per kernel call: the sums stay on the stack */
+/* blocks per kernel call: the sums stay on the stack (a multiple of 8:
+ * each block's lane below is its index modulo 8) */
 #define CHUNK 256
 
 void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
@@ -277,14 +278,24 @@ void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
         for (int r = 0; r < n; r++) {
             const int8_t *xr = xq + (size_t)r * K;
             const float *dr = xd + (size_t)r * nb;
-            float acc = 0.0f;
+            /* block k adds into lane k % 8 (one vector, no chain of
+             * dependent adds), the lanes then in a fixed order: the same
+             * whatever the kernel */
+            float acc[8] = {0};
             for (int c0 = 0; c0 < nb; c0 += CHUNK) {
                 int m = nb - c0 < CHUNK ? nb - c0 : CHUNK;
                 fn(sums, wj + (size_t)c0 * TFM_Q8_BLOCK, xr + (size_t)c0 * TFM_Q8_BLOCK, m);
-                for (int k = 0; k < m; k++)
-                    acc += dj[c0 + k] * dr[c0 + k] * (float)sums[k];
+                const float *a = dj + c0, *x = dr + c0;
+                int k = 0;
+                for (; k + 8 <= m; k += 8)
+                    for (int l = 0; l < 8; l++)
+                        acc[l] += a[k + l] * x[k + l] * (float)sums[k + l];
+                for (; k < m; k++)
+                    acc[k % 8] += a[k] * x[k] * (float)sums[k];
             }
-            y[(size_t)r * N + j] = b ? acc + b[j] : acc;
+            float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+                      ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+            y[(size_t)r * N + j] = b ? s + b[j] : s;
         }
     }
 }

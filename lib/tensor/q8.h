@@ -11,8 +11,8 @@
  *     tfm_q8_gemv(y, xq, xd, &W, bias, 1);           // y = W·x + bias
  *
  * A product sums each block's 32 int8 products exactly in 32-bit
- * integers, then adds d_w·d_x·sum over the blocks in block order, in
- * float.  The integer sums run on the fastest of the kernels this CPU
+ * integers, then adds d_w·d_x·sum over the blocks in float, in an order
+ * fixed by K alone.  The integer sums run on the fastest of the kernels this CPU
  * has (a portable one, AVX2, AVX-VNNI, AVX-512 VNNI), chosen by timing
  * them once, at the first product; as the sums are exact, every kernel
  * gives the same result to the bit. */

@@ -640,7 +640,9 @@ int main(int argc, char **argv)
         const tfm_gen *g = &a.gen;
         char extra[96] = "";
         const tfm_weights *w = &a.lm.w;
-        if (w->lm_head_q8.q || (w->n_layer > 0 && w->layers[0].qkv_q8.q))
+        const tfm_layer_weights *L0 = w->n_layer > 0 ? &w->layers[0] : NULL;
+        if (w->lm_head_q8.q || (L0 && (L0->qkv_q8.q || L0->proj_q8.q || L0->fc_q8.q ||
+                                       L0->fcp_q8.q)))
             snprintf(extra, sizeof extra, " (8-bit weights, %s kernel)",
                      tfm_q8_kernel_name(tfm_q8_kernel(), NULL));
         else if (bf16)

@@ -254,6 +254,27 @@ with tempfile.TemporaryDirectory() as d:
     check(json.loads(run("tfm-eval", "info", "--json", "-m", P("hf16.st")).stdout)
           ["weights"] == "f16", "info: an F16 checkpoint")
 
+    # An encoder-decoder: the encoder's and the cross-attention's matrices
+    # 8-bit too; it translates.  A 48-wide model: only the matrices whose
+    # rows are a multiple of 32 wide (mlp.c_proj, 192) are 8-bit.
+    S2S = os.path.join(S, "testdata", "tiny-seq2seq.safetensors")
+    run("tfm-train", "--convert", "q8_0", S2S, "-o", P("s2s.st"))
+    _, s2s = read_st(P("s2s.st"))
+    for nm in ("enc.h.0.attn.c_attn.weight", "h.0.xattn.c_kv.weight", "h.0.mlp.c_fc.weight"):
+        check(s2s[nm][0] == "I8", "seq2seq %s not 8-bit" % nm)
+    out = run("tfm-generate", "-q", "--greedy", "-n", "20", "-m", P("s2s.st"),
+              stdin=b"hello world\n").stdout
+    check(len(out.strip()) > 0, "the 8-bit encoder-decoder generates nothing")
+    subprocess.run([mk, P("m48.st"), "--layers", "2", "--heads", "2", "--embd", "48",
+                    "--context", "32", "--vocab", "50", "--scale", "3"], check=True)
+    run("tfm-train", "--convert", "q8_0", P("m48.st"), "-o", P("m48q.st"))
+    _, m48 = read_st(P("m48q.st"))
+    check(m48["h.0.attn.c_attn.weight"][0] == "F32" and m48["h.0.mlp.c_proj.weight"][0] == "I8"
+          and m48["wte.weight"][0] == "F32", "48 wide: which matrices are 8-bit")
+    r = run("tfm-generate", "--ids", "--greedy", "-n", "10", "-m", P("m48q.st"), "1 2 3")
+    check(len(r.stdout.split()) == 10 and b"8-bit weights" in r.stderr,
+          "48 wide: generation with 8-bit mlp.c_proj")
+
     # ---- bad input ----
     meta = {k: v for k, v in meta8.items() if k != "checksum"}
     name = "h.0.mlp.c_fc.weight"

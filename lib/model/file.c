@@ -1764,7 +1764,7 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
     }
     if (tfm_weights_bind(&lm->w, &lm->cfg, lookup, st, err) < 0)
         goto fail;
-    tfm_quant_attach(lm->quant, &lm->w, &lm->cfg);
+    tfm_quant_attach(lm->quant, &lm->w);
     size_t tok_len = 0;
     const char *tok_json = tfm_safetensors_meta(st, "tokenizer", &tok_len);
     if (tok_json && !lm->tok) {
@@ -1830,7 +1830,7 @@ int tfm_lm_open_adapter(tfm_lm *lm, const char *path, const char *adapter, tfm_e
     tfm_weights_free(&lm->w);
     if (tfm_weights_bind(&lm->w, &lm->cfg, lookup_adapted, &a, err) < 0)
         goto fail;
-    tfm_quant_attach(lm->quant, &lm->w, &lm->cfg);
+    tfm_quant_attach(lm->quant, &lm->w);
     return 0;
 fail:
     tfm_lm_close(lm);

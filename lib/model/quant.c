@@ -258,9 +258,8 @@ static const tfm_quant_view *view_of(const tfm_quant_views *v, const float *f32)
     return NULL;
 }
 
-void tfm_quant_attach(const tfm_quant_views *v, tfm_weights *w, const tfm_model_config *cfg)
+void tfm_quant_attach(const tfm_quant_views *v, tfm_weights *w)
 {
-    (void)cfg;
     if (!v || !v->n)
         return;
     for (int l = 0; l < w->n_layer; l++) {

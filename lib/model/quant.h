@@ -78,8 +78,7 @@ typedef struct tfm_quant_views {
 int tfm_quant_widen(tfm_safetensors *st, tfm_quant_views *views, tfm_err *err);
 /* Points w's decode-step copies at the stored matrices that w binds (a
  * tensor an adapter replaced is not bound, so keeps none). */
-void tfm_quant_attach(const tfm_quant_views *views, tfm_weights *w,
-                      const tfm_model_config *cfg);
+void tfm_quant_attach(const tfm_quant_views *views, tfm_weights *w);
 void tfm_quant_views_free(tfm_quant_views *views);
 
 #endif

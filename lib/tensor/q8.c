@@ -25,11 +25,16 @@ void tfm_q8_quantize(int8_t *q, float *d, const float *x, int K)
     for (int b = 0; b < K / TFM_Q8_BLOCK; b++) {
         const float *xb = x + (size_t)b * TFM_Q8_BLOCK;
         float amax = 0.0f;
-        for (int i = 0; i < TFM_Q8_BLOCK; i++)
+        int nan = 0;
+        for (int i = 0; i < TFM_Q8_BLOCK; i++) {
             amax = fmaxf(amax, fabsf(xb[i]));
-        float s = amax / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
+            nan |= xb[i] != xb[i];
+        }
+        /* a NaN or infinite input gives a NaN or infinite scale (and values
+         * 0), so that a product over it is not finite either, as in float */
+        float s = nan ? NAN : amax / 127.0f, inv = s > 0.0f && isfinite(s) ? 1.0f / s : 0.0f;
         for (int i = 0; i < TFM_Q8_BLOCK; i++)
-            q[(size_t)b * TFM_Q8_BLOCK + i] = (int8_t)lrintf(xb[i] * inv);
+            q[(size_t)b * TFM_Q8_BLOCK + i] = inv ? (int8_t)lrintf(xb[i] * inv) : 0;
         d[b] = s;
     }
 }

@@ -110,6 +110,24 @@ static void test_quantize_bound(void **state)
     assert_int_equal(d[2] == 0, 1);
     for (int i = 64; i < 96; i++)
         assert_int_equal(q[i], 0);
+    /* a diverged activation stays visible: NaN and infinity in, a product
+     * that is not finite out */
+    int8_t w8[64];
+    float wd[2] = {0.01f, 0.02f}, out;
+    for (int i = 0; i < 64; i++)
+        w8[i] = (int8_t)(i % 7 - 3);
+    const float bad[2] = {NAN, INFINITY};
+    for (int k = 0; k < 2; k++) {
+        float xs[64], xd2[2];
+        int8_t xq2[64];
+        for (int i = 0; i < 64; i++)
+            xs[i] = 0.5f;
+        xs[40] = bad[k];
+        tfm_q8_quantize(xq2, xd2, xs, 64);
+        tfm_q8 W = {w8, wd, 1, 64};
+        tfm_q8_gemv(&out, xq2, xd2, &W, NULL, 1);
+        assert_false(isfinite(out));
+    }
 }
 
 static void test_gemv(void **state)

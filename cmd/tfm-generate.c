@@ -461,7 +461,9 @@ int main(int argc, char **argv)
 
     tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
-    if (tfm_lm_open_adapter(&a.lm, model, adapter, &err) < 0)
+    /* decoding reads 8-bit and bfloat16 matrices as stored: no float32 copy
+     * (but --bf16 makes its copies from float32) */
+    if (tfm_lm_open_flags(&a.lm, model, adapter, bf16 ? 0 : TFM_LM_STORED, &err) < 0)
         tfm_die(prog, &err);
     /* Translation's defaults: beam 4, length a·S + b with a = 1, b = 50 */
     a.encdec = a.lm.cfg.kind == TFM_KIND_ENCODER_DECODER;

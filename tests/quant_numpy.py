@@ -224,6 +224,15 @@ with tempfile.TemporaryDirectory() as d:
     check(0 < diff < 0.15 and mean < 0.03,
           "q8_0 decoding's log-probabilities off by %g (mean %g)" % (diff, mean))
     check(len(g["bf16.st"]["ids"]) > 0, "bf16 file generates")
+    # tfm-generate keeps the bfloat16 matrices as stored (no float32 copy;
+    # the prompt's products widen them in turn); --bf16 widens the file and
+    # makes bfloat16 copies of the float32 values: the same numbers, so the
+    # same tokens and log-probabilities to the bit (a 16-token prompt: past
+    # the rows that go through the gemv)
+    wide = json.loads(run("tfm-generate", "-q", "--json", "--greedy", "-n", "60", "--bf16",
+                          "-m", P("bf16.st"), stdin=prompt).stdout)
+    check(wide["ids"] == g["bf16.st"]["ids"] and wide["logprobs"] == g["bf16.st"]["logprobs"],
+          "bf16 file: stored-only decoding differs from decoding its float32 widening")
 
     # tfm-embed: the same sentences' vectors, cosine to float32's >= 0.999
     sents = b"In the beginning\nA tokenizer turns text into numbers.\nThe quick brown fox\n"

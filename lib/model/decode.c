@@ -191,24 +191,38 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
     free(w->bf16_store);
     w->bf16_store = tfm_aligned_alloc(sizeof(uint16_t) * total);
     uint16_t *p = w->bf16_store;
+    /* a stored-only matrix (no float32) keeps its stored copy */
+#define BF16_OF(dst, src, n)                                                 \
+    do {                                                                     \
+        if (src)                                                             \
+            (dst) = to_bf16(p, (src), (n));                                  \
+        p += (n);                                                            \
+    } while (0)
     for (int l = 0; l < c->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
-        L->qkv_w16 = to_bf16(p, L->qkv_w, C * 3 * C), p += C * 3 * C;
-        L->proj_w16 = to_bf16(p, L->proj_w, C * C), p += C * C;
-        L->fc_w16 = to_bf16(p, L->fc_w, C * F), p += C * F;
+        BF16_OF(L->qkv_w16, L->qkv_w, C * 3 * C);
+        BF16_OF(L->proj_w16, L->proj_w, C * C);
+        BF16_OF(L->fc_w16, L->fc_w, C * F);
         if (gated)
-            L->fc1_w16 = to_bf16(p, L->fc1_w, C * F), p += C * F;
-        L->fcp_w16 = to_bf16(p, L->fcp_w, F * C), p += F * C;
+            BF16_OF(L->fc1_w16, L->fc1_w, C * F);
+        BF16_OF(L->fcp_w16, L->fcp_w, F * C);
     }
-    w->lm_head16 = to_bf16(p, w->lm_head, V * C);
+    BF16_OF(w->lm_head16, w->lm_head, V * C);
+#undef BF16_OF
     return sizeof(uint16_t) * total;
 }
 
 /* An 8-bit copy of W [K, N] (a block matrix, [in, out]) into q [N, K] and
  * d [N, K / 32], or of head [V, C] as it is (trans 0); p advances. */
-static tfm_q8 to_q8(int8_t **q, float **d, const float *W, size_t K, size_t N, int trans)
+static tfm_q8 to_q8(int8_t **q, float **d, const float *W, size_t K, size_t N, int trans,
+                    tfm_q8 had)
 {
     tfm_q8 m = {*q, *d, (int)N, (int)K};
+    if (!W) { /* stored only: keeps the copy it has */
+        *q += K * N;
+        *d += K * N / TFM_Q8_BLOCK;
+        return had;
+    }
 #pragma omp parallel if (K * N >= (1 << 16))
     {
         float *row = trans ? tfm_malloc(sizeof(float) * K) : NULL;
@@ -246,17 +260,17 @@ size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *c)
     for (int l = 0; l < c->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
         if (cq) {
-            L->qkv_q8 = to_q8(&q, &d, L->qkv_w, C, 3 * C, 1);
-            L->proj_q8 = to_q8(&q, &d, L->proj_w, C, C, 1);
-            L->fc_q8 = to_q8(&q, &d, L->fc_w, C, F, 1);
+            L->qkv_q8 = to_q8(&q, &d, L->qkv_w, C, 3 * C, 1, L->qkv_q8);
+            L->proj_q8 = to_q8(&q, &d, L->proj_w, C, C, 1, L->proj_q8);
+            L->fc_q8 = to_q8(&q, &d, L->fc_w, C, F, 1, L->fc_q8);
             if (gated)
-                L->fc1_q8 = to_q8(&q, &d, L->fc1_w, C, F, 1);
+                L->fc1_q8 = to_q8(&q, &d, L->fc1_w, C, F, 1, L->fc1_q8);
         }
         if (fq)
-            L->fcp_q8 = to_q8(&q, &d, L->fcp_w, F, C, 1);
+            L->fcp_q8 = to_q8(&q, &d, L->fcp_w, F, C, 1, L->fcp_q8);
     }
     if (cq)
-        w->lm_head_q8 = to_q8(&q, &d, w->lm_head, C, V, 0);
+        w->lm_head_q8 = to_q8(&q, &d, w->lm_head, C, V, 0, w->lm_head_q8);
     return bytes;
 }
 
@@ -440,6 +454,34 @@ static void linear_q8(tfm_infer *g, float *out, const float *in, const tfm_q8 *W
     tfm_q8_gemv(out, g->xq, g->xd, W8, b, R);
 }
 
+/* A stored-only matrix as float32 [K, N] in g's scratch: each value as
+ * model/quant.h's widening computes it, so the products below give what
+ * they give over a widened copy. */
+static const float *widen_matrix(tfm_infer *g, const uint16_t *W16, const tfm_q8 *W8, int K,
+                                 int N)
+{
+    const size_t n = (size_t)K * N;
+    if (g->wbuf_n < n) {
+        free(g->wbuf);
+        g->wbuf = tfm_aligned_alloc(sizeof(float) * n);
+        g->wbuf_n = n;
+    }
+    float *f = g->wbuf;
+    if (W8 && W8->q) { /* [N, K] rows, transposed back */
+        const int nb = K / TFM_Q8_BLOCK;
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+        for (int j = 0; j < N; j++)
+            for (int i = 0; i < K; i++)
+                f[(size_t)i * N + j] = W8->d[(size_t)j * nb + i / TFM_Q8_BLOCK] *
+                                       (float)W8->q[(size_t)j * K + i];
+    } else {
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+        for (size_t i = 0; i < n; i++)
+            f[i] = bf16_f32(W16[i]);
+    }
+    return f;
+}
+
 static void linear(tfm_infer *g, float *out, const float *in, const float *W,
                    const uint16_t *W16, const tfm_q8 *W8, const float *b, int R, int K, int N)
 {
@@ -451,6 +493,8 @@ static void linear(tfm_infer *g, float *out, const float *in, const float *W,
         gemv_rows(out, g->part, in, W16 ? (const void *)W16 : W, W16 != NULL, b, R, K, N);
         return;
     }
+    if (!W)
+        W = widen_matrix(g, W16, W8, K, N);
     /* small weights: BLIS's threads would cost more than they bring */
     if ((size_t)K * N < GEMV_PAR_MIN)
         tfm_gemm1(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
@@ -533,6 +577,7 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
         g->alibi = tfm_malloc(sizeof(float) * (size_t)cfg->n_head);
         tfm_alibi_slopes(g->alibi, cfg->n_head);
     }
+    g->erow = tfm_aligned_alloc(sizeof(float) * (size_t)cfg->n_embd);
     ensure_rows(g, n_slots > GEMV_ROWS ? n_slots : GEMV_ROWS);
     return 0;
 }
@@ -544,7 +589,7 @@ void tfm_infer_free(tfm_infer *g)
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->fc1);
     free(g->part); free(g->xq); free(g->xd);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
-    free(g->scores); free(g->alibi);
+    free(g->scores); free(g->alibi); free(g->wbuf); free(g->erow);
     if (g->enc)
         tfm_fwd_free(g->enc);
     free(g->enc); free(g->mem); free(g->mem_tok);
@@ -560,7 +605,8 @@ size_t tfm_infer_bytes(const tfm_infer *g)
     const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = F > 3 * C ? F : 3 * C;
     size_t scratch = sizeof(float) * (size_t)g->max_rows *
                      (7 * C + (1 + (g->fc1 != NULL)) * F + W + 2);
-    return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len;
+    return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len +
+           sizeof(float) * (g->wbuf_n + C);
 }
 
 void tfm_infer_reset(tfm_infer *g, int slot)
@@ -705,7 +751,18 @@ static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const tfm_embed
     float *x = g->x;
     const float s = tfm_emb_scale(c);
     for (int r = 0; r < R; r++) {
-        const float *te = e->wte + (size_t)tok[r] * C;
+        const float *te;
+        if (e->wte) {
+            te = e->wte + (size_t)tok[r] * C;
+        } else if (e->wte_q8.q) { /* stored only: the row widened */
+            tfm_q8_dequantize(g->erow, e->wte_q8.q + (size_t)tok[r] * C,
+                              e->wte_q8.d + (size_t)tok[r] * (C / TFM_Q8_BLOCK), C);
+            te = g->erow;
+        } else {
+            for (int i = 0; i < C; i++)
+                g->erow[i] = bf16_f32(e->wte16[(size_t)tok[r] * C + i]);
+            te = g->erow;
+        }
         float *xr = x + (size_t)r * C;
         const float *pe = NULL;
         if (c->pos == TFM_POS_LEARNED) {
@@ -831,7 +888,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         xf = h;
     }
     PROF(TFM_PROF_OTHER);
-    if (w->lm_head_q8.q && n <= g->max_rows)
+    if (w->lm_head_q8.q && (n <= g->max_rows || !w->lm_head))
         linear_q8(g, logits, xf, &w->lm_head_q8, NULL, n);
     else if (w->lm_head16)
         head_rows16(logits, xf, w->lm_head16, n, V, C);

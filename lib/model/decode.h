@@ -41,6 +41,14 @@
  * threads (of the 8-bit copy when there is one, else of the bfloat16 one,
  * else of the float32 weights); longer prompts use tfm_gemm.
  *
+ * Stored weights only: a block matrix (qkv_w .. fcp_w), wte or lm_head
+ * may be NULL when its 8-bit or bfloat16 copy is set (a file opened with
+ * model/file.h's TFM_LM_STORED): decode steps read the copy as always; a
+ * longer prompt's products widen one matrix at a time into scratch (the
+ * same float32 values a widened copy would hold, so the same results) and
+ * embeddings widen their rows.  Only tfm_infer reads such weights (not
+ * model/forward.h, the encoder's stacks or the cross-attention).
+ *
  * Ownership: tfm_infer owns its cache and scratch, never the weights
  * (which must outlive it). */
 #ifndef TFM_MODEL_DECODE_H
@@ -77,7 +85,9 @@ typedef struct tfm_layer_weights {
 
 /* One stack's embedding tables and final norm. */
 typedef struct tfm_embed_weights {
-    const float *wte;             /* [V, C] */
+    const float *wte;             /* [V, C], or NULL: wte_q8 or wte16 */
+    tfm_q8 wte_q8;                /* the table 8-bit ([V, C]), or .q NULL */
+    const uint16_t *wte16;        /* the table in bfloat16, or NULL */
     const float *wpe;             /* [block_size, C]; learned positions only */
     const float *lne_w, *lne_b;   /* [C]: the embedding norm, or NULL (lne_b
                                      NULL for rmsnorm, as every norm's bias) */
@@ -88,7 +98,8 @@ typedef struct tfm_embed_weights {
 typedef struct tfm_weights {
     tfm_embed_weights dec;        /* the decoder's (or an encoder's only stack's) */
     const float *wse;             /* [n_segments, C] or NULL */
-    const float *lm_head;         /* [V, C]; == dec.wte when tied */
+    const float *lm_head;         /* [V, C]; == dec.wte when tied; NULL:
+                                     lm_head_q8 or lm_head16 */
     const float *head_bias;       /* [V] final_logits_bias, or NULL */
     tfm_layer_weights *layers; /* [n_layer], owned by this struct */
     int n_layer;
@@ -121,7 +132,8 @@ void tfm_weights_free(tfm_weights *w);
  * the cross-attention's) and the LM head, which the decode steps then read instead: half the bytes per
  * token, at bfloat16's 8-bit precision (the products still accumulate in
  * float32).  The prompt pass keeps the float32 weights.  Returns the bytes
- * allocated (owned by w). */
+ * allocated (owned by w).  A matrix without float32 weights (stored only)
+ * keeps the copy it has; so does it in tfm_weights_to_q8. */
 size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *cfg);
 /* The same with 8-bit copies (tensor/q8.h's Q8_0, the block matrices
  * transposed to [out, in]) of the matrices whose input width is a
@@ -163,6 +175,9 @@ typedef struct tfm_infer {
     int8_t *xq;             /* [max_rows][max(F, C)]: 8-bit inputs */
     float *xd;              /* their block scales */
     float *scores;          /* [threads][max_len] */
+    float *wbuf;            /* a stored matrix widened for a long prompt */
+    size_t wbuf_n;          /* its capacity in floats */
+    float *erow;            /* [C]: a stored embedding row widened */
     int scores_threads;
     int *row_slot, *row_pos;
     float *pe;              /* [max_rows][C]: sinusoid rows or RoPE angles */

@@ -632,6 +632,125 @@ static void test_q8_close(void **state)
     assert_true(worst < 0.05);
 }
 
+/* Sets float32 W [K, N] (trans: a block matrix, [in, out]; else [N, K])
+ * to the values of its 8-bit or bfloat16 copy, as a file's widened view
+ * holds them (model/quant.h). */
+static void widen_into(float *W, const tfm_q8 *q8, const uint16_t *w16, int K, int N, int trans)
+{
+    for (int j = 0; j < N; j++)
+        for (int i = 0; i < K; i++) {
+            size_t at = trans ? (size_t)i * N + j : (size_t)j * K + i;
+            W[at] = q8 ? q8->d[(size_t)j * (K / TFM_Q8_BLOCK) + i / TFM_Q8_BLOCK] *
+                             (float)q8->q[(size_t)j * K + i]
+                       : widen_bf16(w16[at]);
+        }
+}
+
+/* Stored-only weights (model/file.h TFM_LM_STORED): a decoder whose block
+ * matrices, wte and LM head exist only as 8-bit or bfloat16 copies decodes
+ * to the bit as one that also has float32 weights of the same values: a
+ * prompt past the gemv rows (its products widen each matrix in turn), the
+ * embedding rows, the steps after it. */
+static void stored_only_case(int q8, int tied)
+{
+    enum { V = 61, P = 13, NEW = 6 };
+    tfm_model m;
+    make_model(&m, TFM_LN_PRE, tied, 1, V);
+    const int C = m.cfg.n_embd, F = tfm_model_config_ff(&m.cfg), nb = C / TFM_Q8_BLOCK;
+    tfm_weights w, s;
+    tfm_err err = {0};
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    assert_true((q8 ? tfm_weights_to_q8 : tfm_weights_to_bf16)(&w, &m.cfg) > 0);
+    /* wte's copy: the head's when tied, else made here */
+    float *wte = (float *)w.dec.wte;
+    int8_t *eq = NULL;
+    float *ed = NULL;
+    uint16_t *e16 = NULL;
+    tfm_q8 wte_q8 = w.lm_head_q8;
+    const uint16_t *wte16 = w.lm_head16;
+    if (!tied && q8) {
+        eq = malloc((size_t)V * C);
+        ed = malloc(sizeof(float) * V * nb);
+        for (int v = 0; v < V; v++)
+            tfm_q8_quantize(eq + (size_t)v * C, ed + (size_t)v * nb, wte + (size_t)v * C, C);
+        wte_q8 = (tfm_q8){eq, ed, V, C};
+    } else if (!tied) {
+        e16 = malloc(sizeof *e16 * V * C);
+        for (int i = 0; i < V * C; i++)
+            e16[i] = round_bf16(wte[i]);
+        wte16 = e16;
+    }
+    /* the float32 weights get the copies' values; s has the copies alone */
+    s = w;
+    s.layers = malloc(sizeof *s.layers * (size_t)w.n_layer);
+    s.bf16_store = NULL;
+    s.q8_store = NULL;
+    for (int l = 0; l < w.n_layer; l++) {
+        tfm_layer_weights *L = &w.layers[l], *S = &s.layers[l];
+        widen_into((float *)L->qkv_w, q8 ? &L->qkv_q8 : NULL, L->qkv_w16, C, 3 * C, 1);
+        widen_into((float *)L->proj_w, q8 ? &L->proj_q8 : NULL, L->proj_w16, C, C, 1);
+        widen_into((float *)L->fc_w, q8 ? &L->fc_q8 : NULL, L->fc_w16, C, F, 1);
+        widen_into((float *)L->fcp_w, q8 ? &L->fcp_q8 : NULL, L->fcp_w16, F, C, 1);
+        *S = *L;
+        S->qkv_w = S->proj_w = S->fc_w = S->fcp_w = NULL;
+    }
+    widen_into(wte, q8 ? &wte_q8 : NULL, wte16, C, V, 0);
+    if (!tied)
+        widen_into((float *)w.lm_head, q8 ? &w.lm_head_q8 : NULL, w.lm_head16, C, V, 0);
+    s.lm_head = NULL;
+    s.dec.wte = NULL;
+    if (q8)
+        s.dec.wte_q8 = wte_q8;
+    else
+        s.dec.wte16 = wte16;
+
+    tfm_infer a, b;
+    assert_int_equal(tfm_infer_init(&a, &m.cfg, &w, 1, P + NEW, &err), 0);
+    assert_int_equal(tfm_infer_init(&b, &m.cfg, &s, 1, P + NEW, &err), 0);
+    const uint32_t prompt[P] = {3, 14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 32, 38};
+    float la[V], lb[V];
+    assert_int_equal(tfm_infer_prefill(&a, 0, prompt, P, la, &err), 0);
+    assert_int_equal(tfm_infer_prefill(&b, 0, prompt, P, lb, &err), 0);
+    assert_memory_equal(la, lb, sizeof la);
+    int slot = 0;
+    for (int t = 0; t < NEW; t++) {
+        uint32_t tok = tfm_argmax(la, V);
+        assert_int_equal(tfm_infer_step(&a, 1, &tok, &slot, la, &err), 0);
+        assert_int_equal(tfm_infer_step(&b, 1, &tok, &slot, lb, &err), 0);
+        assert_memory_equal(la, lb, sizeof la);
+    }
+    /* the widened values are not the original weights: the prompt's
+     * logits differ from those of the unrounded model */
+    tfm_model m0;
+    make_model(&m0, TFM_LN_PRE, tied, 1, V);
+    tfm_weights w0;
+    assert_int_equal(tfm_weights_from_model(&w0, &m0, &err), 0);
+    tfm_infer c;
+    assert_int_equal(tfm_infer_init(&c, &m0.cfg, &w0, 1, P, &err), 0);
+    float l0[V];
+    assert_int_equal(tfm_infer_prefill(&c, 0, prompt, P, l0, &err), 0);
+    assert_memory_not_equal(l0, lb, sizeof l0);
+    tfm_infer_free(&c);
+    tfm_weights_free(&w0);
+    tfm_model_free(&m0);
+
+    tfm_infer_free(&a);
+    tfm_infer_free(&b);
+    free(s.layers);
+    free(eq);
+    free(ed);
+    free(e16);
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
+}
+
+static void test_stored_only(void **state)
+{
+    for (int q8 = 0; q8 <= 1; q8++)
+        for (int tied = 0; tied <= 1; tied++)
+            stored_only_case(q8, tied);
+}
+
 static void test_bad_token(void **state)
 {
     tfm_model m;
@@ -848,6 +967,7 @@ int main(void)
         cmocka_unit_test(test_gemv_rows_bf16),
         cmocka_unit_test(test_bf16_close),
         cmocka_unit_test(test_q8_close),
+        cmocka_unit_test(test_stored_only),
         cmocka_unit_test(test_greedy_cache_equals_full),
         cmocka_unit_test(test_positions_cache_equals_full),
         cmocka_unit_test(test_past_block_size),

@@ -1697,7 +1697,31 @@ static int t5_lm_open(tfm_lm *lm, const tfm_safetensors *st, const char *bart, t
     return tfm_weights_from_model(&lm->w, m, err);
 }
 
+/* lookup, through the stored-only matrices' keys (model/quant.h) */
+static const float *lookup_stored(void *ctx, const char *name, size_t d0, size_t d1,
+                                  tfm_err *err)
+{
+    const tfm_lm *lm = ctx;
+    const tfm_safetensors *st = lm->file;
+    const tfm_st_tensor *t = find(st, name);
+    const tfm_quant_view *v = t ? tfm_quant_find(lm->quant, t->name) : NULL;
+    if (!v || !v->stored_only)
+        return lookup((void *)st, name, d0, d1, err);
+    if (v->shape[0] != d0 || v->shape[1] != d1) {
+        tfm_err_set(err, "%s: tensor '%s' has shape [%zu, %zu] (as tfm lays it out), the "
+                    "config implies [%zu, %zu]", st->name, name, v->shape[0], v->shape[1],
+                    d0, d1);
+        return NULL;
+    }
+    return v->f32;
+}
+
 int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
+{
+    return tfm_lm_open_flags(lm, path, NULL, 0, err);
+}
+
+static int lm_open(tfm_lm *lm, const char *path, unsigned flags, tfm_err *err)
 {
     memset(lm, 0, sizeof *lm);
     lm->eos = -1;
@@ -1714,11 +1738,11 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
      * check reads the file once, the cost of about one generated token */
     if (tfm_model_file_verify(st, 0, err) < 0)
         goto fail;
-    /* bfloat16, half precision and 8-bit tensors read as float32; the
-     * stored matrices are kept for the decode steps */
+    /* bfloat16, half precision and 8-bit tensors read as float32 (once the
+     * kind of model is known: a decoder opened TFM_LM_STORED keeps the
+     * matrices its decode steps read stored only); the stored matrices
+     * are kept for the decode steps */
     lm->quant = tfm_calloc(1, sizeof(tfm_quant_views));
-    if (tfm_quant_widen(st, lm->quant, err) < 0)
-        goto fail;
     const char *format = tfm_format(st);
     size_t cfg_len = 0;
     const char *cfg_text = tfm_safetensors_meta(st, "config", &cfg_len);
@@ -1729,6 +1753,8 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
     }
     const char *bert = bert_prefix(st), *bart = bart_prefix(st);
     if (bert || bart || t5_is(st)) {
+        if (tfm_quant_widen(st, lm->quant, err) < 0)
+            goto fail;
         if ((bert ? bert_lm_open(lm, st, bert, err) : t5_lm_open(lm, st, bart, err)) < 0)
             goto fail;
         /* the weights were copied: the mapped pages would only hold memory
@@ -1756,13 +1782,19 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
         lm->prefix_lm = c.train.task == TFM_CONFIG_TASK_PREFIX_LM;
         lm->prefix_pairs = lm->prefix_lm && c.train.prefix_from == TFM_CONFIG_PREFIX_PAIRS;
     } else {
+        /* shapes as stored: only BF16 and F16 tensors (of the same shape)
+         * come without tfm's metadata */
         if (config_from_shapes(st, &lm->cfg, err) < 0 ||
             tokenizer_beside(path, lm->cfg.vocab_size, &lm->tok, err) < 0)
             goto fail;
         if (lm->tok)
             lm->eos = tfm_tokenizer_specials(lm->tok)->eos;
     }
-    if (tfm_weights_bind(&lm->w, &lm->cfg, lookup, st, err) < 0)
+    const int keep = (flags & TFM_LM_STORED) && lm->cfg.kind == TFM_KIND_DECODER;
+    if (tfm_quant_widen_keep(st, lm->quant, keep, err) < 0)
+        goto fail;
+    if (tfm_weights_bind(&lm->w, &lm->cfg, keep ? lookup_stored : lookup,
+                         keep ? (void *)lm : st, err) < 0)
         goto fail;
     tfm_quant_attach(lm->quant, &lm->w);
     size_t tok_len = 0;
@@ -1813,7 +1845,14 @@ static const float *file_base(void *ctx, const char *name, size_t shape[2])
 
 int tfm_lm_open_adapter(tfm_lm *lm, const char *path, const char *adapter, tfm_err *err)
 {
-    if (tfm_lm_open(lm, path, err) < 0)
+    return tfm_lm_open_flags(lm, path, adapter, 0, err);
+}
+
+int tfm_lm_open_flags(tfm_lm *lm, const char *path, const char *adapter, unsigned flags,
+                      tfm_err *err)
+{
+    /* an adapter adds to float32 base weights */
+    if (lm_open(lm, path, adapter ? flags & ~TFM_LM_STORED : flags, err) < 0)
         return -1;
     if (!adapter)
         return 0;

@@ -185,6 +185,16 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err);
 /* The same with a LoRA adapter directory (model/lora.h; NULL: none) merged
  * in: only the weights it adapts are copied, the rest stay mapped. */
 int tfm_lm_open_adapter(tfm_lm *lm, const char *path, const char *adapter, tfm_err *err);
+
+/* For decoding only (tfm_infer): a decoder's 8-bit and bfloat16 matrices
+ * (model/quant.h) are not widened to float32, which would double or
+ * quadruple the memory held; lm.w then has NULL for their float32
+ * weights (model/decode.h), so that lm.w serves tfm_infer alone.  Ignored
+ * for other kinds of model and with an adapter. */
+#define TFM_LM_STORED 1u
+/* tfm_lm_open_adapter with flags (TFM_LM_*; 0: as tfm_lm_open_adapter). */
+int tfm_lm_open_flags(tfm_lm *lm, const char *path, const char *adapter, unsigned flags,
+                      tfm_err *err);
 void tfm_lm_close(tfm_lm *lm);
 
 #endif

@@ -167,9 +167,17 @@ static void widen16(tfm_safetensors *st, tfm_st_tensor *t)
     tfm_safetensors_replace(st, t, TFM_ST_F32, t->ndim, shape, f);
 }
 
-/* The 8-bit matrix t and its scales to F32 in tfm's layout; *view gets
- * the stored matrix. */
-static int widen_q8(tfm_safetensors *st, tfm_st_tensor *t, tfm_quant_view *view, tfm_err *err)
+/* Kept stored by tfm_quant_widen_keep: what decode steps read stored. */
+static int keepable(const char *name)
+{
+    return head_matrix(name) ||
+           (block_matrix(name) && strncmp(name, "enc.", 4) && !strstr(name, "xattn."));
+}
+
+/* The 8-bit matrix t and its scales to F32 in tfm's layout (keep: only
+ * checked); *view gets the stored matrix. */
+static int widen_q8(tfm_safetensors *st, tfm_st_tensor *t, tfm_quant_view *view, int keep,
+                    tfm_err *err)
 {
     const char *w = tfm_safetensors_meta(st, "weights", NULL);
     char got[96];
@@ -210,6 +218,11 @@ static int widen_q8(tfm_safetensors *st, tfm_st_tensor *t, tfm_quant_view *view,
         if (q[i] == -128) /* the kernels' sign trick needs -127..127 */
             return tfm_err_set(err, "%s: tensor '%s': row %zu holds -128, outside Q8_0's "
                                "-127..127: the file is corrupt", st->name, t->name, i / K);
+    if (keep) {
+        *view = (tfm_quant_view){t->name, (const float *)(const void *)q, NULL,
+                                 {q, d, (int)N, (int)K}, 1, {trans ? K : N, trans ? N : K}};
+        return 0;
+    }
     float *f = tfm_aligned_alloc(N * K * sizeof *f + 1);
 #pragma omp parallel for schedule(static) if (N * K >= (1 << 16))
     for (size_t j = 0; j < N; j++)
@@ -217,7 +230,8 @@ static int widen_q8(tfm_safetensors *st, tfm_st_tensor *t, tfm_quant_view *view,
             float v = d[j * nb + i / TFM_Q8_BLOCK] * (float)q[j * K + i];
             f[trans ? i * N + j : j * K + i] = v;
         }
-    *view = (tfm_quant_view){t->name, f, NULL, {q, d, (int)N, (int)K}};
+    *view = (tfm_quant_view){t->name, f, NULL, {q, d, (int)N, (int)K}, 0,
+                             {trans ? K : N, trans ? N : K}};
     size_t shape[2] = {trans ? K : N, trans ? N : K};
     tfm_safetensors_replace(st, t, TFM_ST_F32, 2, shape, f);
     return 0;
@@ -225,22 +239,33 @@ static int widen_q8(tfm_safetensors *st, tfm_st_tensor *t, tfm_quant_view *view,
 
 int tfm_quant_widen(tfm_safetensors *st, tfm_quant_views *views, tfm_err *err)
 {
+    return tfm_quant_widen_keep(st, views, 0, err);
+}
+
+int tfm_quant_widen_keep(tfm_safetensors *st, tfm_quant_views *views, int keep, tfm_err *err)
+{
     tfm_quant_views v = {0};
     v.v = tfm_calloc(st->n_tensors + 1, sizeof *v.v);
     for (size_t i = 0; i < st->n_tensors; i++) {
         tfm_st_tensor *t = &st->tensors[i];
         if (t->dtype == TFM_ST_I8) {
-            if (widen_q8(st, t, &v.v[v.n], err) < 0) {
+            if (widen_q8(st, t, &v.v[v.n], keep && keepable(t->name), err) < 0) {
                 tfm_quant_views_free(&v);
                 return -1;
             }
             v.n++;
         } else if (t->dtype == TFM_ST_BF16 || t->dtype == TFM_ST_F16) {
-            const void *stored = t->data;
+            const uint16_t *stored = t->data;
             int bf = t->dtype == TFM_ST_BF16 && t->ndim == 2;
+            if (bf && keep && keepable(t->name)) {
+                v.v[v.n++] = (tfm_quant_view){t->name, (const float *)(const void *)stored,
+                                              stored, {0}, 1, {t->shape[0], t->shape[1]}};
+                continue;
+            }
             widen16(st, t);
             if (bf)
-                v.v[v.n++] = (tfm_quant_view){t->name, t->data, stored, {0}};
+                v.v[v.n++] = (tfm_quant_view){t->name, t->data, stored, {0}, 0,
+                                              {t->shape[0], t->shape[1]}};
         }
     }
     if (views)
@@ -258,29 +283,48 @@ static const tfm_quant_view *view_of(const tfm_quant_views *v, const float *f32)
     return NULL;
 }
 
+const tfm_quant_view *tfm_quant_find(const tfm_quant_views *v, const char *name)
+{
+    for (int i = 0; v && i < v->n; i++)
+        if (!strcmp(v->v[i].name, name))
+            return &v->v[i];
+    return NULL;
+}
+
 void tfm_quant_attach(const tfm_quant_views *v, tfm_weights *w)
 {
     if (!v || !v->n)
         return;
     for (int l = 0; l < w->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
-        const float *f[5] = {L->qkv_w, L->proj_w, L->fc_w, L->fc1_w, L->fcp_w};
+        const float **f[5] = {&L->qkv_w, &L->proj_w, &L->fc_w, &L->fc1_w, &L->fcp_w};
         const uint16_t **b[5] = {&L->qkv_w16, &L->proj_w16, &L->fc_w16, &L->fc1_w16,
                                  &L->fcp_w16};
         tfm_q8 *q[5] = {&L->qkv_q8, &L->proj_q8, &L->fc_q8, &L->fc1_q8, &L->fcp_q8};
         for (int k = 0; k < 5; k++) {
-            const tfm_quant_view *x = view_of(v, f[k]);
+            const tfm_quant_view *x = view_of(v, *f[k]);
             if (x && x->bf16)
                 *b[k] = x->bf16;
             if (x && x->q8.q)
                 *q[k] = x->q8;
+            if (x && x->stored_only)
+                *f[k] = NULL;
         }
     }
+    /* the head before wte: tied, both hold the same key */
     const tfm_quant_view *x = view_of(v, w->lm_head);
     if (x && x->bf16)
         w->lm_head16 = x->bf16;
     if (x && x->q8.q)
         w->lm_head_q8 = x->q8;
+    if (x && x->stored_only)
+        w->lm_head = NULL;
+    x = view_of(v, w->dec.wte);
+    if (x && x->stored_only) {
+        w->dec.wte16 = x->bf16;
+        w->dec.wte_q8 = x->q8;
+        w->dec.wte = NULL;
+    }
 }
 
 void tfm_quant_views_free(tfm_quant_views *v)

@@ -22,7 +22,9 @@
  * checkpoint's) become F32, 8-bit matrices become F32 in tfm's layout,
  * so that every program reads such files as float32 ones; inference
  * (tfm_lm_open) then also points the decode steps at the stored bfloat16
- * or 8-bit matrices (model/decode.h), which they multiply directly. */
+ * or 8-bit matrices (model/decode.h), which they multiply directly.
+ * Decoding alone (tfm_lm_open_flags's TFM_LM_STORED) needs no float32
+ * copy of those: they stay as stored, tfm_quant_widen_keep. */
 #ifndef TFM_MODEL_QUANT_H
 #define TFM_MODEL_QUANT_H
 
@@ -63,9 +65,14 @@ int tfm_quant_encode(const char *name, const float *data, int ndim, const size_t
 /* The stored bfloat16 and 8-bit matrices of a widened file. */
 typedef struct tfm_quant_view {
     const char *name;     /* the tensor's (st's) */
-    const float *f32;     /* its widened data (what weights bind) */
+    const float *f32;     /* its widened data (what weights bind); stored
+                             only: the stored data's address, a key that
+                             weights bind and tfm_quant_attach replaces by
+                             NULL, never read as float */
     const uint16_t *bf16; /* the stored BF16 matrix, or NULL */
     tfm_q8 q8;            /* the stored 8-bit matrix (.q NULL: none) */
+    int stored_only;      /* 1: not widened (st still has it as stored) */
+    size_t shape[2];      /* its shape in tfm's layout */
 } tfm_quant_view;
 
 typedef struct tfm_quant_views {
@@ -76,8 +83,18 @@ typedef struct tfm_quant_views {
 /* Widens st (opened and its checksum checked) as above; views (NULL: not
  * wanted) gets the stored matrices.  Errors name the file and tensor. */
 int tfm_quant_widen(tfm_safetensors *st, tfm_quant_views *views, tfm_err *err);
+/* The same, but (keep 1) the 8-bit and bfloat16 matrices that decode
+ * steps read stored -- a decoder's block matrices (not an encoder's or the
+ * cross-attention's), wte and lm_head -- are checked and not widened:
+ * their views are stored_only, st keeps them as stored, and weights bind
+ * them through the view's key (tfm_quant_find).  Their 8-bit scales are
+ * widened (a float32 per 32 weights). */
+int tfm_quant_widen_keep(tfm_safetensors *st, tfm_quant_views *views, int keep, tfm_err *err);
+/* The view of st's tensor named name (st's own name), or NULL. */
+const tfm_quant_view *tfm_quant_find(const tfm_quant_views *views, const char *name);
 /* Points w's decode-step copies at the stored matrices that w binds (a
- * tensor an adapter replaced is not bound, so keeps none). */
+ * tensor an adapter replaced is not bound, so keeps none); the float32
+ * pointers bound to stored-only views become NULL (model/decode.h). */
 void tfm_quant_attach(const tfm_quant_views *views, tfm_weights *w);
 void tfm_quant_views_free(tfm_quant_views *views);
 

@@ -234,6 +234,40 @@ with tempfile.TemporaryDirectory() as d:
     check(wide["ids"] == g["bf16.st"]["ids"] and wide["logprobs"] == g["bf16.st"]["logprobs"],
           "bf16 file: stored-only decoding differs from decoding its float32 widening")
 
+    # tfm-generate --q8 quantizes a float32 file's matrices at load as
+    # --convert q8_0 does.  On the dequantized file (deq.st) it finds the
+    # q8_0 file's values and scales again (each scale is a half-precision
+    # number, whose 127 multiples are exact in float32) and the prompt pass
+    # multiplies the same float32 values: the same decoding to the bit.
+    r = run("tfm-generate", "--json", "--greedy", "-n", "60", "--q8", "-m", P("deq.st"),
+            stdin=prompt)
+    q = json.loads(r.stdout)
+    check(q["ids"] == a["ids"] and q["logprobs"] == a["logprobs"],
+          "--q8 on the dequantized file differs from the q8_0 file")
+    check(b"8-bit copy" in r.stderr, "--q8: the summary names the 8-bit copy: %r" % r.stderr)
+    # On the float32 file the scales stay float32 and the prompt pass reads
+    # the unrounded weights: close to the q8_0 file until a near-tie (this
+    # model's greedy loop has one at token 15: two characters near 0.38)
+    q = json.loads(run("tfm-generate", "--json", "--greedy", "-n", "60", "--q8", "-m", MODEL,
+                       stdin=prompt).stdout)
+    n = 0
+    while n < min(len(a["ids"]), len(q["ids"])) and a["ids"][n] == q["ids"][n]:
+        n += 1
+    diffs = [abs(x - y) for x, y in zip(a["logprobs"][:n], q["logprobs"][:n])] or [9]
+    print("# greedy decode, --q8 on float32 against the q8_0 file: %d of %d tokens agree, "
+          "log-probabilities within %.4f" % (n, len(a["ids"]), max(diffs)))
+    check(n >= 10 and max(diffs) < 0.15, "--q8 leaves the q8_0 file's greedy path after %d "
+          "tokens (log-probabilities within %g)" % (n, max(diffs)))
+    # a bf16 file's stored matrices quantize too; a q8_0 file's stay as stored
+    r = run("tfm-generate", "--ids", "--greedy", "-n", "10", "--q8", "-m", P("bf16.st"), "1 2 3")
+    check(len(r.stdout.split()) == 10 and b"8-bit copy" in r.stderr, "--q8 on a bf16 file")
+    r = run("tfm-generate", "--json", "--greedy", "-n", "60", "--q8", "-m", P("q8_0.st"),
+            stdin=prompt)
+    check(json.loads(r.stdout)["logprobs"] == a["logprobs"] and b"8-bit weights" in r.stderr,
+          "--q8 on a q8_0 file changes its decoding")
+    r = run("tfm-generate", "--q8", "--bf16", "-m", MODEL, "In", code=2)
+    check(r.stderr.decode().startswith("tfm-generate: "), "--q8 --bf16: %r" % r.stderr)
+
     # tfm-embed: the same sentences' vectors, cosine to float32's >= 0.999
     sents = b"In the beginning\nA tokenizer turns text into numbers.\nThe quick brown fox\n"
     emb = {}

@@ -214,24 +214,22 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
 
 /* An 8-bit copy of W [K, N] (a block matrix, [in, out]) into q [N, K] and
  * d [N, K / 32], or of head [V, C] as it is (trans 0); p advances. */
-static tfm_q8 to_q8(int8_t **q, float **d, const float *W, size_t K, size_t N, int trans,
-                    tfm_q8 had)
+static tfm_q8 to_q8(int8_t **q, float **d, const float *W, const uint16_t *W16, size_t K,
+                    size_t N, int trans)
 {
     tfm_q8 m = {*q, *d, (int)N, (int)K};
-    if (!W) { /* stored only: keeps the copy it has */
-        *q += K * N;
-        *d += K * N / TFM_Q8_BLOCK;
-        return had;
-    }
 #pragma omp parallel if (K * N >= (1 << 16))
     {
-        float *row = trans ? tfm_malloc(sizeof(float) * K) : NULL;
+        /* a row of the float32 weights, or of stored bfloat16 widened */
+        float *row = trans || !W ? tfm_malloc(sizeof(float) * K) : NULL;
 #pragma omp for schedule(static)
         for (size_t j = 0; j < N; j++) {
-            const float *src = W + j * K;
-            if (trans) {
-                for (size_t i = 0; i < K; i++)
-                    row[i] = W[i * N + j];
+            const float *src = W ? W + j * K : row;
+            if (trans || !W) {
+                for (size_t i = 0; i < K; i++) {
+                    size_t at = trans ? i * N + j : j * K + i;
+                    row[i] = W ? W[at] : bf16_f32(W16[at]);
+                }
                 src = row;
             }
             tfm_q8_quantize(*q + j * K, *d + j * (K / TFM_Q8_BLOCK), src, (int)K);
@@ -243,34 +241,54 @@ static tfm_q8 to_q8(int8_t **q, float **d, const float *W, size_t K, size_t N, i
     return m;
 }
 
+/* A matrix tfm_weights_to_q8 quantizes into *dst. */
+typedef struct q8_job {
+    const float *W;
+    const uint16_t *W16;
+    size_t K, N;
+    int trans;
+    tfm_q8 *dst;
+} q8_job;
+
 size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *c)
 {
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
     const size_t F = (size_t)tfm_model_config_ff(c);
-    const size_t gated = tfm_ffn_gated(c->ffn);
     const int cq = C % TFM_Q8_BLOCK == 0, fq = F % TFM_Q8_BLOCK == 0;
-    const size_t per_layer = cq * (C * 3 * C + C * C + (1 + gated) * C * F) + fq * F * C;
-    const size_t total = per_layer * (size_t)c->n_layer + cq * V * C;
+    q8_job *jobs = tfm_malloc(sizeof *jobs * (5 * (size_t)c->n_layer + 1));
+    int n = 0;
+#define JOB(W, W16, K, N, trans, dst) jobs[n++] = (q8_job){W, W16, K, N, trans, dst}
+    for (int l = 0; l < c->n_layer; l++) {
+        tfm_layer_weights *L = &w->layers[l];
+        if (cq) {
+            JOB(L->qkv_w, L->qkv_w16, C, 3 * C, 1, &L->qkv_q8);
+            JOB(L->proj_w, L->proj_w16, C, C, 1, &L->proj_q8);
+            JOB(L->fc_w, L->fc_w16, C, F, 1, &L->fc_q8);
+            if (tfm_ffn_gated(c->ffn))
+                JOB(L->fc1_w, L->fc1_w16, C, F, 1, &L->fc1_q8);
+        }
+        if (fq)
+            JOB(L->fcp_w, L->fcp_w16, F, C, 1, &L->fcp_q8);
+    }
+    if (cq)
+        JOB(w->lm_head, w->lm_head16, C, V, 0, &w->lm_head_q8);
+#undef JOB
+    /* a stored-only 8-bit matrix (no float32, no bfloat16) keeps its copy */
+    size_t total = 0;
+    for (int j = 0; j < n; j++)
+        if (jobs[j].W || jobs[j].W16)
+            total += jobs[j].K * jobs[j].N;
     free(w->q8_store);
     /* the scales first: they stay aligned */
     size_t bytes = total + sizeof(float) * total / TFM_Q8_BLOCK;
     w->q8_store = tfm_aligned_alloc(bytes ? bytes : 1);
     float *d = w->q8_store;
     int8_t *q = (int8_t *)(d + total / TFM_Q8_BLOCK);
-    for (int l = 0; l < c->n_layer; l++) {
-        tfm_layer_weights *L = &w->layers[l];
-        if (cq) {
-            L->qkv_q8 = to_q8(&q, &d, L->qkv_w, C, 3 * C, 1, L->qkv_q8);
-            L->proj_q8 = to_q8(&q, &d, L->proj_w, C, C, 1, L->proj_q8);
-            L->fc_q8 = to_q8(&q, &d, L->fc_w, C, F, 1, L->fc_q8);
-            if (gated)
-                L->fc1_q8 = to_q8(&q, &d, L->fc1_w, C, F, 1, L->fc1_q8);
-        }
-        if (fq)
-            L->fcp_q8 = to_q8(&q, &d, L->fcp_w, F, C, 1, L->fcp_q8);
-    }
-    if (cq)
-        w->lm_head_q8 = to_q8(&q, &d, w->lm_head, C, V, 0, w->lm_head_q8);
+    for (int j = 0; j < n; j++)
+        if (jobs[j].W || jobs[j].W16)
+            *jobs[j].dst = to_q8(&q, &d, jobs[j].W, jobs[j].W16, jobs[j].K, jobs[j].N,
+                                 jobs[j].trans);
+    free(jobs);
     return bytes;
 }
 

@@ -133,13 +133,14 @@ void tfm_weights_free(tfm_weights *w);
  * token, at bfloat16's 8-bit precision (the products still accumulate in
  * float32).  The prompt pass keeps the float32 weights.  Returns the bytes
  * allocated (owned by w).  A matrix without float32 weights (stored only)
- * keeps the copy it has; so does it in tfm_weights_to_q8. */
+ * keeps the copy it has. */
 size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *cfg);
 /* The same with 8-bit copies (tensor/q8.h's Q8_0, the block matrices
  * transposed to [out, in]) of the matrices whose input width is a
  * multiple of 32: the decode steps then quantize their inputs to 8 bits
  * per 32-block too and multiply in integers.  Returns the bytes
- * allocated (owned by w). */
+ * allocated (owned by w).  A matrix without float32 weights (stored only)
+ * is quantized from its bfloat16 copy, or keeps its 8-bit one. */
 size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *cfg);
 
 /* Phases of the forward, for "where does the time go". */

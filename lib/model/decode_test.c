@@ -736,7 +736,18 @@ static void stored_only_case(int q8, int tied)
 
     tfm_infer_free(&a);
     tfm_infer_free(&b);
-    free(s.layers);
+    /* 8-bit copies of stored-only weights (tfm-generate --q8): a bfloat16
+     * matrix quantizes as its float32 values do; an 8-bit one keeps its own */
+    if (!q8) {
+        size_t nw = tfm_weights_to_q8(&w, &m.cfg);
+        assert_int_equal(tfm_weights_to_q8(&s, &m.cfg), nw);
+        assert_memory_equal(w.q8_store, s.q8_store, nw);
+    } else {
+        const int8_t *had = s.layers[1].fc_q8.q;
+        assert_int_equal(tfm_weights_to_q8(&s, &m.cfg), 0);
+        assert_ptr_equal(s.layers[1].fc_q8.q, had);
+    }
+    tfm_weights_free(&s); /* its layers and 8-bit copies; w owns the rest */
     free(eq);
     free(ed);
     free(e16);

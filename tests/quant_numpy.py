@@ -79,13 +79,15 @@ def q8_rows(name, w):
 
 
 def q8_reference(rows):
-    """llama.cpp's quantize_row_q8_0 in float32: d = amax/127, q = round(x/d)."""
+    """llama.cpp's quantize_row_q8_0_ref in float32: d = amax/127, q = x * (1/d)
+    rounded half away from zero (C's roundf, as llama-quantize stores)."""
     N, K = rows.shape
     blk = rows.reshape(N, K // 32, 32)
     d = (np.abs(blk).max(axis=2) / np.float32(127)).astype(np.float32)
     with np.errstate(divide="ignore"):
         inv = np.where(d > 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
-    q = np.rint(blk * inv[:, :, None]).astype(np.int8).reshape(N, K)
+    x = (blk * inv[:, :, None]).astype(np.float32).astype(np.float64)
+    q = np.trunc(x + np.copysign(0.5, x)).astype(np.int8).reshape(N, K)
     return q, d
 
 
@@ -166,6 +168,19 @@ with tempfile.TemporaryDirectory() as d:
                   "%s: vectors stay F32 in bf16" % name)
     check(n_q8 >= 5, "only %d tensors were quantized" % n_q8)
     check(len(q8) == len(orig) + n_q8, "q8_0 file: one scales tensor per 8-bit matrix")
+
+    # halfway values: llama-quantize (quantize_row_q8_0_ref) rounds them away
+    # from zero; a block of amax 127/128 has scale 1/128 and x/d exact
+    meta0, t0 = read_st(MODEL)
+    fc = t0["h.0.mlp.c_fc.weight"][1].copy()          # [in, out]: column 0 is row 0
+    halves = [k + 0.5 for k in range(-15, 16)]
+    fc[:32, 0] = np.array([127] + halves, dtype=np.float32) / np.float32(128)
+    t0["h.0.mlp.c_fc.weight"] = ("F32", fc)
+    write_st(P("ties.st"), {k: v for k, v in meta0.items() if k != "checksum"}, t0)
+    run("tfm-train", "--convert", "q8_0", P("ties.st"), "-o", P("ties-q8.st"))
+    got = read_st(P("ties-q8.st"))[1]["h.0.mlp.c_fc.weight"][1][0, :32].tolist()
+    want = [127] + [int(h + 0.5) if h > 0 else int(h - 0.5) for h in halves]
+    check(got == want, "halfway values: %s, llama-quantize stores %s" % (got, want))
 
     # tfm-eval info reports the storage
     for f, want in (("q8_0.st", "q8_0"), ("bf16.st", "bf16"), ("deq.st", "f32")):

@@ -232,7 +232,7 @@ static tfm_q8 to_q8(int8_t **q, float **d, const float *W, const uint16_t *W16, 
                 }
                 src = row;
             }
-            tfm_q8_quantize(*q + j * K, *d + j * (K / TFM_Q8_BLOCK), src, (int)K);
+            tfm_q8_quantize_ref(*q + j * K, *d + j * (K / TFM_Q8_BLOCK), src, (int)K);
         }
         free(row);
     }

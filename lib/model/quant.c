@@ -106,7 +106,7 @@ int tfm_quant_encode(const char *name, const float *data, int ndim, const size_t
                     row[i] = data[i * N + j];
                 src = row;
             }
-            tfm_q8_quantize(q + j * K, d, src, (int)K);
+            tfm_q8_quantize_ref(q + j * K, d, src, (int)K);
             /* as llama.cpp: the values from the exact scale, the scale
              * stored in half precision */
             for (size_t b = 0; b < nb; b++) {

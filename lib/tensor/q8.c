@@ -20,7 +20,8 @@
 #include "base/progress.h"
 #include "tensor/gemm.h"
 
-void tfm_q8_quantize(int8_t *q, float *d, const float *x, int K)
+/* away: ties round away from zero (roundf), else to even (lrintf) */
+static void quantize(int8_t *q, float *d, const float *x, int K, int away)
 {
     for (int b = 0; b < K / TFM_Q8_BLOCK; b++) {
         const float *xb = x + (size_t)b * TFM_Q8_BLOCK;
@@ -34,9 +35,20 @@ void tfm_q8_quantize(int8_t *q, float *d, const float *x, int K)
          * 0), so that a product over it is not finite either, as in float */
         float s = nan ? NAN : amax / 127.0f, inv = s > 0.0f && isfinite(s) ? 1.0f / s : 0.0f;
         for (int i = 0; i < TFM_Q8_BLOCK; i++)
-            q[(size_t)b * TFM_Q8_BLOCK + i] = inv ? (int8_t)lrintf(xb[i] * inv) : 0;
+            q[(size_t)b * TFM_Q8_BLOCK + i] =
+                !inv ? 0 : away ? (int8_t)roundf(xb[i] * inv) : (int8_t)lrintf(xb[i] * inv);
         d[b] = s;
     }
+}
+
+void tfm_q8_quantize(int8_t *q, float *d, const float *x, int K)
+{
+    quantize(q, d, x, K, 0);
+}
+
+void tfm_q8_quantize_ref(int8_t *q, float *d, const float *x, int K)
+{
+    quantize(q, d, x, K, 1);
 }
 
 void tfm_q8_dequantize(float *x, const int8_t *q, const float *d, int K)

@@ -31,8 +31,14 @@ typedef struct tfm_q8 {
     int N, K;
 } tfm_q8;
 
-/* Quantizes x[0..K) (K a multiple of 32) into q and d[K / 32]. */
+/* Quantizes x[0..K) (K a multiple of 32) into q and d[K / 32]; a value
+ * halfway between two steps rounds to the even one (as llama.cpp's
+ * vectorized quantizer of activations). */
 void tfm_q8_quantize(int8_t *q, float *d, const float *x, int K);
+/* The same with halfway values rounded away from zero (C's roundf): what
+ * llama.cpp's reference quantizer (quantize_row_q8_0_ref), and so
+ * llama-quantize, stores for weights; tfm's weights are quantized so. */
+void tfm_q8_quantize_ref(int8_t *q, float *d, const float *x, int K);
 /* x[i] = d[i / 32]·q[i] for i < K. */
 void tfm_q8_dequantize(float *x, const int8_t *q, const float *d, int K);
 

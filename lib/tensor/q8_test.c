@@ -80,6 +80,37 @@ static void test_kernels_equal_scalar(void **state)
     assert_true(sup);
 }
 
+/* Halfway values: to even for activations, away from zero for weights
+ * (llama.cpp's reference quantizer); elsewhere both agree. */
+static void test_quantize_ties(void **state)
+{
+    (void)state;
+    float x[64];
+    int8_t qa[64], qr[64];
+    float da[2], dr[2];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(i % 32) - 15.5f; /* -15.5 .. 15.5: every one halfway */
+    x[31] = x[63] = 127;                /* scale 1: x / d = x exactly */
+    x[40] = 2.25f;                      /* not halfway: 2 either way */
+    tfm_q8_quantize(qa, da, x, 64);
+    tfm_q8_quantize_ref(qr, dr, x, 64);
+    assert_memory_equal(da, dr, sizeof da);
+    assert_float_equal(da[0], 1, 0);
+    for (int i = 0; i < 64; i++) {
+        if (i % 32 == 31)
+            continue;
+        if (i == 40) {
+            assert_int_equal(qa[i], 2);
+            assert_int_equal(qr[i], 2);
+            continue;
+        }
+        double h = x[i];
+        int lo = (int)floor(h), hi = lo + 1; /* h = lo + 0.5 */
+        assert_int_equal(qa[i], lo % 2 == 0 ? lo : hi);
+        assert_int_equal(qr[i], h > 0 ? hi : lo);
+    }
+}
+
 static void test_quantize_bound(void **state)
 {
     (void)state;
@@ -190,6 +221,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernels_equal_scalar),
+        cmocka_unit_test(test_quantize_ties),
         cmocka_unit_test(test_quantize_bound),
         cmocka_unit_test(test_gemv),
     };

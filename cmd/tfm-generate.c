@@ -536,11 +536,12 @@ int main(int argc, char **argv)
         bf16_bytes = tfm_weights_to_bf16(&a.lm.w, &a.lm.cfg);
     if (q8) /* from the float32 or stored bfloat16 matrices; stored 8-bit ones stay */
         q8_bytes = tfm_weights_to_q8(&a.lm.w, &a.lm.cfg);
-    /* how decode steps read a weight: 8-bit (a float scale per 32), bf16 */
+    /* how decode steps read a weight: 8-bit (a half-precision scale per
+     * 32), bf16 */
     const tfm_layer_weights *L0 = a.lm.w.n_layer > 0 ? &a.lm.w.layers[0] : NULL;
     const int eight = a.lm.w.lm_head_q8.q || (L0 && (L0->qkv_q8.q || L0->proj_q8.q ||
                                                      L0->fc_q8.q || L0->fcp_q8.q));
-    a.wbytes = eight ? 1 + 4.0 / TFM_Q8_BLOCK : a.lm.w.lm_head16 ? 2 : 4;
+    a.wbytes = eight ? 1 + 2.0 / TFM_Q8_BLOCK : a.lm.w.lm_head16 ? 2 : 4;
     if (o.strategy == TFM_GEN_SAMPLE) {
         if (!have_seed) {
             seed = tfm_rng_entropy_seed() & 0x7fffffffffffffffULL;

@@ -13,6 +13,7 @@
 
 #include "tensor/gemm.h"
 #include "base/progress.h"
+#include "io/safetensors.h"
 #include "tensor/ops.h"
 #include "nn/attention.h"
 #include "nn/position.h"
@@ -213,15 +214,19 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
 }
 
 /* An 8-bit copy of W [K, N] (a block matrix, [in, out]) into q [N, K] and
- * d [N, K / 32], or of head [V, C] as it is (trans 0); p advances. */
-static tfm_q8 to_q8(int8_t **q, float **d, const float *W, const uint16_t *W16, size_t K,
+ * d [N, K / 32], or of head [V, C] as it is (trans 0); p advances.  As a
+ * q8_0 file stores it (model/quant.h): the values from the exact scale,
+ * the scale rounded to half precision. */
+static tfm_q8 to_q8(int8_t **q, uint16_t **d, const float *W, const uint16_t *W16, size_t K,
                     size_t N, int trans)
 {
     tfm_q8 m = {*q, *d, (int)N, (int)K};
+    const size_t nb = K / TFM_Q8_BLOCK;
 #pragma omp parallel if (K * N >= (1 << 16))
     {
         /* a row of the float32 weights, or of stored bfloat16 widened */
         float *row = trans || !W ? tfm_malloc(sizeof(float) * K) : NULL;
+        float *dr = tfm_malloc(sizeof(float) * nb);
 #pragma omp for schedule(static)
         for (size_t j = 0; j < N; j++) {
             const float *src = W ? W + j * K : row;
@@ -232,12 +237,15 @@ static tfm_q8 to_q8(int8_t **q, float **d, const float *W, const uint16_t *W16, 
                 }
                 src = row;
             }
-            tfm_q8_quantize_ref(*q + j * K, *d + j * (K / TFM_Q8_BLOCK), src, (int)K);
+            tfm_q8_quantize_ref(*q + j * K, dr, src, (int)K);
+            for (size_t b = 0; b < nb; b++)
+                (*d)[j * nb + b] = tfm_f32_to_f16(dr[b]);
         }
         free(row);
+        free(dr);
     }
     *q += K * N;
-    *d += K * N / TFM_Q8_BLOCK;
+    *d += N * nb;
     return m;
 }
 
@@ -280,9 +288,9 @@ size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *c)
             total += jobs[j].K * jobs[j].N;
     free(w->q8_store);
     /* the scales first: they stay aligned */
-    size_t bytes = total + sizeof(float) * total / TFM_Q8_BLOCK;
+    size_t bytes = total + sizeof(uint16_t) * total / TFM_Q8_BLOCK;
     w->q8_store = tfm_aligned_alloc(bytes ? bytes : 1);
-    float *d = w->q8_store;
+    uint16_t *d = w->q8_store;
     int8_t *q = (int8_t *)(d + total / TFM_Q8_BLOCK);
     for (int j = 0; j < n; j++)
         if (jobs[j].W || jobs[j].W16)
@@ -486,12 +494,17 @@ static const float *widen_matrix(tfm_infer *g, const uint16_t *W16, const tfm_q8
     }
     float *f = g->wbuf;
     if (W8 && W8->q) { /* [N, K] rows, transposed back */
-        const int nb = K / TFM_Q8_BLOCK;
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-        for (int j = 0; j < N; j++)
-            for (int i = 0; i < K; i++)
-                f[(size_t)i * N + j] = W8->d[(size_t)j * nb + i / TFM_Q8_BLOCK] *
-                                       (float)W8->q[(size_t)j * K + i];
+#pragma omp parallel if (n >= (1 << 16))
+        {
+            float *row = tfm_malloc(sizeof(float) * (size_t)K);
+#pragma omp for schedule(static)
+            for (int j = 0; j < N; j++) {
+                tfm_q8_row(row, W8, j);
+                for (int i = 0; i < K; i++)
+                    f[(size_t)i * N + j] = row[i];
+            }
+            free(row);
+        }
     } else {
 #pragma omp parallel for schedule(static) if (n >= (1 << 16))
         for (size_t i = 0; i < n; i++)
@@ -773,8 +786,7 @@ static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const tfm_embed
         if (e->wte) {
             te = e->wte + (size_t)tok[r] * C;
         } else if (e->wte_q8.q) { /* stored only: the row widened */
-            tfm_q8_dequantize(g->erow, e->wte_q8.q + (size_t)tok[r] * C,
-                              e->wte_q8.d + (size_t)tok[r] * (C / TFM_Q8_BLOCK), C);
+            tfm_q8_row(g->erow, &e->wte_q8, (int)tok[r]);
             te = g->erow;
         } else {
             for (int i = 0; i < C; i++)

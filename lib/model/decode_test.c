@@ -15,6 +15,7 @@
 
 #include "infer/beam.h"
 #include "infer/sample.h"
+#include "io/safetensors.h"
 #include "model/transformer.h"
 #include "model/decode.h"
 #include "model/forward.h"
@@ -640,7 +641,8 @@ static void widen_into(float *W, const tfm_q8 *q8, const uint16_t *w16, int K, i
     for (int j = 0; j < N; j++)
         for (int i = 0; i < K; i++) {
             size_t at = trans ? (size_t)i * N + j : (size_t)j * K + i;
-            W[at] = q8 ? q8->d[(size_t)j * (K / TFM_Q8_BLOCK) + i / TFM_Q8_BLOCK] *
+            W[at] = q8 ? tfm_f16_to_f32(q8->d[(size_t)j * (K / TFM_Q8_BLOCK) +
+                                              i / TFM_Q8_BLOCK]) *
                              (float)q8->q[(size_t)j * K + i]
                        : widen_bf16(w16[at]);
         }
@@ -664,15 +666,19 @@ static void stored_only_case(int q8, int tied)
     /* wte's copy: the head's when tied, else made here */
     float *wte = (float *)w.dec.wte;
     int8_t *eq = NULL;
-    float *ed = NULL;
-    uint16_t *e16 = NULL;
+    uint16_t *ed = NULL, *e16 = NULL;
     tfm_q8 wte_q8 = w.lm_head_q8;
     const uint16_t *wte16 = w.lm_head16;
     if (!tied && q8) {
         eq = malloc((size_t)V * C);
-        ed = malloc(sizeof(float) * V * nb);
-        for (int v = 0; v < V; v++)
-            tfm_q8_quantize(eq + (size_t)v * C, ed + (size_t)v * nb, wte + (size_t)v * C, C);
+        ed = malloc(sizeof *ed * V * nb);
+        float d[8];
+        assert_true(nb <= 8);
+        for (int v = 0; v < V; v++) {
+            tfm_q8_quantize(eq + (size_t)v * C, d, wte + (size_t)v * C, C);
+            for (int b = 0; b < nb; b++)
+                ed[v * nb + b] = tfm_f32_to_f16(d[b]);
+        }
         wte_q8 = (tfm_q8){eq, ed, V, C};
     } else if (!tied) {
         e16 = malloc(sizeof *e16 * V * C);

@@ -205,14 +205,21 @@ static int widen_q8(tfm_safetensors *st, tfm_st_tensor *t, tfm_quant_view *view,
                            "F16 [%zu, %zu]: the file is corrupt", st->name, sname, got,
                            t->name, N, K, N, nb);
     }
-    if (s->dtype == TFM_ST_F16)
-        widen16(st, s);
-    const float *d = s->data;
-    for (size_t i = 0; i < N * nb; i++)
-        if (!(isfinite(d[i]) && d[i] >= 0))
+    if (s->dtype == TFM_ST_F32) { /* products read half precision: rounded */
+        uint16_t *h = tfm_malloc(N * nb * sizeof *h + 1);
+        for (size_t i = 0; i < N * nb; i++)
+            h[i] = tfm_f32_to_f16(((const float *)s->data)[i]);
+        size_t shape[2] = {N, nb};
+        tfm_safetensors_replace(st, s, TFM_ST_F16, 2, shape, h);
+    }
+    const uint16_t *d = s->data;
+    for (size_t i = 0; i < N * nb; i++) {
+        const float v = tfm_f16_to_f32(d[i]);
+        if (!(isfinite(v) && v >= 0))
             return tfm_err_set(err, "%s: tensor '%s': block %zu of row %zu has scale %g: "
                                "the file is corrupt", st->name, sname, i % nb, i / nb,
-                               (double)d[i]);
+                               (double)v);
+    }
     const int8_t *q = t->data;
     for (size_t i = 0; i < N * K; i++)
         if (q[i] == -128) /* the kernels' sign trick needs -127..127 */
@@ -224,12 +231,18 @@ static int widen_q8(tfm_safetensors *st, tfm_st_tensor *t, tfm_quant_view *view,
         return 0;
     }
     float *f = tfm_aligned_alloc(N * K * sizeof *f + 1);
-#pragma omp parallel for schedule(static) if (N * K >= (1 << 16))
-    for (size_t j = 0; j < N; j++)
-        for (size_t i = 0; i < K; i++) {
-            float v = d[j * nb + i / TFM_Q8_BLOCK] * (float)q[j * K + i];
-            f[trans ? i * N + j : j * K + i] = v;
+    const tfm_q8 W = {q, d, (int)N, (int)K};
+#pragma omp parallel if (N * K >= (1 << 16))
+    {
+        float *row = trans ? tfm_malloc(sizeof(float) * K) : NULL;
+#pragma omp for schedule(static)
+        for (size_t j = 0; j < N; j++) {
+            tfm_q8_row(trans ? row : f + j * K, &W, (int)j);
+            for (size_t i = 0; trans && i < K; i++)
+                f[i * N + j] = row[i];
         }
+        free(row);
+    }
     *view = (tfm_quant_view){t->name, f, NULL, {q, d, (int)N, (int)K}, 0,
                              {trans ? K : N, trans ? N : K}};
     size_t shape[2] = {trans ? K : N, trans ? N : K};
@@ -256,6 +269,9 @@ int tfm_quant_widen_keep(tfm_safetensors *st, tfm_quant_views *views, int keep, 
             v.n++;
         } else if (t->dtype == TFM_ST_BF16 || t->dtype == TFM_ST_F16) {
             const uint16_t *stored = t->data;
+            const size_t nl = strlen(t->name), sl = strlen(SCALE_SUFFIX);
+            if (t->dtype == TFM_ST_F16 && nl > sl && !strcmp(t->name + nl - sl, SCALE_SUFFIX))
+                continue; /* 8-bit blocks' scales: read as they are */
             int bf = t->dtype == TFM_ST_BF16 && t->ndim == 2;
             if (bf && keep && keepable(t->name)) {
                 v.v[v.n++] = (tfm_quant_view){t->name, (const float *)(const void *)stored,

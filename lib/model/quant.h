@@ -20,7 +20,9 @@
  * Reading widens the file's view (io/safetensors.h tfm_safetensors_
  * replace): F16 and BF16 tensors (a tfm file's or a HuggingFace
  * checkpoint's) become F32, 8-bit matrices become F32 in tfm's layout,
- * so that every program reads such files as float32 ones; inference
+ * so that every program reads such files as float32 ones (the 8-bit
+ * blocks' scales stay F16, as tensor/q8.h multiplies them; F32 scales
+ * are rounded to F16); inference
  * (tfm_lm_open) then also points the decode steps at the stored bfloat16
  * or 8-bit matrices (model/decode.h), which they multiply directly.
  * Decoding alone (tfm_lm_open_flags's TFM_LM_STORED) needs no float32
@@ -87,8 +89,7 @@ int tfm_quant_widen(tfm_safetensors *st, tfm_quant_views *views, tfm_err *err);
  * steps read stored -- a decoder's block matrices (not an encoder's or the
  * cross-attention's), wte and lm_head -- are checked and not widened:
  * their views are stored_only, st keeps them as stored, and weights bind
- * them through the view's key (tfm_quant_find).  Their 8-bit scales are
- * widened (a float32 per 32 weights). */
+ * them through the view's key (tfm_quant_find). */
 int tfm_quant_widen_keep(tfm_safetensors *st, tfm_quant_views *views, int keep, tfm_err *err);
 /* The view of st's tensor named name (st's own name), or NULL. */
 const tfm_quant_view *tfm_quant_find(const tfm_quant_views *views, const char *name);

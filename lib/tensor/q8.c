@@ -18,6 +18,7 @@
 
 #include "base/err.h"
 #include "base/progress.h"
+#include "io/safetensors.h"
 #include "tensor/gemm.h"
 
 /* away: ties round away from zero (roundf), else to even (lrintf) */
@@ -56,6 +57,38 @@ void tfm_q8_dequantize(float *x, const int8_t *q, const float *d, int K)
     for (int i = 0; i < K; i++)
         x[i] = d[i / TFM_Q8_BLOCK] * (float)q[i];
 }
+
+void tfm_q8_row(float *x, const tfm_q8 *W, int j)
+{
+    const int nb = W->K / TFM_Q8_BLOCK;
+    const int8_t *q = W->q + (size_t)j * W->K;
+    for (int b = 0; b < nb; b++) {
+        const float d = tfm_f16_to_f32(W->d[(size_t)j * nb + b]);
+        for (int i = b * TFM_Q8_BLOCK; i < (b + 1) * TFM_Q8_BLOCK; i++)
+            x[i] = d * (float)q[i];
+    }
+}
+
+/* ---- half-precision scales to float32 (exact) ---- */
+
+static void scales_portable(float *dst, const uint16_t *src, int m)
+{
+    for (int i = 0; i < m; i++)
+        dst[i] = tfm_f16_to_f32(src[i]);
+}
+
+#ifdef TFM_Q8_X86
+__attribute__((target("avx,f16c"))) static void scales_f16c(float *dst, const uint16_t *src,
+                                                            int m)
+{
+    int i = 0;
+    for (; i + 8 <= m; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    scales_portable(dst + i, src + i, m - i);
+}
+#endif
+
+static void (*scales_f32)(float *dst, const uint16_t *src, int m) = scales_portable;
 
 /* ---- the kernels: sums[b] = Σ w·x over block b ---- */
 
@@ -247,6 +280,11 @@ static void choose(void)
             best[k] = t < best[k] ? t : best[k];
         }
     free(w);
+#ifdef TFM_Q8_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"))
+        scales_f32 = scales_f16c;
+#endif
     int pick = 0;
     for (int k = 1; k < N_KERNELS; k++)
         if (best[k] >= 0 && best[k] < 0.97 * best[pick])
@@ -290,8 +328,9 @@ void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int j = 0; j < N; j++) {
         int32_t sums[CHUNK];
+        float dw[CHUNK];
         const int8_t *wj = W->q + (size_t)j * K;
-        const float *dj = W->d + (size_t)j * nb;
+        const uint16_t *dj = W->d + (size_t)j * nb;
         for (int r = 0; r < n; r++) {
             const int8_t *xr = xq + (size_t)r * K;
             const float *dr = xd + (size_t)r * nb;
@@ -302,7 +341,8 @@ void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
             for (int c0 = 0; c0 < nb; c0 += CHUNK) {
                 int m = nb - c0 < CHUNK ? nb - c0 : CHUNK;
                 fn(sums, wj + (size_t)c0 * TFM_Q8_BLOCK, xr + (size_t)c0 * TFM_Q8_BLOCK, m);
-                const float *a = dj + c0, *x = dr + c0;
+                scales_f32(dw, dj + c0, m);
+                const float *a = dw, *x = dr + c0;
                 int k = 0;
                 for (; k + 8 <= m; k += 8)
                     for (int l = 0; l < 8; l++)

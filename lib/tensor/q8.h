@@ -3,8 +3,10 @@
  *
  * A matrix of N rows of K (a linear layer's [out, in], as torch stores
  * it) is cut along its rows into blocks of 32: block b of row j holds
- * q[j, 32b .. 32b+31] (int8, -127..127) and one scale d[j, b], the weight
+ * q[j, 32b .. 32b+31] (int8, -127..127) and one scale d[j, b] in half
+ * precision (as Q8_0 stores it: 34 bytes per 32 weights), the weight
  * being d·q.  Quantizing a block: d = max|x| / 127, q = round(x / d).
+ * Activations keep float32 scales.
  *
  *     int8_t xq[K]; float xd[K / 32];
  *     tfm_q8_quantize(xq, xd, x, K);                 // the activations too
@@ -24,10 +26,11 @@
 
 #define TFM_Q8_BLOCK 32
 
-/* N rows of K weights (K a multiple of 32): q [N, K], d [N, K / 32]. */
+/* N rows of K weights (K a multiple of 32): q [N, K], d [N, K / 32] the
+ * scales in IEEE half precision. */
 typedef struct tfm_q8 {
     const int8_t *q;
-    const float *d;
+    const uint16_t *d;
     int N, K;
 } tfm_q8;
 
@@ -41,6 +44,9 @@ void tfm_q8_quantize(int8_t *q, float *d, const float *x, int K);
 void tfm_q8_quantize_ref(int8_t *q, float *d, const float *x, int K);
 /* x[i] = d[i / 32]·q[i] for i < K. */
 void tfm_q8_dequantize(float *x, const int8_t *q, const float *d, int K);
+/* Row j of W the same way: x[i] = d[j, i / 32]·q[j, i], the scale
+ * widened exactly from half precision. */
+void tfm_q8_row(float *x, const tfm_q8 *W, int j);
 
 /* y[r, j] = b[j] + Σ_blocks W.d[j, b]·xd[r, b]·Σ W.q[j, i]·xq[r, i]
  * (b NULL: 0) for n rows of quantized activations xq [n, K], xd

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "base/rng.h"
+#include "io/safetensors.h"
 #include "tensor/q8.h"
 
 static void fill_i8(tfm_rng *r, int8_t *p, size_t n)
@@ -144,7 +145,8 @@ static void test_quantize_bound(void **state)
     /* a diverged activation stays visible: NaN and infinity in, a product
      * that is not finite out */
     int8_t w8[64];
-    float wd[2] = {0.01f, 0.02f}, out;
+    uint16_t wd[2] = {tfm_f32_to_f16(0.01f), tfm_f32_to_f16(0.02f)};
+    float out;
     for (int i = 0; i < 64; i++)
         w8[i] = (int8_t)(i % 7 - 3);
     const float bad[2] = {NAN, INFINITY};
@@ -171,13 +173,14 @@ static void test_gemv(void **state)
         for (int ni = 0; ni < 4; ni++) {
             const int K = Ks[ki], N = Ns[ni], nb = K / 32, n = 1 + (ki + ni) % 4;
             int8_t *wq = malloc((size_t)N * K), *xq = malloc((size_t)n * K);
-            float *wd = malloc(sizeof(float) * N * nb), *xd = malloc(sizeof(float) * n * nb);
+            uint16_t *wd = malloc(sizeof *wd * N * nb);
+            float *xd = malloc(sizeof(float) * n * nb);
             float *bias = malloc(sizeof(float) * N);
             float *y = malloc(sizeof(float) * n * N), *y0 = malloc(sizeof(float) * n * N);
             float *x = malloc(sizeof(float) * n * K), *wrow = malloc(sizeof(float) * K);
             fill_i8(&r, wq, (size_t)N * K);
-            for (int i = 0; i < N * nb; i++)
-                wd[i] = tfm_rng_float(&r) * 0.01f;
+            for (int i = 0; i < N * nb; i++) /* half precision, subnormals too */
+                wd[i] = tfm_f32_to_f16(tfm_rng_float(&r) * (i % 97 ? 0.01f : 1e-6f));
             for (int i = 0; i < n * K; i++)
                 x[i] = tfm_rng_normal(&r);
             for (int i = 0; i < N; i++)
@@ -197,7 +200,9 @@ static void test_gemv(void **state)
                     memcpy(y0, y, sizeof(float) * n * N);
                     first = 0;
                     for (int j = 0; j < N; j++) {
-                        tfm_q8_dequantize(wrow, wq + (size_t)j * K, wd + (size_t)j * nb, K);
+                        for (int i = 0; i < K; i++) /* the scale widened here */
+                            wrow[i] = tfm_f16_to_f32(wd[(size_t)j * nb + i / 32]) *
+                                      (float)wq[(size_t)j * K + i];
                         for (int rr = 0; rr < n; rr++) {
                             double s = (n & 1) ? bias[j] : 0, mag = fabs(s);
                             for (int i = 0; i < K; i++) {

@@ -38,6 +38,7 @@
 
 #include "base/err.h"
 #include "base/file.h"
+#include "base/half.h"
 #include "io/json.h"
 
 typedef enum tfm_st_dtype {
@@ -106,12 +107,7 @@ void tfm_safetensors_close(tfm_safetensors *st);
 void tfm_safetensors_replace(tfm_safetensors *st, tfm_st_tensor *t, tfm_st_dtype dtype,
                              int ndim, const size_t *shape, void *data);
 
-/* IEEE half precision and bfloat16 to and from float32 (round to nearest
- * even; NaN stays NaN, overflow becomes infinity). */
-float tfm_f16_to_f32(uint16_t h);
-uint16_t tfm_f32_to_f16(float f);
-float tfm_bf16_to_f32(uint16_t h);
-uint16_t tfm_f32_to_bf16(float f);
+/* (16-bit float conversions: base/half.h, included above) */
 
 /* Tensor by name, or NULL. */
 const tfm_st_tensor *tfm_safetensors_find(const tfm_safetensors *st, const char *name);

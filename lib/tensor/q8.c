@@ -17,8 +17,8 @@
 #endif
 
 #include "base/err.h"
+#include "base/half.h"
 #include "base/progress.h"
-#include "io/safetensors.h"
 #include "tensor/gemm.h"
 
 /* away: ties round away from zero (roundf), else to even (lrintf) */

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "base/rng.h"
-#include "io/safetensors.h"
+#include "base/half.h"
 #include "tensor/q8.h"
 
 static void fill_i8(tfm_rng *r, int8_t *p, size_t n)

@@ -338,7 +338,7 @@ def check_case(s, d, tok, rng):
              f"block_size {s['P']} vocab_size {V} segments 0 emb_norm 1 tied 1 "
              f"bias 1 tokenizer other {V}")
     want1 = (f"n_enc_layer {s['L']} norm_type layernorm ffn 0 attn_unscaled 0 t5 32 128 "
-             f"head_scale 0 decoder_start 2 tie_source 1")
+             f"head_scale 0 decoder_start 2 tie_source 1 head_dim {s['C'] // s['NH']}")
     if desc[:2] != [want0, want1]:
         bad.append(f"description:\n  got  {desc[:2]}\n  want {[want0, want1]}")
     got = np.fromfile(of, np.float32).reshape(B, T, V).astype(np.float64)

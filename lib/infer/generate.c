@@ -257,10 +257,11 @@ void tfm_gen_profile_bytes(const tfm_model_config *cfg, double wbytes,
                            double bytes[TFM_PROF_N])
 {
     const double C = cfg->n_embd, L = cfg->n_layer, F = tfm_model_config_ff(cfg);
+    const double D = tfm_model_config_attn_dim(cfg);
     for (int p = 0; p < TFM_PROF_N; p++)
         bytes[p] = 0;
-    bytes[TFM_PROF_QKV] = L * C * 3 * C * wbytes;
-    bytes[TFM_PROF_PROJ] = L * C * C * wbytes;
+    bytes[TFM_PROF_QKV] = L * C * 3 * D * wbytes;
+    bytes[TFM_PROF_PROJ] = L * D * C * wbytes;
     bytes[TFM_PROF_FC] = L * C * F * wbytes;
     bytes[TFM_PROF_FCPROJ] = L * F * C * wbytes;
     bytes[TFM_PROF_HEAD] = (double)cfg->vocab_size * C * wbytes;

@@ -140,6 +140,7 @@ static void test_profile_bytes(void **state)
     tfm_model_config c;
     memset(&c, 0, sizeof c);
     c.n_embd = 8;
+    c.n_head = 2;
     c.n_layer = 2;
     c.vocab_size = 10;
     c.d_ff = 12;
@@ -151,6 +152,9 @@ static void test_profile_bytes(void **state)
     c.d_ff = 0; /* the default: 4·C */
     tfm_gen_profile_bytes(&c, 2, b);
     assert_true(b[TFM_PROF_FC] == 2 * 8 * 32 * 2);
+    c.head_dim = 3; /* q|k|v [C, 3·2·3], the projection [2·3, C] */
+    tfm_gen_profile_bytes(&c, 4, b);
+    assert_true(b[TFM_PROF_QKV] == 2 * 8 * 18 * 4 && b[TFM_PROF_PROJ] == 2 * 6 * 8 * 4);
 }
 
 int main(void)

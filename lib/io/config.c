@@ -33,7 +33,7 @@ static const tfm_config_key keys[] = {
     {"model.n_enc_layer", TFM_CONFIG_INT, OFF(model.n_enc_layer), "0", 0, 1024, NULL,
      "encoder-decoder: the encoder's blocks; 0 means n_layer"},
     {"model.n_head", TFM_CONFIG_INT, OFF(model.n_head), "4", 1, 1024, NULL,
-     "attention heads per block (must divide n_embd)"},
+     "attention heads per block (must divide n_embd unless model.head_dim is set)"},
     {"model.n_embd", TFM_CONFIG_INT, OFF(model.n_embd), "128", 1, 65536, NULL,
      "model width (embedding size)"},
     {"model.block_size", TFM_CONFIG_INT, OFF(model.block_size), "64", 1, 1048576, NULL,
@@ -74,6 +74,10 @@ static const tfm_config_key keys[] = {
      "layer norm epsilon"},
     {"model.d_ff", TFM_CONFIG_INT, OFF(model.d_ff), "0", 0, 1048576, NULL,
      "inner width of the MLP; 0 means 4 x n_embd"},
+    {"model.head_dim", TFM_CONFIG_INT, OFF(model.head_dim), "0", 0, 65536, NULL,
+     "width of each attention head; 0 means n_embd / n_head.  The projections q, k, v "
+     "are n_head x head_dim wide, which may differ from n_embd (T5 v1.1 small, "
+     "flan-t5-small: 6 heads of 64 over d_model 512)"},
     {"model.rope_base", TFM_CONFIG_FLOAT, OFF(model.rope_base), "10000", 2, 1e9, NULL,
      "rope: the base of the rotation frequencies"},
     {"model.t5_buckets", TFM_CONFIG_INT, OFF(model.t5_buckets), "32", 2, 4096, NULL,
@@ -764,14 +768,16 @@ int tfm_config_set(tfm_config *c, const char *assignment, tfm_err *err)
 
 int tfm_config_validate(const tfm_config *c, tfm_err *err)
 {
-    if (c->model.n_embd % c->model.n_head)
-        return tfm_err_set(err, "model.n_embd (%lld) must be divisible by model.n_head (%lld)",
-                           (long long)c->model.n_embd, (long long)c->model.n_head);
-    long long hs = (long long)(c->model.n_embd / c->model.n_head);
+    if (!c->model.head_dim && c->model.n_embd % c->model.n_head)
+        return tfm_err_set(err, "model.n_embd (%lld) must be divisible by model.n_head (%lld), "
+                           "or model.head_dim set", (long long)c->model.n_embd,
+                           (long long)c->model.n_head);
+    long long hs = c->model.head_dim ? (long long)c->model.head_dim
+                                     : (long long)(c->model.n_embd / c->model.n_head);
     int dec = c->model.kind == TFM_CONFIG_KIND_DECODER;
     if (c->model.positions == TFM_CONFIG_POS_ROPE && hs % 2)
-        return tfm_err_set(err, "model.positions rope needs an even head size, but "
-                           "model.n_embd / model.n_head is %lld", hs);
+        return tfm_err_set(err, "model.positions rope needs an even head size, not %lld "
+                           "(model.head_dim, or model.n_embd / model.n_head)", hs);
     if (c->model.positions == TFM_CONFIG_POS_SINUSOIDAL && c->model.n_embd % 2)
         return tfm_err_set(err, "model.positions sinusoidal needs an even model.n_embd (%lld)",
                            (long long)c->model.n_embd);

@@ -124,6 +124,7 @@ typedef struct tfm_config {
         int kind;       /* tfm_config_kind */
         int positions;  /* tfm_config_pos */
         int64_t d_ff;   /* 0: 4·n_embd */
+        int64_t head_dim; /* 0: n_embd / n_head */
         double rope_base;
         int64_t t5_buckets, t5_max_distance;
         int64_t segments;

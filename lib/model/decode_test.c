@@ -95,6 +95,9 @@ static void test_gemv_rows_bf16(void **state)
 static tfm_norm_kind kind_norm = TFM_NORM_LAYER;
 static tfm_ffn_kind kind_ffn = TFM_FFN_PLAIN;
 static int kind_unscaled = 0;
+/* heads whose total width differs from n_embd (model.head_dim): 0 keeps
+ * the case's own n_head and n_embd/n_head */
+static int kind_n_head = 0, kind_head_dim = 0;
 /* The factor on the initial matrices: large, so that the next token is
  * rarely a near tie; smaller for the kinds whose norms keep the mean (RMSNorm)
  * or whose scores lack 1/√HS, where ×20 saturates the softmaxes and the
@@ -106,6 +109,10 @@ static void apply_kinds(tfm_model_config *c)
     c->norm = kind_norm;
     c->ffn = kind_ffn;
     c->attn_unscaled = kind_unscaled;
+    if (kind_head_dim) {
+        c->n_head = kind_n_head;
+        c->head_dim = kind_head_dim;
+    }
 }
 
 /* A small model with weights large enough that the next token is rarely a
@@ -725,6 +732,36 @@ static void test_block_kinds(void **state)
     kind_scale = 20.0f;
 }
 
+/* Heads of another total width than n_embd (n_head·head_dim < and > C, as
+ * flan-t5-small's 6·64 over 512): the cached step, the encoder-decoder's
+ * cross-attention cache, the packed forward and the bfloat16 copies equal
+ * the training forward. */
+static void test_head_dim(void **state)
+{
+    (void)state;
+    const int shapes[][2] = {{3, 8}, {2, 20}}; /* over n_embd 32: 24 and 40 wide */
+    kind_scale = 8.0f;
+    for (size_t k = 0; k < 2; k++) {
+        kind_n_head = shapes[k][0];
+        kind_head_dim = shapes[k][1];
+        kind_norm = k ? TFM_NORM_RMS : TFM_NORM_LAYER;
+        kind_ffn = k ? TFM_FFN_GEGLU : TFM_FFN_PLAIN;
+        kind_unscaled = (int)k;
+        greedy_case_pos(TFM_LN_PRE, 1, 1, TFM_POS_ROPE, 1);
+        greedy_case_pos(TFM_LN_POST, 0, 0, TFM_POS_T5, 1);
+        encdec_case(TFM_POS_T5, 0);
+        encdec_case(TFM_POS_LEARNED, 1);
+        packed_case(TFM_KIND_DECODER, TFM_LN_PRE);
+        packed_case(TFM_KIND_ENCODER, TFM_LN_POST);
+        test_bf16_close(state);
+    }
+    kind_n_head = kind_head_dim = 0;
+    kind_norm = TFM_NORM_LAYER;
+    kind_ffn = TFM_FFN_PLAIN;
+    kind_unscaled = 0;
+    kind_scale = 20.0f;
+}
+
 /* A prefix LM (train.task prefix-lm): the prompt's prefix prefilled with
  * tfm_infer_prefill_prefix, then causal steps, gives at every position the
  * logits of the training forward with tfm_batch.prefix_len, to 1e-5
@@ -824,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_bad_token),
         cmocka_unit_test(test_block_kinds),
         cmocka_unit_test(test_prefix_cache_equals_full),
+        cmocka_unit_test(test_head_dim),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -225,6 +225,7 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
                                   TFM_POS_ALIBI, TFM_POS_T5};
     g->pos = pos[c->model.positions];
     g->d_ff = (int)c->model.d_ff;
+    g->head_dim = (int)c->model.head_dim;
     g->rope_base = (float)c->model.rope_base;
     g->t5_buckets = (int)c->model.t5_buckets;
     g->t5_max_distance = (int)c->model.t5_max_distance;
@@ -857,12 +858,10 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
                    "t5 and mt5)", j->str ? j->str : "");
         goto out;
     }
-    if (NH * KV != C) {
+    if (NH * KV > 1 << 20) {
         j = tfm_json_get(doc.root, "d_kv");
-        tfm_err_at(err, path, j->line, j->col, "num_heads %lld x d_kv %lld = %lld differs "
-                   "from d_model %lld: tfm's attention is d_model wide (t5-small, -base and "
-                   "-large, v1.1 and flan-t5 from base up load; their small, t5-3b, t5-11b not)",
-                   (long long)NH, (long long)KV, (long long)(NH * KV), (long long)C);
+        tfm_err_at(err, path, j->line, j->col, "num_heads %lld x d_kv %lld is too wide",
+                   (long long)NH, (long long)KV);
         goto out;
     }
     double eps = 1e-6;
@@ -920,6 +919,9 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
     c->model.n_enc_layer = L;
     c->model.n_head = NH;
     c->model.n_embd = C;
+    /* d_kv need not be d_model/num_heads (v1.1 and flan-t5 small: 6 x 64
+     * over 512; t5-3b, t5-11b) */
+    c->model.head_dim = KV;
     c->model.d_ff = F;
     c->model.block_size = P;
     c->model.vocab_size = V;
@@ -978,31 +980,32 @@ static int t5_stack(const bert_ckpt *b, const char *stack, const char *pre, int 
 {
     const tfm_model_config *g = &b->m->cfg;
     size_t C = (size_t)g->n_embd, F = (size_t)tfm_model_config_ff(g);
+    size_t D = (size_t)tfm_model_config_attn_dim(g); /* HF's inner_dim */
     int gated = tfm_ffn_gated(g->ffn), ff = cross ? 2 : 1;
     char d[64], s[128];
     for (int l = 0; l < n_layer; l++) {
         if (bert_copy(b, t5_dst(d, pre, l, "ln_1.weight"), 0,
                       t5_src(s, stack, l, 0, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * C, 0,
-                      t5_src(s, stack, l, 0, "SelfAttention.q.weight"), C, C, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * C, C,
-                      t5_src(s, stack, l, 0, "SelfAttention.k.weight"), C, C, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * C, 2 * C,
-                      t5_src(s, stack, l, 0, "SelfAttention.v.weight"), C, C, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, 0,
+                      t5_src(s, stack, l, 0, "SelfAttention.q.weight"), D, C, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, D,
+                      t5_src(s, stack, l, 0, "SelfAttention.k.weight"), D, C, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, 2 * D,
+                      t5_src(s, stack, l, 0, "SelfAttention.v.weight"), D, C, err) < 0 ||
             t5_linear(b, t5_dst(d, pre, l, "attn.c_proj.weight"), C, 0,
-                      t5_src(s, stack, l, 0, "SelfAttention.o.weight"), C, C, err) < 0)
+                      t5_src(s, stack, l, 0, "SelfAttention.o.weight"), C, D, err) < 0)
             return -1;
         if (cross &&
             (bert_copy(b, t5_dst(d, pre, l, "ln_x.weight"), 0,
                        t5_src(s, stack, l, 1, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_q.weight"), C, 0,
-                       t5_src(s, stack, l, 1, "EncDecAttention.q.weight"), C, C, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * C, 0,
-                       t5_src(s, stack, l, 1, "EncDecAttention.k.weight"), C, C, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * C, C,
-                       t5_src(s, stack, l, 1, "EncDecAttention.v.weight"), C, C, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_q.weight"), D, 0,
+                       t5_src(s, stack, l, 1, "EncDecAttention.q.weight"), D, C, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * D, 0,
+                       t5_src(s, stack, l, 1, "EncDecAttention.k.weight"), D, C, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * D, D,
+                       t5_src(s, stack, l, 1, "EncDecAttention.v.weight"), D, C, err) < 0 ||
              t5_linear(b, t5_dst(d, pre, l, "xattn.c_proj.weight"), C, 0,
-                       t5_src(s, stack, l, 1, "EncDecAttention.o.weight"), C, C, err) < 0))
+                       t5_src(s, stack, l, 1, "EncDecAttention.o.weight"), C, D, err) < 0))
             return -1;
         if (bert_copy(b, t5_dst(d, pre, l, "ln_2.weight"), 0,
                       t5_src(s, stack, l, ff, "layer_norm.weight"), NULL, C, 0, err) < 0 ||

@@ -368,6 +368,79 @@ static void test_block_kinds(void **state)
     assert_non_null(strstr(err.msg, "norm"));
 }
 
+/* Heads whose total width n_head·head_dim is not n_embd (T5 v1.1 small,
+ * flan-t5-small: q, k, v [C, D], o [D, C]), narrower (3·2 over 8) and
+ * wider (2·6): a RoPE decoder, an ALiBi encoder, a flan-T5-like
+ * encoder-decoder (RMSNorm, GEGLU, unscaled, untied, no biases) and one
+ * with LoRA on every projection, against finite differences. */
+static void test_head_dim(void **state)
+{
+    (void)state;
+    const int lengths[B_] = {5, 3}, src_lengths[B_] = {4, 2};
+    for (int v = 0; v < 4; v++) {
+        tfm_model_config cfg;
+        small_config(&cfg);
+        cfg.n_head = v % 2 ? 3 : 2;
+        cfg.head_dim = v % 2 ? 2 : 6;
+        cfg.d_ff = 12;
+        extras ex = {0};
+        if (v == 0) {
+            cfg.pos = TFM_POS_ROPE;
+        } else if (v == 1) {
+            cfg.kind = TFM_KIND_ENCODER;
+            cfg.pos = TFM_POS_ALIBI;
+            cfg.ln = TFM_LN_POST;
+            ex.lengths = lengths;
+        } else {
+            cfg.kind = TFM_KIND_ENCODER_DECODER;
+            cfg.n_enc_layer = 1;
+            cfg.pos = TFM_POS_T5;
+            cfg.t5_buckets = 8;
+            cfg.t5_max_distance = 16;
+            cfg.norm = TFM_NORM_RMS;
+            cfg.ffn = TFM_FFN_GEGLU;
+            cfg.attn_unscaled = 1;
+            cfg.bias = 0;
+            cfg.tie_embeddings = 0;
+            ex.scale = 0.3f;
+            ex.S = 4;
+            ex.src_lengths = src_lengths;
+        }
+        if (v == 3) {
+            cfg.lora_r = 2;
+            cfg.lora_alpha = 4;
+            cfg.lora_targets = 63;
+        }
+        check_model_with(&cfg, 0, &ex);
+    }
+    /* the shapes: q|k|v [C, 3D], the output projections [D, C] */
+    tfm_model_config cfg;
+    small_config(&cfg);
+    cfg.kind = TFM_KIND_ENCODER_DECODER;
+    cfg.n_head = 3;
+    cfg.head_dim = 2;
+    tfm_model m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+    const struct { const char *name; size_t d0, d1; } want[] = {
+        {"h.0.attn.c_attn.weight", 8, 18}, {"h.0.attn.c_attn.bias", 18, 0},
+        {"h.0.attn.c_proj.weight", 6, 8}, {"h.0.xattn.c_q.weight", 8, 6},
+        {"h.0.xattn.c_kv.weight", 8, 12}, {"h.0.xattn.c_proj.weight", 6, 8},
+        {"enc.h.0.attn.c_proj.bias", 8, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const tfm_param *p = tfm_model_param(&m, want[i].name);
+        assert_non_null(p);
+        assert_int_equal(p->shape[0], want[i].d0);
+        if (want[i].d1)
+            assert_int_equal(p->shape[1], want[i].d1);
+    }
+    size_t n = 0;
+    for (int i = 0; i < m.n_table; i++)
+        n += m.table[i].numel;
+    assert_int_equal(n, tfm_model_config_num_params(&cfg));
+    tfm_model_free(&m);
+}
+
 static void test_pre_ln(void **state)
 {
     (void)state;
@@ -546,6 +619,8 @@ static void test_table_and_init(void **state)
     assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
     assert_non_null(strstr(err.msg, "n_embd 8 is not a multiple of n_head 3"));
     assert_int_equal(tfm_model_init(&m, &cfg, &err), -1);
+    cfg.head_dim = 5; /* heads of their own width need not divide n_embd */
+    assert_int_equal(tfm_model_config_check(&cfg, &err), 0);
 }
 
 /* Data parallelism splits the batch rows; the loss and the gradient of the
@@ -889,6 +964,7 @@ int main(void)
         cmocka_unit_test(test_grads_ready),
         cmocka_unit_test(test_batch_parts),
         cmocka_unit_test(test_inference),
+        cmocka_unit_test(test_head_dim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

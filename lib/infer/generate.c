@@ -690,7 +690,8 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
         }
         int rc = tfm_translate_source(encdec ? p->src_tok : lm->tok,
                                       encdec ? p->src_scratch : p->scratch, text, len,
-                                      tfm_gen_source_limit(&lm->cfg), p->truncate, out, cut, err);
+                                      tfm_gen_source_limit(&lm->cfg), p->truncate, encdec, out,
+                                      cut, err);
         tfm_buf_free(&joined);
         return rc < 0 ? tfm_err_prefix(err, "%s", where) : 0;
     } else {
@@ -707,7 +708,7 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
         if (!p->ids || !out->len || out->data[out->len - 1] != (uint32_t)p->src_eos)
             tfm_ids_push(out, (uint32_t)p->src_eos);
         if (tfm_translate_fit(out, (uint32_t)p->src_eos, tfm_gen_source_limit(&lm->cfg),
-                              p->truncate, cut, err) < 0)
+                              p->truncate, 1, cut, err) < 0)
             return tfm_err_prefix(err, "%s", where);
         return 0;
     }
@@ -716,7 +717,7 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
             return tfm_err_set(err, "the model has no end-of-text token to end its input");
         tfm_ids_push(out, (uint32_t)lm->eos);
         if (tfm_translate_fit(out, (uint32_t)lm->eos, tfm_gen_source_limit(&lm->cfg),
-                              p->truncate, cut, err) < 0)
+                              p->truncate, 0, cut, err) < 0)
             return tfm_err_prefix(err, "%s", where);
         return 0;
     }

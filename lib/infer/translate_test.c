@@ -121,11 +121,16 @@ static void test_fit(void **state)
     for (uint32_t i = 0; i < 5; i++)
         tfm_ids_push(&s, 10 + i);
     tfm_ids_push(&s, EOS);
-    assert_int_equal(tfm_translate_fit(&s, EOS, 6, 0, &cut, &err), 0);
+    assert_int_equal(tfm_translate_fit(&s, EOS, 6, 0, 1, &cut, &err), 0);
     assert_int_equal(cut, 0);
-    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 0, &cut, &err), -1);
-    assert_non_null(strstr(err.msg, "6 tokens"));
-    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 1, &cut, &err), 0);
+    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 0, 1, &cut, &err), -1);
+    assert_non_null(strstr(err.msg, "the source is 6 tokens"));
+    assert_non_null(strstr(err.msg, "longer than the encoder's context (4)"));
+    /* a prefix LM's input: the model's context */
+    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 0, 0, &cut, &err), -1);
+    assert_non_null(strstr(err.msg, "the input is 6 tokens"));
+    assert_non_null(strstr(err.msg, "longer than the model's context (4)"));
+    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 1, 1, &cut, &err), 0);
     assert_int_equal(cut, 2);
     const uint32_t want[] = {10, 11, 12, EOS};
     assert_int_equal(s.len, 4);

@@ -75,6 +75,7 @@ typedef struct reader {
     tfm_ids src;            /* the source being encoded */
     int max_len;
     int truncate_error;
+    int encoder;            /* the sources are an encoder's (else a prefix LM's inputs) */
     int keep_text;
     size_t *truncated;
     const char *prefix;     /* data.prefix: text put before every source */
@@ -92,7 +93,7 @@ static long encode_side(reader *r, pairs *P, const char *s, size_t n, int source
     if (source) {
         const tfm_tokenizer *tok = r->src_tok ? r->src_tok : r->tok;
         if (tfm_translate_source(tok, r->src_tok ? r->src_scratch : r->scratch, s, n,
-                                 r->max_len + 1, 1, &r->src, &cut, err) < 0)
+                                 r->max_len + 1, 1, r->encoder, &r->src, &cut, err) < 0)
             return tfm_err_prefix(err, "%s:%zu", file, line);
         tfm_ids_append(&P->ids, r->src.data, r->src.len);
         len = r->src.len - 1;
@@ -253,6 +254,7 @@ int tfm_task_pairs_read(tfm_pairs *train, tfm_pairs *val, const tfm_config *cfg,
                 .src_tok = src_tok, .src_scratch = src_tok ? tfm_tok_scratch_new(src_tok) : NULL,
                 .max_len = max_len,
                 .truncate_error = cfg->data.truncate == TFM_CONFIG_TRUNCATE_ERROR,
+                .encoder = cfg->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER,
                 .keep_text = keep_text, .truncated = truncated,
                 .prefix = cfg->data.prefix, .prefix_len = strlen(cfg->data.prefix)};
     int rc;

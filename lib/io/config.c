@@ -42,6 +42,10 @@ static const tfm_config_key keys[] = {
      "vocabulary size; 0 takes it from the tokenizer (or the largest id in the data + 1)"},
     {"model.dropout", TFM_CONFIG_FLOAT, OFF(model.dropout), "0", 0, 0.99, NULL,
      "dropout probability on embeddings, attention and residual branches"},
+    {"model.ffn_dropout", TFM_CONFIG_FLOAT, OFF(model.ffn_dropout), "0", 0, 0.99, NULL,
+     "dropout probability inside each feed-forward, on its hidden units after the activation "
+     "(or the gated product), before the output projection: T5's DenseReluDense dropout "
+     "(HF dropout_rate, as model.dropout) and BART's activation_dropout"},
     {"model.tie_embeddings", TFM_CONFIG_BOOL, OFF(model.tie_embeddings), "true", 0, 0, NULL,
      "the LM head shares the token embedding matrix"},
     {"model.tie_source", TFM_CONFIG_BOOL, OFF(model.tie_source), "true", 0, 0, NULL,

@@ -113,6 +113,7 @@ typedef struct tfm_config {
         int64_t n_layer, n_head, n_embd, block_size;
         int64_t vocab_size; /* 0: from the tokenizer (or the data) */
         double dropout;
+        double ffn_dropout; /* inside the feed-forward, after its activation */
         int tie_embeddings;
         int bias;
         int norm;       /* tfm_config_norm */

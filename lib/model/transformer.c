@@ -118,6 +118,8 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "vocab_size %d is out of range [1, 16777216]", c->vocab_size);
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return tfm_err_set(err, "dropout %g is out of range [0, 1)", c->dropout);
+    if (!(c->ffn_dropout >= 0.0f && c->ffn_dropout < 1.0f))
+        return tfm_err_set(err, "ffn_dropout %g is out of range [0, 1)", c->ffn_dropout);
     if (!(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f))
         return tfm_err_set(err, "label_smoothing %g is out of range [0, 1)",
                            c->label_smoothing);
@@ -1152,6 +1154,7 @@ enum { SITE_EMB, SITE_ATT, SITE_RATT, SITE_RMLP };
 #define ENC_SITES ((uint64_t)2 << 40)
 #define CROSS_SITES ((uint64_t)1 << 40)
 #define LORA_SITES ((uint64_t)3 << 40)
+#define FFN_SITES ((uint64_t)4 << 40)
 
 static uint64_t layer_site(uint64_t seed, uint64_t base, int l, int which)
 {
@@ -1166,6 +1169,18 @@ static uint64_t cross_site(uint64_t seed, int l, int which)
 static float drop_p(const tfm_model *m)
 {
     return m->training ? m->cfg.dropout : 0.0f;
+}
+
+/* The feed-forward's inner dropout (ffn_dropout) of block l of a stack:
+ * its probability and, in a range of its own, its stream. */
+static float ffn_p(const tfm_model *m)
+{
+    return m->training ? m->cfg.ffn_dropout : 0.0f;
+}
+
+static uint64_t ffn_site(uint64_t seed, int enc, int l)
+{
+    return site_seed(seed, FFN_SITES + (enc ? (uint64_t)1 << 36 : 0) + (uint64_t)l);
 }
 
 static float lora_p(const tfm_model *m)
@@ -1586,6 +1601,7 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
         lora_fwd(m, sd, l, &lp, LS_FC1, la->fcl, F, mlp_in, N);
     }
     tfm_block_ffn_mid(&blk, la->fcg, la->fch, la->fcl, N * F);
+    tfm_dropout_forward(la->fcg, la->fcg, N * F, ffn_p(m), ffn_site(a->seed, sd->enc, l));
     linear_forward(la->res_mlp, la->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, F, C);
     lora_fwd(m, sd, l, &lp, LS_FP, la->res_mlp, C, la->fcg, N);
     tfm_dropout_forward(la->res_mlp, la->res_mlp, N * C, p,
@@ -1952,7 +1968,7 @@ static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tf
     m->T = T;
     keep_batch(a, batch, ed);
     float p = drop_p(m);
-    a->seed = p > 0.0f || lora_p(m) > 0.0f ? tfm_rng_u64(&m->rng) : 0;
+    a->seed = p > 0.0f || lora_p(m) > 0.0f || ffn_p(m) > 0.0f ? tfm_rng_u64(&m->rng) : 0;
     a->n_pe = T > S ? T : S;
     if (c->pos == TFM_POS_SINUSOIDAL)
         tfm_sinusoidal_table(a->pe, a->n_pe, C);
@@ -2087,11 +2103,16 @@ static void ffn_backward(tfm_model *m, const side *sd, int l, const tfm_block *b
 {
     tfm_model_acts *a = m->acts;
     int C = m->cfg.n_embd, F = tfm_model_config_ff(&m->cfg);
-    if (!a->keep_fcg)
+    float pf = ffn_p(m);
+    uint64_t fseed = ffn_site(a->seed, sd->enc, l);
+    if (!a->keep_fcg) { /* the same mask: a function of its stream */
         tfm_block_ffn_mid(blk, la->fcg, la->fch, la->fcl, N * F);
+        tfm_dropout_forward(la->fcg, la->fcg, N * F, pf, fseed);
+    }
     linear_backward(a->dfch, 0.0f, gp->p[P_FCPW], gp->p[P_FCPB], dres, la->fcg,
                     lp->p[P_FCPW], N, F, C);
     lora_bwd(m, sd, l, lp, gp, LS_FP, a->dfch, dres, C, la->fcg, N);
+    tfm_dropout_backward(a->dfch, a->dfch, N * F, pf, fseed);
     tfm_block_ffn_mid_backward(blk, a->dfch, a->dfcl, a->dfch, la->fch, la->fcl, N * F);
     linear_backward(din, beta, gp->p[P_FCW], gp->p[P_FCB], a->dfch, in, lp->p[P_FCW], N, C, F);
     lora_bwd(m, sd, l, lp, gp, LS_FC, din, a->dfch, F, in, N);

@@ -83,7 +83,10 @@
  * three-way tie of the original Transformer), else enc.wte of
  * src_vocab_size rows.
  * Dropout (one probability) after the embeddings, on the attention
- * probabilities, and after each of the two residual projections, as GPT-2.
+ * probabilities, and after each of the two residual projections, as GPT-2;
+ * with ffn_dropout, also on the feed-forward's hidden units before c_proj
+ * (mlp: drop(act(x·c_fc + b))·c_proj + b), as T5's DenseReluDense and
+ * BART's activation_dropout.
  *
  * Tensor names and layouts follow HuggingFace GPT-2, so GPT-2 checkpoints
  * map one to one (without the "transformer." prefix):
@@ -223,6 +226,8 @@ typedef struct tfm_model_config {
     int block_size;      /* maximum context T */
     int vocab_size;      /* V */
     float dropout;       /* in [0, 1); applied only in training mode */
+    float ffn_dropout;   /* in [0, 1): on the feed-forward's hidden units
+                            (after act, or the gated product), in training */
     int tie_embeddings;  /* 1: the LM head is wte (default) */
     tfm_ln_place ln;
     tfm_act act;

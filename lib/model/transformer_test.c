@@ -121,7 +121,7 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
     for (int i = 0; ex && ex->lm_every && i < B_ * T_; i++)
         if (i % ex->lm_every != 1)
             c.y[i] = -1;
-    tfm_model_set_training(&c.m, cfg->dropout > 0.0f);
+    tfm_model_set_training(&c.m, cfg->dropout > 0.0f || cfg->ffn_dropout > 0.0f);
     tfm_rng_seed(&c.rng0, 5);
     model_loss(&c);
     tfm_model_zero_grad(&c.m);
@@ -472,6 +472,52 @@ static void test_dropout(void **state)
     small_config(&cfg);
     cfg.dropout = 0.2f;
     check_model(&cfg, 0);
+    /* the feed-forward's own dropout (T5's, BART's activation_dropout),
+     * alone and with the other: plain and gated, its output kept and
+     * recomputed (the same mask), in an encoder-decoder's two stacks */
+    const int src_lengths[B_] = {4, 2};
+    for (int v = 0; v < 3; v++) {
+        small_config(&cfg);
+        cfg.d_ff = 12;
+        cfg.ffn_dropout = 0.3f;
+        cfg.dropout = v == 1 ? 0.1f : 0.0f;
+        extras ex = {.recompute = v == 2};
+        if (v >= 1) {
+            cfg.kind = TFM_KIND_ENCODER_DECODER;
+            cfg.n_enc_layer = 1;
+            cfg.pos = TFM_POS_T5;
+            cfg.t5_buckets = 8;
+            cfg.t5_max_distance = 16;
+            cfg.norm = TFM_NORM_RMS;
+            cfg.ffn = v == 1 ? TFM_FFN_GEGLU : TFM_FFN_PLAIN;
+            cfg.act = TFM_ACT_GELU_EXACT; /* ReLU's kinks defeat finite differences */
+            cfg.bias = 0;
+            ex.scale = 0.3f;
+            ex.S = 4;
+            ex.src_lengths = src_lengths;
+        }
+        check_model_with(&cfg, 0, &ex);
+    }
+    /* it acts in training only, and there it changes the loss */
+    small_config(&cfg);
+    cfg.ffn_dropout = 0.5f;
+    tfm_model m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+    random_weights(&m, 3);
+    int32_t x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {2, 3, 4, 5, 6, 0};
+    float eval0, eval1, train0;
+    assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &eval0, &err), 0);
+    tfm_model_set_training(&m, 1);
+    assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &train0, &err), 0);
+    tfm_model_set_training(&m, 0);
+    assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &eval1, &err), 0);
+    assert_true(eval0 == eval1);
+    assert_true(fabsf(train0 - eval0) > 1e-4f);
+    tfm_model_free(&m);
+    cfg.ffn_dropout = 1.0f;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "ffn_dropout 1 is out of range"));
 }
 
 /* LoRA adapters (nn/lora.h) in every model kind, on every projection they

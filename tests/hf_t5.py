@@ -306,7 +306,7 @@ def check_case(s, d, rng):
     want1 = (f"n_enc_layer {s['L']} norm_type rmsnorm "
              f"ffn {1 if s['proj'] == 'gated-gelu' else 0} attn_unscaled 1 "
              f"t5 {s['NB']} {s['MD'] or 128} head_scale {int(s['tied'])} decoder_start 0 "
-             f"tie_source 1 head_dim {s['KV']}")
+             f"tie_source 1 head_dim {s['KV']} forced_bos -1 source_bos 0")
     if desc[:2] != [want0, want1]:
         bad.append(f"description:\n  got  {desc[:2]}\n  want {[want0, want1]}")
     got = np.fromfile(of, np.float32).reshape(B, T, V).astype(np.float64)

@@ -11,8 +11,8 @@ int64_t tfm_translate_source_eos(const tfm_tokenizer *src_tok)
 }
 
 int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, const char *text,
-                         size_t len, int limit, int truncate, int encoder, tfm_ids *out,
-                         size_t *dropped, tfm_err *err)
+                         size_t len, int bos, int limit, int truncate, int encoder,
+                         tfm_ids *out, size_t *dropped, tfm_err *err)
 {
     tfm_ids_clear(out);
     if (dropped)
@@ -25,6 +25,13 @@ int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, con
         return tfm_err_set(err, "invalid UTF-8");
     if (tfm_tokenizer_check_kept(tok, text, len, err) < 0)
         return -1;
+    if (bos) {
+        const int64_t b = tfm_tokenizer_specials(tok)->bos;
+        if (b < 0)
+            return tfm_err_set(err, "the source tokenizer has no beginning-of-text token, "
+                                    "which begins every source (model.source_bos)");
+        tfm_ids_push(out, (uint32_t)b);
+    }
     /* special-token text stays text: training data is read that way */
     tfm_tokenizer_encode(tok, scratch, text, len, 0, out);
     tfm_ids_push(out, (uint32_t)eos);

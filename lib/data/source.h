@@ -14,15 +14,16 @@
 #include "text/tokenizer.h"
 
 /* out = the ids of text[0..len) by the source tokenizer tok + tok's
- * end-of-text (an error when it has none).  text must be valid UTF-8 (else
+ * end-of-text (an error when it has none), after tok's beginning-of-text
+ * with bos (model.source_bos: BART's <s>; an error when tok has none).  text must be valid UTF-8 (else
  * an error).  A source longer than limit tokens is an error, or with
  * truncate keeps its first limit - 1 tokens and the end-of-text; *dropped
  * (may be NULL) is the number of tokens cut.  encoder: the limit is an
  * encoder's context (the error names a source and the encoder's context),
  * else a prefix LM's (an input and the model's context). */
 int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, const char *text,
-                         size_t len, int limit, int truncate, int encoder, tfm_ids *out,
-                         size_t *dropped, tfm_err *err);
+                         size_t len, int bos, int limit, int truncate, int encoder,
+                         tfm_ids *out, size_t *dropped, tfm_err *err);
 
 /* The end-of-text that ends a source: the source tokenizer's (-1: none). */
 int64_t tfm_translate_source_eos(const tfm_tokenizer *src_tok);

@@ -194,6 +194,8 @@ int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
                                (long long)start, lm->cfg.vocab_size);
         g->encdec = 1;
         g->start = (uint32_t)start;
+        g->forced = lm->cfg.forced_bos;
+        g->n_start = g->forced >= 0 ? 2 : 1;
     }
     g->lm = lm;
     g->opts = *opts;
@@ -345,7 +347,7 @@ static int cache_len(const tfm_gen *g, const tfm_ids *prompts, size_t n)
 {
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t l = g->encdec ? 1 + (size_t)max_new(&g->opts, prompts[i].len)
+        size_t l = g->encdec ? (size_t)g->n_start + (size_t)max_new(&g->opts, prompts[i].len)
                              : prompts[i].len + (size_t)g->opts.max_tokens;
         if (g->encdec && prompts[i].len > l)
             l = prompts[i].len;
@@ -369,6 +371,23 @@ static int encode_sources(tfm_gen *g, const tfm_ids *prompts, size_t n, const in
     free(src);
     free(len);
     return rc;
+}
+
+/* Encoder-decoders: the sources into slots[0..n), then the decoder's
+ * prompt of every slot at once — the start token, and the forced one
+ * (model.forced_bos) after it; logits [n, V]: of the first free token. */
+static int start_decoders(tfm_gen *g, const tfm_ids *prompts, size_t n, const int *slots,
+                          uint32_t *toks, float *logits, tfm_err *err)
+{
+    if (encode_sources(g, prompts, n, slots, err) < 0)
+        return -1;
+    for (int k = 0; k < g->n_start; k++) {
+        for (size_t i = 0; i < n; i++)
+            toks[i] = k ? (uint32_t)g->forced : g->start;
+        if (tfm_infer_step(&g->infer, (int)n, toks, slots, logits, err) < 0)
+            return -1;
+    }
+    return check_nan(logits, n * (size_t)g->lm->cfg.vocab_size, err);
 }
 
 /* Greedy and sampling: prompts[0..n) decoded as one batch. */
@@ -397,9 +416,11 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
         res[i].hyps = tfm_calloc(1, sizeof *res[i].hyps);
         res[i].n_hyps = 1;
         s->hyp = &res[i].hyps[0];
-        if (g->encdec) /* the target so far: the penalty's history */
+        if (g->encdec) { /* the target so far: the penalty's history */
             tfm_ids_push(&s->hist, g->start);
-        else
+            if (g->forced >= 0)
+                tfm_ids_push(&s->hist, (uint32_t)g->forced);
+        } else
             tfm_ids_append(&s->hist, prompts[i].data, prompts[i].len);
         if (g->opts.strategy == TFM_GEN_SAMPLE) {
             if (tfm_sampler_init(&s->sampler, &g->opts.sample, (uint32_t)V,
@@ -408,7 +429,6 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
             s->has_sampler = 1;
         }
         if (g->encdec) {
-            toks[i] = g->start;
             slots[i] = s->slot;
         } else if (prefill(g, s->slot, prompts[i].data, prompts[i].len, prompts[i].len,
                            logits + nrows * V, err) < 0 ||
@@ -419,9 +439,7 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
     }
     /* encoder-decoders: every source in one encoder pass, every start token
      * in one step */
-    if (g->encdec && (encode_sources(g, prompts, n, slots, err) < 0 ||
-                      tfm_infer_step(&g->infer, (int)n, toks, slots, logits, err) < 0 ||
-                      check_nan(logits, n * (size_t)V, err) < 0))
+    if (g->encdec && start_decoders(g, prompts, n, slots, toks, logits, err) < 0)
         goto done;
     double t1 = tfm_now();
     size_t generated = 0;
@@ -555,20 +573,18 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
     for (size_t i = 0; i < n; i++) {
         int slot0 = (int)i * B;
         if (g->encdec) {
-            toks[i] = g->start;
             slots[i] = slot0;
         } else if (prefill(g, slot0, prompts[i].data, prompts[i].len, prompts[i].len,
                            first + i * V, err) < 0) {
             goto done;
         }
         /* the last token needs no cache position: up to max_len - prompt + 1 */
-        int plen = g->encdec ? 1 : (int)prompts[i].len;
+        int plen = g->encdec ? g->n_start : (int)prompts[i].len;
         int room = g->infer.max_len - plen + 1;
         int limit = max_new(o, prompts[i].len);
         tasks[i] = (tfm_beam_task){first + i * V, slot0, limit < room ? limit : room};
     }
-    if (g->encdec && (encode_sources(g, prompts, n, slots, err) < 0 ||
-                      tfm_infer_step(&g->infer, (int)n, toks, slots, first, err) < 0))
+    if (g->encdec && start_decoders(g, prompts, n, slots, toks, first, err) < 0)
         goto done;
     if (check_nan(first, n * (size_t)V, err) < 0)
         goto done;
@@ -690,6 +706,7 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
         }
         int rc = tfm_translate_source(encdec ? p->src_tok : lm->tok,
                                       encdec ? p->src_scratch : p->scratch, text, len,
+                                      encdec && lm->cfg.source_bos,
                                       tfm_gen_source_limit(&lm->cfg), p->truncate, encdec, out,
                                       cut, err);
         tfm_buf_free(&joined);

@@ -104,6 +104,14 @@ static const tfm_config_key keys[] = {
     {"model.decoder_start", TFM_CONFIG_INT, OFF(model.decoder_start), "-1", -1, 16777215,
      NULL, "encoder-decoder: the token a translation starts from (T5: 0, its padding); -1: "
      "the tokenizer's beginning-of-text, else end-of-text"},
+    {"model.forced_bos", TFM_CONFIG_INT, OFF(model.forced_bos), "-1", -1, 16777215, NULL,
+     "encoder-decoder: the token every translation begins with, forced right after "
+     "model.decoder_start (HuggingFace's forced_bos_token_id: BART's 0, <s>), and the first "
+     "token of every training target; -1: none"},
+    {"model.source_bos", TFM_CONFIG_BOOL, OFF(model.source_bos), "false", 0, 0, NULL,
+     "encoder-decoder: every source given as text begins with the source tokenizer's "
+     "beginning-of-text token (BART's <s>, as its tokenizer adds), in training and "
+     "translation"},
     {"model.init", TFM_CONFIG_ENUM, OFF(model.init), "gpt2", 0, 0, "gpt2|xavier",
      "initialisation: gpt2 (matrices and embeddings N(0, 0.02), residual projections "
      "scaled down) or xavier (Xavier-uniform matrices, embeddings N(0, n_embd^-0.5))"},
@@ -796,7 +804,8 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     }
     int ed = c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
     const char *kind = dec ? "decoder" : ed ? "encoder-decoder" : "encoder";
-    if (!ed && (c->model.n_enc_layer || !c->model.tie_source || c->model.src_vocab_size)) {
+    if (!ed && (c->model.n_enc_layer || !c->model.tie_source || c->model.src_vocab_size ||
+                c->model.forced_bos >= 0 || c->model.source_bos)) {
         char keys[128] = "";
         if (c->model.n_enc_layer)
             strcat(keys, ", model.n_enc_layer");
@@ -804,8 +813,12 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
             strcat(keys, ", model.tie_source");
         if (c->model.src_vocab_size)
             strcat(keys, ", model.src_vocab_size");
-        return tfm_err_set(err, "%s with model.kind %s: these keys describe an "
-                           "encoder-decoder's source side", keys + 2, kind);
+        if (c->model.forced_bos >= 0)
+            strcat(keys, ", model.forced_bos");
+        if (c->model.source_bos)
+            strcat(keys, ", model.source_bos");
+        return tfm_err_set(err, "%s with model.kind %s: these keys are for an "
+                           "encoder-decoder", keys + 2, kind);
     }
     if (ed && c->model.tie_source && c->model.src_vocab_size && c->model.vocab_size &&
         c->model.src_vocab_size != c->model.vocab_size)

@@ -134,6 +134,8 @@ typedef struct tfm_config {
         int head_scale;        /* final hidden states · n_embd^-0.5 before the head */
         int head_bias;         /* the LM head adds final_logits_bias (BART) */
         int64_t decoder_start; /* -1: the tokenizer's bos, else eos */
+        int64_t forced_bos;    /* the token forced after decoder_start; -1: none */
+        int source_bos;        /* sources begin with the tokenizer's bos */
         int init;       /* tfm_init (model/transformer.h): 0 gpt2, 1 xavier */
         int64_t n_enc_layer; /* encoder-decoder: 0 means n_layer */
         int tie_source;

@@ -236,6 +236,8 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->head_scale = c->model.head_scale;
     g->head_bias = c->model.head_bias;
     g->decoder_start = (int)c->model.decoder_start;
+    g->forced_bos = (int)c->model.forced_bos;
+    g->source_bos = c->model.source_bos;
     g->init = c->model.init ? TFM_INIT_XAVIER : TFM_INIT_GPT2;
     g->norm = c->model.norm_type ? TFM_NORM_RMS : TFM_NORM_LAYER;
     static const tfm_ffn_kind ffn[] = {TFM_FFN_PLAIN, TFM_FFN_GEGLU, TFM_FFN_SWIGLU};
@@ -1150,7 +1152,7 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
         t5_int(&doc, "bos_token_id", 0, V - 1, 0, &bos, err) < 0 ||
         t5_int(&doc, "eos_token_id", 0, V - 1, 2, eos, err) < 0 ||
         t5_int(&doc, "decoder_start_token_id", 0, V - 1, 2, &start, err) < 0 ||
-        t5_int(&doc, "forced_bos_token_id", 0, V - 1, 0, &forced, err) < 0 ||
+        t5_int(&doc, "forced_bos_token_id", -1, V - 1, -1, &forced, err) < 0 ||
         bart_same(&doc, "encoder_attention_heads", NH, "decoder_attention_heads", DNH, err) < 0 ||
         bart_same(&doc, "encoder_ffn_dim", F, "decoder_ffn_dim", DF, err) < 0 ||
         hf_bool(&doc, "scale_embedding", 0, &scale, err) < 0 ||
@@ -1195,9 +1197,8 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
                    "(tfm has gelu, gelu_new and relu)", fn);
         goto out;
     }
-    /* padding is told by lengths, never by id; bos and forced_bos are the
-     * tokenizer's and HF generate's business (tfm(7) says what tfm does) */
-    (void)pad, (void)bos, (void)forced;
+    /* padding is told by lengths, never by id; bos is the tokenizer's */
+    (void)pad, (void)bos;
     c->model.kind = TFM_CONFIG_KIND_ENCODER_DECODER;
     c->model.positions = TFM_CONFIG_POS_LEARNED;
     c->model.norm = TFM_CONFIG_NORM_POST;
@@ -1216,6 +1217,10 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
     c->model.tie_embeddings = tied;
     c->model.tie_source = 1;
     c->model.decoder_start = start;
+    /* HF's generate forces forced_bos_token_id (bart-large's 0, <s>) right
+     * after the start token; its tokenizer begins every text with <s> */
+    c->model.forced_bos = forced;
+    c->model.source_bos = 1;
     rc = 0;
 out:
     tfm_json_doc_free(&doc);

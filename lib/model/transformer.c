@@ -20,6 +20,7 @@
 void tfm_model_config_default(tfm_model_config *c)
 {
     memset(c, 0, sizeof *c);
+    c->forced_bos = -1;
     c->n_layer = 12;
     c->n_head = 12;
     c->n_embd = 768;
@@ -191,6 +192,12 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if (c->decoder_start < -1 || c->decoder_start >= c->vocab_size)
         return tfm_err_set(err, "decoder_start %d is outside the vocabulary (%d)",
                            c->decoder_start, c->vocab_size);
+    if (c->forced_bos < -1 || c->forced_bos >= c->vocab_size)
+        return tfm_err_set(err, "forced_bos %d is outside the vocabulary (%d)",
+                           c->forced_bos, c->vocab_size);
+    if ((c->forced_bos >= 0 || c->source_bos) && c->kind != TFM_KIND_ENCODER_DECODER)
+        return tfm_err_set(err, "forced_bos and source_bos are for encoder-decoders, not "
+                                "kind %s", tfm_kind_name(c->kind));
     if (c->kind == TFM_KIND_ENCODER_DECODER &&
         (c->mlm_head || c->pooler || c->n_classes || c->n_tags || c->span))
         return tfm_err_set(err, "the MLM, pooler, classifier, tagger and span heads are for "

@@ -247,6 +247,11 @@ typedef struct tfm_model_config {
     int head_bias;       /* 1: the LM head adds final_logits_bias [V] (BART) */
     int decoder_start;   /* encoder-decoder: the first decoder token; -1: the
                             tokenizer's bos, else eos (infer/generate.h) */
+    int forced_bos;      /* encoder-decoder: the token forced right after it
+                            in generation and first in every training
+                            target (HF's forced_bos_token_id); -1: none */
+    int source_bos;      /* encoder-decoder: text sources begin with the
+                            source tokenizer's bos (BART's <s>) */
     tfm_init init;       /* tfm_model_init_weights' scheme (GPT-2 by default) */
     tfm_norm_kind norm;  /* the stacks' norms: layernorm (default) or rmsnorm
                             (weight only; the MLM head keeps its LayerNorm) */

@@ -33,7 +33,7 @@ static const char *const shape_keys[] = {
     "model.rope_base",  "model.t5_buckets",    "model.t5_max_distance", "model.segments",
     "model.emb_norm",   "model.emb_scale",     "model.norm_type",   "model.ffn",
     "model.attn_scale", "model.head_scale",    "model.decoder_start", "model.head_bias",
-    "model.head_dim",
+    "model.head_dim",   "model.forced_bos",    "model.source_bos",
 };
 static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model.nsp",
                                         "model.classes",  "model.tags",   "model.span"};
@@ -53,7 +53,8 @@ static int applies(const tfm_config *c, const char *key)
     if (!strcmp(key, "model.block_size"))
         return c->model.positions == TFM_CONFIG_POS_LEARNED;
     if (!strcmp(key, "model.n_enc_layer") || !strcmp(key, "model.tie_source") ||
-        !strcmp(key, "model.src_vocab_size") || !strcmp(key, "model.decoder_start"))
+        !strcmp(key, "model.src_vocab_size") || !strcmp(key, "model.decoder_start") ||
+        !strcmp(key, "model.forced_bos") || !strcmp(key, "model.source_bos"))
         return c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
     return 1;
 }

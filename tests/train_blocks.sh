@@ -18,11 +18,12 @@ fell() {
 
 # a decoder: RMSNorm, SwiGLU, unscaled attention, RoPE, no biases, heads
 # 3 x 12 = 36 wide over n_embd 32 (model.head_dim), dropout inside the
-# feed-forward (its stream resumes as the others do)
+# feed-forward and after the final norm (their streams resume as the
+# others do)
 cat > dec.yaml <<END
 model: {n_layer: 2, n_head: 3, head_dim: 12, n_embd: 32, block_size: 32, positions: rope,
         norm_type: rmsnorm, ffn: swiglu, attn_scale: false, bias: false, d_ff: 48,
-        ffn_dropout: 0.1}
+        ffn_dropout: 0.1, final_dropout: 0.1}
 data: {text: corpus.txt, tokenizer: tok.json}
 optim: {lr: 0.01}
 schedule: {warmup: 5, decay: cosine, min_lr: 0.001}

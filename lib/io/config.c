@@ -46,6 +46,10 @@ static const tfm_config_key keys[] = {
      "dropout probability inside each feed-forward, on its hidden units after the activation "
      "(or the gated product), before the output projection: T5's DenseReluDense dropout "
      "(HF dropout_rate, as model.dropout) and BART's activation_dropout"},
+    {"model.final_dropout", TFM_CONFIG_FLOAT, OFF(model.final_dropout), "0", 0, 0.99, NULL,
+     "dropout probability on each stack's output, after its final norm: the decoder's "
+     "before the heads, an encoder's before cross-attention reads it (T5's stacks, at "
+     "dropout_rate as model.dropout)"},
     {"model.tie_embeddings", TFM_CONFIG_BOOL, OFF(model.tie_embeddings), "true", 0, 0, NULL,
      "the LM head shares the token embedding matrix"},
     {"model.tie_source", TFM_CONFIG_BOOL, OFF(model.tie_source), "true", 0, 0, NULL,

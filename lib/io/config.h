@@ -114,6 +114,7 @@ typedef struct tfm_config {
         int64_t vocab_size; /* 0: from the tokenizer (or the data) */
         double dropout;
         double ffn_dropout; /* inside the feed-forward, after its activation */
+        double final_dropout; /* on each stack's output, after its final norm */
         int tie_embeddings;
         int bias;
         int norm;       /* tfm_config_norm */

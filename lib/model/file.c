@@ -212,6 +212,7 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->vocab_size = (int)c->model.vocab_size;
     g->dropout = (float)c->model.dropout;
     g->ffn_dropout = (float)c->model.ffn_dropout;
+    g->final_dropout = (float)c->model.final_dropout;
     g->tie_embeddings = c->model.tie_embeddings;
     g->bias = c->model.bias;
     g->ln = c->model.norm == TFM_CONFIG_NORM_POST ? TFM_LN_POST : TFM_LN_PRE;

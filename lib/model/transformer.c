@@ -121,6 +121,8 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "dropout %g is out of range [0, 1)", c->dropout);
     if (!(c->ffn_dropout >= 0.0f && c->ffn_dropout < 1.0f))
         return tfm_err_set(err, "ffn_dropout %g is out of range [0, 1)", c->ffn_dropout);
+    if (!(c->final_dropout >= 0.0f && c->final_dropout < 1.0f))
+        return tfm_err_set(err, "final_dropout %g is out of range [0, 1)", c->final_dropout);
     if (!(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f))
         return tfm_err_set(err, "label_smoothing %g is out of range [0, 1)",
                            c->label_smoothing);
@@ -1162,6 +1164,7 @@ enum { SITE_EMB, SITE_ATT, SITE_RATT, SITE_RMLP };
 #define CROSS_SITES ((uint64_t)1 << 40)
 #define LORA_SITES ((uint64_t)3 << 40)
 #define FFN_SITES ((uint64_t)4 << 40)
+#define FINAL_SITES ((uint64_t)5 << 40)
 
 static uint64_t layer_site(uint64_t seed, uint64_t base, int l, int which)
 {
@@ -1188,6 +1191,17 @@ static float ffn_p(const tfm_model *m)
 static uint64_t ffn_site(uint64_t seed, int enc, int l)
 {
     return site_seed(seed, FFN_SITES + (enc ? (uint64_t)1 << 36 : 0) + (uint64_t)l);
+}
+
+/* The dropout on a stack's output (final_dropout): probability, stream. */
+static float final_p(const tfm_model *m)
+{
+    return m->training ? m->cfg.final_dropout : 0.0f;
+}
+
+static uint64_t final_site(uint64_t seed, int enc)
+{
+    return site_seed(seed, FINAL_SITES + (uint64_t)enc);
 }
 
 static float lora_p(const tfm_model *m)
@@ -1630,13 +1644,19 @@ static const float *stack_forward(tfm_model *m, const side *sd)
     const float *x = sd->e->encoded;
     for (int l = 0; l < sd->n_layer; l++)
         x = block_forward(m, sd, l, x);
-    if (c->ln != TFM_LN_PRE)
-        return x;
-    embed_acts *e = sd->e;
-    tfm_block_norm(&blk, e->lnf, e->lnf_mean, e->lnf_rstd, x,
-                          side_ptr(m, m->params, sd->pre, "ln_f.weight"),
-                          side_ptr(m, m->params, sd->pre, "ln_f.bias"), sd->N, c->n_embd);
-    return e->lnf;
+    /* the output (ln_f's, or the last block's ln_2 when post-LN) is no
+     * block's input and no norm's backward reads it: dropped in place */
+    float *out = (float *)x;
+    if (c->ln == TFM_LN_PRE) {
+        embed_acts *e = sd->e;
+        tfm_block_norm(&blk, e->lnf, e->lnf_mean, e->lnf_rstd, x,
+                       side_ptr(m, m->params, sd->pre, "ln_f.weight"),
+                       side_ptr(m, m->params, sd->pre, "ln_f.bias"), sd->N, c->n_embd);
+        out = e->lnf;
+    }
+    tfm_dropout_forward(out, out, sd->N * (size_t)c->n_embd, final_p(m),
+                        final_site(m->acts->seed, sd->enc));
+    return out;
 }
 
 /* ---- heads ---------------------------------------------------------------- */
@@ -1975,7 +1995,9 @@ static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tf
     m->T = T;
     keep_batch(a, batch, ed);
     float p = drop_p(m);
-    a->seed = p > 0.0f || lora_p(m) > 0.0f || ffn_p(m) > 0.0f ? tfm_rng_u64(&m->rng) : 0;
+    a->seed = p > 0.0f || lora_p(m) > 0.0f || ffn_p(m) > 0.0f || final_p(m) > 0.0f
+                  ? tfm_rng_u64(&m->rng)
+                  : 0;
     a->n_pe = T > S ? T : S;
     if (c->pos == TFM_POS_SINUSOIDAL)
         tfm_sinusoidal_table(a->pe, a->n_pe, C);
@@ -2235,7 +2257,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
 
 /* A stack's blocks and embedding backward, from dout, the gradient of its
  * output (before the final norm's backward). */
-static void stack_backward(tfm_model *m, const side *sd, const float *dout)
+static void stack_backward(tfm_model *m, const side *sd, float *dout)
 {
     const tfm_model_config *c = &m->cfg;
     const tfm_block blk = tfm_model_block(c);
@@ -2245,6 +2267,7 @@ static void stack_backward(tfm_model *m, const side *sd, const float *dout)
     float *G = m->grads, *P = m->params;
     embed_acts *e = sd->e;
     float *dy = a->d0;
+    tfm_dropout_backward(dout, dout, N * C, final_p(m), final_site(a->seed, sd->enc));
     if (c->ln == TFM_LN_PRE) {
         memset(dy, 0, N * C * sizeof *dy);
         tfm_block_norm_backward(&blk, dy, side_ptr(m, G, sd->pre, "ln_f.weight"),

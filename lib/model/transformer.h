@@ -86,7 +86,8 @@
  * probabilities, and after each of the two residual projections, as GPT-2;
  * with ffn_dropout, also on the feed-forward's hidden units before c_proj
  * (mlp: drop(act(x·c_fc + b))·c_proj + b), as T5's DenseReluDense and
- * BART's activation_dropout.
+ * BART's activation_dropout; with final_dropout, on each stack's output
+ * (after ln_f, or the last block when post-LN), as T5's stacks.
  *
  * Tensor names and layouts follow HuggingFace GPT-2, so GPT-2 checkpoints
  * map one to one (without the "transformer." prefix):
@@ -228,6 +229,8 @@ typedef struct tfm_model_config {
     float dropout;       /* in [0, 1); applied only in training mode */
     float ffn_dropout;   /* in [0, 1): on the feed-forward's hidden units
                             (after act, or the gated product), in training */
+    float final_dropout; /* in [0, 1): on each stack's output, after its
+                            final norm (T5's T5Stack), in training */
     int tie_embeddings;  /* 1: the LM head is wte (default) */
     tfm_ln_place ln;
     tfm_act act;

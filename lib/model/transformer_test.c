@@ -121,7 +121,8 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
     for (int i = 0; ex && ex->lm_every && i < B_ * T_; i++)
         if (i % ex->lm_every != 1)
             c.y[i] = -1;
-    tfm_model_set_training(&c.m, cfg->dropout > 0.0f || cfg->ffn_dropout > 0.0f);
+    tfm_model_set_training(&c.m, cfg->dropout > 0.0f || cfg->ffn_dropout > 0.0f ||
+                                     cfg->final_dropout > 0.0f);
     tfm_rng_seed(&c.rng0, 5);
     model_loss(&c);
     tfm_model_zero_grad(&c.m);
@@ -474,12 +475,16 @@ static void test_dropout(void **state)
     check_model(&cfg, 0);
     /* the feed-forward's own dropout (T5's, BART's activation_dropout),
      * alone and with the other: plain and gated, its output kept and
-     * recomputed (the same mask), in an encoder-decoder's two stacks */
+     * recomputed (the same mask), in an encoder-decoder's two stacks; the
+     * dropout on each stack's output (T5's after its final norm), pre-
+     * and post-LN */
     const int src_lengths[B_] = {4, 2};
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 5; v++) {
         small_config(&cfg);
         cfg.d_ff = 12;
-        cfg.ffn_dropout = 0.3f;
+        cfg.ffn_dropout = v < 3 ? 0.3f : 0.0f;
+        cfg.final_dropout = v >= 2 ? 0.25f : 0.0f;
+        cfg.ln = v == 4 ? TFM_LN_POST : TFM_LN_PRE;
         cfg.dropout = v == 1 ? 0.1f : 0.0f;
         extras ex = {.recompute = v == 2};
         if (v >= 1) {
@@ -518,6 +523,10 @@ static void test_dropout(void **state)
     cfg.ffn_dropout = 1.0f;
     assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
     assert_non_null(strstr(err.msg, "ffn_dropout 1 is out of range"));
+    cfg.ffn_dropout = 0.0f;
+    cfg.final_dropout = -0.5f;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "final_dropout -0.5 is out of range"));
 }
 
 /* LoRA adapters (nn/lora.h) in every model kind, on every projection they

@@ -578,15 +578,23 @@ static void cmd_info(const app *a)
                        "\"n_embd\":%d,\"d_ff\":%d,\"block_size\":%d,"
                        "\"vocab_size\":%d,\"norm\":\"%s\",\"norm_type\":\"%s\",\"ffn\":\"%s\","
                        "\"attn_scale\":%s,\"bias\":%s,\"tied\":%s,\"prefix_lm\":%s,"
-                       "\"prefix_from\":%s,\"step\":",
+                       "\"prefix_from\":%s,",
                        kind, tfm_kind_name(c->kind), tfm_pos_name(c->pos), mi.file_bytes,
                        mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
-                       c->n_head, tfm_model_config_head_dim(c), c->n_embd, tfm_model_config_ff(c), c->block_size, c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       c->n_head, tfm_model_config_head_dim(c), c->n_embd,
+                       tfm_model_config_ff(c), c->block_size, c->vocab_size,
+                       c->ln == TFM_LN_PRE ? "pre" : "post",
                        tfm_norm_name(c->norm), tfm_ffn_name(c->ffn),
                        c->attn_unscaled ? "false" : "true",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false",
                        mi.prefix_lm ? "true" : "false",
                        !mi.prefix_lm ? "null" : mi.prefix_pairs ? "\"pairs\"" : "\"random\"");
+        /* an encoder-decoder's forced first token and sources' <s> (BART's) */
+        if (c->forced_bos >= 0)
+            tfm_buf_printf(&o, "\"forced_bos\":%d,", c->forced_bos);
+        else
+            tfm_buf_puts(&o, "\"forced_bos\":null,");
+        tfm_buf_printf(&o, "\"source_bos\":%s,\"step\":", c->source_bos ? "true" : "false");
         if (mi.step >= 0)
             tfm_buf_printf(&o, "%lld", (long long)mi.step);
         else
@@ -620,13 +628,19 @@ static void cmd_info(const app *a)
                        "bias\t%s\ntied\t%s\nprefix_lm\t%s\nprefix_from\t%s\n", a->model_path,
                        kind, tfm_kind_name(c->kind), tfm_pos_name(c->pos), mi.file_bytes,
                        mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
-                       c->n_head, tfm_model_config_head_dim(c), c->n_embd, tfm_model_config_ff(c), c->block_size,
-                       c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       c->n_head, tfm_model_config_head_dim(c), c->n_embd,
+                       tfm_model_config_ff(c), c->block_size, c->vocab_size,
+                       c->ln == TFM_LN_PRE ? "pre" : "post",
                        tfm_norm_name(c->norm), tfm_ffn_name(c->ffn),
                        c->attn_unscaled ? "false" : "true",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false",
                        mi.prefix_lm ? "true" : "false",
                        !mi.prefix_lm ? "-" : mi.prefix_pairs ? "pairs" : "random");
+        if (c->forced_bos >= 0)
+            tfm_buf_printf(&o, "forced_bos\t%d\n", c->forced_bos);
+        else
+            tfm_buf_puts(&o, "forced_bos\t-\n");
+        tfm_buf_printf(&o, "source_bos\t%s\n", c->source_bos ? "true" : "false");
         if (mi.step >= 0)
             tfm_buf_printf(&o, "step\t%lld\n", (long long)mi.step);
         else

@@ -397,8 +397,10 @@ def check_case(s, d, tok, rng):
         bad.append(f"tfm-generate --ids: {r.stdout!r} {r.stderr.strip()}, "
                    f"want {outs[1]['ids']}")
     r = run([EVAL, "info", "-m", d])
+    forced = f"forced_bos\t{BOS if s['forced'] else '-'}\n"
     if r.returncode != 0 or "kind\tbart-huggingface\n" not in r.stdout or \
-            "model_kind\tencoder-decoder\n" not in r.stdout or "eos\t2\n" not in r.stdout:
+            "model_kind\tencoder-decoder\n" not in r.stdout or "eos\t2\n" not in r.stdout or \
+            forced not in r.stdout or "source_bos\ttrue\n" not in r.stdout:
         bad.append(f"tfm-eval info: exit {r.returncode}: {r.stdout}{r.stderr}")
     return bad
 

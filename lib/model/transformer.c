@@ -108,8 +108,8 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if (c->head_dim < 0 || c->head_dim > 65536)
         return tfm_err_set(err, "head_dim %d is out of range [0, 65536]", c->head_dim);
     if (!c->head_dim && c->n_embd % c->n_head)
-        return tfm_err_set(err, "n_embd %d is not a multiple of n_head %d (set head_dim)",
-                           c->n_embd, c->n_head);
+        return tfm_err_set(err, "n_embd %d is not a multiple of n_head %d", c->n_embd,
+                           c->n_head);
     if ((long)c->n_head * tfm_model_config_head_dim(c) > 1 << 20)
         return tfm_err_set(err, "n_head %d x head_dim %d is too wide", c->n_head,
                            tfm_model_config_head_dim(c));

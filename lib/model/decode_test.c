@@ -13,8 +13,6 @@
 
 #include <cmocka.h>
 
-#include "infer/beam.h"
-#include "infer/sample.h"
 #include "model/transformer.h"
 #include "model/decode.h"
 #include "model/forward.h"
@@ -109,6 +107,17 @@ static void apply_kinds(tfm_model_config *c)
     c->attn_unscaled = kind_unscaled;
 }
 
+/* The first index of the largest logit (as infer/sample.h's tfm_argmax,
+ * which sits above this layer). */
+static uint32_t argmax(const float *x, size_t n)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return (uint32_t)best;
+}
+
 /* A small model with weights large enough that the next token is rarely a
  * near tie (GPT-2's 0.02 init gives almost flat logits). */
 static void make_model_pos(tfm_model *m, tfm_ln_place ln, int tied, int bias, int V,
@@ -198,8 +207,8 @@ static void greedy_case_pos(tfm_ln_place ln, int tied, int bias, tfm_pos pos, in
     for (int t = P; t < P + NEW; t++) {
         full_logits(&m, seq_f, t, lf);
         assert_close(lc, lf, V);
-        seq_c[t] = tfm_argmax(lc, V);
-        seq_f[t] = tfm_argmax(lf, V);
+        seq_c[t] = argmax(lc, V);
+        seq_f[t] = argmax(lf, V);
         assert_int_equal(seq_c[t], seq_f[t]);
         if (forced)
             seq_c[t] = seq_f[t] = (uint32_t)((t * 37 + 11) % V);
@@ -420,7 +429,7 @@ static void test_batch_equals_single(void **state)
         assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, 1, 32, &err), 0);
         assert_int_equal(tfm_infer_prefill(&g, 0, ps[k], pn[k], lg, &err), 0);
         for (int t = 0; t < NEW; t++) {
-            alone[k][t] = tfm_argmax(lg, V);
+            alone[k][t] = argmax(lg, V);
             int s = 0;
             assert_int_equal(tfm_infer_step(&g, 1, &alone[k][t], &s, lg, &err), 0);
         }
@@ -434,124 +443,10 @@ static void test_batch_equals_single(void **state)
     for (int t = 0; t < NEW; t++) {
         uint32_t tok[3];
         for (int k = 0; k < 3; k++)
-            tok[k] = batch[k][t] = tfm_argmax(lg + k * V, V);
+            tok[k] = batch[k][t] = argmax(lg + k * V, V);
         assert_int_equal(tfm_infer_step(&g, 3, tok, slots, lg, &err), 0);
     }
     assert_memory_equal(alone, batch, sizeof alone);
-    tfm_infer_free(&g);
-    tfm_weights_free(&w);
-    tfm_model_free(&m);
-}
-
-/* Beam search through the cache, and through a step function that
- * recomputes every hypothesis from scratch with the training forward. */
-typedef struct full_ctx {
-    tfm_model *m;
-    uint32_t hist[8][64];
-    int len[8];
-} full_ctx;
-
-static int full_step(void *ctx, size_t n, const uint32_t *tokens, const int *slots,
-                     float *logprobs, tfm_err *err)
-{
-    full_ctx *f = ctx;
-    int V = f->m->cfg.vocab_size;
-    for (size_t i = 0; i < n; i++) {
-        int s = slots[i];
-        f->hist[s][f->len[s]++] = tokens[i];
-        full_logits(f->m, f->hist[s], f->len[s], logprobs + i * V);
-        tfm_log_softmax(logprobs + i * V, V, logprobs + i * V);
-    }
-    return 0;
-}
-
-static int full_copy(void *ctx, int dst, int src, tfm_err *err)
-{
-    full_ctx *f = ctx;
-    memcpy(f->hist[dst], f->hist[src], sizeof f->hist[0]);
-    f->len[dst] = f->len[src];
-    return 0;
-}
-
-typedef struct cache_ctx {
-    tfm_infer *g;
-} cache_ctx;
-
-static int cache_step(void *ctx, size_t n, const uint32_t *tokens, const int *slots,
-                      float *logprobs, tfm_err *err)
-{
-    cache_ctx *c = ctx;
-    int V = c->g->cfg.vocab_size;
-    if (tfm_infer_step(c->g, (int)n, tokens, slots, logprobs, err) < 0)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        tfm_log_softmax(logprobs + i * V, V, logprobs + i * V);
-    return 0;
-}
-
-static int cache_copy(void *ctx, int dst, int src, tfm_err *err)
-{
-    cache_ctx *c = ctx;
-    tfm_infer_copy_slot(c->g, dst, src);
-    return 0;
-}
-
-static void test_beam_cache_equals_full(void **state)
-{
-    enum { V = 40, P = 4 };
-    tfm_model m;
-    make_model(&m, TFM_LN_PRE, 1, 1, V);
-    tfm_weights w;
-    tfm_err err = {0};
-    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
-    const uint32_t prompt[P] = {5, 6, 7, 8};
-    tfm_beam_opts o;
-    tfm_beam_opts_default(&o);
-    o.beam = 4;
-    o.nbest = 3;
-    o.max_len = 14;
-    o.eos = 0;
-    float first[V];
-
-    full_ctx *f = calloc(1, sizeof *f);
-    f->m = &m;
-    memcpy(f->hist[0], prompt, sizeof prompt);
-    f->len[0] = P;
-    full_logits(&m, prompt, P, first);
-    tfm_log_softmax(first, V, first);
-    tfm_beam_model fm = {f, V, full_step, full_copy};
-    tfm_beam_result rf;
-    assert_int_equal(tfm_beam_search(&fm, &o, first, &rf, &err), 0);
-
-    tfm_infer g;
-    assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, o.beam, P + o.max_len, &err), 0);
-    assert_int_equal(tfm_infer_prefill(&g, 0, prompt, P, first, &err), 0);
-    tfm_log_softmax(first, V, first);
-    cache_ctx cc = {&g};
-    tfm_beam_model cm = {&cc, V, cache_step, cache_copy};
-    tfm_beam_result rc;
-    assert_int_equal(tfm_beam_search(&cm, &o, first, &rc, &err), 0);
-
-    assert_int_equal(rc.n, rf.n);
-    for (size_t i = 0; i < rc.n; i++) {
-        assert_int_equal(rc.hyps[i].len, rf.hyps[i].len);
-        assert_memory_equal(rc.hyps[i].tokens, rf.hyps[i].tokens,
-                            rc.hyps[i].len * sizeof(uint32_t));
-        assert_true(fabs(rc.hyps[i].score - rf.hyps[i].score) < 1e-3);
-    }
-    /* and the beam found something at least as good as greedy */
-    tfm_beam_opts o1 = o;
-    o1.beam = o1.nbest = 1;
-    tfm_infer_reset(&g, 0);
-    assert_int_equal(tfm_infer_prefill(&g, 0, prompt, P, first, &err), 0);
-    tfm_log_softmax(first, V, first);
-    tfm_beam_result r1;
-    assert_int_equal(tfm_beam_search(&cm, &o1, first, &r1, &err), 0);
-    assert_true(rc.hyps[0].score >= r1.hyps[0].score - 1e-6);
-    tfm_beam_result_free(&r1);
-    tfm_beam_result_free(&rc);
-    tfm_beam_result_free(&rf);
-    free(f);
     tfm_infer_free(&g);
     tfm_weights_free(&w);
     tfm_model_free(&m);
@@ -583,8 +478,8 @@ static void reduced_close(size_t (*convert)(tfm_weights *, const tfm_model_confi
     int slot = 0, same = 0;
     double worst = 0;
     for (int t = 0; t < NEW; t++) {
-        uint32_t tok = tfm_argmax(la, V);
-        same += tok == tfm_argmax(lb, V);
+        uint32_t tok = argmax(la, V);
+        same += tok == argmax(lb, V);
         assert_int_equal(tfm_infer_step(&a, 1, &tok, &slot, la, &err), 0);
         assert_int_equal(tfm_infer_step(&b, 1, &tok, &slot, lb, &err), 0);
         float mx = 0;
@@ -853,7 +748,6 @@ int main(void)
         cmocka_unit_test(test_past_block_size),
         cmocka_unit_test(test_encoder_decoder_cache),
         cmocka_unit_test(test_batch_equals_single),
-        cmocka_unit_test(test_beam_cache_equals_full),
         cmocka_unit_test(test_bad_token),
         cmocka_unit_test(test_block_kinds),
         cmocka_unit_test(test_prefix_cache_equals_full),

@@ -14,9 +14,9 @@
 #include "base/file.h"
 #include "base/opt.h"
 #include "base/progress.h"
+#include "data/fewshot.h"
 #include "eval.h"
 #include "infer/eval.h"
-#include "infer/fewshot.h"
 #include "metrics/metrics.h"
 #include "model/file.h"
 #include "model/info.h"
@@ -319,7 +319,7 @@ typedef struct item {
     long line;
 } item;
 
-/* The demonstrations (lib/infer/fewshot.h), from --shots-from or the input. */
+/* The demonstrations (lib/data/fewshot.h), from --shots-from or the input. */
 static void fewshot_setup(app *a, const tfm_buf *in, int choice)
 {
     tfm_err err = {0};

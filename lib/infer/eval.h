@@ -23,7 +23,9 @@
  *
  * Threads: call tfm_blas_init (tensor/gemm.h) first.
  *
- * Ownership: tfm_eval owns the model, its tokenizer and the buffers. */
+ * Ownership: tfm_eval owns the model, its tokenizer and the buffers;
+ * tfm_eval_items owns its arrays (the sequences point into its ids) and
+ * borrows nothing once read. */
 #ifndef TFM_INFER_EVAL_H
 #define TFM_INFER_EVAL_H
 

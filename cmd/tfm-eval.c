@@ -20,7 +20,6 @@
 #include "metrics/metrics.h"
 #include "model/file.h"
 #include "model/info.h"
-#include "io/json.h"
 #include "io/npy.h"
 #include "tensor/gemm.h"
 

@@ -45,6 +45,13 @@ for dir in "$src"/lib/*/; do
     fi
     for f in "$dir"*.c "$dir"*.h; do
         [ -e "$f" ] || continue
+        # a header without its layer (autoconf's config.h aside) could be
+        # cmd/'s, found through the include path
+        for h in $(sed -n 's|^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^/"]*\)".*|\1|p' "$f"); do
+            [ "$h" = config.h ] && continue
+            echo "FAIL: lib/$layer/$(basename "$f") includes \"$h\": name its layer (\"$layer/$h\")" >&2
+            bad=1
+        done
         # "layer/file.h" includes: the layer is the part before the slash
         for used in $(sed -n 's|^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z0-9_]*\)/.*|\1|p' "$f" | sort -u); do
             [ "$used" = "$layer" ] && continue

@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,37 +386,30 @@ static void cmd_choice(app *a)
     if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    size_t right[3] = {0, 0, 0};
-    for (size_t i = 0; i < n_items; i++) {
-        int best[3];
+    tfm_eval_tally t;
+    tfm_eval_choice_tally(&it, &t);
+    for (size_t i = 0; a->items && i < n_items; i++) {
+        const int *best = t.best + 3 * i;
         const size_t first = it.first[i], n = it.count[i];
-        tfm_eval_choice_pick(seqs + first, it.end_bytes + first, n, best);
-        for (int m = 0; m < 3; m++)
-            right[m] += best[m] == it.label[i];
-        if (a->items) {
-            tfm_buf o = {0};
-            tfm_buf_printf(&o, "{\"line\":%ld,\"label\":%lld,\"pred\":%d,\"pred_per_token\":%d,"
-                           "\"pred_per_byte\":%d,\"logprobs\":[", it.line[i],
-                           (long long)it.label[i], best[0], best[1], best[2]);
-            for (size_t j = 0; j < n; j++) {
-                tfm_buf_puts(&o, j ? "," : "");
-                tfm_buf_put_json_double(&o, 8, seqs[first + j].logprob);
-            }
-            tfm_buf_puts(&o, "],\"tokens\":[");
-            for (size_t j = 0; j < n; j++)
-                tfm_buf_printf(&o, "%s%zu", j ? "," : "", seqs[first + j].n_target);
-            tfm_buf_putc(&o, ']');
-            fewshot_items_field(&it, i, &o);
-            tfm_buf_puts(&o, "}\n");
-            fwrite(o.data, 1, o.len, a->items->fp);
-            tfm_buf_free(&o);
+        tfm_buf o = {0};
+        tfm_buf_printf(&o, "{\"line\":%ld,\"label\":%lld,\"pred\":%d,\"pred_per_token\":%d,"
+                       "\"pred_per_byte\":%d,\"logprobs\":[", it.line[i],
+                       (long long)it.label[i], best[0], best[1], best[2]);
+        for (size_t j = 0; j < n; j++) {
+            tfm_buf_puts(&o, j ? "," : "");
+            tfm_buf_put_json_double(&o, 8, seqs[first + j].logprob);
         }
+        tfm_buf_puts(&o, "],\"tokens\":[");
+        for (size_t j = 0; j < n; j++)
+            tfm_buf_printf(&o, "%s%zu", j ? "," : "", seqs[first + j].n_target);
+        tfm_buf_putc(&o, ']');
+        fewshot_items_field(&it, i, &o);
+        tfm_buf_puts(&o, "}\n");
+        fwrite(o.data, 1, o.len, a->items->fp);
+        tfm_buf_free(&o);
     }
-    double acc[3], se[3];
-    for (int m = 0; m < 3; m++) {
-        acc[m] = (double)right[m] / (double)n_items;
-        se[m] = tfm_metrics_stderr(right[m], n_items);
-    }
+    const size_t *right = t.right;
+    const double *acc = t.acc, *se = t.acc_se;
     if (a->json) {
         printf("{\"model\":");
         tfm_buf o = {0};
@@ -447,6 +439,7 @@ static void cmd_choice(app *a)
                     acc[m], se[m], right[m], n_items);
     }
     speed_line(a);
+    tfm_eval_tally_free(&t);
     tfm_eval_items_free(&it);
     tfm_buf_free(&in);
 }
@@ -572,26 +565,21 @@ static void cmd_lastword(app *a)
     if (tfm_eval_score(&a->ev, seqs, n, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    size_t right = 0, targets = 0;
-    double lp = 0;
-    for (size_t i = 0; i < n; i++) {
-        right += seqs[i].greedy != 0;
-        if (a->items) {
-            tfm_buf o = {0};
-            tfm_buf_printf(&o, "{\"line\":%ld,\"correct\":%s,\"logprob\":", it.line[i],
-                           seqs[i].greedy ? "true" : "false");
-            tfm_buf_put_json_double(&o, 8, seqs[i].logprob);
-            tfm_buf_printf(&o, ",\"tokens\":%zu", seqs[i].n_target);
-            fewshot_items_field(&it, i, &o);
-            tfm_buf_puts(&o, "}\n");
-            fwrite(o.data, 1, o.len, a->items->fp);
-            tfm_buf_free(&o);
-        }
-        lp += seqs[i].logprob;
-        targets += seqs[i].n_target;
+    tfm_eval_tally t;
+    tfm_eval_lastword_tally(&it, &t);
+    for (size_t i = 0; a->items && i < n; i++) {
+        tfm_buf o = {0};
+        tfm_buf_printf(&o, "{\"line\":%ld,\"correct\":%s,\"logprob\":", it.line[i],
+                       seqs[i].greedy ? "true" : "false");
+        tfm_buf_put_json_double(&o, 8, seqs[i].logprob);
+        tfm_buf_printf(&o, ",\"tokens\":%zu", seqs[i].n_target);
+        fewshot_items_field(&it, i, &o);
+        tfm_buf_puts(&o, "}\n");
+        fwrite(o.data, 1, o.len, a->items->fp);
+        tfm_buf_free(&o);
     }
-    double acc = (double)right / (double)n, se = tfm_metrics_stderr(right, n);
-    double ppl = exp(-lp / (double)n); /* per word, as lm-evaluation-harness */
+    const size_t right = t.right[0], targets = t.targets;
+    const double acc = t.acc[0], se = t.acc_se[0], ppl = t.word_perplexity;
     if (a->json) {
         tfm_buf o = {0};
         tfm_buf_puts(&o, "{\"model\":");
@@ -614,6 +602,7 @@ static void cmd_lastword(app *a)
                 "perplexity of the final words %.4f\n", prog, acc, se, right, n, ppl);
     fewshot_report(a, &it, "passages");
     speed_line(a);
+    tfm_eval_tally_free(&t);
     tfm_eval_items_free(&it);
     tfm_buf_free(&in);
 }

@@ -199,4 +199,25 @@ int tfm_eval_lastword_read(tfm_eval_items *it, const char *data, size_t len, con
                            const tfm_eval_items_opts *o, tfm_err *err);
 void tfm_eval_items_free(tfm_eval_items *it);
 
+/* What the items scored, after tfm_eval_score over it->seqs: for choice,
+ * each item's pick by each rule of tfm_eval_choice_pick (best[3 * i + m])
+ * and the items each rule got right (right[m]); for last word, the
+ * passages whose word is the greedy continuation (right[0]), the sum of
+ * the words' log-probabilities, their tokens, and the perplexity per word
+ * (exp(-logprob / n), as lm-evaluation-harness).  acc[m] = right[m] / n,
+ * with its standard error (metrics/metrics.h).  The tally owns best. */
+typedef struct tfm_eval_tally {
+    size_t n;                  /* items or passages */
+    int *best;                 /* choice: [n * 3] */
+    size_t right[3];
+    double acc[3], acc_se[3];
+    double logprob;            /* last word */
+    size_t targets;            /* last word: target tokens */
+    double word_perplexity;    /* last word */
+} tfm_eval_tally;
+
+void tfm_eval_choice_tally(const tfm_eval_items *it, tfm_eval_tally *t);
+void tfm_eval_lastword_tally(const tfm_eval_items *it, tfm_eval_tally *t);
+void tfm_eval_tally_free(tfm_eval_tally *t);
+
 #endif

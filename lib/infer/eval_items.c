@@ -7,6 +7,7 @@
 
 #include "infer/eval.h"
 #include "io/json.h"
+#include "metrics/metrics.h"
 
 void tfm_eval_items_free(tfm_eval_items *it)
 {
@@ -238,4 +239,42 @@ int tfm_eval_lastword_read(tfm_eval_items *it, const char *data, size_t len, con
     if (rc < 0)
         tfm_eval_items_free(it);
     return rc;
+}
+
+void tfm_eval_choice_tally(const tfm_eval_items *it, tfm_eval_tally *t)
+{
+    memset(t, 0, sizeof *t);
+    t->n = it->n;
+    t->best = tfm_malloc((it->n ? it->n : 1) * 3 * sizeof *t->best);
+    for (size_t i = 0; i < it->n; i++) {
+        int *best = t->best + 3 * i;
+        const size_t first = it->first[i];
+        tfm_eval_choice_pick(it->seqs + first, it->end_bytes + first, it->count[i], best);
+        for (int m = 0; m < 3; m++)
+            t->right[m] += best[m] == it->label[i];
+    }
+    for (int m = 0; m < 3; m++) {
+        t->acc[m] = (double)t->right[m] / (double)it->n;
+        t->acc_se[m] = tfm_metrics_stderr(t->right[m], it->n);
+    }
+}
+
+void tfm_eval_lastword_tally(const tfm_eval_items *it, tfm_eval_tally *t)
+{
+    memset(t, 0, sizeof *t);
+    t->n = it->n;
+    for (size_t i = 0; i < it->n; i++) {
+        t->right[0] += it->seqs[i].greedy != 0;
+        t->logprob += it->seqs[i].logprob;
+        t->targets += it->seqs[i].n_target;
+    }
+    t->acc[0] = (double)t->right[0] / (double)it->n;
+    t->acc_se[0] = tfm_metrics_stderr(t->right[0], it->n);
+    t->word_perplexity = exp(-t->logprob / (double)it->n);
+}
+
+void tfm_eval_tally_free(tfm_eval_tally *t)
+{
+    free(t->best);
+    memset(t, 0, sizeof *t);
 }

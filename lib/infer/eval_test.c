@@ -247,6 +247,53 @@ static void test_items_shots(void **state)
     tfm_tokenizer_free(tok);
 }
 
+/* The tallies, on scores set by hand: the picks and the rights by each
+ * rule, accuracy and its standard error, the words' perplexity. */
+static void test_tally(void **state)
+{
+    (void)state;
+    tfm_tokenizer *tok = char_tok();
+    tfm_eval_items_opts o = {.tok = tok, .bos = 1, .block_size = 16, .context = 16};
+    tfm_eval_items it;
+    tfm_err err;
+    /* item 0's endings: 1 and 3 bytes; item 1's: 2 and 2 */
+    const char *data = "{\"context\": \"a\", \"endings\": [\"b\", \"cde\"], \"label\": 1}\n"
+                       "{\"context\": \"a\", \"endings\": [\"bc\", \"de\"], \"label\": 0}\n";
+    assert_int_equal(read_items(1, data, &o, &it, &err), 0);
+    /* item 0: sums -1, -2 (ending 0 by sum), per byte -1, -0.67 (ending 1);
+     * item 1: -3, -1: ending 1 by every rule */
+    const double lp[4] = {-1, -2, -3, -1};
+    for (int i = 0; i < 4; i++)
+        it.seqs[i].logprob = lp[i];
+    tfm_eval_tally t;
+    tfm_eval_choice_tally(&it, &t);
+    assert_int_equal(t.n, 2);
+    const int best[6] = {0, 1, 1, 1, 1, 1};
+    assert_memory_equal(t.best, best, sizeof best);
+    assert_int_equal(t.right[0], 0);
+    assert_int_equal(t.right[1], 1);
+    assert_int_equal(t.right[2], 1);
+    assert_true(t.acc[2] == 0.5);
+    assert_float_equal(t.acc_se[2], sqrt(0.5 * 0.5 / 1), 1e-12);
+    tfm_eval_tally_free(&t);
+    tfm_eval_items_free(&it);
+
+    assert_int_equal(read_items(0, "a bc\nd ef\nx y\n", &o, &it, &err), 0);
+    it.seqs[0].logprob = -1;
+    it.seqs[1].logprob = -2;
+    it.seqs[2].logprob = -3;
+    it.seqs[1].greedy = 1;
+    tfm_eval_lastword_tally(&it, &t);
+    assert_int_equal(t.right[0], 1);
+    assert_int_equal(t.targets, 3 + 3 + 2);
+    assert_true(t.logprob == -6);
+    assert_float_equal(t.word_perplexity, exp(2.0), 1e-12);
+    assert_float_equal(t.acc[0], 1.0 / 3, 1e-15);
+    tfm_eval_tally_free(&t);
+    tfm_eval_items_free(&it);
+    tfm_tokenizer_free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_choice_items),
         cmocka_unit_test(test_lastword_items),
         cmocka_unit_test(test_items_shots),
+        cmocka_unit_test(test_tally),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

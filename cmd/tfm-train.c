@@ -32,6 +32,7 @@ static void usage(void)
     printf("Usage: %s -c CONFIG.yaml [--set KEY=VALUE]... [-o RUNDIR] [options]\n"
            "       %s --plot RUNDIR... -o OUT.svg\n"
            "       %s --merge-adapter ADAPTER_DIR BASE -o OUT.safetensors\n"
+           "       %s --convert q8_0|bf16|f32 MODEL -o OUT.safetensors\n"
            "Train a transformer (language model, masked LM, sequence-to-sequence, or\n"
            "fine-tuning: train.task classify, tag, span); resume when RUNDIR holds a\n"
            "checkpoint.\n"
@@ -63,6 +64,10 @@ static void usage(void)
            "      --merge-adapter DIR  write the model BASE (a tfm file or HuggingFace\n"
            "                       checkpoint) with the LoRA adapter in DIR merged in\n"
            "                       (W += lora_alpha/r B A) as one model file, -o OUT\n"
+           "      --convert DTYPE  write the model MODEL (a tfm file or HuggingFace\n"
+           "                       checkpoint) with its matrices stored as DTYPE: q8_0\n"
+           "                       (8-bit blocks of 32 with a scale each), bf16 or f32\n"
+           "                       (as one model file, -o OUT)\n"
            "  -q, --quiet          no progress bar or messages on stderr\n"
            "  -h, --help           this help\n"
            "      --version        print the version\n"
@@ -70,7 +75,7 @@ static void usage(void)
            "Writes RUNDIR/model.safetensors (last), best.safetensors (lowest validation\n"
            "loss), state.safetensors (for resuming), log.tsv and curves.svg.  SIGINT/SIGTERM\n"
            "save a checkpoint and exit 0.  Exit status: 0 success, 1 failure, 2 usage.\n",
-           prog, prog, prog);
+           prog, prog, prog, prog);
     exit(0);
 }
 
@@ -107,7 +112,7 @@ static void message(void *ctx, const char *msg)
 }
 
 enum { OPT_SET = 256, OPT_DUMP, OPT_LIST, OPT_STEPS, OPT_SEED, OPT_THREADS, OPT_VERSION,
-       OPT_FRESH, OPT_PLOT, OPT_DP, OPT_DUMP_BATCHES, OPT_MERGE };
+       OPT_FRESH, OPT_PLOT, OPT_DP, OPT_DUMP_BATCHES, OPT_MERGE, OPT_CONVERT };
 
 int main(int argc, char **argv)
 {
@@ -126,13 +131,14 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"plot", no_argument, NULL, OPT_PLOT},
         {"merge-adapter", required_argument, NULL, OPT_MERGE},
+        {"convert", required_argument, NULL, OPT_CONVERT},
         {"data-parallel", required_argument, NULL, OPT_DP},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
     };
-    const char *config_path = NULL, *rundir = "run", *merge = NULL;
+    const char *config_path = NULL, *rundir = "run", *merge = NULL, *convert = NULL;
     /* Static so that the early exits (usage, errors) leave it reachable. */
     static const char **sets;
     sets = calloc((size_t)argc + 1, sizeof *sets);
@@ -153,6 +159,7 @@ int main(int argc, char **argv)
         case OPT_FRESH: fresh = 1; break;
         case OPT_PLOT: plot = 1; break;
         case OPT_MERGE: merge = optarg; break;
+        case OPT_CONVERT: convert = optarg; break;
         case OPT_DP:
             if (!strcmp(optarg, "auto"))
                 dp = TFM_DP_AUTO;
@@ -178,6 +185,25 @@ int main(int argc, char **argv)
         case OPT_VERSION: tfm_print_version(prog);
         default: tfm_usage_hint(prog, argv, longopts); /* getopt said what */
         }
+    }
+    if (convert) {
+        /* a model file stored in another dtype: no training */
+        tfm_weight_dtype dt;
+        if (tfm_weight_dtype_parse(convert, &dt) < 0)
+            tfm_usage_error(prog, "--convert must be q8_0, bf16 or f32");
+        if (merge || plot || config_path || n_sets || dump || fresh || steps || threads ||
+            dp_given || dump_batches)
+            tfm_usage_error(prog, "--convert takes a model and -o OUT only");
+        if (optind + 1 != argc)
+            tfm_usage_error(prog, "--convert: give one model (a model file or HuggingFace "
+                                  "folder)");
+        if (!output_given || !*rundir)
+            tfm_usage_error(prog, "--convert: no output file (-o OUT.safetensors)");
+        tfm_err cerr = {0};
+        if (tfm_model_convert_file(argv[optind], rundir, dt, &cerr) < 0)
+            tfm_die(prog, &cerr);
+        free(sets);
+        return 0;
     }
     if (merge) {
         /* a model file from a base and an adapter: no training */

@@ -34,7 +34,8 @@ hidden states times d_model^-0.5).  Checked:
     from the folder (train.init) for two steps;
   - bad input (missing config.json field, absurd value, unknown
     feed_forward_proj, num_heads·d_kv absurdly wide, a missing tensor, a tensor
-    of the wrong shape, F16 weights): exit 1 and a message naming the file."""
+    of the wrong shape): exit 1 and a message naming the file; F16 weights
+    read as float32."""
 import json
 import math
 import os
@@ -403,11 +404,14 @@ def check_errors(top, rng):
 
 
 def check_f16(top, rng):
-    """HF's safetensors in F16: refused with a message naming the tensor."""
+    """HF's safetensors in F16: read as float32, so the same tokens as the
+    float32 checkpoint of the same (half-precision) values."""
     s = CASES[0]
     t = random_checkpoint(s, rng)
-    d = os.path.join(top, "f16")
+    t = {k: a.astype(np.float16).astype(a.dtype) for k, a in t.items()}
+    d, d32 = os.path.join(top, "f16"), os.path.join(top, "f16-as-f32")
     write_folder(d, s, t)
+    write_folder(d32, s, t)
     # rewrite by hand: hf_bert.write_safetensors writes F32 and I64 only
     import struct
     header, off, blobs = {"__metadata__": {"format": "pt"}}, 0, []
@@ -420,9 +424,11 @@ def check_f16(top, rng):
     h += b" " * (-len(h) % 8)
     with open(os.path.join(d, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-    r = run([GEN, "-m", d, "--ids", "--greedy", "-n", "2"], input="5 6\n")
-    if r.returncode != 1 or "is F16: tfm reads float32 checkpoints only" not in r.stderr:
-        return [f"F16: exit {r.returncode}: {r.stderr.strip()}"]
+    r = run([GEN, "-m", d, "--ids", "--greedy", "-n", "6"], input="5 6\n")
+    r32 = run([GEN, "-m", d32, "--ids", "--greedy", "-n", "6"], input="5 6\n")
+    if r.returncode != 0 or r32.returncode != 0 or r.stdout != r32.stdout or not r.stdout.strip():
+        return [f"F16: exit {r.returncode}: {r.stdout.strip()} {r.stderr.strip()}, "
+                f"float32: {r32.stdout.strip()}"]
     return []
 
 

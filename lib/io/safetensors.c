@@ -269,6 +269,81 @@ const char *tfm_safetensors_meta(const tfm_safetensors *st, const char *key, siz
     return NULL;
 }
 
+void tfm_safetensors_replace(tfm_safetensors *st, tfm_st_tensor *t, tfm_st_dtype dtype,
+                             int ndim, const size_t *shape, void *data)
+{
+    TFM_ASSERT(t >= st->tensors && t < st->tensors + st->n_tensors);
+    TFM_ASSERT(ndim >= 0 && ndim <= TFM_ST_MAX_DIMS);
+    size_t count = 1;
+    for (int d = 0; d < ndim; d++)
+        count *= t->shape[d] = shape[d];
+    t->ndim = ndim;
+    t->dtype = dtype;
+    t->count = count;
+    t->nbytes = count * dtypes[dtype].size;
+    t->data = data;
+    st->copies = tfm_realloc(st->copies, (st->n_copies + 1) * sizeof *st->copies);
+    st->copies[st->n_copies++] = data;
+}
+
+/* ---- 16-bit floats -------------------------------------------------- */
+
+float tfm_f16_to_f32(uint16_t h)
+{
+    uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+    float f;
+    if (e == 0) { /* zero and subnormals: m·2^-24 */
+        f = ldexpf((float)m, -24);
+        memcpy(&x, &f, sizeof x);
+    } else if (e == 31) {
+        x = 0x7f800000u | m << 13;
+    } else {
+        x = (e + 112) << 23 | m << 13;
+    }
+    x |= (uint32_t)(h & 0x8000) << 16;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+uint16_t tfm_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u)
+        return sign | 0x7e00; /* NaN */
+    if (ax >= 0x477ff000u)    /* 65520 and up round to infinity */
+        return sign | 0x7c00;
+    if (ax < 0x38800000u) {   /* below 2^-14: a multiple of 2^-24 */
+        float a;
+        memcpy(&a, &ax, sizeof a);
+        return sign | (uint16_t)lrintf(a * 16777216.0f);
+    }
+    uint32_t h = ((ax >> 23) - 112) << 10 | (ax >> 13 & 0x3ff), rem = ax & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+        h++; /* a carry into the exponent is right too */
+    return sign | (uint16_t)h;
+}
+
+float tfm_bf16_to_f32(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+uint16_t tfm_f32_to_bf16(float f)
+{
+    uint32_t v;
+    memcpy(&v, &f, sizeof v);
+    if ((v & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((v >> 16) | 0x40); /* NaN stays NaN */
+    v += 0x7fffu + ((v >> 16) & 1);         /* round to nearest even */
+    return (uint16_t)(v >> 16);
+}
+
 /* ---- writing -------------------------------------------------------- */
 
 void tfm_safetensors_writer_init(tfm_safetensors_writer *w)

@@ -99,6 +99,20 @@ int tfm_safetensors_parse(tfm_safetensors *st, const void *image, size_t size,
                           const char *name, tfm_err *err);
 void tfm_safetensors_close(tfm_safetensors *st);
 
+/* Gives tensor t (one of st's) new contents: dtype, shape and data, an
+ * allocation st takes over (freed by close).  For readers that widen a
+ * stored dtype to the one they compute in, after checking the checksum
+ * (model/file.h). */
+void tfm_safetensors_replace(tfm_safetensors *st, tfm_st_tensor *t, tfm_st_dtype dtype,
+                             int ndim, const size_t *shape, void *data);
+
+/* IEEE half precision and bfloat16 to and from float32 (round to nearest
+ * even; NaN stays NaN, overflow becomes infinity). */
+float tfm_f16_to_f32(uint16_t h);
+uint16_t tfm_f32_to_f16(float f);
+float tfm_bf16_to_f32(uint16_t h);
+uint16_t tfm_f32_to_bf16(float f);
+
 /* Tensor by name, or NULL. */
 const tfm_st_tensor *tfm_safetensors_find(const tfm_safetensors *st, const char *name);
 /* Metadata value by key, or NULL; *len (if len) gets its length. */

@@ -204,8 +204,68 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
     return sizeof(uint16_t) * total;
 }
 
+/* An 8-bit copy of W [K, N] (a block matrix, [in, out]) into q [N, K] and
+ * d [N, K / 32], or of head [V, C] as it is (trans 0); p advances. */
+static tfm_q8 to_q8(int8_t **q, float **d, const float *W, size_t K, size_t N, int trans)
+{
+    tfm_q8 m = {*q, *d, (int)N, (int)K};
+#pragma omp parallel if (K * N >= (1 << 16))
+    {
+        float *row = trans ? tfm_malloc(sizeof(float) * K) : NULL;
+#pragma omp for schedule(static)
+        for (size_t j = 0; j < N; j++) {
+            const float *src = W + j * K;
+            if (trans) {
+                for (size_t i = 0; i < K; i++)
+                    row[i] = W[i * N + j];
+                src = row;
+            }
+            tfm_q8_quantize(*q + j * K, *d + j * (K / TFM_Q8_BLOCK), src, (int)K);
+        }
+        free(row);
+    }
+    *q += K * N;
+    *d += K * N / TFM_Q8_BLOCK;
+    return m;
+}
+
+size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *c)
+{
+    const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
+    const size_t F = (size_t)tfm_model_config_ff(c), D = (size_t)tfm_model_config_attn_dim(c);
+    const size_t gated = tfm_ffn_gated(c->ffn);
+    /* a product is 8-bit when its input width (C, D or F) is whole blocks */
+    const int cq = C % TFM_Q8_BLOCK == 0, dq = D % TFM_Q8_BLOCK == 0;
+    const int fq = F % TFM_Q8_BLOCK == 0;
+    const size_t per_layer = cq * (C * 3 * D + (1 + gated) * C * F) + dq * D * C + fq * F * C;
+    const size_t total = per_layer * (size_t)c->n_layer + cq * V * C;
+    free(w->q8_store);
+    /* the scales first: they stay aligned */
+    size_t bytes = total + sizeof(float) * total / TFM_Q8_BLOCK;
+    w->q8_store = tfm_aligned_alloc(bytes ? bytes : 1);
+    float *d = w->q8_store;
+    int8_t *q = (int8_t *)(d + total / TFM_Q8_BLOCK);
+    for (int l = 0; l < c->n_layer; l++) {
+        tfm_layer_weights *L = &w->layers[l];
+        if (cq) {
+            L->qkv_q8 = to_q8(&q, &d, L->qkv_w, C, 3 * D, 1);
+            L->fc_q8 = to_q8(&q, &d, L->fc_w, C, F, 1);
+            if (gated)
+                L->fc1_q8 = to_q8(&q, &d, L->fc1_w, C, F, 1);
+        }
+        if (dq)
+            L->proj_q8 = to_q8(&q, &d, L->proj_w, D, C, 1);
+        if (fq)
+            L->fcp_q8 = to_q8(&q, &d, L->fcp_w, F, C, 1);
+    }
+    if (cq)
+        w->lm_head_q8 = to_q8(&q, &d, w->lm_head, C, V, 0);
+    return bytes;
+}
+
 void tfm_weights_free(tfm_weights *w)
 {
+    free(w->q8_store);
     free(w->bf16_store);
     free(w->layers);
     free(w->enc_layers);
@@ -372,9 +432,24 @@ HEAD_ROWS(head_rows16, uint16_t, LD_BF16)
 /* Below this many rows the weights dominate: stream them once with gemv. */
 #define GEMV_ROWS 8
 
-static void linear(tfm_infer *g, float *out, const float *in, const float *W,
-                   const uint16_t *W16, const float *b, int R, int K, int N)
+/* out[R, N] = in[R, K]·W8ᵀ + b with the inputs quantized to 8 bits per
+ * block (tensor/q8.h). */
+static void linear_q8(tfm_infer *g, float *out, const float *in, const tfm_q8 *W8,
+                      const float *b, int R)
 {
+    const int K = W8->K, nb = K / TFM_Q8_BLOCK;
+    for (int r = 0; r < R; r++)
+        tfm_q8_quantize(g->xq + (size_t)r * K, g->xd + (size_t)r * nb, in + (size_t)r * K, K);
+    tfm_q8_gemv(out, g->xq, g->xd, W8, b, R);
+}
+
+static void linear(tfm_infer *g, float *out, const float *in, const float *W,
+                   const uint16_t *W16, const tfm_q8 *W8, const float *b, int R, int K, int N)
+{
+    if (R <= GEMV_ROWS && W8 && W8->q) {
+        linear_q8(g, out, in, W8, b, R);
+        return;
+    }
     if (R <= GEMV_ROWS) {
         gemv_rows(out, g->part, in, W16 ? (const void *)W16 : W, W16 != NULL, b, R, K, N);
         return;
@@ -417,8 +492,11 @@ static void ensure_rows(tfm_infer *g, int rows)
     const size_t HS = (size_t)tfm_model_config_head_dim(&g->cfg);
     const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = scratch_width(&g->cfg);
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->fc1);
-    free(g->part);
+    free(g->part); free(g->xq); free(g->xd);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
+    const size_t WQ = F > C ? (F > D ? F : D) : (C > D ? C : D); /* an 8-bit input's */
+    g->xq = tfm_aligned_alloc(R * WQ);
+    g->xd = tfm_aligned_alloc(sizeof(float) * R * (WQ / TFM_Q8_BLOCK + 1));
     g->fc1 = tfm_ffn_gated(g->blk.ffn) ? tfm_aligned_alloc(sizeof(float) * R * F) : NULL;
     g->x = tfm_aligned_alloc(sizeof(float) * R * C);
     g->h = tfm_aligned_alloc(sizeof(float) * R * C);
@@ -479,7 +557,7 @@ void tfm_infer_free(tfm_infer *g)
     free(g->kcache); free(g->vcache); free(g->len);
     free(g->xkcache); free(g->xvcache); free(g->src_len);
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->fc1);
-    free(g->part);
+    free(g->part); free(g->xq); free(g->xd);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
     free(g->scores); free(g->alibi);
     if (g->enc)
@@ -672,13 +750,13 @@ static void mlp_rows(tfm_infer *g, const tfm_layer_weights *L, int R, double *pr
         min = h;
     }
     prof_mark(g, prof_t, TFM_PROF_OTHER);
-    linear(g, g->fc, min, L->fc_w, L->fc_w16, L->fc_b, R, C, F);
+    linear(g, g->fc, min, L->fc_w, L->fc_w16, &L->fc_q8, L->fc_b, R, C, F);
     if (L->fc1_w) /* gated: the linear input beside the gate */
-        linear(g, g->fc1, min, L->fc1_w, L->fc1_w16, L->fc1_b, R, C, F);
+        linear(g, g->fc1, min, L->fc1_w, L->fc1_w16, &L->fc1_q8, L->fc1_b, R, C, F);
     prof_mark(g, prof_t, TFM_PROF_FC);
     tfm_block_ffn_mid(&g->blk, g->fc, g->fc, g->fc1, (size_t)R * F);
     prof_mark(g, prof_t, TFM_PROF_OTHER);
-    linear(g, h, g->fc, L->fcp_w, L->fcp_w16, L->fcp_b, R, F, C);
+    linear(g, h, g->fc, L->fcp_w, L->fcp_w16, &L->fcp_q8, L->fcp_b, R, F, C);
     prof_mark(g, prof_t, TFM_PROF_FCPROJ);
     tfm_add_inplace(x, h, (size_t)R * C);
     if (!pre)
@@ -697,9 +775,9 @@ static void cross_rows(tfm_infer *g, const tfm_layer_weights *L, int l, int R)
         tfm_block_norm(&g->blk, h, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C);
         xin = h;
     }
-    linear(g, g->qkv, xin, L->xq_w, NULL, L->xq_b, R, C, D);
+    linear(g, g->qkv, xin, L->xq_w, NULL, NULL, L->xq_b, R, C, D);
     attention(g, l, R, 1);
-    linear(g, h, g->att, L->xp_w, NULL, L->xp_b, R, D, C);
+    linear(g, h, g->att, L->xp_w, NULL, NULL, L->xp_b, R, D, C);
     tfm_add_inplace(x, h, (size_t)R * C);
     if (!pre)
         tfm_block_norm(&g->blk, x, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C);
@@ -725,7 +803,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
             ain = h;
         }
         PROF(TFM_PROF_OTHER);
-        linear(g, g->qkv, ain, L->qkv_w, L->qkv_w16, L->qkv_b, R, C, 3 * D);
+        linear(g, g->qkv, ain, L->qkv_w, L->qkv_w16, &L->qkv_q8, L->qkv_b, R, C, 3 * D);
         PROF(TFM_PROF_QKV);
         if (c->pos == TFM_POS_ROPE) /* keys enter the cache rotated */
             for (int r = 0; r < R; r++) {
@@ -743,7 +821,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         }
         attention(g, l, R, 0);
         PROF(TFM_PROF_ATTN);
-        linear(g, h, g->att, L->proj_w, L->proj_w16, L->proj_b, R, D, C);
+        linear(g, h, g->att, L->proj_w, L->proj_w16, &L->proj_q8, L->proj_b, R, D, C);
         PROF(TFM_PROF_PROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
@@ -769,7 +847,9 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         xf = h;
     }
     PROF(TFM_PROF_OTHER);
-    if (w->lm_head16)
+    if (w->lm_head_q8.q && n <= g->max_rows)
+        linear_q8(g, logits, xf, &w->lm_head_q8, NULL, n);
+    else if (w->lm_head16)
         head_rows16(logits, xf, w->lm_head16, n, V, C);
     else
         head_rows(logits, xf, w->lm_head, n, V, C);
@@ -839,7 +919,7 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
         const int slot = slots[s];
         for (int l = 0; l < c->n_layer; l++) {
             const tfm_layer_weights *L = &w->layers[l];
-            linear(g, g->qkv, mem, L->xkv_w, NULL, L->xkv_b, S[s], C, 2 * D);
+            linear(g, g->qkv, mem, L->xkv_w, NULL, NULL, L->xkv_b, S[s], C, 2 * D);
             for (int i = 0; i < S[s]; i++) {
                 memcpy(kv_at(g, g->xkcache, l, slot, i), g->qkv + (size_t)i * 2 * D,
                        sizeof(float) * D);

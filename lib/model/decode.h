@@ -38,7 +38,8 @@
  *
  * Threads: the OpenMP thread count (tfm_blas_init).  Up to 8 rows (decode
  * steps) use a gemv that streams each weight matrix once, split over the
- * threads; longer prompts use tfm_gemm.
+ * threads (of the 8-bit copy when there is one, else of the bfloat16 one,
+ * else of the float32 weights); longer prompts use tfm_gemm.
  *
  * Ownership: tfm_infer owns its cache and scratch, never the weights
  * (which must outlive it). */
@@ -50,6 +51,7 @@
 
 #include "base/err.h"
 #include "model/transformer.h"
+#include "tensor/q8.h"
 
 typedef struct tfm_layer_weights {
     const float *ln1_w, *ln1_b;   /* [C] */
@@ -63,6 +65,9 @@ typedef struct tfm_layer_weights {
     /* bfloat16 copies of the matrices (tfm_weights_to_bf16), or NULL:
      * used by the single-row products when present */
     const uint16_t *qkv_w16, *proj_w16, *fc_w16, *fc1_w16, *fcp_w16;
+    /* 8-bit copies (tensor/q8.h: [out, in], the transposes), or .q NULL:
+     * used by the single-row products before the bfloat16 ones */
+    tfm_q8 qkv_q8, proj_q8, fc_q8, fc1_q8, fcp_q8;
     /* an encoder-decoder's decoder blocks: the cross-attention */
     const float *lnx_w, *lnx_b;   /* [C] */
     const float *xq_w, *xq_b;     /* [C, C], [C] */
@@ -93,6 +98,8 @@ typedef struct tfm_weights {
     tfm_layer_weights *enc_layers; /* [n_enc_layer], owned */
     int n_enc_layer;
     uint16_t *bf16_store;         /* owned: every bfloat16 copy */
+    tfm_q8 lm_head_q8;            /* [V, C] 8-bit copy, or .q NULL */
+    void *q8_store;               /* owned: the 8-bit copies' memory */
 } tfm_weights;
 
 /* Finds a tensor by name and checks its shape (dims[1] = 0 for vectors);
@@ -116,6 +123,12 @@ void tfm_weights_free(tfm_weights *w);
  * float32).  The prompt pass keeps the float32 weights.  Returns the bytes
  * allocated (owned by w). */
 size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *cfg);
+/* The same with 8-bit copies (tensor/q8.h's Q8_0, the block matrices
+ * transposed to [out, in]) of the matrices whose input width is a
+ * multiple of 32: the decode steps then quantize their inputs to 8 bits
+ * per 32-block too and multiply in integers.  Returns the bytes
+ * allocated (owned by w). */
+size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *cfg);
 
 /* Phases of the forward, for "where does the time go". */
 typedef enum tfm_prof_phase {
@@ -148,6 +161,8 @@ typedef struct tfm_infer {
     float *x, *h, *qkv, *att, *fc, *mean, *rstd; /* scratch */
     float *fc1;             /* a gated feed-forward's linear input, or NULL */
     float *part;            /* [max_rows][4 C]: a gemv's second half */
+    int8_t *xq;             /* [max_rows][max(F, C)]: 8-bit inputs */
+    float *xd;              /* their block scales */
     float *scores;          /* [threads][max_len] */
     int scores_threads;
     int *row_slot, *row_pos;

@@ -3,6 +3,7 @@
 
 #include "model/file.h"
 #include "model/lora.h"
+#include "model/quant.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/file.h"
 #include "io/json.h"
 
@@ -119,40 +121,64 @@ int tfm_model_file_verify(const tfm_safetensors *st, int required, tfm_err *err)
     return 0;
 }
 
-int tfm_model_file_write(const char *path, const tfm_param *table, int n_table,
+/* tfm_model_file_write with the matrices stored as dt (model/quant.h). */
+static int file_write_as(const char *path, const tfm_param *table, int n_table,
                          const float *const *arrays, const char *const *prefixes, int n_arrays,
                          const char *const *keys, const char *const *vals, const size_t *lens,
-                         int n_keys, tfm_err *err)
+                         int n_keys, tfm_weight_dtype dt, tfm_err *err)
 {
-    size_t n = (size_t)n_arrays * (size_t)n_table;
-    item *it = tfm_malloc((n + 1) * sizeof *it);
-    char (*names)[128] = tfm_malloc((n + 1) * sizeof *names);
-    kv meta[16];
+    size_t n = (size_t)n_arrays * (size_t)n_table, nt = 0;
+    /* up to two stored tensors per parameter: an 8-bit matrix and its scales */
+    item *it = tfm_malloc((2 * n + 1) * sizeof *it);
+    tfm_enc_tensor *enc = tfm_malloc((2 * n + 1) * sizeof *enc);
+    kv meta[17];
     size_t n_meta = 0;
     tfm_safetensors_writer w;
     tfm_safetensors_writer_init(&w);
-    for (int a = 0, j = 0; a < n_arrays; a++)
-        for (int k = 0; k < n_table; k++, j++) {
+    for (int a = 0; a < n_arrays; a++)
+        for (int k = 0; k < n_table; k++) {
             const tfm_param *p = &table[k];
-            snprintf(names[j], sizeof names[j], "%s%s", prefixes[a], p->name);
-            it[j] = (item){names[j], TFM_ST_F32, p->ndim, p->shape, arrays[a] + p->offset,
-                           p->numel * sizeof(float)};
-            tfm_safetensors_writer_add(&w, names[j], TFM_ST_F32, p->ndim, p->shape,
-                                       arrays[a] + p->offset);
+            char name[128];
+            snprintf(name, sizeof name, "%s%s", prefixes[a], p->name);
+            nt += (size_t)tfm_quant_encode(name, arrays[a] + p->offset, p->ndim, p->shape, dt,
+                                           &enc[nt]);
         }
+    for (size_t j = 0; j < nt; j++) {
+        const tfm_enc_tensor *e = &enc[j];
+        it[j] = (item){e->name, e->dtype, e->ndim, e->shape, e->data, e->nbytes};
+        tfm_safetensors_writer_add(&w, e->name, e->dtype, e->ndim, e->shape, e->data);
+    }
     for (int i = 0; i < n_keys; i++)
         if (vals[i]) {
             meta[n_meta++] = (kv){keys[i], vals[i], lens[i]};
             tfm_safetensors_writer_meta_n(&w, keys[i], vals[i], lens[i]);
         }
+    if (dt != TFM_WEIGHTS_F32) {
+        const char *name = tfm_weight_dtype_name(dt);
+        meta[n_meta++] = (kv){"weights", name, strlen(name)};
+        tfm_safetensors_writer_meta(&w, "weights", name);
+    }
     char sum[17];
-    checksum(it, n, meta, n_meta, sum);
+    checksum(it, nt, meta, n_meta, sum);
     tfm_safetensors_writer_meta_n(&w, "checksum", sum, 16);
     int rc = tfm_safetensors_writer_write(&w, path, err);
     tfm_safetensors_writer_free(&w);
+    for (size_t j = 0; j < nt; j++)
+        if (enc[j].owned)
+            free((void *)enc[j].data);
+    free(enc);
     free(it);
-    free(names);
     return rc;
+}
+
+int tfm_model_file_write(const char *path, const tfm_param *table, int n_table,
+                         const float *const *arrays, const char *const *prefixes, int n_arrays,
+                         const char *const *keys, const char *const *vals, const size_t *lens,
+                         int n_keys, tfm_err *err)
+{
+    TFM_ASSERT(n_keys <= 16);
+    return file_write_as(path, table, n_table, arrays, prefixes, n_arrays, keys, vals, lens,
+                         n_keys, TFM_WEIGHTS_F32, err);
 }
 
 /* NULL (and an error) when absent or not an F32 tensor of the param's shape. */
@@ -287,6 +313,15 @@ int tfm_model_save_task(const char *path, const tfm_model *m, const char *config
                         const char *tok_json, size_t tok_len, const char *src_tok_json,
                         size_t src_tok_len, const char *task_json, int64_t step, tfm_err *err)
 {
+    return tfm_model_save_dtype(path, m, config_yaml, tok_json, tok_len, src_tok_json,
+                                src_tok_len, task_json, step, TFM_WEIGHTS_F32, err);
+}
+
+int tfm_model_save_dtype(const char *path, const tfm_model *m, const char *config_yaml,
+                         const char *tok_json, size_t tok_len, const char *src_tok_json,
+                         size_t src_tok_len, const char *task_json, int64_t step,
+                         tfm_weight_dtype dt, tfm_err *err)
+{
     char stepbuf[32];
     snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)step);
     /* the optional pairs last, and only when present */
@@ -306,8 +341,8 @@ int tfm_model_save_task(const char *path, const tfm_model *m, const char *config
     }
     const float *arrays[] = {m->params};
     const char *prefixes[] = {""};
-    return tfm_model_file_write(path, m->table, m->n_table, arrays, prefixes, 1, keys, vals,
-                                lens, n, err);
+    return file_write_as(path, m->table, m->n_table, arrays, prefixes, 1, keys, vals, lens, n,
+                         dt, err);
 }
 
 int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *err)
@@ -519,12 +554,6 @@ static const float *bert_tensor(const bert_ckpt *b, const char *name, const char
         else
             tfm_err_set(err, "%s: no tensor '%s': a %s checkpoint needs it, %s", b->st->name,
                         full, b->what, want);
-        return NULL;
-    }
-    if (t->dtype == TFM_ST_F16 || t->dtype == TFM_ST_BF16) {
-        tfm_err_set(err, "%s: tensor '%s' is %s: tfm reads float32 checkpoints only (save "
-                         "the model in float32 first)", b->st->name, t->name,
-                    tfm_st_dtype_name(t->dtype));
         return NULL;
     }
     if (t->dtype != TFM_ST_F32 || t->ndim != (d1 ? 2 : 1) || t->shape[0] != d0 ||
@@ -784,7 +813,9 @@ static int bert_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_to
     const char *pre = bert_prefix(&st);
     int rc = 1;
     if (pre)
-        rc = tfm_model_file_verify(&st, 0, err) < 0 ? -1 : bert_load(&st, pre, c, m, tok, err);
+        rc = tfm_model_file_verify(&st, 0, err) < 0 || tfm_quant_widen(&st, NULL, err) < 0
+                 ? -1
+                 : bert_load(&st, pre, c, m, tok, err);
     tfm_safetensors_close(&st);
     return rc;
 }
@@ -1373,8 +1404,9 @@ static int t5_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_toke
     int64_t eos;
     const char *bart = bart_prefix(&st);
     if (bart || t5_is(&st))
-        rc = tfm_model_file_verify(&st, 0, err) < 0 ? -1
-                                                     : t5_load(&st, bart, c, m, tok, &eos, err);
+        rc = tfm_model_file_verify(&st, 0, err) < 0 || tfm_quant_widen(&st, NULL, err) < 0
+                 ? -1
+                 : t5_load(&st, bart, c, m, tok, &eos, err);
     tfm_safetensors_close(&st);
     return rc;
 }
@@ -1414,7 +1446,7 @@ int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer 
     }
     float *arrays[] = {m->params};
     const char *prefixes[] = {""};
-    if (tfm_model_file_verify(&st, 0, err) < 0 ||
+    if (tfm_model_file_verify(&st, 0, err) < 0 || tfm_quant_widen(&st, NULL, err) < 0 ||
         tfm_model_file_read(&st, m->table, m->n_table, arrays, prefixes, 1, err) < 0)
         goto fail;
     size_t tok_len = 0;
@@ -1612,7 +1644,8 @@ static int gpt2_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_to
         goto out;
     rc = -1;
     tfm_model_config g;
-    if (tfm_model_file_verify(&st, 0, err) < 0 || config_from_shapes(&st, &g, err) < 0)
+    if (tfm_model_file_verify(&st, 0, err) < 0 || tfm_quant_widen(&st, NULL, err) < 0 ||
+        config_from_shapes(&st, &g, err) < 0)
         goto out;
     gpt2_config_into(&g, c);
     if (tfm_model_init(m, &g, err) < 0) {
@@ -1691,6 +1724,11 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
      * check reads the file once, the cost of about one generated token */
     if (tfm_model_file_verify(st, 0, err) < 0)
         goto fail;
+    /* bfloat16, half precision and 8-bit tensors read as float32; the
+     * stored matrices are kept for the decode steps */
+    lm->quant = tfm_calloc(1, sizeof(tfm_quant_views));
+    if (tfm_quant_widen(st, lm->quant, err) < 0)
+        goto fail;
     const char *format = tfm_format(st);
     size_t cfg_len = 0;
     const char *cfg_text = tfm_safetensors_meta(st, "config", &cfg_len);
@@ -1736,6 +1774,7 @@ int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
     }
     if (tfm_weights_bind(&lm->w, &lm->cfg, lookup, st, err) < 0)
         goto fail;
+    tfm_quant_attach(lm->quant, &lm->w);
     size_t tok_len = 0;
     const char *tok_json = tfm_safetensors_meta(st, "tokenizer", &tok_len);
     if (tok_json && !lm->tok) {
@@ -1801,6 +1840,7 @@ int tfm_lm_open_adapter(tfm_lm *lm, const char *path, const char *adapter, tfm_e
     tfm_weights_free(&lm->w);
     if (tfm_weights_bind(&lm->w, &lm->cfg, lookup_adapted, &a, err) < 0)
         goto fail;
+    tfm_quant_attach(lm->quant, &lm->w);
     return 0;
 fail:
     tfm_lm_close(lm);
@@ -1824,6 +1864,44 @@ void tfm_lm_close(tfm_lm *lm)
         tfm_safetensors_close(lm->file);
         free(lm->file);
     }
+    if (lm->quant) {
+        tfm_quant_views_free(lm->quant);
+        free(lm->quant);
+    }
     memset(lm, 0, sizeof *lm);
     lm->eos = -1;
+}
+
+/* ---- conversion ------------------------------------------------------ */
+
+int tfm_model_convert_file(const char *in, const char *out, tfm_weight_dtype dt, tfm_err *err)
+{
+    tfm_config c;
+    tfm_model m;
+    tfm_tokenizer *tok = NULL;
+    if (tfm_model_load(in, &c, &m, &tok, err) < 0)
+        return -1;
+    tfm_buf yaml = {0}, tj = {0}, task = {0}, src = {0}, step = {0};
+    tfm_config_dump(&c, 0, &yaml);
+    if (tok)
+        tfm_tokenizer_to_json(tok, &tj);
+    int rc = -1, has_task, has_src, has_step;
+    if ((has_task = tfm_model_file_meta(in, "task", &task, err)) < 0 ||
+        (has_src = tfm_model_file_meta(in, "source_tokenizer", &src, err)) < 0 ||
+        (has_step = tfm_model_file_meta(in, "step", &step, err)) < 0)
+        goto out;
+    rc = tfm_model_save_dtype(out, &m, tfm_buf_cstr(&yaml), tok ? tj.data : NULL, tj.len,
+                              has_src ? src.data : NULL, src.len,
+                              has_task ? tfm_buf_cstr(&task) : NULL,
+                              has_step ? strtoll(tfm_buf_cstr(&step), NULL, 10) : 0, dt, err);
+out:
+    tfm_buf_free(&yaml);
+    tfm_buf_free(&tj);
+    tfm_buf_free(&task);
+    tfm_buf_free(&src);
+    tfm_buf_free(&step);
+    if (tok)
+        tfm_tokenizer_free(tok);
+    tfm_model_free(&m);
+    return rc;
 }

@@ -76,6 +76,7 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "model/decode.h"
+#include "model/quant.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
@@ -122,6 +123,18 @@ int tfm_model_save_task(const char *path, const tfm_model *m, const char *config
                         const char *tok_json, size_t tok_len, const char *src_tok_json,
                         size_t src_tok_len, const char *task_json, int64_t step, tfm_err *err);
 
+/* The same with the matrices stored as dt (model/quant.h: bf16, or
+ * Q8_0 8-bit blocks) and "weights" in __metadata__ saying so. */
+int tfm_model_save_dtype(const char *path, const tfm_model *m, const char *config_yaml,
+                         const char *tok_json, size_t tok_len, const char *src_tok_json,
+                         size_t src_tok_len, const char *task_json, int64_t step,
+                         tfm_weight_dtype dt, tfm_err *err);
+
+/* Writes the model file (or HuggingFace checkpoint) in with its matrices
+ * stored as dt (model/quant.h) to out, atomically: the same config,
+ * tokenizers, task and step. */
+int tfm_model_convert_file(const char *in, const char *out, tfm_weight_dtype dt, tfm_err *err);
+
 /* Appends the __metadata__ value of key of the model file at path (a folder:
  * its model.safetensors) to out: 1 when present, 0 when absent, -1 when the
  * file cannot be read. */
@@ -159,6 +172,8 @@ typedef struct tfm_lm {
                              NULL */
     void *adapter;        /* private: the weights a LoRA adapter changed
                              (model/lora.h's tfm_adapter), or NULL */
+    void *quant;          /* private: the file's stored bfloat16 and 8-bit
+                             matrices (model/quant.h's tfm_quant_views) */
 } tfm_lm;
 
 /* Opens a tfm model file (or a HuggingFace GPT-2, BERT or T5 one; path may

@@ -49,10 +49,26 @@ int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err)
     mi->step = step ? strtoll(step, &end, 10) : -1;
     if (step && (end == step || *end || mi->step < 0))
         mi->step = -1;
-    mi->n_tensors = st->n_tensors;
-    for (size_t i = 0; i < st->n_tensors; i++)
-        mi->n_params += st->tensors[i].count;
+    /* the stored dtypes (the loader widened its view to float32) */
+    tfm_safetensors raw;
+    int rc = tfm_safetensors_open(&raw, st->name, err);
     tfm_lm_close(&lm);
+    if (rc < 0)
+        return -1;
+    int i8 = 0, bf16 = 0, f16 = 0;
+    mi->n_tensors = raw.n_tensors;
+    for (size_t i = 0; i < raw.n_tensors; i++) {
+        const tfm_st_tensor *t = &raw.tensors[i];
+        size_t n = strlen(t->name);
+        if (n > 9 && !strcmp(t->name + n - 9, ".q8_scale"))
+            continue;
+        mi->n_params += t->count;
+        i8 |= t->dtype == TFM_ST_I8;
+        bf16 |= t->dtype == TFM_ST_BF16;
+        f16 |= t->dtype == TFM_ST_F16;
+    }
+    mi->weights = i8 ? "q8_0" : bf16 ? "bf16" : f16 ? "f16" : "f32";
+    tfm_safetensors_close(&raw);
     return 0;
 }
 

@@ -21,7 +21,10 @@ typedef struct tfm_model_info {
                                HuggingFace GPT-2, BERT or T5 checkpoint
                                (cfg.kind decoder, encoder, encoder-decoder) */
     tfm_model_config cfg;     /* as the loader reads it */
-    size_t n_params;        /* elements of every tensor in the file */
+    size_t n_params;        /* elements of every tensor in the file (but
+                               8-bit matrices' scales) */
+    const char *weights;    /* how the matrices are stored: "f32", "bf16",
+                               "f16" or "q8_0" (model/quant.h) */
     size_t n_tensors;
     size_t file_bytes;
     int64_t step;           /* training steps behind it; -1 when not recorded */

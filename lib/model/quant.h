@@ -1,0 +1,84 @@
+/* Model files with bfloat16 or 8-bit weights (model/file.h writes and
+ * reads them through this).
+ *
+ * A file's __metadata__ "weights" says how its matrices are stored
+ * (absent: every tensor F32):
+ *   "bf16": every 2-D tensor BF16, in tfm's layout and shape; vectors F32.
+ *   "q8_0": llama.cpp's Q8_0 (tensor/q8.h) for the block matrices (the
+ *     attention's, cross-attention's and feed-forward's, "h.N.*" and
+ *     "enc.h.N.*") and the token embedding / LM head ("wte.weight",
+ *     "lm_head.weight"), each as an I8 tensor of torch's Linear layout
+ *     [out, in] -- the block matrices, [in, out] in tfm, transposed;
+ *     wte and lm_head, [V, C], as they are -- so that the blocks of 32 run
+ *     along the rows, plus an F16 tensor of the block scales named
+ *     "<name>.q8_scale", [out, in / 32]; weight = scale·value.  A matrix
+ *     whose input width is not a multiple of 32, and every other tensor,
+ *     stays F32.  Values are -127..127 and scales finite and >= 0:
+ *     anything else is refused as a corrupt file.
+ * The checksum (model/file.h) covers the tensors as stored.
+ *
+ * Reading widens the file's view (io/safetensors.h tfm_safetensors_
+ * replace): F16 and BF16 tensors (a tfm file's or a HuggingFace
+ * checkpoint's) become F32, 8-bit matrices become F32 in tfm's layout,
+ * so that every program reads such files as float32 ones; inference
+ * (tfm_lm_open) then also points the decode steps at the stored bfloat16
+ * or 8-bit matrices (model/decode.h), which they multiply directly. */
+#ifndef TFM_MODEL_QUANT_H
+#define TFM_MODEL_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "io/safetensors.h"
+#include "model/decode.h"
+
+typedef enum tfm_weight_dtype {
+    TFM_WEIGHTS_F32,
+    TFM_WEIGHTS_BF16,
+    TFM_WEIGHTS_Q8_0,
+} tfm_weight_dtype;
+
+/* "f32", "bf16", "q8_0" */
+const char *tfm_weight_dtype_name(tfm_weight_dtype dt);
+int tfm_weight_dtype_parse(const char *s, tfm_weight_dtype *dt);
+
+/* A tensor as written: data owned when owned is 1. */
+typedef struct tfm_enc_tensor {
+    char name[80];
+    tfm_st_dtype dtype;
+    int ndim;
+    size_t shape[2];
+    const void *data;
+    size_t nbytes;
+    int owned;
+} tfm_enc_tensor;
+
+/* The tensors (one or two) that store F32 tensor name of shape [d0] or
+ * [d0, d1] (ndim) as dt; data is borrowed when stored as it is.  Returns
+ * their count. */
+int tfm_quant_encode(const char *name, const float *data, int ndim, const size_t *shape,
+                     tfm_weight_dtype dt, tfm_enc_tensor out[2]);
+
+/* The stored bfloat16 and 8-bit matrices of a widened file. */
+typedef struct tfm_quant_view {
+    const char *name;     /* the tensor's (st's) */
+    const float *f32;     /* its widened data (what weights bind) */
+    const uint16_t *bf16; /* the stored BF16 matrix, or NULL */
+    tfm_q8 q8;            /* the stored 8-bit matrix (.q NULL: none) */
+} tfm_quant_view;
+
+typedef struct tfm_quant_views {
+    tfm_quant_view *v;
+    int n;
+} tfm_quant_views;
+
+/* Widens st (opened and its checksum checked) as above; views (NULL: not
+ * wanted) gets the stored matrices.  Errors name the file and tensor. */
+int tfm_quant_widen(tfm_safetensors *st, tfm_quant_views *views, tfm_err *err);
+/* Points w's decode-step copies at the stored matrices that w binds (a
+ * tensor an adapter replaced is not bound, so keeps none). */
+void tfm_quant_attach(const tfm_quant_views *views, tfm_weights *w);
+void tfm_quant_views_free(tfm_quant_views *views);
+
+#endif

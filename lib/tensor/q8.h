@@ -1,0 +1,60 @@
+/* 8-bit block weights (llama.cpp's Q8_0) and their products with 8-bit
+ * activations.
+ *
+ * A matrix of N rows of K (a linear layer's [out, in], as torch stores
+ * it) is cut along its rows into blocks of 32: block b of row j holds
+ * q[j, 32b .. 32b+31] (int8, -127..127) and one scale d[j, b], the weight
+ * being d·q.  Quantizing a block: d = max|x| / 127, q = round(x / d).
+ *
+ *     int8_t xq[K]; float xd[K / 32];
+ *     tfm_q8_quantize(xq, xd, x, K);                 // the activations too
+ *     tfm_q8_gemv(y, xq, xd, &W, bias, 1);           // y = W·x + bias
+ *
+ * A product sums each block's 32 int8 products exactly in 32-bit
+ * integers, then adds d_w·d_x·sum over the blocks in float, in an order
+ * fixed by K alone.  The integer sums run on the fastest of the kernels this CPU
+ * has (a portable one, AVX2, AVX-VNNI, AVX-512 VNNI), chosen by timing
+ * them once, at the first product; as the sums are exact, every kernel
+ * gives the same result to the bit. */
+#ifndef TFM_TENSOR_Q8_H
+#define TFM_TENSOR_Q8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TFM_Q8_BLOCK 32
+
+/* N rows of K weights (K a multiple of 32): q [N, K], d [N, K / 32]. */
+typedef struct tfm_q8 {
+    const int8_t *q;
+    const float *d;
+    int N, K;
+} tfm_q8;
+
+/* Quantizes x[0..K) (K a multiple of 32) into q and d[K / 32]. */
+void tfm_q8_quantize(int8_t *q, float *d, const float *x, int K);
+/* x[i] = d[i / 32]·q[i] for i < K. */
+void tfm_q8_dequantize(float *x, const int8_t *q, const float *d, int K);
+
+/* y[r, j] = b[j] + Σ_blocks W.d[j, b]·xd[r, b]·Σ W.q[j, i]·xq[r, i]
+ * (b NULL: 0) for n rows of quantized activations xq [n, K], xd
+ * [n, K / 32]; y [n, N].  Threads split the rows of W (each y[r, j] is
+ * one thread's, so results do not depend on the thread count). */
+void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
+                 const float *b, int n);
+
+/* The kernels, for tests and logs: how many there are, kernel i's name
+ * ("scalar", "avx2", "avxvnni", "avx512vnni") and whether this CPU runs
+ * it. */
+int tfm_q8_kernel_count(void);
+const char *tfm_q8_kernel_name(int i, int *supported);
+/* The kernel products use: the one timing chose (choosing now if not yet),
+ * or the one set by tfm_q8_kernel_use. */
+int tfm_q8_kernel(void);
+/* Forces kernel i (tests); -1 when this CPU cannot run it. */
+int tfm_q8_kernel_use(int i);
+/* sums[b] = Σ_{i < 32} w[32b + i]·x[32b + i] for b < nb, by kernel i
+ * (which this CPU must run). */
+void tfm_q8_block_sums(int i, int32_t *sums, const int8_t *w, const int8_t *x, int nb);
+
+#endif

@@ -1,0 +1,197 @@
+/* 8-bit block products: every kernel this CPU runs against the portable
+ * one (exact integer sums), quantization's error bound, and the product
+ * against a double-precision sum over the dequantized operands. */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/rng.h"
+#include "tensor/q8.h"
+
+static void fill_i8(tfm_rng *r, int8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (int8_t)((int)tfm_rng_below(r, 255) - 127); /* -127..127 */
+}
+
+static void test_kernels_equal_scalar(void **state)
+{
+    (void)state;
+    const int nbs[] = {1, 7, 8, 9, 15, 16, 17, 24, 33, 300};
+    tfm_rng r;
+    tfm_rng_seed(&r, 7);
+    int ran = 0;
+    for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+        int sup;
+        const char *name = tfm_q8_kernel_name(k, &sup);
+        if (!sup) {
+            printf("# q8 kernel %s: not on this CPU, skipped\n", name);
+            continue;
+        }
+        ran++;
+        for (size_t t = 0; t < sizeof nbs / sizeof nbs[0]; t++) {
+            int nb = nbs[t];
+            size_t n = (size_t)nb * TFM_Q8_BLOCK;
+            int8_t *w = malloc(n + 1), *x = malloc(n + 1);
+            int32_t *want = malloc(sizeof(int32_t) * nb), *got = malloc(sizeof(int32_t) * nb);
+            /* odd addresses: the kernels load unaligned */
+            fill_i8(&r, w + 1, n);
+            fill_i8(&r, x + 1, n);
+            /* the extremes: the largest sums in both signs, zeros */
+            memset(w + 1, 127, TFM_Q8_BLOCK);
+            memset(x + 1, 127, TFM_Q8_BLOCK);
+            if (nb > 1) {
+                memset(w + 1 + TFM_Q8_BLOCK, 127, TFM_Q8_BLOCK);
+                memset(x + 1 + TFM_Q8_BLOCK, -127, TFM_Q8_BLOCK);
+            }
+            if (nb > 2)
+                memset(x + 1 + 2 * TFM_Q8_BLOCK, 0, TFM_Q8_BLOCK);
+            for (int b = 0; b < nb; b++) { /* the definition, independently */
+                int32_t s = 0;
+                for (int i = 0; i < TFM_Q8_BLOCK; i++)
+                    s += w[1 + b * TFM_Q8_BLOCK + i] * x[1 + b * TFM_Q8_BLOCK + i];
+                want[b] = s;
+            }
+            assert_int_equal(want[0], 32 * 127 * 127);
+            tfm_q8_block_sums(k, got, w + 1, x + 1, nb);
+            for (int b = 0; b < nb; b++)
+                if (got[b] != want[b])
+                    fail_msg("kernel %s, %d blocks: block %d sums to %d, not %d", name, nb, b,
+                             got[b], want[b]);
+            free(w);
+            free(x);
+            free(want);
+            free(got);
+        }
+        printf("# q8 kernel %s: equal to the definition\n", name);
+    }
+    assert_true(ran >= 1);
+    int sup;
+    printf("# q8 kernel chosen by timing: %s\n", tfm_q8_kernel_name(tfm_q8_kernel(), &sup));
+    assert_true(sup);
+}
+
+static void test_quantize_bound(void **state)
+{
+    (void)state;
+    enum { K = 32 * 9 };
+    tfm_rng r;
+    tfm_rng_seed(&r, 3);
+    float x[K], y[K], d[K / 32];
+    int8_t q[K];
+    for (int i = 0; i < K; i++)
+        x[i] = tfm_rng_normal(&r) * (1 + i / 32); /* each block its own range */
+    for (int i = 64; i < 96; i++)
+        x[i] = 0; /* an all-zero block: scale 0, values 0 */
+    x[100] = -1e-30f; /* a tiny value among larger ones rounds to 0 */
+    tfm_q8_quantize(q, d, x, K);
+    tfm_q8_dequantize(y, q, d, K);
+    for (int b = 0; b < K / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        assert_float_equal(d[b], amax / 127, 0);
+        for (int i = 0; i < 32; i++) {
+            int j = b * 32 + i;
+            assert_true(q[j] >= -127 && q[j] <= 127);
+            /* round to nearest: half a step, and float's rounding of x/d */
+            assert_true(fabsf(x[j] - y[j]) <= d[b] * (0.5f + 1e-5f));
+        }
+    }
+    assert_int_equal(d[2] == 0, 1);
+    for (int i = 64; i < 96; i++)
+        assert_int_equal(q[i], 0);
+    /* a diverged activation stays visible: NaN and infinity in, a product
+     * that is not finite out */
+    int8_t w8[64];
+    float wd[2] = {0.01f, 0.02f}, out;
+    for (int i = 0; i < 64; i++)
+        w8[i] = (int8_t)(i % 7 - 3);
+    const float bad[2] = {NAN, INFINITY};
+    for (int k = 0; k < 2; k++) {
+        float xs[64], xd2[2];
+        int8_t xq2[64];
+        for (int i = 0; i < 64; i++)
+            xs[i] = 0.5f;
+        xs[40] = bad[k];
+        tfm_q8_quantize(xq2, xd2, xs, 64);
+        tfm_q8 W = {w8, wd, 1, 64};
+        tfm_q8_gemv(&out, xq2, xd2, &W, NULL, 1);
+        assert_false(isfinite(out));
+    }
+}
+
+static void test_gemv(void **state)
+{
+    (void)state;
+    const int Ks[] = {32, 96, 768, 8192 + 64}, Ns[] = {1, 5, 64, 700};
+    tfm_rng r;
+    tfm_rng_seed(&r, 11);
+    for (int ki = 0; ki < 4; ki++)
+        for (int ni = 0; ni < 4; ni++) {
+            const int K = Ks[ki], N = Ns[ni], nb = K / 32, n = 1 + (ki + ni) % 4;
+            int8_t *wq = malloc((size_t)N * K), *xq = malloc((size_t)n * K);
+            float *wd = malloc(sizeof(float) * N * nb), *xd = malloc(sizeof(float) * n * nb);
+            float *bias = malloc(sizeof(float) * N);
+            float *y = malloc(sizeof(float) * n * N), *y0 = malloc(sizeof(float) * n * N);
+            float *x = malloc(sizeof(float) * n * K), *wrow = malloc(sizeof(float) * K);
+            fill_i8(&r, wq, (size_t)N * K);
+            for (int i = 0; i < N * nb; i++)
+                wd[i] = tfm_rng_float(&r) * 0.01f;
+            for (int i = 0; i < n * K; i++)
+                x[i] = tfm_rng_normal(&r);
+            for (int i = 0; i < N; i++)
+                bias[i] = tfm_rng_normal(&r);
+            for (int rr = 0; rr < n; rr++)
+                tfm_q8_quantize(xq + (size_t)rr * K, xd + (size_t)rr * nb, x + (size_t)rr * K, K);
+            tfm_q8 W = {wq, wd, N, K};
+            int first = 1;
+            for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+                int sup;
+                tfm_q8_kernel_name(k, &sup);
+                if (!sup)
+                    continue;
+                assert_int_equal(tfm_q8_kernel_use(k), 0);
+                tfm_q8_gemv(y, xq, xd, &W, (n & 1) ? bias : NULL, n);
+                if (first) { /* against the dequantized operands in double */
+                    memcpy(y0, y, sizeof(float) * n * N);
+                    first = 0;
+                    for (int j = 0; j < N; j++) {
+                        tfm_q8_dequantize(wrow, wq + (size_t)j * K, wd + (size_t)j * nb, K);
+                        for (int rr = 0; rr < n; rr++) {
+                            double s = (n & 1) ? bias[j] : 0, mag = fabs(s);
+                            for (int i = 0; i < K; i++) {
+                                double xv = (double)xd[rr * nb + i / 32] * xq[(size_t)rr * K + i];
+                                s += (double)wrow[i] * xv;
+                                mag += fabs((double)wrow[i] * xv);
+                            }
+                            assert_true(fabs(y[(size_t)rr * N + j] - s) <= 1e-5 * mag + 1e-30);
+                        }
+                    }
+                } else { /* every kernel: the same floats */
+                    assert_memory_equal(y, y0, sizeof(float) * n * N);
+                }
+            }
+            free(wq); free(xq); free(wd); free(xd); free(bias); free(y); free(y0);
+            free(x); free(wrow);
+        }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernels_equal_scalar),
+        cmocka_unit_test(test_quantize_bound),
+        cmocka_unit_test(test_gemv),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

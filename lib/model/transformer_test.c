@@ -168,6 +168,25 @@ static void check_model(const tfm_model_config *cfg, int ignore_one)
     check_model_with(cfg, ignore_one, NULL);
 }
 
+/* A T5-like encoder-decoder over a padded 4-token source: one encoder
+ * block, T5 buckets, RMSNorm, no biases; weights of 0.3 (RMSNorm, after
+ * dropout too, on rows this short leaves the finite differences' quadratic
+ * regime at 0.4). */
+static void t5_like(tfm_model_config *cfg, extras *ex)
+{
+    static const int src_lengths[B_] = {4, 2};
+    cfg->kind = TFM_KIND_ENCODER_DECODER;
+    cfg->n_enc_layer = 1;
+    cfg->pos = TFM_POS_T5;
+    cfg->t5_buckets = 8;
+    cfg->t5_max_distance = 16;
+    cfg->norm = TFM_NORM_RMS;
+    cfg->bias = 0;
+    ex->scale = 0.3f;
+    ex->S = 4;
+    ex->src_lengths = src_lengths;
+}
+
 /* Every position scheme, in decoders (plain, prefix-LM, packed documents)
  * and encoders (padding, segments, the embedding norm), against finite
  * differences of the whole model's loss. */
@@ -377,7 +396,7 @@ static void test_block_kinds(void **state)
 static void test_head_dim(void **state)
 {
     (void)state;
-    const int lengths[B_] = {5, 3}, src_lengths[B_] = {4, 2};
+    const int lengths[B_] = {5, 3};
     for (int v = 0; v < 4; v++) {
         tfm_model_config cfg;
         small_config(&cfg);
@@ -393,19 +412,10 @@ static void test_head_dim(void **state)
             cfg.ln = TFM_LN_POST;
             ex.lengths = lengths;
         } else {
-            cfg.kind = TFM_KIND_ENCODER_DECODER;
-            cfg.n_enc_layer = 1;
-            cfg.pos = TFM_POS_T5;
-            cfg.t5_buckets = 8;
-            cfg.t5_max_distance = 16;
-            cfg.norm = TFM_NORM_RMS;
+            t5_like(&cfg, &ex);
             cfg.ffn = TFM_FFN_GEGLU;
             cfg.attn_unscaled = 1;
-            cfg.bias = 0;
             cfg.tie_embeddings = 0;
-            ex.scale = 0.3f;
-            ex.S = 4;
-            ex.src_lengths = src_lengths;
         }
         if (v == 3) {
             cfg.lora_r = 2;
@@ -478,7 +488,6 @@ static void test_dropout(void **state)
      * recomputed (the same mask), in an encoder-decoder's two stacks; the
      * dropout on each stack's output (T5's after its final norm), pre-
      * and post-LN */
-    const int src_lengths[B_] = {4, 2};
     for (int v = 0; v < 5; v++) {
         small_config(&cfg);
         cfg.d_ff = 12;
@@ -488,18 +497,9 @@ static void test_dropout(void **state)
         cfg.dropout = v == 1 ? 0.1f : 0.0f;
         extras ex = {.recompute = v == 2};
         if (v >= 1) {
-            cfg.kind = TFM_KIND_ENCODER_DECODER;
-            cfg.n_enc_layer = 1;
-            cfg.pos = TFM_POS_T5;
-            cfg.t5_buckets = 8;
-            cfg.t5_max_distance = 16;
-            cfg.norm = TFM_NORM_RMS;
+            t5_like(&cfg, &ex);
             cfg.ffn = v == 1 ? TFM_FFN_GEGLU : TFM_FFN_PLAIN;
             cfg.act = TFM_ACT_GELU_EXACT; /* ReLU's kinks defeat finite differences */
-            cfg.bias = 0;
-            ex.scale = 0.3f;
-            ex.S = 4;
-            ex.src_lengths = src_lengths;
         }
         check_model_with(&cfg, 0, &ex);
     }
@@ -535,7 +535,7 @@ static void test_dropout(void **state)
 static void test_lora(void **state)
 {
     (void)state;
-    const int lengths[B_] = {5, 3}, src_lengths[B_] = {4, 2};
+    const int lengths[B_] = {5, 3};
     const int32_t labels[B_] = {1, 0};
     for (int v = 0; v < 4; v++) {
         tfm_model_config cfg;
@@ -554,19 +554,8 @@ static void test_lora(void **state)
             ex.lengths = lengths;
             ex.labels = labels;
         } else if (v >= 2) { /* T5-like, gated, with cross-attention */
-            cfg.kind = TFM_KIND_ENCODER_DECODER;
-            cfg.n_enc_layer = 1;
-            cfg.pos = TFM_POS_T5;
-            cfg.t5_buckets = 8;
-            cfg.t5_max_distance = 16;
-            cfg.norm = TFM_NORM_RMS;
+            t5_like(&cfg, &ex);
             cfg.ffn = v == 2 ? TFM_FFN_GEGLU : TFM_FFN_PLAIN;
-            cfg.bias = 0;
-            /* smaller weights: RMSNorm after dropout on rows this short
-             * leaves the finite differences' quadratic regime at 0.4 */
-            ex.scale = 0.3f;
-            ex.S = 4;
-            ex.src_lengths = src_lengths;
         }
         if (v == 3) {
             cfg.dropout = 0.1f;

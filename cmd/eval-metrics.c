@@ -161,17 +161,13 @@ static void put_stdout(tfm_buf *o)
     tfm_buf_free(o);
 }
 
-/* Both files must have as many items as each other: the first line where
- * one runs out is named. */
+/* Both files must have as many items as each other (data/taskdata.h). */
 static void same_count(size_t n_pred, size_t n_gold, const char *pname, const char *gname,
                        const char *what)
 {
-    if (n_pred < n_gold)
-        tfm_fatal(prog, "%s:%zu: missing: %s has %zu %s, %s only %zu", pname, n_pred + 1,
-                  gname, n_gold, what, pname, n_pred);
-    if (n_pred > n_gold)
-        tfm_fatal(prog, "%s:%zu: one too many: %s has only %zu %s", pname, n_gold + 1, gname,
-                  n_gold, what);
+    tfm_err err = {0};
+    if (tfm_taskdata_same_count(n_pred, n_gold, pname, gname, what, &err) < 0)
+        tfm_die(prog, &err);
 }
 
 /* ---- score ----------------------------------------------------------- */
@@ -311,13 +307,9 @@ static void score_regress(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
 static void score_tag(mapp *a, const tfm_taskdata *g, const tfm_taskdata *p)
 {
     same_count(p->n_group, g->n_group, a->name, a->gold, "sentences");
-    for (size_t s = 0; s < g->n_group; s++) {
-        size_t lg = g->group[s + 1] - g->group[s], lp = p->group[s + 1] - p->group[s];
-        if (lg != lp)
-            tfm_fatal(prog, "%s:%ld: sentence %zu has %zu tag%s, but %zu at %s:%ld", a->name,
-                      p->group_line[s], s + 1, lp, lp == 1 ? "" : "s", lg, a->gold,
-                      g->group_line[s]);
-    }
+    tfm_err err = {0};
+    if (tfm_taskdata_same_sentences(p, g, a->name, a->gold, &err) < 0)
+        tfm_die(prog, &err);
     size_t *len = tfm_malloc((g->n_group + 1) * sizeof *len);
     for (size_t s = 0; s < g->n_group; s++)
         len[s] = g->group[s + 1] - g->group[s];

@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,13 +13,12 @@
 #include "base/file.h"
 #include "base/opt.h"
 #include "base/progress.h"
+#include "data/fewshot.h"
 #include "eval.h"
 #include "infer/eval.h"
-#include "infer/fewshot.h"
 #include "metrics/metrics.h"
 #include "model/file.h"
 #include "model/info.h"
-#include "io/json.h"
 #include "io/npy.h"
 #include "tensor/gemm.h"
 
@@ -121,8 +119,6 @@ typedef struct app {
     long shots, seed;          /* few-shot: demonstrations per item */
     const char *shots_from;
     tfm_fewshot fs;
-    size_t *picks;             /* [items, shots] each item's demonstrations */
-    size_t n_cut;              /* items cut from the left to the context */
 } app;
 
 static void die(const tfm_err *err) { tfm_die(prog, err); }
@@ -313,13 +309,7 @@ static void cmd_perplexity(app *a)
 
 /* ---- choice ---------------------------------------------------------- */
 
-typedef struct item {
-    size_t first, n;  /* its endings: seqs[first .. first + n) */
-    int64_t label;
-    long line;
-} item;
-
-/* The demonstrations (lib/infer/fewshot.h), from --shots-from or the input. */
+/* The demonstrations (lib/data/fewshot.h), from --shots-from or the input. */
 static void fewshot_setup(app *a, const tfm_buf *in, int choice)
 {
     tfm_err err = {0};
@@ -345,34 +335,37 @@ static void fewshot_setup(app *a, const tfm_buf *in, int choice)
         die(&err);
 }
 
-/* Item i's prompt: its demonstrations, then text. */
-static void fewshot_prompt(app *a, size_t i, const char *text, size_t len, tfm_buf *out)
+static void fewshot_items_field(const tfm_eval_items *it, size_t i, tfm_buf *o)
 {
-    tfm_buf_clear(out);
-    if (a->shots) {
-        a->picks = tfm_realloc(a->picks, (i + 1) * (size_t)a->shots * sizeof *a->picks);
-        tfm_fewshot_pick(&a->fs, i, a->picks + i * (size_t)a->shots);
-        tfm_fewshot_prompt(&a->fs, a->picks + i * (size_t)a->shots, out);
-    }
-    tfm_buf_append(out, text, len);
-}
-
-static void fewshot_items_field(const app *a, size_t i, tfm_buf *o)
-{
-    if (!a->shots)
+    if (!it->k)
         return;
     tfm_buf_puts(o, ",\"shots\":[");
-    for (long j = 0; j < a->shots; j++)
-        tfm_buf_printf(o, "%s%zu", j ? "," : "", a->picks[i * (size_t)a->shots + (size_t)j]);
+    for (int j = 0; j < it->k; j++)
+        tfm_buf_printf(o, "%s%zu", j ? "," : "", it->picks[i * (size_t)it->k + (size_t)j]);
     tfm_buf_putc(o, ']');
 }
 
-static void fewshot_report(const app *a, size_t n, const char *what)
+static void fewshot_report(const app *a, const tfm_eval_items *it, const char *what)
 {
-    if (a->shots && a->n_cut && !a->quiet)
+    if (a->shots && it->n_cut && !a->quiet)
         fprintf(stderr, "%s: %zu of %zu %s with %ld demonstrations cut from the left to the "
-                "model's context of %d tokens\n", prog, a->n_cut, n, what, a->shots,
+                "model's context of %d tokens\n", prog, it->n_cut, it->n, what, a->shots,
                 a->ev.context);
+}
+
+/* The items of in, as infer/eval.h reads them. */
+static void read_items(app *a, const tfm_buf *in, int choice, tfm_eval_items *it)
+{
+    tfm_err err = {0};
+    if (a->shots)
+        fewshot_setup(a, in, choice);
+    tfm_eval_items_opts o = {.tok = a->ev.tok, .scratch = a->scratch,
+                             .bos = a->bos ? a->ev.eos : -1, .shots = a->shots ? &a->fs : NULL,
+                             .block_size = a->ev.model.cfg.block_size,
+                             .context = a->ev.context};
+    if ((choice ? tfm_eval_choice_read : tfm_eval_lastword_read)(it, in->data, in->len, a->name,
+                                                                 &o, &err) < 0)
+        die(&err);
 }
 
 static void cmd_choice(app *a)
@@ -381,95 +374,10 @@ static void cmd_choice(app *a)
     need_tokenizer(a);
     tfm_buf in = {0};
     read_input(a, &in);
-    /* ids of every sequence in one array; offsets until it stops growing */
-    tfm_ids all = {0}, ctx = {0};
-    size_t *off = NULL, n_seq = 0, cap_seq = 0;
-    tfm_eval_seq *seqs = NULL;
-    size_t *end_bytes = NULL;
-    item *items = NULL;
-    size_t n_items = 0, cap_items = 0;
-    long line = 0;
-    tfm_buf prompt = {0};
-    if (a->shots)
-        fewshot_setup(a, &in, 1);
-    for (size_t pos = 0; pos < in.len;) {
-        const char *s = in.data + pos;
-        const char *nl = memchr(s, '\n', in.len - pos);
-        size_t len = nl ? (size_t)(nl - s) : in.len - pos;
-        pos += len + (nl != NULL);
-        line++;
-        size_t k = 0;
-        while (k < len && (s[k] == ' ' || s[k] == '\t' || s[k] == '\r'))
-            k++;
-        if (k == len)
-            continue;
-        tfm_json_doc doc;
-        if (tfm_json_parse_line(&doc, s, len, a->name, line, &err) < 0)
-            die(&err);
-        const tfm_json *root = doc.root;
-        const tfm_json *c = tfm_json_get(root, "context");
-        const tfm_json *e = tfm_json_get(root, "endings");
-        const tfm_json *l = tfm_json_get(root, "label");
-        if (root->type != TFM_JSON_OBJECT)
-            tfm_fatal(prog, "%s:%ld: an item must be a JSON object, not %s", a->name, line,
-                      tfm_json_type_name(root->type));
-        if (!c || c->type != TFM_JSON_STRING)
-            tfm_fatal(prog, "%s:%ld:%ld: \"context\" must be a string", a->name, line,
-                      c ? c->col : root->col);
-        if (!e || e->type != TFM_JSON_ARRAY || e->n < 2)
-            tfm_fatal(prog, "%s:%ld:%ld: \"endings\" must be an array of at least two "
-                      "strings", a->name, line, e ? e->col : root->col);
-        if (!l || l->type != TFM_JSON_NUMBER || l->num != floor(l->num) || l->num < 0 ||
-            l->num >= (double)e->n)
-            tfm_fatal(prog, "%s:%ld:%ld: \"label\" must be the index of the right ending "
-                      "(0 to %zu)", a->name, line, l ? l->col : root->col, e->n - 1);
-        if (n_items == cap_items) {
-            cap_items = cap_items ? 2 * cap_items : 64;
-            items = tfm_realloc(items, cap_items * sizeof *items);
-        }
-        items[n_items++] = (item){n_seq, e->n, (int64_t)l->num, line};
-        tfm_ids_clear(&ctx);
-        put_bos(a, &ctx);
-        fewshot_prompt(a, n_items - 1, c->str, c->len, &prompt);
-        tfm_tokenizer_encode(a->ev.tok, a->scratch, prompt.data, prompt.len, 1, &ctx);
-        int cut = 0;
-        for (size_t j = 0; j < e->n; j++) {
-            const tfm_json *x = e->items[j];
-            if (x->type != TFM_JSON_STRING)
-                tfm_fatal(prog, "%s:%ld:%ld: ending %zu must be a string", a->name, line,
-                          x->col, j);
-            if (n_seq + 1 >= cap_seq) {
-                cap_seq = cap_seq ? 2 * cap_seq : 256;
-                off = tfm_realloc(off, (cap_seq + 1) * sizeof *off);
-                seqs = tfm_realloc(seqs, cap_seq * sizeof *seqs);
-                end_bytes = tfm_realloc(end_bytes, cap_seq * sizeof *end_bytes);
-            }
-            off[n_seq] = all.len;
-            tfm_ids_append(&all, ctx.data, ctx.len);
-            size_t before = all.len;
-            tfm_tokenizer_encode(a->ev.tok, a->scratch, x->str, x->len, 1, &all);
-            size_t nt = all.len - before;
-            if (nt == 0)
-                tfm_fatal(prog, "%s:%ld:%ld: ending %zu is empty", a->name, line, x->col, j);
-            if (nt >= (size_t)a->ev.model.cfg.block_size)
-                tfm_fatal(prog, "%s:%ld:%ld: ending %zu has %zu tokens: too long for the "
-                          "model's context of %d", a->name, line, x->col, j, nt,
-                          a->ev.model.cfg.block_size);
-            if (ctx.len == 0)
-                tfm_fatal(prog, "%s:%ld:%ld: empty context and no end-of-text token to "
-                          "put before the endings", a->name, line, c->col);
-            seqs[n_seq] = (tfm_eval_seq){.n = ctx.len + nt, .n_target = nt};
-            cut |= ctx.len + nt > (size_t)a->ev.context;
-            end_bytes[n_seq] = x->len;
-            n_seq++;
-        }
-        a->n_cut += a->shots && cut;
-        tfm_json_doc_free(&doc);
-    }
-    if (n_items == 0)
-        tfm_fatal(prog, "%s: empty input: no items", a->name);
-    for (size_t i = 0; i < n_seq; i++)
-        seqs[i].ids = all.data + off[i];
+    tfm_eval_items it;
+    read_items(a, &in, 1, &it);
+    tfm_eval_seq *seqs = it.seqs;
+    const size_t n_seq = it.n_seq, n_items = it.n;
     size_t targets = 0;
     for (size_t i = 0; i < n_seq; i++)
         targets += seqs[i].n_target;
@@ -478,37 +386,30 @@ static void cmd_choice(app *a)
     if (tfm_eval_score(&a->ev, seqs, n_seq, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    size_t right[3] = {0, 0, 0};
-    for (size_t i = 0; i < n_items; i++) {
-        int best[3];
-        tfm_eval_choice_pick(seqs + items[i].first, end_bytes + items[i].first, items[i].n,
-                             best);
-        for (int m = 0; m < 3; m++)
-            right[m] += best[m] == items[i].label;
-        if (a->items) {
-            tfm_buf o = {0};
-            tfm_buf_printf(&o, "{\"line\":%ld,\"label\":%lld,\"pred\":%d,\"pred_per_token\":%d,"
-                           "\"pred_per_byte\":%d,\"logprobs\":[", items[i].line,
-                           (long long)items[i].label, best[0], best[1], best[2]);
-            for (size_t j = 0; j < items[i].n; j++) {
-                tfm_buf_puts(&o, j ? "," : "");
-                tfm_buf_put_json_double(&o, 8, seqs[items[i].first + j].logprob);
-            }
-            tfm_buf_puts(&o, "],\"tokens\":[");
-            for (size_t j = 0; j < items[i].n; j++)
-                tfm_buf_printf(&o, "%s%zu", j ? "," : "", seqs[items[i].first + j].n_target);
-            tfm_buf_putc(&o, ']');
-            fewshot_items_field(a, i, &o);
-            tfm_buf_puts(&o, "}\n");
-            fwrite(o.data, 1, o.len, a->items->fp);
-            tfm_buf_free(&o);
+    tfm_eval_tally t;
+    tfm_eval_choice_tally(&it, &t);
+    for (size_t i = 0; a->items && i < n_items; i++) {
+        const int *best = t.best + 3 * i;
+        const size_t first = it.first[i], n = it.count[i];
+        tfm_buf o = {0};
+        tfm_buf_printf(&o, "{\"line\":%ld,\"label\":%lld,\"pred\":%d,\"pred_per_token\":%d,"
+                       "\"pred_per_byte\":%d,\"logprobs\":[", it.line[i],
+                       (long long)it.label[i], best[0], best[1], best[2]);
+        for (size_t j = 0; j < n; j++) {
+            tfm_buf_puts(&o, j ? "," : "");
+            tfm_buf_put_json_double(&o, 8, seqs[first + j].logprob);
         }
+        tfm_buf_puts(&o, "],\"tokens\":[");
+        for (size_t j = 0; j < n; j++)
+            tfm_buf_printf(&o, "%s%zu", j ? "," : "", seqs[first + j].n_target);
+        tfm_buf_putc(&o, ']');
+        fewshot_items_field(&it, i, &o);
+        tfm_buf_puts(&o, "}\n");
+        fwrite(o.data, 1, o.len, a->items->fp);
+        tfm_buf_free(&o);
     }
-    double acc[3], se[3];
-    for (int m = 0; m < 3; m++) {
-        acc[m] = (double)right[m] / (double)n_items;
-        se[m] = tfm_metrics_stderr(right[m], n_items);
-    }
+    const size_t *right = t.right;
+    const double *acc = t.acc, *se = t.acc_se;
     if (a->json) {
         printf("{\"model\":");
         tfm_buf o = {0};
@@ -529,7 +430,7 @@ static void cmd_choice(app *a)
     }
     if (!a->quiet)
         fprintf(stderr, "%s: %zu items, %zu endings\n", prog, n_items, n_seq);
-    fewshot_report(a, n_items, "items");
+    fewshot_report(a, &it, "items");
     if (!a->quiet) {
         const char *what[3] = {"sum of log-probs ", "log-prob per token",
                                "log-prob per byte "};
@@ -538,13 +439,8 @@ static void cmd_choice(app *a)
                     acc[m], se[m], right[m], n_items);
     }
     speed_line(a);
-    free(items);
-    free(off);
-    free(seqs);
-    free(end_bytes);
-    tfm_buf_free(&prompt);
-    tfm_ids_free(&all);
-    tfm_ids_free(&ctx);
+    tfm_eval_tally_free(&t);
+    tfm_eval_items_free(&it);
     tfm_buf_free(&in);
 }
 
@@ -574,18 +470,27 @@ static void cmd_info(const app *a)
         tfm_buf_put_json_string(&o, a->model_path, strlen(a->model_path));
         tfm_buf_printf(&o, ",\"kind\":\"%s\",\"model_kind\":\"%s\",\"positions\":\"%s\","
                        "\"bytes\":%zu,\"tensors\":%zu,\"parameters\":%zu,"
-                       "\"n_layer\":%d,\"n_enc_layer\":%d,\"n_head\":%d,\"n_embd\":%d,"
-                       "\"d_ff\":%d,\"block_size\":%d,"
+                       "\"n_layer\":%d,\"n_enc_layer\":%d,\"n_head\":%d,\"head_dim\":%d,"
+                       "\"n_embd\":%d,\"d_ff\":%d,\"block_size\":%d,"
                        "\"vocab_size\":%d,\"norm\":\"%s\",\"norm_type\":\"%s\",\"ffn\":\"%s\","
                        "\"attn_scale\":%s,\"bias\":%s,\"tied\":%s,\"weights\":\"%s\","
-                       "\"step\":",
+                       "\"prefix_lm\":%s,\"prefix_from\":%s,",
                        kind, tfm_kind_name(c->kind), tfm_pos_name(c->pos), mi.file_bytes,
                        mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
-                       c->n_head, c->n_embd, tfm_model_config_ff(c), c->block_size, c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       c->n_head, tfm_model_config_head_dim(c), c->n_embd,
+                       tfm_model_config_ff(c), c->block_size, c->vocab_size,
+                       c->ln == TFM_LN_PRE ? "pre" : "post",
                        tfm_norm_name(c->norm), tfm_ffn_name(c->ffn),
                        c->attn_unscaled ? "false" : "true",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false",
-                       mi.weights);
+                       mi.weights, mi.prefix_lm ? "true" : "false",
+                       !mi.prefix_lm ? "null" : mi.prefix_pairs ? "\"pairs\"" : "\"random\"");
+        /* an encoder-decoder's forced first token and sources' <s> (BART's) */
+        if (c->forced_bos >= 0)
+            tfm_buf_printf(&o, "\"forced_bos\":%d,", c->forced_bos);
+        else
+            tfm_buf_puts(&o, "\"forced_bos\":null,");
+        tfm_buf_printf(&o, "\"source_bos\":%s,\"step\":", c->source_bos ? "true" : "false");
         if (mi.step >= 0)
             tfm_buf_printf(&o, "%lld", (long long)mi.step);
         else
@@ -613,18 +518,26 @@ static void cmd_info(const app *a)
     } else {
         tfm_buf_printf(&o, "model\t%s\nkind\t%s\nmodel_kind\t%s\npositions\t%s\nbytes\t%zu\n"
                        "tensors\t%zu\nparameters\t%zu\n"
-                       "n_layer\t%d\nn_enc_layer\t%d\nn_head\t%d\nn_embd\t%d\nd_ff\t%d\n"
-                       "block_size\t%d\nvocab_size\t%d\n"
+                       "n_layer\t%d\nn_enc_layer\t%d\nn_head\t%d\nhead_dim\t%d\nn_embd\t%d\n"
+                       "d_ff\t%d\nblock_size\t%d\nvocab_size\t%d\n"
                        "norm\t%s\nnorm_type\t%s\nffn\t%s\nattn_scale\t%s\n"
-                       "bias\t%s\ntied\t%s\nweights\t%s\n", a->model_path, kind, tfm_kind_name(c->kind),
-                       tfm_pos_name(c->pos), mi.file_bytes,
+                       "bias\t%s\ntied\t%s\nweights\t%s\nprefix_lm\t%s\nprefix_from\t%s\n",
+                       a->model_path, kind, tfm_kind_name(c->kind), tfm_pos_name(c->pos),
+                       mi.file_bytes,
                        mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
-                       c->n_head, c->n_embd, tfm_model_config_ff(c), c->block_size,
-                       c->vocab_size, c->ln == TFM_LN_PRE ? "pre" : "post",
+                       c->n_head, tfm_model_config_head_dim(c), c->n_embd,
+                       tfm_model_config_ff(c), c->block_size, c->vocab_size,
+                       c->ln == TFM_LN_PRE ? "pre" : "post",
                        tfm_norm_name(c->norm), tfm_ffn_name(c->ffn),
                        c->attn_unscaled ? "false" : "true",
                        c->bias ? "true" : "false", c->tie_embeddings ? "true" : "false",
-                       mi.weights);
+                       mi.weights, mi.prefix_lm ? "true" : "false",
+                       !mi.prefix_lm ? "-" : mi.prefix_pairs ? "pairs" : "random");
+        if (c->forced_bos >= 0)
+            tfm_buf_printf(&o, "forced_bos\t%d\n", c->forced_bos);
+        else
+            tfm_buf_puts(&o, "forced_bos\t-\n");
+        tfm_buf_printf(&o, "source_bos\t%s\n", c->source_bos ? "true" : "false");
         if (mi.step >= 0)
             tfm_buf_printf(&o, "step\t%lld\n", (long long)mi.step);
         else
@@ -657,57 +570,10 @@ static void cmd_lastword(app *a)
     need_tokenizer(a);
     tfm_buf in = {0};
     read_input(a, &in);
-    tfm_ids all = {0};
-    size_t *off = NULL, n = 0, cap = 0;
-    tfm_eval_seq *seqs = NULL;
-    long line = 0, *lines = NULL;
-    tfm_buf prompt = {0};
-    if (a->shots)
-        fewshot_setup(a, &in, 0);
-    for (size_t pos = 0; pos < in.len;) {
-        const char *s = in.data + pos;
-        const char *nl = memchr(s, '\n', in.len - pos);
-        size_t len = nl ? (size_t)(nl - s) : in.len - pos;
-        pos += len + (nl != NULL);
-        line++;
-        while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t' || s[len - 1] == '\r'))
-            len--;
-        if (len == 0)
-            continue;
-        long k = tfm_eval_last_word(s, len);
-        const char *sp = k < 0 ? NULL : s + k;
-        if (!sp)
-            tfm_fatal(prog, "%s:%ld: no space in the passage: the final word follows the "
-                      "last space", a->name, line);
-        if (n + 1 >= cap) {
-            cap = cap ? 2 * cap : 256;
-            off = tfm_realloc(off, (cap + 1) * sizeof *off);
-            seqs = tfm_realloc(seqs, cap * sizeof *seqs);
-            lines = tfm_realloc(lines, cap * sizeof *lines);
-        }
-        lines[n] = line;
-        off[n] = all.len;
-        put_bos(a, &all);
-        fewshot_prompt(a, n, s, (size_t)(sp - s), &prompt);
-        tfm_tokenizer_encode(a->ev.tok, a->scratch, prompt.data, prompt.len, 1, &all);
-        size_t nctx = all.len - off[n];
-        if (nctx == 0)
-            tfm_fatal(prog, "%s:%ld: nothing before the final word and no end-of-text token "
-                      "to put there", a->name, line);
-        /* the target keeps its space, as the word would be written */
-        tfm_tokenizer_encode(a->ev.tok, a->scratch, sp, len - (size_t)(sp - s), 1, &all);
-        seqs[n] = (tfm_eval_seq){.n = all.len - off[n], .n_target = all.len - off[n] - nctx};
-        if (seqs[n].n_target >= (size_t)a->ev.model.cfg.block_size)
-            tfm_fatal(prog, "%s:%ld: the final word has %zu tokens: too long for the model's "
-                      "context of %d", a->name, line, seqs[n].n_target,
-                      a->ev.model.cfg.block_size);
-        a->n_cut += a->shots && seqs[n].n > (size_t)a->ev.context;
-        n++;
-    }
-    if (n == 0)
-        tfm_fatal(prog, "%s: empty input: no passages", a->name);
-    for (size_t i = 0; i < n; i++)
-        seqs[i].ids = all.data + off[i];
+    tfm_eval_items it;
+    read_items(a, &in, 0, &it);
+    tfm_eval_seq *seqs = it.seqs;
+    const size_t n = it.n;
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += seqs[i].n_target;
@@ -716,26 +582,21 @@ static void cmd_lastword(app *a)
     if (tfm_eval_score(&a->ev, seqs, n, &pr, &err) < 0)
         die(&err);
     tfm_progress_end(&pr);
-    size_t right = 0, targets = 0;
-    double lp = 0;
-    for (size_t i = 0; i < n; i++) {
-        right += seqs[i].greedy != 0;
-        if (a->items) {
-            tfm_buf o = {0};
-            tfm_buf_printf(&o, "{\"line\":%ld,\"correct\":%s,\"logprob\":", lines[i],
-                           seqs[i].greedy ? "true" : "false");
-            tfm_buf_put_json_double(&o, 8, seqs[i].logprob);
-            tfm_buf_printf(&o, ",\"tokens\":%zu", seqs[i].n_target);
-            fewshot_items_field(a, i, &o);
-            tfm_buf_puts(&o, "}\n");
-            fwrite(o.data, 1, o.len, a->items->fp);
-            tfm_buf_free(&o);
-        }
-        lp += seqs[i].logprob;
-        targets += seqs[i].n_target;
+    tfm_eval_tally t;
+    tfm_eval_lastword_tally(&it, &t);
+    for (size_t i = 0; a->items && i < n; i++) {
+        tfm_buf o = {0};
+        tfm_buf_printf(&o, "{\"line\":%ld,\"correct\":%s,\"logprob\":", it.line[i],
+                       seqs[i].greedy ? "true" : "false");
+        tfm_buf_put_json_double(&o, 8, seqs[i].logprob);
+        tfm_buf_printf(&o, ",\"tokens\":%zu", seqs[i].n_target);
+        fewshot_items_field(&it, i, &o);
+        tfm_buf_puts(&o, "}\n");
+        fwrite(o.data, 1, o.len, a->items->fp);
+        tfm_buf_free(&o);
     }
-    double acc = (double)right / (double)n, se = tfm_metrics_stderr(right, n);
-    double ppl = exp(-lp / (double)n); /* per word, as lm-evaluation-harness */
+    const size_t right = t.right[0], targets = t.targets;
+    const double acc = t.acc[0], se = t.acc_se[0], ppl = t.word_perplexity;
     if (a->json) {
         tfm_buf o = {0};
         tfm_buf_puts(&o, "{\"model\":");
@@ -756,13 +617,10 @@ static void cmd_lastword(app *a)
     if (!a->quiet)
         fprintf(stderr, "%s: last-word accuracy %.4f ± %.4f (%zu/%zu passages), "
                 "perplexity of the final words %.4f\n", prog, acc, se, right, n, ppl);
-    fewshot_report(a, n, "passages");
+    fewshot_report(a, &it, "passages");
     speed_line(a);
-    free(off);
-    free(seqs);
-    free(lines);
-    tfm_buf_free(&prompt);
-    tfm_ids_free(&all);
+    tfm_eval_tally_free(&t);
+    tfm_eval_items_free(&it);
     tfm_buf_free(&in);
 }
 
@@ -911,7 +769,6 @@ int main(int argc, char **argv)
     if (a.scratch)
         tfm_tok_scratch_free(a.scratch);
     tfm_fewshot_free(&a.fs);
-    free(a.picks);
     tfm_eval_close(&a.ev);
     return 0;
 }

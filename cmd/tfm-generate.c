@@ -148,10 +148,7 @@ typedef struct app {
     tfm_gen gen;
     /* encoder-decoders */
     int encdec, nbest_tsv, truncate;
-    const tfm_tokenizer *src_tok; /* encodes sources: lm.tok or the file's own */
-    tfm_tok_scratch *src_scratch;
-    tfm_tokenizer *src_tok_owned;
-    int64_t src_eos;              /* ends every source: src_tok's end-of-text */
+    tfm_lm_sources src;           /* how text becomes sources (infer/translate.h) */
     size_t n_cut, cut_tokens;     /* sources cut to the encoder's context */
     tfm_buf prefix;               /* the task prefix of every source */
 } app;
@@ -162,8 +159,8 @@ static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
                          const char *where, tfm_err *err)
 {
     tfm_gen_prompt p = {.ids = a->ids_mode, .truncate = a->truncate, .scratch = a->scratch,
-                        .src_tok = a->src_tok, .src_scratch = a->src_scratch,
-                        .src_eos = a->src_eos, .prefix = a->prefix.data,
+                        .src_tok = a->src.tok, .src_scratch = a->src.scratch,
+                        .src_eos = a->src.eos, .prefix = a->prefix.data,
                         .prefix_len = a->prefix.len};
     size_t cut = 0;
     if (tfm_gen_prompt_ids(&a->lm, &p, text, len, where, out, &cut, err) < 0)
@@ -514,15 +511,8 @@ int main(int argc, char **argv)
     if (a.lm.tok)
         a.scratch = tfm_tok_scratch_new(a.lm.tok);
     if (a.encdec) {
-        if (tfm_lm_source_tokenizer(&a.lm, &a.src_tok_owned, &err) < 0)
+        if (tfm_lm_sources_open(&a.src, &a.lm, a.scratch, &err) < 0)
             tfm_die(prog, &err);
-        a.src_tok = a.src_tok_owned ? a.src_tok_owned : a.lm.tok;
-        a.src_scratch = a.src_tok_owned ? tfm_tok_scratch_new(a.src_tok_owned) : a.scratch;
-        a.src_eos = a.src_tok ? tfm_translate_source_eos(a.src_tok) : -1;
-        /* the model's own tokenizer without one (a BART folder's bare
-         * vocab.json): the model's end-of-text (its config.json's) */
-        if (a.src_eos < 0 && !a.src_tok_owned)
-            a.src_eos = a.lm.eos;
     }
     if (task_prefix && a.ids_mode)
         tfm_usage_error(prog, "--task-prefix is text put before text prompts, not --ids");
@@ -681,10 +671,7 @@ int main(int argc, char **argv)
     tfm_gen_free(&a.gen);
     if (a.scratch)
         tfm_tok_scratch_free(a.scratch);
-    if (a.src_tok_owned) {
-        tfm_tok_scratch_free(a.src_scratch);
-        tfm_tokenizer_free(a.src_tok_owned);
-    }
+    tfm_lm_sources_close(&a.src);
     tfm_lm_close(&a.lm);
     tfm_buf_free(&a.prefix);
     free(stops);

@@ -19,12 +19,12 @@
 #include "base/file.h"
 #include "base/opt.h"
 #include "base/progress.h"
-#include "base/reservoir.h"
 #include "base/rng.h"
 #include "base/thread.h"
 #include "io/npy.h"
 #include "text/encode_stream.h"
 #include "text/tokenizer.h"
+#include "text/train_feed.h"
 
 static const char *prog = "tfm-tokenize";
 
@@ -234,70 +234,6 @@ static double input_mb(int argc, char **argv, int first)
 
 /* train */
 
-typedef struct train_feed {
-    tfm_tok_trainer *tr;
-    tfm_reservoir *smp;  /* --sample-lines (base/reservoir.h) */
-    uint64_t lines, bytes;
-} train_feed;
-
-/* Complete lines (each with its newline) go to the trainer in blocks, or one
- * at a time to the sample. */
-static void feed_lines(train_feed *f, const char *text, size_t len)
-{
-    f->bytes += len;
-    const char *s = text, *end = text + len;
-    while (s < end) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        const char *le = nl ? nl + 1 : end;
-        f->lines++;
-        if (f->smp)
-            tfm_reservoir_add(f->smp, s, (size_t)(le - s));
-        s = le;
-    }
-    if (!f->smp)
-        tfm_tok_trainer_feed(f->tr, text, len);
-}
-
-static int train_read(train_feed *f, int fd, const char *name, tfm_progress *pg,
-                      double *done, tfm_err *err)
-{
-    size_t cap = 1u << 20;
-    tfm_buf b = {0};
-    tfm_buf_reserve(&b, cap);
-    int rc = 0;
-    for (;;) {
-        tfm_buf_reserve(&b, cap);
-        ssize_t n = read(fd, b.data + b.len, b.cap - b.len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = tfm_err_errno(err, "%s: read error", name);
-            break;
-        }
-        if (n == 0)
-            break;
-        size_t old = b.len;
-        b.len += (size_t)n;
-        *done += (double)n;
-        tfm_progress_update(pg, *done / 1e6);
-        size_t cut = 0;
-        for (size_t i = b.len; i > old; i--)
-            if (b.data[i - 1] == '\n') {
-                cut = i;
-                break;
-            }
-        if (!cut)
-            continue; /* a line longer than the buffer: keep reading */
-        feed_lines(f, b.data, cut);
-        memmove(b.data, b.data + cut, b.len - cut);
-        b.len -= cut;
-    }
-    if (rc == 0 && b.len)
-        feed_lines(f, b.data, b.len);
-    tfm_buf_free(&b);
-    return rc;
-}
-
 static int cmd_train(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -395,17 +331,14 @@ static int cmd_train(int argc, char **argv)
     o.n_specials = n_specials;
     o.threads = (int)threads;
 
-    tfm_reservoir smp = {0};
-    train_feed f = {.tr = tfm_tok_trainer_new(&o)};
-    if (sample_n) {
-        if (seed < 0) {
-            seed = (long long)(tfm_rng_entropy_seed() & INT64_MAX);
-            if (!quiet)
-                fprintf(stderr, "%s: sampling with --seed %lld\n", prog, seed);
-        }
-        tfm_reservoir_init(&smp, (uint64_t)sample_n, (uint64_t)seed);
-        f.smp = &smp;
+    tfm_tok_trainer *tr = tfm_tok_trainer_new(&o);
+    if (sample_n && seed < 0) {
+        seed = (long long)(tfm_rng_entropy_seed() & INT64_MAX);
+        if (!quiet)
+            fprintf(stderr, "%s: sampling with --seed %lld\n", prog, seed);
     }
+    tfm_tok_feed f; /* text/train_feed.h: every line, or a sample */
+    tfm_tok_feed_init(&f, tr, (uint64_t)sample_n, (uint64_t)seed);
 
     int nfiles = argc - optind;
     tfm_progress pg;
@@ -420,7 +353,7 @@ static int cmd_train(int argc, char **argv)
             tfm_err_errno(&err, "%s", name);
             tfm_die(prog, &err);
         }
-        int rc = train_read(&f, fd, strcmp(name, "-") ? name : "<stdin>", &pg, &done, &err);
+        int rc = tfm_tok_feed_fd(&f, fd, strcmp(name, "-") ? name : "<stdin>", &pg, &done, &err);
         if (fd != STDIN_FILENO)
             close(fd);
         if (rc < 0) {
@@ -432,33 +365,17 @@ static int cmd_train(int argc, char **argv)
     }
     tfm_progress_end(&pg);
 
-    uint64_t used = f.lines, used_bytes = f.bytes;
-    if (f.smp) {
-        /* Fed in blocks so the trainer can count on several threads. */
-        used = tfm_reservoir_kept(&smp);
-        used_bytes = 0;
-        tfm_buf blk = {0};
-        for (uint64_t i = 0; i < used; i++) {
-            used_bytes += smp.lens[i];
-            tfm_buf_append(&blk, smp.lines[i], smp.lens[i]);
-            if (smp.lens[i] == 0 || smp.lines[i][smp.lens[i] - 1] != '\n')
-                tfm_buf_putc(&blk, '\n');
-            if (blk.len >= (1u << 20) || i + 1 == used) {
-                tfm_tok_trainer_feed(f.tr, blk.data, blk.len);
-                tfm_buf_clear(&blk);
-            }
-        }
-        tfm_buf_free(&blk);
-        tfm_reservoir_free(&smp);
-        if (!quiet)
-            fprintf(stderr, "%s: sampled %llu of %llu lines (seed %lld)\n", prog,
-                    (unsigned long long)used, (unsigned long long)f.lines, seed);
-    }
+    uint64_t used, used_bytes, read_lines = f.lines;
+    tfm_tok_feed_finish(&f, &used, &used_bytes);
+    tfm_tok_feed_free(&f);
+    if (sample_n && !quiet)
+        fprintf(stderr, "%s: sampled %llu of %llu lines (seed %lld)\n", prog,
+                (unsigned long long)used, (unsigned long long)read_lines, seed);
 
     tfm_tokenizer *tok;
-    if (tfm_tok_trainer_finish(f.tr, &tok, &err) < 0)
+    if (tfm_tok_trainer_finish(tr, &tok, &err) < 0)
         tfm_die(prog, &err);
-    tfm_tok_trainer_free(f.tr);
+    tfm_tok_trainer_free(tr);
     free(specials);
     free(user);
     /* Results the user did not ask for are said, not left to be found. */

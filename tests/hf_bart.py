@@ -25,9 +25,16 @@ Checked:
     step) emits the reference's greedy tokens for sources given as ids
     ("0 ... " as BartTokenizer starts them; tfm appends </s>), starting
     from decoder_start_token_id 2 and stopping at eos 2, log-probabilities
-    within 1e-4.  HF's generate also forces forced_bos_token_id (0, in
-    bart-large's config) as the first new token; tfm does not (tfm(7)), so
-    the reference here is HF's greedy search without it;
+    within 1e-4; the reference is HF's greedy search with its forced
+    first token (forced_bos_token_id 0, <s>, as bart-large's config.json
+    has it, in bart-base-like; absent in the variant, where nothing is
+    forced), which tfm makes part of the decoder's prompt, not of the
+    output (HF's decoded text skips it too);
+  - a text source begins with <s> and ends with </s>, as BartTokenizer
+    makes it: tfm-generate on text equals the reference's greedy search
+    over [0] + BPE ids + [2]; tfm-train's batches (--dump-batches) begin
+    each source and, with forced_bos, each target with <s>, as HF's
+    tokenizer makes BART's labels, and the fine-tuned model keeps both;
   - a source given with its </s> (HF's input_ids) gets no second one;
   - tfm-eval info names the folder bart-huggingface;
   - BartModel's layout (no prefix, no head): the logits of the tied head
@@ -70,9 +77,9 @@ BOS, PAD, EOS = 0, 1, 2
 
 CASES = [
     dict(name="bart-base-like", C=32, NH=4, F=48, L=2, DL=2, P=40, act="gelu", scale=False,
-         copies=False),
+         copies=False, forced=True),
     dict(name="scaled-relu", C=32, NH=2, F=40, L=3, DL=1, P=24, act="relu", scale=True,
-         copies=True),
+         copies=True, forced=False),
 ]
 
 WORDS = ("the of and to in a that is was he for it with as his on be at by they "
@@ -170,6 +177,13 @@ def write_tokenizer_json(d, vocab, merges):
 # ---- the checkpoint in HF's layout -------------------------------------------
 
 def hf_config(s, V):
+    c = hf_config_all(s, V)
+    if not s["forced"]:
+        del c["forced_bos_token_id"]
+    return c
+
+
+def hf_config_all(s, V):
     return {"_name_or_path": "bart-tiny", "activation_dropout": 0.1,
             "activation_function": s["act"], "add_bias_logits": False,
             "add_final_layer_norm": False, "architectures": ["BartForConditionalGeneration"],
@@ -299,8 +313,12 @@ def bart_logits(P, s, src, src_len, tgt):
 
 
 def greedy(P, s, src, n_max):
-    """HF's greedy search without forced_bos: decoder_start 2, stop at eos 2."""
+    """HF's greedy search: decoder_start 2; with forced_bos_token_id,
+    ForcedBOSTokenLogitsProcessor leaves only <s> (0) at the first step;
+    stop at eos 2.  The ids and log-probabilities after the forced one."""
     out, lps = [EOS], []
+    if s["forced"]:
+        out.append(BOS)
     for _ in range(n_max):
         lg = bart_logits(P, s, src[None], [len(src)], torch.tensor([out]))[0, -1]
         lp = torch.log_softmax(lg, -1)
@@ -309,7 +327,7 @@ def greedy(P, s, src, n_max):
         if nxt == EOS:
             break
         out.append(nxt)
-    return out[1:], lps
+    return out[1 + s["forced"]:], lps
 
 
 # ---- checks -------------------------------------------------------------------
@@ -338,7 +356,8 @@ def check_case(s, d, tok, rng):
              f"block_size {s['P']} vocab_size {V} segments 0 emb_norm 1 tied 1 "
              f"bias 1 tokenizer other {V}")
     want1 = (f"n_enc_layer {s['L']} norm_type layernorm ffn 0 attn_unscaled 0 t5 32 128 "
-             f"head_scale 0 decoder_start 2 tie_source 1")
+             f"head_scale 0 decoder_start 2 tie_source 1 head_dim {s['C'] // s['NH']} "
+             f"forced_bos {BOS if s['forced'] else -1} source_bos 1")
     if desc[:2] != [want0, want1]:
         bad.append(f"description:\n  got  {desc[:2]}\n  want {[want0, want1]}")
     got = np.fromfile(of, np.float32).reshape(B, T, V).astype(np.float64)
@@ -361,6 +380,16 @@ def check_case(s, d, tok, rng):
         return bad + [f"tfm-generate: {r.stderr.strip()}"]
     outs = [json.loads(x) for x in r.stdout.splitlines()]
     bad += compare_greedy(s["name"], outs, refs, EOS)
+    # beam search starts from the same decoder prompt: one beam is greedy
+    # where greedy never chose end-of-text (a beam finished by it makes
+    # room for the next candidate)
+    keep = [b for b in range(B) if len(refs[b][1]) == len(refs[b][0])] or [0]
+    r = run([GEN, "-m", d, "--ids", "--beam", "1", "--json", "-n", "16", "-q"],
+            input="\n".join(lines[b] for b in keep) + "\n")
+    if r.returncode != 0:
+        return bad + [f"tfm-generate --beam 1: {r.stderr.strip()}"]
+    bad += compare_greedy(s["name"] + " --beam 1", [json.loads(x) for x in r.stdout.splitlines()],
+                          [refs[b] for b in keep], EOS)
     # plain --ids output: the same tokens, space-separated; a source that
     # ends with </s> already (HF's input_ids) is not given a second one
     r = run([GEN, "-m", d, "--ids", "--greedy", "-n", "16", "-q"], input=lines[1] + " 2\n")
@@ -368,8 +397,10 @@ def check_case(s, d, tok, rng):
         bad.append(f"tfm-generate --ids: {r.stdout!r} {r.stderr.strip()}, "
                    f"want {outs[1]['ids']}")
     r = run([EVAL, "info", "-m", d])
+    forced = f"forced_bos\t{BOS if s['forced'] else '-'}\n"
     if r.returncode != 0 or "kind\tbart-huggingface\n" not in r.stdout or \
-            "model_kind\tencoder-decoder\n" not in r.stdout or "eos\t2\n" not in r.stdout:
+            "model_kind\tencoder-decoder\n" not in r.stdout or "eos\t2\n" not in r.stdout or \
+            forced not in r.stdout or "source_bos\ttrue\n" not in r.stdout:
         bad.append(f"tfm-eval info: exit {r.returncode}: {r.stdout}{r.stderr}")
     return bad
 
@@ -400,11 +431,18 @@ def check_text(top, tok, rng):
     r = run([TOKENIZE, "encode", "-t", d], input=line + "\n")
     if r.returncode != 0 or [int(x) for x in r.stdout.split()] != ids:
         bad.append(f"tfm-tokenize encode: {r.stdout.strip()!r} {r.stderr.strip()}, want {ids}")
-    # a random model's bytes need not be UTF-8
-    r = run([GEN, "-m", d, "--greedy", "-n", "8", "-q"], input="the of and\n",
-            errors="replace")
+    # a text source is <s> + its ids + </s>, as BartTokenizer makes it, and
+    # the translation begins after the forced <s>
+    r = run([GEN, "-m", d, "--greedy", "--json", "-n", "16", "-q"], input=line + "\n")
     if r.returncode != 0:
         bad.append(f"tfm-generate on text: {r.stderr.strip()}")
+    else:
+        outs = [json.loads(x) for x in r.stdout.splitlines()]
+        full = torch.tensor([BOS] + ids + [EOS])
+        if outs and outs[0].get("source_tokens") != len(ids) + 2:
+            bad.append(f"text source: {outs[0].get('source_tokens')} tokens, want "
+                       f"<s> + {len(ids)} + </s>")
+        bad += compare_greedy("text source", outs, [greedy(P, s, full, 16)], EOS)
     r = run([EMBED, "-m", d, "--pool", "mean", "--layers", "last", "-f", "tsv"],
             input=line + "\n")
     if r.returncode != 0:
@@ -416,8 +454,24 @@ def check_text(top, tok, rng):
         print(f"  tfm-embed: mean of the encoder's output, max |tfm - torch| = {err:.2e}")
         if not err <= TOL:
             bad.append(f"tfm-embed differs by {err:.3g}")
-    return bad + check_train_init(top, d, WORDS, V,
-                                  lambda src, sl, tgt: bart_logits(P, s, src, sl, tgt), rng)
+    bad += check_train_init(top, d, WORDS, V,
+                            lambda src, sl, tgt: bart_logits(P, s, src, sl, tgt), rng)
+    # fine-tuning reads sources and targets as HF's tokenizer makes them:
+    # <s> first (the target's because of forced_bos); the run keeps both keys
+    r = run([TRAIN, "--dump-batches", "4", "--set",
+             f"train.init={d}", "--set", f"data.text={os.path.join(top, 'pairs.tsv')}",
+             "--set", f"data.tokenizer={d}", "--set", "train.batch_size=2"])
+    rows = [json.loads(x) for x in r.stdout.splitlines()] if r.returncode == 0 else []
+    if len(rows) != 4 or any(x["input_ids"][:1] != [BOS] or x["input_ids"][-1:] != [EOS] or
+                             x["target_ids"][:1] != [BOS] for x in rows):
+        bad.append(f"tfm-train --dump-batches of a BART folder: {r.stdout[:300]!r} "
+                   f"{r.stderr.strip()}")
+    r, _ = probe(os.path.join(top, "run0", "model.safetensors"), np.array([[5, 6, 2]]), [3],
+                 np.zeros((1, 2), np.int64))
+    if r.returncode != 0 or "forced_bos 0 source_bos 1" not in r.stdout:
+        bad.append(f"the fine-tuned BART lost forced_bos/source_bos: {r.stdout[:400]!r} "
+                   f"{r.stderr.strip()}")
+    return bad
 
 def check_bartmodel(top, rng):
     """A BartModel file (no "model." prefix, no final_logits_bias, no

@@ -12,7 +12,9 @@ biases, config.json as T5Config.to_json writes it) in two shapes:
   v1.1 / flan-t5's: gated-gelu, an untied lm_head.weight,
     num_decoder_layers != num_layers, 8 buckets with max distance 16 (so
     the logarithmic and the clamped buckets are reached), embeddings under
-    encoder.embed_tokens / decoder.embed_tokens only (no shared.weight).
+    encoder.embed_tokens / decoder.embed_tokens only (no shared.weight);
+  flan-t5-small's: as v1.1's with num_heads x d_kv != d_model (3 heads of
+    16 over 32, as its 6 of 64 over 512): q, k, v [inner, C], o [C, inner].
 The reference below is HF's T5 computation written out in float64 torch
 (modeling_t5.py: T5LayerNorm without mean or bias, unscaled attention with
 the bucketed bias of block 0 shared by a stack's blocks, bidirectional in
@@ -31,7 +33,7 @@ hidden states times d_model^-0.5).  Checked:
     model/forward.c) is the reference's within 1e-4; tfm-train fine-tunes
     from the folder (train.init) for two steps;
   - bad input (missing config.json field, absurd value, unknown
-    feed_forward_proj, num_heads·d_kv != d_model, a missing tensor, a tensor
+    feed_forward_proj, num_heads·d_kv absurdly wide, a missing tensor, a tensor
     of the wrong shape): exit 1 and a message naming the file; F16 weights
     read as float32."""
 import json
@@ -62,6 +64,8 @@ CASES = [
          proj="relu", tied=True, shared=True, stale_xbias=True),
     dict(name="v1.1-like", C=32, NH=4, KV=8, F=40, L=2, DL=3, V=64, NB=8, MD=16,
          proj="gated-gelu", tied=False, shared=False, stale_xbias=False),
+    dict(name="flan-t5-small-like", C=32, NH=3, KV=16, F=40, L=3, DL=2, V=64, NB=8, MD=16,
+         proj="gated-gelu", tied=False, shared=True, stale_xbias=False),
 ]
 
 
@@ -303,7 +307,7 @@ def check_case(s, d, rng):
     want1 = (f"n_enc_layer {s['L']} norm_type rmsnorm "
              f"ffn {1 if s['proj'] == 'gated-gelu' else 0} attn_unscaled 1 "
              f"t5 {s['NB']} {s['MD'] or 128} head_scale {int(s['tied'])} decoder_start 0 "
-             f"tie_source 1")
+             f"tie_source 1 head_dim {s['KV']} forced_bos -1 source_bos 0")
     if desc[:2] != [want0, want1]:
         bad.append(f"description:\n  got  {desc[:2]}\n  want {[want0, want1]}")
     got = np.fromfile(of, np.float32).reshape(B, T, V).astype(np.float64)
@@ -377,8 +381,8 @@ def check_errors(top, rng):
     bad += expect("unknown feed_forward_proj", d,
                   [cj, "feed_forward_proj 'gated-swish' is not supported"],
                   setv("feed_forward_proj", "gated-swish"), s=s, t=t)
-    bad += expect("d_kv", d, [cj, "num_heads 4 x d_kv 16 = 64 differs from d_model 32"],
-                  setv("d_kv", 16), s=s, t=t)
+    bad += expect("d_kv", d, [cj, "num_heads 1024 x d_kv 2048 is too wide"],
+                  lambda c: c.update(num_heads=1024, d_kv=2048), s=s, t=t)
     bad += expect("umt5", d, [cj, "model_type 'umt5' is not supported"],
                   setv("model_type", "umt5"), s=s, t=t)
     w = "decoder.block.2.layer.2.DenseReluDense.wi_1.weight"
@@ -445,7 +449,17 @@ def check_spiece_and_train(top, rng):
              "--num_threads=1", "--minloglevel=2"])
     if r.returncode != 0:
         return [f"spm_train: {r.stderr.strip()[-400:]}"]
-    s = CASES[0]  # V 60 > 48 pieces, as t5-small's 32128 > 32100
+    bad = []
+    # t5-small's shape, and flan-t5-small's heads narrower than d_model (V 60
+    # and 64 > 48 pieces, as t5-small's 32128 > 32100)
+    for s in (CASES[0], CASES[2]):
+        sub = os.path.join(top, s["name"] + "-spm")
+        os.makedirs(sub)
+        bad += [f"{s['name']}: {b}" for b in spiece_case(sub, prefix, words, s, rng)]
+    return bad
+
+
+def spiece_case(top, prefix, words, s, rng):
     d = os.path.join(top, "tok")
     t = random_checkpoint(s, rng)
     write_folder(d, s, t)

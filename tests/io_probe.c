@@ -263,10 +263,11 @@ static int model_logits(const char *model, const char *batch, const char *out,
     int ed = g->kind == TFM_KIND_ENCODER_DECODER;
     if (ed)
         printf("n_enc_layer %d norm_type %s ffn %d attn_unscaled %d t5 %d %d head_scale %d "
-               "decoder_start %d tie_source %d\n",
+               "decoder_start %d tie_source %d head_dim %d forced_bos %d source_bos %d\n",
                tfm_model_config_enc_layers(g), g->norm == TFM_NORM_RMS ? "rmsnorm" : "layernorm",
                (int)g->ffn, g->attn_unscaled, g->t5_buckets, g->t5_max_distance,
-               g->head_scale, g->decoder_start, g->tie_source);
+               g->head_scale, g->decoder_start, g->tie_source, tfm_model_config_head_dim(g),
+               g->forced_bos, g->source_bos);
     tfm_model_set_inference(&m);
     FILE *f = fopen(batch, "rb");
     int32_t bt[3] = {0, 0, 0};

@@ -17,8 +17,9 @@ three-way tie, an untied head, an untied source of another vocabulary
 size, n_enc_layer != n_layer, source padding (src_lengths) or none, S
 above, equal to and below T; the heads (BERT's MLM head with NSP on the
 pooler, regression, classifier, tagger, span, all at once; a decoder's
-classifier on its last token with 0.5·LM).  1 or 2 threads, BLIS or fused attention
-(fused needs heads of 16).
+classifier on its last token with 0.5·LM); heads whose total width
+n_head·head_dim is not n_embd (model.head_dim), wider and narrower.  1 or 2
+threads, BLIS or fused attention (fused needs heads of 16).
 
 The encoder-decoder reference is also checked on its own, without tfm
 (check_encdec_reference): against PyTorch's nn.TransformerEncoderLayer and
@@ -54,12 +55,12 @@ DUMP = os.path.join(BUILD, "tests", "model_dump")
 # lengths.
 ALL_FEATURES = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5",
                 "d_ff", "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads",
-                "rmsnorm", "geglu", "swiglu", "unscaled"}
+                "rmsnorm", "geglu", "swiglu", "unscaled", "head_dim"}
 # Every feature is on main: encdec since the encoder-decoder kind, the rest
 # since the merge of nn/attention's masks and biases (940149d).
 EXPECTED = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
             "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads",
-            "rmsnorm", "geglu", "swiglu", "unscaled"}
+            "rmsnorm", "geglu", "swiglu", "unscaled", "head_dim"}
 
 # The configuration schema's defaults for the keys added with the general
 # model: config.yaml leaves them out when a case keeps them, so that cases
@@ -68,7 +69,7 @@ NEW_KEY_DEFAULTS = dict(kind="decoder", positions="learned", d_ff=0, rope_base=1
                         t5_buckets=32, t5_max_distance=128, segments=0, emb_norm=False,
                         emb_scale=False, n_enc_layer=0, tie_source=True, src_vocab_size=0,
                         mlm_head=False, pooler=False, classes=0, nsp=False, tags=0, span=False,
-                        norm_type="layernorm", ffn="plain", attn_scale=True)
+                        norm_type="layernorm", ffn="plain", attn_scale=True, head_dim=0)
 ACTS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "gelu_exact": F.gelu,
         "relu": F.relu}
 GATES = {"geglu": lambda t: F.gelu(t, approximate="tanh"), "swiglu": F.silu}
@@ -78,6 +79,16 @@ GATES = {"geglu": lambda t: F.gelu(t, approximate="tanh"), "swiglu": F.silu}
 
 def ff_width(cfg):
     return cfg["d_ff"] if cfg["d_ff"] > 0 else 4 * cfg["n_embd"]
+
+
+def head_size(cfg):
+    """HS: head_dim, 0 meaning n_embd / n_head."""
+    return cfg["head_dim"] if cfg["head_dim"] > 0 else cfg["n_embd"] // cfg["n_head"]
+
+
+def attn_width(cfg):
+    """D = n_head·HS, the width of q, k, v (n_embd unless head_dim says)."""
+    return cfg["n_head"] * head_size(cfg)
 
 
 def enc_layers(cfg):
@@ -93,16 +104,16 @@ def src_vocab(cfg):
 def block_table(cfg, h, cross):
     """One block's tensors under the prefix h ("h.3.", "enc.h.0."); cross:
     with the cross-attention sublayer (an encoder-decoder's decoder)."""
-    C, Fw = cfg["n_embd"], ff_width(cfg)
+    C, Fw, D = cfg["n_embd"], ff_width(cfg), attn_width(cfg)
 
     def linear(name, n_in, n_out):
         return [(h + name + ".weight", (n_in, n_out))] + \
                ([(h + name + ".bias", (n_out,))] if cfg["bias"] else [])
     norm = lambda name: norm_table(cfg, h + name)
-    t = norm("ln_1") + linear("attn.c_attn", C, 3 * C) + linear("attn.c_proj", C, C)
+    t = norm("ln_1") + linear("attn.c_attn", C, 3 * D) + linear("attn.c_proj", D, C)
     if cross:
-        t += norm("ln_x") + linear("xattn.c_q", C, C) + linear("xattn.c_kv", C, 2 * C) + \
-             linear("xattn.c_proj", C, C)
+        t += norm("ln_x") + linear("xattn.c_q", C, D) + linear("xattn.c_kv", C, 2 * D) + \
+             linear("xattn.c_proj", D, C)
     # a gated feed-forward: the gate wi_0 and the linear input wi_1
     fc = linear("mlp.c_fc", C, Fw) if cfg["ffn"] == "plain" else \
         linear("mlp.wi_0", C, Fw) + linear("mlp.wi_1", C, Fw)
@@ -215,7 +226,7 @@ def torch_stack(cfg, P):
     """The pieces of the documented model over the parameters P, as
     functions: (embed, position_bias, rotation, blocks, ln)."""
     NH, C = cfg["n_head"], cfg["n_embd"]
-    HS = C // NH
+    HS, D = head_size(cfg), attn_width(cfg)
     pos_kind = cfg["positions"]
     act = ACTS[cfg["activation"]]
     def ln(t, n):
@@ -269,7 +280,7 @@ def torch_stack(cfg, P):
         return rope
 
     def attention(q, k, v, allowed, bias, rope):
-        """q [B, Tq, C], k and v [B, Tk, C]; allowed [B, 1, Tq or 1, Tk]."""
+        """q [B, Tq, D], k and v [B, Tk, D]; allowed [B, 1, Tq or 1, Tk]."""
         B, Tq, Tk = q.shape[0], q.shape[1], k.shape[1]
         q = q.view(B, Tq, NH, HS).transpose(1, 2)
         k = k.view(B, Tk, NH, HS).transpose(1, 2)
@@ -282,7 +293,7 @@ def torch_stack(cfg, P):
         if bias is not None:
             s = s + bias
         s = s.masked_fill(~allowed, float("-inf"))
-        return (F.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, Tq, C)
+        return (F.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, Tq, D)
 
     def blocks(pre, n, h, allowed, bias, rope, memory=None, mem_allowed=None):
         """n blocks pre + "h.{i}." over h; with a memory, each has the
@@ -291,11 +302,11 @@ def torch_stack(cfg, P):
             b = f"{pre}h.{i}."
 
             def self_attn(t):
-                q, k, v = lin(t, b + "attn.c_attn").split(C, dim=2)
+                q, k, v = lin(t, b + "attn.c_attn").split(D, dim=2)
                 return lin(attention(q, k, v, allowed, bias, rope), b + "attn.c_proj")
 
             def cross_attn(t):
-                k, v = lin(memory, b + "xattn.c_kv").split(C, dim=2)
+                k, v = lin(memory, b + "xattn.c_kv").split(D, dim=2)
                 o = attention(lin(t, b + "xattn.c_q"), k, v, mem_allowed, None, None)
                 return lin(o, b + "xattn.c_proj")
 
@@ -491,6 +502,8 @@ def features(cfg, batch):
         f.add(cfg["ffn"])
     if not cfg["attn_scale"]:
         f.add("unscaled")
+    if cfg["head_dim"]:
+        f.add("head_dim")
     for k, name in (("prefix_len", "prefix"), ("doc_start", "docs"), ("lengths", "lengths")):
         if batch.get(k) is not None:
             f.add(name)
@@ -641,7 +654,8 @@ BASE = dict(kind="decoder", positions="learned", n_layer=2, n_head=2, n_embd=16,
             label_smoothing=0.0, ln_eps=1e-5, d_ff=0, rope_base=10000.0, t5_buckets=8,
             t5_max_distance=12, segments=0, emb_norm=False, emb_scale=False, n_enc_layer=0,
             tie_source=True, src_vocab_size=0, mlm_head=False, pooler=False, classes=0,
-            nsp=False, tags=0, span=False, norm_type="layernorm", ffn="plain", attn_scale=True)
+            nsp=False, tags=0, span=False, norm_type="layernorm", ffn="plain", attn_scale=True,
+            head_dim=0)
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "t5")
 VARIANTS = ((1, "blas"), (2, "blas"), (1, "fused"), (2, "fused"))
 
@@ -1006,6 +1020,22 @@ def cases():
         ("encoder-decoder geglu post-LN rope d_ff 20", dict(ed, ffn="geglu", norm="post",
                                                            positions="rope", d_ff=20),
          "source unpadded", 2, (6, 9), False, VARIANTS[1:2]),
+    ]
+    # heads whose total width is not n_embd (model.head_dim; flan-t5-small's
+    # 6 of 64 over 512): wider and narrower, heads of 16 for the fused path
+    out += [
+        ("decoder rope head_dim 6 x 3 heads over 16", dict(BASE, positions="rope", n_head=3,
+                                                            head_dim=6), "plain", 2, 9, False,
+         VARIANTS[:2]),
+        ("encoder alibi head_dim 4 x 3 heads over 16 post-LN",
+         dict(bert, positions="alibi", n_head=3, head_dim=4), "encoder", 2, 9, False,
+         VARIANTS[:1]),
+        ("encoder-decoder flan-T5 block head_dim 4 x 3 heads untied",
+         dict(ed, n_head=3, head_dim=4, tie=False, d_ff=24, **t5ish), "source", 2, (8, 7),
+         False, VARIANTS[:2]),
+        ("decoder t5 head_dim 16 x 3 heads over 32 prefix-LM",
+         dict(BASE, positions="t5", n_embd=32, n_head=3, head_dim=16), "prefix", 2, 9, False,
+         VARIANTS[2:]),
     ]
     return out
 

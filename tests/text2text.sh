@@ -91,8 +91,14 @@ perl -e 'print join(" ", ("the cat sat") x 30), "\n"' > long.txt
 tfm-generate -m plm/model.safetensors --greedy -n 3 < long.txt > /dev/null 2> err.txt
 grep -q "^tfm-generate: 1 input longer than the model's context (40 tokens) cut to it" err.txt ||
     { cat err.txt >&2; fail "a prefix LM's long input"; }
-expect_fail 1 "longer than the encoder's context (40)" \
+expect_fail 1 "prompt 1: the input is 101 tokens (end-of-text included), longer than the model's context (40)" \
     tfm-generate -m plm/model.safetensors --greedy -n 3 --truncate error --prompt-file long.txt
+# tfm-eval info says what kind of prefix LM it is
+tfm-eval info -m plm/model.safetensors > info.tsv
+grep -qx 'prefix_lm	true' info.tsv && grep -qx 'prefix_from	pairs' info.tsv ||
+    { cat info.tsv >&2; fail "tfm-eval info of a prefix LM of pairs"; }
+tfm-eval info --json -m plm/model.safetensors | grep -q '"prefix_lm":true,"prefix_from":"pairs"' ||
+    fail "tfm-eval info --json of a prefix LM of pairs"
 
 # tfm-eval text, worked by hand: exact 3 of 6 (" no " trimmed, "Yes" is not
 # "yes"), SQuAD 4 of 6 (lowercased), labels yes/no: F1 1/2 and 2/3

@@ -16,10 +16,14 @@ fell() {
         fail "$1: the validation loss did not fall"
 }
 
-# a decoder: RMSNorm, SwiGLU, unscaled attention, RoPE, no biases
+# a decoder: RMSNorm, SwiGLU, unscaled attention, RoPE, no biases, heads
+# 3 x 12 = 36 wide over n_embd 32 (model.head_dim), dropout inside the
+# feed-forward and after the final norm (their streams resume as the
+# others do)
 cat > dec.yaml <<END
-model: {n_layer: 2, n_head: 2, n_embd: 32, block_size: 32, positions: rope,
-        norm_type: rmsnorm, ffn: swiglu, attn_scale: false, bias: false, d_ff: 48}
+model: {n_layer: 2, n_head: 3, head_dim: 12, n_embd: 32, block_size: 32, positions: rope,
+        norm_type: rmsnorm, ffn: swiglu, attn_scale: false, bias: false, d_ff: 48,
+        ffn_dropout: 0.1, final_dropout: 0.1}
 data: {text: corpus.txt, tokenizer: tok.json}
 optim: {lr: 0.01}
 schedule: {warmup: 5, decay: cosine, min_lr: 0.001}
@@ -30,7 +34,8 @@ tfm-train -q -c dec.yaml --threads 1 -o dec
 fell dec
 tfm-train -q --dump-config -o dec > dec.dump
 grep -q '^  norm_type: rmsnorm ' dec.dump && grep -q '^  ffn: swiglu ' dec.dump &&
-    grep -q '^  attn_scale: false ' dec.dump || fail "the run's configuration lost the block's keys"
+    grep -q '^  attn_scale: false ' dec.dump && grep -q '^  head_dim: 12 ' dec.dump ||
+    fail "the run's configuration lost the block's keys"
 # resuming is bit-exact
 tfm-train -q -c dec.yaml --threads 1 --set train.max_steps=30 -o r1
 tfm-train -q -c dec.yaml --threads 1 --set train.max_steps=30 --steps 12 -o r2
@@ -39,7 +44,9 @@ cmp r1/model.safetensors r2/model.safetensors || fail "resumed run differs"
 
 tfm-eval info -m dec/model.safetensors > info.tsv
 grep -qx 'norm_type	rmsnorm' info.tsv && grep -qx 'ffn	swiglu' info.tsv &&
-    grep -qx 'attn_scale	false' info.tsv || { cat info.tsv >&2; fail "tfm-eval info"; }
+    grep -qx 'attn_scale	false' info.tsv && grep -qx 'head_dim	12' info.tsv &&
+    grep -qx 'prefix_lm	false' info.tsv && grep -qx 'prefix_from	-' info.tsv ||
+    { cat info.tsv >&2; fail "tfm-eval info"; }
 G="tfm-generate -q --threads 1 -m dec/model.safetensors -n 24 --top-k 1"
 printf 'the cat\nand then\n' > prompts.txt
 $G < prompts.txt > cached.txt

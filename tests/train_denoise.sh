@@ -84,6 +84,31 @@ tfm-train -q -c bart.yaml --threads 1 -o b --steps 23
 tfm-train -q --threads 1 -o b
 cmp a/model.safetensors b/model.safetensors || fail "resumed denoise run differs"
 
+# BART's <s> text </s> (a BART folder's model.source_bos and forced_bos):
+# every source and every target begins with <s>, never noised, before a
+# window a token shorter
+tfm-tokenize train -q -m bpe -v 300 --special '<s>' --special '<pad>' --special '</s>' \
+    --special '<unk>' --special '<mask>' -o bs.json corpus.txt
+tfm-tokenize encode -t bs.json --document corpus.txt > bs_stream.txt
+bos=$(python3 -c 'import json, sys
+print([t["id"] for t in json.load(open(sys.argv[1]))["added_tokens"] if t["content"] == "<s>"][0])' bs.json)
+tfm-train -c bart.yaml --set data.tokenizer=bs.json --set model.source_bos=true \
+    --set model.forced_bos="$bos" --set train.random_token_prob=0 --dump-batches 20 > bs.jsonl
+python3 - bs.jsonl bs_stream.txt bs.json <<'PY' || fail "denoise with source_bos and forced_bos"
+import json, sys
+stream = [int(t) for t in open(sys.argv[2]).read().split()]
+ids = {t["content"]: t["id"] for t in json.load(open(sys.argv[3]))["added_tokens"]}
+bos, eos = ids["<s>"], ids["</s>"]
+text = " " + " ".join(map(str, stream)) + " "
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 20
+for r in rows:
+    x, y = r["input_ids"], r["target_ids"]
+    assert y[0] == bos and y[-1] == eos and len(y) == 32, y
+    assert " " + " ".join(map(str, y[1:-1])) + " " in text, "the target is not <s> + a window"
+    assert x[0] == bos and x[-1] == eos and len(x) <= 32 and bos not in x[1:], x
+PY
+
 # the T5 study's variants, on a tokenizer with sentinels
 tfm-tokenize train -q -m unigram -v 60 --extra-ids 12 -o t5.json corpus.txt
 tfm-tokenize encode -t t5.json --document corpus.txt > t5_stream.txt

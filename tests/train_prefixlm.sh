@@ -51,6 +51,9 @@ awk -v s="$start" -v f="$first" -v l="$last" 'BEGIN { exit !(l < f && l < s - 1)
 tfm-train -q -c plm.yaml --threads 1 -o b --steps 23
 tfm-train -q --threads 1 -o b
 cmp a/model.safetensors b/model.safetensors || fail "resumed prefix-lm run differs"
+tfm-eval info -m a/model.safetensors > info.tsv
+grep -qx 'prefix_lm	true' info.tsv && grep -qx 'prefix_from	random' info.tsv ||
+    { cat info.tsv >&2; fail "tfm-eval info of a prefix LM"; }
 
 # generation: the prompt is the prefix; the cache and recomputing the
 # whole sequence (prefix mask over the prompt either way) agree

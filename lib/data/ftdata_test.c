@@ -701,6 +701,32 @@ static void test_taskdata(void **state)
     tfm_taskdata_free(&d);
 }
 
+/* Predictions against gold: counts and sentence lengths, the first line
+ * that differs named. */
+static void test_taskdata_aligned(void **state)
+{
+    (void)state;
+    tfm_err err = {0};
+    assert_int_equal(tfm_taskdata_same_count(3, 3, "p", "g", "lines", &err), 0);
+    assert_int_equal(tfm_taskdata_same_count(2, 3, "p", "g", "lines", &err), -1);
+    assert_string_equal(err.msg, "p:3: missing: g has 3 lines, p only 2");
+    assert_int_equal(tfm_taskdata_same_count(4, 3, "p", "g", "sentences", &err), -1);
+    assert_string_equal(err.msg, "p:4: one too many: g has only 3 sentences");
+    tfm_taskdata g, p;
+    const char *gold = "John B-PER\nlives O\n\nin O\nParis B-LOC\n";
+    const char *pred = "B-PER O\nO\n";
+    assert_int_equal(tfm_taskdata_tags(&g, gold, strlen(gold), "g", TFM_TAGS_AUTO, &err), 0);
+    assert_int_equal(tfm_taskdata_tags(&p, pred, strlen(pred), "p", TFM_TAGS_AUTO, &err), 0);
+    assert_int_equal(tfm_taskdata_same_sentences(&p, &g, "p", "g", &err), -1);
+    assert_string_equal(err.msg, "p:2: sentence 2 has 1 tag, but 2 at g:4");
+    tfm_taskdata_free(&p);
+    pred = "B-PER O\nO B-LOC\n";
+    assert_int_equal(tfm_taskdata_tags(&p, pred, strlen(pred), "p", TFM_TAGS_AUTO, &err), 0);
+    assert_int_equal(tfm_taskdata_same_sentences(&p, &g, "p", "g", &err), 0);
+    tfm_taskdata_free(&p);
+    tfm_taskdata_free(&g);
+}
+
 /* Predictions from a model with NaN weights are refused: the outputs a
  * classifier, tagger or span head gave are checked before any metric. */
 static void test_nonfinite_outputs(void **state)
@@ -730,6 +756,7 @@ int main(void)
         cmocka_unit_test(test_spans),         cmocka_unit_test(test_token_offsets),
         cmocka_unit_test(test_predict),       cmocka_unit_test(test_predict_whole_words),
         cmocka_unit_test(test_taskdata),      cmocka_unit_test(test_nonfinite_outputs),
+        cmocka_unit_test(test_taskdata_aligned),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

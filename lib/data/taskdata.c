@@ -295,3 +295,28 @@ void tfm_taskdata_free(tfm_taskdata *d)
     free(d->text);
     memset(d, 0, sizeof *d);
 }
+
+int tfm_taskdata_same_count(size_t n_pred, size_t n_gold, const char *pname, const char *gname,
+                            const char *what, tfm_err *err)
+{
+    if (n_pred < n_gold)
+        return tfm_err_set(err, "%s:%zu: missing: %s has %zu %s, %s only %zu", pname,
+                           n_pred + 1, gname, n_gold, what, pname, n_pred);
+    if (n_pred > n_gold)
+        return tfm_err_set(err, "%s:%zu: one too many: %s has only %zu %s", pname, n_gold + 1,
+                           gname, n_gold, what);
+    return 0;
+}
+
+int tfm_taskdata_same_sentences(const tfm_taskdata *p, const tfm_taskdata *g, const char *pname,
+                                const char *gname, tfm_err *err)
+{
+    for (size_t s = 0; s < g->n_group; s++) {
+        size_t lg = g->group[s + 1] - g->group[s], lp = p->group[s + 1] - p->group[s];
+        if (lg != lp)
+            return tfm_err_set(err, "%s:%ld: sentence %zu has %zu tag%s, but %zu at %s:%ld",
+                               pname, p->group_line[s], s + 1, lp, lp == 1 ? "" : "s", lg,
+                               gname, g->group_line[s]);
+    }
+    return 0;
+}

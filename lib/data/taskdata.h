@@ -52,6 +52,16 @@ int tfm_taskdata_answers(tfm_taskdata *d, const char *text, size_t len, const ch
                          int multi, tfm_err *err);
 void tfm_taskdata_free(tfm_taskdata *d);
 
+/* Predictions against the gold they answer: -1 with a message naming the
+ * first line of pname where one runs out when the counts differ (what:
+ * "lines", "sentences"). */
+int tfm_taskdata_same_count(size_t n_pred, size_t n_gold, const char *pname, const char *gname,
+                            const char *what, tfm_err *err);
+/* Tags: p's sentences (as many as g's) each as long as g's, or -1 naming
+ * the first that is not. */
+int tfm_taskdata_same_sentences(const tfm_taskdata *p, const tfm_taskdata *g, const char *pname,
+                                const char *gname, tfm_err *err);
+
 /* CoNLL: the first line that holds a single column (a word without its
  * tag; -DOCSTART- lines aside), or 0.  Fields are split at spaces and tabs
  * alone, as the readers of gold data always did. */

@@ -23,7 +23,9 @@
  *
  * Threads: call tfm_blas_init (tensor/gemm.h) first.
  *
- * Ownership: tfm_eval owns the model, its tokenizer and the buffers. */
+ * Ownership: tfm_eval owns the model, its tokenizer and the buffers;
+ * tfm_eval_items owns its arrays (the sequences point into its ids) and
+ * borrows nothing once read. */
 #ifndef TFM_INFER_EVAL_H
 #define TFM_INFER_EVAL_H
 
@@ -32,6 +34,7 @@
 
 #include "base/err.h"
 #include "base/progress.h"
+#include "data/fewshot.h"
 #include "metrics/metrics.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
@@ -142,5 +145,79 @@ void tfm_eval_choice_pick(const tfm_eval_seq *seqs, const size_t *end_bytes, siz
  * its last space: the context is s[0..k), the target word, with its space,
  * s[k..len).  Returns k, or -1 when there is no space. */
 long tfm_eval_last_word(const char *s, size_t len);
+
+/* ---- items: choice JSONL and last-word passages as sequences ------------
+ *
+ *     tfm_eval_items_opts o = {tok, scratch, eos, NULL, block_size, context};
+ *     tfm_eval_items it;
+ *     tfm_eval_choice_read(&it, data, len, "items.jsonl", &o, &err);
+ *     tfm_eval_score(&e, it.seqs, it.n_seq, NULL, &err);
+ *     tfm_eval_choice_pick(it.seqs + it.first[i], it.end_bytes + it.first[i],
+ *                          it.count[i], best);
+ *     tfm_eval_items_free(&it);
+ *
+ * A choice item is a JSON object per line, {"context": "...", "endings":
+ * ["...", ...] (at least two), "label": index of the right one}; each
+ * ending becomes a sequence: bos (if any), the few-shot demonstrations (if
+ * any), the context, then the ending, the ending's tokens scored.  A
+ * last-word passage is a line (trailing blanks dropped) split at its last
+ * space (tfm_eval_last_word): the word, with its space, is scored after
+ * bos, the demonstrations and the rest.  Blank lines are skipped (and
+ * counted in line numbers).  Errors name the input (name), the line and,
+ * in JSON, the column: malformed JSON, a missing or mistyped field, an
+ * empty ending, a target too long for the model (block_size, as one token
+ * of history must fit), nothing at all before a target; an input with no
+ * item is an error too. */
+typedef struct tfm_eval_items_opts {
+    const tfm_tokenizer *tok;
+    tfm_tok_scratch *scratch;
+    int64_t bos;               /* put before every sequence; < 0: nothing */
+    const tfm_fewshot *shots;  /* demonstrations before each item; NULL: none */
+    int block_size;            /* the model's context */
+    int context;               /* tfm_eval's: longer sequences are cut (counted) */
+} tfm_eval_items_opts;
+
+typedef struct tfm_eval_items {
+    tfm_ids ids;               /* every sequence's ids, one after another */
+    tfm_eval_seq *seqs;        /* [n_seq]: ids point into ids */
+    size_t n_seq;
+    size_t n;                  /* items (choice), passages (last word) */
+    long *line;                /* [n] each one's line in the input */
+    size_t *first, *count;     /* choice: [n] item i's endings are seqs[first[i] ..
+                                  first[i] + count[i]) */
+    int64_t *label;            /* choice: [n] the right ending */
+    size_t *end_bytes;         /* choice: [n_seq] each ending's length in bytes */
+    int k;                     /* demonstrations per item (0: none) */
+    size_t *picks;             /* [n * k] item i's are picks[i * k .. + k) */
+    size_t n_cut;              /* with demonstrations: items with a sequence
+                                  longer than the context, cut from the left */
+} tfm_eval_items;
+
+int tfm_eval_choice_read(tfm_eval_items *it, const char *data, size_t len, const char *name,
+                         const tfm_eval_items_opts *o, tfm_err *err);
+int tfm_eval_lastword_read(tfm_eval_items *it, const char *data, size_t len, const char *name,
+                           const tfm_eval_items_opts *o, tfm_err *err);
+void tfm_eval_items_free(tfm_eval_items *it);
+
+/* What the items scored, after tfm_eval_score over it->seqs: for choice,
+ * each item's pick by each rule of tfm_eval_choice_pick (best[3 * i + m])
+ * and the items each rule got right (right[m]); for last word, the
+ * passages whose word is the greedy continuation (right[0]), the sum of
+ * the words' log-probabilities, their tokens, and the perplexity per word
+ * (exp(-logprob / n), as lm-evaluation-harness).  acc[m] = right[m] / n,
+ * with its standard error (metrics/metrics.h).  The tally owns best. */
+typedef struct tfm_eval_tally {
+    size_t n;                  /* items or passages */
+    int *best;                 /* choice: [n * 3] */
+    size_t right[3];
+    double acc[3], acc_se[3];
+    double logprob;            /* last word */
+    size_t targets;            /* last word: target tokens */
+    double word_perplexity;    /* last word */
+} tfm_eval_tally;
+
+void tfm_eval_choice_tally(const tfm_eval_items *it, tfm_eval_tally *t);
+void tfm_eval_lastword_tally(const tfm_eval_items *it, tfm_eval_tally *t);
+void tfm_eval_tally_free(tfm_eval_tally *t);
 
 #endif

@@ -194,6 +194,8 @@ int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
                                (long long)start, lm->cfg.vocab_size);
         g->encdec = 1;
         g->start = (uint32_t)start;
+        g->forced = lm->cfg.forced_bos;
+        g->n_start = g->forced >= 0 ? 2 : 1;
     }
     g->lm = lm;
     g->opts = *opts;
@@ -257,10 +259,11 @@ void tfm_gen_profile_bytes(const tfm_model_config *cfg, double wbytes,
                            double bytes[TFM_PROF_N])
 {
     const double C = cfg->n_embd, L = cfg->n_layer, F = tfm_model_config_ff(cfg);
+    const double D = tfm_model_config_attn_dim(cfg);
     for (int p = 0; p < TFM_PROF_N; p++)
         bytes[p] = 0;
-    bytes[TFM_PROF_QKV] = L * C * 3 * C * wbytes;
-    bytes[TFM_PROF_PROJ] = L * C * C * wbytes;
+    bytes[TFM_PROF_QKV] = L * C * 3 * D * wbytes;
+    bytes[TFM_PROF_PROJ] = L * D * C * wbytes;
     bytes[TFM_PROF_FC] = L * C * F * wbytes;
     bytes[TFM_PROF_FCPROJ] = L * F * C * wbytes;
     bytes[TFM_PROF_HEAD] = (double)cfg->vocab_size * C * wbytes;
@@ -344,7 +347,7 @@ static int cache_len(const tfm_gen *g, const tfm_ids *prompts, size_t n)
 {
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t l = g->encdec ? 1 + (size_t)max_new(&g->opts, prompts[i].len)
+        size_t l = g->encdec ? (size_t)g->n_start + (size_t)max_new(&g->opts, prompts[i].len)
                              : prompts[i].len + (size_t)g->opts.max_tokens;
         if (g->encdec && prompts[i].len > l)
             l = prompts[i].len;
@@ -368,6 +371,23 @@ static int encode_sources(tfm_gen *g, const tfm_ids *prompts, size_t n, const in
     free(src);
     free(len);
     return rc;
+}
+
+/* Encoder-decoders: the sources into slots[0..n), then the decoder's
+ * prompt of every slot at once — the start token, and the forced one
+ * (model.forced_bos) after it; logits [n, V]: of the first free token. */
+static int start_decoders(tfm_gen *g, const tfm_ids *prompts, size_t n, const int *slots,
+                          uint32_t *toks, float *logits, tfm_err *err)
+{
+    if (encode_sources(g, prompts, n, slots, err) < 0)
+        return -1;
+    for (int k = 0; k < g->n_start; k++) {
+        for (size_t i = 0; i < n; i++)
+            toks[i] = k ? (uint32_t)g->forced : g->start;
+        if (tfm_infer_step(&g->infer, (int)n, toks, slots, logits, err) < 0)
+            return -1;
+    }
+    return check_nan(logits, n * (size_t)g->lm->cfg.vocab_size, err);
 }
 
 /* Greedy and sampling: prompts[0..n) decoded as one batch. */
@@ -396,9 +416,11 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
         res[i].hyps = tfm_calloc(1, sizeof *res[i].hyps);
         res[i].n_hyps = 1;
         s->hyp = &res[i].hyps[0];
-        if (g->encdec) /* the target so far: the penalty's history */
+        if (g->encdec) { /* the target so far: the penalty's history */
             tfm_ids_push(&s->hist, g->start);
-        else
+            if (g->forced >= 0)
+                tfm_ids_push(&s->hist, (uint32_t)g->forced);
+        } else
             tfm_ids_append(&s->hist, prompts[i].data, prompts[i].len);
         if (g->opts.strategy == TFM_GEN_SAMPLE) {
             if (tfm_sampler_init(&s->sampler, &g->opts.sample, (uint32_t)V,
@@ -407,7 +429,6 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
             s->has_sampler = 1;
         }
         if (g->encdec) {
-            toks[i] = g->start;
             slots[i] = s->slot;
         } else if (prefill(g, s->slot, prompts[i].data, prompts[i].len, prompts[i].len,
                            logits + nrows * V, err) < 0 ||
@@ -418,9 +439,7 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
     }
     /* encoder-decoders: every source in one encoder pass, every start token
      * in one step */
-    if (g->encdec && (encode_sources(g, prompts, n, slots, err) < 0 ||
-                      tfm_infer_step(&g->infer, (int)n, toks, slots, logits, err) < 0 ||
-                      check_nan(logits, n * (size_t)V, err) < 0))
+    if (g->encdec && start_decoders(g, prompts, n, slots, toks, logits, err) < 0)
         goto done;
     double t1 = tfm_now();
     size_t generated = 0;
@@ -554,20 +573,18 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
     for (size_t i = 0; i < n; i++) {
         int slot0 = (int)i * B;
         if (g->encdec) {
-            toks[i] = g->start;
             slots[i] = slot0;
         } else if (prefill(g, slot0, prompts[i].data, prompts[i].len, prompts[i].len,
                            first + i * V, err) < 0) {
             goto done;
         }
         /* the last token needs no cache position: up to max_len - prompt + 1 */
-        int plen = g->encdec ? 1 : (int)prompts[i].len;
+        int plen = g->encdec ? g->n_start : (int)prompts[i].len;
         int room = g->infer.max_len - plen + 1;
         int limit = max_new(o, prompts[i].len);
         tasks[i] = (tfm_beam_task){first + i * V, slot0, limit < room ? limit : room};
     }
-    if (g->encdec && (encode_sources(g, prompts, n, slots, err) < 0 ||
-                      tfm_infer_step(&g->infer, (int)n, toks, slots, first, err) < 0))
+    if (g->encdec && start_decoders(g, prompts, n, slots, toks, first, err) < 0)
         goto done;
     if (check_nan(first, n * (size_t)V, err) < 0)
         goto done;
@@ -689,7 +706,9 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
         }
         int rc = tfm_translate_source(encdec ? p->src_tok : lm->tok,
                                       encdec ? p->src_scratch : p->scratch, text, len,
-                                      tfm_gen_source_limit(&lm->cfg), p->truncate, out, cut, err);
+                                      encdec && lm->cfg.source_bos,
+                                      tfm_gen_source_limit(&lm->cfg), p->truncate, encdec, out,
+                                      cut, err);
         tfm_buf_free(&joined);
         return rc < 0 ? tfm_err_prefix(err, "%s", where) : 0;
     } else {
@@ -706,7 +725,7 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
         if (!p->ids || !out->len || out->data[out->len - 1] != (uint32_t)p->src_eos)
             tfm_ids_push(out, (uint32_t)p->src_eos);
         if (tfm_translate_fit(out, (uint32_t)p->src_eos, tfm_gen_source_limit(&lm->cfg),
-                              p->truncate, cut, err) < 0)
+                              p->truncate, 1, cut, err) < 0)
             return tfm_err_prefix(err, "%s", where);
         return 0;
     }
@@ -715,7 +734,7 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
             return tfm_err_set(err, "the model has no end-of-text token to end its input");
         tfm_ids_push(out, (uint32_t)lm->eos);
         if (tfm_translate_fit(out, (uint32_t)lm->eos, tfm_gen_source_limit(&lm->cfg),
-                              p->truncate, cut, err) < 0)
+                              p->truncate, 0, cut, err) < 0)
             return tfm_err_prefix(err, "%s", where);
         return 0;
     }

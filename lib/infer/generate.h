@@ -18,7 +18,11 @@
  * source in infer/translate.h makes them from text).  The encoder runs once
  * per source (tfm_infer_encode); the decoder starts from opts.start (by
  * default the model's decoder_start (T5: 0), else the tokenizer's
- * beginning-of-text token, else end-of-text, as fairseq does) and stops at end-of-text, which is not part of the output.
+ * beginning-of-text token, else end-of-text, as fairseq does), then,
+ * with the model's forced_bos (BART's <s>), that token, as HuggingFace's
+ * forced_bos_token_id makes it the first generated one: both are the
+ * decoder's prompt, not part of the output.  It stops at end-of-text,
+ * which is not part of the output either.
  * A source of S tokens gets at most max_len_a·S + max_len_b new tokens
  * (when either is > 0) and max_tokens at most.  A model without an
  * end-of-text token is an error.
@@ -125,6 +129,9 @@ typedef struct tfm_gen {
     size_t stat_out_tokens;  /* tokens of the best hypotheses */
     int encdec;              /* the model is an encoder-decoder */
     uint32_t start;          /* its decoder's first token */
+    int64_t forced;          /* the token forced after it (model.forced_bos,
+                                HF's forced_bos_token_id); -1: none */
+    int n_start;             /* the decoder's prompt: 1, or 2 with forced */
     /* With opts.profile: wall time of each phase of the decode steps
      * (model/decode.h's tfm_prof_phase) and the number of steps. */
     double prof_s[TFM_PROF_N];

@@ -36,6 +36,32 @@ int tfm_lm_source_tokenizer(const tfm_lm *lm, tfm_tokenizer **out, tfm_err *err)
     return 0;
 }
 
+int tfm_lm_sources_open(tfm_lm_sources *s, const tfm_lm *lm, tfm_tok_scratch *lm_scratch,
+                        tfm_err *err)
+{
+    memset(s, 0, sizeof *s);
+    s->eos = -1;
+    if (tfm_lm_source_tokenizer(lm, &s->owned, err) < 0)
+        return -1;
+    s->tok = s->owned ? s->owned : lm->tok;
+    s->scratch = s->owned ? tfm_tok_scratch_new(s->owned) : lm_scratch;
+    s->eos = s->tok ? tfm_translate_source_eos(s->tok) : -1;
+    /* a file's own source tokenizer must say where a source ends */
+    if (s->eos < 0 && !s->owned)
+        s->eos = lm->eos;
+    return 0;
+}
+
+void tfm_lm_sources_close(tfm_lm_sources *s)
+{
+    if (s->owned) {
+        tfm_tok_scratch_free(s->scratch);
+        tfm_tokenizer_free(s->owned);
+    }
+    memset(s, 0, sizeof *s);
+    s->eos = -1;
+}
+
 static size_t source_len(const void *src, size_t i)
 {
     return ((const tfm_ids *)src)[i].len;

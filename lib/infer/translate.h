@@ -38,6 +38,24 @@
  * vocabulary), or *out = NULL when it has none. */
 int tfm_lm_source_tokenizer(const tfm_lm *lm, tfm_tokenizer **out, tfm_err *err);
 
+/* How text becomes the sources of lm, an encoder-decoder (tfm-generate's
+ * rule): encoded by the file's source tokenizer (tfm_lm_source_tokenizer)
+ * when it has one, else by the model's own; ended by that tokenizer's
+ * end-of-text (data/source.h), or, when the model's own has none (a BART
+ * folder's bare vocab.json) or there is no tokenizer at all, by the model's
+ * (its config.json's). */
+typedef struct tfm_lm_sources {
+    const tfm_tokenizer *tok;   /* NULL: none (sources as ids only) */
+    tfm_tok_scratch *scratch;   /* tok's: lm_scratch, or its own for owned */
+    int64_t eos;                /* ends every source; -1: none */
+    tfm_tokenizer *owned;       /* the file's source tokenizer, or NULL */
+} tfm_lm_sources;
+
+/* lm_scratch: a scratch of lm->tok (NULL without one). */
+int tfm_lm_sources_open(tfm_lm_sources *s, const tfm_lm *lm, tfm_tok_scratch *lm_scratch,
+                        tfm_err *err);
+void tfm_lm_sources_close(tfm_lm_sources *s);
+
 /* Greedy translations of the sources src[0..n) (ids ending with eos, at
  * most model.block_size of them) by the encoder-decoder cfg/w (e.g. from
  * tfm_weights_from_model): out[i] = the target ids of src[i], end-of-text

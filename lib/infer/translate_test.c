@@ -121,11 +121,16 @@ static void test_fit(void **state)
     for (uint32_t i = 0; i < 5; i++)
         tfm_ids_push(&s, 10 + i);
     tfm_ids_push(&s, EOS);
-    assert_int_equal(tfm_translate_fit(&s, EOS, 6, 0, &cut, &err), 0);
+    assert_int_equal(tfm_translate_fit(&s, EOS, 6, 0, 1, &cut, &err), 0);
     assert_int_equal(cut, 0);
-    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 0, &cut, &err), -1);
-    assert_non_null(strstr(err.msg, "6 tokens"));
-    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 1, &cut, &err), 0);
+    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 0, 1, &cut, &err), -1);
+    assert_non_null(strstr(err.msg, "the source is 6 tokens"));
+    assert_non_null(strstr(err.msg, "longer than the encoder's context (4)"));
+    /* a prefix LM's input: the model's context */
+    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 0, 0, &cut, &err), -1);
+    assert_non_null(strstr(err.msg, "the input is 6 tokens"));
+    assert_non_null(strstr(err.msg, "longer than the model's context (4)"));
+    assert_int_equal(tfm_translate_fit(&s, EOS, 4, 1, 1, &cut, &err), 0);
     assert_int_equal(cut, 2);
     const uint32_t want[] = {10, 11, 12, EOS};
     assert_int_equal(s.len, 4);
@@ -140,6 +145,7 @@ static void test_profile_bytes(void **state)
     tfm_model_config c;
     memset(&c, 0, sizeof c);
     c.n_embd = 8;
+    c.n_head = 2;
     c.n_layer = 2;
     c.vocab_size = 10;
     c.d_ff = 12;
@@ -151,6 +157,9 @@ static void test_profile_bytes(void **state)
     c.d_ff = 0; /* the default: 4·C */
     tfm_gen_profile_bytes(&c, 2, b);
     assert_true(b[TFM_PROF_FC] == 2 * 8 * 32 * 2);
+    c.head_dim = 3; /* q|k|v [C, 3·2·3], the projection [2·3, C] */
+    tfm_gen_profile_bytes(&c, 4, b);
+    assert_true(b[TFM_PROF_QKV] == 2 * 8 * 18 * 4 && b[TFM_PROF_PROJ] == 2 * 6 * 8 * 4);
 }
 
 int main(void)

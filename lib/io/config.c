@@ -33,7 +33,7 @@ static const tfm_config_key keys[] = {
     {"model.n_enc_layer", TFM_CONFIG_INT, OFF(model.n_enc_layer), "0", 0, 1024, NULL,
      "encoder-decoder: the encoder's blocks; 0 means n_layer"},
     {"model.n_head", TFM_CONFIG_INT, OFF(model.n_head), "4", 1, 1024, NULL,
-     "attention heads per block (must divide n_embd)"},
+     "attention heads per block (must divide n_embd unless model.head_dim is set)"},
     {"model.n_embd", TFM_CONFIG_INT, OFF(model.n_embd), "128", 1, 65536, NULL,
      "model width (embedding size)"},
     {"model.block_size", TFM_CONFIG_INT, OFF(model.block_size), "64", 1, 1048576, NULL,
@@ -42,6 +42,14 @@ static const tfm_config_key keys[] = {
      "vocabulary size; 0 takes it from the tokenizer (or the largest id in the data + 1)"},
     {"model.dropout", TFM_CONFIG_FLOAT, OFF(model.dropout), "0", 0, 0.99, NULL,
      "dropout probability on embeddings, attention and residual branches"},
+    {"model.ffn_dropout", TFM_CONFIG_FLOAT, OFF(model.ffn_dropout), "0", 0, 0.99, NULL,
+     "dropout probability inside each feed-forward, on its hidden units after the activation "
+     "(or the gated product), before the output projection: T5's DenseReluDense dropout "
+     "(HF dropout_rate, as model.dropout) and BART's activation_dropout"},
+    {"model.final_dropout", TFM_CONFIG_FLOAT, OFF(model.final_dropout), "0", 0, 0.99, NULL,
+     "dropout probability on each stack's output, after its final norm: the decoder's "
+     "before the heads, an encoder's before cross-attention reads it (T5's stacks, at "
+     "dropout_rate as model.dropout)"},
     {"model.tie_embeddings", TFM_CONFIG_BOOL, OFF(model.tie_embeddings), "true", 0, 0, NULL,
      "the LM head shares the token embedding matrix"},
     {"model.tie_source", TFM_CONFIG_BOOL, OFF(model.tie_source), "true", 0, 0, NULL,
@@ -74,6 +82,10 @@ static const tfm_config_key keys[] = {
      "layer norm epsilon"},
     {"model.d_ff", TFM_CONFIG_INT, OFF(model.d_ff), "0", 0, 1048576, NULL,
      "inner width of the MLP; 0 means 4 x n_embd"},
+    {"model.head_dim", TFM_CONFIG_INT, OFF(model.head_dim), "0", 0, 65536, NULL,
+     "width of each attention head; 0 means n_embd / n_head.  The projections q, k, v "
+     "are n_head x head_dim wide, which may differ from n_embd (T5 v1.1 small, "
+     "flan-t5-small: 6 heads of 64 over d_model 512)"},
     {"model.rope_base", TFM_CONFIG_FLOAT, OFF(model.rope_base), "10000", 2, 1e9, NULL,
      "rope: the base of the rotation frequencies"},
     {"model.t5_buckets", TFM_CONFIG_INT, OFF(model.t5_buckets), "32", 2, 4096, NULL,
@@ -96,6 +108,14 @@ static const tfm_config_key keys[] = {
     {"model.decoder_start", TFM_CONFIG_INT, OFF(model.decoder_start), "-1", -1, 16777215,
      NULL, "encoder-decoder: the token a translation starts from (T5: 0, its padding); -1: "
      "the tokenizer's beginning-of-text, else end-of-text"},
+    {"model.forced_bos", TFM_CONFIG_INT, OFF(model.forced_bos), "-1", -1, 16777215, NULL,
+     "encoder-decoder: the token every translation begins with, forced right after "
+     "model.decoder_start (HuggingFace's forced_bos_token_id: BART's 0, <s>), and the first "
+     "token of every training target; -1: none"},
+    {"model.source_bos", TFM_CONFIG_BOOL, OFF(model.source_bos), "false", 0, 0, NULL,
+     "encoder-decoder: every source given as text begins with the source tokenizer's "
+     "beginning-of-text token (BART's <s>, as its tokenizer adds), in training and "
+     "translation"},
     {"model.init", TFM_CONFIG_ENUM, OFF(model.init), "gpt2", 0, 0, "gpt2|xavier",
      "initialisation: gpt2 (matrices and embeddings N(0, 0.02), residual projections "
      "scaled down) or xavier (Xavier-uniform matrices, embeddings N(0, n_embd^-0.5))"},
@@ -764,14 +784,16 @@ int tfm_config_set(tfm_config *c, const char *assignment, tfm_err *err)
 
 int tfm_config_validate(const tfm_config *c, tfm_err *err)
 {
-    if (c->model.n_embd % c->model.n_head)
-        return tfm_err_set(err, "model.n_embd (%lld) must be divisible by model.n_head (%lld)",
-                           (long long)c->model.n_embd, (long long)c->model.n_head);
-    long long hs = (long long)(c->model.n_embd / c->model.n_head);
+    if (!c->model.head_dim && c->model.n_embd % c->model.n_head)
+        return tfm_err_set(err, "model.n_embd (%lld) must be divisible by model.n_head (%lld), "
+                           "or model.head_dim set", (long long)c->model.n_embd,
+                           (long long)c->model.n_head);
+    long long hs = c->model.head_dim ? (long long)c->model.head_dim
+                                     : (long long)(c->model.n_embd / c->model.n_head);
     int dec = c->model.kind == TFM_CONFIG_KIND_DECODER;
     if (c->model.positions == TFM_CONFIG_POS_ROPE && hs % 2)
-        return tfm_err_set(err, "model.positions rope needs an even head size, but "
-                           "model.n_embd / model.n_head is %lld", hs);
+        return tfm_err_set(err, "model.positions rope needs an even head size, not %lld "
+                           "(model.head_dim, or model.n_embd / model.n_head)", hs);
     if (c->model.positions == TFM_CONFIG_POS_SINUSOIDAL && c->model.n_embd % 2)
         return tfm_err_set(err, "model.positions sinusoidal needs an even model.n_embd (%lld)",
                            (long long)c->model.n_embd);
@@ -786,7 +808,8 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     }
     int ed = c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
     const char *kind = dec ? "decoder" : ed ? "encoder-decoder" : "encoder";
-    if (!ed && (c->model.n_enc_layer || !c->model.tie_source || c->model.src_vocab_size)) {
+    if (!ed && (c->model.n_enc_layer || !c->model.tie_source || c->model.src_vocab_size ||
+                c->model.forced_bos >= 0 || c->model.source_bos)) {
         char keys[128] = "";
         if (c->model.n_enc_layer)
             strcat(keys, ", model.n_enc_layer");
@@ -794,8 +817,12 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
             strcat(keys, ", model.tie_source");
         if (c->model.src_vocab_size)
             strcat(keys, ", model.src_vocab_size");
-        return tfm_err_set(err, "%s with model.kind %s: these keys describe an "
-                           "encoder-decoder's source side", keys + 2, kind);
+        if (c->model.forced_bos >= 0)
+            strcat(keys, ", model.forced_bos");
+        if (c->model.source_bos)
+            strcat(keys, ", model.source_bos");
+        return tfm_err_set(err, "%s with model.kind %s: these keys are for an "
+                           "encoder-decoder", keys + 2, kind);
     }
     if (ed && c->model.tie_source && c->model.src_vocab_size && c->model.vocab_size &&
         c->model.src_vocab_size != c->model.vocab_size)

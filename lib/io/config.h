@@ -113,6 +113,8 @@ typedef struct tfm_config {
         int64_t n_layer, n_head, n_embd, block_size;
         int64_t vocab_size; /* 0: from the tokenizer (or the data) */
         double dropout;
+        double ffn_dropout; /* inside the feed-forward, after its activation */
+        double final_dropout; /* on each stack's output, after its final norm */
         int tie_embeddings;
         int bias;
         int norm;       /* tfm_config_norm */
@@ -124,6 +126,7 @@ typedef struct tfm_config {
         int kind;       /* tfm_config_kind */
         int positions;  /* tfm_config_pos */
         int64_t d_ff;   /* 0: 4·n_embd */
+        int64_t head_dim; /* 0: n_embd / n_head */
         double rope_base;
         int64_t t5_buckets, t5_max_distance;
         int64_t segments;
@@ -132,6 +135,8 @@ typedef struct tfm_config {
         int head_scale;        /* final hidden states · n_embd^-0.5 before the head */
         int head_bias;         /* the LM head adds final_logits_bias (BART) */
         int64_t decoder_start; /* -1: the tokenizer's bos, else eos */
+        int64_t forced_bos;    /* the token forced after decoder_start; -1: none */
+        int source_bos;        /* sources begin with the tokenizer's bos */
         int init;       /* tfm_init (model/transformer.h): 0 gpt2, 1 xavier */
         int64_t n_enc_layer; /* encoder-decoder: 0 means n_layer */
         int tie_source;

@@ -13,7 +13,7 @@
 
 #include "tensor/gemm.h"
 #include "base/progress.h"
-#include "io/safetensors.h"
+#include "base/half.h"
 #include "tensor/ops.h"
 #include "nn/attention.h"
 #include "nn/position.h"
@@ -185,9 +185,9 @@ static const uint16_t *to_bf16(uint16_t *dst, const float *src, size_t n)
 size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
 {
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
-    const size_t F = (size_t)tfm_model_config_ff(c);
+    const size_t F = (size_t)tfm_model_config_ff(c), D = (size_t)tfm_model_config_attn_dim(c);
     const size_t gated = tfm_ffn_gated(c->ffn);
-    const size_t per_layer = C * 3 * C + C * C + (1 + gated) * C * F + F * C;
+    const size_t per_layer = C * 3 * D + D * C + (1 + gated) * C * F + F * C;
     size_t total = per_layer * (size_t)c->n_layer + V * C;
     free(w->bf16_store);
     w->bf16_store = tfm_aligned_alloc(sizeof(uint16_t) * total);
@@ -201,8 +201,8 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
     } while (0)
     for (int l = 0; l < c->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
-        BF16_OF(L->qkv_w16, L->qkv_w, C * 3 * C);
-        BF16_OF(L->proj_w16, L->proj_w, C * C);
+        BF16_OF(L->qkv_w16, L->qkv_w, C * 3 * D);
+        BF16_OF(L->proj_w16, L->proj_w, D * C);
         BF16_OF(L->fc_w16, L->fc_w, C * F);
         if (gated)
             BF16_OF(L->fc1_w16, L->fc1_w, C * F);
@@ -261,20 +261,23 @@ typedef struct q8_job {
 size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *c)
 {
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
-    const size_t F = (size_t)tfm_model_config_ff(c);
-    const int cq = C % TFM_Q8_BLOCK == 0, fq = F % TFM_Q8_BLOCK == 0;
+    const size_t F = (size_t)tfm_model_config_ff(c), D = (size_t)tfm_model_config_attn_dim(c);
+    /* a product is 8-bit when its input width (C, D or F) is whole blocks */
+    const int cq = C % TFM_Q8_BLOCK == 0, dq = D % TFM_Q8_BLOCK == 0;
+    const int fq = F % TFM_Q8_BLOCK == 0;
     q8_job *jobs = tfm_malloc(sizeof *jobs * (5 * (size_t)c->n_layer + 1));
     int n = 0;
 #define JOB(W, W16, K, N, trans, dst) jobs[n++] = (q8_job){W, W16, K, N, trans, dst}
     for (int l = 0; l < c->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
         if (cq) {
-            JOB(L->qkv_w, L->qkv_w16, C, 3 * C, 1, &L->qkv_q8);
-            JOB(L->proj_w, L->proj_w16, C, C, 1, &L->proj_q8);
+            JOB(L->qkv_w, L->qkv_w16, C, 3 * D, 1, &L->qkv_q8);
             JOB(L->fc_w, L->fc_w16, C, F, 1, &L->fc_q8);
             if (tfm_ffn_gated(c->ffn))
                 JOB(L->fc1_w, L->fc1_w16, C, F, 1, &L->fc1_q8);
         }
+        if (dq)
+            JOB(L->proj_w, L->proj_w16, D, C, 1, &L->proj_q8);
         if (fq)
             JOB(L->fcp_w, L->fcp_w16, F, C, 1, &L->fcp_q8);
     }
@@ -546,27 +549,38 @@ static int threads_now(void)
 #endif
 }
 
+/* The widest product a step splits (linear's part): the feed-forward's,
+ * q|k|v's or the model's. */
+static size_t scratch_width(const tfm_model_config *c)
+{
+    size_t C = (size_t)c->n_embd, F = (size_t)tfm_model_config_ff(c);
+    size_t D3 = 3 * (size_t)tfm_model_config_attn_dim(c), W = F > D3 ? F : D3;
+    return W > C ? W : C;
+}
+
 static void ensure_rows(tfm_infer *g, int rows)
 {
     if (rows <= g->max_rows)
         return;
     const size_t C = (size_t)g->cfg.n_embd, R = (size_t)rows;
-    const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = F > 3 * C ? F : 3 * C;
+    const size_t D = (size_t)tfm_model_config_attn_dim(&g->cfg);
+    const size_t HS = (size_t)tfm_model_config_head_dim(&g->cfg);
+    const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = scratch_width(&g->cfg);
     free(g->x); free(g->h); free(g->qkv); free(g->att); free(g->fc); free(g->fc1);
     free(g->part); free(g->xq); free(g->xd);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
-    const size_t WQ = F > C ? F : C;
+    const size_t WQ = F > C ? (F > D ? F : D) : (C > D ? C : D); /* an 8-bit input's */
     g->xq = tfm_aligned_alloc(R * WQ);
     g->xd = tfm_aligned_alloc(sizeof(float) * R * (WQ / TFM_Q8_BLOCK + 1));
     g->fc1 = tfm_ffn_gated(g->blk.ffn) ? tfm_aligned_alloc(sizeof(float) * R * F) : NULL;
     g->x = tfm_aligned_alloc(sizeof(float) * R * C);
     g->h = tfm_aligned_alloc(sizeof(float) * R * C);
-    g->qkv = tfm_aligned_alloc(sizeof(float) * R * 3 * C);
-    g->att = tfm_aligned_alloc(sizeof(float) * R * C);
+    g->qkv = tfm_aligned_alloc(sizeof(float) * R * 3 * D);
+    g->att = tfm_aligned_alloc(sizeof(float) * R * D);
     g->fc = tfm_aligned_alloc(sizeof(float) * R * F);
     g->part = tfm_aligned_alloc(sizeof(float) * R * W);
     /* a row's sinusoid (C) or RoPE angles (HS) */
-    g->pe = tfm_aligned_alloc(sizeof(float) * R * C);
+    g->pe = tfm_aligned_alloc(sizeof(float) * R * (C > HS ? C : HS));
     g->mean = tfm_malloc(sizeof(float) * R);
     g->rstd = tfm_malloc(sizeof(float) * R);
     g->row_slot = tfm_malloc(sizeof(int) * R);
@@ -594,7 +608,8 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     g->w = w;
     g->n_slots = n_slots;
     g->max_len = max_len;
-    size_t per = (size_t)cfg->n_layer * n_slots * max_len * cfg->n_embd;
+    g->kv_width = (size_t)tfm_model_config_attn_dim(cfg);
+    size_t per = (size_t)cfg->n_layer * n_slots * max_len * tfm_model_config_attn_dim(cfg);
     g->kcache = tfm_aligned_alloc(sizeof(float) * per);
     g->vcache = tfm_aligned_alloc(sizeof(float) * per);
     g->len = tfm_calloc(2 * (size_t)n_slots, sizeof *g->len);
@@ -629,13 +644,14 @@ void tfm_infer_free(tfm_infer *g)
 
 size_t tfm_infer_bytes(const tfm_infer *g)
 {
-    const size_t C = (size_t)g->cfg.n_embd;
-    size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len * C;
+    const size_t C = (size_t)g->cfg.n_embd, D = (size_t)tfm_model_config_attn_dim(&g->cfg);
+    size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len * D;
     if (g->xkcache)
         cache *= 2;
-    const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = F > 3 * C ? F : 3 * C;
+    const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = scratch_width(&g->cfg);
+    size_t HS = (size_t)tfm_model_config_head_dim(&g->cfg);
     size_t scratch = sizeof(float) * (size_t)g->max_rows *
-                     (7 * C + (1 + (g->fc1 != NULL)) * F + W + 2);
+                     (2 * C + 4 * D + (C > HS ? C : HS) + (1 + (g->fc1 != NULL)) * F + W + 2);
     return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len +
            sizeof(float) * (g->wbuf_n + C);
 }
@@ -649,7 +665,7 @@ void tfm_infer_reset(tfm_infer *g, int slot)
 
 static inline float *kv_at(const tfm_infer *g, float *cache, int layer, int slot, int pos)
 {
-    return cache + (((size_t)layer * g->n_slots + slot) * g->max_len + pos) * g->cfg.n_embd;
+    return cache + (((size_t)layer * g->n_slots + slot) * g->max_len + pos) * g->kv_width;
 }
 
 void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
@@ -657,13 +673,13 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
     TFM_ASSERT(dst >= 0 && dst < g->n_slots && src >= 0 && src < g->n_slots);
     if (dst == src)
         return;
-    size_t n = (size_t)g->len[src] * g->cfg.n_embd * sizeof(float);
+    size_t n = (size_t)g->len[src] * g->kv_width * sizeof(float);
     for (int l = 0; l < g->cfg.n_layer; l++) {
         memcpy(kv_at(g, g->kcache, l, dst, 0), kv_at(g, g->kcache, l, src, 0), n);
         memcpy(kv_at(g, g->vcache, l, dst, 0), kv_at(g, g->vcache, l, src, 0), n);
     }
     if (g->src_len) {
-        size_t ns = (size_t)g->src_len[src] * g->cfg.n_embd * sizeof(float);
+        size_t ns = (size_t)g->src_len[src] * g->kv_width * sizeof(float);
         for (int l = 0; l < g->cfg.n_layer; l++) {
             memcpy(kv_at(g, g->xkcache, l, dst, 0), kv_at(g, g->xkcache, l, src, 0), ns);
             memcpy(kv_at(g, g->xvcache, l, dst, 0), kv_at(g, g->xvcache, l, src, 0), ns);
@@ -678,10 +694,10 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
  * position of the slot's prefix) · V_slot, per head; the (row, head) pairs
  * run in parallel.  cross: over the slot's
  * source instead (the cross-attention cache, every source position, no
- * position bias), with q_r in rows of C. */
+ * position bias), with q_r in rows of D. */
 static void attention(tfm_infer *g, int layer, int R, int cross)
 {
-    const int C = g->cfg.n_embd, NH = g->cfg.n_head, HS = C / NH;
+    const int NH = g->cfg.n_head, HS = tfm_model_config_head_dim(&g->cfg), D = NH * HS;
     const tfm_attn desc = {.HS = HS, .unscaled = g->blk.unscaled};
     const float scale = tfm_attn_scale(&desc);
     int nt = threads_now();
@@ -694,7 +710,7 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
     float *kc = cross ? g->xkcache : g->kcache, *vc = cross ? g->xvcache : g->vcache;
     size_t work = 0;
     for (int r = 0; r < R; r++)
-        work += (size_t)(cross ? g->src_len[g->row_slot[r]] : g->row_pos[r] + 1) * C;
+        work += (size_t)(cross ? g->src_len[g->row_slot[r]] : g->row_pos[r] + 1) * D;
     /* a prefix row sees the whole prefix (written before this layer's
      * attention runs: a prefix is appended in one prefill) */
 #pragma omp parallel for schedule(dynamic, 1) if (R * NH > 1 && work >= (1 << 16))
@@ -709,7 +725,7 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
         int nk = cross ? g->src_len[slot] : pos + 1; /* keys seen */
         if (!cross && g->prefix[slot] > nk)
             nk = g->prefix[slot];
-        const float *q = g->qkv + (size_t)r * (cross ? C : 3 * C) + h * HS;
+        const float *q = g->qkv + (size_t)r * (cross ? D : 3 * D) + h * HS;
         for (int j = 0; j < nk; j++) {
             const float *k = kv_at(g, kc, layer, slot, j) + h * HS;
             float d = 0.0f;
@@ -739,7 +755,7 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
             s[j] = tfm_expf_inline(s[j] - mx);
             sum += s[j];
         }
-        float *o = g->att + (size_t)r * C + h * HS;
+        float *o = g->att + (size_t)r * D + h * HS;
         for (int i = 0; i < HS; i++)
             o[i] = 0.0f;
         for (int j = 0; j < nk; j++) {
@@ -839,16 +855,16 @@ static void mlp_rows(tfm_infer *g, const tfm_layer_weights *L, int R, double *pr
 static void cross_rows(tfm_infer *g, const tfm_layer_weights *L, int l, int R)
 {
     const tfm_model_config *c = &g->cfg;
-    const int C = c->n_embd, pre = c->ln == TFM_LN_PRE;
+    const int C = c->n_embd, D = tfm_model_config_attn_dim(c), pre = c->ln == TFM_LN_PRE;
     float *x = g->x, *h = g->h;
     const float *xin = x;
     if (pre) {
         tfm_block_norm(&g->blk, h, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C);
         xin = h;
     }
-    linear(g, g->qkv, xin, L->xq_w, NULL, NULL, L->xq_b, R, C, C);
+    linear(g, g->qkv, xin, L->xq_w, NULL, NULL, L->xq_b, R, C, D);
     attention(g, l, R, 1);
-    linear(g, h, g->att, L->xp_w, NULL, NULL, L->xp_b, R, C, C);
+    linear(g, h, g->att, L->xp_w, NULL, NULL, L->xp_b, R, D, C);
     tfm_add_inplace(x, h, (size_t)R * C);
     if (!pre)
         tfm_block_norm(&g->blk, x, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C);
@@ -863,7 +879,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
     float *x = g->x, *h = g->h;
     double prof_t = g->profile ? tfm_now() : 0;
 
-    const int HS = C / c->n_head;
+    const int HS = tfm_model_config_head_dim(c), D = c->n_head * HS;
     embed_rows(g, R, tok, &w->dec);
     for (int l = 0; l < c->n_layer; l++) {
         const tfm_layer_weights *L = &w->layers[l];
@@ -874,25 +890,25 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
             ain = h;
         }
         PROF(TFM_PROF_OTHER);
-        linear(g, g->qkv, ain, L->qkv_w, L->qkv_w16, &L->qkv_q8, L->qkv_b, R, C, 3 * C);
+        linear(g, g->qkv, ain, L->qkv_w, L->qkv_w16, &L->qkv_q8, L->qkv_b, R, C, 3 * D);
         PROF(TFM_PROF_QKV);
         if (c->pos == TFM_POS_ROPE) /* keys enter the cache rotated */
             for (int r = 0; r < R; r++) {
-                float *cs = g->pe + (size_t)r * C;
+                float *cs = g->pe + (size_t)r * HS;
                 tfm_rope_table(cs, g->row_pos[r], 1, HS, c->rope_base);
-                tfm_rope_apply(g->qkv + (size_t)r * 3 * C, 3 * C, 1, &g->row_pos[r],
+                tfm_rope_apply(g->qkv + (size_t)r * 3 * D, 3 * D, 1, &g->row_pos[r],
                                g->row_pos[r], 2 * c->n_head, HS, cs, 1, 0);
             }
         for (int r = 0; r < R; r++) {
-            const float *q = g->qkv + (size_t)r * 3 * C;
-            memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + C,
-                   sizeof(float) * C);
-            memcpy(kv_at(g, g->vcache, l, g->row_slot[r], g->row_pos[r]), q + 2 * C,
-                   sizeof(float) * C);
+            const float *q = g->qkv + (size_t)r * 3 * D;
+            memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + D,
+                   sizeof(float) * D);
+            memcpy(kv_at(g, g->vcache, l, g->row_slot[r], g->row_pos[r]), q + 2 * D,
+                   sizeof(float) * D);
         }
         attention(g, l, R, 0);
         PROF(TFM_PROF_ATTN);
-        linear(g, h, g->att, L->proj_w, L->proj_w16, &L->proj_q8, L->proj_b, R, C, C);
+        linear(g, h, g->att, L->proj_w, L->proj_w16, &L->proj_q8, L->proj_b, R, D, C);
         PROF(TFM_PROF_PROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
@@ -954,7 +970,7 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
     }
     if (n < 1)
         return 0;
-    const int C = c->n_embd;
+    const int C = c->n_embd, D = tfm_model_config_attn_dim(c);
     /* the one whole-sequence forward (model/forward.h), its top layer; its
      * weights packed once, so that a source's result does not depend on
      * the sources encoded with it (tensor/gemm.h) */
@@ -990,12 +1006,12 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
         const int slot = slots[s];
         for (int l = 0; l < c->n_layer; l++) {
             const tfm_layer_weights *L = &w->layers[l];
-            linear(g, g->qkv, mem, L->xkv_w, NULL, NULL, L->xkv_b, S[s], C, 2 * C);
+            linear(g, g->qkv, mem, L->xkv_w, NULL, NULL, L->xkv_b, S[s], C, 2 * D);
             for (int i = 0; i < S[s]; i++) {
-                memcpy(kv_at(g, g->xkcache, l, slot, i), g->qkv + (size_t)i * 2 * C,
-                       sizeof(float) * C);
-                memcpy(kv_at(g, g->xvcache, l, slot, i), g->qkv + (size_t)i * 2 * C + C,
-                       sizeof(float) * C);
+                memcpy(kv_at(g, g->xkcache, l, slot, i), g->qkv + (size_t)i * 2 * D,
+                       sizeof(float) * D);
+                memcpy(kv_at(g, g->xvcache, l, slot, i), g->qkv + (size_t)i * 2 * D + D,
+                       sizeof(float) * D);
             }
         }
         g->src_len[slot] = S[s];

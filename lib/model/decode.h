@@ -159,14 +159,15 @@ typedef struct tfm_infer {
     tfm_model_config cfg;
     const tfm_weights *w;
     int n_slots, max_len;
-    float *kcache, *vcache; /* [n_layer][n_slots][max_len][C] each */
+    size_t kv_width;        /* D = n_head·head_dim, a cached key's width */
+    float *kcache, *vcache; /* [n_layer][n_slots][max_len][D] each */
     int *len;               /* [n_slots] positions filled */
     int *prefix;            /* [n_slots] prefix-LM: positions every query of
                                the slot sees (tfm_infer_prefill_prefix);
                                0: causal */
     /* encoder-decoders: each slot's source, as the cross-attention's keys
      * and values of every decoder layer */
-    float *xkcache, *xvcache; /* [n_layer][n_slots][max_len][C] each */
+    float *xkcache, *xvcache; /* [n_layer][n_slots][max_len][D] each */
     int *src_len;           /* [n_slots] source positions; 0: none encoded */
     int max_rows;           /* scratch capacity in rows */
     tfm_block blk;          /* the block (model/transformer.h's tfm_model_block) */

@@ -237,6 +237,8 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->block_size = (int)c->model.block_size;
     g->vocab_size = (int)c->model.vocab_size;
     g->dropout = (float)c->model.dropout;
+    g->ffn_dropout = (float)c->model.ffn_dropout;
+    g->final_dropout = (float)c->model.final_dropout;
     g->tie_embeddings = c->model.tie_embeddings;
     g->bias = c->model.bias;
     g->ln = c->model.norm == TFM_CONFIG_NORM_POST ? TFM_LN_POST : TFM_LN_PRE;
@@ -251,6 +253,7 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
                                   TFM_POS_ALIBI, TFM_POS_T5};
     g->pos = pos[c->model.positions];
     g->d_ff = (int)c->model.d_ff;
+    g->head_dim = (int)c->model.head_dim;
     g->rope_base = (float)c->model.rope_base;
     g->t5_buckets = (int)c->model.t5_buckets;
     g->t5_max_distance = (int)c->model.t5_max_distance;
@@ -260,6 +263,8 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->head_scale = c->model.head_scale;
     g->head_bias = c->model.head_bias;
     g->decoder_start = (int)c->model.decoder_start;
+    g->forced_bos = (int)c->model.forced_bos;
+    g->source_bos = c->model.source_bos;
     g->init = c->model.init ? TFM_INIT_XAVIER : TFM_INIT_GPT2;
     g->norm = c->model.norm_type ? TFM_NORM_RMS : TFM_NORM_LAYER;
     static const tfm_ffn_kind ffn[] = {TFM_FFN_PLAIN, TFM_FFN_GEGLU, TFM_FFN_SWIGLU};
@@ -888,12 +893,10 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
                    "t5 and mt5)", j->str ? j->str : "");
         goto out;
     }
-    if (NH * KV != C) {
+    if (NH * KV > 1 << 20) {
         j = tfm_json_get(doc.root, "d_kv");
-        tfm_err_at(err, path, j->line, j->col, "num_heads %lld x d_kv %lld = %lld differs "
-                   "from d_model %lld: tfm's attention is d_model wide (t5-small, -base and "
-                   "-large, v1.1 and flan-t5 from base up load; their small, t5-3b, t5-11b not)",
-                   (long long)NH, (long long)KV, (long long)(NH * KV), (long long)C);
+        tfm_err_at(err, path, j->line, j->col, "num_heads %lld x d_kv %lld is too wide",
+                   (long long)NH, (long long)KV);
         goto out;
     }
     double eps = 1e-6;
@@ -951,6 +954,9 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
     c->model.n_enc_layer = L;
     c->model.n_head = NH;
     c->model.n_embd = C;
+    /* d_kv need not be d_model/num_heads (v1.1 and flan-t5 small: 6 x 64
+     * over 512; t5-3b, t5-11b) */
+    c->model.head_dim = KV;
     c->model.d_ff = F;
     c->model.block_size = P;
     c->model.vocab_size = V;
@@ -1009,31 +1015,32 @@ static int t5_stack(const bert_ckpt *b, const char *stack, const char *pre, int 
 {
     const tfm_model_config *g = &b->m->cfg;
     size_t C = (size_t)g->n_embd, F = (size_t)tfm_model_config_ff(g);
+    size_t D = (size_t)tfm_model_config_attn_dim(g); /* HF's inner_dim */
     int gated = tfm_ffn_gated(g->ffn), ff = cross ? 2 : 1;
     char d[64], s[128];
     for (int l = 0; l < n_layer; l++) {
         if (bert_copy(b, t5_dst(d, pre, l, "ln_1.weight"), 0,
                       t5_src(s, stack, l, 0, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * C, 0,
-                      t5_src(s, stack, l, 0, "SelfAttention.q.weight"), C, C, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * C, C,
-                      t5_src(s, stack, l, 0, "SelfAttention.k.weight"), C, C, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * C, 2 * C,
-                      t5_src(s, stack, l, 0, "SelfAttention.v.weight"), C, C, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, 0,
+                      t5_src(s, stack, l, 0, "SelfAttention.q.weight"), D, C, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, D,
+                      t5_src(s, stack, l, 0, "SelfAttention.k.weight"), D, C, err) < 0 ||
+            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, 2 * D,
+                      t5_src(s, stack, l, 0, "SelfAttention.v.weight"), D, C, err) < 0 ||
             t5_linear(b, t5_dst(d, pre, l, "attn.c_proj.weight"), C, 0,
-                      t5_src(s, stack, l, 0, "SelfAttention.o.weight"), C, C, err) < 0)
+                      t5_src(s, stack, l, 0, "SelfAttention.o.weight"), C, D, err) < 0)
             return -1;
         if (cross &&
             (bert_copy(b, t5_dst(d, pre, l, "ln_x.weight"), 0,
                        t5_src(s, stack, l, 1, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_q.weight"), C, 0,
-                       t5_src(s, stack, l, 1, "EncDecAttention.q.weight"), C, C, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * C, 0,
-                       t5_src(s, stack, l, 1, "EncDecAttention.k.weight"), C, C, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * C, C,
-                       t5_src(s, stack, l, 1, "EncDecAttention.v.weight"), C, C, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_q.weight"), D, 0,
+                       t5_src(s, stack, l, 1, "EncDecAttention.q.weight"), D, C, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * D, 0,
+                       t5_src(s, stack, l, 1, "EncDecAttention.k.weight"), D, C, err) < 0 ||
+             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * D, D,
+                       t5_src(s, stack, l, 1, "EncDecAttention.v.weight"), D, C, err) < 0 ||
              t5_linear(b, t5_dst(d, pre, l, "xattn.c_proj.weight"), C, 0,
-                       t5_src(s, stack, l, 1, "EncDecAttention.o.weight"), C, C, err) < 0))
+                       t5_src(s, stack, l, 1, "EncDecAttention.o.weight"), C, D, err) < 0))
             return -1;
         if (bert_copy(b, t5_dst(d, pre, l, "ln_2.weight"), 0,
                       t5_src(s, stack, l, ff, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
@@ -1177,7 +1184,7 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
         t5_int(&doc, "bos_token_id", 0, V - 1, 0, &bos, err) < 0 ||
         t5_int(&doc, "eos_token_id", 0, V - 1, 2, eos, err) < 0 ||
         t5_int(&doc, "decoder_start_token_id", 0, V - 1, 2, &start, err) < 0 ||
-        t5_int(&doc, "forced_bos_token_id", 0, V - 1, 0, &forced, err) < 0 ||
+        t5_int(&doc, "forced_bos_token_id", -1, V - 1, -1, &forced, err) < 0 ||
         bart_same(&doc, "encoder_attention_heads", NH, "decoder_attention_heads", DNH, err) < 0 ||
         bart_same(&doc, "encoder_ffn_dim", F, "decoder_ffn_dim", DF, err) < 0 ||
         hf_bool(&doc, "scale_embedding", 0, &scale, err) < 0 ||
@@ -1222,9 +1229,8 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
                    "(tfm has gelu, gelu_new and relu)", fn);
         goto out;
     }
-    /* padding is told by lengths, never by id; bos and forced_bos are the
-     * tokenizer's and HF generate's business (tfm(7) says what tfm does) */
-    (void)pad, (void)bos, (void)forced;
+    /* padding is told by lengths, never by id; bos is the tokenizer's */
+    (void)pad, (void)bos;
     c->model.kind = TFM_CONFIG_KIND_ENCODER_DECODER;
     c->model.positions = TFM_CONFIG_POS_LEARNED;
     c->model.norm = TFM_CONFIG_NORM_POST;
@@ -1243,6 +1249,10 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
     c->model.tie_embeddings = tied;
     c->model.tie_source = 1;
     c->model.decoder_start = start;
+    /* HF's generate forces forced_bos_token_id (bart-large's 0, <s>) right
+     * after the start token; its tokenizer begins every text with <s> */
+    c->model.forced_bos = forced;
+    c->model.source_bos = 1;
     rc = 0;
 out:
     tfm_json_doc_free(&doc);

@@ -64,12 +64,13 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
     if (f->packed)
         return;
     const int C = f->cfg.n_embd, F = tfm_model_config_ff(&f->cfg);
+    const int D = tfm_model_config_attn_dim(&f->cfg);
     f->packed = tfm_calloc((size_t)5 * f->n_layer, sizeof *f->packed);
     for (int l = 0; l < f->n_layer; l++) {
         const tfm_layer_weights *W = &f->layers[l];
         tfm_gemm_b *p = f->packed + 5 * l;
-        tfm_gemm_b_pack(&p[0], W->qkv_w, 3 * C, C, 3 * C);
-        tfm_gemm_b_pack(&p[1], W->proj_w, C, C, C);
+        tfm_gemm_b_pack(&p[0], W->qkv_w, 3 * D, C, 3 * D);
+        tfm_gemm_b_pack(&p[1], W->proj_w, C, D, C);
         tfm_gemm_b_pack(&p[2], W->fc_w, F, C, F);
         tfm_gemm_b_pack(&p[3], W->fcp_w, C, F, C);
         if (W->fc1_w)
@@ -97,15 +98,16 @@ int tfm_fwd_max_len(const tfm_fwd *f)
 static void ensure(tfm_fwd *f, int R, int T)
 {
     const size_t C = (size_t)f->cfg.n_embd, F = (size_t)tfm_model_config_ff(&f->cfg);
-    const int NH = f->cfg.n_head, HS = (int)C / NH;
+    const size_t D = (size_t)tfm_model_config_attn_dim(&f->cfg);
+    const int NH = f->cfg.n_head, HS = tfm_model_config_head_dim(&f->cfg);
     if (R > f->max_rows) {
         free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc); free(f->fc1);
         free(f->mean); free(f->rstd); free(f->pos);
         size_t r = (size_t)R;
         f->x = tfm_aligned_alloc(sizeof(float) * r * C);
         f->h = tfm_aligned_alloc(sizeof(float) * r * C);
-        f->qkv = tfm_aligned_alloc(sizeof(float) * r * 3 * C);
-        f->att = tfm_aligned_alloc(sizeof(float) * r * C);
+        f->qkv = tfm_aligned_alloc(sizeof(float) * r * 3 * D);
+        f->att = tfm_aligned_alloc(sizeof(float) * r * D);
         f->fc = tfm_aligned_alloc(sizeof(float) * r * F);
         f->fc1 = tfm_ffn_gated(f->blk.ffn) ? tfm_aligned_alloc(sizeof(float) * r * F) : NULL;
         f->mean = tfm_malloc(sizeof(float) * r);
@@ -183,7 +185,7 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
 static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
 {
     const tfm_model_config *c = &f->cfg;
-    const int C = c->n_embd, NH = c->n_head, HS = C / NH;
+    const int NH = c->n_head, HS = tfm_model_config_head_dim(c), D = NH * HS;
     tfm_attn_t5 t5 = {.table = f->e->rel_bias, .n_buckets = c->t5_buckets,
                       .max_distance = c->t5_max_distance,
                       .bidirectional = f->t5_bidirectional};
@@ -193,9 +195,9 @@ static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
         tfm_attn at = {.B = 1, .Tq = T, .Tk = T, .NH = NH, .HS = HS, .mask = f->mask,
                        .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
                        .impl = ATTN_IMPL, .unscaled = f->blk.unscaled};
-        const float *q = f->qkv + off * 3 * C;
-        tfm_attn_forward(&at, f->att + off * C, C, f->probs, q, 3 * C, q + C, 3 * C,
-                         q + 2 * C, 3 * C, f->ascratch);
+        const float *q = f->qkv + off * 3 * D;
+        tfm_attn_forward(&at, f->att + off * D, D, f->probs, q, 3 * D, q + D, 3 * D,
+                         q + 2 * D, 3 * D, f->ascratch);
         if (attn_out && s == b->attn_seq)
             memcpy(attn_out + (size_t)l * NH * T * T, f->probs,
                    sizeof(float) * (size_t)NH * T * T);
@@ -206,7 +208,8 @@ static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
 int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
 {
     const tfm_model_config *c = &f->cfg;
-    const int C = c->n_embd, NH = c->n_head, HS = C / NH, F = tfm_model_config_ff(c);
+    const int C = c->n_embd, NH = c->n_head, HS = tfm_model_config_head_dim(c);
+    const int D = NH * HS, F = tfm_model_config_ff(c);
     const int pre = c->ln == TFM_LN_PRE, L = f->n_layer, maxT = tfm_fwd_max_len(f);
     /* check everything before any work */
     size_t R = 0;
@@ -252,13 +255,13 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
             tfm_block_norm(blk, h, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C);
             ain = h;
         }
-        linear(f->qkv, ain, W->qkv_w, pk ? &pk[0] : NULL, Ri, C, 3 * C,
+        linear(f->qkv, ain, W->qkv_w, pk ? &pk[0] : NULL, Ri, C, 3 * D,
                (tfm_linear_epi){.bias = W->qkv_b});
         if (f->rope) /* q and k of every head: 2·NH heads of HS columns */
-            tfm_rope_apply(f->qkv, 3 * C, Ri, f->pos, 0, 2 * NH, HS, f->rope, f->max_len, 0);
+            tfm_rope_apply(f->qkv, 3 * D, Ri, f->pos, 0, 2 * NH, HS, f->rope, f->max_len, 0);
         attend(f, b, l, b->attn);
         /* x += att·Wp + b */
-        linear(h, f->att, W->proj_w, pk ? &pk[1] : NULL, Ri, C, C,
+        linear(h, f->att, W->proj_w, pk ? &pk[1] : NULL, Ri, D, C,
                (tfm_linear_epi){.bias = W->proj_b, .add = x, .ldadd = (size_t)C});
         if (!pre)
             tfm_block_norm(blk, x, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C);
@@ -297,7 +300,8 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
 double tfm_fwd_flops(const tfm_model_config *cfg, int n_layer, int len)
 {
     const double C = cfg->n_embd, F = tfm_model_config_ff(cfg), T = len;
+    const double D = tfm_model_config_attn_dim(cfg);
     /* qkv, proj, fc (two for a gated feed-forward), fc proj; Q·Kᵀ and P·V */
     const double nf = tfm_ffn_gated(cfg->ffn) ? 3 : 2;
-    return n_layer * (2.0 * T * C * (3 * C + C + nf * F) + 4.0 * T * T * C);
+    return n_layer * (2.0 * T * C * (3 * D + D + nf * F) + 4.0 * T * T * D);
 }

@@ -28,6 +28,8 @@ int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err)
     mi->cfg = lm.cfg;
     mi->file_bytes = lm.file_bytes;
     mi->eos = lm.eos;
+    mi->prefix_lm = lm.prefix_lm;
+    mi->prefix_pairs = lm.prefix_pairs;
     mi->bos = -1;
     if (lm.tok) {
         const tfm_tok_specials *sp = tfm_tokenizer_specials(lm.tok);

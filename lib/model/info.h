@@ -34,6 +34,11 @@ typedef struct tfm_model_info {
     int64_t eos;            /* end-of-text id, -1 when none */
     int64_t bos;            /* the tokenizer's beginning-of-text id (what
                                tfm-eval puts first), -1 when none */
+    int prefix_lm;          /* 1: trained as a prefix LM (train.task prefix-lm):
+                               a prompt is its prefix, seen whole */
+    int prefix_pairs;       /* a prefix LM trained on input<TAB>target pairs
+                               (train.prefix_from pairs), else on random
+                               splits of running text */
     int checksum;           /* 1: present and verified; 0: the file has none
                                (a mismatch is an error of tfm_model_info_read) */
 } tfm_model_info;

@@ -20,6 +20,7 @@
 void tfm_model_config_default(tfm_model_config *c)
 {
     memset(c, 0, sizeof *c);
+    c->forced_bos = -1;
     c->n_layer = 12;
     c->n_head = 12;
     c->n_embd = 768;
@@ -74,6 +75,16 @@ int tfm_model_config_ff(const tfm_model_config *c)
     return c->d_ff > 0 ? c->d_ff : 4 * c->n_embd;
 }
 
+int tfm_model_config_head_dim(const tfm_model_config *c)
+{
+    return c->head_dim > 0 ? c->head_dim : c->n_embd / c->n_head;
+}
+
+int tfm_model_config_attn_dim(const tfm_model_config *c)
+{
+    return c->n_head * tfm_model_config_head_dim(c);
+}
+
 int tfm_model_config_enc_layers(const tfm_model_config *c)
 {
     if (c->kind != TFM_KIND_ENCODER_DECODER)
@@ -94,15 +105,24 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "n_head %d is out of range [1, 1024]", c->n_head);
     if (c->n_embd < 1 || c->n_embd > 65536)
         return tfm_err_set(err, "n_embd %d is out of range [1, 65536]", c->n_embd);
-    if (c->n_embd % c->n_head)
+    if (c->head_dim < 0 || c->head_dim > 65536)
+        return tfm_err_set(err, "head_dim %d is out of range [0, 65536]", c->head_dim);
+    if (!c->head_dim && c->n_embd % c->n_head)
         return tfm_err_set(err, "n_embd %d is not a multiple of n_head %d", c->n_embd,
                            c->n_head);
+    if ((long)c->n_head * tfm_model_config_head_dim(c) > 1 << 20)
+        return tfm_err_set(err, "n_head %d x head_dim %d is too wide", c->n_head,
+                           tfm_model_config_head_dim(c));
     if (c->block_size < 1 || c->block_size > 1 << 20)
         return tfm_err_set(err, "block_size %d is out of range [1, 1048576]", c->block_size);
     if (c->vocab_size < 1 || c->vocab_size > 1 << 24)
         return tfm_err_set(err, "vocab_size %d is out of range [1, 16777216]", c->vocab_size);
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return tfm_err_set(err, "dropout %g is out of range [0, 1)", c->dropout);
+    if (!(c->ffn_dropout >= 0.0f && c->ffn_dropout < 1.0f))
+        return tfm_err_set(err, "ffn_dropout %g is out of range [0, 1)", c->ffn_dropout);
+    if (!(c->final_dropout >= 0.0f && c->final_dropout < 1.0f))
+        return tfm_err_set(err, "final_dropout %g is out of range [0, 1)", c->final_dropout);
     if (!(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f))
         return tfm_err_set(err, "label_smoothing %g is out of range [0, 1)",
                            c->label_smoothing);
@@ -139,10 +159,9 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "unknown position scheme %d", (int)c->pos);
     if (c->d_ff < 0 || c->d_ff > 1 << 20)
         return tfm_err_set(err, "d_ff %d is out of range [0, 1048576]", c->d_ff);
-    int hs = c->n_embd / c->n_head;
+    int hs = tfm_model_config_head_dim(c);
     if (c->pos == TFM_POS_ROPE && hs % 2)
-        return tfm_err_set(err, "positions rope needs an even head size; n_embd/n_head is %d",
-                           hs);
+        return tfm_err_set(err, "positions rope needs an even head size, not %d", hs);
     if (c->pos == TFM_POS_ROPE && !(c->rope_base > 1.0f))
         return tfm_err_set(err, "rope_base %g must be greater than 1", c->rope_base);
     if (c->pos == TFM_POS_SINUSOIDAL && c->n_embd % 2)
@@ -175,6 +194,12 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if (c->decoder_start < -1 || c->decoder_start >= c->vocab_size)
         return tfm_err_set(err, "decoder_start %d is outside the vocabulary (%d)",
                            c->decoder_start, c->vocab_size);
+    if (c->forced_bos < -1 || c->forced_bos >= c->vocab_size)
+        return tfm_err_set(err, "forced_bos %d is outside the vocabulary (%d)",
+                           c->forced_bos, c->vocab_size);
+    if ((c->forced_bos >= 0 || c->source_bos) && c->kind != TFM_KIND_ENCODER_DECODER)
+        return tfm_err_set(err, "forced_bos and source_bos are for encoder-decoders, not "
+                                "kind %s", tfm_kind_name(c->kind));
     if (c->kind == TFM_KIND_ENCODER_DECODER &&
         (c->mlm_head || c->pooler || c->n_classes || c->n_tags || c->span))
         return tfm_err_set(err, "the MLM, pooler, classifier, tagger and span heads are for "
@@ -210,7 +235,7 @@ int tfm_block_slot(const tfm_model_config *c, tfm_slot slot, int cross, const ch
                    size_t *d0, size_t *d1, int *decay)
 {
     int s = (int)slot;
-    size_t C = c->n_embd, F = tfm_model_config_ff(c);
+    size_t C = c->n_embd, F = tfm_model_config_ff(c), D = tfm_model_config_attn_dim(c);
     int gated = tfm_ffn_gated(c->ffn), rms = c->norm == TFM_NORM_RMS;
     static const char *const names[P_NLAYER] = {
         "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
@@ -219,11 +244,13 @@ int tfm_block_slot(const tfm_model_config *c, tfm_slot slot, int cross, const ch
         "xattn.c_proj.weight", "xattn.c_proj.bias", "ln_2.weight", "ln_2.bias",
         "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.wi_1.weight", "mlp.wi_1.bias",
         "mlp.c_proj.weight", "mlp.c_proj.bias"};
-    /* [d0, d1] of each slot; a bias's is d1 of its weight */
+    /* [d0, d1] of each slot, k·C for k > 0, F for FF, k·D for AD(k); a
+     * bias's is d1 of its weight */
+    enum { FF = -1, AD1 = -2, AD2 = -3, AD3 = -4 };
     static const int shape[P_NLAYER][2] = {
-        {1, 0}, {1, 0}, {1, 3}, {3, 0}, {1, 1}, {1, 0}, {1, 0}, {1, 0}, {1, 1}, {1, 0},
-        {1, 2}, {2, 0}, {1, 1}, {1, 0}, {1, 0}, {1, 0}, {1, -1}, {-1, 0}, {1, -1}, {-1, 0},
-        {-1, 1}, {1, 0}};
+        {1, 0}, {1, 0}, {1, AD3}, {AD3, 0}, {AD1, 1}, {1, 0}, {1, 0}, {1, 0}, {1, AD1},
+        {AD1, 0}, {1, AD2}, {AD2, 0}, {AD1, 1}, {1, 0}, {1, 0}, {1, 0}, {1, FF}, {FF, 0},
+        {1, FF}, {FF, 0}, {FF, 1}, {1, 0}};
     if (s >= P_LNXW && s <= P_XPB && !cross)
         return 0;
     if ((s == P_FC1W || s == P_FC1B) && !gated)
@@ -248,7 +275,9 @@ int tfm_block_slot(const tfm_model_config *c, tfm_slot slot, int cross, const ch
         *name = "mlp.wi_0.bias";
     size_t dim[2];
     for (int k = 0; k < 2; k++)
-        dim[k] = shape[s][k] < 0 ? F : (size_t)shape[s][k] * C;
+        dim[k] = shape[s][k] == FF ? F
+                 : shape[s][k] < 0 ? (size_t)(-1 - shape[s][k]) * D
+                                   : (size_t)shape[s][k] * C;
     *d0 = dim[0];
     *d1 = dim[1];
     *decay = dim[1] != 0; /* matrices only */
@@ -283,9 +312,11 @@ static int lora_site(const tfm_model_config *c, int site, int cross, const char 
     if (site == LS_FC1 && !gated)
         return 0;
     *module = site == LS_FC && gated ? "mlp.wi_0" : names[site];
-    int C = c->n_embd, F = tfm_model_config_ff(c);
-    *in = site == LS_FP ? F : C;
-    *out = site == LS_FC || site == LS_FC1 ? F : C;
+    int C = c->n_embd, F = tfm_model_config_ff(c), D = tfm_model_config_attn_dim(c);
+    *in = site == LS_FP ? F : site == LS_O || site == LS_XO ? D : C;
+    *out = site == LS_FC || site == LS_FC1                  ? F
+           : site == LS_O || site == LS_XO || site == LS_FP ? C
+                                                            : D;
     return 1;
 }
 
@@ -565,13 +596,14 @@ struct tfm_model_acts {
                                   all, no backward scratch */
     float *dfch;               /* [Nmax,F] */
     float *dfcl;               /* [Nmax,F] gated: d of the linear input */
-    float *dqkv;               /* [Nmax,3C] */
-    float *datty, *d0, *d1, *d2, *d3, *dtmp; /* [Nmax,C] */
-    float *dxkv;               /* [Ns,2C] */
+    float *dqkv;               /* [Nmax,3D] */
+    float *datty;              /* [Nmax,D] */
+    float *d0, *d1, *d2, *d3, *dtmp; /* [Nmax,C] */
+    float *dxkv;               /* [Ns,2D] */
     float *dmem;               /* [Ns,C] the gradient of the memory */
     float *attn_scratch;
     size_t attn_scratch_n;
-    float *lora_x;             /* [Nmax,max(C,F)] the adapters' scratch */
+    float *lora_x;             /* [Nmax,max(C,D,F)] the adapters' scratch */
     float *lora_du;            /* [Nmax,r] */
     /* dropout streams of the last forward */
     uint64_t seed;
@@ -664,7 +696,7 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
                        layer_acts *layers, int n_layer, size_t N, size_t att, int cross,
                        size_t Ns, size_t xatt, float *base, size_t *off)
 {
-    size_t C = c->n_embd, F = tfm_model_config_ff(c);
+    size_t C = c->n_embd, F = tfm_model_config_ff(c), D = tfm_model_config_attn_dim(c);
     take(&e->encoded, base, off, N * C);
     if (c->emb_norm) {
         take(&e->emb, base, off, N * C);
@@ -684,18 +716,18 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
         take(&la->ln1, base, off, N * C);
         take(&la->ln1_mean, base, off, N);
         take(&la->ln1_rstd, base, off, N);
-        take(&la->qkv, base, off, N * 3 * C);
+        take(&la->qkv, base, off, N * 3 * D);
         take(&la->att, base, off, att * c->n_head);
-        take(&la->atty, base, off, N * C);
+        take(&la->atty, base, off, N * D);
         take(&la->res_attn, base, off, N * C);
         if (cross) {
             take(&la->lnx, base, off, N * C);
             take(&la->lnx_mean, base, off, N);
             take(&la->lnx_rstd, base, off, N);
-            take(&la->xq, base, off, N * C);
-            take(&la->xkv, base, off, Ns * 2 * C);
+            take(&la->xq, base, off, N * D);
+            take(&la->xkv, base, off, Ns * 2 * D);
             take(&la->xatt, base, off, xatt * c->n_head);
-            take(&la->xatty, base, off, N * C);
+            take(&la->xatty, base, off, N * D);
             take(&la->res_x, base, off, N * C);
         }
         take(&la->ln2, base, off, N * C);
@@ -772,6 +804,7 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
                           size_t Ns, size_t att_s, size_t xatt, size_t scratch, float *base)
 {
     size_t C = c->n_embd, V = c->vocab_size, F = tfm_model_config_ff(c), off = 0;
+    size_t D = tfm_model_config_attn_dim(c), HS = tfm_model_config_head_dim(c);
     int L = c->n_layer, Le = tfm_model_config_enc_layers(c);
     size_t Nmax = N > Ns ? N : Ns;
     if (Le)
@@ -790,7 +823,7 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
         *ids[i] = (int32_t *)f;
     }
     if (c->pos == TFM_POS_SINUSOIDAL || c->pos == TFM_POS_ROPE)
-        take(&a->pe, base, &off, Nmax * C); /* max(T, S)·C ≥ max(T, S)·HS */
+        take(&a->pe, base, &off, Nmax * (C > HS ? C : HS)); /* sinusoids or angles */
     float *shared = NULL;
     if (!a->keep_fcg) {
         take(&shared, base, &off, Nmax * F);
@@ -805,21 +838,22 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
         take(&a->dfch, base, &off, Nmax * F);
         if (tfm_ffn_gated(c->ffn))
             take(&a->dfcl, base, &off, Nmax * F);
-        take(&a->dqkv, base, &off, Nmax * 3 * C);
-        take(&a->datty, base, &off, Nmax * C);
+        take(&a->dqkv, base, &off, Nmax * 3 * D);
+        take(&a->datty, base, &off, Nmax * D);
         take(&a->d0, base, &off, Nmax * C);
         take(&a->d1, base, &off, Nmax * C);
         take(&a->d2, base, &off, Nmax * C);
         take(&a->d3, base, &off, Nmax * C);
         take(&a->dtmp, base, &off, Nmax * C);
         if (Le) {
-            take(&a->dxkv, base, &off, Ns * 2 * C);
+            take(&a->dxkv, base, &off, Ns * 2 * D);
             take(&a->dmem, base, &off, Ns * C);
         }
     }
     take(&a->attn_scratch, base, &off, scratch);
     if (c->lora_r > 0) {
-        take(&a->lora_x, base, &off, Nmax * (F > C ? F : C));
+        size_t w = F > C ? F : C;
+        take(&a->lora_x, base, &off, Nmax * (w > D ? w : D));
         take(&a->lora_du, base, &off, Nmax * (size_t)c->lora_r);
     }
     return off;
@@ -835,8 +869,8 @@ static int acts_plan(tfm_model *m, int B, int T, int S, tfm_err *err)
     size_t Ns = (size_t)B * S, att_s = (size_t)B * S * S, xatt = (size_t)B * T * S;
     /* the biases need scratch of their own: describe them too */
     tfm_attn_t5 t5 = {.n_buckets = c->t5_buckets, .max_distance = c->t5_max_distance};
-    tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = c->n_head, .HS = c->n_embd / c->n_head,
-                      .alibi = m->alibi, .t5 = c->pos == TFM_POS_T5 ? &t5 : NULL};
+    tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = c->n_head,
+                      .HS = tfm_model_config_head_dim(c), .alibi = m->alibi, .t5 = c->pos == TFM_POS_T5 ? &t5 : NULL};
     size_t scratch = tfm_attn_scratch_floats(&probe);
     if (ed) {
         probe.Tq = probe.Tk = S;
@@ -1129,6 +1163,8 @@ enum { SITE_EMB, SITE_ATT, SITE_RATT, SITE_RMLP };
 #define ENC_SITES ((uint64_t)2 << 40)
 #define CROSS_SITES ((uint64_t)1 << 40)
 #define LORA_SITES ((uint64_t)3 << 40)
+#define FFN_SITES ((uint64_t)4 << 40)
+#define FINAL_SITES ((uint64_t)5 << 40)
 
 static uint64_t layer_site(uint64_t seed, uint64_t base, int l, int which)
 {
@@ -1143,6 +1179,29 @@ static uint64_t cross_site(uint64_t seed, int l, int which)
 static float drop_p(const tfm_model *m)
 {
     return m->training ? m->cfg.dropout : 0.0f;
+}
+
+/* The feed-forward's inner dropout (ffn_dropout) of block l of a stack:
+ * its probability and, in a range of its own, its stream. */
+static float ffn_p(const tfm_model *m)
+{
+    return m->training ? m->cfg.ffn_dropout : 0.0f;
+}
+
+static uint64_t ffn_site(uint64_t seed, int enc, int l)
+{
+    return site_seed(seed, FFN_SITES + (enc ? (uint64_t)1 << 36 : 0) + (uint64_t)l);
+}
+
+/* The dropout on a stack's output (final_dropout): probability, stream. */
+static float final_p(const tfm_model *m)
+{
+    return m->training ? m->cfg.final_dropout : 0.0f;
+}
+
+static uint64_t final_site(uint64_t seed, int enc)
+{
+    return site_seed(seed, FINAL_SITES + (uint64_t)enc);
 }
 
 static float lora_p(const tfm_model *m)
@@ -1356,7 +1415,7 @@ static tfm_attn self_attn(const tfm_model *m, const side *sd, int l)
     const tfm_model_config *c = &m->cfg;
     const tfm_model_acts *a = m->acts;
     tfm_attn at = {.B = m->B, .Tq = sd->T, .Tk = sd->T, .NH = c->n_head,
-                   .HS = c->n_embd / c->n_head, .dropout = drop_p(m),
+                   .HS = tfm_model_config_head_dim(c), .dropout = drop_p(m),
                    .seed = layer_site(a->seed, sd->site, l, SITE_ATT)};
     if (sd->enc) {
         at.mask = TFM_MASK_NONE;
@@ -1424,19 +1483,19 @@ static tfm_attn cross_attn(const tfm_model *m, int l)
     const tfm_model_config *c = &m->cfg;
     const tfm_model_acts *a = m->acts;
     return (tfm_attn){.B = m->B, .Tq = m->T, .Tk = a->S, .NH = c->n_head,
-                      .HS = c->n_embd / c->n_head, .mask = TFM_MASK_NONE,
+                      .HS = tfm_model_config_head_dim(c), .mask = TFM_MASK_NONE,
                       .key_len = a->src_len_i, .dropout = drop_p(m),
                       .seed = cross_site(a->seed, l, SITE_ATT), .impl = m->attn_impl,
                       .unscaled = c->attn_unscaled};
 }
 
 /* Rotates (or, with inverse, rotates back) the q and k columns of a stack's
- * rows laid out [N, 3C]: the 2·NH heads of q and k are adjacent. */
+ * rows laid out [N, 3D]: the 2·NH heads of q and k are adjacent. */
 static void rope_qk(tfm_model *m, const side *sd, float *qkv, int inverse)
 {
     const tfm_model_config *c = &m->cfg;
-    int C = c->n_embd, HS = C / c->n_head;
-    tfm_rope_apply(qkv, 3 * C, (int)sd->N, sd->pos, 0, 2 * c->n_head, HS, m->acts->pe,
+    int D = tfm_model_config_attn_dim(c), HS = tfm_model_config_head_dim(c);
+    tfm_rope_apply(qkv, 3 * D, (int)sd->N, sd->pos, 0, 2 * c->n_head, HS, m->acts->pe,
                    m->acts->n_pe, inverse);
 }
 
@@ -1493,6 +1552,7 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
     const tfm_block blk = tfm_model_block(c);
     tfm_model_acts *a = m->acts;
     int C = c->n_embd, F = tfm_model_config_ff(c), pre = c->ln == TFM_LN_PRE;
+    int D = tfm_model_config_attn_dim(c);
     size_t N = sd->N;
     float p = drop_p(m);
     layer_params lp = block_ptrs(m, m->params, sd->first, l, sd->cross);
@@ -1503,14 +1563,14 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
                               lp.p[P_LN1B], N, C);
     }
     const float *qin = pre ? la->ln1 : x;
-    linear_forward(la->qkv, qin, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * C);
+    linear_forward(la->qkv, qin, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * D);
     for (int j = 0; j < 3; j++)
-        lora_fwd(m, sd, l, &lp, LS_Q + j, la->qkv + j * C, 3 * C, qin, N);
+        lora_fwd(m, sd, l, &lp, LS_Q + j, la->qkv + j * D, 3 * D, qin, N);
     if (c->pos == TFM_POS_ROPE)
         rope_qk(m, sd, la->qkv, 0);
-    tfm_attn_forward(&at, la->atty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
-                     la->qkv + 2 * C, 3 * C, a->attn_scratch);
-    linear_forward(la->res_attn, la->atty, lp.p[P_PROJW], lp.p[P_PROJB], N, C, C);
+    tfm_attn_forward(&at, la->atty, D, la->att, la->qkv, 3 * D, la->qkv + D, 3 * D,
+                     la->qkv + 2 * D, 3 * D, a->attn_scratch);
+    linear_forward(la->res_attn, la->atty, lp.p[P_PROJW], lp.p[P_PROJB], N, D, C);
     lora_fwd(m, sd, l, &lp, LS_O, la->res_attn, C, la->atty, N);
     tfm_dropout_forward(la->res_attn, la->res_attn, N * C, p,
                         layer_site(a->seed, sd->site, l, SITE_RATT));
@@ -1531,14 +1591,14 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
                                   lp.p[P_LNXB], N, C);
             xin = la->lnx;
         }
-        linear_forward(la->xq, xin, lp.p[P_XQW], lp.p[P_XQB], N, C, C);
-        lora_fwd(m, sd, l, &lp, LS_XQ, la->xq, C, xin, N);
-        linear_forward(la->xkv, a->memory, lp.p[P_XKVW], lp.p[P_XKVB], Ns, C, 2 * C);
-        lora_fwd(m, sd, l, &lp, LS_XK, la->xkv, 2 * C, a->memory, Ns);
-        lora_fwd(m, sd, l, &lp, LS_XV, la->xkv + C, 2 * C, a->memory, Ns);
-        tfm_attn_forward(&xt, la->xatty, C, la->xatt, la->xq, C, la->xkv, 2 * C,
-                         la->xkv + C, 2 * C, a->attn_scratch);
-        linear_forward(la->res_x, la->xatty, lp.p[P_XPW], lp.p[P_XPB], N, C, C);
+        linear_forward(la->xq, xin, lp.p[P_XQW], lp.p[P_XQB], N, C, D);
+        lora_fwd(m, sd, l, &lp, LS_XQ, la->xq, D, xin, N);
+        linear_forward(la->xkv, a->memory, lp.p[P_XKVW], lp.p[P_XKVB], Ns, C, 2 * D);
+        lora_fwd(m, sd, l, &lp, LS_XK, la->xkv, 2 * D, a->memory, Ns);
+        lora_fwd(m, sd, l, &lp, LS_XV, la->xkv + D, 2 * D, a->memory, Ns);
+        tfm_attn_forward(&xt, la->xatty, D, la->xatt, la->xq, D, la->xkv, 2 * D,
+                         la->xkv + D, 2 * D, a->attn_scratch);
+        linear_forward(la->res_x, la->xatty, lp.p[P_XPW], lp.p[P_XPB], N, D, C);
         lora_fwd(m, sd, l, &lp, LS_XO, la->res_x, C, la->xatty, N);
         tfm_dropout_forward(la->res_x, la->res_x, N * C, p, cross_site(a->seed, l, SITE_RATT));
         tfm_add_inplace(la->res_x, h, N * C);
@@ -1562,6 +1622,7 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
         lora_fwd(m, sd, l, &lp, LS_FC1, la->fcl, F, mlp_in, N);
     }
     tfm_block_ffn_mid(&blk, la->fcg, la->fch, la->fcl, N * F);
+    tfm_dropout_forward(la->fcg, la->fcg, N * F, ffn_p(m), ffn_site(a->seed, sd->enc, l));
     linear_forward(la->res_mlp, la->fcg, lp.p[P_FCPW], lp.p[P_FCPB], N, F, C);
     lora_fwd(m, sd, l, &lp, LS_FP, la->res_mlp, C, la->fcg, N);
     tfm_dropout_forward(la->res_mlp, la->res_mlp, N * C, p,
@@ -1583,13 +1644,19 @@ static const float *stack_forward(tfm_model *m, const side *sd)
     const float *x = sd->e->encoded;
     for (int l = 0; l < sd->n_layer; l++)
         x = block_forward(m, sd, l, x);
-    if (c->ln != TFM_LN_PRE)
-        return x;
-    embed_acts *e = sd->e;
-    tfm_block_norm(&blk, e->lnf, e->lnf_mean, e->lnf_rstd, x,
-                          side_ptr(m, m->params, sd->pre, "ln_f.weight"),
-                          side_ptr(m, m->params, sd->pre, "ln_f.bias"), sd->N, c->n_embd);
-    return e->lnf;
+    /* the output (ln_f's, or the last block's ln_2 when post-LN) is no
+     * block's input and no norm's backward reads it: dropped in place */
+    float *out = (float *)x;
+    if (c->ln == TFM_LN_PRE) {
+        embed_acts *e = sd->e;
+        tfm_block_norm(&blk, e->lnf, e->lnf_mean, e->lnf_rstd, x,
+                       side_ptr(m, m->params, sd->pre, "ln_f.weight"),
+                       side_ptr(m, m->params, sd->pre, "ln_f.bias"), sd->N, c->n_embd);
+        out = e->lnf;
+    }
+    tfm_dropout_forward(out, out, sd->N * (size_t)c->n_embd, final_p(m),
+                        final_site(m->acts->seed, sd->enc));
+    return out;
 }
 
 /* ---- heads ---------------------------------------------------------------- */
@@ -1928,12 +1995,14 @@ static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tf
     m->T = T;
     keep_batch(a, batch, ed);
     float p = drop_p(m);
-    a->seed = p > 0.0f || lora_p(m) > 0.0f ? tfm_rng_u64(&m->rng) : 0;
+    a->seed = p > 0.0f || lora_p(m) > 0.0f || ffn_p(m) > 0.0f || final_p(m) > 0.0f
+                  ? tfm_rng_u64(&m->rng)
+                  : 0;
     a->n_pe = T > S ? T : S;
     if (c->pos == TFM_POS_SINUSOIDAL)
         tfm_sinusoidal_table(a->pe, a->n_pe, C);
     else if (c->pos == TFM_POS_ROPE) /* packed documents restart: no position reaches T */
-        tfm_rope_table(a->pe, 0, a->n_pe, C / c->n_head, c->rope_base);
+        tfm_rope_table(a->pe, 0, a->n_pe, tfm_model_config_head_dim(c), c->rope_base);
     if (ed) {
         side enc = side_of(m, 1);
         a->memory = stack_forward(m, &enc);
@@ -2032,25 +2101,25 @@ static void cross_backward(tfm_model *m, const side *sd, int l, const layer_para
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
     layer_acts *la = &a->layer[l];
-    int C = c->n_embd;
+    int C = c->n_embd, D = tfm_model_config_attn_dim(c);
     size_t N = (size_t)m->B * m->T, Ns = (size_t)m->B * a->S;
     tfm_attn xt = cross_attn(m, l);
     /* res_x = h + drop(xatty·Wxp + b) */
     tfm_dropout_backward(a->dtmp, dres, N * C, drop_p(m), cross_site(a->seed, l, SITE_RATT));
     linear_backward(a->datty, 0.0f, gp->p[P_XPW], gp->p[P_XPB], a->dtmp, la->xatty,
-                    lp->p[P_XPW], N, C, C);
+                    lp->p[P_XPW], N, D, C);
     lora_bwd(m, sd, l, lp, gp, LS_XO, a->datty, a->dtmp, C, la->xatty, N);
-    /* dq into dqkv as [N, C] */
-    tfm_attn_backward(&xt, a->dqkv, C, a->dxkv, 2 * C, a->dxkv + C, 2 * C, a->datty, C,
-                      la->xatt, la->xq, C, la->xkv, 2 * C, la->xkv + C, 2 * C,
+    /* dq into dqkv as [N, D] */
+    tfm_attn_backward(&xt, a->dqkv, D, a->dxkv, 2 * D, a->dxkv + D, 2 * D, a->datty, D,
+                      la->xatt, la->xq, D, la->xkv, 2 * D, la->xkv + D, 2 * D,
                       a->attn_scratch);
     linear_backward(a->dmem, 1.0f, gp->p[P_XKVW], gp->p[P_XKVB], a->dxkv, a->memory,
-                    lp->p[P_XKVW], Ns, C, 2 * C);
-    lora_bwd(m, sd, l, lp, gp, LS_XK, a->dmem, a->dxkv, 2 * C, a->memory, Ns);
-    lora_bwd(m, sd, l, lp, gp, LS_XV, a->dmem, a->dxkv + C, 2 * C, a->memory, Ns);
+                    lp->p[P_XKVW], Ns, C, 2 * D);
+    lora_bwd(m, sd, l, lp, gp, LS_XK, a->dmem, a->dxkv, 2 * D, a->memory, Ns);
+    lora_bwd(m, sd, l, lp, gp, LS_XV, a->dmem, a->dxkv + D, 2 * D, a->memory, Ns);
     linear_backward(dxin, beta, gp->p[P_XQW], gp->p[P_XQB], a->dqkv, xin, lp->p[P_XQW], N, C,
-                    C);
-    lora_bwd(m, sd, l, lp, gp, LS_XQ, dxin, a->dqkv, C, xin, N);
+                    D);
+    lora_bwd(m, sd, l, lp, gp, LS_XQ, dxin, a->dqkv, D, xin, N);
 }
 
 /* The feed-forward of a block backward: dres is the gradient of its
@@ -2063,11 +2132,16 @@ static void ffn_backward(tfm_model *m, const side *sd, int l, const tfm_block *b
 {
     tfm_model_acts *a = m->acts;
     int C = m->cfg.n_embd, F = tfm_model_config_ff(&m->cfg);
-    if (!a->keep_fcg)
+    float pf = ffn_p(m);
+    uint64_t fseed = ffn_site(a->seed, sd->enc, l);
+    if (!a->keep_fcg) { /* the same mask: a function of its stream */
         tfm_block_ffn_mid(blk, la->fcg, la->fch, la->fcl, N * F);
+        tfm_dropout_forward(la->fcg, la->fcg, N * F, pf, fseed);
+    }
     linear_backward(a->dfch, 0.0f, gp->p[P_FCPW], gp->p[P_FCPB], dres, la->fcg,
                     lp->p[P_FCPW], N, F, C);
     lora_bwd(m, sd, l, lp, gp, LS_FP, a->dfch, dres, C, la->fcg, N);
+    tfm_dropout_backward(a->dfch, a->dfch, N * F, pf, fseed);
     tfm_block_ffn_mid_backward(blk, a->dfch, a->dfcl, a->dfch, la->fch, la->fcl, N * F);
     linear_backward(din, beta, gp->p[P_FCW], gp->p[P_FCB], a->dfch, in, lp->p[P_FCW], N, C, F);
     lora_bwd(m, sd, l, lp, gp, LS_FC, din, a->dfch, F, in, N);
@@ -2085,7 +2159,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
     const tfm_model_config *c = &m->cfg;
     const tfm_block blk = tfm_model_block(c);
     tfm_model_acts *a = m->acts;
-    int C = c->n_embd;
+    int C = c->n_embd, D = tfm_model_config_attn_dim(c);
     size_t N = sd->N;
     float p = drop_p(m);
     float *G = m->grads, *P = m->params;
@@ -2118,17 +2192,17 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
         /* res_attn = x + drop(atty·Wproj + b); dy now holds d res_attn */
         tfm_dropout_backward(a->dtmp, dy, N * C, p, ratt);
         linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
-                        lp.p[P_PROJW], N, C, C);
+                        lp.p[P_PROJW], N, D, C);
         lora_bwd(m, sd, l, &lp, &gp, LS_O, a->datty, a->dtmp, C, la->atty, N);
-        tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
-                          a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
-                          la->qkv + 2 * C, 3 * C, a->attn_scratch);
+        tfm_attn_backward(&at, a->dqkv, 3 * D, a->dqkv + D, 3 * D, a->dqkv + 2 * D, 3 * D,
+                          a->datty, D, la->att, la->qkv, 3 * D, la->qkv + D, 3 * D,
+                          la->qkv + 2 * D, 3 * D, a->attn_scratch);
         if (c->pos == TFM_POS_ROPE)
             rope_qk(m, sd, a->dqkv, 1);
         linear_backward(a->dtmp, 0.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, la->ln1,
-                        lp.p[P_QKVW], N, C, 3 * C);
+                        lp.p[P_QKVW], N, C, 3 * D);
         for (int j = 0; j < 3; j++)
-            lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, a->dtmp, a->dqkv + j * C, 3 * C, la->ln1, N);
+            lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, a->dtmp, a->dqkv + j * D, 3 * D, la->ln1, N);
         tfm_block_norm_backward(&blk, dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
                                la->ln1_mean, la->ln1_rstd, N, C);
         grads_final(m, (size_t)(lp.p[P_LN1W] - P));
@@ -2163,17 +2237,17 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
     /* res_attn = x + drop(atty·Wproj + b) */
     tfm_dropout_backward(a->dtmp, dr1, N * C, p, ratt);
     linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
-                    lp.p[P_PROJW], N, C, C);
+                    lp.p[P_PROJW], N, D, C);
     lora_bwd(m, sd, l, &lp, &gp, LS_O, a->datty, a->dtmp, C, la->atty, N);
-    tfm_attn_backward(&at, a->dqkv, 3 * C, a->dqkv + C, 3 * C, a->dqkv + 2 * C, 3 * C,
-                      a->datty, C, la->att, la->qkv, 3 * C, la->qkv + C, 3 * C,
-                      la->qkv + 2 * C, 3 * C, a->attn_scratch);
+    tfm_attn_backward(&at, a->dqkv, 3 * D, a->dqkv + D, 3 * D, a->dqkv + 2 * D, 3 * D,
+                      a->datty, D, la->att, la->qkv, 3 * D, la->qkv + D, 3 * D,
+                      la->qkv + 2 * D, 3 * D, a->attn_scratch);
     if (c->pos == TFM_POS_ROPE)
         rope_qk(m, sd, a->dqkv, 1);
     linear_backward(dr1, 1.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, x, lp.p[P_QKVW], N, C,
-                    3 * C);
+                    3 * D);
     for (int j = 0; j < 3; j++)
-        lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, dr1, a->dqkv + j * C, 3 * C, x, N);
+        lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, dr1, a->dqkv + j * D, 3 * D, x, N);
     grads_final(m, (size_t)(lp.p[P_LN1W] - P));
     /* dr1 = d x: it becomes the next block's dy */
     a->d2 = dy;
@@ -2183,7 +2257,7 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
 
 /* A stack's blocks and embedding backward, from dout, the gradient of its
  * output (before the final norm's backward). */
-static void stack_backward(tfm_model *m, const side *sd, const float *dout)
+static void stack_backward(tfm_model *m, const side *sd, float *dout)
 {
     const tfm_model_config *c = &m->cfg;
     const tfm_block blk = tfm_model_block(c);
@@ -2193,6 +2267,7 @@ static void stack_backward(tfm_model *m, const side *sd, const float *dout)
     float *G = m->grads, *P = m->params;
     embed_acts *e = sd->e;
     float *dy = a->d0;
+    tfm_dropout_backward(dout, dout, N * C, final_p(m), final_site(a->seed, sd->enc));
     if (c->ln == TFM_LN_PRE) {
         memset(dy, 0, N * C * sizeof *dy);
         tfm_block_norm_backward(&blk, dy, side_ptr(m, G, sd->pre, "ln_f.weight"),

@@ -23,7 +23,8 @@
  * the same layout, the activations a third, planned for the largest (B, T)
  * seen so far and reused; nothing is allocated per step.
  *
- * The model (C = n_embd, F = d_ff, NH heads of HS = C/NH):
+ * The model (C = n_embd, F = d_ff, NH heads of HS = head_dim or C/NH, D =
+ * NH·HS the attention's inner width, C unless head_dim says otherwise):
  *   x = wte[tok]·(√C with emb_scale) (+ wpe[pos] learned | + sin/cos(pos) sinusoidal)
  *       (+ wse[segment] when n_segments > 0); x = ln_e(x) when emb_norm;
  *       dropout.
@@ -82,7 +83,11 @@
  * three-way tie of the original Transformer), else enc.wte of
  * src_vocab_size rows.
  * Dropout (one probability) after the embeddings, on the attention
- * probabilities, and after each of the two residual projections, as GPT-2.
+ * probabilities, and after each of the two residual projections, as GPT-2;
+ * with ffn_dropout, also on the feed-forward's hidden units before c_proj
+ * (mlp: drop(act(x·c_fc + b))·c_proj + b), as T5's DenseReluDense and
+ * BART's activation_dropout; with final_dropout, on each stack's output
+ * (after ln_f, or the last block when post-LN), as T5's stacks.
  *
  * Tensor names and layouts follow HuggingFace GPT-2, so GPT-2 checkpoints
  * map one to one (without the "transformer." prefix):
@@ -92,9 +97,9 @@
  *     ln_e.weight/.bias        [C]               (emb_norm only)
  *     rel_bias.weight          [NH, t5_buckets]  (t5 positions only)
  *     h.{i}.ln_1.weight/.bias  [C]
- *     h.{i}.attn.c_attn.weight [C, 3C]   (stored [in, out]: y = x·W + b)
- *     h.{i}.attn.c_attn.bias   [3C]      (q, k, v in that order)
- *     h.{i}.attn.c_proj.weight [C, C]    ([in, out])
+ *     h.{i}.attn.c_attn.weight [C, 3D]   (stored [in, out]: y = x·W + b)
+ *     h.{i}.attn.c_attn.bias   [3D]      (q, k, v in that order)
+ *     h.{i}.attn.c_proj.weight [D, C]    ([in, out])
  *     h.{i}.attn.c_proj.bias   [C]
  *     h.{i}.ln_2.weight/.bias  [C]
  *     h.{i}.mlp.c_fc.weight    [C, F]    ([in, out])
@@ -111,11 +116,11 @@
  * and enc.ln_f.* (pre-LN), then the decoder's blocks h.{i}.*, each with,
  * between attn.c_proj.bias and ln_2.weight:
  *     h.{i}.ln_x.weight/.bias     [C]
- *     h.{i}.xattn.c_q.weight      [C, C]    ([in, out])
- *     h.{i}.xattn.c_q.bias        [C]
- *     h.{i}.xattn.c_kv.weight     [C, 2C]   (k, v in that order)
- *     h.{i}.xattn.c_kv.bias       [2C]
- *     h.{i}.xattn.c_proj.weight   [C, C]
+ *     h.{i}.xattn.c_q.weight      [C, D]    ([in, out])
+ *     h.{i}.xattn.c_q.bias        [D]
+ *     h.{i}.xattn.c_kv.weight     [C, 2D]   (k, v in that order)
+ *     h.{i}.xattn.c_kv.bias       [2D]
+ *     h.{i}.xattn.c_proj.weight   [D, C]
  *     h.{i}.xattn.c_proj.bias     [C]
  * then ln_f.* (pre-LN), lm_head.weight (untied) and final_logits_bias.
  * With bias == 0 the four linear biases of each block are absent; layer
@@ -215,10 +220,17 @@ typedef struct tfm_model_config {
     tfm_pos pos;
     int n_layer;
     int n_head;
-    int n_embd;          /* C; a multiple of n_head */
+    int n_embd;          /* C; a multiple of n_head unless head_dim is set */
+    int head_dim;        /* HS, each head's width; 0 means n_embd/n_head.  The
+                            attention's inner width D = n_head·HS may differ
+                            from C (flan-t5-small: 6·64 over 512) */
     int block_size;      /* maximum context T */
     int vocab_size;      /* V */
     float dropout;       /* in [0, 1); applied only in training mode */
+    float ffn_dropout;   /* in [0, 1): on the feed-forward's hidden units
+                            (after act, or the gated product), in training */
+    float final_dropout; /* in [0, 1): on each stack's output, after its
+                            final norm (T5's T5Stack), in training */
     int tie_embeddings;  /* 1: the LM head is wte (default) */
     tfm_ln_place ln;
     tfm_act act;
@@ -238,6 +250,11 @@ typedef struct tfm_model_config {
     int head_bias;       /* 1: the LM head adds final_logits_bias [V] (BART) */
     int decoder_start;   /* encoder-decoder: the first decoder token; -1: the
                             tokenizer's bos, else eos (infer/generate.h) */
+    int forced_bos;      /* encoder-decoder: the token forced right after it
+                            in generation and first in every training
+                            target (HF's forced_bos_token_id); -1: none */
+    int source_bos;      /* encoder-decoder: text sources begin with the
+                            source tokenizer's bos (BART's <s>) */
     tfm_init init;       /* tfm_model_init_weights' scheme (GPT-2 by default) */
     tfm_norm_kind norm;  /* the stacks' norms: layernorm (default) or rmsnorm
                             (weight only; the MLM head keeps its LayerNorm) */
@@ -318,6 +335,10 @@ float tfm_head_scale(const tfm_model_config *cfg);
 
 /* F: d_ff, or 4·n_embd when 0. */
 int tfm_model_config_ff(const tfm_model_config *cfg);
+/* HS: head_dim, or n_embd/n_head when 0. */
+int tfm_model_config_head_dim(const tfm_model_config *cfg);
+/* D = n_head·HS: the width of q, k, v and of the heads concatenated. */
+int tfm_model_config_attn_dim(const tfm_model_config *cfg);
 /* The encoder's blocks of an encoder-decoder (n_enc_layer, or n_layer when
  * 0); 0 for the other kinds. */
 int tfm_model_config_enc_layers(const tfm_model_config *cfg);

@@ -121,7 +121,8 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
     for (int i = 0; ex && ex->lm_every && i < B_ * T_; i++)
         if (i % ex->lm_every != 1)
             c.y[i] = -1;
-    tfm_model_set_training(&c.m, cfg->dropout > 0.0f);
+    tfm_model_set_training(&c.m, cfg->dropout > 0.0f || cfg->ffn_dropout > 0.0f ||
+                                     cfg->final_dropout > 0.0f);
     tfm_rng_seed(&c.rng0, 5);
     model_loss(&c);
     tfm_model_zero_grad(&c.m);
@@ -165,6 +166,25 @@ static void check_model_with(const tfm_model_config *cfg, int ignore_one, const 
 static void check_model(const tfm_model_config *cfg, int ignore_one)
 {
     check_model_with(cfg, ignore_one, NULL);
+}
+
+/* A T5-like encoder-decoder over a padded 4-token source: one encoder
+ * block, T5 buckets, RMSNorm, no biases; weights of 0.3 (RMSNorm, after
+ * dropout too, on rows this short leaves the finite differences' quadratic
+ * regime at 0.4). */
+static void t5_like(tfm_model_config *cfg, extras *ex)
+{
+    static const int src_lengths[B_] = {4, 2};
+    cfg->kind = TFM_KIND_ENCODER_DECODER;
+    cfg->n_enc_layer = 1;
+    cfg->pos = TFM_POS_T5;
+    cfg->t5_buckets = 8;
+    cfg->t5_max_distance = 16;
+    cfg->norm = TFM_NORM_RMS;
+    cfg->bias = 0;
+    ex->scale = 0.3f;
+    ex->S = 4;
+    ex->src_lengths = src_lengths;
 }
 
 /* Every position scheme, in decoders (plain, prefix-LM, packed documents)
@@ -368,6 +388,70 @@ static void test_block_kinds(void **state)
     assert_non_null(strstr(err.msg, "norm"));
 }
 
+/* Heads whose total width n_head·head_dim is not n_embd (T5 v1.1 small,
+ * flan-t5-small: q, k, v [C, D], o [D, C]), narrower (3·2 over 8) and
+ * wider (2·6): a RoPE decoder, an ALiBi encoder, a flan-T5-like
+ * encoder-decoder (RMSNorm, GEGLU, unscaled, untied, no biases) and one
+ * with LoRA on every projection, against finite differences. */
+static void test_head_dim(void **state)
+{
+    (void)state;
+    const int lengths[B_] = {5, 3};
+    for (int v = 0; v < 4; v++) {
+        tfm_model_config cfg;
+        small_config(&cfg);
+        cfg.n_head = v % 2 ? 3 : 2;
+        cfg.head_dim = v % 2 ? 2 : 6;
+        cfg.d_ff = 12;
+        extras ex = {0};
+        if (v == 0) {
+            cfg.pos = TFM_POS_ROPE;
+        } else if (v == 1) {
+            cfg.kind = TFM_KIND_ENCODER;
+            cfg.pos = TFM_POS_ALIBI;
+            cfg.ln = TFM_LN_POST;
+            ex.lengths = lengths;
+        } else {
+            t5_like(&cfg, &ex);
+            cfg.ffn = TFM_FFN_GEGLU;
+            cfg.attn_unscaled = 1;
+            cfg.tie_embeddings = 0;
+        }
+        if (v == 3) {
+            cfg.lora_r = 2;
+            cfg.lora_alpha = 4;
+            cfg.lora_targets = 63;
+        }
+        check_model_with(&cfg, 0, &ex);
+    }
+    /* the shapes: q|k|v [C, 3D], the output projections [D, C] */
+    tfm_model_config cfg;
+    small_config(&cfg);
+    cfg.kind = TFM_KIND_ENCODER_DECODER;
+    cfg.n_head = 3;
+    cfg.head_dim = 2;
+    tfm_model m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+    const struct { const char *name; size_t d0, d1; } want[] = {
+        {"h.0.attn.c_attn.weight", 8, 18}, {"h.0.attn.c_attn.bias", 18, 0},
+        {"h.0.attn.c_proj.weight", 6, 8}, {"h.0.xattn.c_q.weight", 8, 6},
+        {"h.0.xattn.c_kv.weight", 8, 12}, {"h.0.xattn.c_proj.weight", 6, 8},
+        {"enc.h.0.attn.c_proj.bias", 8, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const tfm_param *p = tfm_model_param(&m, want[i].name);
+        assert_non_null(p);
+        assert_int_equal(p->shape[0], want[i].d0);
+        if (want[i].d1)
+            assert_int_equal(p->shape[1], want[i].d1);
+    }
+    size_t n = 0;
+    for (int i = 0; i < m.n_table; i++)
+        n += m.table[i].numel;
+    assert_int_equal(n, tfm_model_config_num_params(&cfg));
+    tfm_model_free(&m);
+}
+
 static void test_pre_ln(void **state)
 {
     (void)state;
@@ -399,6 +483,50 @@ static void test_dropout(void **state)
     small_config(&cfg);
     cfg.dropout = 0.2f;
     check_model(&cfg, 0);
+    /* the feed-forward's own dropout (T5's, BART's activation_dropout),
+     * alone and with the other: plain and gated, its output kept and
+     * recomputed (the same mask), in an encoder-decoder's two stacks; the
+     * dropout on each stack's output (T5's after its final norm), pre-
+     * and post-LN */
+    for (int v = 0; v < 5; v++) {
+        small_config(&cfg);
+        cfg.d_ff = 12;
+        cfg.ffn_dropout = v < 3 ? 0.3f : 0.0f;
+        cfg.final_dropout = v >= 2 ? 0.25f : 0.0f;
+        cfg.ln = v == 4 ? TFM_LN_POST : TFM_LN_PRE;
+        cfg.dropout = v == 1 ? 0.1f : 0.0f;
+        extras ex = {.recompute = v == 2};
+        if (v >= 1) {
+            t5_like(&cfg, &ex);
+            cfg.ffn = v == 1 ? TFM_FFN_GEGLU : TFM_FFN_PLAIN;
+            cfg.act = TFM_ACT_GELU_EXACT; /* ReLU's kinks defeat finite differences */
+        }
+        check_model_with(&cfg, 0, &ex);
+    }
+    /* it acts in training only, and there it changes the loss */
+    small_config(&cfg);
+    cfg.ffn_dropout = 0.5f;
+    tfm_model m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+    random_weights(&m, 3);
+    int32_t x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {2, 3, 4, 5, 6, 0};
+    float eval0, eval1, train0;
+    assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &eval0, &err), 0);
+    tfm_model_set_training(&m, 1);
+    assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &train0, &err), 0);
+    tfm_model_set_training(&m, 0);
+    assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &eval1, &err), 0);
+    assert_true(eval0 == eval1);
+    assert_true(fabsf(train0 - eval0) > 1e-4f);
+    tfm_model_free(&m);
+    cfg.ffn_dropout = 1.0f;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "ffn_dropout 1 is out of range"));
+    cfg.ffn_dropout = 0.0f;
+    cfg.final_dropout = -0.5f;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "final_dropout -0.5 is out of range"));
 }
 
 /* LoRA adapters (nn/lora.h) in every model kind, on every projection they
@@ -407,7 +535,7 @@ static void test_dropout(void **state)
 static void test_lora(void **state)
 {
     (void)state;
-    const int lengths[B_] = {5, 3}, src_lengths[B_] = {4, 2};
+    const int lengths[B_] = {5, 3};
     const int32_t labels[B_] = {1, 0};
     for (int v = 0; v < 4; v++) {
         tfm_model_config cfg;
@@ -426,19 +554,8 @@ static void test_lora(void **state)
             ex.lengths = lengths;
             ex.labels = labels;
         } else if (v >= 2) { /* T5-like, gated, with cross-attention */
-            cfg.kind = TFM_KIND_ENCODER_DECODER;
-            cfg.n_enc_layer = 1;
-            cfg.pos = TFM_POS_T5;
-            cfg.t5_buckets = 8;
-            cfg.t5_max_distance = 16;
-            cfg.norm = TFM_NORM_RMS;
+            t5_like(&cfg, &ex);
             cfg.ffn = v == 2 ? TFM_FFN_GEGLU : TFM_FFN_PLAIN;
-            cfg.bias = 0;
-            /* smaller weights: RMSNorm after dropout on rows this short
-             * leaves the finite differences' quadratic regime at 0.4 */
-            ex.scale = 0.3f;
-            ex.S = 4;
-            ex.src_lengths = src_lengths;
         }
         if (v == 3) {
             cfg.dropout = 0.1f;
@@ -546,6 +663,8 @@ static void test_table_and_init(void **state)
     assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
     assert_non_null(strstr(err.msg, "n_embd 8 is not a multiple of n_head 3"));
     assert_int_equal(tfm_model_init(&m, &cfg, &err), -1);
+    cfg.head_dim = 5; /* heads of their own width need not divide n_embd */
+    assert_int_equal(tfm_model_config_check(&cfg, &err), 0);
 }
 
 /* Data parallelism splits the batch rows; the loss and the gradient of the
@@ -889,6 +1008,7 @@ int main(void)
         cmocka_unit_test(test_grads_ready),
         cmocka_unit_test(test_batch_parts),
         cmocka_unit_test(test_inference),
+        cmocka_unit_test(test_head_dim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,6 +33,7 @@ static const char *const shape_keys[] = {
     "model.rope_base",  "model.t5_buckets",    "model.t5_max_distance", "model.segments",
     "model.emb_norm",   "model.emb_scale",     "model.norm_type",   "model.ffn",
     "model.attn_scale", "model.head_scale",    "model.decoder_start", "model.head_bias",
+    "model.head_dim",   "model.forced_bos",    "model.source_bos",
 };
 static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model.nsp",
                                         "model.classes",  "model.tags",   "model.span"};
@@ -52,7 +53,8 @@ static int applies(const tfm_config *c, const char *key)
     if (!strcmp(key, "model.block_size"))
         return c->model.positions == TFM_CONFIG_POS_LEARNED;
     if (!strcmp(key, "model.n_enc_layer") || !strcmp(key, "model.tie_source") ||
-        !strcmp(key, "model.src_vocab_size") || !strcmp(key, "model.decoder_start"))
+        !strcmp(key, "model.src_vocab_size") || !strcmp(key, "model.decoder_start") ||
+        !strcmp(key, "model.forced_bos") || !strcmp(key, "model.source_bos"))
         return c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
     return 1;
 }
@@ -67,6 +69,8 @@ static double value(const tfm_config *c, const tfm_config_key *k)
                                              : (double)*(const int *)f;
     if (v == 0 && !strcmp(k->path, "model.d_ff"))
         v = 4.0 * (double)c->model.n_embd;
+    else if (v == 0 && !strcmp(k->path, "model.head_dim") && c->model.n_head > 0)
+        v = (double)(c->model.n_embd / c->model.n_head);
     else if (v == 0 && !strcmp(k->path, "model.n_enc_layer"))
         v = (double)c->model.n_layer;
     else if (v == 0 && !strcmp(k->path, "model.src_vocab_size"))

@@ -7,6 +7,10 @@
  * and then text infilling (train.mask_ratio, train.poisson_lambda,
  * train.random_token_prob) + EOS, padded to the batch's longest; the
  * decoder's labels are the original window + EOS, its input BOS + window.
+ * As fairseq's and HF's BART see a text, <s> text </s>: with
+ * model.source_bos the source begins with the tokenizer's bos, and with
+ * model.forced_bos the labels begin with that token (never noised); the
+ * window is a token shorter.
  *
  * A sentence ends at a token whose text ends with . ! ? (or 。！？), or that
  * holds a line break (the data's segment boundaries, where the tokenizer
@@ -32,6 +36,7 @@ typedef struct dn_task {
     int permute;
     int64_t eval_batches;
     int32_t bos, eos, pad;
+    int32_t src_lead, tgt_lead; /* the source's and labels' first token; -1: none */
     uint32_t V;
     size_t n_ends;            /* tokens that end a sentence */
     unsigned char *special;   /* [V] never a random token */
@@ -48,17 +53,23 @@ static void draw(void *impl, const tfm_tokens *data, tfm_rng *rng, tfm_batch *b)
     for (int r = 0; r < K->B; r++) {
         /* the window is the labels; the source is made from it */
         int32_t *y = tb->rows_y + (size_t)r * K->T, *s = tb->rows_s + (size_t)r * K->T;
-        tfm_task_text_window(data, K->W, rng, y);
-        y[K->W] = K->eos;
-        tb->tgt_len[r] = K->T;
-        const int32_t *noisy = y;
+        int ty = K->tgt_lead >= 0, ts = K->src_lead >= 0;
+        if (ty)
+            y[0] = K->tgt_lead;
+        if (ts)
+            s[0] = K->src_lead;
+        int32_t *w = y + ty; /* the window */
+        tfm_task_text_window(data, K->W, rng, w);
+        w[K->W] = K->eos;
+        tb->tgt_len[r] = (int)K->W + 1 + ty;
+        const int32_t *noisy = w;
         if (K->permute) {
-            tfm_denoise_permute(&K->noise, y, K->W, K->is_end, rng, K->perm);
+            tfm_denoise_permute(&K->noise, w, K->W, K->is_end, rng, K->perm);
             noisy = K->perm;
         }
-        size_t n = tfm_denoise_infill(&K->noise, noisy, K->W, K->W, rng, s);
-        s[n] = K->eos;
-        tb->src_len[r] = (int)n + 1;
+        size_t n = tfm_denoise_infill(&K->noise, noisy, K->W, K->W, rng, s + ts);
+        s[ts + n] = K->eos;
+        tb->src_len[r] = ts + (int)n + 1;
     }
     tfm_text_batch_finish(tb, b);
 }
@@ -171,11 +182,18 @@ static int load(dn_task *K, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *
     K->eos = (int32_t)sp->eos;
     K->bos = (int32_t)tfm_task_decoder_start(cfg, sp);
     K->pad = sp->pad >= 0 ? (int32_t)sp->pad : K->eos;
-    if (cfg->model.block_size < 3)
+    if (cfg->model.source_bos && sp->bos < 0)
+        return tfm_err_set(err, "%s: model.source_bos, but the tokenizer has no "
+                           "beginning-of-text token to begin each source with", name);
+    K->src_lead = cfg->model.source_bos ? (int32_t)sp->bos : -1;
+    K->tgt_lead = (int32_t)cfg->model.forced_bos;
+    int lead = K->src_lead >= 0 || K->tgt_lead >= 0;
+    if (cfg->model.block_size < 3 + lead)
         return tfm_err_set(err, "model.block_size %lld is too short to denoise: the target "
-                           "needs at least 2 tokens and EOS", (long long)cfg->model.block_size);
+                           "needs at least 2 tokens and EOS%s", (long long)cfg->model.block_size,
+                           lead ? ", after its leading <s>" : "");
     K->T = (int)cfg->model.block_size;
-    K->W = (size_t)K->T - 1;
+    K->W = (size_t)K->T - 1 - (size_t)lead;
     if (tfm_task_text_open(&K->train, &K->val, cfg, tok, K->W, err) < 0)
         return -1;
     K->V = (uint32_t)cfg->model.vocab_size;

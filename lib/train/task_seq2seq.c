@@ -75,6 +75,9 @@ typedef struct reader {
     tfm_ids src;            /* the source being encoded */
     int max_len;
     int truncate_error;
+    int encoder;            /* the sources are an encoder's (else a prefix LM's inputs) */
+    int source_bos;         /* model.source_bos: sources begin with the bos */
+    int64_t forced_bos;     /* model.forced_bos: every target begins with it; -1: none */
     int keep_text;
     size_t *truncated;
     const char *prefix;     /* data.prefix: text put before every source */
@@ -92,11 +95,14 @@ static long encode_side(reader *r, pairs *P, const char *s, size_t n, int source
     if (source) {
         const tfm_tokenizer *tok = r->src_tok ? r->src_tok : r->tok;
         if (tfm_translate_source(tok, r->src_tok ? r->src_scratch : r->scratch, s, n,
-                                 r->max_len + 1, 1, &r->src, &cut, err) < 0)
+                                 r->source_bos, r->max_len + 1, 1, r->encoder, &r->src, &cut,
+                                 err) < 0)
             return tfm_err_prefix(err, "%s:%zu", file, line);
         tfm_ids_append(&P->ids, r->src.data, r->src.len);
         len = r->src.len - 1;
     } else {
+        if (r->forced_bos >= 0) /* as the decoder will be made to begin */
+            tfm_ids_push(&P->ids, (uint32_t)r->forced_bos);
         tfm_tokenizer_encode(r->tok, r->scratch, s, n, 0, &P->ids);
         len = P->ids.len - start;
         if (len > (size_t)r->max_len) {
@@ -253,6 +259,9 @@ int tfm_task_pairs_read(tfm_pairs *train, tfm_pairs *val, const tfm_config *cfg,
                 .src_tok = src_tok, .src_scratch = src_tok ? tfm_tok_scratch_new(src_tok) : NULL,
                 .max_len = max_len,
                 .truncate_error = cfg->data.truncate == TFM_CONFIG_TRUNCATE_ERROR,
+                .encoder = cfg->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER,
+                .source_bos = cfg->model.source_bos,
+                .forced_bos = cfg->model.forced_bos,
                 .keep_text = keep_text, .truncated = truncated,
                 .prefix = cfg->data.prefix, .prefix_len = strlen(cfg->data.prefix)};
     int rc;

@@ -21,8 +21,8 @@
  * prompts whatever else runs.
  *
  * Ownership: tfm_fewshot owns the demonstrations' text. */
-#ifndef TFM_INFER_FEWSHOT_H
-#define TFM_INFER_FEWSHOT_H
+#ifndef TFM_DATA_FEWSHOT_H
+#define TFM_DATA_FEWSHOT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/fewshot.h"
+
 #include "base/rng.h"
-#include "infer/fewshot.h"
 #include "io/json.h"
 
 void tfm_fewshot_init(tfm_fewshot *f, int k, uint64_t seed, int same)

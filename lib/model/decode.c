@@ -838,7 +838,7 @@ static void mlp_rows(tfm_infer *g, const tfm_layer_weights *L, int R, double *pr
     }
     prof_mark(g, prof_t, TFM_PROF_OTHER);
     linear(g, g->fc, min, L->fc_w, L->fc_w16, &L->fc_q8, L->fc_b, R, C, F);
-    if (L->fc1_w) /* gated: the linear input beside the gate */
+    if (g->fc1) /* gated: the linear input beside the gate (fc1_w may be stored only) */
         linear(g, g->fc1, min, L->fc1_w, L->fc1_w16, &L->fc1_q8, L->fc1_b, R, C, F);
     prof_mark(g, prof_t, TFM_PROF_FC);
     tfm_block_ffn_mid(&g->blk, g->fc, g->fc, g->fc1, (size_t)R * F);

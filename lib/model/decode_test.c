@@ -561,6 +561,7 @@ static void stored_only_case(int q8, int tied)
     tfm_model m;
     make_model(&m, TFM_LN_PRE, tied, 1, V);
     const int C = m.cfg.n_embd, F = tfm_model_config_ff(&m.cfg), nb = C / TFM_Q8_BLOCK;
+    const int D = tfm_model_config_attn_dim(&m.cfg);
     tfm_weights w, s;
     tfm_err err = {0};
     assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
@@ -593,15 +594,24 @@ static void stored_only_case(int q8, int tied)
     s.layers = malloc(sizeof *s.layers * (size_t)w.n_layer);
     s.bf16_store = NULL;
     s.q8_store = NULL;
+    int stored = 0;
     for (int l = 0; l < w.n_layer; l++) {
         tfm_layer_weights *L = &w.layers[l], *S = &s.layers[l];
-        widen_into((float *)L->qkv_w, q8 ? &L->qkv_q8 : NULL, L->qkv_w16, C, 3 * C, 1);
-        widen_into((float *)L->proj_w, q8 ? &L->proj_q8 : NULL, L->proj_w16, C, C, 1);
-        widen_into((float *)L->fc_w, q8 ? &L->fc_q8 : NULL, L->fc_w16, C, F, 1);
-        widen_into((float *)L->fcp_w, q8 ? &L->fcp_q8 : NULL, L->fcp_w16, F, C, 1);
         *S = *L;
-        S->qkv_w = S->proj_w = S->fc_w = S->fcp_w = NULL;
+        const float **f[5] = {&S->qkv_w, &S->proj_w, &S->fc_w, &S->fc1_w, &S->fcp_w};
+        const tfm_q8 *c8[5] = {&L->qkv_q8, &L->proj_q8, &L->fc_q8, &L->fc1_q8, &L->fcp_q8};
+        const uint16_t *c16[5] = {L->qkv_w16, L->proj_w16, L->fc_w16, L->fc1_w16, L->fcp_w16};
+        const int K[5] = {C, D, C, C, F}, N[5] = {3 * D, C, F, F, C};
+        for (int k = 0; k < 5; k++) {
+            /* no gate, or an input not whole 8-bit blocks: no copy, floats stay */
+            if (!*f[k] || (q8 ? !c8[k]->q : !c16[k]))
+                continue;
+            widen_into((float *)*f[k], q8 ? c8[k] : NULL, c16[k], K[k], N[k], 1);
+            *f[k] = NULL;
+            stored++;
+        }
     }
+    assert_true(stored >= 3 * w.n_layer);
     widen_into(wte, q8 ? &wte_q8 : NULL, wte16, C, V, 0);
     if (!tied)
         widen_into((float *)w.lm_head, q8 ? &w.lm_head_q8 : NULL, w.lm_head16, C, V, 0);
@@ -811,6 +821,7 @@ static void test_head_dim(void **state)
         kind_norm = k % 2 ? TFM_NORM_RMS : TFM_NORM_LAYER;
         kind_ffn = k % 2 ? TFM_FFN_GEGLU : TFM_FFN_PLAIN;
         kind_unscaled = (int)(k % 2);
+        test_stored_only(state); /* widths D: the stored-only prompt pass */
         greedy_case_pos(TFM_LN_PRE, 1, 1, TFM_POS_ROPE, 1);
         greedy_case_pos(TFM_LN_POST, 0, 0, TFM_POS_T5, 1);
         encdec_case(TFM_POS_T5, 0);

@@ -319,7 +319,11 @@ void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
                  const float *b, int n)
 {
     const int N = W->N, K = W->K, nb = K / TFM_Q8_BLOCK;
-    const block_sums_fn fn = kernels[tfm_q8_kernel()].fn;
+    const int kernel = tfm_q8_kernel();
+    const block_sums_fn fn = kernels[kernel].fn;
+    /* the portable kernel widens scales portably too: the kernels' equal
+     * results (q8_test) then cover F16C's widening */
+    void (*const widen)(float *, const uint16_t *, int) = kernel ? scales_f32 : scales_portable;
     int nt = 1;
 #ifdef _OPENMP
     if ((size_t)N * K >= Q8_PAR_MIN && !omp_in_parallel())
@@ -341,7 +345,7 @@ void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
             for (int c0 = 0; c0 < nb; c0 += CHUNK) {
                 int m = nb - c0 < CHUNK ? nb - c0 : CHUNK;
                 fn(sums, wj + (size_t)c0 * TFM_Q8_BLOCK, xr + (size_t)c0 * TFM_Q8_BLOCK, m);
-                scales_f32(dw, dj + c0, m);
+                widen(dw, dj + c0, m);
                 const float *a = dw, *x = dr + c0;
                 int k = 0;
                 for (; k + 8 <= m; k += 8)

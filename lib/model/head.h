@@ -7,7 +7,9 @@
  * field (transformer.h) and, when it has targets, a tfm_head loss slot and
  * its tfm_batch fields.
  *
- * A part, for a config that has it (has):
+ * A part, for a config that has it (has; check_config and check run for
+ * every config and batch, so that a field or targets for an absent head
+ * are errors):
  *   params    adds its tensors to the parameter table (after the LM head,
  *             in tfm_head_parts order: the table order of model files);
  *   layout    lays out its activations (tfm_acts_take; the first pass,
@@ -59,7 +61,7 @@ void tfm_head_linear_backward(float *dinp, float beta, float *dW, float *db,
 /* ---- the interface ------------------------------------------------------- */
 
 typedef struct tfm_head_part {
-    const char *name;
+    const char *name;    /* in messages: "the %s head" */
     tfm_head loss;       /* the loss it computes (TFM_HEAD_LM: a transform
                             of the LM head's input) */
     size_t acts_size;    /* bytes of its activation struct */
@@ -67,6 +69,8 @@ typedef struct tfm_head_part {
     /* A fine-tuning head: without targets the LM logits are skipped.  NULL:
      * never. */
     int (*task)(const tfm_model_config *c);
+    /* its config fields (NULL: nothing to check) */
+    int (*check_config)(const tfm_model_config *c, tfm_err *err);
     void (*params)(tfm_table_builder *tb, const tfm_model_config *c);
     void (*layout)(void *acts, const tfm_model_config *c, size_t N, float *base, size_t *off);
     /* NULL for the LM transform (the LM's targets are the core's): */

@@ -40,6 +40,16 @@ static int task(const tfm_model_config *c)
     return c->n_classes && !c->nsp;
 }
 
+static int check_config(const tfm_model_config *c, tfm_err *err)
+{
+    if (c->n_classes < 0 || c->n_classes > 1 << 16)
+        return tfm_err_set(err, "classes %d is out of range [0, 65536]", c->n_classes);
+    if (c->nsp && c->n_classes != 2)
+        return tfm_err_set(err, "nsp (the next-sentence head) has 2 classes, not %d",
+                           c->n_classes);
+    return 0;
+}
+
 static void params(tfm_table_builder *tb, const tfm_model_config *c)
 {
     size_t C = c->n_embd;
@@ -202,11 +212,12 @@ static const float *out(const void *acts, const tfm_model *m, int *rows, int *co
 }
 
 const tfm_head_part tfm_head_class = {
-    .name = "class",
+    .name = "pooler and classifier",
     .loss = TFM_HEAD_CLASS,
     .acts_size = sizeof(class_acts),
     .has = has,
     .task = task,
+    .check_config = check_config,
     .params = params,
     .layout = layout,
     .check = check,

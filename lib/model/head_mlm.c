@@ -25,6 +25,14 @@ static int has(const tfm_model_config *c)
     return c->mlm_head;
 }
 
+static int check_config(const tfm_model_config *c, tfm_err *err)
+{
+    if (c->head_bias && c->mlm_head)
+        return tfm_err_set(err, "head_bias with mlm_head: the MLM head has its own bias "
+                                "(cls.predictions.bias)");
+    return 0;
+}
+
 static void params(tfm_table_builder *tb, const tfm_model_config *c)
 {
     size_t C = c->n_embd;
@@ -99,10 +107,11 @@ static void lm_backward(void *acts, tfm_model *m, int R, float *dx, float *dfina
 }
 
 const tfm_head_part tfm_head_mlm = {
-    .name = "mlm",
+    .name = "MLM",
     .loss = TFM_HEAD_LM,
     .acts_size = sizeof(mlm_acts),
     .has = has,
+    .check_config = check_config,
     .params = params,
     .layout = layout,
     .lm_forward = lm_forward,

@@ -23,6 +23,13 @@ static int task(const tfm_model_config *c)
     return c->n_tags > 0;
 }
 
+static int check_config(const tfm_model_config *c, tfm_err *err)
+{
+    if (c->n_tags < 0 || c->n_tags > 1 << 16)
+        return tfm_err_set(err, "tags %d is out of range [0, 65536]", c->n_tags);
+    return 0;
+}
+
 static void params(tfm_table_builder *tb, const tfm_model_config *c)
 {
     tfm_table_add(tb, "token_classifier.weight", (size_t)c->n_tags, (size_t)c->n_embd, 1, 1);
@@ -112,11 +119,12 @@ static const float *out(const void *acts, const tfm_model *m, int *rows, int *co
 }
 
 const tfm_head_part tfm_head_tag = {
-    .name = "tag",
+    .name = "tagger",
     .loss = TFM_HEAD_TAG,
     .acts_size = sizeof(tag_acts),
     .has = has,
     .task = task,
+    .check_config = check_config,
     .params = params,
     .layout = layout,
     .check = check,

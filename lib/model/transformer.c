@@ -183,15 +183,6 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "segments %d on %s: segment embeddings are for "
                            "encoders (kind: encoder)", c->n_segments,
                            c->kind == TFM_KIND_DECODER ? "a decoder" : "an encoder-decoder");
-    if (c->n_classes < 0 || c->n_classes > 1 << 16 || c->n_tags < 0 || c->n_tags > 1 << 16)
-        return tfm_err_set(err, "classes %d or tags %d is out of range [0, 65536]",
-                           c->n_classes, c->n_tags);
-    if (c->nsp && c->n_classes != 2)
-        return tfm_err_set(err, "nsp (the next-sentence head) has 2 classes, not %d",
-                           c->n_classes);
-    if (c->head_bias && c->mlm_head)
-        return tfm_err_set(err, "head_bias with mlm_head: the MLM head has its own bias "
-                                "(cls.predictions.bias)");
     if (c->decoder_start < -1 || c->decoder_start >= c->vocab_size)
         return tfm_err_set(err, "decoder_start %d is outside the vocabulary (%d)",
                            c->decoder_start, c->vocab_size);
@@ -201,10 +192,14 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if ((c->forced_bos >= 0 || c->source_bos) && c->kind != TFM_KIND_ENCODER_DECODER)
         return tfm_err_set(err, "forced_bos and source_bos are for encoder-decoders, not "
                                 "kind %s", tfm_kind_name(c->kind));
-    if (c->kind == TFM_KIND_ENCODER_DECODER &&
-        (c->mlm_head || c->pooler || c->n_classes || c->n_tags || c->span))
-        return tfm_err_set(err, "the MLM, pooler, classifier, tagger and span heads are for "
-                                "encoders and decoders, not encoder-decoders");
+    for (int h = 0; tfm_head_parts[h]; h++) {
+        const tfm_head_part *hp = tfm_head_parts[h];
+        if (hp->check_config && hp->check_config(c, err) < 0)
+            return -1;
+        if (c->kind == TFM_KIND_ENCODER_DECODER && hp->has(c))
+            return tfm_err_set(err, "the %s head is for encoders and decoders, not "
+                               "encoder-decoders", hp->name);
+    }
     if (c->lora_r < 0 || c->lora_r > 65536)
         return tfm_err_set(err, "lora rank %d is out of range [0, 65536]", c->lora_r);
     if (c->lora_r && !(c->lora_alpha > 0.0f))

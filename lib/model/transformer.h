@@ -135,9 +135,10 @@
  * mlp.c_proj, transposed ([out, in] there); its layer.N.layer_norm.weight
  * are ln_1, ln_x and ln_2, final_layer_norm ln_f.
  *
- * Heads, after everything above, each a part of its own with HuggingFace
- * BERT's names; their Linears are stored [out, in] as HF's nn.Linear, and
- * always have biases.  h is the stack's output (after ln_f when pre-LN):
+ * Heads, after everything above, each a part of its own (a file
+ * lib/model/head_*.c behind model/head.h's interface, listed in head.c in
+ * this order) with HuggingFace BERT's names; their Linears are stored
+ * [out, in] as HF's nn.Linear, and always have biases.  h is the stack's output (after ln_f when pre-LN):
  *   mlm_head: logits = LN(act(h·Dᵀ + d))·headᵀ + cls.predictions.bias,
  *     computed only at the positions whose target is not -1:
  *     cls.predictions.transform.dense.weight      [C, C]

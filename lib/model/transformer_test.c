@@ -267,6 +267,55 @@ static void test_heads(void **state)
     check_model_with(&cfg, 1, &(extras){.cls_pos = last, .labels = labels, .lm_weight = 0.5f});
 }
 
+/* The heads' own config checks (model/head_*.c), and heads on a kind that
+ * has none. */
+static void test_head_config(void **state)
+{
+    (void)state;
+    tfm_model_config cfg;
+    tfm_err err;
+    small_config(&cfg);
+    cfg.n_classes = 3;
+    cfg.nsp = 1;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "has 2 classes, not 3"));
+    small_config(&cfg);
+    cfg.n_tags = 70000;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "tags 70000 is out of range"));
+    small_config(&cfg);
+    cfg.mlm_head = cfg.head_bias = 1;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "the MLM head has its own bias"));
+    small_config(&cfg);
+    cfg.kind = TFM_KIND_ENCODER_DECODER;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), 0);
+    cfg.span = 1;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "the span head is for encoders and decoders"));
+    /* every head's tensors, in table order, after the LM head's */
+    small_config(&cfg);
+    cfg.kind = TFM_KIND_ENCODER;
+    cfg.tie_embeddings = 0;
+    cfg.mlm_head = cfg.pooler = cfg.span = 1;
+    cfg.n_classes = 2;
+    cfg.n_tags = 3;
+    tfm_model m;
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+    const char *tail[] = {"lm_head.weight", "cls.predictions.transform.dense.weight",
+                          "cls.predictions.transform.dense.bias",
+                          "cls.predictions.transform.LayerNorm.weight",
+                          "cls.predictions.transform.LayerNorm.bias", "cls.predictions.bias",
+                          "pooler.dense.weight", "pooler.dense.bias", "classifier.weight",
+                          "classifier.bias", "token_classifier.weight",
+                          "token_classifier.bias", "qa_outputs.weight", "qa_outputs.bias"};
+    int n = (int)(sizeof tail / sizeof *tail);
+    assert_true(m.n_table > n);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(m.table[m.n_table - n + i].name, tail[i]);
+    tfm_model_free(&m);
+}
+
 /* Encoder-decoders: every position scheme, pre- and post-LN, three-way tied
  * and untied (a source vocabulary of its own), a padded source. */
 static void test_encoder_decoder(void **state)
@@ -995,6 +1044,7 @@ int main(void)
     tfm_blas_init(0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pre_ln),
+        cmocka_unit_test(test_head_config),
         cmocka_unit_test(test_post_ln_variants),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_lora),

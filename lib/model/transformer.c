@@ -922,20 +922,8 @@ int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err)
     return 0;
 }
 
-enum { MAX_REPLICAS = 64 };
-
-static void free_replicas(tfm_model *m)
-{
-    for (int k = 0; k + 1 < m->n_rep; k++)
-        tfm_model_free(&m->rep[k]);
-    free(m->rep);
-    m->rep = NULL;
-    m->n_rep = 0;
-}
-
 void tfm_model_free(tfm_model *m)
 {
-    free_replicas(m);
     if (!m->shares_params) {
         free(m->params);
         free(m->table);
@@ -946,33 +934,24 @@ void tfm_model_free(tfm_model *m)
     memset(m, 0, sizeof *m);
 }
 
-void tfm_model_set_replicas(tfm_model *m, int n)
+void tfm_model_init_replica(tfm_model *r, const tfm_model *m)
 {
-    TFM_ASSERT(!m->shares_params);
-    free_replicas(m);
-    if (n > MAX_REPLICAS) /* a cap for the per-step bookkeeping on the stack */
-        n = MAX_REPLICAS;
-    if (n <= 1)
-        return;
-    m->rep = tfm_calloc((size_t)n - 1, sizeof *m->rep);
-    for (int k = 0; k < n - 1; k++) {
-        tfm_model *r = &m->rep[k];
-        r->cfg = m->cfg;
-        r->params = m->params;
-        r->table = m->table;
-        r->n_table = m->n_table;
-        r->first_layer = m->first_layer;
-        r->enc_first_layer = m->enc_first_layer;
-        r->alibi = m->alibi;
-        r->attn_impl = m->attn_impl;
-        r->recompute = m->recompute;
-        r->n_params = m->n_params;
-        r->shares_params = 1;
-        r->loss = -1.0f;
-        r->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
-        memset(r->grads, 0, m->n_params * sizeof(float));
-    }
-    m->n_rep = n;
+    TFM_ASSERT(!m->shares_params && m->grads);
+    memset(r, 0, sizeof *r);
+    r->cfg = m->cfg;
+    r->params = m->params;
+    r->table = m->table;
+    r->n_table = m->n_table;
+    r->first_layer = m->first_layer;
+    r->enc_first_layer = m->enc_first_layer;
+    r->alibi = m->alibi;
+    r->attn_impl = m->attn_impl;
+    r->recompute = m->recompute;
+    r->n_params = m->n_params;
+    r->shares_params = 1;
+    r->loss = -1.0f;
+    r->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
+    memset(r->grads, 0, m->n_params * sizeof(float));
 }
 
 void tfm_model_init_weights(tfm_model *m, uint64_t seed)
@@ -1058,7 +1037,6 @@ size_t tfm_model_blocks_offset(const tfm_model *m)
 void tfm_model_set_inference(tfm_model *m)
 {
     TFM_ASSERT(!m->shares_params);
-    free_replicas(m);
     free(m->grads);
     m->grads = NULL;
     acts_free(m->acts); /* re-planned without what backward needs */
@@ -1069,10 +1047,7 @@ void tfm_model_set_inference(tfm_model *m)
 size_t tfm_model_bytes(const tfm_model *m)
 {
     size_t n = (m->shares_params ? 0 : m->n_params) + (m->grads ? m->n_params : 0);
-    size_t bytes = n * sizeof(float) + (m->acts ? m->acts->bytes : 0);
-    for (int k = 0; k + 1 < m->n_rep; k++)
-        bytes += tfm_model_bytes(&m->rep[k]);
-    return bytes;
+    return n * sizeof(float) + (m->acts ? m->acts->bytes : 0);
 }
 
 /* ---- layers -------------------------------------------------------------- */
@@ -1167,7 +1142,7 @@ static int check_heads(const tfm_model_config *c, const tfm_batch *b, tfm_err *e
 
 /* The batch's shape and ids, before any work: errors name the row and
  * position in the batch as the caller gave it. */
-static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
+int tfm_batch_check(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
 {
     int V = c->vocab_size, B = b->B, T = b->T;
     int ed = c->kind == TFM_KIND_ENCODER_DECODER;
@@ -1714,7 +1689,7 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
                                         f[tfm_head_parts[h]->loss]);
 }
 
-static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
+int tfm_model_forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
 {
     const tfm_model_config *c = &m->cfg;
     int B = batch->B, T = batch->T, ed = c->kind == TFM_KIND_ENCODER_DECODER;
@@ -1752,9 +1727,9 @@ static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tf
 
 int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
 {
-    if (check_batch(&m->cfg, batch, err) < 0)
+    if (tfm_batch_check(&m->cfg, batch, err) < 0)
         return -1;
-    return forward_checked(m, batch, loss, err);
+    return tfm_model_forward_checked(m, batch, loss, err);
 }
 
 int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
@@ -1775,52 +1750,11 @@ static size_t stack_end(const tfm_model *m, const side *sd)
     return row < m->n_table ? m->table[row].offset : m->n_params;
 }
 
-/* grads[lo, hi) += the first n - 1 replicas' grads, in replica order, and
- * theirs back to zero: each element gets the same sums however the range
- * is cut, so summing it in pieces during backward changes no bit. */
-static void add_replicas(tfm_model *m, int n, size_t lo, size_t hi, int threads)
-{
-    size_t chunk = 1 << 14, nchunks = (hi - lo + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (size_t c = 0; c < nchunks; c++) {
-        size_t a = lo + c * chunk, b = a + chunk < hi ? a + chunk : hi;
-        for (int k = 0; k + 1 < n; k++) {
-            float *g = m->rep[k].grads;
-#pragma omp simd
-            for (size_t i = a; i < b; i++)
-                m->grads[i] += g[i];
-            memset(g + a, 0, (b - a) * sizeof *g);
-        }
-    }
-}
-
 /* Backward of m has written grads[lo, n_params) for the last time. */
 static void grads_final(tfm_model *m, size_t lo)
 {
-    if (m->shares_params) {
-        /* a replica: the master's thread adds its final part in */
-        __atomic_store_n(&m->ready_lo, lo, __ATOMIC_RELEASE);
-        return;
-    }
-    if (!m->grads_ready)
-        return;
-    if (m->ready_parts <= 1) {
+    if (m->grads_ready)
         m->grads_ready(m->grads_ready_ctx, lo);
-        return;
-    }
-    /* with replicas (this is thread 0, running part 0): final where every
-     * part is; the others run on meanwhile, and what they finish after
-     * this one's backward is added after the parallel region */
-    size_t all = lo;
-    for (int k = 0; k + 1 < m->ready_parts; k++) {
-        size_t r = __atomic_load_n(&m->rep[k].ready_lo, __ATOMIC_ACQUIRE);
-        all = r > all ? r : all;
-    }
-    if (all < m->ready_lo) {
-        add_replicas(m, m->ready_parts, all, m->ready_lo, 1);
-        m->ready_lo = all;
-    }
-    m->grads_ready(m->grads_ready_ctx, m->ready_lo);
 }
 
 /* The cross-attention sublayer of decoder block l backward: dh is the
@@ -2048,7 +1982,7 @@ static void stack_backward(tfm_model *m, const side *sd, float *dout)
 
 /* Backward of the last forward; f[h]: d(loss)/d(each counted item's loss)
  * of head h. */
-static void backward_items(tfm_model *m, const float *f)
+void tfm_model_backward_heads(tfm_model *m, const float f[TFM_HEAD_N])
 {
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
@@ -2084,10 +2018,16 @@ void tfm_model_backward(tfm_model *m, float scale)
     for (int h = 0; h < TFM_HEAD_N; h++)
         f[h] = a->hcount[h] ? scale / (float)a->hcount[h] : 0.0f;
     f[TFM_HEAD_LM] *= a->lm_weight;
-    backward_items(m, f);
+    tfm_model_backward_heads(m, f);
 }
 
-/* ---- data parallelism ---------------------------------------------------- */
+/* ---- batches in parts ----------------------------------------------------- */
+
+const long *tfm_model_head_counts(const tfm_model *m)
+{
+    return m->acts->hcount;
+}
+
 
 int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                              int B, int T, float scale, float *loss, tfm_err *err)
@@ -2131,20 +2071,18 @@ void tfm_batch_counts(const tfm_model_config *c, const tfm_batch *b, long count[
             count[tfm_head_parts[h]->loss] = tfm_head_parts[h]->count(c, b);
 }
 
-/* Backward's factor of each head: its mean runs over total[h] targets. */
-static void head_factors(float f[TFM_HEAD_N], const long total[TFM_HEAD_N],
-                         const float w[TFM_HEAD_N], float scale)
+void tfm_head_factors(float f[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                      const float w[TFM_HEAD_N], float scale)
 {
     for (int h = 0; h < TFM_HEAD_N; h++)
         f[h] = total[h] ? scale * w[h] / (float)total[h] : 0.0f;
 }
 
-/* m's head losses and loss from the n parts' means over count[k][h]
- * targets: each head's sum over total[h] (with tfm_batch.head_total, this
- * batch's share of the larger one's mean). */
-static void parts_loss(tfm_model *m, tfm_model *const *part, int n,
-                       long (*count)[TFM_HEAD_N], const long total[TFM_HEAD_N],
-                       const int given[TFM_HEAD_N], const float w[TFM_HEAD_N])
+/* With tfm_batch.head_total, each head's sum over total[h] is this batch's
+ * share of the larger one's mean. */
+void tfm_model_parts_loss(tfm_model *m, tfm_model *const *part, int n,
+                          long (*count)[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                          const int given[TFM_HEAD_N], const float w[TFM_HEAD_N])
 {
     double loss_sum = 0;
     for (int h = 0; h < TFM_HEAD_N; h++) {
@@ -2159,122 +2097,41 @@ static void parts_loss(tfm_model *m, tfm_model *const *part, int n,
     m->loss = (float)loss_sum;
 }
 
+void tfm_batch_heads(const tfm_batch *b, int given[TFM_HEAD_N], float w[TFM_HEAD_N])
+{
+    for (int h = 0; h < TFM_HEAD_N; h++) {
+        given[h] = 0;
+        w[h] = 1.0f;
+    }
+    given[TFM_HEAD_LM] = b->targets != NULL;
+    w[TFM_HEAD_LM] = b->lm_weight > 0.0f ? b->lm_weight : 1.0f;
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (tfm_head_parts[h]->given)
+            given[tfm_head_parts[h]->loss] = tfm_head_parts[h]->given(b);
+}
+
 int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float scale,
                                      float *loss, tfm_err *err)
 {
-    int B = batch->B;
-    int n = m->n_rep < B ? m->n_rep : B;
-    /* which heads have targets, and their weights in the loss */
-    int given[TFM_HEAD_N] = {batch->targets != NULL}, any = 0;
+    int given[TFM_HEAD_N], any = 0;
     float w[TFM_HEAD_N];
-    for (int h = 0; tfm_head_parts[h]; h++)
-        if (tfm_head_parts[h]->given)
-            given[tfm_head_parts[h]->loss] = tfm_head_parts[h]->given(batch);
-    for (int h = 0; h < TFM_HEAD_N; h++) {
-        w[h] = 1.0f;
+    tfm_batch_heads(batch, given, w);
+    for (int h = 0; h < TFM_HEAD_N; h++)
         any |= given[h];
-    }
-    w[TFM_HEAD_LM] = batch->lm_weight > 0.0f ? batch->lm_weight : 1.0f;
     TFM_ASSERT(any);
-    if (n <= 1) {
-        float l;
-        if (tfm_model_forward_batch(m, batch, &l, err) < 0)
-            return -1;
-        if (!batch->head_total) {
-            tfm_model_backward(m, scale);
-        } else {
-            float f[TFM_HEAD_N];
-            head_factors(f, batch->head_total, w, scale);
-            backward_items(m, f);
-            long count[1][TFM_HEAD_N];
-            memcpy(count[0], m->acts->hcount, sizeof count[0]);
-            parts_loss(m, &m, 1, count, batch->head_total, given, w);
-        }
-        if (loss)
-            *loss = m->loss;
-        return 0;
-    }
-    /* checked once, for the whole batch, so that errors name its rows */
-    if (check_batch(&m->cfg, batch, err) < 0)
+    float l;
+    if (tfm_model_forward_batch(m, batch, &l, err) < 0)
         return -1;
-    tfm_model *part[MAX_REPLICAS];
-    int rows[MAX_REPLICAS], first[MAX_REPLICAS], rc[MAX_REPLICAS];
-    long count[MAX_REPLICAS][TFM_HEAD_N];
-    tfm_err errs[MAX_REPLICAS];
-    TFM_ASSERT(n <= MAX_REPLICAS);
-    for (int k = 0, r0 = 0; k < n; k++) {
-        part[k] = k ? &m->rep[k - 1] : m;
-        rows[k] = B / n + (k < B % n);
-        first[k] = r0;
-        r0 += rows[k];
-        if (k) {
-            part[k]->training = m->training;
-            /* dropout streams: drawn from the model's rng, so a resumed run
-             * (which restores it) draws the same */
-            if (m->training && m->cfg.dropout > 0.0f)
-                tfm_rng_seed(&part[k]->rng, tfm_rng_u64(&m->rng));
-        }
-    }
-    long total[TFM_HEAD_N] = {0};
-    /* grads_ready: part 0's thread adds in what every part has finished */
-    for (int k = 1; k < n; k++)
-        part[k]->ready_lo = m->n_params;
-    m->ready_lo = m->n_params;
-    m->ready_parts = n;
-    /* n parts always (they decide the sums); fewer threads take them in
-     * turn while other jobs hold the CPUs (tfm_threads_now) */
-    int team = tfm_threads_now();
-    if (team > n)
-        team = n;
-#pragma omp parallel num_threads(team)
-    {
-#ifdef _OPENMP
-        int k = omp_get_thread_num();
-#else
-        int k = 0;
-#endif
-        /* a team smaller than asked (OMP_THREAD_LIMIT, nesting): threads
-         * take the parts in turn */
-#ifdef _OPENMP
-        int nt = omp_get_num_threads();
-#else
-        int nt = 1;
-#endif
-        for (int j = k; j < n; j += nt) {
-            tfm_batch pb = tfm_batch_rows(batch, first[j], rows[j]);
-            float l;
-            rc[j] = forward_checked(part[j], &pb, &l, &errs[j]);
-            for (int h = 0; h < TFM_HEAD_N; h++)
-                count[j][h] = rc[j] < 0 ? 0 : part[j]->acts->hcount[h];
-        }
-#pragma omp barrier
-#pragma omp single
-        {
-            for (int h = 0; h < TFM_HEAD_N; h++) {
-                for (int j = 0; j < n; j++)
-                    total[h] += count[j][h];
-                if (batch->head_total) /* a part of a larger batch */
-                    total[h] = batch->head_total[h];
-            }
-        }
+    if (!batch->head_total) {
+        tfm_model_backward(m, scale);
+    } else {
         float f[TFM_HEAD_N];
-        head_factors(f, total, w, scale);
-        for (int j = k; j < n; j += nt)
-            if (rc[j] >= 0)
-                backward_items(part[j], f);
+        tfm_head_factors(f, batch->head_total, w, scale);
+        tfm_model_backward_heads(m, f);
+        long count[1][TFM_HEAD_N];
+        memcpy(count[0], m->acts->hcount, sizeof count[0]);
+        tfm_model_parts_loss(m, &m, 1, count, batch->head_total, given, w);
     }
-    m->ready_parts = 0;
-    for (int k = 0; k < n; k++)
-        if (rc[k] < 0) {
-            *err = errs[k];
-            return -1;
-        }
-    /* grads += each replica's, in replica order, for what backward did not
-     * add in already (grads_ready) */
-    add_replicas(m, n, 0, m->ready_lo, n);
-    if (m->grads_ready)
-        m->grads_ready(m->grads_ready_ctx, 0);
-    parts_loss(m, part, n, count, total, given, w);
     if (loss)
         *loss = m->loss;
     return 0;

@@ -3,9 +3,11 @@
  * Internal to lib/model (transformer.c and the lib/model/head_*.c files).
  *
  * A new head is one file (lib/model/head_<name>.c defining a
- * tfm_head_part) and one entry in tfm_head_parts (head.c), plus its config
- * field (transformer.h) and, when it has targets, a tfm_head loss slot and
- * its tfm_batch fields.
+ * tfm_head_part, listed in lib/model/local.am) and one entry in
+ * tfm_head_parts (head.c); around it, its config field (transformer.h,
+ * with its config key) and, when it has targets, a tfm_head loss slot and
+ * its tfm_batch fields (which its rows, check, keep, given and count
+ * read).
  *
  * A part, for a config that has it (has; check_config and check run for
  * every config and batch, so that a field or targets for an absent head
@@ -77,6 +79,8 @@ typedef struct tfm_head_part {
     int (*check)(const tfm_model_config *c, const tfm_batch *b, tfm_err *err);
     void (*keep)(void *acts, const tfm_batch *b);
     int (*given)(const tfm_batch *b);          /* the batch has its targets */
+    /* p = rows r0.. of b (tfm_batch_rows): its fields of p, offset */
+    void (*rows)(tfm_batch *p, const tfm_batch *b, int r0);
     long (*count)(const tfm_model_config *c, const tfm_batch *b); /* its items */
     /* 1 with targets: *loss their mean, *n how many */
     int (*forward)(void *acts, tfm_model *m, const float *final, float *loss, long *n);

@@ -120,6 +120,13 @@ static int given(const tfm_batch *b)
     return b->labels || b->values;
 }
 
+static void rows(tfm_batch *p, const tfm_batch *b, int r0)
+{
+    p->cls_pos = b->cls_pos ? b->cls_pos + r0 : NULL;
+    p->labels = b->labels ? b->labels + r0 : NULL;
+    p->values = b->values ? b->values + r0 : NULL;
+}
+
 static long count(const tfm_model_config *c, const tfm_batch *b)
 {
     long n = 0;
@@ -223,6 +230,7 @@ const tfm_head_part tfm_head_class = {
     .check = check,
     .keep = keep,
     .given = given,
+    .rows = rows,
     .count = count,
     .forward = forward,
     .backward = backward,

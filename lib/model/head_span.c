@@ -66,6 +66,12 @@ static int given(const tfm_batch *b)
     return b->span_start != NULL;
 }
 
+static void rows(tfm_batch *p, const tfm_batch *b, int r0)
+{
+    p->span_start = b->span_start ? b->span_start + r0 : NULL;
+    p->span_end = b->span_end ? b->span_end + r0 : NULL;
+}
+
 static long count(const tfm_model_config *c, const tfm_batch *b)
 {
     long n = 0;
@@ -133,6 +139,7 @@ const tfm_head_part tfm_head_span = {
     .check = check,
     .keep = keep,
     .given = given,
+    .rows = rows,
     .count = count,
     .forward = forward,
     .backward = backward,

@@ -70,6 +70,11 @@ static int given(const tfm_batch *b)
     return b->tags != NULL;
 }
 
+static void rows(tfm_batch *p, const tfm_batch *b, int r0)
+{
+    p->tags = b->tags ? b->tags + (size_t)r0 * b->T : NULL;
+}
+
 static long count(const tfm_model_config *c, const tfm_batch *b)
 {
     long n = 0;
@@ -130,6 +135,7 @@ const tfm_head_part tfm_head_tag = {
     .check = check,
     .keep = keep,
     .given = given,
+    .rows = rows,
     .count = count,
     .forward = forward,
     .backward = backward,

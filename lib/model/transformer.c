@@ -2048,12 +2048,9 @@ tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows)
     p.S = b->S;
     p.src = b->src ? b->src + (size_t)r0 * b->S : NULL;
     p.src_lengths = b->src_lengths ? b->src_lengths + r0 : NULL;
-    p.cls_pos = b->cls_pos ? b->cls_pos + r0 : NULL;
-    p.labels = b->labels ? b->labels + r0 : NULL;
-    p.values = b->values ? b->values + r0 : NULL;
-    p.tags = b->tags ? b->tags + off : NULL;
-    p.span_start = b->span_start ? b->span_start + r0 : NULL;
-    p.span_end = b->span_end ? b->span_end + r0 : NULL;
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (tfm_head_parts[h]->rows)
+            tfm_head_parts[h]->rows(&p, b, r0);
     p.lm_weight = b->lm_weight;
     p.head_total = b->head_total;
     return p;

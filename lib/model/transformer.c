@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "model/transformer.h"
+#include "model/head.h"
 #include "nn/attention.h"
 #include "nn/lora.h"
 #include "nn/position.h"
@@ -182,15 +183,6 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "segments %d on %s: segment embeddings are for "
                            "encoders (kind: encoder)", c->n_segments,
                            c->kind == TFM_KIND_DECODER ? "a decoder" : "an encoder-decoder");
-    if (c->n_classes < 0 || c->n_classes > 1 << 16 || c->n_tags < 0 || c->n_tags > 1 << 16)
-        return tfm_err_set(err, "classes %d or tags %d is out of range [0, 65536]",
-                           c->n_classes, c->n_tags);
-    if (c->nsp && c->n_classes != 2)
-        return tfm_err_set(err, "nsp (the next-sentence head) has 2 classes, not %d",
-                           c->n_classes);
-    if (c->head_bias && c->mlm_head)
-        return tfm_err_set(err, "head_bias with mlm_head: the MLM head has its own bias "
-                                "(cls.predictions.bias)");
     if (c->decoder_start < -1 || c->decoder_start >= c->vocab_size)
         return tfm_err_set(err, "decoder_start %d is outside the vocabulary (%d)",
                            c->decoder_start, c->vocab_size);
@@ -200,10 +192,14 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if ((c->forced_bos >= 0 || c->source_bos) && c->kind != TFM_KIND_ENCODER_DECODER)
         return tfm_err_set(err, "forced_bos and source_bos are for encoder-decoders, not "
                                 "kind %s", tfm_kind_name(c->kind));
-    if (c->kind == TFM_KIND_ENCODER_DECODER &&
-        (c->mlm_head || c->pooler || c->n_classes || c->n_tags || c->span))
-        return tfm_err_set(err, "the MLM, pooler, classifier, tagger and span heads are for "
-                                "encoders and decoders, not encoder-decoders");
+    for (int h = 0; tfm_head_parts[h]; h++) {
+        const tfm_head_part *hp = tfm_head_parts[h];
+        if (hp->check_config && hp->check_config(c, err) < 0)
+            return -1;
+        if (c->kind == TFM_KIND_ENCODER_DECODER && hp->has(c))
+            return tfm_err_set(err, "the %s head is for encoders and decoders, not "
+                               "encoder-decoders", hp->name);
+    }
     if (c->lora_r < 0 || c->lora_r > 65536)
         return tfm_err_set(err, "lora rank %d is out of range [0, 65536]", c->lora_r);
     if (c->lora_r && !(c->lora_alpha > 0.0f))
@@ -347,13 +343,14 @@ static size_t align16(size_t n)
     return (n + 15) & ~(size_t)15;
 }
 
-typedef struct table_builder {
+struct tfm_table_builder {
     int lora;    /* the model has adapters: freeze the rest */
     tfm_param *t;
     int n;
     size_t off;
     size_t real;
-} table_builder;
+};
+typedef tfm_table_builder table_builder;
 
 static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1, int decay);
 
@@ -377,16 +374,11 @@ static void add_lora(table_builder *tb, const tfm_model_config *c, const char *p
     }
 }
 
-/* With adapters, what is trained: the adapters and the task heads that
- * fine-tuning adds (PEFT's modules_to_save for these tasks). */
-static int trained_with_lora(const char *name)
-{
-    return strstr(name, ".lora_A.") || strstr(name, ".lora_B.") ||
-           !strncmp(name, "classifier.", 11) || !strncmp(name, "token_classifier.", 17) ||
-           !strncmp(name, "qa_outputs.", 11);
-}
-
-static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1, int decay)
+/* With adapters, what is trained: the adapters, and the task heads that
+ * fine-tuning adds (PEFT's modules_to_save for these tasks; the parts say
+ * which, head.h). */
+void tfm_table_add(table_builder *tb, const char *name, size_t d0, size_t d1, int decay,
+                   int lora_trained)
 {
     size_t numel = d1 ? d0 * d1 : d0;
     if (tb->t) {
@@ -398,11 +390,16 @@ static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1,
         p->offset = tb->off;
         p->numel = numel;
         p->decay = decay;
-        p->frozen = tb->lora && !trained_with_lora(name);
+        p->frozen = tb->lora && !lora_trained;
     }
     tb->n++;
     tb->off += align16(numel);
     tb->real += numel;
+}
+
+static void add_param(table_builder *tb, const char *name, size_t d0, size_t d1, int decay)
+{
+    tfm_table_add(tb, name, d0, d1, decay, strstr(name, ".lora_A.") || strstr(name, ".lora_B."));
 }
 
 /* The tensors of one block (tfm_block_slot), and its adapters. */
@@ -474,31 +471,9 @@ static void build_table(const tfm_model_config *c, table_builder *tb)
     if (c->head_bias)
         add_param(tb, "final_logits_bias", V, 0, 0);
     /* the heads ([out, in], HF BERT's names) */
-    if (c->mlm_head) {
-        add_param(tb, "cls.predictions.transform.dense.weight", C, C, 1);
-        add_param(tb, "cls.predictions.transform.dense.bias", C, 0, 0);
-        add_param(tb, "cls.predictions.transform.LayerNorm.weight", C, 0, 0);
-        add_param(tb, "cls.predictions.transform.LayerNorm.bias", C, 0, 0);
-        add_param(tb, "cls.predictions.bias", V, 0, 0);
-    }
-    if (c->pooler) {
-        add_param(tb, "pooler.dense.weight", C, C, 1);
-        add_param(tb, "pooler.dense.bias", C, 0, 0);
-    }
-    if (c->n_classes) {
-        add_param(tb, c->nsp ? "cls.seq_relationship.weight" : "classifier.weight",
-                  (size_t)c->n_classes, C, 1);
-        add_param(tb, c->nsp ? "cls.seq_relationship.bias" : "classifier.bias",
-                  (size_t)c->n_classes, 0, 0);
-    }
-    if (c->n_tags) {
-        add_param(tb, "token_classifier.weight", (size_t)c->n_tags, C, 1);
-        add_param(tb, "token_classifier.bias", (size_t)c->n_tags, 0, 0);
-    }
-    if (c->span) {
-        add_param(tb, "qa_outputs.weight", 2, C, 1);
-        add_param(tb, "qa_outputs.bias", 2, 0, 0);
-    }
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (tfm_head_parts[h]->has(c))
+            tfm_head_parts[h]->params(tb, c);
 }
 
 size_t tfm_model_config_num_params(const tfm_model_config *c)
@@ -563,20 +538,14 @@ struct tfm_model_acts {
     /* the heads (heads_*; NULL when the model lacks them) */
     int lm_rows;               /* rows of logits the last forward computed
                                   (0: the LM head did not run) */
-    const int32_t *lm_tgt;     /* their targets: targets, or mlm_tgt */
+    const int32_t *lm_tgt;     /* their targets: targets, or the LM
+                                  transform's (MLM) */
+    const float *lm_x;         /* [lm_rows, C] the rows it read */
+    const char *lm_bias;       /* the logits' bias tensor, or NULL */
     float lm_weight;
     long hcount[TFM_HEAD_N];   /* targets counted per head */
-    int32_t *mlm_row, *mlm_tgt;          /* [N] chosen positions, their targets */
-    float *mlm_x, *mlm_h, *mlm_g, *mlm_ln, *mlm_mean, *mlm_rstd; /* [N,C]x4, [N]x2 */
-    float *pool_x, *pool_u;    /* [N,C] (B rows used) */
-    float *cls_z, *cls_lse;    /* [N,K], [N] */
-    int32_t *cls_pos, *labels; /* [N] (B used) */
-    float *values;             /* [N] (B used) */
-    int has_labels, has_values, has_tags, has_span;
-    float *tag_z, *tag_lse;    /* [N,n_tags], [N] */
-    int32_t *tags;             /* [N] */
-    float *span_z, *span_s, *span_e, *span_lse; /* [N,2], [N], [N], [2N] */
-    int32_t *span_tgt;         /* [2N]: start [B], then end [B] */
+    void *head[TFM_HEAD_PARTS_MAX]; /* each part's activations (head.h);
+                                       NULL when the model lacks it */
     int32_t *inputs, *targets; /* [N] copies for backward */
     /* the rest of the batch (tfm_batch), copied; NULL when absent */
     int32_t *segments, *doc_start, *lengths, *prefix_len;
@@ -662,6 +631,11 @@ static float *param_ptr(const tfm_model *m, float *base, const char *name)
     return p && !(base == m->grads && p->frozen) ? base + p->offset : NULL;
 }
 
+float *tfm_model_ptr(const tfm_model *m, float *base, const char *name)
+{
+    return param_ptr(m, base, name);
+}
+
 /* param_ptr of pre + name ("enc." + "wpe.weight"). */
 static float *side_ptr(const tfm_model *m, float *base, const char *pre, const char *name)
 {
@@ -675,6 +649,8 @@ static void acts_free(tfm_model_acts *a)
     if (!a)
         return;
     free(a->mem);
+    for (int h = 0; h < TFM_HEAD_PARTS_MAX; h++)
+        free(a->head[h]);
     free(a->layer);
     free(a->enc_layer);
     free(a);
@@ -754,50 +730,25 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
     }
 }
 
+void tfm_acts_take(float **ptr, float *base, size_t *off, size_t n)
+{
+    take(ptr, base, off, n);
+}
+
+void tfm_acts_take_ids(int32_t **ptr, float *base, size_t *off, size_t n)
+{
+    float *f = NULL;
+    take(&f, base, off, n);
+    *ptr = (int32_t *)f;
+}
+
 /* The heads' activations, for the heads the model has. */
 static void heads_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N, float *base,
                          size_t *off)
 {
-    size_t C = c->n_embd;
-    float *f = NULL;
-#define TAKE_IDS(ptr, n)                                                      \
-    do {                                                                      \
-        take(&f, base, off, n);                                               \
-        ptr = (int32_t *)f;                                                   \
-    } while (0)
-    if (c->mlm_head) {
-        TAKE_IDS(a->mlm_row, N);
-        TAKE_IDS(a->mlm_tgt, N);
-        take(&a->mlm_x, base, off, N * C);
-        take(&a->mlm_h, base, off, N * C);
-        take(&a->mlm_g, base, off, N * C);
-        take(&a->mlm_ln, base, off, N * C);
-        take(&a->mlm_mean, base, off, N);
-        take(&a->mlm_rstd, base, off, N);
-    }
-    if (c->n_classes) {
-        take(&a->pool_x, base, off, N * C);
-        take(&a->pool_u, base, off, N * C);
-        take(&a->cls_z, base, off, N * (size_t)c->n_classes);
-        take(&a->cls_lse, base, off, N);
-        take(&a->values, base, off, N);
-        TAKE_IDS(a->labels, N);
-    }
-    if (c->n_classes || c->pooler)
-        TAKE_IDS(a->cls_pos, N);
-    if (c->n_tags) {
-        take(&a->tag_z, base, off, N * (size_t)c->n_tags);
-        take(&a->tag_lse, base, off, N);
-        TAKE_IDS(a->tags, N);
-    }
-    if (c->span) {
-        take(&a->span_z, base, off, 2 * N);
-        take(&a->span_s, base, off, N);
-        take(&a->span_e, base, off, N);
-        take(&a->span_lse, base, off, 2 * N);
-        TAKE_IDS(a->span_tgt, 2 * N);
-    }
-#undef TAKE_IDS
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (a->head[h])
+            tfm_head_parts[h]->layout(a->head[h], c, N, base, off);
 }
 
 static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N, size_t att,
@@ -899,6 +850,9 @@ static int acts_plan(tfm_model *m, int B, int T, int S, tfm_err *err)
     a->layer = tfm_calloc((size_t)c->n_layer, sizeof *a->layer);
     int Le = tfm_model_config_enc_layers(c);
     a->enc_layer = Le ? tfm_calloc((size_t)Le, sizeof *a->enc_layer) : NULL;
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (tfm_head_parts[h]->has(c))
+            a->head[h] = tfm_calloc(1, tfm_head_parts[h]->acts_size);
     /* Keeping every layer's activation output saves recomputing it in
      * backward; worth its memory only while that stays small (GPT-2 small
      * would need 150 MB more). */
@@ -968,20 +922,8 @@ int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err)
     return 0;
 }
 
-enum { MAX_REPLICAS = 64 };
-
-static void free_replicas(tfm_model *m)
-{
-    for (int k = 0; k + 1 < m->n_rep; k++)
-        tfm_model_free(&m->rep[k]);
-    free(m->rep);
-    m->rep = NULL;
-    m->n_rep = 0;
-}
-
 void tfm_model_free(tfm_model *m)
 {
-    free_replicas(m);
     if (!m->shares_params) {
         free(m->params);
         free(m->table);
@@ -992,33 +934,24 @@ void tfm_model_free(tfm_model *m)
     memset(m, 0, sizeof *m);
 }
 
-void tfm_model_set_replicas(tfm_model *m, int n)
+void tfm_model_init_replica(tfm_model *r, const tfm_model *m)
 {
-    TFM_ASSERT(!m->shares_params);
-    free_replicas(m);
-    if (n > MAX_REPLICAS) /* a cap for the per-step bookkeeping on the stack */
-        n = MAX_REPLICAS;
-    if (n <= 1)
-        return;
-    m->rep = tfm_calloc((size_t)n - 1, sizeof *m->rep);
-    for (int k = 0; k < n - 1; k++) {
-        tfm_model *r = &m->rep[k];
-        r->cfg = m->cfg;
-        r->params = m->params;
-        r->table = m->table;
-        r->n_table = m->n_table;
-        r->first_layer = m->first_layer;
-        r->enc_first_layer = m->enc_first_layer;
-        r->alibi = m->alibi;
-        r->attn_impl = m->attn_impl;
-        r->recompute = m->recompute;
-        r->n_params = m->n_params;
-        r->shares_params = 1;
-        r->loss = -1.0f;
-        r->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
-        memset(r->grads, 0, m->n_params * sizeof(float));
-    }
-    m->n_rep = n;
+    TFM_ASSERT(!m->shares_params && m->grads);
+    memset(r, 0, sizeof *r);
+    r->cfg = m->cfg;
+    r->params = m->params;
+    r->table = m->table;
+    r->n_table = m->n_table;
+    r->first_layer = m->first_layer;
+    r->enc_first_layer = m->enc_first_layer;
+    r->alibi = m->alibi;
+    r->attn_impl = m->attn_impl;
+    r->recompute = m->recompute;
+    r->n_params = m->n_params;
+    r->shares_params = 1;
+    r->loss = -1.0f;
+    r->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
+    memset(r->grads, 0, m->n_params * sizeof(float));
 }
 
 void tfm_model_init_weights(tfm_model *m, uint64_t seed)
@@ -1104,7 +1037,6 @@ size_t tfm_model_blocks_offset(const tfm_model *m)
 void tfm_model_set_inference(tfm_model *m)
 {
     TFM_ASSERT(!m->shares_params);
-    free_replicas(m);
     free(m->grads);
     m->grads = NULL;
     acts_free(m->acts); /* re-planned without what backward needs */
@@ -1115,10 +1047,7 @@ void tfm_model_set_inference(tfm_model *m)
 size_t tfm_model_bytes(const tfm_model *m)
 {
     size_t n = (m->shares_params ? 0 : m->n_params) + (m->grads ? m->n_params : 0);
-    size_t bytes = n * sizeof(float) + (m->acts ? m->acts->bytes : 0);
-    for (int k = 0; k + 1 < m->n_rep; k++)
-        bytes += tfm_model_bytes(&m->rep[k]);
-    return bytes;
+    return n * sizeof(float) + (m->acts ? m->acts->bytes : 0);
 }
 
 /* ---- layers -------------------------------------------------------------- */
@@ -1213,7 +1142,7 @@ static int check_heads(const tfm_model_config *c, const tfm_batch *b, tfm_err *e
 
 /* The batch's shape and ids, before any work: errors name the row and
  * position in the batch as the caller gave it. */
-static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
+int tfm_batch_check(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
 {
     int V = c->vocab_size, B = b->B, T = b->T;
     int ed = c->kind == TFM_KIND_ENCODER_DECODER;
@@ -1273,46 +1202,15 @@ static int check_batch(const tfm_model_config *c, const tfm_batch *b, tfm_err *e
     return check_heads(c, b, err);
 }
 
-/* The heads' targets: each only for a model with its head, in range. */
+/* The heads' targets: each only for a model with its head, in range (every
+ * part checks, so that targets for a head the model lacks are an error). */
 static int check_heads(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
 {
-    int B = b->B, T = b->T, K = c->n_classes;
-    if ((b->labels && K < 2) || (b->values && K != 1))
-        return tfm_err_set(err, "%s given to a model with %d classifier outputs",
-                           b->labels ? "class labels" : "regression values", K);
-    if (b->cls_pos && !K && !c->pooler)
-        return tfm_err_set(err, "pooled positions given to a model without a classifier");
-    if (b->tags && !c->n_tags)
-        return tfm_err_set(err, "tags given to a model without a tagger");
-    if ((b->span_start || b->span_end) && (!c->span || !b->span_start || !b->span_end))
-        return tfm_err_set(err, "span targets need a model with the span head and both "
-                                "starts and ends");
     if (!(b->lm_weight >= 0.0f && b->lm_weight < 1e6f))
         return tfm_err_set(err, "lm_weight %g is out of range [0, 1e6)", b->lm_weight);
-    for (int r = 0; r < B; r++) {
-        if (b->cls_pos) {
-            int hi = b->lengths ? b->lengths[r] : T;
-            if (b->cls_pos[r] < 0 || b->cls_pos[r] >= hi)
-                return tfm_err_set(err, "pooled position %d of batch row %d is out of range "
-                                   "[0, %d)", b->cls_pos[r], r, hi);
-        }
-        if (b->labels && (b->labels[r] < -1 || b->labels[r] >= K))
-            return tfm_err_set(err, "label %d of batch row %d is out of range [-1, %d)",
-                               (int)b->labels[r], r, K);
-        if (b->values && !isfinite(b->values[r]))
-            return tfm_err_set(err, "regression value of batch row %d is not finite", r);
-        if (b->span_start) {
-            int s0 = b->span_start[r], e0 = b->span_end[r];
-            if ((s0 == -1) != (e0 == -1) || s0 < -1 || s0 >= T || e0 < -1 || e0 >= T)
-                return tfm_err_set(err, "span %d..%d of batch row %d is out of range [0, %d) "
-                                   "(-1 in both: no answer)", s0, e0, r, T);
-        }
-    }
-    if (b->tags)
-        for (size_t i = 0, N = (size_t)B * T; i < N; i++)
-            if (b->tags[i] < -1 || b->tags[i] >= c->n_tags)
-                return tfm_err_set(err, "tag %d at batch row %zu, position %zu is out of "
-                                   "range [-1, %d)", (int)b->tags[i], i / T, i % T, c->n_tags);
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (tfm_head_parts[h]->check && tfm_head_parts[h]->check(c, b, err) < 0)
+            return -1;
     return 0;
 }
 
@@ -1340,21 +1238,10 @@ static void keep_batch(tfm_model_acts *a, const tfm_batch *b, int ed)
         for (size_t i = 0, Ns = (size_t)b->B * b->S; i < Ns; i++)
             a->src_pos[i] = (int32_t)(i % b->S);
     }
-    KEEP(labels, labels, (size_t)b->B);
-    KEEP(values, values, (size_t)b->B);
-    KEEP(tags, tags, N);
-    if (b->span_start) {
-        memcpy(a->span_tgt, b->span_start, (size_t)b->B * sizeof *a->span_tgt);
-        memcpy(a->span_tgt + b->B, b->span_end, (size_t)b->B * sizeof *a->span_tgt);
-    }
-    if (a->cls_pos)
-        for (int r = 0; r < b->B; r++)
-            a->cls_pos[r] = b->cls_pos ? b->cls_pos[r] : 0;
 #undef KEEP
-    a->has_labels = b->labels != NULL;
-    a->has_values = b->values != NULL;
-    a->has_tags = b->tags != NULL;
-    a->has_span = b->span_start != NULL;
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (a->head[h] && tfm_head_parts[h]->keep)
+            tfm_head_parts[h]->keep(a->head[h], b);
     a->lm_weight = b->lm_weight > 0.0f ? b->lm_weight : 1.0f;
     a->has_segments = b->segments != NULL;
     a->lengths_i = b->lengths ? a->lengths : NULL;
@@ -1661,72 +1548,28 @@ static const float *stack_forward(tfm_model *m, const side *sd)
 
 /* ---- heads ---------------------------------------------------------------- */
 
-/* out[N,O] = inp[N,I]·Wᵀ + b, W [O,I] (an nn.Linear: the heads' HF layout) */
-static void head_linear_forward(float *out, const float *inp, const float *W, const float *b,
-                                int N, int I, int O)
-{
-    tfm_gemm(0, 1, N, O, I, 1.0f, inp, I, W, I, 0.0f, out, O);
-    tfm_bias_forward(out, b, N, O);
-}
-
-/* dW += doutᵀ·inp, db += Σ dout, dinp = dout·W + beta·dinp (NULL: none;
- * may alias inp, which is read first) */
-static void head_linear_backward(float *dinp, float beta, float *dW, float *db,
-                                 const float *dout, const float *inp, const float *W, int N,
-                                 int I, int O)
-{
-    if (dW) /* NULL: frozen (with db) */
-        tfm_gemm(1, 0, O, I, N, 1.0f, dout, O, inp, I, 1.0f, dW, I);
-    if (db)
-        tfm_bias_backward(db, dout, N, O);
-    if (dinp)
-        tfm_gemm(0, 0, N, I, O, 1.0f, dout, O, W, I, beta, dinp, I);
-}
-
-/* A fine-tuning head: without targets the LM logits are skipped (the NSP
- * head of a pre-trained model is not one: it stays a masked LM). */
+/* A fine-tuning head: without targets the LM logits are skipped. */
 static int has_task_head(const tfm_model_config *c)
 {
-    return (c->n_classes && !c->nsp) || c->n_tags || c->span;
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (tfm_head_parts[h]->task && tfm_head_parts[h]->task(c))
+            return 1;
+    return 0;
 }
 
-static const char *cls_name(const tfm_model_config *c, int bias)
+/* The part that transforms the LM head's input (BERT's MLM transform), or
+ * -1. */
+static int lm_transform(const tfm_model_acts *a)
 {
-    if (c->nsp)
-        return bias ? "cls.seq_relationship.bias" : "cls.seq_relationship.weight";
-    return bias ? "classifier.bias" : "classifier.weight";
-}
-
-/* BERT's MLM transform of the rows whose target is not -1 (every row
- * without targets): mlm_ln = LN(act(h·Dᵀ + d)).  Returns the rows. */
-static int mlm_forward(tfm_model *m, const float *final, const int32_t *targets)
-{
-    const tfm_model_config *c = &m->cfg;
-    tfm_model_acts *a = m->acts;
-    int C = c->n_embd, R = 0, N = m->B * m->T;
-    float *P = m->params;
-    for (int i = 0; i < N; i++)
-        if (!targets || targets[i] != -1) {
-            a->mlm_row[R] = i;
-            a->mlm_tgt[R] = targets ? targets[i] : -1;
-            memcpy(a->mlm_x + (size_t)R * C, final + (size_t)i * C, C * sizeof *final);
-            R++;
-        }
-    if (!R)
-        return 0;
-    head_linear_forward(a->mlm_h, a->mlm_x, param_ptr(m, P, "cls.predictions.transform.dense.weight"),
-                        param_ptr(m, P, "cls.predictions.transform.dense.bias"), R, C, C);
-    tfm_act_forward(tfm_model_block(c).act, a->mlm_g, a->mlm_h, (size_t)R * C);
-    tfm_layernorm_forward(a->mlm_ln, a->mlm_mean, a->mlm_rstd, a->mlm_g,
-                          param_ptr(m, P, "cls.predictions.transform.LayerNorm.weight"),
-                          param_ptr(m, P, "cls.predictions.transform.LayerNorm.bias"), R, C,
-                          c->ln_eps);
-    return R;
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (a->head[h] && tfm_head_parts[h]->lm_forward)
+            return h;
+    return -1;
 }
 
 /* Every head of the model on the stack's output: the LM (when there are
- * targets, or no task head), then the classifier, tagger and span heads;
- * sets m->loss and m->head_loss from the targets kept in the acts. */
+ * targets, or no task head), then the parts in table order; sets m->loss
+ * and m->head_loss from the targets kept in the acts. */
 static void heads_forward(tfm_model *m, const float *final, int lm_targets)
 {
     const tfm_model_config *c = &m->cfg;
@@ -1747,20 +1590,20 @@ static void heads_forward(tfm_model *m, const float *final, int lm_targets)
                                               : param_ptr(m, P, "lm_head.weight");
         const int32_t *tgt = lm_targets ? a->targets : NULL;
         const float *x = final;
-        int R = N;
-        if (c->mlm_head) {
-            R = mlm_forward(m, final, tgt);
-            x = a->mlm_ln;
-            tgt = tgt ? a->mlm_tgt : NULL;
+        const char *bias = c->head_bias ? "final_logits_bias" : NULL;
+        int R = N, t = lm_transform(a);
+        if (t >= 0) {
+            R = tfm_head_parts[t]->lm_forward(a->head[t], m, final, tgt, &x, &tgt);
+            bias = tfm_head_parts[t]->lm_bias;
         }
         if (R) {
             tfm_gemm(0, 1, R, V, C, tfm_head_scale(c), x, C, head, C, 0.0f, a->logits, V);
-            if (c->mlm_head)
-                tfm_bias_forward(a->logits, param_ptr(m, P, "cls.predictions.bias"), R, V);
-            else if (c->head_bias)
-                tfm_bias_forward(a->logits, param_ptr(m, P, "final_logits_bias"), R, V);
+            if (bias)
+                tfm_bias_forward(a->logits, param_ptr(m, P, bias), R, V);
         }
         a->lm_rows = R;
+        a->lm_x = x;
+        a->lm_bias = bias;
         if (tgt) {
             double sum = R ? tfm_crossentropy_forward(a->lse, a->losses, a->logits, tgt, R, V,
                                                       c->label_smoothing, &a->count)
@@ -1772,67 +1615,13 @@ static void heads_forward(tfm_model *m, const float *final, int lm_targets)
             any = 1;
         }
     }
-    if (c->n_classes) {
-        int K = c->n_classes;
-        for (int b = 0; b < B; b++)
-            memcpy(a->pool_x + (size_t)b * C, final + ((size_t)b * T + a->cls_pos[b]) * C,
-                   C * sizeof *final);
-        const float *u = a->pool_x;
-        if (c->pooler) {
-            head_linear_forward(a->pool_u, a->pool_x, param_ptr(m, P, "pooler.dense.weight"),
-                                param_ptr(m, P, "pooler.dense.bias"), B, C, C);
-            for (size_t i = 0; i < (size_t)B * C; i++)
-                a->pool_u[i] = tanhf(a->pool_u[i]);
-            u = a->pool_u;
-        }
-        head_linear_forward(a->cls_z, u, param_ptr(m, P, cls_name(c, 0)),
-                            param_ptr(m, P, cls_name(c, 1)), B, C, K);
-        double sum = 0.0;
-        if (K >= 2 && a->has_labels) {
-            sum = tfm_crossentropy_forward(a->cls_lse, NULL, a->cls_z, a->labels, B, K, 0.0f,
-                                           &a->hcount[TFM_HEAD_CLASS]);
-        } else if (K == 1 && a->has_values) {
-            for (int b = 0; b < B; b++) {
-                double d = (double)a->cls_z[b] - a->values[b];
-                sum += d * d;
-            }
-            a->hcount[TFM_HEAD_CLASS] = B;
-        }
-        if (a->has_labels || a->has_values) {
-            long n = a->hcount[TFM_HEAD_CLASS];
-            m->head_loss[TFM_HEAD_CLASS] = n ? (float)(sum / n) : 0.0f;
-            total += m->head_loss[TFM_HEAD_CLASS];
-            any = 1;
-        }
-    }
-    if (c->n_tags) {
-        head_linear_forward(a->tag_z, final, param_ptr(m, P, "token_classifier.weight"),
-                            param_ptr(m, P, "token_classifier.bias"), N, C, c->n_tags);
-        if (a->has_tags) {
-            double sum = tfm_crossentropy_forward(a->tag_lse, NULL, a->tag_z, a->tags, N,
-                                                  c->n_tags, 0.0f, &a->hcount[TFM_HEAD_TAG]);
-            long n = a->hcount[TFM_HEAD_TAG];
-            m->head_loss[TFM_HEAD_TAG] = n ? (float)(sum / n) : 0.0f;
-            total += m->head_loss[TFM_HEAD_TAG];
-            any = 1;
-        }
-    }
-    if (c->span) {
-        head_linear_forward(a->span_z, final, param_ptr(m, P, "qa_outputs.weight"),
-                            param_ptr(m, P, "qa_outputs.bias"), N, C, 2);
-        for (int i = 0; i < N; i++) {
-            a->span_s[i] = a->span_z[2 * i];
-            a->span_e[i] = a->span_z[2 * i + 1];
-        }
-        if (a->has_span) {
-            long n = 0, n2 = 0;
-            double sum = tfm_crossentropy_forward(a->span_lse, NULL, a->span_s, a->span_tgt, B,
-                                                  T, 0.0f, &n);
-            sum += tfm_crossentropy_forward(a->span_lse + B, NULL, a->span_e,
-                                            a->span_tgt + B, B, T, 0.0f, &n2);
-            a->hcount[TFM_HEAD_SPAN] = n;
-            m->head_loss[TFM_HEAD_SPAN] = n ? (float)(0.5 * sum / n) : 0.0f;
-            total += m->head_loss[TFM_HEAD_SPAN];
+    for (int h = 0; tfm_head_parts[h]; h++) {
+        const tfm_head_part *hp = tfm_head_parts[h];
+        float l;
+        if (a->head[h] && hp->forward &&
+            hp->forward(a->head[h], m, final, &l, &a->hcount[hp->loss])) {
+            m->head_loss[hp->loss] = l;
+            total += l;
             any = 1;
         }
     }
@@ -1842,40 +1631,21 @@ static void heads_forward(tfm_model *m, const float *final, int lm_targets)
 
 const float *tfm_model_head_out(const tfm_model *m, tfm_head h, int *rows, int *cols)
 {
-    const tfm_model_config *c = &m->cfg;
     const tfm_model_acts *a = m->acts;
-    int N = m->B * m->T;
     *rows = *cols = 0;
     if (!a)
         return NULL;
-    switch (h) {
-    case TFM_HEAD_LM:
+    if (h == TFM_HEAD_LM) {
         if (!a->lm_rows)
             return NULL;
         *rows = a->lm_rows;
-        *cols = c->vocab_size;
+        *cols = m->cfg.vocab_size;
         return a->logits;
-    case TFM_HEAD_CLASS:
-        if (!c->n_classes)
-            return NULL;
-        *rows = m->B;
-        *cols = c->n_classes;
-        return a->cls_z;
-    case TFM_HEAD_TAG:
-        if (!c->n_tags)
-            return NULL;
-        *rows = N;
-        *cols = c->n_tags;
-        return a->tag_z;
-    case TFM_HEAD_SPAN:
-        if (!c->span)
-            return NULL;
-        *rows = N;
-        *cols = 2;
-        return a->span_z;
-    default:
-        return NULL;
     }
+    for (int k = 0; tfm_head_parts[k]; k++)
+        if (tfm_head_parts[k]->loss == h && a->head[k] && tfm_head_parts[k]->out)
+            return tfm_head_parts[k]->out(a->head[k], m, rows, cols);
+    return NULL;
 }
 
 /* The heads backward: f[h] is d(total loss)/d(each counted item's loss) of
@@ -1885,7 +1655,7 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
 {
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
-    int C = c->n_embd, V = c->vocab_size, B = m->B, T = m->T, N = B * T;
+    int C = c->n_embd, V = c->vocab_size, N = m->B * m->T;
     float *G = m->grads, *P = m->params, *tmp = a->d1;
     int R = a->lm_rows, wrote = 0;
     if (R && a->lm_tgt) {
@@ -1895,93 +1665,31 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
                                          : param_ptr(m, G, "lm_head.weight");
         tfm_crossentropy_backward(a->logits, a->lse, a->lm_tgt, R, V, c->label_smoothing,
                                   f[TFM_HEAD_LM]);
-        const float *x = c->mlm_head ? a->mlm_ln : final;
         /* logits = s·x·headᵀ (+ bias) */
         const float hs = tfm_head_scale(c);
         if (dhead) /* NULL: frozen */
-            tfm_gemm(1, 0, V, C, R, hs, a->logits, V, x, C, 1.0f, dhead, C);
-        if (!c->mlm_head) {
-            float *dbias = c->head_bias ? param_ptr(m, G, "final_logits_bias") : NULL;
-            if (dbias)
-                tfm_bias_backward(dbias, a->logits, R, V);
+            tfm_gemm(1, 0, V, C, R, hs, a->logits, V, a->lm_x, C, 1.0f, dhead, C);
+        float *dbias = a->lm_bias ? param_ptr(m, G, a->lm_bias) : NULL;
+        if (dbias)
+            tfm_bias_backward(dbias, a->logits, R, V);
+        int t = lm_transform(a);
+        if (t < 0) {
             tfm_gemm(0, 0, N, C, V, hs, a->logits, V, head, C, 0.0f, dfinal, C);
         } else {
-            float *dbias = param_ptr(m, G, "cls.predictions.bias");
-            if (dbias)
-                tfm_bias_backward(dbias, a->logits, R, V);
             tfm_gemm(0, 0, R, C, V, hs, a->logits, V, head, C, 0.0f, tmp, C);
-            /* mlm_ln is free now: it receives d mlm_g, then d mlm_h */
-            float *dg = a->mlm_ln;
-            memset(dg, 0, (size_t)R * C * sizeof *dg);
-            tfm_layernorm_backward(dg, param_ptr(m, G, "cls.predictions.transform.LayerNorm.weight"),
-                                   param_ptr(m, G, "cls.predictions.transform.LayerNorm.bias"),
-                                   tmp, a->mlm_g,
-                                   param_ptr(m, P, "cls.predictions.transform.LayerNorm.weight"),
-                                   a->mlm_mean, a->mlm_rstd, R, C);
-            tfm_act_backward(tfm_model_block(c).act, dg, dg, a->mlm_h, (size_t)R * C);
-            head_linear_backward(tmp, 0.0f,
-                                 param_ptr(m, G, "cls.predictions.transform.dense.weight"),
-                                 param_ptr(m, G, "cls.predictions.transform.dense.bias"), dg,
-                                 a->mlm_x, param_ptr(m, P, "cls.predictions.transform.dense.weight"),
-                                 R, C, C);
-            memset(dfinal, 0, (size_t)N * C * sizeof *dfinal);
-            for (int r = 0; r < R; r++)
-                tfm_add_inplace(dfinal + (size_t)a->mlm_row[r] * C, tmp + (size_t)r * C, C);
+            tfm_head_parts[t]->lm_backward(a->head[t], m, R, tmp, dfinal);
         }
         wrote = 1;
     }
     if (!wrote)
         memset(dfinal, 0, (size_t)N * C * sizeof *dfinal);
-    if (c->n_classes && (a->has_labels || a->has_values)) {
-        int K = c->n_classes;
-        if (K >= 2) {
-            tfm_crossentropy_backward(a->cls_z, a->cls_lse, a->labels, B, K, 0.0f,
-                                      f[TFM_HEAD_CLASS]);
-        } else {
-            for (int b = 0; b < B; b++)
-                a->cls_z[b] = 2.0f * (a->cls_z[b] - a->values[b]) * f[TFM_HEAD_CLASS];
-        }
-        const float *u = c->pooler ? a->pool_u : a->pool_x;
-        head_linear_backward(tmp, 0.0f, param_ptr(m, G, cls_name(c, 0)),
-                             param_ptr(m, G, cls_name(c, 1)), a->cls_z, u,
-                             param_ptr(m, P, cls_name(c, 0)), B, C, K);
-        const float *dx = tmp;
-        if (c->pooler) {
-            for (size_t i = 0; i < (size_t)B * C; i++)
-                tmp[i] *= 1.0f - a->pool_u[i] * a->pool_u[i];
-            head_linear_backward(a->pool_x, 0.0f, param_ptr(m, G, "pooler.dense.weight"),
-                                 param_ptr(m, G, "pooler.dense.bias"), tmp, a->pool_x,
-                                 param_ptr(m, P, "pooler.dense.weight"), B, C, C);
-            dx = a->pool_x;
-        }
-        for (int b = 0; b < B; b++)
-            tfm_add_inplace(dfinal + ((size_t)b * T + a->cls_pos[b]) * C, dx + (size_t)b * C,
-                            C);
-    }
-    if (c->n_tags && a->has_tags) {
-        tfm_crossentropy_backward(a->tag_z, a->tag_lse, a->tags, N, c->n_tags, 0.0f,
-                                  f[TFM_HEAD_TAG]);
-        head_linear_backward(dfinal, 1.0f, param_ptr(m, G, "token_classifier.weight"),
-                             param_ptr(m, G, "token_classifier.bias"), a->tag_z, final,
-                             param_ptr(m, P, "token_classifier.weight"), N, C, c->n_tags);
-    }
-    if (c->span && a->has_span) {
-        /* the loss is the mean of the two cross-entropies */
-        tfm_crossentropy_backward(a->span_s, a->span_lse, a->span_tgt, B, T, 0.0f,
-                                  0.5f * f[TFM_HEAD_SPAN]);
-        tfm_crossentropy_backward(a->span_e, a->span_lse + B, a->span_tgt + B, B, T, 0.0f,
-                                  0.5f * f[TFM_HEAD_SPAN]);
-        for (int i = 0; i < N; i++) {
-            a->span_z[2 * i] = a->span_s[i];
-            a->span_z[2 * i + 1] = a->span_e[i];
-        }
-        head_linear_backward(dfinal, 1.0f, param_ptr(m, G, "qa_outputs.weight"),
-                             param_ptr(m, G, "qa_outputs.bias"), a->span_z, final,
-                             param_ptr(m, P, "qa_outputs.weight"), N, C, 2);
-    }
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (a->head[h] && tfm_head_parts[h]->backward)
+            tfm_head_parts[h]->backward(a->head[h], m, final, dfinal, tmp,
+                                        f[tfm_head_parts[h]->loss]);
 }
 
-static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
+int tfm_model_forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
 {
     const tfm_model_config *c = &m->cfg;
     int B = batch->B, T = batch->T, ed = c->kind == TFM_KIND_ENCODER_DECODER;
@@ -2019,9 +1727,9 @@ static int forward_checked(tfm_model *m, const tfm_batch *batch, float *loss, tf
 
 int tfm_model_forward_batch(tfm_model *m, const tfm_batch *batch, float *loss, tfm_err *err)
 {
-    if (check_batch(&m->cfg, batch, err) < 0)
+    if (tfm_batch_check(&m->cfg, batch, err) < 0)
         return -1;
-    return forward_checked(m, batch, loss, err);
+    return tfm_model_forward_checked(m, batch, loss, err);
 }
 
 int tfm_model_forward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
@@ -2042,52 +1750,11 @@ static size_t stack_end(const tfm_model *m, const side *sd)
     return row < m->n_table ? m->table[row].offset : m->n_params;
 }
 
-/* grads[lo, hi) += the first n - 1 replicas' grads, in replica order, and
- * theirs back to zero: each element gets the same sums however the range
- * is cut, so summing it in pieces during backward changes no bit. */
-static void add_replicas(tfm_model *m, int n, size_t lo, size_t hi, int threads)
-{
-    size_t chunk = 1 << 14, nchunks = (hi - lo + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (size_t c = 0; c < nchunks; c++) {
-        size_t a = lo + c * chunk, b = a + chunk < hi ? a + chunk : hi;
-        for (int k = 0; k + 1 < n; k++) {
-            float *g = m->rep[k].grads;
-#pragma omp simd
-            for (size_t i = a; i < b; i++)
-                m->grads[i] += g[i];
-            memset(g + a, 0, (b - a) * sizeof *g);
-        }
-    }
-}
-
 /* Backward of m has written grads[lo, n_params) for the last time. */
 static void grads_final(tfm_model *m, size_t lo)
 {
-    if (m->shares_params) {
-        /* a replica: the master's thread adds its final part in */
-        __atomic_store_n(&m->ready_lo, lo, __ATOMIC_RELEASE);
-        return;
-    }
-    if (!m->grads_ready)
-        return;
-    if (m->ready_parts <= 1) {
+    if (m->grads_ready)
         m->grads_ready(m->grads_ready_ctx, lo);
-        return;
-    }
-    /* with replicas (this is thread 0, running part 0): final where every
-     * part is; the others run on meanwhile, and what they finish after
-     * this one's backward is added after the parallel region */
-    size_t all = lo;
-    for (int k = 0; k + 1 < m->ready_parts; k++) {
-        size_t r = __atomic_load_n(&m->rep[k].ready_lo, __ATOMIC_ACQUIRE);
-        all = r > all ? r : all;
-    }
-    if (all < m->ready_lo) {
-        add_replicas(m, m->ready_parts, all, m->ready_lo, 1);
-        m->ready_lo = all;
-    }
-    m->grads_ready(m->grads_ready_ctx, m->ready_lo);
 }
 
 /* The cross-attention sublayer of decoder block l backward: dh is the
@@ -2315,7 +1982,7 @@ static void stack_backward(tfm_model *m, const side *sd, float *dout)
 
 /* Backward of the last forward; f[h]: d(loss)/d(each counted item's loss)
  * of head h. */
-static void backward_items(tfm_model *m, const float *f)
+void tfm_model_backward_heads(tfm_model *m, const float f[TFM_HEAD_N])
 {
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
@@ -2351,10 +2018,16 @@ void tfm_model_backward(tfm_model *m, float scale)
     for (int h = 0; h < TFM_HEAD_N; h++)
         f[h] = a->hcount[h] ? scale / (float)a->hcount[h] : 0.0f;
     f[TFM_HEAD_LM] *= a->lm_weight;
-    backward_items(m, f);
+    tfm_model_backward_heads(m, f);
 }
 
-/* ---- data parallelism ---------------------------------------------------- */
+/* ---- batches in parts ----------------------------------------------------- */
+
+const long *tfm_model_head_counts(const tfm_model *m)
+{
+    return m->acts->hcount;
+}
+
 
 int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                              int B, int T, float scale, float *loss, tfm_err *err)
@@ -2375,12 +2048,9 @@ tfm_batch tfm_batch_rows(const tfm_batch *b, int r0, int rows)
     p.S = b->S;
     p.src = b->src ? b->src + (size_t)r0 * b->S : NULL;
     p.src_lengths = b->src_lengths ? b->src_lengths + r0 : NULL;
-    p.cls_pos = b->cls_pos ? b->cls_pos + r0 : NULL;
-    p.labels = b->labels ? b->labels + r0 : NULL;
-    p.values = b->values ? b->values + r0 : NULL;
-    p.tags = b->tags ? b->tags + off : NULL;
-    p.span_start = b->span_start ? b->span_start + r0 : NULL;
-    p.span_end = b->span_end ? b->span_end + r0 : NULL;
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (tfm_head_parts[h]->rows)
+            tfm_head_parts[h]->rows(&p, b, r0);
     p.lm_weight = b->lm_weight;
     p.head_total = b->head_total;
     return p;
@@ -2393,31 +2063,23 @@ void tfm_batch_counts(const tfm_model_config *c, const tfm_batch *b, long count[
         count[h] = 0;
     for (size_t i = 0; b->targets && i < N; i++)
         count[TFM_HEAD_LM] += b->targets[i] >= 0;
-    if (c->n_classes >= 2 && b->labels)
-        for (int r = 0; r < b->B; r++)
-            count[TFM_HEAD_CLASS] += b->labels[r] >= 0;
-    else if (c->n_classes == 1 && b->values)
-        count[TFM_HEAD_CLASS] = b->B;
-    for (size_t i = 0; c->n_tags && b->tags && i < N; i++)
-        count[TFM_HEAD_TAG] += b->tags[i] >= 0;
-    for (int r = 0; c->span && b->span_start && r < b->B; r++)
-        count[TFM_HEAD_SPAN] += b->span_start[r] >= 0;
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (tfm_head_parts[h]->count)
+            count[tfm_head_parts[h]->loss] = tfm_head_parts[h]->count(c, b);
 }
 
-/* Backward's factor of each head: its mean runs over total[h] targets. */
-static void head_factors(float f[TFM_HEAD_N], const long total[TFM_HEAD_N],
-                         const float w[TFM_HEAD_N], float scale)
+void tfm_head_factors(float f[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                      const float w[TFM_HEAD_N], float scale)
 {
     for (int h = 0; h < TFM_HEAD_N; h++)
         f[h] = total[h] ? scale * w[h] / (float)total[h] : 0.0f;
 }
 
-/* m's head losses and loss from the n parts' means over count[k][h]
- * targets: each head's sum over total[h] (with tfm_batch.head_total, this
- * batch's share of the larger one's mean). */
-static void parts_loss(tfm_model *m, tfm_model *const *part, int n,
-                       long (*count)[TFM_HEAD_N], const long total[TFM_HEAD_N],
-                       const int given[TFM_HEAD_N], const float w[TFM_HEAD_N])
+/* With tfm_batch.head_total, each head's sum over total[h] is this batch's
+ * share of the larger one's mean. */
+void tfm_model_parts_loss(tfm_model *m, tfm_model *const *part, int n,
+                          long (*count)[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                          const int given[TFM_HEAD_N], const float w[TFM_HEAD_N])
 {
     double loss_sum = 0;
     for (int h = 0; h < TFM_HEAD_N; h++) {
@@ -2432,115 +2094,41 @@ static void parts_loss(tfm_model *m, tfm_model *const *part, int n,
     m->loss = (float)loss_sum;
 }
 
+void tfm_batch_heads(const tfm_batch *b, int given[TFM_HEAD_N], float w[TFM_HEAD_N])
+{
+    for (int h = 0; h < TFM_HEAD_N; h++) {
+        given[h] = 0;
+        w[h] = 1.0f;
+    }
+    given[TFM_HEAD_LM] = b->targets != NULL;
+    w[TFM_HEAD_LM] = b->lm_weight > 0.0f ? b->lm_weight : 1.0f;
+    for (int h = 0; tfm_head_parts[h]; h++)
+        if (tfm_head_parts[h]->given)
+            given[tfm_head_parts[h]->loss] = tfm_head_parts[h]->given(b);
+}
+
 int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float scale,
                                      float *loss, tfm_err *err)
 {
-    int B = batch->B;
-    int n = m->n_rep < B ? m->n_rep : B;
-    /* which heads have targets, and their weights in the loss */
-    int given[TFM_HEAD_N] = {batch->targets != NULL, batch->labels || batch->values,
-                             batch->tags != NULL, batch->span_start != NULL};
-    float w[TFM_HEAD_N] = {batch->lm_weight > 0.0f ? batch->lm_weight : 1.0f, 1, 1, 1};
-    TFM_ASSERT(given[0] || given[1] || given[2] || given[3]);
-    if (n <= 1) {
-        float l;
-        if (tfm_model_forward_batch(m, batch, &l, err) < 0)
-            return -1;
-        if (!batch->head_total) {
-            tfm_model_backward(m, scale);
-        } else {
-            float f[TFM_HEAD_N];
-            head_factors(f, batch->head_total, w, scale);
-            backward_items(m, f);
-            long count[1][TFM_HEAD_N];
-            memcpy(count[0], m->acts->hcount, sizeof count[0]);
-            parts_loss(m, &m, 1, count, batch->head_total, given, w);
-        }
-        if (loss)
-            *loss = m->loss;
-        return 0;
-    }
-    /* checked once, for the whole batch, so that errors name its rows */
-    if (check_batch(&m->cfg, batch, err) < 0)
+    int given[TFM_HEAD_N], any = 0;
+    float w[TFM_HEAD_N];
+    tfm_batch_heads(batch, given, w);
+    for (int h = 0; h < TFM_HEAD_N; h++)
+        any |= given[h];
+    TFM_ASSERT(any);
+    float l;
+    if (tfm_model_forward_batch(m, batch, &l, err) < 0)
         return -1;
-    tfm_model *part[MAX_REPLICAS];
-    int rows[MAX_REPLICAS], first[MAX_REPLICAS], rc[MAX_REPLICAS];
-    long count[MAX_REPLICAS][TFM_HEAD_N];
-    tfm_err errs[MAX_REPLICAS];
-    TFM_ASSERT(n <= MAX_REPLICAS);
-    for (int k = 0, r0 = 0; k < n; k++) {
-        part[k] = k ? &m->rep[k - 1] : m;
-        rows[k] = B / n + (k < B % n);
-        first[k] = r0;
-        r0 += rows[k];
-        if (k) {
-            part[k]->training = m->training;
-            /* dropout streams: drawn from the model's rng, so a resumed run
-             * (which restores it) draws the same */
-            if (m->training && m->cfg.dropout > 0.0f)
-                tfm_rng_seed(&part[k]->rng, tfm_rng_u64(&m->rng));
-        }
-    }
-    long total[TFM_HEAD_N] = {0};
-    /* grads_ready: part 0's thread adds in what every part has finished */
-    for (int k = 1; k < n; k++)
-        part[k]->ready_lo = m->n_params;
-    m->ready_lo = m->n_params;
-    m->ready_parts = n;
-    /* n parts always (they decide the sums); fewer threads take them in
-     * turn while other jobs hold the CPUs (tfm_threads_now) */
-    int team = tfm_threads_now();
-    if (team > n)
-        team = n;
-#pragma omp parallel num_threads(team)
-    {
-#ifdef _OPENMP
-        int k = omp_get_thread_num();
-#else
-        int k = 0;
-#endif
-        /* a team smaller than asked (OMP_THREAD_LIMIT, nesting): threads
-         * take the parts in turn */
-#ifdef _OPENMP
-        int nt = omp_get_num_threads();
-#else
-        int nt = 1;
-#endif
-        for (int j = k; j < n; j += nt) {
-            tfm_batch pb = tfm_batch_rows(batch, first[j], rows[j]);
-            float l;
-            rc[j] = forward_checked(part[j], &pb, &l, &errs[j]);
-            for (int h = 0; h < TFM_HEAD_N; h++)
-                count[j][h] = rc[j] < 0 ? 0 : part[j]->acts->hcount[h];
-        }
-#pragma omp barrier
-#pragma omp single
-        {
-            for (int h = 0; h < TFM_HEAD_N; h++) {
-                for (int j = 0; j < n; j++)
-                    total[h] += count[j][h];
-                if (batch->head_total) /* a part of a larger batch */
-                    total[h] = batch->head_total[h];
-            }
-        }
+    if (!batch->head_total) {
+        tfm_model_backward(m, scale);
+    } else {
         float f[TFM_HEAD_N];
-        head_factors(f, total, w, scale);
-        for (int j = k; j < n; j += nt)
-            if (rc[j] >= 0)
-                backward_items(part[j], f);
+        tfm_head_factors(f, batch->head_total, w, scale);
+        tfm_model_backward_heads(m, f);
+        long count[1][TFM_HEAD_N];
+        memcpy(count[0], m->acts->hcount, sizeof count[0]);
+        tfm_model_parts_loss(m, &m, 1, count, batch->head_total, given, w);
     }
-    m->ready_parts = 0;
-    for (int k = 0; k < n; k++)
-        if (rc[k] < 0) {
-            *err = errs[k];
-            return -1;
-        }
-    /* grads += each replica's, in replica order, for what backward did not
-     * add in already (grads_ready) */
-    add_replicas(m, n, 0, m->ready_lo, n);
-    if (m->grads_ready)
-        m->grads_ready(m->grads_ready_ctx, 0);
-    parts_loss(m, part, n, count, total, given, w);
     if (loss)
         *loss = m->loss;
     return 0;

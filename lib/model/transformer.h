@@ -135,9 +135,10 @@
  * mlp.c_proj, transposed ([out, in] there); its layer.N.layer_norm.weight
  * are ln_1, ln_x and ln_2, final_layer_norm ln_f.
  *
- * Heads, after everything above, each a part of its own with HuggingFace
- * BERT's names; their Linears are stored [out, in] as HF's nn.Linear, and
- * always have biases.  h is the stack's output (after ln_f when pre-LN):
+ * Heads, after everything above, each a part of its own (a file
+ * lib/model/head_*.c behind model/head.h's interface, listed in head.c in
+ * this order) with HuggingFace BERT's names; their Linears are stored
+ * [out, in] as HF's nn.Linear, and always have biases.  h is the stack's output (after ln_f when pre-LN):
  *   mlm_head: logits = LN(act(h·Dᵀ + d))·headᵀ + cls.predictions.bias,
  *     computed only at the positions whose target is not -1:
  *     cls.predictions.transform.dense.weight      [C, C]
@@ -371,6 +372,9 @@ typedef struct tfm_param {
 
 typedef struct tfm_model_acts tfm_model_acts;   /* private activation plan */
 
+/* tfm_model.grads_ready: grads[lo, n_params) are final. */
+typedef void (*tfm_grads_ready_fn)(void *ctx, size_t lo);
+
 typedef struct tfm_model {
     tfm_model_config cfg;
     float *params;       /* n_params floats, 64-byte aligned */
@@ -397,11 +401,8 @@ typedef struct tfm_model {
     float head_loss[TFM_HEAD_N]; /* each head's mean loss, -1 when it had
                                     no targets */
     tfm_model_acts *acts;
-    /* Data parallelism (tfm_model_set_replicas): n_rep - 1 replicas sharing
-     * params and table, each with its own grads and activations. */
-    int n_rep;
-    struct tfm_model *rep;
-    int shares_params;   /* a replica: params and table belong to another */
+    int shares_params;   /* a replica (tfm_model_init_replica): params and
+                            table belong to another model */
     /* When set, the backward of tfm_model_backward and
      * tfm_model_forward_backward* calls grads_ready(grads_ready_ctx, lo) as
      * gradients become final, so that their all-reduce overlaps the rest of
@@ -412,12 +413,10 @@ typedef struct tfm_model {
      * lm_head), ln_f, the decoder's blocks from the top, the encoder's, then
      * the embeddings (a tied wte takes the LM head's gradient first and the
      * embedding's last).  Always on the thread that called the backward,
-     * between layers; with replicas the others' gradients for [lo, …) are
-     * already added in.  Not called in forward. */
-    void (*grads_ready)(void *ctx, size_t lo);
+     * between layers.  Not called in forward.  (train/replicas.h sums its
+     * replicas' gradients through this hook, and hands the caller's on.) */
+    tfm_grads_ready_fn grads_ready;
     void *grads_ready_ctx;
-    size_t ready_lo;     /* private: backward's progress for grads_ready */
-    int ready_parts;     /* private: replicas in the running forward_backward */
 } tfm_model;
 
 /* Allocates params (zeroed) and grads (zeroed) for cfg; activations are
@@ -526,28 +525,48 @@ size_t tfm_model_blocks_offset(const tfm_model *m);
 void tfm_model_backward(tfm_model *m, float scale);
 
 /* Forward and backward of one batch: grads += scale · d(mean loss)/d(params),
- * *loss = the mean loss.  With replicas (below) the batch rows are split
- * among them, one OpenMP thread each with single-threaded BLIS, and their
- * gradients summed in a fixed order: the result depends on the replica
- * count, never on scheduling.  Logits are not kept in that case. */
+ * *loss = the mean loss.  (Data parallelism over threads, the batch's rows
+ * split among replicas of the model, is train/replicas.h's.) */
 int tfm_model_forward_backward(tfm_model *m, const int32_t *inputs, const int32_t *targets,
                              int B, int T, float scale, float *loss, tfm_err *err);
 /* The same for a full batch description (targets required). */
 int tfm_model_forward_backward_batch(tfm_model *m, const tfm_batch *batch, float scale,
                                      float *loss, tfm_err *err);
 
-/* n ≥ 2 makes tfm_model_forward_backward data-parallel over n threads (at
- * most 64; costs n - 1 more gradient arrays; activations are split, not
- * repeated); n ≤ 1 turns it off.  Small models gain from it: each thread's
- * products run whole on one core instead of being split and synchronised. */
-void tfm_model_set_replicas(tfm_model *m, int n);
+/* The pieces a data-parallel caller (train/replicas.h) runs a batch's
+ * parts with. */
+
+/* r becomes a replica of m: m's params and table, shared (m must outlive
+ * it), with gradients (zeroed) and activations of its own; its rng is
+ * seeded with 0.  tfm_model_free(r) frees only what is its own. */
+void tfm_model_init_replica(tfm_model *r, const tfm_model *m);
+/* The checks tfm_model_forward_batch makes of a batch before any work. */
+int tfm_batch_check(const tfm_model_config *c, const tfm_batch *b, tfm_err *err);
+/* tfm_model_forward_batch of a batch tfm_batch_check accepted. */
+int tfm_model_forward_checked(tfm_model *m, const tfm_batch *b, float *loss, tfm_err *err);
+/* The targets each head's mean ran over in the last forward. */
+const long *tfm_model_head_counts(const tfm_model *m);
+/* Backward of the last forward with f[h] = d(loss)/d(each counted item's
+ * loss of head h) (tfm_head_factors). */
+void tfm_model_backward_heads(tfm_model *m, const float f[TFM_HEAD_N]);
+/* Which heads a batch has targets for, and their weights in the loss. */
+void tfm_batch_heads(const tfm_batch *b, int given[TFM_HEAD_N], float w[TFM_HEAD_N]);
+/* f[h] = scale·w[h]/total[h] (0 when total[h] is): each head's mean over
+ * total[h] targets. */
+void tfm_head_factors(float f[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                      const float w[TFM_HEAD_N], float scale);
+/* m's head losses and loss from n parts' (part[k]'s, over count[k][h]
+ * targets): each head's sum over total[h]. */
+void tfm_model_parts_loss(tfm_model *m, tfm_model *const *part, int n,
+                          long (*count)[TFM_HEAD_N], const long total[TFM_HEAD_N],
+                          const int given[TFM_HEAD_N], const float w[TFM_HEAD_N]);
 
 /* Forward only from now on (evaluation): frees the gradients, and later
  * forwards keep one layer's activations instead of every layer's and no
  * backward scratch; backward is then an error. */
 void tfm_model_set_inference(tfm_model *m);
 
-/* Bytes held by the model (params, grads, activations, replicas), for
+/* Bytes held by the model (params unless shared, grads, activations), for
  * reports. */
 size_t tfm_model_bytes(const tfm_model *m);
 

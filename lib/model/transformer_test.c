@@ -5,7 +5,6 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -265,6 +264,55 @@ static void test_heads(void **state)
     small_config(&cfg);
     cfg.n_classes = 2;
     check_model_with(&cfg, 1, &(extras){.cls_pos = last, .labels = labels, .lm_weight = 0.5f});
+}
+
+/* The heads' own config checks (model/head_*.c), and heads on a kind that
+ * has none. */
+static void test_head_config(void **state)
+{
+    (void)state;
+    tfm_model_config cfg;
+    tfm_err err;
+    small_config(&cfg);
+    cfg.n_classes = 3;
+    cfg.nsp = 1;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "has 2 classes, not 3"));
+    small_config(&cfg);
+    cfg.n_tags = 70000;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "tags 70000 is out of range"));
+    small_config(&cfg);
+    cfg.mlm_head = cfg.head_bias = 1;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "the MLM head has its own bias"));
+    small_config(&cfg);
+    cfg.kind = TFM_KIND_ENCODER_DECODER;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), 0);
+    cfg.span = 1;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "the span head is for encoders and decoders"));
+    /* every head's tensors, in table order, after the LM head's */
+    small_config(&cfg);
+    cfg.kind = TFM_KIND_ENCODER;
+    cfg.tie_embeddings = 0;
+    cfg.mlm_head = cfg.pooler = cfg.span = 1;
+    cfg.n_classes = 2;
+    cfg.n_tags = 3;
+    tfm_model m;
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+    const char *tail[] = {"lm_head.weight", "cls.predictions.transform.dense.weight",
+                          "cls.predictions.transform.dense.bias",
+                          "cls.predictions.transform.LayerNorm.weight",
+                          "cls.predictions.transform.LayerNorm.bias", "cls.predictions.bias",
+                          "pooler.dense.weight", "pooler.dense.bias", "classifier.weight",
+                          "classifier.bias", "token_classifier.weight",
+                          "token_classifier.bias", "qa_outputs.weight", "qa_outputs.bias"};
+    int n = (int)(sizeof tail / sizeof *tail);
+    assert_true(m.n_table > n);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(m.table[m.n_table - n + i].name, tail[i]);
+    tfm_model_free(&m);
 }
 
 /* Encoder-decoders: every position scheme, pre- and post-LN, three-way tied
@@ -667,297 +715,6 @@ static void test_table_and_init(void **state)
     assert_int_equal(tfm_model_config_check(&cfg, &err), 0);
 }
 
-/* Data parallelism splits the batch rows; the loss and the gradient of the
- * whole batch's mean are unchanged (up to summation order), parts of unequal
- * size and unequal counts of ignored targets included. */
-static void test_data_parallel(void **state)
-{
-    (void)state;
-    enum { B = 5, T = 6 };
-    tfm_model_config cfg;
-    small_config(&cfg);
-    tfm_model m;
-    tfm_err err = {0};
-    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
-    random_weights(&m, 3);
-    int32_t x[B * T], y[B * T];
-    tfm_rng r;
-    tfm_rng_seed(&r, 12);
-    for (int i = 0; i < B * T; i++) {
-        x[i] = (int32_t)tfm_rng_below(&r, cfg.vocab_size);
-        y[i] = (int32_t)tfm_rng_below(&r, cfg.vocab_size);
-    }
-    y[1] = y[2] = y[T + 4] = -1; /* the first part counts fewer targets */
-    float ref_loss, loss;
-    tfm_model_zero_grad(&m);
-    assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 0.5f, &ref_loss, &err), 0);
-    float *ref = malloc(m.n_params * sizeof(float));
-    memcpy(ref, m.grads, m.n_params * sizeof(float));
-    for (int n = 2; n <= 3; n++) {
-        tfm_model_set_replicas(&m, n);
-        assert_int_equal(m.n_rep, n);
-        tfm_model_zero_grad(&m);
-        assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 0.5f, &loss, &err), 0);
-        assert_true(fabsf(loss - ref_loss) <= 1e-6f * fabsf(ref_loss));
-        double worst = 0.0, norm = 0.0;
-        for (size_t i = 0; i < m.n_params; i++) {
-            double d = fabs((double)m.grads[i] - ref[i]);
-            worst = d > worst ? d : worst;
-            norm = fabs(ref[i]) > norm ? fabs(ref[i]) : norm;
-        }
-        assert_true(norm > 0.0);
-        assert_true(worst <= 1e-5 * norm);
-        for (int k = 0; k + 1 < n; k++)
-            for (size_t i = 0; i < m.n_params; i++)
-                assert_true(m.rep[k].grads[i] == 0.0f);
-        /* a bad id is reported for the whole batch's row */
-        x[3 * T + 2] = cfg.vocab_size;
-        assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 1.0f, &loss, &err), -1);
-        assert_non_null(strstr(err.msg, "batch row 3, position 2"));
-        x[3 * T + 2] = 0;
-    }
-    /* with dropout the replicas' streams come from the model's rng: the
-     * same rng state gives the same gradients */
-    m.cfg.dropout = 0.3f;
-    for (int k = 0; k + 1 < m.n_rep; k++)
-        m.rep[k].cfg.dropout = 0.3f;
-    tfm_model_set_training(&m, 1);
-    tfm_rng saved = m.rng;
-    tfm_model_zero_grad(&m);
-    assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 1.0f, &loss, &err), 0);
-    memcpy(ref, m.grads, m.n_params * sizeof(float));
-    m.rng = saved;
-    tfm_model_zero_grad(&m);
-    float loss2;
-    assert_int_equal(tfm_model_forward_backward(&m, x, y, B, T, 1.0f, &loss2, &err), 0);
-    assert_true(loss2 == loss);
-    assert_memory_equal(ref, m.grads, m.n_params * sizeof(float));
-    tfm_model_set_replicas(&m, 1);
-    assert_int_equal(m.n_rep, 0);
-    free(ref);
-    tfm_model_free(&m);
-}
-
-/* A batch in parts that know the whole batch's target counts
- * (tfm_batch.head_total, as MPI ranks run it): the parts' gradients and
- * losses add up to the whole's, for every head, when the parts hold
- * different shares of each head's targets. */
-static void test_batch_parts(void **state)
-{
-    (void)state;
-    enum { B = 5, T = 6 };
-    const int lengths[B] = {6, 3, 5, 6, 2}, last[B] = {5, 2, 4, 5, 1};
-    const int32_t labels[B] = {1, -1, 0, -1, 1}, s0[B] = {1, -1, 0, 2, 1}, e0[B] = {3, -1, 0, 4, 1};
-    const float values[B] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f};
-    int32_t x[B * T], y[B * T], seg[B * T], tags[B * T];
-    tfm_rng r;
-    tfm_rng_seed(&r, 31);
-    for (int i = 0; i < B * T; i++) {
-        x[i] = (int32_t)tfm_rng_below(&r, 7);
-        /* the first rows hold more LM targets than the last */
-        y[i] = i < 2 * T || i % 4 == 0 ? (int32_t)tfm_rng_below(&r, 7) : -1;
-        seg[i] = i % T >= T / 2;
-        tags[i] = i % 3 ? (int32_t)tfm_rng_below(&r, 3) : -1;
-    }
-    for (int kind = 0; kind < 4; kind++) {
-        tfm_model_config cfg;
-        small_config(&cfg);
-        tfm_batch b = {.inputs = x, .targets = y, .B = B, .T = T, .labels = labels};
-        if (kind == 0) { /* GPT fine-tuning: the last token's class + 0.5·LM */
-            cfg.n_classes = 2;
-            b.cls_pos = last;
-            b.lm_weight = 0.5f;
-        } else { /* BERT: MLM + NSP; regression; tagger, span and classes */
-            cfg.kind = TFM_KIND_ENCODER;
-            cfg.ln = TFM_LN_POST;
-            cfg.n_segments = 2;
-            b.segments = seg;
-            b.lengths = lengths;
-            cfg.mlm_head = cfg.pooler = kind == 1;
-            cfg.nsp = kind == 1;
-            cfg.n_classes = kind == 2 ? 1 : 2;
-            if (kind == 2) {
-                b.labels = NULL;
-                b.values = values;
-            }
-            if (kind == 3) {
-                cfg.n_tags = 3;
-                cfg.span = 1;
-                b.targets = NULL;
-                b.tags = tags;
-                b.span_start = s0;
-                b.span_end = e0;
-            }
-        }
-        tfm_model m;
-        tfm_err err = {0};
-        assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
-        random_weights(&m, 5);
-        float *ref = malloc(m.n_params * sizeof(float));
-        long total[TFM_HEAD_N];
-        tfm_batch_counts(&cfg, &b, total);
-        for (int n = 1; n <= 2; n++) {
-            tfm_model_set_replicas(&m, n);
-            float whole, l0, l1;
-            tfm_model_zero_grad(&m);
-            assert_int_equal(tfm_model_forward_backward_batch(&m, &b, 0.5f, &whole, &err), 0);
-            memcpy(ref, m.grads, m.n_params * sizeof(float));
-            tfm_model_zero_grad(&m);
-            tfm_batch p0 = tfm_batch_rows(&b, 0, 2), p1 = tfm_batch_rows(&b, 2, 3);
-            p0.head_total = p1.head_total = total;
-            assert_int_equal(tfm_model_forward_backward_batch(&m, &p0, 0.5f, &l0, &err), 0);
-            assert_int_equal(tfm_model_forward_backward_batch(&m, &p1, 0.5f, &l1, &err), 0);
-            if (!(fabsf(l0 + l1 - whole) <= 1e-5f * fabsf(whole)))
-                fail_msg("kind %d, %d replicas: parts' losses %g + %g, the whole's %g", kind, n,
-                         l0, l1, whole);
-            double worst = 0.0, norm = 0.0;
-            for (size_t i = 0; i < m.n_params; i++) {
-                double d = fabs((double)m.grads[i] - ref[i]);
-                worst = d > worst ? d : worst;
-                norm = fabs(ref[i]) > norm ? fabs(ref[i]) : norm;
-            }
-            if (!(norm > 0.0 && worst <= 1e-5 * norm))
-                fail_msg("kind %d, %d replicas: parts' gradients off by %g (largest %g)", kind,
-                         n, worst, norm);
-        }
-        free(ref);
-        tfm_model_free(&m);
-    }
-}
-
-/* grads_ready's record of one backward: each call's lo, and a copy of
- * grads[lo, n_params) as it was then. */
-typedef struct ready_log {
-    tfm_model *m;
-    int n;
-    size_t lo[256];
-    float *copy[256];
-    pthread_t thread;
-    int other_thread;
-} ready_log;
-
-static void log_ready(void *ctx, size_t lo)
-{
-    ready_log *r = ctx;
-    if (!pthread_equal(pthread_self(), r->thread))
-        r->other_thread = 1;
-    assert_true(r->n < 256);
-    r->lo[r->n] = lo;
-    r->copy[r->n] = malloc((r->m->n_params - lo) * sizeof(float) + 1);
-    memcpy(r->copy[r->n], r->m->grads + lo, (r->m->n_params - lo) * sizeof(float));
-    r->n++;
-}
-
-/* The all-reduce's hook (tfm_model.grads_ready): whatever it is told is
- * final stays so to the end of backward; lo falls to 0 in steps, one or
- * more a block, so that a sum can start before backward ends; the calls
- * come on the caller's thread, replicas or not; and the gradients are
- * those of a backward without the hook, bit for bit. */
-static void test_grads_ready(void **state)
-{
-    (void)state;
-    enum { B = 5, T = 6, S = 4 };
-    const int lengths[B] = {6, 3, 5, 6, 2};
-    const int32_t labels[B] = {1, 0, 0, 1, 1};
-    int32_t x[B * T], y[B * T], seg[B * T], src[B * S];
-    tfm_rng r;
-    tfm_rng_seed(&r, 21);
-    for (int i = 0; i < B * T; i++) {
-        x[i] = (int32_t)tfm_rng_below(&r, 7);
-        y[i] = i % 3 ? -1 : (int32_t)tfm_rng_below(&r, 7);
-        seg[i] = i % T >= T / 2;
-    }
-    for (int i = 0; i < B * S; i++)
-        src[i] = (int32_t)tfm_rng_below(&r, 7);
-    for (int kind = 0; kind < 6; kind++) {
-        tfm_model_config cfg;
-        small_config(&cfg);
-        cfg.n_layer = 3;
-        tfm_batch b = {.inputs = x, .targets = y, .B = B, .T = T};
-        if (kind == 1) { /* post-LN, untied, no biases */
-            cfg.ln = TFM_LN_POST;
-            cfg.tie_embeddings = 0;
-            cfg.bias = 0;
-        } else if (kind == 2) { /* BERT: MLM + NSP */
-            cfg.kind = TFM_KIND_ENCODER;
-            cfg.ln = TFM_LN_POST;
-            cfg.n_segments = 2;
-            cfg.emb_norm = 1;
-            cfg.mlm_head = cfg.pooler = cfg.nsp = 1;
-            cfg.n_classes = 2;
-            b.segments = seg;
-            b.lengths = lengths;
-            b.labels = labels;
-        } else if (kind == 5) { /* T5-like with adapters everywhere */
-            cfg.kind = TFM_KIND_ENCODER_DECODER;
-            cfg.n_enc_layer = 2;
-            cfg.ffn = TFM_FFN_GEGLU;
-            cfg.lora_r = 2;
-            cfg.lora_alpha = 4;
-            cfg.lora_dropout = 0.1f;
-            cfg.lora_targets = 63;
-            b.src = src;
-            b.S = S;
-        } else if (kind >= 3) { /* the original Transformer, and pre-LN with T5 */
-            cfg.kind = TFM_KIND_ENCODER_DECODER;
-            cfg.n_enc_layer = 2;
-            cfg.ln = kind == 3 ? TFM_LN_POST : TFM_LN_PRE;
-            cfg.pos = kind == 3 ? TFM_POS_SINUSOIDAL : TFM_POS_T5;
-            cfg.t5_buckets = 8;
-            cfg.t5_max_distance = 16;
-            b.src = src;
-            b.S = S;
-        }
-        tfm_model m;
-        tfm_err err = {0};
-        assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
-        random_weights(&m, 4);
-        float *ref = malloc(m.n_params * sizeof(float));
-        for (int n = 1; n <= 3; n++) {
-            tfm_model_set_replicas(&m, n);
-            float loss;
-            tfm_model_zero_grad(&m);
-            assert_int_equal(tfm_model_forward_backward_batch(&m, &b, 0.5f, &loss, &err), 0);
-            memcpy(ref, m.grads, m.n_params * sizeof(float));
-            ready_log log = {.m = &m, .thread = pthread_self()};
-            m.grads_ready = log_ready;
-            m.grads_ready_ctx = &log;
-            tfm_model_zero_grad(&m);
-            assert_int_equal(tfm_model_forward_backward_batch(&m, &b, 0.5f, &loss, &err), 0);
-            m.grads_ready = NULL;
-            assert_memory_equal(ref, m.grads, m.n_params * sizeof(float));
-            assert_false(log.other_thread);
-            assert_true(log.n > 0 && log.lo[log.n - 1] == 0);
-            int steps = 0;
-            size_t lowest = m.n_params; /* above 0 */
-            for (int i = 0; i < log.n; i++) {
-                if (log.lo[i])
-                    lowest = log.lo[i];
-                if (i && log.lo[i] > log.lo[i - 1])
-                    fail_msg("kind %d, %d replicas: lo %zu after %zu", kind, n, log.lo[i],
-                             log.lo[i - 1]);
-                steps += i && log.lo[i] < log.lo[i - 1];
-                if (memcmp(log.copy[i], m.grads + log.lo[i],
-                           (m.n_params - log.lo[i]) * sizeof(float)))
-                    fail_msg("kind %d, %d replicas: grads[%zu, ...) changed after the call",
-                             kind, n, log.lo[i]);
-                free(log.copy[i]);
-            }
-            /* one backward alone: a step a block at least (with replicas
-             * part 0 may run ahead of the others, and they all come last) */
-            int blocks = cfg.n_layer + tfm_model_config_enc_layers(&cfg);
-            if (n == 1 && steps < blocks)
-                fail_msg("kind %d: %d steps of lo for %d blocks", kind, steps, blocks);
-            /* and all the blocks are final before the embeddings */
-            if (n == 1 && lowest != tfm_model_blocks_offset(&m))
-                fail_msg("kind %d: lo %zu before 0, the first block at %zu", kind, lowest,
-                         tfm_model_blocks_offset(&m));
-        }
-        free(ref);
-        tfm_model_free(&m);
-    }
-}
-
 /* Forward-only mode runs every layer in one layer's buffers: the logits must
  * be exactly those of the training forward, for both block kinds. */
 static void test_inference(void **state)
@@ -995,6 +752,7 @@ int main(void)
     tfm_blas_init(0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pre_ln),
+        cmocka_unit_test(test_head_config),
         cmocka_unit_test(test_post_ln_variants),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_lora),
@@ -1004,9 +762,6 @@ int main(void)
         cmocka_unit_test(test_heads),
         cmocka_unit_test(test_block_kinds),
         cmocka_unit_test(test_table_and_init),
-        cmocka_unit_test(test_data_parallel),
-        cmocka_unit_test(test_grads_ready),
-        cmocka_unit_test(test_batch_parts),
         cmocka_unit_test(test_inference),
         cmocka_unit_test(test_head_dim),
     };

@@ -24,6 +24,7 @@
 #include "train/dist.h"
 #include "train/init.h"
 #include "train/plot.h"
+#include "train/replicas.h"
 #include "train/task.h"
 #include "train/optim.h"
 #include "model/lora.h"
@@ -160,6 +161,7 @@ typedef struct run {
     const tfm_config *cfg;
     const tfm_train_opts *o;
     tfm_model m;
+    tfm_replicas reps;    /* data parallelism over threads (parts of m) */
     tfm_adam adam;
     tfm_train_state st;
     tfm_tokenizer *tok;
@@ -810,8 +812,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     const int64_t accum = cfg.train.grad_accum;
     /* dist: each rank computes its rows [r·B/N, (r+1)·B/N) of every
      * (global) batch */
-    tfm_model_set_replicas(&R->m, data_parallel_threads(&R->m, nr > 1 ? (B + nr - 1) / nr : B,
-                                                R->o->data_parallel));
+    tfm_replicas_init(&R->reps, &R->m,
+                      data_parallel_threads(&R->m, nr > 1 ? (B + nr - 1) / nr : B,
+                                            R->o->data_parallel));
     if (nr > 1 && R->m.cfg.lora_r > 0) {
         size_t n = tfm_model_trainable(&R->m, NULL);
         R->lora_sum = tfm_malloc(n * sizeof *R->lora_sum + 1);
@@ -881,8 +884,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             /* a token-budget batch of fewer pairs than ranks leaves some
              * ranks without rows: they add nothing (and start every bucket
              * in the wait below) */
-            int fb = batch.B > 0 ? tfm_model_forward_backward_batch(&R->m, &batch,
-                                                                    1.0f / (float)accum, &l, err)
+            int fb = batch.B > 0 ? tfm_replicas_forward_backward(&R->reps, &batch,
+                                                                 1.0f / (float)accum, &l, err)
                                  : 0;
             R->m.grads_ready = NULL;
             if (fb < 0)
@@ -1058,6 +1061,7 @@ out:
         tfm_model_free(&init_src);
     if (adam_ok)
         tfm_adam_free(&R->adam);
+    tfm_replicas_free(&R->reps);
     if (model_ok)
         tfm_model_free(&R->m);
     if (R->tok)

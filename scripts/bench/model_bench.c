@@ -6,7 +6,7 @@
  * Defaults: the char-small shape (4, 4, 128, 64, 12, 73).  --adamw adds a
  * plain AdamW update over all parameters to each step (the optimizer
  * itself lives in lib/train; this only estimates its memory traffic).
- * -r N: data-parallel over N replicas (tfm_model_set_replicas).
+ * -r N: data-parallel over N replicas (train/replicas.h).
  * Prints to stdout: ms_per_step (median), gflops, gemm_peak_gflops,
  * efficiency, peak_rss_mib. */
 #include "config.h"
@@ -22,6 +22,7 @@
 #include "base/rng.h"
 #include "model/transformer.h"
 #include "tensor/gemm.h"
+#include "train/replicas.h"
 
 static double cpu_now(void)
 {
@@ -109,7 +110,8 @@ int main(int argc, char **argv)
     if (tfm_model_init(&m, &cfg, &err) < 0)
         tfm_die(prog, &err);
     tfm_model_init_weights(&m, 1);
-    tfm_model_set_replicas(&m, replicas);
+    tfm_replicas reps;
+    tfm_replicas_init(&reps, &m, replicas);
     size_t N = (size_t)B * T;
     int32_t *x = tfm_malloc(2 * N * sizeof *x);
     tfm_rng r;
@@ -131,7 +133,8 @@ int main(int argc, char **argv)
             cpu0 = cpu_now(); /* step 0 plans memory and warms up */
         double t0 = tfm_now();
         tfm_model_zero_grad(&m);
-        if (tfm_model_forward_backward(&m, x, x + N, B, T, 1.0f, &loss, &err) < 0)
+        tfm_batch b = {.inputs = x, .targets = x + N, .B = B, .T = T};
+        if (tfm_replicas_forward_backward(&reps, &b, 1.0f, &loss, &err) < 0)
             tfm_die(prog, &err);
         if (adamw) {
             float *p = m.params, *g = m.grads;
@@ -169,6 +172,7 @@ int main(int argc, char **argv)
     free(x);
     free(mom);
     free(var);
+    tfm_replicas_free(&reps);
     tfm_model_free(&m);
     return 0;
 }

@@ -5,6 +5,7 @@ printed, with tfm's optimizer and schedule.
 
   t5_ref.py --batches d.jsonl --init init.safetensors --steps N
             [--threads 2] [--log ref.tsv] [--start ID] [--pad ID]
+  t5_ref.py --init init.safetensors --write-random OUT.safetensors [--seed 1]
 
 --init: a tfm model file (tfm-train with train.max_steps 0 writes the
 initial weights of a run with that seed); its metadata give the model
@@ -31,6 +32,11 @@ AdamW (decay on matrices only: the embedding and the Linear weights, not
 norms or bias tables), the global gradient norm clipped to optim.grad_clip,
 lr linear warmup from lr/warmup at step 0 then cosine to min_lr at --steps
 (tfm's lib/train/schedule.c).
+
+--write-random: OUT gets --init's names, shapes, configuration and
+tokenizer with random weights larger than an initialisation's (see
+write_random), for checking that tfm and this reference compute the same
+function where the logits and the attention are far from uniform.
 
 stdout: "torch loss_step1=" and "torch grad_norm_step1=" (the first batch's
 loss on the initial weights and the norm of its gradient, before clipping),
@@ -68,7 +74,37 @@ def load(path):
         b, end = e["data_offsets"]
         t[name] = torch.from_numpy(np.frombuffer(data[b:end], dtype=np.float32)
                                    .reshape(e["shape"]).copy())
-    return t, yaml.safe_load(meta.get("config", "{}")), json.loads(meta.get("tokenizer", "{}"))
+    return t, meta
+
+
+def write_random(path, t, meta, seed):
+    """A tfm model file of t's names and shapes (and meta's config and
+    tokenizer; no checksum, which tfm's loader does not require) holding
+    random weights large enough that every part of the model shows in the
+    loss and its gradient: embeddings N(0, 1), matrices N(0, 1/fan_in)
+    (unscaled attention scores of standard deviation about sqrt(head
+    size)), relative-bias tables N(0, 1), norm weights 1 + N(0, 0.1)."""
+    g = torch.Generator().manual_seed(seed)
+    header, blobs, off = {}, [], 0
+    for name, w in t.items():
+        if name == "wte.weight" or "rel_bias" in name:
+            r = torch.randn(w.shape, generator=g)
+        elif w.dim() == 2:
+            r = torch.randn(w.shape, generator=g) / math.sqrt(w.shape[0])
+        else:
+            r = 1 + 0.1 * torch.randn(w.shape, generator=g)
+        b = r.float().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(w.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    header["__metadata__"] = {k: v for k, v in meta.items() if k != "checksum"}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little"))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
 
 
 def specials(cfg, tok):
@@ -306,16 +342,25 @@ def batches(path, B, steps, start, pad):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batches", required=True)
+    ap.add_argument("--batches")
     ap.add_argument("--init", required=True)
-    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--steps", type=int)
     ap.add_argument("--start", type=int)
     ap.add_argument("--pad", type=int)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log")
+    ap.add_argument("--write-random", metavar="OUT")
+    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    t, cfg, tok = load(a.init)
+    t, meta = load(a.init)
+    if a.write_random:
+        write_random(a.write_random, t, meta, a.seed)
+        return
+    if not a.batches or not a.steps or a.steps < 1:
+        ap.error("--batches and --steps N (N >= 1) are needed to train")
+    cfg = yaml.safe_load(meta.get("config", "{}"))
+    tok = json.loads(meta.get("tokenizer", "{}"))
     start, pad = specials(cfg, tok)
     start = start if a.start is None else a.start
     pad = pad if a.pad is None else a.pad

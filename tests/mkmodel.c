@@ -28,7 +28,7 @@
 #include "base/buf.h"
 #include "base/file.h"
 #include "base/opt.h"
-#include "io/config.h"
+#include "io/run_config.h"
 #include "io/safetensors.h"
 #include "model/file.h"
 #include "model/transformer.h"

@@ -41,7 +41,7 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "io/config.h"
+#include "io/run_config.h"
 #include "model/file.h"
 #include "model/transformer.h"
 #include "nn/attention.h"

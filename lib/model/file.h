@@ -73,7 +73,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "io/config.h"
+#include "io/run_config.h"
 #include "io/safetensors.h"
 #include "model/decode.h"
 #include "model/quant.h"

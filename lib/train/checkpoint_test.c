@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "base/file.h"
-#include "io/config.h"
+#include "io/run_config.h"
 #include "model/file.h"
 #include "train/checkpoint.h"
 

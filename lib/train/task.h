@@ -52,7 +52,7 @@
 
 #include "base/err.h"
 #include "base/rng.h"
-#include "io/config.h"
+#include "io/run_config.h"
 #include "model/decode.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "base/file.h"
-#include "io/config.h"
+#include "io/run_config.h"
 #include "text/tokenizer.h"
 #include "train/task_internal.h"
 

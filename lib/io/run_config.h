@@ -1,27 +1,23 @@
-/* Training configuration: one typed schema table drives everything.
- *
- * Every key ("model.n_layer") has a type, a default, a range or a list of
- * choices, and a line of documentation.  The same table parses YAML files
- * (unknown or mistyped keys are errors with file:line:col and a "did you
- * mean" hint), applies `--set key=value` overrides, prints the effective
- * configuration back as YAML (--dump-config), and lists the keys so that a
- * test can check that man/tfm-config.5 documents every one of them.
+/* Training configuration (tfm-train's, and the one a model file records):
+ * the keys of man/tfm-config.5, read and printed by the schema engine
+ * (io/schema.h).
  *
  * Precedence is the order of the calls: tfm_config_defaults, then
  * tfm_config_load_yaml, then tfm_config_set for each override.
  *
  * A tfm_config is plain data (fixed-size strings), so it can be copied with
  * `=` and needs no free. */
-#ifndef TFM_IO_CONFIG_H
-#define TFM_IO_CONFIG_H
+#ifndef TFM_IO_RUN_CONFIG_H
+#define TFM_IO_RUN_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "io/schema.h"
 
-#define TFM_CONFIG_PATH_MAX 1024
+#define TFM_CONFIG_PATH_MAX TFM_SCHEMA_STRING_MAX
 #define TFM_CONFIG_MAX_KEYS 128
 
 typedef enum tfm_config_norm {
@@ -207,27 +203,10 @@ typedef struct tfm_config {
     unsigned char given[TFM_CONFIG_MAX_KEYS];
 } tfm_config;
 
-typedef enum tfm_config_type {
-    TFM_CONFIG_INT,
-    TFM_CONFIG_FLOAT,
-    TFM_CONFIG_BOOL,
-    TFM_CONFIG_STRING,
-    TFM_CONFIG_ENUM, /* stored as int: index into `choices` */
-} tfm_config_type;
-
-typedef struct tfm_config_key {
-    const char *path;      /* "section.name" */
-    tfm_config_type type;
-    size_t offset;         /* into tfm_config */
-    const char *def;       /* default, as YAML text */
-    double min, max;       /* INT and FLOAT, inclusive */
-    const char *choices;   /* ENUM: "pre|post" (index = enum value) */
-    const char *doc;       /* one line for --dump-config and the man page */
-} tfm_config_key;
-
-/* The schema, in the order --dump-config prints it. */
-const tfm_config_key *tfm_config_keys(size_t *n);
-const tfm_config_key *tfm_config_find(const char *path);
+/* The schema, its keys in the order --dump-config prints them. */
+const tfm_schema *tfm_config_schema(void);
+const tfm_schema_key *tfm_config_keys(size_t *n);
+const tfm_schema_key *tfm_config_find(const char *path);
 
 void tfm_config_defaults(tfm_config *c);
 

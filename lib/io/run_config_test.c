@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "io/config.h"
+#include "io/run_config.h"
 
 static int apply(tfm_config *c, const char *yaml, tfm_err *err)
 {
@@ -152,7 +152,7 @@ static void test_every_key_documented(void **state)
 {
     (void)state;
     size_t n;
-    const tfm_config_key *k = tfm_config_keys(&n);
+    const tfm_schema_key *k = tfm_config_keys(&n);
     assert_true(n > 30);
     tfm_config c;
     tfm_config_defaults(&c);

@@ -16,6 +16,19 @@
 
 #define I64 9.2e18
 
+size_t tfm_schema_join(tfm_schema_key *dst, size_t cap, const tfm_schema_part *parts,
+                       size_t n_parts)
+{
+    size_t n = 0;
+    for (size_t p = 0; p < n_parts; p++)
+        for (size_t i = 0; i < parts[p].n; i++) {
+            TFM_ASSERT(n < cap);
+            dst[n] = parts[p].keys[i];
+            dst[n++].offset += parts[p].base;
+        }
+    return n;
+}
+
 const tfm_schema_key *tfm_schema_find(const tfm_schema *s, const char *path)
 {
     for (size_t i = 0; i < s->n; i++)

@@ -57,6 +57,20 @@ typedef struct tfm_schema {
     size_t n_aliases;
 } tfm_schema;
 
+/* One owner's table, its offsets relative to its own struct, which sits at
+ * `base` in the struct the joined schema fills. */
+typedef struct tfm_schema_part {
+    const tfm_schema_key *keys;
+    size_t n;
+    size_t base;
+} tfm_schema_part;
+
+/* Copies the parts' keys, in order, into dst (room for cap), each offset
+ * moved by its part's base, so that owners declared apart make one table.
+ * Returns the number of keys; more than cap is a programming error. */
+size_t tfm_schema_join(tfm_schema_key *dst, size_t cap, const tfm_schema_part *parts,
+                       size_t n_parts);
+
 const tfm_schema_key *tfm_schema_find(const tfm_schema *s, const char *path);
 
 /* Zeroes the struct, then stores every key's default. */

@@ -81,10 +81,54 @@ static void test_toy_schema(void **state)
     assert_null(tfm_schema_find(&schema, "a.nope"));
 }
 
+/* Two owners' tables, each over its own struct, joined into one schema. */
+typedef struct part_a {
+    int64_t n;
+    double rate;
+} part_a;
+typedef struct joined {
+    char pad[24];
+    part_a a;
+    int on;
+    unsigned char given[3];
+} joined;
+
+static void test_join(void **state)
+{
+    (void)state;
+    static const tfm_schema_key ka[] = {
+        {"a.n", TFM_SCHEMA_INT, offsetof(part_a, n), "2", 0, 9, NULL, "n"},
+        {"a.rate", TFM_SCHEMA_FLOAT, offsetof(part_a, rate), "0.5", 0, 1, NULL, "rate"},
+    };
+    static const tfm_schema_key kb[] = {
+        {"b.on", TFM_SCHEMA_BOOL, offsetof(joined, on), "false", 0, 0, NULL, "on"},
+    };
+    const tfm_schema_part parts[] = {{ka, 2, offsetof(joined, a)}, {kb, 1, 0}};
+    tfm_schema_key all[3];
+    assert_int_equal(tfm_schema_join(all, 3, parts, 2), 3);
+    assert_string_equal(all[0].path, "a.n");
+    assert_string_equal(all[2].path, "b.on");
+    assert_int_equal(all[1].offset, offsetof(joined, a.rate));
+    assert_int_equal(all[2].offset, offsetof(joined, on));
+    const tfm_schema s = {all, 3, sizeof(joined), offsetof(joined, given), "a or b", NULL, 0};
+    joined j;
+    tfm_schema_defaults(&s, &j);
+    assert_int_equal(j.a.n, 2);
+    assert_true(j.a.rate == 0.5);
+    tfm_err err = {0};
+    assert_int_equal(tfm_schema_set(&s, &j, "a.rate=0.25", &err), 0);
+    assert_int_equal(tfm_schema_set(&s, &j, "b.on=true", &err), 0);
+    assert_true(j.a.rate == 0.25);
+    assert_int_equal(j.on, 1);
+    assert_true(tfm_schema_given(&s, &j, "a.rate"));
+    assert_false(tfm_schema_given(&s, &j, "a.n"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_toy_schema),
+        cmocka_unit_test(test_join),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "io/run_config.h"
+#include "model/run_config.h"
 
 /* Appends ", name" (or the first "name") to a list, ending it with "..."
  * once it is full. */
@@ -45,17 +45,17 @@ static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model
 static int applies(const tfm_config *c, const char *key)
 {
     if (!strcmp(key, "model.rope_base"))
-        return c->model.positions == TFM_CONFIG_POS_ROPE;
+        return c->model.positions == TFM_POS_ROPE;
     if (!strcmp(key, "model.t5_buckets") || !strcmp(key, "model.t5_max_distance"))
-        return c->model.positions == TFM_CONFIG_POS_T5;
+        return c->model.positions == TFM_POS_T5;
     if (!strcmp(key, "model.activation")) /* a gated feed-forward has its own */
-        return c->model.ffn == 0 || c->model.mlm_head;
+        return c->model.ffn == TFM_FFN_PLAIN || c->model.mlm_head;
     if (!strcmp(key, "model.block_size"))
-        return c->model.positions == TFM_CONFIG_POS_LEARNED;
+        return c->model.positions == TFM_POS_LEARNED;
     if (!strcmp(key, "model.n_enc_layer") || !strcmp(key, "model.tie_source") ||
         !strcmp(key, "model.src_vocab_size") || !strcmp(key, "model.decoder_start") ||
         !strcmp(key, "model.forced_bos") || !strcmp(key, "model.source_bos"))
-        return c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
+        return c->model.kind == TFM_KIND_ENCODER_DECODER;
     return 1;
 }
 

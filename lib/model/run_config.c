@@ -1,132 +1,17 @@
 /* tfm-train's configuration: its keys and the checks between them; the
  * engine that reads and prints them is io/schema.c. */
-#include "io/run_config.h"
+#include "model/run_config.h"
 
 #include "config.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #define OFF(f) offsetof(tfm_config, f)
 #define I64 9.2e18
 
-/* The single source of truth for keys, defaults, ranges and documentation. */
-static const tfm_schema_key keys[] = {
-    {"model.kind", TFM_SCHEMA_ENUM, OFF(model.kind), "decoder", 0, 0,
-     "decoder|encoder|encoder-decoder",
-     "decoder: causal self-attention (GPT); encoder: full self-attention over the "
-     "unpadded positions (BERT); encoder-decoder: an encoder over the source, then "
-     "decoder blocks with cross-attention to it (the original Transformer)"},
-    {"model.positions", TFM_SCHEMA_ENUM, OFF(model.positions), "learned", 0, 0,
-     "learned|sinusoidal|rope|alibi|t5",
-     "position scheme: a learned table (up to block_size), the original Transformer's "
-     "sinusoids, rotary q/k (rope), linear score biases (alibi), or T5's learned "
-     "relative buckets (t5); all but learned extend past block_size at inference"},
-    {"model.n_layer", TFM_SCHEMA_INT, OFF(model.n_layer), "4", 1, 1024, NULL,
-     "number of transformer blocks (an encoder-decoder's decoder blocks)"},
-    {"model.n_enc_layer", TFM_SCHEMA_INT, OFF(model.n_enc_layer), "0", 0, 1024, NULL,
-     "encoder-decoder: the encoder's blocks; 0 means n_layer"},
-    {"model.n_head", TFM_SCHEMA_INT, OFF(model.n_head), "4", 1, 1024, NULL,
-     "attention heads per block (must divide n_embd unless model.head_dim is set)"},
-    {"model.n_embd", TFM_SCHEMA_INT, OFF(model.n_embd), "128", 1, 65536, NULL,
-     "model width (embedding size)"},
-    {"model.block_size", TFM_SCHEMA_INT, OFF(model.block_size), "64", 1, 1048576, NULL,
-     "context length in tokens"},
-    {"model.vocab_size", TFM_SCHEMA_INT, OFF(model.vocab_size), "0", 0, 16777216, NULL,
-     "vocabulary size; 0 takes it from the tokenizer (or the largest id in the data + 1)"},
-    {"model.dropout", TFM_SCHEMA_FLOAT, OFF(model.dropout), "0", 0, 0.99, NULL,
-     "dropout probability on embeddings, attention and residual branches"},
-    {"model.ffn_dropout", TFM_SCHEMA_FLOAT, OFF(model.ffn_dropout), "0", 0, 0.99, NULL,
-     "dropout probability inside each feed-forward, on its hidden units after the activation "
-     "(or the gated product), before the output projection: T5's DenseReluDense dropout "
-     "(HF dropout_rate, as model.dropout) and BART's activation_dropout"},
-    {"model.final_dropout", TFM_SCHEMA_FLOAT, OFF(model.final_dropout), "0", 0, 0.99, NULL,
-     "dropout probability on each stack's output, after its final norm: the decoder's "
-     "before the heads, an encoder's before cross-attention reads it (T5's stacks, at "
-     "dropout_rate as model.dropout)"},
-    {"model.tie_embeddings", TFM_SCHEMA_BOOL, OFF(model.tie_embeddings), "true", 0, 0, NULL,
-     "the LM head shares the token embedding matrix"},
-    {"model.tie_source", TFM_SCHEMA_BOOL, OFF(model.tie_source), "true", 0, 0, NULL,
-     "encoder-decoder: the source shares the (target) token embedding, one joint "
-     "vocabulary; with tie_embeddings, the original Transformer's three-way tie"},
-    {"model.src_vocab_size", TFM_SCHEMA_INT, OFF(model.src_vocab_size), "0", 0, 16777216,
-     NULL, "encoder-decoder with tie_source false: the source vocabulary's size; 0 means "
-     "vocab_size"},
-    {"model.bias", TFM_SCHEMA_BOOL, OFF(model.bias), "true", 0, 0, NULL,
-     "the linear layers of each block have biases (layer norms always keep theirs, rmsnorm "
-     "has none)"},
-    {"model.norm", TFM_SCHEMA_ENUM, OFF(model.norm), "pre", 0, 0, "pre|post",
-     "layer norm placement: pre (GPT-2) or post (GPT-1, original Transformer)"},
-    {"model.norm_type", TFM_SCHEMA_ENUM, OFF(model.norm_type), "layernorm", 0, 0,
-     "layernorm|rmsnorm",
-     "the norms of the blocks, the final and the embedding norm: layernorm (mean and "
-     "variance, weight and bias) or rmsnorm (x / sqrt(mean(x^2) + ln_eps) times a weight, no "
-     "bias: T5, LLaMA)"},
-    {"model.activation", TFM_SCHEMA_ENUM, OFF(model.activation), "gelu", 0, 0,
-     "gelu|gelu_exact|relu", "MLP activation: gelu (tanh approximation), gelu_exact (erf), relu; "
-     "a gated model.ffn has its own (and the MLM head keeps this one)"},
-    {"model.ffn", TFM_SCHEMA_ENUM, OFF(model.ffn), "plain", 0, 0, "plain|geglu|swiglu",
-     "feed-forward: plain (activation(x W_fc) W_proj) or gated, (act(x W_0) * (x W_1)) W_proj "
-     "with act GELU-tanh (geglu: T5 v1.1's gated-gelu) or SiLU (swiglu: LLaMA); d_ff is the "
-     "width of W_0 and W_1"},
-    {"model.attn_scale", TFM_SCHEMA_BOOL, OFF(model.attn_scale), "true", 0, 0, NULL,
-     "attention scores q.k scaled by 1/sqrt(head size); false: unscaled, as T5 (whose "
-     "initialisation absorbs the factor)"},
-    {"model.ln_eps", TFM_SCHEMA_FLOAT, OFF(model.ln_eps), "1e-05", 1e-12, 1, NULL,
-     "layer norm epsilon"},
-    {"model.d_ff", TFM_SCHEMA_INT, OFF(model.d_ff), "0", 0, 1048576, NULL,
-     "inner width of the MLP; 0 means 4 x n_embd"},
-    {"model.head_dim", TFM_SCHEMA_INT, OFF(model.head_dim), "0", 0, 65536, NULL,
-     "width of each attention head; 0 means n_embd / n_head.  The projections q, k, v "
-     "are n_head x head_dim wide, which may differ from n_embd (T5 v1.1 small, "
-     "flan-t5-small: 6 heads of 64 over d_model 512)"},
-    {"model.rope_base", TFM_SCHEMA_FLOAT, OFF(model.rope_base), "10000", 2, 1e9, NULL,
-     "rope: the base of the rotation frequencies"},
-    {"model.t5_buckets", TFM_SCHEMA_INT, OFF(model.t5_buckets), "32", 2, 4096, NULL,
-     "t5: relative position buckets (half per direction in encoders)"},
-    {"model.t5_max_distance", TFM_SCHEMA_INT, OFF(model.t5_max_distance), "128", 2, 1048576,
-     NULL, "t5: distance at which the last (logarithmic) bucket begins"},
-    {"model.segments", TFM_SCHEMA_INT, OFF(model.segments), "0", 0, 1024, NULL,
-     "segment (token type) embeddings, e.g. 2 for BERT's sentence A and B; encoders only"},
-    {"model.emb_norm", TFM_SCHEMA_BOOL, OFF(model.emb_norm), "false", 0, 0, NULL,
-     "layer norm over the embedding sum, before the first block (BERT)"},
-    {"model.emb_scale", TFM_SCHEMA_BOOL, OFF(model.emb_scale), "false", 0, 0, NULL,
-     "token embeddings times sqrt(n_embd) before the positions are added (the original "
-     "Transformer)"},
-    {"model.head_scale", TFM_SCHEMA_BOOL, OFF(model.head_scale), "false", 0, 0, NULL,
-     "the final hidden states times n_embd^-0.5 before the LM head (T5 with tied "
-     "embeddings)"},
-    {"model.head_bias", TFM_SCHEMA_BOOL, OFF(model.head_bias), "false", 0, 0, NULL,
-     "the LM head adds a bias of its own to the logits, final_logits_bias [vocab_size] "
-     "(HuggingFace BART's)"},
-    {"model.decoder_start", TFM_SCHEMA_INT, OFF(model.decoder_start), "-1", -1, 16777215,
-     NULL, "encoder-decoder: the token a translation starts from (T5: 0, its padding); -1: "
-     "the tokenizer's beginning-of-text, else end-of-text"},
-    {"model.forced_bos", TFM_SCHEMA_INT, OFF(model.forced_bos), "-1", -1, 16777215, NULL,
-     "encoder-decoder: the token every translation begins with, forced right after "
-     "model.decoder_start (HuggingFace's forced_bos_token_id: BART's 0, <s>), and the first "
-     "token of every training target; -1: none"},
-    {"model.source_bos", TFM_SCHEMA_BOOL, OFF(model.source_bos), "false", 0, 0, NULL,
-     "encoder-decoder: every source given as text begins with the source tokenizer's "
-     "beginning-of-text token (BART's <s>, as its tokenizer adds), in training and "
-     "translation"},
-    {"model.init", TFM_SCHEMA_ENUM, OFF(model.init), "gpt2", 0, 0, "gpt2|xavier",
-     "initialisation: gpt2 (matrices and embeddings N(0, 0.02), residual projections "
-     "scaled down) or xavier (Xavier-uniform matrices, embeddings N(0, n_embd^-0.5))"},
-    {"model.mlm_head", TFM_SCHEMA_BOOL, OFF(model.mlm_head), "false", 0, 0, NULL,
-     "BERT's masked-LM head: dense, activation and layer norm before the (tied) LM decoder "
-     "with a bias of its own; logits only at the masked positions"},
-    {"model.pooler", TFM_SCHEMA_BOOL, OFF(model.pooler), "false", 0, 0, NULL,
-     "BERT's pooler: dense + tanh on the pooled position before the classifier"},
-    {"model.classes", TFM_SCHEMA_INT, OFF(model.classes), "0", 0, 65536, NULL,
-     "classifier on the pooled position ([CLS], a decoder's last token): 0 none, 1 "
-     "regression (mean squared error), 2 or more classes"},
-    {"model.nsp", TFM_SCHEMA_BOOL, OFF(model.nsp), "false", 0, 0, NULL,
-     "the classifier is BERT's next-sentence head (2 classes, cls.seq_relationship)"},
-    {"model.tags", TFM_SCHEMA_INT, OFF(model.tags), "0", 0, 65536, NULL,
-     "token tagger: tags per position (0: none)"},
-    {"model.span", TFM_SCHEMA_BOOL, OFF(model.span), "false", 0, 0, NULL,
-     "span head: start and end classifiers over the positions (question answering)"},
-
+/* The keys of the sections after the model's: data, optim, schedule, train. */
+static const tfm_schema_key run_keys[] = {
     {"data.train", TFM_SCHEMA_STRING, OFF(data.train), "", 0, 0, NULL,
      "training tokens: a .npy file of uint16 or uint32 ids"},
     {"data.val", TFM_SCHEMA_STRING, OFF(data.val), "", 0, 0, NULL,
@@ -334,8 +219,23 @@ static const tfm_schema_key keys[] = {
      "added to the classifier's (GPT's lambda); 0: none"},
 };
 
-#define NKEYS (sizeof keys / sizeof keys[0])
-_Static_assert(NKEYS <= TFM_CONFIG_MAX_KEYS, "raise TFM_CONFIG_MAX_KEYS");
+#define NRUN (sizeof run_keys / sizeof run_keys[0])
+
+/* One table in --dump-config's order: the model's keys, then the others. */
+static tfm_schema_key keys[TFM_CONFIG_MAX_KEYS];
+static size_t nkeys;
+static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
+
+static void keys_join(void)
+{
+    size_t nm;
+    const tfm_schema_key *mk = tfm_model_keys_table(&nm);
+    const tfm_schema_part parts[] = {
+        {mk, nm, offsetof(tfm_config, model)},
+        {run_keys, NRUN, 0},
+    };
+    nkeys = tfm_schema_join(keys, TFM_CONFIG_MAX_KEYS, parts, 2);
+}
 
 static const tfm_schema_alias aliases[] = {
     {"learning_rate", "optim.lr"}, {"layers", "model.n_layer"},
@@ -345,118 +245,82 @@ static const tfm_schema_alias aliases[] = {
     {"warmup_steps", "schedule.warmup"}, {"epsilon", "optim.eps"},
 };
 
-static const tfm_schema schema = {
-    keys, NKEYS, sizeof(tfm_config), offsetof(tfm_config, given),
-    "model, data, optim, schedule or train", aliases, sizeof aliases / sizeof aliases[0],
-};
+static tfm_schema schema_;
+
+static void schema_init(void)
+{
+    keys_join();
+    schema_ = (tfm_schema){keys, nkeys, sizeof(tfm_config), offsetof(tfm_config, given),
+                           "model, data, optim, schedule or train", aliases,
+                           sizeof aliases / sizeof aliases[0]};
+}
 
 const tfm_schema *tfm_config_schema(void)
 {
-    return &schema;
+    pthread_once(&keys_once, schema_init);
+    return &schema_;
 }
 
 const tfm_schema_key *tfm_config_keys(size_t *n)
 {
-    *n = NKEYS;
-    return keys;
+    const tfm_schema *s = tfm_config_schema();
+    *n = s->n;
+    return s->keys;
 }
 
 const tfm_schema_key *tfm_config_find(const char *path)
 {
-    return tfm_schema_find(&schema, path);
+    return tfm_schema_find(tfm_config_schema(), path);
 }
 
 void tfm_config_defaults(tfm_config *c)
 {
-    tfm_schema_defaults(&schema, c);
+    tfm_schema_defaults(tfm_config_schema(), c);
 }
 
 int tfm_config_apply_yaml(tfm_config *c, const char *text, size_t len, const char *name,
                           tfm_err *err)
 {
-    return tfm_schema_apply_yaml(&schema, c, text, len, name, err);
+    return tfm_schema_apply_yaml(tfm_config_schema(), c, text, len, name, err);
 }
 
 int tfm_config_load_yaml(tfm_config *c, const char *path, tfm_err *err)
 {
-    return tfm_schema_load_yaml(&schema, c, path, err);
+    return tfm_schema_load_yaml(tfm_config_schema(), c, path, err);
 }
 
 int tfm_config_set(tfm_config *c, const char *assignment, tfm_err *err)
 {
-    return tfm_schema_set(&schema, c, assignment, err);
+    return tfm_schema_set(tfm_config_schema(), c, assignment, err);
 }
 
 void tfm_config_dump(const tfm_config *c, int comments, tfm_buf *out)
 {
-    tfm_schema_dump(&schema, c, comments, out);
+    tfm_schema_dump(tfm_config_schema(), c, comments, out);
 }
 
 int tfm_config_given(const tfm_config *c, const char *path)
 {
-    return tfm_schema_given(&schema, c, path);
+    return tfm_schema_given(tfm_config_schema(), c, path);
 }
 
 const char *tfm_config_suggest(const char *path)
 {
-    return tfm_schema_suggest(&schema, path);
+    return tfm_schema_suggest(tfm_config_schema(), path);
 }
 
 const char *tfm_config_choice_name(const char *path, int value, char *buf, size_t size)
 {
-    return tfm_schema_choice_name(&schema, path, value, buf, size);
+    return tfm_schema_choice_name(tfm_config_schema(), path, value, buf, size);
 }
 
 int tfm_config_validate(const tfm_config *c, tfm_err *err)
 {
-    if (!c->model.head_dim && c->model.n_embd % c->model.n_head)
-        return tfm_err_set(err, "model.n_embd (%lld) must be divisible by model.n_head (%lld), "
-                           "or model.head_dim set", (long long)c->model.n_embd,
-                           (long long)c->model.n_head);
-    long long hs = c->model.head_dim ? (long long)c->model.head_dim
-                                     : (long long)(c->model.n_embd / c->model.n_head);
-    int dec = c->model.kind == TFM_CONFIG_KIND_DECODER;
-    if (c->model.positions == TFM_CONFIG_POS_ROPE && hs % 2)
-        return tfm_err_set(err, "model.positions rope needs an even head size, not %lld "
-                           "(model.head_dim, or model.n_embd / model.n_head)", hs);
-    if (c->model.positions == TFM_CONFIG_POS_SINUSOIDAL && c->model.n_embd % 2)
-        return tfm_err_set(err, "model.positions sinusoidal needs an even model.n_embd (%lld)",
-                           (long long)c->model.n_embd);
-    /* (the default, gelu, stands in every stored configuration: not an error) */
-    if (c->model.ffn && c->model.activation != TFM_CONFIG_ACT_GELU && !c->model.mlm_head) {
-        char act[32], ffn[32];
-        tfm_config_choice_name("model.activation", c->model.activation, act, sizeof act);
-        tfm_config_choice_name("model.ffn", c->model.ffn, ffn, sizeof ffn);
-        return tfm_err_set(err, "model.activation %s with model.ffn %s: a gated feed-forward "
-                           "has its own activation (geglu: GELU-tanh, swiglu: SiLU); leave "
-                           "model.activation out, or use model.ffn plain", act, ffn);
-    }
-    int ed = c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
+    if (tfm_model_keys_check(&c->model, err) < 0)
+        return -1;
+    int dec = c->model.kind == TFM_KIND_DECODER;
+    int ed = c->model.kind == TFM_KIND_ENCODER_DECODER;
     const char *kind = dec ? "decoder" : ed ? "encoder-decoder" : "encoder";
-    if (!ed && (c->model.n_enc_layer || !c->model.tie_source || c->model.src_vocab_size ||
-                c->model.forced_bos >= 0 || c->model.source_bos)) {
-        char keys[128] = "";
-        if (c->model.n_enc_layer)
-            strcat(keys, ", model.n_enc_layer");
-        if (!c->model.tie_source)
-            strcat(keys, ", model.tie_source");
-        if (c->model.src_vocab_size)
-            strcat(keys, ", model.src_vocab_size");
-        if (c->model.forced_bos >= 0)
-            strcat(keys, ", model.forced_bos");
-        if (c->model.source_bos)
-            strcat(keys, ", model.source_bos");
-        return tfm_err_set(err, "%s with model.kind %s: these keys are for an "
-                           "encoder-decoder", keys + 2, kind);
-    }
-    if (ed && c->model.tie_source && c->model.src_vocab_size && c->model.vocab_size &&
-        c->model.src_vocab_size != c->model.vocab_size)
-        return tfm_err_set(err, "model.src_vocab_size (%lld) with model.tie_source true: a "
-                           "shared embedding has one vocabulary (set model.tie_source false)",
-                           (long long)c->model.src_vocab_size);
-    if (!(c->model.kind == TFM_CONFIG_KIND_ENCODER) && c->model.segments)
-        return tfm_err_set(err, "model.segments (%lld) with model.kind %s: segment "
-                           "embeddings are for encoders", (long long)c->model.segments, kind);
     if (!dec && c->data.packing)
         return tfm_err_set(err, "data.packing with model.kind %s: packing is for decoders",
                            kind);

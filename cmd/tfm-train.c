@@ -16,10 +16,10 @@
 #include "base/opt.h"
 #include "base/thread.h"
 #include "infer/translate.h"
-#include "io/config.h"
-#include "tensor/gemm.h"
 #include "model/file.h"
 #include "model/lora.h"
+#include "model/run_config.h"
+#include "tensor/gemm.h"
 #include "train/checkpoint.h"
 #include "train/dist.h"
 #include "train/plot.h"
@@ -84,12 +84,12 @@ static const char *const type_names[] = {"int", "float", "bool", "string", "enum
 static void list_keys(void)
 {
     size_t n;
-    const tfm_config_key *k = tfm_config_keys(&n);
+    const tfm_schema_key *k = tfm_config_keys(&n);
     for (size_t i = 0; i < n; i++) {
         printf("%s\t%s\t%s\t", k[i].path, type_names[k[i].type], k[i].def);
-        if (k[i].type == TFM_CONFIG_ENUM)
+        if (k[i].type == TFM_SCHEMA_ENUM)
             printf("%s", k[i].choices);
-        else if (k[i].type == TFM_CONFIG_INT || k[i].type == TFM_CONFIG_FLOAT)
+        else if (k[i].type == TFM_SCHEMA_INT || k[i].type == TFM_SCHEMA_FLOAT)
             printf("%.10g..%.10g", k[i].min, k[i].max);
         printf("\t%s\n", k[i].doc);
     }

@@ -5,12 +5,13 @@
 # the layout in README) in the same commit, with the reason.
 #
 #   base     errors, memory, files, rng, threads, options: uses nothing
-#   io       JSON/YAML, config schema, safetensors, .npy
+#   io       JSON/YAML, the config schema engine, safetensors, .npy
 #   text     UTF-8, pre-tokenizers, tokenizers
 #   metrics  scores of predictions against references: no model
 #   tensor   GEMM and kernels
 #   nn       layers with their backward
-#   model    the transformer, its files and the decode step
+#   model    the transformer, its files and the decode step, its config
+#            keys and the run configuration a model file records
 #   data     example readers, their encodings, and a fine-tuned model's
 #            predictions over them (training's validation and tfm-eval's)
 #   train    tasks, optimizers, the loop: never infer

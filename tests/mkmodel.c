@@ -28,12 +28,12 @@
 #include "base/buf.h"
 #include "base/file.h"
 #include "base/opt.h"
-#include "io/config.h"
 #include "io/safetensors.h"
 #include "model/file.h"
+#include "model/file.h"
+#include "model/run_config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
-#include "model/file.h"
 
 static const char *prog = "mkmodel";
 
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     cfg.model.block_size = context;
     cfg.model.vocab_size = vocab;
     cfg.model.dropout = 0;
-    cfg.model.norm = post ? TFM_CONFIG_NORM_POST : TFM_CONFIG_NORM_PRE;
+    cfg.model.norm = post ? TFM_LN_POST : TFM_LN_PRE;
     for (int i = 0; i < n_sets; i++)
         if (tfm_config_set(&cfg, sets[i], &err) < 0)
             tfm_die(prog, &err);

@@ -41,8 +41,8 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "io/config.h"
 #include "model/file.h"
+#include "model/run_config.h"
 #include "model/transformer.h"
 #include "nn/attention.h"
 #include "tensor/gemm.h"

@@ -534,7 +534,7 @@ void tfm_ft_enc_opts_from_config(tfm_ft_enc_opts *o, const tfm_config *c,
 {
     const tfm_tok_specials *sp = tok ? tfm_tokenizer_specials(tok) : NULL;
     memset(o, 0, sizeof *o);
-    o->decoder = c->model.kind == TFM_CONFIG_KIND_DECODER;
+    o->decoder = c->model.kind == TFM_KIND_DECODER;
     o->max_len = (int)c->model.block_size;
     o->segments = c->model.segments >= 2;
     o->truncate_error = c->data.truncate == TFM_CONFIG_TRUNCATE_ERROR;

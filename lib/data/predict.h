@@ -42,7 +42,7 @@
 
 #include "base/err.h"
 #include "data/ftdata.h"
-#include "io/config.h"
+#include "model/run_config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 

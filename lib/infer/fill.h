@@ -27,7 +27,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "io/config.h"
+#include "model/run_config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 

@@ -11,7 +11,7 @@
 
 #include "base/progress.h"
 #include "data/source.h"
-#include "io/config.h"
+#include "model/run_config.h"
 
 void tfm_gen_opts_default(tfm_gen_opts *o)
 {

@@ -241,17 +241,11 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->final_dropout = (float)c->model.final_dropout;
     g->tie_embeddings = c->model.tie_embeddings;
     g->bias = c->model.bias;
-    g->ln = c->model.norm == TFM_CONFIG_NORM_POST ? TFM_LN_POST : TFM_LN_PRE;
-    g->act = c->model.activation == TFM_CONFIG_ACT_RELU         ? TFM_ACT_RELU
-             : c->model.activation == TFM_CONFIG_ACT_GELU_EXACT ? TFM_ACT_GELU_EXACT
-                                                                : TFM_ACT_GELU_TANH;
+    g->ln = c->model.norm;
+    g->act = c->model.activation;
     g->ln_eps = (float)c->model.ln_eps;
-    g->kind = c->model.kind == TFM_CONFIG_KIND_ENCODER           ? TFM_KIND_ENCODER
-              : c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER ? TFM_KIND_ENCODER_DECODER
-                                                                 : TFM_KIND_DECODER;
-    static const tfm_pos pos[] = {TFM_POS_LEARNED, TFM_POS_SINUSOIDAL, TFM_POS_ROPE,
-                                  TFM_POS_ALIBI, TFM_POS_T5};
-    g->pos = pos[c->model.positions];
+    g->kind = c->model.kind;
+    g->pos = c->model.positions;
     g->d_ff = (int)c->model.d_ff;
     g->head_dim = (int)c->model.head_dim;
     g->rope_base = (float)c->model.rope_base;
@@ -265,10 +259,9 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->decoder_start = (int)c->model.decoder_start;
     g->forced_bos = (int)c->model.forced_bos;
     g->source_bos = c->model.source_bos;
-    g->init = c->model.init ? TFM_INIT_XAVIER : TFM_INIT_GPT2;
-    g->norm = c->model.norm_type ? TFM_NORM_RMS : TFM_NORM_LAYER;
-    static const tfm_ffn_kind ffn[] = {TFM_FFN_PLAIN, TFM_FFN_GEGLU, TFM_FFN_SWIGLU};
-    g->ffn = ffn[c->model.ffn];
+    g->init = c->model.init;
+    g->norm = c->model.norm_type;
+    g->ffn = c->model.ffn;
     g->attn_unscaled = !c->model.attn_scale;
     g->n_enc_layer = (int)c->model.n_enc_layer;
     g->tie_source = c->model.tie_source;
@@ -478,13 +471,13 @@ static int bert_config(const char *model_path, tfm_config *c, tfm_err *err)
     j = tfm_json_get(doc.root, "hidden_act");
     if (tfm_json_expect(&doc, j, TFM_JSON_STRING, "hidden_act", err) < 0)
         goto out;
-    int act;
+    tfm_act act;
     if (!strcmp(j->str, "gelu")) {
-        act = TFM_CONFIG_ACT_GELU_EXACT;
+        act = TFM_ACT_GELU_EXACT;
     } else if (!strcmp(j->str, "gelu_new") || !strcmp(j->str, "gelu_pytorch_tanh")) {
-        act = TFM_CONFIG_ACT_GELU; /* the tanh approximation */
+        act = TFM_ACT_GELU_TANH; /* the tanh approximation */
     } else if (!strcmp(j->str, "relu")) {
-        act = TFM_CONFIG_ACT_RELU;
+        act = TFM_ACT_RELU;
     } else {
         tfm_err_at(err, path, j->line, j->col, "hidden_act '%s' is not supported (tfm has "
                    "gelu, gelu_new and relu)", j->str);
@@ -502,9 +495,9 @@ static int bert_config(const char *model_path, tfm_config *c, tfm_err *err)
                    "supported: tfm reads BERT as an encoder");
         goto out;
     }
-    c->model.kind = TFM_CONFIG_KIND_ENCODER;
-    c->model.positions = TFM_CONFIG_POS_LEARNED;
-    c->model.norm = TFM_CONFIG_NORM_POST;
+    c->model.kind = TFM_KIND_ENCODER;
+    c->model.positions = TFM_POS_LEARNED;
+    c->model.norm = TFM_LN_POST;
     c->model.activation = act;
     c->model.ln_eps = eps;
     c->model.n_layer = L;
@@ -912,22 +905,23 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
         eps = j->num;
     }
     /* HF's T5Config: "relu", "gelu", "gated-gelu" (GELU-tanh), "gated-silu", ... */
-    int ffn = 0, act = TFM_CONFIG_ACT_RELU;
+    tfm_ffn_kind ffn = TFM_FFN_PLAIN;
+    tfm_act act = TFM_ACT_RELU;
     j = tfm_json_get(doc.root, "feed_forward_proj");
     if (j && tfm_json_expect(&doc, j, TFM_JSON_STRING, "feed_forward_proj", err) < 0)
         goto out;
     const char *proj = j ? j->str : "relu";
     if (!strcmp(proj, "relu")) {
-        act = TFM_CONFIG_ACT_RELU;
+        act = TFM_ACT_RELU;
     } else if (!strcmp(proj, "gelu")) {
-        act = TFM_CONFIG_ACT_GELU_EXACT;
+        act = TFM_ACT_GELU_EXACT;
     } else if (!strcmp(proj, "gelu_new") || !strcmp(proj, "gelu_pytorch_tanh")) {
-        act = TFM_CONFIG_ACT_GELU;
+        act = TFM_ACT_GELU_TANH;
     } else if (!strcmp(proj, "gated-gelu") || !strcmp(proj, "gated-gelu_new")) {
-        ffn = 1; /* geglu: GELU-tanh, as HF maps gated-gelu to gelu_new */
-        act = TFM_CONFIG_ACT_GELU;
+        ffn = TFM_FFN_GEGLU; /* GELU-tanh, as HF maps gated-gelu to gelu_new */
+        act = TFM_ACT_GELU_TANH;
     } else if (!strcmp(proj, "gated-silu")) {
-        ffn = 2; /* swiglu */
+        ffn = TFM_FFN_SWIGLU;
     } else {
         tfm_err_at(err, path, j->line, j->col, "feed_forward_proj '%s' is not supported (tfm "
                    "has relu, gelu, gelu_new, gated-gelu and gated-silu)", proj);
@@ -941,10 +935,10 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
         tied = j->boolean;
     }
     (void)pad; /* padding is told by lengths, never by id */
-    c->model.kind = TFM_CONFIG_KIND_ENCODER_DECODER;
-    c->model.positions = TFM_CONFIG_POS_T5;
-    c->model.norm = TFM_CONFIG_NORM_PRE;
-    c->model.norm_type = 1; /* rmsnorm */
+    c->model.kind = TFM_KIND_ENCODER_DECODER;
+    c->model.positions = TFM_POS_T5;
+    c->model.norm = TFM_LN_PRE;
+    c->model.norm_type = TFM_NORM_RMS;
     c->model.ffn = ffn;
     c->model.activation = act;
     c->model.attn_scale = 0;
@@ -1213,17 +1207,17 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
         goto out;
     }
     /* HF's ACT2FN names */
-    int act;
+    tfm_act act;
     j = tfm_json_get(doc.root, "activation_function");
     if (j && tfm_json_expect(&doc, j, TFM_JSON_STRING, "activation_function", err) < 0)
         goto out;
     const char *fn = j ? j->str : "gelu";
     if (!strcmp(fn, "gelu")) {
-        act = TFM_CONFIG_ACT_GELU_EXACT;
+        act = TFM_ACT_GELU_EXACT;
     } else if (!strcmp(fn, "gelu_new") || !strcmp(fn, "gelu_pytorch_tanh")) {
-        act = TFM_CONFIG_ACT_GELU;
+        act = TFM_ACT_GELU_TANH;
     } else if (!strcmp(fn, "relu")) {
-        act = TFM_CONFIG_ACT_RELU;
+        act = TFM_ACT_RELU;
     } else {
         tfm_err_at(err, path, j->line, j->col, "activation_function '%s' is not supported "
                    "(tfm has gelu, gelu_new and relu)", fn);
@@ -1231,9 +1225,9 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
     }
     /* padding is told by lengths, never by id; bos is the tokenizer's */
     (void)pad, (void)bos;
-    c->model.kind = TFM_CONFIG_KIND_ENCODER_DECODER;
-    c->model.positions = TFM_CONFIG_POS_LEARNED;
-    c->model.norm = TFM_CONFIG_NORM_POST;
+    c->model.kind = TFM_KIND_ENCODER_DECODER;
+    c->model.positions = TFM_POS_LEARNED;
+    c->model.norm = TFM_LN_POST;
     c->model.activation = act;
     c->model.ln_eps = 1e-5;
     c->model.bias = 1;
@@ -1612,12 +1606,10 @@ static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tf
 /* tfm's config (the model section) of a GPT-2 checkpoint's description. */
 static void gpt2_config_into(const tfm_model_config *g, tfm_config *c)
 {
-    c->model.kind = TFM_CONFIG_KIND_DECODER;
-    c->model.positions = TFM_CONFIG_POS_LEARNED;
-    c->model.norm = TFM_CONFIG_NORM_PRE;
-    c->model.activation = g->act == TFM_ACT_GELU_EXACT ? TFM_CONFIG_ACT_GELU_EXACT
-                          : g->act == TFM_ACT_RELU     ? TFM_CONFIG_ACT_RELU
-                                                       : TFM_CONFIG_ACT_GELU;
+    c->model.kind = TFM_KIND_DECODER;
+    c->model.positions = TFM_POS_LEARNED;
+    c->model.norm = TFM_LN_PRE;
+    c->model.activation = g->act;
     c->model.ln_eps = g->ln_eps;
     c->model.n_layer = g->n_layer;
     c->model.n_head = g->n_head;

@@ -73,10 +73,10 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "io/config.h"
 #include "io/safetensors.h"
 #include "model/decode.h"
 #include "model/quant.h"
+#include "model/run_config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 

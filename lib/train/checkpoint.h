@@ -25,8 +25,8 @@
 
 #include "base/err.h"
 #include "base/rng.h"
-#include "io/config.h"
 #include "io/safetensors.h"
+#include "model/run_config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 #include "train/optim.h"

@@ -13,8 +13,8 @@
 #include <cmocka.h>
 
 #include "base/file.h"
-#include "io/config.h"
 #include "model/file.h"
+#include "model/run_config.h"
 #include "train/checkpoint.h"
 
 static char dir[] = "/tmp/tfm-ckpt-test.XXXXXX";

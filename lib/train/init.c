@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "io/config.h"
+#include "model/run_config.h"
 
 /* Appends ", name" (or the first "name") to a list, ending it with "..."
  * once it is full. */
@@ -45,27 +45,27 @@ static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model
 static int applies(const tfm_config *c, const char *key)
 {
     if (!strcmp(key, "model.rope_base"))
-        return c->model.positions == TFM_CONFIG_POS_ROPE;
+        return c->model.positions == TFM_POS_ROPE;
     if (!strcmp(key, "model.t5_buckets") || !strcmp(key, "model.t5_max_distance"))
-        return c->model.positions == TFM_CONFIG_POS_T5;
+        return c->model.positions == TFM_POS_T5;
     if (!strcmp(key, "model.activation")) /* a gated feed-forward has its own */
-        return c->model.ffn == 0 || c->model.mlm_head;
+        return c->model.ffn == TFM_FFN_PLAIN || c->model.mlm_head;
     if (!strcmp(key, "model.block_size"))
-        return c->model.positions == TFM_CONFIG_POS_LEARNED;
+        return c->model.positions == TFM_POS_LEARNED;
     if (!strcmp(key, "model.n_enc_layer") || !strcmp(key, "model.tie_source") ||
         !strcmp(key, "model.src_vocab_size") || !strcmp(key, "model.decoder_start") ||
         !strcmp(key, "model.forced_bos") || !strcmp(key, "model.source_bos"))
-        return c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER;
+        return c->model.kind == TFM_KIND_ENCODER_DECODER;
     return 1;
 }
 
 /* The key's value as a number, with the 0s that stand for another key's
  * value resolved (d_ff 0 is 4·n_embd). */
-static double value(const tfm_config *c, const tfm_config_key *k)
+static double value(const tfm_config *c, const tfm_schema_key *k)
 {
     const char *f = (const char *)c + k->offset;
-    double v = k->type == TFM_CONFIG_INT     ? (double)*(const int64_t *)f
-               : k->type == TFM_CONFIG_FLOAT ? *(const double *)f
+    double v = k->type == TFM_SCHEMA_INT     ? (double)*(const int64_t *)f
+               : k->type == TFM_SCHEMA_FLOAT ? *(const double *)f
                                              : (double)*(const int *)f;
     if (v == 0 && !strcmp(k->path, "model.d_ff"))
         v = 4.0 * (double)c->model.n_embd;
@@ -80,31 +80,31 @@ static double value(const tfm_config *c, const tfm_config_key *k)
 
 /* 0 where the data will give the value (vocab_size from the tokenizer,
  * classes and tags from the labels): nothing to compare yet. */
-static int unresolved(const tfm_config *c, const tfm_config_key *k)
+static int unresolved(const tfm_config *c, const tfm_schema_key *k)
 {
     return value(c, k) == 0 &&
            (!strcmp(k->path, "model.vocab_size") || !strcmp(k->path, "model.src_vocab_size") ||
             !strcmp(k->path, "model.classes") || !strcmp(k->path, "model.tags"));
 }
 
-static void value_text(const tfm_config *c, const tfm_config_key *k, char *buf, size_t size)
+static void value_text(const tfm_config *c, const tfm_schema_key *k, char *buf, size_t size)
 {
     const char *f = (const char *)c + k->offset;
-    if (k->type == TFM_CONFIG_ENUM)
+    if (k->type == TFM_SCHEMA_ENUM)
         tfm_config_choice_name(k->path, *(const int *)f, buf, size);
-    else if (k->type == TFM_CONFIG_BOOL)
+    else if (k->type == TFM_SCHEMA_BOOL)
         snprintf(buf, size, "%s", *(const int *)f ? "true" : "false");
     else
         snprintf(buf, size, "%.10g", value(c, k));
 }
 
 /* Adds "model.norm post (whose: pre)" to list when the key differs. */
-static void diff_key(const tfm_config *c, const tfm_config *other, const tfm_config_key *k,
+static void diff_key(const tfm_config *c, const tfm_config *other, const tfm_schema_key *k,
                      int from_file, const char *whose, char *list, size_t size, int *n)
 {
     /* the same text is the same value (d_ff 0 in both, whatever n_embd) */
-    size_t len = k->type == TFM_CONFIG_INT ? sizeof(int64_t)
-                 : k->type == TFM_CONFIG_FLOAT ? sizeof(double) : sizeof(int);
+    size_t len = k->type == TFM_SCHEMA_INT ? sizeof(int64_t)
+                 : k->type == TFM_SCHEMA_FLOAT ? sizeof(double) : sizeof(int);
     if (!applies(c, k->path) || !applies(other, k->path) || unresolved(c, k) ||
         !memcmp((const char *)c + k->offset, (const char *)other + k->offset, len) ||
         value(c, k) == value(other, k))
@@ -155,13 +155,13 @@ int tfm_train_init_config(tfm_config *c, const tfm_config *file, const char *pat
     int n_bad = 0;
     note[0] = 0;
     for (size_t i = 0; i < N_SHAPE; i++) {
-        const tfm_config_key *k = tfm_config_find(shape_keys[i]);
+        const tfm_schema_key *k = tfm_config_find(shape_keys[i]);
         if (tfm_config_given(c, k->path)) {
             diff_key(c, file, k, 1, "the file's", bad, sizeof bad, &n_bad);
             continue;
         }
-        size_t len = k->type == TFM_CONFIG_INT ? sizeof(int64_t)
-                     : k->type == TFM_CONFIG_FLOAT ? sizeof(double) : sizeof(int);
+        size_t len = k->type == TFM_SCHEMA_INT ? sizeof(int64_t)
+                     : k->type == TFM_SCHEMA_FLOAT ? sizeof(double) : sizeof(int);
         memcpy((char *)c + k->offset, (const char *)file + k->offset, len);
     }
     if (n_bad)
@@ -183,12 +183,12 @@ int tfm_train_init_config(tfm_config *c, const tfm_config *file, const char *pat
     tfm_config_choice_name("train.task", t, task, sizeof task);
     tfm_config_choice_name("train.task", (int)file->train.task, was, sizeof was);
     for (size_t i = 0; i < N_HEAD; i++) {
-        const tfm_config_key *k = tfm_config_find(head_keys[i]);
+        const tfm_schema_key *k = tfm_config_find(head_keys[i]);
         if (task_uses(t, k->path) || value(c, k) == 0 || value(file, k) == 0)
             continue;
         list_add(dropped, sizeof dropped, &n, k->path);
         memset((char *)c + k->offset, 0,
-               k->type == TFM_CONFIG_INT ? sizeof(int64_t) : sizeof(int));
+               k->type == TFM_SCHEMA_INT ? sizeof(int64_t) : sizeof(int));
     }
     /* NSP's classifier has its 2 classes; the task's own is sized from its
      * labels */

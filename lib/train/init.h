@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "base/err.h"
-#include "io/config.h"
+#include "model/run_config.h"
 #include "model/transformer.h"
 
 /* Resolves c's model section against file (the configuration of the model

@@ -52,8 +52,8 @@
 
 #include "base/err.h"
 #include "base/rng.h"
-#include "io/config.h"
 #include "model/decode.h"
+#include "model/run_config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 

@@ -431,7 +431,7 @@ static int special_id(int64_t cfg_id, int64_t tok_id, const char *key, const cha
 static int check_model(const tfm_config *cfg, int nsp, tfm_err *err)
 {
     const char *task = nsp ? "mlm+nsp" : "mlm";
-    if (cfg->model.kind != TFM_CONFIG_KIND_ENCODER)
+    if (cfg->model.kind != TFM_KIND_ENCODER)
         return tfm_err_set(err, "train.task %s needs model.kind encoder", task);
     if (!cfg->model.mlm_head)
         return tfm_err_set(err, "train.task %s needs model.mlm_head: true", task);

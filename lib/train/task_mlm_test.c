@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "base/buf.h"
-#include "io/config.h"
+#include "model/run_config.h"
 #include "text/tokenizer.h"
 #include "train/task.h"
 
@@ -121,7 +121,7 @@ static int teardown(void **state)
 static void config(tfm_config *c, const char *text, const char *tokpath, int T, int nsp)
 {
     tfm_config_defaults(c);
-    c->model.kind = TFM_CONFIG_KIND_ENCODER;
+    c->model.kind = TFM_KIND_ENCODER;
     c->model.block_size = T;
     c->model.segments = 2;
     c->model.mlm_head = 1;

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "base/file.h"
-#include "io/config.h"
+#include "model/run_config.h"
 #include "text/tokenizer.h"
 #include "train/task_internal.h"
 
@@ -126,7 +126,7 @@ static void test_draw_uniform(void **state)
 static void config(tfm_config *c, int pairs)
 {
     tfm_config_defaults(c);
-    c->model.kind = TFM_CONFIG_KIND_DECODER;
+    c->model.kind = TFM_KIND_DECODER;
     c->model.block_size = 10;
     snprintf(c->data.text, sizeof c->data.text, "%s", pairs ? tsv : txt);
     snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "chars");

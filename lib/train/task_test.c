@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "base/file.h"
-#include "io/config.h"
+#include "model/run_config.h"
 #include "text/tokenizer.h"
 #include "train/task.h"
 
@@ -70,7 +70,7 @@ static int teardown(void **state)
 static void config(tfm_config *c, int64_t max_tokens)
 {
     tfm_config_defaults(c);
-    c->model.kind = TFM_CONFIG_KIND_ENCODER_DECODER;
+    c->model.kind = TFM_KIND_ENCODER_DECODER;
     c->model.block_size = 12;
     snprintf(c->data.text, sizeof c->data.text, "%s", tsv);
     snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "chars");

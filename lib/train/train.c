@@ -242,11 +242,11 @@ static const char *peft_task(const tfm_config *c)
     case TFM_CONFIG_TASK_TAG: return "TOKEN_CLS";
     case TFM_CONFIG_TASK_SPAN: return "QUESTION_ANS";
     case TFM_CONFIG_TASK_LM:
-        return c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER ? "SEQ_2_SEQ_LM"
-               : c->model.kind == TFM_CONFIG_KIND_DECODER       ? "CAUSAL_LM"
+        return c->model.kind == TFM_KIND_ENCODER_DECODER ? "SEQ_2_SEQ_LM"
+               : c->model.kind == TFM_KIND_DECODER       ? "CAUSAL_LM"
                                                                 : NULL;
     default:
-        return c->model.kind == TFM_CONFIG_KIND_ENCODER_DECODER ? "SEQ_2_SEQ_LM" : NULL;
+        return c->model.kind == TFM_KIND_ENCODER_DECODER ? "SEQ_2_SEQ_LM" : NULL;
     }
 }
 

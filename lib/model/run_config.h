@@ -1,53 +1,28 @@
-/* Training configuration: one typed schema table drives everything.
- *
- * Every key ("model.n_layer") has a type, a default, a range or a list of
- * choices, and a line of documentation.  The same table parses YAML files
- * (unknown or mistyped keys are errors with file:line:col and a "did you
- * mean" hint), applies `--set key=value` overrides, prints the effective
- * configuration back as YAML (--dump-config), and lists the keys so that a
- * test can check that man/tfm-config.5 documents every one of them.
+/* Training configuration (tfm-train's, and the one a model file records):
+ * the keys of man/tfm-config.5, read and printed by the schema engine
+ * (io/schema.h).  The model section's keys are the model's own
+ * (model/config_keys.h); the data, optim, schedule and train keys are still
+ * declared here, because model files record (and model/file.c reads) the
+ * whole configuration.
  *
  * Precedence is the order of the calls: tfm_config_defaults, then
  * tfm_config_load_yaml, then tfm_config_set for each override.
  *
  * A tfm_config is plain data (fixed-size strings), so it can be copied with
  * `=` and needs no free. */
-#ifndef TFM_IO_CONFIG_H
-#define TFM_IO_CONFIG_H
+#ifndef TFM_MODEL_RUN_CONFIG_H
+#define TFM_MODEL_RUN_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "io/schema.h"
+#include "model/config_keys.h"
 
-#define TFM_CONFIG_PATH_MAX 1024
+#define TFM_CONFIG_PATH_MAX TFM_SCHEMA_STRING_MAX
 #define TFM_CONFIG_MAX_KEYS 128
-
-typedef enum tfm_config_norm {
-    TFM_CONFIG_NORM_PRE,  /* GPT-2: x + f(LN(x)) */
-    TFM_CONFIG_NORM_POST, /* GPT-1 / original Transformer: LN(x + f(x)) */
-} tfm_config_norm;
-
-typedef enum tfm_config_act {
-    TFM_CONFIG_ACT_GELU,       /* tanh approximation (GPT-2) */
-    TFM_CONFIG_ACT_GELU_EXACT, /* erf form (BERT) */
-    TFM_CONFIG_ACT_RELU,
-} tfm_config_act;
-
-typedef enum tfm_config_kind {
-    TFM_CONFIG_KIND_DECODER,
-    TFM_CONFIG_KIND_ENCODER,
-    TFM_CONFIG_KIND_ENCODER_DECODER,
-} tfm_config_kind;
-
-typedef enum tfm_config_pos {
-    TFM_CONFIG_POS_LEARNED,
-    TFM_CONFIG_POS_SINUSOIDAL,
-    TFM_CONFIG_POS_ROPE,
-    TFM_CONFIG_POS_ALIBI,
-    TFM_CONFIG_POS_T5,
-} tfm_config_pos;
 
 typedef enum tfm_config_optim {
     TFM_CONFIG_OPTIM_ADAMW,
@@ -109,41 +84,7 @@ typedef enum tfm_config_documents {
 } tfm_config_documents;
 
 typedef struct tfm_config {
-    struct {
-        int64_t n_layer, n_head, n_embd, block_size;
-        int64_t vocab_size; /* 0: from the tokenizer (or the data) */
-        double dropout;
-        double ffn_dropout; /* inside the feed-forward, after its activation */
-        double final_dropout; /* on each stack's output, after its final norm */
-        int tie_embeddings;
-        int bias;
-        int norm;       /* tfm_config_norm */
-        int norm_type;  /* tfm_norm_kind (nn/norm.h): 0 layernorm, 1 rmsnorm */
-        int activation; /* tfm_config_act */
-        int ffn;        /* tfm_ffn_kind (nn/ffn.h): 0 plain, 1 geglu, 2 swiglu */
-        int attn_scale; /* attention scores scaled by 1/sqrt(head size) */
-        double ln_eps;
-        int kind;       /* tfm_config_kind */
-        int positions;  /* tfm_config_pos */
-        int64_t d_ff;   /* 0: 4·n_embd */
-        int64_t head_dim; /* 0: n_embd / n_head */
-        double rope_base;
-        int64_t t5_buckets, t5_max_distance;
-        int64_t segments;
-        int emb_norm;
-        int emb_scale;
-        int head_scale;        /* final hidden states · n_embd^-0.5 before the head */
-        int head_bias;         /* the LM head adds final_logits_bias (BART) */
-        int64_t decoder_start; /* -1: the tokenizer's bos, else eos */
-        int64_t forced_bos;    /* the token forced after decoder_start; -1: none */
-        int source_bos;        /* sources begin with the tokenizer's bos */
-        int init;       /* tfm_init (model/transformer.h): 0 gpt2, 1 xavier */
-        int64_t n_enc_layer; /* encoder-decoder: 0 means n_layer */
-        int tie_source;
-        int64_t src_vocab_size; /* 0: vocab_size */
-        int mlm_head, pooler, nsp, span; /* the heads (model/transformer.h) */
-        int64_t classes, tags;
-    } model;
+    tfm_model_keys model; /* model/config_keys.h */
     struct {
         char train[TFM_CONFIG_PATH_MAX];
         char val[TFM_CONFIG_PATH_MAX];
@@ -207,27 +148,10 @@ typedef struct tfm_config {
     unsigned char given[TFM_CONFIG_MAX_KEYS];
 } tfm_config;
 
-typedef enum tfm_config_type {
-    TFM_CONFIG_INT,
-    TFM_CONFIG_FLOAT,
-    TFM_CONFIG_BOOL,
-    TFM_CONFIG_STRING,
-    TFM_CONFIG_ENUM, /* stored as int: index into `choices` */
-} tfm_config_type;
-
-typedef struct tfm_config_key {
-    const char *path;      /* "section.name" */
-    tfm_config_type type;
-    size_t offset;         /* into tfm_config */
-    const char *def;       /* default, as YAML text */
-    double min, max;       /* INT and FLOAT, inclusive */
-    const char *choices;   /* ENUM: "pre|post" (index = enum value) */
-    const char *doc;       /* one line for --dump-config and the man page */
-} tfm_config_key;
-
-/* The schema, in the order --dump-config prints it. */
-const tfm_config_key *tfm_config_keys(size_t *n);
-const tfm_config_key *tfm_config_find(const char *path);
+/* The schema, its keys in the order --dump-config prints them. */
+const tfm_schema *tfm_config_schema(void);
+const tfm_schema_key *tfm_config_keys(size_t *n);
+const tfm_schema_key *tfm_config_find(const char *path);
 
 void tfm_config_defaults(tfm_config *c);
 

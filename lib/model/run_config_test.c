@@ -1,6 +1,7 @@
-/* The configuration schema: YAML parsing with positions, --set, dump/parse
- * round trip, suggestions. */
+/* tfm-train's configuration: YAML parsing with positions, --set, dump/parse
+ * round trip, suggestions, the model's keys and their enumerations. */
 #include <math.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +10,8 @@
 
 #include <cmocka.h>
 
-#include "io/config.h"
+#include "model/file.h"
+#include "model/run_config.h"
 
 static int apply(tfm_config *c, const char *yaml, tfm_err *err)
 {
@@ -45,7 +47,7 @@ static void test_defaults_and_yaml(void **state)
                      0);
     assert_int_equal(c.model.n_layer, 2);
     assert_int_equal(c.model.n_head, 4); /* untouched */
-    assert_int_equal(c.model.norm, TFM_CONFIG_NORM_POST);
+    assert_int_equal(c.model.norm, TFM_LN_POST);
     assert_float_equal(c.optim.lr, 3e-4, 0);
     assert_int_equal(c.optim.type, TFM_CONFIG_OPTIM_ADAM);
     assert_string_equal(c.data.train, "2024");
@@ -89,7 +91,7 @@ static void test_set_precedence(void **state)
     assert_float_equal(c.optim.beta2, 0.95, 0); /* YAML beats the default */
     assert_float_equal(c.optim.beta1, 0.9, 0);  /* default */
     assert_int_equal(tfm_config_set(&c, "model.norm=post", &err), 0);
-    assert_int_equal(c.model.norm, TFM_CONFIG_NORM_POST);
+    assert_int_equal(c.model.norm, TFM_LN_POST);
     assert_int_equal(tfm_config_set(&c, "data.train=a=b.npy", &err), 0);
     assert_string_equal(c.data.train, "a=b.npy");
     assert_int_equal(tfm_config_set(&c, "train.max_steps=1e3", &err), 0);
@@ -152,7 +154,7 @@ static void test_every_key_documented(void **state)
 {
     (void)state;
     size_t n;
-    const tfm_config_key *k = tfm_config_keys(&n);
+    const tfm_schema_key *k = tfm_config_keys(&n);
     assert_true(n > 30);
     tfm_config c;
     tfm_config_defaults(&c);
@@ -164,6 +166,62 @@ static void test_every_key_documented(void **state)
     char buf[32];
     assert_string_equal(tfm_config_choice_name("schedule.decay", 3, buf, sizeof buf),
                         "inverse_sqrt");
+}
+
+/* The model's keys store the model's own enumerations: each choice's index
+ * is the value of the enumerator of that name. */
+static void expect_choice(const char *key, const char *name, int value)
+{
+    char yaml[128];
+    snprintf(yaml, sizeof yaml, "model: {%s: %s}\n", strchr(key, '.') + 1, name);
+    tfm_config c;
+    tfm_config_defaults(&c);
+    tfm_err err = {0};
+    assert_int_equal(apply(&c, yaml, &err), 0);
+    const tfm_schema_key *k = tfm_config_find(key);
+    assert_non_null(k);
+    assert_int_equal(*(const int *)((const char *)&c + k->offset), value);
+}
+
+static void test_model_enums(void **state)
+{
+    (void)state;
+    expect_choice("model.kind", "decoder", TFM_KIND_DECODER);
+    expect_choice("model.kind", "encoder", TFM_KIND_ENCODER);
+    expect_choice("model.kind", "encoder-decoder", TFM_KIND_ENCODER_DECODER);
+    expect_choice("model.positions", "learned", TFM_POS_LEARNED);
+    expect_choice("model.positions", "sinusoidal", TFM_POS_SINUSOIDAL);
+    expect_choice("model.positions", "rope", TFM_POS_ROPE);
+    expect_choice("model.positions", "alibi", TFM_POS_ALIBI);
+    expect_choice("model.positions", "t5", TFM_POS_T5);
+    expect_choice("model.norm", "pre", TFM_LN_PRE);
+    expect_choice("model.norm", "post", TFM_LN_POST);
+    expect_choice("model.norm_type", "layernorm", TFM_NORM_LAYER);
+    expect_choice("model.norm_type", "rmsnorm", TFM_NORM_RMS);
+    expect_choice("model.activation", "gelu", TFM_ACT_GELU_TANH);
+    expect_choice("model.activation", "gelu_exact", TFM_ACT_GELU_EXACT);
+    expect_choice("model.activation", "relu", TFM_ACT_RELU);
+    expect_choice("model.ffn", "plain", TFM_FFN_PLAIN);
+    expect_choice("model.ffn", "geglu", TFM_FFN_GEGLU);
+    expect_choice("model.ffn", "swiglu", TFM_FFN_SWIGLU);
+    expect_choice("model.init", "gpt2", TFM_INIT_GPT2);
+    expect_choice("model.init", "xavier", TFM_INIT_XAVIER);
+    /* and the model's description takes them as they are */
+    tfm_config c;
+    tfm_config_defaults(&c);
+    tfm_err err = {0};
+    assert_int_equal(apply(&c, "model: {kind: encoder, positions: alibi, norm: post, "
+                               "norm_type: rmsnorm, ffn: swiglu, init: xavier}\n", &err), 0);
+    c.model.vocab_size = 16;
+    tfm_model_config g;
+    if (tfm_model_config_from(&c, &g, &err) < 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(g.kind, TFM_KIND_ENCODER);
+    assert_int_equal(g.pos, TFM_POS_ALIBI);
+    assert_int_equal(g.ln, TFM_LN_POST);
+    assert_int_equal(g.norm, TFM_NORM_RMS);
+    assert_int_equal(g.ffn, TFM_FFN_SWIGLU);
+    assert_int_equal(g.init, TFM_INIT_XAVIER);
 }
 
 static void test_validate(void **state)
@@ -190,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_given),
         cmocka_unit_test(test_dump_round_trip),
         cmocka_unit_test(test_every_key_documented),
+        cmocka_unit_test(test_model_enums),
         cmocka_unit_test(test_validate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,7 +57,7 @@ static void test_toy_schema(void **state)
     /* the dump reads back to the same values */
     tfm_buf out = {0};
     tfm_schema_dump(&schema, &t, 0, &out);
-    assert_string_equal(out.data, "a:\n  n: 7\n  rate: 0.1\n  on: false\n  mode: fast\n"
+    assert_string_equal(tfm_buf_cstr(&out), "a:\n  n: 7\n  rate: 0.1\n  on: false\n  mode: fast\n"
                                   "b:\n  name: x y\n");
     toy u;
     tfm_schema_defaults(&schema, &u);

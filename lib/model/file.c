@@ -1905,23 +1905,20 @@ void tfm_lm_close(tfm_lm *lm)
 
 /* ---- conversion ------------------------------------------------------ */
 
-int tfm_model_convert_file(const char *in, const char *out, tfm_weight_dtype dt, tfm_err *err)
+int tfm_model_resave(const char *meta_from, const tfm_config *c, const tfm_model *m,
+                     const tfm_tokenizer *tok, const char *out, tfm_weight_dtype dt,
+                     tfm_err *err)
 {
-    tfm_config c;
-    tfm_model m;
-    tfm_tokenizer *tok = NULL;
-    if (tfm_model_load(in, &c, &m, &tok, err) < 0)
-        return -1;
     tfm_buf yaml = {0}, tj = {0}, task = {0}, src = {0}, step = {0};
-    tfm_config_dump(&c, 0, &yaml);
+    tfm_config_dump(c, 0, &yaml);
     if (tok)
         tfm_tokenizer_to_json(tok, &tj);
     int rc = -1, has_task, has_src, has_step;
-    if ((has_task = tfm_model_file_meta(in, "task", &task, err)) < 0 ||
-        (has_src = tfm_model_file_meta(in, "source_tokenizer", &src, err)) < 0 ||
-        (has_step = tfm_model_file_meta(in, "step", &step, err)) < 0)
+    if ((has_task = tfm_model_file_meta(meta_from, "task", &task, err)) < 0 ||
+        (has_src = tfm_model_file_meta(meta_from, "source_tokenizer", &src, err)) < 0 ||
+        (has_step = tfm_model_file_meta(meta_from, "step", &step, err)) < 0)
         goto out;
-    rc = tfm_model_save_dtype(out, &m, tfm_buf_cstr(&yaml), tok ? tj.data : NULL, tj.len,
+    rc = tfm_model_save_dtype(out, m, tfm_buf_cstr(&yaml), tok ? tj.data : NULL, tj.len,
                               has_src ? src.data : NULL, src.len,
                               has_task ? tfm_buf_cstr(&task) : NULL,
                               has_step ? strtoll(tfm_buf_cstr(&step), NULL, 10) : 0, dt, err);
@@ -1931,6 +1928,17 @@ out:
     tfm_buf_free(&task);
     tfm_buf_free(&src);
     tfm_buf_free(&step);
+    return rc;
+}
+
+int tfm_model_convert_file(const char *in, const char *out, tfm_weight_dtype dt, tfm_err *err)
+{
+    tfm_config c;
+    tfm_model m;
+    tfm_tokenizer *tok = NULL;
+    if (tfm_model_load(in, &c, &m, &tok, err) < 0)
+        return -1;
+    int rc = tfm_model_resave(in, &c, &m, tok, out, dt, err);
     if (tok)
         tfm_tokenizer_free(tok);
     tfm_model_free(&m);

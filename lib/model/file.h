@@ -130,6 +130,13 @@ int tfm_model_save_dtype(const char *path, const tfm_model *m, const char *confi
                          size_t src_tok_len, const char *task_json, int64_t step,
                          tfm_weight_dtype dt, tfm_err *err);
 
+/* Writes m with configuration c and tokenizer tok (or NULL) to out with
+ * its matrices stored as dt, atomically, carrying the task, source
+ * tokenizer and step of the model file meta_from. */
+int tfm_model_resave(const char *meta_from, const tfm_config *c, const tfm_model *m,
+                     const tfm_tokenizer *tok, const char *out, tfm_weight_dtype dt,
+                     tfm_err *err);
+
 /* Writes the model file (or HuggingFace checkpoint) in with its matrices
  * stored as dt (model/quant.h) to out, atomically: the same config,
  * tokenizers, task and step. */

@@ -673,26 +673,8 @@ int tfm_lora_merge_file(const char *base, const char *dir, const char *out, tfm_
     tfm_tokenizer *tok = NULL;
     if (tfm_model_load_adapter(base, dir, &c, &m, &tok, err) < 0)
         return -1;
-    tfm_buf yaml = {0}, tj = {0}, task = {0}, src = {0}, step = {0};
     c.train.lora.r = 0; /* the adapters are in the weights now */
-    tfm_config_dump(&c, 0, &yaml);
-    if (tok)
-        tfm_tokenizer_to_json(tok, &tj);
-    int rc = -1, has_task, has_src, has_step;
-    if ((has_task = tfm_model_file_meta(base, "task", &task, err)) < 0 ||
-        (has_src = tfm_model_file_meta(base, "source_tokenizer", &src, err)) < 0 ||
-        (has_step = tfm_model_file_meta(base, "step", &step, err)) < 0)
-        goto out;
-    rc = tfm_model_save_task(out, &m, tfm_buf_cstr(&yaml), tok ? tj.data : NULL, tj.len,
-                             has_src ? src.data : NULL, src.len,
-                             has_task ? tfm_buf_cstr(&task) : NULL,
-                             has_step ? strtoll(tfm_buf_cstr(&step), NULL, 10) : 0, err);
-out:
-    tfm_buf_free(&yaml);
-    tfm_buf_free(&tj);
-    tfm_buf_free(&task);
-    tfm_buf_free(&src);
-    tfm_buf_free(&step);
+    int rc = tfm_model_resave(base, &c, &m, tok, out, TFM_WEIGHTS_F32, err);
     if (tok)
         tfm_tokenizer_free(tok);
     tfm_model_free(&m);

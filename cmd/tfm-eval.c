@@ -490,6 +490,16 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, "\"forced_bos\":%d,", c->forced_bos);
         else
             tfm_buf_puts(&o, "\"forced_bos\":null,");
+        if (c->forced_eos >= 0)
+            tfm_buf_printf(&o, "\"forced_eos\":%d,", c->forced_eos);
+        else
+            tfm_buf_puts(&o, "\"forced_eos\":null,");
+        /* the rates training would drop at (-1 keys resolved) */
+        tfm_buf_printf(&o, "\"dropout\":%g,\"attn_dropout\":%g,\"emb_dropout\":%g,"
+                       "\"ffn_dropout\":%g,\"final_dropout\":%g,", (double)c->dropout,
+                       (double)(c->attn_dropout >= 0 ? c->attn_dropout : c->dropout),
+                       (double)(c->emb_dropout >= 0 ? c->emb_dropout : c->dropout),
+                       (double)c->ffn_dropout, (double)c->final_dropout);
         tfm_buf_printf(&o, "\"source_bos\":%s,\"step\":", c->source_bos ? "true" : "false");
         if (mi.step >= 0)
             tfm_buf_printf(&o, "%lld", (long long)mi.step);
@@ -538,6 +548,15 @@ static void cmd_info(const app *a)
         else
             tfm_buf_puts(&o, "forced_bos\t-\n");
         tfm_buf_printf(&o, "source_bos\t%s\n", c->source_bos ? "true" : "false");
+        if (c->forced_eos >= 0)
+            tfm_buf_printf(&o, "forced_eos\t%d\n", c->forced_eos);
+        else
+            tfm_buf_puts(&o, "forced_eos\t-\n");
+        tfm_buf_printf(&o, "dropout\t%g\nattn_dropout\t%g\nemb_dropout\t%g\n"
+                       "ffn_dropout\t%g\nfinal_dropout\t%g\n", (double)c->dropout,
+                       (double)(c->attn_dropout >= 0 ? c->attn_dropout : c->dropout),
+                       (double)(c->emb_dropout >= 0 ? c->emb_dropout : c->dropout),
+                       (double)c->ffn_dropout, (double)c->final_dropout);
         if (mi.step >= 0)
             tfm_buf_printf(&o, "step\t%lld\n", (long long)mi.step);
         else

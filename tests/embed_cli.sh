@@ -295,4 +295,24 @@ tfm-generate -q --threads 1 -m gpt2 --greedy -n 3 "Hello" >gen.txt || fail "tfm-
 [ -s gen.txt ] || fail "tfm-generate printed nothing"
 printf 'Hello, world! Hello again.\n' | tfm-eval perplexity -q --threads 1 -m gpt2 --context 8 >ppl.tsv ||
     fail "tfm-eval on a GPT-2 folder"
+# config.json's dropout rates (GPT2Config's resid_pdrop, attn_pdrop,
+# embd_pdrop) and forced_eos_token_id are read; the forced end-of-text is
+# the last token a generation may have (the -n 3rd), after greedy's first two
+tfm-generate -q --threads 1 -m gpt2 --greedy --json -n 3 "Hello" >free.json ||
+    fail "tfm-generate --json on a GPT-2 folder"
+sed -i 's/"vocab_size": 50257}/"vocab_size": 50257, "resid_pdrop": 0.11, "attn_pdrop": 0.05, "embd_pdrop": 0.09, "forced_eos_token_id": 50256}/' gpt2/config.json
+tfm-eval info -m gpt2 >g2info.tsv || fail "tfm-eval info on a GPT-2 folder"
+for kv in "dropout	0.11" "attn_dropout	0.05" "emb_dropout	0.09" "ffn_dropout	0" \
+          "final_dropout	0" "forced_eos	50256"; do
+    grep -qx "$kv" g2info.tsv || { cat g2info.tsv >&2; fail "GPT-2 folder: no '$kv' in tfm-eval info"; }
+done
+tfm-generate -q --threads 1 -m gpt2 --greedy --json -n 3 "Hello" >forced.json ||
+    fail "tfm-generate with forced_eos_token_id"
+/usr/bin/python3 - free.json forced.json <<'PY' || fail "GPT-2 folder: forced_eos_token_id"
+import json, sys
+free, forced = (json.load(open(p)) for p in sys.argv[1:])
+assert free["finish_reason"] == "length" and 50256 not in free["ids"], free
+assert forced["ids"] == free["ids"][:2] + [50256], (free, forced)
+assert forced["finish_reason"] == "eos", forced
+PY
 echo ok

@@ -64,7 +64,7 @@ SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.join(SRC, "tests"))
 from embed_torch import bytes_to_unicode  # noqa: E402  (GPT-2's byte stand-ins)
 from hf_bert import write_safetensors  # noqa: E402
-from hf_t5 import check_train_init, compare_greedy, probe, run  # noqa: E402
+from hf_t5 import check_rates, check_train_init, compare_greedy, probe, run  # noqa: E402
 
 PROBE = os.path.join(BUILD, "tests", "io_probe")
 GEN = os.path.join(BUILD, "tfm-generate")
@@ -77,10 +77,18 @@ BOS, PAD, EOS = 0, 1, 2
 
 CASES = [
     dict(name="bart-base-like", C=32, NH=4, F=48, L=2, DL=2, P=40, act="gelu", scale=False,
-         copies=False, forced=True),
+         copies=False, forced=True, forced_eos=True, rates=True),
     dict(name="scaled-relu", C=32, NH=2, F=40, L=3, DL=1, P=24, act="relu", scale=True,
-         copies=True, forced=False),
+         copies=True, forced=False, forced_eos=False, rates=False),
 ]
+
+# tfm-eval info's rates: config.json's dropout (also on the embeddings),
+# attention_dropout and activation_dropout (the feed-forward's); BART has no
+# final dropout.  Absent: BartConfig's defaults, 0.1, 0 and 0.
+RATES = dict(dropout=0.12, attn_dropout=0.07, emb_dropout=0.12, ffn_dropout=0.03,
+             final_dropout=0.0)
+DEFAULT_RATES = dict(dropout=0.1, attn_dropout=0.0, emb_dropout=0.1, ffn_dropout=0.0,
+                     final_dropout=0.0)
 
 WORDS = ("the of and to in a that is was he for it with as his on be at by they "
          "lord god unto shall").split()
@@ -180,17 +188,22 @@ def hf_config(s, V):
     c = hf_config_all(s, V)
     if not s["forced"]:
         del c["forced_bos_token_id"]
+    if not s["forced_eos"]:
+        del c["forced_eos_token_id"]
+    if not s["rates"]:  # HF's defaults: dropout 0.1, the others 0
+        for k in ("dropout", "attention_dropout", "activation_dropout"):
+            del c[k]
     return c
 
 
 def hf_config_all(s, V):
-    return {"_name_or_path": "bart-tiny", "activation_dropout": 0.1,
+    return {"_name_or_path": "bart-tiny", "activation_dropout": 0.03,
             "activation_function": s["act"], "add_bias_logits": False,
             "add_final_layer_norm": False, "architectures": ["BartForConditionalGeneration"],
-            "attention_dropout": 0.1, "bos_token_id": BOS, "classif_dropout": 0.1,
+            "attention_dropout": 0.07, "bos_token_id": BOS, "classif_dropout": 0.1,
             "classifier_dropout": 0.0, "d_model": s["C"], "decoder_attention_heads": s["NH"],
             "decoder_ffn_dim": s["F"], "decoder_layerdrop": 0.0, "decoder_layers": s["DL"],
-            "decoder_start_token_id": EOS, "dropout": 0.1, "early_stopping": True,
+            "decoder_start_token_id": EOS, "dropout": 0.12, "early_stopping": True,
             "encoder_attention_heads": s["NH"], "encoder_ffn_dim": s["F"],
             "encoder_layerdrop": 0.0, "encoder_layers": s["L"], "eos_token_id": EOS,
             "forced_bos_token_id": BOS, "forced_eos_token_id": EOS, "gradient_checkpointing": False,
@@ -312,17 +325,27 @@ def bart_logits(P, s, src, src_len, tgt):
     return y @ P["model.shared.weight"].T + P["final_logits_bias"][0]
 
 
-def greedy(P, s, src, n_max):
+def greedy(P, s, src, n_max, forced_eos=None):
     """HF's greedy search: decoder_start 2; with forced_bos_token_id,
     ForcedBOSTokenLogitsProcessor leaves only <s> (0) at the first step;
-    stop at eos 2.  The ids and log-probabilities after the forced one."""
+    with forced_eos_token_id (forced_eos: s's, unless given),
+    ForcedEOSTokenLogitsProcessor leaves only </s> (2) when the sequence
+    is max_length - 1 long, max_length being the decoder's prompt (2, or
+    1 without forced_bos) + n_max: the n_max-th new token is </s>; stop
+    at eos 2.  The ids and log-probabilities after the forced one (the
+    model's log-probabilities, before the processors)."""
+    if forced_eos is None:
+        forced_eos = s["forced_eos"]
     out, lps = [EOS], []
     if s["forced"]:
         out.append(BOS)
+    max_length = len(out) + n_max
     for _ in range(n_max):
         lg = bart_logits(P, s, src[None], [len(src)], torch.tensor([out]))[0, -1]
         lp = torch.log_softmax(lg, -1)
         nxt = int(torch.argmax(lp))
+        if forced_eos and len(out) == max_length - 1:
+            nxt = EOS
         lps.append(float(lp[nxt]))
         if nxt == EOS:
             break
@@ -331,6 +354,51 @@ def greedy(P, s, src, n_max):
 
 
 # ---- checks -------------------------------------------------------------------
+
+def check_forced_eos(s, d, P, src, src_len):
+    """A limit that cuts the greedy search short (-n 3): with
+    forced_eos_token_id the third new token is </s> (finish eos), without
+    it the search stops at the limit (finish length), as HF's greedy at
+    max_length = decoder prompt + 3; greedy, sampling with top-k 1, the
+    no-cache path and one beam all follow it."""
+    N = 3
+    lines, refs, cut = [], [], []
+    for b in range(len(src)):
+        sb = src[b, :src_len[b] - 1]
+        full = torch.from_numpy(np.append(sb, EOS))
+        lines.append(" ".join(map(str, sb)))
+        refs.append(greedy(P, s, full, N))
+        free = greedy(P, s, full, N, forced_eos=False)
+        if len(free[0]) == N:  # the limit, not </s>, ended it
+            cut.append(b)
+    if not cut:  # the check would show nothing
+        return [f"-n {N}: every greedy search ends with </s> before the limit"]
+    bad = []
+    for how, opts in (("greedy", ["--greedy"]), ("top-k 1", ["--top-k", "1", "--seed", "1"]),
+                      ("no cache", ["--greedy", "--no-cache"])):
+        r = run([GEN, "-m", d, "--ids", "--json", "-n", str(N), "-q"] + opts,
+                input="\n".join(lines) + "\n")
+        if r.returncode != 0:
+            bad.append(f"-n {N} {how}: {r.stderr.strip()}")
+            continue
+        outs = [json.loads(x) for x in r.stdout.splitlines()]
+        bad += compare_greedy(f"{s['name']} -n {N} {how}", outs, refs, EOS)
+        want = "eos" if s["forced_eos"] else "length"
+        fin = [outs[b].get("finish_reason") for b in cut if b < len(outs)]
+        if fin != [want] * len(cut):
+            bad.append(f"-n {N} {how}: finish {fin} where the limit cut, want {want}")
+    # one beam where greedy's first N - 1 tokens are not </s>: the forced
+    # last step leaves it only </s>
+    r = run([GEN, "-m", d, "--ids", "--beam", "1", "--json", "-n", str(N), "-q"],
+            input="\n".join(lines[b] for b in cut) + "\n")
+    if r.returncode != 0:
+        bad.append(f"-n {N} --beam 1: {r.stderr.strip()}")
+    else:
+        bad += compare_greedy(f"{s['name']} -n {N} --beam 1",
+                              [json.loads(x) for x in r.stdout.splitlines()],
+                              [refs[b] for b in cut], EOS)
+    return bad
+
 
 def check_case(s, d, tok, rng):
     bad = []
@@ -392,12 +460,17 @@ def check_case(s, d, tok, rng):
                           [refs[b] for b in keep], EOS)
     # plain --ids output: the same tokens, space-separated; a source that
     # ends with </s> already (HF's input_ids) is not given a second one
+    # (--json's ids end with </s> when it ended the text; the plain output's
+    # do not)
     r = run([GEN, "-m", d, "--ids", "--greedy", "-n", "16", "-q"], input=lines[1] + " 2\n")
-    if r.returncode != 0 or r.stdout.split() != [str(i) for i in outs[1]["ids"]]:
-        bad.append(f"tfm-generate --ids: {r.stdout!r} {r.stderr.strip()}, "
-                   f"want {outs[1]['ids']}")
+    want = outs[1]["ids"][:-1] if outs[1]["finish_reason"] == "eos" else outs[1]["ids"]
+    if r.returncode != 0 or r.stdout.split() != [str(i) for i in want]:
+        bad.append(f"tfm-generate --ids: {r.stdout!r} {r.stderr.strip()}, want {want}")
+    bad += check_forced_eos(s, d, P, src, src_len)
+    bad += check_rates(s["name"], d, RATES if s["rates"] else DEFAULT_RATES)
     r = run([EVAL, "info", "-m", d])
     forced = f"forced_bos\t{BOS if s['forced'] else '-'}\n"
+    forced += f"source_bos\ttrue\nforced_eos\t{EOS if s['forced_eos'] else '-'}\n"
     if r.returncode != 0 or "kind\tbart-huggingface\n" not in r.stdout or \
             "model_kind\tencoder-decoder\n" not in r.stdout or "eos\t2\n" not in r.stdout or \
             forced not in r.stdout or "source_bos\ttrue\n" not in r.stdout:
@@ -455,7 +528,8 @@ def check_text(top, tok, rng):
         if not err <= TOL:
             bad.append(f"tfm-embed differs by {err:.3g}")
     bad += check_train_init(top, d, WORDS, V,
-                            lambda src, sl, tgt: bart_logits(P, s, src, sl, tgt), rng)
+                            lambda src, sl, tgt: bart_logits(P, s, src, sl, tgt), rng,
+                            RATES, dict(RATES, dropout=0.05, emb_dropout=0.05))
     # fine-tuning reads sources and targets as HF's tokenizer makes them:
     # <s> first (the target's because of forced_bos); the run keeps both keys
     r = run([TRAIN, "--dump-batches", "4", "--set",
@@ -470,6 +544,10 @@ def check_text(top, tok, rng):
                  np.zeros((1, 2), np.int64))
     if r.returncode != 0 or "forced_bos 0 source_bos 1" not in r.stdout:
         bad.append(f"the fine-tuned BART lost forced_bos/source_bos: {r.stdout[:400]!r} "
+                   f"{r.stderr.strip()}")
+    r = run([EVAL, "info", "-m", os.path.join(top, "run0", "model.safetensors")])
+    if r.returncode != 0 or f"forced_eos\t{EOS}\n" not in r.stdout:
+        bad.append(f"the fine-tuned BART lost forced_eos: {r.stdout[-300:]!r} "
                    f"{r.stderr.strip()}")
     return bad
 

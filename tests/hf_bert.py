@@ -55,8 +55,8 @@ def write_safetensors(path, tensors, metadata=None):
 
 def hf_config(s):
     """config.json as HuggingFace writes it for BertConfig."""
-    return {"architectures": ["BertForPreTraining"], "attention_probs_dropout_prob": 0.1,
-            "hidden_act": s["act"], "hidden_dropout_prob": 0.1, "hidden_size": s["C"],
+    return {"architectures": ["BertForPreTraining"], "attention_probs_dropout_prob": 0.06,
+            "hidden_act": s["act"], "hidden_dropout_prob": 0.11, "hidden_size": s["C"],
             "initializer_range": 0.02, "intermediate_size": s["F"],
             "layer_norm_eps": s["eps"], "max_position_embeddings": s["P"],
             "model_type": "bert", "num_attention_heads": s["NH"],
@@ -361,7 +361,11 @@ def check_lm_open(top, rng):
     want = dict(kind="bert-huggingface", model_kind="encoder", positions="learned",
                 n_layer=s["L"], n_head=s["NH"], n_embd=s["C"], block_size=s["P"],
                 vocab_size=s["V"], norm="post", tied=True, tokenizer="wordpiece",
-                tokenizer_vocab=25, eos=3, checksum="none")
+                tokenizer_vocab=25, eos=3, checksum="none",
+                # config.json's hidden_dropout_prob (embeddings, residual
+                # branches) and attention_probs_dropout_prob, not HF's 0.1
+                dropout=0.11, attn_dropout=0.06, emb_dropout=0.11, ffn_dropout=0,
+                final_dropout=0, forced_eos=None)
     diff = {k: (j.get(k), v) for k, v in want.items() if j.get(k) != v}
     return [f"tfm-eval info: (got, want) {diff}"] if diff else []
 

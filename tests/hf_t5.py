@@ -71,9 +71,16 @@ CASES = [
 
 # ---- the checkpoint in HF's layout -------------------------------------------
 
+# config.json's dropout_rate, not HF's default (0.1): tfm reads it as the
+# rate of every dropout site (tfm-eval info shows them)
+RATE = 0.15
+RATES = dict(dropout=RATE, attn_dropout=RATE, emb_dropout=RATE, ffn_dropout=RATE,
+             final_dropout=RATE)
+
+
 def hf_config(s):
     c = {"architectures": ["T5ForConditionalGeneration"], "d_ff": s["F"], "d_kv": s["KV"],
-         "d_model": s["C"], "decoder_start_token_id": 0, "dropout_rate": 0.1,
+         "d_model": s["C"], "decoder_start_token_id": 0, "dropout_rate": RATE,
          "eos_token_id": 1, "feed_forward_proj": s["proj"], "initializer_factor": 1.0,
          "is_encoder_decoder": True, "layer_norm_epsilon": 1e-06, "model_type": "t5",
          "n_positions": 512, "num_heads": s["NH"], "num_layers": s["L"],
@@ -490,14 +497,32 @@ def spiece_case(top, prefix, words, s, rng):
             bad.append(f"tfm-embed differs by {err:.3g}")
     P = {k: torch.from_numpy(v).double() for k, v in t.items()}
     return bad + check_train_init(top, d, words, s["V"],
-                                  lambda src, sl, tgt: t5_logits(P, s, src, sl, tgt), rng)
+                                  lambda src, sl, tgt: t5_logits(P, s, src, sl, tgt), rng,
+                                  RATES, dict(RATES, dropout=0.05, attn_dropout=0.05,
+                                              emb_dropout=0.05))
 
 
-def check_train_init(top, d, words, V, logits, rng):
+def check_rates(what, path, want):
+    """tfm-eval info's dropout rates of the model at path are want's."""
+    r = run([EVAL, "info", "-m", path])
+    if r.returncode != 0:
+        return [f"{what}: tfm-eval info: {r.stderr.strip()}"]
+    info = dict(x.split("\t", 1) for x in r.stdout.splitlines() if "\t" in x)
+    got = {k: float(info[k]) if k in info else None for k in want}
+    if got != want:
+        return [f"{what}: dropout rates {got}, want {want}"]
+    print(f"  {what}: dropout rates {got}")
+    return []
+
+
+def check_train_init(top, d, words, V, logits, rng, rates=None, rates0=None):
     """tfm-train fine-tunes from the folder d (train.init, data.tokenizer)
     on pairs of words for two steps, and the result generates; a step at
     learning rate 0 saves a model whose logits are logits(src, src_lengths,
-    tgt)'s (hf_bart.py uses it too)."""
+    tgt)'s (hf_bart.py uses it too).  With rates: the folder's dropout rates
+    (tfm-eval info), which the first run keeps; the lr-0 run then sets
+    model.dropout=0.05, and its rates are rates0: the user's key wins, the
+    others stay config.json's."""
     bad = []
     pairs = os.path.join(top, "pairs.tsv")
     with open(pairs, "w") as f:
@@ -519,6 +544,9 @@ def check_train_init(top, d, words, V, logits, rng):
         if r.returncode != 0:
             bad.append(f"tfm-generate on the fine-tuned model: {r.stderr.strip()}")
         print("  tfm-train: two steps from the folder, the result generates")
+        if rates:
+            bad += check_rates("the folder", d, rates)
+            bad += check_rates("tfm-train from the folder", out, rates)
     # a step with learning rate 0 keeps the model: the saved file computes
     # the reference's logits (its configuration kept head_scale, head_bias,
     # decoder_start and the rest of the folder's description)
@@ -526,9 +554,13 @@ def check_train_init(top, d, words, V, logits, rng):
     r = run([TRAIN, "-q", "-o", run0, "--set", f"train.init={d}", "--set",
              f"data.text={pairs}", "--set", f"data.tokenizer={d}", "--set",
              "train.max_steps=1", "--set", "train.batch_size=2", "--set", "optim.lr=0",
-             "--set", "train.eval_interval=0", "--threads", "1"])
+             "--set", "train.eval_interval=0", "--threads", "1"] +
+            (["--set", "model.dropout=0.05"] if rates0 else []))
     if r.returncode != 0:
         return bad + [f"tfm-train with lr 0: {r.stderr.strip()[-600:]}"]
+    if rates0:
+        bad += check_rates("tfm-train from the folder with model.dropout=0.05",
+                           os.path.join(run0, "model.safetensors"), rates0)
     src, tgt = rng.integers(2, V, (2, 9)), rng.integers(0, V, (2, 7))
     r, of = probe(os.path.join(run0, "model.safetensors"), src, [9, 6], tgt)
     if r.returncode != 0:

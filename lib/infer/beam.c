@@ -13,6 +13,7 @@ void tfm_beam_opts_default(tfm_beam_opts *o)
     o->alpha = 0.6f;
     o->max_len = 50;
     o->eos = -1;
+    o->forced_last = -1;
     o->lenpen = TFM_LENPEN_POWER;
 }
 
@@ -120,10 +121,13 @@ static void search_select(search *s, const tfm_beam_opts *o, size_t V, shared *s
     const size_t B = (size_t)o->beam, nc = 2 * B;
     cand *cands = sh->cands;
     size_t n = 0;
+    /* the step that reaches the length limit, with a forced last token:
+     * every other token's log p is -inf, as HF's processor makes it */
+    const int forced = o->forced_last >= 0 && (size_t)o->forced_last < V && s->t + 1 >= s->L;
     for (size_t i = 0; i < s->nl; i++) {
         const float *row = s->lp + i * V;
         for (size_t v = 0; v < V; v++) {
-            if (isinf(row[v]) || isnan(row[v]))
+            if (isinf(row[v]) || isnan(row[v]) || (forced && v != (size_t)o->forced_last))
                 continue;
             cand c = {s->live[i].sum + row[v], (int)i, (uint32_t)v, row[v]};
             if (n == nc && !cand_better(&c, &cands[n - 1]))

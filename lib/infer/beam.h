@@ -59,6 +59,9 @@ typedef struct tfm_beam_opts {
     tfm_lenpen lenpen; /* default TFM_LENPEN_POWER */
     int max_len;     /* new tokens at most, >= 1 */
     int64_t eos;     /* end-of-text id, -1 if none */
+    int64_t forced_last; /* the token every hypothesis that reaches max_len
+                            ends with: its last step considers only it
+                            (HF's forced_eos_token_id); -1 (default): none */
 } tfm_beam_opts;
 
 void tfm_beam_opts_default(tfm_beam_opts *o);

@@ -197,6 +197,9 @@ int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
         g->forced = lm->cfg.forced_bos;
         g->n_start = g->forced >= 0 ? 2 : 1;
     }
+    /* HF's forced_eos_token_id; with end-of-text ignored there is no end
+     * to force */
+    g->forced_last = opts->ignore_eos ? -1 : lm->cfg.forced_eos;
     g->lm = lm;
     g->opts = *opts;
     g->batch = batch < 1 ? 1 : batch;
@@ -448,7 +451,13 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
         for (size_t r = 0; r < nrows; r++) {
             seq *s = &seqs[rows[r]];
             const float *lg = logits + r * V;
-            uint32_t tok = s->has_sampler
+            /* the last token allowed (by max_new, or because the context
+             * is full) is the forced one, when the model has it */
+            const int last =
+                s->hyp->ids.len + 1 >= (size_t)max_new(&g->opts, prompts[rows[r]].len) ||
+                g->infer.len[s->slot] >= ctx_len;
+            uint32_t tok = g->forced_last >= 0 && last ? (uint32_t)g->forced_last
+                : s->has_sampler
                 ? tfm_sampler_sample(&s->sampler, lg, s->hist.data, s->hist.len)
                 : tfm_argmax(lg, (size_t)V);
             float lp = (float)(lg[tok] - tfm_logsumexp(lg, (size_t)V));
@@ -593,6 +602,7 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
     double t1 = tfm_now();
     tfm_beam_opts bo = o->beam;
     bo.eos = o->ignore_eos ? -1 : lm->eos;
+    bo.forced_last = g->forced_last;
     tfm_beam_model m = {g, (uint32_t)V, beam_step, beam_copy};
     if (tfm_beam_search_many(&m, &bo, tasks, n, br, err) < 0)
         goto done;

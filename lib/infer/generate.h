@@ -31,6 +31,14 @@
  * prefix, its positions seeing each other (tfm_infer_prefill_prefix), the
  * new tokens causal: the mask the model was trained with.
  *
+ * With the model's forced_eos (BART's </s>; HF's forced_eos_token_id), the
+ * last new token a prompt is allowed (the max_tokens-th, or max_len_a·S +
+ * max_len_b-th, or the one that fills the context) is that token, whatever
+ * the model prefers, in every strategy: HF's ForcedEOSTokenLogitsProcessor
+ * at max_length = the decoder's prompt (start token and forced_bos, or a
+ * decoder's prompt) + max_tokens.  Its log p stays the model's.  Not with
+ * ignore_eos.
+ *
  * Stopping: end-of-text (not part of the text), max_tokens, a stop string
  * (the text is cut where it begins; it is not part of the text), or the
  * model's context filling up (finish "length": there is no sliding window;
@@ -132,6 +140,9 @@ typedef struct tfm_gen {
     int64_t forced;          /* the token forced after it (model.forced_bos,
                                 HF's forced_bos_token_id); -1: none */
     int n_start;             /* the decoder's prompt: 1, or 2 with forced */
+    int64_t forced_last;     /* the token the last new token allowed is
+                                forced to be (model.forced_eos, HF's
+                                forced_eos_token_id); -1: none */
     /* With opts.profile: wall time of each phase of the decode steps
      * (model/decode.h's tfm_prof_phase) and the number of steps. */
     double prof_s[TFM_PROF_N];

@@ -48,6 +48,13 @@ static const tfm_schema_key keys[] = {
      "dropout probability on each stack's output, after its final norm: the decoder's "
      "before the heads, an encoder's before cross-attention reads it (T5's stacks, at "
      "dropout_rate as model.dropout)"},
+    {"model.attn_dropout", TFM_SCHEMA_FLOAT, OFF(attn_dropout), "-1", -1, 0.99, NULL,
+     "dropout probability on the attention probabilities (self- and cross-attention); -1: "
+     "model.dropout's (HuggingFace's attention_dropout, attention_probs_dropout_prob, "
+     "attn_pdrop)"},
+    {"model.emb_dropout", TFM_SCHEMA_FLOAT, OFF(emb_dropout), "-1", -1, 0.99, NULL,
+     "dropout probability on the embeddings (after the embedding norm, if any); -1: "
+     "model.dropout's (GPT-2's embd_pdrop)"},
     {"model.tie_embeddings", TFM_SCHEMA_BOOL, OFF(tie_embeddings), "true", 0, 0, NULL,
      "the LM head shares the token embedding matrix"},
     {"model.tie_source", TFM_SCHEMA_BOOL, OFF(tie_source), "true", 0, 0, NULL,
@@ -110,6 +117,10 @@ static const tfm_schema_key keys[] = {
      "encoder-decoder: the token every translation begins with, forced right after "
      "model.decoder_start (HuggingFace's forced_bos_token_id: BART's 0, <s>), and the first "
      "token of every training target; -1: none"},
+    {"model.forced_eos", TFM_SCHEMA_INT, OFF(forced_eos), "-1", -1, 16777215, NULL,
+     "the token a generation that reaches its length limit ends with: the last new token "
+     "allowed is forced to be it (HuggingFace's forced_eos_token_id: BART's 2, </s>); -1: "
+     "none"},
     {"model.source_bos", TFM_SCHEMA_BOOL, OFF(source_bos), "false", 0, 0, NULL,
      "encoder-decoder: every source given as text begins with the source tokenizer's "
      "beginning-of-text token (BART's <s>, as its tokenizer adds), in training and "
@@ -146,6 +157,13 @@ const tfm_schema_key *tfm_model_keys_table(size_t *n)
 
 int tfm_model_keys_check(const tfm_model_keys *k, tfm_err *err)
 {
+    /* -1 stands for model.dropout's rate; other negatives mean nothing */
+    if (k->attn_dropout < 0 && k->attn_dropout != -1)
+        return tfm_err_set(err, "model.attn_dropout %g: -1 (model.dropout's) or a probability "
+                           "in [0, 0.99]", k->attn_dropout);
+    if (k->emb_dropout < 0 && k->emb_dropout != -1)
+        return tfm_err_set(err, "model.emb_dropout %g: -1 (model.dropout's) or a probability "
+                           "in [0, 0.99]", k->emb_dropout);
     if (!k->head_dim && k->n_embd % k->n_head)
         return tfm_err_set(err, "model.n_embd (%lld) must be divisible by model.n_head (%lld), "
                            "or model.head_dim set", (long long)k->n_embd, (long long)k->n_head);

@@ -25,6 +25,8 @@ typedef struct tfm_model_keys {
     double dropout;
     double ffn_dropout;   /* inside the feed-forward, after its activation */
     double final_dropout; /* on each stack's output, after its final norm */
+    double attn_dropout;  /* on the attention probabilities; -1: dropout's */
+    double emb_dropout;   /* on the embeddings; -1: dropout's */
     int tie_embeddings;
     int bias;
     tfm_ln_place norm;
@@ -46,6 +48,7 @@ typedef struct tfm_model_keys {
     int head_bias;         /* the LM head adds final_logits_bias (BART) */
     int64_t decoder_start; /* -1: the tokenizer's bos, else eos */
     int64_t forced_bos;    /* the token forced after decoder_start; -1: none */
+    int64_t forced_eos;    /* the token forced last at the length limit; -1: none */
     int source_bos;        /* sources begin with the tokenizer's bos */
     tfm_init init;
     int64_t n_enc_layer; /* encoder-decoder: 0 means n_layer */

@@ -239,6 +239,8 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->dropout = (float)c->model.dropout;
     g->ffn_dropout = (float)c->model.ffn_dropout;
     g->final_dropout = (float)c->model.final_dropout;
+    g->attn_dropout = (float)c->model.attn_dropout;
+    g->emb_dropout = (float)c->model.emb_dropout;
     g->tie_embeddings = c->model.tie_embeddings;
     g->bias = c->model.bias;
     g->ln = c->model.norm;
@@ -258,6 +260,7 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     g->head_bias = c->model.head_bias;
     g->decoder_start = (int)c->model.decoder_start;
     g->forced_bos = (int)c->model.forced_bos;
+    g->forced_eos = (int)c->model.forced_eos;
     g->source_bos = c->model.source_bos;
     g->init = c->model.init;
     g->norm = c->model.norm_type;
@@ -431,6 +434,24 @@ static const char *bert_prefix(const tfm_safetensors *st)
     return NULL;
 }
 
+/* config.json's dropout probability KEY; absent (or null): def, HF's
+ * default for the model type (from_pretrained trains with it). */
+static int hf_prob(const tfm_json_doc *doc, const char *key, double def, double *out,
+                   tfm_err *err)
+{
+    const tfm_json *j = tfm_json_get(doc->root, key);
+    *out = def;
+    if (!j || j->type == TFM_JSON_NULL)
+        return 0;
+    if (tfm_json_expect(doc, j, TFM_JSON_NUMBER, key, err) < 0)
+        return -1;
+    if (!(j->num >= 0 && j->num <= 0.99))
+        return tfm_err_at(err, doc->name, j->line, j->col, "%s must be a probability in "
+                          "[0, 0.99], not %s", key, j->str);
+    *out = j->num;
+    return 0;
+}
+
 static int bert_config_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t max,
                            int64_t *out, tfm_err *err)
 {
@@ -450,6 +471,7 @@ static int bert_config(const char *model_path, tfm_config *c, tfm_err *err)
         return -1;
     int rc = -1;
     int64_t C, NH, L, F, P, S, V;
+    double drop, attn_drop;
     if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
         bert_config_int(&doc, "hidden_size", 1, 65536, &C, err) < 0 ||
         bert_config_int(&doc, "num_attention_heads", 1, 1024, &NH, err) < 0 ||
@@ -457,7 +479,9 @@ static int bert_config(const char *model_path, tfm_config *c, tfm_err *err)
         bert_config_int(&doc, "intermediate_size", 1, 1 << 20, &F, err) < 0 ||
         bert_config_int(&doc, "max_position_embeddings", 1, 1 << 20, &P, err) < 0 ||
         bert_config_int(&doc, "type_vocab_size", 1, 1024, &S, err) < 0 ||
-        bert_config_int(&doc, "vocab_size", 1, 1 << 24, &V, err) < 0)
+        bert_config_int(&doc, "vocab_size", 1, 1 << 24, &V, err) < 0 ||
+        hf_prob(&doc, "hidden_dropout_prob", 0.1, &drop, err) < 0 ||
+        hf_prob(&doc, "attention_probs_dropout_prob", 0.1, &attn_drop, err) < 0)
         goto out;
     const tfm_json *j = tfm_json_get(doc.root, "layer_norm_eps");
     if (tfm_json_expect(&doc, j, TFM_JSON_NUMBER, "layer_norm_eps", err) < 0)
@@ -510,6 +534,11 @@ static int bert_config(const char *model_path, tfm_config *c, tfm_err *err)
     c->model.emb_norm = 1;
     c->model.tie_embeddings = 1;
     c->model.bias = 1;
+    /* BertConfig's rates: hidden_dropout_prob on the embeddings and each
+     * residual branch, attention_probs_dropout_prob on the attention
+     * weights */
+    c->model.dropout = drop;
+    c->model.attn_dropout = attn_drop;
     rc = 0;
 out:
     tfm_json_doc_free(&doc);
@@ -864,7 +893,8 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
     if (tfm_json_parse_file(&doc, path, 0, err) < 0)
         return -1;
     int rc = -1;
-    int64_t C, KV, F, L, DL, NH, V, NB, MD, P, start, pad;
+    int64_t C, KV, F, L, DL, NH, V, NB, MD, P, start, pad, forced_eos;
+    double drop;
     if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
         t5_int(&doc, "d_model", 1, 65536, -1, &C, err) < 0 ||
         t5_int(&doc, "d_kv", 1, 65536, -1, &KV, err) < 0 ||
@@ -878,7 +908,9 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
         t5_int(&doc, "n_positions", 1, 1 << 20, 512, &P, err) < 0 ||
         t5_int(&doc, "decoder_start_token_id", 0, V - 1, 0, &start, err) < 0 ||
         t5_int(&doc, "eos_token_id", 0, V - 1, 1, eos, err) < 0 ||
-        t5_int(&doc, "pad_token_id", 0, V - 1, 0, &pad, err) < 0)
+        t5_int(&doc, "pad_token_id", 0, V - 1, 0, &pad, err) < 0 ||
+        t5_int(&doc, "forced_eos_token_id", -1, V - 1, -1, &forced_eos, err) < 0 ||
+        hf_prob(&doc, "dropout_rate", 0.1, &drop, err) < 0)
         goto out;
     const tfm_json *j = tfm_json_get(doc.root, "model_type");
     if (j && !(j->type == TFM_JSON_STRING && (!strcmp(j->str, "t5") || !strcmp(j->str, "mt5")))) {
@@ -960,6 +992,13 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
     c->model.tie_source = 1;
     c->model.head_scale = tied;
     c->model.decoder_start = start;
+    c->model.forced_eos = forced_eos;
+    /* HF's T5 drops at dropout_rate everywhere: embeddings, attention
+     * weights, each residual branch, inside the feed-forward and after each
+     * stack's final norm (attn_dropout and emb_dropout: -1, the same) */
+    c->model.dropout = drop;
+    c->model.ffn_dropout = drop;
+    c->model.final_dropout = drop;
     rc = 0;
 out:
     tfm_json_doc_free(&doc);
@@ -1163,7 +1202,8 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
     if (tfm_json_parse_file(&doc, path, 0, err) < 0)
         return -1;
     int rc = -1, scale, tied, before, final_ln;
-    int64_t C, L, DL, NH, DNH, F, DF, P, V, start, bos, pad, forced;
+    int64_t C, L, DL, NH, DNH, F, DF, P, V, start, bos, pad, forced, forced_eos;
+    double drop, attn_drop, act_drop;
     if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
         t5_int(&doc, "d_model", 1, 65536, -1, &C, err) < 0 ||
         t5_int(&doc, "encoder_layers", 1, 1024, -1, &L, err) < 0 ||
@@ -1179,6 +1219,10 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
         t5_int(&doc, "eos_token_id", 0, V - 1, 2, eos, err) < 0 ||
         t5_int(&doc, "decoder_start_token_id", 0, V - 1, 2, &start, err) < 0 ||
         t5_int(&doc, "forced_bos_token_id", -1, V - 1, -1, &forced, err) < 0 ||
+        t5_int(&doc, "forced_eos_token_id", -1, V - 1, -1, &forced_eos, err) < 0 ||
+        hf_prob(&doc, "dropout", 0.1, &drop, err) < 0 ||
+        hf_prob(&doc, "attention_dropout", 0.0, &attn_drop, err) < 0 ||
+        hf_prob(&doc, "activation_dropout", 0.0, &act_drop, err) < 0 ||
         bart_same(&doc, "encoder_attention_heads", NH, "decoder_attention_heads", DNH, err) < 0 ||
         bart_same(&doc, "encoder_ffn_dim", F, "decoder_ffn_dim", DF, err) < 0 ||
         hf_bool(&doc, "scale_embedding", 0, &scale, err) < 0 ||
@@ -1247,6 +1291,15 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
      * after the start token; its tokenizer begins every text with <s> */
     c->model.forced_bos = forced;
     c->model.source_bos = 1;
+    /* HF's generate forces forced_eos_token_id (bart-large's 2, </s>) as
+     * the last token a generation may have */
+    c->model.forced_eos = forced_eos;
+    /* BartConfig's rates: dropout on the embeddings and each residual
+     * branch, attention_dropout on the attention weights,
+     * activation_dropout inside the feed-forward; no final dropout */
+    c->model.dropout = drop;
+    c->model.attn_dropout = attn_drop;
+    c->model.ffn_dropout = act_drop;
     rc = 0;
 out:
     tfm_json_doc_free(&doc);
@@ -1571,6 +1624,22 @@ static int hf_config_json(const char *model_path, tfm_model_config *g, tfm_err *
         else
             g->ln_eps = (float)j->num;
     }
+    /* GPT2Config's rates (0.1 each by default) and the token HF's generate
+     * forces last */
+    double resid, attn, embd;
+    int64_t forced_eos;
+    if (rc == 0 && (hf_prob(&doc, "resid_pdrop", 0.1, &resid, err) < 0 ||
+                    hf_prob(&doc, "attn_pdrop", 0.1, &attn, err) < 0 ||
+                    hf_prob(&doc, "embd_pdrop", 0.1, &embd, err) < 0 ||
+                    t5_int(&doc, "forced_eos_token_id", -1, g->vocab_size - 1, -1, &forced_eos,
+                           err) < 0))
+        rc = -1;
+    if (rc == 0) {
+        g->dropout = (float)resid;
+        g->attn_dropout = (float)attn;
+        g->emb_dropout = (float)embd;
+        g->forced_eos = (int)forced_eos;
+    }
     tfm_json_doc_free(&doc);
     return rc;
 }
@@ -1619,6 +1688,11 @@ static void gpt2_config_into(const tfm_model_config *g, tfm_config *c)
     c->model.vocab_size = g->vocab_size;
     c->model.tie_embeddings = 1;
     c->model.bias = 1;
+    /* config.json's, as float: printed back as the YAML a file saves */
+    c->model.dropout = g->dropout;
+    c->model.attn_dropout = g->attn_dropout;
+    c->model.emb_dropout = g->emb_dropout;
+    c->model.forced_eos = g->forced_eos;
 }
 
 /* tfm_model_load of a HuggingFace GPT-2 checkpoint (no tfm format, a wte

@@ -22,6 +22,9 @@ void tfm_model_config_default(tfm_model_config *c)
 {
     memset(c, 0, sizeof *c);
     c->forced_bos = -1;
+    c->forced_eos = -1;
+    c->attn_dropout = -1.0f;
+    c->emb_dropout = -1.0f;
     c->n_layer = 12;
     c->n_head = 12;
     c->n_embd = 768;
@@ -98,6 +101,12 @@ int tfm_model_config_src_vocab(const tfm_model_config *c)
     return c->src_vocab_size > 0 ? c->src_vocab_size : c->vocab_size;
 }
 
+int tfm_model_config_drops(const tfm_model_config *c)
+{
+    return c->dropout > 0.0f || c->attn_dropout > 0.0f || c->emb_dropout > 0.0f ||
+           c->ffn_dropout > 0.0f || c->final_dropout > 0.0f || c->lora_dropout > 0.0f;
+}
+
 int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
 {
     if (c->n_layer < 1 || c->n_layer > 1000)
@@ -124,6 +133,10 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
         return tfm_err_set(err, "ffn_dropout %g is out of range [0, 1)", c->ffn_dropout);
     if (!(c->final_dropout >= 0.0f && c->final_dropout < 1.0f))
         return tfm_err_set(err, "final_dropout %g is out of range [0, 1)", c->final_dropout);
+    if (!(c->attn_dropout == -1.0f || (c->attn_dropout >= 0.0f && c->attn_dropout < 1.0f)))
+        return tfm_err_set(err, "attn_dropout %g is neither -1 nor in [0, 1)", c->attn_dropout);
+    if (!(c->emb_dropout == -1.0f || (c->emb_dropout >= 0.0f && c->emb_dropout < 1.0f)))
+        return tfm_err_set(err, "emb_dropout %g is neither -1 nor in [0, 1)", c->emb_dropout);
     if (!(c->label_smoothing >= 0.0f && c->label_smoothing < 1.0f))
         return tfm_err_set(err, "label_smoothing %g is out of range [0, 1)",
                            c->label_smoothing);
@@ -189,6 +202,9 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if (c->forced_bos < -1 || c->forced_bos >= c->vocab_size)
         return tfm_err_set(err, "forced_bos %d is outside the vocabulary (%d)",
                            c->forced_bos, c->vocab_size);
+    if (c->forced_eos < -1 || c->forced_eos >= c->vocab_size)
+        return tfm_err_set(err, "forced_eos %d is outside the vocabulary (%d)",
+                           c->forced_eos, c->vocab_size);
     if ((c->forced_bos >= 0 || c->source_bos) && c->kind != TFM_KIND_ENCODER_DECODER)
         return tfm_err_set(err, "forced_bos and source_bos are for encoder-decoders, not "
                                 "kind %s", tfm_kind_name(c->kind));
@@ -1110,6 +1126,20 @@ static float drop_p(const tfm_model *m)
     return m->training ? m->cfg.dropout : 0.0f;
 }
 
+/* On the attention probabilities and on the embeddings: their own rates
+ * (BART's attention_dropout, GPT-2's embd_pdrop), else dropout's. */
+static float attn_p(const tfm_model *m)
+{
+    return !m->training ? 0.0f : m->cfg.attn_dropout >= 0.0f ? m->cfg.attn_dropout
+                                                              : m->cfg.dropout;
+}
+
+static float emb_p(const tfm_model *m)
+{
+    return !m->training ? 0.0f : m->cfg.emb_dropout >= 0.0f ? m->cfg.emb_dropout
+                                                             : m->cfg.dropout;
+}
+
 /* The feed-forward's inner dropout (ffn_dropout) of block l of a stack:
  * its probability and, in a range of its own, its stream. */
 static float ffn_p(const tfm_model *m)
@@ -1302,7 +1332,7 @@ static tfm_attn self_attn(const tfm_model *m, const side *sd, int l)
     const tfm_model_config *c = &m->cfg;
     const tfm_model_acts *a = m->acts;
     tfm_attn at = {.B = m->B, .Tq = sd->T, .Tk = sd->T, .NH = c->n_head,
-                   .HS = tfm_model_config_head_dim(c), .dropout = drop_p(m),
+                   .HS = tfm_model_config_head_dim(c), .dropout = attn_p(m),
                    .seed = layer_site(a->seed, sd->site, l, SITE_ATT)};
     if (sd->enc) {
         at.mask = TFM_MASK_NONE;
@@ -1371,7 +1401,7 @@ static tfm_attn cross_attn(const tfm_model *m, int l)
     const tfm_model_acts *a = m->acts;
     return (tfm_attn){.B = m->B, .Tq = m->T, .Tk = a->S, .NH = c->n_head,
                       .HS = tfm_model_config_head_dim(c), .mask = TFM_MASK_NONE,
-                      .key_len = a->src_len_i, .dropout = drop_p(m),
+                      .key_len = a->src_len_i, .dropout = attn_p(m),
                       .seed = cross_site(a->seed, l, SITE_ATT), .impl = m->attn_impl,
                       .unscaled = c->attn_unscaled};
 }
@@ -1428,7 +1458,7 @@ static void embed_forward(tfm_model *m, const side *sd, int B)
         tfm_block_norm(&blk, e->encoded, e->emb_mean, e->emb_rstd, e->emb,
                               side_ptr(m, P, sd->pre, "ln_e.weight"),
                               side_ptr(m, P, sd->pre, "ln_e.bias"), (int)N, C);
-    tfm_dropout_forward(e->encoded, e->encoded, N * C, drop_p(m),
+    tfm_dropout_forward(e->encoded, e->encoded, N * C, emb_p(m),
                         site_seed(a->seed, sd->site + SITE_EMB));
 }
 
@@ -1949,7 +1979,7 @@ static void stack_backward(tfm_model *m, const side *sd, float *dout)
         dy = block_backward(m, sd, l, dy);
     if (!side_wte(m, G, sd))
         return; /* frozen embeddings (a LoRA run's): nothing below to train */
-    tfm_dropout_backward(a->dtmp, dy, N * C, drop_p(m), site_seed(a->seed, sd->site + SITE_EMB));
+    tfm_dropout_backward(a->dtmp, dy, N * C, emb_p(m), site_seed(a->seed, sd->site + SITE_EMB));
     const float *demb = a->dtmp;
     if (c->emb_norm) {
         /* dy is free now: it receives d(sum before ln_e) */

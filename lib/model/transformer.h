@@ -232,6 +232,10 @@ typedef struct tfm_model_config {
                             (after act, or the gated product), in training */
     float final_dropout; /* in [0, 1): on each stack's output, after its
                             final norm (T5's T5Stack), in training */
+    float attn_dropout;  /* in [0, 1): on the attention probabilities, in
+                            training; -1 (default): dropout's */
+    float emb_dropout;   /* in [0, 1): on the embeddings, in training; -1
+                            (default): dropout's */
     int tie_embeddings;  /* 1: the LM head is wte (default) */
     tfm_ln_place ln;
     tfm_act act;
@@ -254,6 +258,10 @@ typedef struct tfm_model_config {
     int forced_bos;      /* encoder-decoder: the token forced right after it
                             in generation and first in every training
                             target (HF's forced_bos_token_id); -1: none */
+    int forced_eos;      /* the token generation ends with when it reaches
+                            its length limit: the last new token allowed is
+                            forced to be it (HF's forced_eos_token_id);
+                            -1: none */
     int source_bos;      /* encoder-decoder: text sources begin with the
                             source tokenizer's bos (BART's <s>) */
     tfm_init init;       /* tfm_model_init_weights' scheme (GPT-2 by default) */
@@ -354,6 +362,9 @@ void tfm_model_config_default(tfm_model_config *cfg);
  * fields (e.g. "n_embd 100 is not a multiple of n_head 3", "rope needs an
  * even head size, n_embd/n_head is 5"). */
 int tfm_model_config_check(const tfm_model_config *cfg, tfm_err *err);
+
+/* 1 when training draws dropout masks (any of the rates is above 0). */
+int tfm_model_config_drops(const tfm_model_config *cfg);
 /* Number of parameters the config implies (tied head counted once). */
 size_t tfm_model_config_num_params(const tfm_model_config *cfg);
 

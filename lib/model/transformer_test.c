@@ -551,23 +551,50 @@ static void test_dropout(void **state)
         }
         check_model_with(&cfg, 0, &ex);
     }
-    /* it acts in training only, and there it changes the loss */
-    small_config(&cfg);
-    cfg.ffn_dropout = 0.5f;
-    tfm_model m;
+    /* the attention probabilities' and the embeddings' own rates (BART's
+     * attention_dropout, GPT-2's embd_pdrop), alone, beside another
+     * model.dropout, and in cross-attention */
+    for (int v = 0; v < 3; v++) {
+        small_config(&cfg);
+        cfg.dropout = v == 1 ? 0.2f : 0.0f;
+        cfg.attn_dropout = v == 1 ? 0.0f : 0.3f;
+        cfg.emb_dropout = v == 0 ? -1.0f : 0.25f;
+        extras ex = {0};
+        if (v == 2) {
+            t5_like(&cfg, &ex);
+            cfg.act = TFM_ACT_GELU_EXACT;
+        }
+        check_model_with(&cfg, 0, &ex);
+    }
+    /* each acts in training only, and there it changes the loss */
     tfm_err err = {0};
-    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
-    random_weights(&m, 3);
-    int32_t x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {2, 3, 4, 5, 6, 0};
-    float eval0, eval1, train0;
-    assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &eval0, &err), 0);
-    tfm_model_set_training(&m, 1);
-    assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &train0, &err), 0);
-    tfm_model_set_training(&m, 0);
-    assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &eval1, &err), 0);
-    assert_true(eval0 == eval1);
-    assert_true(fabsf(train0 - eval0) > 1e-4f);
-    tfm_model_free(&m);
+    for (int v = 0; v < 3; v++) {
+        small_config(&cfg);
+        if (v == 0)
+            cfg.ffn_dropout = 0.5f;
+        else if (v == 1)
+            cfg.attn_dropout = 0.5f;
+        else
+            cfg.emb_dropout = 0.5f;
+        tfm_model m;
+        assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+        random_weights(&m, 3);
+        int32_t x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {2, 3, 4, 5, 6, 0};
+        float eval0, eval1, train0;
+        assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &eval0, &err), 0);
+        tfm_model_set_training(&m, 1);
+        assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &train0, &err), 0);
+        tfm_model_set_training(&m, 0);
+        assert_int_equal(tfm_model_forward(&m, x, y, 1, 6, &eval1, &err), 0);
+        assert_true(eval0 == eval1);
+        assert_true(fabsf(train0 - eval0) > 1e-4f);
+        tfm_model_free(&m);
+    }
+    small_config(&cfg);
+    cfg.attn_dropout = -0.5f;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "attn_dropout -0.5 is neither -1 nor in [0, 1)"));
+    cfg.attn_dropout = -1.0f;
     cfg.ffn_dropout = 1.0f;
     assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
     assert_non_null(strstr(err.msg, "ffn_dropout 1 is out of range"));

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model/file.h"
 #include "model/run_config.h"
 
 /* Appends ", name" (or the first "name") to a list, ending it with "..."
@@ -33,12 +34,18 @@ static const char *const shape_keys[] = {
     "model.rope_base",  "model.t5_buckets",    "model.t5_max_distance", "model.segments",
     "model.emb_norm",   "model.emb_scale",     "model.norm_type",   "model.ffn",
     "model.attn_scale", "model.head_scale",    "model.decoder_start", "model.head_bias",
-    "model.head_dim",   "model.forced_bos",    "model.source_bos",
+    "model.head_dim",   "model.forced_bos",    "model.source_bos",  "model.forced_eos",
 };
+/* A HuggingFace folder's rates (config.json's) are part of its recipe:
+ * from_pretrained trains with them.  A tfm file's were its run's choice. */
+static const char *const dropout_keys[] = {"model.dropout", "model.attn_dropout",
+                                           "model.emb_dropout", "model.ffn_dropout",
+                                           "model.final_dropout"};
 static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model.nsp",
                                         "model.classes",  "model.tags",   "model.span"};
 #define N_SHAPE (sizeof shape_keys / sizeof shape_keys[0])
 #define N_HEAD (sizeof head_keys / sizeof head_keys[0])
+#define N_DROPOUT (sizeof dropout_keys / sizeof dropout_keys[0])
 
 /* Whether the key means anything in c: a RoPE base without RoPE, or a
  * context length without a table of positions, does not. */
@@ -168,6 +175,17 @@ int tfm_train_init_config(tfm_config *c, const tfm_config *file, const char *pat
         return tfm_err_set(err, "train.init %s: %s: a model started from a file keeps the "
                                 "file's shape (leave %s out of the configuration)",
                            path, bad, n_bad == 1 ? "this key" : "these keys");
+    /* a HuggingFace checkpoint has no tfm configuration in the file */
+    tfm_buf meta = {0};
+    int rc = tfm_model_file_meta(path, "config", &meta, err);
+    tfm_buf_free(&meta);
+    if (rc < 0)
+        return -1;
+    for (size_t i = 0; rc == 0 && i < N_DROPOUT; i++) {
+        const tfm_schema_key *k = tfm_config_find(dropout_keys[i]);
+        if (!tfm_config_given(c, k->path))
+            memcpy((char *)c + k->offset, (const char *)file + k->offset, sizeof(double));
+    }
 
     /* Pre-training's heads (BERT's MLM and NSP) mean nothing to the task
      * that follows it, though the configuration it came with still names

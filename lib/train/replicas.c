@@ -118,7 +118,7 @@ int tfm_replicas_forward_backward(tfm_replicas *r, const tfm_batch *batch, float
             part[k]->training = m->training;
             /* dropout streams: drawn from the model's rng, so a resumed run
              * (which restores it) draws the same */
-            if (m->training && m->cfg.dropout > 0.0f)
+            if (m->training && tfm_model_config_drops(&m->cfg))
                 tfm_rng_seed(&part[k]->rng, tfm_rng_u64(&m->rng));
         }
     }

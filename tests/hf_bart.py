@@ -59,20 +59,12 @@ import tempfile
 import numpy as np
 import torch
 
-BUILD = os.environ.get("TFM_BUILDDIR", ".")
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
 from embed_torch import bytes_to_unicode  # noqa: E402  (GPT-2's byte stand-ins)
-from hf_bert import write_safetensors  # noqa: E402
-from hf_t5 import check_rates, check_train_init, compare_greedy, probe, run  # noqa: E402
-
-PROBE = os.path.join(BUILD, "tests", "io_probe")
-GEN = os.path.join(BUILD, "tfm-generate")
-EVAL = os.path.join(BUILD, "tfm-eval")
-TRAIN = os.path.join(BUILD, "tfm-train")
-EMBED = os.path.join(BUILD, "tfm-embed")
-TOKENIZE = os.path.join(BUILD, "tfm-tokenize")
-TOL = 1e-4
+from hf_lib import (EMBED, EVAL, GEN, PROBE, TOKENIZE, TOL, TRAIN,  # noqa: E402
+                    check_rates, check_train_init, compare_greedy, probe_encdec, run,
+                    write_safetensors)
 BOS, PAD, EOS = 0, 1, 2
 
 CASES = [
@@ -414,7 +406,7 @@ def check_case(s, d, tok, rng):
     for b in range(B):
         src[b, src_len[b] - 1] = EOS
     tgt = np.concatenate([np.full((B, 1), EOS), rng.integers(3, V, (B, T - 1))], 1)
-    r, of = probe(d, src, src_len, tgt)
+    r, of = probe_encdec(d, src, src_len, tgt)
     if r.returncode != 0:
         return [f"io_probe: {r.stderr.strip()}"]
     desc = r.stdout.split("\n")
@@ -540,8 +532,8 @@ def check_text(top, tok, rng):
                              x["target_ids"][:1] != [BOS] for x in rows):
         bad.append(f"tfm-train --dump-batches of a BART folder: {r.stdout[:300]!r} "
                    f"{r.stderr.strip()}")
-    r, _ = probe(os.path.join(top, "run0", "model.safetensors"), np.array([[5, 6, 2]]), [3],
-                 np.zeros((1, 2), np.int64))
+    r, _ = probe_encdec(os.path.join(top, "run0", "model.safetensors"),
+                        np.array([[5, 6, 2]]), [3], np.zeros((1, 2), np.int64))
     if r.returncode != 0 or "forced_bos 0 source_bos 1" not in r.stdout:
         bad.append(f"the fine-tuned BART lost forced_bos/source_bos: {r.stdout[:400]!r} "
                    f"{r.stderr.strip()}")
@@ -563,7 +555,7 @@ def check_bartmodel(top, rng):
     P = {"model." + k: torch.from_numpy(v).double() for k, v in t.items()}
     P["final_logits_bias"] = torch.zeros(1, V, dtype=torch.float64)
     src, tgt = rng.integers(3, V, (2, 9)), rng.integers(0, V, (2, 7))
-    r, of = probe(d, src, [9, 5], tgt)
+    r, of = probe_encdec(d, src, [9, 5], tgt)
     if r.returncode != 0:
         return [f"BartModel: io_probe: {r.stderr.strip()}"]
     got = np.fromfile(of, np.float32).reshape(2, 7, V)
@@ -585,7 +577,7 @@ def expect(what, d, pieces, s, t, V, mutate_cfg=None, mutate_t=None):
     shutil.rmtree(d, ignore_errors=True)
     write_folder(d, s, t2, V, cfg)
     bad = []
-    r, _ = probe(d, np.array([[0, 5, 2]]), [3], np.full((1, 2), 2))
+    r, _ = probe_encdec(d, np.array([[0, 5, 2]]), [3], np.full((1, 2), 2))
     r2 = run([GEN, "-m", d, "--ids", "--greedy", "-n", "2"], input="0 5 6\n")
     for prog, rr in (("io_probe", r), ("tfm-generate", r2)):
         msg = rr.stderr.strip()

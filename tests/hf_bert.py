@@ -20,7 +20,6 @@ config.json) with their exact messages."""
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -29,28 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-BUILD = os.environ.get("TFM_BUILDDIR", ".")
-PROBE = os.path.join(BUILD, "tests", "io_probe")
-EVAL = os.path.join(BUILD, "tfm-eval")
-TOL = 1e-4
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: name -> numpy array (float32 or int64), in file order."""
-    header, off, blobs = {}, 0, []
-    if metadata is not None:
-        header["__metadata__"] = metadata
-    for name, a in tensors.items():
-        a = np.ascontiguousarray(a)
-        dt = {np.dtype("<f4"): "F32", np.dtype("<i8"): "I64"}[a.dtype]
-        b = a.tobytes()
-        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+from hf_lib import EVAL, PROBE, TOL, write_safetensors  # noqa: F401  (others import them)
 
 
 def hf_config(s):

@@ -40,24 +40,16 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 import torch
 
-BUILD = os.environ.get("TFM_BUILDDIR", ".")
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
-from hf_bert import write_safetensors  # noqa: E402
-
-PROBE = os.path.join(BUILD, "tests", "io_probe")
-GEN = os.path.join(BUILD, "tfm-generate")
-EVAL = os.path.join(BUILD, "tfm-eval")
-TRAIN = os.path.join(BUILD, "tfm-train")
-EMBED = os.path.join(BUILD, "tfm-embed")
-TOL = 1e-4
+from hf_lib import (EMBED, EVAL, GEN, PROBE, TOL, TRAIN, check_train_init,  # noqa: E402
+                    compare_greedy, probe_encdec, run, write_safetensors)
 
 CASES = [
     dict(name="t5-small-like", C=32, NH=4, KV=8, F=48, L=2, DL=2, V=60, NB=32, MD=None,
@@ -257,42 +249,6 @@ def greedy(P, s, src, n_max):
 
 # ---- checks -------------------------------------------------------------------
 
-def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, **kw)
-
-
-def probe(d, src, src_len, tgt):
-    top = os.path.dirname(d.rstrip("/"))
-    bf, of = os.path.join(top, "batch.bin"), os.path.join(top, "logits.bin")
-    B, S = src.shape
-    with open(bf, "wb") as f:
-        np.array([B, tgt.shape[1], S], np.int32).tofile(f)
-        tgt.astype(np.int32).tofile(f)
-        src.astype(np.int32).tofile(f)
-        np.array(src_len, np.int32).tofile(f)
-    return run([PROBE, "model-logits", d, bf, of]), of
-
-
-def compare_greedy(name, outs, refs, eos):
-    """tfm-generate --json's objects against the reference's (ids, log-probs)
-    of each source: the same ids (tfm's end with eos when it ended the
-    text) and log-probabilities within TOL."""
-    bad, worst, stops = [], 0.0, 0
-    for b, (o, (ids, lps)) in enumerate(zip(outs, refs)):
-        if [i for i in o["ids"] if i != eos] != ids:
-            bad.append(f"greedy row {b}: tfm {o['ids']} torch {ids}")
-            continue
-        stops += len(lps) > len(ids)
-        worst = max(worst, max(abs(a - c) for a, c in zip(o["logprobs"], lps)))
-    if len(outs) != len(refs):
-        bad.append(f"{len(outs)} translations for {len(refs)} sources")
-    print(f"  {name}: greedy tokens equal on {len(refs)} sources ({stops} stopped at eos), "
-          f"log-prob max diff {worst:.2e}")
-    if worst > TOL:
-        bad.append(f"greedy log-probabilities differ by {worst:.3g}")
-    return bad
-
-
 def check_case(s, d, rng):
     bad = []
     t = random_checkpoint(s, rng)
@@ -302,7 +258,7 @@ def check_case(s, d, rng):
     src = rng.integers(2, V, (B, S))
     src_len = [S, 13, 4]
     tgt = np.concatenate([np.zeros((B, 1), np.int64), rng.integers(2, V, (B, T - 1))], 1)
-    r, of = probe(d, src, src_len, tgt)
+    r, of = probe_encdec(d, src, src_len, tgt)
     if r.returncode != 0:
         return [f"io_probe: {r.stderr.strip()}"]
     desc = r.stdout.split("\n")
@@ -358,7 +314,7 @@ def expect(what, d, cmd_out_substr, mutate_cfg=None, mutate_t=None, s=None, t=No
     write_folder(d, s, t2, cfg)
     bad = []
     src = np.array([[5, 6, 1]])
-    r, _ = probe(d, src, [3], np.zeros((1, 2), np.int64))
+    r, _ = probe_encdec(d, src, [3], np.zeros((1, 2), np.int64))
     r2 = run([GEN, "-m", d, "--ids", "--greedy", "-n", "2"], input="5 6\n")
     for prog, rr in (("io_probe", r), ("tfm-generate", r2)):
         msg = rr.stderr.strip()
@@ -500,79 +456,6 @@ def spiece_case(top, prefix, words, s, rng):
                                   lambda src, sl, tgt: t5_logits(P, s, src, sl, tgt), rng,
                                   RATES, dict(RATES, dropout=0.05, attn_dropout=0.05,
                                               emb_dropout=0.05))
-
-
-def check_rates(what, path, want):
-    """tfm-eval info's dropout rates of the model at path are want's."""
-    r = run([EVAL, "info", "-m", path])
-    if r.returncode != 0:
-        return [f"{what}: tfm-eval info: {r.stderr.strip()}"]
-    info = dict(x.split("\t", 1) for x in r.stdout.splitlines() if "\t" in x)
-    got = {k: float(info[k]) if k in info else None for k in want}
-    if got != want:
-        return [f"{what}: dropout rates {got}, want {want}"]
-    print(f"  {what}: dropout rates {got}")
-    return []
-
-
-def check_train_init(top, d, words, V, logits, rng, rates=None, rates0=None):
-    """tfm-train fine-tunes from the folder d (train.init, data.tokenizer)
-    on pairs of words for two steps, and the result generates; a step at
-    learning rate 0 saves a model whose logits are logits(src, src_lengths,
-    tgt)'s (hf_bart.py uses it too).  With rates: the folder's dropout rates
-    (tfm-eval info), which the first run keeps; the lr-0 run then sets
-    model.dropout=0.05, and its rates are rates0: the user's key wins, the
-    others stay config.json's."""
-    bad = []
-    pairs = os.path.join(top, "pairs.tsv")
-    with open(pairs, "w") as f:
-        for i in range(40):
-            a = " ".join(words[(i + k) % len(words)] for k in range(5))
-            f.write(f"{a}\t{' '.join(reversed(a.split()))}\n")
-    run_dir = os.path.join(top, "run")
-    r = run([TRAIN, "-q", "-o", run_dir, "--set", f"train.init={d}", "--set",
-             f"data.text={pairs}", "--set", f"data.tokenizer={d}", "--set",
-             "train.max_steps=2", "--set", "train.batch_size=4", "--set",
-             "train.eval_interval=0", "--threads", "1"])
-    if r.returncode != 0:
-        bad.append(f"tfm-train from the folder: {r.stderr.strip()[-600:]}")
-    else:
-        out = os.path.join(run_dir, "model.safetensors")
-        # errors="replace": a byte-level model's bytes need not be UTF-8
-        r = run([GEN, "-m", out, "--greedy", "-n", "4", "-q"], input="the of and\n",
-                errors="replace")
-        if r.returncode != 0:
-            bad.append(f"tfm-generate on the fine-tuned model: {r.stderr.strip()}")
-        print("  tfm-train: two steps from the folder, the result generates")
-        if rates:
-            bad += check_rates("the folder", d, rates)
-            bad += check_rates("tfm-train from the folder", out, rates)
-    # a step with learning rate 0 keeps the model: the saved file computes
-    # the reference's logits (its configuration kept head_scale, head_bias,
-    # decoder_start and the rest of the folder's description)
-    run0 = os.path.join(top, "run0")
-    r = run([TRAIN, "-q", "-o", run0, "--set", f"train.init={d}", "--set",
-             f"data.text={pairs}", "--set", f"data.tokenizer={d}", "--set",
-             "train.max_steps=1", "--set", "train.batch_size=2", "--set", "optim.lr=0",
-             "--set", "train.eval_interval=0", "--threads", "1"] +
-            (["--set", "model.dropout=0.05"] if rates0 else []))
-    if r.returncode != 0:
-        return bad + [f"tfm-train with lr 0: {r.stderr.strip()[-600:]}"]
-    if rates0:
-        bad += check_rates("tfm-train from the folder with model.dropout=0.05",
-                           os.path.join(run0, "model.safetensors"), rates0)
-    src, tgt = rng.integers(2, V, (2, 9)), rng.integers(0, V, (2, 7))
-    r, of = probe(os.path.join(run0, "model.safetensors"), src, [9, 6], tgt)
-    if r.returncode != 0:
-        return bad + [f"io_probe on the lr-0 run: {r.stderr.strip()}"]
-    got = np.fromfile(of, np.float32).reshape(2, 7, V)
-    ref = logits(torch.from_numpy(src), [9, 6], torch.from_numpy(tgt)).numpy()
-    err = np.abs(got - ref).max()
-    print(f"  tfm-train, lr 0: the saved model's logits max |tfm - torch| = {err:.2e}")
-    if not err <= TOL:
-        bad.append(f"the model saved by tfm-train (lr 0) differs by {err:.3g}: "
-                   f"{r.stdout.splitlines()[1:2]}")
-    return bad
 
 
 def main():

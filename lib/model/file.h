@@ -60,6 +60,12 @@
  *     embedding norm, final_logits_bias as model.head_bias.  Weights
  *     copied; end-of-text and tokenizer as T5's, else vocab.json +
  *     merges.txt.  mBART's pre-LN layout is refused.
+ *   Every config.json's dropout rates become the model.*dropout keys, HF's
+ *     defaults when absent (T5 dropout_rate: dropout, ffn_ and final_;
+ *     BART dropout, attention_dropout, activation_dropout; BERT
+ *     hidden_dropout_prob, attention_probs_dropout_prob; GPT-2 resid_pdrop,
+ *     attn_pdrop, embd_pdrop), and forced_eos_token_id model.forced_eos
+ *     (T5, BART, GPT-2).
  *
  * Training state files (train/checkpoint.h) use the same writer, reader and
  * checksum with more arrays (optimizer moments) under prefixed names.

@@ -34,7 +34,7 @@ static const char *const shape_keys[] = {
     "model.rope_base",  "model.t5_buckets",    "model.t5_max_distance", "model.segments",
     "model.emb_norm",   "model.emb_scale",     "model.norm_type",   "model.ffn",
     "model.attn_scale", "model.head_scale",    "model.decoder_start", "model.head_bias",
-    "model.head_dim",   "model.forced_bos",    "model.source_bos",  "model.forced_eos",
+    "model.head_dim",   "model.forced_bos",    "model.source_bos",
 };
 /* A HuggingFace folder's rates (config.json's) are part of its recipe:
  * from_pretrained trains with them.  A tfm file's were its run's choice. */
@@ -175,6 +175,9 @@ int tfm_train_init_config(tfm_config *c, const tfm_config *file, const char *pat
         return tfm_err_set(err, "train.init %s: %s: a model started from a file keeps the "
                                 "file's shape (leave %s out of the configuration)",
                            path, bad, n_bad == 1 ? "this key" : "these keys");
+    /* how the file's generations end, unless the configuration says */
+    if (!tfm_config_given(c, "model.forced_eos"))
+        c->model.forced_eos = file->model.forced_eos;
     /* a HuggingFace checkpoint has no tfm configuration in the file */
     tfm_buf meta = {0};
     int rc = tfm_model_file_meta(path, "config", &meta, err);

@@ -4,8 +4,9 @@
  *
  * The file fixes the architecture: tfm_train_init_config takes each shape
  * key the configuration did not give from the file's configuration and
- * refuses one it gave otherwise; then tfm_train_init_from copies the
- * weights.  Heads are the task's: new ones start from their
+ * refuses one it gave otherwise; model.forced_eos, and a HuggingFace
+ * file's dropout rates (config.json's), are the file's unless the
+ * configuration gives them; then tfm_train_init_from copies the weights.  Heads are the task's: new ones start from their
  * initialisation. */
 #ifndef TFM_TRAIN_INIT_H
 #define TFM_TRAIN_INIT_H
@@ -19,7 +20,9 @@
 /* Resolves c's model section against file (the configuration of the model
  * file at path, as tfm_model_load returns it): shape keys not given in c
  * (tfm_config_given) are taken from file; a given one that differs is an
- * error naming the keys.  When c's train.task differs from the file's, the
+ * error naming the keys.  model.forced_eos and (when path is a HuggingFace
+ * checkpoint, without a tfm configuration) the model.*dropout keys not
+ * given are taken from file too; given, they win.  When c's train.task differs from the file's, the
  * heads the new task does not use are dropped (model.nsp also takes its
  * model.classes 2 along, so that a classifier is sized from the data).
  * note receives a line saying what was dropped ("" when nothing was). */

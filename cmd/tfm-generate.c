@@ -19,6 +19,7 @@
 #include "infer/translate.h"
 #include "model/info.h"
 #include "tensor/gemm.h"
+#include "tensor/q8.h"
 
 static const char *prog = "tfm-generate";
 
@@ -529,9 +530,12 @@ int main(int argc, char **argv)
     /* how decode steps read a weight: 8-bit (a half-precision scale per
      * 32), bf16 */
     const tfm_layer_weights *L0 = a.lm.w.n_layer > 0 ? &a.lm.w.layers[0] : NULL;
-    const int eight = a.lm.w.lm_head_q8.q || (L0 && (L0->qkv_q8.q || L0->proj_q8.q ||
-                                                     L0->fc_q8.q || L0->fcp_q8.q));
-    a.wbytes = eight ? 1 + 2.0 / TFM_Q8_BLOCK : a.lm.w.lm_head16 ? 2 : 4;
+    const tfm_weight_dtype Q8 = TFM_WEIGHTS_Q8_0;
+    const int eight = a.lm.w.lm_head.dtype == Q8 ||
+                      (L0 && (L0->qkv_w.dtype == Q8 || L0->proj_w.dtype == Q8 ||
+                              L0->fc_w.dtype == Q8 || L0->fcp_w.dtype == Q8));
+    const int half = a.lm.w.lm_head.dtype == TFM_WEIGHTS_BF16;
+    a.wbytes = eight ? 1 + 2.0 / TFM_Q8_BLOCK : half ? 2 : 4;
     if (o.strategy == TFM_GEN_SAMPLE) {
         if (!have_seed) {
             seed = tfm_rng_entropy_seed() & 0x7fffffffffffffffULL;

@@ -407,7 +407,7 @@ static void test_forward_matches_training(void **state)
         for (int v = 0; v < 20; v++) {
             float s = 0;
             for (int c = 0; c < 16; c++)
-                s += top[r * 16 + c] * w.dec.wte[v * 16 + c];
+                s += top[r * 16 + c] * w.dec.wte.f32[v * 16 + c];
             assert_float_equal(s, logits[r * 20 + v], 1e-4 * (1 + fabsf(s)));
         }
     tfm_fwd_free(&f);

@@ -47,7 +47,7 @@ int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch,
     const tfm_weights *w = &lm.w;
     int bound = 0;
     char name[64];
-    put(&e->model, "wte.weight", w->dec.wte, &bound);
+    put(&e->model, "wte.weight", w->dec.wte.f32, &bound);
     put(&e->model, "wpe.weight", w->dec.wpe, &bound);
     put(&e->model, "wse.weight", w->wse, &bound);
     put(&e->model, "ln_e.weight", w->dec.lne_w, &bound);
@@ -56,7 +56,7 @@ int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch,
     put(&e->model, "ln_f.weight", w->dec.lnf_w, &bound);
     put(&e->model, "ln_f.bias", w->dec.lnf_b, &bound);
     if (!lm.cfg.tie_embeddings)
-        put(&e->model, "lm_head.weight", w->lm_head, &bound);
+        put(&e->model, "lm_head.weight", w->lm_head.f32, &bound);
     for (int i = 0; i < w->n_layer; i++)
         for (int k = 0; k < TFM_SLOT_N; k++) {
             const char *suffix;

@@ -15,6 +15,7 @@
 #include "base/progress.h"
 #include "base/half.h"
 #include "tensor/ops.h"
+#include "tensor/q8.h"
 #include "nn/attention.h"
 #include "nn/position.h"
 #include "model/forward.h"
@@ -57,10 +58,10 @@ static int bind_embed(tfm_embed_weights *e, const tfm_model_config *c, const cha
             return -1;                                                        \
     } while (0)
     if (enc && c->tie_source) {
-        if (!(e->wte = lookup(ctx, "wte.weight", (size_t)c->vocab_size, C, err)))
+        if (!(e->wte.f32 = lookup(ctx, "wte.weight", (size_t)c->vocab_size, C, err)))
             return -1;
     } else {
-        GETE(e->wte, "wte.weight",
+        GETE(e->wte.f32, "wte.weight",
              (size_t)(enc ? tfm_model_config_src_vocab(c) : c->vocab_size), C);
     }
     if (c->pos == TFM_POS_LEARNED)
@@ -82,14 +83,16 @@ static int bind_embed(tfm_embed_weights *e, const tfm_model_config *c, const cha
     return 0;
 }
 
-/* Where each of a block's tensors (model/transformer.h's slots) goes. */
+/* Where each of a block's tensors (model/transformer.h's slots) goes: a
+ * matrix's float32 values. */
 static const size_t slot_field[TFM_SLOT_N] = {
 #define F_(slot, field) [TFM_SLOT_##slot] = offsetof(tfm_layer_weights, field)
-    F_(LN1_W, ln1_w), F_(LN1_B, ln1_b), F_(QKV_W, qkv_w), F_(QKV_B, qkv_b),
-    F_(PROJ_W, proj_w), F_(PROJ_B, proj_b), F_(LNX_W, lnx_w), F_(LNX_B, lnx_b),
-    F_(XQ_W, xq_w), F_(XQ_B, xq_b), F_(XKV_W, xkv_w), F_(XKV_B, xkv_b), F_(XP_W, xp_w),
-    F_(XP_B, xp_b), F_(LN2_W, ln2_w), F_(LN2_B, ln2_b), F_(FC_W, fc_w), F_(FC_B, fc_b),
-    F_(FC1_W, fc1_w), F_(FC1_B, fc1_b), F_(FCP_W, fcp_w), F_(FCP_B, fcp_b),
+    F_(LN1_W, ln1_w), F_(LN1_B, ln1_b), F_(QKV_W, qkv_w.f32), F_(QKV_B, qkv_b),
+    F_(PROJ_W, proj_w.f32), F_(PROJ_B, proj_b), F_(LNX_W, lnx_w), F_(LNX_B, lnx_b),
+    F_(XQ_W, xq_w.f32), F_(XQ_B, xq_b), F_(XKV_W, xkv_w.f32), F_(XKV_B, xkv_b),
+    F_(XP_W, xp_w.f32), F_(XP_B, xp_b), F_(LN2_W, ln2_w), F_(LN2_B, ln2_b),
+    F_(FC_W, fc_w.f32), F_(FC_B, fc_b), F_(FC1_W, fc1_w.f32), F_(FC1_B, fc1_b),
+    F_(FCP_W, fcp_w.f32), F_(FCP_B, fcp_b),
 #undef F_
 };
 
@@ -117,7 +120,7 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
     if (c->tie_embeddings)
         w->lm_head = w->dec.wte;
     else
-        GET(w->lm_head, "lm_head.weight", V, C);
+        GET(w->lm_head.f32, "lm_head.weight", V, C);
     if (c->head_bias)
         GET(w->head_bias, "final_logits_bias", V, 0);
     int ed = c->kind == TFM_KIND_ENCODER_DECODER;
@@ -192,35 +195,40 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
     free(w->bf16_store);
     w->bf16_store = tfm_aligned_alloc(sizeof(uint16_t) * total);
     uint16_t *p = w->bf16_store;
-    /* a stored-only matrix (no float32) keeps its stored copy */
-#define BF16_OF(dst, src, n)                                                 \
+    /* a stored-only matrix (no float32) or an 8-bit one keeps its data;
+     * each matrix has its place whether made or not */
+#define BF16_OF(m, n)                                                        \
     do {                                                                     \
-        if (src)                                                             \
-            (dst) = to_bf16(p, (src), (n));                                  \
+        if ((m).f32 && (m).dtype != TFM_WEIGHTS_Q8_0)                        \
+            (m) = (tfm_matrix){(m).f32, TFM_WEIGHTS_BF16,                    \
+                               to_bf16(p, (m).f32, (n)), NULL};              \
         p += (n);                                                            \
     } while (0)
     for (int l = 0; l < c->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
-        BF16_OF(L->qkv_w16, L->qkv_w, C * 3 * D);
-        BF16_OF(L->proj_w16, L->proj_w, D * C);
-        BF16_OF(L->fc_w16, L->fc_w, C * F);
+        BF16_OF(L->qkv_w, C * 3 * D);
+        BF16_OF(L->proj_w, D * C);
+        BF16_OF(L->fc_w, C * F);
         if (gated)
-            BF16_OF(L->fc1_w16, L->fc1_w, C * F);
-        BF16_OF(L->fcp_w16, L->fcp_w, F * C);
+            BF16_OF(L->fc1_w, C * F);
+        BF16_OF(L->fcp_w, F * C);
     }
-    BF16_OF(w->lm_head16, w->lm_head, V * C);
+    BF16_OF(w->lm_head, V * C);
 #undef BF16_OF
     return sizeof(uint16_t) * total;
 }
 
-/* An 8-bit copy of W [K, N] (a block matrix, [in, out]) into q [N, K] and
- * d [N, K / 32], or of head [V, C] as it is (trans 0); p advances.  As a
- * q8_0 file stores it (model/quant.h): the values from the exact scale,
- * the scale rounded to half precision. */
-static tfm_q8 to_q8(int8_t **q, uint16_t **d, const float *W, const uint16_t *W16, size_t K,
-                    size_t N, int trans)
+/* An 8-bit copy of W [K, N] (a block matrix, [in, out]; float32, else
+ * its bfloat16 data) into q [N, K] and d [N, K / 32], or of head [V, C]
+ * as it is (trans 0); q and d advance.  As a q8_0 file stores it
+ * (model/quant.h): the values from the exact scale, the scale rounded to
+ * half precision. */
+static tfm_matrix to_q8(int8_t **q, uint16_t **d, const tfm_matrix *M, size_t K, size_t N,
+                        int trans)
 {
-    tfm_q8 m = {*q, *d, (int)N, (int)K};
+    const float *W = M->f32;
+    const uint16_t *W16 = M->data;
+    tfm_matrix m = {M->f32, TFM_WEIGHTS_Q8_0, *q, *d};
     const size_t nb = K / TFM_Q8_BLOCK;
 #pragma omp parallel if (K * N >= (1 << 16))
     {
@@ -249,13 +257,11 @@ static tfm_q8 to_q8(int8_t **q, uint16_t **d, const float *W, const uint16_t *W1
     return m;
 }
 
-/* A matrix tfm_weights_to_q8 quantizes into *dst. */
+/* A matrix tfm_weights_to_q8 quantizes. */
 typedef struct q8_job {
-    const float *W;
-    const uint16_t *W16;
+    tfm_matrix *m;
     size_t K, N;
     int trans;
-    tfm_q8 *dst;
 } q8_job;
 
 size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *c)
@@ -267,28 +273,36 @@ size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *c)
     const int fq = F % TFM_Q8_BLOCK == 0;
     q8_job *jobs = tfm_malloc(sizeof *jobs * (5 * (size_t)c->n_layer + 1));
     int n = 0;
-#define JOB(W, W16, K, N, trans, dst) jobs[n++] = (q8_job){W, W16, K, N, trans, dst}
+#define JOB(m, K, N, trans)                                                   \
+    do {                                                                      \
+        if ((m).dtype != TFM_WEIGHTS_Q8_0)                                    \
+            jobs[n++] = (q8_job){&(m), K, N, trans};                          \
+    } while (0)
     for (int l = 0; l < c->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
         if (cq) {
-            JOB(L->qkv_w, L->qkv_w16, C, 3 * D, 1, &L->qkv_q8);
-            JOB(L->fc_w, L->fc_w16, C, F, 1, &L->fc_q8);
+            JOB(L->qkv_w, C, 3 * D, 1);
+            JOB(L->fc_w, C, F, 1);
             if (tfm_ffn_gated(c->ffn))
-                JOB(L->fc1_w, L->fc1_w16, C, F, 1, &L->fc1_q8);
+                JOB(L->fc1_w, C, F, 1);
         }
         if (dq)
-            JOB(L->proj_w, L->proj_w16, D, C, 1, &L->proj_q8);
+            JOB(L->proj_w, D, C, 1);
         if (fq)
-            JOB(L->fcp_w, L->fcp_w16, F, C, 1, &L->fcp_q8);
+            JOB(L->fcp_w, F, C, 1);
     }
     if (cq)
-        JOB(w->lm_head, w->lm_head16, C, V, 0, &w->lm_head_q8);
+        JOB(w->lm_head, C, V, 0);
 #undef JOB
-    /* a stored-only 8-bit matrix (no float32, no bfloat16) keeps its copy */
+    /* an 8-bit matrix (stored, or made by an earlier call) keeps its data:
+     * then every matrix has, and the store stays */
     size_t total = 0;
     for (int j = 0; j < n; j++)
-        if (jobs[j].W || jobs[j].W16)
-            total += jobs[j].K * jobs[j].N;
+        total += jobs[j].K * jobs[j].N;
+    if (!total) {
+        free(jobs);
+        return 0;
+    }
     free(w->q8_store);
     /* the scales first: they stay aligned */
     size_t bytes = total + sizeof(uint16_t) * total / TFM_Q8_BLOCK;
@@ -296,9 +310,7 @@ size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *c)
     uint16_t *d = w->q8_store;
     int8_t *q = (int8_t *)(d + total / TFM_Q8_BLOCK);
     for (int j = 0; j < n; j++)
-        if (jobs[j].W || jobs[j].W16)
-            *jobs[j].dst = to_q8(&q, &d, jobs[j].W, jobs[j].W16, jobs[j].K, jobs[j].N,
-                                 jobs[j].trans);
+        *jobs[j].m = to_q8(&q, &d, jobs[j].m, jobs[j].K, jobs[j].N, jobs[j].trans);
     free(jobs);
     return bytes;
 }
@@ -486,8 +498,7 @@ static void linear_q8(tfm_infer *g, float *out, const float *in, const tfm_q8 *W
 /* A stored-only matrix as float32 [K, N] in g's scratch: each value as
  * model/quant.h's widening computes it, so the products below give what
  * they give over a widened copy. */
-static const float *widen_matrix(tfm_infer *g, const uint16_t *W16, const tfm_q8 *W8, int K,
-                                 int N)
+static const float *widen_matrix(tfm_infer *g, const tfm_matrix *W, int K, int N)
 {
     const size_t n = (size_t)K * N;
     if (g->wbuf_n < n) {
@@ -496,19 +507,21 @@ static const float *widen_matrix(tfm_infer *g, const uint16_t *W16, const tfm_q8
         g->wbuf_n = n;
     }
     float *f = g->wbuf;
-    if (W8 && W8->q) { /* [N, K] rows, transposed back */
+    if (W->dtype == TFM_WEIGHTS_Q8_0) { /* [N, K] rows, transposed back */
+        const tfm_q8 W8 = {W->data, W->scale, N, K};
 #pragma omp parallel if (n >= (1 << 16))
         {
             float *row = tfm_malloc(sizeof(float) * (size_t)K);
 #pragma omp for schedule(static)
             for (int j = 0; j < N; j++) {
-                tfm_q8_row(row, W8, j);
+                tfm_q8_row(row, &W8, j);
                 for (int i = 0; i < K; i++)
                     f[(size_t)i * N + j] = row[i];
             }
             free(row);
         }
     } else {
+        const uint16_t *W16 = W->data;
 #pragma omp parallel for schedule(static) if (n >= (1 << 16))
         for (size_t i = 0; i < n; i++)
             f[i] = bf16_f32(W16[i]);
@@ -516,19 +529,27 @@ static const float *widen_matrix(tfm_infer *g, const uint16_t *W16, const tfm_q8
     return f;
 }
 
-static void linear(tfm_infer *g, float *out, const float *in, const float *W,
-                   const uint16_t *W16, const tfm_q8 *W8, const float *b, int R, int K, int N)
+/* out[R, N] = in[R, K]·W + b: a few rows stream W in its dtype, more
+ * multiply its float32 values (widened when stored only). */
+static void linear(tfm_infer *g, float *out, const float *in, const tfm_matrix *M,
+                   const float *b, int R, int K, int N)
 {
-    if (R <= GEMV_ROWS && W8 && W8->q) {
-        linear_q8(g, out, in, W8, b, R);
-        return;
-    }
     if (R <= GEMV_ROWS) {
-        gemv_rows(out, g->part, in, W16 ? (const void *)W16 : W, W16 != NULL, b, R, K, N);
-        return;
+        switch (M->dtype) {
+        case TFM_WEIGHTS_Q8_0: {
+            const tfm_q8 W8 = {M->data, M->scale, N, K};
+            linear_q8(g, out, in, &W8, b, R);
+            return;
+        }
+        case TFM_WEIGHTS_BF16:
+            gemv_rows(out, g->part, in, M->data, 1, b, R, K, N);
+            return;
+        case TFM_WEIGHTS_F32:
+            gemv_rows(out, g->part, in, M->f32, 0, b, R, K, N);
+            return;
+        }
     }
-    if (!W)
-        W = widen_matrix(g, W16, W8, K, N);
+    const float *W = M->f32 ? M->f32 : widen_matrix(g, M, K, N);
     /* small weights: BLIS's threads would cost more than they bring */
     if ((size_t)K * N < GEMV_PAR_MIN)
         tfm_gemm1(0, 0, R, N, K, 1.0f, in, K, W, N, 0.0f, out, N);
@@ -799,14 +820,16 @@ static void embed_rows(tfm_infer *g, int R, const uint32_t *tok, const tfm_embed
     const float s = tfm_emb_scale(c);
     for (int r = 0; r < R; r++) {
         const float *te;
-        if (e->wte) {
-            te = e->wte + (size_t)tok[r] * C;
-        } else if (e->wte_q8.q) { /* stored only: the row widened */
-            tfm_q8_row(g->erow, &e->wte_q8, (int)tok[r]);
+        if (e->wte.f32) {
+            te = e->wte.f32 + (size_t)tok[r] * C;
+        } else if (e->wte.dtype == TFM_WEIGHTS_Q8_0) { /* stored only: the row widened */
+            const tfm_q8 W8 = {e->wte.data, e->wte.scale, c->vocab_size, C};
+            tfm_q8_row(g->erow, &W8, (int)tok[r]);
             te = g->erow;
         } else {
+            const uint16_t *row = (const uint16_t *)e->wte.data + (size_t)tok[r] * C;
             for (int i = 0; i < C; i++)
-                g->erow[i] = bf16_f32(e->wte16[(size_t)tok[r] * C + i]);
+                g->erow[i] = bf16_f32(row[i]);
             te = g->erow;
         }
         float *xr = x + (size_t)r * C;
@@ -837,13 +860,13 @@ static void mlp_rows(tfm_infer *g, const tfm_layer_weights *L, int R, double *pr
         min = h;
     }
     prof_mark(g, prof_t, TFM_PROF_OTHER);
-    linear(g, g->fc, min, L->fc_w, L->fc_w16, &L->fc_q8, L->fc_b, R, C, F);
+    linear(g, g->fc, min, &L->fc_w, L->fc_b, R, C, F);
     if (g->fc1) /* gated: the linear input beside the gate (fc1_w may be stored only) */
-        linear(g, g->fc1, min, L->fc1_w, L->fc1_w16, &L->fc1_q8, L->fc1_b, R, C, F);
+        linear(g, g->fc1, min, &L->fc1_w, L->fc1_b, R, C, F);
     prof_mark(g, prof_t, TFM_PROF_FC);
     tfm_block_ffn_mid(&g->blk, g->fc, g->fc, g->fc1, (size_t)R * F);
     prof_mark(g, prof_t, TFM_PROF_OTHER);
-    linear(g, h, g->fc, L->fcp_w, L->fcp_w16, &L->fcp_q8, L->fcp_b, R, F, C);
+    linear(g, h, g->fc, &L->fcp_w, L->fcp_b, R, F, C);
     prof_mark(g, prof_t, TFM_PROF_FCPROJ);
     tfm_add_inplace(x, h, (size_t)R * C);
     if (!pre)
@@ -862,9 +885,9 @@ static void cross_rows(tfm_infer *g, const tfm_layer_weights *L, int l, int R)
         tfm_block_norm(&g->blk, h, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C);
         xin = h;
     }
-    linear(g, g->qkv, xin, L->xq_w, NULL, NULL, L->xq_b, R, C, D);
+    linear(g, g->qkv, xin, &L->xq_w, L->xq_b, R, C, D);
     attention(g, l, R, 1);
-    linear(g, h, g->att, L->xp_w, NULL, NULL, L->xp_b, R, D, C);
+    linear(g, h, g->att, &L->xp_w, L->xp_b, R, D, C);
     tfm_add_inplace(x, h, (size_t)R * C);
     if (!pre)
         tfm_block_norm(&g->blk, x, g->mean, g->rstd, x, L->lnx_w, L->lnx_b, R, C);
@@ -890,7 +913,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
             ain = h;
         }
         PROF(TFM_PROF_OTHER);
-        linear(g, g->qkv, ain, L->qkv_w, L->qkv_w16, &L->qkv_q8, L->qkv_b, R, C, 3 * D);
+        linear(g, g->qkv, ain, &L->qkv_w, L->qkv_b, R, C, 3 * D);
         PROF(TFM_PROF_QKV);
         if (c->pos == TFM_POS_ROPE) /* keys enter the cache rotated */
             for (int r = 0; r < R; r++) {
@@ -908,12 +931,12 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         }
         attention(g, l, R, 0);
         PROF(TFM_PROF_ATTN);
-        linear(g, h, g->att, L->proj_w, L->proj_w16, &L->proj_q8, L->proj_b, R, D, C);
+        linear(g, h, g->att, &L->proj_w, L->proj_b, R, D, C);
         PROF(TFM_PROF_PROJ);
         tfm_add_inplace(x, h, (size_t)R * C);
         if (!pre)
             tfm_block_norm(&g->blk, x, g->mean, g->rstd, x, L->ln1_w, L->ln1_b, R, C);
-        if (L->xq_w) {
+        if (L->xq_w.f32) {
             cross_rows(g, L, l, R);
             PROF(TFM_PROF_ATTN);
         }
@@ -934,12 +957,16 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         xf = h;
     }
     PROF(TFM_PROF_OTHER);
-    if (w->lm_head_q8.q && (n <= g->max_rows || !w->lm_head))
-        linear_q8(g, logits, xf, &w->lm_head_q8, NULL, n);
-    else if (w->lm_head16)
-        head_rows16(logits, xf, w->lm_head16, n, V, C);
-    else
-        head_rows(logits, xf, w->lm_head, n, V, C);
+    const tfm_matrix *H = &w->lm_head;
+    switch (H->dtype) {
+    case TFM_WEIGHTS_Q8_0: {
+        const tfm_q8 W8 = {H->data, H->scale, V, C};
+        linear_q8(g, logits, xf, &W8, NULL, n);
+        break;
+    }
+    case TFM_WEIGHTS_BF16: head_rows16(logits, xf, H->data, n, V, C); break;
+    case TFM_WEIGHTS_F32: head_rows(logits, xf, H->f32, n, V, C); break;
+    }
     if (w->head_bias)
         tfm_bias_forward(logits, w->head_bias, n, V);
     PROF(TFM_PROF_HEAD);
@@ -1006,7 +1033,7 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
         const int slot = slots[s];
         for (int l = 0; l < c->n_layer; l++) {
             const tfm_layer_weights *L = &w->layers[l];
-            linear(g, g->qkv, mem, L->xkv_w, NULL, NULL, L->xkv_b, S[s], C, 2 * D);
+            linear(g, g->qkv, mem, &L->xkv_w, L->xkv_b, S[s], C, 2 * D);
             for (int i = 0; i < S[s]; i++) {
                 memcpy(kv_at(g, g->xkcache, l, slot, i), g->qkv + (size_t)i * 2 * D,
                        sizeof(float) * D);

@@ -38,16 +38,17 @@
  *
  * Threads: the OpenMP thread count (tfm_blas_init).  Up to 8 rows (decode
  * steps) use a gemv that streams each weight matrix once, split over the
- * threads (of the 8-bit copy when there is one, else of the bfloat16 one,
- * else of the float32 weights); longer prompts use tfm_gemm.
+ * threads, in the matrix's dtype (tfm_matrix); longer prompts use tfm_gemm
+ * over the float32 values.
  *
  * Stored weights only: a block matrix (qkv_w .. fcp_w), wte or lm_head
- * may be NULL when its 8-bit or bfloat16 copy is set (a file opened with
- * model/file.h's TFM_LM_STORED): decode steps read the copy as always; a
- * longer prompt's products widen one matrix at a time into scratch (the
- * same float32 values a widened copy would hold, so the same results) and
- * embeddings widen their rows.  Only tfm_infer reads such weights (not
- * model/forward.h, the encoder's stacks or the cross-attention).
+ * may have no float32 values (f32 NULL) beside its 8-bit or bfloat16 data
+ * (a file opened with model/file.h's TFM_LM_STORED): decode steps read the
+ * data as always; a longer prompt's products widen one matrix at a time
+ * into scratch (the same float32 values a widened copy would hold, so the
+ * same results) and embeddings widen their rows.  Only tfm_infer reads
+ * such weights (not model/forward.h, the encoder's stacks or the
+ * cross-attention).
  *
  * Ownership: tfm_infer owns its cache and scratch, never the weights
  * (which must outlive it). */
@@ -59,35 +60,60 @@
 
 #include "base/err.h"
 #include "model/transformer.h"
-#include "tensor/q8.h"
+
+/* How a matrix is stored (model/quant.h names them for files). */
+typedef enum tfm_weight_dtype {
+    TFM_WEIGHTS_F32,
+    TFM_WEIGHTS_BF16,
+    TFM_WEIGHTS_Q8_0,
+} tfm_weight_dtype;
+
+/* A weight matrix: its float32 values, which the whole-sequence products
+ * read (model/forward.h, prompts past the gemv rows), and the form decode
+ * steps stream, of a dtype:
+ *   TFM_WEIGHTS_F32   f32 itself (data NULL);
+ *   TFM_WEIGHTS_BF16  data: uint16_t bfloat16 in f32's layout;
+ *   TFM_WEIGHTS_Q8_0  data: int8_t [out, in] (tensor/q8.h: a block
+ *                     matrix transposed, wte and lm_head [V, C] as they
+ *                     are), scale: its half-precision block scales
+ *                     [out, in / 32].
+ * f32 is NULL for a matrix stored only (see above), and for one the
+ * configuration has not (a plain feed-forward's fc1_w); zeroed: none. */
+typedef struct tfm_matrix {
+    const float *f32;
+    tfm_weight_dtype dtype;
+    const void *data;
+    const uint16_t *scale;
+} tfm_matrix;
 
 typedef struct tfm_layer_weights {
     const float *ln1_w, *ln1_b;   /* [C] */
-    const float *qkv_w, *qkv_b;   /* [C, 3C], [3C] */
-    const float *proj_w, *proj_b; /* [C, C], [C] */
+    tfm_matrix qkv_w;             /* [C, 3C] */
+    const float *qkv_b;           /* [3C] */
+    tfm_matrix proj_w;            /* [C, C] */
+    const float *proj_b;          /* [C] */
     const float *ln2_w, *ln2_b;   /* [C] */
-    const float *fc_w, *fc_b;     /* [C, F], [F]: c_fc, or a gated
+    tfm_matrix fc_w;              /* [C, F]: c_fc, or a gated
                                      feed-forward's gate wi_0 */
-    const float *fc1_w, *fc1_b;   /* [C, F], [F]: a gated one's wi_1, else NULL */
-    const float *fcp_w, *fcp_b;   /* [F, C], [C] */
-    /* bfloat16 copies of the matrices (tfm_weights_to_bf16), or NULL:
-     * used by the single-row products when present */
-    const uint16_t *qkv_w16, *proj_w16, *fc_w16, *fc1_w16, *fcp_w16;
-    /* 8-bit copies (tensor/q8.h: [out, in], the transposes), or .q NULL:
-     * used by the single-row products before the bfloat16 ones */
-    tfm_q8 qkv_q8, proj_q8, fc_q8, fc1_q8, fcp_q8;
-    /* an encoder-decoder's decoder blocks: the cross-attention */
+    const float *fc_b;            /* [F] */
+    tfm_matrix fc1_w;             /* [C, F]: a gated one's wi_1, else none */
+    const float *fc1_b;           /* [F] */
+    tfm_matrix fcp_w;             /* [F, C] */
+    const float *fcp_b;           /* [C] */
+    /* an encoder-decoder's decoder blocks: the cross-attention (float32) */
     const float *lnx_w, *lnx_b;   /* [C] */
-    const float *xq_w, *xq_b;     /* [C, C], [C] */
-    const float *xkv_w, *xkv_b;   /* [C, 2C], [2C] */
-    const float *xp_w, *xp_b;     /* [C, C], [C] */
+    tfm_matrix xq_w;              /* [C, C] */
+    const float *xq_b;            /* [C] */
+    tfm_matrix xkv_w;             /* [C, 2C] */
+    const float *xkv_b;           /* [2C] */
+    tfm_matrix xp_w;              /* [C, C] */
+    const float *xp_b;            /* [C] */
 } tfm_layer_weights;
 
 /* One stack's embedding tables and final norm. */
 typedef struct tfm_embed_weights {
-    const float *wte;             /* [V, C], or NULL: wte_q8 or wte16 */
-    tfm_q8 wte_q8;                /* the table 8-bit ([V, C]), or .q NULL */
-    const uint16_t *wte16;        /* the table in bfloat16, or NULL */
+    tfm_matrix wte;               /* [V, C]: the rows read as float32 (or,
+                                     stored only, widened from data) */
     const float *wpe;             /* [block_size, C]; learned positions only */
     const float *lne_w, *lne_b;   /* [C]: the embedding norm, or NULL (lne_b
                                      NULL for rmsnorm, as every norm's bias) */
@@ -98,19 +124,16 @@ typedef struct tfm_embed_weights {
 typedef struct tfm_weights {
     tfm_embed_weights dec;        /* the decoder's (or an encoder's only stack's) */
     const float *wse;             /* [n_segments, C] or NULL */
-    const float *lm_head;         /* [V, C]; == dec.wte when tied; NULL:
-                                     lm_head_q8 or lm_head16 */
+    tfm_matrix lm_head;           /* [V, C]; dec.wte's float32 values when tied */
     const float *head_bias;       /* [V] final_logits_bias, or NULL */
     tfm_layer_weights *layers; /* [n_layer], owned by this struct */
     int n_layer;
-    const uint16_t *lm_head16;    /* bfloat16 copy, or NULL */
     /* an encoder-decoder's encoder (n_enc_layer 0 otherwise) */
     tfm_embed_weights enc;
     tfm_layer_weights *enc_layers; /* [n_enc_layer], owned */
     int n_enc_layer;
-    uint16_t *bf16_store;         /* owned: every bfloat16 copy */
-    tfm_q8 lm_head_q8;            /* [V, C] 8-bit copy, or .q NULL */
-    void *q8_store;               /* owned: the 8-bit copies' memory */
+    uint16_t *bf16_store;         /* owned: the bfloat16 data tfm_weights_to_bf16 made */
+    void *q8_store;               /* owned: the 8-bit data tfm_weights_to_q8 made */
 } tfm_weights;
 
 /* Finds a tensor by name and checks its shape (dims[1] = 0 for vectors);
@@ -118,29 +141,30 @@ typedef struct tfm_weights {
 typedef const float *(*tfm_weights_lookup)(void *ctx, const char *name, size_t d0,
                                        size_t d1, tfm_err *err);
 
-/* A block's tensor by its slot (model/transformer.h's tfm_block_slot):
- * NULL when the configuration has none. */
+/* A block's tensor by its slot (model/transformer.h's tfm_block_slot), a
+ * matrix's float32 values: NULL when the configuration has none. */
 const float *tfm_layer_weight(const tfm_layer_weights *L, tfm_slot s);
 
-/* Binds every tensor the config needs through lookup. */
+/* Binds every tensor the config needs through lookup: every matrix as
+ * float32 (TFM_WEIGHTS_F32). */
 int tfm_weights_bind(tfm_weights *w, const tfm_model_config *cfg,
                          tfm_weights_lookup lookup, void *ctx, tfm_err *err);
 /* Points into a tfm_model's parameter array (the model must outlive w). */
 int tfm_weights_from_model(tfm_weights *w, const tfm_model *m, tfm_err *err);
 void tfm_weights_free(tfm_weights *w);
-/* Adds bfloat16 copies (round to nearest even) of the block matrices (but
- * the cross-attention's) and the LM head, which the decode steps then read instead: half the bytes per
- * token, at bfloat16's 8-bit precision (the products still accumulate in
- * float32).  The prompt pass keeps the float32 weights.  Returns the bytes
- * allocated (owned by w).  A matrix without float32 weights (stored only)
- * keeps the copy it has. */
+/* Makes the block matrices (but the cross-attention's) and the LM head
+ * bfloat16 (round to nearest even) for the decode steps: half the bytes
+ * per token, at bfloat16's 8-bit precision (the products still accumulate
+ * in float32).  The prompt pass keeps the float32 values.  Returns the
+ * bytes allocated (owned by w).  A matrix without float32 values (stored
+ * only) or already 8-bit keeps the data it has. */
 size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *cfg);
-/* The same with 8-bit copies (tensor/q8.h's Q8_0, the block matrices
- * transposed to [out, in]) of the matrices whose input width is a
- * multiple of 32: the decode steps then quantize their inputs to 8 bits
- * per 32-block too and multiply in integers.  Returns the bytes
- * allocated (owned by w).  A matrix without float32 weights (stored only)
- * is quantized from its bfloat16 copy, or keeps its 8-bit one. */
+/* The same to 8 bits (tensor/q8.h's Q8_0, the block matrices transposed
+ * to [out, in]) for the matrices whose input width is a multiple of 32:
+ * the decode steps then quantize their inputs to 8 bits per 32-block too
+ * and multiply in integers.  Returns the bytes allocated (owned by w).  A
+ * matrix without float32 values (stored only) is quantized from its
+ * bfloat16 data, or keeps its 8-bit data. */
 size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *cfg);
 
 /* Phases of the forward, for "where does the time go". */

@@ -18,6 +18,7 @@
 #include "model/decode.h"
 #include "model/forward.h"
 #include "tensor/gemm.h"
+#include "tensor/q8.h"
 
 static void test_gemv_rows(void **state)
 {
@@ -538,15 +539,18 @@ static void test_q8_close(void **state)
 /* Sets float32 W [K, N] (trans: a block matrix, [in, out]; else [N, K])
  * to the values of its 8-bit or bfloat16 copy, as a file's widened view
  * holds them (model/quant.h). */
-static void widen_into(float *W, const tfm_q8 *q8, const uint16_t *w16, int K, int N, int trans)
+static void widen_into(float *W, const tfm_matrix *m, int K, int N, int trans)
 {
+    const int8_t *q = m->data;
+    const uint16_t *w16 = m->data;
     for (int j = 0; j < N; j++)
         for (int i = 0; i < K; i++) {
             size_t at = trans ? (size_t)i * N + j : (size_t)j * K + i;
-            W[at] = q8 ? tfm_f16_to_f32(q8->d[(size_t)j * (K / TFM_Q8_BLOCK) +
-                                              i / TFM_Q8_BLOCK]) *
-                             (float)q8->q[(size_t)j * K + i]
-                       : widen_bf16(w16[at]);
+            W[at] = m->dtype == TFM_WEIGHTS_Q8_0
+                        ? tfm_f16_to_f32(m->scale[(size_t)j * (K / TFM_Q8_BLOCK) +
+                                                  i / TFM_Q8_BLOCK]) *
+                              (float)q[(size_t)j * K + i]
+                        : widen_bf16(w16[at]);
         }
 }
 
@@ -567,11 +571,10 @@ static void stored_only_case(int q8, int tied)
     assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
     assert_true((q8 ? tfm_weights_to_q8 : tfm_weights_to_bf16)(&w, &m.cfg) > 0);
     /* wte's copy: the head's when tied, else made here */
-    float *wte = (float *)w.dec.wte;
+    float *wte = (float *)w.dec.wte.f32;
     int8_t *eq = NULL;
     uint16_t *ed = NULL, *e16 = NULL;
-    tfm_q8 wte_q8 = w.lm_head_q8;
-    const uint16_t *wte16 = w.lm_head16;
+    tfm_matrix wte_m = w.lm_head;
     if (!tied && q8) {
         eq = malloc((size_t)V * C);
         ed = malloc(sizeof *ed * V * nb);
@@ -582,13 +585,14 @@ static void stored_only_case(int q8, int tied)
             for (int b = 0; b < nb; b++)
                 ed[v * nb + b] = tfm_f32_to_f16(d[b]);
         }
-        wte_q8 = (tfm_q8){eq, ed, V, C};
+        wte_m = (tfm_matrix){NULL, TFM_WEIGHTS_Q8_0, eq, ed};
     } else if (!tied) {
         e16 = malloc(sizeof *e16 * V * C);
         for (int i = 0; i < V * C; i++)
             e16[i] = round_bf16(wte[i]);
-        wte16 = e16;
+        wte_m = (tfm_matrix){NULL, TFM_WEIGHTS_BF16, e16, NULL};
     }
+    wte_m.f32 = NULL;
     /* the float32 weights get the copies' values; s has the copies alone */
     s = w;
     s.layers = malloc(sizeof *s.layers * (size_t)w.n_layer);
@@ -598,29 +602,24 @@ static void stored_only_case(int q8, int tied)
     for (int l = 0; l < w.n_layer; l++) {
         tfm_layer_weights *L = &w.layers[l], *S = &s.layers[l];
         *S = *L;
-        const float **f[5] = {&S->qkv_w, &S->proj_w, &S->fc_w, &S->fc1_w, &S->fcp_w};
-        const tfm_q8 *c8[5] = {&L->qkv_q8, &L->proj_q8, &L->fc_q8, &L->fc1_q8, &L->fcp_q8};
-        const uint16_t *c16[5] = {L->qkv_w16, L->proj_w16, L->fc_w16, L->fc1_w16, L->fcp_w16};
+        tfm_matrix *f[5] = {&S->qkv_w, &S->proj_w, &S->fc_w, &S->fc1_w, &S->fcp_w};
         const int K[5] = {C, D, C, C, F}, N[5] = {3 * D, C, F, F, C};
         for (int k = 0; k < 5; k++) {
             /* no gate, or an input not whole 8-bit blocks: no copy, floats stay */
-            if (!*f[k] || (q8 ? !c8[k]->q : !c16[k]))
+            if (!f[k]->f32 || f[k]->dtype == TFM_WEIGHTS_F32)
                 continue;
-            widen_into((float *)*f[k], q8 ? c8[k] : NULL, c16[k], K[k], N[k], 1);
-            *f[k] = NULL;
+            assert_int_equal(f[k]->dtype, q8 ? TFM_WEIGHTS_Q8_0 : TFM_WEIGHTS_BF16);
+            widen_into((float *)f[k]->f32, f[k], K[k], N[k], 1);
+            f[k]->f32 = NULL;
             stored++;
         }
     }
     assert_true(stored >= 3 * w.n_layer);
-    widen_into(wte, q8 ? &wte_q8 : NULL, wte16, C, V, 0);
+    widen_into(wte, &wte_m, C, V, 0);
     if (!tied)
-        widen_into((float *)w.lm_head, q8 ? &w.lm_head_q8 : NULL, w.lm_head16, C, V, 0);
-    s.lm_head = NULL;
-    s.dec.wte = NULL;
-    if (q8)
-        s.dec.wte_q8 = wte_q8;
-    else
-        s.dec.wte16 = wte16;
+        widen_into((float *)w.lm_head.f32, &w.lm_head, C, V, 0);
+    s.lm_head.f32 = NULL;
+    s.dec.wte = wte_m;
 
     tfm_infer a, b;
     assert_int_equal(tfm_infer_init(&a, &m.cfg, &w, 1, P + NEW, &err), 0);
@@ -661,9 +660,9 @@ static void stored_only_case(int q8, int tied)
         assert_int_equal(tfm_weights_to_q8(&s, &m.cfg), nw);
         assert_memory_equal(w.q8_store, s.q8_store, nw);
     } else {
-        const int8_t *had = s.layers[1].fc_q8.q;
+        const void *had = s.layers[1].fc_w.data;
         assert_int_equal(tfm_weights_to_q8(&s, &m.cfg), 0);
-        assert_ptr_equal(s.layers[1].fc_q8.q, had);
+        assert_ptr_equal(s.layers[1].fc_w.data, had);
     }
     tfm_weights_free(&s); /* its layers and 8-bit copies; w owns the rest */
     free(eq);
@@ -755,7 +754,7 @@ static void packed_case(tfm_kind kind, tfm_ln_place ln)
                 for (int v = 0; v < V; v++) {
                     float d = 0;
                     for (int k = 0; k < C; k++)
-                        d += top[(size_t)(r0 + i) * C + k] * w.lm_head[(size_t)v * C + k];
+                        d += top[(size_t)(r0 + i) * C + k] * w.lm_head.f32[(size_t)v * C + k];
                     got[v] = d;
                 }
                 assert_close(got, ref + (size_t)i * V, V);

@@ -1789,7 +1789,7 @@ static const float *lookup_stored(void *ctx, const char *name, size_t d0, size_t
                     d0, d1);
         return NULL;
     }
-    return v->f32;
+    return v->m.f32;
 }
 
 int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)

@@ -69,12 +69,12 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
     for (int l = 0; l < f->n_layer; l++) {
         const tfm_layer_weights *W = &f->layers[l];
         tfm_gemm_b *p = f->packed + 5 * l;
-        tfm_gemm_b_pack(&p[0], W->qkv_w, 3 * D, C, 3 * D);
-        tfm_gemm_b_pack(&p[1], W->proj_w, C, D, C);
-        tfm_gemm_b_pack(&p[2], W->fc_w, F, C, F);
-        tfm_gemm_b_pack(&p[3], W->fcp_w, C, F, C);
-        if (W->fc1_w)
-            tfm_gemm_b_pack(&p[4], W->fc1_w, F, C, F);
+        tfm_gemm_b_pack(&p[0], W->qkv_w.f32, 3 * D, C, 3 * D);
+        tfm_gemm_b_pack(&p[1], W->proj_w.f32, C, D, C);
+        tfm_gemm_b_pack(&p[2], W->fc_w.f32, F, C, F);
+        tfm_gemm_b_pack(&p[3], W->fcp_w.f32, C, F, C);
+        if (W->fc1_w.f32)
+            tfm_gemm_b_pack(&p[4], W->fc1_w.f32, F, C, F);
     }
 }
 
@@ -168,7 +168,7 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
     const float s = tfm_emb_scale(c);
 #pragma omp parallel for schedule(static) if ((size_t)R * C >= (1 << 16))
     for (int r = 0; r < R; r++) {
-        const float *te = e->wte + (size_t)b->tok[r] * C;
+        const float *te = e->wte.f32 + (size_t)b->tok[r] * C;
         float *xr = f->x + (size_t)r * C;
         tfm_embed_row(xr, te, pt ? pt + (size_t)f->pos[r] * C : NULL, s, C);
         if (wse) {
@@ -255,13 +255,13 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
             tfm_block_norm(blk, h, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C);
             ain = h;
         }
-        linear(f->qkv, ain, W->qkv_w, pk ? &pk[0] : NULL, Ri, C, 3 * D,
+        linear(f->qkv, ain, W->qkv_w.f32, pk ? &pk[0] : NULL, Ri, C, 3 * D,
                (tfm_linear_epi){.bias = W->qkv_b});
         if (f->rope) /* q and k of every head: 2·NH heads of HS columns */
             tfm_rope_apply(f->qkv, 3 * D, Ri, f->pos, 0, 2 * NH, HS, f->rope, f->max_len, 0);
         attend(f, b, l, b->attn);
         /* x += att·Wp + b */
-        linear(h, f->att, W->proj_w, pk ? &pk[1] : NULL, Ri, D, C,
+        linear(h, f->att, W->proj_w.f32, pk ? &pk[1] : NULL, Ri, D, C,
                (tfm_linear_epi){.bias = W->proj_b, .add = x, .ldadd = (size_t)C});
         if (!pre)
             tfm_block_norm(blk, x, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C);
@@ -272,17 +272,17 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
         }
         if (f->fc1) {
             /* gated: the gate and the linear input, then their product */
-            linear(f->fc, min, W->fc_w, pk ? &pk[2] : NULL, Ri, C, F,
+            linear(f->fc, min, W->fc_w.f32, pk ? &pk[2] : NULL, Ri, C, F,
                    (tfm_linear_epi){.bias = W->fc_b});
-            linear(f->fc1, min, W->fc1_w, pk ? &pk[4] : NULL, Ri, C, F,
+            linear(f->fc1, min, W->fc1_w.f32, pk ? &pk[4] : NULL, Ri, C, F,
                    (tfm_linear_epi){.bias = W->fc1_b});
             tfm_block_ffn_mid(blk, f->fc, f->fc, f->fc1, (size_t)R * F);
         } else {
             /* plain: the activation in the product's epilogue */
-            linear(f->fc, min, W->fc_w, pk ? &pk[2] : NULL, Ri, C, F,
+            linear(f->fc, min, W->fc_w.f32, pk ? &pk[2] : NULL, Ri, C, F,
                    (tfm_linear_epi){.bias = W->fc_b, .act = 1, .act_kind = blk->act});
         }
-        linear(h, f->fc, W->fcp_w, pk ? &pk[3] : NULL, Ri, F, C,
+        linear(h, f->fc, W->fcp_w.f32, pk ? &pk[3] : NULL, Ri, F, C,
                (tfm_linear_epi){.bias = W->fcp_b, .add = x, .ldadd = (size_t)C});
         if (!pre)
             tfm_block_norm(blk, x, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C);

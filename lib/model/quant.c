@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/transformer.h"
+#include "tensor/q8.h"
 
 const char *tfm_weight_dtype_name(tfm_weight_dtype dt)
 {
@@ -226,8 +227,9 @@ static int widen_q8(tfm_safetensors *st, tfm_st_tensor *t, tfm_quant_view *view,
             return tfm_err_set(err, "%s: tensor '%s': row %zu holds -128, outside Q8_0's "
                                "-127..127: the file is corrupt", st->name, t->name, i / K);
     if (keep) {
-        *view = (tfm_quant_view){t->name, (const float *)(const void *)q, NULL,
-                                 {q, d, (int)N, (int)K}, 1, {trans ? K : N, trans ? N : K}};
+        *view = (tfm_quant_view){t->name,
+                                 {(const float *)(const void *)q, TFM_WEIGHTS_Q8_0, q, d}, 1,
+                                 {trans ? K : N, trans ? N : K}};
         return 0;
     }
     float *f = tfm_aligned_alloc(N * K * sizeof *f + 1);
@@ -243,7 +245,7 @@ static int widen_q8(tfm_safetensors *st, tfm_st_tensor *t, tfm_quant_view *view,
         }
         free(row);
     }
-    *view = (tfm_quant_view){t->name, f, NULL, {q, d, (int)N, (int)K}, 0,
+    *view = (tfm_quant_view){t->name, {f, TFM_WEIGHTS_Q8_0, q, d}, 0,
                              {trans ? K : N, trans ? N : K}};
     size_t shape[2] = {trans ? K : N, trans ? N : K};
     tfm_safetensors_replace(st, t, TFM_ST_F32, 2, shape, f);
@@ -274,13 +276,15 @@ int tfm_quant_widen_keep(tfm_safetensors *st, tfm_quant_views *views, int keep, 
                 continue; /* 8-bit blocks' scales: read as they are */
             int bf = t->dtype == TFM_ST_BF16 && t->ndim == 2;
             if (bf && keep && keepable(t->name)) {
-                v.v[v.n++] = (tfm_quant_view){t->name, (const float *)(const void *)stored,
-                                              stored, {0}, 1, {t->shape[0], t->shape[1]}};
+                const tfm_matrix m = {(const float *)(const void *)stored,
+                                      TFM_WEIGHTS_BF16, stored, NULL};
+                v.v[v.n++] = (tfm_quant_view){t->name, m, 1, {t->shape[0], t->shape[1]}};
                 continue;
             }
             widen16(st, t);
             if (bf)
-                v.v[v.n++] = (tfm_quant_view){t->name, t->data, stored, {0}, 0,
+                v.v[v.n++] = (tfm_quant_view){t->name,
+                                              {t->data, TFM_WEIGHTS_BF16, stored, NULL}, 0,
                                               {t->shape[0], t->shape[1]}};
         }
     }
@@ -294,7 +298,7 @@ int tfm_quant_widen_keep(tfm_safetensors *st, tfm_quant_views *views, int keep, 
 static const tfm_quant_view *view_of(const tfm_quant_views *v, const float *f32)
 {
     for (int i = 0; f32 && i < v->n; i++)
-        if (v->v[i].f32 == f32)
+        if (v->v[i].m.f32 == f32)
             return &v->v[i];
     return NULL;
 }
@@ -307,40 +311,31 @@ const tfm_quant_view *tfm_quant_find(const tfm_quant_views *v, const char *name)
     return NULL;
 }
 
+/* *m becomes the stored matrix its float32 values are bound to, if any
+ * (wte: only a stored-only one, whose rows embeddings must widen). */
+static void attach(const tfm_quant_views *v, tfm_matrix *m, int stored_only)
+{
+    const tfm_quant_view *x = view_of(v, m->f32);
+    if (!x || (stored_only && !x->stored_only))
+        return;
+    *m = x->m;
+    if (x->stored_only)
+        m->f32 = NULL;
+}
+
 void tfm_quant_attach(const tfm_quant_views *v, tfm_weights *w)
 {
     if (!v || !v->n)
         return;
     for (int l = 0; l < w->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
-        const float **f[5] = {&L->qkv_w, &L->proj_w, &L->fc_w, &L->fc1_w, &L->fcp_w};
-        const uint16_t **b[5] = {&L->qkv_w16, &L->proj_w16, &L->fc_w16, &L->fc1_w16,
-                                 &L->fcp_w16};
-        tfm_q8 *q[5] = {&L->qkv_q8, &L->proj_q8, &L->fc_q8, &L->fc1_q8, &L->fcp_q8};
-        for (int k = 0; k < 5; k++) {
-            const tfm_quant_view *x = view_of(v, *f[k]);
-            if (x && x->bf16)
-                *b[k] = x->bf16;
-            if (x && x->q8.q)
-                *q[k] = x->q8;
-            if (x && x->stored_only)
-                *f[k] = NULL;
-        }
+        tfm_matrix *m[5] = {&L->qkv_w, &L->proj_w, &L->fc_w, &L->fc1_w, &L->fcp_w};
+        for (int k = 0; k < 5; k++)
+            attach(v, m[k], 0);
     }
     /* the head before wte: tied, both hold the same key */
-    const tfm_quant_view *x = view_of(v, w->lm_head);
-    if (x && x->bf16)
-        w->lm_head16 = x->bf16;
-    if (x && x->q8.q)
-        w->lm_head_q8 = x->q8;
-    if (x && x->stored_only)
-        w->lm_head = NULL;
-    x = view_of(v, w->dec.wte);
-    if (x && x->stored_only) {
-        w->dec.wte16 = x->bf16;
-        w->dec.wte_q8 = x->q8;
-        w->dec.wte = NULL;
-    }
+    attach(v, &w->lm_head, 0);
+    attach(v, &w->dec.wte, 1);
 }
 
 void tfm_quant_views_free(tfm_quant_views *v)

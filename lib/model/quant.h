@@ -37,13 +37,7 @@
 #include "io/safetensors.h"
 #include "model/decode.h"
 
-typedef enum tfm_weight_dtype {
-    TFM_WEIGHTS_F32,
-    TFM_WEIGHTS_BF16,
-    TFM_WEIGHTS_Q8_0,
-} tfm_weight_dtype;
-
-/* "f32", "bf16", "q8_0" */
+/* tfm_weight_dtype (model/decode.h): "f32", "bf16", "q8_0" */
 const char *tfm_weight_dtype_name(tfm_weight_dtype dt);
 int tfm_weight_dtype_parse(const char *s, tfm_weight_dtype *dt);
 
@@ -67,12 +61,12 @@ int tfm_quant_encode(const char *name, const float *data, int ndim, const size_t
 /* The stored bfloat16 and 8-bit matrices of a widened file. */
 typedef struct tfm_quant_view {
     const char *name;     /* the tensor's (st's) */
-    const float *f32;     /* its widened data (what weights bind); stored
-                             only: the stored data's address, a key that
-                             weights bind and tfm_quant_attach replaces by
-                             NULL, never read as float */
-    const uint16_t *bf16; /* the stored BF16 matrix, or NULL */
-    tfm_q8 q8;            /* the stored 8-bit matrix (.q NULL: none) */
+    tfm_matrix m;         /* m.f32: its widened data (what weights bind);
+                             stored only: the stored data's address, a key
+                             that weights bind and tfm_quant_attach
+                             replaces by NULL, never read as float;
+                             m.dtype, .data, .scale: the stored matrix
+                             (TFM_WEIGHTS_BF16 or TFM_WEIGHTS_Q8_0) */
     int stored_only;      /* 1: not widened (st still has it as stored) */
     size_t shape[2];      /* its shape in tfm's layout */
 } tfm_quant_view;
@@ -93,9 +87,10 @@ int tfm_quant_widen(tfm_safetensors *st, tfm_quant_views *views, tfm_err *err);
 int tfm_quant_widen_keep(tfm_safetensors *st, tfm_quant_views *views, int keep, tfm_err *err);
 /* The view of st's tensor named name (st's own name), or NULL. */
 const tfm_quant_view *tfm_quant_find(const tfm_quant_views *views, const char *name);
-/* Points w's decode-step copies at the stored matrices that w binds (a
- * tensor an adapter replaced is not bound, so keeps none); the float32
- * pointers bound to stored-only views become NULL (model/decode.h). */
+/* Makes w's matrices that the decode steps stream (model/decode.h) of
+ * the stored dtype and data where w binds a stored one (a tensor an
+ * adapter replaced is not bound, so stays float32); the float32 values
+ * bound to stored-only views become NULL. */
 void tfm_quant_attach(const tfm_quant_views *views, tfm_weights *w);
 void tfm_quant_views_free(tfm_quant_views *views);
 

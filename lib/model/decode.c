@@ -340,6 +340,19 @@ static int gemv_threads(int K, int N)
 }
 
 
+/* Eight rows of W are read side by side in short runs (a thread's share
+ * of a row), which the hardware prefetchers fetch late: each run of
+ * PF_BYTES is asked for PF_ROWS rows ahead, and the LM head's rows
+ * PF_HEAD rows ahead (GPT-2 small, one thread, bf16: 25.7 -> 20.7 ms a
+ * decode step). */
+enum { PF_ROWS = 16, PF_BYTES = 256, PF_HEAD = 4 };
+#define PF_COLS(T) (PF_BYTES / (int)sizeof(T))
+static inline void prefetch_run(const void *p, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64)
+        __builtin_prefetch((const char *)p + o);
+}
+
 #define LD_F32(p, j) ((p)[j])
 #define LD_BF16(p, j) bf16_f32((p)[j])
 
@@ -362,17 +375,25 @@ static int gemv_threads(int K, int N)
             const T *w0 = W + (size_t)i * N + j0, *w1 = w0 + N, *w2 = w1 + N, \
                     *w3 = w2 + N, *w4 = w3 + N, *w5 = w4 + N, *w6 = w5 + N,   \
                     *w7 = w6 + N;                                             \
-            for (int r = 0; r < n; r++) {                                     \
-                const float *xr = x + (size_t)r * K + i;                      \
-                float x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];         \
-                float x4 = xr[4], x5 = xr[5], x6 = xr[6], x7 = xr[7];         \
-                float *acc = y + (size_t)r * N + j0;                          \
-                _Pragma("omp simd")                                           \
-                for (int j = 0; j < m; j++)                                   \
-                    acc[j] += (x0 * LD(w0, j) + x1 * LD(w1, j) +              \
-                               x2 * LD(w2, j) + x3 * LD(w3, j)) +             \
-                              (x4 * LD(w4, j) + x5 * LD(w5, j) +              \
-                               x6 * LD(w6, j) + x7 * LD(w7, j));              \
+            const int ahead = i + PF_ROWS + 8 <= i1;                          \
+            for (int c0 = 0; c0 < m; c0 += PF_COLS(T)) {                      \
+                const int c1 = c0 + PF_COLS(T) < m ? c0 + PF_COLS(T) : m;     \
+                if (ahead)                                                    \
+                    for (int k = 0; k < 8; k++)                               \
+                        prefetch_run(w0 + (size_t)(PF_ROWS + k) * N + c0,     \
+                                     (size_t)(c1 - c0) * sizeof(T));          \
+                for (int r = 0; r < n; r++) {                                 \
+                    const float *xr = x + (size_t)r * K + i;                  \
+                    float x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];     \
+                    float x4 = xr[4], x5 = xr[5], x6 = xr[6], x7 = xr[7];     \
+                    float *acc = y + (size_t)r * N + j0;                      \
+                    _Pragma("omp simd")                                       \
+                    for (int j = c0; j < c1; j++)                             \
+                        acc[j] += (x0 * LD(w0, j) + x1 * LD(w1, j) +          \
+                                   x2 * LD(w2, j) + x3 * LD(w3, j)) +         \
+                                  (x4 * LD(w4, j) + x5 * LD(w5, j) +          \
+                                   x6 * LD(w6, j) + x7 * LD(w7, j));          \
+                }                                                             \
             }                                                                 \
         }                                                                     \
         for (; i < i1; i++) {                                                 \
@@ -468,6 +489,8 @@ void tfm_gemv_rows_bf16(float *y, const float *x, const uint16_t *W, const float
         _Pragma("omp parallel for schedule(static) if ((size_t)V * C >= GEMV_PAR_MIN)") \
         for (int v = 0; v < V; v++) {                                         \
             const T *hv = head + (size_t)v * C;                               \
+            if (v + PF_HEAD < V)                                              \
+                prefetch_run(hv + (size_t)PF_HEAD * C, (size_t)C * sizeof(T));  \
             for (int r = 0; r < n; r++) {                                     \
                 const float *xr = x + (size_t)r * C;                          \
                 float s = 0.0f;                                               \

@@ -69,131 +69,235 @@ void tfm_q8_row(float *x, const tfm_q8 *W, int j)
     }
 }
 
-/* ---- half-precision scales to float32 (exact) ---- */
+/* ---- the kernels: one row's product with one row of activations ----
+ *
+ * Every kernel computes, for blocks k = 0, 1, ... of the row,
+ *     s_k = Σ_{i < 32} w[32k + i]·x[32k + i]        (exact, in 32 bits)
+ *     acc[k % 8] = fma(d_w[k]·d_x[k], (float)s_k, acc[k % 8])
+ * and returns ((acc0 + acc4) + (acc1 + acc5)) + ((acc2 + acc6) + (acc3 + acc7)):
+ * the integer sums are exact, the float steps the same operations in the
+ * same order, so all kernels agree to the bit (and fmaf rounds once, with
+ * or without an FMA unit).  xs[k] = 128·Σ_i x[32k + i] serves the VNNI
+ * kernels' unsigned weights (below). */
 
-static void scales_portable(float *dst, const uint16_t *src, int m)
+/* The weights are read once per product, a row after another: the
+ * kernels ask for the bytes PREFETCH ahead of the ones they multiply
+ * (GPT-2's 8-bit decode step on one thread read 10.5 GB/s without and
+ * 12.9-13.6 with, against a plain read of the same bytes at 13.5;
+ * scripts/bench/q8_bench). */
+#define PREFETCH 2048
+#define PF(p, lines)                                                                       \
+    for (int l_ = 0; l_ < (lines); l_++)                                                   \
+        _mm_prefetch((const char *)(p) + PREFETCH + 64 * l_, _MM_HINT_T0);
+typedef float (*row_fn)(const int8_t *w, const uint16_t *dw, const int8_t *x, const float *dx,
+                        const int32_t *xs, int nb);
+
+static float lanes_sum(const float *acc)
 {
-    for (int i = 0; i < m; i++)
-        dst[i] = tfm_f16_to_f32(src[i]);
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-#ifdef TFM_Q8_X86
-__attribute__((target("avx,f16c"))) static void scales_f16c(float *dst, const uint16_t *src,
-                                                            int m)
+/* blocks [k0, nb) into acc, portably (the vector kernels' last blocks) */
+static void blocks_portable(float *acc, const int8_t *w, const uint16_t *dw, const int8_t *x,
+                            const float *dx, int k0, int nb)
 {
-    int i = 0;
-    for (; i + 8 <= m; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    scales_portable(dst + i, src + i, m - i);
-}
-#endif
-
-static void (*scales_f32)(float *dst, const uint16_t *src, int m) = scales_portable;
-
-/* ---- the kernels: sums[b] = Σ w·x over block b ---- */
-
-typedef void (*block_sums_fn)(int32_t *sums, const int8_t *w, const int8_t *x, int nb);
-
-static void sums_scalar(int32_t *sums, const int8_t *w, const int8_t *x, int nb)
-{
-    for (int b = 0; b < nb; b++) {
+    for (int k = k0; k < nb; k++) {
         int32_t s = 0;
         for (int i = 0; i < TFM_Q8_BLOCK; i++)
-            s += (int32_t)w[b * TFM_Q8_BLOCK + i] * x[b * TFM_Q8_BLOCK + i];
-        sums[b] = s;
+            s += (int32_t)w[k * TFM_Q8_BLOCK + i] * x[k * TFM_Q8_BLOCK + i];
+        acc[k % 8] = fmaf(tfm_f16_to_f32(dw[k]) * dx[k], (float)s, acc[k % 8]);
     }
 }
 
+static float row_scalar(const int8_t *w, const uint16_t *dw, const int8_t *x, const float *dx,
+                        const int32_t *xs, int nb)
+{
+    (void)xs;
+    float acc[8] = {0};
+    blocks_portable(acc, w, dw, x, dx, 0, nb);
+    return lanes_sum(acc);
+}
+
 #ifdef TFM_Q8_X86
-/* The x86 kernels multiply unsigned by signed bytes: |x| times w with x's
- * sign, which is w·x when both lie in -127..127 (the files' values are
- * checked for it on loading).  Eight blocks' eight-lane partial sums
- * become eight sums with one transposing reduction. */
+/* Eight vectors of eight 32-bit lanes to their eight sums, in order. */
 __attribute__((target("avx2"))) static inline __m256i reduce8(__m256i p0, __m256i p1,
                                                              __m256i p2, __m256i p3,
                                                              __m256i p4, __m256i p5,
                                                              __m256i p6, __m256i p7)
 {
-    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
-    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p4, p5), _mm256_hadd_epi32(p6, p7));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
+    __m256i a01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
+    __m256i a23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
+    __m256i a45 = _mm256_add_epi32(_mm256_unpacklo_epi32(p4, p5), _mm256_unpackhi_epi32(p4, p5));
+    __m256i a67 = _mm256_add_epi32(_mm256_unpacklo_epi32(p6, p7), _mm256_unpackhi_epi32(p6, p7));
+    /* per 128-bit half: the four-lane sums of p0..p3 (p4..p7) */
+    __m256i b03 = _mm256_add_epi32(_mm256_unpacklo_epi64(a01, a23), _mm256_unpackhi_epi64(a01, a23));
+    __m256i b47 = _mm256_add_epi32(_mm256_unpacklo_epi64(a45, a67), _mm256_unpackhi_epi64(a45, a67));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(b03, b47, 0x20),
+                            _mm256_permute2x128_si256(b03, b47, 0x31));
 }
 
-#define AVX2_BLOCK(k)                                                                      \
-    __m256i p##k;                                                                          \
-    {                                                                                      \
-        __m256i xv = _mm256_loadu_si256((const __m256i *)(x + (b + k) * TFM_Q8_BLOCK));    \
-        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (b + k) * TFM_Q8_BLOCK));    \
-        p##k = DOT(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(wv, xv));                    \
-    }
-
-#define SUMS_256(NAME, TARGET)                                                             \
-    __attribute__((target(TARGET))) static void NAME(int32_t *sums, const int8_t *w,       \
-                                                     const int8_t *x, int nb)              \
-    {                                                                                      \
-        int b = 0;                                                                         \
-        for (; b + 8 <= nb; b += 8) {                                                      \
-            AVX2_BLOCK(0) AVX2_BLOCK(1) AVX2_BLOCK(2) AVX2_BLOCK(3)                        \
-            AVX2_BLOCK(4) AVX2_BLOCK(5) AVX2_BLOCK(6) AVX2_BLOCK(7)                        \
-            _mm256_storeu_si256((__m256i *)(sums + b),                                     \
-                                reduce8(p0, p1, p2, p3, p4, p5, p6, p7));                  \
-        }                                                                                  \
-        sums_scalar(sums + b, w + (size_t)b * TFM_Q8_BLOCK, x + (size_t)b * TFM_Q8_BLOCK,   \
-                    nb - b);                                                               \
-    }
-
-/* AVX2: u8·s8 pairs to 16 bits (|127·127·2| fits), then pairs to 32 */
-#define DOT(a, s) _mm256_madd_epi16(_mm256_maddubs_epi16(a, s), _mm256_set1_epi16(1))
-SUMS_256(sums_avx2, "avx2")
-#undef DOT
-/* AVX-VNNI: four u8·s8 products into each 32-bit lane in one instruction */
-#define DOT(a, s) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a, s)
-SUMS_256(sums_avxvnni, "avx2,avxvnni")
-#undef DOT
-
-/* AVX-512 VNNI: two blocks per register; AVX-512 has no byte sign, so w
- * is negated where x is negative under a mask. */
-#define V512_PAIR(k)                                                                       \
-    __m512i r##k;                                                                          \
-    {                                                                                      \
-        __m512i xv = _mm512_loadu_si512(x + (b + 2 * k) * TFM_Q8_BLOCK);                   \
-        __m512i wv = _mm512_loadu_si512(w + (b + 2 * k) * TFM_Q8_BLOCK);                   \
-        __mmask64 neg = _mm512_movepi8_mask(xv);                                           \
-        wv = _mm512_mask_sub_epi8(wv, neg, _mm512_setzero_si512(), wv);                    \
-        r##k = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(xv), wv);       \
-    }
-#define LO(k) _mm512_castsi512_si256(r##k)
-#define HI(k) _mm512_extracti64x4_epi64(r##k, 1)
-
-__attribute__((target("avx512f,avx512bw,avx512vnni,avx2"))) static void
-sums_avx512vnni(int32_t *sums, const int8_t *w, const int8_t *x, int nb)
+/* blocks k..k+7's sums s (in order) into acc */
+__attribute__((target("avx2,fma,f16c"))) static inline __m256 combine8(__m256 acc, __m256i s,
+                                                                      const uint16_t *dw,
+                                                                      const float *dx)
 {
-    int b = 0;
-    for (; b + 16 <= nb; b += 16) {
+    __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dw)),
+                             _mm256_loadu_ps(dx));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+}
+
+/* the lanes of acc, then blocks [k, nb) portably, summed */
+__attribute__((target("avx"))) static inline float finish8(__m256 acc, const int8_t *w,
+                                                          const uint16_t *dw, const int8_t *x,
+                                                          const float *dx, int k, int nb)
+{
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    blocks_portable(a, w, dw, x, dx, k, nb);
+    return lanes_sum(a);
+}
+
+/* AVX2: |x| times w with x's sign (u8·s8 pairs to 16 bits: 2·127·127
+ * fits), then pairs to 32 */
+#define AVX2_BLOCK(j)                                                                      \
+    __m256i p##j;                                                                          \
+    {                                                                                      \
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(x + (k + j) * TFM_Q8_BLOCK));    \
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(w + (k + j) * TFM_Q8_BLOCK));    \
+        p##j = _mm256_madd_epi16(                                                          \
+            _mm256_maddubs_epi16(_mm256_sign_epi8(xv, xv), _mm256_sign_epi8(wv, xv)), ones); \
+    }
+
+__attribute__((target("avx2,fma,f16c"))) static float row_avx2(const int8_t *w,
+                                                               const uint16_t *dw,
+                                                               const int8_t *x, const float *dx,
+                                                               const int32_t *xs, int nb)
+{
+    (void)xs;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 8 <= nb; k += 8) {
+        PF(w + (size_t)k * TFM_Q8_BLOCK, 4)
+        AVX2_BLOCK(0) AVX2_BLOCK(1) AVX2_BLOCK(2) AVX2_BLOCK(3)
+        AVX2_BLOCK(4) AVX2_BLOCK(5) AVX2_BLOCK(6) AVX2_BLOCK(7)
+        acc = combine8(acc, reduce8(p0, p1, p2, p3, p4, p5, p6, p7), dw + k, dx + k);
+    }
+    return finish8(acc, w, dw, x, dx, k, nb);
+}
+#undef AVX2_BLOCK
+
+/* The VNNI kernels take the weights unsigned, w + 128 (w with its sign
+ * bit flipped, 1..255), times the signed x: Σ (w + 128)·x - 128·Σ x is
+ * Σ w·x, with x as stored and one instruction per weight vector. */
+#define VNNI_BLOCK(j)                                                                      \
+    __m256i p##j = _mm256_dpbusd_avx_epi32(                                                \
+        _mm256_setzero_si256(),                                                            \
+        _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + (k + j) * TFM_Q8_BLOCK)), \
+                         flip),                                                            \
+        _mm256_loadu_si256((const __m256i *)(x + (k + j) * TFM_Q8_BLOCK)));
+
+__attribute__((target("avx2,fma,f16c,avxvnni"))) static float row_avxvnni(const int8_t *w,
+                                                                         const uint16_t *dw,
+                                                                         const int8_t *x,
+                                                                         const float *dx,
+                                                                         const int32_t *xs,
+                                                                         int nb)
+{
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    __m256 acc = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 8 <= nb; k += 8) {
+        PF(w + (size_t)k * TFM_Q8_BLOCK, 4)
+        VNNI_BLOCK(0) VNNI_BLOCK(1) VNNI_BLOCK(2) VNNI_BLOCK(3)
+        VNNI_BLOCK(4) VNNI_BLOCK(5) VNNI_BLOCK(6) VNNI_BLOCK(7)
+        __m256i s = _mm256_sub_epi32(reduce8(p0, p1, p2, p3, p4, p5, p6, p7),
+                                     _mm256_loadu_si256((const __m256i *)(xs + k)));
+        acc = combine8(acc, s, dw + k, dx + k);
+    }
+    return finish8(acc, w, dw, x, dx, k, nb);
+}
+#undef VNNI_BLOCK
+
+/* AVX-512: two blocks per register, sixteen at a time. */
+#define V512_PAIR(j)                                                                       \
+    __m512i r##j = _mm512_dpbusd_epi32(                                                    \
+        _mm512_setzero_si512(),                                                            \
+        _mm512_xor_si512(_mm512_loadu_si512(w + (k + 2 * j) * TFM_Q8_BLOCK), flip),        \
+        _mm512_loadu_si512(x + (k + 2 * j) * TFM_Q8_BLOCK));
+
+#define T512 "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
+/* r_j holds blocks 2j (lanes 0-7) and 2j + 1 (8-15): the sixteen sums in
+ * block order */
+__attribute__((target(T512))) static inline __m512i reduce16(__m512i r0, __m512i r1, __m512i r2,
+                                                            __m512i r3, __m512i r4, __m512i r5,
+                                                            __m512i r6, __m512i r7)
+{
+    __m512i a01 = _mm512_add_epi32(_mm512_unpacklo_epi32(r0, r1), _mm512_unpackhi_epi32(r0, r1));
+    __m512i a23 = _mm512_add_epi32(_mm512_unpacklo_epi32(r2, r3), _mm512_unpackhi_epi32(r2, r3));
+    __m512i a45 = _mm512_add_epi32(_mm512_unpacklo_epi32(r4, r5), _mm512_unpackhi_epi32(r4, r5));
+    __m512i a67 = _mm512_add_epi32(_mm512_unpacklo_epi32(r6, r7), _mm512_unpackhi_epi32(r6, r7));
+    /* 128-bit lane L: the four-lane sums of r0..r3 (r4..r7) over lane L */
+    __m512i b03 = _mm512_add_epi32(_mm512_unpacklo_epi64(a01, a23), _mm512_unpackhi_epi64(a01, a23));
+    __m512i b47 = _mm512_add_epi32(_mm512_unpacklo_epi64(a45, a67), _mm512_unpackhi_epi64(a45, a67));
+    /* lanes 0 + 1 are the even blocks, 2 + 3 the odd ones */
+    __m512i s = _mm512_add_epi32(_mm512_shuffle_i32x4(b03, b47, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_i32x4(b03, b47, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* s holds blocks 0 2 4 6 1 3 5 7 8 10 12 14 9 11 13 15 */
+    return _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), s);
+}
+
+__attribute__((target(T512))) static float row_avx512vnni(const int8_t *w, const uint16_t *dw,
+                                                          const int8_t *x, const float *dx,
+                                                          const int32_t *xs, int nb)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m256 acc = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 16 <= nb; k += 16) {
+        PF(w + (size_t)k * TFM_Q8_BLOCK, 8)
         V512_PAIR(0) V512_PAIR(1) V512_PAIR(2) V512_PAIR(3)
         V512_PAIR(4) V512_PAIR(5) V512_PAIR(6) V512_PAIR(7)
-        _mm256_storeu_si256((__m256i *)(sums + b),
-                            reduce8(LO(0), HI(0), LO(1), HI(1), LO(2), HI(2), LO(3), HI(3)));
-        _mm256_storeu_si256((__m256i *)(sums + b + 8),
-                            reduce8(LO(4), HI(4), LO(5), HI(5), LO(6), HI(6), LO(7), HI(7)));
+        __m512i s = _mm512_sub_epi32(reduce16(r0, r1, r2, r3, r4, r5, r6, r7),
+                                     _mm512_loadu_si512(xs + k));
+        __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(dw + k))),
+                                 _mm512_loadu_ps(dx + k));
+        __m512 sf = _mm512_cvtepi32_ps(s);
+        /* blocks k..k+7, then k+8..k+15, into lanes 0..7 in turn */
+        acc = _mm256_fmadd_ps(_mm512_castps512_ps256(d), _mm512_castps512_ps256(sf), acc);
+        acc = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), 1)),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sf), 1)),
+                              acc);
     }
-    sums_avx2(sums + b, w + (size_t)b * TFM_Q8_BLOCK, x + (size_t)b * TFM_Q8_BLOCK, nb - b);
+    for (; k + 8 <= nb; k += 8) {
+        const __m256i flip8 = _mm256_set1_epi8((char)0x80);
+        __m256i p[8];
+        for (int j = 0; j < 8; j++)
+            p[j] = _mm256_dpbusd_epi32(
+                _mm256_setzero_si256(),
+                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + (k + j) * TFM_Q8_BLOCK)),
+                                 flip8),
+                _mm256_loadu_si256((const __m256i *)(x + (k + j) * TFM_Q8_BLOCK)));
+        __m256i s = _mm256_sub_epi32(reduce8(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]),
+                                     _mm256_loadu_si256((const __m256i *)(xs + k)));
+        acc = combine8(acc, s, dw + k, dx + k);
+    }
+    return finish8(acc, w, dw, x, dx, k, nb);
 }
-#undef LO
-#undef HI
+#undef V512_PAIR
 #endif
 
 static const struct {
     const char *name;
-    block_sums_fn fn;
-    const char *needs[3]; /* __builtin_cpu_supports features */
+    row_fn fn;
+    const char *needs[6]; /* __builtin_cpu_supports features */
 } kernels[] = {
-    {"scalar", sums_scalar, {NULL}},
+    {"scalar", row_scalar, {NULL}},
 #ifdef TFM_Q8_X86
-    {"avx2", sums_avx2, {"avx2"}},
-    {"avxvnni", sums_avxvnni, {"avx2", "avxvnni"}},
-    {"avx512vnni", sums_avx512vnni, {"avx512f", "avx512bw", "avx512vnni"}},
+    {"avx2", row_avx2, {"avx2", "fma", "f16c"}},
+    {"avxvnni", row_avxvnni, {"avx2", "fma", "f16c", "avxvnni"}},
+    {"avx512vnni", row_avx512vnni, {"avx512f", "avx512bw", "avx512vnni", "avx512vl", "fma", "f16c"}},
 #endif
 };
 #define N_KERNELS ((int)(sizeof kernels / sizeof kernels[0]))
@@ -202,13 +306,16 @@ static int supported(int i)
 {
 #ifdef TFM_Q8_X86
     __builtin_cpu_init();
-    for (int k = 0; k < 3 && kernels[i].needs[k]; k++) {
+    for (int k = 0; k < 6 && kernels[i].needs[k]; k++) {
         const char *f = kernels[i].needs[k];
         /* __builtin_cpu_supports takes literals only */
         int ok = !strcmp(f, "avx2")         ? __builtin_cpu_supports("avx2")
+                 : !strcmp(f, "fma")        ? __builtin_cpu_supports("fma")
+                 : !strcmp(f, "f16c")       ? __builtin_cpu_supports("f16c")
                  : !strcmp(f, "avxvnni")    ? __builtin_cpu_supports("avxvnni")
                  : !strcmp(f, "avx512f")    ? __builtin_cpu_supports("avx512f")
                  : !strcmp(f, "avx512bw")   ? __builtin_cpu_supports("avx512bw")
+                 : !strcmp(f, "avx512vl")   ? __builtin_cpu_supports("avx512vl")
                  : !strcmp(f, "avx512vnni") ? __builtin_cpu_supports("avx512vnni")
                                             : 0;
         if (!ok)
@@ -231,13 +338,30 @@ const char *tfm_q8_kernel_name(int i, int *sup)
     return kernels[i].name;
 }
 
-void tfm_q8_block_sums(int i, int32_t *sums, const int8_t *w, const int8_t *x, int nb)
+/* xs[k] = 128·Σ x over block k */
+static void block_xsums(int32_t *xs, const int8_t *x, int nb)
+{
+    for (int k = 0; k < nb; k++) {
+        int32_t s = 0;
+        for (int i = 0; i < TFM_Q8_BLOCK; i++)
+            s += x[k * TFM_Q8_BLOCK + i];
+        xs[k] = 128 * s;
+    }
+}
+
+float tfm_q8_row_dot(int i, const int8_t *w, const uint16_t *dw, const int8_t *x,
+                     const float *dx, int nb)
 {
     TFM_ASSERT(i >= 0 && i < N_KERNELS && supported(i));
-    kernels[i].fn(sums, w, x, nb);
+    int32_t *xs = tfm_malloc(sizeof(int32_t) * (size_t)(nb ? nb : 1));
+    block_xsums(xs, x, nb);
+    float y = kernels[i].fn(w, dw, x, dx, xs, nb);
+    free(xs);
+    return y;
 }
 
 static int chosen = -1;
+static volatile float choose_sink;
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
 static double thread_cpu(void)
@@ -258,14 +382,21 @@ static void choose(void)
 {
     enum { NB = 24, ROWS = 256 };
     int8_t *w = tfm_aligned_alloc((size_t)ROWS * NB * TFM_Q8_BLOCK);
+    uint16_t dw[ROWS * NB];
     int8_t x[NB * TFM_Q8_BLOCK];
-    int32_t sums[NB];
+    float dx[NB], sink = 0;
+    int32_t xs[NB];
     uint32_t s = 12345;
     for (int i = 0; i < ROWS * NB * TFM_Q8_BLOCK; i++) {
         s = s * 1664525u + 1013904223u;
         w[i] = (int8_t)((int)(s >> 24) % 127);
     }
+    for (int i = 0; i < ROWS * NB; i++)
+        dw[i] = 0x3c00; /* 1.0 */
+    for (int i = 0; i < NB; i++)
+        dx[i] = 1.0f;
     memcpy(x, w, sizeof x);
+    block_xsums(xs, x, NB);
     double best[N_KERNELS];
     for (int k = 0; k < N_KERNELS; k++)
         best[k] = supported(k) ? 1e300 : -1;
@@ -275,16 +406,13 @@ static void choose(void)
                 continue;
             double t0 = thread_cpu();
             for (int r = 0; r < ROWS; r++)
-                kernels[k].fn(sums, w + (size_t)r * NB * TFM_Q8_BLOCK, x, NB);
+                sink += kernels[k].fn(w + (size_t)r * NB * TFM_Q8_BLOCK, dw + r * NB, x, dx, xs, NB);
             double t = thread_cpu() - t0;
             best[k] = t < best[k] ? t : best[k];
         }
     free(w);
-#ifdef TFM_Q8_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"))
-        scales_f32 = scales_f16c;
-#endif
+    /* the results must be used, or the calls could go */
+    choose_sink = sink;
     int pick = 0;
     for (int k = 1; k < N_KERNELS; k++)
         if (best[k] >= 0 && best[k] < 0.97 * best[pick])
@@ -311,19 +439,15 @@ int tfm_q8_kernel_use(int i)
 
 /* Below this many weights a second thread costs more than it brings. */
 #define Q8_PAR_MIN (1 << 18)
-/* blocks per kernel call: the sums stay on the stack (a multiple of 8:
- * each block's lane below is its index modulo 8) */
-#define CHUNK 256
 
 void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
                  const float *b, int n)
 {
     const int N = W->N, K = W->K, nb = K / TFM_Q8_BLOCK;
-    const int kernel = tfm_q8_kernel();
-    const block_sums_fn fn = kernels[kernel].fn;
-    /* the portable kernel widens scales portably too: the kernels' equal
-     * results (q8_test) then cover F16C's widening */
-    void (*const widen)(float *, const uint16_t *, int) = kernel ? scales_f32 : scales_portable;
+    const row_fn fn = kernels[tfm_q8_kernel()].fn;
+    int32_t *xs = tfm_malloc(sizeof(int32_t) * (size_t)n * (nb ? nb : 1));
+    for (int r = 0; r < n; r++)
+        block_xsums(xs + (size_t)r * nb, xq + (size_t)r * K, nb);
     int nt = 1;
 #ifdef _OPENMP
     if ((size_t)N * K >= Q8_PAR_MIN && !omp_in_parallel())
@@ -331,32 +455,12 @@ void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
 #endif
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int j = 0; j < N; j++) {
-        int32_t sums[CHUNK];
-        float dw[CHUNK];
         const int8_t *wj = W->q + (size_t)j * K;
         const uint16_t *dj = W->d + (size_t)j * nb;
         for (int r = 0; r < n; r++) {
-            const int8_t *xr = xq + (size_t)r * K;
-            const float *dr = xd + (size_t)r * nb;
-            /* block k adds into lane k % 8 (one vector, no chain of
-             * dependent adds), the lanes then in a fixed order: the same
-             * whatever the kernel */
-            float acc[8] = {0};
-            for (int c0 = 0; c0 < nb; c0 += CHUNK) {
-                int m = nb - c0 < CHUNK ? nb - c0 : CHUNK;
-                fn(sums, wj + (size_t)c0 * TFM_Q8_BLOCK, xr + (size_t)c0 * TFM_Q8_BLOCK, m);
-                widen(dw, dj + c0, m);
-                const float *a = dw, *x = dr + c0;
-                int k = 0;
-                for (; k + 8 <= m; k += 8)
-                    for (int l = 0; l < 8; l++)
-                        acc[l] += a[k + l] * x[k + l] * (float)sums[k + l];
-                for (; k < m; k++)
-                    acc[k % 8] += a[k] * x[k] * (float)sums[k];
-            }
-            float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +
-                      ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+            float s = fn(wj, dj, xq + (size_t)r * K, xd + (size_t)r * nb, xs + (size_t)r * nb, nb);
             y[(size_t)r * N + j] = b ? s + b[j] : s;
         }
     }
+    free(xs);
 }

@@ -13,11 +13,13 @@
  *     tfm_q8_gemv(y, xq, xd, &W, bias, 1);           // y = W·x + bias
  *
  * A product sums each block's 32 int8 products exactly in 32-bit
- * integers, then adds d_w·d_x·sum over the blocks in float, in an order
- * fixed by K alone.  The integer sums run on the fastest of the kernels this CPU
- * has (a portable one, AVX2, AVX-VNNI, AVX-512 VNNI), chosen by timing
- * them once, at the first product; as the sums are exact, every kernel
- * gives the same result to the bit. */
+ * integers, then adds d_w·d_x·sum over the blocks in float with fused
+ * multiply-adds, block k into lane k % 8 and the eight lanes in a fixed
+ * tree (tfm_q8_row_dot below): an order fixed by K alone.  The products
+ * run on the fastest of the kernels this CPU has (a portable one, AVX2,
+ * AVX-VNNI, AVX-512 VNNI), chosen by timing them once, at the first
+ * product; as the sums are exact and the float steps the same, every
+ * kernel gives the same result to the bit. */
 #ifndef TFM_TENSOR_Q8_H
 #define TFM_TENSOR_Q8_H
 
@@ -65,8 +67,11 @@ const char *tfm_q8_kernel_name(int i, int *supported);
 int tfm_q8_kernel(void);
 /* Forces kernel i (tests); -1 when this CPU cannot run it. */
 int tfm_q8_kernel_use(int i);
-/* sums[b] = Σ_{i < 32} w[32b + i]·x[32b + i] for b < nb, by kernel i
- * (which this CPU must run). */
-void tfm_q8_block_sums(int i, int32_t *sums, const int8_t *w, const int8_t *x, int nb);
+/* One row's product by kernel i (which this CPU must run): with
+ * s_k = Σ_{i < 32} w[32k + i]·x[32k + i] and acc[0..8) = 0, for k < nb in
+ * turn acc[k % 8] = fmaf(f32(dw[k])·dx[k], (float)s_k, acc[k % 8]); the
+ * result is ((acc0 + acc4) + (acc1 + acc5)) + ((acc2 + acc6) + (acc3 + acc7)). */
+float tfm_q8_row_dot(int i, const int8_t *w, const uint16_t *dw, const int8_t *x,
+                     const float *dx, int nb);
 
 #endif

@@ -27,7 +27,7 @@ static void fill_i8(tfm_rng *r, int8_t *p, size_t n)
 static void test_kernels_equal_scalar(void **state)
 {
     (void)state;
-    const int nbs[] = {1, 7, 8, 9, 15, 16, 17, 24, 33, 300};
+    const int nbs[] = {1, 7, 8, 9, 15, 16, 17, 24, 32, 33, 40, 96, 300};
     tfm_rng r;
     tfm_rng_seed(&r, 7);
     int ran = 0;
@@ -43,7 +43,8 @@ static void test_kernels_equal_scalar(void **state)
             int nb = nbs[t];
             size_t n = (size_t)nb * TFM_Q8_BLOCK;
             int8_t *w = malloc(n + 1), *x = malloc(n + 1);
-            int32_t *want = malloc(sizeof(int32_t) * nb), *got = malloc(sizeof(int32_t) * nb);
+            uint16_t *dw = malloc(sizeof(uint16_t) * nb);
+            float *dx = malloc(sizeof(float) * nb);
             /* odd addresses: the kernels load unaligned */
             fill_i8(&r, w + 1, n);
             fill_i8(&r, x + 1, n);
@@ -56,22 +57,30 @@ static void test_kernels_equal_scalar(void **state)
             }
             if (nb > 2)
                 memset(x + 1 + 2 * TFM_Q8_BLOCK, 0, TFM_Q8_BLOCK);
-            for (int b = 0; b < nb; b++) { /* the definition, independently */
+            for (int b = 0; b < nb; b++) { /* subnormal scales too */
+                dw[b] = tfm_f32_to_f16(tfm_rng_float(&r) * (b % 5 ? 0.01f : 1e-6f));
+                dx[b] = tfm_rng_float(&r) * 0.02f;
+            }
+            /* the definition (q8.h), independently: exact block sums, then
+             * one fused multiply-add per block into lane b % 8 */
+            float acc[8] = {0};
+            int32_t first = 0;
+            for (int b = 0; b < nb; b++) {
                 int32_t s = 0;
                 for (int i = 0; i < TFM_Q8_BLOCK; i++)
                     s += w[1 + b * TFM_Q8_BLOCK + i] * x[1 + b * TFM_Q8_BLOCK + i];
-                want[b] = s;
+                first = b ? first : s;
+                acc[b % 8] = fmaf(tfm_f16_to_f32(dw[b]) * dx[b], (float)s, acc[b % 8]);
             }
-            assert_int_equal(want[0], 32 * 127 * 127);
-            tfm_q8_block_sums(k, got, w + 1, x + 1, nb);
-            for (int b = 0; b < nb; b++)
-                if (got[b] != want[b])
-                    fail_msg("kernel %s, %d blocks: block %d sums to %d, not %d", name, nb, b,
-                             got[b], want[b]);
+            assert_int_equal(first, 32 * 127 * 127);
+            float want = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+            float got = tfm_q8_row_dot(k, w + 1, dw, x + 1, dx, nb);
+            if (memcmp(&got, &want, sizeof got))
+                fail_msg("kernel %s, %d blocks: %.9g, not %.9g", name, nb, got, want);
             free(w);
             free(x);
-            free(want);
-            free(got);
+            free(dw);
+            free(dx);
         }
         printf("# q8 kernel %s: equal to the definition\n", name);
     }

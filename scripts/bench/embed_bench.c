@@ -1,10 +1,12 @@
 /* Times the library's embedding path for scripts/bench/embed, the model
  * loaded once (as the baselines measure only inference):
  *
- *   embed_bench MODEL LINES REPEATS THREADS   one JSON line: the median
- *       and the least ms of tfm_embedder_run over every line of LINES (last
- *       layer, mean pooling, the default token budget), tokens, FLOPs of
- *       the real tokens, peak RSS
+ *   embed_bench MODEL LINES REPEATS THREADS [VECS]   one JSON line: the
+ *       median and the least ms of tfm_embedder_run over every line of
+ *       LINES (last layer, mean pooling, the default token budget), tokens,
+ *       FLOPs of the real tokens, peak RSS, a hash of the token ids (runs
+ *       of one text on two files of one model agree on it); VECS: the last run's vectors
+ *       written there as raw float32 [lines, width] (the bench's cosines)
  *   embed_bench peak THREADS                  sgemm GFLOP/s at 2048³ (tfm_gemm)
  *       and BLIS's kernel family
  *   embed_bench gemm THREADS                  ms of BERT-base's four weight
@@ -15,6 +17,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,8 +118,9 @@ int main(int argc, char **argv)
         return peak(atoi(argv[2]));
     if (argc == 3 && !strcmp(argv[1], "gemm"))
         return gemm_shapes(atoi(argv[2]));
-    if (argc != 5) {
-        fprintf(stderr, "usage: embed_bench MODEL LINES REPEATS THREADS | peak THREADS | gemm THREADS\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: embed_bench MODEL LINES REPEATS THREADS [VECS] | peak THREADS | "
+                        "gemm THREADS\n");
         return 2;
     }
     int repeats = atoi(argv[3]);
@@ -169,11 +173,25 @@ int main(int argc, char **argv)
             ms[r] = (tfm_now() - t0) * 1e3;
     }
     qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
+    uint32_t hash = 2166136261u; /* FNV-1a over the ids and the sentences' lengths */
+    for (size_t i = 0; i < ids.len; i++)
+        hash = (hash ^ (uint32_t)ids.data[i]) * 16777619u;
+    for (int i = 0; i < n; i++)
+        hash = (hash ^ (uint32_t)len[i]) * 16777619u;
+    if (argc == 6) {
+        FILE *vf = fopen(argv[5], "wb");
+        size_t nv = (size_t)n * e.W;
+        if (!vf || fwrite(out, sizeof(float), nv, vf) != nv || fclose(vf) != 0) {
+            perror(argv[5]);
+            return 1;
+        }
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"ms\": %.3f, \"min_ms\": %.3f, \"sentences\": %d, \"tokens\": %zu, \"gflop\": %.4f, "
-           "\"peak_rss_mb\": %.1f, \"check\": %.6g}\n",
-           ms[repeats / 2], ms[0], n, ids.len, flops / 1e9, ru.ru_maxrss / 1024.0, (double)out[0]);
+           "\"peak_rss_mb\": %.1f, \"check\": %.6g, \"ids_hash\": %u}\n",
+           ms[repeats / 2], ms[0], n, ids.len, flops / 1e9, ru.ru_maxrss / 1024.0, (double)out[0],
+           (unsigned)hash);
     free(ms);
     free(out);
     tfm_embedder_free(&e);

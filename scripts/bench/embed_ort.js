@@ -1,13 +1,16 @@
 // ONNX Runtime baseline of scripts/bench/embed: the PyTorch export of the
-// same BERT (embed_ref.py export), the same ids ("w<i>" -> 5 + i, [CLS] 2,
-// [SEP] 3), the batch padded to its longest line with an attention mask.
-//   node embed_ort.js MODEL.onnx LINES REPEATS THREADS   -> one JSON line
+// same BERT (embed_ref.py export, or its 8-bit graph: embed_ref.py
+// quantize), the same ids ("w<i>" -> 5 + i, [CLS] 2, [SEP] 3), the batch
+// padded to its longest line with an attention mask.
+//   node embed_ort.js MODEL.onnx LINES REPEATS THREADS [VECS]   -> one JSON line
+// VECS: the last run's pooled vectors written there as raw float32
+// [lines, width], for the bench's cosines.
 const ort = require("onnxruntime-node"); // found through NODE_PATH
 const fs = require("fs");
 
 (async () => {
 
-const [model, path, repeatsS, threadsS] = process.argv.slice(2);
+const [model, path, repeatsS, threadsS, vecs] = process.argv.slice(2);
 const repeats = Number(repeatsS), threads = Number(threadsS);
 const seqs = fs.readFileSync(path, "utf8").split("\n").filter((l, i, a) => i < a.length - 1)
     .map((l) => [2, ...l.split(" ").filter((w) => w).map((w) => 5 + Number(w.slice(1))), 3]);
@@ -24,7 +27,7 @@ const feeds = {
     token_type_ids: new ort.Tensor("int64", seg, [B, T]),
 };
 const ms = [];
-let check = 0;
+let check = 0, last = null;
 for (let r = 0; r <= repeats; r++) {
     const t0 = process.hrtime.bigint();
     const out = (await session.run(feeds)).last_hidden_state.data;
@@ -36,9 +39,11 @@ for (let r = 0; r <= repeats; r++) {
             for (let c = 0; c < C; c++) v[b * C + c] += out[(b * T + t) * C + c] / n;
     }
     check = v[0];
+    last = v;
     if (r) ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
 }
 ms.sort((a, b) => a - b);
+if (vecs) fs.writeFileSync(vecs, Buffer.from(last.buffer));
 const rss = process.resourceUsage().maxRSS / 1024;
 console.log(JSON.stringify({ ms: ms[Math.floor(ms.length / 2)], padded_tokens: B * T,
     peak_rss_mb: Math.round(rss * 10) / 10, check }));

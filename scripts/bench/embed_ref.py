@@ -11,6 +11,10 @@ mask, as HF's tokenizer(padding=True) does), and its ONNX export.
                                         to 128 tokens), with [CLS] and [SEP]
   embed_ref.py torch DIR FILE REPEATS   one JSON line: median ms, peak RSS
   embed_ref.py export DIR OUT.onnx      torch.onnx.export of the same module
+  embed_ref.py quantize IN.onnx OUT.onnx   the 8-bit graph onnxruntime's
+                                        quantize_dynamic writes by default
+  embed_ref.py cosine N A.f32 B.f32     min and mean cosine of N vectors
+                                        (raw float32 rows) against N
 
 A line's words are "w<i>", token id 5 + i in vocab.txt (WordPiece keeps
 them whole), so every system sees the same ids."""
@@ -157,6 +161,83 @@ def export(d, out):
                       opset_version=14)
 
 
+def quantize(src, dst):
+    """onnxruntime.quantization.quantize_dynamic(src, dst) with its defaults
+    (QOperator format, weight_type QInt8, per_channel False, reduce_range
+    False, MatMulConstBOnly), written here with the onnx package because that
+    tool is not packaged: each MatMul whose B is a float initializer becomes
+      DynamicQuantizeLinear(A) -> A_q (uint8), A_scale, A_zero_point
+      MatMulInteger(A_q, B_q, A_zero_point, B_zero_point) -> int32
+      Cast(float) * (A_scale * B_scale)
+    with B_q int8, symmetric over the whole tensor (scale max|B| / 127, zero
+    point 0, round half to even), as its default weight quantization.  One
+    DynamicQuantizeLinear per activation, shared by its MatMuls (q, k, v).
+    ONNX Runtime's optimizer fuses the pattern into com.microsoft's
+    MatMulIntegerToFloat / DynamicQuantizeMatMul.  quantize_dynamic would
+    also store the Gather tables (embeddings) in 8 bits; here they stay f32:
+    lookups, not products.  Attention's products (no constant B) stay f32,
+    as there."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    m = onnx.load(src)
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    uses = {}
+    for n in g.node:
+        for i in n.input:
+            uses[i] = uses.get(i, 0) + 1
+    nodes, quantized_acts, new_inits, dropped = [], set(), [], set()
+    for n in g.node:
+        b = inits.get(n.input[1]) if n.op_type == "MatMul" else None
+        if b is None or b.data_type != TensorProto.FLOAT:
+            nodes.append(n)
+            continue
+        a, y = n.input[0], n.output[0]
+        if a not in quantized_acts:
+            quantized_acts.add(a)
+            nodes.append(helper.make_node("DynamicQuantizeLinear", [a],
+                                          [a + "_quantized", a + "_scale", a + "_zero_point"],
+                                          a + "_QuantizeLinear"))
+        w = numpy_helper.to_array(b)
+        scale = np.float32(max(abs(float(w.min())), abs(float(w.max())), 0.0) * 2 / 254) or \
+            np.float32(1)
+        q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+        new_inits += [numpy_helper.from_array(q, b.name + "_quantized"),
+                      numpy_helper.from_array(np.array(scale, np.float32), b.name + "_scale"),
+                      numpy_helper.from_array(np.array(0, np.int8), b.name + "_zero_point")]
+        uses[b.name] -= 1
+        if uses[b.name] == 0:
+            dropped.add(b.name)
+        name = n.name or y
+        nodes += [helper.make_node("MatMulInteger",
+                                   [a + "_quantized", b.name + "_quantized", a + "_zero_point",
+                                    b.name + "_zero_point"], [y + "_quantized"], name + "_quant"),
+                  helper.make_node("Cast", [y + "_quantized"], [y + "_cast"], name + "_cast",
+                                   to=TensorProto.FLOAT),
+                  helper.make_node("Mul", [a + "_scale", b.name + "_scale"], [y + "_scales"],
+                                   name + "_scales_mul"),
+                  helper.make_node("Mul", [y + "_cast", y + "_scales"], [y],
+                                   name + "_output_scale_mul")]
+    if not quantized_acts:
+        sys.exit(f"embed_ref.py: {src}: no MatMul with a constant float B")
+    kept = [t for t in g.initializer if t.name not in dropped]
+    del g.node[:]
+    g.node.extend(nodes)
+    del g.initializer[:]
+    g.initializer.extend(kept + new_inits)
+    onnx.checker.check_model(m)
+    onnx.save(m, dst)
+
+
+def cosine(n, a, b):
+    x, y = (np.fromfile(f, np.float32).astype(np.float64) for f in (a, b))
+    if x.size != y.size or x.size % n:
+        sys.exit(f"embed_ref.py: {a} and {b} do not hold {n} vectors of one width")
+    x, y = x.reshape(n, -1), y.reshape(n, -1)
+    c = (x * y).sum(1) / np.sqrt((x * x).sum(1) * (y * y).sum(1))
+    print(f"{c.min():.6f} {c.mean():.6f}")
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "write":
@@ -167,5 +248,9 @@ if __name__ == "__main__":
         bench_torch(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif cmd == "export":
         export(sys.argv[2], sys.argv[3])
+    elif cmd == "quantize":
+        quantize(sys.argv[2], sys.argv[3])
+    elif cmd == "cosine":
+        cosine(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     else:
         sys.exit(f"embed_ref.py: unknown command {cmd}")

@@ -9,7 +9,9 @@
 #        prefix  decoder-only prefix LM (full attention over a random prefix)
 #        lm      decoder-only causal LM
 #   -> each fine-tuned text to text on three Bible tasks
-#      (scripts/examples/bible-t2t), with the task prefix as data.prefix
+#      (scripts/examples/bible-t2t), with the task prefix as data.prefix,
+#      and the encoder-decoder fine-tuned from random weights (none: the
+#      row without pre-training)
 #   -> tfm-generate --greedy on each test split -> tfm-eval text -> a table
 #
 #   make -f scripts/examples/t5.mk                    # programs from PATH
@@ -75,6 +77,8 @@ GENERATE = $(prefix)tfm-generate
 EVAL = $(prefix)tfm-eval
 threads = $(if $(THREADS),--threads $(THREADS),)
 OBJECTIVES = span bert prefix lm
+# the baseline row: the encoder-decoder fine-tuned from random weights
+BASELINES = none
 TASKS = section next begat
 
 .PHONY: all clean
@@ -103,6 +107,7 @@ arch_span = ED
 arch_bert = ED
 arch_prefix = DEC
 arch_lm = DEC
+arch_none = ED
 pre_span = --set train.task=span-corruption
 pre_bert = --set train.task=span-corruption --set train.noise=bert
 pre_prefix = --set train.task=prefix-lm
@@ -131,11 +136,13 @@ $(foreach o,$(OBJECTIVES),$(eval $(call pretrain,$(o))))
 test_lines = $(if $(TEST_LINES),awk -v n=$(TEST_LINES) -v t=$$$$(wc -l < $(1)) \
     'n >= t || int(NR * n / t) > int((NR - 1) * n / t)' $(1),cat $(1))
 
+# (none: from random weights, the row without pre-training)
+init = $(if $(filter none,$(1)),,$(OUT)/pre-$(1)/model.safetensors)
 define finetune
-$(OUT)/$(1)-$(2)/model.safetensors: $(OUT)/pre-$(1)/model.safetensors $(OUT)/t2t/begat.test.ref
+$(OUT)/$(1)-$(2)/model.safetensors: $(call init,$(1)) $(OUT)/tok.json $(OUT)/t2t/begat.test.ref
 	rm -rf $(OUT)/$(1)-$(2)
 	$(TRAIN) $(QUIET) $(threads) -c $($(arch_$(1))_CONFIG) -o $(OUT)/$(1)-$(2) $(ft_$(arch_$(1))) \
-	    --set train.init=$(OUT)/pre-$(1)/model.safetensors \
+	    $(if $(call init,$(1)),--set train.init=$(call init,$(1)),) \
 	    --set data.tokenizer=$(OUT)/tok.json --set data.text=$(OUT)/t2t/$(2).train.tsv \
 	    --set data.val=$(OUT)/t2t/$(2).valid.tsv --set 'data.prefix=$(prefix_$(2)) ' \
 	    --set optim.lr=$(FT_LR) --set train.batch_size=$(FT_BATCH) \
@@ -151,9 +158,9 @@ $(OUT)/$(1)-$(2).json: $(OUT)/$(1)-$(2).out
 	$(call test_lines,$(OUT)/t2t/$(2).test.ref) | \
 	    $(EVAL) text -q --json --ref - $$< > $$@
 endef
-$(foreach o,$(OBJECTIVES),$(foreach t,$(TASKS),$(eval $(call finetune,$(o),$(t)))))
+$(foreach o,$(OBJECTIVES) $(BASELINES),$(foreach t,$(TASKS),$(eval $(call finetune,$(o),$(t)))))
 
-$(OUT)/scores.tsv: $(foreach o,$(OBJECTIVES),$(foreach t,$(TASKS),$(OUT)/$(o)-$(t).json))
+$(OUT)/scores.tsv: $(foreach o,$(OBJECTIVES) $(BASELINES),$(foreach t,$(TASKS),$(OUT)/$(o)-$(t).json))
 	$(HERE)t5-scores $(OUT) > $@.tmp
 	mv $@.tmp $@
 	column -t -s '	' $@

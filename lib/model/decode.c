@@ -734,16 +734,21 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
     g->prefix[dst] = g->prefix[src];
 }
 
-/* att[r] = softmax(q_r · K_slotᵀ / √HS over positions ≤ pos_r, and every
- * position of the slot's prefix) · V_slot, per head; the (row, head) pairs
- * run in parallel.  cross: over the slot's
- * source instead (the cross-attention cache, every source position, no
- * position bias), with q_r in rows of D. */
+/* att[r] = nn/attention.h's tfm_attn_row of q_r over the slot's cache, per
+ * head: causal over positions ≤ pos_r and every position of the slot's
+ * prefix, with the model's position bias; the (row, head) pairs run in
+ * parallel.  cross: over the slot's source instead (the cross-attention
+ * cache, every source position, no position bias), with q_r in rows of D. */
 static void attention(tfm_infer *g, int layer, int R, int cross)
 {
     const int NH = g->cfg.n_head, HS = tfm_model_config_head_dim(&g->cfg), D = NH * HS;
-    const tfm_attn desc = {.HS = HS, .unscaled = g->blk.unscaled};
-    const float scale = tfm_attn_scale(&desc);
+    /* a decoder's T5 buckets are causal (bidirectional 0) */
+    const tfm_attn_t5 t5 = {.table = g->w->dec.rel_bias, .n_buckets = g->cfg.t5_buckets,
+                            .max_distance = g->cfg.t5_max_distance};
+    const tfm_attn desc = {.NH = NH, .HS = HS, .unscaled = g->blk.unscaled,
+                           .mask = cross ? TFM_MASK_NONE : TFM_MASK_PREFIX,
+                           .alibi = cross ? NULL : g->alibi,
+                           .t5 = !cross && t5.table ? &t5 : NULL};
     int nt = threads_now();
     if (nt > g->scores_threads) {
         free(g->scores);
@@ -765,50 +770,14 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
 #else
         float *s = g->scores;
 #endif
-        int slot = g->row_slot[r], pos = g->row_pos[r];
-        int nk = cross ? g->src_len[slot] : pos + 1; /* keys seen */
-        if (!cross && g->prefix[slot] > nk)
-            nk = g->prefix[slot];
+        int slot = g->row_slot[r];
         const float *q = g->qkv + (size_t)r * (cross ? D : 3 * D) + h * HS;
-        for (int j = 0; j < nk; j++) {
-            const float *k = kv_at(g, kc, layer, slot, j) + h * HS;
-            float d = 0.0f;
-#pragma omp simd reduction(+:d)
-            for (int i = 0; i < HS; i++)
-                d += q[i] * k[i];
-            s[j] = d * scale;
-        }
-        /* biases on absolute distances: cached keys need nothing redone */
-        if (cross) {
-            /* no position term across the two sequences */
-        } else if (g->alibi) {
-            float slope = g->alibi[h];
-            for (int j = 0; j < nk; j++)
-                s[j] -= slope * (float)abs(pos - j);
-        } else if (g->w->dec.rel_bias) {
-            const float *tb = g->w->dec.rel_bias + (size_t)h * g->cfg.t5_buckets;
-            for (int j = 0; j < nk; j++)
-                s[j] += tb[tfm_t5_bucket(j - pos, 0, g->cfg.t5_buckets, g->cfg.t5_max_distance)];
-        }
-        float mx = -INFINITY;
-        for (int j = 0; j < nk; j++)
-            mx = s[j] > mx ? s[j] : mx;
-        float sum = 0.0f;
-#pragma omp simd reduction(+:sum)
-        for (int j = 0; j < nk; j++) {
-            s[j] = tfm_expf_inline(s[j] - mx);
-            sum += s[j];
-        }
-        float *o = g->att + (size_t)r * D + h * HS;
-        for (int i = 0; i < HS; i++)
-            o[i] = 0.0f;
-        for (int j = 0; j < nk; j++) {
-            const float *v = kv_at(g, vc, layer, slot, j) + h * HS;
-            float p = s[j] / sum;
-#pragma omp simd
-            for (int i = 0; i < HS; i++)
-                o[i] += p * v[i];
-        }
+        /* self: the cache's rows up to max_len, of which the mask reads
+         * only those written (this row and the ones before, the prefix) */
+        tfm_attn_row(&desc, h, g->att + (size_t)r * D + h * HS, q,
+                     kv_at(g, kc, layer, slot, 0) + h * HS,
+                     kv_at(g, vc, layer, slot, 0) + h * HS, g->kv_width, g->row_pos[r],
+                     cross ? g->src_len[slot] : g->max_len, cross ? 0 : g->prefix[slot], s);
     }
 }
 
@@ -939,12 +908,9 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         linear(g, g->qkv, ain, &L->qkv_w, L->qkv_b, R, C, 3 * D);
         PROF(TFM_PROF_QKV);
         if (c->pos == TFM_POS_ROPE) /* keys enter the cache rotated */
-            for (int r = 0; r < R; r++) {
-                float *cs = g->pe + (size_t)r * HS;
-                tfm_rope_table(cs, g->row_pos[r], 1, HS, c->rope_base);
-                tfm_rope_apply(g->qkv + (size_t)r * 3 * D, 3 * D, 1, &g->row_pos[r],
-                               g->row_pos[r], 2 * c->n_head, HS, cs, 1, 0);
-            }
+            for (int r = 0; r < R; r++)
+                tfm_rope_row(g->qkv + (size_t)r * 3 * D, g->row_pos[r], 2 * c->n_head, HS,
+                             c->rope_base, g->pe + (size_t)r * HS);
         for (int r = 0; r < R; r++) {
             const float *q = g->qkv + (size_t)r * 3 * D;
             memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + D,

@@ -107,11 +107,60 @@ static void rel_bias(const tfm_attn *a, int h, float *br)
         int rel = r - (a->Tk - 1);
         float x = 0.0f;
         if (a->alibi)
-            x -= a->alibi[h] * (float)abs(rel);
+            x += tfm_alibi_bias(a->alibi[h], rel);
         if (t5)
-            x += t5->table[(size_t)h * t5->n_buckets +
-                           tfm_t5_bucket(rel, t5->bidirectional, t5->n_buckets, t5->max_distance)];
+            x += tfm_t5_bias(t5, h, rel);
         br[r] = x;
+    }
+}
+
+void tfm_attn_row(const tfm_attn *a, int h, float *out, const float *q, const float *k,
+                  const float *v, size_t ld, int qpos, int n_keys, int prefix, float *s)
+{
+    const int HS = a->HS;
+    const float scale = tfm_attn_scale(a);
+    int nk = n_keys; /* keys seen */
+    if (a->mask != TFM_MASK_NONE) {
+        int lim = qpos + 1;
+        if (a->mask == TFM_MASK_PREFIX && prefix > lim)
+            lim = prefix;
+        nk = lim < nk ? lim : nk;
+    }
+    for (int j = 0; j < nk; j++) {
+        const float *kj = k + (size_t)j * ld;
+        float d = 0.0f;
+#pragma omp simd reduction(+:d)
+        for (int i = 0; i < HS; i++)
+            d += q[i] * kj[i];
+        s[j] = d * scale;
+    }
+    /* biases on absolute distances: cached keys need nothing redone */
+    if (a->alibi) {
+        float slope = a->alibi[h];
+        for (int j = 0; j < nk; j++)
+            s[j] += tfm_alibi_bias(slope, j - qpos);
+    }
+    if (a->t5)
+        for (int j = 0; j < nk; j++)
+            s[j] += tfm_t5_bias(a->t5, h, j - qpos);
+    /* softmax, normalised as V is summed */
+    float mx = -INFINITY;
+    for (int j = 0; j < nk; j++)
+        mx = s[j] > mx ? s[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+:sum)
+    for (int j = 0; j < nk; j++) {
+        s[j] = tfm_expf_inline(s[j] - mx);
+        sum += s[j];
+    }
+    for (int i = 0; i < HS; i++)
+        out[i] = 0.0f;
+    for (int j = 0; j < nk; j++) {
+        const float *vj = v + (size_t)j * ld;
+        float p = s[j] / sum;
+#pragma omp simd
+        for (int i = 0; i < HS; i++)
+            out[i] += p * vj[i];
     }
 }
 

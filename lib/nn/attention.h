@@ -27,6 +27,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef enum tfm_mask_kind {
     TFM_MASK_NONE,    /* full: encoders, cross-attention */
@@ -91,6 +92,32 @@ void tfm_alibi_slopes(float *slopes, int n);
  * bidirectional, half the buckets for rel > 0; else (causal) rel > 0 maps
  * to bucket 0. */
 int tfm_t5_bucket(int rel, int bidirectional, int n_buckets, int max_distance);
+
+/* The position biases of one (query, key) pair, rel = j - i (key minus
+ * query position): every attention (the whole-sequence one here and the
+ * cached decode step's, tfm_attn_row) adds these to its scaled scores. */
+static inline float tfm_alibi_bias(float slope, int rel)
+{
+    return -(slope * (float)abs(rel));
+}
+
+static inline float tfm_t5_bias(const tfm_attn_t5 *t5, int h, int rel)
+{
+    return t5->table[(size_t)h * t5->n_buckets +
+                     tfm_t5_bucket(rel, t5->bidirectional, t5->n_buckets, t5->max_distance)];
+}
+
+/* The cached decode step's attention: one query row q (head h: HS floats)
+ * at position qpos over the key and value rows k[j·ld], v[j·ld] (head h's
+ * columns; j < n_keys, the rows the cache holds), of a's scale, position
+ * biases (alibi, t5) and mask: none sees all n_keys, causal keys j ≤ qpos,
+ * prefix also every j < prefix (0: causal); of a, only HS, unscaled, mask,
+ * alibi and t5 are read.  out[0:HS) = softmax(scores)·V; s holds the scores (at least
+ * as many floats as keys seen).  Single-threaded: the caller runs rows and
+ * heads on its threads.  Keys are read in place, so a cache of earlier keys
+ * needs nothing redone when a row is appended. */
+void tfm_attn_row(const tfm_attn *a, int h, float *out, const float *q, const float *k,
+                  const float *v, size_t ld, int qpos, int n_keys, int prefix, float *s);
 
 /* Floats of scratch the calls below need (for the current OpenMP thread
  * count). */

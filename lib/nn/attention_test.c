@@ -432,6 +432,92 @@ static void test_t5(void **state)
     teardown_ctx(&c);
 }
 
+/* tfm_attn_row (the cached decode step's) against the double reference of
+ * check_forward: each query row alone, at position qpos = Tk - Tq + i,
+ * over the key and value rows at their stride in the interleaved buffer. */
+static void check_row(struct ctx *c)
+{
+    tfm_attn *a = &c->a;
+    int C = c->C, HS = a->HS;
+    float s[256], out[256];
+    assert_true(a->Tk <= 256 && HS <= 256);
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < a->NH; h++)
+            for (int i = 0; i < a->Tq; i++) {
+                int qpos = a->Tk - a->Tq + i;
+                int n_keys = a->key_len ? a->key_len[b] : a->Tk;
+                const float *kb = c->kv + (size_t)b * a->Tk * 2 * C + h * HS;
+                tfm_attn_row(a, h, out, c->q + ((size_t)b * a->Tq + i) * C + h * HS, kb,
+                             kb + C, (size_t)2 * C, qpos, n_keys,
+                             a->prefix_len ? a->prefix_len[b] : 0, s);
+                double sc[256], mx = -1e300, z = 0;
+                for (int j = 0; j < a->Tk; j++) {
+                    if (!ref_visible(a, b, i, j))
+                        continue;
+                    double d = 0;
+                    for (int e = 0; e < HS; e++)
+                        d += (double)c->q[((size_t)b * a->Tq + i) * C + h * HS + e] *
+                             kb[(size_t)j * 2 * C + e];
+                    sc[j] = (a->unscaled ? d : d / sqrt(HS)) + ref_bias(a, h, i, j);
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int j = 0; j < a->Tk; j++)
+                    if (ref_visible(a, b, i, j))
+                        z += (sc[j] = exp(sc[j] - mx));
+                for (int e = 0; e < HS; e++) {
+                    double y = 0;
+                    for (int j = 0; j < a->Tk; j++)
+                        if (ref_visible(a, b, i, j))
+                            y += sc[j] / z * kb[(size_t)j * 2 * C + C + e];
+                    assert_true(fabs(out[e] - y) < 1e-5);
+                }
+            }
+}
+
+static void test_row(void **state)
+{
+    (void)state;
+    struct ctx c;
+    float slopes[20];
+    tfm_alibi_slopes(slopes, 20); /* 20 heads: slopes that are not powers of 2 */
+    /* causal, a head size no vector divides */
+    setup(&c, 2, 13, 13, 2, 12, TFM_MASK_CAUSAL, NULL, 0.0f, 30);
+    check_row(&c);
+    /* ALiBi, and unscaled */
+    c.a.alibi = slopes;
+    check_row(&c);
+    c.a.unscaled = 1;
+    check_row(&c);
+    teardown_ctx(&c);
+    /* 3 queries at the end of 19 keys: a cache of 16 earlier ones */
+    setup(&c, 1, 3, 19, 20, 4, TFM_MASK_CAUSAL, NULL, 0.0f, 31);
+    c.a.alibi = slopes;
+    check_row(&c);
+    teardown_ctx(&c);
+    /* T5, causal buckets */
+    setup(&c, 2, 18, 18, 2, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 32);
+    use_t5(&c, 8, 12, 0);
+    check_row(&c);
+    teardown_ctx(&c);
+    /* full (cross-attention: padded sources), with bidirectional buckets */
+    static const int key_len[2] = {14, 9};
+    setup(&c, 2, 14, 14, 2, 16, TFM_MASK_NONE, key_len, 0.0f, 33);
+    check_row(&c);
+    use_t5(&c, 8, 12, 1);
+    check_row(&c);
+    teardown_ctx(&c);
+    /* prefix-LM: past the end, inside, and 0 (causal) */
+    static const int prefix[2] = {5, 17}, prefix0[2] = {0, 0};
+    setup(&c, 2, 15, 15, 3, 8, TFM_MASK_PREFIX, NULL, 0.0f, 34);
+    c.a.prefix_len = prefix;
+    check_row(&c);
+    c.a.alibi = slopes;
+    check_row(&c);
+    c.a.prefix_len = prefix0;
+    check_row(&c);
+    teardown_ctx(&c);
+}
+
 /* Features together: ALiBi over packed documents, T5 under a prefix, both
  * biases with padding and dropout. */
 static void test_combined(void **state)
@@ -696,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_alibi),
         cmocka_unit_test(test_t5),
         cmocka_unit_test(test_combined),
+        cmocka_unit_test(test_row),
         cmocka_unit_test(test_paths_agree),
         cmocka_unit_test(test_unscaled),
         cmocka_unit_test(test_t5_deterministic),

@@ -3,8 +3,10 @@
  * the packed whole-sequence forward (model/forward.c) and the cached decode
  * step (model/decode.c).  Each piece it names is implemented once, in nn/
  * and tensor/: the norm (nn/norm.h), the feed-forward's elementwise stage
- * (nn/ffn.h, tensor/ops.h's activations) and the attention's scale
- * (nn/attention.h).  model/transformer.h's tfm_model_block derives it from
+ * (nn/ffn.h, tensor/ops.h's activations), the positions (nn/position.h:
+ * sinusoids and RoPE, a table or one row) and the attention with its scale
+ * and position biases (nn/attention.h: whole sequences, and one query row
+ * over a cache, tfm_attn_row).  model/transformer.h's tfm_model_block derives it from
  * a model's configuration.
  *
  *   pre-norm:   x = x + attn(norm_1(x)); [x = x + xattn(norm_x(x), M)];

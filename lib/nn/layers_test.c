@@ -1,6 +1,7 @@
 /* nn/norm.h and nn/ffn.h: forwards against double-precision definitions,
  * backwards against finite differences, and the layernorm kind of the
- * dispatch equal to tensor/ops.h's to the bit. */
+ * dispatch equal to tensor/ops.h's to the bit; nn/position.h's RoPE of one
+ * row against its definition and the whole table's row. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include "nn/ffn.h"
 #include "nn/lora.h"
 #include "nn/norm.h"
+#include "nn/position.h"
 #include "tensor/gemm.h"
 #include "tensor/gradcheck.h"
 #include "tensor/ops.h"
@@ -217,6 +219,40 @@ static double lora_loss(void *p)
     return gc_dot(c->y, c->rw, (size_t)LN * LDY);
 }
 
+/* tfm_rope_row (the decode step's) against θ = pos·base^(-2d/HS) in double,
+ * and to the bit the row of a table of every position (the training and
+ * whole-sequence forwards'), inverse too (the backward undoes it). */
+static void test_rope_row(void **state)
+{
+    (void)state;
+    enum { NH = 3, HS = 10, T = 40 };
+    const float base = 10000.0f;
+    float x[NH * HS], y[NH * HS], z[NH * HS], cs[HS], table[T * HS];
+    tfm_rng r;
+    tfm_rng_seed(&r, 9);
+    gc_fill(&r, x, NH * HS, 1.0f);
+    tfm_rope_table(table, 0, T, HS, base);
+    for (int pos = 0; pos < T; pos += 13) {
+        memcpy(y, x, sizeof x);
+        tfm_rope_row(y, pos, NH, HS, base, cs);
+        for (int h = 0; h < NH; h++)
+            for (int d = 0; d < HS / 2; d++) {
+                double th = pos * pow(base, -2.0 * d / HS);
+                const float *a = x + h * HS;
+                assert_true(fabs(y[h * HS + d] - (a[d] * cos(th) - a[d + HS / 2] * sin(th))) < 1e-5);
+                assert_true(fabs(y[h * HS + d + HS / 2] -
+                                 (a[d] * sin(th) + a[d + HS / 2] * cos(th))) < 1e-5);
+            }
+        const int32_t p = pos;
+        memcpy(z, x, sizeof x);
+        tfm_rope_apply(z, NH * HS, 1, &p, 0, NH, HS, table, T, 0);
+        assert_memory_equal(y, z, sizeof y);
+        tfm_rope_apply(z, NH * HS, 1, &p, 0, NH, HS, table, T, 1);
+        for (int i = 0; i < NH * HS; i++)
+            assert_true(fabsf(z[i] - x[i]) < 1e-5f);
+    }
+}
+
 static void test_lora(void **state)
 {
     (void)state;
@@ -304,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_layernorm_dispatch),
         cmocka_unit_test(test_glu),
         cmocka_unit_test(test_block_mid),
+        cmocka_unit_test(test_rope_row),
         cmocka_unit_test(test_lora),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

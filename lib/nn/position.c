@@ -62,3 +62,10 @@ void tfm_rope_apply(float *x, int ld, int N, const int32_t *pos, int first, int 
         }
     }
 }
+
+void tfm_rope_row(float *x, int pos, int n_heads, int HS, float base, float *cs)
+{
+    const int32_t p = pos;
+    tfm_rope_table(cs, pos, 1, HS, base);
+    tfm_rope_apply(x, n_heads * HS, 1, &p, pos, n_heads, HS, cs, 1, 0);
+}

@@ -30,4 +30,9 @@ void tfm_rope_table(float *cs, int first, int n_pos, int HS, float base);
 void tfm_rope_apply(float *x, int ld, int N, const int32_t *pos, int first, int n_heads,
                     int HS, const float *cs, int n_pos, int inverse);
 
+/* One row at position pos (the cached decode step's new query and key):
+ * n_heads heads of HS columns of x rotated as above, the angles computed
+ * into cs (HS floats, caller's scratch). */
+void tfm_rope_row(float *x, int pos, int n_heads, int HS, float base, float *cs);
+
 #endif

@@ -557,13 +557,22 @@ static const float *widen_matrix(tfm_infer *g, const tfm_matrix *W, int K, int N
 static void linear(tfm_infer *g, float *out, const float *in, const tfm_matrix *M,
                    const float *b, int R, int K, int N)
 {
+    if (M->dtype == TFM_WEIGHTS_Q8_0) {
+        /* every row in 8 bits, GEMV_ROWS at a time, however many: a row's
+         * result does not depend on the others, so a prompt gives what its
+         * tokens one by one give; and 8-bit products over a prompt beat
+         * widening the matrix for BLIS (GPT-2 small, 16 prompt tokens:
+         * 250 -> 24 ms on 2 threads) */
+        const tfm_q8 W8 = {M->data, M->scale, N, K};
+        for (int r0 = 0; r0 < R; r0 += GEMV_ROWS)
+            linear_q8(g, out + (size_t)r0 * N, in + (size_t)r0 * K, &W8, b,
+                      R - r0 < GEMV_ROWS ? R - r0 : GEMV_ROWS);
+        return;
+    }
     if (R <= GEMV_ROWS) {
         switch (M->dtype) {
-        case TFM_WEIGHTS_Q8_0: {
-            const tfm_q8 W8 = {M->data, M->scale, N, K};
-            linear_q8(g, out, in, &W8, b, R);
-            return;
-        }
+        case TFM_WEIGHTS_Q8_0:
+            break;
         case TFM_WEIGHTS_BF16:
             gemv_rows(out, g->part, in, M->data, 1, b, R, K, N);
             return;

@@ -536,6 +536,43 @@ static void test_q8_close(void **state)
     assert_true(worst < 0.05);
 }
 
+/* With 8-bit weights every product runs in 8 bits, a prompt's rows
+ * GEMV_ROWS (8) at a time: a 19-token prompt at once (chunks of 8, 8, 3)
+ * gives, to the bit, the logits and next steps of its tokens fed one by
+ * one. */
+static void test_q8_prompt_equals_steps(void **state)
+{
+    (void)state;
+    enum { V = 61, P = 19, NEW = 4 };
+    tfm_model m;
+    make_model(&m, TFM_LN_PRE, 1, 1, V);
+    tfm_weights w;
+    tfm_err err = {0};
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    assert_true(tfm_weights_to_q8(&w, &m.cfg) > 0);
+    const uint32_t prompt[P] = {3, 14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 32, 38, 4, 6, 2, 6, 43, 3};
+    tfm_infer a, b;
+    assert_int_equal(tfm_infer_init(&a, &m.cfg, &w, 1, P + NEW, &err), 0);
+    assert_int_equal(tfm_infer_init(&b, &m.cfg, &w, 1, P + NEW, &err), 0);
+    float la[V], lb[V];
+    int slot = 0;
+    assert_int_equal(tfm_infer_prefill(&a, 0, prompt, P, la, &err), 0);
+    assert_int_equal(tfm_infer_prefill(&b, 0, prompt, 1, lb, &err), 0);
+    for (int t = 1; t < P; t++)
+        assert_int_equal(tfm_infer_step(&b, 1, &prompt[t], &slot, lb, &err), 0);
+    assert_memory_equal(la, lb, sizeof la);
+    for (int t = 0; t < NEW; t++) {
+        uint32_t tok = argmax(la, V);
+        assert_int_equal(tfm_infer_step(&a, 1, &tok, &slot, la, &err), 0);
+        assert_int_equal(tfm_infer_step(&b, 1, &tok, &slot, lb, &err), 0);
+        assert_memory_equal(la, lb, sizeof la);
+    }
+    tfm_infer_free(&a);
+    tfm_infer_free(&b);
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
+}
+
 /* Sets float32 W [K, N] (trans: a block matrix, [in, out]; else [N, K])
  * to the values of its 8-bit or bfloat16 copy, as a file's widened view
  * holds them (model/quant.h). */
@@ -932,6 +969,7 @@ int main(void)
         cmocka_unit_test(test_gemv_rows_bf16),
         cmocka_unit_test(test_bf16_close),
         cmocka_unit_test(test_q8_close),
+        cmocka_unit_test(test_q8_prompt_equals_steps),
         cmocka_unit_test(test_stored_only),
         cmocka_unit_test(test_greedy_cache_equals_full),
         cmocka_unit_test(test_positions_cache_equals_full),

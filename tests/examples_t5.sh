@@ -72,17 +72,28 @@ for o in span bert prefix lm; do
         [ "$(wc -l < t5/$o-$t.out)" = 12 ] || fail "$o-$t.out: $(wc -l < t5/$o-$t.out) answers"
     done
 done
+# the row without pre-training: fine-tuned from random weights
+for t in section next begat; do
+    [ "$(wc -l < t5/none-$t.out)" = 12 ] || fail "none-$t.out: $(wc -l < t5/none-$t.out) answers"
+    ! grep -a -q 'pre-[a-z]*/model.safetensors' t5/none-$t/model.safetensors ||
+        fail "none-$t was fine-tuned from a pre-trained model"
+done
+grep -a -q 'pre-span/model.safetensors' t5/span-section/model.safetensors ||
+    fail "span-section does not record its pre-trained model"
 # (the config is YAML in the header's JSON)
 grep -a -q 'prefix: \\"question: \\"' t5/lm-begat/model.safetensors ||
     fail "lm-begat's model file has no data.prefix"
 
-# the table: header and four rows of eight columns, figures in 0..100
+# the table: header and five rows of eight columns, figures in 0..100
+# (no pre-training: no minutes)
 awk -F'\t' '
     NR == 1 && $1 != "objective" { exit 1 }
     NF != 8 { exit 1 }
-    NR > 1 { for (i = 3; i <= 8; i++) if ($i !~ /^[0-9]+\.[0-9]$/ || $i + 0 > 100) exit 1 }
-    END { if (NR != 5) exit 1 }' t5/scores.tsv || { cat t5/scores.tsv >&2; fail "scores.tsv"; }
+    NR > 1 { for (i = 3; i <= 8; i++)
+                 if (!(i == 3 && $1 == "no pre-training" && $i == "-") &&
+                     ($i !~ /^[0-9]+\.[0-9]$/ || $i + 0 > 100)) exit 1 }
+    END { if (NR != 6) exit 1 }' t5/scores.tsv || { cat t5/scores.tsv >&2; fail "scores.tsv"; }
 cut -f1 t5/scores.tsv | tr '\n' '|' > rows.txt
-[ "$(cat rows.txt)" = "objective|span corruption|BERT-style denoising|prefix LM|language model|" ] ||
+[ "$(cat rows.txt)" = "objective|span corruption|BERT-style denoising|prefix LM|language model|no pre-training|" ] ||
     fail "rows: $(cat rows.txt)"
 echo ok

@@ -360,7 +360,7 @@ static inline void prefetch_run(const void *p, size_t bytes)
  * 0), rows of W taken eight at a time (fewer loads and stores of the
  * accumulators than four: +25% on 768-wide matrices), reading one
  * contiguous run of (j1 - j0) weights per row, in row order. */
-#define GEMV_COLS(NAME, T, LD)                                                \
+#define GEMV_COLS(NAME, T, LD, PF)                                            \
     static void NAME(float *y, const float *x, const T *W, const float *b,    \
                      int n, int K, int N, int i0, int i1, int j0, int j1)     \
     {                                                                         \
@@ -375,9 +375,10 @@ static inline void prefetch_run(const void *p, size_t bytes)
             const T *w0 = W + (size_t)i * N + j0, *w1 = w0 + N, *w2 = w1 + N, \
                     *w3 = w2 + N, *w4 = w3 + N, *w5 = w4 + N, *w6 = w5 + N,   \
                     *w7 = w6 + N;                                             \
-            const int ahead = i + PF_ROWS + 8 <= i1;                          \
-            for (int c0 = 0; c0 < m; c0 += PF_COLS(T)) {                      \
-                const int c1 = c0 + PF_COLS(T) < m ? c0 + PF_COLS(T) : m;     \
+            const int ahead = PF && i + PF_ROWS + 8 <= i1;                    \
+            const int run = PF ? PF_COLS(T) : m;                              \
+            for (int c0 = 0; c0 < m; c0 += run) {                             \
+                const int c1 = c0 + run < m ? c0 + run : m;                   \
                 if (ahead)                                                    \
                     for (int k = 0; k < 8; k++)                               \
                         prefetch_run(w0 + (size_t)(PF_ROWS + k) * N + c0,     \
@@ -407,8 +408,8 @@ static inline void prefetch_run(const void *p, size_t bytes)
             }                                                                 \
         }                                                                     \
     }
-GEMV_COLS(gemv_cols, float, LD_F32)
-GEMV_COLS(gemv_cols16, uint16_t, LD_BF16)
+GEMV_COLS(gemv_cols, float, LD_F32, 0)
+GEMV_COLS(gemv_cols16, uint16_t, LD_BF16, 1)
 
 /* Columns [0, N) split into T ranges of whole 16-float runs (a cache line
  * when W is aligned): range t. */
@@ -482,14 +483,14 @@ void tfm_gemv_rows_bf16(float *y, const float *x, const uint16_t *W, const float
 
 /* out[r, v] = <head[v, :], x[r, :]> for the [V, C] LM head: each row of
  * the head is read once for all n rows. */
-#define HEAD_ROWS(NAME, T, LD)                                                \
+#define HEAD_ROWS(NAME, T, LD, PF)                                              \
     static void NAME(float *out, const float *x, const T *head, int n, int V, \
                      int C)                                                   \
     {                                                                         \
         _Pragma("omp parallel for schedule(static) if ((size_t)V * C >= GEMV_PAR_MIN)") \
         for (int v = 0; v < V; v++) {                                         \
             const T *hv = head + (size_t)v * C;                               \
-            if (v + PF_HEAD < V)                                              \
+            if (PF && v + PF_HEAD < V)                                        \
                 prefetch_run(hv + (size_t)PF_HEAD * C, (size_t)C * sizeof(T));  \
             for (int r = 0; r < n; r++) {                                     \
                 const float *xr = x + (size_t)r * C;                          \
@@ -501,8 +502,8 @@ void tfm_gemv_rows_bf16(float *y, const float *x, const uint16_t *W, const float
             }                                                                 \
         }                                                                     \
     }
-HEAD_ROWS(head_rows, float, LD_F32)
-HEAD_ROWS(head_rows16, uint16_t, LD_BF16)
+HEAD_ROWS(head_rows, float, LD_F32, 0)
+HEAD_ROWS(head_rows16, uint16_t, LD_BF16, 1)
 
 /* Below this many rows the weights dominate: stream them once with gemv. */
 #define GEMV_ROWS 8

@@ -337,6 +337,8 @@ static int apply_mapping(const tfm_schema *s, void *c, const tfm_json_doc *doc, 
                 continue;
             }
         }
+        if (!k && s->skip_unknown)
+            continue;
         if (!k) {
             char shown[128];
             snprintf(shown, sizeof shown, "%.*s", (int)kk->len, kk->str);
@@ -386,6 +388,8 @@ int tfm_schema_apply_yaml(const tfm_schema *s, void *c, const char *text, size_t
     for (size_t i = 0; i < root->n; i++) {
         const tfm_json *sk = root->keys[i], *sv = root->items[i];
         if (!is_section(s, sk->str, sk->len)) {
+            if (s->skip_unknown)
+                continue;
             if (sv->type != TFM_JSON_OBJECT) {
                 /* "lr: 0.1" at the top: suggest the sectioned key. */
                 char full[256];

@@ -9,7 +9,8 @@
  * man/tfm-config.5 documents every one of them.
  *
  * The engine knows no key: the tables belong to the parts that own the
- * fields (io/run_config.h assembles tfm-train's).  Precedence is the order
+ * fields, and the layer that sees them all joins them (data/run_config.h
+ * assembles tfm-train's).  Precedence is the order
  * of the calls: tfm_schema_defaults, then tfm_schema_load_yaml, then
  * tfm_schema_set for each override. */
 #ifndef TFM_IO_SCHEMA_H
@@ -55,6 +56,10 @@ typedef struct tfm_schema {
     const char *sections;       /* for errors: "model, data or train" */
     const tfm_schema_alias *aliases;
     size_t n_aliases;
+    /* 1: tfm_schema_apply_yaml skips the keys and sections it does not
+     * know, for a part that reads its own keys of a document that holds
+     * other owners' too (a model file's recorded configuration). */
+    int skip_unknown;
 } tfm_schema;
 
 /* One owner's table, its offsets relative to its own struct, which sits at

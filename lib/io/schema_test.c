@@ -1,4 +1,4 @@
-/* The schema engine on a table of its own (io/run_config_test.c covers
+/* The schema engine on a table of its own (model/run_config_test.c covers
  * tfm-train's): the engine knows no key, so any owner's table works. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,7 +31,7 @@ static const tfm_schema_key keys[] = {
     {"b.name", TFM_SCHEMA_STRING, OFF(b.name), "", 0, 0, NULL, "a name"},
 };
 static const tfm_schema_alias aliases[] = {{"count", "a.n"}};
-static const tfm_schema schema = {keys, 5, sizeof(toy), OFF(given), "a or b", aliases, 1};
+static const tfm_schema schema = {keys, 5, sizeof(toy), OFF(given), "a or b", aliases, 1, 0};
 
 static void test_toy_schema(void **state)
 {
@@ -110,7 +110,7 @@ static void test_join(void **state)
     assert_string_equal(all[2].path, "b.on");
     assert_int_equal(all[1].offset, offsetof(joined, a.rate));
     assert_int_equal(all[2].offset, offsetof(joined, on));
-    const tfm_schema s = {all, 3, sizeof(joined), offsetof(joined, given), "a or b", NULL, 0};
+    const tfm_schema s = {all, 3, sizeof(joined), offsetof(joined, given), "a or b", NULL, 0, 0};
     joined j;
     tfm_schema_defaults(&s, &j);
     assert_int_equal(j.a.n, 2);
@@ -124,11 +124,33 @@ static void test_join(void **state)
     assert_false(tfm_schema_given(&s, &j, "a.n"));
 }
 
+/* An owner reading its own keys of a document that holds others' too. */
+static void test_skip_unknown(void **state)
+{
+    (void)state;
+    tfm_schema part = schema;
+    part.skip_unknown = 1;
+    toy t;
+    tfm_schema_defaults(&part, &t);
+    tfm_err err = {0};
+    const char *yaml = "c: {x: 1}\na: {n: 5, other: [1, 2], nested: {y: 2}}\nb: {name: z}\n";
+    assert_int_equal(tfm_schema_apply_yaml(&part, &t, yaml, strlen(yaml), "t.yaml", &err), 0);
+    assert_int_equal(t.a.n, 5);
+    assert_string_equal(t.b.name, "z");
+    /* its own keys are still checked, and the strict schema refuses the rest */
+    const char *bad = "c: 1\na: {n: 11}\n";
+    assert_int_equal(tfm_schema_apply_yaml(&part, &t, bad, strlen(bad), "t.yaml", &err), -1);
+    assert_non_null(strstr(err.msg, "a.n"));
+    assert_int_equal(tfm_schema_apply_yaml(&schema, &t, yaml, strlen(yaml), "t.yaml", &err), -1);
+    assert_non_null(strstr(err.msg, "unknown section 'c'"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_toy_schema),
         cmocka_unit_test(test_join),
+        cmocka_unit_test(test_skip_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #define OFF(f) offsetof(tfm_model_keys, f)
@@ -147,7 +148,8 @@ static const tfm_schema_key keys[] = {
 #define NKEYS (sizeof keys / sizeof keys[0])
 
 /* The table on its own, for the choices' names in messages. */
-static const tfm_schema schema = {keys, NKEYS, sizeof(tfm_model_keys), 0, "model", NULL, 0};
+static const tfm_schema schema = {keys, NKEYS, sizeof(tfm_model_keys), 0, "model", NULL, 0,
+                                   0};
 
 const tfm_schema_key *tfm_model_keys_table(size_t *n)
 {
@@ -211,4 +213,98 @@ int tfm_model_keys_check(const tfm_model_keys *k, tfm_err *err)
         return tfm_err_set(err, "model.segments (%lld) with model.kind %s: segment "
                            "embeddings are for encoders", (long long)k->segments, kind);
     return 0;
+}
+
+/* ---- the run keys opening a model file needs ------------------------ */
+
+#define OFF_LORA(f) offsetof(tfm_lora_keys, f)
+
+static const tfm_schema_key lora_keys[] = {
+    {"train.lora.r", TFM_SCHEMA_INT, OFF_LORA(r), "0", 0, 65536, NULL,
+     "LoRA rank: with r > 0 the base weights are frozen and each targeted projection gains "
+     "an adapter (alpha/r)·B·A, saved in PEFT's layout; 0: train every weight"},
+    {"train.lora.alpha", TFM_SCHEMA_FLOAT, OFF_LORA(alpha), "8", 1e-6, 1e6, NULL,
+     "LoRA's alpha: the adapters' output is scaled by alpha/r"},
+    {"train.lora.dropout", TFM_SCHEMA_FLOAT, OFF_LORA(dropout), "0", 0, 0.999, NULL,
+     "dropout on each adapter's input"},
+    {"train.lora.targets", TFM_SCHEMA_STRING, OFF_LORA(targets), "q, v", 0, 0, NULL,
+     "the projections LoRA adapts, a list of q, k, v, o (attention output), fc (the "
+     "feed-forward's input; gated: both), proj (its output); HF names are accepted: "
+     "q_proj/query, k_proj/key, v_proj/value, o_proj/out_proj/dense, c_attn (q, k, v), "
+     "c_fc/fc1/wi/wi_0/wi_1/intermediate, c_proj, fc2/wo/output"},
+};
+
+static const tfm_schema_key task_key[] = {
+    {"train.task", TFM_SCHEMA_ENUM, 0, "lm", 0, 0,
+     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise|prefix-lm",
+     "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
+     "[SEP]: segments of data.text's documents, or windows of a token file; needs "
+     "model.mlm_head and 2 segments), mlm+nsp (and whether B follows A, on model.pooler "
+     "with model.nsp); fine-tuning on the examples of data.text: classify (a label or a "
+     "number per text or pair), tag (a tag per word), span (the answer's span in a context); "
+     "encoder-decoders: lm (pairs of sentences), span-corruption (T5's pre-training: noise "
+     "spans of data.text replaced by sentinels <extra_id_N> in the source, the target "
+     "spelling them out; train.noise), denoise (BART's pre-training: data.text with its "
+     "sentences shuffled and Poisson spans each replaced by one <mask> in the source, the "
+     "original text the target); decoders: prefix-lm (full attention over a prefix, causal "
+     "after, the loss on the rest only; train.prefix_from)"},
+};
+
+static const tfm_schema_key prefix_from_key[] = {
+    {"train.prefix_from", TFM_SCHEMA_ENUM, 0, "random", 0, 0,
+     "random|pairs",
+     "prefix-lm: random (each window of block_size + 1 tokens of the text or token stream "
+     "is split after a prefix of P tokens, P uniform in [1, block_size]) or pairs (data.text "
+     "and data.val are input<TAB>target lines: the input and end-of-text are the prefix, the "
+     "target and end-of-text the rest)"},
+};
+
+#define NLORA (sizeof lora_keys / sizeof lora_keys[0])
+
+const tfm_schema_key *tfm_lora_keys_table(size_t *n)
+{
+    *n = NLORA;
+    return lora_keys;
+}
+
+const tfm_schema_key *tfm_task_key(void)
+{
+    return task_key;
+}
+
+const tfm_schema_key *tfm_prefix_from_key(void)
+{
+    return prefix_from_key;
+}
+
+/* The model file's view: these keys and the model's, other keys skipped. */
+static tfm_schema_key file_keys[TFM_MODEL_FILE_MAX_KEYS];
+static tfm_schema file_schema;
+static pthread_once_t file_once = PTHREAD_ONCE_INIT;
+
+static void file_schema_init(void)
+{
+    const tfm_schema_part parts[] = {
+        {keys, NKEYS, offsetof(tfm_model_file_keys, model)},
+        {lora_keys, NLORA, offsetof(tfm_model_file_keys, lora)},
+        {task_key, 1, offsetof(tfm_model_file_keys, task)},
+        {prefix_from_key, 1, offsetof(tfm_model_file_keys, prefix_from)},
+    };
+    size_t n = tfm_schema_join(file_keys, TFM_MODEL_FILE_MAX_KEYS, parts, 4);
+    file_schema = (tfm_schema){file_keys, n, sizeof(tfm_model_file_keys),
+                               offsetof(tfm_model_file_keys, given), "model or train", NULL, 0,
+                               1};
+}
+
+void tfm_model_file_keys_defaults(tfm_model_file_keys *k)
+{
+    pthread_once(&file_once, file_schema_init);
+    tfm_schema_defaults(&file_schema, k);
+}
+
+int tfm_model_file_keys_apply(tfm_model_file_keys *k, const char *text, size_t len,
+                              const char *name, tfm_err *err)
+{
+    pthread_once(&file_once, file_schema_init);
+    return tfm_schema_apply_yaml(&file_schema, k, text, len, name, err);
 }

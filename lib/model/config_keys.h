@@ -4,9 +4,16 @@
  * tfm_model_keys is the model section of a configuration file as the user
  * gives it (integers as int64_t, numbers as double, so that --dump-config
  * prints back what was written); its enumerations are the model's own, in
- * the order of the keys' choices.  model/run_config.c registers the table
- * into tfm-train's schema; tfm_model_config_from (model/file.h) turns the
- * section into a tfm_model_config. */
+ * the order of the keys' choices.  tfm_model_config_from_keys
+ * (model/file.h) turns the section into a tfm_model_config.
+ *
+ * Beside them, the keys of the training run that opening a model file
+ * needs, so model/ reads them and declares them: train.lora.* (the adapters
+ * are part of the parameter table) and train.task with train.prefix_from (a
+ * prefix LM's prompt is its prefix).  A model file records the whole run
+ * configuration; model/ reads only these keys of it (tfm_model_file_keys)
+ * and leaves the rest to their owners, which join all the tables into
+ * tfm-train's schema (data/run_config.h). */
 #ifndef TFM_MODEL_CONFIG_KEYS_H
 #define TFM_MODEL_CONFIG_KEYS_H
 
@@ -61,6 +68,53 @@ typedef struct tfm_model_keys {
 /* The keys ("model.n_layer", ...), offsets into tfm_model_keys, in the
  * order --dump-config prints them. */
 const tfm_schema_key *tfm_model_keys_table(size_t *n);
+
+/* train.lora.*: LoRA adapters (model/lora.h); r 0: none. */
+typedef struct tfm_lora_keys {
+    int64_t r;
+    double alpha, dropout;
+    char targets[TFM_SCHEMA_STRING_MAX]; /* "q, v" */
+} tfm_lora_keys;
+
+/* train.task's values, in the order of its choices. */
+typedef enum tfm_config_task {
+    TFM_CONFIG_TASK_LM,
+    TFM_CONFIG_TASK_MLM,
+    TFM_CONFIG_TASK_MLM_NSP,
+    TFM_CONFIG_TASK_CLASSIFY,
+    TFM_CONFIG_TASK_TAG,
+    TFM_CONFIG_TASK_SPAN,
+    TFM_CONFIG_TASK_SPAN_CORRUPTION,
+    TFM_CONFIG_TASK_DENOISE,
+    TFM_CONFIG_TASK_PREFIX_LM,
+} tfm_config_task;
+typedef enum tfm_config_prefix_from {
+    TFM_CONFIG_PREFIX_RANDOM,
+    TFM_CONFIG_PREFIX_PAIRS,
+} tfm_config_prefix_from;
+
+/* train.lora.* (offsets into tfm_lora_keys); train.task and
+ * train.prefix_from (each at offset 0 of an int). */
+const tfm_schema_key *tfm_lora_keys_table(size_t *n);
+const tfm_schema_key *tfm_task_key(void);
+const tfm_schema_key *tfm_prefix_from_key(void);
+
+#define TFM_MODEL_FILE_MAX_KEYS 64
+
+/* A model file's configuration as model/ reads it: the keys above; the
+ * file's other keys are skipped (their owners read them). */
+typedef struct tfm_model_file_keys {
+    tfm_model_keys model;
+    tfm_lora_keys lora;
+    int task;        /* tfm_config_task */
+    int prefix_from; /* tfm_config_prefix_from */
+    unsigned char given[TFM_MODEL_FILE_MAX_KEYS];
+} tfm_model_file_keys;
+
+void tfm_model_file_keys_defaults(tfm_model_file_keys *k);
+/* Applies a stored configuration (YAML; errors name name:line:col). */
+int tfm_model_file_keys_apply(tfm_model_file_keys *k, const char *text, size_t len,
+                              const char *name, tfm_err *err);
 
 /* The checks between model keys (n_embd divisible by n_head, keys that only
  * an encoder-decoder takes, ...), with messages naming the keys. */

@@ -10,7 +10,8 @@
 #define OFF(f) offsetof(tfm_config, f)
 #define I64 9.2e18
 
-/* The keys of the sections after the model's: data, optim, schedule, train. */
+/* The keys of the sections after the model's: data, optim, schedule, train (up
+ * to train.init) ... */
 static const tfm_schema_key run_keys[] = {
     {"data.train", TFM_SCHEMA_STRING, OFF(data.train), "", 0, 0, NULL,
      "training tokens: a .npy file of uint16 or uint32 ids"},
@@ -150,37 +151,11 @@ static const tfm_schema_key run_keys[] = {
      "a model file (or HuggingFace BERT checkpoint) that starts the run (fine-tuning): "
      "model keys left out take its shape, one that contradicts it is an error; new heads "
      "are initialised, and the start report names them"},
-    {"train.lora.r", TFM_SCHEMA_INT, OFF(train.lora.r), "0", 0, 65536, NULL,
-     "LoRA rank: with r > 0 the base weights are frozen and each targeted projection gains "
-     "an adapter (alpha/r)·B·A, saved in PEFT's layout; 0: train every weight"},
-    {"train.lora.alpha", TFM_SCHEMA_FLOAT, OFF(train.lora.alpha), "8", 1e-6, 1e6, NULL,
-     "LoRA's alpha: the adapters' output is scaled by alpha/r"},
-    {"train.lora.dropout", TFM_SCHEMA_FLOAT, OFF(train.lora.dropout), "0", 0, 0.999, NULL,
-     "dropout on each adapter's input"},
-    {"train.lora.targets", TFM_SCHEMA_STRING, OFF(train.lora.targets), "q, v", 0, 0, NULL,
-     "the projections LoRA adapts, a list of q, k, v, o (attention output), fc (the "
-     "feed-forward's input; gated: both), proj (its output); HF names are accepted: "
-     "q_proj/query, k_proj/key, v_proj/value, o_proj/out_proj/dense, c_attn (q, k, v), "
-     "c_fc/fc1/wi/wi_0/wi_1/intermediate, c_proj, fc2/wo/output"},
-    {"train.task", TFM_SCHEMA_ENUM, OFF(train.task), "lm", 0, 0,
-     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise|prefix-lm",
-     "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
-     "[SEP]: segments of data.text's documents, or windows of a token file; needs "
-     "model.mlm_head and 2 segments), mlm+nsp (and whether B follows A, on model.pooler "
-     "with model.nsp); fine-tuning on the examples of data.text: classify (a label or a "
-     "number per text or pair), tag (a tag per word), span (the answer's span in a context); "
-     "encoder-decoders: lm (pairs of sentences), span-corruption (T5's pre-training: noise "
-     "spans of data.text replaced by sentinels <extra_id_N> in the source, the target "
-     "spelling them out; train.noise), denoise (BART's pre-training: data.text with its "
-     "sentences shuffled and Poisson spans each replaced by one <mask> in the source, the "
-     "original text the target); decoders: prefix-lm (full attention over a prefix, causal "
-     "after, the loss on the rest only; train.prefix_from)"},
-    {"train.prefix_from", TFM_SCHEMA_ENUM, OFF(train.prefix_from), "random", 0, 0,
-     "random|pairs",
-     "prefix-lm: random (each window of block_size + 1 tokens of the text or token stream "
-     "is split after a prefix of P tokens, P uniform in [1, block_size]) or pairs (data.text "
-     "and data.val are input<TAB>target lines: the input and end-of-text are the prefix, the "
-     "target and end-of-text the rest)"},
+};
+
+/* ... and those after train.prefix_from (model/config_keys.h declares
+ * train.lora.*, train.task and train.prefix_from). */
+static const tfm_schema_key run_keys_2[] = {
     {"train.noise_density", TFM_SCHEMA_FLOAT, OFF(train.noise_density), "0.15", 0.001, 0.999,
      NULL, "span-corruption: the share of a window's tokens in noise spans (round(density x "
      "length), at least 1, at most length - 1)"},
@@ -220,6 +195,7 @@ static const tfm_schema_key run_keys[] = {
 };
 
 #define NRUN (sizeof run_keys / sizeof run_keys[0])
+#define NRUN2 (sizeof run_keys_2 / sizeof run_keys_2[0])
 
 /* One table in --dump-config's order: the model's keys, then the others. */
 static tfm_schema_key keys[TFM_CONFIG_MAX_KEYS];
@@ -228,13 +204,18 @@ static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
 
 static void keys_join(void)
 {
-    size_t nm;
+    size_t nm, nl;
     const tfm_schema_key *mk = tfm_model_keys_table(&nm);
+    const tfm_schema_key *lk = tfm_lora_keys_table(&nl);
     const tfm_schema_part parts[] = {
         {mk, nm, offsetof(tfm_config, model)},
         {run_keys, NRUN, 0},
+        {lk, nl, offsetof(tfm_config, train.lora)},
+        {tfm_task_key(), 1, offsetof(tfm_config, train.task)},
+        {tfm_prefix_from_key(), 1, offsetof(tfm_config, train.prefix_from)},
+        {run_keys_2, NRUN2, 0},
     };
-    nkeys = tfm_schema_join(keys, TFM_CONFIG_MAX_KEYS, parts, 2);
+    nkeys = tfm_schema_join(keys, TFM_CONFIG_MAX_KEYS, parts, sizeof parts / sizeof parts[0]);
 }
 
 static const tfm_schema_alias aliases[] = {
@@ -252,7 +233,7 @@ static void schema_init(void)
     keys_join();
     schema_ = (tfm_schema){keys, nkeys, sizeof(tfm_config), offsetof(tfm_config, given),
                            "model, data, optim, schedule or train", aliases,
-                           sizeof aliases / sizeof aliases[0]};
+                           sizeof aliases / sizeof aliases[0], 0};
 }
 
 const tfm_schema *tfm_config_schema(void)

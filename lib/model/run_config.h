@@ -56,21 +56,6 @@ typedef enum tfm_config_best {
     TFM_CONFIG_BEST_SQUAD_F1,
     TFM_CONFIG_BEST_SQUAD_EM,
 } tfm_config_best;
-typedef enum tfm_config_task {
-    TFM_CONFIG_TASK_LM,
-    TFM_CONFIG_TASK_MLM,
-    TFM_CONFIG_TASK_MLM_NSP,
-    TFM_CONFIG_TASK_CLASSIFY,
-    TFM_CONFIG_TASK_TAG,
-    TFM_CONFIG_TASK_SPAN,
-    TFM_CONFIG_TASK_SPAN_CORRUPTION,
-    TFM_CONFIG_TASK_DENOISE,
-    TFM_CONFIG_TASK_PREFIX_LM,
-} tfm_config_task;
-typedef enum tfm_config_prefix_from {
-    TFM_CONFIG_PREFIX_RANDOM,
-    TFM_CONFIG_PREFIX_PAIRS,
-} tfm_config_prefix_from;
 typedef enum tfm_config_noise {
     TFM_CONFIG_NOISE_SPANS,
     TFM_CONFIG_NOISE_IID,
@@ -136,11 +121,7 @@ typedef struct tfm_config {
         int permute_sentences;
         int prefix_from;        /* prefix-lm: tfm_config_prefix_from */
         double lm_weight;       /* classify, decoders: the LM loss's weight */
-        struct {                /* LoRA adapters (model/lora.h); r 0: none */
-            int64_t r;
-            double alpha, dropout;
-            char targets[TFM_CONFIG_PATH_MAX]; /* "q, v" */
-        } lora;
+        tfm_lora_keys lora;     /* model/config_keys.h */
     } train;
     /* 1 for each key (by its index in tfm_config_keys) that a file or --set
      * gave, 0 for a default: a run started from another model's file

@@ -108,6 +108,8 @@ typedef struct tfm_model_file_keys {
     tfm_lora_keys lora;
     int task;        /* tfm_config_task */
     int prefix_from; /* tfm_config_prefix_from */
+    int stored;      /* 1: read from the file's recorded configuration; 0: a
+                        HuggingFace checkpoint, model describes it */
     unsigned char given[TFM_MODEL_FILE_MAX_KEYS];
 } tfm_model_file_keys;
 

@@ -228,59 +228,61 @@ int tfm_model_file_read(const tfm_safetensors *st, const tfm_param *table, int n
 
 /* ---- the description ---------------------------------------------- */
 
-int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err)
+int tfm_model_config_from_keys(const tfm_model_keys *c, const tfm_lora_keys *lora,
+                               tfm_model_config *g, tfm_err *err)
 {
     tfm_model_config_default(g);
-    g->n_layer = (int)c->model.n_layer;
-    g->n_head = (int)c->model.n_head;
-    g->n_embd = (int)c->model.n_embd;
-    g->block_size = (int)c->model.block_size;
-    g->vocab_size = (int)c->model.vocab_size;
-    g->dropout = (float)c->model.dropout;
-    g->ffn_dropout = (float)c->model.ffn_dropout;
-    g->final_dropout = (float)c->model.final_dropout;
-    g->attn_dropout = (float)c->model.attn_dropout;
-    g->emb_dropout = (float)c->model.emb_dropout;
-    g->tie_embeddings = c->model.tie_embeddings;
-    g->bias = c->model.bias;
-    g->ln = c->model.norm;
-    g->act = c->model.activation;
-    g->ln_eps = (float)c->model.ln_eps;
-    g->kind = c->model.kind;
-    g->pos = c->model.positions;
-    g->d_ff = (int)c->model.d_ff;
-    g->head_dim = (int)c->model.head_dim;
-    g->rope_base = (float)c->model.rope_base;
-    g->t5_buckets = (int)c->model.t5_buckets;
-    g->t5_max_distance = (int)c->model.t5_max_distance;
-    g->n_segments = (int)c->model.segments;
-    g->emb_norm = c->model.emb_norm;
-    g->emb_scale = c->model.emb_scale;
-    g->head_scale = c->model.head_scale;
-    g->head_bias = c->model.head_bias;
-    g->decoder_start = (int)c->model.decoder_start;
-    g->forced_bos = (int)c->model.forced_bos;
-    g->forced_eos = (int)c->model.forced_eos;
-    g->source_bos = c->model.source_bos;
-    g->init = c->model.init;
-    g->norm = c->model.norm_type;
-    g->ffn = c->model.ffn;
-    g->attn_unscaled = !c->model.attn_scale;
-    g->n_enc_layer = (int)c->model.n_enc_layer;
-    g->tie_source = c->model.tie_source;
-    g->src_vocab_size = (int)c->model.src_vocab_size;
-    g->mlm_head = c->model.mlm_head;
-    g->pooler = c->model.pooler;
-    g->n_classes = (int)c->model.classes;
-    g->nsp = c->model.nsp;
-    g->n_tags = (int)c->model.tags;
-    g->span = c->model.span;
-    g->label_smoothing = (float)c->train.label_smoothing;
-    g->lora_r = (int)c->train.lora.r;
-    g->lora_alpha = (float)c->train.lora.alpha;
-    g->lora_dropout = (float)c->train.lora.dropout;
-    if (g->lora_r && tfm_lora_targets_parse(c->train.lora.targets, &g->lora_targets, err) < 0)
-        return -1;
+    g->n_layer = (int)c->n_layer;
+    g->n_head = (int)c->n_head;
+    g->n_embd = (int)c->n_embd;
+    g->block_size = (int)c->block_size;
+    g->vocab_size = (int)c->vocab_size;
+    g->dropout = (float)c->dropout;
+    g->ffn_dropout = (float)c->ffn_dropout;
+    g->final_dropout = (float)c->final_dropout;
+    g->attn_dropout = (float)c->attn_dropout;
+    g->emb_dropout = (float)c->emb_dropout;
+    g->tie_embeddings = c->tie_embeddings;
+    g->bias = c->bias;
+    g->ln = c->norm;
+    g->act = c->activation;
+    g->ln_eps = (float)c->ln_eps;
+    g->kind = c->kind;
+    g->pos = c->positions;
+    g->d_ff = (int)c->d_ff;
+    g->head_dim = (int)c->head_dim;
+    g->rope_base = (float)c->rope_base;
+    g->t5_buckets = (int)c->t5_buckets;
+    g->t5_max_distance = (int)c->t5_max_distance;
+    g->n_segments = (int)c->segments;
+    g->emb_norm = c->emb_norm;
+    g->emb_scale = c->emb_scale;
+    g->head_scale = c->head_scale;
+    g->head_bias = c->head_bias;
+    g->decoder_start = (int)c->decoder_start;
+    g->forced_bos = (int)c->forced_bos;
+    g->forced_eos = (int)c->forced_eos;
+    g->source_bos = c->source_bos;
+    g->init = c->init;
+    g->norm = c->norm_type;
+    g->ffn = c->ffn;
+    g->attn_unscaled = !c->attn_scale;
+    g->n_enc_layer = (int)c->n_enc_layer;
+    g->tie_source = c->tie_source;
+    g->src_vocab_size = (int)c->src_vocab_size;
+    g->mlm_head = c->mlm_head;
+    g->pooler = c->pooler;
+    g->n_classes = (int)c->classes;
+    g->nsp = c->nsp;
+    g->n_tags = (int)c->tags;
+    g->span = c->span;
+    if (lora) {
+        g->lora_r = (int)lora->r;
+        g->lora_alpha = (float)lora->alpha;
+        g->lora_dropout = (float)lora->dropout;
+        if (g->lora_r && tfm_lora_targets_parse(lora->targets, &g->lora_targets, err) < 0)
+            return -1;
+    }
     if (tfm_model_config_check(g, err) < 0)
         return tfm_err_prefix(err, "model");
     return 0;
@@ -288,7 +290,6 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
 
 /* ---- model files ---------------------------------------------------- */
 
-static const char *model_file(const char *path, char *buf, size_t n);
 
 int tfm_model_save(const char *path, const tfm_model *m, const char *config_yaml,
                    const char *tok_json, size_t tok_len, int64_t step, tfm_err *err)
@@ -344,7 +345,7 @@ int tfm_model_save_dtype(const char *path, const tfm_model *m, const char *confi
 int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *err)
 {
     char file[4200];
-    path = model_file(path, file, sizeof file);
+    path = tfm_model_file_path(path, file, sizeof file);
     tfm_safetensors st;
     if (tfm_safetensors_open(&st, path, err) < 0)
         return -1;
@@ -354,25 +355,6 @@ int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err
         tfm_buf_append(out, v, len);
     tfm_safetensors_close(&st);
     return v != NULL;
-}
-
-int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)
-{
-    tfm_safetensors st;
-    if (tfm_safetensors_open(&st, path, err) < 0)
-        return -1;
-    size_t len = 0;
-    const char *yaml = tfm_safetensors_meta(&st, "config", &len);
-    int rc;
-    if (!yaml) {
-        rc = tfm_err_set(err, "%s: no 'config' in __metadata__", path);
-    } else {
-        char name[1100];
-        snprintf(name, sizeof name, "%s:config", path);
-        rc = tfm_config_apply_yaml(c, yaml, len, name, err);
-    }
-    tfm_safetensors_close(&st);
-    return rc;
 }
 
 /* ---- HuggingFace BERT checkpoints ------------------------------------ */
@@ -394,7 +376,7 @@ int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)
 
 /* A folder stands for the model.safetensors inside it (HuggingFace's
  * layout: config.json and the tokenizer beside it). */
-static const char *model_file(const char *path, char *buf, size_t n)
+const char *tfm_model_file_path(const char *path, char *buf, size_t n)
 {
     if (!tfm_is_dir(path))
         return path;
@@ -459,7 +441,7 @@ static int bert_config_int(const tfm_json_doc *doc, const char *key, int64_t min
 }
 
 /* config.json beside the checkpoint as the model section of *c. */
-static int bert_config(const char *model_path, tfm_config *c, tfm_err *err)
+static int bert_config(const char *model_path, tfm_model_keys *c, tfm_err *err)
 {
     char path[4200];
     path_beside(model_path, "config.json", path, sizeof path);
@@ -519,26 +501,26 @@ static int bert_config(const char *model_path, tfm_config *c, tfm_err *err)
                    "supported: tfm reads BERT as an encoder");
         goto out;
     }
-    c->model.kind = TFM_KIND_ENCODER;
-    c->model.positions = TFM_POS_LEARNED;
-    c->model.norm = TFM_LN_POST;
-    c->model.activation = act;
-    c->model.ln_eps = eps;
-    c->model.n_layer = L;
-    c->model.n_head = NH;
-    c->model.n_embd = C;
-    c->model.d_ff = F;
-    c->model.block_size = P;
-    c->model.segments = S;
-    c->model.vocab_size = V;
-    c->model.emb_norm = 1;
-    c->model.tie_embeddings = 1;
-    c->model.bias = 1;
+    c->kind = TFM_KIND_ENCODER;
+    c->positions = TFM_POS_LEARNED;
+    c->norm = TFM_LN_POST;
+    c->activation = act;
+    c->ln_eps = eps;
+    c->n_layer = L;
+    c->n_head = NH;
+    c->n_embd = C;
+    c->d_ff = F;
+    c->block_size = P;
+    c->segments = S;
+    c->vocab_size = V;
+    c->emb_norm = 1;
+    c->tie_embeddings = 1;
+    c->bias = 1;
     /* BertConfig's rates: hidden_dropout_prob on the embeddings and each
      * residual branch, attention_probs_dropout_prob on the attention
      * weights */
-    c->model.dropout = drop;
-    c->model.attn_dropout = attn_drop;
+    c->dropout = drop;
+    c->attn_dropout = attn_drop;
     rc = 0;
 out:
     tfm_json_doc_free(&doc);
@@ -761,14 +743,14 @@ static int tokenizer_beside(const char *model_path, int vocab_size, tfm_tokenize
 }
 
 /* The heads a BERT checkpoint has, into c's model section. */
-static void bert_heads_config(const tfm_safetensors *st, const char *pre, tfm_config *c)
+static void bert_heads_config(const tfm_safetensors *st, const char *pre, tfm_model_keys *c)
 {
     char name[160];
-    c->model.mlm_head = tfm_safetensors_find(st, "cls.predictions.transform.dense.weight") != NULL;
+    c->mlm_head = tfm_safetensors_find(st, "cls.predictions.transform.dense.weight") != NULL;
     snprintf(name, sizeof name, "%spooler.dense.weight", pre);
-    c->model.pooler = tfm_safetensors_find(st, name) != NULL;
-    c->model.nsp = c->model.pooler && tfm_safetensors_find(st, "cls.seq_relationship.weight");
-    c->model.classes = c->model.nsp ? 2 : 0;
+    c->pooler = tfm_safetensors_find(st, name) != NULL;
+    c->nsp = c->pooler && tfm_safetensors_find(st, "cls.seq_relationship.weight");
+    c->classes = c->nsp ? 2 : 0;
 }
 
 /* Copies the heads bert_heads_config found (HF's Linears are [out, in], as
@@ -803,7 +785,7 @@ static int bert_head_weights(const bert_ckpt *b, tfm_err *err)
 
 /* Builds *m (and *c's model section) from an open BERT checkpoint; the
  * tokenizer beside it when tok is not NULL.  On failure nothing is held. */
-static int bert_load(const tfm_safetensors *st, const char *pre, tfm_config *c, tfm_model *m,
+static int bert_load(const tfm_safetensors *st, const char *pre, tfm_model_keys *c, tfm_model *m,
                      tfm_tokenizer **tok, tfm_err *err)
 {
     char cfg_path[4200];
@@ -812,7 +794,7 @@ static int bert_load(const tfm_safetensors *st, const char *pre, tfm_config *c, 
     if (bert_config(st->name, c, err) < 0)
         return -1;
     bert_heads_config(st, pre, c);
-    if (tfm_model_config_from(c, &g, err) < 0)
+    if (tfm_model_config_from_keys(c, NULL, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
     if (tfm_model_init(m, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
@@ -826,7 +808,7 @@ static int bert_load(const tfm_safetensors *st, const char *pre, tfm_config *c, 
 }
 
 /* tfm_model_load of a BERT checkpoint: 1 when path is not one. */
-static int bert_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+static int bert_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tfm_tokenizer **tok,
                            tfm_err *err)
 {
     tfm_safetensors st;
@@ -882,7 +864,7 @@ static int t5_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t
 
 /* config.json beside a T5 checkpoint as the model section of *c, and its
  * end-of-text id. */
-static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_err *err)
+static int t5_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tfm_err *err)
 {
     char path[4200];
     path_beside(model_path, "config.json", path, sizeof path);
@@ -967,38 +949,38 @@ static int t5_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_er
         tied = j->boolean;
     }
     (void)pad; /* padding is told by lengths, never by id */
-    c->model.kind = TFM_KIND_ENCODER_DECODER;
-    c->model.positions = TFM_POS_T5;
-    c->model.norm = TFM_LN_PRE;
-    c->model.norm_type = TFM_NORM_RMS;
-    c->model.ffn = ffn;
-    c->model.activation = act;
-    c->model.attn_scale = 0;
-    c->model.bias = 0;
-    c->model.ln_eps = eps;
-    c->model.n_layer = DL;
-    c->model.n_enc_layer = L;
-    c->model.n_head = NH;
-    c->model.n_embd = C;
+    c->kind = TFM_KIND_ENCODER_DECODER;
+    c->positions = TFM_POS_T5;
+    c->norm = TFM_LN_PRE;
+    c->norm_type = TFM_NORM_RMS;
+    c->ffn = ffn;
+    c->activation = act;
+    c->attn_scale = 0;
+    c->bias = 0;
+    c->ln_eps = eps;
+    c->n_layer = DL;
+    c->n_enc_layer = L;
+    c->n_head = NH;
+    c->n_embd = C;
     /* d_kv need not be d_model/num_heads (v1.1 and flan-t5 small: 6 x 64
      * over 512; t5-3b, t5-11b) */
-    c->model.head_dim = KV;
-    c->model.d_ff = F;
-    c->model.block_size = P;
-    c->model.vocab_size = V;
-    c->model.t5_buckets = NB;
-    c->model.t5_max_distance = MD;
-    c->model.tie_embeddings = tied;
-    c->model.tie_source = 1;
-    c->model.head_scale = tied;
-    c->model.decoder_start = start;
-    c->model.forced_eos = forced_eos;
+    c->head_dim = KV;
+    c->d_ff = F;
+    c->block_size = P;
+    c->vocab_size = V;
+    c->t5_buckets = NB;
+    c->t5_max_distance = MD;
+    c->tie_embeddings = tied;
+    c->tie_source = 1;
+    c->head_scale = tied;
+    c->decoder_start = start;
+    c->forced_eos = forced_eos;
     /* HF's T5 drops at dropout_rate everywhere: embeddings, attention
      * weights, each residual branch, inside the feed-forward and after each
      * stack's final norm (attn_dropout and emb_dropout: -1, the same) */
-    c->model.dropout = drop;
-    c->model.ffn_dropout = drop;
-    c->model.final_dropout = drop;
+    c->dropout = drop;
+    c->ffn_dropout = drop;
+    c->final_dropout = drop;
     rc = 0;
 out:
     tfm_json_doc_free(&doc);
@@ -1191,7 +1173,7 @@ static int bart_same(const tfm_json_doc *doc, const char *a, int64_t va, const c
 
 /* config.json beside a BART checkpoint as the model section of *c, and
  * its end-of-text id. */
-static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_err *err)
+static int bart_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tfm_err *err)
 {
     char path[4200];
     path_beside(model_path, "config.json", path, sizeof path);
@@ -1269,37 +1251,37 @@ static int bart_config(const char *model_path, tfm_config *c, int64_t *eos, tfm_
     }
     /* padding is told by lengths, never by id; bos is the tokenizer's */
     (void)pad, (void)bos;
-    c->model.kind = TFM_KIND_ENCODER_DECODER;
-    c->model.positions = TFM_POS_LEARNED;
-    c->model.norm = TFM_LN_POST;
-    c->model.activation = act;
-    c->model.ln_eps = 1e-5;
-    c->model.bias = 1;
-    c->model.n_layer = DL;
-    c->model.n_enc_layer = L;
-    c->model.n_head = NH;
-    c->model.n_embd = C;
-    c->model.d_ff = F;
-    c->model.block_size = P;
-    c->model.vocab_size = V;
-    c->model.emb_norm = 1;
-    c->model.emb_scale = scale;
-    c->model.tie_embeddings = tied;
-    c->model.tie_source = 1;
-    c->model.decoder_start = start;
+    c->kind = TFM_KIND_ENCODER_DECODER;
+    c->positions = TFM_POS_LEARNED;
+    c->norm = TFM_LN_POST;
+    c->activation = act;
+    c->ln_eps = 1e-5;
+    c->bias = 1;
+    c->n_layer = DL;
+    c->n_enc_layer = L;
+    c->n_head = NH;
+    c->n_embd = C;
+    c->d_ff = F;
+    c->block_size = P;
+    c->vocab_size = V;
+    c->emb_norm = 1;
+    c->emb_scale = scale;
+    c->tie_embeddings = tied;
+    c->tie_source = 1;
+    c->decoder_start = start;
     /* HF's generate forces forced_bos_token_id (bart-large's 0, <s>) right
      * after the start token; its tokenizer begins every text with <s> */
-    c->model.forced_bos = forced;
-    c->model.source_bos = 1;
+    c->forced_bos = forced;
+    c->source_bos = 1;
     /* HF's generate forces forced_eos_token_id (bart-large's 2, </s>) as
      * the last token a generation may have */
-    c->model.forced_eos = forced_eos;
+    c->forced_eos = forced_eos;
     /* BartConfig's rates: dropout on the embeddings and each residual
      * branch, attention_dropout on the attention weights,
      * activation_dropout inside the feed-forward; no final dropout */
-    c->model.dropout = drop;
-    c->model.attn_dropout = attn_drop;
-    c->model.ffn_dropout = act_drop;
+    c->dropout = drop;
+    c->attn_dropout = attn_drop;
+    c->ffn_dropout = act_drop;
     rc = 0;
 out:
     tfm_json_doc_free(&doc);
@@ -1418,7 +1400,7 @@ static int bart_weights(const bert_ckpt *b, tfm_err *err)
  * NULL) or BART one (bart: its names' prefix); the tokenizer beside it
  * (tokenizer.json, spiece.model, vocab.json + merges.txt) when tok is not
  * NULL, and config.json's end-of-text id.  On failure nothing is held. */
-static int t5_load(const tfm_safetensors *st, const char *bart, tfm_config *c, tfm_model *m,
+static int t5_load(const tfm_safetensors *st, const char *bart, tfm_model_keys *c, tfm_model *m,
                    tfm_tokenizer **tok, int64_t *eos, tfm_err *err)
 {
     char cfg_path[4200];
@@ -1428,8 +1410,8 @@ static int t5_load(const tfm_safetensors *st, const char *bart, tfm_config *c, t
         return -1;
     /* BartModel's files have no head, and HF's head starts with a zero bias */
     if (bart)
-        c->model.head_bias = tfm_safetensors_find(st, "final_logits_bias") != NULL;
-    if (tfm_model_config_from(c, &g, err) < 0 || tfm_model_init(m, &g, err) < 0)
+        c->head_bias = tfm_safetensors_find(st, "final_logits_bias") != NULL;
+    if (tfm_model_config_from_keys(c, NULL, &g, err) < 0 || tfm_model_init(m, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
     bert_ckpt b = {st, bart ? bart : "", m, bart ? "BART" : "T5"};
     if ((bart ? bart_weights(&b, err) : t5_weights(&b, err)) < 0 ||
@@ -1441,7 +1423,7 @@ static int t5_load(const tfm_safetensors *st, const char *bart, tfm_config *c, t
 }
 
 /* tfm_model_load of a T5 or BART checkpoint: 1 when path is neither. */
-static int t5_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+static int t5_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tfm_tokenizer **tok,
                          tfm_err *err)
 {
     tfm_safetensors st;
@@ -1458,30 +1440,41 @@ static int t5_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_toke
     return rc;
 }
 
-static int gpt2_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+static int gpt2_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tfm_tokenizer **tok,
                            tfm_err *err);
 
-int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
-                   tfm_err *err)
+int tfm_model_load_keys(const char *path, tfm_model_file_keys *c, tfm_model *m,
+                        tfm_tokenizer **tok, tfm_err *err)
 {
     if (tok)
         *tok = NULL;
-    tfm_config_defaults(c);
+    tfm_model_file_keys_defaults(c);
     char file[4200];
-    path = model_file(path, file, sizeof file);
-    int hf = bert_model_load(path, c, m, tok, err);
+    path = tfm_model_file_path(path, file, sizeof file);
+    int hf = bert_model_load(path, &c->model, m, tok, err);
     if (hf <= 0)
         return hf;
-    hf = t5_model_load(path, c, m, tok, err);
+    hf = t5_model_load(path, &c->model, m, tok, err);
     if (hf <= 0)
         return hf;
-    hf = gpt2_model_load(path, c, m, tok, err);
+    hf = gpt2_model_load(path, &c->model, m, tok, err);
     if (hf <= 0)
         return hf;
-    if (tfm_model_file_config(path, c, err) < 0)
+    tfm_buf yaml = {0};
+    int has = tfm_model_file_meta(path, "config", &yaml, err);
+    if (has == 0)
+        tfm_err_set(err, "%s: no 'config' in __metadata__", path);
+    if (has > 0) {
+        char name[1100];
+        snprintf(name, sizeof name, "%s:config", path);
+        has = tfm_model_file_keys_apply(c, yaml.data, yaml.len, name, err) < 0 ? -1 : 1;
+        c->stored = 1;
+    }
+    tfm_buf_free(&yaml);
+    if (has <= 0)
         return -1;
     tfm_model_config g;
-    if (tfm_model_config_from(c, &g, err) < 0)
+    if (tfm_model_config_from_keys(&c->model, &c->lora, &g, err) < 0)
         return tfm_err_prefix(err, "%s", path);
     tfm_safetensors st;
     if (tfm_safetensors_open(&st, path, err) < 0)
@@ -1519,22 +1512,6 @@ fail:
 out:
     tfm_safetensors_close(&st);
     return rc;
-}
-
-int tfm_model_load_adapter(const char *path, const char *adapter, tfm_config *c, tfm_model *m,
-                           tfm_tokenizer **tok, tfm_err *err)
-{
-    if (tfm_model_load(path, c, m, tok, err) < 0)
-        return -1;
-    if (adapter && tfm_adapter_apply(m, adapter, err) < 0) {
-        tfm_model_free(m);
-        if (tok && *tok) {
-            tfm_tokenizer_free(*tok);
-            *tok = NULL;
-        }
-        return -1;
-    }
-    return 0;
 }
 
 /* ---- inference ----------------------------------------------------- */
@@ -1673,33 +1650,33 @@ static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tf
 }
 
 /* tfm's config (the model section) of a GPT-2 checkpoint's description. */
-static void gpt2_config_into(const tfm_model_config *g, tfm_config *c)
+static void gpt2_config_into(const tfm_model_config *g, tfm_model_keys *c)
 {
-    c->model.kind = TFM_KIND_DECODER;
-    c->model.positions = TFM_POS_LEARNED;
-    c->model.norm = TFM_LN_PRE;
-    c->model.activation = g->act;
-    c->model.ln_eps = g->ln_eps;
-    c->model.n_layer = g->n_layer;
-    c->model.n_head = g->n_head;
-    c->model.n_embd = g->n_embd;
-    c->model.d_ff = g->d_ff;
-    c->model.block_size = g->block_size;
-    c->model.vocab_size = g->vocab_size;
-    c->model.tie_embeddings = 1;
-    c->model.bias = 1;
+    c->kind = TFM_KIND_DECODER;
+    c->positions = TFM_POS_LEARNED;
+    c->norm = TFM_LN_PRE;
+    c->activation = g->act;
+    c->ln_eps = g->ln_eps;
+    c->n_layer = g->n_layer;
+    c->n_head = g->n_head;
+    c->n_embd = g->n_embd;
+    c->d_ff = g->d_ff;
+    c->block_size = g->block_size;
+    c->vocab_size = g->vocab_size;
+    c->tie_embeddings = 1;
+    c->bias = 1;
     /* config.json's, as float: printed back as the YAML a file saves */
-    c->model.dropout = g->dropout;
-    c->model.attn_dropout = g->attn_dropout;
-    c->model.emb_dropout = g->emb_dropout;
-    c->model.forced_eos = g->forced_eos;
+    c->dropout = g->dropout;
+    c->attn_dropout = g->attn_dropout;
+    c->emb_dropout = g->emb_dropout;
+    c->forced_eos = g->forced_eos;
 }
 
 /* tfm_model_load of a HuggingFace GPT-2 checkpoint (no tfm format, a wte
  * tensor): the description from the shapes and config.json, the weights
  * copied (GPT-2's names and [in, out] layout are tfm's), the tokenizer
  * beside it.  1 when path is not one. */
-static int gpt2_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+static int gpt2_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tfm_tokenizer **tok,
                            tfm_err *err)
 {
     tfm_safetensors st;
@@ -1741,10 +1718,10 @@ out:
  * owns (tfm's layout differs from HF's), then bound from there. */
 static int bert_lm_open(tfm_lm *lm, const tfm_safetensors *st, const char *pre, tfm_err *err)
 {
-    tfm_config c;
-    tfm_config_defaults(&c);
+    tfm_model_file_keys c;
+    tfm_model_file_keys_defaults(&c);
     tfm_model *m = tfm_calloc(1, sizeof *m);
-    if (bert_load(st, pre, &c, m, &lm->tok, err) < 0) {
+    if (bert_load(st, pre, &c.model, m, &lm->tok, err) < 0) {
         free(m);
         return -1;
     }
@@ -1760,10 +1737,10 @@ static int bert_lm_open(tfm_lm *lm, const tfm_safetensors *st, const char *pre, 
  * then bound; the end-of-text id is config.json's. */
 static int t5_lm_open(tfm_lm *lm, const tfm_safetensors *st, const char *bart, tfm_err *err)
 {
-    tfm_config c;
-    tfm_config_defaults(&c);
+    tfm_model_file_keys c;
+    tfm_model_file_keys_defaults(&c);
     tfm_model *m = tfm_calloc(1, sizeof *m);
-    if (t5_load(st, bart, &c, m, &lm->tok, &lm->eos, err) < 0) {
+    if (t5_load(st, bart, &c.model, m, &lm->tok, &lm->eos, err) < 0) {
         free(m);
         return -1;
     }
@@ -1802,7 +1779,7 @@ static int lm_open(tfm_lm *lm, const char *path, unsigned flags, tfm_err *err)
     memset(lm, 0, sizeof *lm);
     lm->eos = -1;
     char file[4200];
-    path = model_file(path, file, sizeof file);
+    path = tfm_model_file_path(path, file, sizeof file);
     tfm_safetensors *st = tfm_calloc(1, sizeof *st);
     if (tfm_safetensors_open(st, path, err) < 0) {
         free(st);
@@ -1840,23 +1817,23 @@ static int lm_open(tfm_lm *lm, const char *path, unsigned flags, tfm_err *err)
         return 0;
     }
     if (format && cfg_text) {
-        tfm_config c;
-        tfm_config_defaults(&c);
+        tfm_model_file_keys c;
+        tfm_model_file_keys_defaults(&c);
         char name[1100];
         snprintf(name, sizeof name, "%s:config", path);
-        if (tfm_config_apply_yaml(&c, cfg_text, cfg_len, name, err) < 0)
+        if (tfm_model_file_keys_apply(&c, cfg_text, cfg_len, name, err) < 0)
             goto fail;
         if (c.model.vocab_size == 0) {
             const tfm_st_tensor *wte = find(st, "wte.weight");
             if (wte && wte->ndim == 2)
                 c.model.vocab_size = (int64_t)wte->shape[0];
         }
-        if (tfm_model_config_from(&c, &lm->cfg, err) < 0) {
+        if (tfm_model_config_from_keys(&c.model, &c.lora, &lm->cfg, err) < 0) {
             tfm_err_prefix(err, "%s", path);
             goto fail;
         }
-        lm->prefix_lm = c.train.task == TFM_CONFIG_TASK_PREFIX_LM;
-        lm->prefix_pairs = lm->prefix_lm && c.train.prefix_from == TFM_CONFIG_PREFIX_PAIRS;
+        lm->prefix_lm = c.task == TFM_CONFIG_TASK_PREFIX_LM;
+        lm->prefix_pairs = lm->prefix_lm && c.prefix_from == TFM_CONFIG_PREFIX_PAIRS;
     } else {
         /* shapes as stored: only BF16 and F16 tensors (of the same shape)
          * come without tfm's metadata */
@@ -1979,12 +1956,11 @@ void tfm_lm_close(tfm_lm *lm)
 
 /* ---- conversion ------------------------------------------------------ */
 
-int tfm_model_resave(const char *meta_from, const tfm_config *c, const tfm_model *m,
+int tfm_model_resave(const char *meta_from, const char *config_yaml, const tfm_model *m,
                      const tfm_tokenizer *tok, const char *out, tfm_weight_dtype dt,
                      tfm_err *err)
 {
-    tfm_buf yaml = {0}, tj = {0}, task = {0}, src = {0}, step = {0};
-    tfm_config_dump(c, 0, &yaml);
+    tfm_buf tj = {0}, task = {0}, src = {0}, step = {0};
     if (tok)
         tfm_tokenizer_to_json(tok, &tj);
     int rc = -1, has_task, has_src, has_step;
@@ -1992,12 +1968,11 @@ int tfm_model_resave(const char *meta_from, const tfm_config *c, const tfm_model
         (has_src = tfm_model_file_meta(meta_from, "source_tokenizer", &src, err)) < 0 ||
         (has_step = tfm_model_file_meta(meta_from, "step", &step, err)) < 0)
         goto out;
-    rc = tfm_model_save_dtype(out, m, tfm_buf_cstr(&yaml), tok ? tj.data : NULL, tj.len,
+    rc = tfm_model_save_dtype(out, m, config_yaml, tok ? tj.data : NULL, tj.len,
                               has_src ? src.data : NULL, src.len,
                               has_task ? tfm_buf_cstr(&task) : NULL,
                               has_step ? strtoll(tfm_buf_cstr(&step), NULL, 10) : 0, dt, err);
 out:
-    tfm_buf_free(&yaml);
     tfm_buf_free(&tj);
     tfm_buf_free(&task);
     tfm_buf_free(&src);
@@ -2005,16 +1980,3 @@ out:
     return rc;
 }
 
-int tfm_model_convert_file(const char *in, const char *out, tfm_weight_dtype dt, tfm_err *err)
-{
-    tfm_config c;
-    tfm_model m;
-    tfm_tokenizer *tok = NULL;
-    if (tfm_model_load(in, &c, &m, &tok, err) < 0)
-        return -1;
-    int rc = tfm_model_resave(in, &c, &m, tok, out, dt, err);
-    if (tok)
-        tfm_tokenizer_free(tok);
-    tfm_model_free(&m);
-    return rc;
-}

@@ -5,14 +5,17 @@
  *     ... tfm_infer over lm.w with lm.cfg, lm.tok for text ...
  *     tfm_lm_close(&lm);
  *
- *     tfm_config c; tfm_model m;                    // training: weights copied
- *     tfm_model_load("model.safetensors", &c, &m, &tok, &err);
+ *     tfm_model_file_keys k; tfm_model m;           // training: weights copied
+ *     tfm_model_load_keys("model.safetensors", &k, &m, &tok, &err);
  *     tfm_model_save("out.safetensors", &m, yaml, tok_json, tok_len, step, &err);
+ *
+ * (data/run_config.h's tfm_model_load gives the whole configuration.)
  *
  * A tfm model file is safetensors: F32 tensors under the names of
  * model/transformer.h, and in __metadata__ "format" = "tfm-gpt" (the name
  * predates the other model kinds; the config's model.kind says which), "config"
- * = the effective YAML configuration (io/config.h), "tokenizer" = the
+ * = the effective YAML configuration (data/run_config.h: model/ reads only
+ * its own keys of it, model/config_keys.h), "tokenizer" = the
  * tokenizer.json text, "step", a fine-tuned model's "task" (its labels),
  * and "checksum": a 64-bit hash of every tensor
  * (name, dtype, shape, bytes) and every other metadata pair, so a flipped
@@ -82,14 +85,21 @@
 #include "io/safetensors.h"
 #include "model/decode.h"
 #include "model/quant.h"
-#include "model/run_config.h"
+#include "base/buf.h"
+#include "model/config_keys.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
-/* The model section of a configuration (and train.label_smoothing) as the
- * model's description; vocab_size must have been resolved (non-zero).  Fails
- * with the model code's message, prefixed "model", on a bad shape. */
-int tfm_model_config_from(const tfm_config *c, tfm_model_config *out, tfm_err *err);
+/* The model section of a configuration, with LoRA adapters (lora may be
+ * NULL: none), as the model's description; vocab_size must have been
+ * resolved (non-zero).  Fails with the model code's message, prefixed
+ * "model", on a bad shape. */
+int tfm_model_config_from_keys(const tfm_model_keys *k, const tfm_lora_keys *lora,
+                               tfm_model_config *out, tfm_err *err);
+
+/* The model file a path names: path itself, or a folder's model.safetensors
+ * (written into buf). */
+const char *tfm_model_file_path(const char *path, char *buf, size_t n);
 
 /* Checks an open file's "checksum" against its tensors and metadata: 0 when
  * it matches, or when the file has none and required is 0 (files not
@@ -110,9 +120,6 @@ int tfm_model_file_write(const char *path, const tfm_param *table, int n_table,
 int tfm_model_file_read(const tfm_safetensors *st, const tfm_param *table, int n_table,
                         float *const *arrays, const char *const *prefixes, int n_arrays,
                         tfm_err *err);
-
-/* The configuration stored in a model or state file, applied over *c. */
-int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err);
 
 /* Writes m's weights with config_yaml and tok_json (may be NULL). */
 int tfm_model_save(const char *path, const tfm_model *m, const char *config_yaml,
@@ -136,35 +143,28 @@ int tfm_model_save_dtype(const char *path, const tfm_model *m, const char *confi
                          size_t src_tok_len, const char *task_json, int64_t step,
                          tfm_weight_dtype dt, tfm_err *err);
 
-/* Writes m with configuration c and tokenizer tok (or NULL) to out with
- * its matrices stored as dt, atomically, carrying the task, source
+/* Writes m with configuration config_yaml and tokenizer tok (or NULL) to
+ * out with its matrices stored as dt, atomically, carrying the task, source
  * tokenizer and step of the model file meta_from. */
-int tfm_model_resave(const char *meta_from, const tfm_config *c, const tfm_model *m,
+int tfm_model_resave(const char *meta_from, const char *config_yaml, const tfm_model *m,
                      const tfm_tokenizer *tok, const char *out, tfm_weight_dtype dt,
                      tfm_err *err);
-
-/* Writes the model file (or HuggingFace checkpoint) in with its matrices
- * stored as dt (model/quant.h) to out, atomically: the same config,
- * tokenizers, task and step. */
-int tfm_model_convert_file(const char *in, const char *out, tfm_weight_dtype dt, tfm_err *err);
 
 /* Appends the __metadata__ value of key of the model file at path (a folder:
  * its model.safetensors) to out: 1 when present, 0 when absent, -1 when the
  * file cannot be read. */
 int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *err);
 
-/* Loads a model file for training or evaluation: its config (defaults
- * overlaid with the stored YAML), the model built from it with the stored
- * weights, and the tokenizer when the file has one (*tok = NULL otherwise;
- * tok may be NULL to skip it).  path may be a folder (its
- * model.safetensors).  HuggingFace BERT, GPT-2 and T5 checkpoints load too
- * (above): *c's model section then describes them.  The caller frees m and *tok. */
-int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
-                   tfm_err *err);
-/* The same with a LoRA adapter directory (model/lora.h; NULL: none) merged
- * into m's weights. */
-int tfm_model_load_adapter(const char *path, const char *adapter, tfm_config *c, tfm_model *m,
-                           tfm_tokenizer **tok, tfm_err *err);
+/* Loads a model file for training or evaluation: the keys of its config
+ * that model/ reads (defaults overlaid with the stored YAML; the stored
+ * YAML's other keys are skipped: data/run_config.h's tfm_model_load reads
+ * them all), the model built from them with the stored weights, and the
+ * tokenizer when the file has one (*tok = NULL otherwise; tok may be NULL
+ * to skip it).  path may be a folder (its model.safetensors).  HuggingFace
+ * BERT, GPT-2, T5 and BART checkpoints load too (above): k->model then
+ * describes them and nothing else is set.  The caller frees m and *tok. */
+int tfm_model_load_keys(const char *path, tfm_model_file_keys *k, tfm_model *m,
+                        tfm_tokenizer **tok, tfm_err *err);
 
 /* A model opened for inference: weights used in place from the mapped
  * file. */

@@ -665,18 +665,3 @@ int tfm_adapter_apply(tfm_model *m, const char *dir, tfm_err *err)
     tfm_adapter_free(&ad);
     return 0;
 }
-
-int tfm_lora_merge_file(const char *base, const char *dir, const char *out, tfm_err *err)
-{
-    tfm_config c;
-    tfm_model m;
-    tfm_tokenizer *tok = NULL;
-    if (tfm_model_load_adapter(base, dir, &c, &m, &tok, err) < 0)
-        return -1;
-    c.train.lora.r = 0; /* the adapters are in the weights now */
-    int rc = tfm_model_resave(base, &c, &m, tok, out, TFM_WEIGHTS_F32, err);
-    if (tok)
-        tfm_tokenizer_free(tok);
-    tfm_model_free(&m);
-    return rc;
-}

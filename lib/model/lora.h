@@ -95,10 +95,4 @@ void tfm_adapter_free(tfm_adapter *ad);
 /* tfm_adapter_load over m's weights, copied back into m->params. */
 int tfm_adapter_apply(tfm_model *m, const char *dir, tfm_err *err);
 
-/* Writes out (atomically): the model at base (a tfm file or a HuggingFace
- * checkpoint, as tfm_model_load reads it) with the adapter in dir merged
- * in, as a tfm model file with base's configuration, tokenizer, task and
- * step. */
-int tfm_lora_merge_file(const char *base, const char *dir, const char *out, tfm_err *err);
-
 #endif

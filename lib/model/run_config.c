@@ -5,7 +5,11 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "model/lora.h"
 
 #define OFF(f) offsetof(tfm_config, f)
 #define I64 9.2e18
@@ -422,3 +426,116 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     return 0;
 }
 
+/* ---- model files ---------------------------------------------------- */
+
+int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err)
+{
+    if (tfm_model_config_from_keys(&c->model, &c->train.lora, g, err) < 0)
+        return -1;
+    g->label_smoothing = (float)c->train.label_smoothing; /* the schema's range is the model's */
+    return 0;
+}
+
+/* Applies the stored configuration of the model file at path (a folder:
+ * its model.safetensors) over *c: 1 when the file has one, 0 when not. */
+static int file_config(const char *path, tfm_config *c, tfm_err *err)
+{
+    char file[4200];
+    path = tfm_model_file_path(path, file, sizeof file);
+    tfm_buf yaml = {0};
+    int has = tfm_model_file_meta(path, "config", &yaml, err);
+    if (has > 0) {
+        char name[1100];
+        snprintf(name, sizeof name, "%s:config", path);
+        if (tfm_config_apply_yaml(c, yaml.data, yaml.len, name, err) < 0)
+            has = -1;
+    }
+    tfm_buf_free(&yaml);
+    return has;
+}
+
+int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)
+{
+    int has = file_config(path, c, err);
+    if (has == 0)
+        return tfm_err_set(err, "%s: no 'config' in __metadata__", path);
+    return has < 0 ? -1 : 0;
+}
+
+int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                   tfm_err *err)
+{
+    tfm_model_file_keys k;
+    if (tfm_model_load_keys(path, &k, m, tok, err) < 0)
+        return -1;
+    /* a tfm file's whole configuration; a HuggingFace checkpoint has none */
+    tfm_config_defaults(c);
+    if (!k.stored)
+        c->model = k.model;
+    else if (file_config(path, c, err) < 0) {
+        tfm_model_free(m);
+        if (tok && *tok) {
+            tfm_tokenizer_free(*tok);
+            *tok = NULL;
+        }
+        return -1;
+    }
+    m->cfg.label_smoothing = (float)c->train.label_smoothing;
+    return 0;
+}
+
+int tfm_model_load_adapter(const char *path, const char *adapter, tfm_config *c, tfm_model *m,
+                           tfm_tokenizer **tok, tfm_err *err)
+{
+    if (tfm_model_load(path, c, m, tok, err) < 0)
+        return -1;
+    if (adapter && tfm_adapter_apply(m, adapter, err) < 0) {
+        tfm_model_free(m);
+        if (tok && *tok) {
+            tfm_tokenizer_free(*tok);
+            *tok = NULL;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes the model loaded from in, with configuration c, to out. */
+static int resave(const char *in, const tfm_config *c, const tfm_model *m,
+                  const tfm_tokenizer *tok, const char *out, tfm_weight_dtype dt, tfm_err *err)
+{
+    tfm_buf yaml = {0};
+    tfm_config_dump(c, 0, &yaml);
+    int rc = tfm_model_resave(in, tfm_buf_cstr(&yaml), m, tok, out, dt, err);
+    tfm_buf_free(&yaml);
+    return rc;
+}
+
+int tfm_model_convert_file(const char *in, const char *out, tfm_weight_dtype dt, tfm_err *err)
+{
+    tfm_config c;
+    tfm_model m;
+    tfm_tokenizer *tok = NULL;
+    if (tfm_model_load(in, &c, &m, &tok, err) < 0)
+        return -1;
+    int rc = resave(in, &c, &m, tok, out, dt, err);
+    if (tok)
+        tfm_tokenizer_free(tok);
+    tfm_model_free(&m);
+    return rc;
+}
+
+int tfm_lora_merge_file(const char *base, const char *dir, const char *out, tfm_err *err)
+{
+    tfm_config c;
+    tfm_model m;
+    tfm_tokenizer *tok = NULL;
+    if (tfm_model_load_adapter(base, dir, &c, &m, &tok, err) < 0)
+        return -1;
+    c.train.lora.r = 0; /* the adapters are in the weights now */
+    int rc = resave(base, &c, &m, tok, out, TFM_WEIGHTS_F32, err);
+    if (tok)
+        tfm_tokenizer_free(tok);
+    tfm_model_free(&m);
+    return rc;
+}

@@ -20,6 +20,10 @@
 #include "base/err.h"
 #include "io/schema.h"
 #include "model/config_keys.h"
+#include "model/file.h"
+#include "model/quant.h"
+#include "model/transformer.h"
+#include "text/tokenizer.h"
 
 #define TFM_CONFIG_PATH_MAX TFM_SCHEMA_STRING_MAX
 #define TFM_CONFIG_MAX_KEYS 128
@@ -161,5 +165,36 @@ const char *tfm_config_suggest(const char *path);
 
 /* Enum value name, e.g. tfm_config_choice_name("model.norm", 0) = "pre". */
 const char *tfm_config_choice_name(const char *path, int value, char *buf, size_t size);
+
+/* ---- model files with their whole configuration -------------------- */
+
+/* The model section and train.* keys of c (LoRA adapters, label smoothing)
+ * as the model's description: model/file.h tfm_model_config_from_keys. */
+int tfm_model_config_from(const tfm_config *c, tfm_model_config *out, tfm_err *err);
+
+/* The configuration stored in a model or state file, applied over *c. */
+int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err);
+
+/* Loads a model file for training or evaluation (model/file.h
+ * tfm_model_load_keys) with its whole configuration: defaults overlaid with
+ * the stored YAML (a HuggingFace checkpoint: defaults with the model
+ * section describing it).  The caller frees m and *tok. */
+int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
+                   tfm_err *err);
+/* The same with a LoRA adapter directory (model/lora.h; NULL: none) merged
+ * into m's weights. */
+int tfm_model_load_adapter(const char *path, const char *adapter, tfm_config *c, tfm_model *m,
+                           tfm_tokenizer **tok, tfm_err *err);
+
+/* Writes the model file (or HuggingFace checkpoint) in with its matrices
+ * stored as dt (model/quant.h) to out, atomically: the same config,
+ * tokenizers, task and step. */
+int tfm_model_convert_file(const char *in, const char *out, tfm_weight_dtype dt, tfm_err *err);
+
+/* Writes out (atomically): the model at base (a tfm file or a HuggingFace
+ * checkpoint, as tfm_model_load reads it) with the adapter in dir merged
+ * in, as a tfm model file with base's configuration, tokenizer, task and
+ * step. */
+int tfm_lora_merge_file(const char *base, const char *dir, const char *out, tfm_err *err);
 
 #endif

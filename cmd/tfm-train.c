@@ -18,7 +18,7 @@
 #include "infer/translate.h"
 #include "model/file.h"
 #include "model/lora.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "tensor/gemm.h"
 #include "train/checkpoint.h"
 #include "train/dist.h"

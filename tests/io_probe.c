@@ -19,6 +19,7 @@
 #include "model/file.h"
 #include "model/transformer.h"
 #include "tensor/gemm.h"
+#include "train/run_config.h"
 
 static void die(const tfm_err *e)
 {

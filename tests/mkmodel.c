@@ -31,7 +31,7 @@
 #include "io/safetensors.h"
 #include "model/file.h"
 #include "model/file.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 

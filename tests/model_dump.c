@@ -42,7 +42,7 @@
 
 #include "base/err.h"
 #include "model/file.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "model/transformer.h"
 #include "nn/attention.h"
 #include "tensor/gemm.h"

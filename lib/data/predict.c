@@ -529,25 +529,25 @@ const char *tfm_ft_task_name(tfm_ft_task t)
     return t == TFM_FT_CLASSIFY ? "classify" : t == TFM_FT_TAG ? "tag" : "span";
 }
 
-void tfm_ft_enc_opts_from_config(tfm_ft_enc_opts *o, const tfm_config *c,
-                                 const tfm_tokenizer *tok)
+void tfm_ft_enc_opts_from_keys(tfm_ft_enc_opts *o, const tfm_model_keys *model,
+                               const tfm_data_keys *data, const tfm_tokenizer *tok)
 {
     const tfm_tok_specials *sp = tok ? tfm_tokenizer_specials(tok) : NULL;
     memset(o, 0, sizeof *o);
-    o->decoder = c->model.kind == TFM_KIND_DECODER;
-    o->max_len = (int)c->model.block_size;
-    o->segments = c->model.segments >= 2;
-    o->truncate_error = c->data.truncate == TFM_CONFIG_TRUNCATE_ERROR;
-    o->cls = c->data.cls_id >= 0 ? c->data.cls_id : sp ? sp->cls : -1;
-    o->sep = c->data.sep_id >= 0 ? c->data.sep_id : sp ? sp->sep : -1;
+    o->decoder = model->kind == TFM_KIND_DECODER;
+    o->max_len = (int)model->block_size;
+    o->segments = model->segments >= 2;
+    o->truncate_error = data->truncate == TFM_CONFIG_TRUNCATE_ERROR;
+    o->cls = data->cls_id >= 0 ? data->cls_id : sp ? sp->cls : -1;
+    o->sep = data->sep_id >= 0 ? data->sep_id : sp ? sp->sep : -1;
     o->eos = sp ? sp->eos : -1;
-    o->both_orders = c->data.symmetric;
-    o->doc_stride = (int)c->data.doc_stride;
+    o->both_orders = data->symmetric;
+    o->doc_stride = (int)data->doc_stride;
 }
 
-static int task_of_config(const tfm_config *c, tfm_ft_task *t)
+static int task_of_keys(const tfm_model_file_keys *k, tfm_ft_task *t)
 {
-    switch (c->train.task) {
+    switch (k->task) {
     case TFM_CONFIG_TASK_CLASSIFY: *t = TFM_FT_CLASSIFY; return 0;
     case TFM_CONFIG_TASK_TAG: *t = TFM_FT_TAG; return 0;
     case TFM_CONFIG_TASK_SPAN: *t = TFM_FT_SPAN; return 0;
@@ -559,12 +559,16 @@ int tfm_predictor_open(tfm_predictor *p, const char *path, const char *adapter,
                        tfm_ft_task task, tfm_err *err)
 {
     memset(p, 0, sizeof *p);
-    if (tfm_model_load_adapter(path, adapter, &p->cfg, &p->m, &p->tok, err) < 0)
+    tfm_model_file_keys k;
+    if (tfm_model_load_keys_adapter(path, adapter, &k, &p->m, &p->tok, err) < 0)
         return -1;
     tfm_ft_task have;
     tfm_buf meta = {0};
     int rc = -1;
-    if (task_of_config(&p->cfg, &have) < 0) {
+    tfm_data_keys_defaults(&p->data);
+    if (k.stored && tfm_data_keys_of_file(path, &p->data, err) < 0)
+        goto out;
+    if (task_of_keys(&k, &have) < 0) {
         /* a pre-trained model (lm, mlm, HF BERT): what is missing is the head */
         static const char *const head[] = {"classifier", "token classifier", "span head"};
         tfm_err_set(err, "%s has no %s head (a pre-trained model): fine-tune it with "
@@ -600,7 +604,7 @@ int tfm_predictor_open(tfm_predictor *p, const char *path, const char *adapter,
         goto out;
     }
     p->task = task;
-    tfm_ft_enc_opts_from_config(&p->enc, &p->cfg, p->tok);
+    tfm_ft_enc_opts_from_keys(&p->enc, &k.model, &p->data, p->tok);
     tfm_model_set_inference(&p->m);
     tfm_model_set_training(&p->m, 0);
     rc = 0;

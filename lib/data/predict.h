@@ -41,8 +41,9 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "data/data_keys.h"
 #include "data/ftdata.h"
-#include "model/run_config.h"
+#include "model/config_keys.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
@@ -133,14 +134,14 @@ int tfm_ft_metrics(const tfm_ft_data *d, const tfm_ft_set *s, const tfm_ft_pred 
 /* The encoding a configuration implies: the model's kind, context,
  * segments; data.truncate, data.symmetric, data.doc_stride; [CLS] and [SEP]
  * from data.cls_id/data.sep_id or tok, end-of-text from tok. */
-void tfm_ft_enc_opts_from_config(tfm_ft_enc_opts *o, const tfm_config *c,
-                                 const tfm_tokenizer *tok);
+void tfm_ft_enc_opts_from_keys(tfm_ft_enc_opts *o, const tfm_model_keys *model,
+                               const tfm_data_keys *data, const tfm_tokenizer *tok);
 
 /* train.task of the task: "classify", "tag", "span". */
 const char *tfm_ft_task_name(tfm_ft_task t);
 
 typedef struct tfm_predictor {
-    tfm_config cfg;        /* the model file's */
+    tfm_data_keys data;    /* the model file's */
     tfm_model m;           /* in inference mode */
     tfm_tokenizer *tok;
     tfm_ft_task task;

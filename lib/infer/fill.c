@@ -10,8 +10,12 @@
 int tfm_filler_open(tfm_filler *f, const char *path, const char *adapter, tfm_err *err)
 {
     memset(f, 0, sizeof *f);
-    if (tfm_model_load_adapter(path, adapter, &f->cfg, &f->m, &f->tok, err) < 0)
+    tfm_model_file_keys k;
+    if (tfm_model_load_keys_adapter(path, adapter, &k, &f->m, &f->tok, err) < 0)
         return -1;
+    tfm_data_keys_defaults(&f->data);
+    if (k.stored && tfm_data_keys_of_file(path, &f->data, err) < 0)
+        goto fail;
     const tfm_model_config *c = &f->m.cfg;
     if (c->kind != TFM_KIND_ENCODER) {
         tfm_err_set(err, "%s: model.kind is %s: fill-mask needs an encoder with a masked-LM "
@@ -28,9 +32,9 @@ int tfm_filler_open(tfm_filler *f, const char *path, const char *adapter, tfm_er
         goto fail;
     }
     const tfm_tok_specials *sp = tfm_tokenizer_specials(f->tok);
-    f->cls = f->cfg.data.cls_id >= 0 ? f->cfg.data.cls_id : sp->cls;
-    f->sep = f->cfg.data.sep_id >= 0 ? f->cfg.data.sep_id : sp->sep;
-    f->mask = f->cfg.data.mask_id >= 0 ? f->cfg.data.mask_id : sp->mask;
+    f->cls = f->data.cls_id >= 0 ? f->data.cls_id : sp->cls;
+    f->sep = f->data.sep_id >= 0 ? f->data.sep_id : sp->sep;
+    f->mask = f->data.mask_id >= 0 ? f->data.mask_id : sp->mask;
     size_t n = 0;
     const char *piece = f->mask >= 0 ? tfm_tokenizer_piece(f->tok, (uint32_t)f->mask, &n) : NULL;
     if (!piece) {

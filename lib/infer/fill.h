@@ -27,12 +27,12 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "model/run_config.h"
+#include "data/data_keys.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
 typedef struct tfm_filler {
-    tfm_config cfg;        /* the model file's */
+    tfm_data_keys data;    /* the model file's */
     tfm_model m;           /* in inference mode */
     tfm_tokenizer *tok;
     tfm_tok_scratch *scratch;

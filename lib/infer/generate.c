@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "base/progress.h"
+#include "data/data_keys.h"
 #include "data/source.h"
-#include "model/run_config.h"
 
 void tfm_gen_opts_default(tfm_gen_opts *o)
 {
@@ -758,17 +758,9 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
 
 int tfm_gen_task_prefix(const char *path, tfm_buf *out, tfm_err *err)
 {
-    tfm_buf yaml = {0};
-    int rc = tfm_model_file_meta(path, "config", &yaml, err);
-    if (rc > 0) {
-        tfm_config c;
-        tfm_config_defaults(&c);
-        char name[1100];
-        snprintf(name, sizeof name, "%s:config", path);
-        rc = tfm_config_apply_yaml(&c, yaml.data, yaml.len, name, err);
-        if (rc == 0)
-            tfm_buf_puts(out, c.data.prefix);
-    }
-    tfm_buf_free(&yaml);
-    return rc < 0 ? -1 : 0;
+    tfm_data_keys d;
+    if (tfm_data_keys_of_file(path, &d, err) < 0)
+        return -1;
+    tfm_buf_puts(out, d.prefix);
+    return 0;
 }

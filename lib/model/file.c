@@ -1514,6 +1514,22 @@ out:
     return rc;
 }
 
+int tfm_model_load_keys_adapter(const char *path, const char *adapter, tfm_model_file_keys *k,
+                                tfm_model *m, tfm_tokenizer **tok, tfm_err *err)
+{
+    if (tfm_model_load_keys(path, k, m, tok, err) < 0)
+        return -1;
+    if (adapter && tfm_adapter_apply(m, adapter, err) < 0) {
+        tfm_model_free(m);
+        if (tok && *tok) {
+            tfm_tokenizer_free(*tok);
+            *tok = NULL;
+        }
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- inference ----------------------------------------------------- */
 
 static const tfm_st_tensor *find(const tfm_safetensors *st, const char *name)

@@ -165,6 +165,10 @@ int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err
  * describes them and nothing else is set.  The caller frees m and *tok. */
 int tfm_model_load_keys(const char *path, tfm_model_file_keys *k, tfm_model *m,
                         tfm_tokenizer **tok, tfm_err *err);
+/* The same with a LoRA adapter directory (model/lora.h; NULL: none) merged
+ * into m's weights. */
+int tfm_model_load_keys_adapter(const char *path, const char *adapter, tfm_model_file_keys *k,
+                                tfm_model *m, tfm_tokenizer **tok, tfm_err *err);
 
 /* A model opened for inference: weights used in place from the mapped
  * file. */

@@ -26,7 +26,7 @@
 #include "base/err.h"
 #include "base/rng.h"
 #include "io/safetensors.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 #include "train/optim.h"

@@ -14,7 +14,7 @@
 
 #include "base/file.h"
 #include "model/file.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "train/checkpoint.h"
 
 static char dir[] = "/tmp/tfm-ckpt-test.XXXXXX";

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "model/file.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 
 /* Appends ", name" (or the first "name") to a list, ending it with "..."
  * once it is full. */

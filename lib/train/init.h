@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "base/err.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "model/transformer.h"
 
 /* Resolves c's model section against file (the configuration of the model

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "model/run_config.h"
+#include "train/run_config.h"
 
 typedef struct tfm_schedule {
     int decay;          /* tfm_config_decay */

@@ -53,7 +53,7 @@
 #include "base/err.h"
 #include "base/rng.h"
 #include "model/decode.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 

@@ -165,7 +165,7 @@ static int load(ft_task *F, tfm_config *cfg, const tfm_tokenizer *tok, tfm_ft_pr
     if (tfm_task_vocab_from_tokenizer(cfg, tok, err) < 0)
         return -1;
     tfm_ft_enc_opts eo;
-    tfm_ft_enc_opts_from_config(&eo, cfg, tok);
+    tfm_ft_enc_opts_from_keys(&eo, &cfg->model, &cfg->data, tok);
     const int64_t ids[] = {eo.cls, eo.sep};
     const char *const keys[] = {"data.cls_id", "data.sep_id"};
     for (int k = 0; k < 2 && !eo.decoder; k++)

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "base/buf.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "text/tokenizer.h"
 #include "train/task.h"
 

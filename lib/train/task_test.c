@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "base/file.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "text/tokenizer.h"
 #include "train/task.h"
 

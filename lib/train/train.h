@@ -27,7 +27,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 #include "train/task.h"
 
 /* How the threads share a step (tfm-train --data-parallel). */

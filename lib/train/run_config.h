@@ -10,14 +10,15 @@
  *
  * A tfm_config is plain data (fixed-size strings), so it can be copied with
  * `=` and needs no free. */
-#ifndef TFM_MODEL_RUN_CONFIG_H
-#define TFM_MODEL_RUN_CONFIG_H
+#ifndef TFM_TRAIN_RUN_CONFIG_H
+#define TFM_TRAIN_RUN_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "data/data_keys.h"
 #include "io/schema.h"
 #include "model/config_keys.h"
 #include "model/file.h"
@@ -39,11 +40,6 @@ typedef enum tfm_config_decay {
     TFM_CONFIG_DECAY_CONSTANT,
     TFM_CONFIG_DECAY_INVERSE_SQRT,
 } tfm_config_decay;
-
-typedef enum tfm_config_truncate {
-    TFM_CONFIG_TRUNCATE_HEAD,
-    TFM_CONFIG_TRUNCATE_ERROR,
-} tfm_config_truncate;
 
 /* train.best_by: a validation metric (train/task.h tfm_task_metrics names
  * those a task reports); the choices' order is the enum's. */
@@ -67,32 +63,9 @@ typedef enum tfm_config_noise {
     TFM_CONFIG_NOISE_BERT,
 } tfm_config_noise;
 
-typedef enum tfm_config_documents {
-    TFM_CONFIG_DOCS_BLANK_LINE,
-    TFM_CONFIG_DOCS_LINE,
-} tfm_config_documents;
-
 typedef struct tfm_config {
     tfm_model_keys model; /* model/config_keys.h */
-    struct {
-        char train[TFM_CONFIG_PATH_MAX];
-        char val[TFM_CONFIG_PATH_MAX];
-        char text[TFM_CONFIG_PATH_MAX];
-        char tokenizer[TFM_CONFIG_PATH_MAX];
-        char source_tokenizer[TFM_CONFIG_PATH_MAX];
-        char source[TFM_CONFIG_PATH_MAX];
-        char target[TFM_CONFIG_PATH_MAX];
-        char val_source[TFM_CONFIG_PATH_MAX];
-        char val_target[TFM_CONFIG_PATH_MAX];
-        double val_fraction;
-        int packing;
-        int truncate;   /* tfm_config_truncate */
-        int64_t cls_id, sep_id, mask_id, n_special; /* mlm; -1: the tokenizer's */
-        int documents;  /* tfm_config_documents: mlm's text */
-        int symmetric;      /* classify, decoders: pairs in both orders */
-        int64_t doc_stride; /* span: tokens between context windows */
-        char prefix[TFM_CONFIG_PATH_MAX]; /* text-to-text: prepended to every source */
-    } data;
+    tfm_data_keys data;   /* data/data_keys.h */
     struct {
         int type; /* tfm_config_optim */
         double lr, beta1, beta2, eps, weight_decay, grad_clip;

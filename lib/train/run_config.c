@@ -1,6 +1,6 @@
 /* tfm-train's configuration: its keys and the checks between them; the
  * engine that reads and prints them is io/schema.c. */
-#include "model/run_config.h"
+#include "train/run_config.h"
 
 #include "config.h"
 
@@ -17,67 +17,6 @@
 /* The keys of the sections after the model's: data, optim, schedule, train (up
  * to train.init) ... */
 static const tfm_schema_key run_keys[] = {
-    {"data.train", TFM_SCHEMA_STRING, OFF(data.train), "", 0, 0, NULL,
-     "training tokens: a .npy file of uint16 or uint32 ids"},
-    {"data.val", TFM_SCHEMA_STRING, OFF(data.val), "", 0, 0, NULL,
-     "validation tokens (.npy); encoder-decoders: source<TAB>target lines; mlm with "
-     "data.text: text like it; classify, tag, span: examples as data.text; empty: no "
-     "validation unless the training data is split "
-     "(data.val_fraction)"},
-    {"data.text", TFM_SCHEMA_STRING, OFF(data.text), "", 0, 0, NULL,
-     "a text file to encode with data.tokenizer instead of data.train; encoder-decoders: "
-     "source<TAB>target lines; classify, tag, span: the training examples (TSV, CoNLL or "
-     "JSON Lines)"},
-    {"data.tokenizer", TFM_SCHEMA_STRING, OFF(data.tokenizer), "", 0, 0, NULL,
-     "tokenizer (tokenizer.json, ...) stored in the model file; required with data.text "
-     "(classify, tag, span: empty takes train.init's)"},
-    {"data.val_fraction", TFM_SCHEMA_FLOAT, OFF(data.val_fraction), "0.1", 0, 0.9, NULL,
-     "with data.text: the last fraction of the tokens (encoder-decoders: of the pairs; mlm: "
-     "of the documents) used for validation when no validation data is named"},
-    {"data.source", TFM_SCHEMA_STRING, OFF(data.source), "", 0, 0, NULL,
-     "encoder-decoders: source sentences, one a line, line-aligned with data.target "
-     "(instead of data.text's source<TAB>target lines)"},
-    {"data.target", TFM_SCHEMA_STRING, OFF(data.target), "", 0, 0, NULL,
-     "encoder-decoders: the target sentences of data.source"},
-    {"data.val_source", TFM_SCHEMA_STRING, OFF(data.val_source), "", 0, 0, NULL,
-     "encoder-decoders: validation sources, line-aligned with data.val_target (or data.val: "
-     "source<TAB>target lines)"},
-    {"data.val_target", TFM_SCHEMA_STRING, OFF(data.val_target), "", 0, 0, NULL,
-     "encoder-decoders: the validation targets"},
-    {"data.source_tokenizer", TFM_SCHEMA_STRING, OFF(data.source_tokenizer), "", 0, 0, NULL,
-     "encoder-decoders: a second tokenizer for the source side (stored in the model file; "
-     "needs model.tie_source false); empty: data.tokenizer encodes both sides"},
-    {"data.truncate", TFM_SCHEMA_ENUM, OFF(data.truncate), "head", 0, 0, "head|error",
-     "encoder-decoders: a side longer than model.block_size - 1 tokens is cut to its head "
-     "(counted and reported) or is an error naming its line; classify, tag, span: likewise "
-     "an example longer than model.block_size (span: a context that needs windows)"},
-    {"data.packing", TFM_SCHEMA_BOOL, OFF(data.packing), "false", 0, 0, NULL,
-     "decoders: documents (split after each end-of-text token) attend only within "
-     "themselves and their positions restart, instead of attending across boundaries"},
-    {"data.cls_id", TFM_SCHEMA_INT, OFF(data.cls_id), "-1", -1, 16777215, NULL,
-     "mlm: the id of [CLS]; -1: the tokenizer's"},
-    {"data.sep_id", TFM_SCHEMA_INT, OFF(data.sep_id), "-1", -1, 16777215, NULL,
-     "mlm: the id of [SEP]; -1: the tokenizer's"},
-    {"data.mask_id", TFM_SCHEMA_INT, OFF(data.mask_id), "-1", -1, 16777215, NULL,
-     "mlm: the id of [MASK]; -1: the tokenizer's"},
-    {"data.n_special", TFM_SCHEMA_INT, OFF(data.n_special), "0", 0, 16777215, NULL,
-     "mlm: ids below this are special too and never drawn as random tokens (besides "
-     "[CLS], [SEP], [MASK] and the tokenizer's specials)"},
-    {"data.documents", TFM_SCHEMA_ENUM, OFF(data.documents), "blank-line", 0, 0,
-     "blank-line|line",
-     "mlm with data.text: blank-line (a segment a line, documents separated by blank lines: "
-     "BERT's pre-training text) or line (a document a line)"},
-    {"data.symmetric", TFM_SCHEMA_BOOL, OFF(data.symmetric), "false", 0, 0, NULL,
-     "classify on a decoder: each pair is also read in the other order (GPT's similarity "
-     "tasks): two training rows, and a prediction averages their probabilities"},
-    {"data.doc_stride", TFM_SCHEMA_INT, OFF(data.doc_stride), "128", 1, 1 << 24, NULL,
-     "span: a context longer than its window is read in windows starting this many tokens "
-     "apart (at most the window's length)"},
-    {"data.prefix", TFM_SCHEMA_STRING, OFF(data.prefix), "", 0, 0, NULL,
-     "encoder-decoders and prefix-lm pairs: a task prefix (T5's \"translate English to "
-     "German: \") prepended to every source or input, in training and validation; stored "
-     "in the model file, so tfm-generate prepends it too"},
-
     {"optim.type", TFM_SCHEMA_ENUM, OFF(optim.type), "adamw", 0, 0, "adamw|adam",
      "adamw (decoupled weight decay) or adam (weight decay added to the gradient)"},
     {"optim.lr", TFM_SCHEMA_FLOAT, OFF(optim.lr), "0.001", 0, 1e6, NULL,
@@ -208,11 +147,13 @@ static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
 
 static void keys_join(void)
 {
-    size_t nm, nl;
+    size_t nm, nd, nl;
     const tfm_schema_key *mk = tfm_model_keys_table(&nm);
+    const tfm_schema_key *dk = tfm_data_keys_table(&nd);
     const tfm_schema_key *lk = tfm_lora_keys_table(&nl);
     const tfm_schema_part parts[] = {
         {mk, nm, offsetof(tfm_config, model)},
+        {dk, nd, offsetof(tfm_config, data)},
         {run_keys, NRUN, 0},
         {lk, nl, offsetof(tfm_config, train.lora)},
         {tfm_task_key(), 1, offsetof(tfm_config, train.task)},
@@ -465,8 +406,14 @@ int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)
 int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer **tok,
                    tfm_err *err)
 {
+    return tfm_model_load_adapter(path, NULL, c, m, tok, err);
+}
+
+int tfm_model_load_adapter(const char *path, const char *adapter, tfm_config *c, tfm_model *m,
+                           tfm_tokenizer **tok, tfm_err *err)
+{
     tfm_model_file_keys k;
-    if (tfm_model_load_keys(path, &k, m, tok, err) < 0)
+    if (tfm_model_load_keys_adapter(path, adapter, &k, m, tok, err) < 0)
         return -1;
     /* a tfm file's whole configuration; a HuggingFace checkpoint has none */
     tfm_config_defaults(c);
@@ -481,22 +428,6 @@ int tfm_model_load(const char *path, tfm_config *c, tfm_model *m, tfm_tokenizer 
         return -1;
     }
     m->cfg.label_smoothing = (float)c->train.label_smoothing;
-    return 0;
-}
-
-int tfm_model_load_adapter(const char *path, const char *adapter, tfm_config *c, tfm_model *m,
-                           tfm_tokenizer **tok, tfm_err *err)
-{
-    if (tfm_model_load(path, c, m, tok, err) < 0)
-        return -1;
-    if (adapter && tfm_adapter_apply(m, adapter, err) < 0) {
-        tfm_model_free(m);
-        if (tok && *tok) {
-            tfm_tokenizer_free(*tok);
-            *tok = NULL;
-        }
-        return -1;
-    }
     return 0;
 }
 

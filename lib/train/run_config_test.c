@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "model/file.h"
-#include "model/run_config.h"
+#include "train/run_config.h"
 
 static int apply(tfm_config *c, const char *yaml, tfm_err *err)
 {

@@ -9,10 +9,10 @@
  * man/tfm-config.5 documents every one of them.
  *
  * The engine knows no key: the tables belong to the parts that own the
- * fields, and the layer that sees them all joins them (data/run_config.h
- * assembles tfm-train's).  Precedence is the order
- * of the calls: tfm_schema_defaults, then tfm_schema_load_yaml, then
- * tfm_schema_set for each override. */
+ * fields, and the layer that sees them all joins them (train/run_config.h
+ * assembles tfm-train's).  Precedence is the order of the calls:
+ * tfm_schema_defaults, then tfm_schema_load_yaml, then tfm_schema_set for
+ * each override. */
 #ifndef TFM_IO_SCHEMA_H
 #define TFM_IO_SCHEMA_H
 

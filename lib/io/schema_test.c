@@ -1,4 +1,4 @@
-/* The schema engine on a table of its own (model/run_config_test.c covers
+/* The schema engine on a table of its own (train/run_config_test.c covers
  * tfm-train's): the engine knows no key, so any owner's table works. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -13,7 +13,7 @@
  * prefix LM's prompt is its prefix).  A model file records the whole run
  * configuration; model/ reads only these keys of it (tfm_model_file_keys)
  * and leaves the rest to their owners, which join all the tables into
- * tfm-train's schema (data/run_config.h). */
+ * tfm-train's schema (train/run_config.h). */
 #ifndef TFM_MODEL_CONFIG_KEYS_H
 #define TFM_MODEL_CONFIG_KEYS_H
 

@@ -9,12 +9,12 @@
  *     tfm_model_load_keys("model.safetensors", &k, &m, &tok, &err);
  *     tfm_model_save("out.safetensors", &m, yaml, tok_json, tok_len, step, &err);
  *
- * (data/run_config.h's tfm_model_load gives the whole configuration.)
+ * (train/run_config.h's tfm_model_load gives the whole configuration.)
  *
  * A tfm model file is safetensors: F32 tensors under the names of
  * model/transformer.h, and in __metadata__ "format" = "tfm-gpt" (the name
  * predates the other model kinds; the config's model.kind says which), "config"
- * = the effective YAML configuration (data/run_config.h: model/ reads only
+ * = the effective YAML configuration (train/run_config.h: model/ reads only
  * its own keys of it, model/config_keys.h), "tokenizer" = the
  * tokenizer.json text, "step", a fine-tuned model's "task" (its labels),
  * and "checksum": a 64-bit hash of every tensor
@@ -157,7 +157,7 @@ int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err
 
 /* Loads a model file for training or evaluation: the keys of its config
  * that model/ reads (defaults overlaid with the stored YAML; the stored
- * YAML's other keys are skipped: data/run_config.h's tfm_model_load reads
+ * YAML's other keys are skipped: train/run_config.h's tfm_model_load reads
  * them all), the model built from them with the stored weights, and the
  * tokenizer when the file has one (*tok = NULL otherwise; tok may be NULL
  * to skip it).  path may be a folder (its model.safetensors).  HuggingFace

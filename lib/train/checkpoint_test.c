@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "base/file.h"
+#include "data/data_keys.h"
 #include "model/file.h"
 #include "train/run_config.h"
 #include "train/checkpoint.h"
@@ -158,6 +159,61 @@ static void test_round_trip(void **state)
     tfm_buf_free(&yaml);
 }
 
+/* Each owner reads its own keys of a file's recorded configuration: model/
+ * its section and the run keys it needs, data/ the data section, and the
+ * whole configuration reads back as written; a key nobody owns is an error
+ * only to the whole configuration. */
+static void test_owners_read_their_keys(void **state)
+{
+    (void)state;
+    tfm_config c, c2;
+    tfm_model m, m2;
+    tfm_err err = {0};
+    make_model(&c, &m, 8);
+    const char *sets[] = {"data.cls_id=5", "data.prefix=say: ", "train.task=prefix-lm",
+                          "train.prefix_from=pairs", "optim.lr=0.5", "train.batch_size=3"};
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+        assert_int_equal(tfm_config_set(&c, sets[i], &err), 0);
+    tfm_buf yaml = {0}, yaml2 = {0};
+    tfm_config_dump(&c, 0, &yaml);
+    assert_int_equal(tfm_model_save(model_path, &m, tfm_buf_cstr(&yaml), NULL, 0, 1, &err), 0);
+
+    tfm_model_file_keys k;
+    assert_int_equal(tfm_model_load_keys(model_path, &k, &m2, NULL, &err), 0);
+    assert_int_equal(k.stored, 1);
+    assert_memory_equal(&k.model, &c.model, sizeof c.model);
+    assert_int_equal(k.task, TFM_CONFIG_TASK_PREFIX_LM);
+    assert_int_equal(k.prefix_from, TFM_CONFIG_PREFIX_PAIRS);
+    assert_int_equal(k.lora.r, 0);
+    assert_string_equal(k.lora.targets, "q, v");
+    tfm_model_free(&m2);
+    tfm_data_keys d;
+    assert_int_equal(tfm_data_keys_of_file(model_path, &d, &err), 0);
+    assert_int_equal(d.cls_id, 5);
+    assert_int_equal(d.sep_id, -1);
+    assert_string_equal(d.prefix, "say: ");
+    tfm_lm lm;
+    assert_int_equal(tfm_lm_open(&lm, model_path, &err), 0);
+    assert_int_equal(lm.prefix_lm, 1);
+    assert_int_equal(lm.prefix_pairs, 1);
+    tfm_lm_close(&lm);
+    assert_int_equal(tfm_model_load(model_path, &c2, &m2, NULL, &err), 0);
+    tfm_config_dump(&c2, 0, &yaml2);
+    assert_string_equal(tfm_buf_cstr(&yaml2), tfm_buf_cstr(&yaml));
+    tfm_model_free(&m2);
+
+    tfm_buf_puts(&yaml, "extra:\n  x: 1\n");
+    assert_int_equal(tfm_model_save(model_path, &m, tfm_buf_cstr(&yaml), NULL, 0, 1, &err), 0);
+    assert_int_equal(tfm_model_load_keys(model_path, &k, &m2, NULL, &err), 0);
+    tfm_model_free(&m2);
+    assert_int_equal(tfm_data_keys_of_file(model_path, &d, &err), 0);
+    assert_int_equal(tfm_model_load(model_path, &c2, &m2, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "unknown section 'extra'"));
+    tfm_model_free(&m);
+    tfm_buf_free(&yaml);
+    tfm_buf_free(&yaml2);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -166,6 +222,7 @@ int main(void)
     snprintf(state_path, sizeof state_path, "%s/state.safetensors", dir);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_owners_read_their_keys),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(model_path);

@@ -1,9 +1,13 @@
 /* Training configuration (tfm-train's, and the one a model file records):
  * the keys of man/tfm-config.5, read and printed by the schema engine
- * (io/schema.h).  The model section's keys are the model's own
- * (model/config_keys.h); the data, optim, schedule and train keys are still
- * declared here, because model files record (and model/file.c reads) the
- * whole configuration.
+ * (io/schema.h).  Each key is declared beside its owner: model.* and the
+ * run keys opening a model file needs (train.lora.*, train.task,
+ * train.prefix_from) in model/config_keys.h, data.* in data/data_keys.h,
+ * the optim, schedule and other train keys here; this file joins the
+ * tables into one, in --dump-config's order, at tfm_config's fields.
+ * Inference reads a model file's keys through their owners
+ * (model/file.h tfm_model_load_keys, data/data_keys.h), never through
+ * tfm_config.
  *
  * Precedence is the order of the calls: tfm_config_defaults, then
  * tfm_config_load_yaml, then tfm_config_set for each override.

@@ -3,10 +3,6 @@
 
 #include "config.h"
 
-#include <pthread.h>
-#include <stdio.h>
-
-#include "base/buf.h"
 #include "model/file.h"
 
 #define OFF(f) offsetof(tfm_data_keys, f)
@@ -102,17 +98,7 @@ int tfm_data_keys_of_file(const char *path, tfm_data_keys *d, tfm_err *err)
 {
     file_data f;
     tfm_schema_defaults(&file_schema, &f);
-    char file[4200];
-    path = tfm_model_file_path(path, file, sizeof file);
-    tfm_buf yaml = {0};
-    int rc = tfm_model_file_meta(path, "config", &yaml, err);
-    if (rc > 0) {
-        char name[1100];
-        snprintf(name, sizeof name, "%s:config", path);
-        rc = tfm_schema_apply_yaml(&file_schema, &f, yaml.data, yaml.len, name, err);
-    }
-    tfm_buf_free(&yaml);
-    if (rc < 0)
+    if (tfm_model_file_apply_config(path, &file_schema, &f, err) < 0)
         return -1;
     *d = f.d;
     return 0;

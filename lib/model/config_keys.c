@@ -296,15 +296,13 @@ static void file_schema_init(void)
                                1};
 }
 
-void tfm_model_file_keys_defaults(tfm_model_file_keys *k)
+const tfm_schema *tfm_model_file_keys_schema(void)
 {
     pthread_once(&file_once, file_schema_init);
-    tfm_schema_defaults(&file_schema, k);
+    return &file_schema;
 }
 
-int tfm_model_file_keys_apply(tfm_model_file_keys *k, const char *text, size_t len,
-                              const char *name, tfm_err *err)
+void tfm_model_file_keys_defaults(tfm_model_file_keys *k)
 {
-    pthread_once(&file_once, file_schema_init);
-    return tfm_schema_apply_yaml(&file_schema, k, text, len, name, err);
+    tfm_schema_defaults(tfm_model_file_keys_schema(), k);
 }

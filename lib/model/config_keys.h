@@ -113,10 +113,9 @@ typedef struct tfm_model_file_keys {
     unsigned char given[TFM_MODEL_FILE_MAX_KEYS];
 } tfm_model_file_keys;
 
+/* The schema of tfm_model_file_keys (its skip_unknown set). */
+const tfm_schema *tfm_model_file_keys_schema(void);
 void tfm_model_file_keys_defaults(tfm_model_file_keys *k);
-/* Applies a stored configuration (YAML; errors name name:line:col). */
-int tfm_model_file_keys_apply(tfm_model_file_keys *k, const char *text, size_t len,
-                              const char *name, tfm_err *err);
 
 /* The checks between model keys (n_embd divisible by n_head, keys that only
  * an encoder-decoder takes, ...), with messages naming the keys. */

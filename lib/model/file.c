@@ -1443,6 +1443,22 @@ static int t5_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tfm_
 static int gpt2_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tfm_tokenizer **tok,
                            tfm_err *err);
 
+int tfm_model_file_apply_config(const char *path, const tfm_schema *s, void *c, tfm_err *err)
+{
+    char file[4200];
+    path = tfm_model_file_path(path, file, sizeof file);
+    tfm_buf yaml = {0};
+    int has = tfm_model_file_meta(path, "config", &yaml, err);
+    if (has > 0) {
+        char name[1100];
+        snprintf(name, sizeof name, "%s:config", path);
+        if (tfm_schema_apply_yaml(s, c, yaml.data, yaml.len, name, err) < 0)
+            has = -1;
+    }
+    tfm_buf_free(&yaml);
+    return has;
+}
+
 int tfm_model_load_keys(const char *path, tfm_model_file_keys *c, tfm_model *m,
                         tfm_tokenizer **tok, tfm_err *err)
 {
@@ -1460,19 +1476,12 @@ int tfm_model_load_keys(const char *path, tfm_model_file_keys *c, tfm_model *m,
     hf = gpt2_model_load(path, &c->model, m, tok, err);
     if (hf <= 0)
         return hf;
-    tfm_buf yaml = {0};
-    int has = tfm_model_file_meta(path, "config", &yaml, err);
+    int has = tfm_model_file_apply_config(path, tfm_model_file_keys_schema(), c, err);
     if (has == 0)
         tfm_err_set(err, "%s: no 'config' in __metadata__", path);
-    if (has > 0) {
-        char name[1100];
-        snprintf(name, sizeof name, "%s:config", path);
-        has = tfm_model_file_keys_apply(c, yaml.data, yaml.len, name, err) < 0 ? -1 : 1;
-        c->stored = 1;
-    }
-    tfm_buf_free(&yaml);
     if (has <= 0)
         return -1;
+    c->stored = 1;
     tfm_model_config g;
     if (tfm_model_config_from_keys(&c->model, &c->lora, &g, err) < 0)
         return tfm_err_prefix(err, "%s", path);
@@ -1837,7 +1846,8 @@ static int lm_open(tfm_lm *lm, const char *path, unsigned flags, tfm_err *err)
         tfm_model_file_keys_defaults(&c);
         char name[1100];
         snprintf(name, sizeof name, "%s:config", path);
-        if (tfm_model_file_keys_apply(&c, cfg_text, cfg_len, name, err) < 0)
+        if (tfm_schema_apply_yaml(tfm_model_file_keys_schema(), &c, cfg_text, cfg_len, name,
+                                  err) < 0)
             goto fail;
         if (c.model.vocab_size == 0) {
             const tfm_st_tensor *wte = find(st, "wte.weight");

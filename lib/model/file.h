@@ -155,6 +155,12 @@ int tfm_model_resave(const char *meta_from, const char *config_yaml, const tfm_m
  * file cannot be read. */
 int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *err);
 
+/* Applies the configuration recorded in the model file at path (a folder:
+ * its model.safetensors) with schema s over c, the struct s fills (each
+ * owner reads its keys of it with its own schema); errors name
+ * "path:config".  1 when the file records one, 0 when not, -1 on error. */
+int tfm_model_file_apply_config(const char *path, const tfm_schema *s, void *c, tfm_err *err);
+
 /* Loads a model file for training or evaluation: the keys of its config
  * that model/ reads (defaults overlaid with the stored YAML; the stored
  * YAML's other keys are skipped: train/run_config.h's tfm_model_load reads

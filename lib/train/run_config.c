@@ -5,8 +5,6 @@
 #include "config.h"
 
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "model/lora.h"
@@ -377,22 +375,9 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *g, tfm_err *err
     return 0;
 }
 
-/* Applies the stored configuration of the model file at path (a folder:
- * its model.safetensors) over *c: 1 when the file has one, 0 when not. */
 static int file_config(const char *path, tfm_config *c, tfm_err *err)
 {
-    char file[4200];
-    path = tfm_model_file_path(path, file, sizeof file);
-    tfm_buf yaml = {0};
-    int has = tfm_model_file_meta(path, "config", &yaml, err);
-    if (has > 0) {
-        char name[1100];
-        snprintf(name, sizeof name, "%s:config", path);
-        if (tfm_config_apply_yaml(c, yaml.data, yaml.len, name, err) < 0)
-            has = -1;
-    }
-    tfm_buf_free(&yaml);
-    return has;
+    return tfm_model_file_apply_config(path, tfm_config_schema(), c, err);
 }
 
 int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err)

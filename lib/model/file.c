@@ -440,7 +440,7 @@ static int bert_config_int(const tfm_json_doc *doc, const char *key, int64_t min
     return tfm_json_get_int(doc, tfm_json_get(doc->root, key), key, min, max, out, err);
 }
 
-/* config.json beside the checkpoint as the model section of *c. */
+/* config.json beside the checkpoint as the model section c. */
 static int bert_config(const char *model_path, tfm_model_keys *c, tfm_err *err)
 {
     char path[4200];
@@ -742,7 +742,7 @@ static int tokenizer_beside(const char *model_path, int vocab_size, tfm_tokenize
     return 0;
 }
 
-/* The heads a BERT checkpoint has, into c's model section. */
+/* The heads a BERT checkpoint has, into the model section c. */
 static void bert_heads_config(const tfm_safetensors *st, const char *pre, tfm_model_keys *c)
 {
     char name[160];
@@ -783,7 +783,7 @@ static int bert_head_weights(const bert_ckpt *b, tfm_err *err)
     return 0;
 }
 
-/* Builds *m (and *c's model section) from an open BERT checkpoint; the
+/* Builds *m (and the model section c) from an open BERT checkpoint; the
  * tokenizer beside it when tok is not NULL.  On failure nothing is held. */
 static int bert_load(const tfm_safetensors *st, const char *pre, tfm_model_keys *c, tfm_model *m,
                      tfm_tokenizer **tok, tfm_err *err)
@@ -862,7 +862,7 @@ static int t5_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t
     return tfm_json_get_int(doc, j, key, min, max, out, err);
 }
 
-/* config.json beside a T5 checkpoint as the model section of *c, and its
+/* config.json beside a T5 checkpoint as the model section c, and its
  * end-of-text id. */
 static int t5_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tfm_err *err)
 {
@@ -1171,7 +1171,7 @@ static int bart_same(const tfm_json_doc *doc, const char *a, int64_t va, const c
                       "encoder and decoder share one", b, (long long)vb, a, (long long)va);
 }
 
-/* config.json beside a BART checkpoint as the model section of *c, and
+/* config.json beside a BART checkpoint as the model section c, and
  * its end-of-text id. */
 static int bart_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tfm_err *err)
 {
@@ -1396,7 +1396,7 @@ static int bart_weights(const bert_ckpt *b, tfm_err *err)
 
 /* ---- HuggingFace T5 and BART: loading -------------------------------- */
 
-/* Builds *m (and *c's model section) from an open T5 checkpoint (bart
+/* Builds *m (and the model section c) from an open T5 checkpoint (bart
  * NULL) or BART one (bart: its names' prefix); the tokenizer beside it
  * (tokenizer.json, spiece.model, vocab.json + merges.txt) when tok is not
  * NULL, and config.json's end-of-text id.  On failure nothing is held. */

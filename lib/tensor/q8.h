@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tensor/gemm.h"
+
 #define TFM_Q8_BLOCK 32
 
 /* N rows of K weights (K a multiple of 32): q [N, K], d [N, K / 32] the
@@ -73,5 +75,45 @@ int tfm_q8_kernel_use(int i);
  * result is ((acc0 + acc4) + (acc1 + acc5)) + ((acc2 + acc6) + (acc3 + acc7)). */
 float tfm_q8_row_dot(int i, const int8_t *w, const uint16_t *dw, const int8_t *x,
                      const float *dx, int nb);
+
+/* ---- the matrix product: many rows of activations at once ----
+ *
+ *     tfm_q8_packed P;
+ *     tfm_q8_pack(&P, &W);                           // once, at load
+ *     for (r < M) tfm_q8_quantize(xq + r·K, xd + r·K/32, x + r·K, K);
+ *     tfm_q8_gemm(y, N, xq, xd, M, &P, bias, NULL, NULL);
+ *     tfm_q8_packed_free(&P);
+ *
+ * Each y[r, j] is exactly what tfm_q8_gemv gives for it (the same block
+ * sums, the same fused multiply-adds into lane k % 8, the same tree, then
+ * + b[j]), whatever M, the row's place among them, the kernel or the
+ * thread count; only the order of the work differs.  The weights are
+ * repacked so that output columns lie in vector lanes: panels of 16
+ * columns, each block of 32 weights of the panel as 8 groups of
+ * 4 consecutive weights per column (64 bytes: column c's four in bytes
+ * 4c..4c+3, what vpdpbusd multiplies by four broadcast activations),
+ * stored as unsigned w + 128 (VNNI multiplies u8 by s8), and each block's
+ * 16 scales widened to float; columns past N are zero. */
+typedef struct tfm_q8_packed {
+    int N, K;
+    uint8_t *w; /* [ceil(N/16)][K/32][8][16][4], w + 128 */
+    float *d;   /* [ceil(N/16)][K/32][16] */
+} tfm_q8_packed;
+
+/* Packs W (K a multiple of 32, weights -127..127); p owns its copy, W may
+ * go. */
+void tfm_q8_pack(tfm_q8_packed *p, const tfm_q8 *W);
+void tfm_q8_packed_free(tfm_q8_packed *p);
+/* y[r, j] (row stride ldy) = b[j] + Σ_blocks ... as tfm_q8_gemv for M rows
+ * xq [M, K], xd [M, K / 32] (b NULL: no bias); then epi (if not NULL,
+ * tensor/gemm.h) on blocks of y that are complete, as tfm_gemm_packed
+ * runs it.  Threads split the columns.  y must not overlap xq or xd. */
+void tfm_q8_gemm(float *y, int ldy, const int8_t *xq, const float *xd, int M,
+                 const tfm_q8_packed *W, const float *b, tfm_gemm_epilogue epi, void *ctx);
+/* The kernel tfm_q8_gemm runs (same indices and names as above, chosen
+ * by timing once, separately from the row kernels'), and forcing one
+ * (tests, benchmarks; -1 when this CPU cannot run it). */
+int tfm_q8_gemm_kernel(void);
+int tfm_q8_gemm_kernel_use(int i);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "base/rng.h"
 #include "base/half.h"
+#include "tensor/gemm.h"
 #include "tensor/q8.h"
 
 static void fill_i8(tfm_rng *r, int8_t *p, size_t n)
@@ -231,6 +232,168 @@ static void test_gemv(void **state)
         }
 }
 
+/* The definition (q8.h) for y[r, j], independently of the library. */
+static float def_dot(const int8_t *w, const uint16_t *dw, const int8_t *x, const float *dx,
+                     int nb)
+{
+    float acc[8] = {0};
+    for (int b = 0; b < nb; b++) {
+        int32_t s = 0;
+        for (int i = 0; i < TFM_Q8_BLOCK; i++)
+            s += w[b * TFM_Q8_BLOCK + i] * x[b * TFM_Q8_BLOCK + i];
+        acc[b % 8] = fmaf(tfm_f16_to_f32(dw[b]) * dx[b], (float)s, acc[b % 8]);
+    }
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* counts the epilogue's visits of each element of y */
+typedef struct {
+    int *seen;
+    float *y;
+    int ldy;
+} epi_check;
+
+static void count_epi(void *ctx, float *C, int ldc, int r0, int m, int c0, int n)
+{
+    epi_check *e = ctx;
+    assert_int_equal(ldc, e->ldy);
+    assert_ptr_equal(C, e->y + (size_t)r0 * ldc + c0);
+    for (int r = r0; r < r0 + m; r++)
+        for (int c = c0; c < c0 + n; c++)
+            e->seen[(size_t)r * ldc + c]++;
+}
+
+/* tfm_q8_gemm, every kernel this CPU runs, against the definition to the
+ * bit: rows 1..9 and more, widths that are not multiples of the panels,
+ * one block to many, with a bias and without, and with a row stride
+ * wider than N (columns past N untouched). */
+static void test_gemm(void **state)
+{
+    (void)state;
+    const int Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 37};
+    const int Ns[] = {1, 5, 16, 17, 33, 48, 100};
+    const int Ks[] = {32, 64, 224, 256, 288, 768, 3072 + 32};
+    tfm_rng r;
+    tfm_rng_seed(&r, 5);
+    int ran[16] = {0};
+    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++) {
+                const int M = Ms[mi], N = Ns[ni], K = Ks[ki], nb = K / 32, ldy = N + 3;
+                const int with_bias = (mi + ni + ki) % 2;
+                int8_t *wq = malloc((size_t)N * K), *xq = malloc((size_t)M * K);
+                uint16_t *wd = malloc(sizeof *wd * N * nb);
+                float *xd = malloc(sizeof(float) * M * nb), *bias = malloc(sizeof(float) * N);
+                float *want = malloc(sizeof(float) * M * ldy), *y = malloc(sizeof(float) * M * ldy);
+                int *seen = calloc((size_t)M * ldy, sizeof(int));
+                fill_i8(&r, wq, (size_t)N * K);
+                fill_i8(&r, xq, (size_t)M * K);
+                /* the extremes: the largest block sums of both signs */
+                memset(wq, 127, 32);
+                memset(xq, 127, 32);
+                if (M > 1)
+                    memset(xq + K, -127, 32);
+                if (N > 1)
+                    memset(wq + K, -127, 32);
+                for (int i = 0; i < N * nb; i++)
+                    wd[i] = tfm_f32_to_f16(tfm_rng_float(&r) * (i % 13 ? 0.01f : 1e-6f));
+                for (int i = 0; i < M * nb; i++)
+                    xd[i] = tfm_rng_float(&r) * 0.02f;
+                for (int j = 0; j < N; j++)
+                    bias[j] = tfm_rng_normal(&r);
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < ldy; j++)
+                        want[(size_t)i * ldy + j] =
+                            j >= N ? -1.0f
+                                   : def_dot(wq + (size_t)j * K, wd + (size_t)j * nb,
+                                             xq + (size_t)i * K, xd + (size_t)i * nb, nb) +
+                                         (with_bias ? bias[j] : 0.0f);
+                if (!with_bias) /* s, not s + 0: -0 stays */
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++)
+                            want[(size_t)i * ldy + j] =
+                                def_dot(wq + (size_t)j * K, wd + (size_t)j * nb,
+                                        xq + (size_t)i * K, xd + (size_t)i * nb, nb);
+                tfm_q8 W = {wq, wd, N, K};
+                tfm_q8_packed P;
+                tfm_q8_pack(&P, &W);
+                for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+                    int sup;
+                    const char *name = tfm_q8_kernel_name(k, &sup);
+                    if (!sup)
+                        continue;
+                    ran[k] = 1;
+                    assert_int_equal(tfm_q8_gemm_kernel_use(k), 0);
+                    for (int i = 0; i < M * ldy; i++)
+                        y[i] = -1.0f;
+                    memset(seen, 0, sizeof(int) * M * ldy);
+                    epi_check ec = {seen, y, ldy};
+                    tfm_q8_gemm(y, ldy, xq, xd, M, &P, with_bias ? bias : NULL, count_epi, &ec);
+                    for (int i = 0; i < M * ldy; i++) {
+                        if (memcmp(&y[i], &want[i], sizeof(float)))
+                            fail_msg("gemm kernel %s, M %d N %d K %d: y[%d,%d] %.9g, not %.9g",
+                                     name, M, N, K, i / ldy, i % ldy, y[i], want[i]);
+                        assert_int_equal(seen[i], i % ldy < N ? 1 : 0);
+                    }
+                }
+                tfm_q8_packed_free(&P);
+                free(wq); free(xq); free(wd); free(xd); free(bias); free(want); free(y);
+                free(seen);
+            }
+    for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+        int sup;
+        const char *name = tfm_q8_kernel_name(k, &sup);
+        printf("# q8 gemm kernel %s: %s\n", name,
+               ran[k] ? "equal to the definition" : "not on this CPU, skipped");
+    }
+    /* the x86-64 kernels must have been checked where the CPU runs them */
+    for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+        int sup;
+        tfm_q8_kernel_name(k, &sup);
+        assert_int_equal(ran[k], sup);
+    }
+}
+
+/* A product large enough for threads, on several: the same bits as one
+ * thread's, and as tfm_q8_gemv's (the decode path) row by row. */
+static void test_gemm_threads_gemv(void **state)
+{
+    (void)state;
+    enum { M = 70, N = 300, K = 1024, NB = K / 32 };
+    tfm_rng r;
+    tfm_rng_seed(&r, 9);
+    int8_t *wq = malloc((size_t)N * K), *xq = malloc((size_t)M * K);
+    uint16_t *wd = malloc(sizeof *wd * N * NB);
+    float *xd = malloc(sizeof(float) * M * NB), *bias = malloc(sizeof(float) * N);
+    float *y1 = malloc(sizeof(float) * M * N), *yn = malloc(sizeof(float) * M * N);
+    float *yg = malloc(sizeof(float) * M * N);
+    fill_i8(&r, wq, (size_t)N * K);
+    for (int i = 0; i < N * NB; i++)
+        wd[i] = tfm_f32_to_f16(tfm_rng_float(&r) * 0.01f);
+    float *x = malloc(sizeof(float) * M * K);
+    for (int i = 0; i < M * K; i++)
+        x[i] = tfm_rng_normal(&r);
+    for (int i = 0; i < M; i++)
+        tfm_q8_quantize(xq + (size_t)i * K, xd + (size_t)i * NB, x + (size_t)i * K, K);
+    for (int j = 0; j < N; j++)
+        bias[j] = tfm_rng_normal(&r);
+    tfm_q8 W = {wq, wd, N, K};
+    tfm_q8_packed P;
+    tfm_q8_pack(&P, &W);
+    tfm_q8_gemm_kernel_use(tfm_q8_kernel()); /* any: they agree */
+    tfm_blas_init(1);
+    tfm_q8_gemm(y1, N, xq, xd, M, &P, bias, NULL, NULL);
+    tfm_blas_init(3);
+    tfm_q8_gemm(yn, N, xq, xd, M, &P, bias, NULL, NULL);
+    assert_memory_equal(y1, yn, sizeof(float) * M * N);
+    for (int i = 0; i < M; i++)
+        tfm_q8_gemv(yg + (size_t)i * N, xq + (size_t)i * K, xd + (size_t)i * NB, &W, bias, 1);
+    assert_memory_equal(y1, yg, sizeof(float) * M * N);
+    tfm_blas_init(1);
+    tfm_q8_packed_free(&P);
+    free(wq); free(xq); free(wd); free(xd); free(bias); free(y1); free(yn); free(yg); free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +401,8 @@ int main(void)
         cmocka_unit_test(test_quantize_ties),
         cmocka_unit_test(test_quantize_bound),
         cmocka_unit_test(test_gemv),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_gemm_threads_gemv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

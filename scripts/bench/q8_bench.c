@@ -10,7 +10,18 @@
  * ms of STEPS (default 20) passes over all of them (each product
  * quantizes its input first, as the decode step does), the bytes read per
  * ms as GB/s, and the median GB/s of each shape alone (its twelve layers
- * in turn).  Compare with the streaming read of scripts/bench/generate. */
+ * in turn).  Compare with the streaming read of scripts/bench/generate.
+ *
+ *   q8_bench gemm THREADS [REPS]
+ *
+ * times the matrix product instead (tfm_q8_gemm, whole-sequence
+ * inference) on BERT-base's shapes -- q|k|v 768 -> 2304, the projection
+ * 768 -> 768, the feed-forward 768 -> 3072 and 3072 -> 768 -- for 4096
+ * rows (a batch) and 128 (a sentence): per shape, a JSON line with the
+ * median GFLOP/s (2·M·N·K per product) of REPS (default 5) products by
+ * each kernel this CPU runs but the scalar one (each quantizing its input
+ * rows first, as inference does), of tfm's float32 tfm_gemm, and of
+ * tfm_gemm_packed over packed weights. */
 #include "config.h"
 
 #include <stdio.h>
@@ -73,10 +84,95 @@ static long read_all(const tfm_q8 *W, int threads)
     return (long)s;
 }
 
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
+static int gemm_bench(int threads, int reps)
+{
+    static const int bert[4][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}};
+    static const char *bert_name[4] = {"qkv", "proj", "fc", "fc2"};
+    static const int rows[2] = {4096, 128};
+    tfm_blas_init(threads);
+    printf("{\"kernels\": \"%s\", \"threads\": %d, \"q8_gemm_chosen\": \"%s\"}\n",
+           tfm_blas_kernels(), threads, tfm_q8_kernel_name(tfm_q8_gemm_kernel(), NULL));
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    for (int mi = 0; mi < 2; mi++)
+        for (int s = 0; s < 4; s++) {
+            const int M = rows[mi], N = bert[s][0], K = bert[s][1], nb = K / TFM_Q8_BLOCK;
+            const double flop = 2.0 * M * N * K;
+            tfm_q8 W = make(N, K);
+            tfm_q8_packed P;
+            tfm_q8_pack(&P, &W);
+            float *x = tfm_aligned_alloc(sizeof(float) * (size_t)M * K);
+            float *y = tfm_aligned_alloc(sizeof(float) * (size_t)M * N);
+            float *B = tfm_aligned_alloc(sizeof(float) * (size_t)K * N);
+            int8_t *xq = tfm_aligned_alloc((size_t)M * K);
+            float *xd = tfm_aligned_alloc(sizeof(float) * (size_t)M * nb);
+            for (size_t i = 0; i < (size_t)M * K; i++)
+                x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
+            for (int k = 0; k < K; k++) /* B[k, j] = W's (j, k) widened */
+                for (int j = 0; j < N; j++)
+                    B[(size_t)k * N + j] =
+                        tfm_f16_to_f32(W.d[(size_t)j * nb + k / TFM_Q8_BLOCK]) *
+                        W.q[(size_t)j * K + k];
+            printf("{\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d", bert_name[s], M,
+                   N, K);
+            for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+                int ok;
+                const char *name = tfm_q8_kernel_name(k, &ok);
+                if (!ok || !strcmp(name, "scalar"))
+                    continue;
+                tfm_q8_gemm_kernel_use(k);
+                for (int r = -1; r < reps; r++) {
+                    double t0 = tfm_now();
+                    for (int i = 0; i < M; i++)
+                        tfm_q8_quantize(xq + (size_t)i * K, xd + (size_t)i * nb, x + (size_t)i * K, K);
+                    tfm_q8_gemm(y, N, xq, xd, M, &P, NULL, NULL, NULL);
+                    if (r >= 0)
+                        t[r] = tfm_now() - t0;
+                }
+                printf(", \"q8_%s_gflops\": %.1f", name, flop / 1e9 / median_of(t, reps));
+            }
+            for (int r = -1; r < reps; r++) {
+                double t0 = tfm_now();
+                tfm_gemm(0, 0, M, N, K, 1.0f, x, K, B, N, 0.0f, y, N);
+                if (r >= 0)
+                    t[r] = tfm_now() - t0;
+            }
+            printf(", \"f32_gemm_gflops\": %.1f", flop / 1e9 / median_of(t, reps));
+            tfm_gemm_b pb;
+            tfm_gemm_b_pack(&pb, B, N, K, N);
+            for (int r = -1; r < reps; r++) {
+                double t0 = tfm_now();
+                tfm_gemm_packed(M, x, K, &pb, y, N, NULL, NULL);
+                if (r >= 0)
+                    t[r] = tfm_now() - t0;
+            }
+            printf(", \"f32_packed_gflops\": %.1f}\n", flop / 1e9 / median_of(t, reps));
+            fflush(stdout);
+            tfm_gemm_b_free(&pb);
+            tfm_q8_packed_free(&P);
+            free((void *)W.q); free((void *)W.d); free(x); free(y); free(B); free(xq); free(xd);
+        }
+    free(t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && argc <= 4 && !strcmp(argv[1], "gemm")) {
+        int threads = atoi(argv[2]), reps = argc > 3 ? atoi(argv[3]) : 5;
+        if (threads < 1 || reps < 1) {
+            fprintf(stderr, "q8_bench: THREADS and REPS must be positive\n");
+            return 2;
+        }
+        return gemm_bench(threads, reps);
+    }
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: q8_bench THREADS [STEPS]\n");
+        fprintf(stderr, "usage: q8_bench THREADS [STEPS]\n       q8_bench gemm THREADS [REPS]\n");
         return 2;
     }
     int threads = atoi(argv[1]), steps = argc > 2 ? atoi(argv[2]) : 20;

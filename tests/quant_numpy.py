@@ -4,7 +4,7 @@
 # converted back to f32), round trips; then what the programs make of the
 # files: held-out perplexity within 1% (8-bit) and 0.5% (bf16) of float32,
 # 8-bit decoding against the same weights decoded in float32, tfm-embed's
-# cosines, a HuggingFace GPT-2 checkpoint in F16; and bad input (a corrupt
+# cosines (8-bit products and widened float32 ones), a HuggingFace GPT-2 checkpoint in F16; and bad input (a corrupt
 # block, scales of the wrong shape, a flipped byte, bad options): one line
 # naming the program and the file, exit 1 (2 for usage), no output file.
 import json
@@ -283,14 +283,24 @@ with tempfile.TemporaryDirectory() as d:
     r = run("tfm-generate", "--q8", "--bf16", "-m", MODEL, "In", code=2)
     check(r.stderr.decode().startswith("tfm-generate: "), "--q8 --bf16: %r" % r.stderr)
 
-    # tfm-embed: the same sentences' vectors, cosine to float32's >= 0.999
+    # tfm-embed: the same sentences' vectors, cosine to float32's >= 0.999;
+    # the q8_0 file's with its 8-bit products (8-bit activations, forced
+    # on: else they run where timing finds them faster) and with the
+    # widened float32 ones (tests/q8_embed.py checks both exactly)
     sents = b"In the beginning\nA tokenizer turns text into numbers.\nThe quick brown fox\n"
     emb = {}
-    for f in ("orig", "q8_0", "bf16"):
+    for f, mode in (("orig", None), ("q8_0", "on"), ("q8_0", "off"), ("bf16", None)):
         m = MODEL if f == "orig" else P(f + ".st")
-        run("tfm-embed", "-q", "-m", m, "-o", P(f + ".npy"), stdin=sents)
-        emb[f] = np.load(P(f + ".npy")).astype(np.float64)
-    for f in ("q8_0", "bf16"):
+        env = dict(os.environ, TFM_Q8_GEMM=mode) if mode else None
+        key = f + ("-" + mode if mode else "")
+        r = subprocess.run([os.path.join(B, "tfm-embed"), "-q", "-m", m, "-o", P(key + ".npy")],
+                           input=sents, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            sys.exit("tfm-embed %s: %s" % (key, r.stderr.decode()))
+        emb[key] = np.load(P(key + ".npy")).astype(np.float64)
+    check(not np.array_equal(emb["q8_0-on"], emb["q8_0-off"]),
+          "tfm-embed: TFM_Q8_GEMM=on gives the float32 products' vectors")
+    for f in ("q8_0-on", "q8_0-off", "bf16"):
         cos = (emb[f] * emb["orig"]).sum(1) / np.linalg.norm(emb[f], axis=1) / \
             np.linalg.norm(emb["orig"], axis=1)
         print("# tfm-embed %s: cosine to float32 >= %.6f" % (f, cos.min()))

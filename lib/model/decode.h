@@ -69,8 +69,9 @@ typedef enum tfm_weight_dtype {
 } tfm_weight_dtype;
 
 /* A weight matrix: its float32 values, which the whole-sequence products
- * read (model/forward.h, prompts past the gemv rows), and the form decode
- * steps stream, of a dtype:
+ * read (model/forward.h, which may multiply an 8-bit one in 8 bits
+ * instead; prompts past the gemv rows), and the form decode steps stream,
+ * of a dtype:
  *   TFM_WEIGHTS_F32   f32 itself (data NULL);
  *   TFM_WEIGHTS_BF16  data: uint16_t bfloat16 in f32's layout;
  *   TFM_WEIGHTS_Q8_0  data: int8_t [out, in] (tensor/q8.h: a block

@@ -51,7 +51,12 @@ void tfm_fwd_free(tfm_fwd *f)
 {
     free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc); free(f->fc1);
     free(f->mean); free(f->rstd); free(f->pe); free(f->rope); free(f->pos);
-    free(f->probs); free(f->ascratch); free(f->alibi);
+    free(f->probs); free(f->ascratch); free(f->alibi); free(f->xq); free(f->xd);
+    if (f->q8)
+        for (int i = 0; i < 5 * f->n_layer; i++)
+            if (f->q8[i].w)
+                tfm_q8_packed_free(&f->q8[i]);
+    free(f->q8);
     if (f->packed)
         for (int i = 0; i < 5 * f->n_layer; i++)
             tfm_gemm_b_free(&f->packed[i]);
@@ -75,6 +80,25 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
         tfm_gemm_b_pack(&p[3], W->fcp_w.f32, C, F, C);
         if (W->fc1_w.f32)
             tfm_gemm_b_pack(&p[4], W->fc1_w.f32, F, C, F);
+    }
+    const char *env = getenv("TFM_Q8_GEMM");
+    f->q8_path = env && !strcmp(env, "on")    ? TFM_FWD_Q8_ON
+                 : env && !strcmp(env, "off") ? TFM_FWD_Q8_OFF
+                                              : TFM_FWD_Q8_AUTO;
+    for (int l = 0; l < f->n_layer; l++) {
+        const tfm_layer_weights *W = &f->layers[l];
+        /* [in, out] here, [out, in] as stored */
+        const tfm_matrix *m[5] = {&W->qkv_w, &W->proj_w, &W->fc_w, &W->fcp_w, &W->fc1_w};
+        const int in[5] = {C, D, C, F, C}, out[5] = {3 * D, C, F, C, F};
+        for (int i = 0; i < 5; i++) {
+            if (m[i]->dtype != TFM_WEIGHTS_Q8_0 || !m[i]->data || !m[i]->f32 ||
+                in[i] % TFM_Q8_BLOCK)
+                continue;
+            if (!f->q8)
+                f->q8 = tfm_calloc((size_t)5 * f->n_layer, sizeof *f->q8);
+            const tfm_q8 q = {m[i]->data, m[i]->scale, out[i], in[i]};
+            tfm_q8_pack(&f->q8[5 * l + i], &q);
+        }
     }
 }
 
@@ -147,10 +171,26 @@ static void ensure(tfm_fwd *f, int R, int T)
 
 /* out[R, N] = in[R, K]·W[K, N], then e (bias, activation, residual) on each
  * block of out while it is in cache; pk is W packed (tfm_fwd_pack_weights)
- * or NULL. */
-static void linear(float *out, const float *in, const float *W, const tfm_gemm_b *pk, int R,
-                   int K, int N, tfm_linear_epi e)
+ * or NULL, q8 its 8-bit packing (w NULL: none) or NULL. */
+static void linear(tfm_fwd *f, float *out, const float *in, const float *W, const tfm_gemm_b *pk,
+                   const tfm_q8_packed *q8, int R, int K, int N, tfm_linear_epi e)
 {
+    if (pk && q8 && q8->w && f->q8_path != TFM_FWD_Q8_OFF &&
+        (f->q8_path == TFM_FWD_Q8_ON || tfm_q8_gemm_faster(q8, pk))) {
+        const int nb = K / TFM_Q8_BLOCK;
+        if ((size_t)R * K > f->xq_n) {
+            free(f->xq);
+            free(f->xd);
+            f->xq_n = (size_t)R * K;
+            f->xq = tfm_aligned_alloc(f->xq_n);
+            f->xd = tfm_aligned_alloc(sizeof(float) * (f->xq_n / TFM_Q8_BLOCK));
+        }
+#pragma omp parallel for schedule(static) if ((size_t)R * K >= (1 << 16))
+        for (int r = 0; r < R; r++)
+            tfm_q8_quantize(f->xq + (size_t)r * K, f->xd + (size_t)r * nb, in + (size_t)r * K, K);
+        tfm_q8_gemm(out, N, f->xq, f->xd, R, q8, NULL, tfm_linear_epilogue, &e);
+        return;
+    }
     const tfm_gemm_b plain = {.K = K, .N = N, .B = W, .ldb = N};
     tfm_gemm_packed(R, in, K, pk ? pk : &plain, out, N, tfm_linear_epilogue, &e);
 }
@@ -250,18 +290,20 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
     for (int l = 0; l < L; l++) {
         const tfm_layer_weights *W = &f->layers[l];
         const tfm_gemm_b *pk = f->packed ? f->packed + 5 * l : NULL;
+        const tfm_q8_packed *q8 = f->q8 ? f->q8 + 5 * l : NULL;
+#define Q8(i) (q8 ? &q8[i] : NULL)
         const float *ain = x;
         if (pre) {
             tfm_block_norm(blk, h, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C);
             ain = h;
         }
-        linear(f->qkv, ain, W->qkv_w.f32, pk ? &pk[0] : NULL, Ri, C, 3 * D,
+        linear(f, f->qkv, ain, W->qkv_w.f32, pk ? &pk[0] : NULL, Q8(0), Ri, C, 3 * D,
                (tfm_linear_epi){.bias = W->qkv_b});
         if (f->rope) /* q and k of every head: 2·NH heads of HS columns */
             tfm_rope_apply(f->qkv, 3 * D, Ri, f->pos, 0, 2 * NH, HS, f->rope, f->max_len, 0);
         attend(f, b, l, b->attn);
         /* x += att·Wp + b */
-        linear(h, f->att, W->proj_w.f32, pk ? &pk[1] : NULL, Ri, D, C,
+        linear(f, h, f->att, W->proj_w.f32, pk ? &pk[1] : NULL, Q8(1), Ri, D, C,
                (tfm_linear_epi){.bias = W->proj_b, .add = x, .ldadd = (size_t)C});
         if (!pre)
             tfm_block_norm(blk, x, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C);
@@ -272,17 +314,17 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
         }
         if (f->fc1) {
             /* gated: the gate and the linear input, then their product */
-            linear(f->fc, min, W->fc_w.f32, pk ? &pk[2] : NULL, Ri, C, F,
+            linear(f, f->fc, min, W->fc_w.f32, pk ? &pk[2] : NULL, Q8(2), Ri, C, F,
                    (tfm_linear_epi){.bias = W->fc_b});
-            linear(f->fc1, min, W->fc1_w.f32, pk ? &pk[4] : NULL, Ri, C, F,
+            linear(f, f->fc1, min, W->fc1_w.f32, pk ? &pk[4] : NULL, Q8(4), Ri, C, F,
                    (tfm_linear_epi){.bias = W->fc1_b});
             tfm_block_ffn_mid(blk, f->fc, f->fc, f->fc1, (size_t)R * F);
         } else {
             /* plain: the activation in the product's epilogue */
-            linear(f->fc, min, W->fc_w.f32, pk ? &pk[2] : NULL, Ri, C, F,
+            linear(f, f->fc, min, W->fc_w.f32, pk ? &pk[2] : NULL, Q8(2), Ri, C, F,
                    (tfm_linear_epi){.bias = W->fc_b, .act = 1, .act_kind = blk->act});
         }
-        linear(h, f->fc, W->fcp_w.f32, pk ? &pk[3] : NULL, Ri, F, C,
+        linear(f, h, f->fc, W->fcp_w.f32, pk ? &pk[3] : NULL, Q8(3), Ri, F, C,
                (tfm_linear_epi){.bias = W->fcp_b, .add = x, .ldadd = (size_t)C});
         if (!pre)
             tfm_block_norm(blk, x, f->mean, f->rstd, x, W->ln2_w, W->ln2_b, Ri, C);
@@ -294,6 +336,7 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
         else
             memcpy(out, x, sizeof(float) * R * C);
     }
+#undef Q8
     return 0;
 }
 

@@ -48,11 +48,20 @@
 #include "model/transformer.h"
 #include "nn/attention.h"
 #include "tensor/gemm.h"
+#include "tensor/q8.h"
 
 typedef enum tfm_fwd_stack {
     TFM_FWD_MAIN,    /* an encoder's or a decoder's only stack */
     TFM_FWD_ENCODER, /* the encoder of an encoder-decoder */
 } tfm_fwd_stack;
+
+/* How products by 8-bit matrices run (tfm_fwd_pack_weights). */
+typedef enum tfm_fwd_q8 {
+    TFM_FWD_Q8_AUTO, /* the faster of the two per matrix shape
+                        (tensor/q8.h's tfm_q8_gemm_faster) */
+    TFM_FWD_Q8_ON,   /* 8-bit activations times the 8-bit weights */
+    TFM_FWD_Q8_OFF,  /* float32 times the weights widened */
+} tfm_fwd_q8;
 
 typedef struct tfm_fwd {
     tfm_model_config cfg;
@@ -73,6 +82,12 @@ typedef struct tfm_fwd {
     size_t ascratch_n;
     tfm_gemm_b *packed;    /* [n_layer][5] qkv, proj, fc, fc proj, a gated
                               feed-forward's wi_1; or NULL */
+    tfm_q8_packed *q8;     /* the same of the 8-bit matrices (w zeroed where
+                              a matrix is not 8-bit); or NULL */
+    tfm_fwd_q8 q8_path;
+    int8_t *xq;            /* a product's input rows quantized, [rows, K] */
+    float *xd;             /* and their block scales */
+    size_t xq_n;           /* xq's bytes */
 } tfm_fwd;
 
 int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,
@@ -83,7 +98,17 @@ void tfm_fwd_free(tfm_fwd *f);
  * (tensor/gemm.h's tfm_gemm_packed) for the runs that follow: a short batch
  * (one sentence) then reads each weight once instead of packing it again
  * in every product.  Same results to the bit; costs a second copy of the
- * matrices' memory. */
+ * matrices' memory.
+ *
+ * 8-bit matrices (model/decode.h's tfm_matrix of dtype TFM_WEIGHTS_Q8_0,
+ * with their float32 widening) are also packed for tensor/q8.h's
+ * tfm_q8_gemm (a quarter more of their float32 memory), and their products
+ * then quantize the input rows to 8 bits per block of 32 (tfm_q8_quantize)
+ * and multiply in integers -- the numbers of the decode steps' 8-bit
+ * products -- where that is faster than float32 on this machine for the
+ * matrix's shape (timed once per shape in the process), or always, or
+ * never: q8_path, set from the environment's TFM_Q8_GEMM ("on", "off",
+ * else timed) here.  A row's result still never depends on its batch. */
 void tfm_fwd_pack_weights(tfm_fwd *f);
 
 /* The longest sequence the stack takes: block_size with learned

@@ -327,8 +327,10 @@ void tfm_quant_attach(const tfm_quant_views *v, tfm_weights *w)
 {
     if (!v || !v->n)
         return;
-    for (int l = 0; l < w->n_layer; l++) {
-        tfm_layer_weights *L = &w->layers[l];
+    /* an encoder-decoder's encoder blocks too: its whole-sequence forward
+     * (model/forward.h) multiplies their 8-bit matrices */
+    for (int l = 0; l < w->n_layer + w->n_enc_layer; l++) {
+        tfm_layer_weights *L = l < w->n_layer ? &w->layers[l] : &w->enc_layers[l - w->n_layer];
         tfm_matrix *m[5] = {&L->qkv_w, &L->proj_w, &L->fc_w, &L->fc1_w, &L->fcp_w};
         for (int k = 0; k < 5; k++)
             attach(v, m[k], 0);

@@ -87,8 +87,9 @@ int tfm_quant_widen(tfm_safetensors *st, tfm_quant_views *views, tfm_err *err);
 int tfm_quant_widen_keep(tfm_safetensors *st, tfm_quant_views *views, int keep, tfm_err *err);
 /* The view of st's tensor named name (st's own name), or NULL. */
 const tfm_quant_view *tfm_quant_find(const tfm_quant_views *views, const char *name);
-/* Makes w's matrices that the decode steps stream (model/decode.h) of
- * the stored dtype and data where w binds a stored one (a tensor an
+/* Makes w's matrices that the decode steps stream (model/decode.h), and
+ * an encoder-decoder's encoder blocks' (model/forward.h multiplies 8-bit
+ * ones), of the stored dtype and data where w binds a stored one (a tensor an
  * adapter replaced is not bound, so stays float32); the float32 values
  * bound to stored-only views become NULL. */
 void tfm_quant_attach(const tfm_quant_views *views, tfm_weights *w);

@@ -892,3 +892,84 @@ void tfm_q8_gemm(float *y, int ldy, const int8_t *xq, const float *xd, int M,
 #endif
     gemm_run(k, nt, y, ldy, xq, xd, M, W, b, epi, ctx);
 }
+
+/* ---- 8-bit or float32: which product is faster, per shape ---- */
+
+typedef struct {
+    int K, N, q8;
+} q8_choice;
+
+static struct {
+    pthread_mutex_t lock;
+    q8_choice *v;
+    int n, cap;
+} q8_chosen = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Times 128 rows both ways, alternately, by the wall clock on the
+ * threads products take now: the 8-bit one with its quantization of the
+ * rows, the float32 one (tfm_gemm_packed, after a first product that
+ * makes it choose its own way).  Fastest of two runs each, more until
+ * they have taken 20 ms, up to five; the 8-bit product must win by 3%, so
+ * that noise alone never changes the numbers a program gives. */
+static int q8_time(const tfm_q8_packed *Wq, const tfm_gemm_b *Wf)
+{
+    enum { M = 128 };
+    const int K = Wq->K, N = Wq->N, nb = K / TFM_Q8_BLOCK;
+    float *x = tfm_aligned_alloc(sizeof(float) * (size_t)M * K);
+    float *y = tfm_aligned_alloc(sizeof(float) * (size_t)M * N);
+    int8_t *xq = tfm_aligned_alloc((size_t)M * K);
+    float *xd = tfm_aligned_alloc(sizeof(float) * ((size_t)M * nb + 1));
+    uint32_t s = 2463534242u;
+    for (size_t i = 0; i < (size_t)M * K; i++) {
+        s ^= s << 13, s ^= s >> 17, s ^= s << 5;
+        x[i] = (float)((int)(s % 2001) - 1000) * 1e-3f;
+    }
+    tfm_gemm_packed(M, x, K, Wf, y, N, NULL, NULL);
+    double best[2] = {1e300, 1e300}, spent = 0;
+    for (int rep = 0; rep < 5 && (rep < 2 || spent < 0.02); rep++)
+        for (int way = 0; way < 2; way++) {
+            const double t0 = tfm_now();
+            if (way) {
+#pragma omp parallel for schedule(static) if ((size_t)M * K >= (1 << 16))
+                for (int r = 0; r < M; r++)
+                    tfm_q8_quantize(xq + (size_t)r * K, xd + (size_t)r * nb, x + (size_t)r * K,
+                                    K);
+                tfm_q8_gemm(y, N, xq, xd, M, Wq, NULL, NULL, NULL);
+            } else {
+                tfm_gemm_packed(M, x, K, Wf, y, N, NULL, NULL);
+            }
+            const double t = tfm_now() - t0;
+            best[way] = t < best[way] ? t : best[way];
+            spent += t;
+        }
+    free(x); free(y); free(xq); free(xd);
+    return best[1] < 0.97 * best[0];
+}
+
+int tfm_q8_gemm_faster(const tfm_q8_packed *Wq, const tfm_gemm_b *Wf)
+{
+    TFM_ASSERT(Wq->K == Wf->K && Wq->N == Wf->N);
+    int q8 = -1;
+    pthread_mutex_lock(&q8_chosen.lock);
+    for (int i = 0; i < q8_chosen.n; i++)
+        if (q8_chosen.v[i].K == Wq->K && q8_chosen.v[i].N == Wq->N)
+            q8 = q8_chosen.v[i].q8;
+    pthread_mutex_unlock(&q8_chosen.lock);
+    if (q8 >= 0)
+        return q8;
+    q8 = q8_time(Wq, Wf);
+    pthread_mutex_lock(&q8_chosen.lock);
+    int i = 0;
+    while (i < q8_chosen.n && !(q8_chosen.v[i].K == Wq->K && q8_chosen.v[i].N == Wq->N))
+        i++;
+    if (i == q8_chosen.n) { /* else another thread timed it too: its choice stays */
+        if (q8_chosen.n == q8_chosen.cap) {
+            q8_chosen.cap = q8_chosen.cap ? 2 * q8_chosen.cap : 16;
+            q8_chosen.v = tfm_realloc(q8_chosen.v, sizeof *q8_chosen.v * (size_t)q8_chosen.cap);
+        }
+        q8_chosen.v[q8_chosen.n++] = (q8_choice){Wq->K, Wq->N, q8};
+    }
+    q8 = q8_chosen.v[i].q8;
+    pthread_mutex_unlock(&q8_chosen.lock);
+    return q8;
+}

@@ -116,4 +116,13 @@ void tfm_q8_gemm(float *y, int ldy, const int8_t *xq, const float *xd, int M,
 int tfm_q8_gemm_kernel(void);
 int tfm_q8_gemm_kernel_use(int i);
 
+/* Whether tfm_q8_gemm, quantizing its input rows included, is faster on
+ * this machine than tfm_gemm_packed on Wf, the same matrix widened to
+ * float32 ([K, N]): timed once per (K, N) in the process, on 128 rows and
+ * the threads products take; later calls give the same answer.  Not by
+ * rows: so that a row's result never depends on the rows that come with
+ * it.  The two products' numbers differ (8-bit activations), so the
+ * answer decides the numbers too. */
+int tfm_q8_gemm_faster(const tfm_q8_packed *Wq, const tfm_gemm_b *Wf);
+
 #endif

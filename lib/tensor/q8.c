@@ -565,11 +565,13 @@ gemm512_mk(float *part, const tfm_q8_packed *W, int pn, const int8_t *x, const f
                 acc[r][q] = _mm512_setzero_ps();
         for (int b = L; b < nb; b += 8) {
             __m512i s[Q8_MR_MAX][Q8_NP_MAX];
+            /* starting at -128·Σx leaves Σ w·x once the unsigned
+             * weights' products are in */
 #pragma GCC unroll 8
             for (int r = 0; r < MR; r++)
 #pragma GCC unroll 2
                 for (int q = 0; q < NP; q++)
-                    s[r][q] = _mm512_setzero_si512();
+                    s[r][q] = _mm512_set1_epi32(-xs[(size_t)r * nb + b]);
             const uint8_t *wb = w + (size_t)b * QB;
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
@@ -588,14 +590,12 @@ gemm512_mk(float *part, const tfm_q8_packed *W, int pn, const int8_t *x, const f
             }
 #pragma GCC unroll 8
             for (int r = 0; r < MR; r++) {
-                const __m512i xsv = _mm512_set1_epi32(xs[(size_t)r * nb + b]);
                 const __m512 dx = _mm512_set1_ps(xd[(size_t)r * nb + b]);
 #pragma GCC unroll 2
                 for (int q = 0; q < NP; q++) {
                     const __m512 dv = _mm512_mul_ps(
                         _mm512_load_ps(d + ((size_t)q * nb + b) * QP), dx);
-                    acc[r][q] = _mm512_fmadd_ps(
-                        dv, _mm512_cvtepi32_ps(_mm512_sub_epi32(s[r][q], xsv)), acc[r][q]);
+                    acc[r][q] = _mm512_fmadd_ps(dv, _mm512_cvtepi32_ps(s[r][q]), acc[r][q]);
                 }
             }
         }
@@ -646,7 +646,7 @@ __attribute__((target(T512))) static void gemm_avx512vnni(float *part, const tfm
         for (int b = L; b < nb; b += 8) {                                                  \
             __m256i s[Q8_MR_MAX][2];                                                       \
             _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) s[r][0] = s[r][1] =       \
-                _mm256_setzero_si256();                                                    \
+                _mm256_set1_epi32(SUB_XS ? -xs[(size_t)r * nb + b] : 0);                   \
             const uint8_t *wb = w + (size_t)b * QB;                                        \
             _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)                            \
             {                                                                              \
@@ -661,13 +661,11 @@ __attribute__((target(T512))) static void gemm_avx512vnni(float *part, const tfm
             }                                                                              \
             _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++)                           \
             {                                                                              \
-                const __m256i xsv = _mm256_set1_epi32(SUB_XS ? xs[(size_t)r * nb + b] : 0); \
                 const __m256 dx = _mm256_set1_ps(xd[(size_t)r * nb + b]);                  \
                 for (int h = 0; h < 2; h++) {                                              \
                     const __m256 dv =                                                      \
                         _mm256_mul_ps(_mm256_load_ps(d + (size_t)b * QP + 8 * h), dx);     \
-                    acc[r][h] = _mm256_fmadd_ps(                                           \
-                        dv, _mm256_cvtepi32_ps(_mm256_sub_epi32(s[r][h], xsv)), acc[r][h]); \
+                    acc[r][h] = _mm256_fmadd_ps(dv, _mm256_cvtepi32_ps(s[r][h]), acc[r][h]); \
                 }                                                                          \
             }                                                                              \
         }                                                                                  \
@@ -742,6 +740,21 @@ static const struct {
 };
 _Static_assert(sizeof gemm_kernels / sizeof gemm_kernels[0] == N_KERNELS, "a gemm per kernel");
 
+/* y[c] = the definition's tree over the lanes a[L·lane + c], + b[c] */
+static void lanes_to_row(float *restrict y, const float *restrict a, size_t lane,
+                         const float *restrict b, int n)
+{
+    if (b)
+        for (int c = 0; c < n; c++)
+            y[c] = (((a[c] + a[4 * lane + c]) + (a[lane + c] + a[5 * lane + c])) +
+                    ((a[2 * lane + c] + a[6 * lane + c]) + (a[3 * lane + c] + a[7 * lane + c]))) +
+                   b[c];
+    else
+        for (int c = 0; c < n; c++)
+            y[c] = ((a[c] + a[4 * lane + c]) + (a[lane + c] + a[5 * lane + c])) +
+                   ((a[2 * lane + c] + a[6 * lane + c]) + (a[3 * lane + c] + a[7 * lane + c]));
+}
+
 /* Bytes of activations a row chunk keeps in cache while every panel of
  * a thread's columns runs over it. */
 #define Q8_CHUNK_BYTES (128 << 10)
@@ -758,28 +771,24 @@ static void gemm_cols(int k, float *y, int ldy, const int8_t *xq, const float *x
     int mc = K ? Q8_CHUNK_BYTES / K : M;
     mc = mc < MR ? MR : mc - mc % MR;
     float part[8 * Q8_MR_MAX * Q8_NP_MAX * QP];
-    const int c0 = p0 * QP, c1 = p1 * QP < N ? p1 * QP : N;
     for (int r0 = 0; r0 < M; r0 += mc) {
         const int r1 = r0 + mc < M ? r0 + mc : M;
         for (int pn = p0; pn < p1; pn += NP) {
-            const int np = p1 - pn < NP ? p1 - pn : NP, nc = np * QP;
+            const int np = p1 - pn < NP ? p1 - pn : NP, nc = np * QP, c0 = pn * QP;
+            const int n = N - c0 < nc ? N - c0 : nc; /* the columns that exist */
             for (int r = r0; r < r1; r += MR) {
                 const int mr = r1 - r < MR ? r1 - r : MR;
                 fn(part, W, pn, np, xq + (size_t)r * K, xd + (size_t)r * nb,
                    xs + (size_t)r * nb, mr);
+                const size_t lane = (size_t)mr * nc;
                 for (int i = 0; i < mr; i++)
-                    for (int c = 0; c < nc && pn * QP + c < N; c++) {
-                        const float *a = part + (size_t)i * nc + c;
-                        const size_t lane = (size_t)mr * nc;
-                        const float s = ((a[0] + a[4 * lane]) + (a[lane] + a[5 * lane])) +
-                                        ((a[2 * lane] + a[6 * lane]) + (a[3 * lane] + a[7 * lane]));
-                        const int j = pn * QP + c;
-                        y[(size_t)(r + i) * ldy + j] = bias ? s + bias[j] : s;
-                    }
+                    lanes_to_row(y + (size_t)(r + i) * ldy + c0, part + (size_t)i * nc, lane,
+                                 bias ? bias + c0 : NULL, n);
+                /* the tile is complete and in cache */
+                if (epi)
+                    epi(ctx, y + (size_t)r * ldy + c0, ldy, r, mr, c0, n);
             }
         }
-        if (epi && c1 > c0)
-            epi(ctx, y + (size_t)r0 * ldy + c0, ldy, r0, r1 - r0, c0, c1 - c0);
     }
 }
 

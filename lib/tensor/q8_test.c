@@ -390,6 +390,19 @@ static void test_gemm_threads_gemv(void **state)
         tfm_q8_gemv(yg + (size_t)i * N, xq + (size_t)i * K, xd + (size_t)i * NB, &W, bias, 1);
     assert_memory_equal(y1, yg, sizeof(float) * M * N);
     tfm_blas_init(1);
+    /* the choice against float32 is made once per shape and kept */
+    float *B = malloc(sizeof(float) * K * N);
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < N; j++)
+            B[(size_t)k * N + j] = tfm_f16_to_f32(wd[(size_t)j * NB + k / 32]) * wq[(size_t)j * K + k];
+    tfm_gemm_b pb;
+    tfm_gemm_b_pack(&pb, B, N, K, N);
+    int first = tfm_q8_gemm_faster(&P, &pb);
+    assert_true(first == 0 || first == 1);
+    assert_int_equal(tfm_q8_gemm_faster(&P, &pb), first);
+    printf("# q8 gemm against float32 at %d x %d: %s\n", K, N, first ? "8-bit" : "float32");
+    tfm_gemm_b_free(&pb);
+    free(B);
     tfm_q8_packed_free(&P);
     free(wq); free(xq); free(wd); free(xd); free(bias); free(y1); free(yn); free(yg); free(x);
 }

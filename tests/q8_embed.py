@@ -8,7 +8,7 @@
 # everywhere else.  TFM_Q8_GEMM=on forces the 8-bit products (else they
 # run where timing finds them faster), =off the float32 ones over the
 # widened weights, which a second recomputation (float32 activations)
-# must match instead.  Models: an encoder (post-LN), a decoder (pre-LN,
+# must match instead; unset, the run must be close to both.  Models: an encoder (post-LN), a decoder (pre-LN,
 # causal) and an encoder-decoder's encoder, from tests/mkmodel, width 64
 # (blocks of 32 along every matrix's input).
 #
@@ -153,13 +153,24 @@ with tempfile.TemporaryDirectory() as d:
         run("tfm-train", "--convert", "q8_0", P("m.st"), "-o", P("q.st"))
         t = read_st(P("q.st"))
         check(t[pre_name + "h.0.mlp.c_fc.weight"].dtype == np.int8, "%s: 8-bit file" % name)
-        for mode in ("on", "off"):
+        tops = {}
+        for mode in ("on", "off", "auto"):
             env = dict(os.environ, TFM_Q8_GEMM=mode)
+            if mode == "auto":  # each shape either way, as timing finds: runs, and is close
+                env.pop("TFM_Q8_GEMM")
+                run("tfm-embed", "-q", "-m", P("q.st"), "--pool", "none", "-o", P("h.npy"),
+                    env=env, stdin=text.encode())
+                top = np.load(P("h.npy")).astype(np.float64)
+                for m in ("on", "off"):
+                    dev = np.median(np.abs(top - tops[m])) / np.abs(tops[m]).max()
+                    check(dev < 1e-2, "%s: timed choice's top layer %g from %s's" % (name, dev, m))
+                continue
             hs = []
             for l in range(L + 1):
                 run("tfm-embed", "-q", "-m", P("q.st"), "--pool", "none", "--layers", str(l),
                     "-o", P("h.npy"), env=env, stdin=text.encode())
                 hs.append(np.load(P("h.npy")).astype(np.float64))
+            tops[mode] = hs[L]
             offs = np.load(P("h.offsets.npy"))
             lens = [int(b - a) for a, b in zip(offs[:-1], offs[1:])]
             for l in range(L):

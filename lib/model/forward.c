@@ -64,6 +64,14 @@ void tfm_fwd_free(tfm_fwd *f)
     memset(f, 0, sizeof *f);
 }
 
+/* p without its panels: a product that goes 8-bit keeps no float32 copy
+ * beside the widened weights (tfm_gemm_packed would read p->B) */
+static void drop_panels(tfm_gemm_b *p)
+{
+    free(p->panels);
+    p->panels = NULL;
+}
+
 void tfm_fwd_pack_weights(tfm_fwd *f)
 {
     if (f->packed)
@@ -98,6 +106,8 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
                 f->q8 = tfm_calloc((size_t)5 * f->n_layer, sizeof *f->q8);
             const tfm_q8 q = {m[i]->data, m[i]->scale, out[i], in[i]};
             tfm_q8_pack(&f->q8[5 * l + i], &q);
+            if (f->q8_path == TFM_FWD_Q8_ON) /* the float32 panels would never be read */
+                drop_panels(&f->packed[5 * l + i]);
         }
     }
 }
@@ -172,11 +182,13 @@ static void ensure(tfm_fwd *f, int R, int T)
 /* out[R, N] = in[R, K]·W[K, N], then e (bias, activation, residual) on each
  * block of out while it is in cache; pk is W packed (tfm_fwd_pack_weights)
  * or NULL, q8 its 8-bit packing (w NULL: none) or NULL. */
-static void linear(tfm_fwd *f, float *out, const float *in, const float *W, const tfm_gemm_b *pk,
+static void linear(tfm_fwd *f, float *out, const float *in, const float *W, tfm_gemm_b *pk,
                    const tfm_q8_packed *q8, int R, int K, int N, tfm_linear_epi e)
 {
     if (pk && q8 && q8->w && f->q8_path != TFM_FWD_Q8_OFF &&
         (f->q8_path == TFM_FWD_Q8_ON || tfm_q8_gemm_faster(q8, pk))) {
+        if (pk->panels) /* chosen for good: the process keeps the choice */
+            drop_panels(pk);
         const int nb = K / TFM_Q8_BLOCK;
         if ((size_t)R * K > f->xq_n) {
             free(f->xq);
@@ -289,7 +301,7 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
     const tfm_block *blk = &f->blk;
     for (int l = 0; l < L; l++) {
         const tfm_layer_weights *W = &f->layers[l];
-        const tfm_gemm_b *pk = f->packed ? f->packed + 5 * l : NULL;
+        tfm_gemm_b *pk = f->packed ? f->packed + 5 * l : NULL;
         const tfm_q8_packed *q8 = f->q8 ? f->q8 + 5 * l : NULL;
 #define Q8(i) (q8 ? &q8[i] : NULL)
         const float *ain = x;

@@ -102,7 +102,8 @@ void tfm_fwd_free(tfm_fwd *f);
  *
  * 8-bit matrices (model/decode.h's tfm_matrix of dtype TFM_WEIGHTS_Q8_0,
  * with their float32 widening) are also packed for tensor/q8.h's
- * tfm_q8_gemm (a quarter more of their float32 memory), and their products
+ * tfm_q8_gemm (a quarter of their float32 memory; the float32 packing is
+ * freed where the 8-bit product is chosen), and their products
  * then quantize the input rows to 8 bits per block of 32 (tfm_q8_quantize)
  * and multiply in integers -- the numbers of the decode steps' 8-bit
  * products -- where that is faster than float32 on this machine for the

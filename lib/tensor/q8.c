@@ -9,7 +9,10 @@
 #include <string.h>
 #include <time.h>
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #define TFM_Q8_X86 1
 #endif
 #ifdef _OPENMP
@@ -481,6 +484,7 @@ void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
 #define QB (QG * 8)                    /* bytes per block of a panel */
 #define Q8_MR_MAX 8                    /* most rows of any kernel */
 #define Q8_NP_MAX 2                    /* most panels of any kernel */
+#define Q8_PART_ROWS 32                /* most rows of any kernel, AMX's */
 
 void tfm_q8_pack(tfm_q8_packed *p, const tfm_q8 *W)
 {
@@ -723,22 +727,154 @@ __attribute__((target(T256))) static void gemm_avx2(float *part, const tfm_q8_pa
     (void)np;
     G256_SWITCH(gemmavx2_mk)
 }
+
+/* AMX: tile multiply-adds of signed activations by the unsigned packed
+ * weights (tdpbsud), one block at a time, so every block's sums come out
+ * whole: a block of 16 rows of activations is a 16 x 32-byte tile (rows
+ * K apart), a panel's block is already the 8 x 64-byte tile the
+ * instruction takes (4 consecutive k of a column in each 32-bit
+ * element).  32 rows by 2 panels: 4 sum tiles, 2 of activations, 2 of
+ * weights.  Each block's sums are stored and, with AVX-512, brought
+ * into the lane partials (kept in part, in L1) in block order: lane
+ * b % 8 takes block b, as the definition says.  Only whole groups of 32
+ * rows: the driver gives the rest to the AVX-512 kernel (same numbers). */
+#define AMX_MR 32
+#define TAMX T512 ",amx-tile,amx-int8"
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+__attribute__((target(TAMX), always_inline)) static inline void
+gemmamx_mk(float *part, const tfm_q8_packed *W, int pn, const int8_t *x, const float *xd,
+           const int32_t *xs, const int NP)
+{
+    const int K = W->K, nb = K / TFM_Q8_BLOCK, nc = NP * QP;
+    const uint8_t *w = W->w + (size_t)pn * nb * QB;
+    const float *d = W->d + (size_t)pn * nb * QP;
+    amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 4; t++) /* sums: 16 rows of 16 int32 */
+        cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    for (int t = 4; t < 6; t++) /* activations: 16 rows of one block */
+        cfg.rows[t] = 16, cfg.colsb[t] = 32;
+    for (int t = 6; t < 8; t++) /* weights: 8 groups of 4 k by 16 columns */
+        cfg.rows[t] = 8, cfg.colsb[t] = 64;
+    _tile_loadconfig(&cfg);
+    memset(part, 0, sizeof(float) * 8 * AMX_MR * nc);
+    /* [2 buffers][row group][panel][16 rows][16 columns] */
+    int32_t sums[2][2][2][16][16] __attribute__((aligned(64)));
+    for (int b = 0; b < nb; b++) {
+        int32_t(*c)[2][16][16] = sums[b & 1];
+        const int8_t *xb = x + (size_t)b * TFM_Q8_BLOCK;
+        _tile_zero(0);
+        _tile_zero(2);
+        _tile_loadd(4, xb, K);
+        _tile_loadd(5, xb + (size_t)16 * K, K);
+        _tile_loadd(6, w + (size_t)b * QB, QG);
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbsud(2, 5, 6);
+        _tile_stored(0, c[0][0], 64);
+        _tile_stored(2, c[1][0], 64);
+        if (NP == 2) {
+            _tile_zero(1);
+            _tile_zero(3);
+            _tile_loadd(7, w + ((size_t)nb + b) * QB, QG);
+            _tile_dpbsud(1, 4, 7);
+            _tile_dpbsud(3, 5, 7);
+            _tile_stored(1, c[0][1], 64);
+            _tile_stored(3, c[1][1], 64);
+        }
+        float *lane = part + (size_t)(b % 8) * AMX_MR * nc;
+        __m512 dw[2];
+        for (int q = 0; q < NP; q++)
+            dw[q] = _mm512_load_ps(d + ((size_t)q * nb + b) * QP);
+        for (int r = 0; r < AMX_MR; r++) {
+            const __m512i xsv = _mm512_set1_epi32(xs[(size_t)r * nb + b]);
+            const __m512 dx = _mm512_set1_ps(xd[(size_t)r * nb + b]);
+#pragma GCC unroll 2
+            for (int q = 0; q < NP; q++) {
+                float *a = lane + (size_t)r * nc + q * QP;
+                const __m512i sv = _mm512_sub_epi32(_mm512_load_si512(c[r / 16][q][r % 16]), xsv);
+                _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_mul_ps(dw[q], dx),
+                                                    _mm512_cvtepi32_ps(sv), _mm512_loadu_ps(a)));
+            }
+        }
+    }
+    _tile_release();
+}
+
+__attribute__((target(TAMX))) static void gemm_amx(float *part, const tfm_q8_packed *W, int pn,
+                                                   int np, const int8_t *x, const float *xd,
+                                                   const int32_t *xs, int mr)
+{
+    TFM_ASSERT(mr == AMX_MR);
+    if (np == 2)
+        gemmamx_mk(part, W, pn, x, xd, xs, 2);
+    else
+        gemmamx_mk(part, W, pn, x, xd, xs, 1);
+}
+
+/* The CPU has AMX's int8 tiles and Linux lets this process use them
+ * (asked once: the tiles' state is large, so Linux gives it on request). */
+static int amx_ok;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static void amx_probe(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return;
+    if (!supported(3)) /* the AVX-512 VNNI kernel takes the rows AMX leaves */
+        return;
+    /* ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA */
+    amx_ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+}
 #endif
 
-/* by kernel index (the row kernels' order): the function, its most rows
- * and panels per call */
+/* The row kernels' in their order, then AMX: the function, its most rows
+ * and panels per call (exactly that many rows for AMX), and the kernel
+ * that takes fewer rows (-1: itself). */
 static const struct {
+    const char *name;
     gemm_fn fn;
-    int mr, np;
+    int mr, np, tail;
 } gemm_kernels[] = {
-    {gemm_scalar, 4, 1},
+    {"scalar", gemm_scalar, 4, 1, -1},
 #ifdef TFM_Q8_X86
-    {gemm_avx2, G256_MR, 1},
-    {gemm_avxvnni, G256_MR, 1},
-    {gemm_avx512vnni, G512_MR, 2},
+    {"avx2", gemm_avx2, G256_MR, 1, -1},
+    {"avxvnni", gemm_avxvnni, G256_MR, 1, -1},
+    {"avx512vnni", gemm_avx512vnni, G512_MR, 2, -1},
+    {"amx", gemm_amx, AMX_MR, 2, 3},
 #endif
 };
-_Static_assert(sizeof gemm_kernels / sizeof gemm_kernels[0] == N_KERNELS, "a gemm per kernel");
+#define N_GEMM ((int)(sizeof gemm_kernels / sizeof gemm_kernels[0]))
+
+static int gemm_supported(int i)
+{
+    if (i < N_KERNELS)
+        return supported(i);
+#ifdef TFM_Q8_X86
+    pthread_once(&amx_once, amx_probe);
+    return amx_ok;
+#else
+    return 0;
+#endif
+}
+
+int tfm_q8_gemm_kernel_count(void)
+{
+    return N_GEMM;
+}
+
+const char *tfm_q8_gemm_kernel_name(int i, int *sup)
+{
+    TFM_ASSERT(i >= 0 && i < N_GEMM);
+    if (sup)
+        *sup = gemm_supported(i);
+    return gemm_kernels[i].name;
+}
 
 /* y[c] = the definition's tree over the lanes a[L·lane + c], + b[c] */
 static void lanes_to_row(float *restrict y, const float *restrict a, size_t lane,
@@ -770,16 +906,22 @@ static void gemm_cols(int k, float *y, int ldy, const int8_t *xq, const float *x
     const int K = W->K, nb = K / TFM_Q8_BLOCK, N = W->N;
     int mc = K ? Q8_CHUNK_BYTES / K : M;
     mc = mc < MR ? MR : mc - mc % MR;
-    float part[8 * Q8_MR_MAX * Q8_NP_MAX * QP];
+    float part[8 * Q8_PART_ROWS * Q8_NP_MAX * QP] __attribute__((aligned(64)));
     for (int r0 = 0; r0 < M; r0 += mc) {
         const int r1 = r0 + mc < M ? r0 + mc : M;
         for (int pn = p0; pn < p1; pn += NP) {
             const int np = p1 - pn < NP ? p1 - pn : NP, nc = np * QP, c0 = pn * QP;
             const int n = N - c0 < nc ? N - c0 : nc; /* the columns that exist */
-            for (int r = r0; r < r1; r += MR) {
-                const int mr = r1 - r < MR ? r1 - r : MR;
-                fn(part, W, pn, np, xq + (size_t)r * K, xd + (size_t)r * nb,
-                   xs + (size_t)r * nb, mr);
+            for (int r = r0, mr; r < r1; r += mr) {
+                gemm_fn f = fn;
+                mr = r1 - r < MR ? r1 - r : MR;
+                if (mr < MR && gemm_kernels[k].tail >= 0) { /* too few rows for it */
+                    const int t = gemm_kernels[k].tail;
+                    f = gemm_kernels[t].fn;
+                    mr = mr < gemm_kernels[t].mr ? mr : gemm_kernels[t].mr;
+                }
+                f(part, W, pn, np, xq + (size_t)r * K, xd + (size_t)r * nb,
+                  xs + (size_t)r * nb, mr);
                 const size_t lane = (size_t)mr * nc;
                 for (int i = 0; i < mr; i++)
                     lanes_to_row(y + (size_t)(r + i) * ldy + c0, part + (size_t)i * nc, lane,
@@ -827,13 +969,13 @@ static void gemm_run(int k, int nthreads, float *y, int ldy, const int8_t *xq, c
 static int gemm_chosen = -1;
 static pthread_once_t gemm_once = PTHREAD_ONCE_INIT;
 
-/* Times every kernel the CPU runs on 48 rows times a 768 x 128 matrix
+/* Times every kernel the CPU runs on 64 rows times a 768 x 128 matrix
  * (in cache), on this thread, by its CPU time, fastest of five
  * interleaved runs; a kernel must beat the fastest before it in the list
  * by 3%, as choose() above.  A few ms, once. */
 static void gemm_choose(void)
 {
-    enum { N = 128, K = 768, M = 48, NB = K / TFM_Q8_BLOCK };
+    enum { N = 128, K = 768, M = 64, NB = K / TFM_Q8_BLOCK };
     int8_t *w = tfm_aligned_alloc((size_t)N * K), *x = tfm_aligned_alloc((size_t)M * K);
     uint16_t *dw = tfm_malloc(sizeof(uint16_t) * N * NB);
     float *dx = tfm_malloc(sizeof(float) * M * NB), *y = tfm_malloc(sizeof(float) * M * N);
@@ -851,12 +993,12 @@ static void gemm_choose(void)
     tfm_q8 W = {w, dw, N, K};
     tfm_q8_packed P;
     tfm_q8_pack(&P, &W);
-    double best[N_KERNELS];
-    for (int k = 0; k < N_KERNELS; k++)
-        best[k] = supported(k) ? 1e300 : -1;
+    double best[N_GEMM];
+    for (int k = 0; k < N_GEMM; k++)
+        best[k] = gemm_supported(k) ? 1e300 : -1;
     float sink = 0;
     for (int rep = 0; rep < 5; rep++)
-        for (int k = 0; k < N_KERNELS; k++) {
+        for (int k = 0; k < N_GEMM; k++) {
             if (best[k] < 0)
                 continue;
             double t0 = thread_cpu();
@@ -869,7 +1011,7 @@ static void gemm_choose(void)
     tfm_q8_packed_free(&P);
     free(w); free(x); free(dw); free(dx); free(y);
     int pick = 0;
-    for (int k = 1; k < N_KERNELS; k++)
+    for (int k = 1; k < N_GEMM; k++)
         if (best[k] >= 0 && best[k] < 0.97 * best[pick])
             pick = k;
     __atomic_store_n(&gemm_chosen, pick, __ATOMIC_RELEASE);
@@ -883,7 +1025,7 @@ int tfm_q8_gemm_kernel(void)
 
 int tfm_q8_gemm_kernel_use(int i)
 {
-    if (i < 0 || i >= N_KERNELS || !supported(i))
+    if (i < 0 || i >= N_GEMM || !gemm_supported(i))
         return -1;
     pthread_once(&gemm_once, gemm_choose);
     __atomic_store_n(&gemm_chosen, i, __ATOMIC_RELEASE);

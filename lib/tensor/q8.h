@@ -17,9 +17,9 @@
  * multiply-adds, block k into lane k % 8 and the eight lanes in a fixed
  * tree (tfm_q8_row_dot below): an order fixed by K alone.  The products
  * run on the fastest of the kernels this CPU has (a portable one, AVX2,
- * AVX-VNNI, AVX-512 VNNI), chosen by timing them once, at the first
- * product; as the sums are exact and the float steps the same, every
- * kernel gives the same result to the bit. */
+ * AVX-VNNI, AVX-512 VNNI; for tfm_q8_gemm also AMX), chosen by timing
+ * them once, at the first product; as the sums are exact and the float
+ * steps the same, every kernel gives the same result to the bit. */
 #ifndef TFM_TENSOR_Q8_H
 #define TFM_TENSOR_Q8_H
 
@@ -110,9 +110,15 @@ void tfm_q8_packed_free(tfm_q8_packed *p);
  * runs it.  Threads split the columns.  y must not overlap xq or xd. */
 void tfm_q8_gemm(float *y, int ldy, const int8_t *xq, const float *xd, int M,
                  const tfm_q8_packed *W, const float *b, tfm_gemm_epilogue epi, void *ctx);
-/* The kernel tfm_q8_gemm runs (same indices and names as above, chosen
- * by timing once, separately from the row kernels'), and forcing one
- * (tests, benchmarks; -1 when this CPU cannot run it). */
+/* tfm_q8_gemm's kernels: the row kernels' (same indices and names), then
+ * "amx" (Intel's AMX tiles, where the CPU and Linux allow them; groups of
+ * fewer than 32 rows go to avx512vnni); how many, kernel i's name and
+ * whether this CPU runs it. */
+int tfm_q8_gemm_kernel_count(void);
+const char *tfm_q8_gemm_kernel_name(int i, int *supported);
+/* The kernel tfm_q8_gemm runs (chosen by timing once, separately from the
+ * row kernels'), and forcing one (tests, benchmarks; -1 when this CPU
+ * cannot run it). */
 int tfm_q8_gemm_kernel(void);
 int tfm_q8_gemm_kernel_use(int i);
 

@@ -270,7 +270,8 @@ static void count_epi(void *ctx, float *C, int ldc, int r0, int m, int c0, int n
 static void test_gemm(void **state)
 {
     (void)state;
-    const int Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 37};
+    /* AMX takes groups of 32 rows, the rest go to AVX-512 */
+    const int Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 32, 37, 71};
     const int Ns[] = {1, 5, 16, 17, 33, 48, 100};
     const int Ks[] = {32, 64, 224, 256, 288, 768, 3072 + 32};
     tfm_rng r;
@@ -317,9 +318,9 @@ static void test_gemm(void **state)
                 tfm_q8 W = {wq, wd, N, K};
                 tfm_q8_packed P;
                 tfm_q8_pack(&P, &W);
-                for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+                for (int k = 0; k < tfm_q8_gemm_kernel_count(); k++) {
                     int sup;
-                    const char *name = tfm_q8_kernel_name(k, &sup);
+                    const char *name = tfm_q8_gemm_kernel_name(k, &sup);
                     if (!sup)
                         continue;
                     ran[k] = 1;
@@ -340,18 +341,22 @@ static void test_gemm(void **state)
                 free(wq); free(xq); free(wd); free(xd); free(bias); free(want); free(y);
                 free(seen);
             }
-    for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+    for (int k = 0; k < tfm_q8_gemm_kernel_count(); k++) {
         int sup;
-        const char *name = tfm_q8_kernel_name(k, &sup);
+        const char *name = tfm_q8_gemm_kernel_name(k, &sup);
         printf("# q8 gemm kernel %s: %s\n", name,
                ran[k] ? "equal to the definition" : "not on this CPU, skipped");
     }
     /* the x86-64 kernels must have been checked where the CPU runs them */
-    for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+    for (int k = 0; k < tfm_q8_gemm_kernel_count(); k++) {
         int sup;
-        tfm_q8_kernel_name(k, &sup);
+        tfm_q8_gemm_kernel_name(k, &sup);
         assert_int_equal(ran[k], sup);
     }
+    int sup;
+    printf("# q8 gemm kernel chosen by timing: %s\n",
+           tfm_q8_gemm_kernel_name(tfm_q8_gemm_kernel(), &sup));
+    assert_true(sup);
 }
 
 /* A product large enough for threads, on several: the same bits as one

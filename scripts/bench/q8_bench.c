@@ -97,7 +97,7 @@ static int gemm_bench(int threads, int reps)
     static const int rows[2] = {4096, 128};
     tfm_blas_init(threads);
     printf("{\"kernels\": \"%s\", \"threads\": %d, \"q8_gemm_chosen\": \"%s\"}\n",
-           tfm_blas_kernels(), threads, tfm_q8_kernel_name(tfm_q8_gemm_kernel(), NULL));
+           tfm_blas_kernels(), threads, tfm_q8_gemm_kernel_name(tfm_q8_gemm_kernel(), NULL));
     double *t = malloc(sizeof(double) * (size_t)reps);
     for (int mi = 0; mi < 2; mi++)
         for (int s = 0; s < 4; s++) {
@@ -120,9 +120,9 @@ static int gemm_bench(int threads, int reps)
                         W.q[(size_t)j * K + k];
             printf("{\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d", bert_name[s], M,
                    N, K);
-            for (int k = 0; k < tfm_q8_kernel_count(); k++) {
+            for (int k = 0; k < tfm_q8_gemm_kernel_count(); k++) {
                 int ok;
-                const char *name = tfm_q8_kernel_name(k, &ok);
+                const char *name = tfm_q8_gemm_kernel_name(k, &ok);
                 if (!ok || !strcmp(name, "scalar"))
                     continue;
                 tfm_q8_gemm_kernel_use(k);

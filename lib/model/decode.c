@@ -4,6 +4,7 @@
 #include "model/decode.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -519,6 +520,88 @@ static void linear_q8(tfm_infer *g, float *out, const float *in, const tfm_q8 *W
     tfm_q8_gemv(out, g->xq, g->xd, W8, b, R);
 }
 
+/* The same for all R rows at once, the matrix packed into g's scratch
+ * for tfm_q8_gemm: the same numbers (tensor/q8.h), reading the weights
+ * once where the rows above read them once per GEMV_ROWS rows. */
+static void linear_q8_gemm(tfm_infer *g, float *out, const float *in, const tfm_q8 *W8,
+                           const float *b, int R)
+{
+    const int K = W8->K, nb = K / TFM_Q8_BLOCK;
+    tfm_q8_repack(&g->qpack, W8);
+#pragma omp parallel for schedule(static) if ((size_t)R * K >= (1 << 16))
+    for (int r = 0; r < R; r++)
+        tfm_q8_quantize(g->xq + (size_t)r * K, g->xd + (size_t)r * nb, in + (size_t)r * K, K);
+    tfm_q8_gemm(out, W8->N, g->xq, g->xd, R, &g->qpack, b, NULL, NULL);
+}
+
+static void linear_q8_rows(tfm_infer *g, float *out, const float *in, const tfm_q8 *W8,
+                           const float *b, int R)
+{
+    for (int r0 = 0; r0 < R; r0 += GEMV_ROWS)
+        linear_q8(g, out + (size_t)r0 * W8->N, in + (size_t)r0 * W8->K, W8, b,
+                  R - r0 < GEMV_ROWS ? R - r0 : GEMV_ROWS);
+}
+
+/* The way each shape of long prompt took (K, N, rows' power of two):
+ * packing costs a pass over the matrix, so short prompts may stay with
+ * the rows.  Timed on the first such product: both ways give the same
+ * numbers, so it runs both and keeps the faster (by 3%: a tie keeps the
+ * rows). */
+typedef struct {
+    int K, N, rb, way;
+} q8_way;
+static struct {
+    pthread_mutex_t lock;
+    q8_way *v;
+    int n, cap;
+} q8_ways = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int q8_way_find(int K, int N, int rb)
+{
+    int way = 0;
+    pthread_mutex_lock(&q8_ways.lock);
+    for (int i = 0; i < q8_ways.n; i++)
+        if (q8_ways.v[i].K == K && q8_ways.v[i].N == N && q8_ways.v[i].rb == rb)
+            way = q8_ways.v[i].way;
+    pthread_mutex_unlock(&q8_ways.lock);
+    return way;
+}
+
+static void q8_way_keep(int K, int N, int rb, int way)
+{
+    pthread_mutex_lock(&q8_ways.lock);
+    if (q8_ways.n == q8_ways.cap) {
+        q8_ways.cap = q8_ways.cap ? 2 * q8_ways.cap : 16;
+        q8_ways.v = tfm_realloc(q8_ways.v, sizeof *q8_ways.v * (size_t)q8_ways.cap);
+    }
+    q8_ways.v[q8_ways.n++] = (q8_way){K, N, rb, way};
+    pthread_mutex_unlock(&q8_ways.lock);
+}
+
+static void linear_q8_long(tfm_infer *g, float *out, const float *in, const tfm_q8 *W8,
+                           const float *b, int R)
+{
+    int way = g->q8_prompt;
+    int rb = 0;
+    for (int r = R; r >>= 1;)
+        rb++;
+    if (!way)
+        way = q8_way_find(W8->K, W8->N, rb);
+    if (!way) {
+        const double t0 = tfm_now();
+        linear_q8_rows(g, out, in, W8, b, R);
+        const double t1 = tfm_now();
+        linear_q8_gemm(g, out, in, W8, b, R);
+        const double t2 = tfm_now();
+        q8_way_keep(W8->K, W8->N, rb, t2 - t1 < 0.97 * (t1 - t0) ? 2 : 1);
+        return;
+    }
+    if (way == 2)
+        linear_q8_gemm(g, out, in, W8, b, R);
+    else
+        linear_q8_rows(g, out, in, W8, b, R);
+}
+
 /* A stored-only matrix as float32 [K, N] in g's scratch: each value as
  * model/quant.h's widening computes it, so the products below give what
  * they give over a widened copy. */
@@ -559,15 +642,17 @@ static void linear(tfm_infer *g, float *out, const float *in, const tfm_matrix *
                    const float *b, int R, int K, int N)
 {
     if (M->dtype == TFM_WEIGHTS_Q8_0) {
-        /* every row in 8 bits, GEMV_ROWS at a time, however many: a row's
-         * result does not depend on the others, so a prompt gives what its
-         * tokens one by one give; and 8-bit products over a prompt beat
+        /* every row in 8 bits, GEMV_ROWS at a time or (a long prompt,
+         * where faster) all at once through tfm_q8_gemm: a row's result
+         * does not depend on the others or the way, so a prompt gives what
+         * its tokens one by one give; and 8-bit products over a prompt beat
          * widening the matrix for BLIS (GPT-2 small, 16 prompt tokens:
          * 250 -> 24 ms on 2 threads) */
         const tfm_q8 W8 = {M->data, M->scale, N, K};
-        for (int r0 = 0; r0 < R; r0 += GEMV_ROWS)
-            linear_q8(g, out + (size_t)r0 * N, in + (size_t)r0 * K, &W8, b,
-                      R - r0 < GEMV_ROWS ? R - r0 : GEMV_ROWS);
+        if (R > GEMV_ROWS)
+            linear_q8_long(g, out, in, &W8, b, R);
+        else
+            linear_q8(g, out, in, &W8, b, R);
         return;
     }
     if (R <= GEMV_ROWS) {
@@ -690,6 +775,7 @@ void tfm_infer_free(tfm_infer *g)
     free(g->part); free(g->xq); free(g->xd);
     free(g->mean); free(g->rstd); free(g->row_slot); free(g->row_pos); free(g->pe);
     free(g->scores); free(g->alibi); free(g->wbuf); free(g->erow);
+    tfm_q8_packed_free(&g->qpack);
     if (g->enc)
         tfm_fwd_free(g->enc);
     free(g->enc); free(g->mem); free(g->mem_tok);
@@ -707,7 +793,7 @@ size_t tfm_infer_bytes(const tfm_infer *g)
     size_t scratch = sizeof(float) * (size_t)g->max_rows *
                      (2 * C + 4 * D + (C > HS ? C : HS) + (1 + (g->fc1 != NULL)) * F + W + 2);
     return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len +
-           sizeof(float) * (g->wbuf_n + C);
+           sizeof(float) * (g->wbuf_n + C) + g->qpack.cap * (8 * 64 + 16 * sizeof(float));
 }
 
 void tfm_infer_reset(tfm_infer *g, int slot)

@@ -39,7 +39,10 @@
  * Threads: the OpenMP thread count (tfm_blas_init).  Up to 8 rows (decode
  * steps) use a gemv that streams each weight matrix once, split over the
  * threads, in the matrix's dtype (tfm_matrix); longer prompts use tfm_gemm
- * over the float32 values.
+ * over the float32 values, or, with 8-bit matrices, 8-bit products 8 rows
+ * at a time or all rows through tensor/q8.h's tfm_q8_gemm on the matrix
+ * repacked into scratch, whichever a timing finds faster (the same
+ * numbers either way).
  *
  * Stored weights only: a block matrix (qkv_w .. fcp_w), wte or lm_head
  * may have no float32 values (f32 NULL) beside its 8-bit or bfloat16 data
@@ -60,6 +63,7 @@
 
 #include "base/err.h"
 #include "model/transformer.h"
+#include "tensor/q8.h"
 
 /* How a matrix is stored (model/quant.h names them for files). */
 typedef enum tfm_weight_dtype {
@@ -204,6 +208,11 @@ typedef struct tfm_infer {
     float *scores;          /* [threads][max_len] */
     float *wbuf;            /* a stored matrix widened for a long prompt */
     size_t wbuf_n;          /* its capacity in floats */
+    tfm_q8_packed qpack;    /* an 8-bit matrix packed for a long prompt */
+    int q8_prompt;          /* a long prompt's 8-bit products: 0 the faster
+                               way (timed once per shape), 1 GEMV_ROWS rows
+                               at a time, 2 the matrix packed for
+                               tfm_q8_gemm (the same numbers every way) */
     float *erow;            /* [C]: a stored embedding row widened */
     int scores_threads;
     int *row_slot, *row_pos;

@@ -537,9 +537,9 @@ static void test_q8_close(void **state)
 }
 
 /* With 8-bit weights every product runs in 8 bits, a prompt's rows
- * GEMV_ROWS (8) at a time: a 19-token prompt at once (chunks of 8, 8, 3)
- * gives, to the bit, the logits and next steps of its tokens fed one by
- * one. */
+ * GEMV_ROWS (8) at a time or all through tfm_q8_gemm: a 19-token prompt
+ * at once (chunks of 8, 8, 3, or 19 rows) gives, to the bit, the logits
+ * and next steps of its tokens fed one by one. */
 static void test_q8_prompt_equals_steps(void **state)
 {
     (void)state;
@@ -561,6 +561,18 @@ static void test_q8_prompt_equals_steps(void **state)
     for (int t = 1; t < P; t++)
         assert_int_equal(tfm_infer_step(&b, 1, &prompt[t], &slot, lb, &err), 0);
     assert_memory_equal(la, lb, sizeof la);
+    /* the prompt's products either way: GEMV_ROWS rows at a time, or all
+     * rows through tfm_q8_gemm on the matrices packed */
+    for (int way = 1; way <= 2; way++) {
+        tfm_infer c;
+        float lc[V];
+        assert_int_equal(tfm_infer_init(&c, &m.cfg, &w, 1, P + NEW, &err), 0);
+        c.q8_prompt = way;
+        assert_int_equal(tfm_infer_prefill(&c, 0, prompt, P, lc, &err), 0);
+        assert_memory_equal(la, lc, sizeof la);
+        assert_int_equal(c.qpack.cap > 0, way == 2);
+        tfm_infer_free(&c);
+    }
     for (int t = 0; t < NEW; t++) {
         uint32_t tok = argmax(la, V);
         assert_int_equal(tfm_infer_step(&a, 1, &tok, &slot, la, &err), 0);

@@ -486,26 +486,44 @@ void tfm_q8_gemv(float *y, const int8_t *xq, const float *xd, const tfm_q8 *W,
 #define Q8_NP_MAX 2                    /* most panels of any kernel */
 #define Q8_PART_ROWS 32                /* most rows of any kernel, AMX's */
 
-void tfm_q8_pack(tfm_q8_packed *p, const tfm_q8 *W)
+void tfm_q8_repack(tfm_q8_packed *p, const tfm_q8 *W)
 {
     TFM_ASSERT(W->K % TFM_Q8_BLOCK == 0 && W->N >= 0);
     const int N = W->N, K = W->K, nb = K / TFM_Q8_BLOCK, np = (N + QP - 1) / QP;
+    const size_t blocks = (size_t)np * nb;
     p->N = N;
     p->K = K;
-    p->w = tfm_aligned_alloc((size_t)np * nb * QB + 1);
-    p->d = tfm_aligned_alloc(sizeof(float) * ((size_t)np * nb * QP + 1));
+    if (blocks > p->cap || !p->w) {
+        free(p->w);
+        free(p->d);
+        p->w = tfm_aligned_alloc(blocks * QB + 1);
+        p->d = tfm_aligned_alloc(sizeof(float) * (blocks * QP + 1));
+        p->cap = blocks;
+    }
+#pragma omp parallel for schedule(static) if (blocks * QB >= (1 << 18) && !omp_in_parallel())
     for (int pn = 0; pn < np; pn++)
-        for (int b = 0; b < nb; b++) {
-            uint8_t *wb = p->w + ((size_t)pn * nb + b) * QB;
-            float *db = p->d + ((size_t)pn * nb + b) * QP;
-            for (int c = 0; c < QP; c++) {
-                const int j = pn * QP + c;
-                db[c] = j < N ? tfm_f16_to_f32(W->d[(size_t)j * nb + b]) : 0.0f;
-                for (int i = 0; i < TFM_Q8_BLOCK; i++)
-                    wb[(i / 4) * QG + c * 4 + i % 4] =
-                        (uint8_t)((j < N ? W->q[(size_t)j * K + b * TFM_Q8_BLOCK + i] : 0) + 128);
+        for (int c = 0; c < QP; c++) {
+            const int j = pn * QP + c;
+            const int8_t *row = j < N ? W->q + (size_t)j * K : NULL;
+            for (int b = 0; b < nb; b++) {
+                uint8_t *wb = p->w + ((size_t)pn * nb + b) * QB + c * 4;
+                p->d[((size_t)pn * nb + b) * QP + c] =
+                    row ? tfm_f16_to_f32(W->d[(size_t)j * nb + b]) : 0.0f;
+                for (int g = 0; g < 8; g++) { /* 4 weights, each + 128: the top bit flipped */
+                    uint32_t v = 0;
+                    if (row)
+                        memcpy(&v, row + b * TFM_Q8_BLOCK + 4 * g, 4);
+                    v ^= 0x80808080u;
+                    memcpy(wb + g * QG, &v, 4);
+                }
             }
         }
+}
+
+void tfm_q8_pack(tfm_q8_packed *p, const tfm_q8 *W)
+{
+    memset(p, 0, sizeof *p);
+    tfm_q8_repack(p, W);
 }
 
 void tfm_q8_packed_free(tfm_q8_packed *p)

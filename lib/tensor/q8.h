@@ -98,11 +98,15 @@ typedef struct tfm_q8_packed {
     int N, K;
     uint8_t *w; /* [ceil(N/16)][K/32][8][16][4], w + 128 */
     float *d;   /* [ceil(N/16)][K/32][16] */
+    size_t cap; /* panel blocks w and d have room for */
 } tfm_q8_packed;
 
 /* Packs W (K a multiple of 32, weights -127..127); p owns its copy, W may
  * go. */
 void tfm_q8_pack(tfm_q8_packed *p, const tfm_q8 *W);
+/* The same into p's memory (p zeroed, or packed before), grown when too
+ * small: scratch that packs one matrix after another. */
+void tfm_q8_repack(tfm_q8_packed *p, const tfm_q8 *W);
 void tfm_q8_packed_free(tfm_q8_packed *p);
 /* y[r, j] (row stride ldy) = b[j] + Σ_blocks ... as tfm_q8_gemv for M rows
  * xq [M, K], xd [M, K / 32] (b NULL: no bias); then epi (if not NULL,

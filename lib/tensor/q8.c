@@ -36,8 +36,10 @@ static void quantize(int8_t *q, float *d, const float *x, int K, int away)
             nan |= xb[i] != xb[i];
         }
         /* a NaN or infinite input gives a NaN or infinite scale (and values
-         * 0), so that a product over it is not finite either, as in float */
+         * 0), so that a product over it is not finite either, as in float;
+         * a block so small (max |x| < 2^-121) that 1/d overflows, values 0 */
         float s = nan ? NAN : amax / 127.0f, inv = s > 0.0f && isfinite(s) ? 1.0f / s : 0.0f;
+        inv = isfinite(inv) ? inv : 0.0f;
         for (int i = 0; i < TFM_Q8_BLOCK; i++)
             q[(size_t)b * TFM_Q8_BLOCK + i] =
                 !inv ? 0 : away ? (int8_t)roundf(xb[i] * inv) : (int8_t)lrintf(xb[i] * inv);
@@ -45,8 +47,66 @@ static void quantize(int8_t *q, float *d, const float *x, int K, int away)
     }
 }
 
+#ifdef TFM_Q8_X86
+/* quantize(.., 0) with AVX2: the same scale (max |x| is exact in any
+ * order; NaN found apart), the same products x·(1/d), and vcvtps2dq
+ * rounds them as lrintf does (to nearest, ties to even: the default
+ * rounding mode); |x·(1/d)| <= 127 packs to bytes unchanged.  Whole-
+ * sequence products quantize every row: scalar lrintf cost as much as
+ * the product over a few hundred columns. */
+__attribute__((target("avx2"))) static void quantize_avx2(int8_t *q, float *d, const float *x,
+                                                          int K)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int b = 0; b < K / TFM_Q8_BLOCK; b++) {
+        const float *xb = x + (size_t)b * TFM_Q8_BLOCK;
+        __m256 v[4], m = _mm256_setzero_ps(), un = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+            un = _mm256_or_ps(un, _mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
+        }
+        float mm[8];
+        _mm256_storeu_ps(mm, m);
+        float amax = 0.0f;
+        for (int i = 0; i < 8; i++)
+            amax = fmaxf(amax, mm[i]);
+        const int nan = _mm256_movemask_ps(un) != 0;
+        float s = nan ? NAN : amax / 127.0f, inv = s > 0.0f && isfinite(s) ? 1.0f / s : 0.0f;
+        inv = isfinite(inv) ? inv : 0.0f;
+        d[b] = s;
+        int8_t *qb = q + (size_t)b * TFM_Q8_BLOCK;
+        if (!inv) {
+            memset(qb, 0, TFM_Q8_BLOCK);
+            continue;
+        }
+        const __m256 iv = _mm256_set1_ps(inv);
+        __m256i n[4];
+        for (int i = 0; i < 4; i++)
+            n[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], iv));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]),
+                                             _mm256_packs_epi32(n[2], n[3]));
+        _mm256_storeu_si256((__m256i *)qb, _mm256_permutevar8x32_epi32(p, order));
+    }
+}
+#endif
+
 void tfm_q8_quantize(int8_t *q, float *d, const float *x, int K)
 {
+#ifdef TFM_Q8_X86
+    static int avx2 = -1;
+    int a = __atomic_load_n(&avx2, __ATOMIC_RELAXED);
+    if (a < 0) {
+        __builtin_cpu_init();
+        a = __builtin_cpu_supports("avx2") != 0;
+        __atomic_store_n(&avx2, a, __ATOMIC_RELAXED);
+    }
+    if (a) {
+        quantize_avx2(q, d, x, K);
+        return;
+    }
+#endif
     quantize(q, d, x, K, 0);
 }
 

@@ -40,7 +40,9 @@ typedef struct tfm_q8 {
 
 /* Quantizes x[0..K) (K a multiple of 32) into q and d[K / 32]; a value
  * halfway between two steps rounds to the even one (as llama.cpp's
- * vectorized quantizer of activations). */
+ * vectorized quantizer of activations).  A block holding a NaN or an
+ * infinity gets a NaN or infinite scale and values 0; a block so small
+ * (max |x| < 2^-121) that 1/d overflows, its scale d and values 0. */
 void tfm_q8_quantize(int8_t *q, float *d, const float *x, int K);
 /* The same with halfway values rounded away from zero (C's roundf): what
  * llama.cpp's reference quantizer (quantize_row_q8_0_ref), and so

@@ -122,6 +122,64 @@ static void test_quantize_ties(void **state)
     }
 }
 
+/* tfm_q8_quantize (vectorized where the CPU can) against the definition
+ * written out here: d = max|x| / 127, q = x·(1/d) rounded to nearest,
+ * ties to even; NaN or infinity in a block: scale NaN or infinite,
+ * values 0.  Blocks of every scale, subnormal ones, zeros, ties; the
+ * scalar code for weights (tfm_q8_quantize_ref) agrees off the ties. */
+static void test_quantize_definition(void **state)
+{
+    (void)state;
+    enum { NB = 400, K = 32 * NB };
+    tfm_rng r;
+    tfm_rng_seed(&r, 17);
+    float *x = malloc(sizeof(float) * K), d[NB];
+    int8_t *q = malloc(K);
+    for (int b = 0; b < NB; b++) {
+        const float scale = ldexpf(1.0f, (int)tfm_rng_below(&r, 260) - 140);
+        for (int i = 0; i < 32; i++)
+            x[b * 32 + i] = tfm_rng_normal(&r) * scale;
+        if (b % 7 == 1) /* x·(1/d) halfway: d = 1 */
+            for (int i = 0; i < 32; i++)
+                x[b * 32 + i] = i == 5 ? -127.0f : (float)((int)tfm_rng_below(&r, 200) - 100) + 0.5f;
+    }
+    for (int i = 0; i < 32; i++)
+        x[2 * 32 + i] = 0.0f;
+    x[3 * 32 + 7] = NAN;
+    x[4 * 32 + 30] = -INFINITY;
+    x[5 * 32 + 0] = -0.0f;
+    int8_t *qr = malloc(K);
+    float *dr = malloc(sizeof(float) * NB);
+    tfm_q8_quantize(q, d, x, K);
+    tfm_q8_quantize_ref(qr, dr, x, K);
+    for (int b = 0; b < NB; b++) {
+        if (b % 7 != 1) /* no ties: the same values */
+            assert_memory_equal(q + b * 32, qr + b * 32, 32);
+        float amax = 0.0f;
+        int bad = 0;
+        for (int i = 0; i < 32; i++) {
+            bad |= !isfinite(x[b * 32 + i]);
+            amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        }
+        const float want_d = b == 3 ? NAN : b == 4 ? INFINITY : amax / 127.0f;
+        if (isnan(want_d))
+            assert_true(isnan(d[b]));
+        else
+            assert_memory_equal(&d[b], &want_d, sizeof(float));
+        /* a block whose 1/d overflows (max |x| < 2^-121) quantizes to 0 */
+        const float inv = !bad && want_d > 0 && isfinite(1.0f / want_d) ? 1.0f / want_d : 0.0f;
+        for (int i = 0; i < 32; i++) {
+            const int want = inv ? (int)nearbyintf(x[b * 32 + i] * inv) : 0;
+            if (q[b * 32 + i] != want)
+                fail_msg("block %d value %d: %d, not %d", b, i, q[b * 32 + i], want);
+        }
+    }
+    free(x);
+    free(q);
+    free(qr);
+    free(dr);
+}
+
 static void test_quantize_bound(void **state)
 {
     (void)state;
@@ -417,6 +475,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernels_equal_scalar),
         cmocka_unit_test(test_quantize_ties),
+        cmocka_unit_test(test_quantize_definition),
         cmocka_unit_test(test_quantize_bound),
         cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_gemm),

@@ -388,10 +388,36 @@ static void test_reservoir(void **state)
     tfm_reservoir_free(&b);
 }
 
+/* tfm_pages_alloc: zero, aligned, and a page is resident only once
+ * written; huge: 2 MiB aligned. */
+static void test_pages(void **state)
+{
+    (void)state;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 64 * page + 100;
+    for (int huge = 0; huge < 2; huge++) {
+        size_t len = huge ? ((size_t)5 << 20) + 12 : n;
+        unsigned char *p = tfm_pages_alloc(len, huge);
+        assert_int_equal((uintptr_t)p % (huge ? (size_t)2 << 20 : page), 0);
+        if (!huge) {
+            assert_int_equal(tfm_pages_resident(p, len), 0);
+            p[3 * page + 7] = 1;
+            p[40 * page] = 1;
+            assert_int_equal(tfm_pages_resident(p, len), 2);
+            assert_int_equal(tfm_pages_resident(p + 4 * page, 36 * page), 0);
+            assert_int_equal(tfm_pages_resident(p + 3 * page + 1, page), 0); /* no whole page */
+        }
+        p[len - 1] = 2; /* the whole length is writable */
+        for (size_t i = 0; i + 1 < len; i++)
+            if (p[i] > (i == 3 * page + 7 || i == 40 * page))
+                fail_msg("byte %zu is %d", i, p[i]);
+        tfm_pages_free(p, len);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reservoir),
+        cmocka_unit_test(test_reservoir), cmocka_unit_test(test_pages),
         cmocka_unit_test(test_progress_counts), cmocka_unit_test(test_err_at),       cmocka_unit_test(test_json_string),
         cmocka_unit_test(test_rng_repeatable), cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_getline_nul),  cmocka_unit_test(test_parallel),

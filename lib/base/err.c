@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 int tfm_err_vset(tfm_err *err, const char *fmt, va_list ap)
 {
@@ -153,4 +154,55 @@ void *tfm_aligned_alloc(size_t n)
         madvise(p, n & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
 #endif
     return p;
+}
+
+static size_t page_round(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return ((n ? n : 1) + page - 1) & ~(page - 1);
+}
+
+void *tfm_pages_alloc(size_t n, int huge)
+{
+    size_t len = page_round(n), page = page_round(1);
+    size_t align = huge && len >= 2 * HUGE_PAGE ? HUGE_PAGE : page;
+    size_t span = len + align - page;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        out_of_memory(n);
+    /* the aligned part kept, the rest given back */
+    char *a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+    if (a > p)
+        munmap(p, (size_t)(a - p));
+    if (a + len < p + span)
+        munmap(a + len, (size_t)(p + span - (a + len)));
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE)
+        madvise(a, len & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
+    return a;
+}
+
+void tfm_pages_free(void *p, size_t n)
+{
+    if (p)
+        munmap(p, page_round(n));
+}
+
+size_t tfm_pages_resident(const void *p, size_t n)
+{
+    size_t page = page_round(1), count = 0;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t b = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
+    if (a >= b)
+        return 0;
+    size_t np = (b - a) / page;
+    unsigned char *v = tfm_malloc(np);
+    if (mincore((void *)a, b - a, v) == 0)
+        for (size_t i = 0; i < np; i++)
+            count += v[i] & 1;
+    else
+        count = np; /* unknown: taken as all */
+    free(v);
+    return count;
 }

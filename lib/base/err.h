@@ -47,6 +47,16 @@ char *tfm_strdup(const char *s);
 char *tfm_strndup(const char *s, size_t n);
 /* 64-byte aligned, for SIMD and BLIS; release with free(). */
 void *tfm_aligned_alloc(size_t n);
+/* n zero bytes in whole pages of their own, from the kernel: a page costs
+ * memory only once written, so a part never written is never resident (a
+ * LoRA run's frozen gradients).  huge: on 2 MiB pages where the kernel
+ * offers them, as tfm_aligned_alloc (then writing one byte makes 2 MiB
+ * resident).  Release with tfm_pages_free(p, n), the same n. */
+void *tfm_pages_alloc(size_t n, int huge);
+void tfm_pages_free(void *p, size_t n);
+/* How many of the pages wholly inside p[0, n) are resident (mincore): the
+ * tests' check of tfm_pages_alloc's promise. */
+size_t tfm_pages_resident(const void *p, size_t n);
 
 /* The running program's name, for the messages the library prints itself
  * (out of memory, internal errors): every message starts with it. */

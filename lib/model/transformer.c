@@ -901,6 +901,32 @@ static int acts_plan(tfm_model *m, int B, int T, int S, tfm_err *err)
 
 /* ---- init ---------------------------------------------------------------- */
 
+int tfm_model_grad_span(const tfm_model *m, int *row, size_t *lo, size_t *hi)
+{
+    int i = *row;
+    while (i < m->n_table && m->table[i].frozen)
+        i++;
+    if (i >= m->n_table)
+        return 0;
+    *lo = m->table[i].offset;
+    while (i < m->n_table && !m->table[i].frozen)
+        i++;
+    *hi = i < m->n_table ? m->table[i].offset : m->n_params;
+    *row = i;
+    return 1;
+}
+
+/* Zero gradients from the kernel: a LoRA run's frozen base's pages are
+ * never written, so they never cost memory (on 4 KiB pages then: a 2 MiB
+ * one would make the frozen floats around an adapter resident). */
+static float *grads_alloc(const tfm_model *m)
+{
+    int row = 0;
+    size_t lo, hi;
+    int whole = !tfm_model_grad_span(m, &row, &lo, &hi) || (lo == 0 && hi == m->n_params);
+    return tfm_pages_alloc(m->n_params * sizeof(float), whole);
+}
+
 int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -918,13 +944,12 @@ int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err)
     build_table(cfg, &tb);
     m->n_params = tb.off;
     m->params = tfm_aligned_alloc(m->n_params * sizeof(float));
-    m->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
+    m->grads = grads_alloc(m);
     if (!m->params || !m->grads) {
         tfm_model_free(m);
         return tfm_err_set(err, "out of memory for %zu parameters", tb.real);
     }
     memset(m->params, 0, m->n_params * sizeof(float));
-    memset(m->grads, 0, m->n_params * sizeof(float));
     const tfm_param *h0 = tfm_model_param(m, "h.0.ln_1.weight");
     m->first_layer = (int)(h0 - m->table);
     const tfm_param *e0 = tfm_model_param(m, "enc.h.0.ln_1.weight");
@@ -945,7 +970,7 @@ void tfm_model_free(tfm_model *m)
         free(m->table);
         free(m->alibi);
     }
-    free(m->grads);
+    tfm_pages_free(m->grads, m->n_params * sizeof(float));
     acts_free(m->acts);
     memset(m, 0, sizeof *m);
 }
@@ -966,8 +991,7 @@ void tfm_model_init_replica(tfm_model *r, const tfm_model *m)
     r->n_params = m->n_params;
     r->shares_params = 1;
     r->loss = -1.0f;
-    r->grads = tfm_aligned_alloc(m->n_params * sizeof(float));
-    memset(r->grads, 0, m->n_params * sizeof(float));
+    r->grads = grads_alloc(r);
 }
 
 void tfm_model_init_weights(tfm_model *m, uint64_t seed)
@@ -1041,7 +1065,10 @@ float *tfm_model_logits(tfm_model *m)
 void tfm_model_zero_grad(tfm_model *m)
 {
     TFM_ASSERT(m->grads);
-    memset(m->grads, 0, m->n_params * sizeof(float));
+    int row = 0;
+    size_t lo, hi;
+    while (tfm_model_grad_span(m, &row, &lo, &hi))
+        memset(m->grads + lo, 0, (hi - lo) * sizeof(float));
 }
 
 size_t tfm_model_blocks_offset(const tfm_model *m)
@@ -1053,7 +1080,7 @@ size_t tfm_model_blocks_offset(const tfm_model *m)
 void tfm_model_set_inference(tfm_model *m)
 {
     TFM_ASSERT(!m->shares_params);
-    free(m->grads);
+    tfm_pages_free(m->grads, m->n_params * sizeof(float));
     m->grads = NULL;
     acts_free(m->acts); /* re-planned without what backward needs */
     m->acts = NULL;
@@ -1062,7 +1089,10 @@ void tfm_model_set_inference(tfm_model *m)
 
 size_t tfm_model_bytes(const tfm_model *m)
 {
-    size_t n = (m->shares_params ? 0 : m->n_params) + (m->grads ? m->n_params : 0);
+    size_t n = m->shares_params ? 0 : m->n_params, lo, hi;
+    int row = 0;
+    while (m->grads && tfm_model_grad_span(m, &row, &lo, &hi))
+        n += hi - lo;
     return n * sizeof(float) + (m->acts ? m->acts->bytes : 0);
 }
 

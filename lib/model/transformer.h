@@ -389,11 +389,15 @@ typedef void (*tfm_grads_ready_fn)(void *ctx, size_t lo);
 typedef struct tfm_model {
     tfm_model_config cfg;
     float *params;       /* n_params floats, 64-byte aligned */
-    float *grads;        /* n_params floats; accumulated by backward */
+    float *grads;        /* n_params floats; accumulated by backward.  A
+                            frozen tensor's part is never written nor
+                            read (tfm_model_grad_span): zero, and with
+                            its pages never resident */
     size_t n_params;     /* floats in params/grads: every tensor starts on a
                             64-byte boundary, so this includes up to 15 zero
                             padding floats per tensor (an optimizer may run
-                            over the whole array; padding stays 0) */
+                            over the whole array, or over grads' runs;
+                            padding stays 0) */
     tfm_param *table;    /* n_table entries, in the order listed above */
     int n_table;
     int first_layer;     /* index of h.0.ln_1.weight in the table */
@@ -430,8 +434,9 @@ typedef struct tfm_model {
     void *grads_ready_ctx;
 } tfm_model;
 
-/* Allocates params (zeroed) and grads (zeroed) for cfg; activations are
- * planned on the first forward.  The rng is seeded with 0; seed it (or
+/* Allocates params (zeroed) and grads (zeroed: pages from the kernel, so
+ * that those of frozen tensors never become resident) for cfg; activations
+ * are planned on the first forward.  The rng is seeded with 0; seed it (or
  * restore it) yourself for dropout.  -1 on a bad config. */
 int tfm_model_init(tfm_model *m, const tfm_model_config *cfg, tfm_err *err);
 void tfm_model_free(tfm_model *m);
@@ -572,13 +577,22 @@ void tfm_model_parts_loss(tfm_model *m, tfm_model *const *part, int n,
                           long (*count)[TFM_HEAD_N], const long total[TFM_HEAD_N],
                           const int given[TFM_HEAD_N], const float w[TFM_HEAD_N]);
 
+/* The parts of grads that backward writes, one run of tensors not frozen
+ * at a time: start with *row 0; each call gives the next run at or after
+ * table row *row as floats [*lo, *hi) (the padding after each tensor
+ * included) and moves *row past it; 0 when none is left.  Without frozen
+ * tensors, the one run [0, n_params).  Whatever reads or clears grads
+ * (zeroing, summing replicas or ranks, norms) keeps to these runs: the
+ * rest stays zero, untouched, and costs no memory. */
+int tfm_model_grad_span(const tfm_model *m, int *row, size_t *lo, size_t *hi);
+
 /* Forward only from now on (evaluation): frees the gradients, and later
  * forwards keep one layer's activations instead of every layer's and no
  * backward scratch; backward is then an error. */
 void tfm_model_set_inference(tfm_model *m);
 
-/* Bytes held by the model (params unless shared, grads, activations), for
- * reports. */
+/* Bytes held by the model (params unless shared, grads but for frozen
+ * tensors', activations), for reports. */
 size_t tfm_model_bytes(const tfm_model *m);
 
 #endif

@@ -7,7 +7,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/err.h"
 #include "model/transformer.h"
 #include "tensor/gemm.h"
 #include "tensor/gradcheck.h"
@@ -684,6 +686,96 @@ static void test_lora_identity(void **state)
     tfm_model_free(&ad);
 }
 
+/* Pages of m's gradients wholly outside its trained runs (the frozen
+ * tensors'), *resident of them resident. */
+static size_t frozen_pages(const tfm_model *m, float *grads, size_t *resident)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 0, prev = 0, lo, hi;
+    *resident = 0;
+    for (int row = 0, more = 1; more; prev = hi) {
+        more = tfm_model_grad_span(m, &row, &lo, &hi);
+        if (!more)
+            lo = hi = m->n_params;
+        uintptr_t a = ((uintptr_t)(grads + prev) + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t b = (uintptr_t)(grads + lo) & ~(uintptr_t)(page - 1);
+        if (a < b) {
+            pages += (b - a) / page;
+            *resident += tfm_pages_resident(grads + prev, (lo - prev) * sizeof(float));
+        }
+    }
+    return pages;
+}
+
+/* A LoRA model's frozen base costs no gradient memory: after steps of
+ * forward, backward and tfm_model_zero_grad (the model's and a replica's)
+ * not one of its gradient pages is resident, the trained runs hold the
+ * gradients a fresh model computes, and tfm_model_bytes counts only them. */
+static void test_lora_frozen_untouched(void **state)
+{
+    (void)state;
+    tfm_model_config cfg;
+    small_config(&cfg);
+    cfg.n_embd = 64;
+    cfg.n_head = 4;
+    cfg.vocab_size = 300;
+    cfg.lora_r = 2;
+    cfg.lora_alpha = 4;
+    cfg.lora_targets = TFM_LORA_Q | TFM_LORA_V;
+    int32_t x[12], y[12];
+    for (int i = 0; i < 12; i++) {
+        x[i] = (i * 37 + 5) % 300;
+        y[i] = (i * 53 + 11) % 300;
+    }
+    tfm_batch b = {.inputs = x, .targets = y, .B = 2, .T = 6};
+    tfm_err err = {0};
+    tfm_model m, fresh, rep;
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+    assert_int_equal(tfm_model_init(&fresh, &cfg, &err), 0);
+    random_weights(&m, 9); /* lora_B not 0: every adapter has a gradient */
+    memcpy(fresh.params, m.params, m.n_params * sizeof(float));
+    tfm_model_init_replica(&rep, &m);
+    size_t lo, hi, trained = 0, res;
+    for (int row = 0; tfm_model_grad_span(&m, &row, &lo, &hi);)
+        trained += hi - lo;
+    assert_true(trained > 0 && trained < m.n_params / 10);
+    assert_int_equal(tfm_model_bytes(&rep), trained * sizeof(float)); /* nothing planned yet */
+    assert_true(frozen_pages(&m, m.grads, &res) > 100);
+    assert_int_equal(res, 0);
+    for (int step = 0; step < 3; step++) {
+        tfm_model_zero_grad(&m);
+        tfm_model_zero_grad(&rep);
+        assert_int_equal(tfm_model_forward_backward_batch(&m, &b, 1.0f, NULL, &err), 0);
+        assert_int_equal(tfm_model_forward_backward_batch(&rep, &b, 0.5f, NULL, &err), 0);
+    }
+    assert_int_equal(tfm_model_forward_backward_batch(&fresh, &b, 1.0f, NULL, &err), 0);
+    size_t pages = frozen_pages(&m, m.grads, &res);
+    assert_int_equal(res, 0);
+    assert_int_equal(frozen_pages(&rep, rep.grads, &res), pages);
+    assert_int_equal(res, 0);
+    /* the trained tensors: each with a gradient, the fresh model's */
+    for (int i = 0; i < m.n_table; i++) {
+        const tfm_param *p = &m.table[i];
+        if (p->frozen)
+            continue;
+        double sum = 0;
+        for (size_t j = 0; j < p->numel; j++) {
+            float g = m.grads[p->offset + j];
+            if (g != fresh.grads[p->offset + j] || rep.grads[p->offset + j] != 0.5f * g)
+                fail_msg("%s[%zu]: %g, a fresh model's %g, a replica's %g", p->name, j, g,
+                         fresh.grads[p->offset + j], rep.grads[p->offset + j]);
+            sum += fabs(g);
+        }
+        if (!(sum > 0))
+            fail_msg("%s has no gradient", p->name);
+    }
+    /* and the frozen floats read as the zeros they are */
+    for (size_t i = 0; i < m.n_params; i++)
+        assert_true(fresh.grads[i] == m.grads[i]);
+    tfm_model_free(&rep);
+    tfm_model_free(&fresh);
+    tfm_model_free(&m);
+}
+
 static void test_table_and_init(void **state)
 {
     (void)state;
@@ -784,6 +876,7 @@ int main(void)
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_lora),
         cmocka_unit_test(test_lora_identity),
+        cmocka_unit_test(test_lora_frozen_untouched),
         cmocka_unit_test(test_positions_and_masks),
         cmocka_unit_test(test_encoder_decoder),
         cmocka_unit_test(test_heads),

@@ -215,6 +215,49 @@ double tfm_grad_norm(const float *g, size_t n)
     return sqrt(s);
 }
 
+double tfm_grad_norm_model(const tfm_model *m)
+{
+    const float *g = m->grads;
+    size_t n = m->n_params, nchunks = (n + CHUNK - 1) / CHUNK, lo, hi;
+    /* each chunk's floats in the runs; a chunk with none sums to 0 */
+    size_t *in = tfm_calloc(nchunks ? nchunks : 1, sizeof *in);
+    double *part = tfm_calloc(nchunks ? nchunks : 1, sizeof *part);
+    for (int row = 0; tfm_model_grad_span(m, &row, &lo, &hi);)
+        for (size_t c = lo / CHUNK; c * CHUNK < hi; c++) {
+            size_t a = c * CHUNK > lo ? c * CHUNK : lo;
+            size_t b = (c + 1) * CHUNK < hi ? (c + 1) * CHUNK : hi;
+            in[c] += b - a;
+        }
+#pragma omp parallel for schedule(static) if (nchunks > 4)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t c0 = c * CHUNK, len = c0 + CHUNK < n ? CHUNK : n - c0;
+        if (!in[c])
+            continue;
+        /* a chunk partly in the runs: summed as tfm_grad_norm sums it, over
+         * a copy with zeros for the rest (64-byte aligned as g + c0 is, so
+         * that the vectorized sum adds in the same order) */
+        float *buf = NULL;
+        if (in[c] < len) {
+            buf = tfm_aligned_alloc(CHUNK * sizeof *buf);
+            memset(buf, 0, len * sizeof *buf);
+            int row = 0;
+            while (tfm_model_grad_span(m, &row, &lo, &hi))
+                if (lo < c0 + len && hi > c0) {
+                    size_t a = lo > c0 ? lo : c0, b = hi < c0 + len ? hi : c0 + len;
+                    memcpy(buf + (a - c0), g + a, (b - a) * sizeof *buf);
+                }
+        }
+        part[c] = sumsq_span(buf ? buf : g + c0, len);
+        free(buf);
+    }
+    double s = 0;
+    for (size_t c = 0; c < nchunks; c++)
+        s += part[c];
+    free(part);
+    free(in);
+    return sqrt(s);
+}
+
 float tfm_grad_clip_factor(double norm, double max_norm)
 {
     if (max_norm > 0 && isfinite(norm)) {

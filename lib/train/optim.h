@@ -52,6 +52,10 @@ void tfm_adam_step(tfm_adam *o, float *params, const float *grads, const tfm_par
 /* √(Σ g²), summed in double in fixed chunks so that the result does not depend
  * on the number of threads (resumed runs must match bit for bit). */
 double tfm_grad_norm(const float *g, size_t n);
+/* tfm_grad_norm of m->grads, to the bit, reading only the runs that
+ * backward writes (tfm_model_grad_span): a frozen tensor's floats are
+ * taken as the zeros they are, never read, so their pages stay untouched. */
+double tfm_grad_norm_model(const tfm_model *m);
 
 /* PyTorch's clip_grad_norm_ factor: max_norm / (norm + 1e-6) when that is
  * < 1, else 1 (also 1 when max_norm <= 0 or the norm is not finite). */

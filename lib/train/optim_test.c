@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "base/err.h"
 #include "base/rng.h"
 #include "train/optim.h"
 #include "train/schedule.h"
@@ -183,6 +184,60 @@ static void test_clip(void **state)
     free(big);
 }
 
+/* tfm_grad_norm_model: tfm_grad_norm's value to the bit, over tensors
+ * that cross its chunks in every way, without reading a frozen tensor's
+ * floats (NaN there changes nothing). */
+static void test_grad_norm_model(void **state)
+{
+    (void)state;
+    static const size_t numel[] = {20000, 37, 50000, 2 * 16384 + 5, 3, 1000, 40000, 16384, 7};
+    static const int frozen[] = {1, 0, 1, 0, 1, 0, 1, 1, 0};
+    enum { N = sizeof numel / sizeof *numel };
+    tfm_param table[N];
+    tfm_model m;
+    memset(&m, 0, sizeof m);
+    memset(table, 0, sizeof table);
+    size_t off = 0;
+    for (int i = 0; i < N; i++) {
+        table[i].offset = off;
+        table[i].numel = numel[i];
+        table[i].frozen = frozen[i];
+        off += (numel[i] + 15) & ~(size_t)15;
+    }
+    m.table = table;
+    m.n_table = N;
+    m.n_params = off;
+    m.grads = tfm_pages_alloc(off * sizeof(float), 0);
+    tfm_rng r;
+    tfm_rng_seed(&r, 3);
+    double s = 0;
+    for (int i = 0; i < N; i++)
+        for (size_t j = 0; j < numel[i] && !frozen[i]; j++) {
+            float g = tfm_rng_normal(&r);
+            m.grads[table[i].offset + j] = g;
+            s += (double)g * g;
+        }
+    double whole = tfm_grad_norm(m.grads, off), norm = tfm_grad_norm_model(&m);
+    assert_true(norm == whole);
+    assert_float_equal(norm, sqrt(s), 1e-12 * sqrt(s));
+    /* frozen floats (and the padding after them) are not read */
+    for (int i = 0; i < N; i++) {
+        size_t end = i + 1 < N ? table[i + 1].offset : off;
+        for (size_t j = table[i].offset; frozen[i] && j < end; j++)
+            m.grads[j] = NAN;
+    }
+    assert_true(isnan(tfm_grad_norm(m.grads, off)));
+    assert_true(tfm_grad_norm_model(&m) == whole);
+    /* nothing frozen: all of it, as tfm_grad_norm */
+    for (int i = 0; i < N; i++)
+        table[i].frozen = 0;
+    for (size_t j = 0; j < off; j++)
+        if (isnan(m.grads[j]))
+            m.grads[j] = 0.5f;
+    assert_true(tfm_grad_norm_model(&m) == tfm_grad_norm(m.grads, off));
+    tfm_pages_free(m.grads, off * sizeof(float));
+}
+
 static void test_schedules(void **state)
 {
     (void)state;
@@ -221,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_adamw_vs_reference),
         cmocka_unit_test(test_adam_l2_vs_reference),
         cmocka_unit_test(test_clip),
+        cmocka_unit_test(test_grad_norm_model),
         cmocka_unit_test(test_schedules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -45,20 +45,28 @@ size_t tfm_replicas_bytes(const tfm_replicas *r)
 
 /* grads[lo, hi) += the first n - 1 replicas' grads, in replica order, and
  * theirs back to zero: each element gets the same sums however the range
- * is cut, so summing it in pieces during backward changes no bit. */
+ * is cut, so summing it in pieces during backward changes no bit.  Only
+ * the trained tensors' runs (tfm_model_grad_span): a frozen tensor's
+ * gradient is zero everywhere and its pages stay untouched. */
 static void add_replicas(tfm_replicas *r, int n, size_t lo, size_t hi, int threads)
 {
     float *grads = r->m->grads;
-    size_t chunk = 1 << 14, nchunks = (hi - lo + chunk - 1) / chunk;
+    size_t s0, s1;
+    for (int row = 0; tfm_model_grad_span(r->m, &row, &s0, &s1);) {
+        size_t a0 = s0 > lo ? s0 : lo, b0 = s1 < hi ? s1 : hi;
+        if (a0 >= b0)
+            continue;
+        size_t chunk = 1 << 14, nchunks = (b0 - a0 + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (size_t c = 0; c < nchunks; c++) {
-        size_t a = lo + c * chunk, b = a + chunk < hi ? a + chunk : hi;
-        for (int k = 0; k + 1 < n; k++) {
-            float *g = r->rep[k].grads;
+        for (size_t c = 0; c < nchunks; c++) {
+            size_t a = a0 + c * chunk, b = a + chunk < b0 ? a + chunk : b0;
+            for (int k = 0; k + 1 < n; k++) {
+                float *g = r->rep[k].grads;
 #pragma omp simd
-            for (size_t i = a; i < b; i++)
-                grads[i] += g[i];
-            memset(g + a, 0, (b - a) * sizeof *g);
+                for (size_t i = a; i < b; i++)
+                    grads[i] += g[i];
+                memset(g + a, 0, (b - a) * sizeof *g);
+            }
         }
     }
 }

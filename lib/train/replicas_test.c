@@ -11,7 +11,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/err.h"
 #include "model/transformer.h"
 #include "tensor/gemm.h"
 #include "train/replicas.h"
@@ -340,6 +342,111 @@ static void test_grads_ready(void **state)
     }
 }
 
+/* Pages of m's gradients grads wholly outside its trained runs (the frozen
+ * tensors'), *resident of them resident. */
+static size_t frozen_pages(const tfm_model *m, float *grads, size_t *resident)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 0, prev = 0, lo, hi;
+    *resident = 0;
+    for (int row = 0, more = 1; more; prev = hi) {
+        more = tfm_model_grad_span(m, &row, &lo, &hi);
+        if (!more)
+            lo = hi = m->n_params;
+        uintptr_t a = ((uintptr_t)(grads + prev) + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t b = (uintptr_t)(grads + lo) & ~(uintptr_t)(page - 1);
+        if (a < b) {
+            pages += (b - a) / page;
+            *resident += tfm_pages_resident(grads + prev, (lo - prev) * sizeof(float));
+        }
+    }
+    return pages;
+}
+
+static void no_hook(void *ctx, size_t lo)
+{
+    (void)ctx;
+    (void)lo;
+}
+
+/* LoRA with replicas: the sum of the parts' trained gradients is the
+ * whole batch's (summed at the end, or in pieces during backward through
+ * grads_ready, to the same bits), and neither the model's nor a replica's
+ * frozen gradient pages ever become resident. */
+static void test_lora_replicas(void **state)
+{
+    (void)state;
+    enum { B = 5, T = 6 };
+    tfm_model_config cfg;
+    small_config(&cfg);
+    cfg.n_embd = 64;
+    cfg.n_head = 4;
+    cfg.vocab_size = 300;
+    cfg.lora_r = 2;
+    cfg.lora_alpha = 4;
+    cfg.lora_targets = TFM_LORA_Q | TFM_LORA_V;
+    tfm_model m;
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&m, &cfg, &err), 0);
+    random_weights(&m, 5);
+    int32_t x[B * T], y[B * T];
+    for (int i = 0; i < B * T; i++) {
+        x[i] = (i * 37 + 5) % 300;
+        y[i] = (i * 53 + 11) % 300;
+    }
+    /* the reference: the whole batch in one model of the same weights
+     * (reading m's frozen floats would map pages, if only the zero page) */
+    tfm_model one;
+    assert_int_equal(tfm_model_init(&one, &cfg, &err), 0);
+    memcpy(one.params, m.params, m.n_params * sizeof(float));
+    float ref_loss, loss;
+    assert_int_equal(tfm_model_forward_backward(&one, x, y, B, T, 1.0f, &ref_loss, &err), 0);
+    const float *ref = one.grads;
+    float *hooked = malloc(m.n_params * sizeof(float));
+    tfm_batch b = {.inputs = x, .targets = y, .B = B, .T = T};
+    tfm_replicas rp;
+    tfm_replicas_init(&rp, &m, 3);
+    assert_int_equal(rp.n, 3);
+    size_t res, lo, hi;
+    for (int hook = 0; hook < 2; hook++) {
+        m.grads_ready = hook ? no_hook : NULL;
+        for (int step = 0; step < 2; step++) {
+            tfm_model_zero_grad(&m);
+            assert_int_equal(tfm_replicas_forward_backward(&rp, &b, 1.0f, &loss, &err), 0);
+        }
+        m.grads_ready = NULL;
+        assert_true(fabsf(loss - ref_loss) <= 1e-6f * fabsf(ref_loss));
+        double worst = 0.0, norm = 0.0;
+        for (int row = 0; tfm_model_grad_span(&m, &row, &lo, &hi);)
+            for (size_t i = lo; i < hi; i++) {
+                double d = fabs((double)m.grads[i] - ref[i]);
+                worst = d > worst ? d : worst;
+                norm = fabs(ref[i]) > norm ? fabs(ref[i]) : norm;
+                for (int k = 0; k + 1 < rp.n; k++)
+                    assert_true(rp.rep[k].grads[i] == 0.0f);
+            }
+        assert_true(norm > 0.0);
+        assert_true(worst <= 1e-5 * norm);
+        assert_true(frozen_pages(&m, m.grads, &res) > 100);
+        assert_int_equal(res, 0);
+        for (int k = 0; k + 1 < rp.n; k++) {
+            frozen_pages(&rp.rep[k], rp.rep[k].grads, &res);
+            assert_int_equal(res, 0);
+        }
+        for (int row = 0; tfm_model_grad_span(&m, &row, &lo, &hi);) {
+            if (hook)
+                assert_memory_equal(hooked + lo, m.grads + lo, (hi - lo) * sizeof(float));
+            memcpy(hooked + lo, m.grads + lo, (hi - lo) * sizeof(float));
+        }
+    }
+    for (size_t i = 0; i < m.n_params; i++) /* the frozen ones: 0, as the reference's */
+        if (ref[i] == 0.0f)
+            assert_true(m.grads[i] == 0.0f);
+    tfm_replicas_free(&rp);
+    free(hooked);
+    tfm_model_free(&one);
+    tfm_model_free(&m);
+}
+
 int main(void)
 {
     tfm_blas_init(0);
@@ -347,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_batch_parts),
         cmocka_unit_test(test_grads_ready),
+        cmocka_unit_test(test_lora_replicas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -900,7 +900,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         else if (R->lora_sum)
             lora_sum_grads(R);
         tfm_dist_sum_doubles(&loss, 1);
-        double norm = tfm_grad_norm(R->m.grads, R->m.n_params);
+        double norm = tfm_grad_norm_model(&R->m);
         if (!isfinite(loss) || !isfinite(norm)) {
             tfm_progress_end(&bar);
             char k[1200];

@@ -20,6 +20,7 @@
 #include "infer/embed.h"
 #include "io/npy.h"
 #include "model/file.h"
+#include "model/forward.h"
 #include "model/info.h"
 #include "tensor/gemm.h"
 #include "text/utf8.h"
@@ -86,6 +87,9 @@ static void __attribute__((noreturn)) usage(void)
            "      --chunk N          lines read and sorted by length at a time (default 1024)\n"
            "Other:\n"
            "      --threads N        threads (default: TFM_NUM_THREADS or the usable CPUs)\n"
+           "      --q8-gemm MODE     q8_0 files' whole-sequence products: in 8 bits (on),\n"
+           "                         float32 on the widened weights (off), or the faster\n"
+           "                         of the two per shape by a timing (auto; default)\n"
            "  -q, --quiet            no messages on stderr\n"
            "  -h, --help             this help\n"
            "      --version          print the version\n"
@@ -99,7 +103,7 @@ enum {
     OPT_LAYERS = 256, OPT_LAYER_WEIGHTS, OPT_GAMMA, OPT_POOL, OPT_NORMALIZE, OPT_OFFSETS,
     OPT_SIMILARITY, OPT_MATRIX, OPT_ATTENTION, OPT_ATTENTION_SVG, OPT_ATT_LAYER, OPT_ATT_HEAD,
     OPT_MAX_LEN, OPT_TRUNCATE, OPT_SKIP_EMPTY, OPT_MAX_TOKENS, OPT_CHUNK, OPT_THREADS,
-    OPT_VERSION, OPT_ADAPTER,
+    OPT_VERSION, OPT_ADAPTER, OPT_Q8_GEMM,
 };
 
 static const struct option long_opts[] = {
@@ -125,6 +129,7 @@ static const struct option long_opts[] = {
     {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
     {"chunk", required_argument, 0, OPT_CHUNK},
     {"threads", required_argument, 0, OPT_THREADS},
+    {"q8-gemm", required_argument, 0, OPT_Q8_GEMM},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, OPT_VERSION},
@@ -625,6 +630,13 @@ int main(int argc, char **argv)
             break;
         case OPT_CHUNK: chunk_lines = (int)tfm_opt_long(prog, "--chunk", optarg, 1, 1 << 20); break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
+        case OPT_Q8_GEMM: {
+            tfm_fwd_q8 q8;
+            if (tfm_fwd_q8_parse(optarg, &q8) < 0)
+                tfm_usage_error(prog, "--q8-gemm %s: auto, on or off", optarg);
+            tfm_fwd_q8_policy_set(q8);
+            break;
+        }
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);

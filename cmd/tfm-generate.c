@@ -17,6 +17,7 @@
 #include "base/rng.h"
 #include "infer/generate.h"
 #include "infer/translate.h"
+#include "model/forward.h"
 #include "model/info.h"
 #include "tensor/gemm.h"
 #include "tensor/q8.h"
@@ -77,6 +78,9 @@ static void __attribute__((noreturn)) usage(void)
            "      --no-cache         recompute the whole sequence for every token (slow;\n"
            "                         the baseline that shows what the cache saves)\n"
            "      --threads N        threads (default: TFM_NUM_THREADS or the usable CPUs)\n"
+           "      --q8-gemm MODE     q8_0 files' whole-sequence products: in 8 bits (on),\n"
+           "                         float32 on the widened weights (off), or the faster\n"
+           "                         of the two per shape by a timing (auto; default)\n"
            "      --profile          time each part of the decode steps (stderr)\n"
            "      --bf16             decode with bfloat16 copies of the weight matrices:\n"
            "                         half the memory traffic, slightly different numbers\n"
@@ -95,7 +99,7 @@ static void __attribute__((noreturn)) usage(void)
 enum {
     OPT_PROMPT_FILE = 256, OPT_RAW, OPT_IDS, OPT_JSON, OPT_BATCH, OPT_GREEDY,
     OPT_BEAM, OPT_LENPEN, OPT_NBEST, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP,
-    OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS,
+    OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_Q8_GEMM,
     OPT_VERSION, OPT_NO_CACHE, OPT_PROFILE, OPT_BF16, OPT_Q8, OPT_MAX_LEN_A, OPT_MAX_LEN_B,
     OPT_LENPEN_STYLE, OPT_TRUNCATE, OPT_ADAPTER, OPT_TASK_PREFIX,
 };
@@ -134,6 +138,7 @@ static const struct option long_opts[] = {
     {"bf16", no_argument, 0, OPT_BF16},
     {"q8", no_argument, 0, OPT_Q8},
     {"threads", required_argument, 0, OPT_THREADS},
+    {"q8-gemm", required_argument, 0, OPT_Q8_GEMM},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, OPT_VERSION},
@@ -434,6 +439,13 @@ int main(int argc, char **argv)
         case OPT_BF16: bf16 = 1; break;
         case OPT_Q8: q8 = 1; break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
+        case OPT_Q8_GEMM: {
+            tfm_fwd_q8 q8;
+            if (tfm_fwd_q8_parse(optarg, &q8) < 0)
+                tfm_usage_error(prog, "--q8-gemm %s: auto, on or off", optarg);
+            tfm_fwd_q8_policy_set(q8);
+            break;
+        }
         case 'q': a.quiet = 1; break;
         case 'z': a.end = '\0'; break;
         case 'h': usage();

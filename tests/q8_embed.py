@@ -5,8 +5,8 @@
 # products as tensor/q8.h defines them -- each input row quantized to 8
 # bits per block of 32 (d = max|x|/127 in float32, x·(1/d) rounded half
 # to even), exact integer block sums, times the two scales -- and float64
-# everywhere else.  TFM_Q8_GEMM=on forces the 8-bit products (else they
-# run where timing finds them faster), =off the float32 ones over the
+# everywhere else.  --q8-gemm on forces the 8-bit products (else they
+# run where timing finds them faster), off the float32 ones over the
 # widened weights, which a second recomputation (float32 activations)
 # must match instead; unset, the run must be close to both.  Models: an encoder (post-LN), a decoder (pre-LN,
 # causal) and an encoder-decoder's encoder, from tests/mkmodel, width 64
@@ -155,11 +155,9 @@ with tempfile.TemporaryDirectory() as d:
         check(t[pre_name + "h.0.mlp.c_fc.weight"].dtype == np.int8, "%s: 8-bit file" % name)
         tops = {}
         for mode in ("on", "off", "auto"):
-            env = dict(os.environ, TFM_Q8_GEMM=mode)
             if mode == "auto":  # each shape either way, as timing finds: runs, and is close
-                env.pop("TFM_Q8_GEMM")
                 run("tfm-embed", "-q", "-m", P("q.st"), "--pool", "none", "-o", P("h.npy"),
-                    env=env, stdin=text.encode())
+                    stdin=text.encode())
                 top = np.load(P("h.npy")).astype(np.float64)
                 for m in ("on", "off"):
                     dev = np.median(np.abs(top - tops[m])) / np.abs(tops[m]).max()
@@ -168,7 +166,7 @@ with tempfile.TemporaryDirectory() as d:
             hs = []
             for l in range(L + 1):
                 run("tfm-embed", "-q", "-m", P("q.st"), "--pool", "none", "--layers", str(l),
-                    "-o", P("h.npy"), env=env, stdin=text.encode())
+                    "--q8-gemm", mode, "-o", P("h.npy"), stdin=text.encode())
                 hs.append(np.load(P("h.npy")).astype(np.float64))
             tops[mode] = hs[L]
             offs = np.load(P("h.offsets.npy"))
@@ -187,7 +185,7 @@ with tempfile.TemporaryDirectory() as d:
                 err = np.abs(got - same)
                 med, worst = np.median(err) / scale, err.max() / scale
                 med_other = np.median(np.abs(got - other)) / scale
-                print("# %s, TFM_Q8_GEMM=%s, block %d: median %.2g, largest %.2g of max|x|; "
+                print("# %s, --q8-gemm %s, block %d: median %.2g, largest %.2g of max|x|; "
                       "the other product's median %.2g" % (name, mode, l, med, worst, med_other))
                 check(med < 1e-6, "%s %s block %d: median difference %g" % (name, mode, l, med))
                 check(worst < 2e-2, "%s %s block %d: largest difference %g" % (name, mode, l,

@@ -291,15 +291,14 @@ with tempfile.TemporaryDirectory() as d:
     emb = {}
     for f, mode in (("orig", None), ("q8_0", "on"), ("q8_0", "off"), ("bf16", None)):
         m = MODEL if f == "orig" else P(f + ".st")
-        env = dict(os.environ, TFM_Q8_GEMM=mode) if mode else None
         key = f + ("-" + mode if mode else "")
-        r = subprocess.run([os.path.join(B, "tfm-embed"), "-q", "-m", m, "-o", P(key + ".npy")],
-                           input=sents, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        r = subprocess.run([os.path.join(B, "tfm-embed"), "-q", "-m", m, "-o", P(key + ".npy")] +
+                           (["--q8-gemm", mode] if mode else []), input=sents, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if r.returncode != 0:
             sys.exit("tfm-embed %s: %s" % (key, r.stderr.decode()))
         emb[key] = np.load(P(key + ".npy")).astype(np.float64)
     check(not np.array_equal(emb["q8_0-on"], emb["q8_0-off"]),
-          "tfm-embed: TFM_Q8_GEMM=on gives the float32 products' vectors")
+          "tfm-embed: --q8-gemm on gives the float32 products' vectors")
     for f in ("q8_0-on", "q8_0-off", "bf16"):
         cos = (emb[f] * emb["orig"]).sum(1) / np.linalg.norm(emb[f], axis=1) / \
             np.linalg.norm(emb["orig"], axis=1)

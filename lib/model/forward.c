@@ -89,10 +89,7 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
         if (W->fc1_w.f32)
             tfm_gemm_b_pack(&p[4], W->fc1_w.f32, F, C, F);
     }
-    const char *env = getenv("TFM_Q8_GEMM");
-    f->q8_path = env && !strcmp(env, "on")    ? TFM_FWD_Q8_ON
-                 : env && !strcmp(env, "off") ? TFM_FWD_Q8_OFF
-                                              : TFM_FWD_Q8_AUTO;
+    f->q8_path = tfm_fwd_q8_policy();
     for (int l = 0; l < f->n_layer; l++) {
         const tfm_layer_weights *W = &f->layers[l];
         /* [in, out] here, [out, in] as stored */
@@ -110,6 +107,30 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
                 drop_panels(&f->packed[5 * l + i]);
         }
     }
+}
+
+/* set by a program before it opens a model */
+static tfm_fwd_q8 q8_policy = TFM_FWD_Q8_AUTO;
+
+void tfm_fwd_q8_policy_set(tfm_fwd_q8 p)
+{
+    q8_policy = p;
+}
+
+tfm_fwd_q8 tfm_fwd_q8_policy(void)
+{
+    return q8_policy;
+}
+
+int tfm_fwd_q8_parse(const char *s, tfm_fwd_q8 *p)
+{
+    static const char *const names[] = {"auto", "on", "off"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, names[i])) {
+            *p = (tfm_fwd_q8)i;
+            return 0;
+        }
+    return -1;
 }
 
 int tfm_fwd_max_len(const tfm_fwd *f)

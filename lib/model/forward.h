@@ -108,9 +108,15 @@ void tfm_fwd_free(tfm_fwd *f);
  * and multiply in integers -- the numbers of the decode steps' 8-bit
  * products -- where that is faster than float32 on this machine for the
  * matrix's shape (timed once per shape in the process), or always, or
- * never: q8_path, set from the environment's TFM_Q8_GEMM ("on", "off",
- * else timed) here.  A row's result still never depends on its batch. */
+ * never: q8_path, the process's tfm_fwd_q8_policy (programs' --q8-gemm).
+ * A row's result still never depends on its batch. */
 void tfm_fwd_pack_weights(tfm_fwd *f);
+
+/* The q8_path every later tfm_fwd_pack_weights takes (default AUTO);
+ * parse reads "auto", "on" or "off" and returns -1 for anything else. */
+void tfm_fwd_q8_policy_set(tfm_fwd_q8 p);
+tfm_fwd_q8 tfm_fwd_q8_policy(void);
+int tfm_fwd_q8_parse(const char *s, tfm_fwd_q8 *p);
 
 /* The longest sequence the stack takes: block_size with learned
  * positions, else no limit (INT32_MAX). */

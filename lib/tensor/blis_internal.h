@@ -1,7 +1,7 @@
 /* What the files of tensor/ that reach into BLIS share: gemm.c (the
  * wrapper: tfm_gemm, threads), gemm_packed.c (the packed-weight product
- * driver over BLIS's micro-kernel) and platform.c (the architecture choice
- * and the thread barrier).  BLIS's header without its warnings, and the few
+ * driver over BLIS's micro-kernel) and platform.c (the architecture
+ * choice).  BLIS's header without its warnings, and the few
  * functions they call in each other.  Private to tensor/. */
 #ifndef TFM_TENSOR_BLIS_INTERNAL_H
 #define TFM_TENSOR_BLIS_INTERNAL_H
@@ -18,7 +18,7 @@
  * run before BLIS initialises itself. */
 void tfm_blis_choose_arch(void);
 /* platform.c: whether this is the BLIS whose internals tensor/ knows (its
- * barrier's fields, its micro-kernel's interface and panel layout): 0.9. */
+ * micro-kernel's interface and panel layout): 0.9. */
 int tfm_blis_known(void);
 
 /* gemm.c: tfm_blas_init(1) unless it ran. */

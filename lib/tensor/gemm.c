@@ -1,6 +1,6 @@
 /* The BLIS wrapper (tensor/gemm.h): kernels and threads set once, every
  * product through BLIS with strides.  The packed-weight driver is
- * gemm_packed.c; the CPU and barrier choices are platform.c. */
+ * gemm_packed.c; the CPU's kernel choice is platform.c. */
 #include "config.h"
 
 #include "tensor/gemm.h"

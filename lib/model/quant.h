@@ -37,7 +37,7 @@
 #include "io/safetensors.h"
 #include "model/decode.h"
 
-/* tfm_weight_dtype (model/decode.h): "f32", "bf16", "q8_0" */
+/* tfm_weight_dtype (tensor/matrix.h): "f32", "bf16", "q8_0" */
 const char *tfm_weight_dtype_name(tfm_weight_dtype dt);
 int tfm_weight_dtype_parse(const char *s, tfm_weight_dtype *dt);
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -914,6 +915,24 @@ int tfm_model_grad_span(const tfm_model *m, int *row, size_t *lo, size_t *hi)
     *hi = i < m->n_table ? m->table[i].offset : m->n_params;
     *row = i;
     return 1;
+}
+
+size_t tfm_model_frozen_pages(const tfm_model *m, const float *grads, size_t *resident)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 0, prev = 0, lo, hi;
+    *resident = 0;
+    for (int row = 0, more = 1; more; prev = hi) {
+        more = tfm_model_grad_span(m, &row, &lo, &hi);
+        if (!more)
+            lo = hi = m->n_params;
+        uintptr_t a = ((uintptr_t)(grads + prev) + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t b = (uintptr_t)(grads + lo) & ~(uintptr_t)(page - 1);
+        if (a < b) {
+            pages += (b - a) / page;
+            *resident += tfm_pages_resident(grads + prev, (lo - prev) * sizeof(float));
+        }
+    }
+    return pages;
 }
 
 /* Zero gradients from the kernel: a LoRA run's frozen base's pages are

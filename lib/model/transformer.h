@@ -585,6 +585,10 @@ void tfm_model_parts_loss(tfm_model *m, tfm_model *const *part, int n,
  * (zeroing, summing replicas or ranks, norms) keeps to these runs: the
  * rest stays zero, untouched, and costs no memory. */
 int tfm_model_grad_span(const tfm_model *m, int *row, size_t *lo, size_t *hi);
+/* The memory pages of grads (m's, or a replica's laid out alike) that lie
+ * wholly outside those runs (the frozen tensors'); *resident: how many of
+ * them are resident (base/err.h tfm_pages_resident), which should be none. */
+size_t tfm_model_frozen_pages(const tfm_model *m, const float *grads, size_t *resident);
 
 /* Forward only from now on (evaluation): frees the gradients, and later
  * forwards keep one layer's activations instead of every layer's and no

@@ -686,26 +686,6 @@ static void test_lora_identity(void **state)
     tfm_model_free(&ad);
 }
 
-/* Pages of m's gradients wholly outside its trained runs (the frozen
- * tensors'), *resident of them resident. */
-static size_t frozen_pages(const tfm_model *m, float *grads, size_t *resident)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 0, prev = 0, lo, hi;
-    *resident = 0;
-    for (int row = 0, more = 1; more; prev = hi) {
-        more = tfm_model_grad_span(m, &row, &lo, &hi);
-        if (!more)
-            lo = hi = m->n_params;
-        uintptr_t a = ((uintptr_t)(grads + prev) + page - 1) & ~(uintptr_t)(page - 1);
-        uintptr_t b = (uintptr_t)(grads + lo) & ~(uintptr_t)(page - 1);
-        if (a < b) {
-            pages += (b - a) / page;
-            *resident += tfm_pages_resident(grads + prev, (lo - prev) * sizeof(float));
-        }
-    }
-    return pages;
-}
-
 /* A LoRA model's frozen base costs no gradient memory: after steps of
  * forward, backward and tfm_model_zero_grad (the model's and a replica's)
  * not one of its gradient pages is resident, the trained runs hold the
@@ -739,7 +719,7 @@ static void test_lora_frozen_untouched(void **state)
         trained += hi - lo;
     assert_true(trained > 0 && trained < m.n_params / 10);
     assert_int_equal(tfm_model_bytes(&rep), trained * sizeof(float)); /* nothing planned yet */
-    assert_true(frozen_pages(&m, m.grads, &res) > 100);
+    assert_true(tfm_model_frozen_pages(&m, m.grads, &res) > 100);
     assert_int_equal(res, 0);
     for (int step = 0; step < 3; step++) {
         tfm_model_zero_grad(&m);
@@ -748,9 +728,9 @@ static void test_lora_frozen_untouched(void **state)
         assert_int_equal(tfm_model_forward_backward_batch(&rep, &b, 0.5f, NULL, &err), 0);
     }
     assert_int_equal(tfm_model_forward_backward_batch(&fresh, &b, 1.0f, NULL, &err), 0);
-    size_t pages = frozen_pages(&m, m.grads, &res);
+    size_t pages = tfm_model_frozen_pages(&m, m.grads, &res);
     assert_int_equal(res, 0);
-    assert_int_equal(frozen_pages(&rep, rep.grads, &res), pages);
+    assert_int_equal(tfm_model_frozen_pages(&rep, rep.grads, &res), pages);
     assert_int_equal(res, 0);
     /* the trained tensors: each with a gradient, the fresh model's */
     for (int i = 0; i < m.n_table; i++) {

@@ -342,26 +342,6 @@ static void test_grads_ready(void **state)
     }
 }
 
-/* Pages of m's gradients grads wholly outside its trained runs (the frozen
- * tensors'), *resident of them resident. */
-static size_t frozen_pages(const tfm_model *m, float *grads, size_t *resident)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 0, prev = 0, lo, hi;
-    *resident = 0;
-    for (int row = 0, more = 1; more; prev = hi) {
-        more = tfm_model_grad_span(m, &row, &lo, &hi);
-        if (!more)
-            lo = hi = m->n_params;
-        uintptr_t a = ((uintptr_t)(grads + prev) + page - 1) & ~(uintptr_t)(page - 1);
-        uintptr_t b = (uintptr_t)(grads + lo) & ~(uintptr_t)(page - 1);
-        if (a < b) {
-            pages += (b - a) / page;
-            *resident += tfm_pages_resident(grads + prev, (lo - prev) * sizeof(float));
-        }
-    }
-    return pages;
-}
-
 static void no_hook(void *ctx, size_t lo)
 {
     (void)ctx;
@@ -426,10 +406,10 @@ static void test_lora_replicas(void **state)
             }
         assert_true(norm > 0.0);
         assert_true(worst <= 1e-5 * norm);
-        assert_true(frozen_pages(&m, m.grads, &res) > 100);
+        assert_true(tfm_model_frozen_pages(&m, m.grads, &res) > 100);
         assert_int_equal(res, 0);
         for (int k = 0; k + 1 < rp.n; k++) {
-            frozen_pages(&rp.rep[k], rp.rep[k].grads, &res);
+            tfm_model_frozen_pages(&rp.rep[k], rp.rep[k].grads, &res);
             assert_int_equal(res, 0);
         }
         for (int row = 0; tfm_model_grad_span(&m, &row, &lo, &hi);) {

@@ -14,7 +14,7 @@
 #   CONFIG     the pre-training YAML (default bible-bert.yaml); fine-tuning
 #              uses it too, with the task's heads
 #   VOCAB      WordPiece vocabulary size (default 8000)
-#   PRE_STEPS  pre-training steps (default: the config's, 8000)
+#   PRE_STEPS  pre-training steps (default: the config's, 12000)
 #   FT_EPOCHS  fine-tuning passes over each task's training split (default 4)
 #   FT_MIN_STEPS  at least this many steps per task (default 300: the small
 #              begat task gets more passes)

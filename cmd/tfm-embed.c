@@ -630,13 +630,7 @@ int main(int argc, char **argv)
             break;
         case OPT_CHUNK: chunk_lines = (int)tfm_opt_long(prog, "--chunk", optarg, 1, 1 << 20); break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
-        case OPT_Q8_GEMM: {
-            tfm_fwd_q8 q8;
-            if (tfm_fwd_q8_parse(optarg, &q8) < 0)
-                tfm_usage_error(prog, "--q8-gemm %s: auto, on or off", optarg);
-            tfm_fwd_q8_policy_set(q8);
-            break;
-        }
+        case OPT_Q8_GEMM: tfm_fwd_q8_option(prog, optarg); break;
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);

@@ -439,13 +439,7 @@ int main(int argc, char **argv)
         case OPT_BF16: bf16 = 1; break;
         case OPT_Q8: q8 = 1; break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
-        case OPT_Q8_GEMM: {
-            tfm_fwd_q8 q8;
-            if (tfm_fwd_q8_parse(optarg, &q8) < 0)
-                tfm_usage_error(prog, "--q8-gemm %s: auto, on or off", optarg);
-            tfm_fwd_q8_policy_set(q8);
-            break;
-        }
+        case OPT_Q8_GEMM: tfm_fwd_q8_option(prog, optarg); break;
         case 'q': a.quiet = 1; break;
         case 'z': a.end = '\0'; break;
         case 'h': usage();

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/opt.h"
 #include "nn/position.h"
 #include "tensor/gemm.h"
 #include "tensor/ops.h"
@@ -112,25 +113,20 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
 /* set by a program before it opens a model */
 static tfm_fwd_q8 q8_policy = TFM_FWD_Q8_AUTO;
 
-void tfm_fwd_q8_policy_set(tfm_fwd_q8 p)
-{
-    q8_policy = p;
-}
-
 tfm_fwd_q8 tfm_fwd_q8_policy(void)
 {
     return q8_policy;
 }
 
-int tfm_fwd_q8_parse(const char *s, tfm_fwd_q8 *p)
+void tfm_fwd_q8_option(const char *prog, const char *arg)
 {
     static const char *const names[] = {"auto", "on", "off"};
     for (int i = 0; i < 3; i++)
-        if (!strcmp(s, names[i])) {
-            *p = (tfm_fwd_q8)i;
-            return 0;
+        if (!strcmp(arg, names[i])) {
+            q8_policy = (tfm_fwd_q8)i;
+            return;
         }
-    return -1;
+    tfm_usage_error(prog, "--q8-gemm %s: auto, on or off", arg);
 }
 
 int tfm_fwd_max_len(const tfm_fwd *f)

@@ -113,10 +113,10 @@ void tfm_fwd_free(tfm_fwd *f);
 void tfm_fwd_pack_weights(tfm_fwd *f);
 
 /* The q8_path every later tfm_fwd_pack_weights takes (default AUTO);
- * parse reads "auto", "on" or "off" and returns -1 for anything else. */
-void tfm_fwd_q8_policy_set(tfm_fwd_q8 p);
+ * tfm_fwd_q8_option sets it from a program's --q8-gemm argument ("auto",
+ * "on" or "off"; anything else is a usage error, exit 2). */
 tfm_fwd_q8 tfm_fwd_q8_policy(void);
-int tfm_fwd_q8_parse(const char *s, tfm_fwd_q8 *p);
+void tfm_fwd_q8_option(const char *prog, const char *arg);
 
 /* The longest sequence the stack takes: block_size with learned
  * positions, else no limit (INT32_MAX). */

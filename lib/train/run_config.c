@@ -133,6 +133,11 @@ static const tfm_schema_key run_keys_2[] = {
     {"train.lm_weight", TFM_SCHEMA_FLOAT, OFF(train.lm_weight), "0.5", 0, 100, NULL,
      "classify on a decoder: the weight of the language-model loss on the examples' text "
      "added to the classifier's (GPT's lambda); 0: none"},
+    {"train.class_balance", TFM_SCHEMA_FLOAT, OFF(train.class_balance), "0", 0, 1, NULL,
+     "classify with labels: a training example is drawn with probability proportional to "
+     "n_c^-q, n_c its class's count in the training split: 0 draws every example alike, "
+     "0.5 is square-root sampling, 1 draws every class alike (small classes seen more "
+     "often: macro F1 for accuracy)"},
 };
 
 #define NRUN (sizeof run_keys / sizeof run_keys[0])

@@ -102,6 +102,7 @@ typedef struct tfm_config {
         int permute_sentences;
         int prefix_from;        /* prefix-lm: tfm_config_prefix_from */
         double lm_weight;       /* classify, decoders: the LM loss's weight */
+        double class_balance;   /* classify: draw ∝ class count^-q */
         tfm_lora_keys lora;     /* model/config_keys.h */
     } train;
     /* 1 for each key (by its index in tfm_config_keys) that a file or --set

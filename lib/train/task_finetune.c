@@ -24,11 +24,56 @@ typedef struct ft_task {
     tfm_ft_set tr, va;
     tfm_ft_batcher bb;
     size_t *draw;
+    double *cdf;               /* train.class_balance: cumulative draw weights */
     int B, eval_rows, regression;
     float lm_weight;
     int max_len;
     tfm_buf meta;
 } ft_task;
+
+/* The first row whose cumulative weight exceeds a uniform draw. */
+static size_t draw_weighted(const double *cdf, size_t n, tfm_rng *rng)
+{
+    double u = tfm_rng_double(rng) * cdf[n - 1];
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cdf[mid] > u)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* train.class_balance q: row i is drawn with weight n_c^-q, n_c the count
+ * of its class among the training rows. */
+static int class_balance(ft_task *F, double q, tfm_err *err)
+{
+    if (q <= 0.0)
+        return 0;
+    if (F->kind != TFM_FT_CLASSIFY || F->regression)
+        return tfm_err_set(err, "train.class_balance %g: only train.task classify with class "
+                           "labels draws by class", q);
+    size_t K = F->labels.n, n = F->tr.n_rows;
+    size_t *count = tfm_calloc(K, sizeof *count);
+    for (size_t i = 0; i < n; i++) {
+        int32_t y = F->tr.row[i].label;
+        if (y < 0 || (size_t)y >= K) {
+            free(count);
+            return tfm_err_set(err, "train.class_balance: training row %zu has no class", i);
+        }
+        count[y]++;
+    }
+    F->cdf = tfm_malloc(n * sizeof *F->cdf);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        sum += pow((double)count[F->tr.row[i].label], -q);
+        F->cdf[i] = sum;
+    }
+    free(count);
+    return 0;
+}
 
 static int ft_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm_err *err)
 {
@@ -36,7 +81,8 @@ static int ft_next(void *impl, tfm_rng *rng, tfm_batch *b, size_t *n_tokens, tfm
     ft_task *F = impl;
     size_t tokens = 0;
     for (int i = 0; i < F->B; i++) {
-        F->draw[i] = (size_t)tfm_rng_below(rng, F->tr.n_rows);
+        F->draw[i] = F->cdf ? draw_weighted(F->cdf, F->tr.n_rows, rng)
+                            : (size_t)tfm_rng_below(rng, F->tr.n_rows);
         tokens += (size_t)F->tr.row[F->draw[i]].len;
     }
     tfm_ft_batch(&F->bb, &F->tr, F->draw, F->B, 1, F->regression, F->lm_weight, b);
@@ -116,6 +162,7 @@ static void ft_free(void *impl)
     tfm_ft_batcher_free(&F->bb);
     tfm_buf_free(&F->meta);
     free(F->draw);
+    free(F->cdf);
     free(F);
 }
 
@@ -180,6 +227,8 @@ static int load(ft_task *F, tfm_config *cfg, const tfm_tokenizer *tok, tfm_ft_pr
     F->eval_rows = F->B > 16 ? F->B : 16;
     F->lm_weight = eo.decoder ? (float)cfg->train.lm_weight : 0.0f;
     F->draw = tfm_malloc((size_t)F->B * sizeof *F->draw);
+    if (class_balance(F, cfg->train.class_balance, err) < 0)
+        return -1;
     tfm_ft_labels_json(&F->labels, F->kind, &F->meta);
     return 0;
 }

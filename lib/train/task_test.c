@@ -1,7 +1,8 @@
 /* The seq2seq task's batches: teacher forcing laid out as the model expects
  * (BOS + target in, target + EOS out, source + EOS, padding masked or
  * ignored), token budgets kept, every pair reachable, and the same rng
- * giving the same batches. */
+ * giving the same batches.  Classification's draws by class
+ * (train.class_balance). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +20,7 @@
 #include "train/task.h"
 
 static char dir[] = "/tmp/tfm-task-test.XXXXXX";
-static char tsv[64];
+static char tsv[64], cls_tsv[64], reg_tsv[64];
 static tfm_tokenizer *tok;
 
 /* "abc...": the pair (w, reverse(w)) of n letters starting at 'a' + k. */
@@ -47,6 +48,19 @@ static int setup(void **state)
         fprintf(f, "%s\t%s\n", w, r);
     }
     fclose(f);
+    /* 90 texts of class a, 10 of class b; the same texts with numbers */
+    snprintf(cls_tsv, sizeof cls_tsv, "%s/c.tsv", dir);
+    snprintf(reg_tsv, sizeof reg_tsv, "%s/r.tsv", dir);
+    FILE *fc = fopen(cls_tsv, "w"), *fr = fopen(reg_tsv, "w");
+    assert_non_null(fc);
+    assert_non_null(fr);
+    for (int i = 0; i < 100; i++) {
+        word(w, 2 + i % 5, i);
+        fprintf(fc, "%s\t%s\n", i % 10 ? "a" : "b", w);
+        fprintf(fr, "%d.5\t%s\n", i % 7, w);
+    }
+    fclose(fc);
+    fclose(fr);
     const char *specials[] = {"<pad>", "<s>", "</s>"};
     tfm_tok_train_opts o = {.kind = TFM_TOK_CHAR, .specials = specials, .n_specials = 3,
                             .lowercase = -1, .threads = 1};
@@ -63,6 +77,8 @@ static int teardown(void **state)
     (void)state;
     tfm_tokenizer_free(tok);
     unlink(tsv);
+    unlink(cls_tsv);
+    unlink(reg_tsv);
     rmdir(dir);
     return 0;
 }
@@ -179,11 +195,69 @@ static void test_token_budget(void **state)
     tfm_task_free(t);
 }
 
+static void classify_config(tfm_config *c, const char *text, double q)
+{
+    tfm_config_defaults(c);
+    c->model.kind = TFM_KIND_DECODER;
+    c->model.block_size = 12;
+    c->train.task = TFM_CONFIG_TASK_CLASSIFY;
+    snprintf(c->data.text, sizeof c->data.text, "%s", text);
+    snprintf(c->data.val, sizeof c->data.val, "%s", text);
+    snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "chars");
+    c->train.batch_size = 5;
+    c->train.class_balance = q;
+}
+
+/* Class b is 10% of the training rows: drawn 10% of the time by default,
+ * 25% with square-root sampling (10·10^-1/2 against 90·90^-1/2) and half
+ * the time with every class alike.  1000 draws: the bounds are 6 binomial
+ * standard deviations or more. */
+static void test_class_balance(void **state)
+{
+    (void)state;
+    const struct { double q; int lo, hi; } cases[] = {{0, 40, 160}, {0.5, 170, 330}, {1, 400, 600}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tfm_config c;
+        classify_config(&c, cls_tsv, cases[k].q);
+        tfm_task *t;
+        tfm_err err = {0};
+        assert_int_equal(tfm_task_open(&t, &c, tok, NULL, &err), 0);
+        tfm_rng r;
+        tfm_rng_seed(&r, 3);
+        int n[2] = {0, 0};
+        for (int i = 0; i < 200; i++) {
+            tfm_batch x;
+            size_t tokens;
+            assert_int_equal(tfm_task_next(t, &r, &x, &tokens, &err), 0);
+            for (int j = 0; j < x.B; j++) {
+                assert_true(x.labels[j] == 0 || x.labels[j] == 1);
+                n[x.labels[j]]++;
+            }
+        }
+        assert_int_equal(n[0] + n[1], 1000);
+        /* a is the first label seen, b the second */
+        int nb = n[1];
+        if (nb < cases[k].lo || nb > cases[k].hi)
+            fail_msg("class_balance %g: class b drawn %d times of 1000, expected [%d, %d]",
+                     cases[k].q, nb, cases[k].lo, cases[k].hi);
+        tfm_task_free(t);
+    }
+    /* numbers have no classes to balance */
+    tfm_config c;
+    classify_config(&c, reg_tsv, 0.5);
+    c.model.classes = 1;
+    tfm_task *t;
+    tfm_err err = {0};
+    assert_int_equal(tfm_task_open(&t, &c, tok, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "class_balance"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_pairs),
         cmocka_unit_test(test_token_budget),
+        cmocka_unit_test(test_class_balance),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -302,6 +302,8 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
                                 "mlm and mlm+nsp");
     if (c->train.best_by == TFM_CONFIG_BEST_BLEU && !c->train.eval_bleu)
         return tfm_err_set(err, "train.best_by bleu needs train.eval_bleu true");
+    if (c->train.class_balance > 0 && c->train.task != TFM_CONFIG_TASK_CLASSIFY)
+        return tfm_err_set(err, "train.class_balance is for train.task classify");
     if (ed) {
         if (c->data.train[0] && sc)
             return tfm_err_set(err, "data.train with train.task %s: give the raw text as "

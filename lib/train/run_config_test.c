@@ -237,6 +237,10 @@ static void test_validate(void **state)
     tfm_config_set(&c, "model.n_head=3", &err);
     assert_int_equal(tfm_config_validate(&c, &err), -1);
     assert_non_null(strstr(err.msg, "divisible"));
+    tfm_config_set(&c, "model.n_head=4", &err);
+    tfm_config_set(&c, "train.class_balance=0.5", &err);
+    assert_int_equal(tfm_config_validate(&c, &err), -1);
+    assert_non_null(strstr(err.msg, "train.class_balance is for train.task classify"));
 }
 
 int main(void)

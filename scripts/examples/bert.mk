@@ -22,6 +22,9 @@
 #   FT_BATCH   fine-tuning batch size (default 32)
 #   FT_LR      fine-tuning peak learning rate (default 5e-4; warmup 10%,
 #              linear decay)
+#   FT_CLASS_BALANCE  train.class_balance of the classification tasks
+#              (default 0: every example alike; 1: every class alike, which
+#              trades section accuracy for macro F1)
 #   THREADS    threads for every program (empty: all cores)
 #   QUIET      -q to silence the programs' progress and summaries
 #
@@ -49,6 +52,7 @@ FT_MIN_STEPS ?= 300
 FT_STEPS ?=
 FT_BATCH ?= 32
 FT_LR ?= 5e-4
+FT_CLASS_BALANCE ?= 0
 THREADS ?=
 QUIET ?=
 
@@ -119,7 +123,8 @@ $(OUT)/$(1)-$(2)/model.safetensors: $(needs_$(2)) $(OUT)/tok.json $(CONFIG)
 	    --set model.pooler=$(pooler_$(task_$(1))) --set optim.lr=$(FT_LR) \
 	    --set train.batch_size=$(FT_BATCH) --set schedule.warmup=$$$$((steps / 10)) \
 	    --set train.max_steps=$$$$steps --set train.eval_interval=$$$$steps \
-	    --set train.log_interval=25 $(init_$(2))
+	    --set train.log_interval=25 $(init_$(2)) \
+	    $(if $(filter classify,$(task_$(1))),--set train.class_balance=$(FT_CLASS_BALANCE),)
 
 $(OUT)/$(1)-$(2).json: $(OUT)/$(1)-$(2)/model.safetensors
 	$(EVAL) $(task_$(1)) -q $(threads) --json -m $$< $(OUT)/tasks/$(1).test.$(ext_$(1)) > $$@

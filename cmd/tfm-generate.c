@@ -322,8 +322,12 @@ static void print_profile(const app *a)
         fprintf(stderr, " %s %.3f ms", names[p], g->prof_s[p] / n * 1e3);
         if (bytes[p] > 0 && g->prof_s[p] > 0)
             fprintf(stderr, " (%.1f GB/s)", bytes[p] * n / g->prof_s[p] / 1e9);
-        fprintf(stderr, p + 1 < TFM_PROF_N ? "," : "\n");
+        fprintf(stderr, p + 1 < TFM_PROF_N ? "," : "");
     }
+    const char *pf = tfm_infer_prefetch(&g->infer);
+    if (pf)
+        fprintf(stderr, "; bf16 prefetch into %s (timed)", pf);
+    fprintf(stderr, "\n");
 }
 
 int main(int argc, char **argv)

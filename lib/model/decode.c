@@ -345,13 +345,30 @@ static int gemv_threads(int K, int N)
  * of a row), which the hardware prefetchers fetch late: each run of
  * PF_BYTES is asked for PF_ROWS rows ahead, and the LM head's rows
  * PF_HEAD rows ahead (GPT-2 small, one thread, bf16: 25.7 -> 20.7 ms a
- * decode step). */
+ * decode step).  l2: into the second-level cache only (prefetcht1), which
+ * leaves the first level's miss buffers to the loads (an Intel Xeon, GPT-2
+ * small's bf16 LM head on one thread: 9.2 -> 11.3 GB/s); AMD's older cores
+ * treat it as prefetcht0 and Zen 4's put it in L2 too, but may drop it:
+ * the decode steps time both (pf_time_step). */
 enum { PF_ROWS = 16, PF_BYTES = 256, PF_HEAD = 4 };
 #define PF_COLS(T) (PF_BYTES / (int)sizeof(T))
-static inline void prefetch_run(const void *p, size_t bytes)
+/* GCC deletes loops of nothing but __builtin_prefetch at -O2 (all of
+ * them) and those of locality 2 at -O3 (its dead-code pass): on x86 the
+ * instructions are written out. */
+static inline void prefetch_run(const void *p, size_t bytes, int l2)
 {
+    const char *c = p;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (l2)
+        for (size_t o = 0; o < bytes; o += 64)
+            __asm__ volatile("prefetcht1 %0" : : "m"(c[o]));
+    else
+        for (size_t o = 0; o < bytes; o += 64)
+            __asm__ volatile("prefetcht0 %0" : : "m"(c[o]));
+#else
     for (size_t o = 0; o < bytes; o += 64)
-        __builtin_prefetch((const char *)p + o);
+        __builtin_prefetch(c + o, 0, l2 ? 2 : 3);
+#endif
 }
 
 #define LD_F32(p, j) ((p)[j])
@@ -363,8 +380,10 @@ static inline void prefetch_run(const void *p, size_t bytes)
  * contiguous run of (j1 - j0) weights per row, in row order. */
 #define GEMV_COLS(NAME, T, LD, PF)                                            \
     static void NAME(float *y, const float *x, const T *W, const float *b,    \
-                     int n, int K, int N, int i0, int i1, int j0, int j1)     \
+                     int n, int K, int N, int i0, int i1, int j0, int j1,     \
+                     int l2)                                                  \
     {                                                                         \
+        (void)l2;                                                             \
         const int m = j1 - j0;                                                \
         for (int r = 0; r < n; r++) {                                         \
             float *acc = y + (size_t)r * N + j0;                              \
@@ -383,7 +402,7 @@ static inline void prefetch_run(const void *p, size_t bytes)
                 if (ahead)                                                    \
                     for (int k = 0; k < 8; k++)                               \
                         prefetch_run(w0 + (size_t)(PF_ROWS + k) * N + c0,     \
-                                     (size_t)(c1 - c0) * sizeof(T));          \
+                                     (size_t)(c1 - c0) * sizeof(T), l2);      \
                 for (int r = 0; r < n; r++) {                                 \
                     const float *xr = x + (size_t)r * K + i;                  \
                     float x0 = xr[0], x1 = xr[1], x2 = xr[2], x3 = xr[3];     \
@@ -428,7 +447,7 @@ static void split_cols(int N, int t, int T, int *j0, int *j1)
  * at 24-26 GB/s against 30-34 for long runs).  The halves do not depend
  * on the thread count, nor does the order of any sum. */
 static void gemv_rows(float *y, float *part, const float *x, const void *W, int bf16,
-                      const float *b, int n, int K, int N)
+                      int l2, const float *b, int n, int K, int N)
 {
     const int Kh = K / 16 * 8; /* eight rows at a time in both halves */
     int nt = gemv_threads(K, N);
@@ -450,9 +469,9 @@ static void gemv_rows(float *y, float *part, const float *x, const void *W, int 
             const float *bias = half ? NULL : b;
             int i0 = half ? Kh : 0, i1 = half ? K : Kh;
             if (bf16)
-                gemv_cols16(dst, x, W, bias, n, K, N, i0, i1, j0, j1);
+                gemv_cols16(dst, x, W, bias, n, K, N, i0, i1, j0, j1, l2);
             else
-                gemv_cols(dst, x, W, bias, n, K, N, i0, i1, j0, j1);
+                gemv_cols(dst, x, W, bias, n, K, N, i0, i1, j0, j1, 0);
         }
 #pragma omp barrier
         int j0, j1;
@@ -470,7 +489,7 @@ void tfm_gemv_rows(float *y, const float *x, const float *W, const float *b,
                    int n, int K, int N)
 {
     float *part = tfm_malloc(sizeof(float) * (size_t)n * N);
-    gemv_rows(y, part, x, W, 0, b, n, K, N);
+    gemv_rows(y, part, x, W, 0, 0, b, n, K, N);
     free(part);
 }
 
@@ -478,7 +497,7 @@ void tfm_gemv_rows_bf16(float *y, const float *x, const uint16_t *W, const float
                         int n, int K, int N)
 {
     float *part = tfm_malloc(sizeof(float) * (size_t)n * N);
-    gemv_rows(y, part, x, W, 1, b, n, K, N);
+    gemv_rows(y, part, x, W, 1, 0, b, n, K, N);
     free(part);
 }
 
@@ -486,13 +505,14 @@ void tfm_gemv_rows_bf16(float *y, const float *x, const uint16_t *W, const float
  * the head is read once for all n rows. */
 #define HEAD_ROWS(NAME, T, LD, PF)                                              \
     static void NAME(float *out, const float *x, const T *head, int n, int V, \
-                     int C)                                                   \
+                     int C, int l2)                                           \
     {                                                                         \
+        (void)l2;                                                             \
         _Pragma("omp parallel for schedule(static) if ((size_t)V * C >= GEMV_PAR_MIN)") \
         for (int v = 0; v < V; v++) {                                         \
             const T *hv = head + (size_t)v * C;                               \
             if (PF && v + PF_HEAD < V)                                        \
-                prefetch_run(hv + (size_t)PF_HEAD * C, (size_t)C * sizeof(T));  \
+                prefetch_run(hv + (size_t)PF_HEAD * C, (size_t)C * sizeof(T), l2); \
             for (int r = 0; r < n; r++) {                                     \
                 const float *xr = x + (size_t)r * C;                          \
                 float s = 0.0f;                                               \
@@ -660,10 +680,10 @@ static void linear(tfm_infer *g, float *out, const float *in, const tfm_matrix *
         case TFM_WEIGHTS_Q8_0:
             break;
         case TFM_WEIGHTS_BF16:
-            gemv_rows(out, g->part, in, M->data, 1, b, R, K, N);
+            gemv_rows(out, g->part, in, M->data, 1, g->pf_l2, b, R, K, N);
             return;
         case TFM_WEIGHTS_F32:
-            gemv_rows(out, g->part, in, M->f32, 0, b, R, K, N);
+            gemv_rows(out, g->part, in, M->f32, 0, 0, b, R, K, N);
             return;
         }
     }
@@ -1049,8 +1069,8 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         linear_q8(g, logits, xf, &W8, NULL, n);
         break;
     }
-    case TFM_WEIGHTS_BF16: head_rows16(logits, xf, H->data, n, V, C); break;
-    case TFM_WEIGHTS_F32: head_rows(logits, xf, H->f32, n, V, C); break;
+    case TFM_WEIGHTS_BF16: head_rows16(logits, xf, H->data, n, V, C, g->pf_l2); break;
+    case TFM_WEIGHTS_F32: head_rows(logits, xf, H->f32, n, V, C, 0); break;
     }
     if (w->head_bias)
         tfm_bias_forward(logits, w->head_bias, n, V);
@@ -1197,6 +1217,48 @@ int tfm_infer_prefill_prefix(tfm_infer *g, int slot, const uint32_t *tokens, int
     return 0;
 }
 
+/* The prefetch hint of bfloat16 products (prefetch_run's l2), chosen by
+ * the first decode steps: they alternate the two hints, PF_TRIALS steps
+ * each, all of the same row count, and the hint of the faster fastest step
+ * stays.  The numbers are the same either way: the hint only moves where
+ * the weights wait to be read. */
+enum { PF_TRIALS = 4 };
+
+static int pf_timing(const tfm_infer *g, int rows)
+{
+    const tfm_weights *w = g->w;
+    int bf16 = w->lm_head.dtype == TFM_WEIGHTS_BF16 ||
+               (w->n_layer && w->layers[0].fc_w.dtype == TFM_WEIGHTS_BF16);
+    return bf16 && g->pf_steps < 2 * PF_TRIALS &&
+           rows <= GEMV_ROWS && (g->pf_steps == 0 || rows == g->pf_rows);
+}
+
+static double pf_time_begin(tfm_infer *g, int rows)
+{
+    if (!pf_timing(g, rows))
+        return 0.0;
+    g->pf_rows = rows;
+    g->pf_l2 = g->pf_steps % 2;
+    return tfm_now();
+}
+
+static void pf_time_end(tfm_infer *g, double t0)
+{
+    if (t0 == 0.0)
+        return;
+    double t = tfm_now() - t0;
+    int h = g->pf_steps % 2;
+    if (g->pf_steps < 2 || t < g->pf_best[h])
+        g->pf_best[h] = t;
+    if (++g->pf_steps == 2 * PF_TRIALS)
+        g->pf_l2 = g->pf_best[1] < g->pf_best[0];
+}
+
+const char *tfm_infer_prefetch(const tfm_infer *g)
+{
+    return g->pf_steps < 2 * PF_TRIALS ? NULL : g->pf_l2 ? "L2" : "L1";
+}
+
 int tfm_infer_step(tfm_infer *g, int n, const uint32_t *tokens,
                        const int *slots, float *logits, tfm_err *err)
 {
@@ -1213,7 +1275,9 @@ int tfm_infer_step(tfm_infer *g, int n, const uint32_t *tokens,
         g->row_slot[i] = s;
         g->row_pos[i] = g->len[s];
     }
+    double t0 = pf_time_begin(g, n);
     forward_rows(g, n, tokens, 0, logits);
+    pf_time_end(g, t0);
     for (int i = 0; i < n; i++)
         g->len[slots[i]]++;
     return 0;

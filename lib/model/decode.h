@@ -200,6 +200,12 @@ typedef struct tfm_infer {
     size_t mem_rows;
     int profile;            /* 1: add each phase's wall time to prof_s */
     double prof_s[TFM_PROF_N];
+    /* bfloat16 weights: where the products' prefetches put them (0: the
+     * first-level cache, 1: the second only), timed on the first decode
+     * steps (pf_best: each hint's fastest step, pf_steps: steps timed,
+     * pf_rows: their row count) */
+    int pf_l2, pf_steps, pf_rows;
+    double pf_best[2];
 } tfm_infer;
 
 /* max_len: positions per slot, of the target and, for encoder-decoders, of
@@ -250,6 +256,11 @@ int tfm_infer_prefill_prefix(tfm_infer *g, int slot, const uint32_t *tokens, int
  * [n, V] are those of the next token of each. */
 int tfm_infer_step(tfm_infer *g, int n, const uint32_t *tokens,
                        const int *slots, float *logits, tfm_err *err);
+
+/* Where the bfloat16 products' prefetches put the weights, as timed on
+ * the first decode steps: "L1" or "L2"; NULL before the choice is made or
+ * without bfloat16 weights. */
+const char *tfm_infer_prefetch(const tfm_infer *g);
 
 /* Bytes of cache and scratch held (the weights are not counted). */
 size_t tfm_infer_bytes(const tfm_infer *g);

@@ -585,6 +585,57 @@ static void test_q8_prompt_equals_steps(void **state)
     tfm_model_free(&m);
 }
 
+/* The prefetch hint of bfloat16 products is timed on the first decode
+ * steps, alternating: the logits are the same under either hint, and after
+ * the timed steps one is chosen; float32 weights time nothing. */
+static void test_bf16_prefetch_hint(void **state)
+{
+    (void)state;
+    enum { V = 61, STEPS = 12 };
+    tfm_model m;
+    make_model(&m, TFM_LN_PRE, 1, 1, V);
+    tfm_weights w;
+    tfm_err err = {0};
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    assert_true(tfm_weights_to_bf16(&w, &m.cfg) > 0);
+    tfm_infer g[3];
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(tfm_infer_init(&g[k], &m.cfg, &w, 1, STEPS + 1, &err), 0);
+        if (k) { /* the choice made: L1, L2 */
+            g[k].pf_steps = 1 << 20;
+            g[k].pf_l2 = k - 1;
+        }
+    }
+    assert_null(tfm_infer_prefetch(&g[0]));
+    assert_string_equal(tfm_infer_prefetch(&g[2]), "L2");
+    float l[3][V];
+    int slot = 0;
+    uint32_t tok = 7;
+    for (int t = 0; t < STEPS; t++) {
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(tfm_infer_step(&g[k], 1, &tok, &slot, l[k], &err), 0);
+        assert_memory_equal(l[0], l[1], sizeof l[0]);
+        assert_memory_equal(l[0], l[2], sizeof l[0]);
+        tok = argmax(l[0], V);
+    }
+    assert_non_null(tfm_infer_prefetch(&g[0]));
+    for (int k = 0; k < 3; k++)
+        tfm_infer_free(&g[k]);
+    tfm_weights_free(&w);
+    /* the same model's float32 weights */
+    tfm_weights f;
+    tfm_infer f32;
+    assert_int_equal(tfm_weights_from_model(&f, &m, &err), 0);
+    assert_int_equal(tfm_infer_init(&f32, &m.cfg, &f, 1, STEPS + 1, &err), 0);
+    tok = 7;
+    for (int t = 0; t < STEPS; t++)
+        assert_int_equal(tfm_infer_step(&f32, 1, &tok, &slot, l[0], &err), 0);
+    assert_null(tfm_infer_prefetch(&f32));
+    tfm_infer_free(&f32);
+    tfm_weights_free(&f);
+    tfm_model_free(&m);
+}
+
 /* Sets float32 W [K, N] (trans: a block matrix, [in, out]; else [N, K])
  * to the values of its 8-bit or bfloat16 copy, as a file's widened view
  * holds them (model/quant.h). */
@@ -982,6 +1033,7 @@ int main(void)
         cmocka_unit_test(test_bf16_close),
         cmocka_unit_test(test_q8_close),
         cmocka_unit_test(test_q8_prompt_equals_steps),
+        cmocka_unit_test(test_bf16_prefetch_hint),
         cmocka_unit_test(test_stored_only),
         cmocka_unit_test(test_greedy_cache_equals_full),
         cmocka_unit_test(test_positions_cache_equals_full),

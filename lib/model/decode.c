@@ -349,7 +349,7 @@ static int gemv_threads(int K, int N)
  * leaves the first level's miss buffers to the loads (an Intel Xeon, GPT-2
  * small's bf16 LM head on one thread: 9.2 -> 11.3 GB/s); AMD's older cores
  * treat it as prefetcht0 and Zen 4's put it in L2 too, but may drop it:
- * the decode steps time both (pf_time_step). */
+ * the first decode steps time both (pf_time_begin). */
 enum { PF_ROWS = 16, PF_BYTES = 256, PF_HEAD = 4 };
 #define PF_COLS(T) (PF_BYTES / (int)sizeof(T))
 /* GCC deletes loops of nothing but __builtin_prefetch at -O2 (all of
@@ -1226,11 +1226,11 @@ enum { PF_TRIALS = 4 };
 
 static int pf_timing(const tfm_infer *g, int rows)
 {
+    if (g->pf_steps >= 2 * PF_TRIALS || rows > GEMV_ROWS || (g->pf_steps && rows != g->pf_rows))
+        return 0;
     const tfm_weights *w = g->w;
-    int bf16 = w->lm_head.dtype == TFM_WEIGHTS_BF16 ||
-               (w->n_layer && w->layers[0].fc_w.dtype == TFM_WEIGHTS_BF16);
-    return bf16 && g->pf_steps < 2 * PF_TRIALS &&
-           rows <= GEMV_ROWS && (g->pf_steps == 0 || rows == g->pf_rows);
+    return w->lm_head.dtype == TFM_WEIGHTS_BF16 ||
+           (w->n_layer && w->layers[0].fc_w.dtype == TFM_WEIGHTS_BF16);
 }
 
 static double pf_time_begin(tfm_infer *g, int rows)

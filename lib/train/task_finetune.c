@@ -56,22 +56,24 @@ static int class_balance(ft_task *F, double q, tfm_err *err)
         return tfm_err_set(err, "train.class_balance %g: only train.task classify with class "
                            "labels draws by class", q);
     size_t K = F->labels.n, n = F->tr.n_rows;
-    size_t *count = tfm_calloc(K, sizeof *count);
+    double *weight = tfm_calloc(K, sizeof *weight); /* counts, then n_c^-q */
     for (size_t i = 0; i < n; i++) {
         int32_t y = F->tr.row[i].label;
         if (y < 0 || (size_t)y >= K) {
-            free(count);
+            free(weight);
             return tfm_err_set(err, "train.class_balance: training row %zu has no class", i);
         }
-        count[y]++;
+        weight[y] += 1.0;
     }
+    for (size_t c = 0; c < K; c++)
+        weight[c] = weight[c] > 0.0 ? pow(weight[c], -q) : 0.0;
     F->cdf = tfm_malloc(n * sizeof *F->cdf);
     double sum = 0.0;
     for (size_t i = 0; i < n; i++) {
-        sum += pow((double)count[F->tr.row[i].label], -q);
+        sum += weight[F->tr.row[i].label];
         F->cdf[i] = sum;
     }
-    free(count);
+    free(weight);
     return 0;
 }
 

@@ -116,6 +116,17 @@ cmp model.good c/model.safetensors || fail "model changed by a diverged run"
 # ... and it still resumes
 tfm-train -q -c run.yaml -o c --steps 2
 
+# a first session that diverges after its first checkpoint keeps what it
+# wrote: its log, curves and best model with the checkpoint
+expect_fail 1 "is kept in g" tfm-train -q -c run.yaml -o g --threads 1 --set optim.lr=100 \
+    --set optim.grad_clip=0 --set schedule.warmup=0 --set schedule.decay=constant \
+    --set schedule.min_lr=0 --set train.eval_interval=2 --set train.log_interval=1
+grep -q "the gradient is not finite at step" err.txt || { cat err.txt; fail "no NaN in g"; }
+for f in log.tsv curves.svg best.safetensors model.safetensors state.safetensors; do
+    [ -s g/$f ] || fail "a first session that diverged after its checkpoint lost $f"
+done
+[ "$(tail -n 1 g/log.tsv | cut -f 1)" -ge 2 ] || fail "g/log.tsv lost its lines"
+
 # weights that turn NaN while the loss stays finite (Adam with optim.eps 0
 # on the untied rows of bytes no batch has): never saved, and the message
 # names the last good step, or that there is none

@@ -1043,8 +1043,11 @@ out_log:
 out:
     /* A start that failed or was stopped before its first checkpoint
      * leaves nothing (no lone log.tsv, no empty directory): the next
-     * start is a clean one. */
-    if ((rc < 0 || !R->saved_any) && !resumed && lockfd >= 0) {
+     * start is a clean one.  Once a checkpoint is written, a later failure
+     * (NaN, a full disk) keeps the log, curves and best model with it;
+     * and a run directory to resume (an error before resumed is set) is
+     * never touched. */
+    if (!R->saved_any && !resumed && !resuming && lockfd >= 0) {
         unlink(R->log_path);
         unlink(R->curves_path);
         unlink(R->best_path);

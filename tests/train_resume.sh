@@ -20,6 +20,15 @@ for t in 1 2; do
     cp a.log a$t.log
 done
 
+# A pause mid-interval (log_interval 5, paused at 17): the resumed log's
+# line at 20 averages steps 16-20, as the uninterrupted run's does.
+rm -rf m
+tfm-train -q -c run.yaml --threads 1 --set train.max_steps=60 -o m --steps 17
+grep -q '^17	' m/log.tsv && fail "a line at the pause's step 17"
+tfm-train -q --threads 1 -o m
+cut -f 1-5 m/log.tsv > m.log
+cmp a1.log m.log || { diff a1.log m.log >&2; fail "the log after a mid-interval pause differs"; }
+
 # With dropout the model's own random stream must be restored too.
 rm -rf a2 b2
 set -- --threads 1 --set train.max_steps=40 --set model.dropout=0.2 --set model.bias=false

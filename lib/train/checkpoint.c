@@ -35,13 +35,14 @@ static int get_u64s(const char *s, uint64_t *w, int n)
 static const char *const state_keys[] = {"format",   "config",    "step",
                                          "adam_t",   "data_rng",  "dropout_rng",
                                          "best_val", "best_step", "evals_since_best",
-                                         "elapsed",  "seed"};
+                                         "elapsed",  "seed",      "log_interval"};
+#define N_KEYS ((int)(sizeof state_keys / sizeof state_keys[0]))
 
 int tfm_checkpoint_save_state(const char *path, const tfm_model *m, const tfm_adam *o,
                               const tfm_train_state *s, const char *config_yaml,
                               tfm_err *err)
 {
-    tfm_buf b[11] = {{0}};
+    tfm_buf b[N_KEYS] = {{0}};
     tfm_buf_puts(&b[0], "tfm-train-state");
     tfm_buf_puts(&b[1], config_yaml);
     tfm_buf_printf(&b[2], "%lld", (long long)s->step);
@@ -53,9 +54,12 @@ int tfm_checkpoint_save_state(const char *path, const tfm_model *m, const tfm_ad
     tfm_buf_printf(&b[8], "%lld", (long long)s->evals_since_best);
     tfm_buf_printf(&b[9], "%.17g", s->elapsed);
     tfm_buf_printf(&b[10], "%" PRIu64, s->seed);
-    const char *vals[11];
-    size_t lens[11];
-    for (int i = 0; i < 11; i++) {
+    /* %.17g: the sum comes back bit for bit */
+    tfm_buf_printf(&b[11], "%.17g:%lld:%.17g:%.17g", s->log_loss, (long long)s->log_n,
+                   s->log_tokens, s->log_time);
+    const char *vals[N_KEYS];
+    size_t lens[N_KEYS];
+    for (int i = 0; i < N_KEYS; i++) {
         vals[i] = tfm_buf_cstr(&b[i]);
         lens[i] = b[i].len;
     }
@@ -73,12 +77,12 @@ int tfm_checkpoint_save_state(const char *path, const tfm_model *m, const tfm_ad
     }
     const float *arrays[] = {p, o->m, o->v};
     const char *prefixes[] = {"", "adam.m.", "adam.v."};
-    int rc = tfm_model_file_write(path, t, n, arrays, prefixes, 3, state_keys, vals, lens, 11,
-                                  err);
+    int rc = tfm_model_file_write(path, t, n, arrays, prefixes, 3, state_keys, vals, lens,
+                                  N_KEYS, err);
     if (p != m->params)
         free(p);
     free(t);
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < N_KEYS; i++)
         tfm_buf_free(&b[i]);
     return rc;
 }
@@ -102,8 +106,8 @@ int tfm_checkpoint_load_state(const char *path, tfm_model *m, tfm_adam *o, tfm_t
     tfm_safetensors st;
     if (tfm_safetensors_open(&st, path, err) < 0)
         return -1;
-    const char *vals[11];
-    size_t lens[11];
+    const char *vals[N_KEYS];
+    size_t lens[N_KEYS];
     int n;
     tfm_param *tt = tfm_adam_table(m->table, m->n_table, &n);
     float *p = n < m->n_table ? tfm_malloc(tfm_adam_size(m->table, m->n_table) * sizeof *p + 1)
@@ -119,7 +123,7 @@ int tfm_checkpoint_load_state(const char *path, tfm_model *m, tfm_adam *o, tfm_t
             if (!m->table[i].frozen)
                 memcpy(m->params + m->table[i].offset, p + tt[j++].offset,
                        m->table[i].numel * sizeof *p);
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < N_KEYS; i++)
         vals[i] = tfm_safetensors_meta(&st, state_keys[i], &lens[i]);
     if (!vals[0] || strcmp(vals[0], "tfm-train-state")) {
         tfm_err_set(err, "%s: not a tfm training state", path);
@@ -141,6 +145,19 @@ int tfm_checkpoint_load_state(const char *path, tfm_model *m, tfm_adam *o, tfm_t
     }
     s->best_val = strtod(vals[6], NULL);
     s->elapsed = strtod(vals[9], NULL);
+    s->log_loss = s->log_tokens = s->log_time = 0;
+    s->log_n = 0;
+    if (vals[11]) { /* a state written before the key: the interval starts afresh */
+        long long ln;
+        int used = 0;
+        if (sscanf(vals[11], "%lf:%lld:%lf:%lf%n", &s->log_loss, &ln, &s->log_tokens,
+                   &s->log_time, &used) != 4 ||
+            vals[11][used] || ln < 0) {
+            tfm_err_set(err, "%s: bad 'log_interval' in __metadata__", path);
+            goto out;
+        }
+        s->log_n = ln;
+    }
     rc = 0;
 out:
     if (p != m->params)

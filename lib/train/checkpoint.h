@@ -10,7 +10,10 @@
  *                           weights again (so that one file is one consistent
  *                           snapshot: files are renamed one at a time), the Adam
  *                           moments "adam.m.<name>", "adam.v.<name>", and the
- *                           step, RNG states, best loss in __metadata__.
+ *                           step, RNG states, best loss and the log's open
+ *                           interval ("log_interval": sum:n:tokens:seconds,
+ *                           absent in older files: an empty one) in
+ *                           __metadata__.
  *
  * Every file carries "checksum": a 64-bit hash of the tensors (names, dtypes,
  * shapes, bytes) and the other metadata, so that a flipped byte anywhere is an
@@ -42,6 +45,11 @@ typedef struct tfm_train_state {
     int64_t evals_since_best;
     double elapsed;        /* seconds of training so far (all sessions) */
     uint64_t seed;
+    /* log.tsv's interval not yet logged (a pause or a signal mid-interval):
+     * its steps' loss sum, their count, tokens and seconds, so that the
+     * resumed run's next line averages the whole interval */
+    double log_loss, log_tokens, log_time;
+    int64_t log_n;
 } tfm_train_state;
 
 int tfm_checkpoint_save_state(const char *path, const tfm_model *m, const tfm_adam *o,

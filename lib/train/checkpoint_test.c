@@ -81,7 +81,8 @@ static void test_round_trip(void **state)
     o.t = 5;
     tfm_rng_seed(&m.rng, 99);
     tfm_train_state s = {.step = 5, .best_val = INFINITY, .best_step = -1,
-                         .evals_since_best = 2, .elapsed = 1.25, .seed = 1337};
+                         .evals_since_best = 2, .elapsed = 1.25, .seed = 1337,
+                         .log_loss = 0.1 + 0.2, .log_n = 3, .log_tokens = 96, .log_time = 1e-3 / 3};
     tfm_rng_seed(&s.data_rng, 3);
     assert_int_equal(tfm_checkpoint_save_state(state_path, &m, &o, &s, tfm_buf_cstr(&yaml), &err),
                      0);
@@ -102,6 +103,10 @@ static void test_round_trip(void **state)
     assert_int_equal(s2.evals_since_best, 2);
     assert_float_equal(s2.elapsed, 1.25, 0);
     assert_int_equal(s2.seed, 1337);
+    /* the open log interval, bit for bit */
+    assert_true(s2.log_loss == 0.1 + 0.2 && s2.log_time == 1e-3 / 3);
+    assert_int_equal(s2.log_n, 3);
+    assert_true(s2.log_tokens == 96);
     tfm_config c3;
     tfm_config_defaults(&c3);
     assert_int_equal(tfm_model_file_config(state_path, &c3, &err), 0);

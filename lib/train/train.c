@@ -584,7 +584,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     res->val_metric_name = NULL;
     int rc = -1;
     double *times = NULL;
-    int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0, init_ok = 0;
+    int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0, resuming = 0, init_ok = 0;
     tfm_model init_src; /* train.init's model, until its weights are copied */
     char *created = NULL; /* the outermost directory this start made */
     tfm_progress bar = {0};
@@ -604,8 +604,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     R->log_path = join(o->rundir, "log.tsv");
     R->curves_path = join(o->rundir, "curves.svg");
     /* rank 0 decides; the others learn it in dist_share_state */
-    const int resuming = rk == 0 && (file_exists(R->state_path) ||
-                                     (o->fresh_optimizer && file_exists(R->model_path)));
+    resuming = rk == 0 && (file_exists(R->state_path) ||
+                           (o->fresh_optimizer && file_exists(R->model_path)));
     if (cfg.train.init[0]) {
         /* the file's shape, before the data is read for it; on resume too,
          * so that the configuration resolves as it did at the start */
@@ -839,8 +839,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     tfm_progress_init(&bar, "train", "step", (double)todo, o->quiet || rk != 0);
 
     double session_start = tfm_now(), elapsed0 = R->st.elapsed;
-    double log_loss = 0, log_time = 0, log_tokens = 0;
-    int64_t log_n = 0;
+    /* the log line's interval, in the state: a resumed run's first line
+     * averages the steps before the pause too */
+    double *log_loss = &R->st.log_loss, *log_time = &R->st.log_time,
+           *log_tokens = &R->st.log_tokens;
+    int64_t *log_n = &R->st.log_n;
     res->end = TFM_TRAIN_DONE;
     while (R->st.step < cfg.train.max_steps) {
         if (tfm_dist_any(o->stop && *o->stop)) { /* dist: a signal to any rank stops all */
@@ -859,7 +862,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             size_t n_tokens;
             if (tfm_task_next(R->task, &R->st.data_rng, &batch, &n_tokens, err) < 0)
                 goto out_log;
-            log_tokens += (double)n_tokens;
+            *log_tokens += (double)n_tokens;
             float l = 0.0f;
             tfm_rng keep = R->m.rng;
             long total[TFM_HEAD_N];
@@ -916,9 +919,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         R->st.step++;
         double dt = tfm_now() - t0;
         times[res->steps_run++] = dt;
-        log_loss += loss;
-        log_time += dt;
-        log_n++;
+        *log_loss += loss;
+        *log_time += dt;
+        (*log_n)++;
         res->train_loss = loss;
         R->st.elapsed = elapsed0 + (tfm_now() - session_start);
 
@@ -957,9 +960,9 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         }
         if (step % cfg.train.log_interval == 0 || evaluated || last) {
             R->st.elapsed = elapsed0 + (tfm_now() - session_start);
-            double tps = log_time > 0 ? log_tokens / log_time : 0;
+            double tps = *log_time > 0 ? *log_tokens / *log_time : 0;
             if (logf) {
-                fprintf(logf, "%lld\t%.6f\t", (long long)step, log_loss / (double)log_n);
+                fprintf(logf, "%lld\t%.6f\t", (long long)step, *log_loss / (double)*log_n);
                 if (evaluated)
                     fprintf(logf, "%.6f", vloss);
                 fprintf(logf, "\t%.6g\t%.6g\t%.1f\t%.3f", lr, norm, tps, R->st.elapsed);
@@ -980,8 +983,8 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
                         say(o, "warning: %s: %s", R->curves_path, perr.msg);
                 }
             }
-            log_loss = log_time = log_tokens = 0;
-            log_n = 0;
+            *log_loss = *log_time = *log_tokens = 0;
+            *log_n = 0;
         }
         /* Without validation data there are no evaluations, but a long run
          * still needs its checkpoints: 0 follows eval_interval either way. */

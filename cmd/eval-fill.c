@@ -26,7 +26,8 @@ static void __attribute__((noreturn)) usage(void)
            "(default: stdin), the tokens an encoder pre-trained with train.task mlm\n"
            "(or a BERT checkpoint with its cls.predictions head) predicts there, with\n"
            "their probabilities (softmax over the vocabulary), most likely first.\n"
-           "Blank lines are skipped; every other line needs a mask token.\n"
+           "Blank lines are skipped; every other line needs a mask token.  Nothing is\n"
+           "printed unless every line has its answer.\n"
            "\n"
            "Output: one line per mask, line<TAB>mask<TAB>token<TAB>prob<TAB>token<TAB>prob...\n"
            "(the input line number from 1, the mask's number in the line from 1, k\n"
@@ -45,7 +46,7 @@ static void __attribute__((noreturn)) usage(void)
            "  -h, --help           this help\n"
            "\n"
            "Exit status: 0 success, 1 failure (a line without a mask token, a model\n"
-           "that is not an encoder with a masked-LM head), 2 usage.\n",
+           "that is not an encoder with a masked-LM head, or one that gives NaN), 2 usage.\n",
            prog);
     exit(0);
 }
@@ -142,7 +143,6 @@ int tfm_eval_fill_main(int argc, char **argv)
         int rc = tfm_filler_run(&f, s, n, (int)k, &r, &err);
         if (rc < 0)
             tfm_fatal(prog, "%s:%ld: %s", name, line, err.msg);
-        tfm_buf_clear(&o);
         if (json)
             tfm_buf_printf(&o, "{\"line\": %ld, \"masks\": [", line);
         for (int m = 0; m < r.n_mask; m++) {
@@ -170,8 +170,10 @@ int tfm_eval_fill_main(int argc, char **argv)
         }
         if (json)
             tfm_buf_puts(&o, "]}\n");
-        fwrite(o.data, 1, o.len, stdout);
     }
+    /* printed only once every line has its answer: a bad line (no mask,
+     * too long, NaN) fails the run before any output, not after some */
+    fwrite(o.data, 1, o.len, stdout);
     tfm_fill_out_free(&r);
     tfm_buf_free(&o);
     tfm_buf_free(&text);

@@ -503,6 +503,18 @@ static void run_chunk(app *a, chunk *c)
                           .off = c->off, .len = c->len};
     if (tfm_embedder_run(&a->emb, &in, vec, &err) < 0)
         tfm_die(prog, &err);
+    /* a diverged model's vectors are NaN: an error, not numbers (nor the
+     * cosine 0 of a zero vector) */
+    for (int i = 0, row = 0; i < c->n; i++) {
+        const int nr = none ? c->len[i] : 1;
+        for (size_t j = (size_t)row * a->D; j < (size_t)(row + nr) * a->D; j++)
+            if (!isfinite(vec[j]))
+                fail_line(a, c->line[i], "%s", isnan(vec[j])
+                          ? "the model produced NaN: its weights are not finite "
+                            "(a diverged training run?)"
+                          : "the model produced an infinite value");
+        row += nr;
+    }
     if (a->att_npy || a->att_svg)
         for (int i = 0; i < c->n; i++)
             write_attention(a, c, i);
@@ -545,6 +557,22 @@ static void write_matrix(app *a)
     free(m);
 }
 
+/* Whether any block matrix is stored 8-bit: what --q8-gemm is about. */
+static int has_q8(const tfm_weights *w)
+{
+    for (int s = 0; s < 2; s++) {
+        const tfm_layer_weights *L = s ? w->enc_layers : w->layers;
+        for (int l = 0, n = s ? w->n_enc_layer : w->n_layer; l < n; l++) {
+            const tfm_matrix *m[] = {&L[l].qkv_w, &L[l].proj_w, &L[l].fc_w, &L[l].fc1_w,
+                                     &L[l].fcp_w};
+            for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+                if (m[i]->dtype == TFM_WEIGHTS_Q8_0)
+                    return 1;
+        }
+    }
+    return 0;
+}
+
 static out_format format_of(const char *s, int *ok)
 {
     *ok = 1;
@@ -571,6 +599,7 @@ int main(int argc, char **argv)
     double gamma = 1.0;
     int normalize = 0, threads = 0, max_len = 0, max_tokens = 4096, chunk_lines = 1024;
     int gamma_set = 0;
+    const char *q8_gemm = NULL;
     long att_layer = 0, att_head = -1;
     app a = {.att_head = -1};
     int c;
@@ -630,7 +659,10 @@ int main(int argc, char **argv)
             break;
         case OPT_CHUNK: chunk_lines = (int)tfm_opt_long(prog, "--chunk", optarg, 1, 1 << 20); break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
-        case OPT_Q8_GEMM: tfm_fwd_q8_option(prog, optarg); break;
+        case OPT_Q8_GEMM:
+            tfm_fwd_q8_option(prog, optarg);
+            q8_gemm = optarg;
+            break;
         case 'q': a.quiet = 1; break;
         case 'h': usage();
         case OPT_VERSION: tfm_print_version(prog);
@@ -682,6 +714,9 @@ int main(int argc, char **argv)
     tfm_err err = {0};
     if (tfm_lm_open_adapter(&a.lm, model, adapter, &err) < 0)
         tfm_die(prog, &err);
+    if (q8_gemm && strcmp(q8_gemm, "auto") && !has_q8(&a.lm.w) && !a.quiet)
+        fprintf(stderr, "%s: warning: --q8-gemm %s does nothing: %s has no 8-bit (q8_0) "
+                "matrices\n", prog, q8_gemm, model);
     if (tfm_model_unchecked(model) && !a.quiet)
         fprintf(stderr, "%s: warning: %s has no checksum: its integrity is not checked\n", prog,
                 model);

@@ -165,6 +165,27 @@ expect_exit 1 $E -m bert.st -o bad.npy bad.txt
 expect_msg "tfm-embed: bad.txt:3: invalid UTF-8"
 [ ! -e bad.npy ] || fail "output file left after invalid UTF-8"
 ls | grep -q 'bad.npy.tmp' && fail "temporary file left"
+# a model with NaN weights (a diverged run): an error naming the input
+# line, no output file, no NaN printed, no cosine of 0 for NaN vectors
+"$MK" nan.st --tokenizer wp.json --layers 1 --heads 2 --embd 16 --context 24 \
+    --set model.kind=encoder --nan
+for f in nan.npy nan.tsv nan.jsonl; do
+    expect_exit 1 $E -m nan.st -o $f corpus.txt
+    expect_msg "tfm-embed: corpus.txt:1: the model produced NaN"
+    [ ! -e $f ] || fail "output file $f left by a NaN model"
+done
+ls | grep -q 'nan\..*tmp' && fail "temporary file left by a NaN model"
+printf 'the cat\tthe dog\n' | { expect_exit 1 $E -m nan.st --similarity; }
+expect_msg "tfm-embed: <stdin>:1: the model produced NaN"
+[ -s out ] && fail "--similarity printed $(cat out) for NaN vectors"
+printf 'the cat\nthe dog\n' | { expect_exit 1 $E -m nan.st --matrix; }
+[ -s out ] && fail "--matrix printed $(cat out) for NaN vectors"
+# --q8-gemm on or off is about q8_0 files: on a float32 one it says so
+printf 'the cat\n' | { expect_exit 0 tfm-embed --threads 1 -m bert.st --q8-gemm on -f tsv; }
+expect_msg "tfm-embed: warning: --q8-gemm on does nothing: bert.st has no 8-bit (q8_0) matrices"
+tfm-train -q --convert q8_0 bert.st -o bert-q8.st
+printf 'the cat\n' | { expect_exit 0 tfm-embed --threads 1 -m bert-q8.st --q8-gemm on -f tsv; }
+grep -q "q8-gemm" err && fail "--q8-gemm on warned on a q8_0 file: $(cat err)"
 long=$(awk 'BEGIN { for (i = 0; i < 40; i++) printf "the cat "; print "" }')
 printf 'the cat\n%s\n' "$long" >long.txt
 expect_exit 1 $E -m bert.st --truncate error -o long.npy long.txt

@@ -266,6 +266,27 @@ for mode in "perplexity --token-logprobs nan.lp text.txt" "lastword --items nan.
     [ -e nan.items ] || [ -e nan.lp ] && fail "NaN model ($mode): output file"
     ls nan.*.tmp.* 2>/dev/null && fail "NaN model ($mode): temporary file left"
 done
+# fill: an MLM encoder with NaN weights fails on the first line (exit 1,
+# its file and line), and prints none of the lines' results
+for i in 1 2 3 4 5 6 7 8 9 10; do echo "the cat sat on the mat and the dog ate"; done >wp.txt
+tfm-tokenize train -q --model wordpiece --vocab-size 60 -o wp.tok.json wp.txt 2>/dev/null
+for w in ok nan; do
+    "$TFM_BUILDDIR/tests/mkmodel" mlm-$w.st --tokenizer wp.tok.json --layers 1 --heads 2 --embd 16 \
+        --context 16 --set model.kind=encoder --set model.mlm_head=true $([ $w = nan ] && echo --nan)
+done
+printf 'the [MASK] sat\nthe dog [MASK]\n' >fill.txt
+expect_exit 0 $E fill -m mlm-ok.st fill.txt
+[ "$(wc -l <out)" -eq 2 ] || fail "fill on a finite model: $(cat out)"
+for json in "" --json; do
+    expect_exit 1 $E fill -m mlm-nan.st $json fill.txt
+    grep -q "^tfm-eval: fill.txt:1: the model produced NaN" err || fail "fill, NaN model: $(cat err)"
+    [ -s out ] && fail "fill, NaN model: output $(cat out)"
+done
+# a line without a mask fails the run before any line's result is printed
+printf 'the [MASK] sat\nthe dog\n' >fill2.txt
+expect_exit 1 $E fill -m mlm-ok.st fill2.txt
+grep -q "^tfm-eval: fill2.txt:2: no mask token \[MASK\]" err || fail "fill, no mask: $(cat err)"
+[ -s out ] && fail "fill printed results before the line without a mask: $(cat out)"
 
 # .npy token ids: one rule for every reader (1-D, integers of any width and
 # sign that fit): int8 is read, a 2-D array is refused with the same words
@@ -371,7 +392,7 @@ for kind in encoder encoder-decoder; do
 done
 
 # Every --json output and --items file of this test is strict JSON.
-rm tok.json  # the one JSON file that is not one document a line
+rm tok.json wp.tok.json  # the JSON files that are not one document a line
 /usr/bin/python3 - ./*.json lwi.jsonl ok.items.jsonl <<'PY' || fail "not strict JSON"
 import json, sys
 def bad(name):

@@ -158,6 +158,12 @@ int tfm_filler_run(tfm_filler *f, const char *text, size_t len, int k, tfm_fill_
                            cols, n_mask, V);
     for (int m = 0; m < n_mask; m++) {
         const float *zr = z + (size_t)m * V;
+        /* a NaN would sort anywhere and make every probability NaN */
+        for (int v = 0; v < V; v++)
+            if (!isfinite(zr[v]))
+                return tfm_err_set(err, "the model produced %s at mask %d: its weights are "
+                                        "not finite (a diverged training run?)",
+                                   isnan(zr[v]) ? "NaN" : "an infinite score", m + 1);
         double mx = zr[0], s = 0.0;
         for (int v = 1; v < V; v++)
             if (zr[v] > mx)

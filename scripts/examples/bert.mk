@@ -136,7 +136,7 @@ $(foreach t,$(TASKS),$(foreach i,pre scratch,$(eval $(call finetune,$(t),$(i))))
 $(OUT)/scores.tsv: $(foreach r,$(RUNS),$(OUT)/$(r).json)
 	$(HERE)bert-scores $(OUT) $(EVAL) > $@.tmp
 	mv $@.tmp $@
-	column -t -s '	' $@
+	column -t -s '	' $@ 2>/dev/null || cat $@
 
 clean:
 	rm -rf $(OUT)

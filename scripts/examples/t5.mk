@@ -163,7 +163,7 @@ $(foreach o,$(OBJECTIVES) $(BASELINES),$(foreach t,$(TASKS),$(eval $(call finetu
 $(OUT)/scores.tsv: $(foreach o,$(OBJECTIVES) $(BASELINES),$(foreach t,$(TASKS),$(OUT)/$(o)-$(t).json))
 	$(HERE)t5-scores $(OUT) > $@.tmp
 	mv $@.tmp $@
-	column -t -s '	' $@
+	column -t -s '	' $@ 2>/dev/null || cat $@
 
 clean:
 	rm -rf $(OUT)

@@ -280,9 +280,10 @@ static void run(app *a, char **texts, size_t *lens, size_t n, size_t first_index
 {
     tfm_err err = {0};
     tfm_ids *ids = tfm_calloc(n ? n : 1, sizeof *ids);
+    a->gen.input = input; /* the library's messages name its lines too */
     for (size_t i = 0; i < n; i++) {
         char where[1100];
-        if (a->encdec && input)
+        if (input)
             snprintf(where, sizeof where, "%s:%zu", input, first_index + i + 1);
         else
             snprintf(where, sizeof where, "%s %zu", a->encdec ? "source" : "prompt",

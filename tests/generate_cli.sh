@@ -153,6 +153,29 @@ s = [h["score"] for h in r["nbest"]]
 assert len(s) == 3 and s == sorted(s, reverse=True), s
 PY
 [ "$($G -m m.st --beam 3 --nbest 2 -n 10 "In the" | wc -l)" -eq 2 ] || fail "--nbest 2 prints 2 lines"
+# A beam hypothesis cut at a stop string reports the score of what is left
+# (its tokens' log p over their number^0.6), not the uncut one's; the list
+# stays best first.  The stop is a character of the best text past its start.
+$G -m m.st --beam 3 --nbest 3 --ignore-eos -n 20 --json "In the" >bfull
+bstop=$(/usr/bin/python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["text"]
+print(next(c for c in t if c != t[0]))' bfull)
+$G -m m.st --beam 3 --nbest 3 --ignore-eos -n 20 --stop "$bstop" --json "In the" >bstop.json
+/usr/bin/python3 - bstop.json "$bstop" <<'PY' || fail "beam --stop score: $(cat bstop.json)"
+import json, sys
+r = json.load(open(sys.argv[1]))
+cut = [h for h in r["nbest"] if h["finish_reason"] == "stop"]
+assert cut, "no hypothesis reached the stop string"
+for h in r["nbest"]:
+    assert sys.argv[2] not in h["text"], h
+    if h["finish_reason"] == "stop":
+        n = len(h["ids"])
+        assert n == len(h["logprobs"]) >= 1, h
+        want = sum(h["logprobs"]) / n ** 0.6
+        assert abs(h["score"] - want) < 1e-4, (h["score"], want)
+s = [h["score"] for h in r["nbest"]]
+assert s == sorted(s, reverse=True), s
+assert r["score"] == s[0] and r["text"] == r["nbest"][0]["text"]
+PY
 
 # The context limit ends generation (finish "length"), it is not an error.
 long='In the beginning the shell was small, and ev'
@@ -243,9 +266,38 @@ for s in --greedy "--beam 2" "--seed 1" "--greedy --no-cache"; do
     expect_exit 1 tfm-generate -q -m nan.st --json -n 3 $s "In"
     grep -q 'the model produced NaN' err || fail "NaN model ($s): $(cat err)"
 done
+# ... naming the line of the prompt file it happened on
+printf 'In\n' >nan.txt
+for s in --greedy "--beam 2" "--seed 1"; do
+    # shellcheck disable=SC2086
+    expect_exit 1 tfm-generate -q -m nan.st -n 3 $s --prompt-file nan.txt
+    grep -q '^tfm-generate: nan.txt:1: the model produced NaN' err || fail "NaN model ($s): $(cat err)"
+done
 toolong=$(head -c 60 text.txt | tr '\n' ' ')
 expect_exit 1 tfm-generate -q -m m.st "$toolong"
 grep -q 'longer than the model' err || fail "too-long prompt message"
+printf 'In\n%s\n' "$toolong" >long.txt
+expect_exit 1 tfm-generate -q -m m.st --prompt-file long.txt
+grep -q "^tfm-generate: long.txt:2: the prompt is 60 tokens, longer than the model's context (48)" err ||
+    fail "too-long prompt of a file: $(cat err)"
+# A vocabulary padded past the tokenizer's (model.vocab_size 90, 31 ids with
+# text): the 59 rows without text are never chosen, whatever the strategy,
+# where a random model picks one of them at nearly every step.
+"$MK" pad.st --text text.txt --layers 1 --heads 2 --embd 16 --context 48 --scale 3 \
+    --set model.vocab_size=90
+for s in --greedy "--beam 3 --nbest 3" "--seed 3 --temp 2 --top-k 0 --top-p 1 --min-p 0" \
+         "--greedy --no-cache"; do
+    # shellcheck disable=SC2086
+    expect_exit 0 tfm-generate -q --threads 1 -m pad.st $s -n 30 --json "In the" "A mo" "nu"
+    /usr/bin/python3 - out <<'PY' || fail "padded vocabulary ($s): $(cat err)"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 3
+for r in rows:
+    ids = r["ids"] + [i for h in r.get("nbest", []) for i in h["ids"]]
+    assert ids and max(ids) < 31, ids
+PY
+done
 expect_exit 1 tfm-generate -q -m ids.st "x"
 grep -q 'no tokenizer' err || fail "no tokenizer message"
 expect_exit 1 tfm-generate -q -m ids.st --ids "1 2 999"

@@ -91,7 +91,7 @@ perl -e 'print join(" ", ("the cat sat") x 30), "\n"' > long.txt
 tfm-generate -m plm/model.safetensors --greedy -n 3 < long.txt > /dev/null 2> err.txt
 grep -q "^tfm-generate: 1 input longer than the model's context (40 tokens) cut to it" err.txt ||
     { cat err.txt >&2; fail "a prefix LM's long input"; }
-expect_fail 1 "prompt 1: the input is 101 tokens (end-of-text included), longer than the model's context (40)" \
+expect_fail 1 "tfm-generate: long.txt:1: the input is 101 tokens (end-of-text included), longer than the model's context (40)" \
     tfm-generate -m plm/model.safetensors --greedy -n 3 --truncate error --prompt-file long.txt
 # tfm-eval info says what kind of prefix LM it is
 tfm-eval info -m plm/model.safetensors > info.tsv

@@ -69,6 +69,8 @@ size_t tfm_gen_final_prefix(const char *text, size_t n, const char *const *stops
     return keep;
 }
 
+static const char *where(const tfm_gen *g, size_t index, char buf[1100]);
+
 /* One prompt being decoded. */
 typedef struct seq {
     size_t index;
@@ -116,8 +118,10 @@ static int update_text(const tfm_gen *g, seq *s, tfm_gen_text_fn fn, void *ctx,
     if (!lm->tok)
         return 0;
     tfm_buf_clear(&h->text);
-    if (tfm_tokenizer_decode(lm->tok, h->ids.data, h->ids.len, 1, &h->text, err) < 0)
-        return -1;
+    if (tfm_tokenizer_decode(lm->tok, h->ids.data, h->ids.len, 1, &h->text, err) < 0) {
+        char w[1100];
+        return tfm_err_prefix(err, "%s", where(g, s->index, w));
+    }
     size_t from = s->printed;
     size_t stop = find_stop(h->text.data, h->text.len, from, g->opts.stops, g->opts.n_stops);
     if (stop < h->text.len) {
@@ -200,6 +204,14 @@ int tfm_gen_init(tfm_gen *g, const tfm_lm *lm, const tfm_gen_opts *opts,
     /* HF's forced_eos_token_id; with end-of-text ignored there is no end
      * to force */
     g->forced_last = opts->ignore_eos ? -1 : lm->cfg.forced_eos;
+    if (lm->tok)
+        for (uint32_t v = 0; v < (uint32_t)lm->cfg.vocab_size; v++) {
+            size_t len;
+            if (tfm_tokenizer_piece(lm->tok, v, &len))
+                continue;
+            g->absent = tfm_realloc(g->absent, sizeof *g->absent * (g->n_absent + 1));
+            g->absent[g->n_absent++] = v;
+        }
     g->lm = lm;
     g->opts = *opts;
     g->batch = batch < 1 ? 1 : batch;
@@ -210,6 +222,7 @@ void tfm_gen_free(tfm_gen *g)
 {
     if (g->infer_ready)
         tfm_infer_free(&g->infer);
+    free(g->absent);
     memset(g, 0, sizeof *g);
 }
 
@@ -272,8 +285,28 @@ void tfm_gen_profile_bytes(const tfm_model_config *cfg, double wbytes,
     bytes[TFM_PROF_HEAD] = (double)cfg->vocab_size * C * wbytes;
 }
 
+/* How messages name prompt index (from 0): "file:line" or "prompt 3". */
+static const char *where(const tfm_gen *g, size_t index, char buf[1100])
+{
+    if (g->input)
+        snprintf(buf, 1100, "%s:%zu", g->input, index + 1);
+    else
+        snprintf(buf, 1100, "%s %zu", g->encdec ? "source" : "prompt", index + 1);
+    return buf;
+}
+
 static int check_prompt(const tfm_gen *g, const tfm_ids *p, size_t index, tfm_err *err)
 {
+    char w[1100];
+    if (g->input && !g->encdec) {
+        where(g, index, w);
+        if (p->len == 0)
+            return tfm_err_set(err, "%s: the prompt is empty", w);
+        if (p->len > (size_t)context_limit(&g->lm->cfg))
+            return tfm_err_set(err, "%s: the prompt is %zu tokens, longer than the model's "
+                                    "context (%d)", w, p->len, context_limit(&g->lm->cfg));
+        return 0;
+    }
     if (g->encdec) {
         const int limit = tfm_gen_source_limit(&g->lm->cfg);
         const int sv = tfm_model_config_src_vocab(&g->lm->cfg);
@@ -305,14 +338,26 @@ static void hyp_push(tfm_gen_hyp *h, uint32_t tok, float lp)
     h->score += lp;
 }
 
-/* A diverged model's logits are NaN: sampling from them picks no valid
- * token (and the fast exp is undefined on NaN), so decoding stops there. */
-static int check_nan(const float *x, size_t n, tfm_err *err)
+/* Logits of rows[0..n) (row r: prompt index index[r], NULL: prompt r of
+ * the batch), V wide.  A diverged model's logits are NaN: sampling from
+ * them picks no valid token (and the fast exp is undefined on NaN), so
+ * decoding stops there.  Ids without text become -inf. */
+static int check_logits(const tfm_gen *g, float *x, size_t n, const size_t *index,
+                        tfm_err *err)
 {
-    for (size_t i = 0; i < n; i++)
-        if (isnan(x[i]))
-            return tfm_err_set(err, "the model produced NaN: its weights are not finite "
-                                    "(a diverged training run?)");
+    const size_t V = (size_t)g->lm->cfg.vocab_size;
+    for (size_t r = 0; r < n; r++) {
+        float *row = x + r * V;
+        for (size_t i = 0; i < V; i++)
+            if (isnan(row[i])) {
+                char w[1100];
+                return tfm_err_set(err, "%s: the model produced NaN: its weights are not "
+                                        "finite (a diverged training run?)",
+                                   where(g, g->cur_first + (index ? index[r] : r), w));
+            }
+        for (size_t k = 0; k < g->n_absent; k++)
+            row[g->absent[k]] = -INFINITY;
+    }
     return 0;
 }
 
@@ -390,7 +435,7 @@ static int start_decoders(tfm_gen *g, const tfm_ids *prompts, size_t n, const in
         if (tfm_infer_step(&g->infer, (int)n, toks, slots, logits, err) < 0)
             return -1;
     }
-    return check_nan(logits, n * (size_t)g->lm->cfg.vocab_size, err);
+    return 0;
 }
 
 /* Greedy and sampling: prompts[0..n) decoded as one batch. */
@@ -435,14 +480,15 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
             slots[i] = s->slot;
         } else if (prefill(g, s->slot, prompts[i].data, prompts[i].len, prompts[i].len,
                            logits + nrows * V, err) < 0 ||
-                   check_nan(logits + nrows * V, (size_t)V, err) < 0) {
+                   check_logits(g, logits + nrows * V, 1, &i, err) < 0) {
             goto done;
         }
         rows[nrows++] = i;
     }
     /* encoder-decoders: every source in one encoder pass, every start token
      * in one step */
-    if (g->encdec && start_decoders(g, prompts, n, slots, toks, logits, err) < 0)
+    if (g->encdec && (start_decoders(g, prompts, n, slots, toks, logits, err) < 0 ||
+                      check_logits(g, logits, n, NULL, err) < 0))
         goto done;
     double t1 = tfm_now();
     size_t generated = 0;
@@ -511,7 +557,7 @@ static int run_batch(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_
         } else if (step_profiled(g, (int)nrows, toks, slots, logits, err) < 0) {
             goto done;
         }
-        if (check_nan(logits, nrows * (size_t)V, err) < 0)
+        if (check_logits(g, logits, nrows, rows, err) < 0)
             goto done;
     }
     double t2 = tfm_now();
@@ -546,8 +592,15 @@ static int beam_step(void *ctx, size_t n, const uint32_t *tokens, const int *slo
 {
     tfm_gen *g = ctx;
     const int V = g->lm->cfg.vocab_size;
-    if (step_profiled(g, (int)n, tokens, slots, logprobs, err) < 0 ||
-        check_nan(logprobs, n * (size_t)V, err) < 0)
+    if (step_profiled(g, (int)n, tokens, slots, logprobs, err) < 0)
+        return -1;
+    /* slot s holds a hypothesis of the batch's prompt s / beam */
+    size_t *index = tfm_malloc(sizeof *index * (n ? n : 1));
+    for (size_t i = 0; i < n; i++)
+        index[i] = (size_t)slots[i] / (size_t)g->opts.beam.beam;
+    int rc = check_logits(g, logprobs, n, index, err);
+    free(index);
+    if (rc < 0)
         return -1;
     for (size_t i = 0; i < n; i++)
         tfm_log_softmax(logprobs + i * V, (size_t)V, logprobs + i * V);
@@ -595,7 +648,7 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
     }
     if (g->encdec && start_decoders(g, prompts, n, slots, toks, first, err) < 0)
         goto done;
-    if (check_nan(first, n * (size_t)V, err) < 0)
+    if (check_logits(g, first, n, NULL, err) < 0)
         goto done;
     for (size_t i = 0; i < n; i++)
         tfm_log_softmax(first + i * V, (size_t)V, first + i * V);
@@ -626,17 +679,35 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
             h->finish = bh->finish;
             h->score = bh->score;
             if (lm->tok) {
-                if (tfm_tokenizer_decode(lm->tok, h->ids.data, h->ids.len, 1, &h->text, err) < 0)
+                char w[1100];
+                if (tfm_tokenizer_decode(lm->tok, h->ids.data, h->ids.len, 1, &h->text,
+                                         err) < 0) {
+                    tfm_err_prefix(err, "%s", where(g, first_index + j, w));
                     goto done;
+                }
                 size_t stop = find_stop(h->text.data, h->text.len, 0, o->stops, o->n_stops);
                 if (stop < h->text.len) {
                     h->text.len = stop;
                     h->finish = TFM_FINISH_STOP;
                     if (cut_at_stop(lm, h, 0, err) < 0)
-                        goto done; /* the search's score stays: it ranked them */
+                        goto done;
+                    /* the score of what is reported: the tokens kept, no
+                     * end-of-text, normalised by their number */
+                    double sum = 0;
+                    for (size_t i = 0; i < h->ids.len; i++)
+                        sum += h->logprobs[i];
+                    h->eos_logprob = 0;
+                    h->score = tfm_beam_score(sum, h->ids.len, o->beam.alpha, o->beam.lenpen);
                 }
             }
         }
+        /* cut hypotheses score anew: best first again (stable) */
+        for (size_t k = 1; k < r->n_hyps; k++)
+            for (size_t m = k; m > 0 && r->hyps[m].score > r->hyps[m - 1].score; m--) {
+                tfm_gen_hyp t = r->hyps[m];
+                r->hyps[m] = r->hyps[m - 1];
+                r->hyps[m - 1] = t;
+            }
         if (fn && br[j].n && r->hyps[0].text.len)
             fn(ctx, first_index + j, r->hyps[0].text.data, r->hyps[0].text.len);
         g->stat_prompt_tokens += prompts[j].len;
@@ -669,6 +740,7 @@ int tfm_gen_run(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index
         size_t nb = n - b0;
         if (nb > (size_t)g->batch)
             nb = (size_t)g->batch;
+        g->cur_first = first_index + b0;
         int rc = g->opts.strategy == TFM_GEN_BEAM
             ? run_beam(g, prompts + b0, nb, first_index + b0, results + b0, on_text, ctx, err)
             : run_batch(g, prompts + b0, nb, first_index + b0, results + b0, on_text, ctx, err);

@@ -106,7 +106,8 @@ typedef struct tfm_gen_hyp {
     tfm_finish finish;
     float eos_logprob;       /* finish EOS: log p of the end-of-text token,
                                 which score counts (ids leave it out) */
-    double score;            /* beam: Σ log p / L^α; otherwise Σ log p;
+    double score;            /* beam: Σ log p / L^α (cut at a stop string: of
+                                the tokens kept); otherwise Σ log p;
                                 both with end-of-text's term */
 } tfm_gen_hyp;
 
@@ -143,6 +144,17 @@ typedef struct tfm_gen {
     int64_t forced_last;     /* the token the last new token allowed is
                                 forced to be (model.forced_eos, HF's
                                 forced_eos_token_id); -1: none */
+    /* Ids the tokenizer has no text for (a vocabulary padded past the
+     * tokenizer's, or holes in it): their logits are -inf in every
+     * strategy, so that text output never meets an id it cannot decode;
+     * log p is then over the ids that have text.  None without a tokenizer. */
+    uint32_t *absent;
+    size_t n_absent;
+    /* Messages name prompt i as input:(i + 1) when input is set (the file
+     * the prompts are lines of), else "prompt i + 1" ("source" for
+     * encoder-decoders). */
+    const char *input;
+    size_t cur_first;        /* the first index of the batch being decoded */
     /* With opts.profile: wall time of each phase of the decode steps
      * (model/decode.h's tfm_prof_phase) and the number of steps. */
     double prof_s[TFM_PROF_N];

@@ -194,13 +194,20 @@ size_t tfm_sampler_dist(tfm_sampler *s, const float *logits,
     float inv_t = 1.0f / o->temperature;
     float mx = x[tfm_argmax(x, V)] * inv_t;
     double sum = 0;
+    size_t n = 0;
     for (uint32_t i = 0; i < V; i++) {
+        if (x[i] == -INFINITY) /* an id that may not be chosen */
+            continue;
         float e = tfm_expf_inline(x[i] * inv_t - mx);
-        c[i].id = i;
-        c[i].p = e;
+        c[n].id = i;
+        c[n++].p = e;
         sum += e;
     }
-    size_t n = V;
+    if (!n) { /* every logit -inf: nothing to weigh */
+        c[0].id = tfm_argmax(x, V);
+        c[0].p = 1;
+        return 1;
+    }
     for (size_t i = 0; i < n; i++)
         c[i].p = (float)(c[i].p / sum);
 

@@ -68,7 +68,8 @@ void tfm_sampler_free(tfm_sampler *s);
  * s->cand, probabilities summing to 1, and returns their number (>= 1).
  * They are most probable first when top-k or top-p is on; otherwise in id
  * order (sorting a 50k vocabulary per token would cost more than drawing).  logits[vocab] is not modified.  With temperature 0
- * the single argmax is kept. */
+ * the single argmax is kept.  An id whose logit is -inf is never a
+ * candidate (tfm_gen's ids without text). */
 size_t tfm_sampler_dist(tfm_sampler *s, const float *logits,
                         const uint32_t *prev, size_t n_prev);
 

@@ -72,4 +72,42 @@ expect_fail 1 "'qq' names no projection" tfm-train -q -c run.yaml "$@" \
 expect_fail 1 "needs train.init" tfm-train -q -c run.yaml --set train.lora.r=4 -o c
 expect_fail 1 "a run keeps its adapters" tfm-train -q -c run.yaml --threads 1 \
     --set train.lora.r=4 --set train.init=base/model.safetensors -o base
+
+# train.init's tokenizer reads data.text when data.tokenizer is left out (lm
+# and LoRA on a decoder, as fine-tuning), named in the stored configuration;
+# another vocabulary is refused, the same with other settings is a warning
+command -v tfm-tokenize >/dev/null || { echo "ok (no tfm-tokenize)"; exit 0; }
+tfm-tokenize train -q --model char -o tok.json corpus.txt
+printf 'the cat\n' > few.txt
+tfm-tokenize train -q --model char -o few.json few.txt
+sed 's/a/A/g' corpus.txt > upper.txt
+tfm-tokenize train -q --model char -o upper.json upper.txt
+tfm-tokenize train -q --model char --lowercase -o lower.json corpus.txt
+set -- --threads 1 --set data.train= --set data.val= --set data.text=corpus.txt \
+    --set train.max_steps=4 --set train.eval_interval=2 --set schedule.warmup=1
+tfm-train -q -c run.yaml "$@" --set data.tokenizer=tok.json -o tbase
+for lora in 0 2; do
+    tfm-train -q -c run.yaml "$@" --set train.init=tbase/model.safetensors \
+        --set train.lora.r=$lora -o tl$lora
+    tfm-train -o tl$lora --dump-config | grep -q '^  tokenizer: tbase/model.safetensors ' ||
+        fail "train.lora.r $lora: the stored data.tokenizer is not train.init"
+    tfm-train -q -o tl$lora --set train.max_steps=6 || fail "train.lora.r $lora: no resume"
+    expect_fail 1 "data.tokenizer few.json is not the tokenizer of train.init tbase/model.safetensors (8 tokens, train.init's 21)" \
+        tfm-train -q -c run.yaml "$@" --set train.init=tbase/model.safetensors \
+        --set train.lora.r=$lora --set data.tokenizer=few.json -o tf$lora
+    expect_fail 1 'is "A", train.init'"'"'s "a")' \
+        tfm-train -q -c run.yaml "$@" --set train.init=tbase/model.safetensors \
+        --set train.lora.r=$lora --set data.tokenizer=upper.json -o tf$lora
+    [ ! -e tf$lora ] || fail "a refused tokenizer left tf$lora"
+    tfm-train -c run.yaml "$@" --set train.init=tbase/model.safetensors \
+        --set train.lora.r=$lora --set data.tokenizer=tok.json -o ts$lora 2> same.err
+    grep -q warning same.err && { cat same.err; fail "the same tokenizer warns"; }
+    tfm-train -c run.yaml "$@" --set train.init=tbase/model.safetensors \
+        --set train.lora.r=$lora --set data.tokenizer=lower.json -o tw$lora 2> warn.err
+    grep -qF "warning: data.tokenizer lower.json has the vocabulary of train.init tbase/model.safetensors's tokenizer but other settings" warn.err ||
+        { cat warn.err; fail "no warning for another normalization"; }
+done
+# a file without a tokenizer: data.text needs data.tokenizer
+expect_fail 1 "data.text needs a tokenizer: train.init base/model.safetensors carries none (set data.tokenizer)" \
+    tfm-train -q -c run.yaml "$@" --set train.init=base/model.safetensors -o tn
 echo ok

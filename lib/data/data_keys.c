@@ -21,7 +21,7 @@ static const tfm_schema_key keys[] = {
      "JSON Lines)"},
     {"data.tokenizer", TFM_SCHEMA_STRING, OFF(tokenizer), "", 0, 0, NULL,
      "tokenizer (tokenizer.json, ...) stored in the model file; required with data.text "
-     "(classify, tag, span: empty takes train.init's)"},
+     "(empty with train.init: the file's; another vocabulary than the file's is an error)"},
     {"data.val_fraction", TFM_SCHEMA_FLOAT, OFF(val_fraction), "0.1", 0, 0.9, NULL,
      "with data.text: the last fraction of the tokens (encoder-decoders: of the pairs; mlm: "
      "of the documents) used for validation when no validation data is named"},

@@ -361,7 +361,8 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
                                 "data.text with data.tokenizer");
     if (c->data.train[0] && c->data.text[0])
         return tfm_err_set(err, "data.train and data.text are exclusive: set one of them");
-    if (c->data.text[0] && !c->data.tokenizer[0] && !ft)
+    /* train.init's own tokenizer serves (train/train.c checks it has one) */
+    if (c->data.text[0] && !c->data.tokenizer[0] && !c->train.init[0])
         return tfm_err_set(err, "data.text needs data.tokenizer");
     if (c->schedule.decay != TFM_CONFIG_DECAY_INVERSE_SQRT &&
         c->schedule.min_lr > c->optim.lr)

@@ -448,18 +448,76 @@ static void grads_ready(void *red, size_t lo)
     tfm_dist_reduce_ready(red, lo);
 }
 
-static int load_data(run *R, tfm_config *cfg, tfm_err *err)
+/* data.tokenizer against the tokenizer of the train.init file it starts
+ * from: the model's rows are that tokenizer's ids, so another vocabulary
+ * (other tokens, or the same at other ids) is refused; the same vocabulary
+ * with other settings (normalization, specials) is a warning. */
+static int check_init_tokenizer(run *R, const tfm_config *cfg, const tfm_tokenizer *init,
+                                tfm_err *err)
 {
-    int ft = cfg->train.task == TFM_CONFIG_TASK_CLASSIFY || cfg->train.task == TFM_CONFIG_TASK_TAG ||
-             cfg->train.task == TFM_CONFIG_TASK_SPAN;
-    /* fine-tuning reads text with the pre-trained model's own tokenizer;
-     * the stored configuration then names where it came from */
-    if (ft && !cfg->data.tokenizer[0] && cfg->train.init[0])
-        snprintf(cfg->data.tokenizer, sizeof cfg->data.tokenizer, "%s", cfg->train.init);
-    if (cfg->data.tokenizer[0]) {
+    uint32_t n = tfm_tokenizer_vocab_size(R->tok), ni = tfm_tokenizer_vocab_size(init);
+    char why[400] = "";
+    if (n != ni)
+        snprintf(why, sizeof why, "%u tokens, train.init's %u", n, ni);
+    for (uint32_t id = 0; !why[0] && id < n; id++) {
+        size_t la = 0, lb = 0;
+        const char *a = tfm_tokenizer_piece(R->tok, id, &la);
+        const char *b = tfm_tokenizer_piece(init, id, &lb);
+        if (!a || !b ? a != b : la != lb || memcmp(a, b, la)) {
+            tfm_buf qa = {0}, qb = {0};
+            if (a)
+                tfm_buf_put_json_string(&qa, a, la);
+            else
+                tfm_buf_puts(&qa, "none");
+            if (b)
+                tfm_buf_put_json_string(&qb, b, lb);
+            else
+                tfm_buf_puts(&qb, "none");
+            snprintf(why, sizeof why, "token %u is %.120s, train.init's %.120s", id,
+                     tfm_buf_cstr(&qa), tfm_buf_cstr(&qb));
+            tfm_buf_free(&qa);
+            tfm_buf_free(&qb);
+        }
+    }
+    if (why[0])
+        return tfm_err_set(err, "data.tokenizer %s is not the tokenizer of train.init %s (%s): "
+                                "a model started from a file reads text with its tokenizer "
+                                "(leave data.tokenizer out to take it)",
+                           cfg->data.tokenizer, cfg->train.init, why);
+    tfm_buf j = {0};
+    tfm_tokenizer_to_json(init, &j);
+    if (j.len != R->tok_json.len || memcmp(j.data, R->tok_json.data, j.len))
+        say(R->o, "warning: data.tokenizer %s has the vocabulary of train.init %s's tokenizer "
+                  "but other settings (normalization, pre-tokenization or special tokens): "
+                  "text is encoded with data.tokenizer's", cfg->data.tokenizer, cfg->train.init);
+    tfm_buf_free(&j);
+    return 0;
+}
+
+/* init_tok: train.init's tokenizer (NULL: none, or no train.init); taken
+ * over when the run reads text with it. */
+static int load_data(run *R, tfm_config *cfg, tfm_tokenizer **init_tok, tfm_err *err)
+{
+    /* a model started from a file reads text with the file's own
+     * tokenizer unless data.tokenizer names one (then it must be the
+     * same); the stored configuration then names where it came from */
+    const char *init = cfg->train.init;
+    int from_init = init[0] && *init_tok &&
+                    (!cfg->data.tokenizer[0] || !strcmp(cfg->data.tokenizer, init));
+    if (from_init) {
+        snprintf(cfg->data.tokenizer, sizeof cfg->data.tokenizer, "%s", init);
+        R->tok = *init_tok;
+        *init_tok = NULL;
+        tfm_tokenizer_to_json(R->tok, &R->tok_json);
+    } else if (cfg->data.tokenizer[0]) {
         if (tfm_tokenizer_load(&R->tok, cfg->data.tokenizer, err) < 0)
             return -1;
         tfm_tokenizer_to_json(R->tok, &R->tok_json);
+        if (*init_tok && check_init_tokenizer(R, cfg, *init_tok, err) < 0)
+            return -1;
+    } else if (init[0] && cfg->data.text[0]) {
+        return tfm_err_set(err, "data.text needs a tokenizer: train.init %s carries none (set "
+                                "data.tokenizer)", init);
     }
     if (cfg->data.source_tokenizer[0]) {
         if (tfm_tokenizer_load(&R->src_tok, cfg->data.source_tokenizer, err) < 0)
@@ -526,13 +584,14 @@ int tfm_train_dump_batches(const tfm_config *c, int64_t n, tfm_buf *out, tfm_err
     int rc = -1;
     tfm_buf text = {0};
     uint32_t *scratch = NULL;
+    tfm_tokenizer *init_tok = NULL;
     if (tfm_config_validate(&cfg, err) < 0)
         goto out;
     if (cfg.train.init[0]) {
         /* the shape keys train.init gives, as a run resolves them */
         tfm_config icfg;
         tfm_model init_src;
-        if (tfm_model_load(cfg.train.init, &icfg, &init_src, NULL, err) < 0) {
+        if (tfm_model_load(cfg.train.init, &icfg, &init_src, &init_tok, err) < 0) {
             tfm_err_prefix(err, "train.init");
             goto out;
         }
@@ -541,7 +600,7 @@ int tfm_train_dump_batches(const tfm_config *c, int64_t n, tfm_buf *out, tfm_err
         if (tfm_train_init_config(&cfg, &icfg, cfg.train.init, note, sizeof note, err) < 0)
             goto out;
     }
-    if (load_data(R, &cfg, err) < 0)
+    if (load_data(R, &cfg, &init_tok, err) < 0)
         goto out;
     /* the data stream of a new run's first steps */
     uint64_t seed = cfg.train.seed >= 0 ? (uint64_t)cfg.train.seed : tfm_rng_entropy_seed();
@@ -561,6 +620,8 @@ int tfm_train_dump_batches(const tfm_config *c, int64_t n, tfm_buf *out, tfm_err
 out:
     free(scratch);
     tfm_buf_free(&text);
+    if (init_tok)
+        tfm_tokenizer_free(init_tok);
     if (R->tok)
         tfm_tokenizer_free(R->tok);
     tfm_buf_free(&R->tok_json);
@@ -586,6 +647,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     double *times = NULL;
     int model_ok = 0, adam_ok = 0, lockfd = -1, resumed = 0, resuming = 0, init_ok = 0;
     tfm_model init_src; /* train.init's model, until its weights are copied */
+    tfm_tokenizer *init_tok = NULL; /* and its tokenizer, unless the run takes it */
     char *created = NULL; /* the outermost directory this start made */
     tfm_progress bar = {0};
     FILE *logf = NULL;
@@ -610,7 +672,7 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
         /* the file's shape, before the data is read for it; on resume too,
          * so that the configuration resolves as it did at the start */
         tfm_config icfg;
-        if (tfm_model_load(cfg.train.init, &icfg, &init_src, NULL, err) < 0) {
+        if (tfm_model_load(cfg.train.init, &icfg, &init_src, &init_tok, err) < 0) {
             tfm_err_prefix(err, "train.init");
             goto out;
         }
@@ -624,8 +686,12 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     tfm_config was; /* resuming: the run's configuration so far */
     if (resuming && check_same_model(R, &cfg, &was, err) < 0)
         goto out;
-    if (load_data(R, &cfg, err) < 0)
+    if (load_data(R, &cfg, &init_tok, err) < 0)
         goto out;
+    if (init_tok) {
+        tfm_tokenizer_free(init_tok);
+        init_tok = NULL;
+    }
     const char *mnames[TFM_TASK_METRICS_MAX];
     const int n_metrics = tfm_task_metrics(R->task, mnames);
     char best_name[64];
@@ -1065,6 +1131,8 @@ out:
     free(times);
     if (init_ok)
         tfm_model_free(&init_src);
+    if (init_tok)
+        tfm_tokenizer_free(init_tok);
     if (adam_ok)
         tfm_adam_free(&R->adam);
     tfm_replicas_free(&R->reps);

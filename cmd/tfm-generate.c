@@ -473,8 +473,6 @@ int main(int argc, char **argv)
         tfm_usage_error(prog, "give prompts as arguments or with --prompt-file, not both");
     if (bf16 && q8)
         tfm_usage_error(prog, "--bf16 and --q8 exclude each other");
-    if (o.no_cache && beam)
-        tfm_usage_error(prog, "--no-cache applies to greedy decoding and sampling only");
 
     tfm_blas_init(tfm_opt_threads(prog, "--threads", threads));
     tfm_err err = {0};
@@ -485,7 +483,7 @@ int main(int argc, char **argv)
     /* Translation's defaults: beam 4, length a·S + b with a = 1, b = 50 */
     a.encdec = a.lm.cfg.kind == TFM_KIND_ENCODER_DECODER;
     if (a.encdec) {
-        if (!greedy && !beam && !sampling_opt && !o.no_cache)
+        if (!greedy && !beam && !sampling_opt) /* --no-cache too: only slower */
             beam = 4;
         if (!have_len_a)
             o.max_len_a = 1;

@@ -36,6 +36,9 @@ cmp -s g1 k1 || fail "--top-k 1 differs from --greedy"
 # the cache changes nothing but the speed
 $G -m m.st --greedy --no-cache -n 20 "In the" >nc
 cmp -s g1 nc || fail "--no-cache differs from the cached greedy"
+$G -m m.st --beam 3 --nbest 3 -n 20 --json "In the" "A mo" | sed 's/"timings".*//' >bc
+$G -m m.st --beam 3 --nbest 3 -n 20 --no-cache --json "In the" "A mo" | sed 's/"timings".*//' >bnc
+cmp -s bc bnc || fail "--no-cache differs from the cached beam search"
 # Decoding does not depend on the thread count (the gemv sums each column
 # in an order fixed by the shapes alone): the same tokens and log-probabilities on 1 and 2 threads,
 # with matrices large enough to be split.

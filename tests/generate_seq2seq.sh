@@ -31,6 +31,24 @@ cmp -s all pf || fail "--prompt-file differs from stdin"
 # the default is beam 4
 $G -m ed.st --beam 4 <src.txt >beam4
 cmp -s all beam4 || fail "the default is not --beam 4"
+# --no-cache keeps the default beam (it used to switch to sampling with a
+# clock seed), and recomputing every step gives the cached search's result
+$G -m ed.st --no-cache <src.txt >nc
+cmp -s all nc || fail "--no-cache changes the default decoding: $(cat nc)"
+# (the same hypotheses; the decoder's whole-sequence pass rounds a little
+# differently from its steps)
+$G -m ed.st --nbest 3 --json --no-cache <src.txt >nc3
+$G -m ed.st --nbest 3 --json <src.txt >c3
+/usr/bin/python3 - c3 nc3 <<'PY' || fail "--beam 4 --nbest 3 --no-cache differs from the cached search"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert len(a) == len(b) == 5
+for x, y in zip(a, b):
+    assert len(x["nbest"]) == len(y["nbest"]) == 3
+    for h, k in zip(x["nbest"], y["nbest"]):
+        assert h["ids"] == k["ids"] and h["finish_reason"] == k["finish_reason"], (h, k)
+        assert abs(h["score"] - k["score"]) < 1e-4, (h["score"], k["score"])
+PY
 $G -m ed.st --greedy <src.txt >g1
 $G -m ed.st --greedy --batch 1 <src.txt >g2
 cmp -s g1 g2 || fail "greedy: batching changes the output"

@@ -586,14 +586,33 @@ done:
     return rc;
 }
 
-/* Beam search's view of the cache. */
+/* Beam search's view of the cache.  With no_cache, each slot's tokens so
+ * far (hist) and its prompt's length (plen, for a prefix LM's prefix):
+ * every step runs them all again. */
+typedef struct beam_ctx {
+    tfm_gen *g;
+    tfm_ids *hist;
+    size_t *plen;
+} beam_ctx;
+
 static int beam_step(void *ctx, size_t n, const uint32_t *tokens, const int *slots,
                      float *logprobs, tfm_err *err)
 {
-    tfm_gen *g = ctx;
+    beam_ctx *b = ctx;
+    tfm_gen *g = b->g;
     const int V = g->lm->cfg.vocab_size;
-    if (step_profiled(g, (int)n, tokens, slots, logprobs, err) < 0)
+    if (b->hist) {
+        for (size_t i = 0; i < n; i++) {
+            tfm_ids *h = &b->hist[slots[i]];
+            tfm_ids_push(h, tokens[i]);
+            tfm_infer_reset(&g->infer, slots[i]);
+            if (prefill(g, slots[i], h->data, h->len, b->plen[slots[i]],
+                        logprobs + i * (size_t)V, err) < 0)
+                return -1;
+        }
+    } else if (step_profiled(g, (int)n, tokens, slots, logprobs, err) < 0) {
         return -1;
+    }
     /* slot s holds a hypothesis of the batch's prompt s / beam */
     size_t *index = tfm_malloc(sizeof *index * (n ? n : 1));
     for (size_t i = 0; i < n; i++)
@@ -609,8 +628,12 @@ static int beam_step(void *ctx, size_t n, const uint32_t *tokens, const int *slo
 
 static int beam_copy(void *ctx, int dst, int src, tfm_err *err)
 {
-    tfm_gen *g = ctx;
-    tfm_infer_copy_slot(&g->infer, dst, src);
+    beam_ctx *b = ctx;
+    tfm_infer_copy_slot(&b->g->infer, dst, src); /* an encoder-decoder's source too */
+    if (b->hist) {
+        tfm_ids_clear(&b->hist[dst]);
+        tfm_ids_append(&b->hist[dst], b->hist[src].data, b->hist[src].len);
+    }
     return 0;
 }
 
@@ -630,6 +653,23 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
     int *slots = tfm_malloc(sizeof *slots * n);
     tfm_beam_task *tasks = tfm_malloc(sizeof *tasks * n);
     tfm_beam_result *br = tfm_calloc(n, sizeof *br);
+    beam_ctx bc = {g, NULL, NULL};
+    if (o->no_cache) {
+        bc.hist = tfm_calloc(n * (size_t)B, sizeof *bc.hist);
+        bc.plen = tfm_calloc(n * (size_t)B, sizeof *bc.plen);
+        for (size_t i = 0; i < n; i++) {
+            tfm_ids *h = &bc.hist[i * (size_t)B];
+            if (g->encdec) {
+                tfm_ids_push(h, g->start);
+                if (g->forced >= 0)
+                    tfm_ids_push(h, (uint32_t)g->forced);
+            } else {
+                tfm_ids_append(h, prompts[i].data, prompts[i].len);
+            }
+            for (int k = 0; k < B; k++)
+                bc.plen[i * (size_t)B + (size_t)k] = g->encdec ? h->len : prompts[i].len;
+        }
+    }
     int rc = -1;
     double t0 = tfm_now();
     for (size_t i = 0; i < n; i++) {
@@ -656,7 +696,7 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
     tfm_beam_opts bo = o->beam;
     bo.eos = o->ignore_eos ? -1 : lm->eos;
     bo.forced_last = g->forced_last;
-    tfm_beam_model m = {g, (uint32_t)V, beam_step, beam_copy};
+    tfm_beam_model m = {&bc, (uint32_t)V, beam_step, beam_copy};
     if (tfm_beam_search_many(&m, &bo, tasks, n, br, err) < 0)
         goto done;
     double t2 = tfm_now();
@@ -718,6 +758,10 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
     g->stat_decode_s += t2 - t1;
     rc = 0;
 done:
+    for (size_t j = 0; bc.hist && j < n * (size_t)B; j++)
+        tfm_ids_free(&bc.hist[j]);
+    free(bc.hist);
+    free(bc.plen);
     for (size_t j = 0; j < n; j++)
         tfm_beam_result_free(&br[j]);
     free(br);

@@ -87,7 +87,7 @@ typedef struct tfm_gen_opts {
     int profile;             /* 1: time the phases of each decode step
                                 (tfm_gen.prof_s) */
     int no_cache;            /* 1: recompute the whole sequence for every
-                                token (greedy/sampling; for benchmarks and
+                                token (every strategy; for benchmarks and
                                 tests of the cache) */
     int64_t start;           /* encoder-decoders: the decoder's first token;
                                 -1 (default): the model's decoder_start, else

@@ -77,6 +77,8 @@ static void usage_train(FILE *fp)
             "      --byte-fallback     unigram: the 256 <0xXX> pieces, for unknown text\n"
             "      --user-symbols LIST unigram: comma-separated pieces never split\n"
             "      --extra-ids N       unigram: T5's sentinels <extra_id_0>.. at the top\n"
+            "      --max-sentence-length N  unigram: skip lines over N bytes (default\n"
+            "                          4192, spm_train's; the skipped ones are counted)\n"
             "      --sample-lines N    train on N lines drawn uniformly from the input\n"
             "      --seed S            seed of the sample (default: random, logged)\n"
             "  -o, --output FILE       write tokenizer.json to FILE (default stdout)\n"
@@ -166,6 +168,7 @@ enum {
     OPT_BYTE_FALLBACK,
     OPT_USER_SYMBOLS,
     OPT_EXTRA_IDS,
+    OPT_MAX_SENTENCE,
 };
 
 static tfm_tokenizer *load_tokenizer(const char *path)
@@ -234,6 +237,32 @@ static double input_mb(int argc, char **argv, int first)
 
 /* train */
 
+/* What spm_train refuses, or tfm would merge silently: a user symbol twice,
+ * one that is a special token, or a byte piece's name beside the bytes. */
+static void check_user_symbols(const char **user, size_t n, const char **specials,
+                               size_t n_specials, int byte_fallback)
+{
+    static const char *dflt[] = {"<unk>", "<s>", "</s>"};
+    if (!specials) {
+        specials = dflt;
+        n_specials = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(user[i], user[j]) == 0)
+                tfm_usage_error(prog, "--user-symbols: '%s' is given twice", user[i]);
+        for (size_t j = 0; j < n_specials; j++)
+            if (strcmp(user[i], specials[j]) == 0)
+                tfm_usage_error(prog, "--user-symbols: '%s' is a special token already",
+                                user[i]);
+        const char *u = user[i], *hex = "0123456789ABCDEF";
+        if (byte_fallback && strlen(u) == 6 && strncmp(u, "<0x", 3) == 0 && u[5] == '>' &&
+            strchr(hex, u[3]) && strchr(hex, u[4]))
+            tfm_usage_error(prog, "--user-symbols: '%s' is the name of a byte piece, which "
+                            "--byte-fallback adds", user[i]);
+    }
+}
+
 static int cmd_train(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -249,6 +278,7 @@ static int cmd_train(int argc, char **argv)
         {"byte-fallback", no_argument, 0, OPT_BYTE_FALLBACK},
         {"user-symbols", required_argument, 0, OPT_USER_SYMBOLS},
         {"extra-ids", required_argument, 0, OPT_EXTRA_IDS},
+        {"max-sentence-length", required_argument, 0, OPT_MAX_SENTENCE},
         {"output", required_argument, 0, 'o'},
         {"threads", required_argument, 0, OPT_THREADS},
         {"quiet", no_argument, 0, 'q'},
@@ -294,9 +324,19 @@ static int cmd_train(int argc, char **argv)
             o.extra_ids = (uint32_t)tfm_opt_long(prog, "--extra-ids", optarg, 0, 100000);
             uni_opt = "--extra-ids";
             break;
+        case OPT_MAX_SENTENCE:
+            o.max_sentence_length =
+                (uint32_t)tfm_opt_long(prog, "--max-sentence-length", optarg, 1, 1L << 30);
+            uni_opt = "--max-sentence-length";
+            break;
         case 'v': vocab = tfm_opt_long(prog, "--vocab-size", optarg, 1, UINT32_MAX); break;
         case OPT_MIN_FREQ: min_freq = tfm_opt_long(prog, "--min-frequency", optarg, 0, LONG_MAX); break;
         case OPT_SPECIAL:
+            if (!*optarg)
+                tfm_usage_error(prog, "--special: a special token cannot be empty");
+            for (size_t i = 0; i < n_specials; i++)
+                if (strcmp(specials[i], optarg) == 0)
+                    tfm_usage_error(prog, "--special '%s' is given twice", optarg);
             specials = tfm_realloc(specials, (n_specials + 1) * sizeof *specials);
             specials[n_specials++] = optarg;
             break;
@@ -314,6 +354,7 @@ static int cmd_train(int argc, char **argv)
     }
     if (uni_opt && o.kind != TFM_TOK_UNIGRAM)
         tfm_usage_error(prog, "%s is for -m unigram", uni_opt);
+    check_user_symbols(user, o.n_user_symbols, specials, n_specials, o.byte_fallback);
     if (o.kind == TFM_TOK_UNIGRAM && (o.lowercase >= 0 || min_freq >= 0))
         tfm_usage_error(prog, "-m unigram normalizes as nmt_nfkc and takes no %s",
                         o.lowercase >= 0 ? "--lowercase/--no-lowercase" : "--min-frequency");
@@ -331,6 +372,11 @@ static int cmd_train(int argc, char **argv)
     o.n_specials = n_specials;
     o.threads = (int)threads;
 
+    /* the output is opened first: a directory or a place that cannot be
+     * written is said before the training, not after */
+    tfm_out_install_signals();
+    tfm_out out;
+    open_out(&out, output);
     tfm_tok_trainer *tr = tfm_tok_trainer_new(&o);
     if (sample_n && seed < 0) {
         seed = (long long)(tfm_rng_entropy_seed() & INT64_MAX);
@@ -375,7 +421,17 @@ static int cmd_train(int argc, char **argv)
     tfm_tokenizer *tok;
     if (tfm_tok_trainer_finish(tr, &tok, &err) < 0)
         tfm_die(prog, &err);
+    uint64_t skipped_bytes, skipped = tfm_tok_trainer_skipped(tr, &skipped_bytes);
     tfm_tok_trainer_free(tr);
+    /* lines left out are said even with -q: the model did not see them */
+    char skip_note[160] = "";
+    if (skipped)
+        snprintf(skip_note, sizeof skip_note, "%llu line%s (%.1f MB) over %u bytes skipped "
+                 "(--max-sentence-length)", (unsigned long long)skipped,
+                 skipped == 1 ? "" : "s", skipped_bytes / 1e6,
+                 o.max_sentence_length ? o.max_sentence_length : 4192);
+    if (skipped && quiet)
+        fprintf(stderr, "%s: warning: %s\n", prog, skip_note);
     free(specials);
     free(user);
     /* Results the user did not ask for are said, not left to be found. */
@@ -393,18 +449,17 @@ static int cmd_train(int argc, char **argv)
 
     tfm_buf json = {0};
     tfm_tokenizer_to_json(tok, &json);
-    tfm_out out;
-    open_out(&out, output);
     if (fwrite(json.data, 1, json.len, out.fp) != json.len) {
         tfm_err_errno(&err, "%s: write error", output ? output : "<stdout>");
         fail_out(&out, &err);
     }
     commit_out(&out);
     if (!quiet)
-        fprintf(stderr, "%s: trained a vocabulary of %u on %llu lines (%.1f MB) in %.2f s, "
-                "peak memory %ld MB\n",
-                prog, tfm_tokenizer_vocab_size(tok), (unsigned long long)used,
-                used_bytes / 1e6, tfm_now() - t0, peak_mb());
+        fprintf(stderr, "%s: trained a vocabulary of %u on %llu lines (%.1f MB)%s%s%s in "
+                "%.2f s, peak memory %ld MB\n",
+                prog, tfm_tokenizer_vocab_size(tok), (unsigned long long)(used - skipped),
+                (used_bytes - skipped_bytes) / 1e6, skipped ? "; " : "", skip_note,
+                skipped ? "," : "", tfm_now() - t0, peak_mb());
     tfm_buf_free(&json);
     tfm_tokenizer_free(tok);
     return 0;
@@ -472,8 +527,10 @@ static int cmd_encode(int argc, char **argv)
         default: tfm_usage_hint(prog, argv, lo); /* getopt said what */
         }
     }
-    if (o.sample && o.nbest)
-        tfm_usage_error(prog, "--sample and --nbest exclude each other");
+    tfm_err err = {0};
+    /* option clashes, alone then with the tokenizer: usage errors */
+    if (tfm_enc_opts_check(NULL, &o, &err) < 0)
+        tfm_usage_error(prog, "%s", err.msg);
     if (seed >= 0 && !o.sample)
         tfm_usage_error(prog, "--seed is for --sample");
     if (o.sample) {
@@ -492,9 +549,10 @@ static int cmd_encode(int argc, char **argv)
     if (o.format == TFM_ENC_NPY && to_stdout && isatty(STDOUT_FILENO))
         tfm_usage_error(prog, "not writing binary .npy to a terminal; use -o FILE or a redirection");
     tfm_tokenizer *tok = load_tokenizer(tpath);
+    if (tfm_enc_opts_check(tok, &o, &err) < 0)
+        tfm_usage_error(prog, "%s: %s", tpath, err.msg);
 
     tfm_out_install_signals();
-    tfm_err err = {0};
     int nfiles = argc - optind;
     tfm_progress pg;
     tfm_progress_init(&pg, "encoding", "MB", input_mb(argc, argv, optind), quiet);

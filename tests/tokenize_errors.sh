@@ -164,4 +164,24 @@ grep -q "warning: 1 character not in the vocabulary.*'A' (U+0041)" err ||
     fail "no warning for a dropped character: $(cat err)"
 expect_exit 0 $T encode -q -t ch.json abc.txt
 [ ! -s err ] || fail "warning without a dropped character: $(cat err)"
+
+# train's usage errors blame the option (exit 2), not the corpus; -o DIR
+# is refused before the training (an unfinished output is never left)
+printf 'some text to train on\nand more of it\n' > small.txt
+expect_exit 2 $T train -q -m unigram -v 100 --special '' small.txt
+grep -q -- "--special: a special token cannot be empty" err && ! grep -q small.txt err ||
+    fail "--special '': $(cat err)"
+expect_exit 2 $T train -q -m bpe --special '<a>' --special '<a>' small.txt
+expect_exit 2 $T train -q -m unigram -v 400 --byte-fallback --user-symbols '<0x41>' small.txt
+grep -q -- "--user-symbols: '<0x41>' is the name of a byte piece" err ||
+    fail "--user-symbols '<0x41>': $(cat err)"
+expect_exit 2 $T train -q -m unigram --user-symbols 'ab,ab' small.txt
+expect_exit 2 $T train -q -m unigram --user-symbols '</s>' small.txt
+mkdir outdir
+: > slow.txt
+i=0; while [ $i -lt 20000 ]; do echo "line $i of a text that takes a while"; i=$((i + 1)); done > slow.txt
+expect_exit 1 $T train -m bpe -v 2000 -o outdir slow.txt
+grep -q "outdir: is a directory" err && ! grep -q "trained\|reading" err ||
+    fail "-o DIR is not refused before training: $(cat err)"
+[ -z "$(ls outdir)" ] || fail "-o DIR: something was written into it"
 exit 0

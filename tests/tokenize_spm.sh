@@ -58,17 +58,18 @@ awk 'BEGIN {
 
 # Train with spm_train; compare encode and decode with spm's tools.
 n=0
-check() { # name, spm_train options...
+train=train.txt hidden=hidden.txt
+check() { # name, spm_train options... (on $train, tested on $hidden)
     name=$1; shift
-    spm_train --input=train.txt --model_prefix="$name" --num_threads=1 --minloglevel=2 --hard_vocab_limit=false \
+    spm_train --input="$train" --model_prefix="$name" --num_threads=1 --minloglevel=2 --hard_vocab_limit=false \
         "$@" >/dev/null 2>"$name.log" || { cat "$name.log" >&2; fail "$name: spm_train failed"; }
-    spm_encode --model="$name.model" --output_format=id < hidden.txt > "$name.spm"
-    $T encode -q -t "$name.model" --format ids < hidden.txt > "$name.tfm" ||
+    spm_encode --model="$name.model" --output_format=id < "$hidden" > "$name.spm"
+    $T encode -q -t "$name.model" --format ids < "$hidden" > "$name.tfm" ||
         fail "$name: tfm-tokenize encode failed"
     cmp -s "$name.spm" "$name.tfm" ||
         { diff "$name.spm" "$name.tfm" | head -10 >&2; fail "$name: ids differ from spm_encode"; }
-    spm_encode --model="$name.model" --output_format=id < train.txt > "$name.spm2"
-    $T encode -q -t "$name.model" < train.txt > "$name.tfm2"
+    spm_encode --model="$name.model" --output_format=id < "$train" > "$name.spm2"
+    $T encode -q -t "$name.model" < "$train" > "$name.tfm2"
     cmp -s "$name.spm2" "$name.tfm2" || fail "$name: ids differ from spm_encode on the training text"
     # decoding: as spm_decode does
     spm_decode --model="$name.model" --input_format=id < "$name.spm" > "$name.spmdec"
@@ -77,7 +78,7 @@ check() { # name, spm_train options...
         { diff "$name.spmdec" "$name.tfmdec" | head -6 >&2; fail "$name: decode differs from spm_decode"; }
     # its tokenizer.json (written by convert, read back) gives the same ids
     $T convert -t "$name.model" -o "$name.json"
-    $T encode -q -t "$name.json" < hidden.txt > "$name.json.ids"
+    $T encode -q -t "$name.json" < "$hidden" > "$name.json.ids"
     cmp -s "$name.spm" "$name.json.ids" || fail "$name: its tokenizer.json gives other ids"
     $T convert -t "$name.json" | cmp -s - "$name.json" || fail "$name: tokenizer.json does not round-trip"
     n=$((n + 1))
@@ -98,6 +99,40 @@ check bpe_bytes --model_type=bpe --vocab_size=400 --byte_fallback=true
 check bpe_user --model_type=bpe --vocab_size=300 \
     --user_defined_symbols='<sep>,quick,東京' --control_symbols='<ctl>'
 grep -q '"type": "BPE"' bpe.json || fail "an spm BPE model's tokenizer.json is not a BPE model"
+
+# Indented source code, as Llama-style and code tokenizers keep it
+# (remove_extra_whitespaces=false): spm_decode drops only the dummy prefix,
+# and only with add_dummy_prefix, so the indentation survives; pieces of
+# spaces alone (allow_whitespace_only_pieces) and a line that starts with
+# an unknown character or a byte piece too.
+awk 'BEGIN {
+    n = split("def return if else for in while class import self None x y total " \
+              "print( ) : = + ( , [i] .append 0 1 # comment", w, " ")
+    s = 4242
+    for (l = 0; l < 1500; l++) {
+        s = (s * 1103515245 + 12345) % 2147483648; d = s % 5
+        line = sprintf("%*s", 4 * d, "")
+        s = (s * 1103515245 + 12345) % 2147483648; k = 1 + s % 8
+        for (i = 0; i < k; i++) {
+            s = (s * 1103515245 + 12345) % 2147483648
+            line = line (i && s % 3 ? " " : "") w[1 + int(s / 7) % n]
+        }
+        print line
+    }
+}' > code.txt
+{
+    head -200 code.txt
+    printf '        \n \n  x\n\t  tab then spaces\n   â snowman\n    æ¼¢ \n'
+} > code_hidden.txt
+train=code.txt hidden=code_hidden.txt
+check code_keep --model_type=unigram --vocab_size=200 --remove_extra_whitespaces=false
+check code_ws --model_type=unigram --vocab_size=200 --remove_extra_whitespaces=false \
+    --allow_whitespace_only_pieces=true --split_by_whitespace=false
+check code_bytes --model_type=bpe --vocab_size=300 --remove_extra_whitespaces=false \
+    --allow_whitespace_only_pieces=true --byte_fallback=true
+check code_nodummy --model_type=unigram --vocab_size=200 --remove_extra_whitespaces=false \
+    --add_dummy_prefix=false --allow_whitespace_only_pieces=true
+check code_strip --model_type=unigram --vocab_size=200 --add_dummy_prefix=false
 echo "ids and decoding equal spm_encode/spm_decode for $n unigram and bpe models"
 
 # A Viterbi near-tie (lib/text/unigram_test.c has the same model): "ab" is
@@ -174,11 +209,22 @@ $T decode -t uni.model s1.ids > s1.txt
 $T decode -t uni.model best.ids | cmp -s - s1.txt || fail "sampled ids do not decode to the text"
 make_corpus corpus.txt
 $T train -q --model bpe --vocab-size 300 -o bpe.json corpus.txt
-expect_exit 1 $T encode -t bpe.json --sample 0.1 hidden.txt
+# options that do not fit together or with the tokenizer: usage errors (2)
+expect_exit 2 $T encode -t bpe.json --sample 0.1 hidden.txt
 grep -q "needs a Unigram" err || fail "--sample with BPE: $(cat err)"
-expect_exit 1 $T encode -t bpe.json --nbest 2 hidden.txt
-expect_exit 1 $T encode -t bpe.model --nbest 2 hidden.txt
+expect_exit 2 $T encode -t bpe.json --nbest 2 hidden.txt
+expect_exit 2 $T encode -t bpe.model --nbest 2 hidden.txt
 grep -q "sentencepiece model is BPE" err || fail "--nbest with spm's BPE: $(cat err)"
+expect_exit 2 $T encode -t uni.model --sample 0.1 --document hidden.txt
+grep -q "line by line" err || fail "--sample --document: $(cat err)"
+expect_exit 2 $T encode -t uni.model --nbest 2 --add-special hidden.txt
+expect_exit 2 $T encode -t uni.model --sample 0.1 --nbest 2 hidden.txt
+# BPE-dropout's alpha is a probability (sentencepiece: 1 and over skip
+# every merge); the Unigram's is an exponent of any size
+expect_exit 2 $T encode -t bpe.model --sample 1.5 hidden.txt
+grep -q "in \[0, 1\]" err || fail "--sample 1.5 with spm's BPE: $(cat err)"
+expect_exit 0 $T encode -q -t bpe.model --sample 1 --seed 1 hidden.txt
+expect_exit 0 $T encode -q -t uni.model --sample 1.5 --seed 1 hidden.txt
 # BPE-dropout: another seed draws otherwise, alpha 0 merges as encode does
 $T encode -q -t bpe.model --sample 0.1 --seed 1 < big.txt > d1.ids
 $T encode -q -t bpe.model --sample 0.1 --seed 2 < big.txt > d2.ids
@@ -186,3 +232,14 @@ cmp -s d1.ids d2.ids && fail "BPE-dropout: another seed gives the same draws"
 $T encode -q -t bpe.model --sample 0 --seed 1 < big.txt > d0.ids
 $T encode -q -t bpe.model < big.txt | cmp -s - d0.ids || fail "BPE-dropout 0 differs from encode"
 echo "--nbest and --sample work; sampling is the same on any thread count"
+
+# Per-line npy keeps lines apart with </s> (uni.model has it); a model without it (whose
+# normalizer drops newlines) is refused rather than run the lines together.
+expect_exit 0 $T encode -q -t uni.model --format npy -o lines.npy hidden.txt
+spm_train --input=train.txt --model_prefix=noeos --num_threads=1 --minloglevel=2 \
+    --vocab_size=300 --hard_vocab_limit=false --eos_id=-1 >/dev/null 2>&1 || fail "spm_train --eos_id=-1 failed"
+expect_exit 2 $T encode -q -t noeos.model --format npy -o noeos.npy hidden.txt
+grep -q "per-line npy needs a separator" err || fail "npy without </s>: $(cat err)"
+[ ! -e noeos.npy ] || fail "npy without </s>: an output file was left"
+expect_exit 0 $T encode -q -t noeos.model --format npy --document -o noeos.npy hidden.txt
+echo "per-line npy: </s> between lines, refused without it"

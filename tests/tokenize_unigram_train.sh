@@ -4,8 +4,9 @@
 # pieces with --byte-fallback, T5's specials, every training character
 # encodable, the same model for any --threads, its tokenizer.json reading
 # back to itself), no seed only at line ends (as spm_train), its held-out
-# token count against spm_train's (when installed), and bad input: a
-# vocabulary smaller than the required characters, empty input.
+# token count against spm_train's (when installed), bad input: a
+# vocabulary smaller than the required characters, empty input; lines over
+# max_sentence_length skipped and said.
 . "${TFM_SRCDIR:-$(dirname "$0")/..}/tests/tokenize_lib.sh"
 set -e
 make_corpus corpus.txt
@@ -91,3 +92,23 @@ expect_exit 1 $T train -q -m unigram -v 100 empty.txt
 grep -q 'empty.txt' err && grep -q 'no text' err || fail "empty input: $(cat err)"
 expect_exit 2 $T train -q -m bpe --byte-fallback train.txt
 echo "bad input: clear messages"
+
+# lines over max_sentence_length (4192 bytes, spm_train's) are skipped, as
+# spm_train does, and said: counted in the summary (a warning with -q), an
+# error when nothing is left; --max-sentence-length changes the limit
+long=$(awk 'BEGIN { for (i = 0; i < 700; i++) printf "word%d ", i % 50; print "" }')
+{ head -n 40 train.txt; for i in 1 2 3; do echo "$long"; done; } > mixed.txt
+expect_exit 0 $T train -m unigram -v 300 -o m.json mixed.txt
+grep -q 'on 40 lines' err && grep -q '3 lines (0.0 MB) over 4192 bytes skipped' err ||
+    fail "skipped long lines not reported: $(cat err)"
+expect_exit 0 $T train -q -m unigram -v 300 -o m.json mixed.txt
+grep -q 'warning: 3 lines .* over 4192 bytes skipped' err || fail "-q: skipped lines unsaid: $(cat err)"
+expect_exit 0 $T train -m unigram -v 300 --max-sentence-length 10000 -o m2.json mixed.txt
+grep -q 'on 43 lines' err && ! grep -q skipped err || fail "--max-sentence-length 10000: $(cat err)"
+for i in 1 2; do echo "$long"; done > long.txt
+expect_exit 1 $T train -q -m unigram -v 100 long.txt
+grep -q 'long.txt: no text to train on: every one of its 2 lines is longer than the max_sentence_length of 4192 bytes' err ||
+    fail "all lines long: $(cat err)"
+expect_exit 2 $T train -q -m unigram --max-sentence-length 0 long.txt
+expect_exit 2 $T train -q -m bpe --max-sentence-length 100 long.txt
+echo "long lines: skipped, counted and said; the limit is an option"

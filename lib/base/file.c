@@ -286,7 +286,15 @@ int tfm_out_open(tfm_out *o, const char *path, tfm_err *err)
     snprintf(o->tmp, n + 16, "%s.tmp.XXXXXX", target);
     int fd = mkstemp(o->tmp);
     if (fd < 0) {
-        tfm_err_errno(err, "%s: cannot create", path);
+        /* the file is made beside its target: say which directory refused */
+        if (errno == EACCES || errno == EROFS) {
+            const char *slash = strrchr(target, '/');
+            int dl = slash ? (slash == target ? 1 : (int)(slash - target)) : 1;
+            tfm_err_errno(err, "%s: cannot create: the directory '%.*s' is not writable", path,
+                          dl, slash ? target : ".");
+        } else {
+            tfm_err_errno(err, "%s: cannot create", path);
+        }
         free(o->tmp);
         free(target);
         o->tmp = NULL;

@@ -470,10 +470,45 @@ static int cuts_are_invisible(const tfm_tokenizer *tok)
     return ok;
 }
 
-int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
-                    const tfm_enc_opts *opts, const char *path, tfm_err *err)
+/* The ids that end each line of per-line npy (tfm-tokenize(1)): the
+ * end-of-sequence token, else a newline's ids if they decode to a line
+ * break; none (0) when neither exists. */
+static size_t npy_separator(const tfm_tokenizer *tok, uint32_t **sep)
+{
+    const tfm_tok_specials *sp = tfm_tokenizer_specials(tok);
+    if (sp->eos >= 0) {
+        *sep = tfm_malloc(sizeof **sep);
+        (*sep)[0] = (uint32_t)sp->eos;
+        return 1;
+    }
+    /* a sentencepiece normalizer turns a newline into a space and drops
+     * it: its ids (none, or "\xe2\x96\x81") would not keep lines apart */
+    tfm_ids nl = {0};
+    tfm_tokenizer_encode(tok, NULL, "\n", 1, 0, &nl);
+    tfm_buf text = {0};
+    int ok = nl.len && tfm_tokenizer_decode(tok, nl.data, nl.len, 0, &text, NULL) == 0 &&
+             memchr(text.data, '\n', text.len);
+    tfm_buf_free(&text);
+    if (!ok) {
+        tfm_ids_free(&nl);
+        *sep = NULL;
+        return 0;
+    }
+    *sep = nl.data;
+    return nl.len;
+}
+
+int tfm_enc_opts_check(const tfm_tokenizer *tok, const tfm_enc_opts *opts, tfm_err *err)
 {
     const char *what = opts->nbest ? "--nbest" : "--sample";
+    if (opts->sample && opts->nbest)
+        return tfm_err_set(err, "--sample and --nbest exclude each other");
+    if ((opts->sample || opts->nbest) && opts->document)
+        return tfm_err_set(err, "%s works line by line, not with --document", what);
+    if (opts->nbest && (opts->format == TFM_ENC_NPY || opts->add_special))
+        return tfm_err_set(err, "--nbest writes ids, pieces or jsonl, without --add-special");
+    if (!tok)
+        return 0;
     if ((opts->sample || opts->nbest) && tfm_tokenizer_kind(tok) != TFM_TOK_UNIGRAM)
         return tfm_err_set(err, "%s needs a Unigram (sentencepiece) tokenizer", what);
     if (opts->nbest) { /* the kind's own refusal (sentencepiece's BPE has no n-best) */
@@ -484,10 +519,35 @@ int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
         if (rc)
             return -1;
     }
-    if ((opts->sample || opts->nbest) && opts->document)
-        return tfm_err_set(err, "%s works line by line, not with --document", what);
-    if (opts->nbest && (opts->format == TFM_ENC_NPY || opts->add_special))
-        return tfm_err_set(err, "--nbest writes ids, pieces or jsonl, without --add-special");
+    if (opts->sample) { /* BPE-dropout's alpha is a probability */
+        tfm_ids ids = {0};
+        tfm_rng rng;
+        tfm_rng_seed(&rng, 1);
+        int rc = tfm_tokenizer_encode_sample(tok, "", 0, opts->sample_alpha, &rng, &ids, err);
+        tfm_ids_free(&ids);
+        if (rc)
+            return -1;
+    }
+    const tfm_tok_specials *sp = tfm_tokenizer_specials(tok);
+    int pairs = opts->add_special && sp->cls >= 0 && sp->sep >= 0;
+    if (opts->format == TFM_ENC_NPY && !opts->document && !pairs) {
+        uint32_t *sep;
+        size_t n = npy_separator(tok, &sep);
+        free(sep);
+        if (!n)
+            return tfm_err_set(err, "per-line npy needs a separator between lines, and this "
+                                    "tokenizer has no end-of-sequence token and no ids for a "
+                                    "newline (its normalizer drops it): use --document or "
+                                    "another --format");
+    }
+    return 0;
+}
+
+int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
+                    const tfm_enc_opts *opts, const char *path, tfm_err *err)
+{
+    if (tfm_enc_opts_check(tok, opts, err))
+        return -1;
     tfm_encoder *e = tfm_calloc(1, sizeof *e);
     e->tok = tok;
     e->opts = *opts;
@@ -511,16 +571,7 @@ int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,
         e->scratch[i] = tfm_tok_scratch_new(tok);
     int rc;
     if (opts->format == TFM_ENC_NPY) {
-        if (e->sp->eos >= 0) {
-            e->sep_ids = tfm_malloc(sizeof *e->sep_ids);
-            e->sep_ids[0] = (uint32_t)e->sp->eos;
-            e->n_sep = 1;
-        } else {
-            tfm_ids nl = {0};
-            tfm_tokenizer_encode(tok, NULL, "\n", 1, 0, &nl);
-            e->sep_ids = nl.data;
-            e->n_sep = nl.len;
-        }
+        e->n_sep = npy_separator(tok, &e->sep_ids);
         rc = tfm_npy_writer_open(&e->npy, path, e->wide ? TFM_NPY_U32 : TFM_NPY_U16,
                                  0, err);
     } else {

@@ -90,6 +90,13 @@ typedef struct tfm_enc_stats {
 
 typedef struct tfm_encoder tfm_encoder;
 
+/* Whether opts make sense together and (tok not NULL) with tok: sampling
+ * and n-best need a Unigram tokenizer, per line; a sentencepiece BPE
+ * model's ALPHA is a probability (at most 1) and it has no n-best; per-line
+ * npy needs a separator (an end-of-sequence token, or a newline that
+ * encodes to ids that decode to a line break).  A message naming the
+ * options; tfm_encoder_new checks the same. */
+int tfm_enc_opts_check(const tfm_tokenizer *tok, const tfm_enc_opts *opts, tfm_err *err);
 /* path: the output file; NULL or "-" is stdout (for npy, spooled until the
  * end since the header holds the length). */
 int tfm_encoder_new(tfm_encoder **out, const tfm_tokenizer *tok,

@@ -178,6 +178,7 @@ typedef struct tfm_tok_trainer_ops {
     int (*finish)(void *impl, const tfm_tok_train_opts *opts,
                   tfm_tokenizer **out, tfm_err *err);
     void (*free)(void *impl);
+    uint64_t (*skipped)(const void *impl, uint64_t *bytes); /* NULL: none */
 } tfm_tok_trainer_ops;
 
 extern const tfm_tok_trainer_ops tfm_bpe_trainer_ops;

@@ -55,11 +55,12 @@ static void uni_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n, 
     /* added tokens past the model's pieces decode as their text, and so do
      * control pieces (</s>, T5's <extra_id_N>) unless the caller dropped the
      * specials: spm_decode leaves them out, HF's decode shows them */
+    size_t o0 = out->len;
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j < n && !literal(tok, ids[j]))
             j++;
-        tfm_unigram_decode(tok->impl, ids + i, j - i, out);
+        tfm_unigram_decode_part(tok->impl, ids + i, j - i, out->len == o0, out);
         for (; j < n && literal(tok, ids[j]); j++)
             tfm_buf_append(out, tok->pieces[ids[j]], tok->piece_lens[ids[j]]);
         i = j;
@@ -595,6 +596,12 @@ int tfm_tokenizer_encode_sample(const tfm_tokenizer *tok, const char *text, size
 {
     if (need_unigram(tok, "sampling", err))
         return -1;
+    /* sentencepiece reads BPE-dropout's alpha as a probability (1 and over:
+     * every merge skipped) where the Unigram's is an exponent of any size */
+    if (tfm_unigram_is_bpe(tok->impl) && !(alpha <= 1))
+        return tfm_err_set(err, "this sentencepiece model is BPE: its sampling is BPE-dropout, "
+                                "whose ALPHA is the probability of skipping a merge, in [0, 1], "
+                                "not %g", alpha);
     tfm_unigram_sample(tok->impl, text, len, alpha, rng, out);
     return 0;
 }

@@ -861,6 +861,12 @@ int tfm_tok_trainer_finish(tfm_tok_trainer *t, tfm_tokenizer **out, tfm_err *err
     return t->ops->finish(t->impl, &t->opts, out, err);
 }
 
+uint64_t tfm_tok_trainer_skipped(const tfm_tok_trainer *t, uint64_t *bytes)
+{
+    *bytes = 0;
+    return t->ops->skipped ? t->ops->skipped(t->impl, bytes) : 0;
+}
+
 void tfm_tok_trainer_free(tfm_tok_trainer *t)
 {
     if (!t)

@@ -113,7 +113,8 @@ int tfm_tokenizer_decode(const tfm_tokenizer *tok, const uint32_t *ids, size_t n
  * out[off[k]..off[k+1]) (off receives one more entry than segmentations,
  * the first being out's length on entry); fewer if the text has fewer.
  * A sentencepiece BPE model samples by BPE-dropout (alpha: the probability
- * of skipping each merge) and has no n-best (an error). */
+ * of skipping each merge, at most 1, else an error) and has no n-best (an
+ * error). */
 struct tfm_rng;
 int tfm_tokenizer_encode_sample(const tfm_tokenizer *tok, const char *text, size_t len,
                                 float alpha, struct tfm_rng *rng, tfm_ids *out, tfm_err *err);
@@ -142,6 +143,7 @@ typedef struct tfm_tok_train_opts {
     const char **user_symbols;
     size_t n_user_symbols;
     uint32_t extra_ids;         /* T5's <extra_id_N> at the top */
+    uint32_t max_sentence_length; /* lines longer (bytes) are skipped; 0: 4192 */
     const char *source;         /* the input's name, for messages (NULL: "the input") */
 } tfm_tok_train_opts;
 
@@ -162,6 +164,9 @@ typedef struct tfm_tok_trainer tfm_tok_trainer;
 tfm_tok_trainer *tfm_tok_trainer_new(const tfm_tok_train_opts *opts);
 void tfm_tok_trainer_feed(tfm_tok_trainer *t, const char *text, size_t len);
 int tfm_tok_trainer_finish(tfm_tok_trainer *t, tfm_tokenizer **out, tfm_err *err);
+/* The lines (and their bytes) fed but not trained on: Unigram's over
+ * max_sentence_length; 0 for the other kinds. */
+uint64_t tfm_tok_trainer_skipped(const tfm_tok_trainer *t, uint64_t *bytes);
 void tfm_tok_trainer_free(tfm_tok_trainer *t);
 
 #endif

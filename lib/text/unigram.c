@@ -46,6 +46,8 @@ struct tfm_unigram {
     uint32_t *da; /* the double-array's units */
     size_t n_da;
     const char *nstr; /* replacement strings (in charsmap) */
+    char *unk_surface; /* what the unknown piece decodes to */
+    size_t unk_surface_len;
     size_t nstr_len;
 };
 
@@ -170,6 +172,7 @@ int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char
 {
     tfm_unigram *u = tfm_calloc(1, sizeof *u);
     u->unk = -1;
+    tfm_unigram_set_unk_surface(u, " \xe2\x81\x87 ", 5); /* sentencepiece's default */
     u->min_score = FLT_MAX;
     u->max_score = FLT_MIN; /* as sentencepiece: user symbols then score about -0.1 */
     for (int i = 0; i < 256; i++)
@@ -216,6 +219,15 @@ int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char
     return 0;
 }
 
+void tfm_unigram_set_unk_surface(tfm_unigram *u, const char *s, size_t n)
+{
+    free(u->unk_surface);
+    u->unk_surface = tfm_malloc(n + 1);
+    memcpy(u->unk_surface, s, n);
+    u->unk_surface[n] = 0;
+    u->unk_surface_len = n;
+}
+
 void tfm_unigram_free(tfm_unigram *u)
 {
     if (!u)
@@ -231,6 +243,7 @@ void tfm_unigram_free(tfm_unigram *u)
     free(u->dall.u);
     free(u->duser.u);
     free(u->charsmap);
+    free(u->unk_surface);
     free(u->da);
     free(u->plain);
     free(u);
@@ -1227,8 +1240,20 @@ static void put_bytes(const unsigned char *b, size_t n, tfm_buf *out)
 
 void tfm_unigram_decode(const tfm_unigram *u, const uint32_t *ids, size_t n, tfm_buf *out)
 {
+    tfm_unigram_decode_part(u, ids, n, 1, out);
+}
+
+void tfm_unigram_decode_part(const tfm_unigram *u, const uint32_t *ids, size_t n, int at_start,
+                             tfm_buf *out)
+{
+    /* spm_decode's rule: while nothing has been output, a piece's leading
+     * "â" goes (with add_dummy_prefix or remove_extra_whitespaces), once
+     * only, the dummy prefix, unless remove_extra_whitespaces says there
+     * can be no leading space at all; control pieces output nothing and
+     * leave the state alone */
     size_t o0 = out->len;
     int strip = u->spec.add_dummy_prefix || u->spec.remove_extra_whitespaces;
+    int bos = at_start && strip;
     unsigned char *bytes = tfm_malloc(n + 1);
     for (size_t i = 0; i < n;) {
         uint32_t id = ids[i];
@@ -1241,17 +1266,21 @@ void tfm_unigram_decode(const tfm_unigram *u, const uint32_t *ids, size_t n, tfm
             continue;
         }
         i++;
+        if (out->len != o0)
+            bos = 0;
         if (u->type[id] == TFM_UNI_CONTROL)
             continue;
         if (u->type[id] == TFM_UNI_UNKNOWN) {
-            tfm_buf_puts(out, " \xe2\x81\x87 "); /* sentencepiece's unk_surface */
+            tfm_buf_append(out, u->unk_surface, u->unk_surface_len);
             continue;
         }
         const char *p = u->piece[id];
         size_t l = u->plen[id];
-        if (strip && out->len == o0 && l >= 3 && memcmp(p, SPACE_SYM, 3) == 0) {
+        if (bos && l >= 3 && memcmp(p, SPACE_SYM, 3) == 0) {
             p += 3;
             l -= 3;
+            if (!u->spec.remove_extra_whitespaces)
+                bos = 0;
         }
         for (size_t j = 0; j < l;) {
             if (l - j >= 3 && memcmp(p + j, SPACE_SYM, 3) == 0) {

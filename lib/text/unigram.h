@@ -19,11 +19,13 @@
  *      byte_fallback, the <0xXX> pieces of its UTF-8 bytes.
  * Control symbols (<s>, </s>) and byte pieces never match text.
  *
- * Decoding concatenates the pieces, byte pieces as their bytes (an invalid
- * UTF-8 sequence as U+FFFD), "▁" as a space, the first space dropped (the
- * dummy prefix), control symbols as nothing and the unknown piece as
- * unk_surface (" ⁇ "): the exact inverse of encoding on normalized text
- * that holds no unknown character.
+ * Decoding is spm_decode's: it concatenates the pieces, byte pieces as their
+ * bytes (an invalid UTF-8 sequence as U+FFFD), "▁" as a space, control
+ * symbols as nothing and the unknown piece as unk_surface (" ⁇ " unless the
+ * model says otherwise); with add_dummy_prefix or remove_extra_whitespaces
+ * the first piece's leading "▁" is dropped (the dummy prefix), and with
+ * remove_extra_whitespaces every "▁" before the first character: the exact
+ * inverse of encoding on normalized text that holds no unknown character.
  *
  * A tfm_unigram is read-only once built: several threads may encode with
  * it at once.  Ownership: tfm_unigram_new/_from_spm return a model freed
@@ -134,5 +136,12 @@ size_t tfm_unigram_nbest(const tfm_unigram *u, const char *s, size_t n, size_t n
 
 /* Appends the text of ids[0..n) (all < tfm_unigram_size). */
 void tfm_unigram_decode(const tfm_unigram *u, const uint32_t *ids, size_t n, tfm_buf *out);
+/* The same for a part of a sequence: at_start says no text precedes it
+ * (the dummy prefix is only dropped there). */
+void tfm_unigram_decode_part(const tfm_unigram *u, const uint32_t *ids, size_t n, int at_start,
+                             tfm_buf *out);
+/* What the unknown piece decodes to (sentencepiece's trainer_spec
+ * unk_surface; default " \xe2\x81\x87 "). */
+void tfm_unigram_set_unk_surface(tfm_unigram *u, const char *s, size_t n);
 
 #endif

@@ -126,7 +126,7 @@ struct tfm_unigram_trainer {
     size_t n_strs;
     tfm_unigram *norm; /* a normalizer only */
     tfm_buf text;      /* normalized lines, each ending in '\0' */
-    uint64_t skipped;  /* lines over MAX_LINE_BYTES */
+    uint64_t skipped, skipped_bytes; /* lines over o.max_sentence_length */
 };
 
 static const char *keep_str(tfm_unigram_trainer *t, const char *s)
@@ -145,6 +145,8 @@ tfm_unigram_trainer *tfm_unigram_trainer_new(const tfm_tok_train_opts *opts)
         t->o.character_coverage = 0.9995;
     if (t->o.threads < 1)
         t->o.threads = 1;
+    if (!t->o.max_sentence_length)
+        t->o.max_sentence_length = MAX_LINE_BYTES;
     static const char *dflt[] = {"<unk>", "<s>", "</s>"};
     const char *const *sp = opts->specials ? opts->specials : dflt;
     size_t ns = opts->specials ? opts->n_specials : 3;
@@ -186,8 +188,9 @@ void tfm_unigram_trainer_feed(tfm_unigram_trainer *t, const char *text, size_t l
     while (s < end) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         const char *le = nl ? nl : end;
-        if ((size_t)(le - s) > MAX_LINE_BYTES) {
+        if ((size_t)(le - s) > t->o.max_sentence_length) {
             t->skipped++;
+            t->skipped_bytes += (uint64_t)(le - s) + (nl != NULL);
         } else {
             size_t before = t->text.len;
             tfm_unigram_normalize(t->norm, s, (size_t)(le - s), &t->text, NULL);
@@ -1039,6 +1042,14 @@ int tfm_unigram_trainer_finish(tfm_unigram_trainer *t, tfm_tokenizer **out, tfm_
     int rc = 0;
     chcount *ch = NULL;
     size_t n_req = 0;
+    if (total == 0 && t->skipped) {
+        rc = tfm_err_set(err, "%s: no text to train on: %s%llu line%s longer than the "
+                              "max_sentence_length of %u bytes, skipped (as spm_train does)",
+                         o->source, t->skipped == 1 ? "its " : "every one of its ",
+                         (unsigned long long)t->skipped, t->skipped == 1 ? " is" : "s is",
+                         o->max_sentence_length);
+        goto done;
+    }
     if (total == 0) {
         rc = tfm_err_set(err, "%s: no text to train on (empty, or only spaces and control "
                               "characters)", o->source);
@@ -1310,6 +1321,14 @@ static void tr_free(void *impl)
     tfm_unigram_trainer_free(impl);
 }
 
+static uint64_t tr_skipped(const void *impl, uint64_t *bytes)
+{
+    const tfm_unigram_trainer *t = impl;
+    *bytes = t->skipped_bytes;
+    return t->skipped;
+}
+
 const tfm_tok_trainer_ops tfm_unigram_trainer_ops = {
     .create = tr_create, .feed = tr_feed, .finish = tr_finish, .free = tr_free,
+    .skipped = tr_skipped,
 };

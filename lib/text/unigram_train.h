@@ -3,7 +3,8 @@
  *
  *   1. each line is normalized as nmt_nfkc (sentencepiece's nmt rules,
  *      NFKC, extra spaces removed, "▁" prefixed, spaces as "▁": see
- *      unigram.h); lines over 4192 bytes are skipped;
+ *      unigram.h); lines over max_sentence_length bytes (default 4192,
+ *      spm_train's) are skipped and counted (tfm_tok_trainer_skipped);
  *   2. required characters: the most frequent ones until they cover
  *      character_coverage (default 0.9995) of the text; the others read as
  *      U+2585, which no piece holds (they encode as <unk> or bytes);
@@ -51,7 +52,8 @@
 typedef struct tfm_unigram_trainer tfm_unigram_trainer;
 
 /* opts: vocab_size (0: 8000, spm_train's default), specials, threads, the
- * Unigram fields (character_coverage in (0, 1]; 0: 0.9995).  Strings are
+ * Unigram fields (character_coverage in (0, 1]; 0: 0.9995;
+ * max_sentence_length 0: 4192).  Strings are
  * copied. */
 tfm_unigram_trainer *tfm_unigram_trainer_new(const tfm_tok_train_opts *opts);
 /* Whole lines (a trailing part without '\n' is a line too). */

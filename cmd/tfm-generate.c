@@ -74,6 +74,9 @@ static void __attribute__((noreturn)) usage(void)
            "                         a prefix LM of pairs' input)\n"
            "      --task-prefix STR  put STR before every source (also prefix LMs of pairs)\n"
            "                         instead of the model's data.prefix; '' for none\n"
+           "      --split-special    special-token text in a source (T5's <extra_id_0>,\n"
+           "                         BART's <mask>) is that token: infilling from text\n"
+           "                         (a decoder's prompt always reads specials so)\n"
            "Other:\n"
            "      --no-cache         recompute the whole sequence for every token (slow;\n"
            "                         the baseline that shows what the cache saves)\n"
@@ -101,7 +104,7 @@ enum {
     OPT_BEAM, OPT_LENPEN, OPT_NBEST, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP,
     OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_Q8_GEMM,
     OPT_VERSION, OPT_NO_CACHE, OPT_PROFILE, OPT_BF16, OPT_Q8, OPT_MAX_LEN_A, OPT_MAX_LEN_B,
-    OPT_LENPEN_STYLE, OPT_TRUNCATE, OPT_ADAPTER, OPT_TASK_PREFIX,
+    OPT_LENPEN_STYLE, OPT_TRUNCATE, OPT_ADAPTER, OPT_TASK_PREFIX, OPT_SPLIT_SPECIAL,
 };
 
 static const struct option long_opts[] = {
@@ -119,6 +122,7 @@ static const struct option long_opts[] = {
     {"lenpen-style", required_argument, 0, OPT_LENPEN_STYLE},
     {"truncate", required_argument, 0, OPT_TRUNCATE},
     {"task-prefix", required_argument, 0, OPT_TASK_PREFIX},
+    {"split-special", no_argument, 0, OPT_SPLIT_SPECIAL},
     {"nbest", required_argument, 0, OPT_NBEST},
     {"temp", required_argument, 0, OPT_TEMP},
     {"temperature", required_argument, 0, OPT_TEMP},
@@ -153,7 +157,7 @@ typedef struct app {
     char end; /* what ends an output record: '\n', or '\0' with -z */
     tfm_gen gen;
     /* encoder-decoders */
-    int encdec, nbest_tsv, truncate;
+    int encdec, nbest_tsv, truncate, split_special;
     tfm_lm_sources src;           /* how text becomes sources (infer/translate.h) */
     size_t n_cut, cut_tokens;     /* sources cut to the encoder's context */
     tfm_buf prefix;               /* the task prefix of every source */
@@ -167,7 +171,7 @@ static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
     tfm_gen_prompt p = {.ids = a->ids_mode, .truncate = a->truncate, .scratch = a->scratch,
                         .src_tok = a->src.tok, .src_scratch = a->src.scratch,
                         .src_eos = a->src.eos, .prefix = a->prefix.data,
-                        .prefix_len = a->prefix.len};
+                        .prefix_len = a->prefix.len, .split_special = a->split_special};
     size_t cut = 0;
     if (tfm_gen_prompt_ids(&a->lm, &p, text, len, where, out, &cut, err) < 0)
         return -1;
@@ -386,6 +390,7 @@ int main(int argc, char **argv)
                 tfm_usage_error(prog, "--truncate is head or error, not '%s'", optarg);
             break;
         case OPT_TASK_PREFIX: task_prefix = optarg; break;
+        case OPT_SPLIT_SPECIAL: a.split_special = 1; break;
         case OPT_TEMP:
             o.sample.temperature = (float)tfm_opt_double(prog, "--temp", optarg, 0, 1e6);
             sampling_opt = 1;
@@ -524,6 +529,8 @@ int main(int argc, char **argv)
         if (tfm_lm_sources_open(&a.src, &a.lm, a.scratch, &err) < 0)
             tfm_die(prog, &err);
     }
+    if (a.split_special && a.ids_mode)
+        tfm_usage_error(prog, "--split-special reads special tokens in text, not --ids");
     if (task_prefix && a.ids_mode)
         tfm_usage_error(prog, "--task-prefix is text put before text prompts, not --ids");
     if (task_prefix && !a.encdec && !a.lm.prefix_pairs)

@@ -53,6 +53,27 @@ $G -m ed.st --greedy <src.txt >g1
 $G -m ed.st --greedy --batch 1 <src.txt >g2
 cmp -s g1 g2 || fail "greedy: batching changes the output"
 
+# --split-special: T5's sentinels (and BART's <mask>) in a source's text are
+# their ids, as tfm-tokenize --split-special encodes them: the translation
+# is that of those ids; without it they are ordinary text
+printf 'thank you for inviting me to your party last week\nthe party was great\n' >t5.txt
+tfm-tokenize train -q --model bpe --vocab-size 60 --special '<pad>' --special '</s>' \
+    --special '<unk>' --special '<extra_id_0>' --special '<extra_id_1>' --special '<mask>' \
+    -o t5tok.json t5.txt 2>/dev/null
+"$MK" t5.st --tokenizer t5tok.json --layers 1 --heads 2 --embd 16 --context 64 --scale 3 \
+    --set model.kind=encoder-decoder
+seed='Thank you <extra_id_0> me to your party <extra_id_1> week'
+for s in "$seed" 'the <mask> was great'; do
+    ids=$(printf '%s\n' "$s" | tfm-tokenize encode -q -t t5tok.json --split-special)
+    $G -m t5.st --json -n 5 --split-special "$s" | sed 's/^{"source":"[^"]*",//; s/"timings.*//' >sp
+    $G -m t5.st --json -n 5 --ids "$ids" | sed 's/^{"source":"[^"]*",//; s/"timings.*//' >spids
+    cmp -s sp spids || fail "--split-special '$s': $(cat sp) differs from its ids' $(cat spids)"
+    grep -q "\"source_tokens\":$(($(echo "$ids" | wc -w) + 1))," sp || fail "--split-special: $(cat sp)"
+    $G -m t5.st --json -n 5 "$s" | sed 's/^{"source":"[^"]*",//; s/"timings.*//' >nosp
+    cmp -s sp nosp && fail "without --split-special '$s' reads the specials too"
+done
+expect_exit 2 $G -m t5.st --ids --split-special "1 2"
+
 # --nbest: index, rank, score, text; the first of each is the 1-best
 $G -m ed.st --nbest 3 <src.txt >nb
 [ "$(wc -l <nb)" -eq $((3 * n)) ] || fail "--nbest 3: $(wc -l <nb) lines"

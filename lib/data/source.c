@@ -14,6 +14,15 @@ int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, con
                          size_t len, int bos, int limit, int truncate, int encoder,
                          tfm_ids *out, size_t *dropped, tfm_err *err)
 {
+    return tfm_translate_source_split(tok, scratch, text, len, bos, limit, truncate, encoder, 0,
+                                      out, dropped, err);
+}
+
+int tfm_translate_source_split(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
+                               const char *text, size_t len, int bos, int limit, int truncate,
+                               int encoder, int split_special, tfm_ids *out, size_t *dropped,
+                               tfm_err *err)
+{
     tfm_ids_clear(out);
     if (dropped)
         *dropped = 0;
@@ -33,7 +42,7 @@ int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, con
         tfm_ids_push(out, (uint32_t)b);
     }
     /* special-token text stays text: training data is read that way */
-    tfm_tokenizer_encode(tok, scratch, text, len, 0, out);
+    tfm_tokenizer_encode(tok, scratch, text, len, split_special, out);
     tfm_ids_push(out, (uint32_t)eos);
     return tfm_translate_fit(out, (uint32_t)eos, limit, truncate, encoder, dropped, err);
 }

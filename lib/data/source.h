@@ -25,6 +25,14 @@ int tfm_translate_source(const tfm_tokenizer *tok, tfm_tok_scratch *scratch, con
                          size_t len, int bos, int limit, int truncate, int encoder,
                          tfm_ids *out, size_t *dropped, tfm_err *err);
 
+/* The same; with split_special the text of a special token (T5's
+ * <extra_id_0>, BART's <mask>) is that token: infilling prompted with text
+ * (tfm-generate --split-special), which training data never is. */
+int tfm_translate_source_split(const tfm_tokenizer *tok, tfm_tok_scratch *scratch,
+                               const char *text, size_t len, int bos, int limit, int truncate,
+                               int encoder, int split_special, tfm_ids *out, size_t *dropped,
+                               tfm_err *err);
+
 /* The end-of-text that ends a source: the source tokenizer's (-1: none). */
 int64_t tfm_translate_source_eos(const tfm_tokenizer *src_tok);
 

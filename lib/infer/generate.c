@@ -830,11 +830,11 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
             text = joined.data;
             len = joined.len;
         }
-        int rc = tfm_translate_source(encdec ? p->src_tok : lm->tok,
-                                      encdec ? p->src_scratch : p->scratch, text, len,
-                                      encdec && lm->cfg.source_bos,
-                                      tfm_gen_source_limit(&lm->cfg), p->truncate, encdec, out,
-                                      cut, err);
+        int rc = tfm_translate_source_split(encdec ? p->src_tok : lm->tok,
+                                            encdec ? p->src_scratch : p->scratch, text, len,
+                                            encdec && lm->cfg.source_bos,
+                                            tfm_gen_source_limit(&lm->cfg), p->truncate, encdec,
+                                            p->split_special, out, cut, err);
         tfm_buf_free(&joined);
         return rc < 0 ? tfm_err_prefix(err, "%s", where) : 0;
     } else {

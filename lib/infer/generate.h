@@ -192,6 +192,10 @@ typedef struct tfm_gen_prompt {
      * each text prompt (data.prefix, tfm_gen_task_prefix); NULL: none */
     const char *prefix;
     size_t prefix_len;
+    /* sources and prefix-LM inputs: the text of a special token (T5's
+     * <extra_id_0>, BART's <mask>) is that token, as a decoder's prompt's
+     * always is; else ordinary text, as in training data */
+    int split_special;
 } tfm_gen_prompt;
 
 /* out = the ids of prompt text[0..len) of lm by p's rules; *cut = the

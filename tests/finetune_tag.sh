@@ -67,8 +67,36 @@ END
 tfm-train -q -c pre.yaml --threads 1 -o pre
 tfm-train -c tag.yaml --set train.init=pre/model.safetensors --set data.tokenizer= \
     --set train.max_steps=1 -o init 2> init.err || { cat init.err >&2; fail "init"; }
-grep -qF "initialised from pre/model.safetensors: 17 tensors loaded; 2 new: token_classifier.weight, token_classifier.bias; 5 unused" \
+grep -qF "initialised from pre/model.safetensors: 17 tensors loaded; 2 new: classifier.weight, classifier.bias; 5 unused" \
     init.err || { cat init.err >&2; fail "init report"; }
+
+# the tagger is HF's BertForTokenClassification classifier.*; files written
+# with its old name, token_classifier.* (model file and adapter, without
+# their checksum), still load and predict the same
+old_names() {
+    perl -e 'local $/; my $d = <STDIN>; my $n = unpack("Q<", substr($d, 0, 8));
+        my ($h, $b) = (substr($d, 8, $n), substr($d, 8 + $n));
+        $h =~ s/"((?:base_model\.model\.)?)classifier\.(weight|bias)"/"$1token_classifier.$2"/g
+            == 2 or die "no classifier.weight and .bias\n";
+        $h =~ s/,"checksum":"[0-9a-f]*"// or die "no checksum\n";
+        $h .= " " while length($h) % 8;
+        print pack("Q<", length $h), $h, $b' < "$1" > "$2"
+}
+old_names run/model.safetensors old.safetensors
+tfm-eval tag -q -m old.safetensors test.conll | cmp -s - pred.conll ||
+    fail "a tagger with the old tensor names predicts otherwise"
+# LoRA over the tagger: modules_to_save names HF's module
+tfm-train -q -c tag.yaml --threads 1 --set train.init=run/model.safetensors \
+    --set data.tokenizer= --set train.lora.r=2 --set train.max_steps=10 -o lora
+grep -q '"modules_to_save": \["classifier"\]' lora/adapter_config.json ||
+    { cat lora/adapter_config.json; fail "LoRA tag: modules_to_save"; }
+tfm-eval tag -q --threads 1 -m lora/model.safetensors test.conll > merged.conll
+tfm-eval tag -q --threads 1 -m run/model.safetensors --adapter lora test.conll > adapted.conll
+cmp merged.conll adapted.conll || fail "tfm-eval tag --adapter differs from the merged model"
+mkdir oldlora && cp lora/adapter_config.json oldlora/
+old_names lora/adapter_model.safetensors oldlora/adapter_model.safetensors
+tfm-eval tag -q --threads 1 -m run/model.safetensors --adapter oldlora test.conll |
+    cmp -s - adapted.conll || fail "an adapter with the old tagger names predicts otherwise"
 
 # over MPI, 2 ranks with 2 and 3 of 5 rows share the loss by their tagged
 # words: the same curve as one process (summation order aside)

@@ -169,10 +169,16 @@ def param_table(cfg):
     if cfg["classes"]:
         t += lin("cls.seq_relationship" if cfg["nsp"] else "classifier", cfg["classes"])
     if cfg["tags"]:
-        t += lin("token_classifier", cfg["tags"])
+        t += lin(tag_head(cfg), cfg["tags"])
     if cfg["span"]:
         t += lin("qa_outputs", 2)
     return t
+
+
+def tag_head(cfg):
+    """The tagger is HF's BertForTokenClassification's classifier, except
+    beside a sequence classifier (which has that name)."""
+    return "token_classifier" if cfg["classes"] and not cfg["nsp"] else "classifier"
 
 
 def alibi_slopes(n):
@@ -447,7 +453,7 @@ def torch_heads(cfg, P, bt, h):
             total = total + F.mse_loss(z[:, 0], get("values"))
             given = True
     if cfg["tags"]:
-        z = h @ P["token_classifier.weight"].T + P["token_classifier.bias"]
+        z = h @ P[tag_head(cfg) + ".weight"].T + P[tag_head(cfg) + ".bias"]
         outs.append(z)
         if get("tags") is not None:
             total = total + F.cross_entropy(z.reshape(-1, cfg["tags"]), get("tags").reshape(-1),

@@ -186,6 +186,9 @@ static const float *tensor_like(const tfm_safetensors *st, const char *name, con
                                 tfm_err *err)
 {
     const tfm_st_tensor *t = tfm_safetensors_find(st, name);
+    char old[160]; /* a tagger's file from before its HF name */
+    if (!t && tfm_head_legacy_name(name, old, sizeof old))
+        t = tfm_safetensors_find(st, old);
     if (!t) {
         tfm_err_set(err, "no tensor '%s' (was the run made with another model "
                          "configuration?)",

@@ -1,7 +1,11 @@
 /* The token tagger: per position z = h·Wᵀ + w, cross-entropy against
- * tfm_batch.tags (HF's token classification, token_classifier.*). */
+ * tfm_batch.tags: HF's BertForTokenClassification, classifier.*, so that
+ * a LoRA adapter's modules_to_save names HF's module; token_classifier.*
+ * beside a sequence classifier (which has classifier.*), as every file
+ * written before the rename. */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "model/head.h"
@@ -18,6 +22,24 @@ static int has(const tfm_model_config *c)
     return c->n_tags > 0;
 }
 
+static const char *tag_name(const tfm_model_config *c, int bias)
+{
+    if (c->n_classes && !c->nsp)
+        return bias ? "token_classifier.bias" : "token_classifier.weight";
+    return bias ? "classifier.bias" : "classifier.weight";
+}
+
+const char *tfm_head_legacy_name(const char *name, char *buf, size_t size)
+{
+    /* name, or a prefix ("adam.m.") and name */
+    const char *c = strstr(name, "classifier.");
+    if (!c || (c != name && c[-1] != '.') ||
+        (strcmp(c, "classifier.weight") && strcmp(c, "classifier.bias")))
+        return NULL;
+    snprintf(buf, size, "%.*stoken_%s", (int)(c - name), name, c);
+    return buf;
+}
+
 static int task(const tfm_model_config *c)
 {
     return c->n_tags > 0;
@@ -32,8 +54,8 @@ static int check_config(const tfm_model_config *c, tfm_err *err)
 
 static void params(tfm_table_builder *tb, const tfm_model_config *c)
 {
-    tfm_table_add(tb, "token_classifier.weight", (size_t)c->n_tags, (size_t)c->n_embd, 1, 1);
-    tfm_table_add(tb, "token_classifier.bias", (size_t)c->n_tags, 0, 0, 1);
+    tfm_table_add(tb, tag_name(c, 0), (size_t)c->n_tags, (size_t)c->n_embd, 1, 1);
+    tfm_table_add(tb, tag_name(c, 1), (size_t)c->n_tags, 0, 0, 1);
 }
 
 static void layout(void *acts, const tfm_model_config *c, size_t N, float *base, size_t *off)
@@ -89,8 +111,8 @@ static int forward(void *acts, tfm_model *m, const float *final, float *loss, lo
     tag_acts *a = acts;
     int N = m->B * m->T;
     float *P = m->params;
-    tfm_head_linear_forward(a->z, final, tfm_model_ptr(m, P, "token_classifier.weight"),
-                            tfm_model_ptr(m, P, "token_classifier.bias"), N, c->n_embd,
+    tfm_head_linear_forward(a->z, final, tfm_model_ptr(m, P, tag_name(c, 0)),
+                            tfm_model_ptr(m, P, tag_name(c, 1)), N, c->n_embd,
                             c->n_tags);
     if (!a->has_tags)
         return 0;
@@ -110,9 +132,9 @@ static void backward(void *acts, tfm_model *m, const float *final, float *dfinal
     if (!a->has_tags)
         return;
     tfm_crossentropy_backward(a->z, a->lse, a->tags, N, c->n_tags, 0.0f, f);
-    tfm_head_linear_backward(dfinal, 1.0f, tfm_model_ptr(m, G, "token_classifier.weight"),
-                             tfm_model_ptr(m, G, "token_classifier.bias"), a->z, final,
-                             tfm_model_ptr(m, P, "token_classifier.weight"), N, c->n_embd,
+    tfm_head_linear_backward(dfinal, 1.0f, tfm_model_ptr(m, G, tag_name(c, 0)),
+                             tfm_model_ptr(m, G, tag_name(c, 1)), a->z, final,
+                             tfm_model_ptr(m, P, tag_name(c, 0)), N, c->n_embd,
                              c->n_tags);
 }
 

@@ -522,6 +522,8 @@ static int replace_tensor(tfm_adapter *ad, const tfm_safetensors *st, const tfm_
 {
     size_t ws[2] = {0, 0};
     const float *w = strlen(name) < 48 ? base(ctx, name, ws) : NULL;
+    if (!w && !strncmp(name, "token_classifier.", 17) && (w = base(ctx, name + 6, ws)))
+        name += 6; /* a tagger's adapter from before its HF name, classifier.* */
     if (!w)
         return tfm_err_set(err, "%s: tensor '%s' is no lora_A/lora_B and the base model has "
                            "no '%s' to replace (a head trained beside the adapter needs its run's merged "

@@ -153,7 +153,9 @@
  *     classifier.weight [K, C], classifier.bias [K]
  *     (cls.seq_relationship.* when nsp: BERT's next-sentence head)
  *   n_tags: per position z = h·Wᵀ + w, cross-entropy against tags:
- *     token_classifier.weight [n_tags, C], token_classifier.bias [n_tags]
+ *     classifier.weight [n_tags, C], classifier.bias [n_tags] (HF's
+ *     BertForTokenClassification's; token_classifier.* beside a sequence
+ *     classifier of n_classes, and in files written before)
  *   span: per position (s, e) = h·Wᵀ + w; the loss is the mean of the
  *   cross-entropies of start over the row's positions against span_start
  *   and of end against span_end (HF's question answering):
@@ -455,6 +457,11 @@ void tfm_model_init_weights(tfm_model *m, uint64_t seed);
 
 /* Finds a parameter by name; NULL when absent. */
 const tfm_param *tfm_model_param(const tfm_model *m, const char *name);
+/* The name a tensor had in files written before the tagger took HF's
+ * classifier.* ("adam.m.classifier.bias" -> "adam.m.token_classifier.bias"),
+ * in buf; NULL when it had no other.  Readers try it for a tensor missing
+ * under its own name. */
+const char *tfm_head_legacy_name(const char *name, char *buf, size_t size);
 
 void tfm_model_set_training(tfm_model *m, int training);
 

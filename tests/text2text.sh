@@ -91,6 +91,24 @@ perl -e 'print join(" ", ("the cat sat") x 30), "\n"' > long.txt
 tfm-generate -m plm/model.safetensors --greedy -n 3 < long.txt > /dev/null 2> err.txt
 grep -q "^tfm-generate: 1 input longer than the model's context (40 tokens) cut to it" err.txt ||
     { cat err.txt >&2; fail "a prefix LM's long input"; }
+# cut to the whole context, it leaves no room for an answer: the answer is
+# empty (finish length), in every strategy, and the lines around it are answered
+printf 'the cat\n' > short.txt
+cat short.txt long.txt short.txt > mixed.txt
+for s in --greedy "--beam 2" "--seed 1"; do
+    # shellcheck disable=SC2086
+    tfm-generate -q -m plm/model.safetensors $s -n 3 --json --prompt-file mixed.txt > cut.jsonl
+    python3 - cut.jsonl "$s" <<'PY' || fail "a prefix LM's input cut to the whole context ($s)"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert len(r) == 3, r
+assert r[1]["prompt_tokens"] == 40 and r[1]["text"] == "" and r[1]["ids"] == [], r[1]
+assert r[1]["finish_reason"] == "length", r[1]
+assert r[0]["ids"] and r[2]["ids"], r
+if "seed" not in sys.argv[2]:  # prompt i samples with seed + i
+    assert r[0] == dict(r[2], timings=r[0]["timings"]), (r[0], r[2])
+PY
+done
 expect_fail 1 "tfm-generate: long.txt:1: the input is 101 tokens (end-of-text included), longer than the model's context (40)" \
     tfm-generate -m plm/model.safetensors --greedy -n 3 --truncate error --prompt-file long.txt
 # tfm-eval info says what kind of prefix LM it is

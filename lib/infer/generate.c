@@ -772,6 +772,14 @@ done:
     return rc;
 }
 
+/* A prefix LM's input of pairs that fills the whole context (--truncate
+ * head cuts it so): its answer would begin past the positions the model
+ * was trained on, so there is none. */
+static int full_input(const tfm_gen *g, const tfm_ids *p)
+{
+    return g->lm->prefix_pairs && p->len >= (size_t)tfm_gen_source_limit(&g->lm->cfg);
+}
+
 int tfm_gen_run(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index,
                 tfm_gen_result *results, tfm_gen_text_fn on_text, void *ctx,
                 tfm_err *err)
@@ -781,9 +789,20 @@ int tfm_gen_run(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index
         if (check_prompt(g, &prompts[i], first_index + i, err) < 0)
             return -1;
     for (size_t b0 = 0; b0 < n;) {
-        size_t nb = n - b0;
-        if (nb > (size_t)g->batch)
-            nb = (size_t)g->batch;
+        if (full_input(g, &prompts[b0])) { /* no room for an answer: it is empty */
+            tfm_gen_result *r = &results[b0];
+            r->n_prompt = prompts[b0].len;
+            r->hyps = tfm_calloc(1, sizeof *r->hyps);
+            r->n_hyps = 1;
+            r->hyps[0].finish = TFM_FINISH_LENGTH;
+            g->stat_prompt_tokens += prompts[b0].len;
+            g->stat_seqs++;
+            b0++;
+            continue;
+        }
+        size_t nb = 1;
+        while (nb < (size_t)g->batch && b0 + nb < n && !full_input(g, &prompts[b0 + nb]))
+            nb++;
         g->cur_first = first_index + b0;
         int rc = g->opts.strategy == TFM_GEN_BEAM
             ? run_beam(g, prompts + b0, nb, first_index + b0, results + b0, on_text, ctx, err)

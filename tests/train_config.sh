@@ -63,6 +63,26 @@ awk '/^\.B [a-z_]+\.[a-z_]+$/ { key = $2; prev_tp = (last == ".TP"); getline
 grep '^\.B [a-z_]*\.[a-z_]*$' "$man5" | sed 's/^\.B //' | while read -r key; do
     grep -q "^$key	" keys.tsv || fail "man/tfm-config.5 documents unknown key $key"
 done
+# every option of --help has an entry of its own in tfm-train(1) (a .TP
+# naming it), and both pages format cleanly
+man1="$TFM_SRCDIR/man/tfm-train.1"
+awk '/^\.TP/ { getline; print }' "$man1" | sed 's/\\-/-/g' > entries.txt
+tfm-train --help | sed -n 's/^ *\(-[a-zA-Z], \)\{0,1\}--\([a-z-]*\).*/\2/p' | while read -r opt; do
+    grep -q -- "^\.B[IR]* \(-[a-zA-Z] \"\{0,1\}, \"\{0,1\} \)\{0,1\}--$opt\( \|\$\)" entries.txt ||
+        fail "man/tfm-train.1: --$opt has no entry of its own"
+done
+for page in "$man1" "$man5"; do
+    if command -v mandoc >/dev/null; then
+        mandoc -T lint -W warning "$page" 2>&1 |
+            grep -v 'STYLE\|base system\|cannot parse date' > lint.txt || true
+        [ ! -s lint.txt ] || { cat lint.txt; fail "mandoc -T lint: $page"; }
+    fi
+    if command -v groff >/dev/null; then
+        groff -ww -z -man "$page" > lint.txt 2>&1
+        [ ! -s lint.txt ] || { cat lint.txt; fail "groff -ww: $page"; }
+    fi
+done
+
 # Usage errors exit 2 with one error line (and the --help hint), --set's too
 printf 'train: {max_steps: 3}\n' >s.yaml
 expect_fail 2 "tfm-train: --set 'foo': expected key=value" tfm-train -c s.yaml --set foo

@@ -76,6 +76,13 @@ check() { # name, spm_train options... (on $train, tested on $hidden)
     $T decode -t "$name.model" < "$name.spm" > "$name.tfmdec"
     cmp -s "$name.spmdec" "$name.tfmdec" ||
         { diff "$name.spmdec" "$name.tfmdec" | head -6 >&2; fail "$name: decode differs from spm_decode"; }
+    # with <s> and </s>: --skip-special drops them and keeps <unk> (unk_surface)
+    extra=eos
+    $T vocab -t "$name.model" | cut -f 2 | grep -qx '<s>' && extra=bos:eos
+    spm_encode --model="$name.model" --output_format=id --extra_options=$extra < "$hidden" > "$name.se"
+    spm_decode --model="$name.model" --input_format=id < "$name.se" > "$name.sedec"
+    $T decode --skip-special -t "$name.model" < "$name.se" | cmp -s - "$name.sedec" ||
+        fail "$name: decode --skip-special differs from spm_decode"
     # its tokenizer.json (written by convert, read back) gives the same ids
     $T convert -t "$name.model" -o "$name.json"
     $T encode -q -t "$name.json" < "$hidden" > "$name.json.ids"
@@ -133,6 +140,13 @@ check code_bytes --model_type=bpe --vocab_size=300 --remove_extra_whitespaces=fa
 check code_nodummy --model_type=unigram --vocab_size=200 --remove_extra_whitespaces=false \
     --add_dummy_prefix=false --allow_whitespace_only_pieces=true
 check code_strip --model_type=unigram --vocab_size=200 --add_dummy_prefix=false
+# unk_surface and a denormalizer (rules applied to the decoded text)
+printf '61\t41\n20 2C\t2C\n' > denorm.tsv
+train=train.txt hidden=hidden.txt
+check uni_denorm --model_type=unigram --vocab_size=300 --unk_surface='<?>' \
+    --denormalization_rule_tsv=denorm.tsv
+grep -q '<?>' uni_denorm.tfmdec && grep -q 'A' uni_denorm.tfmdec ||
+    fail "uni_denorm: no unk_surface or no denormalization in $(head -n 3 uni_denorm.tfmdec)"
 echo "ids and decoding equal spm_encode/spm_decode for $n unigram and bpe models"
 
 # A Viterbi near-tie (lib/text/unigram_test.c has the same model): "ab" is

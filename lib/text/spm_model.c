@@ -6,10 +6,12 @@
  * valid (empty, twice, a non-finite score) fail with the file's name and
  * the byte offset.
  *
- *   ModelProto:     1 pieces (repeated), 2 trainer_spec, 3 normalizer_spec
+ *   ModelProto:     1 pieces (repeated), 2 trainer_spec, 3 normalizer_spec,
+ *                   5 denormalizer_spec (a NormalizerSpec)
  *   SentencePiece:  1 piece, 2 score (float), 3 type (default NORMAL)
  *   TrainerSpec:    3 model_type (1 UNIGRAM, 2 BPE, 3 WORD, 4 CHAR),
- *                   24 treat_whitespace_as_suffix, 35 byte_fallback
+ *                   24 treat_whitespace_as_suffix, 35 byte_fallback,
+ *                   44 unk_surface
  *   NormalizerSpec: 2 precompiled_charsmap, 3 add_dummy_prefix,
  *                   4 remove_extra_whitespaces, 5 escape_whitespaces
  *                   (all three default true) */
@@ -113,8 +115,10 @@ static int want(const pb *b, const pb_field *f, int wt, const char *what, tfm_er
 
 typedef struct spm_info {
     int model_type, byte_fallback, ws_suffix;
-    tfm_uni_norm_spec norm;
+    tfm_uni_norm_spec norm, denorm;
     int have_norm;
+    const unsigned char *unk_surface; /* NULL: the default */
+    size_t unk_surface_len;
 } spm_info;
 
 static int read_trainer(pb b, spm_info *in, tfm_err *err)
@@ -122,7 +126,12 @@ static int read_trainer(pb b, spm_info *in, tfm_err *err)
     pb_field f;
     int rc;
     while ((rc = pb_next(&b, &f, err)) == 0) {
-        if (f.num == 3 || f.num == 24 || f.num == 35) {
+        if (f.num == 44) {
+            if (want(&b, &f, 2, "unk_surface", err))
+                return -1;
+            in->unk_surface = f.data;
+            in->unk_surface_len = f.len;
+        } else if (f.num == 3 || f.num == 24 || f.num == 35) {
             if (want(&b, &f, 0, "a trainer_spec field", err))
                 return -1;
             if (f.num == 3)
@@ -136,30 +145,35 @@ static int read_trainer(pb b, spm_info *in, tfm_err *err)
     return rc < 0 ? -1 : 0;
 }
 
-static int read_normalizer(pb b, spm_info *in, tfm_err *err)
+static int read_spec(pb b, tfm_uni_norm_spec *n, tfm_err *err)
 {
     pb_field f;
     int rc;
-    in->have_norm = 1;
     while ((rc = pb_next(&b, &f, err)) == 0) {
         if (f.num == 2) {
             if (want(&b, &f, 2, "precompiled_charsmap", err))
                 return -1;
-            in->norm.charsmap = f.data;
-            in->norm.charsmap_len = f.len;
+            n->charsmap = f.data;
+            n->charsmap_len = f.len;
         } else if (f.num >= 3 && f.num <= 5) {
             if (want(&b, &f, 0, "a normalizer_spec flag", err))
                 return -1;
             int v = f.v != 0;
             if (f.num == 3)
-                in->norm.add_dummy_prefix = v;
+                n->add_dummy_prefix = v;
             else if (f.num == 4)
-                in->norm.remove_extra_whitespaces = v;
+                n->remove_extra_whitespaces = v;
             else
-                in->norm.escape_whitespaces = v;
+                n->escape_whitespaces = v;
         }
     }
     return rc < 0 ? -1 : 0;
+}
+
+static int read_normalizer(pb b, spm_info *in, tfm_err *err)
+{
+    in->have_norm = 1;
+    return read_spec(b, &in->norm, err);
 }
 
 static int read_piece(pb b, tfm_unigram *u, tfm_err *err)
@@ -201,7 +215,9 @@ int tfm_unigram_from_spm(tfm_unigram **out, const unsigned char *data, size_t le
     pb b = {data, data, data + len, name};
     spm_info in = {.model_type = 1,
                    .norm = {.add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
-                            .escape_whitespaces = 1}};
+                            .escape_whitespaces = 1},
+                   .denorm = {.add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
+                              .escape_whitespaces = 1}};
     pb_field f;
     int rc;
     size_t n_pieces = 0;
@@ -211,6 +227,10 @@ int tfm_unigram_from_spm(tfm_unigram **out, const unsigned char *data, size_t le
             if (want(&b, &f, 2, "a piece entry", err))
                 return -1;
             n_pieces++;
+        } else if (f.num == 5) {
+            if (want(&b, &f, 2, "denormalizer_spec", err) ||
+                read_spec(pb_sub(&b, &f), &in.denorm, err))
+                return -1;
         } else if (f.num == 2 || f.num == 3) {
             if (want(&b, &f, 2, f.num == 2 ? "trainer_spec" : "normalizer_spec", err))
                 return -1;
@@ -239,6 +259,12 @@ int tfm_unigram_from_spm(tfm_unigram **out, const unsigned char *data, size_t le
             rc = -1;
             break;
         }
+    if (in.unk_surface)
+        tfm_unigram_set_unk_surface(u, (const char *)in.unk_surface, in.unk_surface_len);
+    /* spm_decode applies a denormalizer only when it has rules */
+    if (rc >= 0 && in.denorm.charsmap_len &&
+        tfm_unigram_set_denormalizer(u, &in.denorm, name, err))
+        rc = -1;
     if (rc < 0 || tfm_unigram_finish(u, in.byte_fallback, name, err)) {
         tfm_unigram_free(u);
         return -1;

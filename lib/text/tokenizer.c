@@ -521,8 +521,11 @@ int tfm_tokenizer_decode(const tfm_tokenizer *t, const uint32_t *ids, size_t n, 
     }
     uint32_t *keep = tfm_malloc((n + 1) * sizeof *keep);
     size_t k = 0;
+    /* sentencepiece's unknown piece is text (unk_surface), as spm_decode
+     * shows it: only the control pieces go */
+    int64_t unk = t->kind == TFM_TOK_UNIGRAM ? t->specials.unk : -1;
     for (size_t i = 0; i < n; i++)
-        if (tfm_tok_is_added(t, ids[i]) != 2)
+        if (tfm_tok_is_added(t, ids[i]) != 2 || ids[i] == unk)
             keep[k++] = ids[i];
     t->ops->decode(t, keep, k, out);
     free(keep);

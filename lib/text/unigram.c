@@ -47,6 +47,7 @@ struct tfm_unigram {
     size_t n_da;
     const char *nstr; /* replacement strings (in charsmap) */
     char *unk_surface; /* what the unknown piece decodes to */
+    tfm_unigram *denorm; /* the decoded text's normalizer, or NULL */
     size_t unk_surface_len;
     size_t nstr_len;
 };
@@ -222,10 +223,22 @@ int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char
 void tfm_unigram_set_unk_surface(tfm_unigram *u, const char *s, size_t n)
 {
     free(u->unk_surface);
+    tfm_unigram_free(u->denorm);
     u->unk_surface = tfm_malloc(n + 1);
     memcpy(u->unk_surface, s, n);
     u->unk_surface[n] = 0;
     u->unk_surface_len = n;
+}
+
+int tfm_unigram_set_denormalizer(tfm_unigram *u, const tfm_uni_norm_spec *spec, const char *what,
+                                 tfm_err *err)
+{
+    tfm_unigram *d;
+    if (tfm_unigram_new(&d, spec, what, err))
+        return -1;
+    tfm_unigram_free(u->denorm);
+    u->denorm = d;
+    return 0;
 }
 
 void tfm_unigram_free(tfm_unigram *u)
@@ -1292,4 +1305,11 @@ void tfm_unigram_decode_part(const tfm_unigram *u, const uint32_t *ids, size_t n
         }
     }
     free(bytes);
+    if (u->denorm && out->len > o0) {
+        tfm_buf t = {0};
+        tfm_unigram_normalize(u->denorm, out->data + o0, out->len - o0, &t, NULL);
+        out->len = o0;
+        tfm_buf_append(out, t.data, t.len);
+        tfm_buf_free(&t);
+    }
 }

@@ -26,6 +26,7 @@
  * the first piece's leading "▁" is dropped (the dummy prefix), and with
  * remove_extra_whitespaces every "▁" before the first character: the exact
  * inverse of encoding on normalized text that holds no unknown character.
+ * A model's denormalizer (its rules) then applies to the decoded text.
  *
  * A tfm_unigram is read-only once built: several threads may encode with
  * it at once.  Ownership: tfm_unigram_new/_from_spm return a model freed
@@ -143,5 +144,9 @@ void tfm_unigram_decode_part(const tfm_unigram *u, const uint32_t *ids, size_t n
 /* What the unknown piece decodes to (sentencepiece's trainer_spec
  * unk_surface; default " \xe2\x81\x87 "). */
 void tfm_unigram_set_unk_surface(tfm_unigram *u, const char *s, size_t n);
+/* A normalizer that decoding applies to its text (sentencepiece's
+ * denormalizer_spec, spm_train --denormalization_rule_tsv). */
+int tfm_unigram_set_denormalizer(tfm_unigram *u, const tfm_uni_norm_spec *spec, const char *what,
+                                 tfm_err *err);
 
 #endif

@@ -218,9 +218,11 @@ static void cmd_perplexity(app *a)
     if (ids.len - skip == 0)
         tfm_fatal(prog, "%s: empty input: nothing to score",
                   a->tokens_path ? a->tokens_path : a->name);
-    if (ids.len < 2)
-        tfm_fatal(prog, "%s: a single token and no end-of-text token to put before it: "
-                  "nothing to score", a->tokens_path ? a->tokens_path : a->name);
+    if (ids.len < 2) /* the reason: --no-bos, or a model without the token */
+        tfm_fatal(prog, "%s: a single token and %s: nothing to score",
+                  a->tokens_path ? a->tokens_path : a->name,
+                  a->ev.eos >= 0 ? "--no-bos puts no end-of-text token before it"
+                                 : "no end-of-text token to put before it");
     size_t bytes = 0, chars = 0;
     int have_bytes = a->ev.tok != NULL;
     if (have_bytes && tfm_ppl_text_size(a->ev.tok, ids.data, skip != 0, text.data, text.len,

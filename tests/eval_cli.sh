@@ -252,6 +252,14 @@ set +e; $E perplexity -m m.st text.txt >/dev/full 2>err; rc=$?; set -e
 [ "$rc" -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] && grep -q 'write error' err ||
     fail "write error: exit $rc, $(cat err)"
 
+# One token with --no-bos: nothing to score, and the message says why (the
+# model has an end-of-text token; --no-bos left it out)
+printf 'I' >one.txt
+expect_exit 1 $E perplexity -m m.st --no-bos one.txt
+grep -q "^tfm-eval: one.txt: a single token and --no-bos puts no end-of-text token before it" err ||
+    fail "--no-bos on one token: $(cat err)"
+expect_exit 0 $E perplexity -m m.st one.txt
+
 # A model with NaN weights (a diverged run) gives no results: every mode
 # that scores with it fails (exit 1) naming the file, and writes nothing
 # (choice reported accuracy 0.667: every comparison with NaN is false)

@@ -91,6 +91,19 @@ tfm-train -q -c run.yaml -o p/q/run --steps 1 || fail "-o with missing parents"
 expect_fail 1 "tfm-train: plain: not a directory" tfm-train -q -c run.yaml -o plain
 expect_fail 1 "tfm-train: plain: not a directory" tfm-train -q -o plain
 expect_fail 1 "tfm-train: plain: not a directory" tfm-train -q -c run.yaml -o plain/run
+# an output that cannot be created says why, naming the directory
+expect_fail 1 "tfm-train: nodir/c.svg: cannot create: the directory 'nodir' does not exist: No such file or directory" \
+    tfm-train --plot c -o nodir/c.svg
+expect_fail 1 "tfm-train: plain/m.safetensors: cannot create: 'plain' is not a directory: Not a directory" \
+    tfm-train --convert bf16 c/model.safetensors -o plain/m.safetensors
+if [ "$(id -u)" != 0 ]; then # root writes anywhere
+    mkdir ro && chmod 555 ro
+    expect_fail 1 "tfm-train: ro/run: cannot create directory: the directory 'ro' is not writable: Permission denied" \
+        tfm-train -q -c run.yaml -o ro/run
+    expect_fail 1 "tfm-train: ro/c.svg: cannot create: the directory 'ro' is not writable: Permission denied" \
+        tfm-train --plot c -o ro/c.svg
+    chmod 755 ro
+fi
 expect_fail 1 "not finite" tfm-train -q -c run.yaml -o new/run --set optim.lr=1e6 \
     --set optim.grad_clip=0 --set schedule.warmup=0 --set schedule.decay=constant
 grep -q "is kept in" err.txt && fail "a failed start claims a checkpoint"

@@ -245,6 +245,35 @@ static int out_open_direct(tfm_out *o, const char *path, int fd, tfm_err *err)
     return 0;
 }
 
+/* "PATH: cannot create[ WHAT]: the directory 'D' ...: strerror" for a
+ * failed creation of target (PATH as the user named it) in its directory D,
+ * with errno the failing call's. */
+static int cannot_create(tfm_err *err, const char *path, const char *target, const char *what)
+{
+    int e = errno;
+    size_t n = strlen(target);
+    while (n > 1 && target[n - 1] == '/') /* "a/b/" is made in "a" */
+        n--;
+    const char *slash = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (target[i] == '/')
+            slash = target + i;
+    int dl = slash ? (slash == target ? 1 : (int)(slash - target)) : 1;
+    const char *dir = slash ? target : ".";
+    errno = e;
+    if (e == EACCES || e == EROFS || e == EPERM)
+        return tfm_err_errno(err, "%s: cannot create%s: the directory '%.*s' is not writable",
+                             path, what, dl, dir);
+    if (e == ENOENT)
+        return tfm_err_errno(err, "%s: cannot create%s: the directory '%.*s' does not exist",
+                             path, what, dl, dir);
+    if (e == ENOTDIR)
+        return tfm_err_errno(err, "%s: cannot create%s: '%.*s' is not a directory", path, what,
+                             dl, dir);
+    return tfm_err_errno(err, "%s: cannot create%s in the directory '%.*s'", path, what, dl,
+                         dir);
+}
+
 int tfm_out_open(tfm_out *o, const char *path, tfm_err *err)
 {
     memset(o, 0, sizeof *o);
@@ -287,14 +316,7 @@ int tfm_out_open(tfm_out *o, const char *path, tfm_err *err)
     int fd = mkstemp(o->tmp);
     if (fd < 0) {
         /* the file is made beside its target: say which directory refused */
-        if (errno == EACCES || errno == EROFS) {
-            const char *slash = strrchr(target, '/');
-            int dl = slash ? (slash == target ? 1 : (int)(slash - target)) : 1;
-            tfm_err_errno(err, "%s: cannot create: the directory '%.*s' is not writable", path,
-                          dl, slash ? target : ".");
-        } else {
-            tfm_err_errno(err, "%s: cannot create", path);
-        }
+        cannot_create(err, path, target, "");
         free(o->tmp);
         free(target);
         o->tmp = NULL;
@@ -411,7 +433,7 @@ int tfm_mkdir(const char *path, tfm_err *err)
         return 0;
     if (errno == EEXIST || errno == ENOTDIR)
         return tfm_err_set(err, "%s: not a directory", path);
-    return tfm_err_errno(err, "%s: cannot create directory", path);
+    return cannot_create(err, path, path, " directory");
 }
 
 int tfm_mkdirs(const char *path, char **created, tfm_err *err)
@@ -436,7 +458,7 @@ int tfm_mkdirs(const char *path, char **created, tfm_err *err)
             if (errno == EEXIST || errno == ENOTDIR)
                 rc = tfm_err_set(err, "%s: not a directory", p);
             else
-                rc = tfm_err_errno(err, "%s: cannot create directory", p);
+                rc = cannot_create(err, p, p, " directory");
         }
         p[i] = c;
     }

@@ -140,6 +140,18 @@ for f in log.tsv curves.svg best.safetensors model.safetensors state.safetensors
 done
 [ "$(tail -n 1 g/log.tsv | cut -f 1)" -ge 2 ] || fail "g/log.tsv lost its lines"
 
+# --fresh-optimizer on a LoRA run (its model.safetensors is the merged
+# model, without adapters) is refused, not a silent full fine-tune, and
+# the run directory is kept as it was
+tfm-train -q -c run.yaml --threads 1 --set train.max_steps=20 -o lbase
+tfm-train -q -c run.yaml --threads 1 --set train.init=lbase/model.safetensors \
+    --set train.lora.r=2 --set train.max_steps=20 -o lrun --steps 10
+cp lrun/state.safetensors lrun.state
+expect_fail 1 "tfm-train: lrun: --fresh-optimizer on a LoRA run: it resumes from its state.safetensors" \
+    tfm-train -q -o lrun --fresh-optimizer --threads 1
+cmp lrun.state lrun/state.safetensors || fail "a refused --fresh-optimizer changed the state"
+[ -s lrun/log.tsv ] || fail "a refused --fresh-optimizer deleted the log"
+
 # weights that turn NaN while the loss stays finite (Adam with optim.eps 0
 # on the untied rows of bytes no batch has): never saved, and the message
 # names the last good step, or that there is none

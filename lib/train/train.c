@@ -668,6 +668,18 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     /* rank 0 decides; the others learn it in dist_share_state */
     resuming = rk == 0 && (file_exists(R->state_path) ||
                            (o->fresh_optimizer && file_exists(R->model_path)));
+    /* model.safetensors of a LoRA run is the merged model, whose
+     * configuration has no adapters: continuing from it would silently
+     * train every weight (a LoRA run writes adapter_config.json) */
+    char *adapter_cfg = join(o->rundir, "adapter_config.json");
+    int lora_run = file_exists(adapter_cfg);
+    free(adapter_cfg);
+    if (rk == 0 && o->fresh_optimizer && lora_run) {
+        tfm_err_set(err, "%s: --fresh-optimizer on a LoRA run: it resumes from its "
+                         "state.safetensors (model.safetensors holds the merged weights)",
+                    o->rundir);
+        goto out;
+    }
     if (cfg.train.init[0]) {
         /* the file's shape, before the data is read for it; on resume too,
          * so that the configuration resolves as it did at the start */

@@ -404,6 +404,47 @@ def check_fill(top, rng):
     return bad, f"max |p_tfm - p_torch| = {worst:.2g}"
 
 
+def check_case_settings(top, rng):
+    """vocab.txt with tokenizer_config.json: do_lower_case false keeps the
+    case (bert-base-cased), strip_accents true strips without lowercasing,
+    no file is uncased BERT's (lowercase, accents stripped), a setting tfm
+    cannot honour is refused naming the file and key."""
+    s = CASES[0]
+    d = os.path.join(top, "cased")
+    write_case(d, s, rng)
+    with open(os.path.join(d, "vocab.txt"), "a") as f:
+        f.write("Hello\nhello\ncafé\ncafe\n")       # ids 25 .. 28
+    tc = os.path.join(d, "tokenizer_config.json")
+    bad = []
+    for cfg, want in ((None, [26, 28]), ({"do_lower_case": True}, [26, 28]),
+                      ({"do_lower_case": False}, [25, 27]),
+                      ({"do_lower_case": False, "strip_accents": True}, [25, 28]),
+                      ({"do_lower_case": False, "tokenize_chinese_chars": True,
+                        "model_max_length": 512, "tokenizer_class": "BertTokenizer"}, [25, 27])):
+        if os.path.exists(tc):
+            os.remove(tc)
+        if cfg is not None:
+            with open(tc, "w") as f:
+                json.dump(cfg, f)
+        r = subprocess.run([PROBE, "model-encode", d], input="Hello café\n",
+                           capture_output=True, text=True)
+        got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else r.stderr.strip()
+        if got != want:
+            bad.append(f"tokenizer_config.json {cfg}: 'Hello café' gives {got}, want {want}")
+    for cfg, key, msg in (({"do_basic_tokenize": False}, "do_basic_tokenize",
+                           "do_basic_tokenize false is not supported"),
+                          ({"never_split": ["Hello"]}, "never_split",
+                           "never_split is not supported"),
+                          ({"do_lower_case": "no"}, "do_lower_case", "do_lower_case")):
+        with open(tc, "w") as f:
+            json.dump(cfg, f)
+        r = subprocess.run([PROBE, "model-encode", d], input="Hello\n", capture_output=True,
+                           text=True)
+        if r.returncode != 1 or f"{tc}:1:" not in r.stderr or msg not in r.stderr:
+            bad.append(f"tokenizer_config.json {cfg}: exit {r.returncode}: {r.stderr.strip()!r}")
+    return bad, "do_lower_case, strip_accents from tokenizer_config.json"
+
+
 def main():
     for p in (PROBE, EVAL):
         if not os.path.exists(p):
@@ -417,6 +458,7 @@ def main():
                   for i, s in enumerate(CASES)]
         checks += [("tfm-eval info", lambda: check_lm_open(top, rng)),
                    ("tfm-eval fill", lambda: check_fill(top, rng)),
+                   ("tokenizer_config.json", lambda: check_case_settings(top, rng)),
                    ("errors", lambda: check_errors(top, rng))]
         for name, fn in checks:
             bad, note = fn(), ""

@@ -23,13 +23,13 @@ TOL = 1e-4
 
 
 def write_safetensors(path, tensors, metadata=None):
-    """tensors: name -> numpy array (float32 or int64), in file order."""
+    """tensors: name -> numpy array (float32, float16 or int64), in file order."""
     header, off, blobs = {}, 0, []
     if metadata is not None:
         header["__metadata__"] = metadata
     for name, a in tensors.items():
         a = np.ascontiguousarray(a)
-        dt = {np.dtype("<f4"): "F32", np.dtype("<i8"): "I64"}[a.dtype]
+        dt = {np.dtype("<f4"): "F32", np.dtype("<f2"): "F16", np.dtype("<i8"): "I64"}[a.dtype]
         b = a.tobytes()
         header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)

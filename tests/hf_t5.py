@@ -428,6 +428,29 @@ def spiece_case(top, prefix, words, s, rng):
     write_folder(d, s, t)
     shutil.copy(prefix + ".model", os.path.join(d, "spiece.model"))
     bad = []
+    # T5Tokenizer's sentinels: without tokenizer_config.json 100 of them
+    # (too many for this model), with its extra_ids those, <extra_id_0> the
+    # last id (V - 1, as HF numbers them), each one token in text
+    r = run([PROBE, "model-encode", d], input="a\n")
+    want = (f"{d}/spiece.model: the tokenizer has 148 tokens (with 100 <extra_id_N> sentinels, "
+            f"T5Tokenizer's default without tokenizer_config.json) but the model only {s['V']}")
+    if r.returncode != 1 or want not in r.stderr:
+        bad.append(f"spiece.model without tokenizer_config.json: exit {r.returncode}: "
+                   f"{r.stderr.strip()!r}, want {want!r}")
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+                   "extra_ids": s["V"] - 48, "model_max_length": 512,
+                   "tokenizer_class": "T5Tokenizer"}, f)
+    line = "the of <extra_id_0> and <extra_id_1> to"
+    r = run([PROBE, "model-encode", d], input=line + "\n")
+    spm = lambda x: [int(i) for i in run(["spm_encode", f"--model={prefix}.model",
+                                          "--output_format=id"], input=x + "\n").stdout.split()]
+    # HF: the text between added tokens is encoded piece by piece
+    want = spm("the of") + [s["V"] - 1] + spm(" and") + [s["V"] - 2] + spm(" to")
+    got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else r.stderr.strip()
+    print(f"  tokenizer_config.json extra_ids {s['V'] - 48}: {line!r} -> {got}")
+    if got != want:
+        bad.append(f"sentinels: {line!r} gives {got}, want {want}")
     r = run([GEN, "-m", d, "--greedy", "-n", "8", "-q"], input="the of and\n")
     if r.returncode != 0:
         bad.append(f"tfm-generate with spiece.model: {r.stderr.strip()}")

@@ -176,6 +176,84 @@ def check_decoder(work, rng, hf, bad):
             np.array([m[k] for k in sorted(m)]), np.array([want[k] for k in sorted(want)]), bad)
 
 
+def run_rc(*args):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True)
+
+
+def check_values(work, rng, bad):
+    """An adapter's values and its base: F16 tensors are read (as F16
+    models are), a NaN is refused at load naming the file and tensor (by
+    --adapter and --merge-adapter, which writes nothing), and a
+    base_model_name_or_path naming another model is warned about."""
+    L, H, C, T, V = 1, 2, 32, 16, 40
+    d = os.path.join(work, "gpt2-values")
+    os.makedirs(d)
+    run(EXE("tests/mkmodel"), os.path.join(d, "model.safetensors"), "--layers", L, "--heads",
+        H, "--embd", C, "--context", T, "--vocab", V, "--seed", 9, "--scale", 3, "--hf")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"model_type": "gpt2", "n_head": H, "n_layer": L, "n_embd": C,
+                   "n_positions": T, "vocab_size": V}, f)
+    P, _ = train_torch.read_safetensors(os.path.join(d, "model.safetensors"))
+    P = {k[len("transformer."):] if k.startswith("transformer.") else k: v.double()
+         for k, v in P.items()}
+    cfg = {"n_layer": L, "n_head": H, "norm": "pre", "ln_eps": 1e-5, "block_size": T}
+    r, alpha = 4, 8.0
+    A, B = random_pair(rng, r, C, 3 * C)
+    A16, B16 = A.astype(np.float16), B.astype(np.float16)
+    merge_in_out(P["h.0.attn.c_attn.weight"], A16.astype(np.float32), B16.astype(np.float32),
+                 alpha / r)
+    ad = os.path.join(work, "adapter-f16")
+    write_adapter(ad, {"transformer.h.0.attn.c_attn": (A16, B16)}, r, alpha, ["c_attn"], True)
+    ids = [int(x) for x in rng.integers(0, V, T)]
+    npy = os.path.join(work, "ids-values.npy")
+    np.save(npy, np.array(ids, np.uint16))
+    r0 = run_rc(EXE("tfm-eval"), "perplexity", "-q", "--threads", "1", "-m", d, "--tokens",
+                npy, "--context", T, "--token-logprobs", "-", "--adapter", ad)
+    if r0.returncode != 0:
+        bad.append("an F16 adapter: exit %d: %s" % (r0.returncode, r0.stderr.strip()))
+    else:
+        got = token_logprobs(d, ad, npy, T)
+        want = ref_logprobs(P, cfg, ids)
+        compare("GPT-2 folder + F16 adapter, tfm-eval --adapter log-probs",
+                np.array([got[k] for k in sorted(got)]),
+                np.array([want[k] for k in sorted(want)]), bad)
+    # a NaN in lora_B: refused at load, naming the adapter file and the tensor
+    Bn = B.copy()
+    Bn[3, 1] = np.nan
+    adn = os.path.join(work, "adapter-nan")
+    write_adapter(adn, {"transformer.h.0.attn.c_attn": (A, Bn)}, r, alpha, ["c_attn"], True)
+    want = ("%s/adapter_model.safetensors: tensor '%stransformer.h.0.attn.c_attn.lora_B.weight' "
+            "holds nan" % (adn, PRE))
+    merged = os.path.join(work, "merged-nan.safetensors")
+    for what, args in (("--adapter", [EXE("tfm-eval"), "perplexity", "-q", "-m", d, "--tokens",
+                                      npy, "--context", T, "--adapter", adn]),
+                       ("--merge-adapter", [EXE("tfm-train"), "--merge-adapter", adn, d, "-o",
+                                            merged])):
+        rr = run_rc(*args)
+        if rr.returncode != 1 or want not in rr.stderr:
+            bad.append("a NaN adapter, %s: exit %d: %r, want %r" % (what, rr.returncode,
+                                                                    rr.stderr.strip(), want))
+    if os.path.exists(merged):
+        bad.append("--merge-adapter of a NaN adapter wrote %s" % merged)
+    print("adapters: F16 read, NaN refused at load")
+    # base_model_name_or_path: the same folder (by path or by its name, as
+    # a hub id ends) is quiet, another model is a warning on stderr
+    for base, warned in ((d, False), ("someone/" + os.path.basename(d), False),
+                         ("openai-community/gpt2-large", True)):
+        with open(os.path.join(ad, "adapter_config.json")) as f:
+            c = json.load(f)
+        c["base_model_name_or_path"] = base
+        with open(os.path.join(ad, "adapter_config.json"), "w") as f:
+            json.dump(c, f)
+        rr = run_rc(EXE("tfm-eval"), "perplexity", "-q", "-m", d, "--tokens", npy, "--context",
+                    T, "--adapter", ad)
+        said = "warning:" in rr.stderr and "trained on 'openai-community/gpt2-large'" in rr.stderr
+        if rr.returncode != 0 or said != warned or (not warned and rr.stderr.strip()):
+            bad.append("base_model_name_or_path %r: exit %d, stderr %r (want %s)" % (
+                base, rr.returncode, rr.stderr.strip(), "a warning" if warned else "nothing"))
+    print("adapters: base_model_name_or_path of another model warned about")
+
+
 def check_bert(work, rng, bad):
     """A HuggingFace BERT folder with an adapter in BERT's module names."""
     s = dict(name="adapter", prefix="bert.", gamma=False, C=32, NH=4, L=2, F=48, P=16, S=2,
@@ -406,6 +484,7 @@ def main():
     try:
         check_decoder(work, rng, False, bad)
         check_decoder(work, rng, True, bad)
+        check_values(work, rng, bad)
         check_bert(work, rng, bad)
         check_t5(work, rng, bad)
         check_training(work, bad)

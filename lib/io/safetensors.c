@@ -1,6 +1,7 @@
 #include "io/safetensors.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 
@@ -220,9 +221,117 @@ fail:
     return -1;
 }
 
+/* The shards of index (PATH.index.json) as one view. */
+static int open_index(tfm_safetensors *st, const char *index, tfm_err *err)
+{
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, index, 0, err) < 0)
+        return -1;
+    st->name = tfm_strdup(index);
+    int rc = -1;
+    const tfm_json *wm = tfm_json_get(doc.root, "weight_map");
+    if (!wm) {
+        tfm_err_set(err, "%s: no \"weight_map\" (HuggingFace's shard index names each "
+                    "tensor's file there)", index);
+        goto out;
+    }
+    if (tfm_json_expect(&doc, wm, TFM_JSON_OBJECT, "weight_map", err) < 0)
+        goto out;
+    const char *slash = strrchr(index, '/');
+    int dir = slash ? (int)(slash - index) + 1 : 0;
+    /* the shards, each once, in the order the map first names them */
+    const char **files = tfm_calloc(wm->n + 1, sizeof *files);
+    st->shards = tfm_calloc(wm->n + 1, sizeof *st->shards);
+    size_t total = 0;
+    for (size_t i = 0; i < wm->n; i++) {
+        const tfm_json *f = wm->items[i];
+        if (tfm_json_expect(&doc, f, TFM_JSON_STRING, "a weight_map entry", err) < 0)
+            goto out_files;
+        if (!f->len || strchr(f->str, '/') || !strcmp(f->str, "..") || strlen(f->str) != f->len) {
+            tfm_err_at(err, index, f->line, f->col, "shard '%s' is not a file name in the "
+                       "index's folder", f->str);
+            goto out_files;
+        }
+        size_t k = 0;
+        while (k < st->n_shards && strcmp(files[k], f->str))
+            k++;
+        if (k < st->n_shards)
+            continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%.*s%s", dir, index, f->str);
+        if (tfm_safetensors_open(&st->shards[k], path, err) < 0) {
+            tfm_err_prefix(err, "%s:%ld:%ld: shard", index, f->line, f->col);
+            goto out_files;
+        }
+        files[st->n_shards++] = f->str;
+        total += st->shards[k].n_tensors;
+    }
+    if (!st->n_shards) {
+        tfm_err_set(err, "%s: weight_map is empty", index);
+        goto out_files;
+    }
+    st->tensors = tfm_calloc(total + 1, sizeof *st->tensors);
+    for (size_t i = 0; i < wm->n; i++) {
+        const char *name = wm->keys[i]->str;
+        size_t k = 0;
+        while (strcmp(files[k], wm->items[i]->str))
+            k++;
+        const tfm_st_tensor *t = tfm_safetensors_find(&st->shards[k], name);
+        if (!t) {
+            tfm_err_at(err, index, wm->keys[i]->line, wm->keys[i]->col, "tensor '%s' is not "
+                       "in its shard %s", name, st->shards[k].name);
+            goto out_files;
+        }
+        st->tensors[st->n_tensors++] = *t;
+    }
+    for (size_t k = 0; k < st->n_shards; k++)
+        for (size_t i = 0; i < st->shards[k].n_tensors; i++) {
+            const tfm_st_tensor *t = &st->shards[k].tensors[i];
+            const tfm_json *f = tfm_json_get(wm, t->name);
+            if (!f || strcmp(f->str, files[k])) {
+                tfm_err_set(err, "%s: tensor '%s' is %s in %s's weight_map", st->shards[k].name,
+                            t->name, f ? "listed for another shard" : "not listed", index);
+                goto out_files;
+            }
+        }
+    st->n_meta = st->shards[0].n_meta;
+    st->meta = tfm_calloc(st->n_meta + 1, sizeof *st->meta);
+    memcpy(st->meta, st->shards[0].meta, st->n_meta * sizeof *st->meta);
+    for (size_t k = 0; k < st->n_shards; k++)
+        st->map.size += st->shards[k].map.size;
+    rc = 0;
+out_files:
+    free(files);
+out:
+    tfm_json_doc_free(&doc);
+    if (rc < 0)
+        tfm_safetensors_close(st);
+    return rc;
+}
+
 int tfm_safetensors_open(tfm_safetensors *st, const char *path, tfm_err *err)
 {
     memset(st, 0, sizeof *st);
+    if (strcmp(path, "-") && access(path, F_OK) != 0) {
+        char other[4200];
+        snprintf(other, sizeof other, "%s.index.json", path);
+        if (access(other, F_OK) == 0)
+            return open_index(st, other, err);
+        const char *slash = strrchr(path, '/');
+        int dir = slash ? (int)(slash - path) + 1 : 0;
+        if (!strcmp(path + dir, "model.safetensors")) {
+            snprintf(other, sizeof other, "%.*spytorch_model.bin", dir, path);
+            if (access(other, F_OK) != 0)
+                snprintf(other, sizeof other, "%.*spytorch_model.bin.index.json", dir, path);
+            if (access(other, F_OK) == 0)
+                return tfm_err_set(err, "%s: no such file, only %s: PyTorch's pickle format "
+                                   "is not supported (loading it can run code); convert the "
+                                   "folder with HuggingFace transformers: "
+                                   "from_pretrained(DIR).save_pretrained(DIR, "
+                                   "safe_serialization=True) writes model.safetensors",
+                                   path, other);
+        }
+    }
     tfm_map m;
     if (tfm_map_open(&m, path, err) < 0)
         return -1;
@@ -237,6 +346,9 @@ int tfm_safetensors_open(tfm_safetensors *st, const char *path, tfm_err *err)
 
 void tfm_safetensors_close(tfm_safetensors *st)
 {
+    for (size_t k = 0; k < st->n_shards; k++)
+        tfm_safetensors_close(&st->shards[k]);
+    free(st->shards);
     for (size_t i = 0; i < st->n_copies; i++)
         free(st->copies[i]);
     free(st->copies);

@@ -92,8 +92,17 @@ typedef struct tfm_safetensors {
     tfm_json_doc doc;
     void **copies;
     size_t n_copies;
+    struct tfm_safetensors *shards; /* a sharded view's files */
+    size_t n_shards;
 } tfm_safetensors;
 
+/* Opens path; when it does not exist but PATH.index.json does (HuggingFace's
+ * save_pretrained with max_shard_size: "weight_map" names each tensor's
+ * shard, a file in the index's folder), the shards as one view named after
+ * the index: every tensor of the weight_map must be in its shard and every
+ * shard's tensor in the weight_map, once; the metadata is the first
+ * shard's.  A missing model.safetensors beside PyTorch's pickle
+ * (pytorch_model.bin) says that format is not read. */
 int tfm_safetensors_open(tfm_safetensors *st, const char *path, tfm_err *err);
 /* Validates an in-memory image (borrowed: it must outlive st). */
 int tfm_safetensors_parse(tfm_safetensors *st, const void *image, size_t size,

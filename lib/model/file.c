@@ -133,6 +133,7 @@ static int file_write_as(const char *path, const tfm_param *table, int n_table,
     tfm_enc_tensor *enc = tfm_malloc((2 * n + 1) * sizeof *enc);
     kv meta[17];
     size_t n_meta = 0;
+    int rc = -1;
     tfm_safetensors_writer w;
     tfm_safetensors_writer_init(&w);
     for (int a = 0; a < n_arrays; a++)
@@ -140,8 +141,13 @@ static int file_write_as(const char *path, const tfm_param *table, int n_table,
             const tfm_param *p = &table[k];
             char name[128];
             snprintf(name, sizeof name, "%s%s", prefixes[a], p->name);
-            nt += (size_t)tfm_quant_encode(name, arrays[a] + p->offset, p->ndim, p->shape, dt,
-                                           &enc[nt]);
+            int got = tfm_quant_encode(name, arrays[a] + p->offset, p->ndim, p->shape, dt,
+                                       &enc[nt], err);
+            if (got < 0) {
+                rc = -2; /* the model's fault: tfm_model_resave names it */
+                goto out;
+            }
+            nt += (size_t)got;
         }
     for (size_t j = 0; j < nt; j++) {
         const tfm_enc_tensor *e = &enc[j];
@@ -161,7 +167,8 @@ static int file_write_as(const char *path, const tfm_param *table, int n_table,
     char sum[17];
     checksum(it, nt, meta, n_meta, sum);
     tfm_safetensors_writer_meta_n(&w, "checksum", sum, 16);
-    int rc = tfm_safetensors_writer_write(&w, path, err);
+    rc = tfm_safetensors_writer_write(&w, path, err);
+out:
     tfm_safetensors_writer_free(&w);
     for (size_t j = 0; j < nt; j++)
         if (enc[j].owned)
@@ -437,6 +444,181 @@ static int hf_prob(const tfm_json_doc *doc, const char *key, double def, double 
     return 0;
 }
 
+/* config.json's integer KEY in [min, max]; absent (or null): def, or an
+ * error when def < min (a key without default). */
+static int t5_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t max,
+                  int64_t def, int64_t *out, tfm_err *err)
+{
+    const tfm_json *j = tfm_json_get(doc->root, key);
+    if ((!j || j->type == TFM_JSON_NULL) && def >= min) {
+        *out = def;
+        return 0;
+    }
+    return tfm_json_get_int(doc, j, key, min, max, out, err);
+}
+
+/* config.json's boolean KEY; def when absent (or null). */
+static int hf_bool(const tfm_json_doc *doc, const char *key, int def, int *out, tfm_err *err)
+{
+    const tfm_json *j = tfm_json_get(doc->root, key);
+    *out = def;
+    if (!j || j->type == TFM_JSON_NULL)
+        return 0;
+    if (tfm_json_expect(doc, j, TFM_JSON_BOOL, key, err) < 0)
+        return -1;
+    *out = j->boolean;
+    return 0;
+}
+
+/* ---- config.json's keys ----------------------------------------------- */
+
+/* How a reader treats a config.json key: read (the family's reader handles
+ * it), harmless (changes no computation: labels, generation settings,
+ * bookkeeping) or harmless at its default only (null, false, 0, {}, []). */
+enum { HF_READ, HF_ANY, HF_DEFAULT };
+
+typedef struct hf_key {
+    const char *key;
+    int how;
+} hf_key;
+
+/* PretrainedConfig's own keys, the same for every family */
+static const hf_key hf_common_keys[] = {
+    {"architectures", HF_ANY}, {"torch_dtype", HF_ANY}, {"transformers_version", HF_ANY},
+    {"id2label", HF_ANY}, {"label2id", HF_ANY}, {"num_labels", HF_ANY},
+    {"_name_or_path", HF_ANY}, {"_commit_hash", HF_ANY}, {"use_cache", HF_ANY},
+    {"return_dict", HF_ANY}, {"output_hidden_states", HF_ANY}, {"output_attentions", HF_ANY},
+    {"output_past", HF_ANY}, {"torchscript", HF_ANY}, {"use_bfloat16", HF_ANY},
+    {"tf_legacy_loss", HF_ANY}, {"gradient_checkpointing", HF_ANY},
+    {"chunk_size_feed_forward", HF_ANY}, {"initializer_range", HF_ANY},
+    {"initializer_factor", HF_ANY}, {"init_std", HF_ANY}, {"finetuning_task", HF_ANY},
+    {"problem_type", HF_ANY}, {"tokenizer_class", HF_ANY}, {"prefix", HF_ANY},
+    {"task_specific_params", HF_ANY}, {"bos_token_id", HF_ANY}, {"pad_token_id", HF_ANY},
+    {"sep_token_id", HF_ANY}, {"max_length", HF_ANY}, {"min_length", HF_ANY},
+    {"do_sample", HF_ANY}, {"early_stopping", HF_ANY}, {"num_beams", HF_ANY},
+    {"num_beam_groups", HF_ANY}, {"diversity_penalty", HF_ANY}, {"temperature", HF_ANY},
+    {"top_k", HF_ANY}, {"top_p", HF_ANY}, {"typical_p", HF_ANY},
+    {"repetition_penalty", HF_ANY}, {"length_penalty", HF_ANY},
+    {"no_repeat_ngram_size", HF_ANY}, {"encoder_no_repeat_ngram_size", HF_ANY},
+    {"bad_words_ids", HF_ANY}, {"num_return_sequences", HF_ANY}, {"output_scores", HF_ANY},
+    {"return_dict_in_generate", HF_ANY}, {"remove_invalid_values", HF_ANY},
+    {"exponential_decay_length_penalty", HF_ANY}, {"suppress_tokens", HF_ANY},
+    {"begin_suppress_tokens", HF_ANY}, {"_attn_implementation", HF_ANY},
+    {"_attn_implementation_autoset", HF_ANY}, {"classifier_dropout", HF_ANY},
+    {"add_cross_attention", HF_DEFAULT}, {"pruned_heads", HF_DEFAULT},
+    {"tie_encoder_decoder", HF_DEFAULT}, {"cross_attention_hidden_size", HF_DEFAULT},
+    {NULL, 0},
+};
+
+static const hf_key hf_gpt2_keys[] = {
+    {"model_type", HF_READ}, {"n_head", HF_READ}, {"n_embd", HF_READ}, {"n_layer", HF_READ},
+    {"n_positions", HF_READ}, {"vocab_size", HF_READ}, {"n_inner", HF_READ},
+    {"activation_function", HF_READ}, {"layer_norm_epsilon", HF_READ},
+    {"resid_pdrop", HF_READ}, {"attn_pdrop", HF_READ}, {"embd_pdrop", HF_READ},
+    {"forced_eos_token_id", HF_READ}, {"tie_word_embeddings", HF_READ},
+    {"scale_attn_weights", HF_READ},
+    /* n_ctx: an old copy of n_positions HF no longer reads; summary_*:
+     * GPT2DoubleHeadsModel's head; the upcast: precision only */
+    {"n_ctx", HF_ANY}, {"eos_token_id", HF_ANY}, {"decoder_start_token_id", HF_ANY},
+    {"summary_type", HF_ANY}, {"summary_use_proj", HF_ANY}, {"summary_activation", HF_ANY},
+    {"summary_proj_to_labels", HF_ANY}, {"summary_first_dropout", HF_ANY},
+    {"reorder_and_upcast_attn", HF_ANY}, {"is_encoder_decoder", HF_DEFAULT},
+    {"is_decoder", HF_ANY}, {"scale_attn_by_inverse_layer_idx", HF_DEFAULT},
+    {"forced_bos_token_id", HF_DEFAULT}, {NULL, 0},
+};
+
+static const hf_key hf_bert_keys[] = {
+    {"model_type", HF_READ}, {"hidden_size", HF_READ}, {"num_attention_heads", HF_READ},
+    {"num_hidden_layers", HF_READ}, {"intermediate_size", HF_READ},
+    {"max_position_embeddings", HF_READ}, {"type_vocab_size", HF_READ},
+    {"vocab_size", HF_READ}, {"hidden_dropout_prob", HF_READ},
+    {"attention_probs_dropout_prob", HF_READ}, {"layer_norm_eps", HF_READ},
+    {"hidden_act", HF_READ}, {"position_embedding_type", HF_READ}, {"is_decoder", HF_READ},
+    /* old Google-release keys HF never read */
+    {"directionality", HF_ANY}, {"pooler_fc_size", HF_ANY},
+    {"pooler_num_attention_heads", HF_ANY}, {"pooler_num_fc_layers", HF_ANY},
+    {"pooler_size_per_head", HF_ANY}, {"pooler_type", HF_ANY}, {"eos_token_id", HF_ANY},
+    {"decoder_start_token_id", HF_ANY}, {"is_encoder_decoder", HF_DEFAULT},
+    {"forced_bos_token_id", HF_ANY}, {"forced_eos_token_id", HF_ANY}, {NULL, 0},
+};
+
+static const hf_key hf_t5_keys[] = {
+    {"model_type", HF_READ}, {"d_model", HF_READ}, {"d_kv", HF_READ}, {"d_ff", HF_READ},
+    {"num_layers", HF_READ}, {"num_decoder_layers", HF_READ}, {"num_heads", HF_READ},
+    {"vocab_size", HF_READ}, {"relative_attention_num_buckets", HF_READ},
+    {"relative_attention_max_distance", HF_READ}, {"n_positions", HF_READ},
+    {"decoder_start_token_id", HF_READ}, {"eos_token_id", HF_READ},
+    {"forced_eos_token_id", HF_READ}, {"dropout_rate", HF_READ},
+    {"layer_norm_epsilon", HF_READ}, {"feed_forward_proj", HF_READ},
+    {"tie_word_embeddings", HF_READ}, {"dense_act_fn", HF_READ}, {"is_gated_act", HF_READ},
+    {"is_encoder_decoder", HF_ANY}, {"forced_bos_token_id", HF_DEFAULT}, {NULL, 0},
+};
+
+static const hf_key hf_bart_keys[] = {
+    {"model_type", HF_READ}, {"d_model", HF_READ}, {"encoder_layers", HF_READ},
+    {"decoder_layers", HF_READ}, {"encoder_attention_heads", HF_READ},
+    {"decoder_attention_heads", HF_READ}, {"encoder_ffn_dim", HF_READ},
+    {"decoder_ffn_dim", HF_READ}, {"max_position_embeddings", HF_READ},
+    {"vocab_size", HF_READ}, {"eos_token_id", HF_READ}, {"decoder_start_token_id", HF_READ},
+    {"forced_bos_token_id", HF_READ}, {"forced_eos_token_id", HF_READ}, {"dropout", HF_READ},
+    {"attention_dropout", HF_READ}, {"activation_dropout", HF_READ},
+    {"scale_embedding", HF_READ}, {"tie_word_embeddings", HF_READ},
+    {"normalize_before", HF_READ}, {"add_final_layer_norm", HF_READ},
+    {"activation_function", HF_READ},
+    /* BartConfig's copy of encoder_layers, and old fairseq-era keys that
+     * modeling_bart.py no longer reads */
+    {"num_hidden_layers", HF_ANY}, {"is_encoder_decoder", HF_ANY},
+    {"normalize_embedding", HF_ANY}, {"static_position_embeddings", HF_ANY},
+    {"add_bias_logits", HF_ANY}, {"extra_pos_embeddings", HF_ANY},
+    {"classif_dropout", HF_ANY}, {"force_bos_token_to_be_generated", HF_ANY},
+    /* layers skipped at random in training: tfm has no layerdrop */
+    {"encoder_layerdrop", HF_DEFAULT}, {"decoder_layerdrop", HF_DEFAULT}, {NULL, 0},
+};
+
+static const hf_key *hf_key_find(const hf_key *t, const char *key)
+{
+    for (; t->key; t++)
+        if (!strcmp(t->key, key))
+            return t;
+    return NULL;
+}
+
+/* null, false, 0, {} or []: a key's value that changes nothing */
+static int hf_is_default(const tfm_json *j)
+{
+    return j->type == TFM_JSON_NULL || (j->type == TFM_JSON_BOOL && !j->boolean) ||
+           (j->type == TFM_JSON_NUMBER && j->num == 0) ||
+           ((j->type == TFM_JSON_ARRAY || j->type == TFM_JSON_OBJECT) && j->n == 0);
+}
+
+/* Every key of config.json is the family's (what: "GPT2Config") or
+ * harmless: an unknown one may change the model, and ignoring it would
+ * compute another model than HuggingFace's. */
+static int hf_keys_check(const tfm_json_doc *doc, const hf_key *family, const char *what,
+                         tfm_err *err)
+{
+    const tfm_json *root = doc->root;
+    for (size_t i = 0; root && root->type == TFM_JSON_OBJECT && i < root->n; i++) {
+        const char *key = root->keys[i]->str;
+        const tfm_json *v = root->items[i];
+        const hf_key *k = hf_key_find(family, key);
+        if (!k)
+            k = hf_key_find(hf_common_keys, key);
+        if (!k)
+            return tfm_err_at(err, doc->name, root->keys[i]->line, root->keys[i]->col,
+                              "'%s' is not a %s key tfm reads: it may change the model, so "
+                              "it is refused rather than ignored", key, what);
+        if (k->how == HF_DEFAULT && !hf_is_default(v))
+            return tfm_err_at(err, doc->name, v->line, v->col, "%s %s is not supported "
+                              "(tfm computes the model only without it)", key,
+                              v->type == TFM_JSON_STRING ? v->str
+                              : v->type == TFM_JSON_ARRAY || v->type == TFM_JSON_OBJECT
+                                  ? "(not empty)"
+                                  : v->str);
+    }
+    return 0;
+}
+
 static int bert_config_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t max,
                            int64_t *out, tfm_err *err)
 {
@@ -458,6 +640,7 @@ static int bert_config(const char *model_path, tfm_model_keys *c, tfm_err *err)
     int64_t C, NH, L, F, P, S, V;
     double drop, attn_drop;
     if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+        hf_keys_check(&doc, hf_bert_keys, "BertConfig", err) < 0 ||
         bert_config_int(&doc, "hidden_size", 1, 65536, &C, err) < 0 ||
         bert_config_int(&doc, "num_attention_heads", 1, 1024, &NH, err) < 0 ||
         bert_config_int(&doc, "num_hidden_layers", 1, 1000, &L, err) < 0 ||
@@ -490,6 +673,12 @@ static int bert_config(const char *model_path, tfm_model_keys *c, tfm_err *err)
     } else {
         tfm_err_at(err, path, j->line, j->col, "hidden_act '%s' is not supported (tfm has "
                    "gelu, gelu_new and relu)", j->str);
+        goto out;
+    }
+    j = tfm_json_get(doc.root, "model_type");
+    if (j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "bert"))) {
+        tfm_err_at(err, path, j->line, j->col, "model_type '%s' is not supported here (tfm "
+                   "reads bert's layout)", j->str ? j->str : "");
         goto out;
     }
     j = tfm_json_get(doc.root, "position_embedding_type");
@@ -709,36 +898,123 @@ static int bert_weights(const bert_ckpt *b, tfm_err *err)
     return 0;
 }
 
+/* HuggingFace's tokenizer_config.json beside a tokenizer without
+ * tokenizer.json (which carries its own settings), at path: BertTokenizer's
+ * do_lower_case, strip_accents and tokenize_chinese_chars for a vocab.txt
+ * (do_basic_tokenize false and never_split are refused); T5Tokenizer's
+ * extra_ids for a spiece.model (absent: 100, T5Tokenizer's default, in a
+ * T5 folder; else none); GPT-2's add_prefix_space true is refused.  No
+ * file: the defaults. */
+static int hf_tokenizer_config(const char *path, tfm_tokenizer *tok, int t5, int64_t *added,
+                               tfm_err *err)
+{
+    tfm_tok_kind kind = tfm_tokenizer_kind(tok);
+    int64_t extra = t5 ? 100 : 0;
+    int rc = -1, lower = 1, strip = -1, cjk = 1, basic = 1, prefix = 0;
+    tfm_json_doc doc = {0};
+    if (access(path, F_OK) == 0) {
+        if (tfm_json_parse_file(&doc, path, 0, err) < 0 ||
+            tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+            hf_bool(&doc, "do_lower_case", 1, &lower, err) < 0 ||
+            hf_bool(&doc, "tokenize_chinese_chars", 1, &cjk, err) < 0 ||
+            hf_bool(&doc, "do_basic_tokenize", 1, &basic, err) < 0 ||
+            hf_bool(&doc, "add_prefix_space", 0, &prefix, err) < 0 ||
+            t5_int(&doc, "extra_ids", 0, 1 << 20, extra, &extra, err) < 0)
+            goto out;
+        const tfm_json *j = tfm_json_get(doc.root, "strip_accents");
+        if (j && j->type != TFM_JSON_NULL) {
+            if (tfm_json_expect(&doc, j, TFM_JSON_BOOL, "strip_accents", err) < 0)
+                goto out;
+            strip = j->boolean;
+        }
+        j = tfm_json_get(doc.root, "never_split");
+        if (kind == TFM_TOK_WORDPIECE && j && !hf_is_default(j)) {
+            tfm_err_at(err, path, j->line, j->col, "never_split is not supported (tfm's "
+                       "WordPiece splits every word as HF's fast tokenizer does)");
+            goto out;
+        }
+        j = tfm_json_get(doc.root, "do_basic_tokenize");
+        if (kind == TFM_TOK_WORDPIECE && !basic) {
+            tfm_err_at(err, path, j->line, j->col, "do_basic_tokenize false is not supported "
+                       "(tfm's WordPiece always splits on whitespace and punctuation first)");
+            goto out;
+        }
+        j = tfm_json_get(doc.root, "add_prefix_space");
+        if (kind == TFM_TOK_BPE && prefix) {
+            tfm_err_at(err, path, j->line, j->col, "add_prefix_space true is not supported "
+                       "(write a tokenizer.json with the ByteLevel pre-tokenizer's "
+                       "add_prefix_space)");
+            goto out;
+        }
+    }
+    if (kind == TFM_TOK_WORDPIECE)
+        tfm_tokenizer_set_bert_case(tok, lower, strip, cjk);
+    *added = kind == TFM_TOK_UNIGRAM ? extra : 0;
+    if (*added && tfm_tokenizer_add_extra_ids(tok, (uint32_t)extra, path, err) < 0)
+        goto out;
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
 /* The tokenizer beside a HuggingFace checkpoint: tokenizer.json (which says
- * whether it lowercases), else BERT's vocab.txt (read as uncased BERT's),
- * else T5's spiece.model, else GPT-2's vocab.json + merges.txt; *tok = NULL
- * when there is none. */
-static int tokenizer_beside(const char *model_path, int vocab_size, tfm_tokenizer **tok,
+ * whether it lowercases), else BERT's vocab.txt, else T5's spiece.model,
+ * else GPT-2's vocab.json + merges.txt (or encoder.json + vocab.bpe), the
+ * last three with tokenizer_config.json's settings (t5: a T5 folder's);
+ * *tok = NULL when there is none. */
+static int tokenizer_beside(const char *model_path, int vocab_size, int t5, tfm_tokenizer **tok,
                             tfm_err *err)
 {
-    char path[4200];
+    char path[4200], load[4200], cfg[4200];
     *tok = NULL;
     path_beside(model_path, "tokenizer.json", path, sizeof path);
-    if (access(path, F_OK) != 0) {
+    int plain = access(path, F_OK) == 0;
+    if (!plain) {
         path_beside(model_path, "vocab.txt", path, sizeof path);
         if (access(path, F_OK) != 0)
             path_beside(model_path, "spiece.model", path, sizeof path);
         if (access(path, F_OK) != 0) {
-            /* GPT-2's pair: the tokenizer loader reads them from the folder */
-            char merges[4200];
-            path_beside(model_path, "vocab.json", path, sizeof path);
-            path_beside(model_path, "merges.txt", merges, sizeof merges);
-            if (access(path, F_OK) != 0 || access(merges, F_OK) != 0)
+            /* GPT-2's pairs: the tokenizer loader reads them from the folder */
+            static const char *const pairs[2][2] = {{"vocab.json", "merges.txt"},
+                                                   {"encoder.json", "vocab.bpe"}};
+            int k = 0;
+            for (; k < 2; k++) {
+                char merges[4200];
+                path_beside(model_path, pairs[k][0], path, sizeof path);
+                path_beside(model_path, pairs[k][1], merges, sizeof merges);
+                if (access(path, F_OK) == 0 && access(merges, F_OK) == 0)
+                    break;
+            }
+            if (k == 2)
                 return 0;
-            path_beside(model_path, ".", path, sizeof path);
         }
     }
-    if (tfm_tokenizer_load(tok, path, err) < 0)
+    /* the pairs by their folder; messages name the vocabulary's file */
+    if (strstr(path, ".json") && !plain)
+        path_beside(model_path, ".", load, sizeof load);
+    else
+        snprintf(load, sizeof load, "%s", path);
+    if (tfm_tokenizer_load(tok, load, err) < 0)
         return -1;
+    path_beside(model_path, "tokenizer_config.json", cfg, sizeof cfg);
+    int64_t extra = 0;
+    if (!plain && hf_tokenizer_config(cfg, *tok, t5, &extra, err) < 0) {
+        tfm_tokenizer_free(*tok);
+        *tok = NULL;
+        return -1;
+    }
     uint32_t tv = tfm_tokenizer_vocab_size(*tok);
     if (tv > (uint32_t)vocab_size) {
         tfm_tokenizer_free(*tok);
         *tok = NULL;
+        if (extra)
+            return tfm_err_set(err, "%s: the tokenizer has %u tokens (with %lld <extra_id_N> "
+                               "sentinels, %s) but the model only %d", path, tv,
+                               (long long)extra, access(cfg, F_OK) == 0
+                                   ? "tokenizer_config.json's extra_ids"
+                                   : "T5Tokenizer's default without tokenizer_config.json",
+                               vocab_size);
         return tfm_err_set(err, "%s: the tokenizer has %u tokens but the model only %d", path,
                            tv, vocab_size);
     }
@@ -803,7 +1079,7 @@ static int bert_load(const tfm_safetensors *st, const char *pre, tfm_model_keys 
         return tfm_err_prefix(err, "%s", cfg_path);
     bert_ckpt b = {st, pre, m, "BERT"};
     if (bert_weights(&b, err) < 0 || bert_head_weights(&b, err) < 0 ||
-        (tok && tokenizer_beside(st->name, g.vocab_size, tok, err) < 0)) {
+        (tok && tokenizer_beside(st->name, g.vocab_size, 0, tok, err) < 0)) {
         tfm_model_free(m);
         return -1;
     }
@@ -852,18 +1128,6 @@ static int t5_is(const tfm_safetensors *st)
            tfm_safetensors_find(st, "encoder.block.0.layer.0.SelfAttention.q.weight") != NULL;
 }
 
-/* config.json's integer KEY in [min, max]; absent (or null): def, or an
- * error when def < min (a key without default). */
-static int t5_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t max,
-                  int64_t def, int64_t *out, tfm_err *err)
-{
-    const tfm_json *j = tfm_json_get(doc->root, key);
-    if ((!j || j->type == TFM_JSON_NULL) && def >= min) {
-        *out = def;
-        return 0;
-    }
-    return tfm_json_get_int(doc, j, key, min, max, out, err);
-}
 
 /* config.json beside a T5 checkpoint as the model section c, and its
  * end-of-text id. */
@@ -881,6 +1145,7 @@ static int t5_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tf
     int64_t C, KV, F, L, DL, NH, V, NB, MD, P, start, pad, forced_eos;
     double drop;
     if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+        hf_keys_check(&doc, hf_t5_keys, "T5Config", err) < 0 ||
         t5_int(&doc, "d_model", 1, 65536, -1, &C, err) < 0 ||
         t5_int(&doc, "d_kv", 1, 65536, -1, &KV, err) < 0 ||
         t5_int(&doc, "d_ff", 1, 1 << 20, -1, &F, err) < 0 ||
@@ -942,6 +1207,22 @@ static int t5_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tf
     } else {
         tfm_err_at(err, path, j->line, j->col, "feed_forward_proj '%s' is not supported (tfm "
                    "has relu, gelu, gelu_new, gated-gelu and gated-silu)", proj);
+        goto out;
+    }
+    /* T5Config derives these from feed_forward_proj, but a config.json's
+     * own values win in HF (set after it): they must say the same */
+    const char *fn = !strcmp(proj, "gated-gelu") ? "gelu_new" : strrchr(proj, '-') ? strrchr(proj, '-') + 1 : proj;
+    j = tfm_json_get(doc.root, "dense_act_fn");
+    if (j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, fn))) {
+        tfm_err_at(err, path, j->line, j->col, "dense_act_fn '%s' differs from feed_forward_proj "
+                   "'%s' (which means %s): tfm reads only feed_forward_proj's", j->str ? j->str : "",
+                   proj, fn);
+        goto out;
+    }
+    j = tfm_json_get(doc.root, "is_gated_act");
+    if (j && !(j->type == TFM_JSON_BOOL && j->boolean == tfm_ffn_gated(ffn))) {
+        tfm_err_at(err, path, j->line, j->col, "is_gated_act %s differs from feed_forward_proj "
+                   "'%s'", j->str ? j->str : "", proj);
         goto out;
     }
     int tied = 1;
@@ -1149,18 +1430,6 @@ static const char *bart_prefix(const tfm_safetensors *st)
     return NULL;
 }
 
-/* config.json's boolean KEY; def when absent (or null). */
-static int hf_bool(const tfm_json_doc *doc, const char *key, int def, int *out, tfm_err *err)
-{
-    const tfm_json *j = tfm_json_get(doc->root, key);
-    *out = def;
-    if (!j || j->type == TFM_JSON_NULL)
-        return 0;
-    if (tfm_json_expect(doc, j, TFM_JSON_BOOL, key, err) < 0)
-        return -1;
-    *out = j->boolean;
-    return 0;
-}
 
 /* Two config.json keys that tfm reads as one (encoder and decoder heads,
  * feed-forward widths) must agree. */
@@ -1190,6 +1459,7 @@ static int bart_config(const char *model_path, tfm_model_keys *c, int64_t *eos, 
     int64_t C, L, DL, NH, DNH, F, DF, P, V, start, bos, pad, forced, forced_eos;
     double drop, attn_drop, act_drop;
     if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+        hf_keys_check(&doc, hf_bart_keys, "BartConfig", err) < 0 ||
         t5_int(&doc, "d_model", 1, 65536, -1, &C, err) < 0 ||
         t5_int(&doc, "encoder_layers", 1, 1024, -1, &L, err) < 0 ||
         t5_int(&doc, "decoder_layers", 1, 1024, -1, &DL, err) < 0 ||
@@ -1418,7 +1688,7 @@ static int t5_load(const tfm_safetensors *st, const char *bart, tfm_model_keys *
         return tfm_err_prefix(err, "%s", cfg_path);
     bert_ckpt b = {st, bart ? bart : "", m, bart ? "BART" : "T5"};
     if ((bart ? bart_weights(&b, err) : t5_weights(&b, err)) < 0 ||
-        (tok && tokenizer_beside(st->name, g.vocab_size, tok, err) < 0)) {
+        (tok && tokenizer_beside(st->name, g.vocab_size, !bart, tok, err) < 0)) {
         tfm_model_free(m);
         return -1;
     }
@@ -1531,7 +1801,7 @@ int tfm_model_load_keys_adapter(const char *path, const char *adapter, tfm_model
 {
     if (tfm_model_load_keys(path, k, m, tok, err) < 0)
         return -1;
-    if (adapter && tfm_adapter_apply(m, adapter, err) < 0) {
+    if (adapter && tfm_adapter_apply(m, adapter, path, err) < 0) {
         tfm_model_free(m);
         if (tok && *tok) {
             tfm_tokenizer_free(*tok);
@@ -1586,13 +1856,30 @@ static const float *lookup(void *ctx, const char *name, size_t d0, size_t d1, tf
     return t->data;
 }
 
-/* HuggingFace's config.json beside a checkpoint: the head count (which
- * the tensors cannot tell) and the layer norm epsilon.  Absent: 0, nothing
- * changed. */
-static int hf_config_json(const char *model_path, tfm_model_config *g, tfm_err *err)
+/* GPT2Config's integer KEY, which the tensors already tell (have): an
+ * error naming config.json when it says otherwise. */
+static int gpt2_agrees(const tfm_json_doc *doc, const char *key, int64_t have,
+                       const char *tensor, tfm_err *err)
+{
+    const tfm_json *j = tfm_json_get(doc->root, key);
+    int64_t v;
+    if (!j || j->type == TFM_JSON_NULL)
+        return 0;
+    if (tfm_json_get_int(doc, j, key, 1, INT64_MAX, &v, err) < 0)
+        return -1;
+    if (v != have)
+        return tfm_err_at(err, doc->name, j->line, j->col, "%s %lld but the checkpoint has "
+                          "%lld (%s)", key, (long long)v, (long long)have, tensor);
+    return 0;
+}
+
+/* HuggingFace's config.json beside a GPT-2 checkpoint (st, its shapes
+ * already in g): every key as GPT2Config means it, checked against the
+ * tensors (model/file.h).  Absent: 0, nothing changed. */
+static int hf_config_json(const tfm_safetensors *st, tfm_model_config *g, tfm_err *err)
 {
     char path[4200];
-    path_beside(model_path, "config.json", path, sizeof path);
+    path_beside(st->name, "config.json", path, sizeof path);
     if (access(path, F_OK) != 0)
         return 0;
     tfm_json_doc doc;
@@ -1600,13 +1887,60 @@ static int hf_config_json(const char *model_path, tfm_model_config *g, tfm_err *
         return -1;
     int rc = 0;
     int64_t v;
-    const tfm_json *j = tfm_json_get(doc.root, "n_head");
-    if (j) {
+    char what[64];
+    snprintf(what, sizeof what, "wte.weight [%d, %d]", g->vocab_size, g->n_embd);
+    if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+        hf_keys_check(&doc, hf_gpt2_keys, "GPT2Config", err) < 0 ||
+        gpt2_agrees(&doc, "vocab_size", g->vocab_size, what, err) < 0 ||
+        gpt2_agrees(&doc, "n_embd", g->n_embd, what, err) < 0 ||
+        gpt2_agrees(&doc, "n_positions", g->block_size, "rows of wpe.weight", err) < 0 ||
+        gpt2_agrees(&doc, "n_layer", g->n_layer, "blocks h.N", err) < 0)
+        rc = -1;
+    const tfm_json *j = tfm_json_get(doc.root, "model_type");
+    if (rc == 0 && j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "gpt2")))
+        rc = tfm_err_at(err, path, j->line, j->col, "model_type '%s' is not supported here "
+                        "(tfm reads gpt2's layout)", j->str ? j->str : "");
+    j = tfm_json_get(doc.root, "n_head");
+    if (rc == 0 && j) {
         if (tfm_json_get_int(&doc, j, "n_head", 1, 1024, &v, err) < 0)
             rc = -1;
         else
             g->n_head = (int)v;
     }
+    /* the feed-forward's width: null is 4 × n_embd */
+    j = tfm_json_get(doc.root, "n_inner");
+    if (rc == 0 && j && j->type != TFM_JSON_NULL) {
+        if (tfm_json_get_int(&doc, j, "n_inner", 1, 1 << 20, &v, err) < 0)
+            rc = -1;
+        else
+            g->d_ff = (int)v;
+    } else if (rc == 0) {
+        g->d_ff = 0;
+    }
+    const tfm_st_tensor *fc = find(st, "h.0.mlp.c_fc.weight");
+    int ff = g->d_ff ? g->d_ff : 4 * g->n_embd;
+    if (rc == 0 && fc && fc->ndim == 2 && fc->shape[1] != (size_t)ff) {
+        if (j && j->type != TFM_JSON_NULL)
+            rc = tfm_err_at(err, path, j->line, j->col, "n_inner %d but the checkpoint's "
+                            "h.0.mlp.c_fc.weight is [%zu, %zu]", ff, fc->shape[0],
+                            fc->shape[1]);
+        else
+            rc = tfm_err_set(err, "%s: n_inner %s means 4 x n_embd = %d, but the checkpoint's "
+                             "h.0.mlp.c_fc.weight is [%zu, %zu]", path, j ? "null" : "absent",
+                             ff, fc->shape[0], fc->shape[1]);
+    }
+    int scaled = 1, tied = 1;
+    if (rc == 0 && (hf_bool(&doc, "scale_attn_weights", 1, &scaled, err) < 0 ||
+                    hf_bool(&doc, "tie_word_embeddings", 1, &tied, err) < 0))
+        rc = -1;
+    if (rc == 0) {
+        g->attn_unscaled = !scaled;
+        g->tie_embeddings = tied;
+    }
+    j = tfm_json_get(doc.root, "tie_word_embeddings");
+    if (rc == 0 && !tied && !find(st, "lm_head.weight"))
+        rc = tfm_err_at(err, path, j->line, j->col, "tie_word_embeddings false but %s has no "
+                        "lm_head.weight (the untied head)", st->name);
     j = tfm_json_get(doc.root, "activation_function");
     if (rc == 0 && j) {
         if (j->type == TFM_JSON_STRING && (!strcmp(j->str, "gelu_new") ||
@@ -1650,8 +1984,9 @@ static int hf_config_json(const char *model_path, tfm_model_config *g, tfm_err *
 }
 
 /* A HuggingFace GPT-2 file carries no config: read the shape off the
- * tensors, and the head count from config.json beside the file (without
- * one: 64-wide heads, as every GPT-2 size has). */
+ * tensors, and the rest from config.json beside the file (without one:
+ * 64-wide heads, as every GPT-2 size has, and the feed-forward width of
+ * the file's c_fc). */
 static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tfm_err *err)
 {
     const tfm_st_tensor *wte = find(st, "wte.weight"), *wpe = find(st, "wpe.weight");
@@ -1663,8 +1998,6 @@ static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tf
     g->n_embd = (int)wte->shape[1];
     g->block_size = (int)wpe->shape[0];
     g->n_head = g->n_embd % 64 == 0 ? g->n_embd / 64 : 1;
-    if (hf_config_json(st->name, g, err) < 0)
-        return -1;
     int L = 0;
     for (;; L++) {
         char name[64];
@@ -1674,6 +2007,11 @@ static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tf
     }
     g->n_layer = L;
     g->tie_embeddings = 1;
+    const tfm_st_tensor *fc = find(st, "h.0.mlp.c_fc.weight");
+    if (fc && fc->ndim == 2 && fc->shape[1] != 4 * (size_t)g->n_embd)
+        g->d_ff = (int)fc->shape[1];
+    if (hf_config_json(st, g, err) < 0)
+        return -1;
     return tfm_model_config_check(g, err) < 0 ? tfm_err_prefix(err, "%s", st->name) : 0;
 }
 
@@ -1691,7 +2029,8 @@ static void gpt2_config_into(const tfm_model_config *g, tfm_model_keys *c)
     c->d_ff = g->d_ff;
     c->block_size = g->block_size;
     c->vocab_size = g->vocab_size;
-    c->tie_embeddings = 1;
+    c->tie_embeddings = g->tie_embeddings;
+    c->attn_scale = !g->attn_unscaled;
     c->bias = 1;
     /* config.json's, as float: printed back as the YAML a file saves */
     c->dropout = g->dropout;
@@ -1732,7 +2071,7 @@ static int gpt2_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tf
         }
         memcpy(m->params + p->offset, src, sizeof(float) * p->numel);
     }
-    if (tok && tokenizer_beside(st.name, g.vocab_size, tok, err) < 0) {
+    if (tok && tokenizer_beside(st.name, g.vocab_size, 0, tok, err) < 0) {
         tfm_model_free(m);
         goto out;
     }
@@ -1867,7 +2206,7 @@ static int lm_open(tfm_lm *lm, const char *path, unsigned flags, tfm_err *err)
         /* shapes as stored: only BF16 and F16 tensors (of the same shape)
          * come without tfm's metadata */
         if (config_from_shapes(st, &lm->cfg, err) < 0 ||
-            tokenizer_beside(path, lm->cfg.vocab_size, &lm->tok, err) < 0)
+            tokenizer_beside(path, lm->cfg.vocab_size, 0, &lm->tok, err) < 0)
             goto fail;
         if (lm->tok)
             lm->eos = tfm_tokenizer_specials(lm->tok)->eos;
@@ -1939,13 +2278,13 @@ int tfm_lm_open_flags(tfm_lm *lm, const char *path, const char *adapter, unsigne
     if (!adapter)
         return 0;
     if (lm->model) { /* a copied checkpoint: merged in place, bound where it was */
-        if (tfm_adapter_apply(lm->model, adapter, err) < 0)
+        if (tfm_adapter_apply(lm->model, adapter, path, err) < 0)
             goto fail;
         return 0;
     }
     tfm_adapter *ad = tfm_calloc(1, sizeof *ad);
     lm->adapter = ad;
-    if (tfm_adapter_load(ad, adapter, file_base, lm->file, err) < 0)
+    if (tfm_adapter_load(ad, adapter, path, file_base, lm->file, err) < 0)
         goto fail;
     adapted_file a = {lm->file, ad};
     tfm_weights_free(&lm->w);
@@ -2001,6 +2340,10 @@ int tfm_model_resave(const char *meta_from, const char *config_yaml, const tfm_m
                               has_src ? src.data : NULL, src.len,
                               has_task ? tfm_buf_cstr(&task) : NULL,
                               has_step ? strtoll(tfm_buf_cstr(&step), NULL, 10) : 0, dt, err);
+    if (rc == -2) {
+        tfm_err_prefix(err, "%s", meta_from);
+        rc = -1;
+    }
 out:
     tfm_buf_free(&tj);
     tfm_buf_free(&task);

@@ -137,7 +137,8 @@ int tfm_model_save_task(const char *path, const tfm_model *m, const char *config
                         size_t src_tok_len, const char *task_json, int64_t step, tfm_err *err);
 
 /* The same with the matrices stored as dt (model/quant.h: bf16, or
- * Q8_0 8-bit blocks) and "weights" in __metadata__ saying so. */
+ * Q8_0 8-bit blocks) and "weights" in __metadata__ saying so; -2 (nothing
+ * written) when a matrix to store 8-bit holds a NaN or infinity. */
 int tfm_model_save_dtype(const char *path, const tfm_model *m, const char *config_yaml,
                          const char *tok_json, size_t tok_len, const char *src_tok_json,
                          size_t src_tok_len, const char *task_json, int64_t step,

@@ -321,24 +321,29 @@ static void module_target(const char *mod, char *weight, size_t size, int *part,
     snprintf(weight, size, "%s.weight", mod);
 }
 
-/* A tensor's floats (F32, or BF16 widened) into a new array. */
+/* A tensor's floats (F32, or BF16 and F16 widened) into a new array; a
+ * NaN or infinity is an error here, where the file and tensor are known,
+ * not a broken model later. */
 static float *tensor_f32(const tfm_safetensors *st, const tfm_st_tensor *t, tfm_err *err)
 {
-    if (t->dtype != TFM_ST_F32 && t->dtype != TFM_ST_BF16) {
-        tfm_err_set(err, "%s: tensor '%s' is %s; adapters are read as F32 or BF16", st->name,
-                    t->name, tfm_st_dtype_name(t->dtype));
+    if (t->dtype != TFM_ST_F32 && t->dtype != TFM_ST_BF16 && t->dtype != TFM_ST_F16) {
+        tfm_err_set(err, "%s: tensor '%s' is %s; adapters are read as F32, BF16 or F16",
+                    st->name, t->name, tfm_st_dtype_name(t->dtype));
         return NULL;
     }
     float *f = tfm_malloc(t->count * sizeof *f + 1);
-    if (t->dtype == TFM_ST_F32) {
-        memcpy(f, t->data, t->count * sizeof *f);
-    } else {
-        const uint16_t *h = t->data;
-        for (size_t i = 0; i < t->count; i++) {
-            uint32_t u = (uint32_t)h[i] << 16;
-            memcpy(f + i, &u, sizeof u);
+    const uint16_t *h = t->data;
+    for (size_t i = 0; i < t->count; i++)
+        f[i] = t->dtype == TFM_ST_F32    ? ((const float *)t->data)[i]
+               : t->dtype == TFM_ST_BF16 ? tfm_bf16_to_f32(h[i])
+                                         : tfm_f16_to_f32(h[i]);
+    for (size_t i = 0; i < t->count; i++)
+        if (!isfinite(f[i])) {
+            tfm_err_set(err, "%s: tensor '%s' holds %g (element %zu): the adapter is broken",
+                        st->name, t->name, (double)f[i], i);
+            free(f);
+            return NULL;
         }
-    }
     return f;
 }
 
@@ -370,6 +375,54 @@ typedef struct adapter_cfg {
     float scale;
     const tfm_json *targets;   /* target_modules, or NULL */
 } adapter_cfg;
+
+/* A model path as an identity: "a/gpt2/", "a/gpt2/model.safetensors" and
+ * the hub's "openai-community/gpt2" are all "gpt2". */
+static void base_id(const char *path, char *out, size_t n)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    static const char file[] = "/model.safetensors";
+    if (len > sizeof file - 1 && !memcmp(path + len - (sizeof file - 1), file, sizeof file - 1))
+        len -= sizeof file - 1;
+    size_t b = len;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    snprintf(out, n, "%.*s", (int)(len - b), path + b);
+}
+
+/* The real path of a model (a folder: its model.safetensors), or "" */
+static void base_real(const char *path, char *out, size_t n)
+{
+    char file[4200];
+    out[0] = 0;
+    path = tfm_model_file_path(path, file, sizeof file);
+    char *r = realpath(path, NULL);
+    if (r)
+        snprintf(out, n, "%s", r);
+    free(r);
+}
+
+/* An adapter trained on another model adds to weights it was not made
+ * for: said, not refused (the base may have been copied or renamed). */
+static void check_base(const char *cfg_path, const tfm_json *root, const char *base)
+{
+    const tfm_json *j = tfm_json_get(root, "base_model_name_or_path");
+    if (!base || !j || j->type != TFM_JSON_STRING || !j->len)
+        return;
+    char a[4200], b[4200];
+    base_id(j->str, a, sizeof a);
+    base_id(base, b, sizeof b);
+    if (!strcmp(a, b))
+        return;
+    base_real(j->str, a, sizeof a);
+    base_real(base, b, sizeof b);
+    if (a[0] && !strcmp(a, b))
+        return;
+    fprintf(stderr, "%s: warning: %s:%ld:%ld: the adapter was trained on '%s', not on %s\n",
+            tfm_prog_name(), cfg_path, j->line, j->col, j->str, base);
+}
 
 static int read_adapter_config(const char *path, tfm_json_doc *doc, adapter_cfg *ac,
                                tfm_err *err)
@@ -544,8 +597,8 @@ static int replace_tensor(tfm_adapter *ad, const tfm_safetensors *st, const tfm_
     return 0;
 }
 
-int tfm_adapter_load(tfm_adapter *ad, const char *dir, tfm_lora_base_fn base, void *ctx,
-                     tfm_err *err)
+int tfm_adapter_load(tfm_adapter *ad, const char *dir, const char *base_path,
+                     tfm_lora_base_fn base, void *ctx, tfm_err *err)
 {
     memset(ad, 0, sizeof *ad);
     static const char pre[] = "base_model.model.";
@@ -613,6 +666,7 @@ int tfm_adapter_load(tfm_adapter *ad, const char *dir, tfm_lora_base_fn base, vo
     }
     if (check_targets(cfg_path, &ac, mods, n_mods, err) < 0)
         goto out;
+    check_base(cfg_path, doc.root, base_path);
     rc = 0;
 out:
     if (rc < 0)
@@ -655,10 +709,10 @@ static const float *model_base(void *ctx, const char *name, size_t shape[2])
     return m->params + p->offset;
 }
 
-int tfm_adapter_apply(tfm_model *m, const char *dir, tfm_err *err)
+int tfm_adapter_apply(tfm_model *m, const char *dir, const char *base_path, tfm_err *err)
 {
     tfm_adapter ad;
-    if (tfm_adapter_load(&ad, dir, model_base, m, err) < 0)
+    if (tfm_adapter_load(&ad, dir, base_path, model_base, m, err) < 0)
         return -1;
     for (int i = 0; i < ad.n; i++) {
         const tfm_param *p = tfm_model_param(m, ad.t[i].name);

@@ -54,8 +54,8 @@ void tfm_lora_unmerge_model(tfm_model *m, float *saved);
  *
  * Reads DIR/adapter_config.json (required: r, lora_alpha; use_rslora
  * scales by alpha/sqrt(r); peft_type LORA, bias none, no use_dora, no
- * rank_pattern or alpha_pattern) and DIR/adapter_model.safetensors (F32 or
- * BF16), and merges W += scale·B·A into copies of the base weights it
+ * rank_pattern or alpha_pattern) and DIR/adapter_model.safetensors (F32,
+ * BF16 or F16), and merges W += scale·B·A into copies of the base weights it
  * adapts.  Module names are tfm's (above; a whole tensor too, such as
  * h.{i}.attn.c_attn) or HuggingFace's, with or without their model prefix
  * ("transformer.", "bert."):
@@ -71,7 +71,10 @@ void tfm_lora_unmerge_model(tfm_model *m, float *saved);
  * the base's tensor of that name and shape.  Every target_modules entry
  * must match a module of the file (PEFT's rule: the name or its last
  * dotted parts; a string is a regular expression over the whole name).
- * Errors name the file and the tensor or key. */
+ * Every value must be finite.  Errors name the file and the tensor or key.
+ * base_path (the base model as given, or NULL): a base_model_name_or_path
+ * naming another model (neither the same last path component, "gpt2" of
+ * "openai-community/gpt2", nor the same file) is warned about on stderr. */
 
 /* The base's tensor of tfm's name: its floats and shape (shape[1] 0 for
  * vectors), or NULL when the base has none. */
@@ -86,13 +89,13 @@ typedef struct tfm_adapter {
     } *t;
 } tfm_adapter;
 
-int tfm_adapter_load(tfm_adapter *ad, const char *dir, tfm_lora_base_fn base, void *ctx,
-                     tfm_err *err);
+int tfm_adapter_load(tfm_adapter *ad, const char *dir, const char *base_path,
+                     tfm_lora_base_fn base, void *ctx, tfm_err *err);
 /* The adapted tensor of that name, or NULL when the adapter leaves it. */
 const float *tfm_adapter_find(const tfm_adapter *ad, const char *name);
 void tfm_adapter_free(tfm_adapter *ad);
 
 /* tfm_adapter_load over m's weights, copied back into m->params. */
-int tfm_adapter_apply(tfm_model *m, const char *dir, tfm_err *err);
+int tfm_adapter_apply(tfm_model *m, const char *dir, const char *base_path, tfm_err *err);
 
 #endif

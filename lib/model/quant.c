@@ -58,7 +58,7 @@ static int head_matrix(const char *name)
 #define SCALE_SUFFIX ".q8_scale"
 
 int tfm_quant_encode(const char *name, const float *data, int ndim, const size_t *shape,
-                     tfm_weight_dtype dt, tfm_enc_tensor out[2])
+                     tfm_weight_dtype dt, tfm_enc_tensor out[2], tfm_err *err)
 {
     memset(out, 0, 2 * sizeof *out);
     tfm_enc_tensor *t = &out[0];
@@ -91,7 +91,9 @@ int tfm_quant_encode(const char *name, const float *data, int ndim, const size_t
         return 1;
     for (size_t i = 0; i < n; i++)
         if (!isfinite(data[i]))
-            return 1;
+            return tfm_err_set(err, "tensor '%s' holds %g at [%zu, %zu]: q8_0 cannot store it "
+                               "(the model is broken)", name, (double)data[i], i / shape[1],
+                               i % shape[1]);
     const size_t nb = K / TFM_Q8_BLOCK;
     int8_t *q = tfm_malloc(n);
     uint16_t *s = tfm_malloc(N * nb * sizeof *s);

@@ -54,9 +54,10 @@ typedef struct tfm_enc_tensor {
 
 /* The tensors (one or two) that store F32 tensor name of shape [d0] or
  * [d0, d1] (ndim) as dt; data is borrowed when stored as it is.  Returns
- * their count. */
+ * their count, or -1 (nothing held) for a matrix q8_0 would store 8-bit
+ * that holds a NaN or infinity: kept float32 it would go unnoticed. */
 int tfm_quant_encode(const char *name, const float *data, int ndim, const size_t *shape,
-                     tfm_weight_dtype dt, tfm_enc_tensor out[2]);
+                     tfm_weight_dtype dt, tfm_enc_tensor out[2], tfm_err *err);
 
 /* The stored bfloat16 and 8-bit matrices of a widened file. */
 typedef struct tfm_quant_view {

@@ -12,6 +12,7 @@
 #include "text/pretok.h"
 #include "text/tok_internal.h"
 #include "text/utf8.h"
+#include "text/wordpiece.h"
 
 /* ---- vocabulary ---- */
 
@@ -906,4 +907,38 @@ int tfm_tokenizer_check_kept(const tfm_tokenizer *tok, const char *text, size_t 
     char c[64];
     return tfm_err_set(err, "%s is not in the vocabulary, which has no unknown token",
                        tfm_tok_describe_char(text + first, len - first, c));
+}
+
+/* ---- tokenizer_config.json's settings (model/file.h) ---- */
+
+int tfm_tokenizer_set_bert_case(tfm_tokenizer *tok, int lowercase, int strip_accents,
+                                int chinese_chars)
+{
+    if (tok->kind != TFM_TOK_WORDPIECE)
+        return -1;
+    /* the normalizer is the tokenizer's own, and encoding reads it afresh */
+    tfm_bert_norm *n = (tfm_bert_norm *)tfm_wordpiece_norm(tok->impl);
+    n->lowercase = lowercase;
+    n->strip_accents = strip_accents;
+    n->handle_chinese_chars = chinese_chars;
+    return 0;
+}
+
+int tfm_tokenizer_add_extra_ids(tfm_tokenizer *tok, uint32_t n, const char *what, tfm_err *err)
+{
+    uint32_t base = tok->n_pieces;
+    for (uint32_t k = n; k-- > 0;) {
+        char s[32];
+        int l = snprintf(s, sizeof s, "<extra_id_%u>", k);
+        int64_t have = tfm_tokenizer_token_id(tok, s, (size_t)l);
+        if (have >= 0 && tfm_tok_is_added(tok, (uint32_t)have))
+            continue;
+        tfm_tok_added a = {.content = s, .len = (size_t)l, .id = base + (n - 1 - k),
+                           .special = 1};
+        if (have >= 0)
+            a.id = (uint32_t)have; /* the model's own sentinel piece */
+        if (tfm_tok_add_token(tok, &a, what, err) < 0)
+            return -1;
+    }
+    return 0;
 }

@@ -169,4 +169,15 @@ int tfm_tok_trainer_finish(tfm_tok_trainer *t, tfm_tokenizer **out, tfm_err *err
 uint64_t tfm_tok_trainer_skipped(const tfm_tok_trainer *t, uint64_t *bytes);
 void tfm_tok_trainer_free(tfm_tok_trainer *t);
 
+/* HuggingFace tokenizer_config.json's settings for the tokenizers that have
+ * no tokenizer.json (model/file.h reads that file): a WordPiece
+ * tokenizer's BertNormalizer do_lower_case, strip_accents (-1: null, as
+ * lowercase) and tokenize_chinese_chars; -1 for another kind. */
+int tfm_tokenizer_set_bert_case(tfm_tokenizer *tok, int lowercase, int strip_accents,
+                                int chinese_chars);
+/* T5Tokenizer's extra_ids: <extra_id_0> .. <extra_id_{n-1}> as special
+ * added tokens at the next n ids, <extra_id_0> the last (as HF numbers
+ * them); one already in the vocabulary must have that id. */
+int tfm_tokenizer_add_extra_ids(tfm_tokenizer *tok, uint32_t n, const char *what, tfm_err *err);
+
 #endif

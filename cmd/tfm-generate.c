@@ -340,6 +340,7 @@ int main(int argc, char **argv)
     tfm_main_start(prog);
     argv[0] = (char *)prog; /* getopt names the program from it */
     const char *model = NULL, *prompt_file = NULL, *adapter = NULL, *task_prefix = NULL;
+    const char *q8_gemm = NULL;
     int raw = 0, batch = 0, threads = 0, have_seed = 0, bf16 = 0;
     size_t bf16_bytes = 0, q8_bytes = 0;
     int q8 = 0;
@@ -449,7 +450,10 @@ int main(int argc, char **argv)
         case OPT_BF16: bf16 = 1; break;
         case OPT_Q8: q8 = 1; break;
         case OPT_THREADS: threads = (int)tfm_opt_long(prog, "--threads", optarg, 1, 1024); break;
-        case OPT_Q8_GEMM: tfm_fwd_q8_option(prog, optarg); break;
+        case OPT_Q8_GEMM:
+            tfm_fwd_q8_option(prog, optarg);
+            q8_gemm = optarg;
+            break;
         case 'q': a.quiet = 1; break;
         case 'z': a.end = '\0'; break;
         case 'h': usage();
@@ -552,6 +556,9 @@ int main(int argc, char **argv)
                               L0->fc_w.dtype == Q8 || L0->fcp_w.dtype == Q8));
     const int half = a.lm.w.lm_head.dtype == TFM_WEIGHTS_BF16;
     a.wbytes = eight ? 1 + 2.0 / TFM_Q8_BLOCK : half ? 2 : 4;
+    if (q8_gemm && strcmp(q8_gemm, "auto") && !eight && !a.quiet)
+        fprintf(stderr, "%s: warning: --q8-gemm %s does nothing: %s has no 8-bit (q8_0) "
+                "matrices (--q8 makes them)\n", prog, q8_gemm, model);
     if (o.strategy == TFM_GEN_SAMPLE) {
         if (!have_seed) {
             seed = tfm_rng_entropy_seed() & 0x7fffffffffffffffULL;

@@ -306,6 +306,12 @@ grep -q 'no tokenizer' err || fail "no tokenizer message"
 expect_exit 1 tfm-generate -q -m ids.st --ids "1 2 999"
 grep -q '999' err || fail "bad id not named"
 
+# --q8-gemm on or off is about 8-bit matrices: on a float32 file it says so
+expect_exit 0 tfm-generate --threads 1 -m ids.st --ids --greedy -n 2 --q8-gemm on "1 2"
+grep -q "warning: --q8-gemm on does nothing: ids.st has no 8-bit" err || fail "--q8-gemm on f32: $(cat err)"
+expect_exit 0 tfm-generate --threads 1 -m ids.st --ids --greedy -n 2 --q8 --q8-gemm on "1 2"
+grep -q "q8-gemm" err && fail "--q8-gemm with --q8 warned: $(cat err)"
+
 # Summaries count in the singular too: "1 token", "1 thread"
 tfm-generate --threads 1 -m m.st --greedy --ignore-eos -n 1 "In" 2>sum >/dev/null
 grep -q "generated 1 token, .* 1 thread$" sum || fail "summary: $(cat sum)"

@@ -8,6 +8,7 @@ A fresh minimal machine lacked column(1) and man(1) although this machine
 had both; this test reads the shell scripts and makefile recipes, takes the
 words in command position and finds the package each comes from in dpkg's
 database, so a program that only a hand-made machine has fails here."""
+import fnmatch
 import glob
 import os
 import re
@@ -28,7 +29,25 @@ def tracked():
         out = subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True).stdout
         return out.split()
     except (OSError, subprocess.CalledProcessError):
-        return [os.path.relpath(p) for p in glob.glob("**/*", recursive=True) if os.path.isfile(p)]
+        pass
+    # no git (a fresh machine may lack it): the tree less what .gitignore
+    # names, which is what configure and the builds made
+    ignored = []
+    if os.path.exists(".gitignore"):
+        with open(".gitignore") as f:
+            ignored = [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    def is_ignored(rel):
+        parts = rel.split("/")
+        for pat in ignored:
+            anchored, pat = pat.startswith("/"), pat.strip("/")
+            if anchored:
+                if fnmatch.fnmatch(parts[0], pat):
+                    return True
+            elif any(fnmatch.fnmatch(p, pat) for p in parts):
+                return True
+        return parts[0] == ".git"
+    return [p for p in glob.glob("**/*", recursive=True)
+            if os.path.isfile(p) and not is_ignored(p)]
 
 def kind(path):
     if path.endswith((".mk",)) or os.path.basename(path) == "Makefile":

@@ -454,6 +454,25 @@ def spiece_case(top, prefix, words, s, rng):
     r = run([GEN, "-m", d, "--greedy", "-n", "8", "-q"], input="the of and\n")
     if r.returncode != 0:
         bad.append(f"tfm-generate with spiece.model: {r.stderr.strip()}")
+    # the seeds' infilling prompt from the shell: with --split-special the
+    # sentinels in the text are those ids, and the translation is that of the
+    # ids the tokenizer gives (without it they are characters)
+    seed = "Thank you <extra_id_0> me to your party <extra_id_1> week"
+    r = run([PROBE, "model-encode", d], input=seed + "\n")
+    sids = r.stdout.split()
+    if r.returncode != 0 or str(s["V"] - 1) not in sids or str(s["V"] - 2) not in sids:
+        bad.append(f"sentinels of {seed!r}: {r.stdout}{r.stderr}")
+    outs = []
+    for args in (["--split-special", seed], ["--ids", " ".join(sids)], [seed]):
+        r = run([GEN, "-m", d, "--greedy", "-n", "4", "-q", "--json"] + args)
+        o = json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr.strip()}
+        o.pop("source", None), o.pop("timings", None)
+        outs.append(o)
+    print(f"  tfm-generate --split-special {seed!r}: {outs[0].get('source_tokens')} source tokens")
+    if outs[0] != outs[1] or outs[0].get("source_tokens") != len(sids) + 1:
+        bad.append(f"--split-special: {outs[0]}, its ids give {outs[1]}")
+    if outs[2].get("source_tokens") == outs[0].get("source_tokens"):
+        bad.append(f"without --split-special the sentinels are read too: {outs[2]}")
     r = run([EVAL, "info", "-m", d])
     if r.returncode != 0 or "unigram" not in r.stdout:
         bad.append(f"tfm-eval info with spiece.model: {r.stdout}{r.stderr}")

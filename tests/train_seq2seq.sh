@@ -107,6 +107,19 @@ tfm-train -q -c s2s.yaml --set data.source_tokenizer=srctok.json --set model.tie
 grep -q '"source_tokenizer"' two/model.safetensors || fail "no source_tokenizer stored"
 head -3 src.txt | tfm-generate -q -m two/model.safetensors --greedy > two.out
 [ "$(wc -l < two.out)" = 3 ] || fail "no translations with a source tokenizer"
+# from train.init without data.tokenizer: the file's two tokenizers encode
+# the pairs (and are stored again); another source tokenizer is refused
+tfm-train -q -c s2s.yaml --set data.tokenizer= --set train.init=two/model.safetensors \
+    --set train.max_steps=4 -o cont
+grep -q '"source_tokenizer"' cont/model.safetensors || fail "train.init's source tokenizer lost"
+tfm-train -o cont --dump-config | grep -q '^  tokenizer: two/model.safetensors ' ||
+    fail "the stored data.tokenizer is not train.init"
+tfm-train -q -o cont --set train.max_steps=6 || fail "no resume from train.init's tokenizers"
+head -3 src.txt | tfm-generate -q -m cont/model.safetensors --greedy > cont.out
+[ "$(wc -l < cont.out)" = 3 ] || fail "no translations after train.init"
+expect_fail 1 "data.source_tokenizer tok.json is not the source tokenizer of train.init two/model.safetensors" \
+    tfm-train -q -c s2s.yaml --set data.source_tokenizer=tok.json --set model.tie_source=false \
+    --set train.init=two/model.safetensors -o e
 # ... and ends them with the source tokenizer's end-of-text, as training and
 # validation do: with end-of-text at another id on each side (here 3 and 0),
 # the logged BLEU is still that of tfm-generate's translations.

@@ -37,7 +37,8 @@ static const tfm_schema_key keys[] = {
      "encoder-decoders: the validation targets"},
     {"data.source_tokenizer", TFM_SCHEMA_STRING, OFF(source_tokenizer), "", 0, 0, NULL,
      "encoder-decoders: a second tokenizer for the source side (stored in the model file; "
-     "needs model.tie_source false); empty: data.tokenizer encodes both sides"},
+     "needs model.tie_source false); empty: data.tokenizer encodes both sides (with "
+     "train.init: the file's source tokenizer, when it has one)"},
     {"data.truncate", TFM_SCHEMA_ENUM, OFF(truncate), "head", 0, 0, "head|error",
      "encoder-decoders: a side longer than model.block_size - 1 tokens is cut to its head "
      "(counted and reported) or is an error naming its line; classify, tag, span: likewise "

@@ -312,7 +312,7 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
             return tfm_err_set(err, "data.train with model.kind encoder-decoder: give pairs as "
                                "data.text (source<TAB>target lines) or data.source and "
                                "data.target");
-        if (!c->data.tokenizer[0])
+        if (!c->data.tokenizer[0] && !c->train.init[0]) /* or train.init's */
             return tfm_err_set(err, "model.kind encoder-decoder needs data.tokenizer (one "
                                "tokenizer for both sides, with an end-of-text token)");
         if (c->data.source_tokenizer[0] && c->model.tie_source)

@@ -448,20 +448,21 @@ static void grads_ready(void *red, size_t lo)
     tfm_dist_reduce_ready(red, lo);
 }
 
-/* data.tokenizer against the tokenizer of the train.init file it starts
- * from: the model's rows are that tokenizer's ids, so another vocabulary
- * (other tokens, or the same at other ids) is refused; the same vocabulary
- * with other settings (normalization, specials) is a warning. */
-static int check_init_tokenizer(run *R, const tfm_config *cfg, const tfm_tokenizer *init,
-                                tfm_err *err)
+/* data.tokenizer (key) against the tokenizer of the train.init file it
+ * starts from: the model's rows are that tokenizer's ids, so another
+ * vocabulary (other tokens, or the same at other ids) is refused; the same
+ * vocabulary with other settings (normalization, specials) is a warning. */
+static int check_init_tokenizer(run *R, const char *key, const char *path,
+                                const tfm_tokenizer *tok, const tfm_buf *tok_json,
+                                const tfm_tokenizer *init, const char *whose, tfm_err *err)
 {
-    uint32_t n = tfm_tokenizer_vocab_size(R->tok), ni = tfm_tokenizer_vocab_size(init);
+    uint32_t n = tfm_tokenizer_vocab_size(tok), ni = tfm_tokenizer_vocab_size(init);
     char why[400] = "";
     if (n != ni)
         snprintf(why, sizeof why, "%u tokens, train.init's %u", n, ni);
     for (uint32_t id = 0; !why[0] && id < n; id++) {
         size_t la = 0, lb = 0;
-        const char *a = tfm_tokenizer_piece(R->tok, id, &la);
+        const char *a = tfm_tokenizer_piece(tok, id, &la);
         const char *b = tfm_tokenizer_piece(init, id, &lb);
         if (!a || !b ? a != b : la != lb || memcmp(a, b, la)) {
             tfm_buf qa = {0}, qb = {0};
@@ -479,19 +480,36 @@ static int check_init_tokenizer(run *R, const tfm_config *cfg, const tfm_tokeniz
             tfm_buf_free(&qb);
         }
     }
+    const char *init_path = R->cfg->train.init;
     if (why[0])
-        return tfm_err_set(err, "data.tokenizer %s is not the tokenizer of train.init %s (%s): "
-                                "a model started from a file reads text with its tokenizer "
-                                "(leave data.tokenizer out to take it)",
-                           cfg->data.tokenizer, cfg->train.init, why);
+        return tfm_err_set(err, "%s %s is not the %s of train.init %s (%s): a model started "
+                                "from a file reads text with its tokenizers (leave %s out to "
+                                "take it)",
+                           key, path, whose, init_path, why, key);
     tfm_buf j = {0};
     tfm_tokenizer_to_json(init, &j);
-    if (j.len != R->tok_json.len || memcmp(j.data, R->tok_json.data, j.len))
-        say(R->o, "warning: data.tokenizer %s has the vocabulary of train.init %s's tokenizer "
-                  "but other settings (normalization, pre-tokenization or special tokens): "
-                  "text is encoded with data.tokenizer's", cfg->data.tokenizer, cfg->train.init);
+    if (j.len != tok_json->len || memcmp(j.data, tok_json->data, j.len))
+        say(R->o, "warning: %s %s has the vocabulary of train.init %s's %s but other "
+                  "settings (normalization, pre-tokenization or special tokens): text is "
+                  "encoded with %s's", key, path, init_path, whose, key);
     tfm_buf_free(&j);
     return 0;
+}
+
+/* An encoder-decoder file's own source tokenizer (metadata
+ * source_tokenizer), or NULL. */
+static int init_source_tokenizer(const char *path, tfm_tokenizer **out, tfm_err *err)
+{
+    *out = NULL;
+    tfm_buf b = {0};
+    int rc = tfm_model_file_meta(path, "source_tokenizer", &b, err);
+    if (rc > 0) {
+        char name[1100];
+        snprintf(name, sizeof name, "%s:source_tokenizer", path);
+        rc = tfm_tokenizer_from_json(out, b.data, b.len, name, err);
+    }
+    tfm_buf_free(&b);
+    return rc < 0 ? -1 : 0;
 }
 
 /* init_tok: train.init's tokenizer (NULL: none, or no train.init); taken
@@ -513,17 +531,39 @@ static int load_data(run *R, tfm_config *cfg, tfm_tokenizer **init_tok, tfm_err 
         if (tfm_tokenizer_load(&R->tok, cfg->data.tokenizer, err) < 0)
             return -1;
         tfm_tokenizer_to_json(R->tok, &R->tok_json);
-        if (*init_tok && check_init_tokenizer(R, cfg, *init_tok, err) < 0)
+        if (*init_tok && check_init_tokenizer(R, "data.tokenizer", cfg->data.tokenizer, R->tok,
+                                              &R->tok_json, *init_tok, "tokenizer", err) < 0)
             return -1;
-    } else if (init[0] && cfg->data.text[0]) {
-        return tfm_err_set(err, "data.text needs a tokenizer: train.init %s carries none (set "
-                                "data.tokenizer)", init);
+    } else if (init[0] && (cfg->data.text[0] || cfg->data.source[0])) {
+        return tfm_err_set(err, "%s needs a tokenizer: train.init %s carries none (set "
+                                "data.tokenizer)",
+                           cfg->data.text[0] ? "data.text" : "data.source", init);
     }
+    /* an encoder-decoder file's source tokenizer encodes its sources */
+    tfm_tokenizer *init_src = NULL;
+    if (init[0] && cfg->model.kind == TFM_KIND_ENCODER_DECODER &&
+        init_source_tokenizer(init, &init_src, err) < 0)
+        return -1;
+    int rc = 0;
     if (cfg->data.source_tokenizer[0]) {
-        if (tfm_tokenizer_load(&R->src_tok, cfg->data.source_tokenizer, err) < 0)
-            return -1;
+        if (tfm_tokenizer_load(&R->src_tok, cfg->data.source_tokenizer, err) < 0) {
+            rc = -1;
+        } else {
+            tfm_tokenizer_to_json(R->src_tok, &R->src_tok_json);
+            if (init_src)
+                rc = check_init_tokenizer(R, "data.source_tokenizer",
+                                          cfg->data.source_tokenizer, R->src_tok,
+                                          &R->src_tok_json, init_src, "source tokenizer", err);
+        }
+    } else if (init_src) { /* taken again from train.init on resume */
+        R->src_tok = init_src;
+        init_src = NULL;
         tfm_tokenizer_to_json(R->src_tok, &R->src_tok_json);
     }
+    if (init_src)
+        tfm_tokenizer_free(init_src);
+    if (rc < 0)
+        return -1;
     if (tfm_task_open(&R->task, cfg, R->tok, R->src_tok, err) < 0)
         return -1;
     tfm_task_set_translate(R->task, R->o->translate);

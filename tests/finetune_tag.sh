@@ -85,6 +85,15 @@ old_names() {
 old_names run/model.safetensors old.safetensors
 tfm-eval tag -q -m old.safetensors test.conll | cmp -s - pred.conll ||
     fail "a tagger with the old tensor names predicts otherwise"
+# a sequence classifier of as many classes as the tagger's tags does not
+# start from the tagger's classifier.* (the same name in HF, not the same head)
+perl -e 'for (1 .. 40) { print qw(a b c d)[$_ % 4], "\tthe cat sat\n" }' > four.tsv
+tfm-train -c tag.yaml --threads 1 --set train.task=classify --set data.text=four.tsv \
+    --set data.tokenizer= --set train.init=run/model.safetensors --set train.max_steps=1 \
+    -o cls4 2> cls4.err || { cat cls4.err >&2; fail "classify from a tagger"; }
+grep -qF "2 new: classifier.weight, classifier.bias; 2 unused: classifier.weight, classifier.bias" \
+    cls4.err || { cat cls4.err >&2; fail "a tagger's classifier started a sequence classifier"; }
+
 # LoRA over the tagger: modules_to_save names HF's module
 tfm-train -q -c tag.yaml --threads 1 --set train.init=run/model.safetensors \
     --set data.tokenizer= --set train.lora.r=2 --set train.max_steps=10 -o lora

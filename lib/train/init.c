@@ -224,6 +224,21 @@ int tfm_train_init_config(tfm_config *c, const tfm_config *file, const char *pat
     return 0;
 }
 
+/* Which head classifier.* is in a model: the sequence classifier (1), the
+ * tagger (2, HF's name for both), or none. */
+static int classifier_owner(const tfm_model_config *c)
+{
+    return c->n_classes && !c->nsp ? 1 : c->n_tags ? 2 : 0;
+}
+
+/* Whether src's tensor of this name is the same head's as m's: a tagger's
+ * classifier.* does not start a sequence classifier, nor the reverse. */
+static int same_head(const tfm_model *m, const tfm_model *src, const char *name)
+{
+    return strncmp(name, "classifier.", 11) ||
+           classifier_owner(&m->cfg) == classifier_owner(&src->cfg);
+}
+
 int tfm_train_init_from(tfm_model *m, const tfm_model *src, const char *path, char *report,
                         size_t size, tfm_err *err)
 {
@@ -235,7 +250,7 @@ int tfm_train_init_from(tfm_model *m, const tfm_model *src, const char *path, ch
         size_t len = strlen(p->name);
         /* a shorter context keeps the first rows of the learned positions
          * (BERT's 512 for fine-tuning at 128) */
-        int rows = q && q->shape[1] == p->shape[1] &&
+        int rows = q && same_head(m, src, p->name) && q->shape[1] == p->shape[1] &&
                    (q->shape[0] == p->shape[0] ||
                     (len >= 10 && !strcmp(p->name + len - 10, "wpe.weight") &&
                      q->shape[0] > p->shape[0]));
@@ -251,7 +266,8 @@ int tfm_train_init_from(tfm_model *m, const tfm_model *src, const char *path, ch
         const tfm_param *p = tfm_model_param(m, q->name);
         size_t len = strlen(q->name);
         int wpe = len >= 10 && !strcmp(q->name + len - 10, "wpe.weight");
-        if (!p || (wpe ? p->shape[0] > q->shape[0] : p->shape[0] != q->shape[0]) ||
+        if (!p || !same_head(m, src, q->name) ||
+            (wpe ? p->shape[0] > q->shape[0] : p->shape[0] != q->shape[0]) ||
             p->shape[1] != q->shape[1])
             list_add(unused, sizeof unused, &n_unused, q->name);
     }

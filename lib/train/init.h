@@ -38,8 +38,9 @@ int tfm_train_shape_diff(const tfm_config *c, const tfm_config *run, int heads, 
                          size_t size);
 
 /* Copies into m every tensor of src (the model file at path, loaded) that
- * has the same name and shape in m's table; the others keep their
- * initialisation.  report receives one line naming the counts, m's tensors
+ * has the same name and shape in m's table (classifier.*, HF's name of both
+ * the sequence classifier and the tagger, only between the same head); the
+ * others keep their initialisation.  report receives one line naming the counts, m's tensors
  * not loaded ("new: classifier.weight, ...") and src's tensors not used. */
 int tfm_train_init_from(tfm_model *m, const tfm_model *src, const char *path, char *report,
                         size_t size, tfm_err *err);

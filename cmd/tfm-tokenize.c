@@ -449,6 +449,9 @@ static int cmd_train(int argc, char **argv)
 
     tfm_buf json = {0};
     tfm_tokenizer_to_json(tok, &json);
+    const char *caveat = tfm_tokenizer_hf_caveat(tok);
+    if (caveat)
+        fprintf(stderr, "%s: warning: %s\n", prog, caveat);
     if (fwrite(json.data, 1, json.len, out.fp) != json.len) {
         tfm_err_errno(&err, "%s: write error", output ? output : "<stdout>");
         fail_out(&out, &err);
@@ -733,6 +736,9 @@ static int cmd_convert(int argc, char **argv)
     tfm_out_install_signals();
     tfm_buf json = {0};
     tfm_tokenizer_to_json(tok, &json);
+    const char *caveat = tfm_tokenizer_hf_caveat(tok);
+    if (caveat)
+        fprintf(stderr, "%s: warning: %s\n", prog, caveat);
     tfm_out out;
     open_out(&out, output);
     tfm_err err = {0};

@@ -108,11 +108,55 @@ static int b64_get(const char *s, size_t n, tfm_buf *out)
 
 /* ---- tokenizer.json ---- */
 
-static void metaspace_json(const tfm_unigram *u, tfm_buf *out)
+/* split false: sentencepiece segments the whole text (a piece may hold
+ * "\xe2\x96\x81" inside, split_by_whitespace=false); the normalizer has done the rest. */
+static void metaspace_json(const char *scheme, tfm_buf *out)
 {
     tfm_buf_printf(out, "{\"type\": \"Metaspace\", \"replacement\": \"\xe2\x96\x81\", "
-                        "\"prepend_scheme\": \"%s\", \"split\": true}",
-                   tfm_unigram_norm_spec(u)->add_dummy_prefix ? "always" : "never");
+                        "\"prepend_scheme\": \"%s\", \"split\": false}", scheme);
+}
+
+/* HF's converter's decoder (transformers' LlamaConverter): byte pieces as
+ * bytes, the leading spaces dropped as spm_decode drops them. */
+static void decoder_json(const tfm_uni_norm_spec *sp, tfm_buf *out)
+{
+    tfm_buf_puts(out, "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", "
+                      "\"pattern\": {\"String\": \"\xe2\x96\x81\"}, \"content\": \" \"}, "
+                      "{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}");
+    /* with remove_extra_whitespaces every leading space goes (a text can
+     * only start with several by a literal "▁" under identity rules) */
+    if (sp->remove_extra_whitespaces)
+        tfm_buf_puts(out, ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 65536, "
+                          "\"stop\": 0}");
+    else if (sp->add_dummy_prefix)
+        tfm_buf_puts(out, ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, "
+                          "\"stop\": 0}");
+    tfm_buf_puts(out, "]}");
+}
+
+/* T5's template: </s> after each sequence, as --add-special does. */
+static void post_processor_json(const tfm_tokenizer *tok, tfm_buf *out)
+{
+    int64_t eos = tok->specials.eos;
+    if (eos < 0) {
+        tfm_buf_puts(out, "null");
+        return;
+    }
+    size_t len;
+    const char *p = tfm_tokenizer_piece(tok, (uint32_t)eos, &len);
+    tfm_buf b = {0};
+    tfm_buf_put_json_string(&b, p, len);
+    const char *e = b.data;
+    int n = (int)b.len;
+    tfm_buf_printf(out, "{\"type\": \"TemplateProcessing\", \"single\": [{\"Sequence\": "
+                        "{\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": %.*s, "
+                        "\"type_id\": 0}}], \"pair\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": "
+                        "0}}, {\"SpecialToken\": {\"id\": %.*s, \"type_id\": 0}}, {\"Sequence\": "
+                        "{\"id\": \"B\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": %.*s, "
+                        "\"type_id\": 0}}], \"special_tokens\": {%.*s: {\"id\": %.*s, \"ids\": "
+                        "[%lld], \"tokens\": [%.*s]}}}",
+                   n, e, n, e, n, e, n, e, n, e, (long long)eos, n, e);
+    tfm_buf_free(&b);
 }
 
 /* The computed normalizer's nmt rules as HF Replace regexes (unigram.h). */
@@ -202,11 +246,32 @@ static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
 {
     const tfm_unigram *u = tok->impl;
     const tfm_uni_norm_spec *sp = tfm_unigram_norm_spec(u);
-    /* HF's converter's form: the charsmap, then what remove_extra_whitespaces
-     * does past the leading spaces (Metaspace does not add a second "▁" to a
-     * text that starts with one) */
+    /* sentencepiece's normalization in HF's terms, all of it in the
+     * normalizer (as transformers' LlamaConverter writes it): the charsmap,
+     * what remove_extra_whitespaces does (spaces only: HF's Strip would
+     * take tabs too), the dummy prefix (Prepend: Metaspace would not
+     * prepend to a text that starts with a space), spaces as "▁".  User
+     * symbols of a .model are vocabulary pieces with the score that
+     * sentencepiece's lattice gives them, so HF's Unigram finds them where
+     * sentencepiece does; ones that are added tokens (read so from a
+     * tokenizer.json) HF cuts out before normalizing: Metaspace then adds
+     * the dummy prefix ("first"), which HF misses before a symbol that
+     * starts the text. */
+    /* user symbols that are added tokens (read from a tokenizer.json that
+     * lists them so), which HF cuts out of the text before normalizing */
+    int user = 0;
+    for (uint32_t id = 0; id < tfm_unigram_size(u); id++)
+        user |= tfm_unigram_type(u, id) == TFM_UNI_USER && tfm_tok_is_added(tok, id);
+    /* with the spaces kept, sentencepiece adds the dummy prefix even to a
+     * text the normalizer empties ("\x7f"): so before the charsmap, which
+     * makes it a space that the last Replace makes "▁" again */
+    int prepend = sp->add_dummy_prefix && !user;
+    int prepend_first = prepend && !sp->remove_extra_whitespaces;
     int k = 0;
     tfm_buf_puts(out, "  \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [");
+    if (prepend_first)
+        tfm_buf_printf(out, "{\"type\": \"Prepend\", \"prepend\": \"\xe2\x96\x81\"}%s",
+                       sp->charsmap_len || sp->nmt || sp->nfkc ? ", " : "");
     if (sp->charsmap_len) {
         tfm_buf_puts(out, "{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"");
         b64_put(out, sp->charsmap, sp->charsmap_len);
@@ -222,14 +287,27 @@ static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
         if (sp->nfkc)
             tfm_buf_puts(out, k++ ? ", {\"type\": \"NFKC\"}" : "{\"type\": \"NFKC\"}");
     }
-    if (sp->remove_extra_whitespaces)
-        tfm_buf_printf(out, "%s{\"type\": \"Strip\", \"strip_left\": false, \"strip_right\": "
-                            "true}, {\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, "
-                            "\"content\": \"\xe2\x96\x81\"}", k ? ", " : "");
+    k += prepend_first;
+    if (sp->remove_extra_whitespaces) {
+        if (k++)
+            tfm_buf_puts(out, ", ");
+        /* with user symbols, SpmConverter's form: leading spaces become the
+         * "▁" Metaspace then sees and adds no other */
+        replace_json(out, user && sp->add_dummy_prefix ? " +$" : "^ +| +$", "");
+        tfm_buf_puts(out, ", ");
+        replace_json(out, " {2,}", user && sp->add_dummy_prefix ? "\xe2\x96\x81" : " ");
+    }
+    if (prepend && !prepend_first)
+        tfm_buf_printf(out, "%s{\"type\": \"Prepend\", \"prepend\": \"\xe2\x96\x81\"}",
+                       k++ ? ", " : "");
+    tfm_buf_printf(out, "%s{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+                        "\"content\": \"\xe2\x96\x81\"}", k++ ? ", " : "");
     tfm_buf_puts(out, "]},\n  \"pre_tokenizer\": ");
-    metaspace_json(u, out);
-    tfm_buf_puts(out, ",\n  \"post_processor\": null,\n  \"decoder\": ");
-    metaspace_json(u, out);
+    metaspace_json(sp->add_dummy_prefix && user ? "first" : "never", out);
+    tfm_buf_puts(out, ",\n  \"post_processor\": ");
+    post_processor_json(tok, out);
+    tfm_buf_puts(out, ",\n  \"decoder\": ");
+    decoder_json(sp, out);
     if (tfm_unigram_is_bpe(u)) {
         bpe_model_json(tok, out);
         return;
@@ -245,7 +323,10 @@ static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
         tfm_buf_put_json_string(out, p, len);
         /* 9 significant digits: a float32 score reads back bit for bit */
         tfm_buf_puts(out, ", ");
-        tfm_buf_put_json_double(out, 9, tfm_unigram_score(u, id));
+        /* sentencepiece scores a user symbol length x max_score - 0.1 in
+         * the lattice, max_score starting at FLT_MIN: -0.1 */
+        int lattice = tfm_unigram_type(u, id) == TFM_UNI_USER && !tfm_tok_is_added(tok, id);
+        tfm_buf_put_json_double(out, 9, lattice ? -0.1f : tfm_unigram_score(u, id));
         tfm_buf_putc(out, ']');
     }
     tfm_buf_puts(out, "\n  ]}");
@@ -266,6 +347,20 @@ static const tfm_tok_ops uni_ops = {
     .free = uni_free,
 };
 
+const char *tfm_tokenizer_hf_caveat(const tfm_tokenizer *tok)
+{
+    if (tok->ops != &uni_ops || !tfm_unigram_norm_spec(tok->impl)->add_dummy_prefix)
+        return NULL;
+    const tfm_unigram *u = tok->impl;
+    for (uint32_t id = 0; id < tfm_unigram_size(u); id++)
+        if (tfm_unigram_type(u, id) == TFM_UNI_USER && tfm_tok_is_added(tok, id))
+            return "HF tokenizers cut user-defined symbols (added tokens) out of the text "
+                   "before the dummy prefix is added, so a text that starts with one (or, "
+                   "with remove_extra_whitespaces off, with a space) gets no \"\xe2\x96\x81\" "
+                   "before it there and other ids than sentencepiece's";
+    return NULL;
+}
+
 /* The model's pieces into the facade's table; control and unknown pieces
  * become special added tokens, user-defined symbols added tokens. */
 int tfm_tok_unigram_adopt(tfm_tokenizer *tok, tfm_unigram *u, const char *name, tfm_err *err)
@@ -279,14 +374,21 @@ int tfm_tok_unigram_adopt(tfm_tokenizer *tok, tfm_unigram *u, const char *name, 
         if (tfm_tok_vocab_set(tok, id, p, len, name, err))
             return -1;
     }
+    /* a Unigram model's user-defined symbols stay the model's: its lattice
+     * finds them, as sentencepiece's does (an added token would be cut out
+     * of the text first, and HF would then miss the "▁" before one); HF's
+     * BPE has no such pieces, only added tokens */
+    int bpe = tfm_unigram_is_bpe(u);
     for (uint32_t id = 0; id < V; id++) {
         tfm_uni_type ty = tfm_unigram_type(u, id);
-        if (ty != TFM_UNI_CONTROL && ty != TFM_UNI_UNKNOWN && ty != TFM_UNI_USER)
+        if (ty != TFM_UNI_CONTROL && ty != TFM_UNI_UNKNOWN && (ty != TFM_UNI_USER || !bpe))
             continue;
         size_t len;
         const char *p = tfm_unigram_piece(u, id, &len);
+        /* normalized: HF finds the symbol in the normalized text, past the
+         * spaces the normalizer has handled (as sentencepiece) */
         tfm_tok_added a = {.content = (char *)p, .len = len, .id = id,
-                           .special = ty != TFM_UNI_USER};
+                           .special = ty != TFM_UNI_USER, .normalized = ty == TFM_UNI_USER};
         if (tfm_tok_add_token(tok, &a, name, err))
             return -1;
     }
@@ -322,7 +424,7 @@ static int str_is(const tfm_json *x, const char *s)
 
 /* One normalizer of the Sequence: Precompiled, Strip, Replace of " {2,}". */
 static int norm_item(const tfm_json_doc *doc, const tfm_json *n, tfm_uni_norm_spec *sp,
-                     tfm_buf *charsmap, tfm_err *err)
+                     int *prepend, tfm_buf *charsmap, tfm_err *err)
 {
     if (type_is(n, "Precompiled")) {
         const tfm_json *c = tfm_json_get(n, "precompiled_charsmap");
@@ -353,13 +455,25 @@ static int norm_item(const tfm_json_doc *doc, const tfm_json *n, tfm_uni_norm_sp
     }
     const tfm_json *pat = tfm_json_get(n, "pattern");
     if (type_is(n, "Replace") && (str_is(tfm_json_get(pat, "Regex"), " {2,}") ||
+                                  str_is(tfm_json_get(pat, "Regex"), " +$") ||
+                                  str_is(tfm_json_get(pat, "Regex"), "^ +| +$") ||
                                   str_is(tfm_json_get(pat, "String"), "  "))) {
         sp->remove_extra_whitespaces = 1;
         return 0;
     }
+    /* LlamaConverter's: the dummy prefix, and spaces as "\xe2\x96\x81" (which
+     * Metaspace does too) */
+    if (type_is(n, "Prepend") && str_is(tfm_json_get(n, "prepend"), "\xe2\x96\x81")) {
+        *prepend = 1;
+        return 0;
+    }
+    if (type_is(n, "Replace") && str_is(tfm_json_get(pat, "String"), " ") &&
+        str_is(tfm_json_get(n, "content"), "\xe2\x96\x81"))
+        return 0;
     return tfm_err_at(err, doc->name, n->line, n->col,
                       "unsupported normalizer for a Unigram model (Precompiled, NFKC, Strip, "
-                      "Replace of \" {2,}\" or of sentencepiece's nmt characters)");
+                      "Prepend of \"\xe2\x96\x81\", Replace of \" {2,}\", \" +$\", \" \" or of "
+                      "sentencepiece's nmt characters)");
 }
 
 /* model: where to point when there is no pre_tokenizer */
@@ -495,18 +609,20 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
     tfm_uni_norm_spec sp = {.add_dummy_prefix = 1, .escape_whitespaces = 1};
     tfm_buf charsmap = {0};
     const tfm_json *norm = tfm_json_get(root, "normalizer");
-    int rc = 0;
+    int rc = 0, prepend = 0;
     if (norm && norm->type != TFM_JSON_NULL) {
         const tfm_json *list = tfm_json_get(norm, "normalizers");
         if (type_is(norm, "Sequence") && list && list->type == TFM_JSON_ARRAY) {
             for (size_t i = 0; i < list->n && !rc; i++)
-                rc = norm_item(doc, list->items[i], &sp, &charsmap, err);
+                rc = norm_item(doc, list->items[i], &sp, &prepend, &charsmap, err);
         } else {
-            rc = norm_item(doc, norm, &sp, &charsmap, err);
+            rc = norm_item(doc, norm, &sp, &prepend, &charsmap, err);
         }
     }
     if (!rc)
         rc = metaspace(doc, tfm_tok_pre_tokenizer(root), model, &sp, err);
+    if (prepend)
+        sp.add_dummy_prefix = 1;
     int bpe = type_is(model, "BPE");
     const tfm_json *vocab = tfm_json_get(model, "vocab");
     const tfm_json *bf = tfm_json_get(model, "byte_fallback");

@@ -164,6 +164,9 @@ typedef struct tfm_tok_trainer tfm_tok_trainer;
 tfm_tok_trainer *tfm_tok_trainer_new(const tfm_tok_train_opts *opts);
 void tfm_tok_trainer_feed(tfm_tok_trainer *t, const char *text, size_t len);
 int tfm_tok_trainer_finish(tfm_tok_trainer *t, tfm_tokenizer **out, tfm_err *err);
+/* Where HuggingFace tokenizers will not give the ids tfm gives with the
+ * tokenizer.json tfm_tokenizer_to_json writes (a sentence), or NULL. */
+const char *tfm_tokenizer_hf_caveat(const tfm_tokenizer *tok);
 /* The lines (and their bytes) fed but not trained on: Unigram's over
  * max_sentence_length; 0 for the other kinds. */
 uint64_t tfm_tok_trainer_skipped(const tfm_tok_trainer *t, uint64_t *bytes);

@@ -139,6 +139,13 @@ for f in log.tsv curves.svg best.safetensors model.safetensors state.safetensors
     [ -s g/$f ] || fail "a first session that diverged after its checkpoint lost $f"
 done
 [ "$(tail -n 1 g/log.tsv | cut -f 1)" -ge 2 ] || fail "g/log.tsv lost its lines"
+# ... and so does one whose write fails after its first checkpoint (as a
+# full disk: here best.safetensors cannot be written at the evaluation)
+mkdir -p w/best.safetensors
+expect_fail 1 "w/best.safetensors: is a directory" tfm-train -q -c run.yaml -o w --threads 1 \
+    --set train.checkpoint_interval=1 --set train.eval_interval=4 --set train.log_interval=1
+[ "$(tail -n 1 w/log.tsv | cut -f 1)" = 3 ] || fail "a write failure at step 4 lost w/log.tsv"
+[ -s w/state.safetensors ] || fail "a write failure at step 4 lost the checkpoint of step 3"
 
 # --fresh-optimizer on a LoRA run (its model.safetensors is the merged
 # model, without adapters) is refused, not a silent full fine-tune, and

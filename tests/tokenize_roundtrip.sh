@@ -56,4 +56,14 @@ cmp s1.json s2.json || fail "sampling with the same seed differs"
 grep -q "sampled 50 of $n lines" err1 || { cat err1 >&2; fail "sampling report"; }
 $T train -q --model bpe --vocab-size 400 --sample-lines 50 --seed 8 -o s3.json corpus.txt
 cmp -s s1.json s3.json && fail "sampling ignores the seed"
+# The WordPiece trainer's alphabet, as tfm-tokenize(1) says: a character
+# seen only inside words is there only as "##a", so a word that starts with
+# it is [UNK]; equal counts merge the pair of smaller ids first (##a ##y,
+# ids 5 7, before ##b ##y, 6 7; x ##ay before x ##by)
+printf 'xay xay xay xby xby xby\n' > wp_alpha.txt
+$T train -q -m wordpiece -v 12 -o wp_alpha.json wp_alpha.txt 2>/dev/null
+[ "$($T vocab -t wp_alpha.json | cut -f 2 | tr '\n' ' ')" = "[PAD] [UNK] [CLS] [SEP] [MASK] ##a ##b ##y x ##ay ##by xay " ] ||
+    fail "wordpiece alphabet/ties: $($T vocab -t wp_alpha.json | cut -f 2 | tr '\n' ' ')"
+[ "$(echo 'ay xay' | $T encode -q -t wp_alpha.json --format pieces)" = "[UNK] xay" ] ||
+    fail "a word starting with an inside-only character: $(echo 'ay xay' | $T encode -q -t wp_alpha.json --format pieces)"
 exit 0

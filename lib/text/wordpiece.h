@@ -1,7 +1,8 @@
 /* WordPiece (BERT) tokenization: BERT's basic tokenizer (HuggingFace's
  * BertNormalizer + BertPreTokenizer), the greedy longest-match-first
  * WordPiece model with "##" continuations, its decoder, and a trainer that
- * grows a vocabulary by merging the most frequent pair (HuggingFace's).
+ * grows a vocabulary by merging the most frequent pair (in the manner of
+ * HuggingFace's; the alphabet and ties differ: wordpiece_train.c).
  *
  * Usage:
  *     tfm_wordpiece *wp;
@@ -171,8 +172,8 @@ void tfm_wordpiece_post_processor_json(const tfm_wordpiece *wp, tfm_buf *out);
  * Tie-breaking and the algorithm: see wordpiece_train.c. */
 typedef struct tfm_wordpiece_trainer tfm_wordpiece_trainer;
 /* How the next merge is chosen, among pairs seen min_frequency times:
- * COUNT (the default, as HuggingFace's WordPiece trainer): the most frequent
- * pair; RATIO: the highest count(ab)/(count(a)·count(b)), which favours rare
+ * COUNT (the default, as HuggingFace's WordPiece trainer scores): the most
+ * frequent pair; RATIO: the highest count(ab)/(count(a)·count(b)), which favours rare
  * pairs and learns few whole words. */
 typedef enum tfm_wordpiece_score { TFM_WP_SCORE_COUNT, TFM_WP_SCORE_RATIO } tfm_wordpiece_score;
 tfm_wordpiece_trainer *tfm_wordpiece_trainer_new(const tfm_tok_train_opts *opts);

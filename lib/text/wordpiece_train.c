@@ -7,7 +7,10 @@
  *
  * Learning: each word starts as its characters, the first as itself and the
  * others as "##"-continuations; the initial vocabulary is the specials, then
- * that alphabet in byte order.  Then, until the vocabulary reaches its size,
+ * that alphabet in byte order.  (HuggingFace's trainer also adds the plain
+ * form of every character, word-initial or not, and numbers its "##"
+ * symbols in the order its word map yields them, so its ties go
+ * otherwise.)  Then, until the vocabulary reaches its size,
  * the adjacent pair (a, b) with the highest score is merged into
  * a + b-without-"##".  The score (counts weighted by word frequency) is
  * count(ab), as HuggingFace's WordPiece trainer (BPE with "##"); or, as an

@@ -63,7 +63,7 @@ SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.join(SRC, "tests"))
 from embed_torch import bytes_to_unicode  # noqa: E402  (GPT-2's byte stand-ins)
 from hf_lib import (EMBED, EVAL, GEN, PROBE, TOKENIZE, TOL, TRAIN,  # noqa: E402
-                    check_rates, check_train_init, compare_greedy, probe_encdec, run,
+                    check_lora, check_rates, check_train_init, compare_greedy, probe_encdec, run,
                     write_safetensors)
 BOS, PAD, EOS = 0, 1, 2
 
@@ -522,6 +522,7 @@ def check_text(top, tok, rng):
     bad += check_train_init(top, d, WORDS, V,
                             lambda src, sl, tgt: bart_logits(P, s, src, sl, tgt), rng,
                             RATES, dict(RATES, dropout=0.05, emb_dropout=0.05))
+    bad += check_lora(top, d, V, t, rng)
     # fine-tuning reads sources and targets as HF's tokenizer makes them:
     # <s> first (the target's because of forced_bos); the run keeps both keys
     r = run([TRAIN, "--dump-batches", "4", "--set",

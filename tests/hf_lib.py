@@ -2,9 +2,11 @@
 share: the programs' paths, a safetensors writer (HF's layout is the
 caller's), running a program, tests/io_probe on an encoder-decoder, tfm-
 generate's greedy output against a reference, tfm-eval info's dropout
-rates, and fine-tuning from a folder (train.init)."""
+rates, and fine-tuning from a folder (train.init; LoRA, the adapter in
+HF's module names)."""
 import json
 import os
+import re
 import struct
 import subprocess
 
@@ -148,4 +150,61 @@ def check_train_init(top, d, words, V, logits, rng, rates=None, rates0=None):
     if not err <= TOL:
         bad.append(f"the model saved by tfm-train (lr 0) differs by {err:.3g}: "
                    f"{r.stdout.splitlines()[1:2]}")
+    return bad
+
+
+def check_lora(top, d, V, t, rng):
+    """LoRA fine-tuning from the encoder-decoder folder d (its tensors t;
+    check_train_init's pairs) writes the adapter in the checkpoint's own
+    module names (PEFT's base_model.model.<module>.lora_A.weight;
+    target_modules matching exactly the adapted modules), and tfm applies
+    it to the folder as the run's merged model computes."""
+    out = os.path.join(top, "lora")
+    r = run([TRAIN, "-q", "-o", out, "--set", f"train.init={d}", "--set",
+             f"data.text={os.path.join(top, 'pairs.tsv')}", "--set", f"data.tokenizer={d}",
+             "--set", "train.lora.r=2", "--set", "train.lora.targets=q, k, v, o, fc, proj",
+             "--set", "optim.lr=1e-2", "--set", "train.max_steps=3", "--set",
+             "train.batch_size=4", "--set", "train.eval_interval=0", "--threads", "1"])
+    if r.returncode != 0:
+        return [f"LoRA from the folder: {r.stderr.strip()[-600:]}"]
+    with open(os.path.join(out, "adapter_config.json")) as f:
+        cfg = json.load(f)
+    with open(os.path.join(out, "adapter_model.safetensors"), "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        names = [k for k in json.loads(f.read(n)) if k != "__metadata__"]
+    mods = sorted({k[len("base_model.model."):-len(".lora_A.weight")] for k in names
+                   if k.endswith(".lora_A.weight")})
+    base = {k[:-len(".weight")] for k in t}
+    tg = cfg["target_modules"]
+    hit = lambda m: (re.fullmatch(tg, m) is not None if isinstance(tg, str) else
+                     any(m == x or m.endswith("." + x) for x in tg))
+    bad = []
+    if not mods or any(m not in base for m in mods):
+        bad.append(f"LoRA adapter modules {mods[:3]}... are not the checkpoint's "
+                   f"({sorted(base)[:3]}...)")
+    elif sorted(m for m in base if hit(m)) != mods:
+        bad.append(f"target_modules {tg} match {sorted(m for m in base if hit(m))[:4]}..., "
+                   f"the adapter has {mods[:4]}...")
+    src, tgt = rng.integers(2, V, (2, 7)), rng.integers(0, V, (2, 5))
+    got = []
+    for model, adapter in ((d, out), (os.path.join(out, "model.safetensors"), None),
+                           (d, None)):
+        top2 = os.path.dirname(model.rstrip("/"))
+        bf, of = os.path.join(top2, "lb.bin"), os.path.join(top2, "lo.bin")
+        with open(bf, "wb") as f:
+            np.array([2, 5, 7], np.int32).tofile(f)
+            tgt.astype(np.int32).tofile(f)
+            src.astype(np.int32).tofile(f)
+            np.array([7, 4], np.int32).tofile(f)
+        rr = run([PROBE, "model-logits", model, bf, of] + ([adapter] if adapter else []))
+        if rr.returncode != 0:
+            return bad + [f"io_probe {model} {adapter}: {rr.stderr.strip()}"]
+        got.append(np.fromfile(of, np.float32))
+    err = np.abs(got[0] - got[1]).max()
+    print(f"  LoRA: {len(mods)} modules in HF's names ({tg}); the folder with the adapter "
+          f"vs the merged model: max |diff| = {err:.2e}")
+    if not err <= TOL:
+        bad.append(f"the folder with its LoRA adapter differs from the merged model by {err:.3g}")
+    if not np.abs(got[0] - got[2]).max() > 1e-4:
+        bad.append("the LoRA adapter does not change the folder's logits")
     return bad

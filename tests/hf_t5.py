@@ -48,7 +48,7 @@ import torch
 
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
-from hf_lib import (EMBED, EVAL, GEN, PROBE, TOL, TRAIN, check_train_init,  # noqa: E402
+from hf_lib import (EMBED, EVAL, GEN, PROBE, TOL, TRAIN, check_lora, check_train_init,  # noqa: E402
                     compare_greedy, probe_encdec, run, write_safetensors)
 
 CASES = [
@@ -494,10 +494,11 @@ def spiece_case(top, prefix, words, s, rng):
         if not err <= TOL:
             bad.append(f"tfm-embed differs by {err:.3g}")
     P = {k: torch.from_numpy(v).double() for k, v in t.items()}
-    return bad + check_train_init(top, d, words, s["V"],
-                                  lambda src, sl, tgt: t5_logits(P, s, src, sl, tgt), rng,
-                                  RATES, dict(RATES, dropout=0.05, attn_dropout=0.05,
-                                              emb_dropout=0.05))
+    bad += check_train_init(top, d, words, s["V"],
+                            lambda src, sl, tgt: t5_logits(P, s, src, sl, tgt), rng,
+                            RATES, dict(RATES, dropout=0.05, attn_dropout=0.05,
+                                        emb_dropout=0.05))
+    return bad + check_lora(top, d, s["V"], t, rng)
 
 
 def main():

@@ -254,6 +254,152 @@ def check_values(work, rng, bad):
     print("adapters: base_model_name_or_path of another model warned about")
 
 
+def peft_targets(targets, module):
+    """PEFT's rule: a list entry is the module's name or its dotted suffix,
+    a string a regular expression over the whole name."""
+    import re
+    if isinstance(targets, str):
+        return re.fullmatch(targets, module) is not None
+    return any(module == t or module.endswith("." + t) for t in targets)
+
+
+def read_f32(path):
+    """A safetensors file's F32 tensors (HF files also hold I64 buffers)."""
+    import struct
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+        data = f.read()
+    return {k: torch.from_numpy(np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]],
+                                              np.float32).reshape(v["shape"]).copy())
+            for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"}
+
+
+def gpt2_site(m, C):
+    """A GPT-2 module's tfm weight (Conv1D's layout: the same)."""
+    return (m[len("transformer."):] if m.startswith("transformer.") else m), 0
+
+
+def bert_site(m, C):
+    """A BERT module's tfm weight and first column (q, k, v side by side)."""
+    import re
+    i, rest = re.match(r"(?:bert\.)?encoder\.layer\.(\d+)\.(.*)", m).groups()
+    table = {"attention.self.query": ("attn.c_attn", 0), "attention.self.key": ("attn.c_attn", C),
+             "attention.self.value": ("attn.c_attn", 2 * C),
+             "attention.output.dense": ("attn.c_proj", 0), "intermediate.dense": ("mlp.c_fc", 0),
+             "output.dense": ("mlp.c_proj", 0)}
+    name, col = table[rest]
+    return "h.%s.%s" % (i, name), col
+
+
+def check_peft_layout(what, run_dir, base_st, merged, fan_in_fan_out, bad, site=gpt2_site, C=0):
+    """The adapter tfm-train wrote on a HuggingFace base, as
+    PeftModel.from_pretrained reads it: every tensor base_model.model.<a
+    module of the base>.lora_A/B.weight, target_modules matching exactly
+    the adapted modules among the base's, and W + (lora_alpha/r)·B·A (in
+    the base's own layout) the merged model's weight."""
+    A, _ = train_torch.read_safetensors(os.path.join(run_dir, "adapter_model.safetensors"))
+    with open(os.path.join(run_dir, "adapter_config.json")) as f:
+        cfg = json.load(f)
+    W = read_f32(base_st)
+    M, _ = train_torch.read_safetensors(merged)
+    base_mods = {k[:-len(".weight")] for k in W if k.endswith(".weight")}
+    mods = sorted({k[len(PRE):-len(".lora_A.weight")] for k in A if k.endswith(".lora_A.weight")})
+    missing = [m for m in mods if m not in base_mods]
+    if not mods or missing:
+        bad.append("%s: adapter modules %s are not the base's (%s)" % (what, missing or mods,
+                                                                      sorted(base_mods)[:4]))
+        return
+    matched = sorted(m for m in base_mods if peft_targets(cfg["target_modules"], m))
+    if matched != mods:
+        bad.append("%s: target_modules %r match %s, the adapter has %s" % (
+            what, cfg["target_modules"], matched, mods))
+    if cfg["fan_in_fan_out"] != fan_in_fan_out:
+        bad.append("%s: fan_in_fan_out %s" % (what, cfg["fan_in_fan_out"]))
+    s = cfg["lora_alpha"] / cfg["r"]
+    worst = 0.0
+    for m in mods:
+        a, b = A[PRE + m + ".lora_A.weight"].double(), A[PRE + m + ".lora_B.weight"].double()
+        if a.shape[0] != cfg["r"] or b.shape[1] != cfg["r"]:
+            bad.append("%s: %s: lora_A %s, lora_B %s for r %d" % (what, m, list(a.shape),
+                                                                list(b.shape), cfg["r"]))
+            return
+        d = s * (b @ a)
+        w = W[m + ".weight"].double()
+        want = w + (d.T if fan_in_fan_out else d)
+        # the merged model is tfm's: [in, out] (Conv1D's, nn.Linear's transposed)
+        tfm_name, col = site(m, C)
+        got = M[tfm_name + ".weight"].double()
+        if not fan_in_fan_out:
+            want = want.T
+        got = got[:, col:col + want.shape[1]]
+        worst = max(worst, (got - want).abs().max().item())
+    print("%s: adapter in PEFT's names (%s), merged W + s·B·A max |diff| = %.3g" % (
+        what, cfg["target_modules"], worst))
+    if not worst <= 1e-5:
+        bad.append("%s: the HF-named adapter's merge differs from tfm's by %.3g" % (what, worst))
+
+
+def check_hf_training(work, bad):
+    """LoRA training from a HuggingFace GPT-2 folder writes the adapter in
+    HF's module names (q and v fused into c_attn's adapter of rank 2r, the
+    others padded to it), which PEFT would load on that folder and which
+    tfm applies to it as the run's merged model computes."""
+    L, H, C, T, V = 2, 2, 16, 8, 23
+    d = os.path.join(work, "gpt2-train")
+    os.makedirs(d)
+    st = os.path.join(d, "model.safetensors")
+    run(EXE("tests/mkmodel"), st, "--layers", L, "--heads", H, "--embd", C, "--context", T,
+        "--vocab", V, "--seed", 4, "--hf")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"model_type": "gpt2", "n_head": H, "n_layer": L, "n_embd": C,
+                   "n_positions": T, "vocab_size": V}, f)
+    rs = np.random.RandomState(1)
+    npy = os.path.join(work, "train-hf.npy")
+    np.save(npy, ((np.arange(2000) * 5 + rs.randint(0, 3, 2000)) % V).astype(np.uint16))
+    out = os.path.join(work, "hf-lora")
+    run(EXE("tfm-train"), "-q", "--threads", "1", "--set", "train.init=" + d, "--set",
+        "data.train=" + npy, "--set", "train.lora.r=4", "--set", "train.lora.alpha=8",
+        "--set", "train.lora.targets=q, v, fc, o", "--set", "optim.lr=1e-2", "--set",
+        "train.batch_size=4", "--set", "train.max_steps=4", "--set", "train.eval_interval=0",
+        "-o", out)
+    check_peft_layout("GPT-2 folder LoRA", out, st, os.path.join(out, "model.safetensors"),
+                      True, bad)
+    # tfm reads its own HF-named adapter back: --adapter on the folder is the merged model
+    ids = npy
+    a = token_logprobs(d, out, ids, T)
+    b = token_logprobs(os.path.join(out, "model.safetensors"), None, ids, T)
+    diff = max(abs(a[k] - b[k]) for k in a) if a and sorted(a) == sorted(b) else float("inf")
+    print("GPT-2 folder LoRA: --adapter vs the merged model, max |diff| = %.3g" % diff)
+    if not diff <= 1e-4:
+        bad.append("GPT-2 folder LoRA: --adapter on the folder differs from the merged model "
+                   "by %.3g" % diff)
+
+
+def check_bert_training(work, rng, bad):
+    """LoRA classification from a HuggingFace BERT folder: the adapter in
+    BertForSequenceClassification's module names (bert.encoder.layer.N.
+    attention.self.query, ...; target_modules a regular expression that
+    tells the FFN's output.dense from attention.output.dense)."""
+    s = dict(name="lora-train", prefix="bert.", gamma=False, C=32, NH=4, L=2, F=48, P=16, S=2,
+             V=50, eps=1e-12, act="gelu", heads=False, folder=True, vocab=True, B=3, T=12)
+    d = os.path.join(work, "bert-train")
+    hf_bert.write_case(d, s, rng)
+    data = os.path.join(work, "cls.tsv")
+    with open(data, "w") as f:
+        for i in range(200):
+            a = rng.integers(0, 20, 5)
+            f.write("%d\t%s\n" % (int(a[0] < 10), " ".join("w%d" % x for x in a)))
+    out = os.path.join(work, "bert-lora")
+    run(EXE("tfm-train"), "-q", "--threads", "1", "--set", "train.init=" + d, "--set",
+        "data.text=" + data, "--set", "train.task=classify", "--set", "model.pooler=true",
+        "--set", "train.lora.r=2", "--set", "train.lora.targets=q, v, o, fc, proj", "--set",
+        "optim.lr=1e-2", "--set", "train.max_steps=4", "--set", "train.batch_size=4", "--set",
+        "train.eval_interval=0", "-o", out)
+    check_peft_layout("BERT folder LoRA", out, os.path.join(d, "model.safetensors"),
+                      os.path.join(out, "model.safetensors"), False, bad, bert_site, s["C"])
+
+
 def check_bert(work, rng, bad):
     """A HuggingFace BERT folder with an adapter in BERT's module names."""
     s = dict(name="adapter", prefix="bert.", gamma=False, C=32, NH=4, L=2, F=48, P=16, S=2,
@@ -485,6 +631,8 @@ def main():
         check_decoder(work, rng, False, bad)
         check_decoder(work, rng, True, bad)
         check_values(work, rng, bad)
+        check_hf_training(work, bad)
+        check_bert_training(work, rng, bad)
         check_bert(work, rng, bad)
         check_t5(work, rng, bad)
         check_training(work, bad)

@@ -121,11 +121,12 @@ int tfm_model_file_verify(const tfm_safetensors *st, int required, tfm_err *err)
     return 0;
 }
 
-/* tfm_model_file_write with the matrices stored as dt (model/quant.h). */
-static int file_write_as(const char *path, const tfm_param *table, int n_table,
-                         const float *const *arrays, const char *const *prefixes, int n_arrays,
-                         const char *const *keys, const char *const *vals, const size_t *lens,
-                         int n_keys, tfm_weight_dtype dt, tfm_err *err)
+/* tfm_model_file_write with the matrices stored as dt (model/quant.h);
+ * names (NULL: the table's) name the table's entries. */
+static int file_write_as(const char *path, const tfm_param *table, const char *const *names,
+                         int n_table, const float *const *arrays, const char *const *prefixes,
+                         int n_arrays, const char *const *keys, const char *const *vals,
+                         const size_t *lens, int n_keys, tfm_weight_dtype dt, tfm_err *err)
 {
     size_t n = (size_t)n_arrays * (size_t)n_table, nt = 0;
     /* up to two stored tensors per parameter: an 8-bit matrix and its scales */
@@ -140,7 +141,7 @@ static int file_write_as(const char *path, const tfm_param *table, int n_table,
         for (int k = 0; k < n_table; k++) {
             const tfm_param *p = &table[k];
             char name[128];
-            snprintf(name, sizeof name, "%s%s", prefixes[a], p->name);
+            snprintf(name, sizeof name, "%s%s", prefixes[a], names ? names[k] : p->name);
             int got = tfm_quant_encode(name, arrays[a] + p->offset, p->ndim, p->shape, dt,
                                        &enc[nt], err);
             if (got < 0) {
@@ -184,7 +185,18 @@ int tfm_model_file_write(const char *path, const tfm_param *table, int n_table,
                          int n_keys, tfm_err *err)
 {
     TFM_ASSERT(n_keys <= 16);
-    return file_write_as(path, table, n_table, arrays, prefixes, n_arrays, keys, vals, lens,
+    return file_write_as(path, table, NULL, n_table, arrays, prefixes, n_arrays, keys, vals,
+                         lens, n_keys, TFM_WEIGHTS_F32, err);
+}
+
+int tfm_model_file_write_named(const char *path, const tfm_param *table,
+                               const char *const *names, int n_table, const float *array,
+                               const char *const *keys, const char *const *vals,
+                               const size_t *lens, int n_keys, tfm_err *err)
+{
+    TFM_ASSERT(n_keys <= 16);
+    const char *prefixes[] = {""};
+    return file_write_as(path, table, names, n_table, &array, prefixes, 1, keys, vals, lens,
                          n_keys, TFM_WEIGHTS_F32, err);
 }
 
@@ -348,8 +360,8 @@ int tfm_model_save_dtype(const char *path, const tfm_model *m, const char *confi
     }
     const float *arrays[] = {m->params};
     const char *prefixes[] = {""};
-    return file_write_as(path, m->table, m->n_table, arrays, prefixes, 1, keys, vals, lens, n,
-                         dt, err);
+    return file_write_as(path, m->table, NULL, m->n_table, arrays, prefixes, 1, keys, vals,
+                         lens, n, dt, err);
 }
 
 int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *err)
@@ -1794,6 +1806,35 @@ fail:
 out:
     tfm_safetensors_close(&st);
     return rc;
+}
+
+static const tfm_st_tensor *find(const tfm_safetensors *st, const char *name);
+
+tfm_hf_family tfm_model_file_hf_family(const char *path, const char **prefix)
+{
+    char file[4200];
+    tfm_safetensors st;
+    *prefix = "";
+    if (!path || !*path ||
+        tfm_safetensors_open(&st, tfm_model_file_path(path, file, sizeof file), NULL) < 0)
+        return TFM_HF_NONE;
+    tfm_hf_family f = TFM_HF_NONE;
+    const char *p;
+    if ((p = bert_prefix(&st))) {
+        f = TFM_HF_BERT;
+    } else if ((p = bart_prefix(&st))) {
+        f = TFM_HF_BART;
+    } else if (t5_is(&st)) {
+        f = TFM_HF_T5;
+        p = "";
+    } else if (!tfm_format(&st) && find(&st, "wte.weight")) {
+        f = TFM_HF_GPT2;
+        p = tfm_safetensors_find(&st, "wte.weight") ? "" : "transformer.";
+    }
+    if (f)
+        *prefix = p; /* string literals */
+    tfm_safetensors_close(&st);
+    return f;
 }
 
 int tfm_model_load_keys_adapter(const char *path, const char *adapter, tfm_model_file_keys *k,

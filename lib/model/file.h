@@ -114,6 +114,25 @@ int tfm_model_file_write(const char *path, const tfm_param *table, int n_table,
                          const char *const *keys, const char *const *vals, const size_t *lens,
                          int n_keys, tfm_err *err);
 
+/* The same for one array whose table entry k is named names[k] (names
+ * longer than a tfm_param's: HuggingFace's module paths). */
+int tfm_model_file_write_named(const char *path, const tfm_param *table,
+                               const char *const *names, int n_table, const float *array,
+                               const char *const *keys, const char *const *vals,
+                               const size_t *lens, int n_keys, tfm_err *err);
+
+/* The HuggingFace family of a checkpoint (a file or folder): its loader's
+ * (model/file.c), with the prefix its names carry ("bert.", "model.",
+ * "transformer." or ""); TFM_HF_NONE for a tfm file or none at all. */
+typedef enum tfm_hf_family {
+    TFM_HF_NONE,
+    TFM_HF_GPT2,
+    TFM_HF_BERT,
+    TFM_HF_T5,
+    TFM_HF_BART,
+} tfm_hf_family;
+tfm_hf_family tfm_model_file_hf_family(const char *path, const char **prefix);
+
 /* Copies the tensors named like tfm_model_file_write's into arrays; a
  * missing tensor or another shape is an error naming the tensor and the
  * shape the table expects. */

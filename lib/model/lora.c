@@ -90,25 +90,22 @@ static int module_suffix(const char *name, char *out, size_t size)
     return 1;
 }
 
+/* adapter_config.json: targets, PEFT's target_modules (a JSON list or
+ * string), r and alpha as written (the HF layout may widen r). */
 static int write_config(const char *path, const tfm_model *m, const char *base,
-                        const char *task_type, tfm_err *err)
+                        const char *task_type, const char *targets, int r, double alpha,
+                        int fan_in_fan_out, tfm_err *err)
 {
     const tfm_model_config *c = &m->cfg;
-    tfm_buf b = {0}, mods = {0}, heads = {0};
-    int n_mods = 0, n_heads = 0;
+    tfm_buf b = {0}, heads = {0};
+    int n_heads = 0;
     for (int i = 0; i < m->n_table; i++) {
         const char *name = m->table[i].name;
         char mod[48];
-        if (module_suffix(name, mod, sizeof mod)) {
-            char quoted[64];
-            snprintf(quoted, sizeof quoted, "\"%s\"", mod);
-            if (!mods.data || !strstr(tfm_buf_cstr(&mods), quoted))
-                tfm_buf_printf(&mods, "%s%s", n_mods++ ? ", " : "", quoted);
-        } else if (!m->table[i].frozen && !strstr(name, ".lora_B.") &&
-                   strstr(name, ".weight")) {
+        if (!module_suffix(name, mod, sizeof mod) && !m->table[i].frozen &&
+            !strstr(name, ".lora_B.") && strstr(name, ".weight"))
             tfm_buf_printf(&heads, "%s\"%.*s\"", n_heads++ ? ", " : "",
                            (int)(strstr(name, ".weight") - name), name);
-        }
     }
     tfm_buf_puts(&b, "{\n  \"peft_type\": \"LORA\",\n  \"task_type\": ");
     if (task_type)
@@ -121,11 +118,11 @@ static int write_config(const char *path, const tfm_model *m, const char *base,
     else
         tfm_buf_puts(&b, "null");
     tfm_buf_printf(&b, ",\n  \"r\": %d,\n  \"lora_alpha\": %.9g,\n  \"lora_dropout\": %.9g,\n"
-                       "  \"target_modules\": [%s],\n  \"bias\": \"none\",\n"
-                       "  \"fan_in_fan_out\": false,\n  \"inference_mode\": true,\n"
+                       "  \"target_modules\": %s,\n  \"bias\": \"none\",\n"
+                       "  \"fan_in_fan_out\": %s,\n  \"inference_mode\": true,\n"
                        "  \"modules_to_save\": ",
-                   c->lora_r, (double)c->lora_alpha, (double)c->lora_dropout,
-                   tfm_buf_cstr(&mods));
+                   r, alpha, (double)c->lora_dropout, targets,
+                   fan_in_fan_out ? "true" : "false");
     if (n_heads)
         tfm_buf_printf(&b, "[%s]", tfm_buf_cstr(&heads));
     else
@@ -133,7 +130,6 @@ static int write_config(const char *path, const tfm_model *m, const char *base,
     tfm_buf_puts(&b, "\n}\n");
     int rc = tfm_write_file(path, b.data, b.len, err);
     tfm_buf_free(&b);
-    tfm_buf_free(&mods);
     tfm_buf_free(&heads);
     return rc;
 }
@@ -146,23 +142,300 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
+/* tfm's module (after "h.{l}.", in the encoder when enc) as the
+ * HuggingFace family's module path (pre: its model prefix) into out, and
+ * *leaf the part after the layer number (PEFT's target_modules entry);
+ * 0 when the family has no such module. */
+static int hf_module(tfm_hf_family f, const char *pre, int enc, int l, const char *mod,
+                     char *out, size_t n, const char **leaf)
+{
+    static const struct {
+        tfm_hf_family f;
+        int where; /* 0 any, 1 encoder, 2 decoder */
+        const char *tfm, *fmt, *leaf;
+    } map[] = {
+        {TFM_HF_BERT, 0, "attn.q", "encoder.layer.%d.", "attention.self.query"},
+        {TFM_HF_BERT, 0, "attn.k", "encoder.layer.%d.", "attention.self.key"},
+        {TFM_HF_BERT, 0, "attn.v", "encoder.layer.%d.", "attention.self.value"},
+        {TFM_HF_BERT, 0, "attn.c_proj", "encoder.layer.%d.", "attention.output.dense"},
+        {TFM_HF_BERT, 0, "mlp.c_fc", "encoder.layer.%d.", "intermediate.dense"},
+        {TFM_HF_BERT, 0, "mlp.c_proj", "encoder.layer.%d.", "output.dense"},
+        {TFM_HF_GPT2, 0, "attn.c_proj", "h.%d.", "attn.c_proj"},
+        {TFM_HF_GPT2, 0, "mlp.c_fc", "h.%d.", "mlp.c_fc"},
+        {TFM_HF_GPT2, 0, "mlp.c_proj", "h.%d.", "mlp.c_proj"},
+        {TFM_HF_GPT2, 0, "attn.c_attn", "h.%d.", "attn.c_attn"}, /* q, k, v fused */
+        {TFM_HF_T5, 1, "attn.q", "encoder.block.%d.layer.0.", "SelfAttention.q"},
+        {TFM_HF_T5, 1, "attn.k", "encoder.block.%d.layer.0.", "SelfAttention.k"},
+        {TFM_HF_T5, 1, "attn.v", "encoder.block.%d.layer.0.", "SelfAttention.v"},
+        {TFM_HF_T5, 1, "attn.c_proj", "encoder.block.%d.layer.0.", "SelfAttention.o"},
+        {TFM_HF_T5, 1, "mlp.c_fc", "encoder.block.%d.layer.1.", "DenseReluDense.wi"},
+        {TFM_HF_T5, 1, "mlp.wi_0", "encoder.block.%d.layer.1.", "DenseReluDense.wi_0"},
+        {TFM_HF_T5, 1, "mlp.wi_1", "encoder.block.%d.layer.1.", "DenseReluDense.wi_1"},
+        {TFM_HF_T5, 1, "mlp.c_proj", "encoder.block.%d.layer.1.", "DenseReluDense.wo"},
+        {TFM_HF_T5, 2, "attn.q", "decoder.block.%d.layer.0.", "SelfAttention.q"},
+        {TFM_HF_T5, 2, "attn.k", "decoder.block.%d.layer.0.", "SelfAttention.k"},
+        {TFM_HF_T5, 2, "attn.v", "decoder.block.%d.layer.0.", "SelfAttention.v"},
+        {TFM_HF_T5, 2, "attn.c_proj", "decoder.block.%d.layer.0.", "SelfAttention.o"},
+        {TFM_HF_T5, 2, "xattn.c_q", "decoder.block.%d.layer.1.", "EncDecAttention.q"},
+        {TFM_HF_T5, 2, "xattn.k", "decoder.block.%d.layer.1.", "EncDecAttention.k"},
+        {TFM_HF_T5, 2, "xattn.v", "decoder.block.%d.layer.1.", "EncDecAttention.v"},
+        {TFM_HF_T5, 2, "xattn.c_proj", "decoder.block.%d.layer.1.", "EncDecAttention.o"},
+        {TFM_HF_T5, 2, "mlp.c_fc", "decoder.block.%d.layer.2.", "DenseReluDense.wi"},
+        {TFM_HF_T5, 2, "mlp.wi_0", "decoder.block.%d.layer.2.", "DenseReluDense.wi_0"},
+        {TFM_HF_T5, 2, "mlp.wi_1", "decoder.block.%d.layer.2.", "DenseReluDense.wi_1"},
+        {TFM_HF_T5, 2, "mlp.c_proj", "decoder.block.%d.layer.2.", "DenseReluDense.wo"},
+        {TFM_HF_BART, 1, "attn.q", "encoder.layers.%d.", "self_attn.q_proj"},
+        {TFM_HF_BART, 1, "attn.k", "encoder.layers.%d.", "self_attn.k_proj"},
+        {TFM_HF_BART, 1, "attn.v", "encoder.layers.%d.", "self_attn.v_proj"},
+        {TFM_HF_BART, 1, "attn.c_proj", "encoder.layers.%d.", "self_attn.out_proj"},
+        {TFM_HF_BART, 1, "mlp.c_fc", "encoder.layers.%d.", "fc1"},
+        {TFM_HF_BART, 1, "mlp.c_proj", "encoder.layers.%d.", "fc2"},
+        {TFM_HF_BART, 2, "attn.q", "decoder.layers.%d.", "self_attn.q_proj"},
+        {TFM_HF_BART, 2, "attn.k", "decoder.layers.%d.", "self_attn.k_proj"},
+        {TFM_HF_BART, 2, "attn.v", "decoder.layers.%d.", "self_attn.v_proj"},
+        {TFM_HF_BART, 2, "attn.c_proj", "decoder.layers.%d.", "self_attn.out_proj"},
+        {TFM_HF_BART, 2, "xattn.c_q", "decoder.layers.%d.", "encoder_attn.q_proj"},
+        {TFM_HF_BART, 2, "xattn.k", "decoder.layers.%d.", "encoder_attn.k_proj"},
+        {TFM_HF_BART, 2, "xattn.v", "decoder.layers.%d.", "encoder_attn.v_proj"},
+        {TFM_HF_BART, 2, "xattn.c_proj", "decoder.layers.%d.", "encoder_attn.out_proj"},
+        {TFM_HF_BART, 2, "mlp.c_fc", "decoder.layers.%d.", "fc1"},
+        {TFM_HF_BART, 2, "mlp.c_proj", "decoder.layers.%d.", "fc2"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+        if (map[i].f == f && !strcmp(map[i].tfm, mod) &&
+            (!map[i].where || map[i].where == (enc ? 1 : 2))) {
+            char at[64];
+            snprintf(at, sizeof at, map[i].fmt, l);
+            snprintf(out, n, "%s%s%s", pre, at, map[i].leaf);
+            *leaf = map[i].leaf;
+            return 1;
+        }
+    return 0;
+}
+
+/* A regular expression's text for s (PEFT's re.fullmatch and POSIX ERE
+ * both read it). */
+static void re_quote(tfm_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '.')
+            tfm_buf_putc(b, '\\');
+        tfm_buf_putc(b, *s);
+    }
+}
+
+/* One output tensor of the HF layout: its name and floats (owned). */
+typedef struct hf_out {
+    char name[160];
+    size_t shape[2];
+    float *data;
+} hf_out;
+
+static hf_out *hf_add(hf_out **o, int *n, const char *mod, const char *ab, size_t d0,
+                      size_t d1)
+{
+    *o = tfm_realloc(*o, (size_t)(*n + 1) * sizeof **o);
+    hf_out *x = &(*o)[(*n)++];
+    snprintf(x->name, sizeof x->name, "base_model.model.%s.%s.weight", mod, ab);
+    x->shape[0] = d0;
+    x->shape[1] = d1;
+    x->data = tfm_calloc(d0 * d1 + 1, sizeof(float));
+    return x;
+}
+
+/* The adapters of m on a HuggingFace checkpoint, in its module names, as
+ * PeftModel.from_pretrained loads them on the same base.  GPT-2's q, k and
+ * v are parts of one Conv1D (c_attn): their adapters become one of rank
+ * parts·r (A stacked, B block-diagonal: the same product), and, PEFT's r
+ * being one for all modules, the others are padded with zero rows and
+ * columns to that rank, lora_alpha scaled to keep alpha/r. */
+static int save_hf(const char *dir, const tfm_model *m, tfm_hf_family f, const char *pre,
+                   const char *base, const char *task_type, tfm_err *err)
+{
+    const int r = m->cfg.lora_r;
+    int parts = 0;
+    for (unsigned bit = TFM_LORA_Q; bit <= TFM_LORA_V; bit <<= 1)
+        parts += f == TFM_HF_GPT2 && (m->cfg.lora_targets & bit);
+    const int R = parts ? parts * r : r;
+    hf_out *o = NULL;
+    int n = 0, rc = -1;
+    tfm_buf leaves = {0}, targets = {0};
+    int n_leaves = 0;
+    for (int i = 0; i < m->n_table; i++) {
+        const tfm_param *a = &m->table[i];
+        char mod[48];
+        int enc = !strncmp(a->name, "enc.", 4), l = -1, k = -1;
+        if (!module_suffix(a->name, mod, sizeof mod) ||
+            sscanf(a->name + (enc ? 4 : 0), "h.%d.%n", &l, &k) != 1 || k < 0)
+            continue;
+        char bname[64];
+        size_t plen = (size_t)(strstr(a->name, ".lora_A.") - a->name);
+        snprintf(bname, sizeof bname, "%.*s.lora_B.weight", (int)plen, a->name);
+        const tfm_param *b = tfm_model_param(m, bname);
+        TFM_ASSERT(b);
+        const float *A = m->params + a->offset, *B = m->params + b->offset;
+        size_t in = a->shape[1], out = b->shape[0];
+        int part = -1;
+        if (f == TFM_HF_GPT2 && (!strcmp(mod, "attn.q") || !strcmp(mod, "attn.k") ||
+                                 !strcmp(mod, "attn.v")))
+            part = mod[5] == 'q' ? 0 : mod[5] == 'k' ? 1 : 2;
+        char hf[160];
+        const char *leaf;
+        if (!hf_module(f, pre, enc, l, part >= 0 ? "attn.c_attn" : mod, hf, sizeof hf, &leaf)) {
+            tfm_err_set(err, "%s: module '%s' has no HuggingFace name in its base's family",
+                        dir, mod);
+            goto out;
+        }
+        char quoted[80];
+        snprintf(quoted, sizeof quoted, "\"%s\"", leaf);
+        if (!leaves.data || !strstr(tfm_buf_cstr(&leaves), quoted)) {
+            tfm_buf_printf(&leaves, "%s%s", n_leaves ? ", " : "", quoted);
+            if (n_leaves++)
+                tfm_buf_putc(&targets, '|');
+            /* BERT's FFN output.dense, not attention.output.dense */
+            if (f == TFM_HF_BERT && !strcmp(leaf, "output.dense"))
+                tfm_buf_puts(&targets, "layer\\.[0-9]+\\.");
+            re_quote(&targets, leaf);
+        }
+        hf_out *xa = NULL, *xb = NULL;
+        if (part >= 0) { /* the layer's fused c_attn: made once, filled per part */
+            char an[200];
+            snprintf(an, sizeof an, "base_model.model.%s.lora_A.weight", hf);
+            for (int j = 0; j < n; j++)
+                if (!strcmp(o[j].name, an)) {
+                    xa = &o[j];
+                    xb = &o[j + 1];
+                }
+            if (!xa) {
+                xa = hf_add(&o, &n, hf, "lora_A", (size_t)R, in);
+                xb = hf_add(&o, &n, hf, "lora_B", 3 * out, (size_t)R);
+                xa = xb - 1;
+            }
+            /* this part's rank block: the parts targeted, in q, k, v order */
+            int slot = 0;
+            for (int q = 0; q < part; q++)
+                slot += (m->cfg.lora_targets & (TFM_LORA_Q << q)) != 0;
+            memcpy(xa->data + (size_t)slot * r * in, A, (size_t)r * in * sizeof(float));
+            for (size_t y = 0; y < out; y++)
+                memcpy(xb->data + ((size_t)part * out + y) * R + (size_t)slot * r,
+                       B + y * (size_t)r, (size_t)r * sizeof(float));
+        } else {
+            xa = hf_add(&o, &n, hf, "lora_A", (size_t)R, in);
+            xb = hf_add(&o, &n, hf, "lora_B", out, (size_t)R);
+            xa = xb - 1;
+            memcpy(xa->data, A, (size_t)r * in * sizeof(float));
+            for (size_t y = 0; y < out; y++)
+                memcpy(xb->data + y * R, B + y * (size_t)r, (size_t)r * sizeof(float));
+        }
+    }
+    /* the trained heads, as they are (modules_to_save) */
+    for (int i = 0; i < m->n_table; i++) {
+        const tfm_param *p = &m->table[i];
+        char mod[48];
+        if (p->frozen || strstr(p->name, ".lora_") || module_suffix(p->name, mod, sizeof mod))
+            continue;
+        o = tfm_realloc(o, (size_t)(n + 1) * sizeof *o);
+        hf_out *x = &o[n++];
+        snprintf(x->name, sizeof x->name, "base_model.model.%s", p->name);
+        x->shape[0] = p->shape[0];
+        x->shape[1] = p->ndim == 2 ? p->shape[1] : 0;
+        x->data = tfm_malloc(p->numel * sizeof(float) + 1);
+        memcpy(x->data, m->params + p->offset, p->numel * sizeof(float));
+    }
+    /* one array for the writer: the tensors one after another */
+    size_t total = 0;
+    for (int j = 0; j < n; j++)
+        total += o[j].shape[0] * (o[j].shape[1] ? o[j].shape[1] : 1);
+    float *all = tfm_malloc(total * sizeof(float) + 1);
+    tfm_param *t = tfm_calloc((size_t)n + 1, sizeof *t);
+    const char **names = tfm_calloc((size_t)n + 1, sizeof *names);
+    size_t off = 0;
+    for (int j = 0; j < n; j++) {
+        size_t numel = o[j].shape[0] * (o[j].shape[1] ? o[j].shape[1] : 1);
+        t[j] = (tfm_param){.ndim = o[j].shape[1] ? 2 : 1,
+                           .shape = {o[j].shape[0], o[j].shape[1]}, .offset = off,
+                           .numel = numel};
+        names[j] = o[j].name;
+        memcpy(all + off, o[j].data, numel * sizeof(float));
+        off += numel;
+    }
+    const char *keys[] = {"format"}, *vals[] = {"pt"};
+    size_t lens[] = {2};
+    char *st = join(dir, "adapter_model.safetensors"), *js = join(dir, "adapter_config.json");
+    rc = tfm_model_file_write_named(st, t, names, n, all, keys, vals, lens, 1, err);
+    if (rc == 0) {
+        tfm_buf tj = {0};
+        if (f == TFM_HF_BERT) { /* a regular expression over the whole name */
+            tfm_buf re = {0};
+            tfm_buf_printf(&re, ".*\\.(%s)", tfm_buf_cstr(&targets));
+            tfm_buf_put_json_string(&tj, re.data, re.len);
+            tfm_buf_free(&re);
+        } else {
+            tfm_buf_printf(&tj, "[%s]", tfm_buf_cstr(&leaves));
+        }
+        rc = write_config(js, m, base, task_type, tfm_buf_cstr(&tj), R,
+                          (double)m->cfg.lora_alpha * R / r, f == TFM_HF_GPT2, err);
+        tfm_buf_free(&tj);
+    }
+    free(st);
+    free(js);
+    free(all);
+    free(t);
+    free(names);
+out:
+    for (int j = 0; j < n; j++)
+        free(o[j].data);
+    free(o);
+    tfm_buf_free(&leaves);
+    tfm_buf_free(&targets);
+    return rc;
+}
+
 int tfm_lora_save(const char *dir, const tfm_model *m, const char *base, const char *task_type,
                   tfm_err *err)
 {
+    const char *pre;
+    tfm_hf_family f = tfm_model_file_hf_family(base, &pre);
+    if (f) {
+        /* PEFT's base for the task: HF's class with its model prefix */
+        int cls = task_type && (!strcmp(task_type, "SEQ_CLS") || !strcmp(task_type, "TOKEN_CLS") ||
+                                !strcmp(task_type, "QUESTION_ANS"));
+        if (f == TFM_HF_BERT && cls)
+            pre = "bert.";
+        if (f == TFM_HF_GPT2 && task_type && !strcmp(task_type, "CAUSAL_LM"))
+            pre = "transformer.";
+        if (f == TFM_HF_BART && task_type && !strcmp(task_type, "SEQ_2_SEQ_LM"))
+            pre = "model.";
+        return save_hf(dir, m, f, pre, base, task_type, err);
+    }
     /* the trained tensors: a table of them over m's params */
     tfm_param *t = tfm_malloc((size_t)m->n_table * sizeof *t);
-    int n = 0;
-    for (int i = 0; i < m->n_table; i++)
+    tfm_buf mods = {0};
+    int n = 0, n_mods = 0;
+    for (int i = 0; i < m->n_table; i++) {
         if (!m->table[i].frozen)
             t[n++] = m->table[i];
+        char mod[48], quoted[64];
+        if (module_suffix(m->table[i].name, mod, sizeof mod)) {
+            snprintf(quoted, sizeof quoted, "\"%s\"", mod);
+            if (!mods.data || !strstr(tfm_buf_cstr(&mods), quoted))
+                tfm_buf_printf(&mods, "%s%s", n_mods++ ? ", " : "", quoted);
+        }
+    }
     const float *arrays[] = {m->params};
     const char *prefixes[] = {"base_model.model."};
     const char *keys[] = {"format"}, *vals[] = {"pt"};
     size_t lens[] = {2};
     char *st = join(dir, "adapter_model.safetensors"), *js = join(dir, "adapter_config.json");
     int rc = tfm_model_file_write(st, t, n, arrays, prefixes, 1, keys, vals, lens, 1, err);
-    if (rc == 0)
-        rc = write_config(js, m, base, task_type, err);
+    if (rc == 0) {
+        tfm_buf tj = {0};
+        tfm_buf_printf(&tj, "[%s]", mods.data ? tfm_buf_cstr(&mods) : "");
+        rc = write_config(js, m, base, task_type, tfm_buf_cstr(&tj), m->cfg.lora_r,
+                          (double)m->cfg.lora_alpha, 0, err);
+        tfm_buf_free(&tj);
+    }
+    tfm_buf_free(&mods);
     free(st);
     free(js);
     free(t);
@@ -264,9 +537,10 @@ void tfm_lora_unmerge_model(tfm_model *m, float *saved)
 
 /* ---- --adapter DIR ------------------------------------------------- */
 
-/* HuggingFace's module names as tfm's: BERT's encoder.layer.{i}.* and T5's
- * {encoder,decoder}.block.{i}.layer.{n}.* become [enc.]h.{i}.*; GPT-2's
- * and tfm's own pass (their prefix "transformer." or "bert." dropped). */
+/* HuggingFace's module names as tfm's: BERT's encoder.layer.{i}.*, T5's
+ * {encoder,decoder}.block.{i}.layer.{n}.* and BART's
+ * {encoder,decoder}.layers.{i}.* become [enc.]h.{i}.*; GPT-2's and tfm's
+ * own pass (their prefix "transformer.", "bert." or "model." dropped). */
 static void module_to_tfm(const char *mod, char *out, size_t size)
 {
     static const struct {
@@ -282,13 +556,29 @@ static void module_to_tfm(const char *mod, char *out, size_t size)
         {"EncDecAttention.v", "xattn.v"},  {"EncDecAttention.o", "xattn.c_proj"},
         {"DenseReluDense.wi", "mlp.c_fc"}, {"DenseReluDense.wo", "mlp.c_proj"},
         {"DenseReluDense.wi_0", "mlp.wi_0"}, {"DenseReluDense.wi_1", "mlp.wi_1"},
+    }, bart[] = {
+        {"self_attn.q_proj", "attn.q"},          {"self_attn.k_proj", "attn.k"},
+        {"self_attn.v_proj", "attn.v"},          {"self_attn.out_proj", "attn.c_proj"},
+        {"encoder_attn.q_proj", "xattn.c_q"},    {"encoder_attn.k_proj", "xattn.k"},
+        {"encoder_attn.v_proj", "xattn.v"},      {"encoder_attn.out_proj", "xattn.c_proj"},
+        {"fc1", "mlp.c_fc"},                     {"fc2", "mlp.c_proj"},
     };
     if (!strncmp(mod, "transformer.", 12))
         mod += 12;
     else if (!strncmp(mod, "bert.", 5))
         mod += 5;
+    else if (!strncmp(mod, "model.", 6))
+        mod += 6; /* BART's */
     snprintf(out, size, "%s", mod);
     int l, sub, k = -1;
+    if ((sscanf(mod, "encoder.layers.%d.%n", &l, &k) == 1 ||
+         sscanf(mod, "decoder.layers.%d.%n", &l, &k) == 1) && k > 0) {
+        for (size_t i = 0; i < sizeof bart / sizeof *bart; i++)
+            if (!strcmp(mod + k, bart[i].hf))
+                snprintf(out, size, "%sh.%d.%s", mod[0] == 'e' ? "enc." : "", l, bart[i].tfm);
+        return;
+    }
+    k = -1;
     if (sscanf(mod, "encoder.layer.%d.%n", &l, &k) == 1 && k > 0) {
         for (size_t i = 0; i < sizeof bert / sizeof *bert; i++)
             if (!strcmp(mod + k, bert[i].hf))

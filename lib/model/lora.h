@@ -13,7 +13,12 @@
  * parts of attn.c_attn), h.{i}.attn.c_proj, h.{i}.xattn.c_q, .k, .v (parts
  * of xattn.c_kv), h.{i}.xattn.c_proj, h.{i}.mlp.c_fc (gated: mlp.wi_0,
  * mlp.wi_1), h.{i}.mlp.c_proj, "enc." before an encoder-decoder's encoder
- * blocks. */
+ * blocks.  On a HuggingFace base (GPT-2, BERT, T5, BART: model/file.h's
+ * tfm_model_file_hf_family) the names are its own, as PeftModel loads them
+ * on that base (PEFT's task class: BERT's "bert.", GPT-2's "transformer.",
+ * BART's "model." prefix): GPT-2's q, k, v adapters become one adapter of
+ * c_attn (the parts' A stacked, B block-diagonal) and every module's rank
+ * is then parts·r (zero-padded; lora_alpha scaled to keep alpha/r). */
 #ifndef TFM_MODEL_LORA_H
 #define TFM_MODEL_LORA_H
 

@@ -426,11 +426,13 @@ def check_case_settings(top, rng):
         if cfg is not None:
             with open(tc, "w") as f:
                 json.dump(cfg, f)
-        r = subprocess.run([PROBE, "model-encode", d], input="Hello café\n",
-                           capture_output=True, text=True)
-        got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else r.stderr.strip()
-        if got != want:
-            bad.append(f"tokenizer_config.json {cfg}: 'Hello café' gives {got}, want {want}")
+        for how in ("model-encode", "folder-encode"):
+            r = subprocess.run([PROBE, how, d], input="Hello café\n", capture_output=True,
+                               text=True)
+            got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else r.stderr.strip()
+            if got != want:
+                bad.append(f"{how}, tokenizer_config.json {cfg}: 'Hello café' gives {got}, "
+                           f"want {want}")
     for cfg, key, msg in (({"do_basic_tokenize": False}, "do_basic_tokenize",
                            "do_basic_tokenize false is not supported"),
                           ({"never_split": ["Hello"]}, "never_split",

@@ -451,6 +451,11 @@ def spiece_case(top, prefix, words, s, rng):
     print(f"  tokenizer_config.json extra_ids {s['V'] - 48}: {line!r} -> {got}")
     if got != want:
         bad.append(f"sentinels: {line!r} gives {got}, want {want}")
+    # the folder as a tokenizer (tfm_model_folder_tokenizer): the same
+    r = run([PROBE, "folder-encode", d], input=line + "\n")
+    if r.returncode != 0 or [int(x) for x in r.stdout.split()] != want:
+        bad.append(f"folder-encode: exit {r.returncode}: {r.stdout.strip()!r} "
+                   f"{r.stderr.strip()!r}, want {want}")
     r = run([GEN, "-m", d, "--greedy", "-n", "8", "-q"], input="the of and\n")
     if r.returncode != 0:
         bad.append(f"tfm-generate with spiece.model: {r.stderr.strip()}")

@@ -316,14 +316,18 @@ static int model_logits(const char *model, const char *batch, const char *out,
 
 /* model-encode MODEL: each line of stdin as the token ids the tokenizer
  * of MODEL (tfm_lm_open: a tfm file or a HuggingFace folder) gives it,
- * added tokens split out. */
-static int model_encode(const char *model)
+ * added tokens split out; folder-encode DIR: the same with
+ * tfm_model_folder_tokenizer's. */
+static int model_encode(const char *model, int folder)
 {
     tfm_err e = {0};
-    tfm_lm lm;
-    if (tfm_lm_open(&lm, model, &e) < 0)
+    tfm_lm lm = {0};
+    tfm_tokenizer *tok = NULL;
+    if (folder ? tfm_model_folder_tokenizer(model, &tok, &e) < 0 : tfm_lm_open(&lm, model, &e) < 0)
         die(&e);
-    if (!lm.tok) {
+    if (!folder)
+        tok = lm.tok;
+    if (!tok) {
         fprintf(stderr, "io_probe: %s: no tokenizer\n", model);
         return 1;
     }
@@ -331,20 +335,23 @@ static int model_encode(const char *model)
     while (fgets(line, sizeof line, stdin)) {
         size_t n = strcspn(line, "\n");
         tfm_ids ids = {0};
-        tfm_tokenizer_encode(lm.tok, NULL, line, n, 1, &ids);
+        tfm_tokenizer_encode(tok, NULL, line, n, 1, &ids);
         for (size_t i = 0; i < ids.len; i++)
             printf("%s%u", i ? " " : "", ids.data[i]);
         printf("\n");
         tfm_ids_free(&ids);
     }
-    tfm_lm_close(&lm);
+    if (folder)
+        tfm_tokenizer_free(tok);
+    else
+        tfm_lm_close(&lm);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[1], "model-encode"))
-        return model_encode(argv[2]);
+    if (argc == 3 && (!strcmp(argv[1], "model-encode") || !strcmp(argv[1], "folder-encode")))
+        return model_encode(argv[2], argv[1][0] == 'f');
     if ((argc == 5 || argc == 6) && !strcmp(argv[1], "model-logits"))
         return model_logits(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : NULL);
     if (argc >= 2 && !strcmp(argv[1], "json-dump"))
@@ -363,6 +370,6 @@ int main(int argc, char **argv)
         return st_read(argv[2]);
     fprintf(stderr, "usage: io_probe npy-write DIR | npy-stdout | npy-read FILE | "
                     "st-write FILE | st-read FILE | json-time FILE | json-dump FILE... | "
-                    "model-logits MODEL BATCH OUT [ADAPTER] | model-encode MODEL\n");
+                    "model-logits MODEL BATCH OUT [ADAPTER] | model-encode MODEL | folder-encode DIR\n");
     return 2;
 }

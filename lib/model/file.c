@@ -6,6 +6,7 @@
 #include "model/quant.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,9 +518,10 @@ static const hf_key hf_common_keys[] = {
     {"exponential_decay_length_penalty", HF_ANY}, {"suppress_tokens", HF_ANY},
     {"begin_suppress_tokens", HF_ANY}, {"_attn_implementation", HF_ANY},
     {"_attn_implementation_autoset", HF_ANY}, {"classifier_dropout", HF_ANY},
+    {"_num_labels", HF_ANY}, {"xla_device", HF_ANY}, {"max_new_tokens", HF_ANY},
     {"add_cross_attention", HF_DEFAULT}, {"pruned_heads", HF_DEFAULT},
     {"tie_encoder_decoder", HF_DEFAULT}, {"cross_attention_hidden_size", HF_DEFAULT},
-    {NULL, 0},
+    {"is_decoder", HF_DEFAULT}, {"forced_decoder_ids", HF_DEFAULT}, {NULL, 0},
 };
 
 static const hf_key hf_gpt2_keys[] = {
@@ -1809,6 +1811,15 @@ out:
 }
 
 static const tfm_st_tensor *find(const tfm_safetensors *st, const char *name);
+
+int tfm_model_folder_tokenizer(const char *dir, tfm_tokenizer **tok, tfm_err *err)
+{
+    char file[4200];
+    const char *pre;
+    const char *path = tfm_model_file_path(dir, file, sizeof file);
+    return tokenizer_beside(path, INT_MAX, tfm_model_file_hf_family(dir, &pre) == TFM_HF_T5,
+                            tok, err);
+}
 
 tfm_hf_family tfm_model_file_hf_family(const char *path, const char **prefix)
 {

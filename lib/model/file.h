@@ -133,6 +133,14 @@ typedef enum tfm_hf_family {
 } tfm_hf_family;
 tfm_hf_family tfm_model_file_hf_family(const char *path, const char **prefix);
 
+/* The tokenizer of a HuggingFace folder as its model's loader reads it:
+ * tokenizer.json, else vocab.txt, spiece.model, vocab.json + merges.txt or
+ * encoder.json + vocab.bpe with tokenizer_config.json's settings (a T5
+ * folder's spiece.model: T5Tokenizer's extra_ids, 100 by default); *tok
+ * NULL (and 0) when there is none.  For a directory given as a tokenizer
+ * (tfm_tokenizer_load reads the files alone). */
+int tfm_model_folder_tokenizer(const char *dir, tfm_tokenizer **tok, tfm_err *err);
+
 /* Copies the tensors named like tfm_model_file_write's into arrays; a
  * missing tensor or another shape is an error naming the tensor and the
  * shape the table expects. */

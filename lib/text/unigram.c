@@ -223,7 +223,6 @@ int tfm_unigram_new(tfm_unigram **out, const tfm_uni_norm_spec *spec, const char
 void tfm_unigram_set_unk_surface(tfm_unigram *u, const char *s, size_t n)
 {
     free(u->unk_surface);
-    tfm_unigram_free(u->denorm);
     u->unk_surface = tfm_malloc(n + 1);
     memcpy(u->unk_surface, s, n);
     u->unk_surface[n] = 0;
@@ -259,6 +258,7 @@ void tfm_unigram_free(tfm_unigram *u)
     free(u->unk_surface);
     free(u->da);
     free(u->plain);
+    tfm_unigram_free(u->denorm);
     free(u);
 }
 

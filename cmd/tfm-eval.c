@@ -760,7 +760,7 @@ int main(int argc, char **argv)
                 a.model_path);
     if (a.tok_path) {
         tfm_tokenizer *tok;
-        if (tfm_tokenizer_load(&tok, a.tok_path, &err) < 0)
+        if (tfm_model_tokenizer_load(&tok, a.tok_path, &err) < 0)
             die(&err);
         if (tfm_eval_set_tokenizer(&a.ev, tok, &err) < 0) {
             tfm_tokenizer_free(tok);

@@ -22,6 +22,7 @@
 #include "base/rng.h"
 #include "base/thread.h"
 #include "io/npy.h"
+#include "model/file.h"
 #include "text/encode_stream.h"
 #include "text/tokenizer.h"
 #include "text/train_feed.h"
@@ -177,7 +178,7 @@ static tfm_tokenizer *load_tokenizer(const char *path)
         tfm_usage_error(prog, "missing -t TOK (the tokenizer)");
     tfm_tokenizer *tok;
     tfm_err err = {0};
-    if (tfm_tokenizer_load(&tok, path, &err) < 0)
+    if (tfm_model_tokenizer_load(&tok, path, &err) < 0)
         tfm_die(prog, &err);
     return tok;
 }

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from hf_lib import EVAL, PROBE, TOL, write_safetensors  # noqa: F401  (others import them)
+from hf_lib import EVAL, PROBE, TOKENIZE, TOL, write_safetensors  # noqa: F401  (others import them)
 
 
 def hf_config(s):
@@ -426,9 +426,11 @@ def check_case_settings(top, rng):
         if cfg is not None:
             with open(tc, "w") as f:
                 json.dump(cfg, f)
-        for how in ("model-encode", "folder-encode"):
-            r = subprocess.run([PROBE, how, d], input="Hello café\n", capture_output=True,
-                               text=True)
+        # the model's tokenizer, the folder's, and the folder given to -t
+        for how in ("model-encode", "folder-encode", "tfm-tokenize -t"):
+            cmd = ([TOKENIZE, "encode", "-q", "-t", d] if how.startswith("tfm-")
+                   else [PROBE, how, d])
+            r = subprocess.run(cmd, input="Hello café\n", capture_output=True, text=True)
             got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else r.stderr.strip()
             if got != want:
                 bad.append(f"{how}, tokenizer_config.json {cfg}: 'Hello café' gives {got}, "

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -1819,6 +1820,19 @@ int tfm_model_folder_tokenizer(const char *dir, tfm_tokenizer **tok, tfm_err *er
     const char *path = tfm_model_file_path(dir, file, sizeof file);
     return tokenizer_beside(path, INT_MAX, tfm_model_file_hf_family(dir, &pre) == TFM_HF_T5,
                             tok, err);
+}
+
+int tfm_model_tokenizer_load(tfm_tokenizer **tok, const char *path, tfm_err *err)
+{
+    struct stat sb;
+    *tok = NULL;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (tfm_model_folder_tokenizer(path, tok, err) < 0)
+            return -1;
+        if (*tok)
+            return 0;
+    }
+    return tfm_tokenizer_load(tok, path, err); /* and its message for a folder without one */
 }
 
 tfm_hf_family tfm_model_file_hf_family(const char *path, const char **prefix)

@@ -141,6 +141,12 @@ tfm_hf_family tfm_model_file_hf_family(const char *path, const char **prefix);
  * (tfm_tokenizer_load reads the files alone). */
 int tfm_model_folder_tokenizer(const char *dir, tfm_tokenizer **tok, tfm_err *err);
 
+/* A tokenizer named by a user (-t, data.tokenizer): a HuggingFace folder
+ * with its tokenizer_config.json as tfm_model_folder_tokenizer reads it (a
+ * cased BERT folder stays cased, a T5 folder has its sentinels), else
+ * tfm_tokenizer_load's file. */
+int tfm_model_tokenizer_load(tfm_tokenizer **tok, const char *path, tfm_err *err);
+
 /* Copies the tensors named like tfm_model_file_write's into arrays; a
  * missing tensor or another shape is an error naming the tensor and the
  * shape the table expects. */

@@ -528,7 +528,7 @@ static int load_data(run *R, tfm_config *cfg, tfm_tokenizer **init_tok, tfm_err 
         *init_tok = NULL;
         tfm_tokenizer_to_json(R->tok, &R->tok_json);
     } else if (cfg->data.tokenizer[0]) {
-        if (tfm_tokenizer_load(&R->tok, cfg->data.tokenizer, err) < 0)
+        if (tfm_model_tokenizer_load(&R->tok, cfg->data.tokenizer, err) < 0)
             return -1;
         tfm_tokenizer_to_json(R->tok, &R->tok_json);
         if (*init_tok && check_init_tokenizer(R, "data.tokenizer", cfg->data.tokenizer, R->tok,
@@ -546,7 +546,7 @@ static int load_data(run *R, tfm_config *cfg, tfm_tokenizer **init_tok, tfm_err 
         return -1;
     int rc = 0;
     if (cfg->data.source_tokenizer[0]) {
-        if (tfm_tokenizer_load(&R->src_tok, cfg->data.source_tokenizer, err) < 0) {
+        if (tfm_model_tokenizer_load(&R->src_tok, cfg->data.source_tokenizer, err) < 0) {
             rc = -1;
         } else {
             tfm_tokenizer_to_json(R->src_tok, &R->src_tok_json);

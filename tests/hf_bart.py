@@ -63,8 +63,8 @@ SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.join(SRC, "tests"))
 from embed_torch import bytes_to_unicode  # noqa: E402  (GPT-2's byte stand-ins)
 from hf_lib import (EMBED, EVAL, GEN, PROBE, TOKENIZE, TOL, TRAIN,  # noqa: E402
-                    check_lora, check_rates, check_train_init, compare_greedy, probe_encdec, run,
-                    write_safetensors)
+                    check_lora, check_rates, check_train_init, compare_greedy, probe_encdec,
+                    refusals, run, write_safetensors)
 BOS, PAD, EOS = 0, 1, 2
 
 CASES = [
@@ -577,15 +577,9 @@ def expect(what, d, pieces, s, t, V, mutate_cfg=None, mutate_t=None):
         mutate_t(t2)
     shutil.rmtree(d, ignore_errors=True)
     write_folder(d, s, t2, V, cfg)
-    bad = []
     r, _ = probe_encdec(d, np.array([[0, 5, 2]]), [3], np.full((1, 2), 2))
     r2 = run([GEN, "-m", d, "--ids", "--greedy", "-n", "2"], input="0 5 6\n")
-    for prog, rr in (("io_probe", r), ("tfm-generate", r2)):
-        msg = rr.stderr.strip()
-        if rr.returncode != 1 or not msg.startswith(prog + ": ") or \
-                not all(x in msg for x in pieces):
-            bad.append(f"{what} ({prog}): exit {rr.returncode}: {msg!r}, want {pieces}")
-    return bad
+    return refusals(what, pieces, (("io_probe", r), ("tfm-generate", r2)))
 
 
 def check_errors(top, rng):

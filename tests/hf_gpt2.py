@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_lib import GEN, PROBE, TOL, TRAIN, run, write_safetensors  # noqa: E402
+from hf_lib import GEN, PROBE, TOL, TRAIN, refusals, run, write_safetensors  # noqa: E402
 from embed_torch import bytes_to_unicode  # noqa: E402  (GPT-2's byte stand-ins)
 
 PRE = "transformer."
@@ -232,13 +232,7 @@ def expect(what, d, pieces, prog_args=None):
     exit 1 with a message holding every piece."""
     r, _ = probe(d, [5, 6, 7])
     r2 = run([GEN, "-m", d, "--ids", "--greedy", "-n", "2"], input="5 6\n")
-    bad = []
-    for prog, rr in (("io_probe", r), ("tfm-generate", r2)):
-        msg = rr.stderr.strip()
-        if rr.returncode != 1 or not msg.startswith(prog + ": ") or \
-                not all(x in msg for x in pieces):
-            bad.append(f"{what} ({prog}): exit {rr.returncode}: {msg!r}, want {pieces}")
-    return bad
+    return refusals(what, pieces, (("io_probe", r), ("tfm-generate", r2)))
 
 
 def line_col(path, needle):

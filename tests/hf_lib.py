@@ -46,6 +46,18 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
+def refusals(what, pieces, results):
+    """results: (program, CompletedProcess) pairs that must each exit 1 with
+    one message, starting with the program's name, holding every piece."""
+    bad = []
+    for prog, rr in results:
+        msg = rr.stderr.strip()
+        if rr.returncode != 1 or not msg.startswith(prog + ": ") or \
+                not all(x in msg for x in pieces):
+            bad.append(f"{what} ({prog}): exit {rr.returncode}: {msg!r}, want {pieces}")
+    return bad
+
+
 def probe_encdec(d, src, src_len, tgt):
     """tests/io_probe model-logits of an encoder-decoder (the folder d):
     (the completed process, the logits file)."""

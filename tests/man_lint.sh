@@ -2,7 +2,9 @@
 # Every manual page renders cleanly: no mandoc warning (its style notes and
 # the date and base-system remarks aside), no groff warning, and no
 # alternating-font macro (.BR, .IR, ...) that carries a sentence, which both
-# tools accept and render with its words glued together.
+# tools accept and render with its words glued together.  groff checks the
+# UTF-8 terminal device, man's on Debian: the pages spell SentencePiece's
+# \[u2581] and GPT-2's \[u0120], which the PostScript and ASCII devices lack.
 srcdir=${TFM_SRCDIR:-$(dirname "$0")/..}
 command -v mandoc >/dev/null 2>&1 || { echo "SKIP: no mandoc (Debian's mandoc)"; exit 77; }
 command -v groff >/dev/null 2>&1 || { echo "SKIP: no groff (Debian's groff-base)"; exit 77; }

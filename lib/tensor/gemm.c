@@ -115,8 +115,12 @@ void tfm_gemm_on(int nthreads, int transA, int transB, int M, int N, int K, floa
                   (float *)B, rsb, &b, C, ldc);
         return;
     }
+#ifdef TFM_BLIS_1
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+#else
     rntm_t rntm;
     bli_rntm_init(&rntm);
+#endif
     if (nthreads <= 1 || tfm_gemm_small(M, N, K))
         nthreads = 1;
 #ifdef _OPENMP

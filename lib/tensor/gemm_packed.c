@@ -50,15 +50,20 @@ static int kernel_ready(void)
 {
     tfm_blas_ensure();
     if (!kern.ready) {
-        cntx_t *cntx = bli_gks_query_cntx();
+        cntx_t *cntx = (cntx_t *)bli_gks_query_cntx(); /* const in BLIS 1.x */
         kern.cntx = cntx;
         kern.mr = bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MR, cntx);
         kern.nr = bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_NR, cntx);
         kern.mc = bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MC, cntx);
         kern.kc = bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_KC, cntx);
         kern.kc_max = bli_cntx_get_blksz_max_dt(BLIS_FLOAT, BLIS_KC, cntx);
+#ifdef TFM_BLIS_1
+        kern.ukr = (sgemm_ukr)bli_cntx_get_ukr_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
+        kern.trans = bli_cntx_ukr_prefers_cols_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
+#else
         kern.ukr = (sgemm_ukr)bli_cntx_get_l3_nat_ukr_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
         kern.trans = bli_cntx_l3_nat_ukr_prefers_cols_dt(BLIS_FLOAT, BLIS_GEMM_UKR, cntx);
+#endif
         int usable = tfm_blis_known() && kern.ukr && kern.mr > 0 && kern.nr > 0 && kern.kc > 0 &&
                      kern.mc >= kern.mr;
         kern.ready = usable ? 1 : -1;

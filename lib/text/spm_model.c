@@ -123,7 +123,7 @@ typedef struct spm_info {
 
 static int read_trainer(pb b, spm_info *in, tfm_err *err)
 {
-    pb_field f;
+    pb_field f = {0}; /* GCC 14 cannot see that pb_next fills it */
     int rc;
     while ((rc = pb_next(&b, &f, err)) == 0) {
         if (f.num == 44) {
@@ -147,7 +147,7 @@ static int read_trainer(pb b, spm_info *in, tfm_err *err)
 
 static int read_spec(pb b, tfm_uni_norm_spec *n, tfm_err *err)
 {
-    pb_field f;
+    pb_field f = {0}; /* GCC 14 cannot see that pb_next fills it */
     int rc;
     while ((rc = pb_next(&b, &f, err)) == 0) {
         if (f.num == 2) {
@@ -178,7 +178,7 @@ static int read_normalizer(pb b, spm_info *in, tfm_err *err)
 
 static int read_piece(pb b, tfm_unigram *u, tfm_err *err)
 {
-    pb_field f;
+    pb_field f = {0}; /* GCC 14 cannot see that pb_next fills it */
     int rc;
     const unsigned char *piece = NULL;
     size_t len = 0;
@@ -218,7 +218,7 @@ int tfm_unigram_from_spm(tfm_unigram **out, const unsigned char *data, size_t le
                             .escape_whitespaces = 1},
                    .denorm = {.add_dummy_prefix = 1, .remove_extra_whitespaces = 1,
                               .escape_whitespaces = 1}};
-    pb_field f;
+    pb_field f = {0}; /* GCC 14 cannot see that pb_next fills it */
     int rc;
     size_t n_pieces = 0;
     /* the specs first: the normalizer is needed to build the model */

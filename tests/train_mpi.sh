@@ -15,6 +15,10 @@ if [ -n "${TFM_SANITIZED:-}" ]; then
     exit 77
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # root on CI machines
+# ranks on one machine talk through shared memory; Open MPI 5 (Debian 13)
+# otherwise tries TCP too and warns on stderr when the machine's interfaces
+# pair with nothing, which the checks below take for tfm's messages
+export OMPI_MCA_btl=^tcp
 # timeout: a rank stuck in a collective must fail the test, not hang it
 mpi() { n=$1; shift; timeout 120 "$TFM_MPIRUN" --oversubscribe -np "$n" "$@"; }
 setup_data

@@ -18,7 +18,8 @@
  * run before BLIS initialises itself. */
 void tfm_blis_choose_arch(void);
 /* platform.c: whether this is the BLIS whose internals tensor/ knows (its
- * micro-kernel's interface and panel layout): 0.9. */
+ * micro-kernel's interface and panel layout): 0.9, or 1.x when built
+ * against 1.x (TFM_BLIS_1). */
 int tfm_blis_known(void);
 
 /* gemm.c: tfm_blas_init(1) unless it ran. */

@@ -56,8 +56,14 @@ int tfm_blis_known(void)
     static int known = -1; /* every thread computes the same answer */
     int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (k < 0) {
+        /* the micro-kernel's interface, auxinfo and panel layout are the
+         * same in 0.9 and 1.x; the queries that find it differ (TFM_BLIS_1) */
         const char *v = bli_info_get_version_str();
+#ifdef TFM_BLIS_1
+        k = v && strncmp(v, "1.", 2) == 0;
+#else
         k = v && strncmp(v, "0.9", 3) == 0;
+#endif
         __atomic_store_n(&known, k, __ATOMIC_RELAXED);
     }
     return k;

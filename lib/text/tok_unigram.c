@@ -110,10 +110,11 @@ static int b64_get(const char *s, size_t n, tfm_buf *out)
 
 /* split false: sentencepiece segments the whole text (a piece may hold
  * "\xe2\x96\x81" inside, split_by_whitespace=false); the normalizer has done the rest. */
-static void metaspace_json(const char *scheme, tfm_buf *out)
+static void metaspace_json(const char *scheme, int split, tfm_buf *out)
 {
     tfm_buf_printf(out, "{\"type\": \"Metaspace\", \"replacement\": \"\xe2\x96\x81\", "
-                        "\"prepend_scheme\": \"%s\", \"split\": false}", scheme);
+                        "\"prepend_scheme\": \"%s\", \"split\": %s}", scheme,
+                   split ? "true" : "false");
 }
 
 /* HF's converter's decoder (transformers' LlamaConverter): byte pieces as
@@ -265,7 +266,7 @@ static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
     /* with the spaces kept, sentencepiece adds the dummy prefix even to a
      * text the normalizer empties ("\x7f"): so before the charsmap, which
      * makes it a space that the last Replace makes "▁" again */
-    int prepend = sp->add_dummy_prefix && !user;
+    int prepend = sp->add_dummy_prefix && !user && !sp->prefix_unless_space;
     int prepend_first = prepend && !sp->remove_extra_whitespaces;
     int k = 0;
     tfm_buf_puts(out, "  \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [");
@@ -303,7 +304,10 @@ static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
     tfm_buf_printf(out, "%s{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
                         "\"content\": \"\xe2\x96\x81\"}", k++ ? ", " : "");
     tfm_buf_puts(out, "]},\n  \"pre_tokenizer\": ");
-    metaspace_json(sp->add_dummy_prefix && user ? "first" : "never", out);
+    metaspace_json(!sp->add_dummy_prefix ? "never"
+                   : user                ? "first"
+                   : sp->prefix_unless_space ? "always" : "never",
+                   sp->split_spaces, out);
     tfm_buf_puts(out, ",\n  \"post_processor\": ");
     post_processor_json(tok, out);
     tfm_buf_puts(out, ",\n  \"decoder\": ");
@@ -492,15 +496,19 @@ static int metaspace(const tfm_json_doc *doc, const tfm_json *m, const tfm_json 
     const tfm_json *ps = tfm_json_get(m, "prepend_scheme"), *aps;
     if (ps && ps->type != TFM_JSON_NULL) {
         if (str_is(ps, "always") || str_is(ps, "first"))
-            sp->add_dummy_prefix = 1;
+            sp->add_dummy_prefix = sp->prefix_unless_space = 1;
         else if (str_is(ps, "never"))
             sp->add_dummy_prefix = 0;
         else
             return tfm_err_at(err, doc->name, ps->line, ps->col,
                               "unknown prepend_scheme (always, first, never)");
     } else if ((aps = tfm_json_get(m, "add_prefix_space")) && aps->type == TFM_JSON_BOOL) {
-        sp->add_dummy_prefix = aps->boolean;
+        sp->add_dummy_prefix = sp->prefix_unless_space = aps->boolean;
     }
+    const tfm_json *split = tfm_json_get(m, "split"); /* HF's default: true */
+    if (split && split->type != TFM_JSON_BOOL)
+        return tfm_err_at(err, doc->name, split->line, split->col, "split is true or false");
+    sp->split_spaces = !split || split->boolean;
     return 0;
 }
 
@@ -606,7 +614,8 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
                               const tfm_json *root, tfm_err *err)
 {
     const tfm_json *model = tfm_json_get(root, "model");
-    tfm_uni_norm_spec sp = {.add_dummy_prefix = 1, .escape_whitespaces = 1};
+    tfm_uni_norm_spec sp = {.add_dummy_prefix = 1, .escape_whitespaces = 1,
+                            .prefix_unless_space = 1};
     tfm_buf charsmap = {0};
     const tfm_json *norm = tfm_json_get(root, "normalizer");
     int rc = 0, prepend = 0;
@@ -621,8 +630,8 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
     }
     if (!rc)
         rc = metaspace(doc, tfm_tok_pre_tokenizer(root), model, &sp, err);
-    if (prepend)
-        sp.add_dummy_prefix = 1;
+    if (prepend) /* sentencepiece's: before whatever the text starts with */
+        sp.add_dummy_prefix = 1, sp.prefix_unless_space = 0;
     int bpe = type_is(model, "BPE");
     const tfm_json *vocab = tfm_json_get(model, "vocab");
     const tfm_json *bf = tfm_json_get(model, "byte_fallback");

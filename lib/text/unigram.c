@@ -573,6 +573,7 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
     }
     const char *ws = sp->escape_whitespaces ? SPACE_SYM : " ";
     size_t wsl = sp->escape_whitespaces ? 3 : 1;
+    size_t s0 = src ? src->len : 0;
     if (sp->add_dummy_prefix) {
         tfm_buf_append(out, ws, wsl);
         if (src)
@@ -613,6 +614,16 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
             if (src)
                 src->len -= wsl;
         }
+    /* HF's Metaspace looks at the text after the prefix would go */
+    if (sp->add_dummy_prefix && sp->prefix_unless_space && out->len - o0 >= 2 * wsl &&
+        memcmp(out->data + o0 + wsl, ws, wsl) == 0) {
+        memmove(out->data + o0, out->data + o0 + wsl, out->len - o0 - wsl);
+        out->len -= wsl;
+        if (src) {
+            memmove(src->data + s0, src->data + s0 + wsl, (src->len - s0 - wsl) * sizeof *src->data);
+            src->len -= wsl;
+        }
+    }
     tfm_buf_free(&tmp);
 }
 
@@ -820,9 +831,20 @@ void tfm_unigram_encode_with(const tfm_unigram *u, tfm_uni_work *w, const char *
         size_t ns = bpe_merge(u, t, w->t.len, 0, NULL, &sg);
         segs_to_ids(u, t, sg, ns, out, start ? &w->src : NULL, n, start, end);
         free(sg);
-    } else {
+    } else if (!u->spec.split_spaces) {
         size_t ns = viterbi(u, t, w->t.len, w);
         segs_to_ids(u, t, w->sg, ns, out, start ? &w->src : NULL, n, start, end);
+    } else {
+        /* HF's pre-tokens: from each "▁" up to the next */
+        size_t L = w->t.len;
+        for (size_t a = 0, b; a < L; a = b) {
+            for (b = a + 1; b < L && !(b + 3 <= L && memcmp(t + b, SPACE_SYM, 3) == 0); b++)
+                ;
+            size_t ns = viterbi(u, t + a, b - a, w);
+            for (size_t i = 0; i < ns; i++)
+                w->sg[i].s += (uint32_t)a, w->sg[i].e += (uint32_t)a;
+            segs_to_ids(u, t, w->sg, ns, out, start ? &w->src : NULL, n, start, end);
+        }
     }
 }
 

@@ -67,6 +67,14 @@ typedef struct tfm_uni_norm_spec {
     size_t charsmap_len;
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces;
     int nmt, nfkc;
+    /* HF's Metaspace prepend_scheme "always" (read from a tokenizer.json):
+     * the dummy prefix only when the normalized text does not already start
+     * with "\xe2\x96\x81"; sentencepiece's add_dummy_prefix adds it anyway */
+    int prefix_unless_space;
+    /* HF's Metaspace split: each "\xe2\x96\x81" starts a pre-token that is
+     * segmented on its own (encoding only; sampling and n-best see the
+     * whole text) */
+    int split_spaces;
 } tfm_uni_norm_spec;
 
 typedef struct tfm_unigram tfm_unigram;

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+# HuggingFace tokenizers (Python) and transformers judge tokenizer.json both
+# ways.  tfm's files (tfm-tokenize train: byte-level BPE, lowercased BPE,
+# char, WordPiece uncased and cased, Unigram plain and T5-like with byte
+# fallback, sentinels and user symbols) load in tokenizers.Tokenizer and in
+# transformers' PreTrainedTokenizerFast and give tfm-tokenize's ids on
+# varied lines (tests/tok_texts.py: accents, CJK, emoji, whitespace runs)
+# and multi-line documents, with special tokens split out (HF's default,
+# tfm's --split-special) and kept as text (HF's encode_special_tokens,
+# tfm's default), with add_special_tokens (--add-special) where the file
+# has a template; HF's decode of tfm's ids is tfm-tokenize decode's text
+# (and the input itself for byte-level BPE).  The other way, files the
+# tokenizers library trains (BPE with ByteLevel, WordPiece with
+# BertNormalizer and BertPreTokenizer, Unigram with Metaspace in its
+# schemes) give HF's ids and text in tfm-tokenize.
+import json
+import os
+import sys
+import tempfile
+
+import tokenizers
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tok_texts as T  # noqa: E402
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+tmp = tempfile.mkdtemp(prefix="tfm-tokhf.")
+failures = []
+rng_lines = T.lines(seed=1, n_random=150 if T.SANITIZED else 300)
+docs = T.documents(seed=2, n=8 if T.SANITIZED else 16)
+# training text: the corpus and other random lines, so that the exotic
+# characters are in the vocabularies
+train_txt = os.path.join(tmp, "train.txt")
+with open(train_txt, "w", encoding="utf-8") as f:
+    f.write("\n".join(T.corpus_lines() + T.lines(seed=5, n_random=400)[-400:]) + "\n")
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL", msg)
+
+
+def compare(name, what, want, got, texts, excused=None):
+    """Counts the agreeing cases; excused(i) names a case where HF departs
+    from tfm by a rule stated at the caller (counted apart)."""
+    bad = [i for i in range(len(want)) if want[i] != got[i]]
+    if excused:
+        ex = [i for i in bad if excused(i)]
+        if ex:
+            print(f"  {name}: {what}: {len(ex)} cases excused ({excused.__doc__})")
+        bad = [i for i in bad if i not in ex]
+    if bad:
+        i = bad[0]
+        fail(f"{name}: {what}: {len(bad)} of {len(want)} differ, first {texts[i]!r}: "
+             f"HF {want[i]} tfm {got[i]}")
+    return len(want) - len(bad)
+
+
+def unk_ids(tok):
+    """The ids whose decoding HF and tfm write differently on purpose:
+    the unknown piece (HF its name, tfm sentencepiece's " ⁇ ")."""
+    m = json.loads(tok.to_str())["model"]
+    if m.get("type") == "Unigram" and m.get("unk_id") is not None:
+        return {m["unk_id"]}
+    return set()
+
+
+def judge(name, path, *, template=False, byte_level=False):
+    """HF and transformers against tfm-tokenize on the file at path."""
+    tok = tokenizers.Tokenizer.from_file(path)
+    fast = PreTrainedTokenizerFast(tokenizer_file=path)
+    texts = rng_lines
+    n = 0
+    # special tokens split out: HF's default
+    want = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    got = T.tfm_encode_lines(path, texts, "--split-special")
+    # equal segmentations in exact arithmetic: the same pieces in another
+    # order (HF's Viterbi sums in double, sentencepiece's and tfm's store
+    # floats, so exact ties, as runs of "▁" pieces give, go either way)
+    def tie(i, want=want, got=got):
+        """the same pieces in another order: an exact tie"""
+        return sorted(want[i]) == sorted(got[i])
+    n += compare(name, "ids", want, got, texts, tie)
+    tf = [fast.encode(t, add_special_tokens=False) for t in texts]
+    n += compare(name, "PreTrainedTokenizerFast ids", tf, got, texts, tie)
+    # special tokens as text; HF's Unigram then finds a control piece's text
+    # ("<s>") as a piece of its vocabulary, where sentencepiece never does
+    specials = [a["content"] for a in json.loads(tok.to_str())["added_tokens"] if a["special"]]
+    tok.encode_special_tokens = True
+    want_t = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    tok.encode_special_tokens = False
+    got_t = T.tfm_encode_lines(path, texts)
+
+    def control(i):
+        """a Unigram control piece's text in the line, which HF's Unigram matches"""
+        return bool(unk_ids(tok) is not None and json.loads(tok.to_str())["model"]["type"] ==
+                    "Unigram" and any(sp in texts[i] for sp in specials))
+    def tie_or_control(i):
+        """an exact tie, or a control piece's text that HF's Unigram matches"""
+        return tie(i, want_t, got_t) or control(i)
+    n += compare(name, "ids, specials as text", want_t, got_t, texts, tie_or_control)
+    if template:
+        # with [CLS] and [SEP], tfm's --add-special reads "A<TAB>B" as a pair
+        pair = tok.token_to_id("[CLS]") is not None
+        want_s = [tok.encode(*(t.split("\t", 1) if pair else [t]), add_special_tokens=True).ids
+                  for t in texts]
+        got_s = T.tfm_encode_lines(path, texts, "--split-special", "--add-special")
+        n += compare(name, "ids with add_special_tokens", want_s, got_s, texts)
+    # documents: newlines, \r\n and blank lines are text
+    want_d = [tok.encode(d, add_special_tokens=False).ids for d in docs]
+    got_d = [T.tfm_encode_doc(path, d, "--split-special") for d in docs]
+    n += compare(name, "document ids", want_d, got_d, docs)
+    # decoding tfm's ids
+    unk = unk_ids(tok)
+    keep = [i for i in range(len(texts)) if not unk & set(got[i])]
+    seqs = [got[i] for i in keep]
+    kt = [texts[i] for i in keep]
+    def inner(i):
+        """HF's Metaspace decoder drops every "▁" of the first token, also one inside it"""
+        p = tok.id_to_token(seqs[i][0]) if seqs[i] else ""
+        return "\u2581" in p[1:] and json.loads(tok.to_str())["decoder"]["type"] == "Metaspace"
+    for skip, extra in ((False, ()), (True, ("--skip-special",))):
+        want_x = tok.decode_batch(seqs, skip_special_tokens=skip)
+        n += compare(name, f"decode (skip_special_tokens={skip})", want_x,
+                     T.tfm_decode(path, seqs, *extra), kt, inner)
+    if byte_level:
+        n += compare(name, "decode = the text", kt, T.tfm_decode(path, seqs), kt)
+        dd = [T.tfm_decode_doc(path, got_d[i]) for i in range(len(docs))]
+        n += compare(name, "document decode = the text", docs, dd, docs)
+    print(f"{name}: {n} comparisons agree ({len(texts)} lines, {len(docs)} documents,"
+          f" {len(texts) - len(keep)} lines with the unknown piece left out of decoding)")
+
+
+def tfm_train(name, *args):
+    path = os.path.join(tmp, name + ".json")
+    T.tfm("train", "-q", *args, "-o", path, train_txt)
+    return path
+
+
+# ---- tfm's files in HF ------------------------------------------------------
+judge("tfm bpe", tfm_train("bpe", "--model", "bpe", "--vocab-size", "800"), byte_level=True)
+judge("tfm bpe --lowercase", tfm_train("bpe_lc", "--model", "bpe", "--vocab-size", "800",
+                                       "--lowercase"))
+judge("tfm char", tfm_train("char", "--model", "char"))
+judge("tfm wordpiece", tfm_train("wp", "--model", "wordpiece", "--vocab-size", "800"),
+      template=True)
+judge("tfm wordpiece --no-lowercase", tfm_train("wp_cased", "--model", "wordpiece",
+                                                "--vocab-size", "800", "--no-lowercase"),
+      template=True)
+judge("tfm unigram", tfm_train("uni", "--model", "unigram", "--vocab-size", "600"),
+      template=True)
+judge("tfm unigram t5-like", tfm_train("uni_t5", "--model", "unigram", "--vocab-size", "900",
+                                       "--byte-fallback", "--extra-ids", "10",
+                                       "--user-symbols", "<sep>,quick", "--special", "<pad>",
+                                       "--special", "</s>", "--special", "<unk>"),
+      template=True)
+
+# ---- the tokenizers library's files in tfm -------------------------------------
+with open(train_txt, encoding="utf-8") as f:
+    train = f.read().split("\n")
+
+
+def hf_file(name, tok):
+    path = os.path.join(tmp, name + ".json")
+    tok.save(path)
+    return path
+
+
+t = tokenizers.Tokenizer(models.BPE())
+t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+t.decoder = decoders.ByteLevel()
+t.post_processor = processors.ByteLevel(trim_offsets=False)
+t.train_from_iterator(train, trainers.BpeTrainer(
+    vocab_size=800, special_tokens=["<|endoftext|>"], show_progress=False,
+    initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+judge("HF BPE ByteLevel", hf_file("hf_bpe", t), byte_level=True)
+
+for lower in (True, False):
+    t = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    t.normalizer = normalizers.BertNormalizer(lowercase=lower)
+    t.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    t.decoder = decoders.WordPiece()
+    t.train_from_iterator(train, trainers.WordPieceTrainer(
+        vocab_size=800, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+        show_progress=False))
+    t.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", t.token_to_id("[CLS]")), ("[SEP]", t.token_to_id("[SEP]"))])
+    judge(f"HF WordPiece lowercase={lower}", hf_file(f"hf_wp{int(lower)}", t), template=True)
+
+for scheme, split, norm in (("always", True, normalizers.NFKC()), ("never", True, None),
+                            ("always", False, normalizers.NFKC())):
+    t = tokenizers.Tokenizer(models.Unigram())
+    if norm is not None:
+        t.normalizer = norm
+    t.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme=scheme, split=split)
+    t.decoder = decoders.Metaspace(prepend_scheme=scheme, split=split)
+    t.train_from_iterator(train, trainers.UnigramTrainer(
+        vocab_size=800, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>",
+        show_progress=False))
+    judge(f"HF Unigram Metaspace {scheme} split={split}",
+          hf_file(f"hf_uni_{scheme}_{split}", t))
+
+if failures:
+    print(f"{len(failures)} failures")
+    sys.exit(1)
+print("HF tokenizers and transformers agree with tfm-tokenize both ways")

@@ -566,6 +566,7 @@ static const hf_key hf_t5_keys[] = {
     {"forced_eos_token_id", HF_READ}, {"dropout_rate", HF_READ},
     {"layer_norm_epsilon", HF_READ}, {"feed_forward_proj", HF_READ},
     {"tie_word_embeddings", HF_READ}, {"dense_act_fn", HF_READ}, {"is_gated_act", HF_READ},
+    {"scale_decoder_outputs", HF_READ},
     {"is_encoder_decoder", HF_ANY}, {"forced_bos_token_id", HF_DEFAULT}, {NULL, 0},
 };
 
@@ -1130,8 +1131,10 @@ static int bert_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tf
  * [heads, buckets] in tfm), unscaled attention, no biases, the feed-forward
  * of feed_forward_proj, the source embedding tied to the target's
  * (shared.weight; encoder.embed_tokens.weight or decoder.embed_tokens.weight
- * when a file lacks it), and with tie_word_embeddings the LM head tied and
- * reading the hidden states times d_model^-0.5 (head_scale).  HF's
+ * when a file lacks it), the LM head tied unless lm_head.weight differs
+ * from it (t5_head_tied), reading the hidden states times d_model^-0.5
+ * (head_scale) unless scale_decoder_outputs (transformers 5) or
+ * tie_word_embeddings (4) is false.  HF's
  * Linears are [out, in], tfm's [in, out], and tfm's q|k|v and k|v are
  * fused: the weights are copied.  Old files also carry a
  * decoder.block.0.layer.1.EncDecAttention.relative_attention_bias that HF
@@ -1240,13 +1243,14 @@ static int t5_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tf
                    "'%s'", j->str ? j->str : "", proj);
         goto out;
     }
-    int tied = 1;
-    j = tfm_json_get(doc.root, "tie_word_embeddings");
-    if (j) {
-        if (tfm_json_expect(&doc, j, TFM_JSON_BOOL, "tie_word_embeddings", err) < 0)
-            goto out;
-        tied = j->boolean;
-    }
+    /* transformers 5 reads tie_word_embeddings false (v1.1's) as "no
+     * d_model^-0.5 before the head" (scale_decoder_outputs, which it then
+     * writes) and ties the head unless the file holds an lm_head.weight
+     * that differs: t5_load decides the tie from the tensors */
+    int tied, scale;
+    if (hf_bool(&doc, "tie_word_embeddings", 1, &tied, err) < 0 ||
+        hf_bool(&doc, "scale_decoder_outputs", tied, &scale, err) < 0)
+        goto out;
     (void)pad; /* padding is told by lengths, never by id */
     c->kind = TFM_KIND_ENCODER_DECODER;
     c->positions = TFM_POS_T5;
@@ -1271,7 +1275,7 @@ static int t5_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tf
     c->t5_max_distance = MD;
     c->tie_embeddings = tied;
     c->tie_source = 1;
-    c->head_scale = tied;
+    c->head_scale = scale;
     c->decoder_start = start;
     c->forced_eos = forced_eos;
     /* HF's T5 drops at dropout_rate everywhere: embeddings, attention
@@ -1684,6 +1688,24 @@ static int bart_weights(const bert_ckpt *b, tfm_err *err)
 
 /* ---- HuggingFace T5 and BART: loading -------------------------------- */
 
+/* Whether a T5 file's head is its embedding, as transformers 5 ties it:
+ * no lm_head.weight, or one equal to the embedding (torch's .bin files and
+ * old save_pretrained kept both); tie_word_embeddings no longer decides. */
+static int t5_head_tied(const tfm_safetensors *st)
+{
+    const tfm_st_tensor *h = tfm_safetensors_find(st, "lm_head.weight");
+    if (!h)
+        return 1;
+    const tfm_st_tensor *e = tfm_safetensors_find(st, "shared.weight");
+    if (!e)
+        e = tfm_safetensors_find(st, "decoder.embed_tokens.weight");
+    if (!e)
+        e = tfm_safetensors_find(st, "encoder.embed_tokens.weight");
+    return e && e->dtype == h->dtype && e->nbytes == h->nbytes && e->ndim == h->ndim &&
+           !memcmp(e->shape, h->shape, sizeof e->shape[0] * (size_t)h->ndim) &&
+           !memcmp(e->data, h->data, h->nbytes);
+}
+
 /* Builds *m (and the model section c) from an open T5 checkpoint (bart
  * NULL) or BART one (bart: its names' prefix); the tokenizer beside it
  * (tokenizer.json, spiece.model, vocab.json + merges.txt) when tok is not
@@ -1699,6 +1721,8 @@ static int t5_load(const tfm_safetensors *st, const char *bart, tfm_model_keys *
     /* BartModel's files have no head, and HF's head starts with a zero bias */
     if (bart)
         c->head_bias = tfm_safetensors_find(st, "final_logits_bias") != NULL;
+    else
+        c->tie_embeddings = t5_head_tied(st);
     if (tfm_model_config_from_keys(c, NULL, &g, err) < 0 || tfm_model_init(m, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
     bert_ckpt b = {st, bart ? bart : "", m, bart ? "BART" : "T5"};

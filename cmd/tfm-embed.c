@@ -1,7 +1,8 @@
 /* tfm-embed: contextual embeddings of text lines.
  * Options -> lines read in chunks -> tfm_embedder_run (lib/infer/embed.h)
  * -> vectors in input order (npy, TSV, JSON lines, raw float32), cosine
- * similarities, attention maps. */
+ * similarities, the nearest rows of stored vectors (lib/infer/search.h),
+ * attention maps. */
 #include "config.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include "base/opt.h"
 #include "data/spans.h"
 #include "infer/embed.h"
+#include "infer/search.h"
 #include "io/npy.h"
 #include "model/file.h"
 #include "model/forward.h"
@@ -67,6 +69,12 @@ static void __attribute__((noreturn)) usage(void)
            "                         .offsets.npy: -o v.npy gives v.offsets.npy)\n"
            "      --similarity       cosine of A and B of each \"A<TAB>B\" line (one a line)\n"
            "      --matrix           the N x N cosine matrix of the inputs (holds them all)\n"
+           "      --search VECS.npy  for each line, the K rows of VECS (vectors tfm-embed\n"
+           "                         wrote with this model) nearest by cosine: TSV\n"
+           "                         LINE<TAB>ROW<TAB>COSINE (rows from 1), or jsonl\n"
+           "      --top K            rows per line for --search (default 10)\n"
+           "      --search-text FILE the lines VECS was made from: each row's text as\n"
+           "                         the last column\n"
            "Attention:\n"
            "      --attention FILE   float32 [layers, heads, T, T] of the input (a %%d in\n"
            "                         FILE: one file per line, %%d its line number)\n"
@@ -77,7 +85,8 @@ static void __attribute__((noreturn)) usage(void)
            "                         --attention, -1 for the picture)\n"
            "      --attention-head H   0..heads-1 (default: all; the picture: 0)\n"
            "Input:\n"
-           "      --max-len N        tokens per input at most (default: the model's context)\n"
+           "      --max-len N        tokens per input at most (default: a sentence-transformers\n"
+           "                         folder's max_seq_length, else the model's context)\n"
            "      --truncate MODE    head (keep the first N tokens, the count of inputs cut\n"
            "                         on stderr; default) or error\n"
            "      --skip-empty       empty lines give no output (default: embedded as an\n"
@@ -103,7 +112,7 @@ enum {
     OPT_LAYERS = 256, OPT_LAYER_WEIGHTS, OPT_GAMMA, OPT_POOL, OPT_NORMALIZE, OPT_OFFSETS,
     OPT_SIMILARITY, OPT_MATRIX, OPT_ATTENTION, OPT_ATTENTION_SVG, OPT_ATT_LAYER, OPT_ATT_HEAD,
     OPT_MAX_LEN, OPT_TRUNCATE, OPT_SKIP_EMPTY, OPT_MAX_TOKENS, OPT_CHUNK, OPT_THREADS,
-    OPT_VERSION, OPT_ADAPTER, OPT_Q8_GEMM,
+    OPT_VERSION, OPT_ADAPTER, OPT_Q8_GEMM, OPT_SEARCH, OPT_TOP, OPT_SEARCH_TEXT,
 };
 
 static const struct option long_opts[] = {
@@ -119,6 +128,9 @@ static const struct option long_opts[] = {
     {"offsets", required_argument, 0, OPT_OFFSETS},
     {"similarity", no_argument, 0, OPT_SIMILARITY},
     {"matrix", no_argument, 0, OPT_MATRIX},
+    {"search", required_argument, 0, OPT_SEARCH},
+    {"top", required_argument, 0, OPT_TOP},
+    {"search-text", required_argument, 0, OPT_SEARCH_TEXT},
     {"attention", required_argument, 0, OPT_ATTENTION},
     {"attention-svg", required_argument, 0, OPT_ATTENTION_SVG},
     {"attention-layer", required_argument, 0, OPT_ATT_LAYER},
@@ -156,6 +168,10 @@ typedef struct app {
     /* --matrix: every vector */
     float *all;
     size_t n_all;
+    /* --search: the stored vectors, rows per query */
+    const char *search_path;
+    tfm_search search;
+    int top;
     /* counts */
     long n_inputs, n_truncated, n_skipped, n_tokens;
 } app;
@@ -343,6 +359,44 @@ static void write_similarity(app *a, const chunk *c, const float *vec)
     }
 }
 
+/* --search: the nearest stored rows of each input, nearest first. */
+static void write_search(app *a, const chunk *c, const float *vec)
+{
+    uint32_t *row = tfm_malloc(sizeof *row * (size_t)a->top);
+    double *cos = tfm_malloc(sizeof *cos * (size_t)a->top);
+    tfm_buf b = {0};
+    for (int i = 0; i < c->n; i++) {
+        int k = tfm_search_top(&a->search, vec + (size_t)i * a->D, a->top, row, cos);
+        for (int r = 0; r < k; r++) {
+            size_t tl = 0;
+            const char *t = tfm_search_text(&a->search, row[r], &tl);
+            tfm_buf_clear(&b);
+            if (a->fmt == FMT_JSONL) {
+                tfm_buf_printf(&b, "{\"line\":%ld,\"row\":%lu,\"cosine\":", c->line[i],
+                               (unsigned long)row[r] + 1);
+                tfm_buf_put_json_double(&b, 9, cos[r]);
+                if (t) {
+                    tfm_buf_puts(&b, ",\"text\":");
+                    tfm_buf_put_json_string(&b, t, tl);
+                }
+                tfm_buf_puts(&b, "}\n");
+            } else {
+                tfm_buf_printf(&b, "%ld\t%lu\t%.9g", c->line[i], (unsigned long)row[r] + 1,
+                               cos[r]);
+                if (t) {
+                    tfm_buf_putc(&b, '\t');
+                    tfm_buf_append(&b, t, tl);
+                }
+                tfm_buf_putc(&b, '\n');
+            }
+            fwrite(b.data, 1, b.len, a->out.fp);
+        }
+    }
+    tfm_buf_free(&b);
+    free(row);
+    free(cos);
+}
+
 /* FILE with "%d" replaced by the line number. */
 static char *att_name(const char *pattern, long line)
 {
@@ -524,6 +578,8 @@ static void run_chunk(app *a, chunk *c)
         a->n_all += (size_t)c->n;
     } else if (a->similarity) {
         write_similarity(a, c, vec);
+    } else if (a->search_path) {
+        write_search(a, c, vec);
     } else {
         write_vectors(a, c, vec);
     }
@@ -599,9 +655,10 @@ int main(int argc, char **argv)
     double gamma = 1.0;
     int normalize = 0, threads = 0, max_len = 0, max_tokens = 4096, chunk_lines = 1024;
     int gamma_set = 0;
-    const char *q8_gemm = NULL;
+    const char *q8_gemm = NULL, *search_text = NULL;
     long att_layer = 0, att_head = -1;
-    app a = {.att_head = -1};
+    int top_set = 0;
+    app a = {.att_head = -1, .top = 10};
     int c;
     while ((c = getopt_long(argc, argv, "m:o:f:qh", long_opts, NULL)) != -1) {
         switch (c) {
@@ -633,6 +690,12 @@ int main(int argc, char **argv)
         case OPT_OFFSETS: a.offsets_path = optarg; break;
         case OPT_SIMILARITY: a.similarity = 1; break;
         case OPT_MATRIX: a.matrix = 1; break;
+        case OPT_SEARCH: a.search_path = optarg; break;
+        case OPT_TOP:
+            a.top = (int)tfm_opt_long(prog, "--top", optarg, 1, 1 << 24);
+            top_set = 1;
+            break;
+        case OPT_SEARCH_TEXT: search_text = optarg; break;
         case OPT_ATTENTION: a.att_npy = optarg; break;
         case OPT_ATTENTION_SVG: a.att_svg = optarg; break;
         case OPT_ATT_LAYER:
@@ -679,12 +742,15 @@ int main(int argc, char **argv)
         tfm_usage_error(prog, "--layers and --layer-weights exclude each other");
     if (gamma_set && !weights)
         tfm_usage_error(prog, "--gamma applies to --layer-weights");
-    if (a.similarity && a.matrix)
-        tfm_usage_error(prog, "--similarity and --matrix exclude each other");
+    if (a.similarity + a.matrix + !!a.search_path > 1)
+        tfm_usage_error(prog, "--similarity, --matrix and --search exclude each other");
+    if ((top_set || search_text) && !a.search_path)
+        tfm_usage_error(prog, "--top and --search-text apply to --search");
     const int pool_none = pool && pool_set == TFM_POOL_SET(TFM_POOL_NONE);
-    if ((a.similarity || a.matrix) && pool_none)
+    const char *compare = a.similarity ? "similarity" : a.matrix ? "matrix" : "search";
+    if ((a.similarity || a.matrix || a.search_path) && pool_none)
         tfm_usage_error(prog, "--%s compares one vector per input: not with --pool none",
-                        a.similarity ? "similarity" : "matrix");
+                        compare);
     if ((a.att_layer_set || a.att_head_set) && !a.att_npy && !a.att_svg)
         tfm_usage_error(prog, "--attention-layer and --attention-head need --attention or "
                               "--attention-svg");
@@ -698,8 +764,10 @@ int main(int argc, char **argv)
                 : ends_with(a.out_path, ".jsonl") ? FMT_JSONL
                 : ends_with(a.out_path, ".f32") || ends_with(a.out_path, ".raw") ? FMT_RAW
                 : FMT_NPY;
-    else if (a.similarity || a.matrix)
+    else if (a.similarity || a.matrix || a.search_path)
         a.fmt = FMT_TSV; /* numbers to read */
+    if (a.search_path && (a.fmt == FMT_NPY || a.fmt == FMT_RAW))
+        tfm_usage_error(prog, "--search writes lines: --format tsv or jsonl");
     /* validate the attention file names: one file, or one per line */
     const char *att_files[2] = {a.att_npy, a.att_svg};
     for (int k = 0; k < 2; k++)
@@ -732,10 +800,11 @@ int main(int argc, char **argv)
     tfm_embed_opts o;
     tfm_embed_opts_default(&o, cfg);
     o.max_tokens = max_tokens;
+    int st_max_len = 0; /* sentence-transformers' max_seq_length */
     if (tfm_is_dir(model)) {
         unsigned p = o.pools;
         int nz = 0;
-        int st = tfm_embed_st_defaults(model, &p, &nz, &err);
+        int st = tfm_embed_st_defaults(model, &p, &nz, &st_max_len, &err);
         if (st < 0)
             tfm_die(prog, &err);
         if (st > 0) {
@@ -795,18 +864,28 @@ int main(int argc, char **argv)
             tfm_usage_error(prog, "--pool none writes npy vectors and their offsets: give -o "
                                   "FILE.npy (or --offsets FILE)");
     }
-    if (none && (a.similarity || a.matrix))
+    if (none && (a.similarity || a.matrix || a.search_path))
         tfm_usage_error(prog, "--%s compares one vector per input: the model folder's pooling "
-                              "is none; give --pool", a.similarity ? "similarity" : "matrix");
+                              "is none; give --pool", compare);
     /* the longest input: the model's context unless --max-len says less */
     int ctx = cfg->block_size;
-    a.max_len = max_len ? max_len : ctx;
+    a.max_len = max_len ? max_len : st_max_len && st_max_len < ctx ? st_max_len : ctx;
     if (cfg->pos == TFM_POS_LEARNED && a.max_len > ctx)
         tfm_fatal(prog, "%s: --max-len %d is longer than the model's context (%d learned "
                         "positions)", model, a.max_len, ctx);
     if (tfm_embedder_init(&a.emb, cfg, &a.lm.w, &o, &err) < 0)
         tfm_die(prog, &err);
     a.D = a.emb.W; /* the output's width: k x D for k pooling modes */
+    if (a.search_path) {
+        if (tfm_search_open(&a.search, a.search_path, &err) < 0)
+            tfm_die(prog, &err);
+        if (a.search.d != a.D)
+            tfm_fatal(prog, "%s: %d-wide vectors, but %s gives %d-wide ones (%s): embed the "
+                            "corpus with the same model, layers and pooling", a.search_path,
+                      a.search.d, model, a.D, tfm_pool_set_name(o.pools, (char[64]){0}, 64));
+        if (search_text && tfm_search_texts(&a.search, search_text, &err) < 0)
+            tfm_die(prog, &err);
+    }
 
     /* the input, then the outputs (temporary files until the end) */
     a.in_name = strcmp(in_path, "-") ? in_path : "<stdin>";
@@ -816,7 +895,7 @@ int main(int argc, char **argv)
     const char *out_path = a.out_path ? a.out_path : "-";
     if (a.fmt == FMT_NPY && a.matrix) {
         /* written whole at the end (tfm_npy_write is atomic) */
-    } else if (a.fmt == FMT_NPY) {
+    } else if (a.fmt == FMT_NPY) { /* never with --search */
         size_t row = a.similarity ? 0 : (size_t)a.D;
         if (tfm_npy_writer_open(&a.npy, out_path, TFM_NPY_F32, row, &err) < 0)
             tfm_die(prog, &err);
@@ -913,6 +992,7 @@ int main(int argc, char **argv)
     tfm_buf_free(&line);
     chunk_free(&ch);
     free(a.all);
+    tfm_search_close(&a.search);
     tfm_embedder_free(&a.emb);
     tfm_tok_scratch_free(a.scratch);
     tfm_lm_close(&a.lm);

@@ -301,7 +301,43 @@ static int st_pooling(const tfm_json_doc *doc, const char *path, unsigned *pools
     return 0;
 }
 
-int tfm_embed_st_defaults(const char *dir, unsigned *pools, int *normalize, tfm_err *err)
+/* The Transformer module's sentence_bert_config.json (in dir): its
+ * max_seq_length; do_lower_case true (the text lowercased before the
+ * tokenizer) is refused. */
+static int st_transformer(const char *dir, int *max_len, tfm_err *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
+    if (access(path, F_OK) != 0)
+        return 0;
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0)
+        return -1;
+    int rc = -1;
+    int64_t n;
+    const tfm_json *j;
+    if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0)
+        goto out;
+    j = tfm_json_get(doc.root, "do_lower_case");
+    if (j && j->type == TFM_JSON_BOOL && j->boolean) {
+        tfm_err_at(err, path, j->line, j->col, "do_lower_case true is not supported (give a "
+                   "lowercasing tokenizer instead)");
+        goto out;
+    }
+    j = tfm_json_get(doc.root, "max_seq_length");
+    if (j && j->type != TFM_JSON_NULL) {
+        if (tfm_json_get_int(&doc, j, "max_seq_length", 1, 1 << 24, &n, err) < 0)
+            goto out;
+        *max_len = (int)n;
+    }
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
+int tfm_embed_st_defaults(const char *dir, unsigned *pools, int *normalize, int *max_len,
+                          tfm_err *err)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/modules.json", dir);
@@ -320,6 +356,12 @@ int tfm_embed_st_defaults(const char *dir, unsigned *pools, int *normalize, tfm_
             continue;
         if (strstr(type->str, "Normalize"))
             *normalize = 1;
+        if (strstr(type->str, "models.Transformer") && mpath && mpath->type == TFM_JSON_STRING) {
+            char td[4400];
+            snprintf(td, sizeof td, "%s/%s", dir, mpath->str);
+            if (st_transformer(td, max_len, err) < 0)
+                goto out;
+        }
         if (!strstr(type->str, "Pooling") || !mpath || mpath->type != TFM_JSON_STRING)
             continue;
         char pc[4400];

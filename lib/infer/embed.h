@@ -128,11 +128,14 @@ void tfm_embed_opts_default(tfm_embed_opts *o, const tfm_model_config *cfg);
 /* sentence-transformers' folder layout: modules.json naming a Pooling
  * module (its config.json: pooling_mode_cls_token, _max_tokens,
  * _mean_tokens, _mean_sqrt_len_tokens, _lasttoken; every one set is
- * pooled, side by side) and a Normalize module.  Returns 1 and sets *pools
- * and *normalize when dir holds modules.json, 0 when it does not, -1 on a
- * malformed file or a pooling_mode_* set that tfm does not have (the
- * message names the key). */
-int tfm_embed_st_defaults(const char *dir, unsigned *pools, int *normalize, tfm_err *err);
+ * pooled, side by side) and a Normalize module, and the Transformer
+ * module's sentence_bert_config.json: max_seq_length into *max_len (the
+ * tokens an input keeps; untouched without it).  Returns 1 and sets
+ * *pools and *normalize when dir holds modules.json, 0 when it does not,
+ * -1 on a malformed file, a pooling_mode_* set that tfm does not have or
+ * do_lower_case true (the message names the key). */
+int tfm_embed_st_defaults(const char *dir, unsigned *pools, int *normalize, int *max_len,
+                          tfm_err *err);
 
 /* A chunk of inputs: input i is tok[off[i] .. off[i] + len[i]) (and its
  * segment ids at the same places in seg, or seg NULL). */

@@ -498,7 +498,10 @@ typedef struct hf_key {
 
 /* PretrainedConfig's own keys, the same for every family */
 static const hf_key hf_common_keys[] = {
-    {"architectures", HF_ANY}, {"torch_dtype", HF_ANY}, {"transformers_version", HF_ANY},
+    /* dtype: transformers 5's name for torch_dtype (the stored type, which
+     * the safetensors header says again) */
+    {"architectures", HF_ANY}, {"torch_dtype", HF_ANY}, {"dtype", HF_ANY},
+    {"transformers_version", HF_ANY},
     {"id2label", HF_ANY}, {"label2id", HF_ANY}, {"num_labels", HF_ANY},
     {"_name_or_path", HF_ANY}, {"_commit_hash", HF_ANY}, {"use_cache", HF_ANY},
     {"return_dict", HF_ANY}, {"output_hidden_states", HF_ANY}, {"output_attentions", HF_ANY},
@@ -974,6 +977,81 @@ out:
     return rc;
 }
 
+/* A special token as tokenizer_config.json names it: a string, or an
+ * AddedToken object's "content"; NULL for none (null). */
+static const tfm_json *hf_token_content(const tfm_json *j)
+{
+    if (j && j->type == TFM_JSON_OBJECT)
+        j = tfm_json_get(j, "content");
+    return j && j->type == TFM_JSON_STRING ? j : NULL;
+}
+
+/* tokenizer_config.json at path against the tokenizer read from tokfile:
+ * the special tokens it names (bos_token ... mask_token,
+ * additional_special_tokens) must be tokens, and added_tokens_decoder's
+ * ids must hold its contents: transformers would add what is missing as
+ * new ids, which the model and tfm do not have.  No file: nothing. */
+static int hf_tokenizer_config_agrees(const char *path, const tfm_tokenizer *tok,
+                                      const char *tokfile, tfm_err *err)
+{
+    static const char *const named[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                        "pad_token", "cls_token", "mask_token"};
+    if (access(path, F_OK) != 0)
+        return 0;
+    const char *tf = strrchr(tokfile, '/');
+    tf = tf ? tf + 1 : tokfile;
+    tfm_json_doc doc = {0};
+    int rc = -1;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0 ||
+        tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0)
+        goto out;
+    const tfm_json *extra = tfm_json_get(doc.root, "additional_special_tokens");
+    size_t n_extra = extra && extra->type == TFM_JSON_ARRAY ? extra->n : 0;
+    for (size_t i = 0; i < sizeof named / sizeof *named + n_extra; i++) {
+        const tfm_json *j = i < sizeof named / sizeof *named
+                                ? tfm_json_get(doc.root, named[i])
+                                : extra->items[i - sizeof named / sizeof *named];
+        const tfm_json *c = hf_token_content(j);
+        if (c && tfm_tokenizer_token_id(tok, c->str, c->len) < 0) {
+            tfm_err_at(err, path, c->line, c->col, "%s '%s' is not a token of %s (expected one "
+                       "it defines: transformers would give it a new id)",
+                       i < sizeof named / sizeof *named ? named[i]
+                                                       : "additional_special_tokens' entry",
+                       c->str, tf);
+            goto out;
+        }
+    }
+    const tfm_json *dec = tfm_json_get(doc.root, "added_tokens_decoder");
+    for (size_t i = 0; dec && dec->type == TFM_JSON_OBJECT && i < dec->n; i++) {
+        const tfm_json *k = dec->keys[i], *c = hf_token_content(dec->items[i]);
+        char *end;
+        long long id = strtoll(k->str, &end, 10);
+        if (!c || end == k->str || *end || id < 0 || id > INT32_MAX) {
+            tfm_err_at(err, path, k->line, k->col, "added_tokens_decoder: expected an id "
+                       "and {\"content\": TOKEN, ...}");
+            goto out;
+        }
+        size_t len = 0;
+        const char *have = (uint64_t)id < tfm_tokenizer_vocab_size(tok)
+                               ? tfm_tokenizer_piece(tok, (uint32_t)id, &len) : NULL;
+        if (!have || len != c->len || memcmp(have, c->str, len) != 0) {
+            int64_t at = tfm_tokenizer_token_id(tok, c->str, c->len);
+            if (at >= 0)
+                tfm_err_at(err, path, k->line, k->col, "added_tokens_decoder gives '%s' the "
+                           "id %lld but %s has it as %lld", c->str, id, tf, (long long)at);
+            else
+                tfm_err_at(err, path, k->line, k->col, "added_tokens_decoder's '%s' (id %lld) "
+                           "is not a token of %s (expected its tokens at their ids)", c->str,
+                           id, tf);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
 /* The tokenizer beside a HuggingFace checkpoint: tokenizer.json (which says
  * whether it lowercases), else BERT's vocab.txt, else T5's spiece.model,
  * else GPT-2's vocab.json + merges.txt (or encoder.json + vocab.bpe), the
@@ -1015,7 +1093,8 @@ static int tokenizer_beside(const char *model_path, int vocab_size, int t5, tfm_
         return -1;
     path_beside(model_path, "tokenizer_config.json", cfg, sizeof cfg);
     int64_t extra = 0;
-    if (!plain && hf_tokenizer_config(cfg, *tok, t5, &extra, err) < 0) {
+    if ((!plain && hf_tokenizer_config(cfg, *tok, t5, &extra, err) < 0) ||
+        hf_tokenizer_config_agrees(cfg, *tok, path, err) < 0) {
         tfm_tokenizer_free(*tok);
         *tok = NULL;
         return -1;

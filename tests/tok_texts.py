@@ -59,11 +59,11 @@ def corpus_lines():
         return [l.rstrip("\n") for l in f]
 
 
-def lines(seed=1, n_random=300):
-    """One-line texts (no newline): the corpus, the golden strings without
-    line breaks and n_random random lines."""
+def lines(seed=1, n_random=300, stride=1):
+    """One-line texts (no newline): the corpus (every stride-th line), the
+    golden strings without line breaks and n_random random lines."""
     rng = random.Random(seed)
-    out = corpus_lines()
+    out = corpus_lines()[::stride]
     out += [s for s in golden_strings() if "\n" not in s and "\r" not in s]
     out += [random_line(rng) for _ in range(n_random)]
     return out

@@ -12,15 +12,19 @@
 # (and the input itself for byte-level BPE).  The other way, files the
 # tokenizers library trains (BPE with ByteLevel, WordPiece with
 # BertNormalizer and BertPreTokenizer, Unigram with Metaspace in its
-# schemes) give HF's ids and text in tfm-tokenize.
+# schemes) give HF's ids and text in tfm-tokenize.  Folders that
+# save_pretrained writes give AutoTokenizer's ids in tfm-tokenize -t FOLDER,
+# and a tokenizer_config.json that contradicts its tokenizer is refused.
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tok_texts as T  # noqa: E402
@@ -29,8 +33,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 tmp = tempfile.mkdtemp(prefix="tfm-tokhf.")
 failures = []
-rng_lines = T.lines(seed=1, n_random=150 if T.SANITIZED else 300)
-docs = T.documents(seed=2, n=8 if T.SANITIZED else 16)
+rng_lines = T.lines(seed=1, n_random=150 if T.SANITIZED else 250, stride=2)
+docs = T.documents(seed=2, n=6 if T.SANITIZED else 10)
 # training text: the corpus and other random lines, so that the exotic
 # characters are in the vocabularies
 train_txt = os.path.join(tmp, "train.txt")
@@ -203,6 +207,77 @@ for scheme, split, norm in (("always", True, normalizers.NFKC()), ("never", True
         show_progress=False))
     judge(f"HF Unigram Metaspace {scheme} split={split}",
           hf_file(f"hf_uni_{scheme}_{split}", t))
+
+# ---- folders as transformers writes them ---------------------------------------
+def folder(name, path, **specials):
+    """save_pretrained of the file with its special tokens: a folder whose
+    AutoTokenizer gives tfm-tokenize -t FOLDER's ids."""
+    d = os.path.join(tmp, name)
+    PreTrainedTokenizerFast(tokenizer_file=path, **specials).save_pretrained(d)
+    auto = AutoTokenizer.from_pretrained(d)
+    texts = rng_lines[::3]
+    n = compare(name, "AutoTokenizer ids", [auto.encode(t, add_special_tokens=False)
+                                            for t in texts],
+                T.tfm_encode_lines(d, texts, "--split-special"), texts)
+    print(f"{name}: AutoTokenizer.from_pretrained(folder) agrees on {n} lines")
+    return d
+
+
+BERT_SPECIALS = dict(unk_token="[UNK]", sep_token="[SEP]", cls_token="[CLS]",
+                     pad_token="[PAD]", mask_token="[MASK]")
+wp_dir = folder("wp_folder", os.path.join(tmp, "wp.json"), **BERT_SPECIALS)
+folder("bpe_folder", os.path.join(tmp, "bpe.json"), bos_token="<|endoftext|>",
+       eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+folder("t5_folder", os.path.join(tmp, "uni_t5.json"), eos_token="</s>", unk_token="<unk>",
+       pad_token="<pad>", additional_special_tokens=[f"<extra_id_{i}>" for i in range(10)])
+folder("hf_uni_folder", os.path.join(tmp, "hf_uni_always_True.json"), unk_token="<unk>",
+       pad_token="<pad>", eos_token="</s>")
+
+# a tokenizer_config.json that contradicts the tokenizer: transformers adds
+# what tokenizer.json lacks as a new id; tfm refuses the folder with one
+# message naming the file and what it expected, and writes nothing
+vocab_dir = os.path.join(tmp, "vocab_folder")
+os.mkdir(vocab_dir)
+shutil.copy(os.path.join(T.SRC, "testdata", "bert", "bert-base-uncased-vocab.txt"),
+            os.path.join(vocab_dir, "vocab.txt"))
+with open(os.path.join(wp_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+    wp_cfg = json.load(f)
+contradictions = [
+    ("mask_token missing", wp_dir, {"mask_token": "[MASK2]"}, ["mask_token", "[MASK2]"], True),
+    ("AddedToken object missing", wp_dir,
+     {"unk_token": {"content": "<unk>", "special": True, "__type": "AddedToken"}},
+     ["unk_token", "<unk>"], True),
+    ("additional_special_tokens missing", wp_dir, {"additional_special_tokens": ["[X]"]},
+     ["additional_special_tokens", "[X]"], True),
+    ("added_tokens_decoder another id", wp_dir,
+     {"added_tokens_decoder": {"5": {"content": "[MASK]", "special": True}}},
+     ["added_tokens_decoder", "[MASK]", "id 5", "as 4"], False),
+    ("added_tokens_decoder past the vocabulary", wp_dir,
+     {"added_tokens_decoder": {"900": {"content": "<new>", "special": True}}},
+     ["added_tokens_decoder", "<new>", "900"], False),
+    ("vocab.txt without the token", vocab_dir, {"mask_token": "<mask>"},
+     ["mask_token", "<mask>", "vocab.txt"], False),
+]
+for what, src, change, pieces, judge_hf in contradictions:
+    d = os.path.join(tmp, "bad_" + what.replace(" ", "_"))
+    shutil.copytree(src, d)
+    cfg = dict(wp_cfg if src == wp_dir else {}, **change)
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=2)
+    if judge_hf:  # the contradiction is real: transformers' ids are not the file's
+        auto = AutoTokenizer.from_pretrained(d)
+        if len(auto) <= tokenizers.Tokenizer.from_file(
+                os.path.join(d, "tokenizer.json")).get_vocab_size():
+            fail(f"{what}: transformers adds no token, so this is no contradiction")
+    out = os.path.join(tmp, "out.txt")
+    r = subprocess.run([T.TOKENIZE, "encode", "-q", "-t", d, "-o", out], input=b"hello\n",
+                       capture_output=True)
+    msg = r.stderr.decode().strip()
+    if (r.returncode != 1 or "\n" in msg or not msg.startswith("tfm-tokenize: ") or
+            "tokenizer_config.json" not in msg or not all(p in msg for p in pieces) or
+            os.path.exists(out)):
+        fail(f"{what}: exit {r.returncode}, {msg!r}, output written: {os.path.exists(out)}")
+print(f"{len(contradictions)} contradicting tokenizer_config.json refused with one message")
 
 if failures:
     print(f"{len(failures)} failures")

@@ -714,6 +714,70 @@ static void check_base(const char *cfg_path, const tfm_json *root, const char *b
             tfm_prog_name(), cfg_path, j->line, j->col, j->str, base);
 }
 
+/* adapter_config.json's keys beyond those read above.  PEFT writes every
+ * LoraConfig field; each is honoured, harmless to the merged weights
+ * (metadata, training and initialisation settings, and the selections of
+ * modules and layers, which the file's tensors already reflect), or must be
+ * at its default: tfm applies plain LoRA, W + scale·B·A, and a variant it
+ * does not compute is refused rather than ignored, as is a key it does not
+ * know (a newer PEFT's may change the adapter).  fan_in_fan_out changes
+ * nothing here: PEFT decides it by the module (Conv1D's [in, out] weight,
+ * nn.Linear's [out, in]), and lora_A [r, in], lora_B [out, r] are the same. */
+static int check_keys(const tfm_json_doc *doc, const char *path, tfm_err *err)
+{
+    static const char *const known[] = {
+        "r", "lora_alpha", "use_rslora", "peft_type", "bias", "target_modules",
+        "base_model_name_or_path", "modules_to_save", "fan_in_fan_out", "task_type",
+        "revision", "inference_mode", "peft_version", "auto_mapping", "lora_dropout",
+        "init_lora_weights", "exclude_modules", "layers_to_transform", "layers_pattern",
+        "loftq_config", "eva_config", "corda_config", "lora_ga_config", "megatron_config",
+        "megatron_core", "runtime_config", "qalora_group_size", "ensure_weight_tying",
+    };
+    static const struct {
+        const char *key, *what;
+    } off[] = {
+        {"use_dora", "DoRA adapters are not supported"},
+        {"rank_pattern", "a rank or alpha per module is not supported (one r and lora_alpha "
+                         "for all)"},
+        {"alpha_pattern", "a rank or alpha per module is not supported (one r and lora_alpha "
+                          "for all)"},
+        {"lora_bias", "a bias term on lora_B is not supported"},
+        {"trainable_token_indices", "trained token embeddings (PEFT's trainable tokens) are "
+                                    "not supported"},
+        {"layer_replication", "replicated layers are not supported"},
+        {"target_parameters", "adapters of parameters (not of modules) are not supported"},
+        {"alora_invocation_tokens", "activated LoRA (aLoRA) is not supported"},
+        {"use_qalora", "QALoRA is not supported"},
+        {"use_bdlora", "block-diagonal LoRA (BD-LoRA) is not supported"},
+        {"arrow_config", "Arrow routing is not supported"},
+        {"kasa_config", "KaSA adapters are not supported"},
+        {"velora_config", "VeLoRA adapters are not supported"},
+        {"monteclora_config", "MonteCLoRA adapters are not supported"},
+    };
+    const tfm_json *root = doc->root;
+    for (size_t i = 0; i < root->n; i++) {
+        const char *k = root->keys[i]->str;
+        const tfm_json *v = root->items[i];
+        size_t w = 0, nk = sizeof known / sizeof *known, no = sizeof off / sizeof *off;
+        while (w < nk && strcmp(k, known[w]))
+            w++;
+        if (w < nk)
+            continue;
+        w = 0;
+        while (w < no && strcmp(k, off[w].key))
+            w++;
+        if (w == no)
+            return tfm_err_set(err, "%s:%ld:%ld: '%s' is not a LoraConfig key tfm reads: it "
+                               "may change the adapter, so it is refused rather than ignored",
+                               path, root->keys[i]->line, root->keys[i]->col, k);
+        int def = v->type == TFM_JSON_NULL || (v->type == TFM_JSON_BOOL && !v->boolean) ||
+                  ((v->type == TFM_JSON_OBJECT || v->type == TFM_JSON_ARRAY) && !v->n);
+        if (!def)
+            return tfm_err_set(err, "%s:%ld:%ld: %s: %s", path, v->line, v->col, k, off[w].what);
+    }
+    return 0;
+}
+
 static int read_adapter_config(const char *path, tfm_json_doc *doc, adapter_cfg *ac,
                                tfm_err *err)
 {
@@ -745,15 +809,8 @@ static int read_adapter_config(const char *path, tfm_json_doc *doc, adapter_cfg 
     if ((j = tfm_json_get(root, "bias")) && j->type == TFM_JSON_STRING && strcmp(j->str, "none"))
         return tfm_err_set(err, "%s:%ld:%ld: bias '%s': only adapters without bias terms "
                            "(\"none\") are supported", path, j->line, j->col, j->str);
-    if ((j = tfm_json_get(root, "use_dora")) && j->type == TFM_JSON_BOOL && j->boolean)
-        return tfm_err_set(err, "%s:%ld:%ld: use_dora: DoRA adapters are not supported", path,
-                           j->line, j->col);
-    static const char *const patterns[] = {"rank_pattern", "alpha_pattern"};
-    for (int i = 0; i < 2; i++)
-        if ((j = tfm_json_get(root, patterns[i])) && j->type == TFM_JSON_OBJECT && j->n)
-            return tfm_err_set(err, "%s:%ld:%ld: %s: a rank or alpha per module is not "
-                               "supported (one r and lora_alpha for all)", path, j->line,
-                               j->col, patterns[i]);
+    if (check_keys(doc, path, err) < 0)
+        return -1;
     ac->targets = tfm_json_get(root, "target_modules");
     if (ac->targets && ac->targets->type == TFM_JSON_NULL)
         ac->targets = NULL;
@@ -815,6 +872,53 @@ static int check_targets(const char *path, const adapter_cfg *ac, char **mods, i
                                n_mods ? "it has " : "it has none", n_mods ? mods[0] : "");
     }
     return 0;
+}
+
+/* The HuggingFace family whose module names mod is in (its prefix
+ * "base_model.model." gone), TFM_HF_NONE for tfm's own (h.{i}.*,
+ * enc.h.{i}.*: any base) or a name of no family.  GPT-2's names are tfm's
+ * too (h.{i}.attn.c_proj); under "transformer." they are GPT-2's. */
+static tfm_hf_family module_family(const char *mod)
+{
+    if (!strncmp(mod, "transformer.h.", 14))
+        return TFM_HF_GPT2;
+    if (!strncmp(mod, "bert.", 5) || !strncmp(mod, "encoder.layer.", 14))
+        return TFM_HF_BERT;
+    if (!strncmp(mod, "encoder.block.", 14) || !strncmp(mod, "decoder.block.", 14))
+        return TFM_HF_T5;
+    if (!strncmp(mod, "model.encoder.layers.", 21) || !strncmp(mod, "model.decoder.layers.", 21) ||
+        !strncmp(mod, "encoder.layers.", 15) || !strncmp(mod, "decoder.layers.", 15))
+        return TFM_HF_BART;
+    return TFM_HF_NONE;
+}
+
+static const char *family_name(tfm_hf_family f)
+{
+    static const char *const names[] = {"tfm", "GPT-2", "BERT", "T5", "BART"};
+    return names[f];
+}
+
+/* An adapter for another family's model (a BERT adapter's query on a
+ * GPT-2 base of the same width would fit c_attn's q columns): refused by
+ * its names when the base is a HuggingFace checkpoint of known family. A
+ * tfm model file may have been converted from any family's checkpoint
+ * (tfm-train --convert), so there the shapes alone decide. */
+static int check_family(const tfm_safetensors *st, const char *mod, tfm_hf_family base_f,
+                        const char *base_path, tfm_err *err)
+{
+    static const char *const examples[] = {
+        "", "transformer.h.{i}.attn.c_attn, .attn.c_proj, .mlp.c_fc, .mlp.c_proj",
+        "encoder.layer.{i}.attention.self.query, ..., intermediate.dense, output.dense",
+        "encoder.block.{i}.layer.0.SelfAttention.q, ..., DenseReluDense.wi, .wo",
+        "encoder.layers.{i}.self_attn.q_proj, ..., fc1, fc2",
+    };
+    tfm_hf_family f = module_family(mod);
+    if (!base_f || !f || f == base_f)
+        return 0;
+    return tfm_err_set(err, "%s: module '%s' is a %s module, but the base model %s is a %s "
+                       "checkpoint (modules %s): the adapter was made for another model",
+                       st->name, mod, family_name(f), base_path, family_name(base_f),
+                       examples[base_f]);
 }
 
 /* One module: A and B checked against the base weight, merged into its copy. */
@@ -907,6 +1011,9 @@ int tfm_adapter_load(tfm_adapter *ad, const char *dir, const char *base_path,
     st_open = 1;
     if (tfm_model_file_verify(&st, 0, err) < 0)
         goto out;
+    const char *base_pre;
+    tfm_hf_family base_f = base_path ? tfm_model_file_hf_family(base_path, &base_pre)
+                                     : TFM_HF_NONE;
     mods = tfm_calloc(st.n_tensors + 1, sizeof *mods);
     for (size_t i = 0; i < st.n_tensors; i++) {
         const tfm_st_tensor *t = &st.tensors[i];
@@ -947,7 +1054,8 @@ int tfm_adapter_load(tfm_adapter *ad, const char *dir, const char *base_path,
             tfm_err_set(err, "%s: tensor '%s' has no '%s' beside it", st.name, t->name, other);
             goto out;
         }
-        if (merge_module(ad, &st, mod, t, B, &ac, base, ctx, err) < 0)
+        if (check_family(&st, mod, base_f, base_path, err) < 0 ||
+            merge_module(ad, &st, mod, t, B, &ac, base, ctx, err) < 0)
             goto out;
     }
     if (!n_mods) {

@@ -186,6 +186,7 @@ void tfm_eval_report_classify(const char *const *gold, const char *const *pred, 
         json_num(o, "accuracy", r.accuracy);
         json_num(o, "f1_macro", r.f1_macro);
         json_num(o, "f1_micro", r.f1_micro);
+        json_num(o, "f1_weighted", r.f1_weighted);
         json_num(o, "mcc", r.mcc);
         json_str(o, "pos_label", pos);
         json_num(o, "precision_pos", pos ? r.precision_pos : NAN);
@@ -193,11 +194,13 @@ void tfm_eval_report_classify(const char *const *gold, const char *const *pred, 
         json_num(o, "f1_pos", pos ? r.f1_pos : NAN);
         tfm_buf_puts(o, "}\n");
     } else {
-        tfm_buf_printf(o, "items\tlabels\taccuracy\tf1_macro\tf1_micro\tmcc\tpos_label"
-                       "\tprecision_pos\trecall_pos\tf1_pos\n%zu\t%zu\t", r.n, r.labels);
+        tfm_buf_printf(o, "items\tlabels\taccuracy\tf1_macro\tf1_micro\tf1_weighted\tmcc"
+                       "\tpos_label\tprecision_pos\trecall_pos\tf1_pos\n%zu\t%zu\t", r.n,
+                       r.labels);
         tsv_num(o, r.accuracy, 0);
         tsv_num(o, r.f1_macro, 0);
         tsv_num(o, r.f1_micro, 0);
+        tsv_num(o, r.f1_weighted, 0);
         tsv_num(o, r.mcc, 0);
         tfm_buf_printf(o, "%s\t", pos ? pos : "-");
         tsv_num(o, pos ? r.precision_pos : NAN, 0);
@@ -205,9 +208,9 @@ void tfm_eval_report_classify(const char *const *gold, const char *const *pred, 
         tsv_num(o, pos ? r.f1_pos : NAN, 1);
     }
     if (!quiet) {
-        fprintf(stderr, "%s: accuracy %.4f (%zu/%zu), F1 macro %.4f, micro %.4f, MCC %.4f "
-                "(%zu labels)\n", prog, r.accuracy, r.correct, r.n, r.f1_macro, r.f1_micro,
-                r.mcc, r.labels);
+        fprintf(stderr, "%s: accuracy %.4f (%zu/%zu), F1 macro %.4f, micro %.4f, weighted "
+                "%.4f, MCC %.4f (%zu labels)\n", prog, r.accuracy, r.correct, r.n, r.f1_macro,
+                r.f1_micro, r.f1_weighted, r.mcc, r.labels);
         if (pos)
             fprintf(stderr, "%s: label \"%s\": F1 %.4f, precision %.4f (%zu/%zu), recall "
                     "%.4f (%zu/%zu)\n", prog, pos, r.f1_pos, r.precision_pos, r.pos_tp,

@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
-# tfm-eval score, bleu and chrf against the reference tools on random cases:
-# scikit-learn (accuracy, F1 binary/macro/micro, MCC) and SciPy (Pearson,
-# Spearman with ties); for tags, spans, BLEU and chrF, which have no Debian
-# package, the reference algorithms written out here in Python from their
-# published definitions (seqeval's chunk rules, the SQuAD v1.1 script,
-# sacrebleu's 13a regexes, exp smoothing and chrF), so Python's own regex
-# and Unicode semantics check the C code's.
+# tfm-eval score, bleu and chrf judged by the reference libraries on random
+# cases: scikit-learn (accuracy, F1 binary/macro/micro/weighted, MCC), SciPy
+# (Pearson, Spearman with ties), seqeval (entity precision, recall and F1 in
+# its default mode, on IOB2 tags, stray and mixed tags, and IOBES), and
+# sacrebleu (corpus and sentence BLEU with the 13a tokenizer, chrF2, both
+# with and without lowercasing, one to three references, empty lines; and a
+# real translation-like corpus: the German messages of Debian's gettext
+# catalogues and KJV verses, perturbed as a system's output would be).  The
+# SQuAD v1.1 scores, which no reference library here computes, against the
+# official script's definitions written out here.  The golden files
+# (testdata/metrics) are checked by lib/metrics/taskmetrics_test.c and
+# tests/eval_metrics.sh.
+import gettext
+import glob
 import json
 import math
 import os
@@ -15,13 +22,18 @@ import string
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections import Counter
 
 import numpy as np
+import sacrebleu
 import scipy.stats
+import seqeval.metrics
 import sklearn.metrics as skm
 
+warnings.filterwarnings("ignore")  # scikit-learn's and seqeval's on one-label inputs
 BUILD = os.environ.get("TFM_BUILDDIR", os.getcwd())
+REAL = 500 if os.environ.get("TFM_SANITIZED") else 1000
 EVAL = os.path.join(BUILD, "tfm-eval")
 rng = random.Random(12)
 failures = 0
@@ -71,6 +83,8 @@ for case in range(60):
     check("accuracy", r["accuracy"], skm.accuracy_score(gold, pred))
     check("f1_macro", r["f1_macro"], skm.f1_score(gold, pred, average="macro", zero_division=0))
     check("f1_micro", r["f1_micro"], skm.f1_score(gold, pred, average="micro", zero_division=0))
+    check("f1_weighted", r["f1_weighted"],
+          skm.f1_score(gold, pred, average="weighted", zero_division=0))
     check("mcc", r["mcc"], skm.matthews_corrcoef(gold, pred))
     if pos is not None:
         if r["pos_label"] != pos:
@@ -99,48 +113,76 @@ for case in range(40):
     check("spearman", r["spearman"], scipy.stats.spearmanr(x, y)[0], 1e-9)
 
 
-# ---- tagging: seqeval's default (conlleval) chunks ---------------------------
-def chunks(seq):
-    flat = [t for s in seq for t in s + ["O"]]
-    out, pt, ptype, begin = [], "O", "", 0
-    for i, t in enumerate(flat + ["O"]):
-        tag, typ = t[0], t[1:].split("-", maxsplit=1)[-1] or "_"
-        end = (pt in "ES" or (pt in "BI" and tag in "BSO") or
-               (pt != "O" and pt != "." and ptype != typ))
-        start = (tag in "BS" or (pt in "ESO" and tag in "EI") or
-                 (tag != "O" and tag != "." and ptype != typ))
-        if end:
-            out.append((ptype, begin, i - 1))
-        if start:
-            begin = i
-        pt, ptype = tag, typ
-    return set(out)
+# ---- tagging: seqeval's default mode (conlleval's chunks) -----------------------
+IOB2 = ["B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"]
+MIXED = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-ORG", "B-MISC", "E-LOC", "S-PER"]
+IOBES = ["B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "E-LOC", "S-LOC", "S-ORG"]
 
 
-TAGS = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-ORG", "B-MISC", "E-LOC", "S-PER"]
-for case in range(40):
+def iob2_sentence(m):
+    """valid IOB2: an entity is B-X I-X..."""
+    out = []
+    while len(out) < m:
+        if rng.random() < 0.5:
+            out.append("O")
+            continue
+        t = rng.choice(["PER", "LOC", "ORG"])
+        out += ["B-" + t] + ["I-" + t] * rng.randint(0, 2)
+    return out[:m]
+
+
+def iobes_sentence(m):
+    """valid IOBES: S-X alone, B-X I-X... E-X"""
+    out = []
+    while len(out) < m:
+        r = rng.random()
+        t = rng.choice(["PER", "LOC", "ORG"])
+        if r < 0.4:
+            out.append("O")
+        elif r < 0.6:
+            out.append("S-" + t)
+        else:
+            out += ["B-" + t] + ["I-" + t] * rng.randint(0, 2) + ["E-" + t]
+    return out[:m]
+
+
+def noisy(tags, pool):
+    return [t if rng.random() < 0.75 else rng.choice(pool + ["O"]) for t in tags]
+
+
+n_tag = {"IOB2": 0, "mixed": 0, "IOBES": 0}
+for case in range(60):
+    kind = ["IOB2", "mixed", "IOBES"][case % 3]
     gold, pred = [], []
     for _ in range(rng.randint(1, 12)):
         m = rng.randint(0, 15)
-        g = [rng.choice(TAGS) for _ in range(m)]
+        if kind == "IOB2":
+            g = iob2_sentence(m)
+            p = iob2_sentence(m) if rng.random() < 0.2 else noisy(g, IOB2)
+        elif kind == "IOBES":
+            g = iobes_sentence(m)
+            p = noisy(g, IOBES)
+        else:
+            g = [rng.choice(MIXED) for _ in range(m)]
+            p = noisy(g, MIXED)
         gold.append(g)
-        pred.append([t if rng.random() < 0.7 else rng.choice(TAGS) for t in g])
-    gc, pc = chunks(gold), chunks(pred)
-    hit = len(gc & pc)
-    P = hit / len(pc) if pc else 0
-    R = hit / len(gc) if gc else 0
-    F = 2 * P * R / (P + R) if P + R else 0
-    flat_g = [t for s in gold for t in s]
-    flat_p = [t for s in pred for t in s]
+        pred.append(p)
     r = run("score", "--task", "tag", "--tag-format", "lines",
-            "--gold", write("g", [" ".join(s) for s in gold]),
-            write("p", [" ".join(s) for s in pred]))
-    check("tag precision", r["precision"], P)
-    check("tag recall", r["recall"], R)
-    check("tag f1", r["f1"], F)
-    if flat_g:
-        check("token accuracy", r["token_accuracy"],
-              sum(a == b for a, b in zip(flat_g, flat_p)) / len(flat_g))
+            "--gold", write("g", [" ".join(x) for x in gold]),
+            write("p", [" ".join(x) for x in pred]))
+    check(f"{kind} tag precision", r["precision"], seqeval.metrics.precision_score(gold, pred))
+    check(f"{kind} tag recall", r["recall"], seqeval.metrics.recall_score(gold, pred))
+    check(f"{kind} tag f1", r["f1"], seqeval.metrics.f1_score(gold, pred))
+    if any(gold):
+        check(f"{kind} token accuracy", r["token_accuracy"],
+              seqeval.metrics.accuracy_score(gold, pred))
+    n_tag[kind] += 1
+    # the same in CoNLL (token, tag; a blank line between sentences)
+    if case % 6 == 0 and all(gold):
+        conll = [l for g in gold for l in [f"w{i} {t}" for i, t in enumerate(g)] + [""]]
+        r2 = run("score", "--task", "tag", "--gold", write("gc", conll),
+                 write("p", [" ".join(x) for x in pred]))
+        check(f"{kind} CoNLL tag f1", r2["f1"], seqeval.metrics.f1_score(gold, pred))
 
 
 # ---- spans: the SQuAD v1.1 script ----------------------------------------------
@@ -178,104 +220,46 @@ for case in range(30):
     check("exact match", r["exact_match"], em)
     check("span f1", r["f1"], f1)
 
-# ---- BLEU and chrF: sacrebleu's definitions --------------------------------------
-RE13A = [(re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"), r" \1 "),
-         (re.compile(r"([^0-9])([\.,])"), r"\1 \2 "),
-         (re.compile(r"([\.,])([^0-9])"), r" \1 \2"),
-         (re.compile(r"([0-9])(-)"), r"\1 \2 ")]
-
-
-def tok13a(line, lc):
+# ---- BLEU and chrF: sacrebleu ----------------------------------------------------
+def judge_bleu(what, hyps, refs, lc):
+    """tfm-eval bleu and chrf (corpus, --sentence) against sacrebleu."""
+    args = []
+    for k, ref in enumerate(refs):
+        args += ["--ref", write(f"r{k}", ref)]
     if lc:
-        line = line.lower()
-    line = line.rstrip()
-    line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
-    if "&" in line:
-        for a, b in (("&quot;", '"'), ("&amp;", "&"), ("&lt;", "<"), ("&gt;", ">")):
-            line = line.replace(a, b)
-    line = f" {line} "
-    for rx, rep in RE13A:
-        line = rx.sub(rep, line)
-    return line.split()
-
-
-def ngrams(toks, n):
-    return Counter(tuple(toks[i:i + n]) for i in range(len(toks) - n + 1))
-
-
-def bleu_stats(h, refs, lc):
-    ht = tok13a(h, lc)
-    rts = [tok13a(r, lc) for r in refs]
-    closest = min(rts, key=lambda r: (abs(len(r) - len(ht)), len(r)))
-    st = [len(ht), len(closest)]
-    for n in range(1, 5):
-        hc = ngrams(ht, n)
-        mx = Counter()
-        for rt in rts:
-            for g, c in ngrams(rt, n).items():
-                mx[g] = max(mx[g], c)
-        st += [sum(min(c, mx[g]) for g, c in hc.items()), max(0, len(ht) - n + 1)]
-    return st
-
-
-def bleu(st, eff=False):
-    sys_len, ref_len = st[0], st[1]
-    correct, total = st[2::2], st[3::2]
-    bp = 1.0 if sys_len >= ref_len else (math.exp(1 - ref_len / sys_len) if sys_len else 0.0)
-    if not any(correct):
-        return 0.0
-    prec, smooth, order = [0.0] * 4, 1.0, 4
-    for n in range(4):
-        if total[n] == 0:
-            break
-        if eff:
-            order = n + 1
-        if correct[n] == 0:
-            smooth *= 2
-            prec[n] = 100 / (smooth * total[n])
-        else:
-            prec[n] = 100 * correct[n] / total[n]
-    return bp * math.exp(sum(math.log(p) if p else -9999999999 for p in prec[:order]) / order)
-
-
-def chr_grams(s, lc):
-    s = "".join((s.lower() if lc else s).split())
-    return [Counter(s[i:i + n] for i in range(len(s) - n + 1)) for n in range(1, 7)]
-
-
-def chrf_f(st):
-    p = r = 0.0
-    eff = 0
-    for n in range(6):
-        h, rr, m = st[3 * n:3 * n + 3]
-        if h > 0 and rr > 0:
-            p += m / h
-            r += m / rr
-            eff += 1
-    if not eff:
-        return 0.0
-    p, r = p / eff, r / eff
-    return 100 * 5 * p * r / (4 * p + r) if p + r else 0.0
-
-
-def chrf_stats(h, refs, lc):
-    hg = chr_grams(h, lc)
-    best, bf = None, -1
-    for ref in refs:
-        rg = chr_grams(ref, lc)
-        st = []
-        for a, b in zip(hg, rg):
-            st += [sum(a.values()) if b else 0, sum(b.values()),
-                   sum(min(c, b[g]) for g, c in a.items())]
-        f = chrf_f(st)
-        if f > bf:
-            bf, best = f, st
-    return best
+        args.append("--lowercase")
+    hp = write("h", hyps)
+    bleu = sacrebleu.metrics.BLEU(lowercase=lc)
+    want = bleu.corpus_score(hyps, refs)
+    r = run("bleu", *args, "--sentence", hp)
+    check(f"{what} BLEU", r["bleu"], want.score, 1e-6)
+    for k in range(4):
+        check(f"{what} precision {k + 1}", r["precisions"][k], want.precisions[k], 1e-6)
+    check(f"{what} bp", r["bp"], want.bp, 1e-9)
+    check(f"{what} sys_len", r["sys_len"], want.sys_len, 0)
+    check(f"{what} ref_len", r["ref_len"], want.ref_len, 0)
+    if r["signature"] != bleu.get_signature().format():
+        check(f"{what} signature {r['signature']}", 0, 1)
+    sb = sacrebleu.metrics.BLEU(lowercase=lc, effective_order=True)
+    for i, h in enumerate(hyps):
+        check(f"{what} sentence BLEU {i}", r["sentences"][i]["bleu"],
+              sb.sentence_score(h, [ref[i] for ref in refs]).score, 1e-6)
+    chrf = sacrebleu.metrics.CHRF(lowercase=lc)
+    c = run("chrf", *args, "--sentence", hp)
+    check(f"{what} chrF", c["chrf"], chrf.corpus_score(hyps, refs).score, 1e-6)
+    if c["signature"] != chrf.get_signature().format():
+        check(f"{what} chrF signature {c['signature']}", 0, 1)
+    for i, h in enumerate(hyps):
+        check(f"{what} sentence chrF {i}", c["sentences"][i]["chrf"],
+              chrf.sentence_score(h, [ref[i] for ref in refs]).score, 1e-6)
+    return 2 + 2 * len(hyps)
 
 
 VOCAB = ["the", "The", "house", "Haus", "ist", "groß", "Straße", "3.5", "1,000", "5-6", "x-7",
          "it's", "&amp;", "&quot;", "&lt;b&gt;", "(a)", "end.", "a,b", "--", "Ä", "ÖL", "é",
-         "\u00a0", "\u3000", "\u2009", "?!", "$", "10%", "'quoted'", "<skipped>", "naïve", "日本"]
+         "\u00a0", "\u3000", "\u2009", "?!", "$", "10%", "'quoted'", "<skipped>", "naïve", "日本",
+         "İ", "ǅ", "ΣΑΣ", "“x”", "a.b.c", "1.5.", "-", "{}", "~", "ﬁ"]
+n_bleu = 0
 for case in range(40):
     nrefs = rng.choice([1, 1, 2, 3])
     lc = rng.random() < 0.3
@@ -286,26 +270,57 @@ for case in range(40):
     for i in range(n):
         w = refs[0][i].split(" ")
         w = [x if rng.random() < 0.7 else rng.choice(VOCAB) for x in w if rng.random() < 0.9]
-        hyps.append(" ".join(w))
-    args = []
-    for k in range(nrefs):
-        args += ["--ref", write(f"r{k}", refs[k])]
-    if lc:
-        args.append("--lowercase")
-    hp = write("h", hyps)
-    stats = [bleu_stats(hyps[i], [r[i] for r in refs], lc) for i in range(n)]
-    corpus = [sum(s[j] for s in stats) for j in range(10)]
-    r = run("bleu", *args, "--sentence", hp)
-    check("BLEU", r["bleu"], bleu(corpus), 1e-6)
-    check("sys_len", r["sys_len"], corpus[0], 0)
-    check("ref_len", r["ref_len"], corpus[1], 0)
-    for i in range(n):
-        check("sentence BLEU", r["sentences"][i]["bleu"], bleu(stats[i], eff=True), 1e-6)
-    cst = [chrf_stats(hyps[i], [r[i] for r in refs], lc) for i in range(n)]
-    c = run("chrf", *args, hp)
-    check("chrF", c["chrf"], chrf_f([sum(s[j] for s in cst) for j in range(18)]), 1e-6)
+        hyps.append(" ".join(w) if rng.random() < 0.9 else "")
+    n_bleu += judge_bleu("random", hyps, refs, lc)
+
+
+def perturb(line):
+    """a system's output: words dropped, replaced and swapped"""
+    w = line.split()
+    w = [x for x in w if rng.random() > 0.1]
+    for i in range(len(w)):
+        if rng.random() < 0.15:
+            w[i] = rng.choice(VOCAB + w)
+    for i in range(len(w) - 1):
+        if rng.random() < 0.1:
+            w[i], w[i + 1] = w[i + 1], w[i]
+    return " ".join(w)
+
+
+# a real corpus: Debian's German messages (and KJV verses)
+german = []
+for mo in sorted(glob.glob("/usr/share/locale/de/LC_MESSAGES/*.mo"))[:30]:
+    try:
+        with open(mo, "rb") as f:
+            cat = gettext.GNUTranslations(f)._catalog
+    except (OSError, UnicodeDecodeError, gettext.error if hasattr(gettext, "error") else OSError):
+        continue
+    german += [v for k, v in cat.items() if isinstance(k, str) and k and isinstance(v, str)
+               and "\n" not in v and "\r" not in v and 10 < len(v) < 200]
+    if len(german) > 3000:
+        break
+try:
+    kjv = subprocess.run(["bible", "-l", "79", "Gen1:1-Gen50:26"], capture_output=True,
+                         timeout=60).stdout.decode("utf-8", "replace").split("\n")
+except OSError:
+    kjv = []
+corpora = [("German messages", german[:REAL]), ("KJV verses", [l for l in kjv if l][:REAL])]
+n_real = []
+for what, refs in corpora:
+    if len(refs) < 100:
+        print(f"{what}: not installed here (skipped)")
+        continue
+    hyps = [perturb(l) for l in refs]
+    refs2 = [perturb(l) for l in refs]
+    hyps[::50] = [""] * len(hyps[::50])  # empty output lines
+    judge_bleu(what, hyps, [refs], False)
+    judge_bleu(what + " lowercased, two references", hyps, [refs, refs2], True)
+    n_real.append(f"{what} ({len(refs)} lines)")
 
 if failures:
     print(f"{failures} failures")
     sys.exit(1)
-print("tfm-eval score/bleu/chrf agree with scikit-learn, SciPy and the reference algorithms")
+print(f"tfm-eval agrees with scikit-learn (60 label cases), SciPy (40 regression cases), "
+      f"seqeval ({n_tag['IOB2']} IOB2, {n_tag['mixed']} stray-tag, {n_tag['IOBES']} IOBES "
+      f"cases), the SQuAD script (30) and sacrebleu ({n_bleu} random BLEU/chrF scores, "
+      f"and {', '.join(n_real) or 'no real corpus'})")

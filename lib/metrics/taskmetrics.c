@@ -105,13 +105,16 @@ void tfm_metrics_classify(const char *const *gold, const char *const *pred, size
      * (both the accuracy here), so it carries the same rounding */
     double mp = r->accuracy, mr = r->accuracy;
     r->f1_micro = mp + mr > 0 ? 2 * mp * mr / (mp + mr) : 0;
-    double macro = 0;
+    double macro = 0, weighted = 0;
     for (size_t l = 0; l < L; l++) {
         double P = np[l] ? (double)tp[l] / (double)np[l] : 0;
         double R = ng[l] ? (double)tp[l] / (double)ng[l] : 0;
-        macro += P + R > 0 ? 2 * P * R / (P + R) : 0;
+        double F = P + R > 0 ? 2 * P * R / (P + R) : 0;
+        macro += F;
+        weighted += F * (double)ng[l];
     }
     r->f1_macro = macro / (double)L;
+    r->f1_weighted = weighted / (double)n;
     /* MCC, multi-class (Gorodkin's R_K) as sklearn.metrics.matthews_corrcoef */
     double N = (double)n, c = (double)r->correct, tt = 0, pp = 0, tpd = 0;
     for (size_t l = 0; l < L; l++) {

@@ -23,7 +23,7 @@
 
 typedef struct tfm_classify_result {
     size_t n, correct, labels;  /* labels: distinct labels in gold and pred */
-    double accuracy, f1_macro, f1_micro, mcc;
+    double accuracy, f1_macro, f1_micro, f1_weighted, mcc;
     /* one-vs-rest scores of the positive label (binary F1), when one is given */
     int has_pos;
     size_t pos_tp, pos_pred, pos_gold;
@@ -33,7 +33,9 @@ typedef struct tfm_classify_result {
 /* gold[i] and pred[i] (NUL-terminated labels, compared as bytes) for i < n.
  * pos: the positive label of the binary scores, or NULL for none.  Macro F1
  * averages over every label of gold or pred, as scikit-learn does by
- * default; micro F1 equals accuracy for single-label data. */
+ * default; weighted F1 weighs each label's F1 by its count in gold
+ * (scikit-learn's average="weighted"); micro F1 equals accuracy for
+ * single-label data. */
 void tfm_metrics_classify(const char *const *gold, const char *const *pred, size_t n,
                           const char *pos, tfm_classify_result *r);
 

@@ -299,6 +299,8 @@ static void test_classify_hand(void **state)
     assert_true(fabs(r.accuracy - 0.6) < 1e-12);
     /* F1: a 2*2/(2*2+1+1) = 2/3, b 2/(2+1) = 2/3, c 0 */
     assert_true(fabs(r.f1_macro - 4.0 / 9) < 1e-12);
+    /* weighted by gold counts 3, 1, 1: (3 * 2/3 + 2/3 + 0) / 5 */
+    assert_true(fabs(r.f1_weighted - (2 + 2.0 / 3) / 5) < 1e-12);
     assert_true(fabs(r.f1_pos - 2.0 / 3) < 1e-12);
     /* MCC: c*N - t.p = 15 - (3*3 + 1*2 + 1*0) = 4, N^2 - p.p = 25 - 13,
      * N^2 - t.t = 25 - 11 */

@@ -220,3 +220,130 @@ def check_lora(top, d, V, t, rng):
     if not np.abs(got[0] - got[2]).max() > 1e-4:
         bad.append("the LoRA adapter does not change the folder's logits")
     return bad
+
+
+# ---- transformers as the judge of an encoder-decoder folder ----------------
+# (hf_t5.py, hf_bart.py: ref is the folder loaded back by transformers'
+# from_pretrained in float32; tensors in and out are torch's)
+
+def hf_generate(ref, ids, n, beams=1, **kw):
+    """ref.generate's search of the source ids (a list): the new tokens up
+    to its end-of-text (without the start token, forced first tokens
+    skip_first of them, nor padding), each one's log-probability under the
+    model (raw logits, before the logits processors: forced tokens keep
+    theirs), and the beam's score.  Without the cache: transformers 5.24
+    sizes the decoder's cache by num_layers, so a T5 with more decoder
+    blocks fails with it."""
+    import torch
+    out = ref.generate(input_ids=torch.tensor([ids]), do_sample=False, num_beams=beams,
+                       max_new_tokens=n, use_cache=False, output_logits=True,
+                       output_scores=beams > 1, return_dict_in_generate=True, **kw)
+    eos = ref.generation_config.eos_token_id
+    seq = out.sequences[0, 1:].tolist()
+    if beams == 1:
+        lps = [float(torch.log_softmax(s[0].float(), -1)[t]) for s, t in zip(out.logits, seq)]
+    else:
+        lps = []
+    end = seq.index(eos) if eos in seq else len(seq)
+    score = float(out.sequences_scores[0]) if beams > 1 else None
+    return seq[:end], lps, score
+
+
+def hf_check_logits(name, d, ref, src, src_len, tgt):
+    """io_probe model-logits (tfm's training forward) of a padded batch
+    against ref(input_ids, attention_mask, decoder_input_ids).logits."""
+    import torch
+    r, of = probe_encdec(d, src, src_len, tgt)
+    if r.returncode != 0:
+        return [f"io_probe: {r.stderr.strip()}"], None
+    (B, S), T = src.shape, tgt.shape[1]
+    mask = torch.tensor([[1] * k + [0] * (S - k) for k in src_len])
+    with torch.no_grad():
+        want = ref(input_ids=torch.from_numpy(src), attention_mask=mask,
+                   decoder_input_ids=torch.from_numpy(tgt)).logits.numpy()
+    got = np.fromfile(of, np.float32).reshape(B, T, -1)
+    err = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+    print(f"  {name}: teacher-forced logits max |tfm - transformers| = {err:.2e} "
+          f"(max |logit| {np.abs(want).max():.1f})")
+    return ([] if err <= TOL else [f"logits differ by {err:.3g} > {TOL}"]), err
+
+
+def hf_check_search(name, d, ref, lines, srcs, n, skip=0, beams=4, gen_kw=None):
+    """tfm-generate --ids --json on lines (tfm appends the end-of-text
+    token) against ref.generate on srcs (the same ids as HF's tokenizer
+    ends them): --greedy's tokens and log-probabilities, and --beam's best
+    hypothesis and score with length_penalty 1 on both sides and HF's
+    early_stopping "never" (tfm stops only when no live hypothesis can
+    beat the best finished one: the search HF's "never" makes).  skip:
+    forced first tokens (BART's <s>) that tfm keeps out of its output and
+    out of -n's count (HF counts them in max_new_tokens: N + skip there)."""
+    gen_kw = gen_kw or {}
+    eos = ref.generation_config.eos_token_id
+    bad = []
+    r = run([GEN, "-m", d, "--ids", "--greedy", "--json", "-n", str(n), "-q"],
+            input="\n".join(lines) + "\n")
+    if r.returncode != 0:
+        return [f"tfm-generate --greedy: {r.stderr.strip()}"]
+    refs = []
+    for ids in srcs:
+        seq, lps, _ = hf_generate(ref, ids, n + skip, **gen_kw)
+        refs.append((seq[skip:], lps[skip:]))
+    bad += compare_greedy(name, [json.loads(x) for x in r.stdout.splitlines()], refs, eos)
+    r = run([GEN, "-m", d, "--ids", "--beam", str(beams), "--lenpen", "1", "--json", "-n",
+             str(n), "-q"], input="\n".join(lines) + "\n")
+    if r.returncode != 0:
+        return bad + [f"tfm-generate --beam {beams}: {r.stderr.strip()}"]
+    outs = [json.loads(x) for x in r.stdout.splitlines()]
+    worst = 0.0
+    for o, ids in zip(outs, srcs):
+        seq, _, score = hf_generate(ref, ids, n + skip, beams, length_penalty=1.0,
+                                    early_stopping="never", **gen_kw)
+        got = [t for t in o["ids"] if t != eos]
+        if got != seq[skip:]:
+            bad.append(f"--beam {beams}: tfm {o['ids']} transformers {seq}")
+            continue
+        worst = max(worst, abs(o["score"] - score))
+    if len(outs) != len(srcs):
+        bad.append(f"--beam {beams}: {len(outs)} translations for {len(srcs)} sources")
+    print(f"  {name}: --beam {beams} best hypotheses equal on {len(srcs)} sources, "
+          f"score max diff {worst:.2e}")
+    if worst > TOL:
+        bad.append(f"beam scores differ by {worst:.3g}")
+    return bad
+
+
+def hf_check_bad_shards(d, src_ids):
+    """The sharded folder d with one shard missing, then cut short: io_probe,
+    tfm-generate and tfm-embed -o refuse it with one message naming the
+    shard, exit 1, nothing written (the shard is restored after)."""
+    with open(os.path.join(d, "model.safetensors.index.json")) as f:
+        shards = sorted(set(json.load(f)["weight_map"].values()))
+    if len(shards) < 2:
+        return [f"{d}: {len(shards)} shard"]
+    bad = []
+    victim = os.path.join(d, shards[len(shards) // 2])
+    with open(victim, "rb") as f:
+        data = f.read()
+    out = os.path.join(os.path.dirname(d.rstrip("/")), "emb.npy")
+    line = " ".join(map(str, src_ids)) + "\n"
+
+    def cut():
+        with open(victim, "wb") as f:
+            f.write(data[:len(data) - 40])
+
+    for what, act, pieces in (("missing shard", lambda: os.remove(victim),
+                               [victim, "No such file"]),
+                              ("truncated shard", cut, [victim, "data buffer"])):
+        act()
+        r, _ = probe_encdec(d, np.array([src_ids]), [len(src_ids)], np.zeros((1, 2), np.int64))
+        r2 = run([GEN, "-m", d, "--ids", "--greedy", "-n", "2"], input=line)
+        r3 = run([EMBED, "-m", d, "-o", out], input="a b\n")
+        bad += refusals(what, pieces, (("io_probe", r), ("tfm-generate", r2),
+                                       ("tfm-embed", r3)))
+        if r2.stdout or os.path.exists(out):
+            bad.append(f"{what}: output written: {r2.stdout!r}, {out} exists: "
+                       f"{os.path.exists(out)}")
+        print(f"  {what}: {r2.stderr.strip()}")
+        with open(victim, "wb") as f:
+            f.write(data)
+    return bad

@@ -14,6 +14,7 @@ void tfm_beam_opts_default(tfm_beam_opts *o)
     o->max_len = 50;
     o->eos = -1;
     o->forced_last = -1;
+    o->len_extra = 0;
     o->lenpen = TFM_LENPEN_POWER;
 }
 
@@ -67,7 +68,7 @@ static void fin_add(tfm_beam_result *r, size_t cap, const hyp *h,
 {
     size_t len = h->len + (last != NULL);
     double sum = last ? last->sum : h->sum;
-    double score = tfm_beam_score(sum, len, o->alpha, o->lenpen);
+    double score = tfm_beam_score(sum, len + (size_t)o->len_extra, o->alpha, o->lenpen);
     size_t pos = r->n;
     while (pos > 0 && r->hyps[pos - 1].score < score)
         pos--;
@@ -122,14 +123,16 @@ static void search_select(search *s, const tfm_beam_opts *o, size_t V, shared *s
     cand *cands = sh->cands;
     size_t n = 0;
     /* the step that reaches the length limit, with a forced last token:
-     * every other token's log p is -inf, as HF's processor makes it */
+     * every other token's log p is -inf and its own 0 in the search's sum
+     * (HF's ForcedEOSTokenLogitsProcessor sets both; lp keeps the model's
+     * log p for the output) */
     const int forced = o->forced_last >= 0 && (size_t)o->forced_last < V && s->t + 1 >= s->L;
     for (size_t i = 0; i < s->nl; i++) {
         const float *row = s->lp + i * V;
         for (size_t v = 0; v < V; v++) {
             if (isinf(row[v]) || isnan(row[v]) || (forced && v != (size_t)o->forced_last))
                 continue;
-            cand c = {s->live[i].sum + row[v], (int)i, (uint32_t)v, row[v]};
+            cand c = {s->live[i].sum + (forced ? 0.0 : row[v]), (int)i, (uint32_t)v, row[v]};
             if (n == nc && !cand_better(&c, &cands[n - 1]))
                 continue;
             size_t pos = n < nc ? n++ : nc - 1;
@@ -177,8 +180,10 @@ static void search_select(search *s, const tfm_beam_opts *o, size_t V, shared *s
         for (size_t i = 0; i < s->nl; i++) {
             /* the score is monotone in the length: its best reachable value
              * is at one of the two ends */
-            double a = tfm_beam_score(s->live[i].sum, s->live[i].len + 1, o->alpha, o->lenpen);
-            double b = tfm_beam_score(s->live[i].sum, s->L, o->alpha, o->lenpen);
+            const size_t x = (size_t)o->len_extra;
+            double a = tfm_beam_score(s->live[i].sum, s->live[i].len + 1 + x, o->alpha,
+                                      o->lenpen);
+            double b = tfm_beam_score(s->live[i].sum, s->L + x, o->alpha, o->lenpen);
             double bound = a > b ? a : b;
             if (bound > best_bound)
                 best_bound = bound;

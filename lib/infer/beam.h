@@ -61,7 +61,12 @@ typedef struct tfm_beam_opts {
     int64_t eos;     /* end-of-text id, -1 if none */
     int64_t forced_last; /* the token every hypothesis that reaches max_len
                             ends with: its last step considers only it
-                            (HF's forced_eos_token_id); -1 (default): none */
+                            (HF's forced_eos_token_id), its log p counting
+                            0 in the score as HF's processor makes it;
+                            -1 (default): none */
+    int len_extra;   /* prompt tokens the length penalty counts as the
+                        hypothesis's (HF's forced first token, which its
+                        generate scores as generated); default 0 */
 } tfm_beam_opts;
 
 void tfm_beam_opts_default(tfm_beam_opts *o);

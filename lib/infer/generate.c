@@ -696,6 +696,7 @@ static int run_beam(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_i
     tfm_beam_opts bo = o->beam;
     bo.eos = o->ignore_eos ? -1 : lm->eos;
     bo.forced_last = g->forced_last;
+    bo.len_extra = g->encdec ? (int)g->n_start - 1 : 0; /* the forced <s> */
     tfm_beam_model m = {&bc, (uint32_t)V, beam_step, beam_copy};
     if (tfm_beam_search_many(&m, &bo, tasks, n, br, err) < 0)
         goto done;

@@ -1226,6 +1226,41 @@ static int t5_is(const tfm_safetensors *st)
 }
 
 
+/* generation_config.json beside model_path, which transformers 5's
+ * generate reads instead of config.json (save_pretrained no longer writes
+ * these there): its decoder_start_token_id, eos_token_id,
+ * forced_bos_token_id (bos NULL: a T5, which has none) and
+ * forced_eos_token_id replace config.json's when present.  No file:
+ * nothing. */
+static int hf_generation_ids(const char *model_path, int64_t V, int64_t *start, int64_t *eos,
+                             int64_t *bos, int64_t *forced_eos, tfm_err *err)
+{
+    char path[4200];
+    path_beside(model_path, "generation_config.json", path, sizeof path);
+    if (access(path, F_OK) != 0)
+        return 0;
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0)
+        return -1;
+    int rc = -1;
+    const tfm_json *j;
+    if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+        t5_int(&doc, "decoder_start_token_id", 0, V - 1, *start, start, err) < 0 ||
+        t5_int(&doc, "eos_token_id", 0, V - 1, *eos, eos, err) < 0 ||
+        t5_int(&doc, "forced_eos_token_id", -1, V - 1, *forced_eos, forced_eos, err) < 0 ||
+        (bos && t5_int(&doc, "forced_bos_token_id", -1, V - 1, *bos, bos, err) < 0))
+        goto out;
+    if (!bos && (j = tfm_json_get(doc.root, "forced_bos_token_id")) && !hf_is_default(j)) {
+        tfm_err_at(err, path, j->line, j->col, "forced_bos_token_id is not supported for T5 "
+                   "(tfm forces a first token only in BART)");
+        goto out;
+    }
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
 /* config.json beside a T5 checkpoint as the model section c, and its
  * end-of-text id. */
 static int t5_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tfm_err *err)
@@ -1257,7 +1292,8 @@ static int t5_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tf
         t5_int(&doc, "eos_token_id", 0, V - 1, 1, eos, err) < 0 ||
         t5_int(&doc, "pad_token_id", 0, V - 1, 0, &pad, err) < 0 ||
         t5_int(&doc, "forced_eos_token_id", -1, V - 1, -1, &forced_eos, err) < 0 ||
-        hf_prob(&doc, "dropout_rate", 0.1, &drop, err) < 0)
+        hf_prob(&doc, "dropout_rate", 0.1, &drop, err) < 0 ||
+        hf_generation_ids(model_path, V, &start, eos, NULL, &forced_eos, err) < 0)
         goto out;
     const tfm_json *j = tfm_json_get(doc.root, "model_type");
     if (j && !(j->type == TFM_JSON_STRING && (!strcmp(j->str, "t5") || !strcmp(j->str, "mt5")))) {
@@ -1573,6 +1609,7 @@ static int bart_config(const char *model_path, tfm_model_keys *c, int64_t *eos, 
         t5_int(&doc, "decoder_start_token_id", 0, V - 1, 2, &start, err) < 0 ||
         t5_int(&doc, "forced_bos_token_id", -1, V - 1, -1, &forced, err) < 0 ||
         t5_int(&doc, "forced_eos_token_id", -1, V - 1, -1, &forced_eos, err) < 0 ||
+        hf_generation_ids(model_path, V, &start, eos, &forced, &forced_eos, err) < 0 ||
         hf_prob(&doc, "dropout", 0.1, &drop, err) < 0 ||
         hf_prob(&doc, "attention_dropout", 0.0, &attn_drop, err) < 0 ||
         hf_prob(&doc, "activation_dropout", 0.0, &act_drop, err) < 0 ||

@@ -366,6 +366,10 @@ int tfm_model_save_dtype(const char *path, const tfm_model *m, const char *confi
                          lens, n, dt, err);
 }
 
+static const char *bert_prefix(const tfm_safetensors *st);
+static int bert_task_json(const tfm_safetensors *st, const char *pre, tfm_buf *out,
+                          tfm_err *err);
+
 int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *err)
 {
     char file[4200];
@@ -375,10 +379,14 @@ int tfm_model_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err
         return -1;
     size_t len = 0;
     const char *v = tfm_safetensors_meta(&st, key, &len);
+    int rc = v != NULL;
+    const char *pre;
     if (v)
         tfm_buf_append(out, v, len);
+    else if (!strcmp(key, "task") && (pre = bert_prefix(&st)))
+        rc = bert_task_json(&st, pre, out, err); /* a BERT checkpoint's task head */
     tfm_safetensors_close(&st);
-    return v != NULL;
+    return rc;
 }
 
 /* ---- HuggingFace BERT checkpoints ------------------------------------ */
@@ -552,6 +560,7 @@ static const hf_key hf_bert_keys[] = {
     {"vocab_size", HF_READ}, {"hidden_dropout_prob", HF_READ},
     {"attention_probs_dropout_prob", HF_READ}, {"layer_norm_eps", HF_READ},
     {"hidden_act", HF_READ}, {"position_embedding_type", HF_READ}, {"is_decoder", HF_READ},
+    {"tie_word_embeddings", HF_READ},
     /* old Google-release keys HF never read */
     {"directionality", HF_ANY}, {"pooler_fc_size", HF_ANY},
     {"pooler_num_attention_heads", HF_ANY}, {"pooler_num_fc_layers", HF_ANY},
@@ -644,9 +653,70 @@ static int bert_config_int(const tfm_json_doc *doc, const char *key, int64_t min
     return tfm_json_get_int(doc, tfm_json_get(doc->root, key), key, min, max, out, err);
 }
 
-/* config.json beside the checkpoint as the model section c. */
-static int bert_config(const char *model_path, tfm_model_keys *c, tfm_err *err)
+/* What config.json says of a BERT checkpoint's heads: the architecture's
+ * task head, problem_type's regression, tie_word_embeddings. */
+typedef enum { BERT_ARCH_ANY, BERT_ARCH_SEQ, BERT_ARCH_TOK, BERT_ARCH_QA } bert_arch;
+typedef struct bert_heads {
+    bert_arch arch;
+    int regression; /* problem_type regression: -1 unsaid, 0 no, 1 yes */
+    int tie;
+} bert_heads;
+
+/* The architectures tfm reads, and the task head each has. */
+static const struct {
+    const char *name;
+    bert_arch arch;
+} bert_archs[] = {
+    {"BertModel", BERT_ARCH_ANY},
+    {"BertForPreTraining", BERT_ARCH_ANY},
+    {"BertForMaskedLM", BERT_ARCH_ANY},
+    {"BertForNextSentencePrediction", BERT_ARCH_ANY},
+    {"BertForSequenceClassification", BERT_ARCH_SEQ},
+    {"BertForTokenClassification", BERT_ARCH_TOK},
+    {"BertForQuestionAnswering", BERT_ARCH_QA},
+};
+
+/* config.json's architectures, problem_type and tie_word_embeddings. */
+static int bert_heads_json(const tfm_json_doc *doc, bert_heads *h, tfm_err *err)
 {
+    memset(h, 0, sizeof *h);
+    h->regression = -1;
+    const tfm_json *a = tfm_json_get(doc->root, "architectures");
+    for (size_t i = 0; a && a->type == TFM_JSON_ARRAY && i < a->n; i++) {
+        const tfm_json *n = a->items[i];
+        size_t k = 0, nk = sizeof bert_archs / sizeof *bert_archs;
+        while (k < nk && !(n->type == TFM_JSON_STRING && !strcmp(n->str, bert_archs[k].name)))
+            k++;
+        if (k == nk)
+            return tfm_err_at(err, doc->name, n->line, n->col, "architectures: '%s' is not "
+                              "supported (tfm reads BertModel, BertForPreTraining, "
+                              "BertForMaskedLM, BertForNextSentencePrediction, "
+                              "BertForSequenceClassification, BertForTokenClassification and "
+                              "BertForQuestionAnswering)", n->str ? n->str : "");
+        if (bert_archs[k].arch)
+            h->arch = bert_archs[k].arch;
+    }
+    const tfm_json *p = tfm_json_get(doc->root, "problem_type");
+    if (p && p->type != TFM_JSON_NULL) {
+        if (p->type == TFM_JSON_STRING && !strcmp(p->str, "regression"))
+            h->regression = 1;
+        else if (p->type == TFM_JSON_STRING && !strcmp(p->str, "single_label_classification"))
+            h->regression = 0;
+        else
+            return tfm_err_at(err, doc->name, p->line, p->col, "problem_type '%s' is not "
+                              "supported (tfm's classifier is single_label_classification or "
+                              "regression)", p->str ? p->str : "");
+    }
+    return hf_bool(doc, "tie_word_embeddings", 1, &h->tie, err);
+}
+
+/* config.json beside the checkpoint as the model section c (h: what it
+ * says of the heads; NULL: not wanted). */
+static int bert_config(const char *model_path, tfm_model_keys *c, bert_heads *h, tfm_err *err)
+{
+    bert_heads h0;
+    if (!h)
+        h = &h0;
     char path[4200];
     path_beside(model_path, "config.json", path, sizeof path);
     if (access(path, F_OK) != 0)
@@ -668,7 +738,8 @@ static int bert_config(const char *model_path, tfm_model_keys *c, tfm_err *err)
         bert_config_int(&doc, "type_vocab_size", 1, 1024, &S, err) < 0 ||
         bert_config_int(&doc, "vocab_size", 1, 1 << 24, &V, err) < 0 ||
         hf_prob(&doc, "hidden_dropout_prob", 0.1, &drop, err) < 0 ||
-        hf_prob(&doc, "attention_probs_dropout_prob", 0.1, &attn_drop, err) < 0)
+        hf_prob(&doc, "attention_probs_dropout_prob", 0.1, &attn_drop, err) < 0 ||
+        bert_heads_json(&doc, h, err) < 0)
         goto out;
     const tfm_json *j = tfm_json_get(doc.root, "layer_norm_eps");
     if (tfm_json_expect(&doc, j, TFM_JSON_NUMBER, "layer_norm_eps", err) < 0)
@@ -1116,8 +1187,14 @@ static int tokenizer_beside(const char *model_path, int vocab_size, int t5, tfm_
     return 0;
 }
 
-/* The heads a BERT checkpoint has, into the model section c. */
-static void bert_heads_config(const tfm_safetensors *st, const char *pre, tfm_model_keys *c)
+/* The heads a BERT checkpoint has, into the model section c: the MLM
+ * head, the pooler, NSP, and a task head: classifier.* is
+ * BertForSequenceClassification's (on the pooler) or
+ * BertForTokenClassification's tagger (no pooler), as architectures says
+ * or else the pooler's presence; qa_outputs.* is the span head.  Its
+ * outputs are classifier.weight's rows. */
+static int bert_heads_config(const tfm_safetensors *st, const char *pre, const bert_heads *h,
+                             tfm_model_keys *c, tfm_err *err)
 {
     char name[160];
     c->mlm_head = tfm_safetensors_find(st, "cls.predictions.transform.dense.weight") != NULL;
@@ -1125,6 +1202,179 @@ static void bert_heads_config(const tfm_safetensors *st, const char *pre, tfm_mo
     c->pooler = tfm_safetensors_find(st, name) != NULL;
     c->nsp = c->pooler && tfm_safetensors_find(st, "cls.seq_relationship.weight");
     c->classes = c->nsp ? 2 : 0;
+    /* an untied decoder only where there is one: the MLM head's */
+    c->tie_embeddings = h->tie || !c->mlm_head;
+    const tfm_st_tensor *cl = tfm_safetensors_find(st, "classifier.weight");
+    const tfm_st_tensor *qa = tfm_safetensors_find(st, "qa_outputs.weight");
+    static const char *const need[] = {NULL, "classifier.weight", "classifier.weight",
+                                       "qa_outputs.weight"};
+    static const char *const arch[] = {NULL, "BertForSequenceClassification",
+                                       "BertForTokenClassification", "BertForQuestionAnswering"};
+    if (h->arch && !tfm_safetensors_find(st, need[h->arch]))
+        return tfm_err_set(err, "%s: no tensor '%s', which config.json's architectures (%s) "
+                                "has", st->name, need[h->arch], arch[h->arch]);
+    if (h->arch == BERT_ARCH_SEQ && !c->pooler)
+        return tfm_err_set(err, "%s: no tensor '%s', which config.json's architectures (%s) "
+                                "has", st->name, name, arch[h->arch]);
+    if (cl) {
+        int64_t K = cl->ndim == 2 ? (int64_t)cl->shape[0] : 0;
+        if (K < 1 || K > 1 << 16)
+            return tfm_err_set(err, "%s: tensor 'classifier.weight' is not [labels, %lld]",
+                               st->name, (long long)c->n_embd);
+        int tag = h->arch == BERT_ARCH_TOK || (h->arch != BERT_ARCH_SEQ && !c->pooler);
+        if (!tag && c->nsp)
+            return tfm_err_set(err, "%s: both a classifier and the next-sentence head "
+                                    "(cls.seq_relationship): tfm has one on the pooler",
+                               st->name);
+        if (tag)
+            c->tags = K;
+        else
+            c->classes = K;
+        if (h->regression == 1 && (tag || K != 1))
+            return tfm_err_set(err, "%s: problem_type regression with %lld outputs: tfm's "
+                                    "regression is one value per text", st->name,
+                               (long long)K);
+    }
+    c->span = qa != NULL;
+    return 0;
+}
+
+/* config.json's id2label for K outputs, in id order (PretrainedConfig's
+ * LABEL_i without it), and perm: perm[k] is the id of the k-th label in
+ * sorted order (tfm's labels are sorted; HF's are by id).  Each must be
+ * distinct. */
+static int bert_labels(const char *cfg_path, int K, char ***names, int **perm, tfm_err *err)
+{
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, cfg_path, 0, err) < 0)
+        return -1;
+    char **nm = tfm_calloc((size_t)K, sizeof *nm);
+    int *pm = tfm_malloc((size_t)K * sizeof *pm), rc = -1;
+    const tfm_json *j = tfm_json_get(doc.root, "id2label");
+    if (j && j->type != TFM_JSON_NULL &&
+        tfm_json_expect(&doc, j, TFM_JSON_OBJECT, "id2label", err) < 0)
+        goto out;
+    if (j && j->type == TFM_JSON_OBJECT && j->n != (size_t)K) {
+        tfm_err_at(err, cfg_path, j->line, j->col, "id2label has %zu labels but the "
+                   "classifier %d outputs", j->n, K);
+        goto out;
+    }
+    for (size_t i = 0; j && j->type == TFM_JSON_OBJECT && i < j->n; i++) {
+        char *end;
+        long id = strtol(j->keys[i]->str, &end, 10);
+        const tfm_json *v = j->items[i];
+        if (*end || end == j->keys[i]->str || id < 0 || id >= K || nm[id] ||
+            v->type != TFM_JSON_STRING) {
+            tfm_err_at(err, cfg_path, j->keys[i]->line, j->keys[i]->col, "id2label: expected "
+                       "ids 0 to %d, each once, with a string", K - 1);
+            goto out;
+        }
+        nm[id] = tfm_strdup(v->str);
+    }
+    for (int i = 0; i < K; i++) {
+        if (!nm[i]) {
+            char b[32];
+            snprintf(b, sizeof b, "LABEL_%d", i);
+            nm[i] = tfm_strdup(b);
+        }
+        pm[i] = i;
+    }
+    for (int i = 1; i < K; i++) /* insertion sort: K is small */
+        for (int k = i; k > 0 && strcmp(nm[pm[k - 1]], nm[pm[k]]) >= 0; k--) {
+            if (!strcmp(nm[pm[k - 1]], nm[pm[k]])) {
+                tfm_err_at(err, cfg_path, j ? j->line : 1, j ? j->col : 1, "id2label: the "
+                           "label '%s' is there twice", nm[pm[k]]);
+                goto out;
+            }
+            int t = pm[k];
+            pm[k] = pm[k - 1];
+            pm[k - 1] = t;
+        }
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    if (rc < 0) {
+        for (int i = 0; i < K; i++)
+            free(nm[i]);
+        free(nm);
+        free(pm);
+        return -1;
+    }
+    *names = nm;
+    *perm = pm;
+    return 0;
+}
+
+static void bert_labels_free(char **names, int *perm, int K)
+{
+    for (int i = 0; names && i < K; i++)
+        free(names[i]);
+    free(names);
+    free(perm);
+}
+
+/* The "task" a tfm model file carries, for a BERT checkpoint with a task
+ * head (model/file.h): {"labels": [...sorted], "pairs": false},
+ * {"regression": true, "pairs": false}, {"tags": [...]} or {} (span).  0:
+ * no task head. */
+static int bert_task_json(const tfm_safetensors *st, const char *pre, tfm_buf *out,
+                          tfm_err *err)
+{
+    tfm_model_keys c;
+    bert_heads h;
+    char cfg[4200];
+    memset(&c, 0, sizeof c);
+    if (bert_config(st->name, &c, &h, err) < 0 || bert_heads_config(st, pre, &h, &c, err) < 0)
+        return -1;
+    int K = (int)(c.tags ? c.tags : c.nsp ? 0 : c.classes);
+    if (!K && c.span) {
+        tfm_buf_puts(out, "{}");
+        return 1;
+    }
+    if (!K)
+        return 0;
+    if (!c.tags && K == 1 && h.regression != 0) {
+        tfm_buf_puts(out, "{\"regression\":true,\"pairs\":false}");
+        return 1;
+    }
+    char **names;
+    int *perm;
+    path_beside(st->name, "config.json", cfg, sizeof cfg);
+    if (bert_labels(cfg, K, &names, &perm, err) < 0)
+        return -1;
+    tfm_buf_printf(out, "{\"%s\":[", c.tags ? "tags" : "labels");
+    for (int k = 0; k < K; k++) {
+        if (k)
+            tfm_buf_putc(out, ',');
+        tfm_buf_put_json_string(out, names[perm[k]], strlen(names[perm[k]]));
+    }
+    tfm_buf_puts(out, c.tags ? "]}" : "],\"pairs\":false}");
+    bert_labels_free(names, perm, K);
+    return 1;
+}
+
+/* A task head's Linear SRC ([K, C], [K]) into DST with its rows in tfm's
+ * sorted label order. */
+static int bert_head_rows(const bert_ckpt *b, const char *dst, const char *src, int K,
+                          const int *perm, tfm_err *err)
+{
+    char sw[96], sb[96], dw[96], db[96];
+    size_t C = (size_t)b->m->cfg.n_embd;
+    snprintf(sw, sizeof sw, "%s.weight", src);
+    snprintf(sb, sizeof sb, "%s.bias", src);
+    snprintf(dw, sizeof dw, "%s.weight", dst);
+    snprintf(db, sizeof db, "%s.bias", dst);
+    const float *w = bert_tensor(b, sw, NULL, (size_t)K, C, err);
+    const float *bias = w ? bert_tensor(b, sb, NULL, (size_t)K, 0, err) : NULL;
+    if (!bias)
+        return -1;
+    float *ow = bert_dst(b, dw, 0), *ob = bert_dst(b, db, 0);
+    for (int k = 0; k < K; k++) {
+        int r = perm ? perm[k] : k;
+        memcpy(ow + (size_t)k * C, w + (size_t)r * C, C * sizeof(float));
+        ob[k] = bias[r];
+    }
+    return 0;
 }
 
 /* Copies the heads bert_heads_config found (HF's Linears are [out, in], as
@@ -1142,7 +1392,14 @@ static int bert_head_weights(const bert_ckpt *b, tfm_err *err)
                    "cls.predictions.transform.dense.bias", NULL, C, 0, err) < 0 ||
          bert_norm(&cls, "cls.predictions.transform.LayerNorm", 0,
                    "cls.predictions.transform.LayerNorm", C, err) < 0 ||
-         bert_copy(&cls, "cls.predictions.bias", 0, "cls.predictions.bias", NULL, V, 0, err) < 0))
+         bert_copy(&cls, "cls.predictions.bias", 0,
+                   /* untied, transformers 5 computes with the decoder's own
+                    * bias (tied, it is cls.predictions.bias) */
+                   !g->tie_embeddings &&
+                           tfm_safetensors_find(b->st, "cls.predictions.decoder.bias")
+                       ? "cls.predictions.decoder.bias"
+                       : "cls.predictions.bias",
+                   NULL, V, 0, err) < 0))
         return -1;
     if (g->pooler && (bert_copy(b, "pooler.dense.weight", 0, "pooler.dense.weight", NULL, C, C,
                                 err) < 0 ||
@@ -1154,7 +1411,24 @@ static int bert_head_weights(const bert_ckpt *b, tfm_err *err)
                    bert_copy(&cls, "cls.seq_relationship.bias", 0, "cls.seq_relationship.bias",
                              NULL, 2, 0, err) < 0))
         return -1;
-    return 0;
+    if (!g->tie_embeddings && bert_copy(&cls, "lm_head.weight", 0,
+                                        "cls.predictions.decoder.weight", NULL, V, C, err) < 0)
+        return -1;
+    if (g->span && bert_head_rows(&cls, "qa_outputs", "qa_outputs", 2, NULL, err) < 0)
+        return -1;
+    int K = g->n_tags ? g->n_tags : g->nsp ? 0 : g->n_classes;
+    if (!K)
+        return 0;
+    /* the classifier's rows in the sorted order of its labels */
+    char cfg[4200], **names = NULL;
+    int *perm = NULL;
+    path_beside(b->st->name, "config.json", cfg, sizeof cfg);
+    if (K > 1 && bert_labels(cfg, K, &names, &perm, err) < 0)
+        return -1;
+    /* the tagger is classifier.*, and so is the classifier without one */
+    int rc = bert_head_rows(&cls, "classifier", "classifier", K, perm, err);
+    bert_labels_free(names, perm, K);
+    return rc;
 }
 
 /* Builds *m (and the model section c) from an open BERT checkpoint; the
@@ -1165,9 +1439,9 @@ static int bert_load(const tfm_safetensors *st, const char *pre, tfm_model_keys 
     char cfg_path[4200];
     path_beside(st->name, "config.json", cfg_path, sizeof cfg_path);
     tfm_model_config g;
-    if (bert_config(st->name, c, err) < 0)
+    bert_heads h;
+    if (bert_config(st->name, c, &h, err) < 0 || bert_heads_config(st, pre, &h, c, err) < 0)
         return -1;
-    bert_heads_config(st, pre, c);
     if (tfm_model_config_from_keys(c, NULL, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
     if (tfm_model_init(m, &g, err) < 0)
@@ -1870,6 +2144,7 @@ static int t5_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tfm_
 
 static int gpt2_model_load(const char *path, tfm_model_keys *c, tfm_model *m, tfm_tokenizer **tok,
                            tfm_err *err);
+static int hf_unread_folder(const char *model_path, tfm_err *err);
 
 int tfm_model_file_apply_config(const char *path, const tfm_schema *s, void *c, tfm_err *err)
 {
@@ -1896,6 +2171,11 @@ int tfm_model_load_keys(const char *path, tfm_model_file_keys *c, tfm_model *m,
     char file[4200];
     path = tfm_model_file_path(path, file, sizeof file);
     int hf = bert_model_load(path, &c->model, m, tok, err);
+    if (hf == 0) /* a BERT checkpoint with a task head is fine-tuned for it */
+        c->task = c->model.tags          ? TFM_CONFIG_TASK_TAG
+                  : c->model.span        ? TFM_CONFIG_TASK_SPAN
+                  : c->model.classes && !c->model.nsp ? TFM_CONFIG_TASK_CLASSIFY
+                                         : c->task;
     if (hf <= 0)
         return hf;
     hf = t5_model_load(path, &c->model, m, tok, err);
@@ -1905,7 +2185,7 @@ int tfm_model_load_keys(const char *path, tfm_model_file_keys *c, tfm_model *m,
     if (hf <= 0)
         return hf;
     int has = tfm_model_file_apply_config(path, tfm_model_file_keys_schema(), c, err);
-    if (has == 0)
+    if (has == 0 && hf_unread_folder(path, err) == 0)
         tfm_err_set(err, "%s: no 'config' in __metadata__", path);
     if (has <= 0)
         return -1;
@@ -2062,6 +2342,45 @@ static const float *lookup(void *ctx, const char *name, size_t d0, size_t d1, tf
     return t->data;
 }
 
+/* What tfm reads of HuggingFace's folders, for the messages that refuse
+ * another architecture. */
+#define HF_READS                                                                        \
+    "GPT-2 (GPT2LMHeadModel, GPT2Model), BERT (model_type bert), T5 and mT5 (t5, mt5) " \
+    "and BART (bart)"
+
+/* config.json beside a checkpoint that no loader of tfm's recognised
+ * (model_path: its safetensors file): an error naming the architecture it
+ * says, with what tfm reads.  0 (nothing set) when there is no
+ * config.json, or it names a family tfm reads (the caller's message about
+ * the tensors stands). */
+static int hf_unread_folder(const char *model_path, tfm_err *err)
+{
+    char path[4200];
+    path_beside(model_path, "config.json", path, sizeof path);
+    if (access(path, F_OK) != 0)
+        return 0;
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0)
+        return -1;
+    int rc = 0;
+    const tfm_json *a = tfm_json_get(doc.root, "architectures");
+    const tfm_json *t = tfm_json_get(doc.root, "model_type");
+    const tfm_json *n = a && a->type == TFM_JSON_ARRAY && a->n ? a->items[0] : NULL;
+    static const char *const families[] = {"gpt2", "bert", "t5", "mt5", "bart"};
+    int known = 0;
+    for (size_t i = 0; t && t->type == TFM_JSON_STRING && i < sizeof families / sizeof *families;
+         i++)
+        known |= !strcmp(t->str, families[i]);
+    const tfm_json *at = n ? n : t;
+    if (!known && at)
+        rc = tfm_err_at(err, path, at->line, at->col, "architecture '%s' (model_type '%s') is "
+                        "not one tfm reads: it reads the folders of " HF_READS,
+                        n && n->type == TFM_JSON_STRING ? n->str : "?",
+                        t && t->type == TFM_JSON_STRING ? t->str : "?");
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
 /* GPT2Config's integer KEY, which the tensors already tell (have): an
  * error naming config.json when it says otherwise. */
 static int gpt2_agrees(const tfm_json_doc *doc, const char *key, int64_t have,
@@ -2102,7 +2421,19 @@ static int hf_config_json(const tfm_safetensors *st, tfm_model_config *g, tfm_er
         gpt2_agrees(&doc, "n_positions", g->block_size, "rows of wpe.weight", err) < 0 ||
         gpt2_agrees(&doc, "n_layer", g->n_layer, "blocks h.N", err) < 0)
         rc = -1;
-    const tfm_json *j = tfm_json_get(doc.root, "model_type");
+    /* the LM and the bare model: other heads (sequence classification's
+     * score, the double heads) would be dropped without a word */
+    const tfm_json *j = tfm_json_get(doc.root, "architectures");
+    for (size_t i = 0; rc == 0 && j && j->type == TFM_JSON_ARRAY && i < j->n; i++) {
+        const tfm_json *n = j->items[i];
+        if (!(n->type == TFM_JSON_STRING &&
+              (!strcmp(n->str, "GPT2LMHeadModel") || !strcmp(n->str, "GPT2Model"))))
+            rc = tfm_err_at(err, path, n->line, n->col, "architecture '%s' is not one tfm "
+                            "reads from GPT-2 tensors (it reads GPT2LMHeadModel and GPT2Model; "
+                            "in all, the folders of " HF_READS ")",
+                            n->type == TFM_JSON_STRING ? n->str : n->str ? n->str : "");
+    }
+    j = tfm_json_get(doc.root, "model_type");
     if (rc == 0 && j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "gpt2")))
         rc = tfm_err_at(err, path, j->line, j->col, "model_type '%s' is not supported here "
                         "(tfm reads gpt2's layout)", j->str ? j->str : "");
@@ -2196,6 +2527,8 @@ static int hf_config_json(const tfm_safetensors *st, tfm_model_config *g, tfm_er
 static int config_from_shapes(const tfm_safetensors *st, tfm_model_config *g, tfm_err *err)
 {
     const tfm_st_tensor *wte = find(st, "wte.weight"), *wpe = find(st, "wpe.weight");
+    if ((!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2) && hf_unread_folder(st->name, err))
+        return -1;
     if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2)
         return tfm_err_set(err, "%s: not a tfm model file (no \"format\": \"tfm-gpt\" "
                            "in __metadata__) nor a GPT-2 checkpoint", st->name);

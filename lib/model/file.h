@@ -30,7 +30,10 @@
  *     config.json if present; weights used in place by tfm_lm_open, copied
  *     by tfm_model_load; the tokenizer is tokenizer.json beside the file,
  *     else vocab.json + merges.txt.
- *   BERT (BertModel, BertForPreTraining, BertForMaskedLM; names with or
+ *   BERT (BertModel, BertForPreTraining, BertForMaskedLM,
+ *     BertForNextSentencePrediction, BertForSequenceClassification,
+ *     BertForTokenClassification, BertForQuestionAnswering: config.json's
+ *     architectures, any other refused; names with or
  *     without "bert."; LayerNorm weight/bias or gamma/beta): an encoder
  *     from config.json (required: hidden_size, num_attention_heads,
  *     num_hidden_layers, intermediate_size, max_position_embeddings,
@@ -39,7 +42,14 @@
  *     the word embeddings; weights copied into tfm's layout (q, k, v
  *     concatenated, matrices transposed); the pooler (bert.pooler.dense),
  *     the MLM head (cls.predictions.*) and the next-sentence head
- *     (cls.seq_relationship.*, with the pooler) when the file has them.
+ *     (cls.seq_relationship.*, with the pooler) when the file has them;
+ *     tie_word_embeddings false: the MLM decoder's own weight and bias
+ *     (cls.predictions.decoder.*).  A task head makes the model fine-tuned
+ *     for it (train.task classify: classifier.* on the pooler, labels
+ *     id2label's, their rows in sorted order, one output regression
+ *     unless problem_type says single_label_classification; tag:
+ *     classifier.* without a pooler; span: qa_outputs.*), its "task"
+ *     (tfm_model_file_meta) made from config.json.
  *     The tokenizer is tokenizer.json beside the file,
  *     else vocab.txt (uncased WordPiece).
  *   T5 (T5ForConditionalGeneration, t5 or mt5: t5-small's layout, v1.1 and

@@ -1,29 +1,33 @@
 #!/usr/bin/python3
-"""HuggingFace GPT-2 folders as save_pretrained writes them, against PyTorch.
+"""GPT-2 folders as transformers writes them, judged by transformers.
 
-A GPT2LMHeadModel checkpoint (transformer.-prefixed names, Conv1D [in, out]
-weights) is written here with config.json keys that change the model:
-tie_word_embeddings false with its own lm_head.weight, scale_attn_weights
-false (scores q·kᵀ without 1/√head_dim), n_inner (the feed-forward width)
-other than 4·n_embd.  tests/io_probe model-logits (tfm_model_load) and
-tfm-generate --greedy --json (tfm_lm_open and the cached decode step) must
-give the float64 reference's logits and log-probabilities, to 1e-4.
-
-The same tensors split into two shards with model.safetensors.index.json
-(save_pretrained's max_shard_size layout) give the same logits; a folder
-with only pytorch_model.bin says the pickle format is unsupported and how
-to convert; encoder.json + vocab.bpe beside the model are its tokenizer; a
-vocab.json larger than the model is blamed on vocab.json.
-
-Bad config.json keys, each an error naming config.json, the line and the
-key (exit 1): n_layer, n_embd, vocab_size or n_positions disagreeing with
-the tensors, n_inner disagreeing with c_fc, an unknown key, one whose
-value tfm cannot honour (scale_attn_by_inverse_layer_idx true,
-add_cross_attention true), tie_word_embeddings false without
-lm_head.weight.  A broken index (a tensor missing from its shard, a shard's
-tensor not in the weight_map) is an error naming the file and tensor.
-tfm-train --convert q8_0 of a folder whose matrix holds a NaN fails naming
-the folder and tensor, and writes nothing."""
+Random GPT2LMHeadModel folders are made with GPT2Config(...) and
+save_pretrained (with a byte-level BPE tokenizer trained by HF tokenizers
+and saved by GPT2Tokenizer: tokenizer.json + tokenizer_config.json), in
+F32, F16 and BF16, tied and untied, with every GPT2Config key that changes
+the computation and that tfm honours set away from its default
+(tie_word_embeddings, n_inner, scale_attn_weights, layer_norm_epsilon,
+activation_function gelu / relu, reorder_and_upcast_attn), single-file and
+sharded (max_shard_size: model.safetensors.index.json + shards).  For each,
+transformers' own model of the folder (from_pretrained in float32, eager
+attention) is the reference:
+- tests/io_probe model-logits (tfm_model_load) = model(input_ids).logits;
+- tfm-generate --greedy: the tokens of generate(do_sample=False) and their
+  log-probabilities (log_softmax of the model's logits);
+- tfm-generate --beam N --lenpen A: the tokens of generate(num_beams=N,
+  length_penalty=A, early_stopping="never"), with and without the end of
+  text reachable (tfm's search stops when no live beam can beat the
+  finished ones at any length, which is early_stopping="never";
+  transformers' default, early_stopping=False, is a heuristic that stops
+  sooner, reported but not required);
+- tfm-eval perplexity = exp of the mean loss of model(ids, labels=ids)
+  (with the end-of-text token before the text and without, --tokens, and a
+  sliding window as transformers' perplexity guide computes it);
+- tfm-embed --layers K --pool none = output_hidden_states' K-th, --pool
+  last its last row, --attention = output_attentions.
+A key that changes the computation must change transformers' logits in the
+test's folder (from_pretrained with the key at its default differs), so a
+key tfm ignored would fail the comparison."""
 import json
 import os
 import shutil
@@ -31,349 +35,352 @@ import sys
 import tempfile
 
 import numpy as np
+import tokenizers  # noqa: F401  (the skip of tests/run-python)
 import torch
-import torch.nn.functional as F
+import transformers  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_lib import GEN, PROBE, TOL, TRAIN, refusals, run, write_safetensors  # noqa: E402
-from embed_torch import bytes_to_unicode  # noqa: E402  (GPT-2's byte stand-ins)
+from hf_lib import EMBED, EVAL, GEN, PROBE, TOL, run  # noqa: E402
+from hf_gpt2_lib import hf_logits, hf_model, make_model, probe, train_tokenizer  # noqa: E402
 
-PRE = "transformer."
+PROMPTS = ["In the beginning", "And God said, Let there be light: and there was light.",
+           "the waters", "Ye shall not  eat of it,\tneither shall ye touch it"]
+EMBED_LINES = ["In the beginning God created the heaven and the earth.", "light",
+               "And the evening and the morning were the first day"]
 
-
-def random_checkpoint(s, rng):
-    C, L, V, P, Fd = s["C"], s["L"], s["V"], s["P"], s["F"]
-    n = lambda *shape, sd=1.0: (rng.standard_normal(shape) * sd).astype(np.float32)
-    t = {PRE + "wte.weight": n(V, C, sd=0.5), PRE + "wpe.weight": n(P, C, sd=0.5)}
-    for i in range(L):
-        p = f"{PRE}h.{i}."
-        for nm in ("ln_1", "ln_2"):
-            t[p + nm + ".weight"] = 1 + n(C, sd=0.2)
-            t[p + nm + ".bias"] = n(C, sd=0.2)
-        for nm, i_, o_ in (("attn.c_attn", C, 3 * C), ("attn.c_proj", C, C),
-                           ("mlp.c_fc", C, Fd), ("mlp.c_proj", Fd, C)):
-            t[p + nm + ".weight"] = n(i_, o_, sd=1.5 / np.sqrt(i_))
-            t[p + nm + ".bias"] = n(o_, sd=0.2)
-    t[PRE + "ln_f.weight"] = 1 + n(C, sd=0.2)
-    t[PRE + "ln_f.bias"] = n(C, sd=0.2)
-    if not s["tied"]:
-        t["lm_head.weight"] = n(V, C, sd=0.5)   # nn.Linear [out, in]
-    return t
-
-
-def hf_config(s):
-    c = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"],
-         "attn_pdrop": 0.1, "bos_token_id": 256, "embd_pdrop": 0.1, "eos_token_id": 256,
-         "initializer_range": 0.02, "layer_norm_epsilon": 1e-5, "model_type": "gpt2",
-         "n_ctx": s["P"], "n_embd": s["C"], "n_head": s["NH"], "n_inner": s["n_inner"],
-         "n_layer": s["L"], "n_positions": s["P"], "reorder_and_upcast_attn": False,
-         "resid_pdrop": 0.1, "scale_attn_by_inverse_layer_idx": False,
-         "scale_attn_weights": s["scaled"], "summary_activation": None,
-         "summary_first_dropout": 0.1, "summary_proj_to_labels": True,
-         "summary_type": "cls_index", "summary_use_proj": True,
-         "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}},
-         "tie_word_embeddings": s["tied"], "torch_dtype": "float32",
-         "transformers_version": "4.38.2", "use_cache": True, "vocab_size": s["V"]}
-    return c
-
-
-def write_byte_vocab(d, n=257, names=("vocab.json", "merges.txt")):
-    """GPT-2's 256 byte symbols and <|endoftext|> (n > 257: padding pieces)."""
-    b2u = bytes_to_unicode()
-    vocab = {b2u[b]: b for b in range(256)}
-    vocab["<|endoftext|>"] = 256
-    for k in range(257, n):
-        vocab[f"<pad{k}>"] = k
-    with open(os.path.join(d, names[0]), "w") as f:
-        json.dump(vocab, f, ensure_ascii=False)
-    with open(os.path.join(d, names[1]), "w") as f:
-        f.write("#version: 0.2\n")
-
-
-def write_folder(d, s, t, cfg):
-    os.makedirs(d, exist_ok=True)
-    write_safetensors(os.path.join(d, "model.safetensors"), t, {"format": "pt"})
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-    write_byte_vocab(d)
-
-
-def logits(P, s, ids):
-    """GPT2LMHeadModel's logits of one sequence, float64."""
-    C, NH, L = s["C"], s["NH"], s["L"]
-    HS = C // NH
-    T = len(ids)
-    W = lambda n: P[PRE + n]
-    ln = lambda x, n: F.layer_norm(x, (C,), W(n + ".weight"), W(n + ".bias"), 1e-5)
-    conv = lambda x, n: x @ W(n + ".weight") + W(n + ".bias")
-    x = W("wte.weight")[torch.tensor(ids)] + W("wpe.weight")[:T]
-    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
-    for i in range(L):
-        p = f"h.{i}."
-        q, k, v = conv(ln(x, p + "ln_1"), p + "attn.c_attn").split(C, -1)
-        q, k, v = (z.view(T, NH, HS).permute(1, 0, 2) for z in (q, k, v))
-        sc = q @ k.transpose(-1, -2)
-        if s["scaled"]:
-            sc = sc / np.sqrt(HS)
-        y = (sc.masked_fill(causal, float("-inf")).softmax(-1) @ v).permute(1, 0, 2).reshape(T, C)
-        x = x + conv(y, p + "attn.c_proj")
-        h = F.gelu(conv(ln(x, p + "ln_2"), p + "mlp.c_fc"), approximate="tanh")
-        x = x + conv(h, p + "mlp.c_proj")
-    x = ln(x, "ln_f")
-    head = P["lm_head.weight"] if not s["tied"] else W("wte.weight")
-    return x @ head.T
-
-
-def probe(d, ids):
-    """tests/io_probe model-logits on one sequence: (process, logits [T, V])."""
-    top = os.path.dirname(d.rstrip("/"))
-    bf, of = os.path.join(top, "batch.bin"), os.path.join(top, "logits.bin")
-    a = np.array([ids], np.int32)
-    with open(bf, "wb") as f:
-        f.write(np.array([1, a.shape[1]], np.int32).tobytes() + a.tobytes()
-                + np.zeros_like(a).tobytes() + np.array([a.shape[1]], np.int32).tobytes())
-    r = run([PROBE, "model-logits", d, bf, of])
-    got = np.fromfile(of, np.float32).reshape(len(ids), -1) if r.returncode == 0 else None
-    return r, got
-
-
+# name, dtype at save, GPT2Config keys, shard size (None: one file), what to run
 CASES = [
-    # every key that changes the model at once, and the default layout
-    dict(name="untied-unscaled-n_inner", C=64, NH=4, L=2, P=24, V=257, F=96, n_inner=96,
-         tied=False, scaled=False),
-    dict(name="tied-scaled", C=64, NH=2, L=2, P=24, V=257, F=256, n_inner=None, tied=True,
-         scaled=True),
+    ("f32-tied", torch.float32, {}, None, "all"),
+    ("f32-keys", torch.float32,
+     dict(tie_word_embeddings=False, n_inner=48, scale_attn_weights=False,
+          layer_norm_epsilon=0.05, activation_function="gelu"), None, "all"),
+    ("f16-relu", torch.float16, dict(activation_function="relu", n_inner=80), None, "model"),
+    ("bf16-untied-reorder", torch.bfloat16,
+     dict(tie_word_embeddings=False, reorder_and_upcast_attn=True,
+          activation_function="gelu_pytorch_tanh"), None, "model"),
+    ("f32-keys-sharded", torch.float32,
+     dict(tie_word_embeddings=False, n_inner=48, scale_attn_weights=False,
+          layer_norm_epsilon=0.05, activation_function="gelu"), "20KB", "model"),
+    ("bf16-sharded", torch.bfloat16, {}, "16KB", "model"),
 ]
+# the keys' defaults (from_pretrained overrides): each must change the logits
+DEFAULTS = dict(tie_word_embeddings=True, n_inner=None, scale_attn_weights=True,
+                layer_norm_epsilon=1e-5, activation_function="gelu_new")
+
+worst = {}
 
 
-def check_case(s, top, rng):
-    d = os.path.join(top, s["name"])
-    t = random_checkpoint(s, rng)
-    write_folder(d, s, t, hf_config(s))
-    P = {k: torch.from_numpy(v).double() for k, v in t.items()}
-    ids = [int(x) for x in rng.integers(0, 257, 11)]
-    ref = logits(P, s, ids).numpy()
-    bad = []
-    r, got = probe(d, ids)
+def note(what, err):
+    worst[what] = max(worst.get(what, 0.0), float(err))
+
+
+def check_logits(name, d, m, tok, top):
+    rows = [tok(p).input_ids for p in PROMPTS]
+    r, got = probe(d, rows, top)
     if r.returncode != 0:
         return [f"io_probe: {r.stderr.strip()}"]
-    desc = dict(zip(r.stdout.split()[0::2], r.stdout.split()[1::2]))
-    want = {"d_ff": str(s["F"]), "tied": str(int(s["tied"])), "n_layer": str(s["L"])}
-    if {k: desc.get(k) for k in want} != want:
-        bad.append(f"io_probe description {r.stdout.splitlines()[0]}, want {want}")
-    err = np.abs(got - ref).max()
-    print(f"  {s['name']}: tfm_model_load logits max |tfm - torch| = {err:.2e} "
-          f"(max |logit| {np.abs(ref).max():.1f})")
-    if not err <= TOL * max(1.0, np.abs(ref).max()):
-        bad.append(f"tfm_model_load logits differ by {err:.3g}")
-    # tfm_lm_open and the decode step: greedy ids and log-probabilities
-    r = run([GEN, "-m", d, "--ids", "--greedy", "--json", "-n", "6", "--ignore-eos", "-q"],
-            input=" ".join(map(str, ids)) + "\n")
-    if r.returncode != 0:
-        return bad + [f"tfm-generate: {r.stderr.strip()}"]
-    o = json.loads(r.stdout.splitlines()[0])
-    seq, want_ids, want_lp = list(ids), [], []
-    for _ in range(6):
-        lp = logits(P, s, seq)[-1].log_softmax(-1)
-        nxt = int(lp[:s["V"]].argmax())
-        want_ids.append(nxt)
-        want_lp.append(lp[nxt].item())
-        seq.append(nxt)
-    if o["ids"] != want_ids:
-        bad.append(f"tfm-generate greedy ids {o['ids']}, torch {want_ids}")
-    else:
-        e = max(abs(a - b) for a, b in zip(o["logprobs"], want_lp))
-        print(f"  {s['name']}: tfm-generate greedy ids equal, log-prob max diff {e:.2e}")
-        if not e <= TOL:
-            bad.append(f"tfm-generate log-probabilities differ by {e:.3g}")
-    bad += check_shards(s, top, t, ids, got)
-    return bad
-
-
-def write_shards(d, t, cut, index=None):
-    """save_pretrained(max_shard_size=...)'s layout: the tensors in two
-    shards (the first cut of them in the first), the index naming each."""
-    os.makedirs(d, exist_ok=True)
-    names = list(t)
-    files = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
-    parts = [names[:cut], names[cut:]]
-    wm = {}
-    for f, part in zip(files, parts):
-        write_safetensors(os.path.join(d, f), {k: t[k] for k in part}, {"format": "pt"})
-        wm.update({k: f for k in part})
-    if index:
-        index(wm)
-    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": sum(v.nbytes for v in t.values())},
-                   "weight_map": dict(sorted(wm.items()))}, f, indent=2)
-
-
-def check_shards(s, top, t, ids, unsharded):
-    d = os.path.join(top, s["name"] + "-sharded")
-    write_shards(d, t, len(t) // 2)
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(hf_config(s), f)
-    write_byte_vocab(d)
-    r, got = probe(d, ids)
-    if r.returncode != 0:
-        return [f"sharded folder: io_probe: {r.stderr.strip()}"]
     bad = []
-    if not np.array_equal(got, unsharded):
-        bad.append("the sharded folder's logits differ from the single file's")
-    r = run([GEN, "-m", d, "--ids", "--greedy", "-n", "3", "-q"], input="5 6 7\n")
-    if r.returncode != 0:
-        bad.append(f"tfm-generate on the sharded folder: {r.stderr.strip()}")
-    print(f"  {s['name']}: two shards + model.safetensors.index.json give the same logits")
+    err = max(np.abs(g - hf_logits(m, ids)).max() for g, ids in zip(got, rows))
+    note("logits", err)
+    print(f"  {name}: io_probe logits, {len(rows)} rows in one padded batch: "
+          f"max |tfm - transformers| = {err:.2e}")
+    if not err <= TOL:
+        bad.append(f"logits differ from transformers' by {err:.3g}")
     return bad
 
 
-def expect(what, d, pieces, prog_args=None):
-    """io_probe (tfm_model_load) and tfm-generate (tfm_lm_open) on folder d
-    exit 1 with a message holding every piece."""
-    r, _ = probe(d, [5, 6, 7])
-    r2 = run([GEN, "-m", d, "--ids", "--greedy", "-n", "2"], input="5 6\n")
-    return refusals(what, pieces, (("io_probe", r), ("tfm-generate", r2)))
-
-
-def line_col(path, needle):
-    with open(path) as f:
-        text = f.read()
-    i = text.index(needle)
-    ln = text.count("\n", 0, i) + 1
-    return ln, i - (text.rfind("\n", 0, i) + 1) + 1
-
-
-def check_errors(top, rng):
-    s = CASES[0]
-    t = random_checkpoint(s, rng)
+def keys_matter(name, d, m, keys, tok):
+    """Each key set away from its default changes transformers' logits by
+    more than 10 x the tolerance (gelu against gelu_new: about 1e-3)."""
     bad = []
-    d = os.path.join(top, "bad")
-    cj = os.path.join(d, "config.json")
-
-    def with_cfg(what, change, key, pieces, tensors=t):
-        shutil.rmtree(d, ignore_errors=True)
-        cfg = hf_config(s)
-        change(cfg)
-        write_folder(d, s, tensors, cfg)
-        ln, col = line_col(cj, f'"{key}"')
-        # the message points at the value of the key (or the key itself)
-        return expect(what, d, [f"{cj}:{ln}:"] + pieces)
-
-    bad += with_cfg("n_layer 3", lambda c: c.update(n_layer=3), "n_layer",
-                    ["n_layer 3 but the checkpoint has 2"])
-    bad += with_cfg("n_embd 32", lambda c: c.update(n_embd=32), "n_embd",
-                    ["n_embd 32 but the checkpoint has 64"])
-    bad += with_cfg("vocab_size", lambda c: c.update(vocab_size=300), "vocab_size",
-                    ["vocab_size 300 but the checkpoint has 257"])
-    bad += with_cfg("n_positions", lambda c: c.update(n_positions=1024), "n_positions",
-                    ["n_positions 1024 but the checkpoint has 24"])
-    bad += with_cfg("unknown key", lambda c: c.update(rotary_dim=16), "rotary_dim",
-                    ["'rotary_dim' is not a GPT2Config key tfm reads"])
-    bad += with_cfg("scale_attn_by_inverse_layer_idx",
-                    lambda c: c.update(scale_attn_by_inverse_layer_idx=True),
-                    "scale_attn_by_inverse_layer_idx",
-                    ["scale_attn_by_inverse_layer_idx true is not supported"])
-    bad += with_cfg("add_cross_attention", lambda c: c.update(add_cross_attention=True),
-                    "add_cross_attention", ["add_cross_attention true is not supported"])
-    tied_less = {k: v for k, v in t.items() if k != "lm_head.weight"}
-    bad += with_cfg("untied without lm_head", lambda c: None, "tie_word_embeddings",
-                    ["tie_word_embeddings false but", "has no lm_head.weight"], tied_less)
-    # n_inner null is 4 x n_embd: the file's c_fc [64, 96] is not that
-    shutil.rmtree(d, ignore_errors=True)
-    cfg = hf_config(s)
-    cfg["n_inner"] = None
-    write_folder(d, s, t, cfg)
-    bad += expect("n_inner null over c_fc [64, 96]", d,
-                  [f"{cj}: n_inner null means 4 x n_embd = 256, but the checkpoint's "
-                   "h.0.mlp.c_fc.weight is [64, 96]"])
-    bad += with_cfg("n_inner 128 over c_fc [64, 96]", lambda c: c.update(n_inner=128),
-                    "n_inner", ["n_inner 128 but the checkpoint's h.0.mlp.c_fc.weight is "
-                                "[64, 96]"])
-
-    # sharded: a listed tensor missing from its shard; a shard's tensor unlisted
-    shard_dir = os.path.join(top, "bad-shards")
-    idx = os.path.join(shard_dir, "model.safetensors.index.json")
-    for what, change, pieces in (
-            ("a tensor not in its shard",
-             lambda wm: wm.update({PRE + "h.7.ln_1.weight": "model-00001-of-00002.safetensors"}),
-             [idx, f"tensor '{PRE}h.7.ln_1.weight' is not in its shard"]),
-            ("a shard's tensor not listed", lambda wm: wm.pop(PRE + "wte.weight"),
-             [f"tensor '{PRE}wte.weight' is not listed in {idx}"])):
-        shutil.rmtree(shard_dir, ignore_errors=True)
-        write_shards(shard_dir, t, len(t) // 2, change)
-        with open(os.path.join(shard_dir, "config.json"), "w") as f:
-            json.dump(hf_config(s), f)
-        bad += expect(what, shard_dir, pieces)
-
-    # pytorch_model.bin alone: the pickle format, named, with the way out
-    pt = os.path.join(top, "pickle")
-    os.makedirs(pt)
-    torch.save({k: torch.from_numpy(v) for k, v in t.items()},
-               os.path.join(pt, "pytorch_model.bin"))
-    with open(os.path.join(pt, "config.json"), "w") as f:
-        json.dump(hf_config(s), f)
-    bad += expect("pytorch_model.bin only", pt,
-                  [os.path.join(pt, "pytorch_model.bin"), "pickle format is not supported",
-                   "save_pretrained"])
-
-    # a vocab.json larger than the model: blamed on vocab.json
-    big = os.path.join(top, "bigvocab")
-    write_folder(big, s, t, hf_config(s))
-    write_byte_vocab(big, 300)
-    r, _ = probe(big, [5, 6])
-    want = f"{os.path.join(big, 'vocab.json')}: the tokenizer has 300 tokens but the model only 257"
-    if r.returncode != 1 or want not in r.stderr:
-        bad.append(f"vocab.json too large: exit {r.returncode}: {r.stderr.strip()!r}, want {want!r}")
-
-    # encoder.json + vocab.bpe (OpenAI's names for the same pair) are read
-    ob = os.path.join(top, "openai-names")
-    write_folder(ob, s, t, hf_config(s))
-    os.remove(os.path.join(ob, "vocab.json"))
-    os.remove(os.path.join(ob, "merges.txt"))
-    write_byte_vocab(ob, 257, ("encoder.json", "vocab.bpe"))
-    r, _ = probe(ob, [5, 6])
-    if r.returncode != 0 or "tokenizer other 257" not in r.stdout:
-        bad.append(f"encoder.json + vocab.bpe: exit {r.returncode}: {r.stdout.strip()!r} "
-                   f"{r.stderr.strip()!r}")
-    r = run([GEN, "-m", ob, "--greedy", "-n", "3", "-q"], input="Hello\n", errors="replace")
-    if r.returncode != 0:
-        bad.append(f"tfm-generate with encoder.json + vocab.bpe: {r.stderr.strip()}")
-    print("  errors: config.json keys, broken shards, pytorch_model.bin, vocab.json; "
-          "encoder.json + vocab.bpe read")
-
-    # --convert q8_0 of a NaN matrix: an error naming the tensor, no file
-    nan = os.path.join(top, "nan")
-    t2 = dict(t)
-    w = t2[PRE + "h.1.mlp.c_fc.weight"].copy()
-    w[3, 5] = np.nan
-    t2[PRE + "h.1.mlp.c_fc.weight"] = w
-    write_folder(nan, s, t2, hf_config(s))
-    out = os.path.join(top, "nan-q8.safetensors")
-    r = run([TRAIN, "--convert", "q8_0", nan, "-o", out])
-    want = "tensor 'h.1.mlp.c_fc.weight' holds nan at [3, 5]: q8_0 cannot store it"
-    if r.returncode != 1 or want not in r.stderr or nan not in r.stderr:
-        bad.append(f"--convert q8_0 of a NaN matrix: exit {r.returncode}: "
-                   f"{r.stderr.strip()!r}, want {want!r}")
-    if os.path.exists(out):
-        bad.append(f"--convert q8_0 of a NaN matrix wrote {out}")
+    ids = tok(PROMPTS[1]).input_ids
+    ref = hf_logits(m, ids)
+    for k, v in keys.items():
+        if k not in DEFAULTS or k == "n_inner" or v == "gelu_pytorch_tanh":
+            continue  # n_inner: the shapes say it; gelu_pytorch_tanh is gelu_new's formula
+        if k == "tie_word_embeddings":
+            # from_pretrained keeps a file's lm_head.weight whatever the key
+            # says: the tied head is the last hidden state times wte
+            with torch.no_grad():
+                h = m(torch.tensor([ids]), output_hidden_states=True).hidden_states[-1][0]
+                alt = (h @ m.transformer.wte.weight.T).numpy()
+        else:
+            alt = hf_logits(hf_model(d, **{k: DEFAULTS[k]}), ids)
+        diff = np.abs(alt - ref).max()
+        if not diff > 10 * TOL:
+            bad.append(f"{k}={v!r}: transformers' logits change by only {diff:.2g} with "
+                       f"{k}={DEFAULTS[k]!r} (the test cannot tell it is honoured)")
     return bad
+
+
+def gen(d, args, prompts):
+    r = run([GEN, "-m", d, "--json", "-q"] + args, input="\n".join(prompts) + "\n")
+    if r.returncode != 0:
+        return r.stderr.strip(), None
+    return None, [json.loads(x) for x in r.stdout.splitlines()]
+
+
+def check_greedy(name, d, m, tok, eos):
+    n = 8
+    e, outs = gen(d, ["--greedy", "-n", str(n), "--ignore-eos"], PROMPTS)
+    if e:
+        return [f"tfm-generate --greedy: {e}"]
+    m.generation_config.eos_token_id = None  # --ignore-eos on both sides
+    bad, err = [], 0.0
+    for p, o in zip(PROMPTS, outs):
+        ids = tok(p).input_ids
+        with torch.no_grad():
+            g = m.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=n,
+                           pad_token_id=eos)[0]
+            lp = torch.log_softmax(m(g[None]).logits[0].double(), -1)
+        want = g[len(ids):].tolist()
+        if o["ids"] != want:
+            bad.append(f"greedy from {p!r}: tfm {o['ids']}, transformers {want}")
+            continue
+        ref = [lp[len(ids) - 1 + i, t].item() for i, t in enumerate(want)]
+        err = max(err, max(abs(a - b) for a, b in zip(o["logprobs"], ref)))
+    m.generation_config.eos_token_id = eos
+    note("greedy log-probabilities", err)
+    print(f"  {name}: tfm-generate --greedy -n {n}: tokens equal transformers' generate on "
+          f"{len(PROMPTS)} prompts, log-prob max diff {err:.2e}")
+    if not err <= TOL:
+        bad.append(f"greedy log-probabilities differ by {err:.3g}")
+    return bad
+
+
+def check_beam(name, d, m, tok, eos, prompts, ignore_eos):
+    bad, n = [], 10
+    stops = heur = total = 0
+    if ignore_eos:
+        m.generation_config.eos_token_id = None
+    for nb, lp in ((2, 1.0), (4, 0.6)):
+        e, outs = gen(d, ["--beam", str(nb), "--lenpen", str(lp), "-n", str(n)] +
+                      (["--ignore-eos"] if ignore_eos else []), prompts)
+        if e:
+            return [f"tfm-generate --beam {nb}: {e}"]
+        for p, o in zip(prompts, outs):
+            ids = torch.tensor([tok(p).input_ids])
+            got = o["ids"]
+            for es in ("never", False):
+                with torch.no_grad():
+                    g = m.generate(ids, do_sample=False, num_beams=nb, max_new_tokens=n,
+                                   length_penalty=lp, early_stopping=es,
+                                   pad_token_id=eos)[0, ids.shape[1]:].tolist()
+                if eos in g and not ignore_eos:
+                    g = g[:g.index(eos) + 1]
+                same = g == got
+                if es == "never":
+                    total += 1
+                    stops += g[-1:] == [eos]
+                    if not same:
+                        bad.append(f"--beam {nb} --lenpen {lp} from {p!r}: tfm {got}, "
+                                   f"transformers (num_beams={nb}, length_penalty={lp}, "
+                                   f"early_stopping='never') {g}")
+                else:
+                    heur += same
+    m.generation_config.eos_token_id = eos
+    print(f"  {name}: tfm-generate --beam 2/4 --lenpen 1/0.6 -n {n}"
+          f"{' --ignore-eos' if ignore_eos else ''}: tokens equal generate(num_beams, "
+          f"length_penalty, early_stopping='never') on {total - len(bad)}/{total} "
+          f"({stops} ended at end of text); early_stopping=False (transformers' default) "
+          f"agrees on {heur}/{total}")
+    return bad
+
+
+def check_perplexity(name, d, m, tok, eos, top):
+    bad = []
+    text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata",
+                             "gpt2", "corpus.txt"), encoding="utf-8").read()[:120]
+    ids = tok(text).input_ids
+    assert len(ids) < m.config.n_positions, len(ids)
+
+    def hf_ppl(seq, first_scored):
+        with torch.no_grad():
+            lab = torch.tensor([[-100] * first_scored + seq[first_scored:]])
+            return float(np.exp(m(torch.tensor([seq]), labels=lab).loss.item()))
+
+    def tfm_ppl(args, inp=None):
+        r = run([EVAL, "perplexity", "-m", d, "--json", "-q"] + args, input=inp)
+        if r.returncode != 0:
+            return r.stderr.strip(), None
+        return None, json.loads(r.stdout)
+
+    npy = os.path.join(top, "ppl.npy")
+    np.save(npy, np.array(ids, np.int32))
+    # the text as one document (the input's last newline is part of it, as
+    # tfm reads a file whole): with the end-of-text token before it, and not
+    runs = [("the text, end-of-text first", ["-"], text, [eos] + ids, 1),
+            ("the text, --no-bos", ["--no-bos", "-"], text, ids, 1),
+            ("--tokens, --no-bos", ["--tokens", npy, "--no-bos"], None, ids, 1)]
+    for what, args, inp, seq, first in runs:
+        e, o = tfm_ppl(args, inp)
+        if e:
+            bad.append(f"tfm-eval perplexity ({what}): {e}")
+            continue
+        ref = hf_ppl(seq, first)
+        rel = abs(o["perplexity"] - ref) / ref
+        note("perplexity (relative)", rel)
+        print(f"  {name}: tfm-eval perplexity ({what}) {o['perplexity']:.4f}, "
+              f"transformers exp(loss) {ref:.4f} (relative {rel:.1e})")
+        if not rel <= TOL or o["tokens"] != len(seq) - first:
+            bad.append(f"perplexity ({what}) {o['perplexity']} over {o['tokens']} tokens, "
+                       f"transformers {ref} over {len(seq) - first}")
+    # transformers' sliding window (its perplexity guide): windows of N
+    # tokens every S, each scoring the tokens the last one did not.  Over
+    # N + k.S tokens the guide's last window is full, as tfm's always is
+    # (tfm_ppl_windows; the guide's last one is shorter when it ends early)
+    N, S = 16, 8
+    ids = ids[:N + S * ((len(ids) - N) // S)]
+    np.save(npy, np.array(ids, np.int32))
+    nll, count, prev = 0.0, 0, 0
+    for begin in range(0, len(ids), S):
+        end = min(begin + N, len(ids))
+        trg = end - prev
+        lab = torch.tensor([ids[begin:end]])
+        lab[:, :-trg] = -100
+        with torch.no_grad():
+            loss = m(torch.tensor([ids[begin:end]]), labels=lab).loss.item()
+        k = int((lab[:, 1:] != -100).sum())
+        nll += loss * k
+        count += k
+        prev = end
+        if end == len(ids):
+            break
+    ref = float(np.exp(nll / count))
+    e, o = tfm_ppl(["--tokens", npy, "--no-bos", "--context", str(N), "--stride", str(S)])
+    if e:
+        return bad + [f"tfm-eval perplexity --context {N} --stride {S}: {e}"]
+    rel = abs(o["perplexity"] - ref) / ref
+    note("perplexity (relative)", rel)
+    print(f"  {name}: tfm-eval perplexity --context {N} --stride {S}: {o['perplexity']:.4f} "
+          f"over {o['tokens']} tokens, transformers' sliding window {ref:.4f} over {count} "
+          f"(relative {rel:.1e})")
+    if not rel <= TOL or o["tokens"] != count:
+        bad.append(f"sliding-window perplexity {o['perplexity']} over {o['tokens']}, "
+                   f"transformers {ref} over {count}")
+    return bad
+
+
+def check_embed(name, d, m, tok, top):
+    bad = []
+    L = m.config.n_layer
+    inp = "\n".join(EMBED_LINES) + "\n"
+    hs, att = [], []
+    for line in EMBED_LINES:
+        with torch.no_grad():
+            o = m(torch.tensor([tok(line).input_ids]), output_hidden_states=True,
+                  output_attentions=True)
+        hs.append([h[0].numpy() for h in o.hidden_states])
+        att.append(torch.stack(o.attentions)[:, 0].numpy())
+    err = 0.0
+    out = os.path.join(top, "emb.npy")
+    for k in range(L + 1):
+        r = run([EMBED, "-m", d, "--layers", str(k), "--pool", "none", "-o", out, "-q"],
+                input=inp)
+        if r.returncode != 0:
+            return [f"tfm-embed --layers {k}: {r.stderr.strip()}"]
+        got = np.load(out)
+        off = np.load(out.replace(".npy", ".offsets.npy"))
+        for i in range(len(EMBED_LINES)):
+            g = got[off[i]:off[i + 1]]
+            if g.shape != hs[i][k].shape:
+                bad.append(f"tfm-embed --layers {k} line {i}: shape {g.shape}, "
+                           f"transformers {hs[i][k].shape}")
+                continue
+            err = max(err, np.abs(g - hs[i][k]).max())
+    r = run([EMBED, "-m", d, "--pool", "last", "-o", out, "-q"], input=inp)
+    if r.returncode != 0:
+        return bad + [f"tfm-embed --pool last: {r.stderr.strip()}"]
+    last = np.load(out)
+    err = max(err, max(np.abs(last[i] - hs[i][L][-1]).max() for i in range(len(EMBED_LINES))))
+    note("hidden states", err)
+    aerr = 0.0
+    for i, line in enumerate(EMBED_LINES):
+        a = os.path.join(top, "att.npy")
+        r = run([EMBED, "-m", d, "--attention", a, "-o", out, "-q"], input=line + "\n")
+        if r.returncode != 0:
+            return bad + [f"tfm-embed --attention: {r.stderr.strip()}"]
+        got = np.load(a)
+        if got.shape != att[i].shape:
+            bad.append(f"--attention of line {i}: shape {got.shape}, transformers "
+                       f"{att[i].shape}")
+            continue
+        aerr = max(aerr, np.abs(got - att[i]).max())
+    note("attention maps", aerr)
+    print(f"  {name}: tfm-embed layers 0..{L} (--pool none, last) max |diff| {err:.2e}, "
+          f"--attention max |diff| {aerr:.2e} vs output_hidden_states / output_attentions")
+    if not err <= TOL:
+        bad.append(f"tfm-embed hidden states differ by {err:.3g}")
+    if not aerr <= TOL:
+        bad.append(f"tfm-embed attention maps differ by {aerr:.3g}")
+    return bad
+
+
+def eos_model(V, tok, seed):
+    """An untied model whose end-of-text row of the head copies the row of
+    the token greedy decoding picks most, so beams end there often."""
+    m = make_model(V, seed, tie_word_embeddings=False)
+    cnt = torch.zeros(V)
+    m.generation_config.eos_token_id = None
+    with torch.no_grad():
+        for p in PROMPTS:
+            ids = tok(p).input_ids
+            g = m.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=10,
+                           pad_token_id=0)
+            for t in g[0, len(ids):].tolist():
+                cnt[t] += 1
+        top = int(cnt[1:].argmax()) + 1
+        m.lm_head.weight[0] = m.lm_head.weight[top] + 0.3 * torch.randn(m.config.n_embd)
+    m.generation_config.eos_token_id = 0
+    return m
 
 
 def main():
-    for p in (PROBE, GEN, TRAIN):
+    for p in (PROBE, GEN, EVAL, EMBED):
         if not os.path.exists(p):
             print(f"missing {p}")
             return 1
     torch.set_num_threads(1)
-    rng = np.random.default_rng(31)
     top = tempfile.mkdtemp(prefix="hf_gpt2.")
     bad = []
     try:
-        for s in CASES:
-            bad += [f"{s['name']}: {b}" for b in check_case(s, top, rng)]
-        bad += check_errors(top, rng)
+        _, tok = train_tokenizer(top)
+        V, eos = len(tok), tok.eos_token_id
+        print(f"  tokenizer: byte-level BPE of {V} tokens (HF tokenizers), "
+              f"{tok.eos_token} id {eos}")
+        made = {}
+        for i, (name, dt, keys, shard, what) in enumerate(CASES):
+            d = os.path.join(top, name)
+            src = made.get(json.dumps(keys, sort_keys=True))
+            m = src if src is not None else make_model(V, 10 + i, **keys)
+            made.setdefault(json.dumps(keys, sort_keys=True), m)
+            m.to(dt).save_pretrained(d, **({"max_shard_size": shard} if shard else {}))
+            m.float()
+            tok.save_pretrained(d)
+            if shard and not os.path.exists(os.path.join(d, "model.safetensors.index.json")):
+                bad.append(f"{name}: save_pretrained(max_shard_size={shard}) wrote one file")
+            ref = hf_model(d)
+            case = []
+            case += check_logits(name, d, ref, tok, top)
+            if src is None:
+                case += keys_matter(name, d, ref, keys, tok)
+            case += check_greedy(name, d, ref, tok, eos)
+            if what == "all":
+                case += check_beam(name, d, ref, tok, eos, PROMPTS, True)
+                case += check_perplexity(name, d, ref, tok, eos, top)
+            case += check_embed(name, d, ref, tok, top)
+            bad += [f"{name}: {b}" for b in case]
+        # beams that end at the end of text
+        d = os.path.join(top, "f32-eos")
+        eos_model(V, tok, 5).save_pretrained(d)
+        tok.save_pretrained(d)
+        many = PROMPTS + ["And the earth", "Let there be", "and the evening", "He called",
+                          "And it was so", "waters under the heaven"]
+        bad += [f"f32-eos: {b}" for b in check_beam("f32-eos", d, hf_model(d), tok, eos, many,
+                                                    False)]
     finally:
         shutil.rmtree(top, ignore_errors=True)
+    print("  largest differences: " + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()))
     for b in bad:
         print("FAIL " + b)
     return 1 if bad else 0

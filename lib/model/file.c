@@ -2429,9 +2429,8 @@ static int hf_config_json(const tfm_safetensors *st, tfm_model_config *g, tfm_er
         if (!(n->type == TFM_JSON_STRING &&
               (!strcmp(n->str, "GPT2LMHeadModel") || !strcmp(n->str, "GPT2Model"))))
             rc = tfm_err_at(err, path, n->line, n->col, "architecture '%s' is not one tfm "
-                            "reads from GPT-2 tensors (it reads GPT2LMHeadModel and GPT2Model; "
-                            "in all, the folders of " HF_READS ")",
-                            n->type == TFM_JSON_STRING ? n->str : n->str ? n->str : "");
+                            "reads: it reads the folders of " HF_READS,
+                            n->str ? n->str : "");
     }
     j = tfm_json_get(doc.root, "model_type");
     if (rc == 0 && j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "gpt2")))

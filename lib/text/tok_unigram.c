@@ -484,6 +484,15 @@ static int norm_item(const tfm_json_doc *doc, const tfm_json *n, tfm_uni_norm_sp
 static int metaspace(const tfm_json_doc *doc, const tfm_json *m, const tfm_json *model,
                      tfm_uni_norm_spec *sp, tfm_err *err)
 {
+    /* transformers 5's T5Tokenizer writes WhitespaceSplit, then Metaspace:
+     * whitespace runs collapse and the ends go, as sentencepiece's
+     * remove_extra_whitespaces */
+    const tfm_json *seq = type_is(m, "Sequence") ? tfm_json_get(m, "pretokenizers") : NULL;
+    if (seq && seq->type == TFM_JSON_ARRAY && seq->n == 2 &&
+        type_is(seq->items[0], "WhitespaceSplit")) {
+        sp->remove_extra_whitespaces = 1;
+        m = seq->items[1];
+    }
     if (!type_is(m, "Metaspace")) {
         const tfm_json *at = m ? m : model;
         return tfm_err_at(err, doc->name, at->line, at->col,

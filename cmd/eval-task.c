@@ -27,7 +27,9 @@ static void __attribute__((noreturn)) usage(void)
 {
     printf("Usage: %s classify|tag|span -m MODEL [options] [FILE]\n"
            "Predict with a model fine-tuned by tfm-train (train.task classify, tag or\n"
-           "span) for each example of FILE (default: stdin), in input order.\n"
+           "span; or a HuggingFace BertForSequenceClassification,\n"
+           "BertForTokenClassification or BertForQuestionAnswering folder) for each\n"
+           "example of FILE (default: stdin), in input order.\n"
            "\n"
            "Input (as training's data.text; the gold part may be left out):\n"
            "  classify  [label<TAB>]text or [label<TAB>]text_a<TAB>text_b lines, or JSON\n"

@@ -559,6 +559,91 @@ def check_gpt2_refusals(top):
                                       "lora_future_variant"])
 
 
+def check_step(top):
+    """tfm-train's LoRA steps against PEFT + PyTorch's, from the same A
+    (tfm's zero-step adapter loaded into PEFT) and B (0), on the same
+    batches (train_torch.Rng: tfm's data stream), no dropout, no clipping:
+    the losses and, after each of steps 1 and 2, A and B to 1e-5 relative.
+    attn.c_proj, mlp.c_fc and mlp.c_proj: PEFT's modules are tfm's one for
+    one (GPT-2's q, k, v are parts of one Conv1D in PEFT, one adapter of
+    rank 3r whose off-diagonal blocks PEFT would train too)."""
+    import train_torch
+    print("one LoRA step, tfm-train against PEFT + PyTorch:")
+    base = os.path.join(top, "gpt2")
+    data = np.load(os.path.join(top, "train.npy")).astype(np.int64)
+    B, T, LR, B1, B2, WD, SEED = 4, 16, 2e-2, 0.9, 0.99, 0.1, 21
+    # Adam's first steps are lr·g/(|g| + eps) elementwise: where |g| is near
+    # eps, float32's rounding of g (1e-7 of the gradient's scale, in tfm and
+    # in PyTorch alike) is amplified by lr/(4·eps).  eps 1e-8 leaves few such
+    # elements; eps 1 makes the step nearly plain gradient descent (SGD's).
+    for opt_name, EPS in (("adamw", 1e-8), ("adam", 1.0)):
+        sets = [f"data.train={os.path.join(top, 'train.npy')}", "train.lora.r=3",
+                "train.lora.alpha=6", "train.lora.targets=o, fc, proj", f"train.batch_size={B}",
+                f"model.block_size={T}", f"train.seed={SEED}", f"optim.type={opt_name}",
+                f"optim.lr={LR}", f"optim.beta1={B1}", f"optim.beta2={B2}", f"optim.eps={EPS}",
+                f"optim.weight_decay={WD}", "optim.grad_clip=0", "schedule.decay=constant",
+                "train.log_interval=1", "model.dropout=0", "model.attn_dropout=0",
+                "model.emb_dropout=0"]
+        runs = [tfm_lora(os.path.join(top, f"step-{opt_name}{n}"), base, *sets,
+                         f"train.max_steps={n}") for n in (0, 1, 2)]
+        with quiet_hf():
+            pm = PeftModel.from_pretrained(GPT2LMHeadModel.from_pretrained(base), runs[0],
+                                           is_trainable=True)
+        pm.train()  # dropout is 0 in the adapter; the base's is off below
+        for m in pm.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+        params = [p for n, p in pm.named_parameters() if p.requires_grad]
+        if not params or any("lora_" not in n for n, p in pm.named_parameters()
+                             if p.requires_grad):
+            bad.append(f"{opt_name}: PEFT trains {[n for n, p in pm.named_parameters()]}")
+            return
+        Opt = torch.optim.AdamW if opt_name == "adamw" else torch.optim.Adam
+        opt = Opt(params, lr=LR, betas=(B1, B2), eps=EPS, weight_decay=WD)
+        rng = train_torch.Rng(SEED ^ train_torch.DATA_SEED_SALT)
+        losses = []
+        for step in (1, 2):
+            xs, ys = [], []
+            for _ in range(B):
+                st = rng.below(len(data) - T)
+                xs.append(data[st:st + T])
+                ys.append(data[st + 1:st + T + 1])
+            x, y = torch.tensor(np.array(xs)), torch.tensor(np.array(ys))
+            opt.zero_grad()
+            logits = pm(input_ids=x).logits
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            got = load_file(os.path.join(runs[step], "adapter_model.safetensors"))
+            want = {n.replace(".default", ""): p.detach() for n, p in pm.named_parameters()
+                    if p.requires_grad}
+            if sorted(got) != sorted(want):
+                bad.append(f"{opt_name}: tfm's tensors {sorted(got)[:2]}..., PEFT's "
+                           f"{sorted(want)[:2]}...")
+                return
+            rel = max(float((got[k] - want[k]).abs().max() / want[k].abs().max().clamp(min=1e-30))
+                      for k in want if want[k].abs().max() > 0)
+            moved = {k[len("base_model.model."):].split(".lora_")[1][0]: 0.0 for k in want}
+            for k in want:
+                s0 = load_file(os.path.join(runs[0], "adapter_model.safetensors"))[k]
+                ab = k.split(".lora_")[1][0]
+                moved[ab] = max(moved[ab], float((want[k] - s0).abs().max()))
+            worst[f"{opt_name} step {step}: A and B, relative"] = rel
+            print(f"  {opt_name}, step {step}: A and B max relative |tfm - peft| = {rel:.2e} "
+                  f"(moved: A {moved['A']:.2e}, B {moved['B']:.2e})")
+            if not rel <= 1e-5:
+                bad.append(f"{opt_name} step {step}: A, B differ by {rel:.3g} (relative)")
+            if step == 2 and not min(moved.values()) > 1e-4:
+                bad.append(f"{opt_name}: the steps hardly move A or B: {moved}")
+        with open(os.path.join(runs[2], "log.tsv")) as f:
+            rows = [ln.rstrip("\n").split("\t") for ln in f][1:]
+        tl = [float(r[1]) for r in rows]
+        print(f"  {opt_name}: losses tfm {tl}, peft {[round(v, 7) for v in losses]}")
+        if len(tl) != 2 or any(abs(a - b) > 1e-5 * max(1, abs(b)) for a, b in zip(tl, losses)):
+            bad.append(f"{opt_name}: losses tfm {tl}, peft {losses}")
+
+
 def check_other_base(top):
     """Adapters made for another base: refused, naming the adapter's file
     and what the base has, exit 1, nothing written."""
@@ -617,6 +702,7 @@ def main():
         check_bert_from_peft(top)
         check_t5_from_peft(top)
         check_tfm_to_peft(top)
+        check_step(top)
         check_other_base(top)
     finally:
         if os.environ.get("KEEP"):

@@ -319,6 +319,31 @@ def check_refusals(top, base):
     return bad, f"{len(cases)} keys refused by name"
 
 
+def check_shards(top, base):
+    """A sharded folder with a shard missing, or cut short: one message
+    naming the shard, from tfm-embed and tfm-eval, exit 1, no output."""
+    with open(os.path.join(base, "model.safetensors.index.json")) as f:
+        shard = sorted(set(json.load(f)["weight_map"].values()))[1]
+    bad = []
+    for how in ("missing", "truncated"):
+        d = os.path.join(top, "shards")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(base, d)
+        p = os.path.join(d, shard)
+        if how == "missing":
+            os.remove(p)
+        else:
+            with open(p, "r+b") as f:
+                f.truncate(os.path.getsize(p) - 100)
+        out = os.path.join(top, "never.npy")
+        bad += refusals(f"a shard {how}", [shard],
+                        [("tfm-embed", run([EMBED, "-m", d, "-q", "-o", out], input="hello\n")),
+                         ("tfm-eval", run([EVAL, "info", "-m", d]))])
+        if os.path.exists(out):
+            bad.append(f"a shard {how}: tfm-embed wrote {out}")
+    return bad, f"{shard} missing, then cut: refused naming it"
+
+
 def main():
     for p in (EMBED, EVAL):
         if not os.path.exists(p):
@@ -344,6 +369,15 @@ def main():
             n = len([x for x in os.listdir(d) if x.endswith(".safetensors")])
             return bad, f"{n} shards; {note}"
         checks.append(("BertModel sharded", sharded))
+        # every shape key away from the defaults above
+        d = save(BertModel(config(hidden_size=24, num_attention_heads=2, num_hidden_layers=3,
+                                  intermediate_size=40, max_position_embeddings=30,
+                                  type_vocab_size=3, layer_norm_eps=1e-3,
+                                  pad_token_id=1)).eval(), os.path.join(top, "shape"))
+        checks.append(("BertModel C 24, 2 heads, 3 layers, d_ff 40, 3 segments, eps 1e-3",
+                       lambda d=d: check_embed("shape", d, top)))
+        checks.append(("sharded folder, a shard missing or cut",
+                       lambda: check_shards(top, os.path.join(top, "model-sharded"))))
         for act in ("gelu_new", "relu", "gelu_pytorch_tanh"):
             d = save(BertModel(config(hidden_act=act)).eval(), os.path.join(top, f"act-{act}"))
             checks.append((f"hidden_act {act}", lambda d=d, a=act: check_embed(a, d, top)))

@@ -20,6 +20,8 @@ Checked:
     without --split-special the sentinels are characters;
   - tfm-embed's mean of the encoder's output over a line's ids is
     get_encoder()'s (to 1e-4);
+  - a T5EncoderModel folder (no decoder, no head) is tfm's encoder:
+    tfm-embed's mean is its last_hidden_state's (to 1e-4);
   - a tokenizer_config.json whose eos_token is not tokenizer.json's is
     refused naming the file;
   - tfm-train fine-tunes from the folder (train.init, data.tokenizer), a
@@ -38,11 +40,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import sentencepiece  # noqa: E402
 import transformers  # noqa: E402
-from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer  # noqa: E402
+from transformers import (T5Config, T5EncoderModel, T5ForConditionalGeneration,  # noqa: E402
+                          T5Tokenizer)
 
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
-from hf_lib import (EMBED, GEN, PROBE, TOKENIZE, TOL, TRAIN, check_lora,  # noqa: E402
+from hf_lib import (EMBED, EVAL, GEN, PROBE, TOKENIZE, TOL, TRAIN, check_lora,  # noqa: E402
                     check_train_init, hf_generate, probe_encdec, run)
 
 transformers.logging.set_verbosity_error()
@@ -137,6 +140,44 @@ def check_folder(name, d, tok, sp, lines):
     return bad
 
 
+def check_encoder_model(top, tok, lines):
+    """T5EncoderModel's folder (no decoder, no head) is tfm's encoder:
+    tfm-embed --pool none and mean against its last_hidden_state."""
+    d = os.path.join(top, "encoder")
+    torch.manual_seed(4)
+    m = T5EncoderModel(T5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=40, num_layers=3,
+                                num_heads=4, feed_forward_proj="gated-gelu",
+                                relative_attention_num_buckets=8,
+                                relative_attention_max_distance=16)).eval()
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            p.copy_(1 + 0.2 * torch.randn_like(p) if "layer_norm" in n else
+                    torch.randn_like(p) * (p.shape[1] ** -0.5 if p.dim() == 2 and
+                                           "shared" not in n and "relative" not in n else 1))
+    m.save_pretrained(d)
+    tok.save_pretrained(d)
+    ref = T5EncoderModel.from_pretrained(d, dtype=torch.float32).eval()
+    bad, worst = [], 0.0
+    r = run([EMBED, "-m", d, "--pool", "mean", "-f", "tsv"], input="\n".join(lines) + "\n")
+    if r.returncode != 0:
+        return [f"T5EncoderModel: tfm-embed: {r.stderr.strip()}"]
+    got = np.array([[float(v) for v in ln.split()] for ln in r.stdout.splitlines()])
+    with torch.no_grad():
+        want = np.stack([ref(input_ids=torch.tensor([tok(x, add_special_tokens=False)
+                                                     .input_ids])).last_hidden_state[0]
+                         .mean(0).numpy() for x in lines])
+    worst = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+    r = run([EVAL, "info", "-m", d])
+    if r.returncode != 0 or "model_kind\tencoder\n" not in r.stdout or \
+            "kind\tt5-huggingface\n" not in r.stdout:
+        bad.append(f"T5EncoderModel: tfm-eval info: {r.stdout}{r.stderr}")
+    print(f"  T5EncoderModel: tfm-embed mean of last_hidden_state over {len(lines)} lines, "
+          f"max |tfm - transformers| = {worst:.2e}")
+    if not worst <= TOL:
+        bad.append(f"T5EncoderModel: tfm-embed differs by {worst:.3g}")
+    return bad
+
+
 def check_contradiction(d):
     """tokenizer_config.json naming an eos_token tokenizer.json lacks."""
     tc = os.path.join(d, "tokenizer_config.json")
@@ -193,6 +234,7 @@ def main():
         tok2 = T5Tokenizer.from_pretrained(fast)
         bad += [f"fast: {b}" for b in check_folder("tokenizer.json", fast, tok2, None, lines)]
         bad += check_contradiction(fast)
+        bad += check_encoder_model(top, tok2, lines[:4])
         ref = T5ForConditionalGeneration.from_pretrained(fast, dtype=torch.float32).eval()
 
         def logits(src, sl, tgt):

@@ -1641,7 +1641,11 @@ static int t5_config(const char *model_path, tfm_model_keys *c, int64_t *eos, tf
         hf_bool(&doc, "scale_decoder_outputs", tied, &scale, err) < 0)
         goto out;
     (void)pad; /* padding is told by lengths, never by id */
-    c->kind = TFM_KIND_ENCODER_DECODER;
+    j = tfm_json_get(doc.root, "architectures");
+    int enc_only = j && j->type == TFM_JSON_ARRAY && j->n == 1 &&
+                   j->items[0]->type == TFM_JSON_STRING &&
+                   !strcmp(j->items[0]->str, "T5EncoderModel");
+    c->kind = enc_only ? TFM_KIND_ENCODER : TFM_KIND_ENCODER_DECODER;
     c->positions = TFM_POS_T5;
     c->norm = TFM_LN_PRE;
     c->norm_type = TFM_NORM_RMS;
@@ -1786,6 +1790,12 @@ static int t5_weights(const bert_ckpt *b, tfm_err *err)
                               !tfm_safetensors_find(b->st, "encoder.embed_tokens.weight")
                           ? "decoder.embed_tokens.weight"
                           : "encoder.embed_tokens.weight";
+    if (g->kind == TFM_KIND_ENCODER) /* T5EncoderModel's: the encoder stack alone */
+        return bert_copy(b, "wte.weight", 0, "shared.weight", alt, V, C, err) < 0 ||
+                       t5_rel_bias(b, "rel_bias.weight", "encoder", err) < 0 ||
+                       t5_stack(b, "encoder", "", g->n_layer, 0, err) < 0
+                   ? -1
+                   : 0;
     if (bert_copy(b, "wte.weight", 0, "shared.weight", alt, V, C, err) < 0 ||
         t5_rel_bias(b, "enc.rel_bias.weight", "encoder", err) < 0 ||
         t5_rel_bias(b, "rel_bias.weight", "decoder", err) < 0 ||
@@ -2113,6 +2123,16 @@ static int t5_load(const tfm_safetensors *st, const char *bart, tfm_model_keys *
         c->head_bias = tfm_safetensors_find(st, "final_logits_bias") != NULL;
     else
         c->tie_embeddings = t5_head_tied(st);
+    /* T5EncoderModel (t5_config): its encoder stack alone, tfm's encoder
+     * with T5's bidirectional positions (tfm-embed); no head */
+    if (!bart && c->kind == TFM_KIND_ENCODER) {
+        c->n_layer = c->n_enc_layer;
+        c->n_enc_layer = 0;
+        c->decoder_start = -1;
+        c->forced_eos = -1;
+        c->head_scale = 0;
+        c->tie_embeddings = 1;
+    }
     if (tfm_model_config_from_keys(c, NULL, &g, err) < 0 || tfm_model_init(m, &g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
     bert_ckpt b = {st, bart ? bart : "", m, bart ? "BART" : "T5"};

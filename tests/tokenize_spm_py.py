@@ -123,11 +123,12 @@ def judge(name, **opts):
     hf.encode_special_tokens = True  # the text "<s>" is text, as for sentencepiece
     hf_ids = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     n_mark = sum(bool(MARK & set(t)) and hf_ids[i] != want[i] for i, t in enumerate(texts))
-    controls = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if sp.is_control(i)]
+    controls = [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+                if sp.is_control(i) or sp.is_unknown(i)]
 
     def hf_rule(i):
-        """a combining mark, or a control piece's text, which HF's Unigram
-        finds in its vocabulary where sentencepiece never matches it"""
+        """a combining mark, or a control or unknown piece's text, which HF's
+        Unigram finds in its vocabulary where sentencepiece never matches it"""
         return bool(MARK & set(texts[i])) or any(c in texts[i] for c in controls)
     check("HF tokenizers on convert's tokenizer.json", want, hf_ids, hf_rule)
     print(f"{name}: sentencepiece agrees on {n} cases ({len(texts)} lines, {n_unk} with the "

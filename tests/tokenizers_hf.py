@@ -33,13 +33,19 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 tmp = tempfile.mkdtemp(prefix="tfm-tokhf.")
 failures = []
-rng_lines = T.lines(seed=1, n_random=150 if T.SANITIZED else 250, stride=2)
-docs = T.documents(seed=2, n=6 if T.SANITIZED else 10)
+rng_lines = T.lines(seed=1, n_random=120 if T.SANITIZED else 200, stride=3)
+docs = T.documents(seed=2, n=5 if T.SANITIZED else 8)
 # training text: the corpus and other random lines, so that the exotic
-# characters are in the vocabularies
+# characters are in the vocabularies; without the special tokens' text
+# (HF's UnigramTrainer then learns "</s>" as a second piece beside the
+# special one, which tfm refuses: "piece '</s>' appears twice")
+SPECIAL_TEXT = ["<s>", "</s>", "<pad>", "<unk>", "<|endoftext|>", "[CLS]", "[SEP]", "[MASK]"]
 train_txt = os.path.join(tmp, "train.txt")
 with open(train_txt, "w", encoding="utf-8") as f:
-    f.write("\n".join(T.corpus_lines() + T.lines(seed=5, n_random=400)[-400:]) + "\n")
+    t = "\n".join(T.corpus_lines() + T.lines(seed=5, n_random=400)[-400:]) + "\n"
+    for sp in SPECIAL_TEXT:
+        t = t.replace(sp, "")
+    f.write(t)
 
 
 def fail(msg):
@@ -82,8 +88,9 @@ def judge(name, path, *, template=False, byte_level=False):
     want = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
     got = T.tfm_encode_lines(path, texts, "--split-special")
     # equal segmentations in exact arithmetic: the same pieces in another
-    # order (HF's Viterbi sums in double, sentencepiece's and tfm's store
-    # floats, so exact ties, as runs of "▁" pieces give, go either way)
+    # order (HF reads the scores and sums them in double, sentencepiece and
+    # tfm keep floats, so exact ties, as runs of "▁" pieces give, go either
+    # way)
     def tie(i, want=want, got=got):
         """the same pieces in another order: an exact tie"""
         return sorted(want[i]) == sorted(got[i])
@@ -196,6 +203,7 @@ for lower in (True, False):
     judge(f"HF WordPiece lowercase={lower}", hf_file(f"hf_wp{int(lower)}", t), template=True)
 
 for scheme, split, norm in (("always", True, normalizers.NFKC()), ("never", True, None),
+                            ("first", True, normalizers.NFKC()),
                             ("always", False, normalizers.NFKC())):
     t = tokenizers.Tokenizer(models.Unigram())
     if norm is not None:

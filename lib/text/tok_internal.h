@@ -37,6 +37,12 @@ typedef struct tfm_tok_ops {
      * of text (right for byte-level BPE: decode(encode(x)) == x). */
     void (*encode_spans)(const tfm_tokenizer *tok, void *scratch, const char *text,
                          size_t len, tfm_ids *out, tfm_ids *start, tfm_ids *end);
+    /* Optional: encode (with spans when start is not NULL) text that
+     * follows an added token, not the start of the input (HF's Metaspace
+     * prepend_scheme "first" adds no dummy prefix there).  NULL: as
+     * encode / encode_spans. */
+    void (*encode_after)(const tfm_tokenizer *tok, void *scratch, const char *text,
+                         size_t len, tfm_ids *out, tfm_ids *start, tfm_ids *end);
     /* Appends the text of ids[0..n).  Every id is < tfm_tokenizer_vocab_size
      * and has a piece (the facade checked); specials have been dropped if the
      * caller asked.  Added tokens are among the ids: tok_is_added() tells. */

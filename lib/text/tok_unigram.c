@@ -33,6 +33,12 @@ static void uni_encode_spans(const tfm_tokenizer *tok, void *scratch, const char
         tfm_unigram_encode(tok->impl, text, len, out, start, end);
 }
 
+static void uni_encode_after(const tfm_tokenizer *tok, void *scratch, const char *text,
+                             size_t len, tfm_ids *out, tfm_ids *start, tfm_ids *end)
+{
+    tfm_unigram_encode_after(tok->impl, scratch, text, len, out, start, end);
+}
+
 static void *uni_scratch_new(const tfm_tokenizer *tok)
 {
     (void)tok;
@@ -305,7 +311,7 @@ static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
                         "\"content\": \"\xe2\x96\x81\"}", k++ ? ", " : "");
     tfm_buf_puts(out, "]},\n  \"pre_tokenizer\": ");
     metaspace_json(!sp->add_dummy_prefix ? "never"
-                   : user                ? "first"
+                   : user || sp->prefix_first ? "first"
                    : sp->prefix_unless_space ? "always" : "never",
                    sp->split_spaces, out);
     tfm_buf_puts(out, ",\n  \"post_processor\": ");
@@ -344,6 +350,7 @@ static void uni_free(void *impl)
 static const tfm_tok_ops uni_ops = {
     .encode = uni_encode,
     .encode_spans = uni_encode_spans,
+    .encode_after = uni_encode_after,
     .decode = uni_decode,
     .to_json = uni_to_json,
     .scratch_new = uni_scratch_new,
@@ -504,8 +511,10 @@ static int metaspace(const tfm_json_doc *doc, const tfm_json *m, const tfm_json 
                           "unsupported Metaspace replacement (only \"\xe2\x96\x81\")");
     const tfm_json *ps = tfm_json_get(m, "prepend_scheme"), *aps;
     if (ps && ps->type != TFM_JSON_NULL) {
-        if (str_is(ps, "always") || str_is(ps, "first"))
+        if (str_is(ps, "always") || str_is(ps, "first")) {
             sp->add_dummy_prefix = sp->prefix_unless_space = 1;
+            sp->prefix_first = str_is(ps, "first");
+        }
         else if (str_is(ps, "never"))
             sp->add_dummy_prefix = 0;
         else

@@ -399,11 +399,16 @@ static void encode_span(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const 
     void *sc = scratch ? scratch->impl : NULL;
     size_t i0 = out->len;
     if (!t->lowercase || t->kind == TFM_TOK_WORDPIECE) {
-        if (!st) {
+        if (base > 0 && t->ops->encode_after) {
+            t->ops->encode_after(t, sc, text, len, out, st, en);
+            if (!st)
+                return;
+        } else if (!st) {
             t->ops->encode(t, sc, text, len, out);
             return;
+        } else {
+            model_spans(t, sc, text, len, out, st, en);
         }
-        model_spans(t, sc, text, len, out, st, en);
     } else {
         tfm_buf local = {0}, *b = scratch ? &scratch->norm : &local;
         tfm_buf_clear(b);

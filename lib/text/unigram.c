@@ -555,8 +555,17 @@ static void put_src(tfm_ids *src, size_t at, size_t k)
         tfm_ids_push(src, (uint32_t)at);
 }
 
+static void normalize(const tfm_unigram *u, const char *s, size_t n, tfm_buf *out,
+                      tfm_ids *src, int no_prefix);
+
 void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_buf *out,
                            tfm_ids *src)
+{
+    normalize(u, s, n, out, src, 0);
+}
+
+static void normalize(const tfm_unigram *u, const char *s, size_t n, tfm_buf *out,
+                      tfm_ids *src, int no_prefix)
 {
     const tfm_uni_norm_spec *sp = &u->spec;
     size_t at = 0, o0 = out->len;
@@ -574,7 +583,8 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
     const char *ws = sp->escape_whitespaces ? SPACE_SYM : " ";
     size_t wsl = sp->escape_whitespaces ? 3 : 1;
     size_t s0 = src ? src->len : 0;
-    if (sp->add_dummy_prefix) {
+    int prefix = sp->add_dummy_prefix && !no_prefix;
+    if (prefix) {
         tfm_buf_append(out, ws, wsl);
         if (src)
             put_src(src, at, wsl);
@@ -615,7 +625,7 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
                 src->len -= wsl;
         }
     /* HF's Metaspace looks at the text after the prefix would go */
-    if (sp->add_dummy_prefix && sp->prefix_unless_space && out->len - o0 >= 2 * wsl &&
+    if (prefix && sp->prefix_unless_space && out->len - o0 >= 2 * wsl &&
         memcmp(out->data + o0 + wsl, ws, wsl) == 0) {
         memmove(out->data + o0, out->data + o0 + wsl, out->len - o0 - wsl);
         out->len -= wsl;
@@ -819,12 +829,29 @@ static size_t viterbi(const tfm_unigram *u, const char *t, size_t L, tfm_uni_wor
 static size_t bpe_merge(const tfm_unigram *u, const char *t, size_t L, float alpha,
                         tfm_rng *rng, seg **sg);
 
+static void encode(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
+                   tfm_ids *out, tfm_ids *start, tfm_ids *end, int no_prefix);
+
 void tfm_unigram_encode_with(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
                              tfm_ids *out, tfm_ids *start, tfm_ids *end)
 {
+    encode(u, w, s, n, out, start, end, 0);
+}
+
+void tfm_unigram_encode_after(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
+                              tfm_ids *out, tfm_ids *start, tfm_ids *end)
+{
+    tfm_uni_work *own = w ? NULL : tfm_uni_work_new();
+    encode(u, w ? w : own, s, n, out, start, end, u->spec.prefix_first);
+    tfm_uni_work_free(own);
+}
+
+static void encode(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
+                   tfm_ids *out, tfm_ids *start, tfm_ids *end, int no_prefix)
+{
     tfm_buf_clear(&w->t);
     tfm_ids_clear(&w->src);
-    tfm_unigram_normalize(u, s, n, &w->t, start ? &w->src : NULL);
+    normalize(u, s, n, &w->t, start ? &w->src : NULL, no_prefix);
     const char *t = w->t.data;
     if (u->bpe) {
         seg *sg;

@@ -75,6 +75,9 @@ typedef struct tfm_uni_norm_spec {
      * segmented on its own (encoding only; sampling and n-best see the
      * whole text) */
     int split_spaces;
+    /* HF's prepend_scheme "first": no dummy prefix on text that follows an
+     * added token (tfm_unigram_encode_after) */
+    int prefix_first;
 } tfm_uni_norm_spec;
 
 typedef struct tfm_unigram tfm_unigram;
@@ -132,6 +135,11 @@ tfm_uni_work *tfm_uni_work_new(void);
 void tfm_uni_work_free(tfm_uni_work *w);
 void tfm_unigram_encode_with(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
                              tfm_ids *out, tfm_ids *start, tfm_ids *end);
+/* As tfm_unigram_encode_with (w may be NULL) for text that follows an
+ * added token: without the dummy prefix when the spec's prefix_first says
+ * so. */
+void tfm_unigram_encode_after(const tfm_unigram *u, tfm_uni_work *w, const char *s, size_t n,
+                              tfm_ids *out, tfm_ids *start, tfm_ids *end);
 /* A segmentation drawn from the lattice with probability proportional to
  * exp(alpha x its score) (forward-filtering backward-sampling, as
  * sentencepiece's SampleEncode with nbest_size -1). */

@@ -12,12 +12,14 @@ a byte-level BPE tokenizer as vocab.json + merges.txt (<s> 0, <pad> 1,
   a variant: scale_embedding true, relu, 3 encoder and 1 decoder layers,
     every tied copy saved (model.encoder/decoder.embed_tokens,
     lm_head.weight).
-The reference is HF's BART computation (modeling_bart.py) written out in
-float64 torch: token embeddings (times sqrt(d_model) with scale_embedding)
-plus the learned positions read at position + 2, layernorm_embedding,
-post-LN layers (self-attention, in the decoder cross-attention, fc1 ->
-activation -> fc2, each added to its input then normed), q scaled by
-head_dim^-0.5, the head tied to shared.weight plus final_logits_bias.
+The reference is transformers' BartForConditionalGeneration of that
+config.json holding the file's tensors (modeling_bart.py: embeddings times
+sqrt(d_model) with scale_embedding, learned positions at position + 2,
+layernorm_embedding, post-LN layers, the head tied to shared.weight plus
+final_logits_bias); its searches are HF's greedy rules written out here
+over transformers' logits (forced <s> and </s>; tfm-generate's -n counts
+the tokens after a forced <s>, HF's max_new_tokens counts it too; both
+searches are also judged by generate() in hf_bart_models.py).
 Checked:
   - teacher-forced logits of a padded batch (tests/io_probe model-logits:
     tfm_model_load and the training forward) within 1e-4 of the reference;
@@ -49,7 +51,6 @@ Checked:
     the wrong shape, a layer more than config.json says): exit 1 and a
     message naming the file."""
 import json
-import math
 import os
 import re
 import shutil
@@ -58,7 +59,10 @@ import tempfile
 
 import numpy as np
 import torch
+import transformers
+from transformers import BartConfig, BartForConditionalGeneration
 
+transformers.logging.set_verbosity_error()
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
 from embed_torch import bytes_to_unicode  # noqa: E402  (GPT-2's byte stand-ins)
@@ -246,75 +250,41 @@ def write_folder(d, s, t, V, cfg=None):
         json.dump(hf_config(s, V) if cfg is None else cfg, f, indent=2)
 
 
-# ---- HF's BART in float64 torch ----------------------------------------------
+# ---- transformers' BART on the checkpoint's tensors ---------------------------
 
-def layer_norm(x, P, pre):
-    return torch.nn.functional.layer_norm(x, x.shape[-1:], P[pre + ".weight"], P[pre + ".bias"],
-                                          1e-5)
+_HF = {}
 
 
-def linear(x, P, pre):
-    return x @ P[pre + ".weight"].T + P[pre + ".bias"]
-
-
-def attention(P, pre, x, mem, mask, NH):
-    """BartAttention: q scaled by head_dim^-0.5, an additive mask."""
-    B, T, C = x.shape
-    hd = C // NH
-    sp = lambda y: y.view(B, -1, NH, hd).transpose(1, 2)
-    q = sp(linear(x, P, pre + ".q_proj") * hd ** -0.5)
-    k, v = sp(linear(mem, P, pre + ".k_proj")), sp(linear(mem, P, pre + ".v_proj"))
-    w = torch.softmax(q @ k.transpose(-1, -2) + mask, dim=-1)
-    return linear((w @ v).transpose(1, 2).reshape(B, T, C), P, pre + ".out_proj")
-
-
-def act(s, x):
-    return torch.relu(x) if s["act"] == "relu" else torch.nn.functional.gelu(x)
-
-
-def embed(P, s, stack, ids):
-    scale = math.sqrt(s["C"]) if s["scale"] else 1.0
-    T = ids.shape[1]
-    h = P["model.shared.weight"][ids] * scale + P[f"model.{stack}.embed_positions.weight"][2:T + 2]
-    return layer_norm(h, P, f"model.{stack}.layernorm_embedding")
-
-
-def ffn(P, s, q, h):
-    return layer_norm(h + linear(act(s, linear(h, P, q + "fc1")), P, q + "fc2"), P,
-                      q + "final_layer_norm")
+def hf_model(P, s):
+    """BartForConditionalGeneration of config.json's configuration holding
+    the tensors P (HF's names; the tied copies a file may lack are tied),
+    float32, once per P."""
+    if id(P) not in _HF:
+        V = P["model.shared.weight"].shape[0]
+        m = BartForConditionalGeneration(BartConfig.from_dict(hf_config(s, V))).eval()
+        missing, unexpected = m.load_state_dict({k: v.float() for k, v in P.items()},
+                                                strict=False)
+        tied = {"lm_head.weight", "model.encoder.embed_tokens.weight",
+                "model.decoder.embed_tokens.weight"}
+        assert set(missing) <= tied and not unexpected, (missing, unexpected)
+        _HF[id(P)] = (m, P)  # P kept alive: its id stays its own
+    return _HF[id(P)][0]
 
 
 def bart_encode(P, s, src, src_len):
-    """src [B, S] with src_len -> the encoder's output [B, S, C] and the
-    padding mask [B, 1, 1, S]."""
-    B, S = src.shape
-    pad = torch.zeros(B, 1, 1, S, dtype=torch.float64)
-    for b in range(B):
-        pad[b, :, :, src_len[b]:] = torch.finfo(torch.float64).min
-    h = embed(P, s, "encoder", src)
-    for i in range(s["L"]):
-        q = f"model.encoder.layers.{i}."
-        h = layer_norm(h + attention(P, q + "self_attn", h, h, pad, s["NH"]), P,
-                       q + "self_attn_layer_norm")
-        h = ffn(P, s, q, h)
-    return h, pad
+    """src [B, S] with src_len -> the encoder's output [B, S, C]."""
+    mask = torch.tensor([[1] * k + [0] * (src.shape[1] - k) for k in src_len])
+    with torch.no_grad():
+        return hf_model(P, s).get_encoder()(input_ids=src, attention_mask=mask) \
+            .last_hidden_state.double(), None
 
 
 def bart_logits(P, s, src, src_len, tgt):
     """src [B, S] with src_len; tgt [B, T] decoder inputs -> logits [B, T, V]."""
-    T = tgt.shape[1]
-    mem, pad = bart_encode(P, s, src, src_len)
-    causal = torch.triu(torch.full((T, T), torch.finfo(torch.float64).min,
-                                   dtype=torch.float64), 1)
-    y = embed(P, s, "decoder", tgt)
-    for i in range(s["DL"]):
-        q = f"model.decoder.layers.{i}."
-        y = layer_norm(y + attention(P, q + "self_attn", y, y, causal, s["NH"]), P,
-                       q + "self_attn_layer_norm")
-        y = layer_norm(y + attention(P, q + "encoder_attn", y, mem, pad, s["NH"]), P,
-                       q + "encoder_attn_layer_norm")
-        y = ffn(P, s, q, y)
-    return y @ P["model.shared.weight"].T + P["final_logits_bias"][0]
+    mask = torch.tensor([[1] * k + [0] * (src.shape[1] - k) for k in src_len])
+    with torch.no_grad():
+        return hf_model(P, s)(input_ids=src, attention_mask=mask,
+                              decoder_input_ids=tgt).logits.double()
 
 
 def greedy(P, s, src, n_max, forced_eos=None):

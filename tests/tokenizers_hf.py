@@ -8,7 +8,8 @@
 # and multi-line documents, with special tokens split out (HF's default,
 # tfm's --split-special) and kept as text (HF's encode_special_tokens,
 # tfm's default), with add_special_tokens (--add-special) where the file
-# has a template; HF's decode of tfm's ids is tfm-tokenize decode's text
+# has a template, and what tfm-tokenize convert writes of GPT-2's and
+# bert-base-uncased's files; HF's decode of tfm's ids is tfm-tokenize decode's text
 # (and the input itself for byte-level BPE).  The other way, files the
 # tokenizers library trains (BPE with ByteLevel, WordPiece with
 # BertNormalizer and BertPreTokenizer, Unigram with Metaspace in its
@@ -168,6 +169,14 @@ judge("tfm unigram t5-like", tfm_train("uni_t5", "--model", "unigram", "--vocab-
                                        "--user-symbols", "<sep>,quick", "--special", "<pad>",
                                        "--special", "</s>", "--special", "<unk>"),
       template=True)
+
+# what tfm-tokenize convert writes of GPT-2's and bert-base-uncased's files
+for what, src in (("GPT-2", os.path.join(T.SRC, "testdata", "gpt2")),
+                  ("bert-base-uncased", os.path.join(T.SRC, "testdata", "bert",
+                                                     "bert-base-uncased-vocab.txt"))):
+    path = os.path.join(tmp, f"convert_{what}.json")
+    T.tfm("convert", "-t", src, "-o", path)
+    judge(f"tfm convert {what}", path, byte_level=what == "GPT-2", template=what != "GPT-2")
 
 # ---- the tokenizers library's files in tfm -------------------------------------
 with open(train_txt, encoding="utf-8") as f:

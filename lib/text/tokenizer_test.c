@@ -317,6 +317,52 @@ static void test_spans(void **state)
     tfm_tokenizer_free(ch);
 }
 
+/* A Unigram tokenizer.json as the tokenizers library writes it: Metaspace's
+ * prepend_scheme always adds no "\xe2\x96\x81" to a text that starts with a
+ * space, first none after an added token either; split (the default)
+ * segments each "\xe2\x96\x81" pre-token alone, so "\xe2\x96\x81\xe2\x96\x81" (a piece
+ * of the whole text) is not found across two. */
+static void test_metaspace_schemes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *scheme, *split, *text;
+        uint32_t want[4];
+        size_t n;
+    } cases[] = {
+        {"always", "false", "a", {3, 4}, 2},        /* ▁ a */
+        {"always", "false", " a", {3, 4}, 2},       /* no second ▁ */
+        {"always", "false", "  a", {5, 4}, 2},      /* ▁▁ a */
+        {"always", "true", "  a", {3, 3, 4}, 3},    /* ▁ | ▁a split: ▁ ▁ a */
+        {"always", "false", "</s>a", {2, 3, 4}, 3}, /* </s> ▁ a */
+        {"first", "false", "</s>a", {2, 4}, 2},     /* </s> a */
+        {"first", "false", "a</s>a", {3, 4, 2, 4}, 4},
+        {"never", "false", "a", {4}, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char js[1024];
+        snprintf(js, sizeof js,
+                 "{\"added_tokens\": [{\"id\": 2, \"content\": \"</s>\", \"special\": true}],"
+                 " \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Metaspace\", "
+                 "\"replacement\": \"\xe2\x96\x81\", \"prepend_scheme\": \"%s\", \"split\": %s},"
+                 " \"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0],"
+                 " [\"<s>\", 0], [\"</s>\", 0], [\"\xe2\x96\x81\", -1], [\"a\", -1],"
+                 " [\"\xe2\x96\x81\xe2\x96\x81\", -1.5]]}}",
+                 cases[k].scheme, cases[k].split);
+        tfm_tokenizer *t;
+        tfm_err err = {0};
+        if (tfm_tokenizer_from_json(&t, js, strlen(js), "ms.json", &err))
+            fail_msg("%s", err.msg);
+        tfm_ids ids = {0};
+        tfm_tokenizer_encode(t, NULL, cases[k].text, strlen(cases[k].text), 1, &ids);
+        if (ids.len != cases[k].n || memcmp(ids.data, cases[k].want, ids.len * sizeof *ids.data))
+            fail_msg("%s split %s '%s': %zu ids, first %u", cases[k].scheme, cases[k].split,
+                     cases[k].text, ids.len, ids.len ? ids.data[0] : 0);
+        tfm_ids_free(&ids);
+        tfm_tokenizer_free(t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_pair_truncate),
         cmocka_unit_test(test_spans),
         cmocka_unit_test(test_dropped),
+        cmocka_unit_test(test_metaspace_schemes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -25,7 +25,6 @@ import tempfile
 import warnings
 from collections import Counter
 
-import numpy as np
 import sacrebleu
 import scipy.stats
 import seqeval.metrics
@@ -293,7 +292,7 @@ for mo in sorted(glob.glob("/usr/share/locale/de/LC_MESSAGES/*.mo"))[:30]:
     try:
         with open(mo, "rb") as f:
             cat = gettext.GNUTranslations(f)._catalog
-    except (OSError, UnicodeDecodeError, gettext.error if hasattr(gettext, "error") else OSError):
+    except (OSError, UnicodeDecodeError):
         continue
     german += [v for k, v in cat.items() if isinstance(k, str) and k and isinstance(v, str)
                and "\n" not in v and "\r" not in v and 10 < len(v) < 200]

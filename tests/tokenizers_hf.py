@@ -83,6 +83,9 @@ def judge(name, path, *, template=False, byte_level=False):
     """HF and transformers against tfm-tokenize on the file at path."""
     tok = tokenizers.Tokenizer.from_file(path)
     fast = PreTrainedTokenizerFast(tokenizer_file=path)
+    spec = json.loads(tok.to_str())
+    unigram = spec["model"]["type"] == "Unigram"
+    metaspace_decoder = (spec.get("decoder") or {}).get("type") == "Metaspace"
     texts = rng_lines
     n = 0
     # special tokens split out: HF's default
@@ -100,7 +103,7 @@ def judge(name, path, *, template=False, byte_level=False):
     n += compare(name, "PreTrainedTokenizerFast ids", tf, got, texts, tie)
     # special tokens as text; HF's Unigram then finds a control piece's text
     # ("<s>") as a piece of its vocabulary, where sentencepiece never does
-    specials = [a["content"] for a in json.loads(tok.to_str())["added_tokens"] if a["special"]]
+    specials = [a["content"] for a in spec["added_tokens"] if a["special"]]
     tok.encode_special_tokens = True
     want_t = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
     tok.encode_special_tokens = False
@@ -108,8 +111,7 @@ def judge(name, path, *, template=False, byte_level=False):
 
     def control(i):
         """a Unigram control piece's text in the line, which HF's Unigram matches"""
-        return bool(unk_ids(tok) is not None and json.loads(tok.to_str())["model"]["type"] ==
-                    "Unigram" and any(sp in texts[i] for sp in specials))
+        return unigram and any(sp in texts[i] for sp in specials)
     def tie_or_control(i):
         """an exact tie, or a control piece's text that HF's Unigram matches"""
         return tie(i, want_t, got_t) or control(i)
@@ -133,7 +135,7 @@ def judge(name, path, *, template=False, byte_level=False):
     def inner(i):
         """HF's Metaspace decoder drops every "▁" of the first token, also one inside it"""
         p = tok.id_to_token(seqs[i][0]) if seqs[i] else ""
-        return "\u2581" in p[1:] and json.loads(tok.to_str())["decoder"]["type"] == "Metaspace"
+        return metaspace_decoder and "\u2581" in p[1:]
     for skip, extra in ((False, ()), (True, ("--skip-special",))):
         want_x = tok.decode_batch(seqs, skip_special_tokens=skip)
         n += compare(name, f"decode (skip_special_tokens={skip})", want_x,

@@ -29,6 +29,9 @@ Checked, each to 1e-4:
     tfm-embed's mean of the encoder's output over a line is the mean of
     model.get_encoder()'s last_hidden_state over those ids (tfm-embed adds
     no <s> ... </s>, which BartTokenizer's default would);
+  - tfm-train's loss on pairs (first step, dropout 0) is transformers'
+    loss on the same ids, and its sources are BartTokenizer's; its targets
+    lack the <s> BartTokenizer's labels begin with unless forced_bos;
   - BartConfig keys tfm cannot honour refused naming the key;
   - a missing and a truncated shard: one message naming the shard, exit 1,
     nothing written."""
@@ -48,8 +51,9 @@ from transformers import (BartConfig, BartForConditionalGeneration, BartModel,  
 
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
-from hf_lib import (EMBED, GEN, PROBE, TOKENIZE, TOL, hf_check_bad_shards,  # noqa: E402
-                    hf_check_logits, hf_check_search, probe_encdec, refusals, run)
+from hf_lib import (EMBED, GEN, PROBE, TOKENIZE, TOL, TRAIN, hf_check_bad_shards,  # noqa: E402
+                    hf_check_logits, hf_check_pair_loss, hf_check_search, probe_encdec,
+                    refusals, run)
 
 transformers.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
@@ -186,7 +190,10 @@ def check_tokenizer(top, rng):
           f"transformers| = {err:.2e}")
     if not err <= TOL:
         bad.append(f"tfm-embed differs by {err:.3g} (shapes {got.shape} {want.shape})")
-    return bad
+    pairs = words(10, rng)
+    # no forced_bos here: tfm's targets lack the <s> BartTokenizer's labels
+    # begin with (the loss is compared on tfm's ids)
+    return bad + hf_check_pair_loss(top, d, ref, tok, list(zip(pairs[:5], pairs[5:])), 1)
 
 
 def check_refusals(top):
@@ -216,7 +223,7 @@ def check_refusals(top):
 
 
 def main():
-    for p in (PROBE, GEN, EMBED, TOKENIZE):
+    for p in (PROBE, GEN, EMBED, TOKENIZE, TRAIN):
         if not os.path.exists(p):
             print(f"missing {p}")
             return 1

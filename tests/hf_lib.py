@@ -347,3 +347,57 @@ def hf_check_bad_shards(d, src_ids):
         with open(victim, "wb") as f:
             f.write(data)
     return bad
+
+
+def hf_check_pair_loss(top, d, ref, tok, pairs, target_skip=0):
+    """tfm-train's loss on source/target pairs from the folder d (its first
+    step, every dropout 0, no label smoothing: the forward before any
+    update) against transformers' loss (model(input_ids, attention_mask,
+    labels).loss, the mean over the targets' tokens) on the batch's ids
+    (--dump-batches); and each row's ids are a pair's as tok makes them
+    (tok(src).input_ids, tok(text_target=tgt).input_ids[target_skip:]:
+    BART's labels begin with <s>, which tfm's targets have only with
+    forced_bos)."""
+    import torch
+    path = os.path.join(top, "loss_pairs.tsv")
+    with open(path, "w") as f:
+        f.write("".join(f"{a}\t{b}\n" for a, b in pairs))
+    base = [TRAIN, "-q", "--set", f"train.init={d}", "--set", f"data.text={path}", "--set",
+            f"data.tokenizer={d}", "--set", f"train.batch_size={len(pairs)}", "--set",
+            "train.eval_interval=0", "--threads", "1"]
+    r = run(base + ["-o", os.path.join(top, "dump"), "--dump-batches", str(len(pairs))])
+    rows = [json.loads(x) for x in r.stdout.splitlines()] if r.returncode == 0 else []
+    if len(rows) != len(pairs):
+        return [f"tfm-train --dump-batches: {r.stdout[:300]!r} {r.stderr.strip()[-300:]}"]
+    bad = []
+    # the batch draws from the pairs (a held-out one aside): each row must
+    # be one of them as transformers tokenizes it
+    want = [(tok(a).input_ids, tok(text_target=b).input_ids[target_skip:]) for a, b in pairs]
+    diff = [x for x in rows if (x["input_ids"], x["target_ids"]) not in want]
+    if diff:
+        bad.append(f"tfm-train's ids of {len(diff)} of {len(rows)} rows are no pair as "
+                   f"transformers tokenizes it: {diff[:2]}, want one of {want}")
+    out = os.path.join(top, "loss_run")
+    zero = [x for k in ("model.dropout", "model.attn_dropout", "model.emb_dropout",
+                        "model.ffn_dropout", "model.final_dropout",
+                        "train.label_smoothing") for x in ("--set", f"{k}=0")]
+    r = run(base + ["-o", out, "--set", "optim.lr=0", "--set", "train.max_steps=1"] + zero)
+    if r.returncode != 0:
+        return bad + [f"tfm-train at lr 0: {r.stderr.strip()[-400:]}"]
+    with open(os.path.join(out, "log.tsv")) as f:
+        log = [ln.rstrip("\n").split("\t") for ln in f]
+    loss = float(log[1][log[0].index("train_loss")])
+    S = max(len(x["input_ids"]) for x in rows)
+    T = max(len(x["target_ids"]) for x in rows)
+    pad = lambda v, n, fill: v + [fill] * (n - len(v))
+    src = torch.tensor([pad(x["input_ids"], S, 0) for x in rows])
+    mask = torch.tensor([pad([1] * len(x["input_ids"]), S, 0) for x in rows])
+    labels = torch.tensor([pad(x["target_ids"], T, -100) for x in rows])
+    with torch.no_grad():
+        want_loss = float(ref(input_ids=src, attention_mask=mask, labels=labels).loss)
+    err = abs(loss - want_loss)
+    print(f"  tfm-train's loss on {len(pairs)} pairs {loss:.6f}, transformers' {want_loss:.6f} "
+          f"(|diff| {err:.2e})")
+    if not err <= TOL:
+        bad.append(f"the pair loss differs: tfm {loss}, transformers {want_loss}")
+    return bad

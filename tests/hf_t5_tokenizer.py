@@ -24,6 +24,8 @@ Checked:
     tfm-embed's mean is its last_hidden_state's (to 1e-4);
   - a tokenizer_config.json whose eos_token is not tokenizer.json's is
     refused naming the file;
+  - tfm-train's loss on pairs (first step, dropout 0) is transformers'
+    (labels=) on the same ids, which are T5Tokenizer's;
   - tfm-train fine-tunes from the folder (train.init, data.tokenizer), a
     step at lr 0 saves a model whose logits are transformers' (hf_lib's
     check_train_init, with config.json's dropout_rate as every rate), and
@@ -46,7 +48,7 @@ from transformers import (T5Config, T5EncoderModel, T5ForConditionalGeneration, 
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
 from hf_lib import (EMBED, EVAL, GEN, PROBE, TOKENIZE, TOL, TRAIN, check_lora,  # noqa: E402
-                    check_train_init, hf_generate, probe_encdec, run)
+                    check_train_init, hf_check_pair_loss, hf_generate, probe_encdec, run)
 
 transformers.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
@@ -242,6 +244,8 @@ def main():
             with torch.no_grad():
                 return ref(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
 
+        pairs = corpus(rng, 10)
+        bad += hf_check_pair_loss(top, fast, ref, tok2, list(zip(pairs[:5], pairs[5:])))
         bad += check_train_init(top, fast, WORDS, V, logits, rng, RATES,
                                 dict(RATES, dropout=0.05, attn_dropout=0.05, emb_dropout=0.05))
         from safetensors.numpy import load_file

@@ -17,7 +17,8 @@ searches stop) and written in F32, F16 and BF16, single and sharded
     config.json as transformers 5 writes it (tie_word_embeddings true,
     scale_decoder_outputs false, both lm_head.weight and shared.weight);
   gated-silu with layer_norm_epsilon 1e-3, exact gelu: the other
-    feed_forward_proj values tfm claims.
+    feed_forward_proj values tfm claims; the gelu one's generation_config.json
+    with decoder_start_token_id 3 and eos_token_id 2 (generate reads those).
 The reference is the folder loaded back by from_pretrained(dtype=float32)
 (the half-precision weights widened, as tfm reads them).  Checked, each to
 1e-4:
@@ -74,14 +75,19 @@ CASES = [
     dict(name="gated-silu eps 1e-3", kw=dict(feed_forward_proj="gated-silu",
                                              layer_norm_epsilon=1e-3), untie=False,
          dtype=torch.float32),
-    dict(name="gelu", kw=dict(feed_forward_proj="gelu"), untie=True, dtype=torch.float32),
+    dict(name="gelu, generation_config.json start 3 eos 2", kw=dict(feed_forward_proj="gelu"),
+         untie=True, dtype=torch.float32, gen=dict(decoder_start_token_id=3, eos_token_id=2)),
 ]
 
 
-def make_model(kw, untie, seed):
-    """T5ForConditionalGeneration with clear-cut random weights."""
+def make_model(kw, untie, seed, gen=None):
+    """T5ForConditionalGeneration with clear-cut random weights; gen: the
+    generation_config's ids (save_pretrained writes them to
+    generation_config.json, which generate reads)."""
     torch.manual_seed(seed)
     m = T5ForConditionalGeneration(T5Config(**dict(BASE, **kw))).eval()
+    for k, v in (gen or {}).items():
+        setattr(m.generation_config, k, v)
     with torch.no_grad():
         for n, p in m.named_parameters():
             if "layer_norm" in n:
@@ -94,7 +100,7 @@ def make_model(kw, untie, seed):
             m.lm_head.weight = torch.nn.Parameter(torch.randn(V, m.config.d_model) *
                                                   m.config.d_model ** -0.5)
         # end-of-text (1) likelier, so that searches stop at it
-        m.lm_head.weight[1] *= 2.5
+        m.lm_head.weight[m.generation_config.eos_token_id] *= 2.5
     return m
 
 
@@ -114,20 +120,21 @@ def save(m, d, dtype, shard=None, v4=False):
 
 def check_case(s, top, rng, seed):
     d = os.path.join(top, s["name"].replace(" ", "_").replace(",", ""))
-    m = make_model(s["kw"], s["untie"], seed)
+    m = make_model(s["kw"], s["untie"], seed, s.get("gen"))
     save(m, d, s["dtype"], s.get("shard"), s.get("v4", False))
     if s.get("shard") and not os.path.exists(os.path.join(d, "model.safetensors.index.json")):
         return ["save_pretrained wrote no shards"]
     ref = T5ForConditionalGeneration.from_pretrained(d, dtype=torch.float32).eval()
     bad = []
     B, S, T = 3, 22, 20
-    src = rng.integers(2, V, (B, S))
+    src = rng.integers(4, V, (B, S))  # no end-of-text (1 or 2) inside a source
     src_len = [S, 13, 4]
     tgt = np.concatenate([np.zeros((B, 1), np.int64), rng.integers(2, V, (B, T - 1))], 1)
     bad, err = hf_check_logits(s["name"], d, ref, src, src_len, tgt)
     WORST["logits"] = max(WORST["logits"], err or 0)
     lines = [" ".join(map(str, src[b, :src_len[b] - 1])) for b in range(B)]
-    srcs = [src[b, :src_len[b] - 1].tolist() + [1] for b in range(B)]  # T5Tokenizer's </s>
+    eos = ref.generation_config.eos_token_id  # T5Tokenizer's </s> ends a source
+    srcs = [src[b, :src_len[b] - 1].tolist() + [eos] for b in range(B)]
     return bad + hf_check_search(s["name"], d, ref, lines, srcs, 16)
 
 

@@ -4,13 +4,14 @@
 Random BERT checkpoints are written here in HuggingFace's exact layout (a
 safetensors file by hand, HF's tensor names, Linear weights [out, in], the
 pooler and cls.* heads, the position_ids buffer, "format": "pt") with a
-config.json beside them; the final hidden states of a padded batch are
-computed by a PyTorch implementation of HF's BertModel math (float64), and
-compared, through the MLM head when the checkpoint has one (logits =
-LN(act(hidden·Dᵀ + d)) · word_embeddingsᵀ + bias), else the tied LM head
-(logits = hidden · word_embeddingsᵀ), with
+config.json beside them; transformers itself (BertForPreTraining, or
+BertModel for a checkpoint without heads, holding the same tensors, the old
+gamma/beta names as transformers renames them) computes a padded batch,
+and its MLM logits when the checkpoint has the head, else the tied LM head
+tfm gives a BertModel (logits = hidden · word_embeddingsᵀ, which
+transformers has no head for), are compared with
 the logits of tests/io_probe model-logits, which loads the checkpoint with
-tfm_model_load: max |tfm - torch| <= 1e-4 · max |torch| over the positions
+tfm_model_load: max |tfm - transformers| <= 1e-4 · max |transformers| over the positions
 that are not padding.  Shapes: with and without the "bert." prefix,
 LayerNorm weight/bias and the old gamma/beta, each hidden_act tfm takes,
 d_ff = 4C and not, 1 to 3 segments, a folder path and a file path.  Also:
@@ -19,6 +20,7 @@ beside it, and the errors (missing or misshapen tensor, missing or bad
 config.json) with their exact messages."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +29,8 @@ import tempfile
 import numpy as np
 import torch
 import torch.nn.functional as F
+import transformers
+from transformers import BertConfig, BertForPreTraining, BertModel
 
 from hf_lib import EVAL, PROBE, TOKENIZE, TOL, write_safetensors  # noqa: F401  (others import them)
 
@@ -87,37 +91,47 @@ def random_checkpoint(s, rng):
     return t
 
 
+transformers.logging.set_verbosity_error()
+
+# hidden_act's functions, for tests/embed_torch.py's own reference
 ACTS = {"gelu": F.gelu, "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu}
 
 
-def bert_hidden(s, t, ids, seg, lengths):
-    """HF BertModel's last_hidden_state, float64 (eval mode: no dropout)."""
-    P = {k: torch.from_numpy(v).double() for k, v in t.items() if v.dtype == np.float32}
-    pre = s["prefix"]
-    g, bb = ("gamma", "beta") if s["gamma"] else ("weight", "bias")
-    C, NH = s["C"], s["NH"]
-    HS = C // NH
+def hf_model(s, t):
+    """transformers' model holding the checkpoint's tensors t (float32, eval,
+    eager attention): BertForPreTraining with the heads, else BertModel."""
+    cfg = {k: v for k, v in hf_config(s).items()
+           if k not in ("architectures", "torch_dtype", "transformers_version", "model_type")}
+    cls = BertForPreTraining if s["heads"] else BertModel
+    m = cls(BertConfig(**cfg, attn_implementation="eager")).eval()
+    sd = {}
+    for k, v in t.items():
+        if k.endswith("position_ids"):
+            continue
+        k = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", k)
+        k = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", k)
+        if s["heads"] and not k.startswith(("bert.", "cls.")):
+            k = "bert." + k
+        sd[k] = torch.from_numpy(np.ascontiguousarray(v))
+    missing, unexpected = m.load_state_dict(sd, strict=False)
+    # the decoder's weight and bias are tied to the embedding and cls.predictions.bias
+    missing = [k for k in missing if not k.startswith("cls.predictions.decoder.")]
+    assert not missing and not unexpected, (missing, unexpected)
+    return m
+
+
+def hf_run(s, t, ids, seg, lengths):
+    """transformers' last hidden states and, with the heads, MLM logits (else
+    None), and the word embeddings, float64."""
+    m = hf_model(s, t)
     ids, seg = torch.from_numpy(ids).long(), torch.from_numpy(seg).long()
-    B, T = ids.shape
-    ln = lambda x, n: F.layer_norm(x, (C,), P[f"{n}.{g}"], P[f"{n}.{bb}"], s["eps"])
-    lin = lambda x, n: F.linear(x, P[n + ".weight"], P[n + ".bias"])
-    e = pre + "embeddings."
-    x = (P[e + "word_embeddings.weight"][ids] + P[e + "position_embeddings.weight"][:T][None]
-         + P[e + "token_type_embeddings.weight"][seg])
-    x = ln(x, e + "LayerNorm")
-    # HF's extended attention mask: (1 - mask) * finfo.min added to the scores
-    mask = (torch.arange(T)[None] < torch.from_numpy(lengths)[:, None]).double()
-    ext = (1.0 - mask)[:, None, None, :] * torch.finfo(torch.float64).min
-    heads = lambda z: z.view(B, T, NH, HS).permute(0, 2, 1, 3)
-    for i in range(s["L"]):
-        p = f"{pre}encoder.layer.{i}."
-        q, k, v = (heads(lin(x, p + "attention.self." + n)) for n in ("query", "key", "value"))
-        sc = q @ k.transpose(-1, -2) / np.sqrt(HS) + ext
-        ctx = (sc.softmax(-1) @ v).permute(0, 2, 1, 3).reshape(B, T, C)
-        x = ln(lin(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
-        h = ACTS[s["act"]](lin(x, p + "intermediate.dense"))
-        x = ln(lin(h, p + "output.dense") + x, p + "output.LayerNorm")
-    return x, P[e + "word_embeddings.weight"]
+    mask = (torch.arange(ids.shape[1])[None] < torch.from_numpy(lengths)[:, None]).long()
+    with torch.no_grad():
+        o = m(input_ids=ids, token_type_ids=seg, attention_mask=mask, output_hidden_states=True)
+    hidden = o.hidden_states[-1].double()
+    logits = o.prediction_logits.double() if s["heads"] else None
+    E = (m.bert if s["heads"] else m).embeddings.word_embeddings.weight.double().detach()
+    return hidden, logits, E
 
 
 CASES = [
@@ -196,25 +210,15 @@ def check_case(s, d, rng):
         bad.append(f"description:\n  got  {got_desc}\n  want {want_desc}")
     B, T, V = s["B"], s["T"], s["V"]
     got = np.fromfile(of, np.float32).reshape(B, T, V).astype(np.float64)
-    hidden, E = bert_hidden(s, t, ids, seg, lengths)
-    if s["heads"]:      # the MLM head: LN(act(h·Dᵀ + d))·Eᵀ + bias
-        P = {k: torch.from_numpy(v).double() for k, v in t.items() if v.dtype == np.float32}
-        g = "gamma" if s["gamma"] else "weight"
-        bb = "beta" if s["gamma"] else "bias"
-        n = "cls.predictions.transform."
-        x = ACTS[s["act"]](hidden @ P[n + "dense.weight"].T + P[n + "dense.bias"])
-        x = F.layer_norm(x, (s["C"],), P[n + "LayerNorm." + g], P[n + "LayerNorm." + bb],
-                         s["eps"])
-        want = (x @ E.T + P["cls.predictions.bias"]).numpy()
-    else:
-        want = (hidden @ E.T).numpy()
+    hidden, logits, E = hf_run(s, t, ids, seg, lengths)
+    want = (logits if logits is not None else hidden @ E.T).numpy()
     valid = np.arange(T)[None] < lengths[:, None]
     err = np.abs(got - want)[valid].max()
     scale = np.abs(want[valid]).max()
     if not err <= TOL * scale:
-        bad.append(f"logits: max |tfm - torch| = {err:.3g}, {err / scale:.3g} of max |torch| "
+        bad.append(f"logits: max |tfm - transformers| = {err:.3g}, {err / scale:.3g} of max |transformers| "
                    f"{scale:.3g} (tolerance {TOL})")
-    return bad, f"max |tfm - torch| / max |torch| = {err / scale:.2g}"
+    return bad, f"max |tfm - transformers| / max |transformers| = {err / scale:.2g}"
 
 
 def expect_error(what, path, d, message):
@@ -348,17 +352,6 @@ def check_lm_open(top, rng):
     return [f"tfm-eval info: (got, want) {diff}"] if diff else []
 
 
-def mlm_logits(s, t, hidden, E):
-    """BertForMaskedLM's head: LN(act(h·Dᵀ + d))·Eᵀ + bias."""
-    P = {k: torch.from_numpy(v).double() for k, v in t.items() if v.dtype == np.float32}
-    g = "gamma" if s["gamma"] else "weight"
-    bb = "beta" if s["gamma"] else "bias"
-    n = "cls.predictions.transform."
-    x = ACTS[s["act"]](hidden @ P[n + "dense.weight"].T + P[n + "dense.bias"])
-    x = F.layer_norm(x, (s["C"],), P[n + "LayerNorm." + g], P[n + "LayerNorm." + bb], s["eps"])
-    return x @ E.T + P["cls.predictions.bias"]
-
-
 def check_fill(top, rng):
     """tfm-eval fill on a checkpoint whose vocab.txt covers its vocabulary:
     the masks' top-k ids and probabilities against PyTorch's softmax of the
@@ -375,8 +368,8 @@ def check_fill(top, rng):
     got = json.loads(r.stdout)
     # [CLS] w1 [MASK] w3 [MASK] [SEP]; vocab.txt: [PAD] [UNK] [CLS] [SEP] [MASK] w0 ...
     ids = np.array([[2, 6, 4, 8, 4, 3]], np.int32)
-    hidden, E = bert_hidden(s, t, ids, np.zeros_like(ids), np.array([6], np.int32))
-    prob = torch.softmax(mlm_logits(s, t, hidden, E)[0], -1).numpy()
+    _, logits, _ = hf_run(s, t, ids, np.zeros_like(ids), np.array([6], np.int32))
+    prob = torch.softmax(logits[0], -1).numpy()
     worst = 0.0
     if [m["position"] for m in got["masks"]] != [2, 4]:
         bad.append(f"mask positions {[m['position'] for m in got['masks']]}, want [2, 4]")

@@ -31,7 +31,7 @@ from transformers import (BertConfig, BertForMaskedLM, BertForQuestionAnswering,
                           BertForSequenceClassification, BertForTokenClassification,
                           BertModel, BertTokenizerFast)
 
-from hf_lib import EMBED, EVAL, TOL, refusals, run
+from hf_lib import EMBED, EVAL, TOL, TRAIN, refusals, run
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -188,10 +188,11 @@ def check_fill(name, d, top):
     return bad, f"top-{K} of {sum(len(g['masks']) for g in got)} masks equal, max diff {worst:.2e}"
 
 
-def check_classify(name, d, top, regression=False):
+def check_classify(name, d, top, regression=False, model=None):
+    """model: the file tfm reads instead of the folder d (its conversion)."""
     ref = reference(BertForSequenceClassification, d)
     t = tok(d)
-    r = run([EVAL, "classify", "-m", d, "--json", "--top-k", "100", "--threads", "1", "-q"],
+    r = run([EVAL, "classify", "-m", model or d, "--json", "--top-k", "100", "--threads", "1", "-q"],
             input="".join(x + "\n" for x in TEXTS))
     if r.returncode != 0:
         return [f"{name}: tfm-eval classify: {r.stderr.strip()}"], ""
@@ -400,6 +401,14 @@ def main():
                                                   label2id={v: k for k, v in lab.items()}))
         d = save(sc.eval(), os.path.join(top, "seq"))
         checks.append(("BertForSequenceClassification", lambda d=d: check_classify("seq", d, top)))
+
+        def converted(d=d):  # tfm-train --convert keeps the head and its labels
+            f = os.path.join(top, "seq.safetensors")
+            r = run([TRAIN, "-q", "--convert", "f32", d, "-o", f])
+            if r.returncode != 0:
+                return [f"tfm-train --convert f32: {r.stderr.strip()}"], ""
+            return check_classify("seq converted", d, top, model=f)
+        checks.append(("BertForSequenceClassification converted to a tfm file", converted))
         d = save(BertForSequenceClassification(config(num_labels=1)).eval(),
                  os.path.join(top, "reg"))
         checks.append(("BertForSequenceClassification regression",

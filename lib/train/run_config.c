@@ -410,9 +410,14 @@ int tfm_model_load_adapter(const char *path, const char *adapter, tfm_config *c,
         return -1;
     /* a tfm file's whole configuration; a HuggingFace checkpoint has none */
     tfm_config_defaults(c);
-    if (!k.stored)
+    if (!k.stored) {
         c->model = k.model;
-    else if (file_config(path, c, err) < 0) {
+        /* a BERT folder's task head (BertForSequenceClassification, ...):
+         * the file it is converted to stays fine-tuned for that task */
+        if (k.task == TFM_CONFIG_TASK_CLASSIFY || k.task == TFM_CONFIG_TASK_TAG ||
+            k.task == TFM_CONFIG_TASK_SPAN)
+            c->train.task = k.task;
+    } else if (file_config(path, c, err) < 0) {
         tfm_model_free(m);
         if (tok && *tok) {
             tfm_tokenizer_free(*tok);

@@ -174,12 +174,17 @@ def write_ids(path, ids):
 
 
 def tfm_logprobs(model, adapter, npy, n):
+    # --no-bos: each token given only those before it, as PEFT's model is fed
     cmd = [EVAL, "perplexity", "-q", "--threads", "1", "-m", model, "--tokens", npy,
-           "--context", n, "--token-logprobs", "-"]
+           "--context", n, "--no-bos", "--token-logprobs", "-"]
     if adapter:
         cmd += ["--adapter", adapter]
     rows = [ln.split("\t") for ln in run(cmd).stdout.splitlines() if ln[:1].isdigit()]
-    return np.array([float(r[2]) for r in rows if len(r) == 3])
+    # tokens 1..n-1 given those before (a model with a BOS scores token 0 too)
+    lp = {int(r[0]): float(r[2]) for r in rows if len(r) == 3}
+    if sorted(lp)[-(n - 1):] != list(range(1, n)):
+        bad.append(f"tfm-eval scored positions {sorted(lp)} of {n} tokens")
+    return np.array([lp.get(i, np.nan) for i in range(1, n)])
 
 
 def peft_logprobs(pm, ids):
@@ -735,8 +740,12 @@ def check_step(top):
             worst[f"{opt_name} step {step}: A and B, relative"] = rel
             print(f"  {opt_name}, step {step}: A and B max relative |tfm - peft| = {rel:.2e} "
                   f"(moved: A {moved['A']:.2e}, B {moved['B']:.2e})")
-            if not rel <= 1e-5:
-                bad.append(f"{opt_name} step {step}: A, B differ by {rel:.3g} (relative)")
+            # step 2 is A's first move (B was 0): its Adam step is nearly
+            # sign(g), where a g of A near eps amplifies rounding as above
+            tol = 1e-5 if step == 1 else 5e-5
+            if not rel <= tol:
+                bad.append(f"{opt_name} step {step}: A, B differ by {rel:.3g} (relative) "
+                           f"> {tol:g}")
             if step == 2 and not min(moved.values()) > 1e-4:
                 bad.append(f"{opt_name}: the steps hardly move A or B: {moved}")
         with open(os.path.join(runs[2], "log.tsv")) as f:

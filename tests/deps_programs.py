@@ -304,7 +304,12 @@ scripts = [(p, k) for p, k in scripts if k]
 functions = set()  # defined in one script, called from those that source it
 for path, k in scripts:
     with open(path, encoding="utf-8", errors="replace") as f:
-        functions.update(re.findall(r"^\s*([A-Za-z_][\w-]*)\s*\(\)", f.read(), re.M))
+        text = f.read()
+    sourced = [os.path.join(os.path.dirname(path), m) for m in
+               re.findall(r'^\s*(?:\.|source)\s+"?\$\{?\w+\}?/([\w./-]+)"?', text, re.M)]
+    for src in [path] + [q for q in sourced if os.path.isfile(q)]:
+        with open(src, encoding="utf-8", errors="replace") as f:
+            functions.update(re.findall(r"^\s*([A-Za-z_][\w-]*)\s*\(\)", f.read(), re.M))
 
 problems = []
 checked = 0

@@ -20,7 +20,9 @@ and so do the programs' prompts: the ids tfm-eval perplexity scores
 (--token-logprobs) in a model folder carrying the tokenizer.  tiktoken, an
 Encoding built from the folder's ranks with GPT-2's pattern, gives the
 same ids for the trained vocabulary and for GPT-2's published one (on the
-King James Bible when Debian's bible-kjv is installed, else the corpus)."""
+King James Bible when Debian's bible-kjv is installed, else the corpus).
+A tokenizer_config.json whose add_prefix_space contradicts tokenizer.json
+(transformers follows the former) is refused, naming the file and key."""
 import json
 import os
 import shutil
@@ -36,7 +38,7 @@ from transformers import AutoTokenizer, GPT2Tokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tok_texts as T  # noqa: E402
-from hf_lib import EVAL, GEN, SRC, TOKENIZE, run  # noqa: E402
+from hf_lib import EVAL, GEN, SRC, TOKENIZE, refusals, run  # noqa: E402
 from hf_gpt2_lib import make_model, probe, train_tokenizer  # noqa: E402
 
 GPT2_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -189,6 +191,44 @@ def check_prompt_ids(top, raw, tok, texts):
     return bad
 
 
+def check_contradiction(top, tok, v5):
+    """tokenizer_config.json's add_prefix_space against tokenizer.json's
+    ByteLevel pre-tokenizer: transformers follows tokenizer_config.json, so
+    a folder where they differ is refused (tfm-tokenize -t FOLDER, and the
+    model folder in tfm-generate), naming the file and the key."""
+    bad = []
+    for flip in (True, False):
+        d = os.path.join(top, f"contradiction-{flip}")
+        shutil.rmtree(d, ignore_errors=True)
+        if flip:
+            shutil.copytree(v5, d)
+        else:
+            GPT2Tokenizer.from_pretrained(os.path.join(top, "tok-raw"),
+                                          add_prefix_space=True).save_pretrained(d)
+        cfg = os.path.join(d, "tokenizer_config.json")
+        with open(cfg) as f:
+            c = json.load(f)
+        c["add_prefix_space"] = flip
+        with open(cfg, "w") as f:
+            json.dump(c, f, indent=2)
+        hf = AutoTokenizer.from_pretrained(d)
+        plain = AutoTokenizer.from_pretrained(v5)
+        if (hf("Hello world").input_ids == plain("Hello world").input_ids) != (not flip):
+            bad.append(f"transformers does not follow tokenizer_config.json's "
+                       f"add_prefix_space {flip} (the premise of the refusal)")
+        with open(cfg) as f:
+            ln = f.read().split('"add_prefix_space"')[0].count("\n") + 1
+        want = [f"{cfg}:{ln}:", f"add_prefix_space {str(flip).lower()} contradicts "
+                "tokenizer.json"]
+        make_model(len(tok), 4).save_pretrained(d)
+        res = [("tfm-tokenize", run([TOKENIZE, "encode", "-t", d], input="Hello world\n")),
+               ("tfm-generate", run([GEN, "-m", d, "--greedy", "-n", "2"], input="Hello\n"))]
+        bad += refusals(f"add_prefix_space {flip} over tokenizer.json's {not flip}", want, res)
+    print("  tokenizer_config.json's add_prefix_space contradicting tokenizer.json: refused "
+          "(transformers would follow tokenizer_config.json)")
+    return bad
+
+
 def main():
     if not os.path.exists(TOKENIZE):
         print(f"missing {TOKENIZE}")
@@ -213,6 +253,7 @@ def main():
         GPT2Tokenizer.from_pretrained(raw, add_prefix_space=True).save_pretrained(aps)
         bad += compare("the same with add_prefix_space true", aps,
                        AutoTokenizer.from_pretrained(aps), texts[:200], docs[:6])
+        bad += check_contradiction(top, tok, v5)
         v4 = os.path.join(top, "v4")
         v4_folder(v4, raw)
         bad += compare("transformers 4's layout (vocab.json + merges.txt + "

@@ -1057,6 +1057,21 @@ static const tfm_json *hf_token_content(const tfm_json *j)
     return j && j->type == TFM_JSON_STRING ? j : NULL;
 }
 
+/* 1 when the byte-level BPE tok puts a space before a text (ByteLevel's
+ * add_prefix_space: "a" encodes as " a" does), else 0. */
+static int bpe_prefix_space(const tfm_tokenizer *tok)
+{
+    tfm_tok_scratch *sc = tfm_tok_scratch_new(tok);
+    tfm_ids a = {0}, b = {0};
+    tfm_tokenizer_encode(tok, sc, "a", 1, 0, &a);
+    tfm_tokenizer_encode(tok, sc, " a", 2, 0, &b);
+    int same = a.len == b.len && !memcmp(a.data, b.data, a.len * sizeof *a.data);
+    tfm_ids_free(&a);
+    tfm_ids_free(&b);
+    tfm_tok_scratch_free(sc);
+    return same;
+}
+
 /* tokenizer_config.json at path against the tokenizer read from tokfile:
  * the special tokens it names (bos_token ... mask_token,
  * additional_special_tokens) must be tokens, and added_tokens_decoder's
@@ -1091,6 +1106,17 @@ static int hf_tokenizer_config_agrees(const char *path, const tfm_tokenizer *tok
                        c->str, tf);
             goto out;
         }
+    }
+    /* transformers 5 follows add_prefix_space here over tokenizer.json's
+     * ByteLevel pre-tokenizer: ids would differ from tfm's */
+    const tfm_json *ap = tfm_json_get(doc.root, "add_prefix_space");
+    if (ap && ap->type == TFM_JSON_BOOL && tfm_tokenizer_kind(tok) == TFM_TOK_BPE &&
+        ap->boolean != bpe_prefix_space(tok)) {
+        tfm_err_at(err, path, ap->line, ap->col, "add_prefix_space %s contradicts %s, whose "
+                   "byte-level pre-tokenizer %s a space before each text (expected the same "
+                   "setting in both: transformers follows this file)", ap->str, tf,
+                   ap->boolean ? "does not put" : "puts");
+        goto out;
     }
     const tfm_json *dec = tfm_json_get(doc.root, "added_tokens_decoder");
     for (size_t i = 0; dec && dec->type == TFM_JSON_OBJECT && i < dec->n; i++) {
@@ -2694,6 +2720,44 @@ static const float *lookup_stored(void *ctx, const char *name, size_t d0, size_t
     return v->m.f32;
 }
 
+/* The token a GPT-2 folder's generation stops at, as transformers'
+ * generate takes it: eos_token_id of generation_config.json, else of
+ * config.json (else *eos stays the tokenizer's).  An id outside the
+ * vocabulary (GPT2Config's default 50256 in a smaller model) is one
+ * generate never produces: nothing changes.  Several ids: refused, tfm
+ * stops at one. */
+static int gpt2_eos(const char *model_path, int V, int64_t *eos, tfm_err *err)
+{
+    static const char *const files[] = {"generation_config.json", "config.json"};
+    for (int f = 0; f < 2; f++) {
+        char path[4200];
+        path_beside(model_path, files[f], path, sizeof path);
+        if (access(path, F_OK) != 0)
+            continue;
+        tfm_json_doc doc;
+        if (tfm_json_parse_file(&doc, path, 0, err) < 0)
+            return -1;
+        const tfm_json *j = tfm_json_get(doc.root, "eos_token_id");
+        if (j && j->type == TFM_JSON_ARRAY && j->n == 1)
+            j = j->items[0];
+        int rc = 0, found = 0;
+        if (j && j->type == TFM_JSON_ARRAY && j->n > 1)
+            rc = tfm_err_at(err, path, j->line, j->col, "eos_token_id lists %zu tokens: "
+                            "expected one (tfm's generation stops at one end-of-text token)",
+                            j->n);
+        else if (j && j->type == TFM_JSON_NUMBER && j->num == (double)(int64_t)j->num) {
+            found = 1;
+            if (j->num >= 0 && j->num < V)
+                *eos = (int64_t)j->num;
+        } else if (j && j->type != TFM_JSON_NULL && !(j->type == TFM_JSON_ARRAY && !j->n))
+            rc = tfm_err_at(err, path, j->line, j->col, "eos_token_id must be a token id");
+        tfm_json_doc_free(&doc);
+        if (rc < 0 || found)
+            return rc;
+    }
+    return 0;
+}
+
 int tfm_lm_open(tfm_lm *lm, const char *path, tfm_err *err)
 {
     return tfm_lm_open_flags(lm, path, NULL, 0, err);
@@ -2768,6 +2832,8 @@ static int lm_open(tfm_lm *lm, const char *path, unsigned flags, tfm_err *err)
             goto fail;
         if (lm->tok)
             lm->eos = tfm_tokenizer_specials(lm->tok)->eos;
+        if (gpt2_eos(path, lm->cfg.vocab_size, &lm->eos, err) < 0)
+            goto fail;
     }
     const int keep = (flags & TFM_LM_STORED) && lm->cfg.kind == TFM_KIND_DECODER;
     if (tfm_quant_widen_keep(st, lm->quant, keep, err) < 0)

@@ -134,6 +134,10 @@ static const tfm_schema_key keys[] = {
      "with a bias of its own; logits only at the masked positions"},
     {"model.pooler", TFM_SCHEMA_BOOL, OFF(pooler), "false", 0, 0, NULL,
      "BERT's pooler: dense + tanh on the pooled position before the classifier"},
+    {"model.pooling", TFM_SCHEMA_ENUM, OFF(pooling), "token", 0, 0, "token|mean",
+     "what the classifier (and model.pooler) reads: token, the pooled position (an "
+     "encoder's first token, [CLS]; a decoder's last); mean, the mean of the hidden states "
+     "up to it (an encoder's every unpadded position, as sentence-transformers pools)"},
     {"model.classes", TFM_SCHEMA_INT, OFF(classes), "0", 0, 65536, NULL,
      "classifier on the pooled position ([CLS], a decoder's last token): 0 none, 1 "
      "regression (mean squared error), 2 or more classes"},

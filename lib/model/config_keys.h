@@ -62,6 +62,7 @@ typedef struct tfm_model_keys {
     int tie_source;
     int64_t src_vocab_size; /* 0: vocab_size */
     int mlm_head, pooler, nsp, span; /* the heads */
+    int pooling;                     /* 0 token, 1 mean */
     int64_t classes, tags;
 } tfm_model_keys;
 

@@ -1,5 +1,7 @@
 /* The sequence classifier on a pooled position p_b (tfm_batch.cls_pos, else
- * 0; a decoder's reader passes its last token): u = h[b, p_b], with the
+ * 0; a decoder's reader passes its last token): u = h[b, p_b], or with
+ * pool_mean the mean of h[b, t] over t < n_b (n_b: the row's length, or
+ * p_b + 1 for a batch without lengths, a decoder's), with the
  * pooler u = tanh(u·Pᵀ + p); z = u·Wᵀ + w; cross-entropy over the classes
  * against tfm_batch.labels, or with one output the mean squared error
  * against tfm_batch.values.  With nsp it is BERT's next-sentence head
@@ -16,6 +18,7 @@ typedef struct class_acts {
     float *pool_x, *pool_u;    /* [N,C] (B rows used) */
     float *z, *lse;            /* [N,K], [N] */
     int32_t *cls_pos, *labels; /* [N] (B used) */
+    int32_t *n_pool;           /* [N] positions pool_mean averages */
     float *values;             /* [N] (B used) */
     int has_labels, has_values;
 } class_acts;
@@ -47,6 +50,9 @@ static int check_config(const tfm_model_config *c, tfm_err *err)
     if (c->nsp && c->n_classes != 2)
         return tfm_err_set(err, "nsp (the next-sentence head) has 2 classes, not %d",
                            c->n_classes);
+    if (c->pool_mean && (!c->n_classes || c->nsp))
+        return tfm_err_set(err, "pooling mean is for a classifier (classes), not %s",
+                           c->nsp ? "the next-sentence head" : "a model without one");
     return 0;
 }
 
@@ -76,6 +82,7 @@ static void layout(void *acts, const tfm_model_config *c, size_t N, float *base,
         tfm_acts_take_ids(&a->labels, base, off, N);
     }
     tfm_acts_take_ids(&a->cls_pos, base, off, N);
+    tfm_acts_take_ids(&a->n_pool, base, off, N);
 }
 
 static int check(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
@@ -109,8 +116,10 @@ static void keep(void *acts, const tfm_batch *b)
         memcpy(a->labels, b->labels, (size_t)b->B * sizeof *a->labels);
     if (b->values)
         memcpy(a->values, b->values, (size_t)b->B * sizeof *a->values);
-    for (int r = 0; r < b->B; r++)
+    for (int r = 0; r < b->B; r++) {
         a->cls_pos[r] = b->cls_pos ? b->cls_pos[r] : 0;
+        a->n_pool[r] = b->lengths ? b->lengths[r] : b->cls_pos ? b->cls_pos[r] + 1 : b->T;
+    }
     a->has_labels = b->labels != NULL;
     a->has_values = b->values != NULL;
 }
@@ -146,9 +155,19 @@ static int forward(void *acts, tfm_model *m, const float *final, float *loss, lo
     float *P = m->params;
     if (!K)
         return 0;
-    for (int b = 0; b < B; b++)
-        memcpy(a->pool_x + (size_t)b * C, final + ((size_t)b * T + a->cls_pos[b]) * C,
-               C * sizeof *final);
+    for (int b = 0; b < B; b++) {
+        float *x = a->pool_x + (size_t)b * C;
+        if (!c->pool_mean) {
+            memcpy(x, final + ((size_t)b * T + a->cls_pos[b]) * C, C * sizeof *final);
+            continue;
+        }
+        memset(x, 0, C * sizeof *x);
+        for (int t = 0; t < a->n_pool[b]; t++)
+            tfm_add_inplace(x, final + ((size_t)b * T + t) * C, C);
+        float inv = 1.0f / (float)a->n_pool[b];
+        for (int i = 0; i < C; i++)
+            x[i] *= inv;
+    }
     const float *u = a->pool_x;
     if (c->pooler) {
         tfm_head_linear_forward(a->pool_u, a->pool_x, tfm_model_ptr(m, P, "pooler.dense.weight"),
@@ -195,7 +214,7 @@ static void backward(void *acts, tfm_model *m, const float *final, float *dfinal
     tfm_head_linear_backward(tmp, 0.0f, tfm_model_ptr(m, G, cls_name(c, 0)),
                              tfm_model_ptr(m, G, cls_name(c, 1)), a->z, u,
                              tfm_model_ptr(m, P, cls_name(c, 0)), B, C, K);
-    const float *dx = tmp;
+    float *dx = tmp;
     if (c->pooler) {
         for (size_t i = 0; i < (size_t)B * C; i++)
             tmp[i] *= 1.0f - a->pool_u[i] * a->pool_u[i];
@@ -204,8 +223,18 @@ static void backward(void *acts, tfm_model *m, const float *final, float *dfinal
                                  tfm_model_ptr(m, P, "pooler.dense.weight"), B, C, C);
         dx = a->pool_x;
     }
-    for (int b = 0; b < B; b++)
-        tfm_add_inplace(dfinal + ((size_t)b * T + a->cls_pos[b]) * C, dx + (size_t)b * C, C);
+    for (int b = 0; b < B; b++) {
+        if (!c->pool_mean) {
+            tfm_add_inplace(dfinal + ((size_t)b * T + a->cls_pos[b]) * C, dx + (size_t)b * C, C);
+            continue;
+        }
+        /* dx is free after this row: scale it by 1/n once */
+        float *d = dx + (size_t)b * C, inv = 1.0f / (float)a->n_pool[b];
+        for (int i = 0; i < C; i++)
+            d[i] *= inv;
+        for (int t = 0; t < a->n_pool[b]; t++)
+            tfm_add_inplace(dfinal + ((size_t)b * T + t) * C, d, C);
+    }
 }
 
 static const float *out(const void *acts, const tfm_model *m, int *rows, int *cols)

@@ -278,6 +278,8 @@ typedef struct tfm_model_config {
     /* heads (decoders and encoders), each a part of its own: */
     int mlm_head;        /* BERT's MLM transform before the LM decoder */
     int pooler;          /* dense + tanh on the pooled position */
+    int pool_mean;       /* the classifier reads the mean of the positions up
+                            to the pooled one, not that position */
     int n_classes;       /* classifier on the pooled position: 0 none, 1
                             regression (MSE), ≥ 2 classes (cross-entropy) */
     int nsp;             /* the classifier is BERT's next-sentence head

@@ -253,7 +253,15 @@ static void test_heads(void **state)
     cfg.nsp = 0;
     cfg.n_classes = 1;
     check_model_with(&cfg, 0, &(extras){.lengths = lengths, .values = values, .no_lm = 1});
+    /* the classifier on the mean of the unpadded positions, with and
+     * without the pooler */
     cfg.n_classes = 3;
+    cfg.pool_mean = 1;
+    check_model_with(&cfg, 0, &(extras){.lengths = lengths, .labels = labels, .no_lm = 1});
+    cfg.pooler = 0;
+    check_model_with(&cfg, 0, &(extras){.lengths = lengths, .labels = labels, .no_lm = 1});
+    cfg.pool_mean = 0;
+    cfg.pooler = 1;
     cfg.mlm_head = 0;
     cfg.pooler = 0;
     cfg.n_tags = 3;
@@ -266,6 +274,9 @@ static void test_heads(void **state)
     small_config(&cfg);
     cfg.n_classes = 2;
     check_model_with(&cfg, 1, &(extras){.cls_pos = last, .labels = labels, .lm_weight = 0.5f});
+    /* and on the mean of the tokens up to the last */
+    cfg.pool_mean = 1;
+    check_model_with(&cfg, 1, &(extras){.cls_pos = last, .labels = labels, .no_lm = 1});
 }
 
 /* The heads' own config checks (model/head_*.c), and heads on a kind that
@@ -284,6 +295,10 @@ static void test_head_config(void **state)
     cfg.n_tags = 70000;
     assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
     assert_non_null(strstr(err.msg, "tags 70000 is out of range"));
+    small_config(&cfg);
+    cfg.pool_mean = 1;
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "pooling mean is for a classifier"));
     small_config(&cfg);
     cfg.mlm_head = cfg.head_bias = 1;
     assert_int_equal(tfm_model_config_check(&cfg, &err), -1);

@@ -41,8 +41,9 @@ static const char *const shape_keys[] = {
 static const char *const dropout_keys[] = {"model.dropout", "model.attn_dropout",
                                            "model.emb_dropout", "model.ffn_dropout",
                                            "model.final_dropout"};
-static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model.nsp",
-                                        "model.classes",  "model.tags",   "model.span"};
+static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model.pooling",
+                                        "model.nsp",      "model.classes", "model.tags",
+                                        "model.span"};
 #define N_SHAPE (sizeof shape_keys / sizeof shape_keys[0])
 #define N_HEAD (sizeof head_keys / sizeof head_keys[0])
 #define N_DROPOUT (sizeof dropout_keys / sizeof dropout_keys[0])
@@ -148,7 +149,8 @@ static int task_uses(int t, const char *head)
         return t == TFM_CONFIG_TASK_MLM || nsp;
     if (!strcmp(head, "model.nsp"))
         return nsp;
-    if (!strcmp(head, "model.pooler") || !strcmp(head, "model.classes"))
+    if (!strcmp(head, "model.pooler") || !strcmp(head, "model.pooling") ||
+        !strcmp(head, "model.classes"))
         return nsp || t == TFM_CONFIG_TASK_CLASSIFY;
     if (!strcmp(head, "model.tags"))
         return t == TFM_CONFIG_TASK_TAG;

@@ -31,6 +31,10 @@
 #   FT_STEPS  fine-tuning steps (default 300), FT_BATCH examples a step (32),
 #   FT_LR     peak rate (2e-4; warmup 10% of the steps, linear decay to 0),
 #   FT_LEN    tokens a verse keeps (128)
+#   FT_POOL   what the classifier reads: mean (default; the mean of the last
+#             layer over the verse's tokens, as the folder was trained to be
+#             read, then a new linear head) or cls (BERT's pooler on [CLS],
+#             as AutoModelForSequenceClassification)
 #   THREADS   threads for every program (default 2)
 HERE := $(dir $(lastword $(MAKEFILE_LIST)))
 BIN ?=
@@ -43,6 +47,7 @@ FT_STEPS ?= 300
 FT_BATCH ?= 32
 FT_LR ?= 2e-4
 FT_LEN ?= 128
+FT_POOL ?= mean
 THREADS ?= 2
 
 prefix = $(if $(BIN),$(BIN)/,)
@@ -97,13 +102,16 @@ cosines: $(OUT)/cosines.tsv
 # validation: one verse in ten of the valid split, once at the end
 $(OUT)/section.val.tsv: $(OUT)/tasks/verses.tsv
 	awk 'NR % 10 == 0' $(OUT)/tasks/section.valid.tsv > $@
-# BERT's head as AutoModelForSequenceClassification has it: the folder's
-# pooler on [CLS], dropout (config.json's 0.1), a new linear classifier
+# FT_POOL cls: BERT's head as AutoModelForSequenceClassification has it (the
+# folder's pooler on [CLS], a new linear classifier); mean: a new linear
+# classifier on the mean of the last layer
+ft_head = $(if $(filter cls,$(FT_POOL)),--set model.pooling=token --set model.pooler=true,\
+            --set model.pooling=mean --set model.pooler=false)
 $(OUT)/section-tfm/model.safetensors: $(OUT)/section.val.tsv
 	rm -rf $(OUT)/section-tfm
 	s=$$(date +%s); $(TRAIN) -q $(threads) -o $(OUT)/section-tfm --set train.init=$(MODEL) \
 	    --set train.task=classify --set data.text=$(OUT)/tasks/section.train.tsv \
-	    --set data.val=$(OUT)/section.val.tsv --set model.pooler=true --set model.classes=0 \
+	    --set data.val=$(OUT)/section.val.tsv $(ft_head) --set model.classes=0 \
 	    --set model.block_size=$(FT_LEN) --set optim.lr=$(FT_LR) \
 	    --set schedule.warmup=$$(($(FT_STEPS) / 10)) --set schedule.decay=linear \
 	    --set train.batch_size=$(FT_BATCH) --set train.max_steps=$(FT_STEPS) \
@@ -113,7 +121,7 @@ $(OUT)/section-tfm.json: $(OUT)/section-tfm/model.safetensors
 	s=$$(date +%s); $(EVAL) classify -q $(threads) --json -m $< \
 	    $(OUT)/tasks/section.test.tsv > $@; $(secs) > $(OUT)/section-tfm.test-secs
 $(OUT)/section-hf.json: $(OUT)/tasks/verses.tsv
-	$(PYTHON) $(HERE)hf-finetune $(MODEL) $(OUT)/tasks/section.train.tsv \
+	$(PYTHON) $(HERE)hf-finetune --pooling $(FT_POOL) $(MODEL) $(OUT)/tasks/section.train.tsv \
 	    $(OUT)/tasks/section.test.tsv $(FT_STEPS) $(FT_BATCH) $(FT_LR) $(THREADS) > $@
 $(OUT)/section-tfidf.json: $(OUT)/tasks/verses.tsv
 	s=$$(date +%s); $(PYTHON) $(HERE)tfidf-baseline $(OUT)/tasks/section.train.tsv \

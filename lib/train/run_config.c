@@ -282,6 +282,18 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
                            "over a prefix of a causal stack), not %s%s", kind,
                            ed ? " (its encoder reads the whole source already: use lm on "
                            "pairs, or span-corruption)" : "");
+    if (c->train.task == TFM_CONFIG_TASK_SFT) {
+        if (!dec)
+            return tfm_err_set(err, "train.task sft needs model.kind decoder (it learns to "
+                               "continue a prompt), not %s", kind);
+        if (c->data.train[0] || !c->data.text[0])
+            return tfm_err_set(err, "train.task sft reads JSON Lines examples from data.text "
+                               "(and data.val)%s", c->data.train[0] ? ", not token ids "
+                               "(data.train)" : ": set data.text");
+        if (!c->data.tokenizer[0] && !c->train.init[0])
+            return tfm_err_set(err, "train.task sft needs a tokenizer: data.tokenizer, or "
+                               "train.init's");
+    }
     if (plm && c->data.packing)
         return tfm_err_set(err, "data.packing with train.task prefix-lm: a row is one prefix "
                                 "and its continuation, not packed documents");

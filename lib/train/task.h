@@ -23,6 +23,9 @@
  *   prefix-lm  decoders: full attention over a prefix, the loss on the rest:
  *            random splits of a token stream, or input<TAB>target pairs
  *            (task_prefixlm.c; the batch's prefix_len).
+ *   sft      decoders: instruction tuning on JSON Lines (data/chat.h), the
+ *            loss on the completion tokens only; packed with doc_start
+ *            (task_sft.c).
  *   mlm      encoders (train.task mlm, mlm+nsp): BERT's masked tokens (and
  *            next-sentence labels) in [CLS] A [SEP] B [SEP]: segments of
  *            text documents (train/data.h tfm_docs) or windows of a token

@@ -611,6 +611,12 @@ static void dump_row(tfm_buf *out, const tfm_tokenizer *tok, const tfm_batch *b,
     dump_ids(out, tok, "target_ids", "target", tg, n_tg, text, scratch);
     if (b->prefix_len) /* prefix-lm: the inputs below it see each other */
         tfm_buf_printf(out, ", \"prefix_len\": %d", b->prefix_len[r]);
+    if (b->doc_start) { /* packing: each position's document start */
+        tfm_buf_puts(out, ", \"doc_start\": [");
+        for (int t = 0; t < n_in; t++)
+            tfm_buf_printf(out, t ? ", %d" : "%d", b->doc_start[(size_t)r * b->T + t]);
+        tfm_buf_putc(out, ']');
+    }
     tfm_buf_puts(out, "}\n");
 }
 

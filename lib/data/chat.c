@@ -61,6 +61,7 @@ static void example_free(tfm_chat_example *e)
 {
     free(e->prompt);
     free(e->completion);
+    free(e->rejected);
     for (size_t i = 0; i < e->n_msg; i++) {
         free(e->msg[i].role);
         free(e->msg[i].content);
@@ -167,8 +168,11 @@ static int read_line(tfm_chat_example *e, const tfm_json *o, const char *name, l
     return read_messages(e, c, name, line, "completion", err);
 }
 
+static int read_pref_line(tfm_chat_example *e, const tfm_json *o, const char *name, long line,
+                          tfm_err *err);
+
 int tfm_chat_read(tfm_chat_data *d, const char *text, size_t len, const char *name,
-                  tfm_err *err)
+                  int preference, tfm_err *err)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "%s", name);
@@ -203,7 +207,8 @@ int tfm_chat_read(tfm_chat_data *d, const char *text, size_t len, const char *na
             }
             memset(&d->ex[d->n], 0, sizeof *d->ex);
             d->n++;
-            rc = read_line(&d->ex[d->n - 1], doc.root, name, line, err);
+            rc = preference ? read_pref_line(&d->ex[d->n - 1], doc.root, name, line, err)
+                            : read_line(&d->ex[d->n - 1], doc.root, name, line, err);
         }
         tfm_json_doc_free(&doc);
     }
@@ -214,7 +219,7 @@ int tfm_chat_read(tfm_chat_data *d, const char *text, size_t len, const char *na
     return rc;
 }
 
-int tfm_chat_read_file(tfm_chat_data *d, const char *path, tfm_err *err)
+int tfm_chat_read_file(tfm_chat_data *d, const char *path, int preference, tfm_err *err)
 {
     int is_stdin = !strcmp(path, "-");
     const char *name = is_stdin ? "stdin" : path;
@@ -227,7 +232,7 @@ int tfm_chat_read_file(tfm_chat_data *d, const char *path, tfm_err *err)
     if (!is_stdin)
         fclose(fp);
     if (rc == 0)
-        rc = tfm_chat_read(d, b.data ? b.data : "", b.len, name, err);
+        rc = tfm_chat_read(d, b.data ? b.data : "", b.len, name, preference, err);
     tfm_buf_free(&b);
     return rc;
 }
@@ -297,6 +302,79 @@ void tfm_chat_encode(const tfm_chat_example *e, const tfm_tokenizer *tok,
     }
     tfm_ids_free(&p);
     tfm_buf_free(&text);
+}
+
+/* ---- preferences -------------------------------------------------------- */
+
+static int read_pref_line(tfm_chat_example *e, const tfm_json *o, const char *name, long line,
+                          tfm_err *err)
+{
+    for (size_t k = 0; k < o->n; k++) {
+        const char *key = o->keys[k]->str;
+        if (strcmp(key, "prompt") && strcmp(key, "chosen") && strcmp(key, "rejected"))
+            return tfm_err_at(err, name, line, o->keys[k]->col, "unknown key '%s' (expected "
+                              "{\"prompt\", \"chosen\", \"rejected\"})", key);
+    }
+    e->line = line;
+    e->format = TFM_CHAT_PREFERENCE;
+    if (json_text(tfm_json_get(o, "prompt"), name, line, "prompt", &e->prompt, &e->prompt_len,
+                  err) < 0 ||
+        json_text(tfm_json_get(o, "chosen"), name, line, "chosen", &e->completion,
+                  &e->completion_len, err) < 0 ||
+        json_text(tfm_json_get(o, "rejected"), name, line, "rejected", &e->rejected,
+                  &e->rejected_len, err) < 0)
+        return -1;
+    if (!e->completion_len || !e->rejected_len)
+        return tfm_err_at(err, name, line, 0, "\"%s\" is empty: a preference needs two "
+                          "answers", e->completion_len ? "rejected" : "chosen");
+    if (e->completion_len == e->rejected_len &&
+        !memcmp(e->completion, e->rejected, e->rejected_len))
+        return tfm_err_at(err, name, line, 0, "\"chosen\" and \"rejected\" are the same "
+                          "answer: nothing to prefer");
+    return 0;
+}
+
+/* The ids of prompt + answer + the end-of-text text (unless the answer
+ * ends with it). */
+static void encode_answer(const tfm_chat_example *e, const char *a, size_t n,
+                          const tfm_tokenizer *tok, tfm_tok_scratch *sc, tfm_ids *ids)
+{
+    int64_t eos = tfm_tokenizer_specials(tok)->eos;
+    size_t el = 0;
+    const char *et = eos >= 0 ? tfm_tokenizer_piece(tok, (uint32_t)eos, &el) : NULL;
+    tfm_buf text = {0};
+    tfm_buf_append(&text, e->prompt, e->prompt_len);
+    tfm_buf_append(&text, a, n);
+    if (et && !(n >= el && !memcmp(a + n - el, et, el)))
+        tfm_buf_append(&text, et, el);
+    encode(tok, sc, text.data, text.len, ids);
+    tfm_buf_free(&text);
+}
+
+static size_t common_prefix(const tfm_ids *a, const tfm_ids *b)
+{
+    size_t k = 0;
+    while (k < a->len && k < b->len && a->data[k] == b->data[k])
+        k++;
+    return k;
+}
+
+size_t tfm_pref_encode(const tfm_chat_example *e, const tfm_tokenizer *tok,
+                       tfm_tok_scratch *sc, tfm_ids *chosen, tfm_ids *rejected)
+{
+    tfm_ids p = {0};
+    encode(tok, sc, e->prompt, e->prompt_len, &p);
+    encode_answer(e, e->completion, e->completion_len, tok, sc, chosen);
+    encode_answer(e, e->rejected, e->rejected_len, tok, sc, rejected);
+    size_t a = common_prefix(&p, chosen), b = common_prefix(&p, rejected);
+    tfm_ids_free(&p);
+    return a < b ? a : b;
+}
+
+void tfm_pref_encode_one(const tfm_chat_example *e, const tfm_tokenizer *tok,
+                         tfm_tok_scratch *sc, tfm_ids *ids)
+{
+    encode_answer(e, e->completion, e->completion_len, tok, sc, ids);
 }
 
 /* ---- the model's template ---------------------------------------------- */

@@ -59,13 +59,16 @@ typedef enum tfm_chat_format {
     TFM_CHAT_PROMPT_COMPLETION, /* strings */
     TFM_CHAT_CONVERSATION,      /* prompt and completion messages */
     TFM_CHAT_MESSAGES,
+    TFM_CHAT_PREFERENCE,        /* prompt, chosen (completion), rejected */
 } tfm_chat_format;
 
 typedef struct tfm_chat_example {
     long line;
     tfm_chat_format format;
-    char *prompt, *completion;      /* PROMPT_COMPLETION */
+    char *prompt, *completion;      /* PROMPT_COMPLETION, PREFERENCE (chosen) */
     size_t prompt_len, completion_len;
+    char *rejected;                 /* PREFERENCE */
+    size_t rejected_len;
     tfm_chat_msg *msg;              /* CONVERSATION (prompt then completion), MESSAGES */
     size_t n_msg, n_prompt;         /* n_prompt: CONVERSATION's prompt messages */
 } tfm_chat_example;
@@ -76,10 +79,11 @@ typedef struct tfm_chat_data {
     size_t n;
 } tfm_chat_data;
 
+/* preference 0: the formats above; 1: preferences (see below). */
 int tfm_chat_read(tfm_chat_data *d, const char *text, size_t len, const char *name,
-                  tfm_err *err);
+                  int preference, tfm_err *err);
 /* The file at path ("-": stdin). */
-int tfm_chat_read_file(tfm_chat_data *d, const char *path, tfm_err *err);
+int tfm_chat_read_file(tfm_chat_data *d, const char *path, int preference, tfm_err *err);
 void tfm_chat_data_free(tfm_chat_data *d);
 
 /* Appends the rendering of msg[0..n) to out; with spans, the byte ranges
@@ -95,6 +99,20 @@ void tfm_chat_render_prompt(const char *prompt, size_t len, tfm_buf *out);
  * tokens the loss counts (see the top). */
 void tfm_chat_encode(const tfm_chat_example *e, const tfm_tokenizer *tok,
                      tfm_tok_scratch *sc, tfm_ids *ids, tfm_ids *mask);
+
+/* Preferences (train.task dpo and reward, tfm-eval reward): {"prompt": P,
+ * "chosen": C, "rejected": R}, strings, C and R non-empty and different
+ * (else an error naming the line).  Each answer is encoded as TRL's
+ * DPOTrainer and RewardTrainer do: the ids of P + answer + the
+ * end-of-text token's text (unless the answer ends with it) into chosen
+ * and rejected; returns where the answers start, the shorter of the two
+ * common prefixes of P's ids with them. */
+size_t tfm_pref_encode(const tfm_chat_example *e, const tfm_tokenizer *tok,
+                       tfm_tok_scratch *sc, tfm_ids *chosen, tfm_ids *rejected);
+/* One answer so (a PROMPT_COMPLETION example's completion; tfm-eval
+ * reward's single answers). */
+void tfm_pref_encode_one(const tfm_chat_example *e, const tfm_tokenizer *tok,
+                         tfm_tok_scratch *sc, tfm_ids *ids);
 
 /* The chat template of the model at path (a folder, or a file in one):
  * 0 when its tokenizer_config.json and chat_template.jinja name none or

@@ -42,7 +42,7 @@ static int teardown(void **state)
 static void read_ok(tfm_chat_data *d, const char *text)
 {
     tfm_err err = {0};
-    int rc = tfm_chat_read(d, text, strlen(text), "t.jsonl", &err);
+    int rc = tfm_chat_read(d, text, strlen(text), "t.jsonl", 0, &err);
     if (rc)
         fprintf(stderr, "%s\n", err.msg);
     assert_int_equal(rc, 0);
@@ -52,7 +52,7 @@ static void read_bad(const char *text, const char *want)
 {
     tfm_chat_data d;
     tfm_err err = {0};
-    assert_int_equal(tfm_chat_read(&d, text, strlen(text), "t.jsonl", &err), -1);
+    assert_int_equal(tfm_chat_read(&d, text, strlen(text), "t.jsonl", 0, &err), -1);
     if (!strstr(err.msg, want))
         fprintf(stderr, "got '%s', want '%s'\n", err.msg, want);
     assert_non_null(strstr(err.msg, want));
@@ -195,6 +195,42 @@ static void test_template_check(void **state)
     tfm_buf_free(&b);
 }
 
+static void test_preferences(void **state)
+{
+    (void)state;
+    tfm_chat_data d;
+    tfm_err err = {0};
+    const char *ok = "{\"prompt\": \"Hello\", \"chosen\": \" world\", \"rejected\": \" there\"}\n";
+    assert_int_equal(tfm_chat_read(&d, ok, strlen(ok), "p.jsonl", 1, &err), 0);
+    tfm_tok_scratch *sc = tfm_tok_scratch_new(gpt2);
+    tfm_ids c = {0}, r = {0};
+    /* Hello | world <|endoftext|> and Hello | there <|endoftext|> */
+    assert_int_equal(tfm_pref_encode(&d.ex[0], gpt2, sc, &c, &r), 1);
+    assert_int_equal(c.len, 3);
+    assert_int_equal(c.data[1], 995);
+    assert_int_equal(c.data[2], 50256);
+    assert_int_equal(r.len, 3);
+    assert_int_equal(r.data[2], 50256);
+    tfm_ids_free(&c);
+    tfm_ids_free(&r);
+    tfm_tok_scratch_free(sc);
+    tfm_chat_data_free(&d);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"{\"prompt\": \"a\", \"chosen\": \"\", \"rejected\": \"b\"}\n", "p.jsonl:1: \"chosen\" is empty"},
+        {"{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"b\"}\n", "p.jsonl:1: \"chosen\" and \"rejected\" are the same"},
+        {"\n{\"prompt\": \"a\", \"chosen\": \"b\"}\n", "p.jsonl:2:"},
+        {"{\"prompt\": \"a\", \"completion\": \"b\"}\n", "unknown key 'completion'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(tfm_chat_read(&d, bad[i].text, strlen(bad[i].text), "p.jsonl", 1, &err),
+                         -1);
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("got '%s', want '%s'", err.msg, bad[i].want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -202,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_read_errors),
         cmocka_unit_test(test_masks),
         cmocka_unit_test(test_template_check),
+        cmocka_unit_test(test_preferences),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

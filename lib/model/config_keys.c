@@ -236,7 +236,7 @@ static const tfm_schema_key lora_keys[] = {
 
 static const tfm_schema_key task_key[] = {
     {"train.task", TFM_SCHEMA_ENUM, 0, "lm", 0, 0,
-     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise|prefix-lm|sft",
+     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise|prefix-lm|sft|dpo",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
      "[SEP]: segments of data.text's documents, or windows of a token file; needs "
      "model.mlm_head and 2 segments), mlm+nsp (and whether B follows A, on model.pooler "
@@ -249,7 +249,9 @@ static const tfm_schema_key task_key[] = {
      "original text the target); decoders: prefix-lm (full attention over a prefix, causal "
      "after, the loss on the rest only; train.prefix_from), sft (instruction tuning on "
      "data.text's JSON Lines, TRL's prompt/completion or messages, the loss on the "
-     "completion's tokens only; the ChatML template)"},
+     "completion's tokens only; the ChatML template), dpo (direct preference optimisation "
+     "on data.text's {prompt, chosen, rejected} JSON Lines against a frozen reference, "
+     "train.beta, train.reference)"},
 };
 
 static const tfm_schema_key prefix_from_key[] = {

@@ -264,12 +264,12 @@ static int load(sft_task *S, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err 
                            "which ends each completion");
     S->pad = sp->pad >= 0 ? (int32_t)sp->pad : (int32_t)sp->eos;
     tfm_chat_data tr = {0}, va = {0};
-    if (tfm_chat_read_file(&tr, cfg->data.text, err) < 0)
+    if (tfm_chat_read_file(&tr, cfg->data.text, 0, err) < 0)
         return -1;
     int rc = -1;
     size_t ntr = tr.n, nva = 0;
     if (cfg->data.val[0]) {
-        if (tfm_chat_read_file(&va, cfg->data.val, err) < 0)
+        if (tfm_chat_read_file(&va, cfg->data.val, 0, err) < 0)
             goto out;
         nva = va.n;
     } else {

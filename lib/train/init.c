@@ -149,7 +149,7 @@ static int task_uses(int t, const char *head)
     if (!strcmp(head, "model.nsp"))
         return nsp;
     if (!strcmp(head, "model.pooler") || !strcmp(head, "model.classes"))
-        return nsp || t == TFM_CONFIG_TASK_CLASSIFY;
+        return nsp || t == TFM_CONFIG_TASK_CLASSIFY || t == TFM_CONFIG_TASK_REWARD;
     if (!strcmp(head, "model.tags"))
         return t == TFM_CONFIG_TASK_TAG;
     return t == TFM_CONFIG_TASK_SPAN;

@@ -288,6 +288,12 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
                            ed ? " (its encoder reads the whole source already: use lm on "
                            "pairs, or span-corruption)" : "");
     int dpo = c->train.task == TFM_CONFIG_TASK_DPO;
+    int rwd = c->train.task == TFM_CONFIG_TASK_REWARD;
+    if (rwd && !dec)
+        return tfm_err_set(err, "train.task reward needs model.kind decoder (its score is read "
+                           "at the answer's last token), not %s", kind);
+    if (rwd && c->data.packing)
+        return tfm_err_set(err, "data.packing with train.task reward: a row is one answer");
     if (!dpo && c->train.reference[0])
         return tfm_err_set(err, "train.reference is for train.task dpo");
     if (dpo && !dec)
@@ -301,8 +307,8 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     if (dpo && c->train.label_smoothing > 0)
         return tfm_err_set(err, "train.label_smoothing with train.task dpo: the loss reads "
                            "the answers' log-probabilities");
-    if (c->train.task == TFM_CONFIG_TASK_SFT || dpo) {
-        const char *tn = dpo ? "dpo" : "sft";
+    if (c->train.task == TFM_CONFIG_TASK_SFT || dpo || rwd) {
+        const char *tn = dpo ? "dpo" : rwd ? "reward" : "sft";
         if (!dec)
             return tfm_err_set(err, "train.task sft needs model.kind decoder (it learns to "
                                "continue a prompt), not %s", kind);

@@ -27,6 +27,8 @@ int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok,
         rc = tfm_task_sft_open(t, cfg, tok, err);
     else if (cfg->train.task == TFM_CONFIG_TASK_DPO)
         rc = tfm_task_dpo_open(t, cfg, tok, err);
+    else if (cfg->train.task == TFM_CONFIG_TASK_REWARD)
+        rc = tfm_task_reward_open(t, cfg, tok, err);
     else if (cfg->model.kind == TFM_KIND_ENCODER_DECODER)
         rc = tfm_task_seq2seq_open(t, cfg, tok, src_tok, err);
     else if (cfg->train.task == TFM_CONFIG_TASK_LM)

@@ -26,6 +26,9 @@
  *   dpo      decoders: direct preference optimisation on prompt, chosen,
  *            rejected JSON Lines against a frozen reference (task_dpo.c;
  *            tfm_task_step).
+ *   reward   decoders: a reward model, the classifier's one output on the
+ *            last token, trained on the same pairs (task_reward.c,
+ *            data/reward.h; tfm_task_step).
  *   sft      decoders: instruction tuning on JSON Lines (data/chat.h), the
  *            loss on the completion tokens only; packed with doc_start
  *            (task_sft.c).

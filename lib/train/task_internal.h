@@ -49,6 +49,8 @@ int tfm_task_spancorrupt_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer 
 int tfm_task_denoise_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_prefixlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
                            tfm_err *err);
+int tfm_task_reward_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
+                         tfm_err *err);
 int tfm_task_dpo_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_sft_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_mlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);

@@ -13,6 +13,8 @@
  * main()s of their own, argv as tfm-eval's. */
 int tfm_eval_metrics_main(int argc, char **argv);
 int tfm_eval_task_main(int argc, char **argv);
+/* reward (eval-reward.c) */
+int tfm_eval_reward_main(int argc, char **argv);
 /* fill (eval-fill.c) */
 int tfm_eval_fill_main(int argc, char **argv);
 

@@ -40,6 +40,8 @@ static void __attribute__((noreturn)) usage(void)
            "  classify, tag, span  predictions of a fine-tuned model, and their metrics\n"
            "               when the input has gold labels (see %s classify --help)\n"
            "  fill         an encoder's top-k tokens for each [MASK] (see %s fill --help)\n"
+           "  reward       a reward model's scores of preference pairs (and their\n"
+           "               accuracy) or of answers (see %s reward --help)\n"
            "  info         what the model file is: kind, configuration, parameters,\n"
            "               training step, tokenizer, checksum (key<TAB>value lines)\n"
            "\n"
@@ -78,7 +80,7 @@ static void __attribute__((noreturn)) usage(void)
            "\n"
            "Log base e: cross-entropy is in nats per token; bits per byte = total\n"
            "nats / ln 2 / bytes.  Exit status: 0 success, 1 failure, 2 usage.\n",
-           prog, prog, prog, prog);
+           prog, prog, prog, prog, prog);
     exit(0);
 }
 
@@ -672,6 +674,8 @@ static int other_command(int argc, char **argv)
             return 1;
         if (!strcmp(s, "fill"))
             return 3;
+        if (!strcmp(s, "reward"))
+            return 4;
         return !strcmp(s, "classify") || !strcmp(s, "tag") || !strcmp(s, "span") ? 2 : 0;
     }
     return 0;
@@ -688,6 +692,8 @@ int main(int argc, char **argv)
         return tfm_eval_task_main(argc, argv);
     if (other == 3)
         return tfm_eval_fill_main(argc, argv);
+    if (other == 4)
+        return tfm_eval_reward_main(argc, argv);
     app a = {.input = "-", .bos = 1, .seed = 1234};
     long batch = 0, threads = 0;
     int c;
@@ -718,13 +724,13 @@ int main(int argc, char **argv)
      * or after the command */
     if (optind >= argc)
         tfm_usage_error(prog, "missing command: perplexity, choice, lastword, info, score, "
-                        "bleu, chrf, text, classify, tag, span or fill");
+                        "bleu, chrf, text, classify, tag, span, reward or fill");
     const char *cmd = argv[optind++];
     int which = !strcmp(cmd, "perplexity") ? 0 : !strcmp(cmd, "choice") ? 1
               : !strcmp(cmd, "lastword") ? 2 : !strcmp(cmd, "info") ? 3 : -1;
     if (which < 0)
         tfm_usage_error(prog, "unknown command '%s' (perplexity, choice, lastword, info, "
-                        "score, bleu, chrf, text, classify, tag, span, fill)", cmd);
+                        "score, bleu, chrf, text, classify, tag, span, reward, fill)", cmd);
     if (!a.model_path)
         tfm_usage_error(prog, "missing -m MODEL");
     if (optind < argc)

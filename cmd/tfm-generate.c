@@ -15,6 +15,7 @@
 #include "base/file.h"
 #include "base/opt.h"
 #include "base/rng.h"
+#include "data/chat.h"
 #include "infer/generate.h"
 #include "infer/translate.h"
 #include "model/forward.h"
@@ -40,6 +41,9 @@ static void __attribute__((noreturn)) usage(void)
            "      --prompt-file F    one prompt per line from F ('-': stdin)\n"
            "      --raw              all of the input is one prompt (newlines included)\n"
            "      --ids              prompts and output are token ids separated by spaces\n"
+           "      --chat             each prompt is a user message in the ChatML template\n"
+           "                         train.task sft applies, the answer the assistant's;\n"
+           "                         generation also stops at <|im_end|>\n"
            "      --json             one JSON object per prompt: prompt, text, ids,\n"
            "                         logprobs, finish_reason, timings\n"
            "  -z, --null             end each text with a NUL byte instead of a newline, so\n"
@@ -104,7 +108,7 @@ enum {
     OPT_BEAM, OPT_LENPEN, OPT_NBEST, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP,
     OPT_REPEAT, OPT_REPEAT_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_THREADS, OPT_Q8_GEMM,
     OPT_VERSION, OPT_NO_CACHE, OPT_PROFILE, OPT_BF16, OPT_Q8, OPT_MAX_LEN_A, OPT_MAX_LEN_B,
-    OPT_LENPEN_STYLE, OPT_TRUNCATE, OPT_ADAPTER, OPT_TASK_PREFIX, OPT_SPLIT_SPECIAL,
+    OPT_LENPEN_STYLE, OPT_TRUNCATE, OPT_ADAPTER, OPT_TASK_PREFIX, OPT_SPLIT_SPECIAL, OPT_CHAT,
 };
 
 static const struct option long_opts[] = {
@@ -113,6 +117,7 @@ static const struct option long_opts[] = {
     {"prompt-file", required_argument, 0, OPT_PROMPT_FILE},
     {"raw", no_argument, 0, OPT_RAW},
     {"ids", no_argument, 0, OPT_IDS},
+    {"chat", no_argument, 0, OPT_CHAT},
     {"json", no_argument, 0, OPT_JSON},
     {"null", no_argument, 0, 'z'},
     {"batch", required_argument, 0, OPT_BATCH},
@@ -158,6 +163,7 @@ typedef struct app {
     tfm_gen gen;
     /* encoder-decoders */
     int encdec, nbest_tsv, truncate, split_special;
+    int chat;                     /* --chat: prompts rendered by data/chat.h */
     tfm_lm_sources src;           /* how text becomes sources (infer/translate.h) */
     size_t n_cut, cut_tokens;     /* sources cut to the encoder's context */
     tfm_buf prefix;               /* the task prefix of every source */
@@ -173,7 +179,15 @@ static int encode_prompt(app *a, const char *text, size_t len, tfm_ids *out,
                         .src_eos = a->src.eos, .prefix = a->prefix.data,
                         .prefix_len = a->prefix.len, .split_special = a->split_special};
     size_t cut = 0;
-    if (tfm_gen_prompt_ids(&a->lm, &p, text, len, where, out, &cut, err) < 0)
+    tfm_buf chat = {0};
+    if (a->chat) {
+        tfm_chat_render_prompt(text, len, &chat);
+        text = chat.data;
+        len = chat.len;
+    }
+    int rc = tfm_gen_prompt_ids(&a->lm, &p, text, len, where, out, &cut, err);
+    tfm_buf_free(&chat);
+    if (rc < 0)
         return -1;
     if (cut) {
         a->n_cut++;
@@ -361,6 +375,7 @@ int main(int argc, char **argv)
         case OPT_PROMPT_FILE: prompt_file = optarg; break;
         case OPT_RAW: raw = 1; break;
         case OPT_IDS: a.ids_mode = 1; break;
+        case OPT_CHAT: a.chat = 1; break;
         case OPT_JSON: a.json = 1; break;
         case OPT_BATCH: batch = (int)tfm_opt_long(prog, "--batch", optarg, 1, 256); break;
         case OPT_GREEDY: greedy = 1; break;
@@ -518,6 +533,15 @@ int main(int argc, char **argv)
     }
     if (o.strategy == TFM_GEN_SAMPLE && o.sample.temperature == 0)
         o.strategy = TFM_GEN_GREEDY;
+    if (a.chat) {
+        if (a.ids_mode || a.encdec)
+            tfm_usage_error(prog, "--chat renders text prompts for a decoder, not %s",
+                            a.ids_mode ? "--ids" : "an encoder-decoder's sources");
+        if (tfm_chat_template_check(model, &err) < 0)
+            tfm_die(prog, &err);
+        stops = tfm_realloc(stops, sizeof *stops * (n_stops + 1));
+        stops[n_stops++] = "<|im_end|>";
+    }
     o.stops = stops;
     o.n_stops = n_stops;
     if (tfm_model_unchecked(model))

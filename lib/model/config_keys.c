@@ -240,7 +240,7 @@ static const tfm_schema_key lora_keys[] = {
 
 static const tfm_schema_key task_key[] = {
     {"train.task", TFM_SCHEMA_ENUM, 0, "lm", 0, 0,
-     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise|prefix-lm",
+     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise|prefix-lm|sft|dpo|reward",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
      "[SEP]: segments of data.text's documents, or windows of a token file; needs "
      "model.mlm_head and 2 segments), mlm+nsp (and whether B follows A, on model.pooler "
@@ -251,7 +251,13 @@ static const tfm_schema_key task_key[] = {
      "spelling them out; train.noise), denoise (BART's pre-training: data.text with its "
      "sentences shuffled and Poisson spans each replaced by one <mask> in the source, the "
      "original text the target); decoders: prefix-lm (full attention over a prefix, causal "
-     "after, the loss on the rest only; train.prefix_from)"},
+     "after, the loss on the rest only; train.prefix_from), sft (instruction tuning on "
+     "data.text's JSON Lines, TRL's prompt/completion or messages, the loss on the "
+     "completion's tokens only; the ChatML template), dpo (direct preference optimisation "
+     "on data.text's {prompt, chosen, rejected} JSON Lines against a frozen reference, "
+     "train.beta, train.reference), reward (a reward model: the classifier's one output "
+     "on the last token, trained on the same pairs with -log sigmoid(r_chosen - "
+     "r_rejected))"},
 };
 
 static const tfm_schema_key prefix_from_key[] = {

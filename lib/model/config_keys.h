@@ -88,6 +88,9 @@ typedef enum tfm_config_task {
     TFM_CONFIG_TASK_SPAN_CORRUPTION,
     TFM_CONFIG_TASK_DENOISE,
     TFM_CONFIG_TASK_PREFIX_LM,
+    TFM_CONFIG_TASK_SFT,
+    TFM_CONFIG_TASK_DPO,
+    TFM_CONFIG_TASK_REWARD,
 } tfm_config_task;
 typedef enum tfm_config_prefix_from {
     TFM_CONFIG_PREFIX_RANDOM,

@@ -206,6 +206,8 @@ static void backward(void *acts, tfm_model *m, const float *final, float *dfinal
         return;
     if (K >= 2) {
         tfm_crossentropy_backward(a->z, a->lse, a->labels, B, K, 0.0f, f);
+    } else if (m->rows_grad && m->rows_head == TFM_HEAD_CLASS) {
+        memcpy(a->z, m->rows_grad, (size_t)B * sizeof *a->z); /* tfm_model_backward_rows */
     } else {
         for (int b = 0; b < B; b++)
             a->z[b] = 2.0f * (a->z[b] - a->values[b]) * f;

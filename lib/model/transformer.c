@@ -1742,8 +1742,14 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
                                         : param_ptr(m, P, "lm_head.weight");
         float *dhead = c->tie_embeddings ? param_ptr(m, G, "wte.weight")
                                          : param_ptr(m, G, "lm_head.weight");
+        int rows = m->rows_grad && m->rows_head == TFM_HEAD_LM;
         tfm_crossentropy_backward(a->logits, a->lse, a->lm_tgt, R, V, c->label_smoothing,
-                                  f[TFM_HEAD_LM]);
+                                  rows ? 1.0f : f[TFM_HEAD_LM]);
+        for (int r = 0; rows && r < R; r++) { /* each row's own factor */
+            float *g = a->logits + (size_t)r * V, w = m->rows_grad[r / m->T];
+            for (int i = 0; i < V; i++)
+                g[i] *= w;
+        }
         /* logits = s·x·headᵀ (+ bias) */
         const float hs = tfm_head_scale(c);
         if (dhead) /* NULL: frozen */
@@ -2087,6 +2093,23 @@ void tfm_model_backward_heads(tfm_model *m, const float f[TFM_HEAD_N])
     grads_final(m, 0);
     /* the logits now hold their gradient */
     a->have_targets = 0;
+}
+
+const float *tfm_model_lm_losses(const tfm_model *m)
+{
+    const tfm_model_acts *a = m->acts;
+    return a && a->lm_tgt && a->lm_rows == m->B * m->T ? a->losses : NULL;
+}
+
+void tfm_model_backward_rows(tfm_model *m, tfm_head h, const float *w)
+{
+    TFM_ASSERT(m->acts && (h == TFM_HEAD_CLASS || tfm_model_lm_losses(m)));
+    float f[TFM_HEAD_N] = {0};
+    f[h] = 1.0f;
+    m->rows_grad = w;
+    m->rows_head = h;
+    tfm_model_backward_heads(m, f);
+    m->rows_grad = NULL;
 }
 
 void tfm_model_backward(tfm_model *m, float scale)

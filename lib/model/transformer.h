@@ -436,6 +436,10 @@ typedef struct tfm_model {
      * replicas' gradients through this hook, and hands the caller's on.) */
     tfm_grads_ready_fn grads_ready;
     void *grads_ready_ctx;
+    /* During tfm_model_backward_rows only: its head and row factors (the
+     * heads' backward reads them); NULL otherwise. */
+    const float *rows_grad;
+    tfm_head rows_head;
 } tfm_model;
 
 /* Allocates params (zeroed) and grads (zeroed: pages from the kernel, so
@@ -535,6 +539,22 @@ float *tfm_model_logits(tfm_model *m);
  * TFM_HEAD_SPAN [B·T, 2] (start, end).  NULL when the head did not run.
  * Valid as tfm_model_logits's. */
 const float *tfm_model_head_out(const tfm_model *m, tfm_head h, int *rows, int *cols);
+
+/* The LM loss of each position of the last forward, −log p(target), 0
+ * where the target was −1 ([B·T]; NULL when the LM head had no targets or
+ * ran through the MLM transform).  Valid as tfm_model_logits's. */
+const float *tfm_model_lm_losses(const tfm_model *m);
+
+/* Backward of the last forward for a loss over whole rows that the caller
+ * computed from it (DPO's over the rows' summed log-probabilities, a
+ * reward model's over its scores): w[b] is d(loss)/d(row b's quantity),
+ * which for h TFM_HEAD_LM is the sum of the row's LM losses (the
+ * tfm_model_lm_losses of its targets) and for TFM_HEAD_CLASS, with one
+ * classifier output, the row's output.  The other heads add nothing.
+ * grads += the gradient.  The last forward must have had the head's
+ * targets (a classifier's: values, whose loss is ignored); decoders'
+ * LM head without a transform. */
+void tfm_model_backward_rows(tfm_model *m, tfm_head h, const float *w);
 
 /* Sets every gradient to 0. */
 void tfm_model_zero_grad(tfm_model *m);

@@ -151,7 +151,7 @@ static int task_uses(int t, const char *head)
         return nsp;
     if (!strcmp(head, "model.pooler") || !strcmp(head, "model.pooling") ||
         !strcmp(head, "model.classes"))
-        return nsp || t == TFM_CONFIG_TASK_CLASSIFY;
+        return nsp || t == TFM_CONFIG_TASK_CLASSIFY || t == TFM_CONFIG_TASK_REWARD;
     if (!strcmp(head, "model.tags"))
         return t == TFM_CONFIG_TASK_TAG;
     return t == TFM_CONFIG_TASK_SPAN;

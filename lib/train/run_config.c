@@ -130,6 +130,11 @@ static const tfm_schema_key run_keys_2[] = {
     {"train.whole_word_mask", TFM_SCHEMA_BOOL, OFF(train.whole_word_mask), "false", 0, 0, NULL,
      "mlm: choose whole words (a WordPiece token and its ## continuations; for BPE, from a "
      "token that starts with a space to the next), not single tokens; needs data.tokenizer"},
+    {"train.beta", TFM_SCHEMA_FLOAT, OFF(train.beta), "0.1", 1e-6, 1e6, NULL,
+     "dpo: β, how far the policy may move from the reference (TRL's default 0.1)"},
+    {"train.reference", TFM_SCHEMA_STRING, OFF(train.reference), "", 0, 0, NULL,
+     "dpo: the frozen reference model (a model file or folder of the policy's "
+     "architecture); empty: train.init"},
     {"train.lm_weight", TFM_SCHEMA_FLOAT, OFF(train.lm_weight), "0.5", 0, 100, NULL,
      "classify on a decoder: the weight of the language-model loss on the examples' text "
      "added to the classifier's (GPT's lambda); 0: none"},
@@ -282,6 +287,39 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
                            "over a prefix of a causal stack), not %s%s", kind,
                            ed ? " (its encoder reads the whole source already: use lm on "
                            "pairs, or span-corruption)" : "");
+    int dpo = c->train.task == TFM_CONFIG_TASK_DPO;
+    int rwd = c->train.task == TFM_CONFIG_TASK_REWARD;
+    if (rwd && !dec)
+        return tfm_err_set(err, "train.task reward needs model.kind decoder (its score is read "
+                           "at the answer's last token), not %s", kind);
+    if (rwd && c->data.packing)
+        return tfm_err_set(err, "data.packing with train.task reward: a row is one answer");
+    if (!dpo && c->train.reference[0])
+        return tfm_err_set(err, "train.reference is for train.task dpo");
+    if (dpo && !dec)
+        return tfm_err_set(err, "train.task dpo needs model.kind decoder (it scores answers "
+                           "by their log-probabilities), not %s", kind);
+    if (dpo && !c->train.init[0])
+        return tfm_err_set(err, "train.task dpo needs train.init: the model to align, and its "
+                           "reference unless train.reference names one");
+    if (dpo && c->data.packing)
+        return tfm_err_set(err, "data.packing with train.task dpo: a row is one answer");
+    if (dpo && c->train.label_smoothing > 0)
+        return tfm_err_set(err, "train.label_smoothing with train.task dpo: the loss reads "
+                           "the answers' log-probabilities");
+    if (c->train.task == TFM_CONFIG_TASK_SFT || dpo || rwd) {
+        const char *tn = dpo ? "dpo" : rwd ? "reward" : "sft";
+        if (!dec)
+            return tfm_err_set(err, "train.task sft needs model.kind decoder (it learns to "
+                               "continue a prompt), not %s", kind);
+        if (c->data.train[0] || !c->data.text[0])
+            return tfm_err_set(err, "train.task %s reads JSON Lines examples from data.text "
+                               "(and data.val)%s", tn, c->data.train[0] ? ", not token ids "
+                               "(data.train)" : ": set data.text");
+        if (!c->data.tokenizer[0] && !c->train.init[0])
+            return tfm_err_set(err, "train.task %s needs a tokenizer: data.tokenizer, or "
+                               "train.init's", tn);
+    }
     if (plm && c->data.packing)
         return tfm_err_set(err, "data.packing with train.task prefix-lm: a row is one prefix "
                                 "and its continuation, not packed documents");

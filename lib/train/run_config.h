@@ -102,6 +102,8 @@ typedef struct tfm_config {
         int permute_sentences;
         int prefix_from;        /* prefix-lm: tfm_config_prefix_from */
         double lm_weight;       /* classify, decoders: the LM loss's weight */
+        double beta;            /* dpo: β */
+        char reference[TFM_CONFIG_PATH_MAX]; /* dpo: the reference; "" train.init */
         double class_balance;   /* classify: draw ∝ class count^-q */
         tfm_lora_keys lora;     /* model/config_keys.h */
     } train;

@@ -23,6 +23,12 @@ int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok,
         rc = tfm_task_denoise_open(t, cfg, tok, err);
     else if (cfg->train.task == TFM_CONFIG_TASK_PREFIX_LM)
         rc = tfm_task_prefixlm_open(t, cfg, tok, err);
+    else if (cfg->train.task == TFM_CONFIG_TASK_SFT)
+        rc = tfm_task_sft_open(t, cfg, tok, err);
+    else if (cfg->train.task == TFM_CONFIG_TASK_DPO)
+        rc = tfm_task_dpo_open(t, cfg, tok, err);
+    else if (cfg->train.task == TFM_CONFIG_TASK_REWARD)
+        rc = tfm_task_reward_open(t, cfg, tok, err);
     else if (cfg->model.kind == TFM_KIND_ENCODER_DECODER)
         rc = tfm_task_seq2seq_open(t, cfg, tok, src_tok, err);
     else if (cfg->train.task == TFM_CONFIG_TASK_LM)
@@ -81,6 +87,17 @@ int tfm_task_metric_higher_better(const char *name)
 {
     size_t n = strlen(name);
     return !(n >= 4 && !strcmp(name + n - 4, "loss"));
+}
+
+int tfm_task_has_step(const tfm_task *t)
+{
+    return t->ops->step != NULL;
+}
+
+int tfm_task_step(tfm_task *t, tfm_model *m, const tfm_batch *b, float scale, float *loss,
+                  tfm_err *err)
+{
+    return t->ops->step(t->impl, m, b, scale, loss, err);
 }
 
 int tfm_task_has_val(const tfm_task *t)

@@ -23,6 +23,15 @@
  *   prefix-lm  decoders: full attention over a prefix, the loss on the rest:
  *            random splits of a token stream, or input<TAB>target pairs
  *            (task_prefixlm.c; the batch's prefix_len).
+ *   dpo      decoders: direct preference optimisation on prompt, chosen,
+ *            rejected JSON Lines against a frozen reference (task_dpo.c;
+ *            tfm_task_step).
+ *   reward   decoders: a reward model, the classifier's one output on the
+ *            last token, trained on the same pairs (task_reward.c,
+ *            data/reward.h; tfm_task_step).
+ *   sft      decoders: instruction tuning on JSON Lines (data/chat.h), the
+ *            loss on the completion tokens only; packed with doc_start
+ *            (task_sft.c).
  *   mlm      encoders (train.task mlm, mlm+nsp): BERT's masked tokens (and
  *            next-sentence labels) in [CLS] A [SEP] B [SEP]: segments of
  *            text documents (train/data.h tfm_docs) or windows of a token
@@ -110,6 +119,15 @@ typedef int (*tfm_translate_fn)(const tfm_model_config *cfg, const tfm_weights *
  * other tasks ignore it.  Without one, such a task's evaluation is an
  * error. */
 void tfm_task_set_translate(tfm_task *t, tfm_translate_fn translate);
+
+/* Whether the task computes each batch's loss and gradients itself (dpo:
+ * a loss that couples rows, on the whole batch in one model, never split
+ * among replicas or ranks), and that computation: grads += scale ·
+ * d(loss)/d(params) of the batch tfm_task_next gave last, *loss its loss.
+ * The loop runs the model's own forward and backward for the others. */
+int tfm_task_has_step(const tfm_task *t);
+int tfm_task_step(tfm_task *t, tfm_model *m, const tfm_batch *b, float scale, float *loss,
+                  tfm_err *err);
 
 /* Whether there is validation data. */
 int tfm_task_has_val(const tfm_task *t);

@@ -19,6 +19,10 @@ typedef struct tfm_task_ops {
     const char *(*meta)(void *impl);
     /* optional: takes the translator (task.h tfm_task_set_translate) */
     void (*set_translate)(void *impl, tfm_translate_fn translate);
+    /* optional: the batch's loss and gradients computed by the task (task.h
+     * tfm_task_step) */
+    int (*step)(void *impl, tfm_model *m, const tfm_batch *b, float scale, float *loss,
+                tfm_err *err);
 } tfm_task_ops;
 
 struct tfm_task {
@@ -45,6 +49,10 @@ int tfm_task_spancorrupt_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer 
 int tfm_task_denoise_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_prefixlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
                            tfm_err *err);
+int tfm_task_reward_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
+                         tfm_err *err);
+int tfm_task_dpo_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+int tfm_task_sft_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_mlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_classify_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_tag_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);

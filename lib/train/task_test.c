@@ -2,7 +2,7 @@
  * (BOS + target in, target + EOS out, source + EOS, padding masked or
  * ignored), token budgets kept, every pair reachable, and the same rng
  * giving the same batches.  Classification's draws by class
- * (train.class_balance). */
+ * (train.class_balance).  SFT's rows, plain and packed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -252,12 +252,97 @@ static void test_class_balance(void **state)
     assert_non_null(strstr(err.msg, "class_balance"));
 }
 
+/* train.task sft: each row (or each packed example, its own document) is
+ * prompt + completion + end-of-text with targets on the completion and
+ * the end-of-text only, a contiguous tail of the document. */
+static void check_sft(const tfm_batch *b, size_t n_tokens, int packed)
+{
+    const tfm_tok_specials *sp = tfm_tokenizer_specials(tok);
+    size_t count = 0;
+    for (int i = 0; i < b->B; i++) {
+        const int32_t *x = b->inputs + (size_t)i * b->T, *y = b->targets + (size_t)i * b->T;
+        const int *d = packed ? b->doc_start + (size_t)i * b->T : NULL;
+        int start = 0;
+        while (start < b->T) {
+            int end = start + 1; /* the document [start, end) */
+            while (end < b->T && (packed ? d[end] == start : 1))
+                end++;
+            int first = start;
+            while (first < end && y[first] < 0)
+                first++;
+            if (first < end) {
+                /* the targets: x shifted, on to the end-of-text that ends it */
+                int last = first;
+                while (last < end && y[last] >= 0)
+                    last++;
+                assert_int_equal(y[last - 1], sp->eos);
+                for (int t = first; t < last - 1; t++)
+                    assert_int_equal(y[t], x[t + 1]);
+                for (int t = last; t < end; t++)
+                    assert_int_equal(y[t], -1);
+                for (int t = start; t < last; t++)
+                    assert_true(x[t] > 2); /* letters, no padding inside */
+                count += (size_t)(last - first);
+            }
+            if (!packed)
+                break;
+            start = end;
+        }
+    }
+    assert_int_equal(count, n_tokens);
+}
+
+static void test_sft(void **state)
+{
+    (void)state;
+    char path[80];
+    snprintf(path, sizeof path, "%s/s.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 12; i++) {
+        char p[16], c[16];
+        word(p, 1 + i % 3, i);
+        word(c, 1 + i % 4, i + 1);
+        fprintf(f, "{\"prompt\": \"%s\", \"completion\": \"%s\"}\n", p, c);
+    }
+    fclose(f);
+    for (int packing = 0; packing < 2; packing++) {
+        tfm_config c;
+        tfm_config_defaults(&c);
+        c.model.block_size = 16;
+        snprintf(c.data.text, sizeof c.data.text, "%s", path);
+        snprintf(c.data.tokenizer, sizeof c.data.tokenizer, "chars");
+        c.data.val_fraction = 0.25;
+        c.data.packing = packing;
+        c.train.batch_size = 3;
+        c.train.task = TFM_CONFIG_TASK_SFT;
+        tfm_task *t;
+        tfm_err err = {0};
+        if (tfm_task_open(&t, &c, tok, NULL, &err) < 0)
+            fail_msg("%s", err.msg);
+        assert_string_equal(tfm_task_name(t), "sft");
+        assert_true(tfm_task_has_val(t));
+        tfm_rng r;
+        tfm_rng_seed(&r, 3);
+        for (int k = 0; k < 20; k++) {
+            tfm_batch b;
+            size_t n;
+            assert_int_equal(tfm_task_next(t, &r, &b, &n, &err), 0);
+            assert_true(packing ? b.doc_start != NULL && b.T == 16 : b.doc_start == NULL);
+            check_sft(&b, n, packing);
+        }
+        tfm_task_free(t);
+    }
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_pairs),
         cmocka_unit_test(test_token_budget),
         cmocka_unit_test(test_class_balance),
+        cmocka_unit_test(test_sft),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -611,6 +611,12 @@ static void dump_row(tfm_buf *out, const tfm_tokenizer *tok, const tfm_batch *b,
     dump_ids(out, tok, "target_ids", "target", tg, n_tg, text, scratch);
     if (b->prefix_len) /* prefix-lm: the inputs below it see each other */
         tfm_buf_printf(out, ", \"prefix_len\": %d", b->prefix_len[r]);
+    if (b->doc_start) { /* packing: each position's document start */
+        tfm_buf_puts(out, ", \"doc_start\": [");
+        for (int t = 0; t < n_in; t++)
+            tfm_buf_printf(out, t ? ", %d" : "%d", b->doc_start[(size_t)r * b->T + t]);
+        tfm_buf_putc(out, ']');
+    }
     tfm_buf_puts(out, "}\n");
 }
 
@@ -743,6 +749,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
     if (init_tok) {
         tfm_tokenizer_free(init_tok);
         init_tok = NULL;
+    }
+    if (nr > 1 && tfm_task_has_step(R->task)) {
+        tfm_err_set(err, "train.task %s computes its loss over whole batches in one process: "
+                         "run it without MPI ranks", tfm_task_name(R->task));
+        goto out;
     }
     const char *mnames[TFM_TASK_METRICS_MAX];
     const int n_metrics = tfm_task_metrics(R->task, mnames);
@@ -1005,9 +1016,11 @@ int tfm_train_run(const tfm_config *c, const tfm_train_opts *o, tfm_train_result
             /* a token-budget batch of fewer pairs than ranks leaves some
              * ranks without rows: they add nothing (and start every bucket
              * in the wait below) */
-            int fb = batch.B > 0 ? tfm_replicas_forward_backward(&R->reps, &batch,
-                                                                 1.0f / (float)accum, &l, err)
-                                 : 0;
+            int fb = batch.B <= 0 ? 0
+                     : tfm_task_has_step(R->task)
+                         ? tfm_task_step(R->task, &R->m, &batch, 1.0f / (float)accum, &l, err)
+                         : tfm_replicas_forward_backward(&R->reps, &batch, 1.0f / (float)accum,
+                                                         &l, err);
             R->m.grads_ready = NULL;
             if (fb < 0)
                 goto out_log;

@@ -18,7 +18,11 @@ size, n_enc_layer != n_layer, source padding (src_lengths) or none, S
 above, equal to and below T; the heads (BERT's MLM head with NSP on the
 pooler, regression, classifier, tagger, span, all at once; a decoder's
 classifier on its last token with 0.5·LM); heads whose total width
-n_head·head_dim is not n_embd (model.head_dim), wider and narrower.  1 or 2
+n_head·head_dim is not n_embd (model.head_dim), wider and narrower;
+grouped-query and multi-query attention (model.n_kv_head: k and v of fewer
+heads, each shared by a group of query heads, written here with
+repeat_interleave), in decoders, encoders and both attentions of
+encoder-decoders.  1 or 2
 threads, BLIS or fused attention (fused needs heads of 16).
 
 The encoder-decoder reference is also checked on its own, without tfm
@@ -55,12 +59,12 @@ DUMP = os.path.join(BUILD, "tests", "model_dump")
 # lengths.
 ALL_FEATURES = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5",
                 "d_ff", "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads",
-                "rmsnorm", "geglu", "swiglu", "unscaled", "head_dim"}
+                "rmsnorm", "geglu", "swiglu", "unscaled", "head_dim", "kv_heads"}
 # Every feature is on main: encdec since the encoder-decoder kind, the rest
 # since the merge of nn/attention's masks and biases (940149d).
 EXPECTED = {"decoder", "encoder", "encdec", "learned", "sinusoidal", "rope", "alibi", "t5", "d_ff",
             "segments", "emb_norm", "emb_scale", "prefix", "docs", "lengths", "heads",
-            "rmsnorm", "geglu", "swiglu", "unscaled", "head_dim"}
+            "rmsnorm", "geglu", "swiglu", "unscaled", "head_dim", "kv_heads"}
 
 # The configuration schema's defaults for the keys added with the general
 # model: config.yaml leaves them out when a case keeps them, so that cases
@@ -69,7 +73,8 @@ NEW_KEY_DEFAULTS = dict(kind="decoder", positions="learned", d_ff=0, rope_base=1
                         t5_buckets=32, t5_max_distance=128, segments=0, emb_norm=False,
                         emb_scale=False, n_enc_layer=0, tie_source=True, src_vocab_size=0,
                         mlm_head=False, pooler=False, classes=0, nsp=False, tags=0, span=False,
-                        norm_type="layernorm", ffn="plain", attn_scale=True, head_dim=0)
+                        norm_type="layernorm", ffn="plain", attn_scale=True, head_dim=0,
+                        n_kv_head=0)
 ACTS = {"gelu": lambda t: F.gelu(t, approximate="tanh"), "gelu_exact": F.gelu,
         "relu": F.relu}
 GATES = {"geglu": lambda t: F.gelu(t, approximate="tanh"), "swiglu": F.silu}
@@ -87,8 +92,18 @@ def head_size(cfg):
 
 
 def attn_width(cfg):
-    """D = n_head·HS, the width of q, k, v (n_embd unless head_dim says)."""
+    """D = n_head·HS, the width of q (n_embd unless head_dim says)."""
     return cfg["n_head"] * head_size(cfg)
+
+
+def kv_heads(cfg):
+    """NKV: n_kv_head, 0 meaning n_head."""
+    return cfg["n_kv_head"] if cfg["n_kv_head"] > 0 else cfg["n_head"]
+
+
+def kv_width(cfg):
+    """K = NKV·HS, the width of k and of v."""
+    return kv_heads(cfg) * head_size(cfg)
 
 
 def enc_layers(cfg):
@@ -104,15 +119,15 @@ def src_vocab(cfg):
 def block_table(cfg, h, cross):
     """One block's tensors under the prefix h ("h.3.", "enc.h.0."); cross:
     with the cross-attention sublayer (an encoder-decoder's decoder)."""
-    C, Fw, D = cfg["n_embd"], ff_width(cfg), attn_width(cfg)
+    C, Fw, D, K = cfg["n_embd"], ff_width(cfg), attn_width(cfg), kv_width(cfg)
 
     def linear(name, n_in, n_out):
         return [(h + name + ".weight", (n_in, n_out))] + \
                ([(h + name + ".bias", (n_out,))] if cfg["bias"] else [])
     norm = lambda name: norm_table(cfg, h + name)
-    t = norm("ln_1") + linear("attn.c_attn", C, 3 * D) + linear("attn.c_proj", D, C)
+    t = norm("ln_1") + linear("attn.c_attn", C, D + 2 * K) + linear("attn.c_proj", D, C)
     if cross:
-        t += norm("ln_x") + linear("xattn.c_q", C, D) + linear("xattn.c_kv", C, 2 * D) + \
+        t += norm("ln_x") + linear("xattn.c_q", C, D) + linear("xattn.c_kv", C, 2 * K) + \
              linear("xattn.c_proj", D, C)
     # a gated feed-forward: the gate wi_0 and the linear input wi_1
     fc = linear("mlp.c_fc", C, Fw) if cfg["ffn"] == "plain" else \
@@ -232,7 +247,7 @@ def torch_stack(cfg, P):
     """The pieces of the documented model over the parameters P, as
     functions: (embed, position_bias, rotation, blocks, ln)."""
     NH, C = cfg["n_head"], cfg["n_embd"]
-    HS, D = head_size(cfg), attn_width(cfg)
+    HS, D, NKV, K = head_size(cfg), attn_width(cfg), kv_heads(cfg), kv_width(cfg)
     pos_kind = cfg["positions"]
     act = ACTS[cfg["activation"]]
     def ln(t, n):
@@ -286,13 +301,16 @@ def torch_stack(cfg, P):
         return rope
 
     def attention(q, k, v, allowed, bias, rope):
-        """q [B, Tq, D], k and v [B, Tk, D]; allowed [B, 1, Tq or 1, Tk]."""
+        """q [B, Tq, D], k and v [B, Tk, K]; allowed [B, 1, Tq or 1, Tk].
+        Query head h reads key/value head h // (NH / NKV)."""
         B, Tq, Tk = q.shape[0], q.shape[1], k.shape[1]
         q = q.view(B, Tq, NH, HS).transpose(1, 2)
-        k = k.view(B, Tk, NH, HS).transpose(1, 2)
-        v = v.view(B, Tk, NH, HS).transpose(1, 2)
+        k = k.view(B, Tk, NKV, HS).transpose(1, 2)
+        v = v.view(B, Tk, NKV, HS).transpose(1, 2)
         if rope is not None:
             q, k = rope(q), rope(k)
+        k = k.repeat_interleave(NH // NKV, dim=1)
+        v = v.repeat_interleave(NH // NKV, dim=1)
         s = q @ k.transpose(-2, -1)
         if cfg["attn_scale"]:
             s = s / HS ** 0.5
@@ -308,11 +326,11 @@ def torch_stack(cfg, P):
             b = f"{pre}h.{i}."
 
             def self_attn(t):
-                q, k, v = lin(t, b + "attn.c_attn").split(D, dim=2)
+                q, k, v = lin(t, b + "attn.c_attn").split([D, K, K], dim=2)
                 return lin(attention(q, k, v, allowed, bias, rope), b + "attn.c_proj")
 
             def cross_attn(t):
-                k, v = lin(memory, b + "xattn.c_kv").split(D, dim=2)
+                k, v = lin(memory, b + "xattn.c_kv").split(K, dim=2)
                 o = attention(lin(t, b + "xattn.c_q"), k, v, mem_allowed, None, None)
                 return lin(o, b + "xattn.c_proj")
 
@@ -510,6 +528,8 @@ def features(cfg, batch):
         f.add("unscaled")
     if cfg["head_dim"]:
         f.add("head_dim")
+    if cfg["n_kv_head"]:
+        f.add("kv_heads")
     for k, name in (("prefix_len", "prefix"), ("doc_start", "docs"), ("lengths", "lengths")):
         if batch.get(k) is not None:
             f.add(name)
@@ -661,7 +681,7 @@ BASE = dict(kind="decoder", positions="learned", n_layer=2, n_head=2, n_embd=16,
             t5_max_distance=12, segments=0, emb_norm=False, emb_scale=False, n_enc_layer=0,
             tie_source=True, src_vocab_size=0, mlm_head=False, pooler=False, classes=0,
             nsp=False, tags=0, span=False, norm_type="layernorm", ffn="plain", attn_scale=True,
-            head_dim=0)
+            head_dim=0, n_kv_head=0)
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "t5")
 VARIANTS = ((1, "blas"), (2, "blas"), (1, "fused"), (2, "fused"))
 
@@ -1042,6 +1062,28 @@ def cases():
         ("decoder t5 head_dim 16 x 3 heads over 32 prefix-LM",
          dict(BASE, positions="t5", n_embd=32, n_head=3, head_dim=16), "prefix", 2, 9, False,
          VARIANTS[2:]),
+    ]
+    # grouped-query (2 key/value heads under 4) and multi-query (1) attention,
+    # heads of 16 for the fused path too; RoPE rotates the narrower k
+    out += [
+        ("decoder rope GQA 4 heads over 2 kv heads", dict(BASE, positions="rope", n_embd=64,
+                                                           n_head=4, n_kv_head=2, block_size=20),
+         "plain", 2, 17, True, VARIANTS),
+        ("decoder learned MQA 4 heads over 1 kv head post-LN untied",
+         dict(BASE, n_head=4, n_kv_head=1, norm="post", tie=False), "plain", 3, 9, False,
+         VARIANTS[:2]),
+        ("decoder alibi GQA prefix-LM", dict(BASE, positions="alibi", n_embd=64, n_head=4,
+                                             n_kv_head=2), "prefix", 2, 9, False, VARIANTS[1:3]),
+        ("decoder t5 MQA packed documents", dict(BASE, positions="t5", n_embd=64, n_head=4,
+                                                 n_kv_head=1), "docs", 2, 9, False, VARIANTS[2:]),
+        ("encoder GQA padding, heads", dict(bert, n_head=4, n_kv_head=2, classes=3),
+         "encoder+heads", 3, 9, False, VARIANTS[:2]),
+        ("encoder-decoder MQA (both attentions) T5 block",
+         dict(ed, n_embd=32, n_head=4, n_kv_head=1, **t5ish), "source", 2, (8, 7), False,
+         VARIANTS[1:3]),
+        ("decoder rmsnorm swiglu GQA head_dim 8 x 6 heads over 3", dict(
+            BASE, norm_type="rmsnorm", ffn="swiglu", positions="rope", bias=False, n_head=6,
+            head_dim=8, n_kv_head=3), "plain", 2, 9, False, VARIANTS[:2]),
     ]
     return out
 

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The block's kinds end to end (model.norm_type rmsnorm, model.ffn geglu
-# and swiglu, model.attn_scale false): a decoder, an encoder (masked LM) and
-# a T5-shaped encoder-decoder are trained a few steps by tfm-train and their
-# loss falls; then tfm-generate (the cached decode equal to recomputing the
+# and swiglu, model.attn_scale false, model.n_kv_head: multi-query attention
+# in the decoder and the encoder-decoder, grouped-query in the encoder): a
+# decoder, an encoder (masked LM) and a T5-shaped encoder-decoder are
+# trained a few steps by tfm-train and their loss falls; then tfm-generate (the cached decode equal to recomputing the
 # whole sequence, bfloat16 too), tfm-eval (perplexity, info, fill) and
 # tfm-embed use them.  Bad combinations of the keys are refused by name.
 . "${TFM_SRCDIR:-..}/tests/train_lib.sh"
@@ -17,12 +18,13 @@ fell() {
 }
 
 # a decoder: RMSNorm, SwiGLU, unscaled attention, RoPE, no biases, heads
-# 3 x 12 = 36 wide over n_embd 32 (model.head_dim), dropout inside the
+# 3 x 12 = 36 wide over n_embd 32 (model.head_dim) sharing one key/value
+# head (model.n_kv_head 1: multi-query), dropout inside the
 # feed-forward and after the final norm (their streams resume as the
 # others do)
 cat > dec.yaml <<END
-model: {n_layer: 2, n_head: 3, head_dim: 12, n_embd: 32, block_size: 32, positions: rope,
-        norm_type: rmsnorm, ffn: swiglu, attn_scale: false, bias: false, d_ff: 48,
+model: {n_layer: 2, n_head: 3, head_dim: 12, n_kv_head: 1, n_embd: 32, block_size: 32,
+        positions: rope, norm_type: rmsnorm, ffn: swiglu, attn_scale: false, bias: false, d_ff: 48,
         ffn_dropout: 0.1, final_dropout: 0.1}
 data: {text: corpus.txt, tokenizer: tok.json}
 optim: {lr: 0.01}
@@ -34,7 +36,8 @@ tfm-train -q -c dec.yaml --threads 1 -o dec
 fell dec
 tfm-train -q --dump-config -o dec > dec.dump
 grep -q '^  norm_type: rmsnorm ' dec.dump && grep -q '^  ffn: swiglu ' dec.dump &&
-    grep -q '^  attn_scale: false ' dec.dump && grep -q '^  head_dim: 12 ' dec.dump ||
+    grep -q '^  attn_scale: false ' dec.dump && grep -q '^  head_dim: 12 ' dec.dump &&
+    grep -q '^  n_kv_head: 1 ' dec.dump ||
     fail "the run's configuration lost the block's keys"
 # resuming is bit-exact
 tfm-train -q -c dec.yaml --threads 1 --set train.max_steps=30 -o r1
@@ -45,6 +48,7 @@ cmp r1/model.safetensors r2/model.safetensors || fail "resumed run differs"
 tfm-eval info -m dec/model.safetensors > info.tsv
 grep -qx 'norm_type	rmsnorm' info.tsv && grep -qx 'ffn	swiglu' info.tsv &&
     grep -qx 'attn_scale	false' info.tsv && grep -qx 'head_dim	12' info.tsv &&
+    grep -qx 'n_head	3' info.tsv && grep -qx 'n_kv_head	1' info.tsv &&
     grep -qx 'prefix_lm	false' info.tsv && grep -qx 'prefix_from	-' info.tsv ||
     { cat info.tsv >&2; fail "tfm-eval info"; }
 G="tfm-generate -q --threads 1 -m dec/model.safetensors -n 24 --top-k 1"
@@ -70,7 +74,8 @@ tfm-tokenize train -q -m char --special '[CLS]' --special '[SEP]' --special '[MA
     -o mtok.json corpus.txt
 awk '{ print } NR % 5 == 0 { print "" }' corpus.txt > docs.txt
 cat > enc.yaml <<END
-model: {kind: encoder, n_layer: 2, n_head: 2, n_embd: 32, block_size: 40, segments: 2,
+model: {kind: encoder, n_layer: 2, n_head: 4, n_kv_head: 2, n_embd: 32, block_size: 40,
+        segments: 2,
         emb_norm: true, mlm_head: true, norm_type: rmsnorm, ffn: geglu,
         activation: gelu_exact}
 data: {text: docs.txt, tokenizer: mtok.json}
@@ -99,7 +104,7 @@ perl -e '
 tfm-tokenize train -q -m char --special '<pad>' --special '<s>' --special '</s>' \
     -o stok.json pairs.tsv
 cat > t5.yaml <<END
-model: {kind: encoder-decoder, n_layer: 2, n_head: 2, n_embd: 32, block_size: 12,
+model: {kind: encoder-decoder, n_layer: 2, n_head: 2, n_kv_head: 1, n_embd: 32, block_size: 12,
         positions: t5, t5_buckets: 8, t5_max_distance: 16, norm_type: rmsnorm, ffn: geglu,
         attn_scale: false, bias: false, d_ff: 64}
 data: {text: pairs.tsv, tokenizer: stok.json, val_fraction: 0.1}

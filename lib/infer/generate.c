@@ -278,7 +278,7 @@ void tfm_gen_profile_bytes(const tfm_model_config *cfg, double wbytes,
     const double D = tfm_model_config_attn_dim(cfg);
     for (int p = 0; p < TFM_PROF_N; p++)
         bytes[p] = 0;
-    bytes[TFM_PROF_QKV] = L * C * 3 * D * wbytes;
+    bytes[TFM_PROF_QKV] = L * C * tfm_model_config_qkv_dim(cfg) * wbytes;
     bytes[TFM_PROF_PROJ] = L * D * C * wbytes;
     bytes[TFM_PROF_FC] = L * C * F * wbytes;
     bytes[TFM_PROF_FCPROJ] = L * F * C * wbytes;

@@ -33,6 +33,11 @@ static const tfm_schema_key keys[] = {
      "encoder-decoder: the encoder's blocks; 0 means n_layer"},
     {"model.n_head", TFM_SCHEMA_INT, OFF(n_head), "4", 1, 1024, NULL,
      "attention heads per block (must divide n_embd unless model.head_dim is set)"},
+    {"model.n_kv_head", TFM_SCHEMA_INT, OFF(n_kv_head), "0", 0, 1024, NULL,
+     "key/value heads of each attention, dividing model.n_head: grouped-query attention, "
+     "each group of n_head / n_kv_head query heads sharing one key and value head (1: "
+     "multi-query); k and v, and the decoding cache, are n_kv_head x head_dim wide; 0 means "
+     "n_head (every query head its own)"},
     {"model.n_embd", TFM_SCHEMA_INT, OFF(n_embd), "128", 1, 65536, NULL,
      "model width (embedding size)"},
     {"model.block_size", TFM_SCHEMA_INT, OFF(block_size), "64", 1, 1048576, NULL,
@@ -173,6 +178,9 @@ int tfm_model_keys_check(const tfm_model_keys *k, tfm_err *err)
     if (!k->head_dim && k->n_embd % k->n_head)
         return tfm_err_set(err, "model.n_embd (%lld) must be divisible by model.n_head (%lld), "
                            "or model.head_dim set", (long long)k->n_embd, (long long)k->n_head);
+    if (k->n_kv_head > k->n_head || (k->n_kv_head && k->n_head % k->n_kv_head))
+        return tfm_err_set(err, "model.n_kv_head (%lld) must divide model.n_head (%lld)",
+                           (long long)k->n_kv_head, (long long)k->n_head);
     long long hs = k->head_dim ? (long long)k->head_dim : (long long)(k->n_embd / k->n_head);
     int dec = k->kind == TFM_KIND_DECODER;
     if (k->positions == TFM_POS_ROPE && hs % 2)

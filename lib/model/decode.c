@@ -190,8 +190,9 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
 {
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
     const size_t F = (size_t)tfm_model_config_ff(c), D = (size_t)tfm_model_config_attn_dim(c);
+    const size_t QKV = (size_t)tfm_model_config_qkv_dim(c);
     const size_t gated = tfm_ffn_gated(c->ffn);
-    const size_t per_layer = C * 3 * D + D * C + (1 + gated) * C * F + F * C;
+    const size_t per_layer = C * QKV + D * C + (1 + gated) * C * F + F * C;
     size_t total = per_layer * (size_t)c->n_layer + V * C;
     free(w->bf16_store);
     w->bf16_store = tfm_aligned_alloc(sizeof(uint16_t) * total);
@@ -207,7 +208,7 @@ size_t tfm_weights_to_bf16(tfm_weights *w, const tfm_model_config *c)
     } while (0)
     for (int l = 0; l < c->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
-        BF16_OF(L->qkv_w, C * 3 * D);
+        BF16_OF(L->qkv_w, C * QKV);
         BF16_OF(L->proj_w, D * C);
         BF16_OF(L->fc_w, C * F);
         if (gated)
@@ -282,7 +283,7 @@ size_t tfm_weights_to_q8(tfm_weights *w, const tfm_model_config *c)
     for (int l = 0; l < c->n_layer; l++) {
         tfm_layer_weights *L = &w->layers[l];
         if (cq) {
-            JOB(L->qkv_w, C, 3 * D, 1);
+            JOB(L->qkv_w, C, (size_t)tfm_model_config_qkv_dim(c), 1);
             JOB(L->fc_w, C, F, 1);
             if (tfm_ffn_gated(c->ffn))
                 JOB(L->fc1_w, C, F, 1);
@@ -713,7 +714,7 @@ static int threads_now(void)
 static size_t scratch_width(const tfm_model_config *c)
 {
     size_t C = (size_t)c->n_embd, F = (size_t)tfm_model_config_ff(c);
-    size_t D3 = 3 * (size_t)tfm_model_config_attn_dim(c), W = F > D3 ? F : D3;
+    size_t QKV = (size_t)tfm_model_config_qkv_dim(c), W = F > QKV ? F : QKV;
     return W > C ? W : C;
 }
 
@@ -734,7 +735,7 @@ static void ensure_rows(tfm_infer *g, int rows)
     g->fc1 = tfm_ffn_gated(g->blk.ffn) ? tfm_aligned_alloc(sizeof(float) * R * F) : NULL;
     g->x = tfm_aligned_alloc(sizeof(float) * R * C);
     g->h = tfm_aligned_alloc(sizeof(float) * R * C);
-    g->qkv = tfm_aligned_alloc(sizeof(float) * R * 3 * D);
+    g->qkv = tfm_aligned_alloc(sizeof(float) * R * tfm_model_config_qkv_dim(&g->cfg));
     g->att = tfm_aligned_alloc(sizeof(float) * R * D);
     g->fc = tfm_aligned_alloc(sizeof(float) * R * F);
     g->part = tfm_aligned_alloc(sizeof(float) * R * W);
@@ -767,8 +768,8 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     g->w = w;
     g->n_slots = n_slots;
     g->max_len = max_len;
-    g->kv_width = (size_t)tfm_model_config_attn_dim(cfg);
-    size_t per = (size_t)cfg->n_layer * n_slots * max_len * tfm_model_config_attn_dim(cfg);
+    g->kv_width = (size_t)tfm_model_config_kv_dim(cfg); /* n_kv_head heads */
+    size_t per = (size_t)cfg->n_layer * n_slots * max_len * g->kv_width;
     g->kcache = tfm_aligned_alloc(sizeof(float) * per);
     g->vcache = tfm_aligned_alloc(sizeof(float) * per);
     g->len = tfm_calloc(2 * (size_t)n_slots, sizeof *g->len);
@@ -805,13 +806,15 @@ void tfm_infer_free(tfm_infer *g)
 size_t tfm_infer_bytes(const tfm_infer *g)
 {
     const size_t C = (size_t)g->cfg.n_embd, D = (size_t)tfm_model_config_attn_dim(&g->cfg);
-    size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len * D;
+    const size_t QKV = (size_t)tfm_model_config_qkv_dim(&g->cfg);
+    size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len *
+                   g->kv_width;
     if (g->xkcache)
         cache *= 2;
     const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = scratch_width(&g->cfg);
     size_t HS = (size_t)tfm_model_config_head_dim(&g->cfg);
     size_t scratch = sizeof(float) * (size_t)g->max_rows *
-                     (2 * C + 4 * D + (C > HS ? C : HS) + (1 + (g->fc1 != NULL)) * F + W + 2);
+                     (2 * C + QKV + D + (C > HS ? C : HS) + (1 + (g->fc1 != NULL)) * F + W + 2);
     return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len +
            sizeof(float) * (g->wbuf_n + C) + g->qpack.cap * (8 * 64 + 16 * sizeof(float));
 }
@@ -857,11 +860,13 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
  * cache, every source position, no position bias), with q_r in rows of D. */
 static void attention(tfm_infer *g, int layer, int R, int cross)
 {
-    const int NH = g->cfg.n_head, HS = tfm_model_config_head_dim(&g->cfg), D = NH * HS;
+    const int NH = g->blk.n_head, HS = g->blk.head_dim, D = tfm_block_q_dim(&g->blk);
+    const int QKV = tfm_block_qkv_dim(&g->blk);
     /* a decoder's T5 buckets are causal (bidirectional 0) */
     const tfm_attn_t5 t5 = {.table = g->w->dec.rel_bias, .n_buckets = g->cfg.t5_buckets,
                             .max_distance = g->cfg.t5_max_distance};
-    const tfm_attn desc = {.NH = NH, .HS = HS, .unscaled = g->blk.unscaled,
+    const tfm_attn desc = {.NH = NH, .NKV = g->blk.n_kv_head, .HS = HS,
+                           .unscaled = g->blk.unscaled,
                            .mask = cross ? TFM_MASK_NONE : TFM_MASK_PREFIX,
                            .alibi = cross ? NULL : g->alibi,
                            .t5 = !cross && t5.table ? &t5 : NULL};
@@ -880,19 +885,19 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
      * attention runs: a prefix is appended in one prefill) */
 #pragma omp parallel for schedule(dynamic, 1) if (R * NH > 1 && work >= (1 << 16))
     for (int rh = 0; rh < R * NH; rh++) {
-        int r = rh / NH, h = rh % NH;
+        int r = rh / NH, h = rh % NH, kh = tfm_attn_kv_head(&desc, h);
 #ifdef _OPENMP
         float *s = g->scores + (size_t)omp_get_thread_num() * g->max_len;
 #else
         float *s = g->scores;
 #endif
         int slot = g->row_slot[r];
-        const float *q = g->qkv + (size_t)r * (cross ? D : 3 * D) + h * HS;
+        const float *q = g->qkv + (size_t)r * (cross ? D : QKV) + h * HS;
         /* self: the cache's rows up to max_len, of which the mask reads
          * only those written (this row and the ones before, the prefix) */
         tfm_attn_row(&desc, h, g->att + (size_t)r * D + h * HS, q,
-                     kv_at(g, kc, layer, slot, 0) + h * HS,
-                     kv_at(g, vc, layer, slot, 0) + h * HS, g->kv_width, g->row_pos[r],
+                     kv_at(g, kc, layer, slot, 0) + (size_t)kh * HS,
+                     kv_at(g, vc, layer, slot, 0) + (size_t)kh * HS, g->kv_width, g->row_pos[r],
                      cross ? g->src_len[slot] : g->max_len, cross ? 0 : g->prefix[slot], s);
     }
 }
@@ -1010,7 +1015,9 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
     float *x = g->x, *h = g->h;
     double prof_t = g->profile ? tfm_now() : 0;
 
-    const int HS = tfm_model_config_head_dim(c), D = c->n_head * HS;
+    const int HS = g->blk.head_dim, D = tfm_block_q_dim(&g->blk);
+    const int KV = tfm_block_kv_dim(&g->blk), QKV = tfm_block_qkv_dim(&g->blk);
+    const int KO = tfm_block_qkv_off(&g->blk, 1), VO = tfm_block_qkv_off(&g->blk, 2);
     embed_rows(g, R, tok, &w->dec);
     for (int l = 0; l < c->n_layer; l++) {
         const tfm_layer_weights *L = &w->layers[l];
@@ -1021,18 +1028,19 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
             ain = h;
         }
         PROF(TFM_PROF_OTHER);
-        linear(g, g->qkv, ain, &L->qkv_w, L->qkv_b, R, C, 3 * D);
+        linear(g, g->qkv, ain, &L->qkv_w, L->qkv_b, R, C, QKV);
         PROF(TFM_PROF_QKV);
         if (c->pos == TFM_POS_ROPE) /* keys enter the cache rotated */
             for (int r = 0; r < R; r++)
-                tfm_rope_row(g->qkv + (size_t)r * 3 * D, g->row_pos[r], 2 * c->n_head, HS,
-                             c->rope_base, g->pe + (size_t)r * HS);
+                tfm_rope_row(g->qkv + (size_t)r * QKV, g->row_pos[r],
+                             g->blk.n_head + g->blk.n_kv_head, HS, c->rope_base,
+                             g->pe + (size_t)r * HS);
         for (int r = 0; r < R; r++) {
-            const float *q = g->qkv + (size_t)r * 3 * D;
-            memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + D,
-                   sizeof(float) * D);
-            memcpy(kv_at(g, g->vcache, l, g->row_slot[r], g->row_pos[r]), q + 2 * D,
-                   sizeof(float) * D);
+            const float *q = g->qkv + (size_t)r * QKV;
+            memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + KO,
+                   sizeof(float) * KV);
+            memcpy(kv_at(g, g->vcache, l, g->row_slot[r], g->row_pos[r]), q + VO,
+                   sizeof(float) * KV);
         }
         attention(g, l, R, 0);
         PROF(TFM_PROF_ATTN);
@@ -1102,7 +1110,7 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
     }
     if (n < 1)
         return 0;
-    const int C = c->n_embd, D = tfm_model_config_attn_dim(c);
+    const int C = c->n_embd, KV = tfm_model_config_kv_dim(c);
     /* the one whole-sequence forward (model/forward.h), its top layer; its
      * weights packed once, so that a source's result does not depend on
      * the sources encoded with it (tensor/gemm.h) */
@@ -1138,12 +1146,12 @@ int tfm_infer_encode_many(tfm_infer *g, int n, const int *slots, const uint32_t 
         const int slot = slots[s];
         for (int l = 0; l < c->n_layer; l++) {
             const tfm_layer_weights *L = &w->layers[l];
-            linear(g, g->qkv, mem, &L->xkv_w, L->xkv_b, S[s], C, 2 * D);
+            linear(g, g->qkv, mem, &L->xkv_w, L->xkv_b, S[s], C, 2 * KV);
             for (int i = 0; i < S[s]; i++) {
-                memcpy(kv_at(g, g->xkcache, l, slot, i), g->qkv + (size_t)i * 2 * D,
-                       sizeof(float) * D);
-                memcpy(kv_at(g, g->xvcache, l, slot, i), g->qkv + (size_t)i * 2 * D + D,
-                       sizeof(float) * D);
+                memcpy(kv_at(g, g->xkcache, l, slot, i), g->qkv + (size_t)i * 2 * KV,
+                       sizeof(float) * KV);
+                memcpy(kv_at(g, g->xvcache, l, slot, i), g->qkv + (size_t)i * 2 * KV + KV,
+                       sizeof(float) * KV);
             }
         }
         g->src_len[slot] = S[s];

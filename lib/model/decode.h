@@ -68,8 +68,8 @@
 
 typedef struct tfm_layer_weights {
     const float *ln1_w, *ln1_b;   /* [C] */
-    tfm_matrix qkv_w;             /* [C, 3C] */
-    const float *qkv_b;           /* [3C] */
+    tfm_matrix qkv_w;             /* [C, D+2K]: q | k | v (nn/block.h) */
+    const float *qkv_b;           /* [D+2K] */
     tfm_matrix proj_w;            /* [C, C] */
     const float *proj_b;          /* [C] */
     const float *ln2_w, *ln2_b;   /* [C] */
@@ -84,8 +84,8 @@ typedef struct tfm_layer_weights {
     const float *lnx_w, *lnx_b;   /* [C] */
     tfm_matrix xq_w;              /* [C, C] */
     const float *xq_b;            /* [C] */
-    tfm_matrix xkv_w;             /* [C, 2C] */
-    const float *xkv_b;           /* [2C] */
+    tfm_matrix xkv_w;             /* [C, 2K] */
+    const float *xkv_b;           /* [2K] */
     tfm_matrix xp_w;              /* [C, C] */
     const float *xp_b;            /* [C] */
 } tfm_layer_weights;
@@ -163,15 +163,15 @@ typedef struct tfm_infer {
     tfm_model_config cfg;
     const tfm_weights *w;
     int n_slots, max_len;
-    size_t kv_width;        /* D = n_head·head_dim, a cached key's width */
-    float *kcache, *vcache; /* [n_layer][n_slots][max_len][D] each */
+    size_t kv_width;        /* K = n_kv_head·head_dim, a cached key's width */
+    float *kcache, *vcache; /* [n_layer][n_slots][max_len][K] each */
     int *len;               /* [n_slots] positions filled */
     int *prefix;            /* [n_slots] prefix-LM: positions every query of
                                the slot sees (tfm_infer_prefill_prefix);
                                0: causal */
     /* encoder-decoders: each slot's source, as the cross-attention's keys
      * and values of every decoder layer */
-    float *xkcache, *xvcache; /* [n_layer][n_slots][max_len][D] each */
+    float *xkcache, *xvcache; /* [n_layer][n_slots][max_len][K] each */
     int *src_len;           /* [n_slots] source positions; 0: none encoded */
     int max_rows;           /* scratch capacity in rows */
     tfm_block blk;          /* the block (model/transformer.h's tfm_model_block) */

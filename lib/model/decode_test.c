@@ -99,6 +99,8 @@ static int kind_unscaled = 0;
 /* heads whose total width differs from n_embd (model.head_dim): 0 keeps
  * the case's own n_head and n_embd/n_head */
 static int kind_n_head = 0, kind_head_dim = 0;
+/* key/value heads (model.n_kv_head): 0 keeps every query head its own */
+static int kind_n_kv_head = 0;
 /* The factor on the initial matrices: large, so that the next token is
  * rarely a near tie; smaller for the kinds whose norms keep the mean (RMSNorm)
  * or whose scores lack 1/√HS, where ×20 saturates the softmaxes and the
@@ -114,6 +116,7 @@ static void apply_kinds(tfm_model_config *c)
         c->n_head = kind_n_head;
         c->head_dim = kind_head_dim;
     }
+    c->n_kv_head = kind_n_kv_head;
 }
 
 /* The first index of the largest logit (as infer/sample.h's tfm_argmax,
@@ -941,6 +944,51 @@ static void test_head_dim(void **state)
     kind_scale = 20.0f;
 }
 
+static void prefix_case(tfm_pos pos, tfm_ln_place ln);
+
+/* Grouped-query and multi-query attention (model.n_kv_head 2 and 1 under
+ * 4 query heads, of 8 and 16 columns): the cache holds n_kv_head heads,
+ * and the cached step (greedy, batched, prefix-LM, the encoder-decoder's
+ * cross-attention cache, the stored-only prompt pass), the packed
+ * forward, and the bfloat16 and 8-bit copies behave as for full heads. */
+static void test_kv_heads(void **state)
+{
+    (void)state;
+    const int shapes[][3] = {{4, 8, 2}, {4, 16, 1}};
+    for (size_t k = 0; k < 2; k++) {
+        kind_n_head = shapes[k][0];
+        kind_head_dim = shapes[k][1];
+        kind_n_kv_head = shapes[k][2];
+        kind_scale = 8.0f;
+        /* the cache is n_kv_head heads wide */
+        tfm_model m;
+        make_model(&m, TFM_LN_PRE, 1, 1, 17);
+        tfm_weights w;
+        tfm_err err = {0};
+        assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+        tfm_infer g;
+        assert_int_equal(tfm_infer_init(&g, &m.cfg, &w, 1, 8, &err), 0);
+        assert_int_equal((int)g.kv_width, kind_n_kv_head * kind_head_dim);
+        tfm_infer_free(&g);
+        tfm_weights_free(&w);
+        tfm_model_free(&m);
+        test_stored_only(state);
+        greedy_case_pos(TFM_LN_PRE, 1, 1, TFM_POS_ROPE, 1);
+        greedy_case_pos(TFM_LN_POST, 0, 0, TFM_POS_ALIBI, 1);
+        encdec_case(TFM_POS_T5, 0);
+        encdec_case(TFM_POS_LEARNED, 1);
+        packed_case(TFM_KIND_DECODER, TFM_LN_PRE);
+        packed_case(TFM_KIND_ENCODER, TFM_LN_POST);
+        test_batch_equals_single(state);
+        test_bf16_close(state);
+        test_q8_close(state);
+        prefix_case(TFM_POS_ROPE, TFM_LN_PRE);
+        prefix_case(TFM_POS_T5, TFM_LN_POST);
+    }
+    kind_n_head = kind_head_dim = kind_n_kv_head = 0;
+    kind_scale = 20.0f;
+}
+
 /* A prefix LM (train.task prefix-lm): the prompt's prefix prefilled with
  * tfm_infer_prefill_prefix, then causal steps, gives at every position the
  * logits of the training forward with tfm_batch.prefix_len, to 1e-5
@@ -1044,6 +1092,7 @@ int main(void)
         cmocka_unit_test(test_block_kinds),
         cmocka_unit_test(test_prefix_cache_equals_full),
         cmocka_unit_test(test_head_dim),
+        cmocka_unit_test(test_kv_heads),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

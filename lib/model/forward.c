@@ -78,12 +78,12 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
     if (f->packed)
         return;
     const int C = f->cfg.n_embd, F = tfm_model_config_ff(&f->cfg);
-    const int D = tfm_model_config_attn_dim(&f->cfg);
+    const int D = tfm_block_q_dim(&f->blk), QKV = tfm_block_qkv_dim(&f->blk);
     f->packed = tfm_calloc((size_t)5 * f->n_layer, sizeof *f->packed);
     for (int l = 0; l < f->n_layer; l++) {
         const tfm_layer_weights *W = &f->layers[l];
         tfm_gemm_b *p = f->packed + 5 * l;
-        tfm_gemm_b_pack(&p[0], W->qkv_w.f32, 3 * D, C, 3 * D);
+        tfm_gemm_b_pack(&p[0], W->qkv_w.f32, QKV, C, QKV);
         tfm_gemm_b_pack(&p[1], W->proj_w.f32, C, D, C);
         tfm_gemm_b_pack(&p[2], W->fc_w.f32, F, C, F);
         tfm_gemm_b_pack(&p[3], W->fcp_w.f32, C, F, C);
@@ -95,7 +95,7 @@ void tfm_fwd_pack_weights(tfm_fwd *f)
         const tfm_layer_weights *W = &f->layers[l];
         /* [in, out] here, [out, in] as stored */
         const tfm_matrix *m[5] = {&W->qkv_w, &W->proj_w, &W->fc_w, &W->fcp_w, &W->fc1_w};
-        const int in[5] = {C, D, C, F, C}, out[5] = {3 * D, C, F, C, F};
+        const int in[5] = {C, D, C, F, C}, out[5] = {QKV, C, F, C, F};
         for (int i = 0; i < 5; i++) {
             if (m[i]->dtype != TFM_WEIGHTS_Q8_0 || !m[i]->data || !m[i]->f32 ||
                 in[i] % TFM_Q8_BLOCK)
@@ -149,15 +149,16 @@ int tfm_fwd_max_len(const tfm_fwd *f)
 static void ensure(tfm_fwd *f, int R, int T)
 {
     const size_t C = (size_t)f->cfg.n_embd, F = (size_t)tfm_model_config_ff(&f->cfg);
-    const size_t D = (size_t)tfm_model_config_attn_dim(&f->cfg);
-    const int NH = f->cfg.n_head, HS = tfm_model_config_head_dim(&f->cfg);
+    const size_t D = (size_t)tfm_block_q_dim(&f->blk);
+    const size_t QKV = (size_t)tfm_block_qkv_dim(&f->blk);
+    const int NH = f->blk.n_head, HS = f->blk.head_dim;
     if (R > f->max_rows) {
         free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc); free(f->fc1);
         free(f->mean); free(f->rstd); free(f->pos);
         size_t r = (size_t)R;
         f->x = tfm_aligned_alloc(sizeof(float) * r * C);
         f->h = tfm_aligned_alloc(sizeof(float) * r * C);
-        f->qkv = tfm_aligned_alloc(sizeof(float) * r * 3 * D);
+        f->qkv = tfm_aligned_alloc(sizeof(float) * r * QKV);
         f->att = tfm_aligned_alloc(sizeof(float) * r * D);
         f->fc = tfm_aligned_alloc(sizeof(float) * r * F);
         f->fc1 = tfm_ffn_gated(f->blk.ffn) ? tfm_aligned_alloc(sizeof(float) * r * F) : NULL;
@@ -185,8 +186,8 @@ static void ensure(tfm_fwd *f, int R, int T)
     tfm_attn_t5 t5 = {.table = f->e->rel_bias, .n_buckets = c->t5_buckets,
                       .max_distance = c->t5_max_distance,
                       .bidirectional = f->t5_bidirectional};
-    tfm_attn at = {.B = 1, .Tq = f->max_len, .Tk = f->max_len, .NH = NH, .HS = HS,
-                   .mask = f->mask, .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
+    tfm_attn at = {.B = 1, .Tq = f->max_len, .Tk = f->max_len, .NH = NH,
+                   .NKV = f->blk.n_kv_head, .HS = HS, .mask = f->mask, .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
                    .impl = ATTN_IMPL, .unscaled = f->blk.unscaled};
     size_t need = tfm_attn_scratch_floats(&at) + 1;
     if (need > f->ascratch_n) {
@@ -254,19 +255,21 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
 static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
 {
     const tfm_model_config *c = &f->cfg;
-    const int NH = c->n_head, HS = tfm_model_config_head_dim(c), D = NH * HS;
+    const int NH = f->blk.n_head, HS = f->blk.head_dim, D = tfm_block_q_dim(&f->blk);
+    const int QKV = tfm_block_qkv_dim(&f->blk);
+    const int KO = tfm_block_qkv_off(&f->blk, 1), VO = tfm_block_qkv_off(&f->blk, 2);
     tfm_attn_t5 t5 = {.table = f->e->rel_bias, .n_buckets = c->t5_buckets,
                       .max_distance = c->t5_max_distance,
                       .bidirectional = f->t5_bidirectional};
     size_t off = 0;
     for (int s = 0; s < b->n; s++) {
         const int T = b->len[s];
-        tfm_attn at = {.B = 1, .Tq = T, .Tk = T, .NH = NH, .HS = HS, .mask = f->mask,
-                       .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
+        tfm_attn at = {.B = 1, .Tq = T, .Tk = T, .NH = NH, .NKV = f->blk.n_kv_head, .HS = HS,
+                       .mask = f->mask, .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
                        .impl = ATTN_IMPL, .unscaled = f->blk.unscaled};
-        const float *q = f->qkv + off * 3 * D;
-        tfm_attn_forward(&at, f->att + off * D, D, f->probs, q, 3 * D, q + D, 3 * D,
-                         q + 2 * D, 3 * D, f->ascratch);
+        const float *q = f->qkv + off * QKV;
+        tfm_attn_forward(&at, f->att + off * D, D, f->probs, q, QKV, q + KO, QKV, q + VO, QKV,
+                         f->ascratch);
         if (attn_out && s == b->attn_seq)
             memcpy(attn_out + (size_t)l * NH * T * T, f->probs,
                    sizeof(float) * (size_t)NH * T * T);
@@ -277,8 +280,9 @@ static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
 int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
 {
     const tfm_model_config *c = &f->cfg;
-    const int C = c->n_embd, NH = c->n_head, HS = tfm_model_config_head_dim(c);
-    const int D = NH * HS, F = tfm_model_config_ff(c);
+    const int C = c->n_embd, HS = f->blk.head_dim;
+    const int D = tfm_block_q_dim(&f->blk), QKV = tfm_block_qkv_dim(&f->blk);
+    const int F = tfm_model_config_ff(c);
     const int pre = c->ln == TFM_LN_PRE, L = f->n_layer, maxT = tfm_fwd_max_len(f);
     /* check everything before any work */
     size_t R = 0;
@@ -326,10 +330,11 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
             tfm_block_norm(blk, h, f->mean, f->rstd, x, W->ln1_w, W->ln1_b, Ri, C);
             ain = h;
         }
-        linear(f, f->qkv, ain, W->qkv_w.f32, pk ? &pk[0] : NULL, Q8(0), Ri, C, 3 * D,
+        linear(f, f->qkv, ain, W->qkv_w.f32, pk ? &pk[0] : NULL, Q8(0), Ri, C, QKV,
                (tfm_linear_epi){.bias = W->qkv_b});
-        if (f->rope) /* q and k of every head: 2·NH heads of HS columns */
-            tfm_rope_apply(f->qkv, 3 * D, Ri, f->pos, 0, 2 * NH, HS, f->rope, f->max_len, 0);
+        if (f->rope) /* q and k: their n_head + n_kv_head heads of HS columns */
+            tfm_rope_apply(f->qkv, QKV, Ri, f->pos, 0, f->blk.n_head + f->blk.n_kv_head, HS,
+                           f->rope, f->max_len, 0);
         attend(f, b, l, b->attn);
         /* x += att·Wp + b */
         linear(f, h, f->att, W->proj_w.f32, pk ? &pk[1] : NULL, Q8(1), Ri, D, C,
@@ -372,8 +377,8 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
 double tfm_fwd_flops(const tfm_model_config *cfg, int n_layer, int len)
 {
     const double C = cfg->n_embd, F = tfm_model_config_ff(cfg), T = len;
-    const double D = tfm_model_config_attn_dim(cfg);
+    const double D = tfm_model_config_attn_dim(cfg), QKV = tfm_model_config_qkv_dim(cfg);
     /* qkv, proj, fc (two for a gated feed-forward), fc proj; Q·Kᵀ and P·V */
     const double nf = tfm_ffn_gated(cfg->ffn) ? 3 : 2;
-    return n_layer * (2.0 * T * C * (3 * D + D + nf * F) + 4.0 * T * T * D);
+    return n_layer * (2.0 * T * C * (QKV + D + nf * F) + 4.0 * T * T * D);
 }

@@ -11,7 +11,8 @@
 
 #include "model/transformer.h"
 
-static void make(tfm_model *m, tfm_init init)
+/* n_kv_head: key/value heads (0: n_head's 4) */
+static void make_kv(tfm_model *m, tfm_init init, int n_kv_head)
 {
     tfm_model_config cfg;
     tfm_model_config_default(&cfg);
@@ -26,9 +27,15 @@ static void make(tfm_model *m, tfm_init init)
     cfg.ln = TFM_LN_POST;
     cfg.emb_scale = 1;
     cfg.init = init;
+    cfg.n_kv_head = n_kv_head;
     tfm_err err = {0};
     assert_int_equal(tfm_model_init(m, &cfg, &err), 0);
     tfm_model_init_weights(m, 1234);
+}
+
+static void make(tfm_model *m, tfm_init init)
+{
+    make_kv(m, init, 0);
 }
 
 typedef struct stats {
@@ -103,6 +110,32 @@ static void test_xavier(void **state)
     tfm_model_free(&m);
 }
 
+/* Grouped heads (n_kv_head 1 of 4): c_attn's q columns are one 128 x 128
+ * matrix and its k and v columns two 128 x 32 ones, each with its own
+ * bound; c_kv's k and v are 128 x 32 too. */
+static void test_xavier_grouped(void **state)
+{
+    (void)state;
+    tfm_model m;
+    make_kv(&m, TFM_INIT_XAVIER, 1);
+    const tfm_param *p = tfm_model_param(&m, "h.1.attn.c_attn.weight");
+    assert_non_null(p);
+    assert_int_equal((int)p->shape[1], 128 + 2 * 32);
+    const double aq = sqrt(6.0 / 256), akv = sqrt(6.0 / 160);
+    double mq = 0, mkv = 0;
+    for (size_t i = 0; i < p->numel; i++) {
+        double v = fabs(m.params[p->offset + i]);
+        if (i % p->shape[1] < 128)
+            mq = v > mq ? v : mq;
+        else
+            mkv = v > mkv ? v : mkv;
+    }
+    assert_true(mq <= aq && mq > 0.99 * aq);
+    assert_true(mkv <= akv && mkv > 0.99 * akv);
+    uniform(&m, "h.2.xattn.c_kv.weight", akv);
+    tfm_model_free(&m);
+}
+
 /* gpt2 (the default) as before: N(0, 0.02), residual projections
  * 0.02/√(3L) in the decoder and 0.02/√(2L) in the encoder. */
 static void test_gpt2(void **state)
@@ -121,6 +154,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_xavier),
+        cmocka_unit_test(test_xavier_grouped),
         cmocka_unit_test(test_gpt2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

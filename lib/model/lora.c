@@ -306,9 +306,10 @@ static int save_hf(const char *dir, const tfm_model *m, tfm_hf_family f, const c
                     xa = &o[j];
                     xb = &o[j + 1];
                 }
+            const tfm_block blk = tfm_model_block(&m->cfg);
             if (!xa) {
                 xa = hf_add(&o, &n, hf, "lora_A", (size_t)R, in);
-                xb = hf_add(&o, &n, hf, "lora_B", 3 * out, (size_t)R);
+                xb = hf_add(&o, &n, hf, "lora_B", (size_t)tfm_block_qkv_dim(&blk), (size_t)R);
                 xa = xb - 1;
             }
             /* this part's rank block: the parts targeted, in q, k, v order */
@@ -317,7 +318,8 @@ static int save_hf(const char *dir, const tfm_model *m, tfm_hf_family f, const c
                 slot += (m->cfg.lora_targets & (TFM_LORA_Q << q)) != 0;
             memcpy(xa->data + (size_t)slot * r * in, A, (size_t)r * in * sizeof(float));
             for (size_t y = 0; y < out; y++)
-                memcpy(xb->data + ((size_t)part * out + y) * R + (size_t)slot * r,
+                memcpy(xb->data + ((size_t)tfm_block_qkv_off(&blk, part) + y) * R +
+                           (size_t)slot * r,
                        B + y * (size_t)r, (size_t)r * sizeof(float));
         } else {
             xa = hf_add(&o, &n, hf, "lora_A", (size_t)R, in);
@@ -509,8 +511,12 @@ static void merge_one(tfm_model *m, const tfm_param *a, const tfm_param *b, cons
             memcpy(c->saved + c->n, m->params + w->offset, w->numel * sizeof(float));
         c->n += w->numel;
     }
+    /* the part's first column: c_attn's q | k | v, c_kv's k | v (nn/block.h) */
+    const tfm_block blk = tfm_model_block(&m->cfg);
+    size_t col = strstr(w->name, "c_attn.") ? (size_t)tfm_block_qkv_off(&blk, part)
+                                            : (size_t)part * out;
     if (c->saved && !c->restore)
-        tfm_lora_merge(m->params + w->offset + (size_t)part * out, (int)w->shape[1], 0,
+        tfm_lora_merge(m->params + w->offset + col, (int)w->shape[1], 0,
                        m->params + a->offset, m->params + b->offset, in, out, r,
                        m->cfg.lora_alpha / (float)m->cfg.lora_r);
 }
@@ -594,8 +600,9 @@ static void module_to_tfm(const char *mod, char *out, size_t size)
                 snprintf(out, size, "%sh.%d.%s", pre, l, t5[i].tfm);
 }
 
-/* The weight a tfm module adapts: its name, the column block and how many
- * blocks the fused weight holds (c_attn 3, c_kv 2). */
+/* The weight a tfm module adapts: its name, the column block (c_attn's
+ * q, k, v: 0, 1, 2; c_kv's k, v: 0, 1) and how many blocks the fused
+ * weight holds (c_attn 3, c_kv 2). */
 static void module_target(const char *mod, char *weight, size_t size, int *part, int *nparts)
 {
     int k = -1, l;
@@ -945,10 +952,30 @@ static int merge_module(tfm_adapter *ad, const tfm_safetensors *st, const char *
         return tfm_err_set(err, "%s: module '%s': lora_A [%s] and lora_B [%s] are not "
                            "[r, in] and [out, r] with adapter_config.json's r %d", st->name, mod,
                            sa, sb, ac->r);
-    if (A->shape[1] != ws[0] || B->shape[0] * (size_t)nparts != ws[1])
+    /* the part's columns [col, col + width): c_kv's k | v are halves; c_attn's
+     * q is as wide as the heads c_proj reads ([D, C]), k and v share the rest
+     * (narrower with grouped-query attention) */
+    size_t col = 0, width = ws[1] / (size_t)nparts;
+    char parts[96] = "";
+    if (nparts == 3) {
+        char proj[112];
+        size_t ps[2] = {0, 0};
+        snprintf(proj, sizeof proj, "%.*sc_proj.weight",
+                 (int)(strstr(weight, "c_attn.weight") - weight), weight);
+        size_t D = strlen(proj) < 48 && base(ctx, proj, ps) && ps[0] < ws[1] ? ps[0] : 0;
+        size_t K = (ws[1] - D) / 2;
+        width = part ? K : D;
+        col = part ? D + (size_t)(part - 1) * K : 0;
+        snprintf(parts, sizeof parts, ", q, k, v side by side: %zu, %zu and %zu columns", D, K,
+                 K);
+    } else if (nparts == 2) {
+        col = (size_t)part * width;
+        snprintf(parts, sizeof parts, ", k, v side by side");
+    }
+    if (A->shape[1] != ws[0] || B->shape[0] != width || !width)
         return tfm_err_set(err, "%s: module '%s'%s: lora_A [%s] and lora_B [%s] do not fit "
                            "the base model's %s [%s] ([in, out]%s)", st->name, mod, also, sa,
-                           sb, weight, sw, nparts > 1 ? ", q, k, v side by side" : "");
+                           sb, weight, sw, parts);
     float *a = tensor_f32(st, A, err), *b = a ? tensor_f32(st, B, err) : NULL;
     if (!b) {
         free(a);
@@ -956,7 +983,7 @@ static int merge_module(tfm_adapter *ad, const tfm_safetensors *st, const char *
     }
     struct tfm_adapted *t = adapted(ad, weight, w, ws[0] * ws[1]);
     int out = (int)B->shape[0];
-    tfm_lora_merge(t->data + (size_t)part * (size_t)out, (int)ws[1], 0, a, b, (int)ws[0], out,
+    tfm_lora_merge(t->data + col, (int)ws[1], 0, a, b, (int)ws[0], out,
                    ac->r, ac->scale);
     free(a);
     free(b);

@@ -42,10 +42,11 @@ size_t tfm_model_trainable(const tfm_model *m, size_t *total);
 int tfm_lora_save(const char *dir, const tfm_model *m, const char *base, const char *task_type,
                   tfm_err *err);
 
-/* The weight an adapter module adapts: "attn.q" is the columns [0, C) of
+/* The weight an adapter module adapts: "attn.q" is the q columns of
  * "attn.c_attn.weight" ([in, out], rows ld apart); 1 and *weight (the
- * suffix after "h.{i}."), *part (the column block, in units of the
- * module's out width) when module is one of tfm's. */
+ * suffix after "h.{i}."), *part (which of the fused weight's parts: q, k, v
+ * of c_attn at nn/block.h's tfm_block_qkv_off, k, v of c_kv; else 0) when
+ * module is one of tfm's. */
 int tfm_lora_module_weight(const char *module, const char **weight, int *part);
 
 /* Adds every adapter's (alpha/r)·B·A into the weight it adapts, in

@@ -72,7 +72,9 @@ tfm_block tfm_model_block(const tfm_model_config *c)
                        : c->act == TFM_ACT_RELU     ? TFM_ACT_KIND_RELU
                                                     : TFM_ACT_KIND_GELU_TANH;
     return (tfm_block){.pre = c->ln == TFM_LN_PRE, .norm = c->norm, .eps = c->ln_eps,
-                       .ffn = c->ffn, .act = act, .unscaled = c->attn_unscaled};
+                       .ffn = c->ffn, .act = act, .unscaled = c->attn_unscaled,
+                       .n_head = c->n_head, .n_kv_head = tfm_model_config_kv_heads(c),
+                       .head_dim = tfm_model_config_head_dim(c)};
 }
 
 int tfm_model_config_ff(const tfm_model_config *c)
@@ -85,9 +87,27 @@ int tfm_model_config_head_dim(const tfm_model_config *c)
     return c->head_dim > 0 ? c->head_dim : c->n_embd / c->n_head;
 }
 
+int tfm_model_config_kv_heads(const tfm_model_config *c)
+{
+    return c->n_kv_head > 0 ? c->n_kv_head : c->n_head;
+}
+
 int tfm_model_config_attn_dim(const tfm_model_config *c)
 {
-    return c->n_head * tfm_model_config_head_dim(c);
+    const tfm_block blk = tfm_model_block(c);
+    return tfm_block_q_dim(&blk);
+}
+
+int tfm_model_config_kv_dim(const tfm_model_config *c)
+{
+    const tfm_block blk = tfm_model_block(c);
+    return tfm_block_kv_dim(&blk);
+}
+
+int tfm_model_config_qkv_dim(const tfm_model_config *c)
+{
+    const tfm_block blk = tfm_model_block(c);
+    return tfm_block_qkv_dim(&blk);
 }
 
 int tfm_model_config_enc_layers(const tfm_model_config *c)
@@ -124,6 +144,9 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if ((long)c->n_head * tfm_model_config_head_dim(c) > 1 << 20)
         return tfm_err_set(err, "n_head %d x head_dim %d is too wide", c->n_head,
                            tfm_model_config_head_dim(c));
+    if (c->n_kv_head < 0 || c->n_kv_head > c->n_head || c->n_head % tfm_model_config_kv_heads(c))
+        return tfm_err_set(err, "n_kv_head %d must divide n_head %d (0: n_head)", c->n_kv_head,
+                           c->n_head);
     if (c->block_size < 1 || c->block_size > 1 << 20)
         return tfm_err_set(err, "block_size %d is out of range [1, 1048576]", c->block_size);
     if (c->vocab_size < 1 || c->vocab_size > 1 << 24)
@@ -248,7 +271,8 @@ int tfm_block_slot(const tfm_model_config *c, tfm_slot slot, int cross, const ch
                    size_t *d0, size_t *d1, int *decay)
 {
     int s = (int)slot;
-    size_t C = c->n_embd, F = tfm_model_config_ff(c), D = tfm_model_config_attn_dim(c);
+    const tfm_block blk = tfm_model_block(c);
+    size_t C = c->n_embd, F = tfm_model_config_ff(c);
     int gated = tfm_ffn_gated(c->ffn), rms = c->norm == TFM_NORM_RMS;
     static const char *const names[P_NLAYER] = {
         "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
@@ -257,12 +281,13 @@ int tfm_block_slot(const tfm_model_config *c, tfm_slot slot, int cross, const ch
         "xattn.c_proj.weight", "xattn.c_proj.bias", "ln_2.weight", "ln_2.bias",
         "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.wi_1.weight", "mlp.wi_1.bias",
         "mlp.c_proj.weight", "mlp.c_proj.bias"};
-    /* [d0, d1] of each slot, k·C for k > 0, F for FF, k·D for AD(k); a
+    /* [d0, d1] of each slot, k·C for k > 0, F for FF, the attention's
+     * widths (nn/block.h) for Q (q), KV2 (k | v) and QKV (q | k | v); a
      * bias's is d1 of its weight */
-    enum { FF = -1, AD1 = -2, AD2 = -3, AD3 = -4 };
+    enum { FF = -1, Q = -2, KV2 = -3, QKV = -4 };
     static const int shape[P_NLAYER][2] = {
-        {1, 0}, {1, 0}, {1, AD3}, {AD3, 0}, {AD1, 1}, {1, 0}, {1, 0}, {1, 0}, {1, AD1},
-        {AD1, 0}, {1, AD2}, {AD2, 0}, {AD1, 1}, {1, 0}, {1, 0}, {1, 0}, {1, FF}, {FF, 0},
+        {1, 0}, {1, 0}, {1, QKV}, {QKV, 0}, {Q, 1}, {1, 0}, {1, 0}, {1, 0}, {1, Q},
+        {Q, 0}, {1, KV2}, {KV2, 0}, {Q, 1}, {1, 0}, {1, 0}, {1, 0}, {1, FF}, {FF, 0},
         {1, FF}, {FF, 0}, {FF, 1}, {1, 0}};
     if (s >= P_LNXW && s <= P_XPB && !cross)
         return 0;
@@ -288,9 +313,11 @@ int tfm_block_slot(const tfm_model_config *c, tfm_slot slot, int cross, const ch
         *name = "mlp.wi_0.bias";
     size_t dim[2];
     for (int k = 0; k < 2; k++)
-        dim[k] = shape[s][k] == FF ? F
-                 : shape[s][k] < 0 ? (size_t)(-1 - shape[s][k]) * D
-                                   : (size_t)shape[s][k] * C;
+        dim[k] = shape[s][k] == FF    ? F
+                 : shape[s][k] == Q   ? (size_t)tfm_block_q_dim(&blk)
+                 : shape[s][k] == KV2 ? 2 * (size_t)tfm_block_kv_dim(&blk)
+                 : shape[s][k] == QKV ? (size_t)tfm_block_qkv_dim(&blk)
+                                      : (size_t)shape[s][k] * C;
     *d0 = dim[0];
     *d1 = dim[1];
     *decay = dim[1] != 0; /* matrices only */
@@ -325,11 +352,13 @@ static int lora_site(const tfm_model_config *c, int site, int cross, const char 
     if (site == LS_FC1 && !gated)
         return 0;
     *module = site == LS_FC && gated ? "mlp.wi_0" : names[site];
-    int C = c->n_embd, F = tfm_model_config_ff(c), D = tfm_model_config_attn_dim(c);
+    const tfm_block blk = tfm_model_block(c);
+    int C = c->n_embd, F = tfm_model_config_ff(c), D = tfm_block_q_dim(&blk);
     *in = site == LS_FP ? F : site == LS_O || site == LS_XO ? D : C;
     *out = site == LS_FC || site == LS_FC1                  ? F
            : site == LS_O || site == LS_XO || site == LS_FP ? C
-                                                            : D;
+           : site == LS_Q || site == LS_XQ                  ? D
+                                                            : tfm_block_kv_dim(&blk);
     return 1;
 }
 
@@ -512,14 +541,14 @@ const tfm_param *tfm_model_param(const tfm_model *m, const char *name)
 
 typedef struct layer_acts {
     float *ln1, *ln1_mean, *ln1_rstd;  /* [N,C], [N], [N] */
-    float *qkv;                        /* [N,3C] */
+    float *qkv;                        /* [N,D+2K] */
     float *att;                        /* [B,NH,T,T] probabilities */
     float *atty;                       /* [N,C] heads concatenated */
     float *res_attn;                   /* [N,C] */
     /* cross-attention (an encoder-decoder's decoder blocks) */
     float *lnx, *lnx_mean, *lnx_rstd;  /* [N,C], [N], [N] */
     float *xq;                         /* [N,C] */
-    float *xkv;                        /* [Ns,2C] keys and values of the memory */
+    float *xkv;                        /* [Ns,2K] keys and values of the memory */
     float *xatt;                       /* [B,NH,T,S] */
     float *xatty;                      /* [N,C] */
     float *res_x;                      /* [N,C] */
@@ -582,10 +611,10 @@ struct tfm_model_acts {
                                   all, no backward scratch */
     float *dfch;               /* [Nmax,F] */
     float *dfcl;               /* [Nmax,F] gated: d of the linear input */
-    float *dqkv;               /* [Nmax,3D] */
+    float *dqkv;               /* [Nmax,D+2K] */
     float *datty;              /* [Nmax,D] */
     float *d0, *d1, *d2, *d3, *dtmp; /* [Nmax,C] */
-    float *dxkv;               /* [Ns,2D] */
+    float *dxkv;               /* [Ns,2K] */
     float *dmem;               /* [Ns,C] the gradient of the memory */
     float *attn_scratch;
     size_t attn_scratch_n;
@@ -689,7 +718,9 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
                        layer_acts *layers, int n_layer, size_t N, size_t att, int cross,
                        size_t Ns, size_t xatt, float *base, size_t *off)
 {
-    size_t C = c->n_embd, F = tfm_model_config_ff(c), D = tfm_model_config_attn_dim(c);
+    const tfm_block blk = tfm_model_block(c);
+    size_t C = c->n_embd, F = tfm_model_config_ff(c), D = tfm_block_q_dim(&blk);
+    size_t KV = tfm_block_kv_dim(&blk);
     take(&e->encoded, base, off, N * C);
     if (c->emb_norm) {
         take(&e->emb, base, off, N * C);
@@ -709,7 +740,7 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
         take(&la->ln1, base, off, N * C);
         take(&la->ln1_mean, base, off, N);
         take(&la->ln1_rstd, base, off, N);
-        take(&la->qkv, base, off, N * 3 * D);
+        take(&la->qkv, base, off, N * tfm_block_qkv_dim(&blk));
         take(&la->att, base, off, att * c->n_head);
         take(&la->atty, base, off, N * D);
         take(&la->res_attn, base, off, N * C);
@@ -718,7 +749,7 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
             take(&la->lnx_mean, base, off, N);
             take(&la->lnx_rstd, base, off, N);
             take(&la->xq, base, off, N * D);
-            take(&la->xkv, base, off, Ns * 2 * D);
+            take(&la->xkv, base, off, Ns * 2 * KV);
             take(&la->xatt, base, off, xatt * c->n_head);
             take(&la->xatty, base, off, N * D);
             take(&la->res_x, base, off, N * C);
@@ -806,7 +837,7 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
         take(&a->dfch, base, &off, Nmax * F);
         if (tfm_ffn_gated(c->ffn))
             take(&a->dfcl, base, &off, Nmax * F);
-        take(&a->dqkv, base, &off, Nmax * 3 * D);
+        take(&a->dqkv, base, &off, Nmax * tfm_model_config_qkv_dim(c));
         take(&a->datty, base, &off, Nmax * D);
         take(&a->d0, base, &off, Nmax * C);
         take(&a->d1, base, &off, Nmax * C);
@@ -814,7 +845,7 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
         take(&a->d3, base, &off, Nmax * C);
         take(&a->dtmp, base, &off, Nmax * C);
         if (Le) {
-            take(&a->dxkv, base, &off, Ns * 2 * D);
+            take(&a->dxkv, base, &off, Ns * 2 * tfm_model_config_kv_dim(c));
             take(&a->dmem, base, &off, Ns * C);
         }
     }
@@ -838,12 +869,14 @@ static int acts_plan(tfm_model *m, int B, int T, int S, tfm_err *err)
     /* the biases need scratch of their own: describe them too */
     tfm_attn_t5 t5 = {.n_buckets = c->t5_buckets, .max_distance = c->t5_max_distance};
     tfm_attn probe = {.B = B, .Tq = T, .Tk = T, .NH = c->n_head,
-                      .HS = tfm_model_config_head_dim(c), .alibi = m->alibi, .t5 = c->pos == TFM_POS_T5 ? &t5 : NULL};
+                      .NKV = tfm_model_config_kv_heads(c), .HS = tfm_model_config_head_dim(c),
+                      .alibi = m->alibi, .t5 = c->pos == TFM_POS_T5 ? &t5 : NULL};
     size_t scratch = tfm_attn_scratch_floats(&probe);
     if (ed) {
         probe.Tq = probe.Tk = S;
         size_t s2 = tfm_attn_scratch_floats(&probe);
-        tfm_attn cross = {.B = B, .Tq = T, .Tk = S, .NH = probe.NH, .HS = probe.HS};
+        tfm_attn cross = {.B = B, .Tq = T, .Tk = S, .NH = probe.NH, .NKV = probe.NKV,
+                          .HS = probe.HS};
         size_t s3 = tfm_attn_scratch_floats(&cross);
         scratch = s2 > scratch ? s2 : scratch;
         scratch = s3 > scratch ? s3 : scratch;
@@ -1052,13 +1085,21 @@ void tfm_model_init_weights(tfm_model *m, uint64_t seed)
                 for (size_t j = 0; j < p->numel; j++)
                     w[j] = std * tfm_rng_normal(&r);
             } else {
-                /* [in, out]; fused q|k|v and k|v are separate matrices */
-                size_t parts = strstr(name, "c_attn.weight") ? 3
-                               : strstr(name, "c_kv.weight") ? 2 : 1;
-                double fan = (double)p->shape[0] + (double)(p->shape[1] / parts);
-                float a = (float)sqrt(6.0 / fan);
+                /* [in, out]; fused q|k|v and k|v are separate matrices:
+                 * each column's bound is its part's, q (the first D
+                 * columns of c_attn) or k and v (K each) */
+                const tfm_block blk = tfm_model_block(&m->cfg);
+                size_t cols = p->shape[1], nq = 0, part = cols;
+                if (strstr(name, "c_attn.weight")) {
+                    nq = (size_t)tfm_block_q_dim(&blk);
+                    part = (size_t)tfm_block_kv_dim(&blk);
+                } else if (strstr(name, "c_kv.weight")) {
+                    part = (size_t)tfm_block_kv_dim(&blk);
+                }
+                float aq = (float)sqrt(6.0 / ((double)p->shape[0] + (double)nq));
+                float a = (float)sqrt(6.0 / ((double)p->shape[0] + (double)part));
                 for (size_t j = 0; j < p->numel; j++)
-                    w[j] = a * (2.0f * tfm_rng_float(&r) - 1.0f);
+                    w[j] = (j % cols < nq ? aq : a) * (2.0f * tfm_rng_float(&r) - 1.0f);
             }
         } else {
             float std = !strstr(name, "c_proj.weight") ? 0.02f
@@ -1381,7 +1422,8 @@ static tfm_attn self_attn(const tfm_model *m, const side *sd, int l)
     const tfm_model_config *c = &m->cfg;
     const tfm_model_acts *a = m->acts;
     tfm_attn at = {.B = m->B, .Tq = sd->T, .Tk = sd->T, .NH = c->n_head,
-                   .HS = tfm_model_config_head_dim(c), .dropout = attn_p(m),
+                   .NKV = tfm_model_config_kv_heads(c), .HS = tfm_model_config_head_dim(c),
+                   .dropout = attn_p(m),
                    .seed = layer_site(a->seed, sd->site, l, SITE_ATT)};
     if (sd->enc) {
         at.mask = TFM_MASK_NONE;
@@ -1449,6 +1491,7 @@ static tfm_attn cross_attn(const tfm_model *m, int l)
     const tfm_model_config *c = &m->cfg;
     const tfm_model_acts *a = m->acts;
     return (tfm_attn){.B = m->B, .Tq = m->T, .Tk = a->S, .NH = c->n_head,
+                      .NKV = tfm_model_config_kv_heads(c),
                       .HS = tfm_model_config_head_dim(c), .mask = TFM_MASK_NONE,
                       .key_len = a->src_len_i, .dropout = attn_p(m),
                       .seed = cross_site(a->seed, l, SITE_ATT), .impl = m->attn_impl,
@@ -1456,13 +1499,14 @@ static tfm_attn cross_attn(const tfm_model *m, int l)
 }
 
 /* Rotates (or, with inverse, rotates back) the q and k columns of a stack's
- * rows laid out [N, 3D]: the 2·NH heads of q and k are adjacent. */
+ * rows laid out q | k | v: the n_head + n_kv_head heads of q and k are
+ * adjacent. */
 static void rope_qk(tfm_model *m, const side *sd, float *qkv, int inverse)
 {
-    const tfm_model_config *c = &m->cfg;
-    int D = tfm_model_config_attn_dim(c), HS = tfm_model_config_head_dim(c);
-    tfm_rope_apply(qkv, 3 * D, (int)sd->N, sd->pos, 0, 2 * c->n_head, HS, m->acts->pe,
-                   m->acts->n_pe, inverse);
+    const tfm_block blk = tfm_model_block(&m->cfg);
+    tfm_rope_apply(qkv, tfm_block_qkv_dim(&blk), (int)sd->N, sd->pos, 0,
+                   blk.n_head + blk.n_kv_head, blk.head_dim, m->acts->pe, m->acts->n_pe,
+                   inverse);
 }
 
 static void scale_rows(float *x, size_t n, float s)
@@ -1518,7 +1562,8 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
     const tfm_block blk = tfm_model_block(c);
     tfm_model_acts *a = m->acts;
     int C = c->n_embd, F = tfm_model_config_ff(c), pre = c->ln == TFM_LN_PRE;
-    int D = tfm_model_config_attn_dim(c);
+    int D = tfm_block_q_dim(&blk), KV = tfm_block_kv_dim(&blk), QKV = tfm_block_qkv_dim(&blk);
+    int KO = tfm_block_qkv_off(&blk, 1), VO = tfm_block_qkv_off(&blk, 2); /* k's, v's columns */
     size_t N = sd->N;
     float p = drop_p(m);
     layer_params lp = block_ptrs(m, m->params, sd->first, l, sd->cross);
@@ -1529,13 +1574,13 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
                               lp.p[P_LN1B], N, C);
     }
     const float *qin = pre ? la->ln1 : x;
-    linear_forward(la->qkv, qin, lp.p[P_QKVW], lp.p[P_QKVB], N, C, 3 * D);
+    linear_forward(la->qkv, qin, lp.p[P_QKVW], lp.p[P_QKVB], N, C, QKV);
     for (int j = 0; j < 3; j++)
-        lora_fwd(m, sd, l, &lp, LS_Q + j, la->qkv + j * D, 3 * D, qin, N);
+        lora_fwd(m, sd, l, &lp, LS_Q + j, la->qkv + tfm_block_qkv_off(&blk, j), QKV, qin, N);
     if (c->pos == TFM_POS_ROPE)
         rope_qk(m, sd, la->qkv, 0);
-    tfm_attn_forward(&at, la->atty, D, la->att, la->qkv, 3 * D, la->qkv + D, 3 * D,
-                     la->qkv + 2 * D, 3 * D, a->attn_scratch);
+    tfm_attn_forward(&at, la->atty, D, la->att, la->qkv, QKV, la->qkv + KO, QKV, la->qkv + VO,
+                     QKV, a->attn_scratch);
     linear_forward(la->res_attn, la->atty, lp.p[P_PROJW], lp.p[P_PROJB], N, D, C);
     lora_fwd(m, sd, l, &lp, LS_O, la->res_attn, C, la->atty, N);
     tfm_dropout_forward(la->res_attn, la->res_attn, N * C, p,
@@ -1559,11 +1604,11 @@ static const float *block_forward(tfm_model *m, const side *sd, int l, const flo
         }
         linear_forward(la->xq, xin, lp.p[P_XQW], lp.p[P_XQB], N, C, D);
         lora_fwd(m, sd, l, &lp, LS_XQ, la->xq, D, xin, N);
-        linear_forward(la->xkv, a->memory, lp.p[P_XKVW], lp.p[P_XKVB], Ns, C, 2 * D);
-        lora_fwd(m, sd, l, &lp, LS_XK, la->xkv, 2 * D, a->memory, Ns);
-        lora_fwd(m, sd, l, &lp, LS_XV, la->xkv + D, 2 * D, a->memory, Ns);
-        tfm_attn_forward(&xt, la->xatty, D, la->xatt, la->xq, D, la->xkv, 2 * D,
-                         la->xkv + D, 2 * D, a->attn_scratch);
+        linear_forward(la->xkv, a->memory, lp.p[P_XKVW], lp.p[P_XKVB], Ns, C, 2 * KV);
+        lora_fwd(m, sd, l, &lp, LS_XK, la->xkv, 2 * KV, a->memory, Ns);
+        lora_fwd(m, sd, l, &lp, LS_XV, la->xkv + KV, 2 * KV, a->memory, Ns);
+        tfm_attn_forward(&xt, la->xatty, D, la->xatt, la->xq, D, la->xkv, 2 * KV,
+                         la->xkv + KV, 2 * KV, a->attn_scratch);
         linear_forward(la->res_x, la->xatty, lp.p[P_XPW], lp.p[P_XPB], N, D, C);
         lora_fwd(m, sd, l, &lp, LS_XO, la->res_x, C, la->xatty, N);
         tfm_dropout_forward(la->res_x, la->res_x, N * C, p, cross_site(a->seed, l, SITE_RATT));
@@ -1853,7 +1898,7 @@ static void cross_backward(tfm_model *m, const side *sd, int l, const layer_para
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
     layer_acts *la = &a->layer[l];
-    int C = c->n_embd, D = tfm_model_config_attn_dim(c);
+    int C = c->n_embd, D = tfm_model_config_attn_dim(c), KV = tfm_model_config_kv_dim(c);
     size_t N = (size_t)m->B * m->T, Ns = (size_t)m->B * a->S;
     tfm_attn xt = cross_attn(m, l);
     /* res_x = h + drop(xatty·Wxp + b) */
@@ -1862,13 +1907,13 @@ static void cross_backward(tfm_model *m, const side *sd, int l, const layer_para
                     lp->p[P_XPW], N, D, C);
     lora_bwd(m, sd, l, lp, gp, LS_XO, a->datty, a->dtmp, C, la->xatty, N);
     /* dq into dqkv as [N, D] */
-    tfm_attn_backward(&xt, a->dqkv, D, a->dxkv, 2 * D, a->dxkv + D, 2 * D, a->datty, D,
-                      la->xatt, la->xq, D, la->xkv, 2 * D, la->xkv + D, 2 * D,
+    tfm_attn_backward(&xt, a->dqkv, D, a->dxkv, 2 * KV, a->dxkv + KV, 2 * KV, a->datty, D,
+                      la->xatt, la->xq, D, la->xkv, 2 * KV, la->xkv + KV, 2 * KV,
                       a->attn_scratch);
     linear_backward(a->dmem, 1.0f, gp->p[P_XKVW], gp->p[P_XKVB], a->dxkv, a->memory,
-                    lp->p[P_XKVW], Ns, C, 2 * D);
-    lora_bwd(m, sd, l, lp, gp, LS_XK, a->dmem, a->dxkv, 2 * D, a->memory, Ns);
-    lora_bwd(m, sd, l, lp, gp, LS_XV, a->dmem, a->dxkv + D, 2 * D, a->memory, Ns);
+                    lp->p[P_XKVW], Ns, C, 2 * KV);
+    lora_bwd(m, sd, l, lp, gp, LS_XK, a->dmem, a->dxkv, 2 * KV, a->memory, Ns);
+    lora_bwd(m, sd, l, lp, gp, LS_XV, a->dmem, a->dxkv + KV, 2 * KV, a->memory, Ns);
     linear_backward(dxin, beta, gp->p[P_XQW], gp->p[P_XQB], a->dqkv, xin, lp->p[P_XQW], N, C,
                     D);
     lora_bwd(m, sd, l, lp, gp, LS_XQ, dxin, a->dqkv, D, xin, N);
@@ -1911,7 +1956,8 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
     const tfm_model_config *c = &m->cfg;
     const tfm_block blk = tfm_model_block(c);
     tfm_model_acts *a = m->acts;
-    int C = c->n_embd, D = tfm_model_config_attn_dim(c);
+    int C = c->n_embd, D = tfm_block_q_dim(&blk), QKV = tfm_block_qkv_dim(&blk);
+    int KO = tfm_block_qkv_off(&blk, 1), VO = tfm_block_qkv_off(&blk, 2); /* k's, v's columns */
     size_t N = sd->N;
     float p = drop_p(m);
     float *G = m->grads, *P = m->params;
@@ -1946,15 +1992,16 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
         linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
                         lp.p[P_PROJW], N, D, C);
         lora_bwd(m, sd, l, &lp, &gp, LS_O, a->datty, a->dtmp, C, la->atty, N);
-        tfm_attn_backward(&at, a->dqkv, 3 * D, a->dqkv + D, 3 * D, a->dqkv + 2 * D, 3 * D,
-                          a->datty, D, la->att, la->qkv, 3 * D, la->qkv + D, 3 * D,
-                          la->qkv + 2 * D, 3 * D, a->attn_scratch);
+        tfm_attn_backward(&at, a->dqkv, QKV, a->dqkv + KO, QKV, a->dqkv + VO, QKV,
+                          a->datty, D, la->att, la->qkv, QKV, la->qkv + KO, QKV,
+                          la->qkv + VO, QKV, a->attn_scratch);
         if (c->pos == TFM_POS_ROPE)
             rope_qk(m, sd, a->dqkv, 1);
         linear_backward(a->dtmp, 0.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, la->ln1,
-                        lp.p[P_QKVW], N, C, 3 * D);
+                        lp.p[P_QKVW], N, C, QKV);
         for (int j = 0; j < 3; j++)
-            lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, a->dtmp, a->dqkv + j * D, 3 * D, la->ln1, N);
+            lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, a->dtmp,
+                     a->dqkv + tfm_block_qkv_off(&blk, j), QKV, la->ln1, N);
         tfm_block_norm_backward(&blk, dy, gp.p[P_LN1W], gp.p[P_LN1B], a->dtmp, x, lp.p[P_LN1W],
                                la->ln1_mean, la->ln1_rstd, N, C);
         grads_final(m, (size_t)(lp.p[P_LN1W] - P));
@@ -1991,15 +2038,16 @@ static float *block_backward(tfm_model *m, const side *sd, int l, float *dy)
     linear_backward(a->datty, 0.0f, gp.p[P_PROJW], gp.p[P_PROJB], a->dtmp, la->atty,
                     lp.p[P_PROJW], N, D, C);
     lora_bwd(m, sd, l, &lp, &gp, LS_O, a->datty, a->dtmp, C, la->atty, N);
-    tfm_attn_backward(&at, a->dqkv, 3 * D, a->dqkv + D, 3 * D, a->dqkv + 2 * D, 3 * D,
-                      a->datty, D, la->att, la->qkv, 3 * D, la->qkv + D, 3 * D,
-                      la->qkv + 2 * D, 3 * D, a->attn_scratch);
+    tfm_attn_backward(&at, a->dqkv, QKV, a->dqkv + KO, QKV, a->dqkv + VO, QKV,
+                      a->datty, D, la->att, la->qkv, QKV, la->qkv + KO, QKV,
+                      la->qkv + VO, QKV, a->attn_scratch);
     if (c->pos == TFM_POS_ROPE)
         rope_qk(m, sd, a->dqkv, 1);
     linear_backward(dr1, 1.0f, gp.p[P_QKVW], gp.p[P_QKVB], a->dqkv, x, lp.p[P_QKVW], N, C,
-                    3 * D);
+                    QKV);
     for (int j = 0; j < 3; j++)
-        lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, dr1, a->dqkv + j * D, 3 * D, x, N);
+        lora_bwd(m, sd, l, &lp, &gp, LS_Q + j, dr1, a->dqkv + tfm_block_qkv_off(&blk, j), QKV,
+                 x, N);
     grads_final(m, (size_t)(lp.p[P_LN1W] - P));
     /* dr1 = d x: it becomes the next block's dy */
     a->d2 = dy;

@@ -24,7 +24,8 @@
  * seen so far and reused; nothing is allocated per step.
  *
  * The model (C = n_embd, F = d_ff, NH heads of HS = head_dim or C/NH, D =
- * NH·HS the attention's inner width, C unless head_dim says otherwise):
+ * NH·HS the attention's inner width, C unless head_dim says otherwise; NKV
+ * = n_kv_head key/value heads, K = NKV·HS their width, D unless grouped):
  *   x = wte[tok]·(√C with emb_scale) (+ wpe[pos] learned | + sin/cos(pos) sinusoidal)
  *       (+ wse[segment] when n_segments > 0); x = ln_e(x) when emb_norm;
  *       dropout.
@@ -32,8 +33,10 @@
  *           then ln_f.
  *   blocks, post-LN (GPT-1, BERT, the original Transformer):
  *           x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)).
- *   attn: q, k, v = split(x·c_attn + b); per head softmax(q·kᵀ/√HS + bias)·v
- *         under the mask; heads concatenated, ·c_proj + b.
+ *   attn: q, k, v = split(x·c_attn + b) (D, K, K wide); per query head h
+ *         softmax(q_h·k_gᵀ/√HS + bias)·v_g under the mask, g = h/(NH/NKV)
+ *         (grouped-query attention; NKV 1: multi-query); heads
+ *         concatenated, ·c_proj + b.
  *   mlp:  act(x·c_fc + b)·c_proj + b; gated (ffn geglu, swiglu):
  *         (act(x·wi_0 + b) ⊙ (x·wi_1 + b))·c_proj + b with act GELU-tanh
  *         (geglu) or SiLU (swiglu), as nn/ffn.h.
@@ -97,8 +100,8 @@
  *     ln_e.weight/.bias        [C]               (emb_norm only)
  *     rel_bias.weight          [NH, t5_buckets]  (t5 positions only)
  *     h.{i}.ln_1.weight/.bias  [C]
- *     h.{i}.attn.c_attn.weight [C, 3D]   (stored [in, out]: y = x·W + b)
- *     h.{i}.attn.c_attn.bias   [3D]      (q, k, v in that order)
+ *     h.{i}.attn.c_attn.weight [C, D+2K] (stored [in, out]: y = x·W + b)
+ *     h.{i}.attn.c_attn.bias   [D+2K]    (q, k, v in that order)
  *     h.{i}.attn.c_proj.weight [D, C]    ([in, out])
  *     h.{i}.attn.c_proj.bias   [C]
  *     h.{i}.ln_2.weight/.bias  [C]
@@ -118,8 +121,8 @@
  *     h.{i}.ln_x.weight/.bias     [C]
  *     h.{i}.xattn.c_q.weight      [C, D]    ([in, out])
  *     h.{i}.xattn.c_q.bias        [D]
- *     h.{i}.xattn.c_kv.weight     [C, 2D]   (k, v in that order)
- *     h.{i}.xattn.c_kv.bias       [2D]
+ *     h.{i}.xattn.c_kv.weight     [C, 2K]   (k, v in that order)
+ *     h.{i}.xattn.c_kv.bias       [2K]
  *     h.{i}.xattn.c_proj.weight   [D, C]
  *     h.{i}.xattn.c_proj.bias     [C]
  * then ln_f.* (pre-LN), lm_head.weight (untied) and final_logits_bias.
@@ -227,6 +230,9 @@ typedef struct tfm_model_config {
     int head_dim;        /* HS, each head's width; 0 means n_embd/n_head.  The
                             attention's inner width D = n_head·HS may differ
                             from C (flan-t5-small: 6·64 over 512) */
+    int n_kv_head;       /* key/value heads of every attention, dividing
+                            n_head (grouped-query attention; 1: multi-query);
+                            0 means n_head */
     int block_size;      /* maximum context T */
     int vocab_size;      /* V */
     float dropout;       /* in [0, 1); applied only in training mode */
@@ -321,7 +327,7 @@ const char *tfm_kind_name(tfm_kind kind);
 const char *tfm_pos_name(tfm_pos pos);
 
 /* The block every path applies (nn/block.h): placement, norm kind and
- * eps, feed-forward kind and activation, attention scale. */
+ * eps, feed-forward kind and activation, attention scale, heads. */
 tfm_block tfm_model_block(const tfm_model_config *cfg);
 
 /* The tensors of one block, in table order: every path binds a block's
@@ -350,8 +356,14 @@ float tfm_head_scale(const tfm_model_config *cfg);
 int tfm_model_config_ff(const tfm_model_config *cfg);
 /* HS: head_dim, or n_embd/n_head when 0. */
 int tfm_model_config_head_dim(const tfm_model_config *cfg);
-/* D = n_head·HS: the width of q, k, v and of the heads concatenated. */
+/* D = n_head·HS: the width of q and of the heads concatenated; K =
+ * n_kv_head·HS, of k and of v; D + 2K, of the fused q | k | v (nn/block.h's
+ * widths of the model's block). */
 int tfm_model_config_attn_dim(const tfm_model_config *cfg);
+int tfm_model_config_kv_dim(const tfm_model_config *cfg);
+int tfm_model_config_qkv_dim(const tfm_model_config *cfg);
+/* NKV: n_kv_head, or n_head when 0. */
+int tfm_model_config_kv_heads(const tfm_model_config *cfg);
 /* The encoder's blocks of an encoder-decoder (n_enc_layer, or n_layer when
  * 0); 0 for the other kinds. */
 int tfm_model_config_enc_layers(const tfm_model_config *cfg);

@@ -275,10 +275,10 @@ forward_blas_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, float
     float scale = tfm_attn_scale(a);
     size_t tt = (size_t)Tq * Tk;
     {
-        int b = bh / NH, h = bh % NH;
+        int b = bh / NH, h = bh % NH, kh = tfm_attn_kv_head(a, h);
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
-        const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
-        const float *V = v + (size_t)b * Tk * ldv + (size_t)h * HS;
+        const float *K = k + (size_t)b * Tk * ldk + (size_t)kh * HS;
+        const float *V = v + (size_t)b * Tk * ldv + (size_t)kh * HS;
         float *P = att + (size_t)bh * tt;
         float *ts = thread_scratch(a, scratch);
         const float *br = NULL;
@@ -313,8 +313,8 @@ forward_blas_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, float
 }
 
 static inline __attribute__((always_inline)) void
-backward_blas_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, float *dk,
-                   int lddk, float *dv, int lddv, const float *dout, int lddo,
+backward_blas_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, float *dK,
+                   int lddk, float *dV, int lddv, const float *dout, int lddo,
                    const float *att, const float *q, int ldq, const float *k, int ldk,
                    const float *v, int ldv, float *scratch)
 {
@@ -322,14 +322,12 @@ backward_blas_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, floa
     float scale = tfm_attn_scale(a);
     size_t tt = (size_t)Tq * Tk;
     {
-        int b = bh / NH, h = bh % NH;
+        int b = bh / NH, h = bh % NH, kh = tfm_attn_kv_head(a, h);
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
-        const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
-        const float *V = v + (size_t)b * Tk * ldv + (size_t)h * HS;
+        const float *K = k + (size_t)b * Tk * ldk + (size_t)kh * HS;
+        const float *V = v + (size_t)b * Tk * ldv + (size_t)kh * HS;
         const float *dY = dout + (size_t)b * Tq * lddo + (size_t)h * HS;
         float *dQ = dq + (size_t)b * Tq * lddq + (size_t)h * HS;
-        float *dK = dk + (size_t)b * Tk * lddk + (size_t)h * HS;
-        float *dV = dv + (size_t)b * Tk * lddv + (size_t)h * HS;
         const float *P = att + (size_t)bh * tt;
         float *ts = thread_scratch(a, scratch);
         float *dP = ts;
@@ -406,25 +404,18 @@ static void forward_blas(const tfm_attn *a, float *out, int ldo, float *att,
     }
 }
 
+static void backward_units(const tfm_attn *a, int fused, float *dq, int lddq, float *dk,
+                           int lddk, float *dv, int lddv, const float *dout, int lddo,
+                           const float *att, const float *q, int ldq, const float *k, int ldk,
+                           const float *v, int ldv, float *scratch);
+
 static void backward_blas(const tfm_attn *a, float *dq, int lddq, float *dk, int lddk,
                           float *dv, int lddv, const float *dout, int lddo,
                           const float *att, const float *q, int ldq, const float *k,
                           int ldk, const float *v, int ldv, float *scratch)
 {
-    int n = a->B * a->NH;
-    if (needs_ext(a)) {
-#pragma omp parallel for schedule(static)
-        for (int bh = 0; bh < n; bh++)
-            backward_blas_head(a, 1, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq,
-                               k, ldk, v, ldv, scratch);
-        if (a->t5 && a->t5->dtable) /* NULL: the table is frozen */
-            t5_reduce(a, scratch);
-    } else {
-#pragma omp parallel for schedule(static)
-        for (int bh = 0; bh < n; bh++)
-            backward_blas_head(a, 0, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq,
-                               k, ldk, v, ldv, scratch);
-    }
+    backward_units(a, 0, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq, k, ldk, v, ldv,
+                   scratch);
 }
 
 /* ---- fused loops ---------------------------------------------------------
@@ -466,11 +457,36 @@ static size_t fused_head(const tfm_attn *a)
     return tt2 > blk ? tt2 : blk;
 }
 
+/* Grouped heads: a thread's dK and dV of one query head, [Tk, HS] each,
+ * before they are added to the group's. */
+static size_t group_floats(const tfm_attn *a)
+{
+    return tfm_attn_kv_heads(a) < a->NH ? 2 * (size_t)a->Tk * a->HS : 0;
+}
+
 static size_t fused_per_thread(const tfm_attn *a)
 {
     size_t tkp = pad16((size_t)a->Tk);
     size_t rel = has_bias(a) ? pad16((size_t)rel_count(a)) : 0;
-    return fused_head(a) + (size_t)a->HS * tkp + (size_t)QB * tkp + 16 + rel;
+    return fused_head(a) + (size_t)a->HS * tkp + (size_t)QB * tkp + 16 + rel + group_floats(a);
+}
+
+/* The calling thread's group_floats, at the end of its region. */
+static float *thread_group(const tfm_attn *a, float *scratch)
+{
+    return thread_scratch(a, scratch) + fused_per_thread(a) - group_floats(a);
+}
+
+/* dst[j·ld + d] += src[j·HS + d] for the Tk rows of a head. */
+static void add_head(float *dst, int ld, const float *src, int Tk, int HS)
+{
+    for (int j = 0; j < Tk; j++) {
+        float *d = dst + (size_t)j * ld;
+        const float *x = src + (size_t)j * HS;
+#pragma omp simd
+        for (int i = 0; i < HS; i++)
+            d[i] += x[i];
+    }
 }
 
 /* C[r, 0:VW·NB) = alpha · Σ_{k<K} A[r·rsa + k·csa] · B[k·ldb + (0:VW·NB)]
@@ -612,10 +628,10 @@ forward_fused_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, floa
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
     size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
     {
-        int b = bh / NH, h = bh % NH;
+        int b = bh / NH, h = bh % NH, kh = tfm_attn_kv_head(a, h);
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
-        const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
-        const float *V = v + (size_t)b * Tk * ldv + (size_t)h * HS;
+        const float *K = k + (size_t)b * Tk * ldk + (size_t)kh * HS;
+        const float *V = v + (size_t)b * Tk * ldv + (size_t)kh * HS;
         float *Y = out + (size_t)b * Tq * ldo + (size_t)h * HS;
         float *P = att + (size_t)bh * tt;
         float *Pd = thread_scratch(a, scratch);                  /* [QB, Tk] */
@@ -663,8 +679,8 @@ forward_fused_head(const tfm_attn *a, int ext, int bh, float *out, int ldo, floa
 }
 
 static inline __attribute__((always_inline)) void
-backward_fused_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, float *dk,
-                    int lddk, float *dv, int lddv, const float *dout, int lddo,
+backward_fused_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, float *dK,
+                    int lddk, float *dV, int lddv, const float *dout, int lddo,
                     const float *att, const float *q, int ldq, const float *k, int ldk,
                     const float *v, int ldv, float *scratch)
 {
@@ -673,15 +689,13 @@ backward_fused_head(const tfm_attn *a, int ext, int bh, float *dq, int lddq, flo
     float dscale = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
     size_t tt = (size_t)Tq * Tk, tkp = pad16((size_t)Tk);
     {
-        int b = bh / NH, h = bh % NH;
+        int b = bh / NH, h = bh % NH, kh = tfm_attn_kv_head(a, h);
         const float *Q = q + (size_t)b * Tq * ldq + (size_t)h * HS;
-        const float *K = k + (size_t)b * Tk * ldk + (size_t)h * HS;
-        const float *V = v + (size_t)b * Tk * ldv + (size_t)h * HS;
+        const float *K = k + (size_t)b * Tk * ldk + (size_t)kh * HS;
+        const float *V = v + (size_t)b * Tk * ldv + (size_t)kh * HS;
         const float *dY = dout + (size_t)b * Tq * lddo + (size_t)h * HS;
         const float *P = att + (size_t)bh * tt;
         float *dQ = dq + (size_t)b * Tq * lddq + (size_t)h * HS;
-        float *dK = dk + (size_t)b * Tk * lddk + (size_t)h * HS;
-        float *dV = dv + (size_t)b * Tk * lddv + (size_t)h * HS;
         float *dS = thread_scratch(a, scratch);               /* [Tq, Tk] */
         float *Pd = dS + tt;                                  /* [Tq, Tk] */
         float *Vt = dS + fused_head(a), *dP = Vt + (size_t)HS * tkp; /* [HS, tkp], [QB, tkp] */
@@ -784,25 +798,75 @@ static void forward_fused(const tfm_attn *a, float *out, int ldo, float *att,
     }
 }
 
+/* One unit of a backward loop: a (batch, head), whose dK and dV are its
+ * columns of dk and dv; or, with grouped heads, a (batch, key/value head)
+ * and its group's query heads in order, the first writing dK and dV, each
+ * later one its own into the thread's group scratch, then added (a fixed
+ * order: the sums do not depend on the threads).  fused and ext are
+ * constants where it is inlined (the loops below). */
+static inline __attribute__((always_inline)) void
+backward_unit(const tfm_attn *a, int fused, int ext, int u, float *dq, int lddq, float *dk,
+              int lddk, float *dv, int lddv, const float *dout, int lddo, const float *att,
+              const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+              float *scratch)
+{
+    const int NH = a->NH, NKV = tfm_attn_kv_heads(a), G = NH / NKV, Tk = a->Tk, HS = a->HS;
+    int b = u / NKV, kh = u % NKV;
+    float *dK = dk + (size_t)b * Tk * lddk + (size_t)kh * HS;
+    float *dV = dv + (size_t)b * Tk * lddv + (size_t)kh * HS;
+    float *tk = G > 1 ? thread_group(a, scratch) : NULL, *tv = tk ? tk + (size_t)Tk * HS : NULL;
+    for (int j = 0; j < G; j++) {
+        int bh = b * NH + kh * G + j;
+        float *K = j ? tk : dK, *V = j ? tv : dV;
+        int ldk_ = j ? HS : lddk, ldv_ = j ? HS : lddv;
+        if (fused)
+            backward_fused_head(a, ext, bh, dq, lddq, K, ldk_, V, ldv_, dout, lddo, att, q,
+                                ldq, k, ldk, v, ldv, scratch);
+        else
+            backward_blas_head(a, ext, bh, dq, lddq, K, ldk_, V, ldv_, dout, lddo, att, q, ldq,
+                               k, ldk, v, ldv, scratch);
+        if (j) {
+            add_head(dK, lddk, tk, Tk, HS);
+            add_head(dV, lddv, tv, Tk, HS);
+        }
+    }
+}
+
+static void backward_units(const tfm_attn *a, int fused, float *dq, int lddq, float *dk,
+                           int lddk, float *dv, int lddv, const float *dout, int lddo,
+                           const float *att, const float *q, int ldq, const float *k, int ldk,
+                           const float *v, int ldv, float *scratch)
+{
+    int n = a->B * tfm_attn_kv_heads(a);
+#define UNITS(FUSED, EXT)                                                                   \
+    do {                                                                                    \
+        _Pragma("omp parallel for schedule(static)")                                        \
+        for (int u = 0; u < n; u++)                                                         \
+            backward_unit(a, FUSED, EXT, u, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att,  \
+                          q, ldq, k, ldk, v, ldv, scratch);                                 \
+    } while (0)
+    if (needs_ext(a)) {
+        if (fused)
+            UNITS(1, 1);
+        else
+            UNITS(0, 1);
+        if (a->t5 && a->t5->dtable) /* NULL: the table is frozen */
+            t5_reduce(a, scratch);
+    } else if (fused) {
+        UNITS(1, 0);
+    } else {
+        UNITS(0, 0);
+    }
+#undef UNITS
+}
+
 static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, int lddk,
                            float *dv, int lddv, const float *dout, int lddo,
                            const float *att, const float *q, int ldq, const float *k,
                            int ldk, const float *v, int ldv, float *scratch)
 {
-    int n = a->B * a->NH;
-    if (needs_ext(a)) {
-#pragma omp parallel for schedule(static)
-        for (int bh = 0; bh < n; bh++)
-            backward_fused_head(a, 1, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q,
-                                ldq, k, ldk, v, ldv, scratch);
-        if (a->t5 && a->t5->dtable) /* NULL: the table is frozen */
-            t5_reduce(a, scratch);
-    } else {
-#pragma omp parallel for schedule(static)
-        for (int bh = 0; bh < n; bh++)
-            backward_fused_head(a, 0, bh, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q,
-                                ldq, k, ldk, v, ldv, scratch);
-    }
+    backward_units(a, 1, dq, lddq, dk, lddk, dv, lddv, dout, lddo, att, q, ldq, k, ldk, v, ldv,
+                   scratch);
 }
 
 /* The fused loops win while a head's products are small; past that BLIS's

@@ -4,6 +4,10 @@
  * fused projection, e.g. GPT's c_attn output with row stride 3C) and
  * cross-attention (k, v from an encoder's output, Tk != Tq): each operand is
  * a pointer plus a row stride, and head h uses columns [h·HS, (h+1)·HS).
+ * Grouped-query attention: with NKV < NH key/value heads, query head h
+ * reads key/value head h / (NH / NKV) (tfm_attn_kv_head), and backward
+ * sums the gradients of a group's query heads into their shared dK, dV
+ * (in head order: the sums do not depend on the threads).
  * Masks: causal (query i sees keys j ≤ i + Tk - Tq: queries are the last Tq
  * positions, so a cache of earlier keys works), none (encoders), prefix-LM,
  * combined with optional per-sequence key lengths (padding: keys j ≥
@@ -55,6 +59,7 @@ typedef enum tfm_attn_impl {
 
 typedef struct tfm_attn {
     int B, Tq, Tk, NH, HS;
+    int NKV;             /* key/value heads, dividing NH; 0 means NH */
     tfm_mask_kind mask;
     const int *key_len;  /* [B] valid keys per sequence, or NULL (all) */
     float dropout;       /* on the probabilities; 0 = off */
@@ -79,6 +84,18 @@ typedef struct tfm_attn {
 static inline float tfm_attn_scale(const tfm_attn *a)
 {
     return a->unscaled ? 1.0f : 1.0f / sqrtf((float)a->HS);
+}
+
+/* Key/value heads, and the one query head h reads (k and v hold
+ * tfm_attn_kv_heads heads of HS columns). */
+static inline int tfm_attn_kv_heads(const tfm_attn *a)
+{
+    return a->NKV > 0 ? a->NKV : a->NH;
+}
+
+static inline int tfm_attn_kv_head(const tfm_attn *a, int h)
+{
+    return h / (a->NH / tfm_attn_kv_heads(a));
 }
 
 /* The ALiBi paper's head slopes: for n a power of two, 2^(-8k/n) for k =
@@ -108,8 +125,9 @@ static inline float tfm_t5_bias(const tfm_attn_t5 *t5, int h, int rel)
 }
 
 /* The cached decode step's attention: one query row q (head h: HS floats)
- * at position qpos over the key and value rows k[j·ld], v[j·ld] (head h's
- * columns; j < n_keys, the rows the cache holds), of a's scale, position
+ * at position qpos over the key and value rows k[j·ld], v[j·ld] (the
+ * columns of head h's key/value head, tfm_attn_kv_head; j < n_keys, the
+ * rows the cache holds), of a's scale, position
  * biases (alibi, t5) and mask: none sees all n_keys, causal keys j ≤ qpos,
  * prefix also every j < prefix (0: causal); of a, only HS, unscaled, mask,
  * alibi and t5 are read.  out[0:HS) = softmax(scores)·V; s holds the scores (at least
@@ -130,7 +148,8 @@ void tfm_attn_forward(const tfm_attn *a, float *out, int ldo, float *att,
                       const float *v, int ldv, float *scratch);
 
 /* Writes (=) dq, dk, dv (same layouts as q, k, v) from dout and the saved
- * P.  For self-attention, dq/dk/dv are slices of one fused gradient. */
+ * P.  For self-attention, dq/dk/dv are slices of one fused gradient.  With
+ * grouped heads, dk and dv are each head group's sum. */
 void tfm_attn_backward(const tfm_attn *a, float *dq, int lddq, float *dk, int lddk,
                        float *dv, int lddv, const float *dout, int lddo,
                        const float *att, const float *q, int ldq, const float *k,

@@ -16,21 +16,22 @@
 #include "tensor/gemm.h"
 #include "tensor/gradcheck.h"
 
-/* q in its own buffer [B,Tq,C]; k and v interleaved in one [B,Tk,2C]
- * buffer (as a fused projection would give), to exercise the strides.
- * table/dtable: a T5 bias table [NH, n_buckets] when t5 is used. */
+/* q in its own buffer [B,Tq,C]; k and v interleaved in one [B,Tk,2CK]
+ * buffer (as a fused projection would give), to exercise the strides; CK =
+ * C but with grouped heads (use_kv_heads).  table/dtable: a T5 bias table
+ * [NH, n_buckets] when t5 is used. */
 struct ctx {
     tfm_attn a;
     tfm_attn_t5 t5;
-    int C;
+    int C, CK;
     float *q, *kv, *out, *att, *scratch, *r, *table, *dtable;
 };
 
 static double attn_loss(void *p)
 {
     struct ctx *c = p;
-    int C = c->C;
-    tfm_attn_forward(&c->a, c->out, C, c->att, c->q, C, c->kv, 2 * C, c->kv + C, 2 * C,
+    int C = c->C, CK = c->CK;
+    tfm_attn_forward(&c->a, c->out, C, c->att, c->q, C, c->kv, 2 * CK, c->kv + CK, 2 * CK,
                      c->scratch);
     return gc_dot(c->out, c->r, (size_t)c->a.B * c->a.Tq * C);
 }
@@ -60,7 +61,7 @@ static void setup(struct ctx *c, int B, int Tq, int Tk, int NH, int HS, tfm_mask
     memset(c, 0, sizeof *c);
     c->a = (tfm_attn){.B = B, .Tq = Tq, .Tk = Tk, .NH = NH, .HS = HS, .mask = mask,
                       .key_len = key_len, .dropout = dropout, .seed = 99, .impl = forced};
-    c->C = NH * HS;
+    c->C = c->CK = NH * HS;
     size_t nq = (size_t)B * Tq * c->C, nkv = (size_t)B * Tk * 2 * c->C;
     c->q = calloc(nq, sizeof(float));
     c->kv = calloc(nkv, sizeof(float));
@@ -86,6 +87,21 @@ static void use_t5(struct ctx *c, int n_buckets, int max_distance, int bidirecti
     gc_fill(&r, c->table, n, 1.0f);
     c->t5 = (tfm_attn_t5){c->table, c->dtable, n_buckets, max_distance, bidirectional};
     c->a.t5 = &c->t5;
+    ready(c);
+}
+
+/* NKV key/value heads (grouped-query attention; 1: multi-query): k and v
+ * become NKV heads wide, drawn afresh from seed. */
+static void use_kv_heads(struct ctx *c, int NKV, uint64_t seed)
+{
+    c->a.NKV = NKV;
+    c->CK = NKV * c->a.HS;
+    size_t nkv = (size_t)c->a.B * c->a.Tk * 2 * c->CK;
+    free(c->kv);
+    c->kv = calloc(nkv, sizeof(float));
+    tfm_rng r;
+    tfm_rng_seed(&r, seed);
+    gc_fill(&r, c->kv, nkv, 1.0f);
     ready(c);
 }
 
@@ -127,11 +143,13 @@ static double ref_bias(const tfm_attn *a, int h, int i, int j)
 static void check_forward(struct ctx *c)
 {
     tfm_attn *a = &c->a;
-    int C = c->C, HS = a->HS;
+    int C = c->C, CK = c->CK, HS = a->HS;
     attn_loss(c);
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < a->NH; h++)
             for (int i = 0; i < a->Tq; i++) {
+                /* query head h's key/value head, from the definition */
+                int kh = h / (a->NH / (a->NKV ? a->NKV : a->NH));
                 double s[256], mx = -1e300, z = 0;
                 assert_true(a->Tk <= 256);
                 for (int j = 0; j < a->Tk; j++) {
@@ -140,7 +158,7 @@ static void check_forward(struct ctx *c)
                     double d = 0;
                     for (int e = 0; e < HS; e++)
                         d += (double)c->q[((size_t)b * a->Tq + i) * C + h * HS + e] *
-                             c->kv[((size_t)b * a->Tk + j) * 2 * C + h * HS + e];
+                             c->kv[((size_t)b * a->Tk + j) * 2 * CK + kh * HS + e];
                     s[j] = (a->unscaled ? d : d / sqrt(HS)) + ref_bias(a, h, i, j);
                     mx = fmax(mx, s[j]);
                 }
@@ -157,7 +175,7 @@ static void check_forward(struct ctx *c)
                     for (int j = 0; j < a->Tk; j++)
                         if (ref_visible(a, b, i, j))
                             y += s[j] / z *
-                                 c->kv[((size_t)b * a->Tk + j) * 2 * C + C + h * HS + e];
+                                 c->kv[((size_t)b * a->Tk + j) * 2 * CK + CK + kh * HS + e];
                     assert_true(fabs(c->out[((size_t)b * a->Tq + i) * C + h * HS + e] - y) < 1e-5);
                 }
             }
@@ -177,14 +195,14 @@ static void check_backward(struct ctx *c)
     tfm_attn *a = &c->a;
     /* unscaled scores move √HS times faster with q and k */
     const float H = a->unscaled ? 1e-2f : 3e-2f;
-    int C = c->C;
-    size_t nq = (size_t)a->B * a->Tq * C, nkv = (size_t)a->B * a->Tk * 2 * C;
+    int C = c->C, CK = c->CK;
+    size_t nq = (size_t)a->B * a->Tq * C, nkv = (size_t)a->B * a->Tk * 2 * CK;
     float *dq = poisoned(nq), *dkv = poisoned(nkv);
     attn_loss(c);
     if (a->t5)
         memset(c->dtable, 0, (size_t)a->NH * c->t5.n_buckets * sizeof(float));
-    tfm_attn_backward(a, dq, C, dkv, 2 * C, dkv + C, 2 * C, c->r, C, c->att, c->q, C, c->kv,
-                      2 * C, c->kv + C, 2 * C, c->scratch);
+    tfm_attn_backward(a, dq, C, dkv, 2 * CK, dkv + CK, 2 * CK, c->r, C, c->att, c->q, C, c->kv,
+                      2 * CK, c->kv + CK, 2 * CK, c->scratch);
     /* gc_check passes NaN (a comparison with NaN is false): check first */
     all_finite(dq, nq);
     all_finite(dkv, nkv);
@@ -438,7 +456,7 @@ static void test_t5(void **state)
 static void check_row(struct ctx *c)
 {
     tfm_attn *a = &c->a;
-    int C = c->C, HS = a->HS;
+    int C = c->C, CK = c->CK, HS = a->HS;
     float s[256], out[256];
     assert_true(a->Tk <= 256 && HS <= 256);
     for (int b = 0; b < a->B; b++)
@@ -446,9 +464,10 @@ static void check_row(struct ctx *c)
             for (int i = 0; i < a->Tq; i++) {
                 int qpos = a->Tk - a->Tq + i;
                 int n_keys = a->key_len ? a->key_len[b] : a->Tk;
-                const float *kb = c->kv + (size_t)b * a->Tk * 2 * C + h * HS;
+                int kh = h / (a->NH / (a->NKV ? a->NKV : a->NH));
+                const float *kb = c->kv + (size_t)b * a->Tk * 2 * CK + kh * HS;
                 tfm_attn_row(a, h, out, c->q + ((size_t)b * a->Tq + i) * C + h * HS, kb,
-                             kb + C, (size_t)2 * C, qpos, n_keys,
+                             kb + CK, (size_t)2 * CK, qpos, n_keys,
                              a->prefix_len ? a->prefix_len[b] : 0, s);
                 double sc[256], mx = -1e300, z = 0;
                 for (int j = 0; j < a->Tk; j++) {
@@ -457,7 +476,7 @@ static void check_row(struct ctx *c)
                     double d = 0;
                     for (int e = 0; e < HS; e++)
                         d += (double)c->q[((size_t)b * a->Tq + i) * C + h * HS + e] *
-                             kb[(size_t)j * 2 * C + e];
+                             kb[(size_t)j * 2 * CK + e];
                     sc[j] = (a->unscaled ? d : d / sqrt(HS)) + ref_bias(a, h, i, j);
                     mx = fmax(mx, sc[j]);
                 }
@@ -468,7 +487,7 @@ static void check_row(struct ctx *c)
                     double y = 0;
                     for (int j = 0; j < a->Tk; j++)
                         if (ref_visible(a, b, i, j))
-                            y += sc[j] / z * kb[(size_t)j * 2 * C + C + e];
+                            y += sc[j] / z * kb[(size_t)j * 2 * CK + CK + e];
                     assert_true(fabs(out[e] - y) < 1e-5);
                 }
             }
@@ -633,6 +652,89 @@ static void test_paths_agree(void **state)
     teardown_ctx(&c);
 }
 
+/* Grouped-query attention, 4 query heads over 2 and over 1 (multi-query)
+ * key/value heads: the forward (whole sequences and tfm_attn_row) against
+ * the double reference, the gradients (dk, dv summed over each group's
+ * query heads) against finite differences, under the causal, prefix and
+ * padded full masks, with ALiBi, T5 and dropout; and the same numbers as
+ * ungrouped attention over k and v replicated to every query head, the
+ * gradients of the copies summed over the group. */
+static void test_grouped(void **state)
+{
+    (void)state;
+    float slopes[4];
+    tfm_alibi_slopes(slopes, 4);
+    static const int key_len[2] = {11, 6}, prefix[2] = {4, 9};
+    for (int NKV = 2; NKV >= 1; NKV--) {
+        struct ctx c;
+        /* causal self-attention, a head size of the fused loops */
+        setup(&c, 2, 9, 9, 4, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 40);
+        use_kv_heads(&c, NKV, 41);
+        check_both(&c);
+        check_row(&c);
+        /* prefix-LM with ALiBi, then T5 with dropout */
+        c.a.mask = TFM_MASK_PREFIX;
+        c.a.prefix_len = prefix;
+        c.a.alibi = slopes;
+        ready(&c);
+        check_both(&c);
+        check_row(&c);
+        c.a.alibi = NULL;
+        use_t5(&c, 8, 12, 0);
+        check_both(&c);
+        c.a.dropout = 0.1f;
+        check_backward(&c);
+        teardown_ctx(&c);
+        /* cross-attention over padded keys, a head size of BLIS's path */
+        setup(&c, 2, 3, 11, 4, 8, TFM_MASK_NONE, key_len, 0.0f, 42);
+        use_kv_heads(&c, NKV, 43);
+        check_both(&c);
+        check_row(&c);
+        teardown_ctx(&c);
+
+        /* against the replicated keys and values */
+        struct ctx g, r;
+        setup(&g, 2, 13, 13, 4, 16, TFM_MASK_CAUSAL, NULL, 0.1f, 44);
+        use_kv_heads(&g, NKV, 45);
+        setup(&r, 2, 13, 13, 4, 16, TFM_MASK_CAUSAL, NULL, 0.1f, 44);
+        const int B = 2, T = 13, HS = 16, NH = 4, G = NH / NKV;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < NH; h++)
+                    for (int p = 0; p < 2; p++) /* k, v */
+                        memcpy(r.kv + ((size_t)b * T + t) * 2 * r.CK + p * r.CK + h * HS,
+                               g.kv + ((size_t)b * T + t) * 2 * g.CK + p * g.CK + (h / G) * HS,
+                               HS * sizeof(float));
+        size_t nq = (size_t)B * T * g.C, ng = (size_t)B * T * 2 * g.CK;
+        size_t nr = (size_t)B * T * 2 * r.CK;
+        float *dqg = calloc(nq, sizeof(float)), *dqr = calloc(nq, sizeof(float));
+        float *dkvg = calloc(ng, sizeof(float)), *dkvr = calloc(nr, sizeof(float));
+        attn_loss(&g);
+        tfm_attn_backward(&g.a, dqg, g.C, dkvg, 2 * g.CK, dkvg + g.CK, 2 * g.CK, g.r, g.C,
+                          g.att, g.q, g.C, g.kv, 2 * g.CK, g.kv + g.CK, 2 * g.CK, g.scratch);
+        attn_loss(&r);
+        tfm_attn_backward(&r.a, dqr, r.C, dkvr, 2 * r.CK, dkvr + r.CK, 2 * r.CK, r.r, r.C,
+                          r.att, r.q, r.C, r.kv, 2 * r.CK, r.kv + r.CK, 2 * r.CK, r.scratch);
+        assert_memory_equal(g.out, r.out, nq * sizeof(float));
+        assert_memory_equal(dqg, dqr, nq * sizeof(float));
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int p = 0; p < 2; p++)
+                    for (int kh = 0; kh < NKV; kh++)
+                        for (int e = 0; e < HS; e++) {
+                            float sum = 0.0f; /* in the group's order */
+                            for (int j = 0; j < G; j++)
+                                sum += dkvr[((size_t)b * T + t) * 2 * r.CK + p * r.CK +
+                                            (kh * G + j) * HS + e];
+                            assert_true(dkvg[((size_t)b * T + t) * 2 * g.CK + p * g.CK +
+                                             kh * HS + e] == sum);
+                        }
+        free(dqg); free(dqr); free(dkvg); free(dkvr);
+        teardown_ctx(&g);
+        teardown_ctx(&r);
+    }
+}
+
 /* dtable is summed in a fixed order: the same bits for any thread count;
  * and backward adds to it. */
 static void test_t5_deterministic(void **state)
@@ -786,6 +888,7 @@ int main(void)
         cmocka_unit_test(test_paths_agree),
         cmocka_unit_test(test_unscaled),
         cmocka_unit_test(test_t5_deterministic),
+        cmocka_unit_test(test_grouped),
         cmocka_unit_test(test_alibi_slopes),
         cmocka_unit_test(test_t5_bucket),
     };

@@ -14,7 +14,14 @@
  *   post-norm:  x = norm_1(x + attn(x)); [x = norm_x(x + xattn(x, M))];
  *               x = norm_2(x + ffn(x))
  *   ffn(x) = mid(x·W_0 + b_0, x·W_1 + b_1)·W_proj + b, mid as nn/ffn.h
- *            (plain: act(u), no W_1) */
+ *            (plain: act(u), no W_1)
+ *   attn: n_head query heads and n_kv_head key/value heads of head_dim
+ *         each (grouped-query attention; n_kv_head 1: multi-query), query
+ *         head h reading key/value head h / (n_head / n_kv_head).  Every
+ *         attention sublayer is laid out alike: the fused self-attention
+ *         projection's columns are q | k | v (tfm_block_qkv_dim wide, part
+ *         j at tfm_block_qkv_off), the cross-attention's c_q is q and its
+ *         c_kv is k | v (2·tfm_block_kv_dim). */
 #ifndef TFM_NN_BLOCK_H
 #define TFM_NN_BLOCK_H
 
@@ -32,7 +39,40 @@ typedef struct tfm_block {
     tfm_ffn_kind ffn;
     tfm_act_kind act;    /* the plain feed-forward's activation */
     int unscaled;        /* attention scores without 1/√HS (tfm_attn) */
+    int n_head;          /* query heads */
+    int n_kv_head;       /* key/value heads, dividing n_head */
+    int head_dim;        /* HS, each head's width */
 } tfm_block;
+
+/* The widths of the attention's projections: q (and the heads
+ * concatenated), k or v, and the fused q | k | v.  The one place they are
+ * spelled out. */
+static inline int tfm_block_q_dim(const tfm_block *blk)
+{
+    return blk->n_head * blk->head_dim;
+}
+
+static inline int tfm_block_kv_dim(const tfm_block *blk)
+{
+    return blk->n_kv_head * blk->head_dim;
+}
+
+static inline int tfm_block_qkv_dim(const tfm_block *blk)
+{
+    return tfm_block_q_dim(blk) + 2 * tfm_block_kv_dim(blk);
+}
+
+/* Part j (0 q, 1 k, 2 v) of the fused q | k | v: its first column and
+ * width. */
+static inline int tfm_block_qkv_off(const tfm_block *blk, int j)
+{
+    return j == 0 ? 0 : tfm_block_q_dim(blk) + (j - 1) * tfm_block_kv_dim(blk);
+}
+
+static inline int tfm_block_qkv_width(const tfm_block *blk, int j)
+{
+    return j == 0 ? tfm_block_q_dim(blk) : tfm_block_kv_dim(blk);
+}
 
 /* A norm of the block (b NULL for rmsnorm); as nn/norm.h's. */
 static inline void tfm_block_norm(const tfm_block *blk, float *out, float *mean, float *rstd,

@@ -34,7 +34,7 @@ static const char *const shape_keys[] = {
     "model.rope_base",  "model.t5_buckets",    "model.t5_max_distance", "model.segments",
     "model.emb_norm",   "model.emb_scale",     "model.norm_type",   "model.ffn",
     "model.attn_scale", "model.head_scale",    "model.decoder_start", "model.head_bias",
-    "model.head_dim",   "model.forced_bos",    "model.source_bos",
+    "model.head_dim",   "model.forced_bos",    "model.source_bos",  "model.n_kv_head",
 };
 /* A HuggingFace folder's rates (config.json's) are part of its recipe:
  * from_pretrained trains with them.  A tfm file's were its run's choice. */
@@ -79,6 +79,8 @@ static double value(const tfm_config *c, const tfm_schema_key *k)
         v = 4.0 * (double)c->model.n_embd;
     else if (v == 0 && !strcmp(k->path, "model.head_dim") && c->model.n_head > 0)
         v = (double)(c->model.n_embd / c->model.n_head);
+    else if (v == 0 && !strcmp(k->path, "model.n_kv_head"))
+        v = (double)c->model.n_head;
     else if (v == 0 && !strcmp(k->path, "model.n_enc_layer"))
         v = (double)c->model.n_layer;
     else if (v == 0 && !strcmp(k->path, "model.src_vocab_size"))

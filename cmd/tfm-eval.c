@@ -181,7 +181,7 @@ static void load_tokens(app *a, tfm_ids *ids)
     size_t first = ids->len;
     for (size_t i = 0; i < np.count; i++)
         tfm_ids_push(ids, 0);
-    if (tfm_npy_ids(&np, a->tokens_path, (uint64_t)a->ev.model.cfg.vocab_size,
+    if (tfm_npy_ids(&np, a->tokens_path, (uint64_t)a->ev.cfg.vocab_size,
                     ids->data + first, &err) < 0)
         die(&err);
     tfm_npy_close(&np);
@@ -190,9 +190,9 @@ static void load_tokens(app *a, tfm_ids *ids)
 static void cmd_perplexity(app *a)
 {
     tfm_err err = {0};
-    const long block = a->ev.model.cfg.block_size;
+    const long block = a->ev.cfg.block_size;
     long context = a->context ? a->context : block;
-    if (context > block && a->ev.model.cfg.pos == TFM_POS_LEARNED)
+    if (context > block && a->ev.cfg.pos == TFM_POS_LEARNED)
         tfm_usage_error(prog, "--context %ld is longer than the model's context of %ld "
                         "(learned positions end there)", context, block);
     if (context < 2)
@@ -365,7 +365,7 @@ static void read_items(app *a, const tfm_buf *in, int choice, tfm_eval_items *it
         fewshot_setup(a, in, choice);
     tfm_eval_items_opts o = {.tok = a->ev.tok, .scratch = a->scratch,
                              .bos = a->bos ? a->ev.eos : -1, .shots = a->shots ? &a->fs : NULL,
-                             .block_size = a->ev.model.cfg.block_size,
+                             .block_size = a->ev.cfg.block_size,
                              .context = a->ev.context};
     if ((choice ? tfm_eval_choice_read : tfm_eval_lastword_read)(it, in->data, in->len, a->name,
                                                                  &o, &err) < 0)

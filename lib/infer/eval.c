@@ -10,17 +10,6 @@
 #include "metrics/metrics.h"
 #include "infer/generate.h"
 
-/* Copies one tensor of the opened file into the model's parameter array. */
-static int put(tfm_model *m, const char *name, const float *src, int *bound)
-{
-    const tfm_param *p = tfm_model_param(m, name);
-    if (!p || !src)
-        return 0;
-    memcpy(m->params + p->offset, src, p->numel * sizeof(float));
-    (*bound)++;
-    return 0;
-}
-
 static void plan(tfm_eval *e, int context);
 
 int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch, tfm_err *err)
@@ -28,87 +17,84 @@ int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch,
     memset(e, 0, sizeof *e);
     e->eos = -1;
     e->path = path;
-    /* tfm_lm reads both tfm's files and HuggingFace GPT-2 checkpoints and
-     * verifies the checksum; the batched forward wants the weights in a
-     * tfm_model, so they are copied once */
-    tfm_lm lm;
-    if (tfm_lm_open_adapter(&lm, path, adapter, err) < 0)
+    /* tfm_lm reads both tfm's files and HuggingFace checkpoints, verifies
+     * the checksum and widens stored 8-bit and bfloat16 matrices */
+    if (tfm_lm_open_adapter(&e->lm, path, adapter, err) < 0)
         return -1;
-    if (lm.cfg.kind != TFM_KIND_DECODER) {
+    if (e->lm.cfg.kind != TFM_KIND_DECODER) {
         tfm_err_set(err, "%s: model.kind is %s: the language-model scores need a decoder "
-                    "(one that predicts each next token)", path, tfm_kind_name(lm.cfg.kind));
-        tfm_lm_close(&lm);
+                    "(one that predicts each next token)", path, tfm_kind_name(e->lm.cfg.kind));
+        tfm_lm_close(&e->lm);
         return -1;
     }
-    if (tfm_model_init(&e->model, &lm.cfg, err) < 0) {
-        tfm_lm_close(&lm);
+    e->cfg = e->lm.cfg;
+    const tfm_matrix *H = &e->lm.w.lm_head;
+    if (!H->f32) {
+        tfm_err_set(err, "%s: the LM head is not in float32", path);
+        tfm_lm_close(&e->lm);
+        return -1;
+    }
+    if (tfm_fwd_init(&e->fwd, &e->lm.cfg, &e->lm.w, TFM_FWD_MAIN, err) < 0) {
+        tfm_lm_close(&e->lm);
         return tfm_err_prefix(err, "%s", path);
     }
-    const tfm_weights *w = &lm.w;
-    int bound = 0;
-    char name[64];
-    put(&e->model, "wte.weight", w->dec.wte.f32, &bound);
-    put(&e->model, "wpe.weight", w->dec.wpe, &bound);
-    put(&e->model, "wse.weight", w->wse, &bound);
-    put(&e->model, "ln_e.weight", w->dec.lne_w, &bound);
-    put(&e->model, "ln_e.bias", w->dec.lne_b, &bound);
-    put(&e->model, "rel_bias.weight", w->dec.rel_bias, &bound);
-    put(&e->model, "ln_f.weight", w->dec.lnf_w, &bound);
-    put(&e->model, "ln_f.bias", w->dec.lnf_b, &bound);
-    if (!lm.cfg.tie_embeddings)
-        put(&e->model, "lm_head.weight", w->lm_head.f32, &bound);
-    for (int i = 0; i < w->n_layer; i++)
-        for (int k = 0; k < TFM_SLOT_N; k++) {
-            const char *suffix;
-            size_t d0, d1;
-            int decay;
-            if (!tfm_block_slot(&lm.cfg, (tfm_slot)k, 0, &suffix, &d0, &d1, &decay))
-                continue;
-            snprintf(name, sizeof name, "h.%d.%s", i, suffix);
-            put(&e->model, name, tfm_layer_weight(&w->layers[i], (tfm_slot)k), &bound);
-        }
-    if (bound != e->model.n_table) {
-        tfm_err_set(err, "%s: %d of the model's %d tensors could be bound", path, bound,
-                    e->model.n_table);
-        tfm_lm_close(&lm);
-        tfm_model_free(&e->model);
-        return -1;
-    }
-    tfm_model_set_inference(&e->model);
-    e->tok = lm.tok; /* taken over */
-    lm.tok = NULL;
-    e->eos = lm.eos;
-    e->prefix_lm = lm.prefix_lm;
-    tfm_lm_close(&lm);
+    tfm_fwd_pack_weights(&e->fwd);
+    /* scores that do not depend on what a timing chose: the widened
+     * float32 weights, never the 8-bit products */
+    e->fwd.q8_path = TFM_FWD_Q8_OFF;
+    e->tok = e->lm.tok; /* taken over */
+    e->lm.tok = NULL;
+    e->eos = e->lm.eos;
+    e->prefix_lm = e->lm.prefix_lm;
     e->batch_asked = batch;
-    plan(e, e->model.cfg.block_size);
+    plan(e, e->cfg.block_size);
     return 0;
 }
+
+/* Rows of the LM head's products: always this many (padded), so a row's
+ * logits never depend on how many rows were scored with it. */
+enum { HEAD_ROWS = 32 };
 
 /* Buffers for batches of sequences of up to context tokens. */
 static void plan(tfm_eval *e, int context)
 {
     int batch = e->batch_asked;
     if (batch < 1) {
-        /* the forward's logits are [batch, T, V] floats */
-        size_t per = (size_t)context * (size_t)e->model.cfg.vocab_size * sizeof(float);
+        /* the forward's activations of one sequence: the residual, norm,
+         * q|k|v, attention and feed-forward rows and the top layer */
+        const tfm_model_config *c = &e->cfg;
+        size_t width = 4 * (size_t)c->n_embd + (size_t)tfm_model_config_qkv_dim(c) +
+                       (size_t)tfm_model_config_attn_dim(c) + 2 * (size_t)tfm_model_config_ff(c);
+        size_t per = (size_t)context * width * sizeof(float);
         size_t b = ((size_t)256 << 20) / (per ? per : 1);
         batch = b < 1 ? 1 : b > 16 ? 16 : (int)b;
     }
     e->batch = batch;
     e->context = context;
-    size_t rows = (size_t)batch * (size_t)context;
+    const size_t rows = (size_t)batch * (size_t)context, C = (size_t)e->cfg.n_embd;
     free(e->in);
     free(e->nll);
     free(e->hit);
+    free(e->top);
+    free(e->head_in);
+    free(e->logits);
+    free(e->head_row);
+    free(e->head_pos);
+    free(e->packed);
     e->in = tfm_malloc(rows * sizeof *e->in);
+    e->packed = tfm_malloc(rows * sizeof *e->packed);
+    e->head_pos = tfm_malloc(rows * sizeof *e->head_pos);
     e->nll = tfm_malloc(rows * sizeof *e->nll);
     e->hit = tfm_malloc(rows);
+    e->top = tfm_aligned_alloc(rows * C * sizeof *e->top);
+    e->head_in = tfm_aligned_alloc((size_t)HEAD_ROWS * C * sizeof *e->head_in);
+    e->logits = tfm_aligned_alloc((size_t)HEAD_ROWS * e->cfg.vocab_size * sizeof *e->logits);
+    e->head_row = tfm_malloc(rows * sizeof *e->head_row);
 }
 
 int tfm_eval_set_context(tfm_eval *e, int context, tfm_err *err)
 {
-    const tfm_model_config *c = &e->model.cfg;
+    const tfm_model_config *c = &e->cfg;
     if (context < 2)
         return tfm_err_set(err, "a context of %d tokens leaves nothing to score", context);
     if (context > c->block_size && c->pos == TFM_POS_LEARNED)
@@ -123,9 +109,9 @@ int tfm_eval_set_context(tfm_eval *e, int context, tfm_err *err)
 
 int tfm_eval_set_tokenizer(tfm_eval *e, tfm_tokenizer *tok, tfm_err *err)
 {
-    if (tfm_tokenizer_vocab_size(tok) > (uint32_t)e->model.cfg.vocab_size)
+    if (tfm_tokenizer_vocab_size(tok) > (uint32_t)e->cfg.vocab_size)
         return tfm_err_set(err, "the tokenizer has %u tokens but the model only %d",
-                           tfm_tokenizer_vocab_size(tok), e->model.cfg.vocab_size);
+                           tfm_tokenizer_vocab_size(tok), e->cfg.vocab_size);
     tfm_tokenizer_free(e->tok);
     e->tok = tok;
     e->eos = tfm_tokenizer_specials(tok)->eos;
@@ -134,72 +120,103 @@ int tfm_eval_set_tokenizer(tfm_eval *e, tfm_tokenizer *tok, tfm_err *err)
 
 void tfm_eval_close(tfm_eval *e)
 {
-    tfm_model_free(&e->model);
+    tfm_fwd_free(&e->fwd);
+    tfm_lm_close(&e->lm);
     tfm_tokenizer_free(e->tok);
     free(e->in);
     free(e->nll);
     free(e->hit);
+    free(e->top);
+    free(e->head_in);
+    free(e->logits);
+    free(e->head_row);
     memset(e, 0, sizeof *e);
 }
 
-/* Runs seqs[0..n) (n ≤ batch) as one forward and scores them. */
+/* The scored positions' NLL and argmax hits from the rows of top that
+ * predict them (head_row[k]: the row before scored position k of the
+ * packed batch, pos[k] where its results go), HEAD_ROWS at a time. */
+static void score_rows(tfm_eval *e, const int32_t *head_row, const size_t *pos, size_t n)
+{
+    const int V = e->cfg.vocab_size, C = e->cfg.n_embd;
+    const tfm_weights *w = &e->lm.w;
+    const float hs = tfm_head_scale(&e->cfg);
+    for (size_t k0 = 0; k0 < n; k0 += HEAD_ROWS) {
+        const int m = n - k0 < HEAD_ROWS ? (int)(n - k0) : HEAD_ROWS;
+        for (int k = 0; k < HEAD_ROWS; k++) {
+            float *dst = e->head_in + (size_t)k * C;
+            if (k >= m) {
+                memset(dst, 0, sizeof(float) * (size_t)C);
+                continue;
+            }
+            const float *src = e->top + (size_t)head_row[k0 + k] * C;
+            for (int i = 0; i < C; i++)
+                dst[i] = src[i] * hs;
+        }
+        tfm_gemm(0, 1, HEAD_ROWS, V, C, 1.0f, e->head_in, C, w->lm_head.f32, C, 0.0f,
+                 e->logits, V);
+        if (w->head_bias)
+            tfm_bias_forward(e->logits, w->head_bias, m, V);
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < m; k++) {
+            const float *l = e->logits + (size_t)k * V;
+            const size_t r = pos[k0 + k];
+            uint32_t y = (uint32_t)e->in[r];
+            e->nll[r] = tfm_metrics_nll(l, V, y);
+            e->hit[r] = (uint32_t)tfm_metrics_argmax(l, V) == y;
+        }
+    }
+}
+
+/* Runs seqs[0..n) (n ≤ batch) as one packed forward and scores them: in,
+ * nll and hit hold sequence i at offset i·context. */
 static int score_batch(tfm_eval *e, tfm_eval_seq *seqs, int n, tfm_err *err)
 {
-    const int V = e->model.cfg.vocab_size;
     const size_t block = (size_t)e->context;
-    size_t T = 0;
+    const int L = e->cfg.n_layer;
+    int len[n], plen[n];
+    size_t n_scored = 0;
     for (int i = 0; i < n; i++) {
-        size_t len = seqs[i].n < block ? seqs[i].n : block;
-        if (len > T)
-            T = len;
+        size_t m = seqs[i].n < block ? seqs[i].n : block;
+        len[i] = (int)m;
+        /* a prefix LM reads the unscored history as its prefix */
+        plen[i] = (int)(m - seqs[i].n_target);
+        n_scored += seqs[i].n_target;
     }
+    /* the packed ids first (the forward's input), then each sequence's at
+     * i·context for the scores */
+    uint32_t *packed = e->packed;
+    size_t r = 0, k = 0;
     for (int i = 0; i < n; i++) {
-        size_t len = seqs[i].n < block ? seqs[i].n : block;
-        const uint32_t *ids = seqs[i].ids + (seqs[i].n - len);
-        int32_t *row = e->in + (size_t)i * T;
-        for (size_t t = 0; t < len; t++)
-            row[t] = (int32_t)ids[t];
-        /* padding: any valid id; the causal mask keeps it out of the scores */
-        for (size_t t = len; t < T; t++)
-            row[t] = 0;
+        const uint32_t *ids = seqs[i].ids + (seqs[i].n - (size_t)len[i]);
+        for (int t = 0; t < len[i]; t++) {
+            packed[r + t] = ids[t];
+            e->in[(size_t)i * block + t] = (int32_t)ids[t];
+        }
+        for (int t = plen[i]; t < len[i]; t++, k++) {
+            e->head_row[k] = (int32_t)(r + t - 1); /* t ≥ 1 */
+            e->head_pos[k] = (size_t)i * block + t;
+        }
+        r += (size_t)len[i];
     }
-    /* a prefix LM reads the unscored history as its prefix */
-    int plen[n];
-    for (int i = 0; i < n; i++) {
-        size_t len = seqs[i].n < block ? seqs[i].n : block;
-        plen[i] = (int)(len - seqs[i].n_target);
-    }
-    tfm_batch b = {.inputs = e->in, .B = n, .T = (int)T,
-                   .prefix_len = e->prefix_lm ? plen : NULL};
-    if (tfm_model_forward_batch(&e->model, &b, NULL, err) < 0)
+    float *hidden[L + 1];
+    memset(hidden, 0, sizeof hidden);
+    hidden[L] = e->top;
+    tfm_fwd_batch b = {.n = n, .len = len, .tok = packed, .hidden = hidden,
+                       .prefix = e->prefix_lm ? plen : NULL};
+    if (tfm_fwd_run(&e->fwd, &b, err) < 0)
         return -1;
-    const float *logits = tfm_model_logits(&e->model);
-    /* One parallel loop over every row of the batch (not one per sequence:
-     * each parallel region costs a barrier), then sums in a fixed order, so
-     * the result does not depend on the thread count. */
-    const long rows = (long)n * (long)T;
-#pragma omp parallel for schedule(static)
-    for (long r = 0; r < rows; r++) {
-        int i = (int)(r / (long)T);
-        size_t t = (size_t)(r % (long)T);
-        size_t len = seqs[i].n < block ? seqs[i].n : block;
-        if (t < len - seqs[i].n_target || t >= len)
-            continue;
-        const float *l = logits + ((size_t)r - 1) * (size_t)V; /* t ≥ 1 */
-        uint32_t y = (uint32_t)e->in[r];
-        e->nll[r] = tfm_metrics_nll(l, V, y);
-        e->hit[r] = (uint32_t)tfm_metrics_argmax(l, V) == y;
-    }
+    score_rows(e, e->head_row, e->head_pos, n_scored);
     for (int i = 0; i < n; i++) {
         size_t len = seqs[i].n < block ? seqs[i].n : block;
         double lp = 0;
         int greedy = 1;
         const size_t first = len - seqs[i].n_target;
         for (size_t t = first; t < len; t++) {
-            lp -= e->nll[(size_t)i * T + t];
-            greedy &= e->hit[(size_t)i * T + t];
+            lp -= e->nll[(size_t)i * block + t];
+            greedy &= e->hit[(size_t)i * block + t];
             if (seqs[i].token_logprobs)
-                seqs[i].token_logprobs[t - first] = -e->nll[(size_t)i * T + t];
+                seqs[i].token_logprobs[t - first] = -e->nll[(size_t)i * block + t];
         }
         seqs[i].logprob = lp;
         seqs[i].greedy = greedy;

@@ -8,10 +8,11 @@
  *
  * One engine serves the three evaluations: a perplexity window, a
  * multiple-choice ending and a LAMBADA target are all "a sequence whose
- * last k tokens are scored".  Sequences are run through the model's batched
- * forward (model/transformer.h) several at a time, right-padded to the longest of the
- * batch: attention is causal, so padding after a sequence cannot change
- * its scores.  A prefix LM reads each sequence's unscored history as its
+ * last k tokens are scored".  Sequences are run through the inference
+ * forward (model/forward.h) several at a time, packed (no padding), and
+ * the LM head runs on the rows before scored tokens only, a fixed number
+ * of rows at a time: a sequence's scores do not depend on its batch, and
+ * long contexts hold neither T×T attention nor T×V logits.  A prefix LM reads each sequence's unscored history as its
  * prefix (full attention over it), as it was trained (the first
  * perplexity window's history is one token, where the two masks agree).  Sequences longer than the context keep their last context
  * tokens (the scored ones must fit with one token of history).  The context
@@ -36,11 +37,15 @@
 #include "base/progress.h"
 #include "data/fewshot.h"
 #include "metrics/metrics.h"
+#include "model/file.h"
+#include "model/forward.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
 typedef struct tfm_eval {
-    tfm_model model;
+    tfm_lm lm;            /* the open model: weights, tokenizer taken over */
+    tfm_model_config cfg; /* lm's */
+    tfm_fwd fwd;          /* the inference forward over lm's weights */
     const char *path;     /* tfm_eval_open's, borrowed: for messages */
     tfm_tokenizer *tok;   /* NULL when the file carries none */
     int64_t eos;          /* end-of-text id, or -1 */
@@ -51,18 +56,22 @@ typedef struct tfm_eval {
     int batch_asked;      /* tfm_eval_open's batch (< 1: chosen by size) */
     int context;          /* longest sequence run: block_size, or
                              tfm_eval_set_context's */
-    int32_t *in;          /* [batch, context] */
+    int32_t *in;          /* [batch, context] ids, sequence i at i·context */
     double *nll;          /* [batch, context] per-position scratch */
     unsigned char *hit;   /* [batch, context]: target is the argmax */
+    uint32_t *packed;     /* [batch · context] the forward's packed ids */
+    float *top;           /* [batch · context, n_embd] its final hidden states */
+    int32_t *head_row;    /* per scored position: the row of top before it */
+    size_t *head_pos;     /* and its place in in/nll/hit */
+    float *head_in, *logits; /* the LM head's input and output rows */
     size_t stat_tokens;   /* positions run through the model */
     double stat_seconds;  /* in the forward and scoring */
 } tfm_eval;
 
 /* Opens a model file written by tfm-train (weights, config and tokenizer;
  * its checksum verified) or a HuggingFace GPT-2 safetensors checkpoint (no
- * tokenizer), as tfm_lm_open (infer/generate.h) reads them; the weights are
- * copied into a tfm_model.  batch < 1 picks one that keeps the logits under
- * ~256 MB.  adapter: a LoRA adapter directory merged in (model/lora.h;
+ * tokenizer), as tfm_lm_open (model/file.h) reads them.  batch < 1 picks one that keeps the forward's
+ * activations under ~256 MB (at most 16).  adapter: a LoRA adapter directory merged in (model/lora.h;
  * NULL: none).  Errors name the path. */
 int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch, tfm_err *err);
 /* Replaces the model's tokenizer (and end-of-text id) by tok, which e then

@@ -145,8 +145,38 @@ int tfm_fwd_max_len(const tfm_fwd *f)
 #define ATTN_IMPL TFM_ATTN_BLAS
 #endif
 
-/* Scratch for R rows and sequences of up to T positions. */
-static void ensure(tfm_fwd *f, int R, int T)
+/* The attention of one sequence of T positions (prefix: its prefix-LM
+ * prefix, or NULL); keep: P is wanted (attention maps), else long
+ * sequences run in tiles (nn/attention.h) and never hold T×T. */
+static tfm_attn seq_attn(const tfm_fwd *f, const tfm_attn_t5 *t5, int T, int keep,
+                         const int *prefix)
+{
+    return (tfm_attn){.B = 1, .Tq = T, .Tk = T, .NH = f->blk.n_head,
+                      .NKV = f->blk.n_kv_head, .HS = f->blk.head_dim,
+                      .mask = prefix ? TFM_MASK_PREFIX : f->mask, .prefix_len = prefix,
+                      .alibi = f->alibi, .t5 = f->e->rel_bias ? t5 : NULL,
+                      .impl = keep ? ATTN_IMPL : tfm_attn_tiled_wanted(T, ATTN_IMPL),
+                      .unscaled = f->blk.unscaled};
+}
+
+static tfm_attn_t5 seq_t5(const tfm_fwd *f)
+{
+    return (tfm_attn_t5){.table = f->e->rel_bias, .n_buckets = f->cfg.t5_buckets,
+                         .max_distance = f->cfg.t5_max_distance,
+                         .bidirectional = f->t5_bidirectional};
+}
+
+/* Whether sequence s keeps its P: asked for as attention maps, or short
+ * enough for the one-pass paths. */
+static int keeps_probs(const tfm_fwd_batch *b, int s)
+{
+    return (b->attn && s == b->attn_seq) ||
+           tfm_attn_tiled_wanted(b->len[s], TFM_ATTN_AUTO) != TFM_ATTN_TILED;
+}
+
+/* Scratch for R rows and sequences of up to T positions, of which those
+ * keeping P have up to Tp. */
+static void ensure(tfm_fwd *f, int R, int T, int Tp)
 {
     const size_t C = (size_t)f->cfg.n_embd, F = (size_t)tfm_model_config_ff(&f->cfg);
     const size_t D = (size_t)tfm_block_q_dim(&f->blk);
@@ -168,7 +198,7 @@ static void ensure(tfm_fwd *f, int R, int T)
         f->max_rows = R;
     }
     if (T > f->max_len) {
-        free(f->pe); free(f->rope); free(f->probs);
+        free(f->pe); free(f->rope);
         f->pe = f->rope = NULL;
         if (f->cfg.pos == TFM_POS_SINUSOIDAL) {
             f->pe = tfm_aligned_alloc(sizeof(float) * (size_t)T * C);
@@ -178,18 +208,19 @@ static void ensure(tfm_fwd *f, int R, int T)
             f->rope = tfm_aligned_alloc(sizeof(float) * (size_t)T * HS);
             tfm_rope_table(f->rope, 0, T, HS, f->cfg.rope_base);
         }
-        f->probs = tfm_aligned_alloc(sizeof(float) * (size_t)NH * T * T);
         f->max_len = T;
     }
+    if (Tp > f->probs_len) {
+        free(f->probs);
+        f->probs = tfm_aligned_alloc(sizeof(float) * (size_t)NH * Tp * Tp);
+        f->probs_len = Tp;
+    }
     /* attention scratch depends on the thread count too: asked every time */
-    const tfm_model_config *c = &f->cfg;
-    tfm_attn_t5 t5 = {.table = f->e->rel_bias, .n_buckets = c->t5_buckets,
-                      .max_distance = c->t5_max_distance,
-                      .bidirectional = f->t5_bidirectional};
-    tfm_attn at = {.B = 1, .Tq = f->max_len, .Tk = f->max_len, .NH = NH,
-                   .NKV = f->blk.n_kv_head, .HS = HS, .mask = f->mask, .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
-                   .impl = ATTN_IMPL, .unscaled = f->blk.unscaled};
-    size_t need = tfm_attn_scratch_floats(&at) + 1;
+    const tfm_attn_t5 t5 = seq_t5(f);
+    tfm_attn kept = seq_attn(f, &t5, f->probs_len, 1, NULL);
+    tfm_attn tiled = seq_attn(f, &t5, f->max_len, 0, NULL);
+    size_t need = tfm_attn_scratch_floats(&kept) + 1, need2 = tfm_attn_scratch_floats(&tiled) + 1;
+    need = need2 > need ? need2 : need;
     if (need > f->ascratch_n) {
         free(f->ascratch);
         f->ascratch = tfm_aligned_alloc(sizeof(float) * need);
@@ -254,22 +285,18 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
 /* att[off.., :] = attention of each sequence over its own positions. */
 static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
 {
-    const tfm_model_config *c = &f->cfg;
-    const int NH = f->blk.n_head, HS = f->blk.head_dim, D = tfm_block_q_dim(&f->blk);
+    const int NH = f->blk.n_head, D = tfm_block_q_dim(&f->blk);
     const int QKV = tfm_block_qkv_dim(&f->blk);
     const int KO = tfm_block_qkv_off(&f->blk, 1), VO = tfm_block_qkv_off(&f->blk, 2);
-    tfm_attn_t5 t5 = {.table = f->e->rel_bias, .n_buckets = c->t5_buckets,
-                      .max_distance = c->t5_max_distance,
-                      .bidirectional = f->t5_bidirectional};
+    const tfm_attn_t5 t5 = seq_t5(f);
     size_t off = 0;
     for (int s = 0; s < b->n; s++) {
         const int T = b->len[s];
-        tfm_attn at = {.B = 1, .Tq = T, .Tk = T, .NH = NH, .NKV = f->blk.n_kv_head, .HS = HS,
-                       .mask = f->mask, .alibi = f->alibi, .t5 = f->e->rel_bias ? &t5 : NULL,
-                       .impl = ATTN_IMPL, .unscaled = f->blk.unscaled};
+        const int keep = keeps_probs(b, s);
+        tfm_attn at = seq_attn(f, &t5, T, keep, b->prefix ? &b->prefix[s] : NULL);
         const float *q = f->qkv + off * QKV;
-        tfm_attn_forward(&at, f->att + off * D, D, f->probs, q, QKV, q + KO, QKV, q + VO, QKV,
-                         f->ascratch);
+        tfm_attn_forward(&at, f->att + off * D, D, keep ? f->probs : NULL, q, QKV, q + KO, QKV,
+                         q + VO, QKV, f->ascratch);
         if (attn_out && s == b->attn_seq)
             memcpy(attn_out + (size_t)l * NH * T * T, f->probs,
                    sizeof(float) * (size_t)NH * T * T);
@@ -286,14 +313,21 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
     const int pre = c->ln == TFM_LN_PRE, L = f->n_layer, maxT = tfm_fwd_max_len(f);
     /* check everything before any work */
     size_t R = 0;
-    int T = 0;
+    int T = 0, Tp = 0;
     for (int s = 0; s < b->n; s++) {
         if (b->len[s] < 1 || b->len[s] > maxT)
             return tfm_err_set(err, "sequence %d has %d tokens: the model takes 1 to %d", s,
                                b->len[s], maxT);
+        if (b->prefix && (b->prefix[s] < 0 || b->prefix[s] > b->len[s]))
+            return tfm_err_set(err, "sequence %d has a prefix of %d of its %d tokens", s,
+                               b->prefix[s], b->len[s]);
         R += (size_t)b->len[s];
         T = b->len[s] > T ? b->len[s] : T;
+        if (keeps_probs(b, s) && b->len[s] > Tp)
+            Tp = b->len[s];
     }
+    if (b->prefix && f->mask != TFM_MASK_CAUSAL)
+        return tfm_err_set(err, "a prefix-LM prefix asked of a stack that is not causal");
     if (R > INT32_MAX / 4)
         return tfm_err_set(err, "batch of %zu tokens is too large", R);
     for (size_t r = 0; r < R; r++) {
@@ -309,7 +343,7 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
                            b->attn_seq, b->n);
     if (R == 0)
         return 0;
-    ensure(f, (int)R, T);
+    ensure(f, (int)R, T, Tp);
     for (int s = 0, r = 0; s < b->n; s++)
         for (int i = 0; i < b->len[s]; i++)
             f->pos[r++] = i;

@@ -26,7 +26,10 @@
  * stream without it.
  *
  * Attention probabilities of one chosen sequence, on request: [n_layer,
- * n_head, len, len] (query rows, key columns; masked entries 0).
+ * n_head, len, len] (query rows, key columns; masked entries 0).  Other
+ * sequences longer than TFM_ATTN_TILED_MIN_KEYS take the tiled attention
+ * (nn/attention.h): memory linear in the length, the one-pass result to
+ * float rounding.
  *
  * Threads: BLIS's for the products, OpenMP's for attention heads and the
  * elementwise kernels (tfm_blas_init).  With the weights packed
@@ -78,7 +81,8 @@ typedef struct tfm_fwd {
     tfm_block blk;         /* the block (model/transformer.h's tfm_model_block) */
     float *x, *h, *qkv, *att, *fc, *fc1, *mean, *rstd, *pe, *rope;
     int32_t *pos;
-    float *probs, *ascratch;
+    float *probs, *ascratch; /* probs: P of sequences of up to probs_len */
+    int probs_len;
     size_t ascratch_n;
     tfm_gemm_b *packed;    /* [n_layer][5] qkv, proj, fc, fc proj, a gated
                               feed-forward's wi_1; or NULL */
@@ -133,6 +137,9 @@ typedef struct tfm_fwd_batch {
     float *attn;           /* [n_layer, n_head, len, len] of sequence
                               attn_seq, or NULL */
     int attn_seq;
+    const int *prefix;     /* [n] a causal stack's prefix-LM prefixes (every
+                              position sees the first prefix[s] of its
+                              sequence), or NULL */
 } tfm_fwd_batch;
 
 /* Errors: a token id outside the vocabulary, a segment id outside

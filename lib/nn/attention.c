@@ -51,8 +51,12 @@ static size_t t5_floats(const tfm_attn *a)
 /* Per thread: two Tq×Tk blocks, plus for the fused path a transposed K or V
  * (HS × Tk rounded up to 16) and two rows; with a position bias, one vector
  * over the relative positions. */
+static size_t tiled_per_thread(const tfm_attn *a);
+
 size_t tfm_attn_scratch_floats(const tfm_attn *a)
 {
+    if (a->impl == TFM_ATTN_TILED)
+        return (size_t)nthreads() * tiled_per_thread(a);
     return t5_floats(a) + (size_t)nthreads() * fused_per_thread(a);
 }
 
@@ -99,19 +103,25 @@ static int has_bias(const tfm_attn *a)
     return a->alibi || a->t5;
 }
 
-/* br[r] = bias of head h at relative position r - (Tk - 1). */
-static void rel_bias(const tfm_attn *a, int h, float *br)
+/* br[r - r0] = bias of head h at relative position r - (Tk - 1), for r in
+ * [r0, r0 + n). */
+static void rel_bias_range(const tfm_attn *a, int h, int r0, int n, float *br)
 {
     const tfm_attn_t5 *t5 = a->t5;
-    for (int r = 0; r < rel_count(a); r++) {
+    for (int r = r0; r < r0 + n; r++) {
         int rel = r - (a->Tk - 1);
         float x = 0.0f;
         if (a->alibi)
             x += tfm_alibi_bias(a->alibi[h], rel);
         if (t5)
             x += tfm_t5_bias(t5, h, rel);
-        br[r] = x;
+        br[r - r0] = x;
     }
+}
+
+static void rel_bias(const tfm_attn *a, int h, float *br)
+{
+    rel_bias_range(a, h, 0, rel_count(a), br);
 }
 
 /* The cached keys and values of one head are short runs (HS floats) a
@@ -869,6 +879,111 @@ static void backward_fused(const tfm_attn *a, float *dq, int lddq, float *dk, in
                    scratch);
 }
 
+/* ---- tiles with an online softmax (inference) ---- */
+
+/* Query rows and keys of a tile: the TQ×TK scores, TK keys and values and
+ * TQ accumulator rows stay in the second-level cache at HS = 64. */
+enum { TQ = 64, TK = 256 };
+
+/* The tile's scores, the accumulators, the running maxima and sums, and
+ * with a position bias the relative positions a block of rows spans. */
+static size_t tiled_per_thread(const tfm_attn *a)
+{
+    size_t rel = has_bias(a) ? pad16((size_t)TQ + a->Tk) : 0;
+    return (size_t)TQ * TK + (size_t)TQ * a->HS + 2 * (size_t)TQ + rel + 16;
+}
+
+/* One block of up to TQ query rows of one (batch, head) against the key
+ * blocks any of its rows sees: per row a running maximum m and sum l, the
+ * accumulator rescaled by e^(m_old - m_new) when the maximum grows. */
+static void forward_tiled_unit(const tfm_attn *a, int u, float *out, int ldo, const float *q,
+                               int ldq, const float *k, int ldk, const float *v, int ldv,
+                               float *scratch)
+{
+    const int NH = a->NH, Tq = a->Tq, Tk = a->Tk, HS = a->HS;
+    const int nqb = (Tq + TQ - 1) / TQ, bh = u / nqb, i0 = u % nqb * TQ;
+    const int nq = Tq - i0 < TQ ? Tq - i0 : TQ;
+    const int b = bh / NH, h = bh % NH, kh = tfm_attn_kv_head(a, h);
+    float *S = scratch + (size_t)thread_id() * tiled_per_thread(a);
+    float *acc = S + (size_t)TQ * TK, *m = acc + (size_t)TQ * HS, *l = m + TQ;
+    float *br = has_bias(a) ? l + TQ : NULL;
+    const float scale = tfm_attn_scale(a);
+    const float *Q = q + ((size_t)b * Tq + i0) * ldq + (size_t)h * HS;
+    const float *K = k + (size_t)b * Tk * ldk + (size_t)kh * HS;
+    const float *V = v + (size_t)b * Tk * ldv + (size_t)kh * HS;
+    int lo[TQ], hi[TQ], jlo = Tk, jhi = 0;
+    for (int i = 0; i < nq; i++) {
+        hi[i] = row_len(a, b, i0 + i);
+        lo[i] = row_lo(a, b, i0 + i, hi[i]);
+        if (hi[i] > lo[i]) {
+            jlo = lo[i] < jlo ? lo[i] : jlo;
+            jhi = hi[i] > jhi ? hi[i] : jhi;
+        }
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    memset(acc, 0, sizeof(float) * (size_t)nq * HS);
+    /* row i's bias at key j is br[nq - 1 - i + j] (rel_bias's index less
+     * that of the block's last row at key 0) */
+    if (br)
+        rel_bias_range(a, h, Tq - nq - i0, nq + Tk - 1, br);
+    for (int j0 = jlo; j0 < jhi; j0 += TK) {
+        const int nk = jhi - j0 < TK ? jhi - j0 : TK;
+        tfm_gemm1(0, 1, nq, nk, HS, scale, Q, ldq, K + (size_t)j0 * ldk, ldk, 0.0f, S, TK);
+        for (int i = 0; i < nq; i++) {
+            float *s = S + (size_t)i * TK;
+            int c0 = lo[i] - j0, c1 = hi[i] - j0;
+            c0 = c0 < 0 ? 0 : c0 > nk ? nk : c0;
+            c1 = c1 < c0 ? c0 : c1 > nk ? nk : c1;
+            memset(s, 0, sizeof(float) * (size_t)c0);
+            memset(s + c1, 0, sizeof(float) * (size_t)(nk - c1));
+            if (c1 == c0)
+                continue;
+            if (br) {
+                const float *bi = br + (nq - 1 - i) + j0;
+#pragma omp simd
+                for (int j = c0; j < c1; j++)
+                    s[j] += bi[j];
+            }
+            float mx = m[i];
+            for (int j = c0; j < c1; j++)
+                mx = s[j] > mx ? s[j] : mx;
+            float sum = 0.0f;
+#pragma omp simd reduction(+:sum)
+            for (int j = c0; j < c1; j++) {
+                s[j] = tfm_expf_inline(s[j] - mx);
+                sum += s[j];
+            }
+            if (mx != m[i]) { /* the first block of a row rescales zeros */
+                const float c = tfm_expf_inline(m[i] - mx);
+                float *ar = acc + (size_t)i * HS;
+                for (int d = 0; d < HS; d++)
+                    ar[d] *= c;
+                l[i] *= c;
+                m[i] = mx;
+            }
+            l[i] += sum;
+        }
+        tfm_gemm1(0, 0, nq, HS, nk, 1.0f, S, TK, V + (size_t)j0 * ldv, ldv, 1.0f, acc, HS);
+    }
+    float *Y = out + ((size_t)b * Tq + i0) * ldo + (size_t)h * HS;
+    for (int i = 0; i < nq; i++) {
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        for (int d = 0; d < HS; d++)
+            Y[(size_t)i * ldo + d] = acc[(size_t)i * HS + d] * inv;
+    }
+}
+
+static void forward_tiled(const tfm_attn *a, float *out, int ldo, const float *q, int ldq,
+                          const float *k, int ldk, const float *v, int ldv, float *scratch)
+{
+    const int n = a->B * a->NH * ((a->Tq + TQ - 1) / TQ);
+    /* causal blocks differ in cost: taken one at a time */
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int u = 0; u < n; u++)
+        forward_tiled_unit(a, u, out, ldo, q, ldq, k, ldk, v, ldv, scratch);
+}
+
 /* The fused loops win while a head's products are small; past that BLIS's
  * packed kernels take over (measured crossover: see model_bench). */
 static int use_fused(const tfm_attn *a)
@@ -885,7 +1000,10 @@ void tfm_attn_forward(const tfm_attn *a, float *out, int ldo, float *att,
                       const float *q, int ldq, const float *k, int ldk,
                       const float *v, int ldv, float *scratch)
 {
-    if (use_fused(a))
+    if (a->impl == TFM_ATTN_TILED) {
+        TFM_ASSERT(a->dropout == 0.0f); /* inference only */
+        forward_tiled(a, out, ldo, q, ldq, k, ldk, v, ldv, scratch);
+    } else if (use_fused(a))
         forward_fused(a, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);
     else
         forward_blas(a, out, ldo, att, q, ldq, k, ldk, v, ldv, scratch);

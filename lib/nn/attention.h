@@ -55,7 +55,20 @@ typedef enum tfm_attn_impl {
     TFM_ATTN_AUTO,   /* fused when it fits (below), else BLAS */
     TFM_ATTN_BLAS,
     TFM_ATTN_FUSED,
+    TFM_ATTN_TILED,  /* forward only, att NULL: blocks of queries against
+                        blocks of keys with an online softmax (as
+                        FlashAttention computes it): scratch and memory
+                        O(Tq + Tk) per thread, never Tq×Tk; only the
+                        allowed blocks are computed; no dropout */
 } tfm_attn_impl;
+
+/* From this many keys on, an inference forward that keeps no P takes the
+ * tiled path (callers choose it: tfm_attn_tiled_wanted): below it the
+ * one-pass paths, whose rounding the path-equivalence and reference tests
+ * pin, stay; above it a Tq×Tk buffer per head (16 MB at 2,048) costs more
+ * than the tiles.  The tiled result equals the one-pass result to float
+ * rounding (relative 1e-6 on the tests' cases), not to the bit. */
+#define TFM_ATTN_TILED_MIN_KEYS 1024
 
 typedef struct tfm_attn {
     int B, Tq, Tk, NH, HS;
@@ -142,10 +155,18 @@ void tfm_attn_row(const tfm_attn *a, int h, float *out, const float *q, const fl
 size_t tfm_attn_scratch_floats(const tfm_attn *a);
 
 /* out[b, i, h·HS + d] (row stride ldo) = attention; att: [B, NH, Tq, Tk]
- * receives P (masked entries 0). */
+ * receives P (masked entries 0), except with TFM_ATTN_TILED (att unused,
+ * may be NULL).  A query that sees no key gets zeros. */
 void tfm_attn_forward(const tfm_attn *a, float *out, int ldo, float *att,
                       const float *q, int ldq, const float *k, int ldk,
                       const float *v, int ldv, float *scratch);
+
+/* The implementation an inference forward keeping no P should ask for
+ * at Tk keys: TFM_ATTN_TILED past TFM_ATTN_TILED_MIN_KEYS, else dflt. */
+static inline tfm_attn_impl tfm_attn_tiled_wanted(int Tk, tfm_attn_impl dflt)
+{
+    return Tk > TFM_ATTN_TILED_MIN_KEYS ? TFM_ATTN_TILED : dflt;
+}
 
 /* Writes (=) dq, dk, dv (same layouts as q, k, v) from dout and the saved
  * P.  For self-attention, dq/dk/dv are slices of one fused gradient.  With

@@ -652,6 +652,107 @@ static void test_paths_agree(void **state)
     teardown_ctx(&c);
 }
 
+/* The output alone against the double reference, any Tk (the tiled path
+ * keeps no P); a query that sees no key must give zeros. */
+static void check_out(struct ctx *c)
+{
+    tfm_attn *a = &c->a;
+    int C = c->C, CK = c->CK, HS = a->HS;
+    double *s = malloc(sizeof(double) * (size_t)a->Tk);
+    attn_loss(c);
+    for (int b = 0; b < a->B; b++)
+        for (int h = 0; h < a->NH; h++)
+            for (int i = 0; i < a->Tq; i++) {
+                int kh = h / (a->NH / (a->NKV ? a->NKV : a->NH));
+                double mx = -1e300, z = 0;
+                for (int j = 0; j < a->Tk; j++) {
+                    if (!ref_visible(a, b, i, j))
+                        continue;
+                    double d = 0;
+                    for (int e = 0; e < HS; e++)
+                        d += (double)c->q[((size_t)b * a->Tq + i) * C + h * HS + e] *
+                             c->kv[((size_t)b * a->Tk + j) * 2 * CK + kh * HS + e];
+                    s[j] = (a->unscaled ? d : d / sqrt(HS)) + ref_bias(a, h, i, j);
+                    mx = fmax(mx, s[j]);
+                }
+                for (int j = 0; j < a->Tk; j++)
+                    if (ref_visible(a, b, i, j))
+                        z += (s[j] = exp(s[j] - mx));
+                for (int e = 0; e < HS; e++) {
+                    double y = 0;
+                    for (int j = 0; j < a->Tk; j++)
+                        if (ref_visible(a, b, i, j))
+                            y += s[j] / z *
+                                 c->kv[((size_t)b * a->Tk + j) * 2 * CK + CK + kh * HS + e];
+                    assert_true(fabs(c->out[((size_t)b * a->Tq + i) * C + h * HS + e] - y) < 1e-5);
+                }
+            }
+    free(s);
+}
+
+/* The tiled forward (no P kept) against the double reference and against
+ * the one-pass path, over tile boundaries (64 queries, 256 keys), under
+ * every mask with padding, packed documents, ALiBi, T5 and grouped heads,
+ * with a query block appended to a cache (Tq < Tk), on one thread and two. */
+static void test_tiled(void **state)
+{
+    (void)state;
+    float slopes[4];
+    tfm_alibi_slopes(slopes, 4);
+    static const int key_len[2] = {300, 211}, none_len[2] = {290, 0}, prefix_len[2] = {100, 5};
+    int ds[2 * 300];
+    docs(ds, 300, (const int[]){0, 65, 257}, 3);
+    docs(ds + 300, 300, (const int[]){0, 3}, 2);
+#ifdef _OPENMP
+    int saved = omp_get_max_threads();
+#endif
+    for (int threads = 1; threads <= 2; threads++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        for (int k = 0; k < 4; k++) {
+            struct ctx c;
+            if (k == 0) { /* causal, padded, packed, ALiBi and T5 */
+                setup(&c, 2, 300, 300, 2, 16, TFM_MASK_CAUSAL, key_len, 0.0f, 41);
+                c.a.alibi = slopes;
+                c.a.doc_start = ds;
+                use_t5(&c, 16, 40, 0);
+            } else if (k == 1) { /* 70 new queries over 600 keys, one k/v head */
+                setup(&c, 1, 70, 600, 4, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 42);
+                use_kv_heads(&c, 1, 43);
+            } else if (k == 2) { /* encoder: bidirectional T5, a sequence of no keys */
+                setup(&c, 2, 290, 290, 2, 32, TFM_MASK_NONE, none_len, 0.0f, 44);
+                use_t5(&c, 32, 128, 1);
+            } else { /* prefix LM, two heads per k/v head */
+                setup(&c, 2, 280, 280, 4, 16, TFM_MASK_PREFIX, NULL, 0.0f, 45);
+                c.a.prefix_len = prefix_len;
+                use_kv_heads(&c, 2, 46);
+            }
+            size_t nq = (size_t)c.a.B * c.a.Tq * c.C;
+            c.a.impl = TFM_ATTN_BLAS;
+            ready(&c);
+            attn_loss(&c);
+            float *one = malloc(nq * sizeof(float));
+            memcpy(one, c.out, nq * sizeof(float));
+            c.a.impl = TFM_ATTN_TILED;
+            ready(&c);
+            free(c.att);
+            c.att = NULL;
+            check_out(&c);
+            for (size_t i = 0; i < nq; i++)
+                assert_true(fabsf(c.out[i] - one[i]) <= 1e-5f * (1.0f + fabsf(one[i])));
+            if (k == 2)
+                for (size_t i = nq / 2; i < nq; i++)
+                    assert_true(c.out[i] == 0.0f);
+            free(one);
+            teardown_ctx(&c);
+        }
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(saved);
+#endif
+}
+
 /* Grouped-query attention, 4 query heads over 2 and over 1 (multi-query)
  * key/value heads: the forward (whole sequences and tfm_attn_row) against
  * the double reference, the gradients (dk, dv summed over each group's
@@ -889,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_unscaled),
         cmocka_unit_test(test_t5_deterministic),
         cmocka_unit_test(test_grouped),
+        cmocka_unit_test(test_tiled),
         cmocka_unit_test(test_alibi_slopes),
         cmocka_unit_test(test_t5_bucket),
     };

@@ -18,6 +18,10 @@ whole sequence at once, no cache) too, and equals the cached decode's to
 1e-5; a beam's score is PyTorch's log-probability of its tokens; tfm-eval
 info reports n_kv_head.
 
+The same (a) and (b) with a sliding window (model.attention_window 5 over
+16 positions: Mistral's causal window, a boolean mask to SDPA) in
+training, the cached decode, --no-cache and the whole-sequence forward.
+
 (c) LoRA on q, k, v and o of the GQA model (k and v adapters K wide):
 tfm-train's merged model is base + (alpha/r)·B·A in q's, k's and v's own
 columns; tfm-generate --adapter on the base loads the adapter and generates
@@ -43,6 +47,7 @@ L, NH, C, T, V = 2, 4, 32, 16, 23
 HS = C // NH
 ROPE_BASE = 10000.0
 TOL = 1e-4
+WINDOW = 0  # model.attention_window of the case being checked (main sets it)
 
 
 def run(*args):
@@ -62,14 +67,19 @@ def rope(z, pos):
 
 
 def attend(q, k, v, repeat):
-    """Causal attention of q [B, NH, T, HS] over k, v [B, NKV, T, HS]."""
+    """Causal attention of q [B, NH, T, HS] over k, v [B, NKV, T, HS], within
+    the last WINDOW keys when WINDOW is set."""
+    n = q.shape[-2]
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    mask = (j <= i) & ((i - j < WINDOW) if WINDOW else True)
     if not repeat:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        if not WINDOW:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
     g = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
     s = q @ k.transpose(-2, -1) / math.sqrt(HS)
-    n = s.shape[-1]
-    s = s.masked_fill(~torch.tril(torch.ones(n, n, dtype=torch.bool)), float("-inf"))
+    s = s.masked_fill(~mask, float("-inf"))
     return s.softmax(-1) @ v
 
 
@@ -116,17 +126,18 @@ def check_training(work, nkv, bad):
     data = (np.arange(3000) * 7 + rs.randint(0, 3, 3000)) % V
     npy = os.path.join(work, "train.npy")
     np.save(npy, data.astype(np.uint16))
-    cfg = os.path.join(work, "gqa%d.yaml" % nkv)
+    cfg = os.path.join(work, "gqa%d-%d.yaml" % (nkv, WINDOW))
     with open(cfg, "w") as f:
         f.write("model: {n_layer: %d, n_head: %d, n_kv_head: %d, n_embd: %d, block_size: %d, "
-                "positions: rope}\n" % (L, NH, nkv, C, T))
+                "positions: rope, attention_window: %d}\n" % (L, NH, nkv, C, T, WINDOW))
         f.write("data: {train: %s}\n" % npy)
         f.write("optim: {type: adamw, lr: %g, beta1: %g, beta2: %g, eps: %g, "
                 "weight_decay: %g, grad_clip: %g}\n" % (LR, B1, B2, EPS, WD, CLIP))
         f.write("schedule: {warmup: %d, decay: cosine, min_lr: %g}\n" % (WARMUP, MIN_LR))
         f.write("train: {batch_size: %d, grad_accum: 1, max_steps: %d, log_interval: 1, "
                 "seed: %d, eval_interval: 0}\n" % (B, STEPS, SEED))
-    r0, r1 = os.path.join(work, "r0-%d" % nkv), os.path.join(work, "r-%d" % nkv)
+    r0, r1 = (os.path.join(work, "r0-%d-%d" % (nkv, WINDOW)),
+              os.path.join(work, "r-%d-%d" % (nkv, WINDOW)))
     common = [EXE("tfm-train"), "-q", "-c", cfg, "--threads", "1"]
     run(*common, "--set", "train.max_steps=0", "-o", r0)
     run(*common, "-o", r1)
@@ -175,7 +186,7 @@ def check_training(work, nkv, bad):
             g["lr"] = lr
         opt.step()
         losses.append(loss.item())
-    what = "n_kv_head %d training" % nkv
+    what = "n_kv_head %d%s training" % (nkv, " window %d" % WINDOW if WINDOW else "")
     if len(tfm_losses) != STEPS:
         bad.append("%s: %d logged steps" % (what, len(tfm_losses)))
         return None
@@ -308,18 +319,26 @@ def check_lora(work, base, nkv, bad):
 
 
 def main():
+    global WINDOW
     torch.set_num_threads(2)
     work = tempfile.mkdtemp(prefix="tfm-gqa-torch.")
     bad = []
     try:
-        for nkv in (2, 1):
+        for nkv, window in ((2, 0), (1, 0), (2, 5)):
+            WINDOW = window
             r = check_training(work, nkv, bad)
             if not r:
                 continue
             model = os.path.join(r, "model.safetensors")
             P = as64(train_torch.read_safetensors(model)[0])
-            check_inference(work, model, P, nkv, bad, "n_kv_head %d" % nkv)
+            what = "n_kv_head %d" % nkv + (" window %d" % window if window else "")
+            check_inference(work, model, P, nkv, bad, what)
             check_info(model, nkv, bad)
+            if window:
+                info = json.loads(run(EXE("tfm-eval"), "info", "--json", "-m", model))
+                if info.get("attention_window") != window:
+                    bad.append("tfm-eval info: attention_window %s" % info.get("attention_window"))
+                continue
             check_lora(work, model, nkv, bad)
     finally:
         shutil.rmtree(work)

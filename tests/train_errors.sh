@@ -17,6 +17,8 @@ expect_fail 1 "junk.npy" tfm-train -q -c run.yaml --set data.train=junk.npy -o s
 expect_fail 1 "must be divisible" tfm-train -q -c run.yaml --set model.n_head=3 -o s
 expect_fail 1 "model.n_kv_head (3) must divide model.n_head (4)" \
     tfm-train -q -c run.yaml --set model.n_head=4 --set model.n_kv_head=3 -o s
+expect_fail 1 "model.attention_window (100000) is larger than the context, model.block_size" \
+    tfm-train -q -c run.yaml --set model.attention_window=100000 -o s
 expect_fail 1 "model.forced_bos, model.source_bos with model.kind decoder: these keys are for an encoder-decoder" \
     tfm-train -q -c run.yaml --set model.forced_bos=0 --set model.source_bos=true -o s
 

@@ -38,6 +38,11 @@ static const tfm_schema_key keys[] = {
      "each group of n_head / n_kv_head query heads sharing one key and value head (1: "
      "multi-query); k and v, and the decoding cache, are n_kv_head x head_dim wide; 0 means "
      "n_head (every query head its own)"},
+    {"model.attention_window", TFM_SCHEMA_INT, OFF(window), "0", 0, 1048576, NULL,
+     "sliding-window self-attention: a decoder's position sees only the last "
+     "attention_window positions, itself included (Mistral's window), an encoder's those "
+     "fewer than attention_window away on either side (Longformer's); at most "
+     "model.block_size; 0: every position"},
     {"model.n_embd", TFM_SCHEMA_INT, OFF(n_embd), "128", 1, 65536, NULL,
      "model width (embedding size)"},
     {"model.block_size", TFM_SCHEMA_INT, OFF(block_size), "64", 1, 1048576, NULL,
@@ -181,6 +186,10 @@ int tfm_model_keys_check(const tfm_model_keys *k, tfm_err *err)
     if (k->n_kv_head > k->n_head || (k->n_kv_head && k->n_head % k->n_kv_head))
         return tfm_err_set(err, "model.n_kv_head (%lld) must divide model.n_head (%lld)",
                            (long long)k->n_kv_head, (long long)k->n_head);
+    if (k->window > k->block_size)
+        return tfm_err_set(err, "model.attention_window (%lld) is larger than the context, "
+                           "model.block_size (%lld)", (long long)k->window,
+                           (long long)k->block_size);
     long long hs = k->head_dim ? (long long)k->head_dim : (long long)(k->n_embd / k->n_head);
     int dec = k->kind == TFM_KIND_DECODER;
     if (k->positions == TFM_POS_ROPE && hs % 2)

@@ -47,6 +47,7 @@ typedef struct tfm_model_keys {
     int64_t d_ff;     /* 0: 4·n_embd */
     int64_t head_dim; /* 0: n_embd / n_head */
     int64_t n_kv_head; /* key/value heads; 0: n_head */
+    int64_t window;    /* sliding-window self-attention; 0: none */
     double rope_base;
     int64_t t5_buckets, t5_max_distance;
     int64_t segments;

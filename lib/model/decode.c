@@ -869,7 +869,8 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
                            .unscaled = g->blk.unscaled,
                            .mask = cross ? TFM_MASK_NONE : TFM_MASK_PREFIX,
                            .alibi = cross ? NULL : g->alibi,
-                           .t5 = !cross && t5.table ? &t5 : NULL};
+                           .t5 = !cross && t5.table ? &t5 : NULL,
+                           .window = cross ? 0 : g->blk.window};
     int nt = threads_now();
     if (nt > g->scores_threads) {
         free(g->scores);

@@ -276,6 +276,7 @@ int tfm_model_config_from_keys(const tfm_model_keys *c, const tfm_lora_keys *lor
     g->d_ff = (int)c->d_ff;
     g->head_dim = (int)c->head_dim;
     g->n_kv_head = (int)c->n_kv_head;
+    g->window = (int)c->window;
     g->rope_base = (float)c->rope_base;
     g->t5_buckets = (int)c->t5_buckets;
     g->t5_max_distance = (int)c->t5_max_distance;

@@ -156,7 +156,7 @@ static tfm_attn seq_attn(const tfm_fwd *f, const tfm_attn_t5 *t5, int T, int kee
                       .mask = prefix ? TFM_MASK_PREFIX : f->mask, .prefix_len = prefix,
                       .alibi = f->alibi, .t5 = f->e->rel_bias ? t5 : NULL,
                       .impl = keep ? ATTN_IMPL : tfm_attn_tiled_wanted(T, ATTN_IMPL),
-                      .unscaled = f->blk.unscaled};
+                      .unscaled = f->blk.unscaled, .window = f->blk.window};
 }
 
 static tfm_attn_t5 seq_t5(const tfm_fwd *f)

@@ -74,7 +74,7 @@ tfm_block tfm_model_block(const tfm_model_config *c)
     return (tfm_block){.pre = c->ln == TFM_LN_PRE, .norm = c->norm, .eps = c->ln_eps,
                        .ffn = c->ffn, .act = act, .unscaled = c->attn_unscaled,
                        .n_head = c->n_head, .n_kv_head = tfm_model_config_kv_heads(c),
-                       .head_dim = tfm_model_config_head_dim(c)};
+                       .head_dim = tfm_model_config_head_dim(c), .window = c->window};
 }
 
 int tfm_model_config_ff(const tfm_model_config *c)
@@ -144,6 +144,8 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     if ((long)c->n_head * tfm_model_config_head_dim(c) > 1 << 20)
         return tfm_err_set(err, "n_head %d x head_dim %d is too wide", c->n_head,
                            tfm_model_config_head_dim(c));
+    if (c->window < 0)
+        return tfm_err_set(err, "attention window %d is negative", c->window);
     if (c->n_kv_head < 0 || c->n_kv_head > c->n_head || c->n_head % tfm_model_config_kv_heads(c))
         return tfm_err_set(err, "n_kv_head %d must divide n_head %d (0: n_head)", c->n_kv_head,
                            c->n_head);
@@ -1423,7 +1425,7 @@ static tfm_attn self_attn(const tfm_model *m, const side *sd, int l)
     const tfm_model_acts *a = m->acts;
     tfm_attn at = {.B = m->B, .Tq = sd->T, .Tk = sd->T, .NH = c->n_head,
                    .NKV = tfm_model_config_kv_heads(c), .HS = tfm_model_config_head_dim(c),
-                   .dropout = attn_p(m),
+                   .dropout = attn_p(m), .window = c->window,
                    .seed = layer_site(a->seed, sd->site, l, SITE_ATT)};
     if (sd->enc) {
         at.mask = TFM_MASK_NONE;

@@ -233,6 +233,8 @@ typedef struct tfm_model_config {
     int n_kv_head;       /* key/value heads of every attention, dividing
                             n_head (grouped-query attention; 1: multi-query);
                             0 means n_head */
+    int window;          /* sliding-window self-attention (nn/attention.h's
+                            tfm_attn.window); 0: none */
     int block_size;      /* maximum context T */
     int vocab_size;      /* V */
     float dropout;       /* in [0, 1); applied only in training mode */

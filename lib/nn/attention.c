@@ -77,15 +77,24 @@ static int row_len(const tfm_attn *a, int b, int i)
     }
     if (a->key_len && a->key_len[b] < len)
         len = a->key_len[b] < 0 ? 0 : a->key_len[b];
+    /* a symmetric window also ends after the query */
+    if (a->window && a->mask == TFM_MASK_NONE) {
+        long last = (long)(a->Tk - a->Tq + i) + a->window;
+        len = last < len ? (int)last : len;
+    }
     return len;
 }
 
-/* First key query i may see (packed documents), at most len. */
+/* First key query i may see (packed documents, a window), at most len. */
 static inline int row_lo(const tfm_attn *a, int b, int i, int len)
 {
-    if (!a->doc_start)
-        return 0;
-    int lo = a->doc_start[(size_t)b * a->Tq + i];
+    int lo = 0;
+    if (a->doc_start)
+        lo = a->doc_start[(size_t)b * a->Tq + i];
+    if (a->window) {
+        int w = a->Tk - a->Tq + i - a->window + 1;
+        lo = w > lo ? w : lo;
+    }
     lo = lo > 0 ? lo : 0;
     return lo < len ? lo : len;
 }
@@ -139,13 +148,22 @@ void tfm_attn_row(const tfm_attn *a, int h, float *out, const float *q, const fl
 {
     const int HS = a->HS;
     const float scale = tfm_attn_scale(a);
-    int nk = n_keys; /* keys seen */
+    int nk = n_keys; /* keys seen: [lo, nk) */
     if (a->mask != TFM_MASK_NONE) {
         int lim = qpos + 1;
         if (a->mask == TFM_MASK_PREFIX && prefix > lim)
             lim = prefix;
         nk = lim < nk ? lim : nk;
+    } else if (a->window && (long)qpos + a->window < nk) {
+        nk = qpos + a->window;
     }
+    int lo = a->window && qpos - a->window + 1 > 0 ? qpos - a->window + 1 : 0;
+    lo = lo < nk ? lo : nk;
+    /* the window's keys are the ones the loops below read */
+    k += (size_t)lo * ld;
+    v += (size_t)lo * ld;
+    nk -= lo;
+    qpos -= lo;
     for (int j = 0; j < nk; j++) {
         const float *kj = k + (size_t)j * ld;
         if (j + ROW_AHEAD < nk)
@@ -177,6 +195,8 @@ void tfm_attn_row(const tfm_attn *a, int h, float *out, const float *q, const fl
     }
     for (int i = 0; i < HS; i++)
         out[i] = 0.0f;
+    if (nk == 0) /* no key in the window: zeros, as the whole-sequence paths */
+        return;
     for (int j = 0; j < nk; j++) {
         const float *vj = v + (size_t)j * ld;
         if (j + ROW_AHEAD < nk)
@@ -272,7 +292,7 @@ static float *thread_rel(const tfm_attn *a, float *ts)
  * of the loops (see forward_fused_head). */
 static int needs_ext(const tfm_attn *a)
 {
-    return a->doc_start || has_bias(a) || a->mask == TFM_MASK_PREFIX;
+    return a->doc_start || a->window || has_bias(a) || a->mask == TFM_MASK_PREFIX;
 }
 
 /* One (batch, head); ext as in the fused loops below (forward_fused_head). */

@@ -11,7 +11,8 @@
  * Masks: causal (query i sees keys j ≤ i + Tk - Tq: queries are the last Tq
  * positions, so a cache of earlier keys works), none (encoders), prefix-LM,
  * combined with optional per-sequence key lengths (padding: keys j ≥
- * key_len[b] unseen) and, for packed documents, per-query first keys.
+ * key_len[b] unseen), for packed documents per-query first keys, and a
+ * sliding window.
  * Optional position biases on the scores: ALiBi slopes or T5's learned
  * relative buckets (whose gradient backward accumulates).
  *
@@ -88,6 +89,11 @@ typedef struct tfm_attn {
      * T5, a learned bias per head and bucket of the distance.  NULL: none. */
     const float *alibi;  /* [NH] */
     const tfm_attn_t5 *t5;
+    /* Sliding window: query i (at position qpos = Tk - Tq + i) sees only
+     * keys j with qpos - j < window, and under no causal or prefix mask
+     * also j - qpos < window (Mistral's causal window of `window` keys
+     * ending at the query; Longformer's symmetric one).  0: none. */
+    int window;
     tfm_attn_impl impl;  /* 0: TFM_ATTN_AUTO */
     int unscaled;        /* 1: scores are Q·Kᵀ without 1/√HS (T5) */
 } tfm_attn;
@@ -142,8 +148,8 @@ static inline float tfm_t5_bias(const tfm_attn_t5 *t5, int h, int rel)
  * columns of head h's key/value head, tfm_attn_kv_head; j < n_keys, the
  * rows the cache holds), of a's scale, position
  * biases (alibi, t5) and mask: none sees all n_keys, causal keys j ≤ qpos,
- * prefix also every j < prefix (0: causal); of a, only HS, unscaled, mask,
- * alibi and t5 are read.  out[0:HS) = softmax(scores)·V; s holds the scores (at least
+ * prefix also every j < prefix (0: causal), each within the window; of a,
+ * only HS, unscaled, mask, alibi, t5 and window are read.  out[0:HS) = softmax(scores)·V; s holds the scores (at least
  * as many floats as keys seen).  Single-threaded: the caller runs rows and
  * heads on its threads.  Keys are read in place, so a cache of earlier keys
  * needs nothing redone when a row is appended. */

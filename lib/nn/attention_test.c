@@ -123,6 +123,9 @@ static int ref_visible(const tfm_attn *a, int b, int i, int j)
         return 0;
     if (a->doc_start && j < a->doc_start[b * a->Tq + i])
         return 0;
+    if (a->window && (qpos - j >= a->window ||
+                      (a->mask == TFM_MASK_NONE && j - qpos >= a->window)))
+        return 0;
     return 1;
 }
 
@@ -535,6 +538,59 @@ static void test_row(void **state)
     c.a.prefix_len = prefix0;
     check_row(&c);
     teardown_ctx(&c);
+}
+
+static void check_out(struct ctx *c);
+
+/* Sliding windows: causal (Mistral's: the window's last key is the query)
+ * and symmetric (Longformer's, without a causal mask), with padding,
+ * ALiBi, T5, grouped heads, dropout and a query block over a cache:
+ * forward and finite differences, the cached decode's row, and the tiled
+ * path past its tiles. */
+static void test_window(void **state)
+{
+    (void)state;
+    float slopes[4];
+    tfm_alibi_slopes(slopes, 4);
+    static const int key_len[2] = {29, 17};
+    struct ctx c;
+    setup(&c, 2, 29, 29, 2, 16, TFM_MASK_CAUSAL, NULL, 0.0f, 81);
+    c.a.window = 5;
+    ready(&c);
+    check_both(&c);
+    check_row(&c);
+    c.a.alibi = slopes;
+    c.a.window = 1; /* each query sees itself alone */
+    ready(&c);
+    check_both(&c);
+    teardown_ctx(&c);
+    setup(&c, 2, 29, 29, 4, 16, TFM_MASK_NONE, key_len, 0.0f, 82);
+    c.a.window = 4;
+    use_t5(&c, 16, 20, 1);
+    use_kv_heads(&c, 2, 83);
+    check_both(&c);
+    check_row(&c);
+    teardown_ctx(&c);
+    /* 6 new queries over 31 keys, dropout */
+    setup(&c, 1, 6, 31, 2, 16, TFM_MASK_CAUSAL, NULL, 0.1f, 84);
+    c.a.window = 7;
+    ready(&c);
+    check_backward(&c);
+    c.a.dropout = 0.0f;
+    check_forward(&c);
+    check_row(&c);
+    teardown_ctx(&c);
+    /* the tiled path: windows narrower and wider than a tile */
+    for (int w = 0; w < 2; w++) {
+        setup(&c, 1, 600, 600, 2, 16, w ? TFM_MASK_NONE : TFM_MASK_CAUSAL, NULL, 0.0f, 85);
+        c.a.window = w ? 300 : 70;
+        c.a.impl = TFM_ATTN_TILED;
+        ready(&c);
+        free(c.att);
+        c.att = NULL;
+        check_out(&c);
+        teardown_ctx(&c);
+    }
 }
 
 /* Features together: ALiBi over packed documents, T5 under a prefix, both
@@ -991,6 +1047,7 @@ int main(void)
         cmocka_unit_test(test_t5_deterministic),
         cmocka_unit_test(test_grouped),
         cmocka_unit_test(test_tiled),
+        cmocka_unit_test(test_window),
         cmocka_unit_test(test_alibi_slopes),
         cmocka_unit_test(test_t5_bucket),
     };

@@ -42,6 +42,8 @@ typedef struct tfm_block {
     int n_head;          /* query heads */
     int n_kv_head;       /* key/value heads, dividing n_head */
     int head_dim;        /* HS, each head's width */
+    int window;          /* sliding-window self-attention (tfm_attn.window);
+                            0: none; cross-attention has none */
 } tfm_block;
 
 /* The widths of the attention's projections: q (and the heads

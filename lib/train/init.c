@@ -35,6 +35,7 @@ static const char *const shape_keys[] = {
     "model.emb_norm",   "model.emb_scale",     "model.norm_type",   "model.ffn",
     "model.attn_scale", "model.head_scale",    "model.decoder_start", "model.head_bias",
     "model.head_dim",   "model.forced_bos",    "model.source_bos",  "model.n_kv_head",
+    "model.attention_window",
 };
 /* A HuggingFace folder's rates (config.json's) are part of its recipe:
  * from_pretrained trains with them.  A tfm file's were its run's choice. */

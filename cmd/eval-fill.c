@@ -14,7 +14,7 @@
 #include "base/opt.h"
 #include "eval.h"
 #include "infer/fill.h"
-#include "model/info.h"
+#include "lm/info.h"
 #include "tensor/gemm.h"
 
 static const char *prog = "tfm-eval";

@@ -17,7 +17,7 @@
 #include "data/reward.h"
 #include "eval.h"
 #include "io/json.h"
-#include "model/info.h"
+#include "lm/info.h"
 #include "tensor/gemm.h"
 #include "train/run_config.h"
 

@@ -18,7 +18,7 @@
 #include "data/predict.h"
 #include "metrics/metrics.h"
 #include "metrics/taskmetrics.h"
-#include "model/info.h"
+#include "lm/info.h"
 #include "tensor/gemm.h"
 
 static const char *prog = "tfm-eval";

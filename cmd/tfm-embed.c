@@ -21,9 +21,9 @@
 #include "infer/embed.h"
 #include "infer/search.h"
 #include "io/npy.h"
-#include "model/file.h"
+#include "lm/lm.h"
 #include "model/forward.h"
-#include "model/info.h"
+#include "lm/info.h"
 #include "tensor/gemm.h"
 #include "text/utf8.h"
 

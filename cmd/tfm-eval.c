@@ -17,8 +17,8 @@
 #include "eval.h"
 #include "infer/eval.h"
 #include "metrics/metrics.h"
-#include "model/file.h"
-#include "model/info.h"
+#include "lm/lm.h"
+#include "lm/info.h"
 #include "io/npy.h"
 #include "tensor/gemm.h"
 

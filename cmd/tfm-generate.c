@@ -19,7 +19,7 @@
 #include "infer/generate.h"
 #include "infer/translate.h"
 #include "model/forward.h"
-#include "model/info.h"
+#include "lm/info.h"
 #include "tensor/gemm.h"
 #include "tensor/q8.h"
 

@@ -22,7 +22,7 @@
 #include "base/rng.h"
 #include "base/thread.h"
 #include "io/npy.h"
-#include "model/file.h"
+#include "lm/lm.h"
 #include "text/encode_stream.h"
 #include "text/tokenizer.h"
 #include "text/train_feed.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""HuggingFace BART checkpoints load as tfm encoder-decoders (lib/model/file.c).
+"""HuggingFace BART checkpoints load as tfm encoder-decoders (lib/convert/bart.c).
 
 Random BartForConditionalGeneration checkpoints are written here in HF's
 layout (safetensors with "format": "pt", names under "model.", Linears

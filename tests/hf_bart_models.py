@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """HuggingFace BART folders written by transformers itself load as tfm
-encoder-decoders (lib/model/file.c), judged by transformers.
+encoder-decoders (lib/convert/bart.c), judged by transformers.
 
 Small random BartForConditionalGeneration models are made with
 transformers (BartConfig, save_pretrained; weights re-drawn wider than

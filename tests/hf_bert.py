@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""HuggingFace BERT checkpoints load as tfm encoders (lib/model/file.c).
+"""HuggingFace BERT checkpoints load as tfm encoders (lib/convert/bert.c).
 
 Random BERT checkpoints are written here in HuggingFace's exact layout (a
 safetensors file by hand, HF's tensor names, Linear weights [out, in], the

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """HuggingFace T5 folders written by transformers itself load as tfm
-encoder-decoders (lib/model/file.c), judged by transformers.
+encoder-decoders (lib/convert/t5.c), judged by transformers.
 
 Small random T5ForConditionalGeneration models are made with transformers
 (T5Config, save_pretrained; weights re-drawn wider than HF's init so that

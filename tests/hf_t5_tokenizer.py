@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A T5 folder's tokenizer as transformers and sentencepiece write it,
-judged by them, and a T5 folder fine-tuned from (lib/model/file.c).
+judged by them, and a T5 folder fine-tuned from (lib/convert/t5.c).
 
 A SentencePiece Unigram model is trained with the sentencepiece module
 (pad 0, </s> 1, <unk> 2, as T5's spiece.model) and put beside a random

@@ -16,7 +16,7 @@
 #include "io/json.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
-#include "model/file.h"
+#include "lm/lm.h"
 #include "model/transformer.h"
 #include "tensor/gemm.h"
 #include "train/run_config.h"

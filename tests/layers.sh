@@ -10,8 +10,11 @@
 #   metrics  scores of predictions against references: no model
 #   tensor   GEMM and kernels
 #   nn       layers with their backward
-#   model    the transformer, its files and the decode step, its config
+#   model    the transformer, tfm's files and the decode step, its config
 #            keys and the run configuration a model file records
+#   convert  HuggingFace checkpoints as models: one file per family
+#   lm       the model + tokenizer bundle a program opens (tfm's files and
+#            convert's checkpoints)
 #   data     example readers, their encodings, and a fine-tuned model's
 #            predictions over them (training's validation and tfm-eval's)
 #   train    tasks, optimizers, the loop: never infer
@@ -28,9 +31,11 @@ allowed() {
     tensor) echo "base" ;;
     nn) echo "base tensor" ;;
     model) echo "base io text tensor nn" ;;
-    data) echo "base io text metrics tensor nn model" ;;
-    train) echo "base io text metrics tensor nn model data" ;;
-    infer) echo "base io text metrics tensor nn model data" ;;
+    convert) echo "base io text tensor nn model" ;;
+    lm) echo "base io text tensor nn model convert" ;;
+    data) echo "base io text metrics tensor nn model convert lm" ;;
+    train) echo "base io text metrics tensor nn model convert lm data" ;;
+    infer) echo "base io text metrics tensor nn model convert lm data" ;;
     *) echo "?" ;;
     esac
 }

@@ -10,7 +10,7 @@
 
 #include "base/order.h"
 #include "metrics/taskmetrics.h"
-#include "model/file.h"
+#include "lm/lm.h"
 
 /* ---- batches ------------------------------------------------------------ */
 
@@ -585,7 +585,7 @@ int tfm_predictor_open(tfm_predictor *p, const char *path, const char *adapter,
         tfm_err_set(err, "%s has no tokenizer", path);
         goto out;
     }
-    int found = tfm_model_file_meta(path, "task", &meta, err);
+    int found = tfm_lm_file_meta(path, "task", &meta, err);
     if (found < 0)
         goto out;
     if (!found) {

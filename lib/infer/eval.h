@@ -49,7 +49,7 @@ typedef struct tfm_eval {
     const char *path;     /* tfm_eval_open's, borrowed: for messages */
     tfm_tokenizer *tok;   /* NULL when the file carries none */
     int64_t eos;          /* end-of-text id, or -1 */
-    int prefix_lm;        /* a prefix LM (model/file.h tfm_lm.prefix_lm): a
+    int prefix_lm;        /* a prefix LM (lm/lm.h tfm_lm.prefix_lm): a
                              sequence's history (all but its scored tokens)
                              is its prefix, seen whole by each position */
     int batch;            /* sequences per forward */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "infer/fill.h"
-#include "model/file.h"
+#include "lm/lm.h"
 
 int tfm_filler_open(tfm_filler *f, const char *path, const char *adapter, tfm_err *err)
 {

@@ -62,7 +62,7 @@
 #include "infer/sample.h"
 #include "model/transformer.h"
 #include "model/decode.h"
-#include "model/file.h"
+#include "lm/lm.h"
 #include "text/tokenizer.h"
 
 typedef enum tfm_gen_strategy {

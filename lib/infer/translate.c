@@ -14,8 +14,8 @@
 int tfm_lm_source_tokenizer(const tfm_lm *lm, tfm_tokenizer **out, tfm_err *err)
 {
     *out = NULL;
-    /* model/file.h keeps the open file private; its metadata is read here
-     * until file.c offers the source tokenizer itself */
+    /* lm/lm.h keeps the open file private; its metadata is read here
+     * until lm.c offers the source tokenizer itself */
     const tfm_safetensors *st = lm->file;
     size_t len = 0;
     const char *json = st ? tfm_safetensors_meta(st, "source_tokenizer", &len) : NULL;

@@ -30,7 +30,7 @@
 #include "base/err.h"
 #include "data/source.h"
 #include "model/decode.h"
-#include "model/file.h"
+#include "lm/lm.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 

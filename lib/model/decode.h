@@ -46,7 +46,7 @@
  *
  * Stored weights only: a block matrix (qkv_w .. fcp_w), wte or lm_head
  * may have no float32 values (f32 NULL) beside its 8-bit or bfloat16 data
- * (a file opened with model/file.h's TFM_LM_STORED): decode steps read the
+ * (a file opened with lm/lm.h's TFM_LM_STORED): decode steps read the
  * data as always; a longer prompt's products widen one matrix at a time
  * into scratch (the same float32 values a widened copy would hold, so the
  * same results) and embeddings widen their rows.  Only tfm_infer reads
@@ -242,7 +242,7 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src);
 int tfm_infer_prefill(tfm_infer *g, int slot, const uint32_t *tokens,
                           int n, float *logits, tfm_err *err);
 
-/* A prefix LM's prompt (model/file.h tfm_lm.prefix_lm): appends
+/* A prefix LM's prompt (lm/lm.h tfm_lm.prefix_lm): appends
  * tokens[0..n) to an empty slot of a decoder, the first n_prefix of them a
  * prefix that every position of the slot sees (full attention among them),
  * the rest and every later step causal: tfm_batch.prefix_len's mask

@@ -657,7 +657,7 @@ static void widen_into(float *W, const tfm_matrix *m, int K, int N, int trans)
         }
 }
 
-/* Stored-only weights (model/file.h TFM_LM_STORED): a decoder whose block
+/* Stored-only weights (lm/lm.h TFM_LM_STORED): a decoder whose block
  * matrices, wte and LM head exist only as 8-bit or bfloat16 copies decodes
  * to the bit as one that also has float32 weights of the same values: a
  * prompt past the gemv rows (its products widen each matrix in turn), the

@@ -393,11 +393,9 @@ out:
     return rc;
 }
 
-int tfm_lora_save(const char *dir, const tfm_model *m, const char *base, const char *task_type,
-                  tfm_err *err)
+int tfm_lora_save(const char *dir, const tfm_model *m, const char *base, tfm_hf_family f,
+                  const char *pre, const char *task_type, tfm_err *err)
 {
-    const char *pre;
-    tfm_hf_family f = tfm_model_file_hf_family(base, &pre);
     if (f) {
         /* PEFT's base for the task: HF's class with its model prefix */
         int cls = task_type && (!strcmp(task_type, "SEQ_CLS") || !strcmp(task_type, "TOKEN_CLS") ||
@@ -1019,7 +1017,8 @@ static int replace_tensor(tfm_adapter *ad, const tfm_safetensors *st, const tfm_
 }
 
 int tfm_adapter_load(tfm_adapter *ad, const char *dir, const char *base_path,
-                     tfm_lora_base_fn base, void *ctx, tfm_err *err)
+                     tfm_hf_family base_f, tfm_lora_base_fn base, void *ctx,
+                     tfm_err *err)
 {
     memset(ad, 0, sizeof *ad);
     static const char pre[] = "base_model.model.";
@@ -1038,9 +1037,8 @@ int tfm_adapter_load(tfm_adapter *ad, const char *dir, const char *base_path,
     st_open = 1;
     if (tfm_model_file_verify(&st, 0, err) < 0)
         goto out;
-    const char *base_pre;
-    tfm_hf_family base_f = base_path ? tfm_model_file_hf_family(base_path, &base_pre)
-                                     : TFM_HF_NONE;
+    if (!base_path)
+        base_f = TFM_HF_NONE;
     mods = tfm_calloc(st.n_tensors + 1, sizeof *mods);
     for (size_t i = 0; i < st.n_tensors; i++) {
         const tfm_st_tensor *t = &st.tensors[i];
@@ -1134,10 +1132,11 @@ static const float *model_base(void *ctx, const char *name, size_t shape[2])
     return m->params + p->offset;
 }
 
-int tfm_adapter_apply(tfm_model *m, const char *dir, const char *base_path, tfm_err *err)
+int tfm_adapter_apply(tfm_model *m, const char *dir, const char *base_path,
+                      tfm_hf_family base_f, tfm_err *err)
 {
     tfm_adapter ad;
-    if (tfm_adapter_load(&ad, dir, base_path, model_base, m, err) < 0)
+    if (tfm_adapter_load(&ad, dir, base_path, base_f, model_base, m, err) < 0)
         return -1;
     for (int i = 0; i < ad.n; i++) {
         const tfm_param *p = tfm_model_param(m, ad.t[i].name);

@@ -13,8 +13,8 @@
  * parts of attn.c_attn), h.{i}.attn.c_proj, h.{i}.xattn.c_q, .k, .v (parts
  * of xattn.c_kv), h.{i}.xattn.c_proj, h.{i}.mlp.c_fc (gated: mlp.wi_0,
  * mlp.wi_1), h.{i}.mlp.c_proj, "enc." before an encoder-decoder's encoder
- * blocks.  On a HuggingFace base (GPT-2, BERT, T5, BART: model/file.h's
- * tfm_model_file_hf_family) the names are its own, as PeftModel loads them
+ * blocks.  On a HuggingFace base (GPT-2, BERT, T5, BART: its family, which
+ * the caller gives, lm/lm.h tfm_model_file_hf_family) the names are its own, as PeftModel loads them
  * on that base (PEFT's task class: BERT's "bert.", GPT-2's "transformer.",
  * BART's "model." prefix): GPT-2's q, k, v adapters become one adapter of
  * c_attn (the parts' A stacked, B block-diagonal) and every module's rank
@@ -27,6 +27,16 @@
 #include "base/err.h"
 #include "model/transformer.h"
 
+/* The HuggingFace family whose module names a base model carries
+ * (convert/convert.h detects it); TFM_HF_NONE: tfm's own names. */
+typedef enum tfm_hf_family {
+    TFM_HF_NONE,
+    TFM_HF_GPT2,
+    TFM_HF_BERT,
+    TFM_HF_T5,
+    TFM_HF_BART,
+} tfm_hf_family;
+
 /* "q, v" (train.lora.targets: tfm's names or HuggingFace's, comma or blank
  * separated) as TFM_LORA_* bits; a word that names no projection is an
  * error naming it and the known words. */
@@ -37,10 +47,11 @@ int tfm_lora_targets_parse(const char *list, unsigned *bits, tfm_err *err);
 size_t tfm_model_trainable(const tfm_model *m, size_t *total);
 
 /* Writes m's adapters and trained heads into dir (which must exist) as
- * above; base: the base model's path ("" or NULL: unknown); task_type:
- * PEFT's ("CAUSAL_LM", "SEQ_CLS", ...; NULL: null).  Atomic per file. */
-int tfm_lora_save(const char *dir, const tfm_model *m, const char *base, const char *task_type,
-                  tfm_err *err);
+ * above; base: the base model's path ("" or NULL: unknown), of family f
+ * whose names carry the prefix pre; task_type: PEFT's ("CAUSAL_LM",
+ * "SEQ_CLS", ...; NULL: null).  Atomic per file. */
+int tfm_lora_save(const char *dir, const tfm_model *m, const char *base, tfm_hf_family f,
+                  const char *pre, const char *task_type, tfm_err *err);
 
 /* The weight an adapter module adapts: "attn.q" is the q columns of
  * "attn.c_attn.weight" ([in, out], rows ld apart); 1 and *weight (the
@@ -95,13 +106,16 @@ typedef struct tfm_adapter {
     } *t;
 } tfm_adapter;
 
+/* base_f: the base's family (TFM_HF_NONE when it is tfm's or unknown). */
 int tfm_adapter_load(tfm_adapter *ad, const char *dir, const char *base_path,
-                     tfm_lora_base_fn base, void *ctx, tfm_err *err);
+                     tfm_hf_family base_f, tfm_lora_base_fn base, void *ctx,
+                     tfm_err *err);
 /* The adapted tensor of that name, or NULL when the adapter leaves it. */
 const float *tfm_adapter_find(const tfm_adapter *ad, const char *name);
 void tfm_adapter_free(tfm_adapter *ad);
 
 /* tfm_adapter_load over m's weights, copied back into m->params. */
-int tfm_adapter_apply(tfm_model *m, const char *dir, const char *base_path, tfm_err *err);
+int tfm_adapter_apply(tfm_model *m, const char *dir, const char *base_path,
+                      tfm_hf_family base_f, tfm_err *err);
 
 #endif

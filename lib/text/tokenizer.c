@@ -914,7 +914,7 @@ int tfm_tokenizer_check_kept(const tfm_tokenizer *tok, const char *text, size_t 
                        tfm_tok_describe_char(text + first, len - first, c));
 }
 
-/* ---- tokenizer_config.json's settings (model/file.h) ---- */
+/* ---- tokenizer_config.json's settings (convert/hf_tokenizer.c) ---- */
 
 int tfm_tokenizer_set_bert_case(tfm_tokenizer *tok, int lowercase, int strip_accents,
                                 int chinese_chars)

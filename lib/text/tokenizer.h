@@ -173,7 +173,7 @@ uint64_t tfm_tok_trainer_skipped(const tfm_tok_trainer *t, uint64_t *bytes);
 void tfm_tok_trainer_free(tfm_tok_trainer *t);
 
 /* HuggingFace tokenizer_config.json's settings for the tokenizers that have
- * no tokenizer.json (model/file.h reads that file): a WordPiece
+ * no tokenizer.json (convert/hf_tokenizer.c reads that file): a WordPiece
  * tokenizer's BertNormalizer do_lower_case, strip_accents (-1: null, as
  * lowercase) and tokenize_chinese_chars; -1 for another kind. */
 int tfm_tokenizer_set_bert_case(tfm_tokenizer *tok, int lowercase, int strip_accents,

@@ -14,7 +14,7 @@
 
 #include "base/file.h"
 #include "data/data_keys.h"
-#include "model/file.h"
+#include "lm/lm.h"
 #include "train/run_config.h"
 #include "train/checkpoint.h"
 

@@ -6,7 +6,7 @@
  * the optim, schedule and other train keys here; this file joins the
  * tables into one, in --dump-config's order, at tfm_config's fields.
  * Inference reads a model file's keys through their owners
- * (model/file.h tfm_model_load_keys, data/data_keys.h), never through
+ * (lm/lm.h tfm_model_load_keys, data/data_keys.h), never through
  * tfm_config.
  *
  * Precedence is the order of the calls: tfm_config_defaults, then
@@ -25,7 +25,7 @@
 #include "data/data_keys.h"
 #include "io/schema.h"
 #include "model/config_keys.h"
-#include "model/file.h"
+#include "lm/lm.h"
 #include "model/quant.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
@@ -155,7 +155,7 @@ int tfm_model_config_from(const tfm_config *c, tfm_model_config *out, tfm_err *e
 /* The configuration stored in a model or state file, applied over *c. */
 int tfm_model_file_config(const char *path, tfm_config *c, tfm_err *err);
 
-/* Loads a model file for training or evaluation (model/file.h
+/* Loads a model file for training or evaluation (lm/lm.h
  * tfm_model_load_keys) with its whole configuration: defaults overlaid with
  * the stored YAML (a HuggingFace checkpoint: defaults with the model
  * section describing it).  The caller frees m and *tok. */

@@ -17,7 +17,7 @@
 #include "base/buf.h"
 #include "base/file.h"
 #include "base/progress.h"
-#include "model/file.h"
+#include "lm/lm.h"
 #include "model/transformer.h"
 #include "tensor/gemm.h"
 #include "train/checkpoint.h"
@@ -250,6 +250,16 @@ static const char *peft_task(const tfm_config *c)
     }
 }
 
+/* The adapters in the run's directory, named as PEFT names them on their
+ * base (a HuggingFace checkpoint's own module names). */
+static int lora_save(const run *R, tfm_err *err)
+{
+    const char *pre;
+    tfm_hf_family f = tfm_model_file_hf_family(R->cfg->train.init, &pre);
+    return tfm_lora_save(R->o->rundir, &R->m, R->cfg->train.init, f, pre, peft_task(R->cfg),
+                         err);
+}
+
 static int save(run *R, tfm_err *err)
 {
     /* dist: a checkpoint is every rank's state, or the ranks went apart
@@ -263,8 +273,7 @@ static int save(run *R, tfm_err *err)
         return -1;
     if (tfm_dist_rank() == 0 &&
         (save_model(R, R->model_path, R->st.step, err) < 0 ||
-         (R->m.cfg.lora_r > 0 &&
-          tfm_lora_save(R->o->rundir, &R->m, R->cfg->train.init, peft_task(R->cfg), err) < 0) ||
+         (R->m.cfg.lora_r > 0 && lora_save(R, err) < 0) ||
          tfm_checkpoint_save_state(R->state_path, &R->m, &R->adam, &R->st,
                                    tfm_buf_cstr(&R->config_yaml), err) < 0))
         return -1;

@@ -27,7 +27,7 @@
 #include "base/file.h"
 #include "base/progress.h"
 #include "infer/embed.h"
-#include "model/file.h"
+#include "lm/lm.h"
 #include "tensor/gemm.h"
 
 static int cmp_double(const void *a, const void *b)

@@ -6,8 +6,8 @@
  *     tfm_model_info mi;
  *     if (tfm_model_info_read("run/model.safetensors", &mi, &err) < 0) ...
  */
-#ifndef TFM_MODEL_INFO_H
-#define TFM_MODEL_INFO_H
+#ifndef TFM_LM_INFO_H
+#define TFM_LM_INFO_H
 
 #include <stddef.h>
 #include <stdint.h>

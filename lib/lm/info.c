@@ -1,9 +1,9 @@
-#include "model/info.h"
+#include "lm/info.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/file.h"
+#include "lm/lm.h"
 #include "io/safetensors.h"
 
 const char *tfm_tok_kind_name(tfm_tok_kind k)

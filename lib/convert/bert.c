@@ -1,0 +1,544 @@
+/* HuggingFace BERT checkpoints (convert/convert.h). */
+#include "config.h"
+
+#include "convert/convert.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/file.h"
+
+/* A BertModel / BertForPreTraining / BertForMaskedLM safetensors file as
+ * published (names with or without "bert."; LayerNorm.weight/bias or the
+ * old LayerNorm.gamma/beta) and the config.json beside it become tfm's
+ * encoder (model/transformer.h): post-LN blocks, exact GELU, learned
+ * positions (max_position_embeddings rows), segments = type_vocab_size,
+ * the embedding LayerNorm, biases, and the LM head tied to the word
+ * embeddings.  HF stores each Linear [out, in] and q, k, v apart; tfm's
+ * matrices are [in, out] with q, k, v side by side in c_attn, so the
+ * weights are copied into the model's layout rather than mapped in place.
+ * The heads present are loaded as tfm's (model/transformer.h): the MLM
+ * head (cls.predictions.*, its decoder tied to the word embeddings), the
+ * pooler (bert.pooler.dense) and the next-sentence head
+ * (cls.seq_relationship, kept only with the pooler it reads); buffers such
+ * as embeddings.position_ids are ignored. */
+
+/* "bert." or "" (the prefix of the checkpoint's names), or NULL when the
+ * file is not a BERT checkpoint. */
+static const char *bert_prefix(const tfm_safetensors *st)
+{
+    if (tfm_hf_format(st))
+        return NULL;
+    if (tfm_safetensors_find(st, "bert.embeddings.word_embeddings.weight"))
+        return "bert.";
+    if (tfm_safetensors_find(st, "embeddings.word_embeddings.weight"))
+        return "";
+    return NULL;
+}
+
+static const tfm_hf_key hf_bert_keys[] = {
+    {"model_type", HF_READ}, {"hidden_size", HF_READ}, {"num_attention_heads", HF_READ},
+    {"num_hidden_layers", HF_READ}, {"intermediate_size", HF_READ},
+    {"max_position_embeddings", HF_READ}, {"type_vocab_size", HF_READ},
+    {"vocab_size", HF_READ}, {"hidden_dropout_prob", HF_READ},
+    {"attention_probs_dropout_prob", HF_READ}, {"layer_norm_eps", HF_READ},
+    {"hidden_act", HF_READ}, {"position_embedding_type", HF_READ}, {"is_decoder", HF_READ},
+    {"tie_word_embeddings", HF_READ},
+    /* old Google-release keys HF never read */
+    {"directionality", HF_ANY}, {"pooler_fc_size", HF_ANY},
+    {"pooler_num_attention_heads", HF_ANY}, {"pooler_num_fc_layers", HF_ANY},
+    {"pooler_size_per_head", HF_ANY}, {"pooler_type", HF_ANY}, {"eos_token_id", HF_ANY},
+    {"decoder_start_token_id", HF_ANY}, {"is_encoder_decoder", HF_DEFAULT},
+    {"forced_bos_token_id", HF_ANY}, {"forced_eos_token_id", HF_ANY}, {NULL, 0},
+};
+
+static int bert_config_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t max,
+                           int64_t *out, tfm_err *err)
+{
+    return tfm_json_get_int(doc, tfm_json_get(doc->root, key), key, min, max, out, err);
+}
+
+/* What config.json says of a BERT checkpoint's heads: the architecture's
+ * task head, problem_type's regression, tie_word_embeddings. */
+typedef enum { BERT_ARCH_ANY, BERT_ARCH_SEQ, BERT_ARCH_TOK, BERT_ARCH_QA } bert_arch;
+typedef struct bert_heads {
+    bert_arch arch;
+    int regression; /* problem_type regression: -1 unsaid, 0 no, 1 yes */
+    int tie;
+} bert_heads;
+
+/* The architectures tfm reads, and the task head each has. */
+static const struct {
+    const char *name;
+    bert_arch arch;
+} bert_archs[] = {
+    {"BertModel", BERT_ARCH_ANY},
+    {"BertForPreTraining", BERT_ARCH_ANY},
+    {"BertForMaskedLM", BERT_ARCH_ANY},
+    {"BertForNextSentencePrediction", BERT_ARCH_ANY},
+    {"BertForSequenceClassification", BERT_ARCH_SEQ},
+    {"BertForTokenClassification", BERT_ARCH_TOK},
+    {"BertForQuestionAnswering", BERT_ARCH_QA},
+};
+
+/* config.json's architectures, problem_type and tie_word_embeddings. */
+static int bert_heads_json(const tfm_json_doc *doc, bert_heads *h, tfm_err *err)
+{
+    memset(h, 0, sizeof *h);
+    h->regression = -1;
+    const tfm_json *a = tfm_json_get(doc->root, "architectures");
+    for (size_t i = 0; a && a->type == TFM_JSON_ARRAY && i < a->n; i++) {
+        const tfm_json *n = a->items[i];
+        size_t k = 0, nk = sizeof bert_archs / sizeof *bert_archs;
+        while (k < nk && !(n->type == TFM_JSON_STRING && !strcmp(n->str, bert_archs[k].name)))
+            k++;
+        if (k == nk)
+            return tfm_err_at(err, doc->name, n->line, n->col, "architectures: '%s' is not "
+                              "supported (tfm reads BertModel, BertForPreTraining, "
+                              "BertForMaskedLM, BertForNextSentencePrediction, "
+                              "BertForSequenceClassification, BertForTokenClassification and "
+                              "BertForQuestionAnswering)", n->str ? n->str : "");
+        if (bert_archs[k].arch)
+            h->arch = bert_archs[k].arch;
+    }
+    const tfm_json *p = tfm_json_get(doc->root, "problem_type");
+    if (p && p->type != TFM_JSON_NULL) {
+        if (p->type == TFM_JSON_STRING && !strcmp(p->str, "regression"))
+            h->regression = 1;
+        else if (p->type == TFM_JSON_STRING && !strcmp(p->str, "single_label_classification"))
+            h->regression = 0;
+        else
+            return tfm_err_at(err, doc->name, p->line, p->col, "problem_type '%s' is not "
+                              "supported (tfm's classifier is single_label_classification or "
+                              "regression)", p->str ? p->str : "");
+    }
+    return tfm_hf_bool(doc, "tie_word_embeddings", 1, &h->tie, err);
+}
+
+/* config.json beside the checkpoint as the model section c (h: what it
+ * says of the heads; NULL: not wanted). */
+static int bert_config(const char *model_path, tfm_model_keys *c, bert_heads *h, tfm_err *err)
+{
+    bert_heads h0;
+    if (!h)
+        h = &h0;
+    char path[4200];
+    tfm_hf_json_beside(model_path, "config.json", path, sizeof path);
+    if (access(path, F_OK) != 0)
+        return tfm_err_set(err, "%s: no such file (a HuggingFace BERT checkpoint needs "
+                                "the config.json beside it)", path);
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0)
+        return -1;
+    int rc = -1;
+    int64_t C, NH, L, F, P, S, V;
+    double drop, attn_drop;
+    if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
+        tfm_hf_keys_check(&doc, hf_bert_keys, "BertConfig", err) < 0 ||
+        bert_config_int(&doc, "hidden_size", 1, 65536, &C, err) < 0 ||
+        bert_config_int(&doc, "num_attention_heads", 1, 1024, &NH, err) < 0 ||
+        bert_config_int(&doc, "num_hidden_layers", 1, 1000, &L, err) < 0 ||
+        bert_config_int(&doc, "intermediate_size", 1, 1 << 20, &F, err) < 0 ||
+        bert_config_int(&doc, "max_position_embeddings", 1, 1 << 20, &P, err) < 0 ||
+        bert_config_int(&doc, "type_vocab_size", 1, 1024, &S, err) < 0 ||
+        bert_config_int(&doc, "vocab_size", 1, 1 << 24, &V, err) < 0 ||
+        tfm_hf_prob(&doc, "hidden_dropout_prob", 0.1, &drop, err) < 0 ||
+        tfm_hf_prob(&doc, "attention_probs_dropout_prob", 0.1, &attn_drop, err) < 0 ||
+        bert_heads_json(&doc, h, err) < 0)
+        goto out;
+    const tfm_json *j = tfm_json_get(doc.root, "layer_norm_eps");
+    if (tfm_json_expect(&doc, j, TFM_JSON_NUMBER, "layer_norm_eps", err) < 0)
+        goto out;
+    if (!(j->num >= 1e-12 && j->num < 1)) {
+        tfm_err_at(err, path, j->line, j->col, "layer_norm_eps must be in [1e-12, 1), not %s",
+                   j->str);
+        goto out;
+    }
+    double eps = j->num;
+    j = tfm_json_get(doc.root, "hidden_act");
+    if (tfm_json_expect(&doc, j, TFM_JSON_STRING, "hidden_act", err) < 0)
+        goto out;
+    tfm_act act;
+    if (!strcmp(j->str, "gelu")) {
+        act = TFM_ACT_GELU_EXACT;
+    } else if (!strcmp(j->str, "gelu_new") || !strcmp(j->str, "gelu_pytorch_tanh")) {
+        act = TFM_ACT_GELU_TANH; /* the tanh approximation */
+    } else if (!strcmp(j->str, "relu")) {
+        act = TFM_ACT_RELU;
+    } else {
+        tfm_err_at(err, path, j->line, j->col, "hidden_act '%s' is not supported (tfm has "
+                   "gelu, gelu_new and relu)", j->str);
+        goto out;
+    }
+    j = tfm_json_get(doc.root, "model_type");
+    if (j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "bert"))) {
+        tfm_err_at(err, path, j->line, j->col, "model_type '%s' is not supported here (tfm "
+                   "reads bert's layout)", j->str ? j->str : "");
+        goto out;
+    }
+    j = tfm_json_get(doc.root, "position_embedding_type");
+    if (j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "absolute"))) {
+        tfm_err_at(err, path, j->line, j->col, "position_embedding_type '%s' is not supported "
+                   "(only absolute)", j->str);
+        goto out;
+    }
+    j = tfm_json_get(doc.root, "is_decoder");
+    if (j && j->type == TFM_JSON_BOOL && j->boolean) {
+        tfm_err_at(err, path, j->line, j->col, "is_decoder true (a causal BERT) is not "
+                   "supported: tfm reads BERT as an encoder");
+        goto out;
+    }
+    c->kind = TFM_KIND_ENCODER;
+    c->positions = TFM_POS_LEARNED;
+    c->norm = TFM_LN_POST;
+    c->activation = act;
+    c->ln_eps = eps;
+    c->n_layer = L;
+    c->n_head = NH;
+    c->n_embd = C;
+    c->d_ff = F;
+    c->block_size = P;
+    c->segments = S;
+    c->vocab_size = V;
+    c->emb_norm = 1;
+    c->tie_embeddings = 1;
+    c->bias = 1;
+    /* BertConfig's rates: hidden_dropout_prob on the embeddings and each
+     * residual branch, attention_probs_dropout_prob on the attention
+     * weights */
+    c->dropout = drop;
+    c->attn_dropout = attn_drop;
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
+
+static int bert_weights(const tfm_hf_ckpt *b, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = (size_t)g->n_embd, F = (size_t)tfm_model_config_ff(g);
+    if (tfm_hf_copy(b, "wte.weight", 0, "embeddings.word_embeddings.weight", NULL,
+                  (size_t)g->vocab_size, C, err) < 0 ||
+        tfm_hf_copy(b, "wpe.weight", 0, "embeddings.position_embeddings.weight", NULL,
+                  (size_t)g->block_size, C, err) < 0 ||
+        tfm_hf_copy(b, "wse.weight", 0, "embeddings.token_type_embeddings.weight", NULL,
+                  (size_t)g->n_segments, C, err) < 0 ||
+        tfm_hf_norm(b, "ln_e", 0, "embeddings.LayerNorm", C, err) < 0)
+        return -1;
+    char src[128];
+    for (int l = 0; l < g->n_layer; l++) {
+        /* q, k, v side by side: c_attn [C, 3C], bias [3C] */
+        char q[128], k[128], v[128], dst[64];
+        snprintf(q, sizeof q, "encoder.layer.%d.attention.self.query", l);
+        snprintf(k, sizeof k, "encoder.layer.%d.attention.self.key", l);
+        snprintf(v, sizeof v, "encoder.layer.%d.attention.self.value", l);
+        snprintf(dst, sizeof dst, "h.%d.attn.c_attn", l);
+        const char *qkv[3] = {q, k, v};
+        if (tfm_hf_fused(b, dst, qkv, 3, C, C, err) < 0)
+            return -1;
+#define BERT_PART(call, fmt)                                                    \
+    do {                                                                        \
+        snprintf(src, sizeof src, "encoder.layer.%d." fmt, l);                  \
+        if ((call) < 0)                                                         \
+            return -1;                                                          \
+    } while (0)
+        /* post-LN: ln_1 is the norm after attention, ln_2 after the MLP */
+        BERT_PART(tfm_hf_linear(b, "h.%d.attn.c_proj", l, src, C, C, err), "attention.output.dense");
+        BERT_PART(tfm_hf_norm(b, "h.%d.ln_1", l, src, C, err), "attention.output.LayerNorm");
+        BERT_PART(tfm_hf_linear(b, "h.%d.mlp.c_fc", l, src, F, C, err), "intermediate.dense");
+        BERT_PART(tfm_hf_linear(b, "h.%d.mlp.c_proj", l, src, C, F, err), "output.dense");
+        BERT_PART(tfm_hf_norm(b, "h.%d.ln_2", l, src, C, err), "output.LayerNorm");
+#undef BERT_PART
+    }
+    /* more layers than config.json says: the wrong config.json */
+    snprintf(src, sizeof src, "%sencoder.layer.%d.attention.self.query.weight", b->pre,
+             g->n_layer);
+    if (tfm_safetensors_find(b->st, src))
+        return tfm_err_set(err, "%s: the checkpoint has a layer %d (tensor '%s') but "
+                                "config.json's num_hidden_layers is %d",
+                           b->st->name, g->n_layer, src, g->n_layer);
+    return 0;
+}
+
+/* The heads a BERT checkpoint has, into the model section c: the MLM
+ * head, the pooler, NSP, and a task head: classifier.* is
+ * BertForSequenceClassification's (on the pooler) or
+ * BertForTokenClassification's tagger (no pooler), as architectures says
+ * or else the pooler's presence; qa_outputs.* is the span head.  Its
+ * outputs are classifier.weight's rows. */
+static int bert_heads_config(const tfm_safetensors *st, const char *pre, const bert_heads *h,
+                             tfm_model_keys *c, tfm_err *err)
+{
+    char name[160];
+    c->mlm_head = tfm_safetensors_find(st, "cls.predictions.transform.dense.weight") != NULL;
+    snprintf(name, sizeof name, "%spooler.dense.weight", pre);
+    c->pooler = tfm_safetensors_find(st, name) != NULL;
+    c->nsp = c->pooler && tfm_safetensors_find(st, "cls.seq_relationship.weight");
+    c->classes = c->nsp ? 2 : 0;
+    /* an untied decoder only where there is one: the MLM head's */
+    c->tie_embeddings = h->tie || !c->mlm_head;
+    const tfm_st_tensor *cl = tfm_safetensors_find(st, "classifier.weight");
+    const tfm_st_tensor *qa = tfm_safetensors_find(st, "qa_outputs.weight");
+    static const char *const need[] = {NULL, "classifier.weight", "classifier.weight",
+                                       "qa_outputs.weight"};
+    static const char *const arch[] = {NULL, "BertForSequenceClassification",
+                                       "BertForTokenClassification", "BertForQuestionAnswering"};
+    if (h->arch && !tfm_safetensors_find(st, need[h->arch]))
+        return tfm_err_set(err, "%s: no tensor '%s', which config.json's architectures (%s) "
+                                "has", st->name, need[h->arch], arch[h->arch]);
+    if (h->arch == BERT_ARCH_SEQ && !c->pooler)
+        return tfm_err_set(err, "%s: no tensor '%s', which config.json's architectures (%s) "
+                                "has", st->name, name, arch[h->arch]);
+    if (cl) {
+        int64_t K = cl->ndim == 2 ? (int64_t)cl->shape[0] : 0;
+        if (K < 1 || K > 1 << 16)
+            return tfm_err_set(err, "%s: tensor 'classifier.weight' is not [labels, %lld]",
+                               st->name, (long long)c->n_embd);
+        int tag = h->arch == BERT_ARCH_TOK || (h->arch != BERT_ARCH_SEQ && !c->pooler);
+        if (!tag && c->nsp)
+            return tfm_err_set(err, "%s: both a classifier and the next-sentence head "
+                                    "(cls.seq_relationship): tfm has one on the pooler",
+                               st->name);
+        if (tag)
+            c->tags = K;
+        else
+            c->classes = K;
+        if (h->regression == 1 && (tag || K != 1))
+            return tfm_err_set(err, "%s: problem_type regression with %lld outputs: tfm's "
+                                    "regression is one value per text", st->name,
+                               (long long)K);
+    }
+    c->span = qa != NULL;
+    return 0;
+}
+
+/* config.json's id2label for K outputs, in id order (PretrainedConfig's
+ * LABEL_i without it), and perm: perm[k] is the id of the k-th label in
+ * sorted order (tfm's labels are sorted; HF's are by id).  Each must be
+ * distinct. */
+static int bert_labels(const char *cfg_path, int K, char ***names, int **perm, tfm_err *err)
+{
+    tfm_json_doc doc;
+    if (tfm_json_parse_file(&doc, cfg_path, 0, err) < 0)
+        return -1;
+    char **nm = tfm_calloc((size_t)K, sizeof *nm);
+    int *pm = tfm_malloc((size_t)K * sizeof *pm), rc = -1;
+    const tfm_json *j = tfm_json_get(doc.root, "id2label");
+    if (j && j->type != TFM_JSON_NULL &&
+        tfm_json_expect(&doc, j, TFM_JSON_OBJECT, "id2label", err) < 0)
+        goto out;
+    if (j && j->type == TFM_JSON_OBJECT && j->n != (size_t)K) {
+        tfm_err_at(err, cfg_path, j->line, j->col, "id2label has %zu labels but the "
+                   "classifier %d outputs", j->n, K);
+        goto out;
+    }
+    for (size_t i = 0; j && j->type == TFM_JSON_OBJECT && i < j->n; i++) {
+        char *end;
+        long id = strtol(j->keys[i]->str, &end, 10);
+        const tfm_json *v = j->items[i];
+        if (*end || end == j->keys[i]->str || id < 0 || id >= K || nm[id] ||
+            v->type != TFM_JSON_STRING) {
+            tfm_err_at(err, cfg_path, j->keys[i]->line, j->keys[i]->col, "id2label: expected "
+                       "ids 0 to %d, each once, with a string", K - 1);
+            goto out;
+        }
+        nm[id] = tfm_strdup(v->str);
+    }
+    for (int i = 0; i < K; i++) {
+        if (!nm[i]) {
+            char b[32];
+            snprintf(b, sizeof b, "LABEL_%d", i);
+            nm[i] = tfm_strdup(b);
+        }
+        pm[i] = i;
+    }
+    for (int i = 1; i < K; i++) /* insertion sort: K is small */
+        for (int k = i; k > 0 && strcmp(nm[pm[k - 1]], nm[pm[k]]) >= 0; k--) {
+            if (!strcmp(nm[pm[k - 1]], nm[pm[k]])) {
+                tfm_err_at(err, cfg_path, j ? j->line : 1, j ? j->col : 1, "id2label: the "
+                           "label '%s' is there twice", nm[pm[k]]);
+                goto out;
+            }
+            int t = pm[k];
+            pm[k] = pm[k - 1];
+            pm[k - 1] = t;
+        }
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    if (rc < 0) {
+        for (int i = 0; i < K; i++)
+            free(nm[i]);
+        free(nm);
+        free(pm);
+        return -1;
+    }
+    *names = nm;
+    *perm = pm;
+    return 0;
+}
+
+static void bert_labels_free(char **names, int *perm, int K)
+{
+    for (int i = 0; names && i < K; i++)
+        free(names[i]);
+    free(names);
+    free(perm);
+}
+
+/* The "task" a tfm model file carries, for a BERT checkpoint with a task
+ * head (lm/lm.h tfm_lm_file_meta): {"labels": [...sorted], "pairs": false},
+ * {"regression": true, "pairs": false}, {"tags": [...]} or {} (span).  0:
+ * no task head. */
+static int bert_task_json(const tfm_safetensors *st, const char *pre, tfm_buf *out,
+                          tfm_err *err)
+{
+    tfm_model_keys c;
+    bert_heads h;
+    char cfg[4200];
+    memset(&c, 0, sizeof c);
+    if (bert_config(st->name, &c, &h, err) < 0 || bert_heads_config(st, pre, &h, &c, err) < 0)
+        return -1;
+    int K = (int)(c.tags ? c.tags : c.nsp ? 0 : c.classes);
+    if (!K && c.span) {
+        tfm_buf_puts(out, "{}");
+        return 1;
+    }
+    if (!K)
+        return 0;
+    if (!c.tags && K == 1 && h.regression != 0) {
+        tfm_buf_puts(out, "{\"regression\":true,\"pairs\":false}");
+        return 1;
+    }
+    char **names;
+    int *perm;
+    tfm_hf_json_beside(st->name, "config.json", cfg, sizeof cfg);
+    if (bert_labels(cfg, K, &names, &perm, err) < 0)
+        return -1;
+    tfm_buf_printf(out, "{\"%s\":[", c.tags ? "tags" : "labels");
+    for (int k = 0; k < K; k++) {
+        if (k)
+            tfm_buf_putc(out, ',');
+        tfm_buf_put_json_string(out, names[perm[k]], strlen(names[perm[k]]));
+    }
+    tfm_buf_puts(out, c.tags ? "]}" : "],\"pairs\":false}");
+    bert_labels_free(names, perm, K);
+    return 1;
+}
+
+/* A task head's Linear SRC ([K, C], [K]) into DST with its rows in tfm's
+ * sorted label order. */
+static int bert_head_rows(const tfm_hf_ckpt *b, const char *dst, const char *src, int K,
+                          const int *perm, tfm_err *err)
+{
+    char sw[96], sb[96], dw[96], db[96];
+    size_t C = (size_t)b->m->cfg.n_embd;
+    snprintf(sw, sizeof sw, "%s.weight", src);
+    snprintf(sb, sizeof sb, "%s.bias", src);
+    snprintf(dw, sizeof dw, "%s.weight", dst);
+    snprintf(db, sizeof db, "%s.bias", dst);
+    const float *w = tfm_hf_tensor(b, sw, NULL, (size_t)K, C, err);
+    const float *bias = w ? tfm_hf_tensor(b, sb, NULL, (size_t)K, 0, err) : NULL;
+    if (!bias)
+        return -1;
+    float *ow = tfm_hf_dst(b, dw, 0), *ob = tfm_hf_dst(b, db, 0);
+    for (int k = 0; k < K; k++) {
+        int r = perm ? perm[k] : k;
+        memcpy(ow + (size_t)k * C, w + (size_t)r * C, C * sizeof(float));
+        ob[k] = bias[r];
+    }
+    return 0;
+}
+
+/* Copies the heads bert_heads_config found (HF's Linears are [out, in], as
+ * tfm's heads). */
+static int bert_head_weights(const tfm_hf_ckpt *b, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = g->n_embd, V = g->vocab_size;
+    tfm_hf_ckpt cls = *b;
+    cls.pre = ""; /* cls.* never has the "bert." prefix */
+    if (g->mlm_head &&
+        (tfm_hf_copy(&cls, "cls.predictions.transform.dense.weight", 0,
+                   "cls.predictions.transform.dense.weight", NULL, C, C, err) < 0 ||
+         tfm_hf_copy(&cls, "cls.predictions.transform.dense.bias", 0,
+                   "cls.predictions.transform.dense.bias", NULL, C, 0, err) < 0 ||
+         tfm_hf_norm(&cls, "cls.predictions.transform.LayerNorm", 0,
+                   "cls.predictions.transform.LayerNorm", C, err) < 0 ||
+         tfm_hf_copy(&cls, "cls.predictions.bias", 0,
+                   /* untied, transformers 5 computes with the decoder's own
+                    * bias (tied, it is cls.predictions.bias) */
+                   !g->tie_embeddings &&
+                           tfm_safetensors_find(b->st, "cls.predictions.decoder.bias")
+                       ? "cls.predictions.decoder.bias"
+                       : "cls.predictions.bias",
+                   NULL, V, 0, err) < 0))
+        return -1;
+    if (g->pooler && (tfm_hf_copy(b, "pooler.dense.weight", 0, "pooler.dense.weight", NULL, C, C,
+                                err) < 0 ||
+                      tfm_hf_copy(b, "pooler.dense.bias", 0, "pooler.dense.bias", NULL, C, 0,
+                                err) < 0))
+        return -1;
+    if (g->nsp && (tfm_hf_copy(&cls, "cls.seq_relationship.weight", 0,
+                             "cls.seq_relationship.weight", NULL, 2, C, err) < 0 ||
+                   tfm_hf_copy(&cls, "cls.seq_relationship.bias", 0, "cls.seq_relationship.bias",
+                             NULL, 2, 0, err) < 0))
+        return -1;
+    if (!g->tie_embeddings && tfm_hf_copy(&cls, "lm_head.weight", 0,
+                                        "cls.predictions.decoder.weight", NULL, V, C, err) < 0)
+        return -1;
+    if (g->span && bert_head_rows(&cls, "qa_outputs", "qa_outputs", 2, NULL, err) < 0)
+        return -1;
+    int K = g->n_tags ? g->n_tags : g->nsp ? 0 : g->n_classes;
+    if (!K)
+        return 0;
+    /* the classifier's rows in the sorted order of its labels */
+    char cfg[4200], **names = NULL;
+    int *perm = NULL;
+    tfm_hf_json_beside(b->st->name, "config.json", cfg, sizeof cfg);
+    if (K > 1 && bert_labels(cfg, K, &names, &perm, err) < 0)
+        return -1;
+    /* the tagger is classifier.*, and so is the classifier without one */
+    int rc = bert_head_rows(&cls, "classifier", "classifier", K, perm, err);
+    bert_labels_free(names, perm, K);
+    return rc;
+}
+
+/* The config mapper: config.json, and the heads the file has; the
+ * end-of-text id is the tokenizer's. */
+static int bert_describe(const tfm_safetensors *st, const char *pre, tfm_model_keys *c,
+                         tfm_model_config *g, int64_t *eos, tfm_err *err)
+{
+    char cfg_path[4200];
+    tfm_hf_json_beside(st->name, "config.json", cfg_path, sizeof cfg_path);
+    bert_heads h;
+    *eos = -1;
+    if (bert_config(st->name, c, &h, err) < 0 || bert_heads_config(st, pre, &h, c, err) < 0)
+        return -1;
+    if (tfm_model_config_from_keys(c, NULL, g, err) < 0)
+        return tfm_err_prefix(err, "%s", cfg_path);
+    return 0;
+}
+
+static int bert_all_weights(const tfm_hf_ckpt *b, tfm_err *err)
+{
+    return bert_weights(b, err) < 0 || bert_head_weights(b, err) < 0 ? -1 : 0;
+}
+
+static const char *const bert_types[] = {"bert", NULL};
+
+const tfm_convert_family tfm_convert_bert = {
+    .name = "bert",
+    .id = TFM_HF_BERT,
+    .reads = "BERT (model_type bert)",
+    .what = "BERT",
+    .model_types = bert_types,
+    .detect = bert_prefix,
+    .config = bert_describe,
+    .weights = bert_all_weights,
+    .task = bert_task_json,
+};

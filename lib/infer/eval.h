@@ -36,8 +36,8 @@
 #include "base/err.h"
 #include "base/progress.h"
 #include "data/fewshot.h"
+#include "lm/lm.h"
 #include "metrics/metrics.h"
-#include "model/file.h"
 #include "model/forward.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
@@ -70,7 +70,7 @@ typedef struct tfm_eval {
 
 /* Opens a model file written by tfm-train (weights, config and tokenizer;
  * its checksum verified) or a HuggingFace GPT-2 safetensors checkpoint (no
- * tokenizer), as tfm_lm_open (model/file.h) reads them.  batch < 1 picks one that keeps the forward's
+ * tokenizer), as tfm_lm_open (lm/lm.h) reads them.  batch < 1 picks one that keeps the forward's
  * activations under ~256 MB (at most 16).  adapter: a LoRA adapter directory merged in (model/lora.h;
  * NULL: none).  Errors name the path. */
 int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch, tfm_err *err);

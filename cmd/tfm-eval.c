@@ -457,12 +457,9 @@ static void cmd_info(const app *a)
     if (tfm_model_info_read(a->model_path, &mi, &err) < 0)
         die(&err);
     const tfm_model_config *c = &mi.cfg;
-    const char *kind = mi.tfm_file                                ? "tfm"
-                       : mi.cfg.pos == TFM_POS_T5                ? "t5-huggingface"
-                       : mi.cfg.kind == TFM_KIND_ENCODER         ? "bert-huggingface"
-                       : mi.cfg.kind == TFM_KIND_ENCODER_DECODER
-                           ? (mi.cfg.pos == TFM_POS_T5 ? "t5-huggingface" : "bart-huggingface")
-                                                                 : "gpt2-huggingface";
+    char kind[64] = "tfm";
+    if (!mi.tfm_file)
+        snprintf(kind, sizeof kind, "%s-huggingface", mi.family ? mi.family : "gpt2");
     const char *tok = mi.has_tokenizer ? tfm_tok_kind_name(mi.tok_kind) : NULL;
     const char *sum = mi.checksum ? "verified" : "none";
     /* a fine-tuned model's label or tag set, as stored (JSON, one line) */

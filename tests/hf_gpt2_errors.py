@@ -16,7 +16,7 @@ sanitizers, one of each way in: io_probe, tfm-generate, tfm-train).
   not GPT2LMHeadModel / GPT2Model (LlamaForCausalLM written over GPT-2
   tensors, and a real GPT2ForSequenceClassification folder, whose score
   head tfm would drop).
-- A LlamaForCausalLM folder written by transformers: the architecture is
+- An OPTForCausalLM folder written by transformers: the architecture is
   named, with the families tfm reads.
 - Sharded folders (save_pretrained(max_shard_size=...)): a shard missing,
   a shard truncated, the index listing a tensor its shard lacks, a shard
@@ -36,7 +36,7 @@ import numpy as np
 import tokenizers  # noqa: F401  (the skip of tests/run-python)
 import torch
 import transformers  # noqa: F401
-from transformers import GPT2Config, GPT2ForSequenceClassification, LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2ForSequenceClassification, OPTConfig, OPTForCausalLM
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -186,16 +186,15 @@ def check(top):
                    [f"{c}:{line_col(c, 'GPT2ForSequenceClassification')}:",
                     "architecture 'GPT2ForSequenceClassification' is not one tfm reads", reads],
                    top)
-    ll = os.path.join(top, "llama")
-    LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64,
-                                 num_hidden_layers=2, num_attention_heads=4,
-                                 num_key_value_heads=2, max_position_embeddings=64)
-                     ).save_pretrained(ll)
+    ll = os.path.join(top, "opt")
+    OPTForCausalLM(OPTConfig(vocab_size=V, hidden_size=32, ffn_dim=64, num_hidden_layers=2,
+                             num_attention_heads=4, max_position_embeddings=64,
+                             word_embed_proj_dim=32)).save_pretrained(ll)
     tok.save_pretrained(ll)
     c = os.path.join(ll, "config.json")
-    bad += refused("LlamaForCausalLM folder", ll,
-                   [f"{c}:{line_col(c, 'LlamaForCausalLM')}:",
-                    "architecture 'LlamaForCausalLM' (model_type 'llama') is not one tfm reads",
+    bad += refused("OPTForCausalLM folder", ll,
+                   [f"{c}:{line_col(c, 'OPTForCausalLM')}:",
+                    "architecture 'OPTForCausalLM' (model_type 'opt') is not one tfm reads",
                     reads], top)
 
     # sharded folders, broken

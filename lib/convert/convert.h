@@ -1,6 +1,6 @@
 /* HuggingFace checkpoints as tfm models: one converter per family, in a
  * registry (convert.c), each in its own file (gpt2.c, bert.c, t5.c,
- * bart.c) over the helpers of convert/hf.h.  A new family is one file and
+ * bart.c, llama.c) over the helpers of convert/hf.h.  A new family is one file and
  * one line of the registry.
  *
  *     const char *pre;
@@ -60,6 +60,9 @@
  *     embedding norm, final_logits_bias as model.head_bias.  Weights
  *     copied; end-of-text and tokenizer as T5's, else vocab.json +
  *     merges.txt.  mBART's pre-LN layout is refused.
+ *   Llama, Qwen2 and Mistral (llama.c says what it reads): decoders with
+ *     RMSNorm, RoPE, SwiGLU, grouped-query attention and a sliding window;
+ *     weights copied; no tokenizer read yet.
  *   Every config.json's dropout rates become the model.*dropout keys, HF's
  *     defaults when absent (T5 dropout_rate: dropout, ffn_ and final_;
  *     BART dropout, attention_dropout, activation_dropout; BERT
@@ -104,6 +107,9 @@ typedef struct tfm_convert_family {
      * out: 1, or 0 when it has no task head; NULL: the family has none. */
     int (*task)(const tfm_safetensors *st, const char *pre, tfm_buf *out, tfm_err *err);
     int t5_tokenizer; /* tfm_hf_tokenizer_beside's T5 defaults */
+    int no_tokenizer; /* the family's tokenizers are not read (their
+                         pre-tokenizers are not tfm's): none, rather than
+                         ids that differ from HF's */
     int in_place;     /* tfm's names and layout: tfm_lm binds the mapped tensors */
 } tfm_convert_family;
 

@@ -251,6 +251,16 @@ int tfm_hf_linear(const tfm_hf_ckpt *b, const char *dst, int layer, const char *
     return tfm_hf_copy(b, db, layer, sb, NULL, out, 0, err);
 }
 
+int tfm_hf_cols(const tfm_hf_ckpt *b, const char *dst, size_t ld, size_t col, const char *src,
+                size_t out, size_t in, tfm_err *err)
+{
+    const float *w = tfm_hf_tensor(b, src, NULL, out, in, err);
+    if (!w)
+        return -1;
+    tfm_hf_transpose(tfm_hf_dst(b, dst, 0) + col, ld, w, out, in);
+    return 0;
+}
+
 /* Linears SRC[0..n) ([out, in] weights, [out] biases) side by side into
  * DST.weight ([in, n·out]) and DST.bias ([n·out]): q|k|v, k|v. */
 int tfm_hf_fused(const tfm_hf_ckpt *b, const char *dst, const char *const *src, int n,

@@ -96,6 +96,10 @@ int tfm_hf_norm(const tfm_hf_ckpt *b, const char *dst, int layer, const char *sr
 /* Linear SRC ([out, in] weight, [out] bias) into DST ([in, out], [out]). */
 int tfm_hf_linear(const tfm_hf_ckpt *b, const char *dst, int layer, const char *src,
                   size_t out, size_t in, tfm_err *err);
+/* The weight SRC [out, in] into columns [col, col + out) of DST ([in, ld]):
+ * one part of a fused q|k|v whose parts differ in width. */
+int tfm_hf_cols(const tfm_hf_ckpt *b, const char *dst, size_t ld, size_t col, const char *src,
+                size_t out, size_t in, tfm_err *err);
 /* Linears SRC[0..n) ([out, in] weights, [out] biases) side by side into
  * DST.weight ([in, n·out]) and DST.bias ([n·out]): q|k|v, k|v. */
 int tfm_hf_fused(const tfm_hf_ckpt *b, const char *dst, const char *const *src, int n,

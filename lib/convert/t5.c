@@ -196,17 +196,6 @@ out:
     return rc;
 }
 
-/* Linear SRC [out, in] into columns [col, col + out) of DST ([in, ld]). */
-static int t5_linear(const tfm_hf_ckpt *b, const char *dst, size_t ld, size_t col,
-                     const char *src, size_t out, size_t in, tfm_err *err)
-{
-    const float *w = tfm_hf_tensor(b, src, NULL, out, in, err);
-    if (!w)
-        return -1;
-    tfm_hf_transpose(tfm_hf_dst(b, dst, 0) + col, ld, w, out, in);
-    return 0;
-}
-
 /* One relative-bias table: HF's [buckets, heads] into tfm's [heads, buckets]. */
 static int t5_rel_bias(const tfm_hf_ckpt *b, const char *dst, const char *stack, tfm_err *err)
 {
@@ -214,7 +203,7 @@ static int t5_rel_bias(const tfm_hf_ckpt *b, const char *dst, const char *stack,
     char src[128];
     snprintf(src, sizeof src, "%s.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
              stack);
-    return t5_linear(b, dst, (size_t)g->t5_buckets, 0, src, (size_t)g->t5_buckets,
+    return tfm_hf_cols(b, dst, (size_t)g->t5_buckets, 0, src, (size_t)g->t5_buckets,
                      (size_t)g->n_head, err);
 }
 
@@ -245,37 +234,37 @@ static int t5_stack(const tfm_hf_ckpt *b, const char *stack, const char *pre, in
     for (int l = 0; l < n_layer; l++) {
         if (tfm_hf_copy(b, t5_dst(d, pre, l, "ln_1.weight"), 0,
                       t5_src(s, stack, l, 0, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, 0,
+            tfm_hf_cols(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, 0,
                       t5_src(s, stack, l, 0, "SelfAttention.q.weight"), D, C, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, D,
+            tfm_hf_cols(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, D,
                       t5_src(s, stack, l, 0, "SelfAttention.k.weight"), D, C, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, 2 * D,
+            tfm_hf_cols(b, t5_dst(d, pre, l, "attn.c_attn.weight"), 3 * D, 2 * D,
                       t5_src(s, stack, l, 0, "SelfAttention.v.weight"), D, C, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, "attn.c_proj.weight"), C, 0,
+            tfm_hf_cols(b, t5_dst(d, pre, l, "attn.c_proj.weight"), C, 0,
                       t5_src(s, stack, l, 0, "SelfAttention.o.weight"), C, D, err) < 0)
             return -1;
         if (cross &&
             (tfm_hf_copy(b, t5_dst(d, pre, l, "ln_x.weight"), 0,
                        t5_src(s, stack, l, 1, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_q.weight"), D, 0,
+             tfm_hf_cols(b, t5_dst(d, pre, l, "xattn.c_q.weight"), D, 0,
                        t5_src(s, stack, l, 1, "EncDecAttention.q.weight"), D, C, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * D, 0,
+             tfm_hf_cols(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * D, 0,
                        t5_src(s, stack, l, 1, "EncDecAttention.k.weight"), D, C, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * D, D,
+             tfm_hf_cols(b, t5_dst(d, pre, l, "xattn.c_kv.weight"), 2 * D, D,
                        t5_src(s, stack, l, 1, "EncDecAttention.v.weight"), D, C, err) < 0 ||
-             t5_linear(b, t5_dst(d, pre, l, "xattn.c_proj.weight"), C, 0,
+             tfm_hf_cols(b, t5_dst(d, pre, l, "xattn.c_proj.weight"), C, 0,
                        t5_src(s, stack, l, 1, "EncDecAttention.o.weight"), C, D, err) < 0))
             return -1;
         if (tfm_hf_copy(b, t5_dst(d, pre, l, "ln_2.weight"), 0,
                       t5_src(s, stack, l, ff, "layer_norm.weight"), NULL, C, 0, err) < 0 ||
-            t5_linear(b, t5_dst(d, pre, l, gated ? "mlp.wi_0.weight" : "mlp.c_fc.weight"), F, 0,
+            tfm_hf_cols(b, t5_dst(d, pre, l, gated ? "mlp.wi_0.weight" : "mlp.c_fc.weight"), F, 0,
                       t5_src(s, stack, l, ff, gated ? "DenseReluDense.wi_0.weight"
                                                     : "DenseReluDense.wi.weight"),
                       F, C, err) < 0 ||
-            (gated && t5_linear(b, t5_dst(d, pre, l, "mlp.wi_1.weight"), F, 0,
+            (gated && tfm_hf_cols(b, t5_dst(d, pre, l, "mlp.wi_1.weight"), F, 0,
                                 t5_src(s, stack, l, ff, "DenseReluDense.wi_1.weight"), F, C,
                                 err) < 0) ||
-            t5_linear(b, t5_dst(d, pre, l, "mlp.c_proj.weight"), C, 0,
+            tfm_hf_cols(b, t5_dst(d, pre, l, "mlp.c_proj.weight"), C, 0,
                       t5_src(s, stack, l, ff, "DenseReluDense.wo.weight"), C, F, err) < 0)
             return -1;
     }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert/convert.h"
 #include "lm/lm.h"
 #include "io/safetensors.h"
 
@@ -55,6 +56,9 @@ int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err)
     tfm_lm_close(&lm);
     if (rc < 0)
         return -1;
+    const char *pre;
+    const tfm_convert_family *fam = mi->tfm_file ? NULL : tfm_convert_detect(&raw, &pre);
+    mi->family = fam ? fam->name : NULL;
     int i8 = 0, bf16 = 0, f16 = 0;
     mi->n_tensors = raw.n_tensors;
     for (size_t i = 0; i < raw.n_tensors; i++) {

@@ -25,6 +25,9 @@ typedef struct tfm_model_info {
                                8-bit matrices' scales) */
     const char *weights;    /* how the matrices are stored: "f32", "bf16",
                                "f16" or "q8_0" (model/quant.h) */
+    const char *family;     /* a HuggingFace checkpoint's converter
+                               (convert/convert.h: "gpt2", "llama", ...),
+                               NULL for tfm's own files */
     size_t n_tensors;
     size_t file_bytes;
     int64_t step;           /* training steps behind it; -1 when not recorded */

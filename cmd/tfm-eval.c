@@ -458,6 +458,7 @@ static void cmd_info(const app *a)
         die(&err);
     const tfm_model_config *c = &mi.cfg;
     const char *kind = mi.tfm_file                                ? "tfm"
+                       : mi.family == TFM_HF_ROBERTA             ? "roberta-huggingface"
                        : mi.cfg.pos == TFM_POS_T5                ? "t5-huggingface"
                        : mi.cfg.kind == TFM_KIND_ENCODER         ? "bert-huggingface"
                        : mi.cfg.kind == TFM_KIND_ENCODER_DECODER

@@ -26,6 +26,8 @@ int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err)
     if (tfm_lm_open(&lm, path, err) < 0)
         return -1;
     mi->cfg = lm.cfg;
+    const char *pre;
+    mi->family = tfm_model_file_hf_family(path, &pre);
     mi->file_bytes = lm.file_bytes;
     mi->eos = lm.eos;
     mi->prefix_lm = lm.prefix_lm;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "model/lora.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
@@ -20,6 +21,8 @@ typedef struct tfm_model_info {
     int tfm_file;           /* 1: written by tfm (metadata "format"); 0: a
                                HuggingFace GPT-2, BERT or T5 checkpoint
                                (cfg.kind decoder, encoder, encoder-decoder) */
+    tfm_hf_family family;   /* a HuggingFace checkpoint's (lm/lm.h), else
+                               TFM_HF_NONE */
     tfm_model_config cfg;     /* as the loader reads it */
     size_t n_params;        /* elements of every tensor in the file (but
                                8-bit matrices' scales) */

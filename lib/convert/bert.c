@@ -1,7 +1,7 @@
 /* HuggingFace BERT checkpoints (convert/convert.h). */
 #include "config.h"
 
-#include "convert/convert.h"
+#include "convert/bert.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,17 +25,51 @@
  * (cls.seq_relationship, kept only with the pooler it reads); buffers such
  * as embeddings.position_ids are ignored. */
 
-/* "bert." or "" (the prefix of the checkpoint's names), or NULL when the
- * file is not a BERT checkpoint. */
-static const char *bert_prefix(const tfm_safetensors *st)
+/* What tells the kinds apart: model_type, the prefix of the heads
+ * models' names, and the architectures tfm reads. */
+static const struct bert_layout {
+    const char *what;  /* for messages */
+    const char *prefix;
+    const char *archs; /* for messages */
+} layouts[] = {
+    [TFM_BERT] = {"BERT", "bert.",
+                  "BertModel, BertForPreTraining, BertForMaskedLM, "
+                  "BertForNextSentencePrediction, BertForSequenceClassification, "
+                  "BertForTokenClassification and BertForQuestionAnswering"},
+    [TFM_BERT_ROBERTA] = {"RoBERTa", "roberta.",
+                          "RobertaModel, RobertaForMaskedLM, RobertaForSequenceClassification, "
+                          "XLMRobertaModel, XLMRobertaForMaskedLM and "
+                          "XLMRobertaForSequenceClassification"},
+};
+
+/* model_type: BERT's absent (old files) or "bert"; RoBERTa's "roberta" or
+ * "xlm-roberta".  Any other (albert, electra, distilbert, camembert, ...)
+ * is no family's here: its layout differs in ways these names would not
+ * show (tfm_convert_unread refuses it). */
+static int bert_type_is(tfm_bert_kind kind, const char *type)
+{
+    if (kind == TFM_BERT)
+        return !*type || !strcmp(type, "bert");
+    return !strcmp(type, "roberta") || !strcmp(type, "xlm-roberta");
+}
+
+const char *tfm_bert_detect(const tfm_safetensors *st, tfm_bert_kind kind)
 {
     if (tfm_hf_format(st))
         return NULL;
-    if (tfm_safetensors_find(st, "bert.embeddings.word_embeddings.weight"))
-        return "bert.";
-    if (tfm_safetensors_find(st, "embeddings.word_embeddings.weight"))
-        return "";
-    return NULL;
+    char full[96];
+    snprintf(full, sizeof full, "%sembeddings.word_embeddings.weight", layouts[kind].prefix);
+    const char *pre = tfm_safetensors_find(st, full) ? layouts[kind].prefix
+                      : tfm_safetensors_find(st, "embeddings.word_embeddings.weight") ? ""
+                                                                                        : NULL;
+    char type[64];
+    tfm_hf_model_type(st->name, type, sizeof type);
+    return pre && bert_type_is(kind, type) ? pre : NULL;
+}
+
+static const char *bert_prefix(const tfm_safetensors *st)
+{
+    return tfm_bert_detect(st, TFM_BERT);
 }
 
 static const tfm_hf_key hf_bert_keys[] = {
@@ -72,19 +106,30 @@ typedef struct bert_heads {
 /* The architectures tfm reads, and the task head each has. */
 static const struct {
     const char *name;
+    tfm_bert_kind kind;
     bert_arch arch;
 } bert_archs[] = {
-    {"BertModel", BERT_ARCH_ANY},
-    {"BertForPreTraining", BERT_ARCH_ANY},
-    {"BertForMaskedLM", BERT_ARCH_ANY},
-    {"BertForNextSentencePrediction", BERT_ARCH_ANY},
-    {"BertForSequenceClassification", BERT_ARCH_SEQ},
-    {"BertForTokenClassification", BERT_ARCH_TOK},
-    {"BertForQuestionAnswering", BERT_ARCH_QA},
+    {"BertModel", TFM_BERT, BERT_ARCH_ANY},
+    {"BertForPreTraining", TFM_BERT, BERT_ARCH_ANY},
+    {"BertForMaskedLM", TFM_BERT, BERT_ARCH_ANY},
+    {"BertForNextSentencePrediction", TFM_BERT, BERT_ARCH_ANY},
+    {"BertForSequenceClassification", TFM_BERT, BERT_ARCH_SEQ},
+    {"BertForTokenClassification", TFM_BERT, BERT_ARCH_TOK},
+    {"BertForQuestionAnswering", TFM_BERT, BERT_ARCH_QA},
+    /* RobertaForSequenceClassification's head is dense, tanh, out_proj on
+     * <s>: tfm's pooler and classifier; its token and span heads are not
+     * read (yet) */
+    {"RobertaModel", TFM_BERT_ROBERTA, BERT_ARCH_ANY},
+    {"RobertaForMaskedLM", TFM_BERT_ROBERTA, BERT_ARCH_ANY},
+    {"RobertaForSequenceClassification", TFM_BERT_ROBERTA, BERT_ARCH_SEQ},
+    {"XLMRobertaModel", TFM_BERT_ROBERTA, BERT_ARCH_ANY},
+    {"XLMRobertaForMaskedLM", TFM_BERT_ROBERTA, BERT_ARCH_ANY},
+    {"XLMRobertaForSequenceClassification", TFM_BERT_ROBERTA, BERT_ARCH_SEQ},
 };
 
 /* config.json's architectures, problem_type and tie_word_embeddings. */
-static int bert_heads_json(const tfm_json_doc *doc, bert_heads *h, tfm_err *err)
+static int bert_heads_json(const tfm_json_doc *doc, tfm_bert_kind kind, bert_heads *h,
+                           tfm_err *err)
 {
     memset(h, 0, sizeof *h);
     h->regression = -1;
@@ -92,14 +137,13 @@ static int bert_heads_json(const tfm_json_doc *doc, bert_heads *h, tfm_err *err)
     for (size_t i = 0; a && a->type == TFM_JSON_ARRAY && i < a->n; i++) {
         const tfm_json *n = a->items[i];
         size_t k = 0, nk = sizeof bert_archs / sizeof *bert_archs;
-        while (k < nk && !(n->type == TFM_JSON_STRING && !strcmp(n->str, bert_archs[k].name)))
+        while (k < nk && !(n->type == TFM_JSON_STRING && bert_archs[k].kind == kind &&
+                           !strcmp(n->str, bert_archs[k].name)))
             k++;
         if (k == nk)
             return tfm_err_at(err, doc->name, n->line, n->col, "architectures: '%s' is not "
-                              "supported (tfm reads BertModel, BertForPreTraining, "
-                              "BertForMaskedLM, BertForNextSentencePrediction, "
-                              "BertForSequenceClassification, BertForTokenClassification and "
-                              "BertForQuestionAnswering)", n->str ? n->str : "");
+                              "supported (tfm reads %s)", n->str ? n->str : "",
+                              layouts[kind].archs);
         if (bert_archs[k].arch)
             h->arch = bert_archs[k].arch;
     }
@@ -119,7 +163,8 @@ static int bert_heads_json(const tfm_json_doc *doc, bert_heads *h, tfm_err *err)
 
 /* config.json beside the checkpoint as the model section c (h: what it
  * says of the heads; NULL: not wanted). */
-static int bert_config(const char *model_path, tfm_model_keys *c, bert_heads *h, tfm_err *err)
+static int bert_config(const char *model_path, tfm_bert_kind kind, tfm_model_keys *c,
+                       bert_heads *h, tfm_err *err)
 {
     bert_heads h0;
     if (!h)
@@ -127,16 +172,16 @@ static int bert_config(const char *model_path, tfm_model_keys *c, bert_heads *h,
     char path[4200];
     tfm_hf_json_beside(model_path, "config.json", path, sizeof path);
     if (access(path, F_OK) != 0)
-        return tfm_err_set(err, "%s: no such file (a HuggingFace BERT checkpoint needs "
-                                "the config.json beside it)", path);
+        return tfm_err_set(err, "%s: no such file (a HuggingFace %s checkpoint needs "
+                                "the config.json beside it)", path, layouts[kind].what);
     tfm_json_doc doc;
     if (tfm_json_parse_file(&doc, path, 0, err) < 0)
         return -1;
     int rc = -1;
-    int64_t C, NH, L, F, P, S, V;
+    int64_t C, NH, L, F, P, S, V, pad = 0;
     double drop, attn_drop;
     if (tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0 ||
-        tfm_hf_keys_check(&doc, hf_bert_keys, "BertConfig", err) < 0 ||
+        tfm_hf_keys_check(&doc, hf_bert_keys, kind ? "RobertaConfig" : "BertConfig", err) < 0 ||
         bert_config_int(&doc, "hidden_size", 1, 65536, &C, err) < 0 ||
         bert_config_int(&doc, "num_attention_heads", 1, 1024, &NH, err) < 0 ||
         bert_config_int(&doc, "num_hidden_layers", 1, 1000, &L, err) < 0 ||
@@ -146,7 +191,9 @@ static int bert_config(const char *model_path, tfm_model_keys *c, bert_heads *h,
         bert_config_int(&doc, "vocab_size", 1, 1 << 24, &V, err) < 0 ||
         tfm_hf_prob(&doc, "hidden_dropout_prob", 0.1, &drop, err) < 0 ||
         tfm_hf_prob(&doc, "attention_probs_dropout_prob", 0.1, &attn_drop, err) < 0 ||
-        bert_heads_json(&doc, h, err) < 0)
+        bert_heads_json(&doc, kind, h, err) < 0 ||
+        (kind == TFM_BERT_ROBERTA &&
+         tfm_hf_int(&doc, "pad_token_id", 0, V - 1, 1, &pad, err) < 0))
         goto out;
     const tfm_json *j = tfm_json_get(doc.root, "layer_norm_eps");
     if (tfm_json_expect(&doc, j, TFM_JSON_NUMBER, "layer_norm_eps", err) < 0)
@@ -173,10 +220,31 @@ static int bert_config(const char *model_path, tfm_model_keys *c, bert_heads *h,
         goto out;
     }
     j = tfm_json_get(doc.root, "model_type");
-    if (j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "bert"))) {
-        tfm_err_at(err, path, j->line, j->col, "model_type '%s' is not supported here (tfm "
-                   "reads bert's layout)", j->str ? j->str : "");
+    if ((j || kind) && !(j && j->type == TFM_JSON_STRING && bert_type_is(kind, j->str))) {
+        tfm_err_at(err, path, j ? j->line : 1, j ? j->col : 1, "model_type '%s' is not "
+                   "supported here (tfm reads %s's layout)", j && j->str ? j->str : "",
+                   kind ? "roberta" : "bert");
         goto out;
+    }
+    if (kind == TFM_BERT_ROBERTA) {
+        /* RoBERTa numbers positions from padding_idx + 1 (HF's
+         * create_position_ids_from_input_ids): the rows before are never
+         * read, and the one token type is folded into the positions */
+        if (P <= pad + 1) {
+            j = tfm_json_get(doc.root, "max_position_embeddings");
+            tfm_err_at(err, path, j->line, j->col, "max_position_embeddings %lld leaves no "
+                       "position after pad_token_id %lld + 1 (RoBERTa's first position)",
+                       (long long)P, (long long)pad);
+            goto out;
+        }
+        if (S != 1) {
+            j = tfm_json_get(doc.root, "type_vocab_size");
+            tfm_err_at(err, path, j->line, j->col, "type_vocab_size %lld is not supported for "
+                       "RoBERTa (tfm reads its one token type)", (long long)S);
+            goto out;
+        }
+        P -= pad + 1;
+        S = 0;
     }
     j = tfm_json_get(doc.root, "position_embedding_type");
     if (j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "absolute"))) {
@@ -186,8 +254,8 @@ static int bert_config(const char *model_path, tfm_model_keys *c, bert_heads *h,
     }
     j = tfm_json_get(doc.root, "is_decoder");
     if (j && j->type == TFM_JSON_BOOL && j->boolean) {
-        tfm_err_at(err, path, j->line, j->col, "is_decoder true (a causal BERT) is not "
-                   "supported: tfm reads BERT as an encoder");
+        tfm_err_at(err, path, j->line, j->col, "is_decoder true (a causal %s) is not "
+                   "supported: tfm reads it as an encoder", layouts[kind].what);
         goto out;
     }
     c->kind = TFM_KIND_ENCODER;
@@ -217,16 +285,50 @@ out:
 }
 
 
-static int bert_weights(const tfm_hf_ckpt *b, tfm_err *err)
+/* RoBERTa's position table: rows pad_token_id + 1 on (the rows before
+ * are never read, as BART's 2), plus its one token type's row, which HF
+ * adds to every token. */
+static int roberta_positions(const tfm_hf_ckpt *b, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = (size_t)g->n_embd, P = (size_t)g->block_size;
+    char cfg[4200];
+    tfm_hf_json_beside(b->st->name, "config.json", cfg, sizeof cfg);
+    tfm_json_doc doc;
+    int64_t pad;
+    if (tfm_json_parse_file(&doc, cfg, 0, err) < 0)
+        return -1;
+    int rc = tfm_hf_int(&doc, "pad_token_id", 0, g->vocab_size - 1, 1, &pad, err);
+    tfm_json_doc_free(&doc);
+    if (rc < 0)
+        return -1;
+    size_t off = (size_t)pad + 1;
+    const float *pos = tfm_hf_tensor(b, "embeddings.position_embeddings.weight", NULL, P + off,
+                                     C, err);
+    const float *type = pos ? tfm_hf_tensor(b, "embeddings.token_type_embeddings.weight", NULL,
+                                            1, C, err)
+                            : NULL;
+    if (!type)
+        return -1;
+    float *wpe = tfm_hf_dst(b, "wpe.weight", 0);
+    for (size_t p = 0; p < P; p++)
+        for (size_t i = 0; i < C; i++)
+            wpe[p * C + i] = pos[(p + off) * C + i] + type[i];
+    return 0;
+}
+
+static int bert_weights(const tfm_hf_ckpt *b, tfm_bert_kind kind, tfm_err *err)
 {
     const tfm_model_config *g = &b->m->cfg;
     size_t C = (size_t)g->n_embd, F = (size_t)tfm_model_config_ff(g);
     if (tfm_hf_copy(b, "wte.weight", 0, "embeddings.word_embeddings.weight", NULL,
                   (size_t)g->vocab_size, C, err) < 0 ||
-        tfm_hf_copy(b, "wpe.weight", 0, "embeddings.position_embeddings.weight", NULL,
-                  (size_t)g->block_size, C, err) < 0 ||
-        tfm_hf_copy(b, "wse.weight", 0, "embeddings.token_type_embeddings.weight", NULL,
-                  (size_t)g->n_segments, C, err) < 0 ||
+        (kind == TFM_BERT_ROBERTA
+             ? roberta_positions(b, err) < 0
+             : tfm_hf_copy(b, "wpe.weight", 0, "embeddings.position_embeddings.weight", NULL,
+                           (size_t)g->block_size, C, err) < 0 ||
+                   tfm_hf_copy(b, "wse.weight", 0, "embeddings.token_type_embeddings.weight",
+                               NULL, (size_t)g->n_segments, C, err) < 0) ||
         tfm_hf_norm(b, "ln_e", 0, "embeddings.LayerNorm", C, err) < 0)
         return -1;
     char src[128];
@@ -270,9 +372,58 @@ static int bert_weights(const tfm_hf_ckpt *b, tfm_err *err)
  * BertForTokenClassification's tagger (no pooler), as architectures says
  * or else the pooler's presence; qa_outputs.* is the span head.  Its
  * outputs are classifier.weight's rows. */
-static int bert_heads_config(const tfm_safetensors *st, const char *pre, const bert_heads *h,
-                             tfm_model_keys *c, tfm_err *err)
+/* RoBERTa's heads: the MLM head (lm_head.*: dense, GELU, layer_norm,
+ * decoder), the pooler (RobertaModel's) or RobertaForSequenceClassification's
+ * classifier.dense + tanh + classifier.out_proj on <s>, which is tfm's
+ * pooler and classifier.  Other task heads are refused, not dropped. */
+static int roberta_heads_config(const tfm_safetensors *st, const char *pre, const bert_heads *h,
+                                tfm_model_keys *c, tfm_err *err)
 {
+    static const char *const other[] = {"classifier.weight", "qa_outputs.weight",
+                                        "cls.predictions.transform.dense.weight"};
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++)
+        if (tfm_safetensors_find(st, other[i]))
+            return tfm_err_set(err, "%s: tensor '%s': a head tfm does not read on RoBERTa "
+                                    "(it reads %s)", st->name, other[i], layouts[1].archs);
+    char name[160];
+    c->mlm_head = tfm_safetensors_find(st, "lm_head.dense.weight") != NULL;
+    if (c->mlm_head && c->activation != TFM_ACT_GELU_EXACT)
+        return tfm_err_set(err, "%s: RoBERTa's MLM head applies gelu whatever hidden_act "
+                                "says, and tfm's applies hidden_act: a hidden_act other than "
+                                "gelu is not supported with lm_head.*", st->name);
+    snprintf(name, sizeof name, "%spooler.dense.weight", pre);
+    int pooler = tfm_safetensors_find(st, name) != NULL;
+    const tfm_st_tensor *dense = tfm_safetensors_find(st, "classifier.dense.weight");
+    const tfm_st_tensor *out = tfm_safetensors_find(st, "classifier.out_proj.weight");
+    c->tie_embeddings = h->tie || !c->mlm_head;
+    if ((h->arch == BERT_ARCH_SEQ || dense || out) && !(dense && out))
+        return tfm_err_set(err, "%s: no tensor '%s': RobertaForSequenceClassification's head "
+                                "is classifier.dense and classifier.out_proj", st->name,
+                           dense ? "classifier.out_proj.weight" : "classifier.dense.weight");
+    if (!dense) {
+        c->pooler = pooler;
+        return 0;
+    }
+    if (pooler)
+        return tfm_err_set(err, "%s: both '%s' and classifier.dense: tfm has one dense + tanh "
+                                "before the classifier", st->name, name);
+    int64_t K = out->ndim == 2 ? (int64_t)out->shape[0] : 0;
+    if (K < 1 || K > 1 << 16)
+        return tfm_err_set(err, "%s: tensor 'classifier.out_proj.weight' is not [labels, %lld]",
+                           st->name, (long long)c->n_embd);
+    if (h->regression == 1 && K != 1)
+        return tfm_err_set(err, "%s: problem_type regression with %lld outputs: tfm's "
+                                "regression is one value per text", st->name, (long long)K);
+    c->pooler = 1;
+    c->classes = K;
+    return 0;
+}
+
+static int bert_heads_config(const tfm_safetensors *st, const char *pre, tfm_bert_kind kind,
+                             const bert_heads *h, tfm_model_keys *c, tfm_err *err)
+{
+    if (kind == TFM_BERT_ROBERTA)
+        return roberta_heads_config(st, pre, h, c, err);
     char name[160];
     c->mlm_head = tfm_safetensors_find(st, "cls.predictions.transform.dense.weight") != NULL;
     snprintf(name, sizeof name, "%spooler.dense.weight", pre);
@@ -394,14 +545,15 @@ static void bert_labels_free(char **names, int *perm, int K)
  * head (lm/lm.h tfm_lm_file_meta): {"labels": [...sorted], "pairs": false},
  * {"regression": true, "pairs": false}, {"tags": [...]} or {} (span).  0:
  * no task head. */
-static int bert_task_json(const tfm_safetensors *st, const char *pre, tfm_buf *out,
-                          tfm_err *err)
+int tfm_bert_task(const tfm_safetensors *st, const char *pre, tfm_bert_kind kind, tfm_buf *out,
+                  tfm_err *err)
 {
     tfm_model_keys c;
     bert_heads h;
     char cfg[4200];
     memset(&c, 0, sizeof c);
-    if (bert_config(st->name, &c, &h, err) < 0 || bert_heads_config(st, pre, &h, &c, err) < 0)
+    if (bert_config(st->name, kind, &c, &h, err) < 0 ||
+        bert_heads_config(st, pre, kind, &h, &c, err) < 0)
         return -1;
     int K = (int)(c.tags ? c.tags : c.nsp ? 0 : c.classes);
     if (!K && c.span) {
@@ -456,6 +608,53 @@ static int bert_head_rows(const tfm_hf_ckpt *b, const char *dst, const char *src
 
 /* Copies the heads bert_heads_config found (HF's Linears are [out, in], as
  * tfm's heads). */
+/* RoBERTa's, into the same parameters: lm_head.* as cls.predictions.*,
+ * classifier.dense as the pooler and classifier.out_proj as the
+ * classifier. */
+static int roberta_head_weights(const tfm_hf_ckpt *b, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = g->n_embd, V = g->vocab_size;
+    tfm_hf_ckpt top = *b;
+    top.pre = ""; /* the heads are outside "roberta." */
+    if (g->mlm_head &&
+        (tfm_hf_copy(&top, "cls.predictions.transform.dense.weight", 0, "lm_head.dense.weight",
+                     NULL, C, C, err) < 0 ||
+         tfm_hf_copy(&top, "cls.predictions.transform.dense.bias", 0, "lm_head.dense.bias", NULL,
+                     C, 0, err) < 0 ||
+         tfm_hf_norm(&top, "cls.predictions.transform.LayerNorm", 0, "lm_head.layer_norm", C,
+                     err) < 0 ||
+         tfm_hf_copy(&top, "cls.predictions.bias", 0,
+                     !g->tie_embeddings && tfm_safetensors_find(b->st, "lm_head.decoder.bias")
+                         ? "lm_head.decoder.bias"
+                         : "lm_head.bias",
+                     NULL, V, 0, err) < 0))
+        return -1;
+    if (!g->tie_embeddings &&
+        tfm_hf_copy(&top, "lm_head.weight", 0, "lm_head.decoder.weight", NULL, V, C, err) < 0)
+        return -1;
+    if (!g->n_classes)
+        return g->pooler && (tfm_hf_copy(b, "pooler.dense.weight", 0, "pooler.dense.weight",
+                                         NULL, C, C, err) < 0 ||
+                             tfm_hf_copy(b, "pooler.dense.bias", 0, "pooler.dense.bias", NULL, C,
+                                         0, err) < 0)
+                   ? -1
+                   : 0;
+    int K = g->n_classes;
+    if (tfm_hf_copy(&top, "pooler.dense.weight", 0, "classifier.dense.weight", NULL, C, C,
+                    err) < 0 ||
+        tfm_hf_copy(&top, "pooler.dense.bias", 0, "classifier.dense.bias", NULL, C, 0, err) < 0)
+        return -1;
+    char cfg[4200], **names = NULL;
+    int *perm = NULL;
+    tfm_hf_json_beside(b->st->name, "config.json", cfg, sizeof cfg);
+    if (K > 1 && bert_labels(cfg, K, &names, &perm, err) < 0)
+        return -1;
+    int rc = bert_head_rows(&top, "classifier", "classifier.out_proj", K, perm, err);
+    bert_labels_free(names, perm, K);
+    return rc;
+}
+
 static int bert_head_weights(const tfm_hf_ckpt *b, tfm_err *err)
 {
     const tfm_model_config *g = &b->m->cfg;
@@ -510,23 +709,43 @@ static int bert_head_weights(const tfm_hf_ckpt *b, tfm_err *err)
 
 /* The config mapper: config.json, and the heads the file has; the
  * end-of-text id is the tokenizer's. */
-static int bert_describe(const tfm_safetensors *st, const char *pre, tfm_model_keys *c,
-                         tfm_model_config *g, int64_t *eos, tfm_err *err)
+int tfm_bert_describe(const tfm_safetensors *st, const char *pre, tfm_bert_kind kind,
+                      tfm_model_keys *c, tfm_model_config *g, int64_t *eos, tfm_err *err)
 {
     char cfg_path[4200];
     tfm_hf_json_beside(st->name, "config.json", cfg_path, sizeof cfg_path);
     bert_heads h;
     *eos = -1;
-    if (bert_config(st->name, c, &h, err) < 0 || bert_heads_config(st, pre, &h, c, err) < 0)
+    if (bert_config(st->name, kind, c, &h, err) < 0 ||
+        bert_heads_config(st, pre, kind, &h, c, err) < 0)
         return -1;
     if (tfm_model_config_from_keys(c, NULL, g, err) < 0)
         return tfm_err_prefix(err, "%s", cfg_path);
     return 0;
 }
 
+int tfm_bert_weights(const tfm_hf_ckpt *b, tfm_bert_kind kind, tfm_err *err)
+{
+    if (bert_weights(b, kind, err) < 0)
+        return -1;
+    return kind == TFM_BERT_ROBERTA ? roberta_head_weights(b, err) : bert_head_weights(b, err);
+}
+
+static int bert_describe(const tfm_safetensors *st, const char *pre, tfm_model_keys *c,
+                         tfm_model_config *g, int64_t *eos, tfm_err *err)
+{
+    return tfm_bert_describe(st, pre, TFM_BERT, c, g, eos, err);
+}
+
 static int bert_all_weights(const tfm_hf_ckpt *b, tfm_err *err)
 {
-    return bert_weights(b, err) < 0 || bert_head_weights(b, err) < 0 ? -1 : 0;
+    return tfm_bert_weights(b, TFM_BERT, err);
+}
+
+static int bert_task_json(const tfm_safetensors *st, const char *pre, tfm_buf *out,
+                          tfm_err *err)
+{
+    return tfm_bert_task(st, pre, TFM_BERT, out, err);
 }
 
 static const char *const bert_types[] = {"bert", NULL};

@@ -9,20 +9,20 @@
 #include <string.h>
 #include <unistd.h>
 
-extern const tfm_convert_family tfm_convert_gpt2, tfm_convert_bert, tfm_convert_t5,
-    tfm_convert_bart, tfm_convert_llama;
+extern const tfm_convert_family tfm_convert_gpt2, tfm_convert_bert, tfm_convert_roberta,
+    tfm_convert_t5, tfm_convert_bart, tfm_convert_llama;
 
 /* Detection order: BERT's names first (a file could hold another family's
  * too), GPT-2's last (its wte.weight is also tfm's own name). */
 const tfm_convert_family *const tfm_convert_families[] = {
-    &tfm_convert_bert, &tfm_convert_bart, &tfm_convert_t5, &tfm_convert_llama,
-    &tfm_convert_gpt2, NULL,
+    &tfm_convert_bert, &tfm_convert_roberta, &tfm_convert_bart, &tfm_convert_t5,
+    &tfm_convert_llama, &tfm_convert_gpt2, NULL,
 };
 
 /* The families in the order messages list them */
 static const tfm_convert_family *const listed[] = {
-    &tfm_convert_gpt2, &tfm_convert_bert, &tfm_convert_t5, &tfm_convert_bart,
-    &tfm_convert_llama, NULL,
+    &tfm_convert_gpt2, &tfm_convert_bert, &tfm_convert_roberta, &tfm_convert_t5,
+    &tfm_convert_bart, &tfm_convert_llama, NULL,
 };
 
 const tfm_convert_family *tfm_convert_detect(const tfm_safetensors *st, const char **pre)
@@ -52,16 +52,29 @@ int tfm_convert_load(const tfm_convert_family *f, const tfm_safetensors *st, con
     if (tfm_model_init(m, &g, err) < 0)
         return tfm_err_prefix(err, "%s", f->in_place ? st->name : cfg_path);
     tfm_hf_ckpt b = {st, pre, m, f->what};
-    if (tok && f->no_tokenizer)
-        *tok = NULL;
-    if (f->weights(&b, err) < 0 ||
-        (tok && !f->no_tokenizer &&
-         tfm_hf_tokenizer_beside(st->name, g.vocab_size, f->t5_tokenizer, tok, err) < 0)) {
+    if (f->weights(&b, err) < 0 || (tok && tfm_convert_tokenizer(f, st, g.vocab_size, tok, err) < 0)) {
         tfm_model_free(m);
         return -1;
     }
     if (eos)
         *eos = e;
+    return 0;
+}
+
+int tfm_convert_tokenizer(const tfm_convert_family *f, const tfm_safetensors *st,
+                          int vocab_size, tfm_tokenizer **tok, tfm_err *err)
+{
+    if (f->no_tokenizer) {
+        *tok = NULL;
+        return 0;
+    }
+    if (tfm_hf_tokenizer_beside(st->name, vocab_size, f->t5_tokenizer, tok, err) < 0)
+        return -1;
+    if (*tok && f->tokenizer && f->tokenizer(st, *tok, err) < 0) {
+        tfm_tokenizer_free(*tok);
+        *tok = NULL;
+        return -1;
+    }
     return 0;
 }
 

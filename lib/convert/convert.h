@@ -1,6 +1,6 @@
 /* HuggingFace checkpoints as tfm models: one converter per family, in a
- * registry (convert.c), each in its own file (gpt2.c, bert.c, t5.c,
- * bart.c, llama.c) over the helpers of convert/hf.h.  A new family is one file and
+ * registry (convert.c), each in its own file (gpt2.c, bert.c, roberta.c,
+ * t5.c, bart.c, llama.c) over the helpers of convert/hf.h.  A new family is one file and
  * one line of the registry.
  *
  *     const char *pre;
@@ -39,6 +39,13 @@
  *     (lm/lm.h tfm_lm_file_meta) made from config.json.
  *     The tokenizer is tokenizer.json beside the file,
  *     else vocab.txt (uncased WordPiece).
+ *   RoBERTa and XLM-RoBERTa (roberta.c: model_type roberta, xlm-roberta;
+ *     RobertaModel, RobertaForMaskedLM, RobertaForSequenceClassification
+ *     and their XLMRoberta twins): BERT's encoder with positions from
+ *     pad_token_id + 1, the one token type folded into them, lm_head.* as
+ *     the MLM head, classifier.dense/out_proj as the pooler and classifier,
+ *     the tokenizer.json's <s> ... </s> wrap.  BERT's family takes
+ *     model_type bert (or none); DistilBERT, ALBERT, ELECTRA... are refused.
  *   T5 (T5ForConditionalGeneration, t5 or mt5: t5-small's layout, v1.1 and
  *     flan-t5's): an encoder-decoder from config.json (required: d_model,
  *     d_kv, d_ff, num_layers, num_heads, vocab_size; HF's defaults for
@@ -106,6 +113,9 @@ typedef struct tfm_convert_family {
     /* A fine-tuned checkpoint's "task" (JSON, as tfm's files carry it) into
      * out: 1, or 0 when it has no task head; NULL: the family has none. */
     int (*task)(const tfm_safetensors *st, const char *pre, tfm_buf *out, tfm_err *err);
+    /* What the tokenizer beside st needs of the family (RoBERTa's <s> ...
+     * </s> wrap, from its post-processor); NULL: nothing. */
+    int (*tokenizer)(const tfm_safetensors *st, tfm_tokenizer *tok, tfm_err *err);
     int t5_tokenizer; /* tfm_hf_tokenizer_beside's T5 defaults */
     int no_tokenizer; /* the family's tokenizers are not read (their
                          pre-tokenizers are not tfm's): none, rather than
@@ -127,6 +137,11 @@ const tfm_convert_family *tfm_convert_detect(const tfm_safetensors *st, const ch
 int tfm_convert_load(const tfm_convert_family *f, const tfm_safetensors *st, const char *pre,
                      tfm_model_keys *c, tfm_model *m, tfm_tokenizer **tok, int64_t *eos,
                      tfm_err *err);
+
+/* The tokenizer beside st as family f reads it (tfm_hf_tokenizer_beside,
+ * then f's tokenizer hook); *tok NULL when there is none. */
+int tfm_convert_tokenizer(const tfm_convert_family *f, const tfm_safetensors *st,
+                          int vocab_size, tfm_tokenizer **tok, tfm_err *err);
 
 /* config.json beside a checkpoint that no converter recognised
  * (model_path: its safetensors file): -1 and an error naming the file, the

@@ -28,6 +28,21 @@ void tfm_hf_json_beside(const char *model_path, const char *name, char *out, siz
     snprintf(out, n, "%.*s%s", dir, model_path, name);
 }
 
+void tfm_hf_model_type(const char *model_path, char *out, size_t n)
+{
+    char path[4200];
+    tfm_hf_json_beside(model_path, "config.json", path, sizeof path);
+    out[0] = 0;
+    tfm_json_doc doc;
+    tfm_err e = {0};
+    if (access(path, F_OK) != 0 || tfm_json_parse_file(&doc, path, 0, &e) < 0)
+        return;
+    const tfm_json *j = tfm_json_get(doc.root, "model_type");
+    if (j && j->type == TFM_JSON_STRING)
+        snprintf(out, n, "%s", j->str);
+    tfm_json_doc_free(&doc);
+}
+
 /* config.json's dropout probability KEY; absent (or null): def, HF's
  * default for the model type (from_pretrained trains with it). */
 int tfm_hf_prob(const tfm_json_doc *doc, const char *key, double def, double *out,

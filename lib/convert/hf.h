@@ -29,6 +29,11 @@ const char *tfm_hf_format(const tfm_safetensors *st);
  * beside the checkpoint), into out. */
 void tfm_hf_json_beside(const char *model_path, const char *name, char *out, size_t n);
 
+/* config.json's model_type beside model_path into out ("" when there is
+ * no config.json, no model_type or the file does not parse: the loader
+ * then says why). */
+void tfm_hf_model_type(const char *model_path, char *out, size_t n);
+
 /* ---- config.json's values ---- */
 
 /* A dropout probability KEY; absent (or null): def, HF's default for the

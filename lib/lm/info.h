@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "model/lora.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 

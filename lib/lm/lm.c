@@ -105,10 +105,16 @@ out:
 int tfm_model_folder_tokenizer(const char *dir, tfm_tokenizer **tok, tfm_err *err)
 {
     char file[4200];
-    const char *pre;
     const char *path = tfm_model_file_path(dir, file, sizeof file);
-    return tfm_hf_tokenizer_beside(path, INT_MAX, tfm_model_file_hf_family(dir, &pre) == TFM_HF_T5,
-                            tok, err);
+    tfm_safetensors st;
+    if (tfm_safetensors_open(&st, path, NULL) < 0) /* a folder of tokenizer files alone */
+        return tfm_hf_tokenizer_beside(path, INT_MAX, 0, tok, err);
+    const char *pre;
+    const tfm_convert_family *f = tfm_convert_detect(&st, &pre);
+    int rc = f ? tfm_convert_tokenizer(f, &st, INT_MAX, tok, err)
+               : tfm_hf_tokenizer_beside(path, INT_MAX, 0, tok, err);
+    tfm_safetensors_close(&st);
+    return rc;
 }
 
 int tfm_model_tokenizer_load(tfm_tokenizer **tok, const char *path, tfm_err *err)

@@ -149,6 +149,8 @@ static char *join(const char *dir, const char *name)
 static int hf_module(tfm_hf_family f, const char *pre, int enc, int l, const char *mod,
                      char *out, size_t n, const char **leaf)
 {
+    if (f == TFM_HF_ROBERTA) /* the same encoder */
+        f = TFM_HF_BERT;
     static const struct {
         tfm_hf_family f;
         int where; /* 0 any, 1 encoder, 2 decoder */
@@ -293,7 +295,7 @@ static int save_hf(const char *dir, const tfm_model *m, tfm_hf_family f, const c
             if (n_leaves++)
                 tfm_buf_putc(&targets, '|');
             /* BERT's FFN output.dense, not attention.output.dense */
-            if (f == TFM_HF_BERT && !strcmp(leaf, "output.dense"))
+            if ((f == TFM_HF_BERT || f == TFM_HF_ROBERTA) && !strcmp(leaf, "output.dense"))
                 tfm_buf_puts(&targets, "layer\\.[0-9]+\\.");
             re_quote(&targets, leaf);
         }
@@ -367,7 +369,7 @@ static int save_hf(const char *dir, const tfm_model *m, tfm_hf_family f, const c
     rc = tfm_model_file_write_named(st, t, names, n, all, keys, vals, lens, 1, err);
     if (rc == 0) {
         tfm_buf tj = {0};
-        if (f == TFM_HF_BERT) { /* a regular expression over the whole name */
+        if (f == TFM_HF_BERT || f == TFM_HF_ROBERTA) { /* a regular expression over the whole name */
             tfm_buf re = {0};
             tfm_buf_printf(&re, ".*\\.(%s)", tfm_buf_cstr(&targets));
             tfm_buf_put_json_string(&tj, re.data, re.len);
@@ -402,6 +404,8 @@ int tfm_lora_save(const char *dir, const tfm_model *m, const char *base, tfm_hf_
                                 !strcmp(task_type, "QUESTION_ANS"));
         if (f == TFM_HF_BERT && cls)
             pre = "bert.";
+        if (f == TFM_HF_ROBERTA && cls)
+            pre = "roberta.";
         if (f == TFM_HF_GPT2 && task_type && !strcmp(task_type, "CAUSAL_LM"))
             pre = "transformer.";
         if (f == TFM_HF_BART && task_type && !strcmp(task_type, "SEQ_2_SEQ_LM"))
@@ -544,7 +548,8 @@ void tfm_lora_unmerge_model(tfm_model *m, float *saved)
 /* HuggingFace's module names as tfm's: BERT's encoder.layer.{i}.*, T5's
  * {encoder,decoder}.block.{i}.layer.{n}.* and BART's
  * {encoder,decoder}.layers.{i}.* become [enc.]h.{i}.*; GPT-2's and tfm's
- * own pass (their prefix "transformer.", "bert." or "model." dropped). */
+ * own pass (their prefix "transformer.", "bert.", "roberta." or "model."
+ * dropped). */
 static void module_to_tfm(const char *mod, char *out, size_t size)
 {
     static const struct {
@@ -571,6 +576,8 @@ static void module_to_tfm(const char *mod, char *out, size_t size)
         mod += 12;
     else if (!strncmp(mod, "bert.", 5))
         mod += 5;
+    else if (!strncmp(mod, "roberta.", 8))
+        mod += 8;
     else if (!strncmp(mod, "model.", 6))
         mod += 6; /* BART's */
     snprintf(out, size, "%s", mod);
@@ -887,6 +894,8 @@ static tfm_hf_family module_family(const char *mod)
 {
     if (!strncmp(mod, "transformer.h.", 14))
         return TFM_HF_GPT2;
+    if (!strncmp(mod, "roberta.", 8))
+        return TFM_HF_ROBERTA;
     if (!strncmp(mod, "bert.", 5) || !strncmp(mod, "encoder.layer.", 14))
         return TFM_HF_BERT;
     if (!strncmp(mod, "encoder.block.", 14) || !strncmp(mod, "decoder.block.", 14))
@@ -899,7 +908,7 @@ static tfm_hf_family module_family(const char *mod)
 
 static const char *family_name(tfm_hf_family f)
 {
-    static const char *const names[] = {"tfm", "GPT-2", "BERT", "T5", "BART"};
+    static const char *const names[] = {"tfm", "GPT-2", "BERT", "T5", "BART", "RoBERTa"};
     return names[f];
 }
 
@@ -916,9 +925,12 @@ static int check_family(const tfm_safetensors *st, const char *mod, tfm_hf_famil
         "encoder.layer.{i}.attention.self.query, ..., intermediate.dense, output.dense",
         "encoder.block.{i}.layer.0.SelfAttention.q, ..., DenseReluDense.wi, .wo",
         "encoder.layers.{i}.self_attn.q_proj, ..., fc1, fc2",
+        "encoder.layer.{i}.attention.self.query, ..., intermediate.dense, output.dense",
     };
     tfm_hf_family f = module_family(mod);
-    if (!base_f || !f || f == base_f)
+    /* a RoBERTa base has BERT's names (RobertaModel's without a prefix) */
+    if (!base_f || !f || f == base_f || (base_f == TFM_HF_ROBERTA && f == TFM_HF_BERT &&
+                                          strncmp(mod, "bert.", 5)))
         return 0;
     return tfm_err_set(err, "%s: module '%s' is a %s module, but the base model %s is a %s "
                        "checkpoint (modules %s): the adapter was made for another model",

@@ -13,9 +13,10 @@
  * parts of attn.c_attn), h.{i}.attn.c_proj, h.{i}.xattn.c_q, .k, .v (parts
  * of xattn.c_kv), h.{i}.xattn.c_proj, h.{i}.mlp.c_fc (gated: mlp.wi_0,
  * mlp.wi_1), h.{i}.mlp.c_proj, "enc." before an encoder-decoder's encoder
- * blocks.  On a HuggingFace base (GPT-2, BERT, T5, BART: its family, which
- * the caller gives, lm/lm.h tfm_model_file_hf_family) the names are its own, as PeftModel loads them
- * on that base (PEFT's task class: BERT's "bert.", GPT-2's "transformer.",
+ * blocks.  On a HuggingFace base (GPT-2, BERT, RoBERTa, T5, BART: its
+ * family, which the caller gives, lm/lm.h tfm_model_file_hf_family) the
+ * names are its own, as PeftModel loads them on that base (PEFT's task
+ * class: BERT's "bert.", RoBERTa's "roberta.", GPT-2's "transformer.",
  * BART's "model." prefix): GPT-2's q, k, v adapters become one adapter of
  * c_attn (the parts' A stacked, B block-diagonal) and every module's rank
  * is then parts·r (zero-padded; lora_alpha scaled to keep alpha/r). */
@@ -35,6 +36,7 @@ typedef enum tfm_hf_family {
     TFM_HF_BERT,
     TFM_HF_T5,
     TFM_HF_BART,
+    TFM_HF_ROBERTA, /* BERT's module names, under "roberta." */
 } tfm_hf_family;
 
 /* "q, v" (train.lora.targets: tfm's names or HuggingFace's, comma or blank

@@ -249,6 +249,15 @@ tfm_tok_kind tfm_tokenizer_kind(const tfm_tokenizer *t) { return t->kind; }
 uint32_t tfm_tokenizer_vocab_size(const tfm_tokenizer *t) { return t->n_pieces; }
 const tfm_tok_specials *tfm_tokenizer_specials(const tfm_tokenizer *t) { return &t->specials; }
 
+int tfm_tokenizer_set_wrap(tfm_tokenizer *t, int64_t cls, int64_t sep)
+{
+    if (cls < 0 || sep < 0 || (uint64_t)cls >= t->n_pieces || (uint64_t)sep >= t->n_pieces)
+        return -1;
+    t->specials.cls = cls;
+    t->specials.sep = sep;
+    return 0;
+}
+
 const char *tfm_tokenizer_piece(const tfm_tokenizer *t, uint32_t id, size_t *len)
 {
     if (id >= t->n_pieces || !t->pieces[id])

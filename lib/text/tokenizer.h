@@ -178,6 +178,12 @@ void tfm_tok_trainer_free(tfm_tok_trainer *t);
  * lowercase) and tokenize_chinese_chars; -1 for another kind. */
 int tfm_tokenizer_set_bert_case(tfm_tokenizer *tok, int lowercase, int strip_accents,
                                 int chinese_chars);
+/* The tokens a single text is wrapped in (specials cls and sep: embedding
+ * and fill-mask put cls first and sep last), as a model's tokenizer
+ * post-processor says (RoBERTa's <s> ... </s>: convert/roberta.c); each
+ * must be a token id.  tokenizer.json as tfm writes it does not record
+ * them. */
+int tfm_tokenizer_set_wrap(tfm_tokenizer *tok, int64_t cls, int64_t sep);
 /* T5Tokenizer's extra_ids: <extra_id_0> .. <extra_id_{n-1}> as special
  * added tokens at the next n ids, <extra_id_0> the last (as HF numbers
  * them); one already in the vocabulary must have that id. */

@@ -51,9 +51,14 @@ int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch,
     return 0;
 }
 
-/* Rows of the LM head's products: always this many (padded), so a row's
- * logits never depend on how many rows were scored with it. */
-enum { HEAD_ROWS = 32 };
+/* Rows of the LM head's products: always this many for a model (padded),
+ * so a row's logits never depend on how many rows were scored with it;
+ * as many as keep the logits within 32 MB (32 to 1024). */
+static int head_rows(int V)
+{
+    int rows = (1 << 23) / (V > 0 ? V : 1);
+    return rows < 32 ? 32 : rows > 1024 ? 1024 : rows;
+}
 
 /* Buffers for batches of sequences of up to context tokens. */
 static void plan(tfm_eval *e, int context)
@@ -87,8 +92,9 @@ static void plan(tfm_eval *e, int context)
     e->nll = tfm_malloc(rows * sizeof *e->nll);
     e->hit = tfm_malloc(rows);
     e->top = tfm_aligned_alloc(rows * C * sizeof *e->top);
-    e->head_in = tfm_aligned_alloc((size_t)HEAD_ROWS * C * sizeof *e->head_in);
-    e->logits = tfm_aligned_alloc((size_t)HEAD_ROWS * e->cfg.vocab_size * sizeof *e->logits);
+    const size_t H = (size_t)head_rows(e->cfg.vocab_size);
+    e->head_in = tfm_aligned_alloc(H * C * sizeof *e->head_in);
+    e->logits = tfm_aligned_alloc(H * e->cfg.vocab_size * sizeof *e->logits);
     e->head_row = tfm_malloc(rows * sizeof *e->head_row);
 }
 
@@ -135,15 +141,16 @@ void tfm_eval_close(tfm_eval *e)
 
 /* The scored positions' NLL and argmax hits from the rows of top that
  * predict them (head_row[k]: the row before scored position k of the
- * packed batch, pos[k] where its results go), HEAD_ROWS at a time. */
+ * packed batch, pos[k] where its results go), head_rows at a time. */
 static void score_rows(tfm_eval *e, const int32_t *head_row, const size_t *pos, size_t n)
 {
     const int V = e->cfg.vocab_size, C = e->cfg.n_embd;
     const tfm_weights *w = &e->lm.w;
     const float hs = tfm_head_scale(&e->cfg);
-    for (size_t k0 = 0; k0 < n; k0 += HEAD_ROWS) {
-        const int m = n - k0 < HEAD_ROWS ? (int)(n - k0) : HEAD_ROWS;
-        for (int k = 0; k < HEAD_ROWS; k++) {
+    const int H = head_rows(V);
+    for (size_t k0 = 0; k0 < n; k0 += (size_t)H) {
+        const int m = n - k0 < (size_t)H ? (int)(n - k0) : H;
+        for (int k = 0; k < H; k++) {
             float *dst = e->head_in + (size_t)k * C;
             if (k >= m) {
                 memset(dst, 0, sizeof(float) * (size_t)C);
@@ -153,8 +160,7 @@ static void score_rows(tfm_eval *e, const int32_t *head_row, const size_t *pos, 
             for (int i = 0; i < C; i++)
                 dst[i] = src[i] * hs;
         }
-        tfm_gemm(0, 1, HEAD_ROWS, V, C, 1.0f, e->head_in, C, w->lm_head.f32, C, 0.0f,
-                 e->logits, V);
+        tfm_gemm(0, 1, H, V, C, 1.0f, e->head_in, C, w->lm_head.f32, C, 0.0f, e->logits, V);
         if (w->head_bias)
             tfm_bias_forward(e->logits, w->head_bias, m, V);
 #pragma omp parallel for schedule(static)

@@ -12,6 +12,17 @@
 #include "tensor/gemm.h"
 #include "tensor/ops.h"
 
+/* Without AVX-512 the forward alone (no backward to share the transposes)
+ * gains nothing from the fused attention over BLAS's products at T = 128,
+ * HS = 64 (scripts/bench/embed_bench, BERT-base, AVX2: within the noise on
+ * one sentence and on full batches), so the BLAS path, whose rounding the
+ * reference tests were set against, stays. */
+#ifdef __AVX512F__
+#define ATTN_IMPL TFM_ATTN_AUTO
+#else
+#define ATTN_IMPL TFM_ATTN_BLAS
+#endif
+
 int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,
                  tfm_fwd_stack stack, tfm_err *err)
 {
@@ -41,6 +52,7 @@ int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,
         f->mask = cfg->kind == TFM_KIND_DECODER ? TFM_MASK_CAUSAL : TFM_MASK_NONE;
     }
     f->t5_bidirectional = f->mask == TFM_MASK_NONE;
+    f->attn_impl = ATTN_IMPL;
     if (cfg->pos == TFM_POS_ALIBI) {
         f->alibi = tfm_malloc(sizeof(float) * (size_t)cfg->n_head);
         tfm_alibi_slopes(f->alibi, cfg->n_head);
@@ -134,16 +146,6 @@ int tfm_fwd_max_len(const tfm_fwd *f)
     return f->cfg.pos == TFM_POS_LEARNED ? f->cfg.block_size : INT32_MAX;
 }
 
-/* Without AVX-512 the forward alone (no backward to share the transposes)
- * gains nothing from the fused attention over BLAS's products at T = 128,
- * HS = 64 (scripts/bench/embed_bench, BERT-base, AVX2: within the noise on
- * one sentence and on full batches), so the BLAS path, whose rounding the
- * reference tests were set against, stays. */
-#ifdef __AVX512F__
-#define ATTN_IMPL TFM_ATTN_AUTO
-#else
-#define ATTN_IMPL TFM_ATTN_BLAS
-#endif
 
 /* The attention of one sequence of T positions (prefix: its prefix-LM
  * prefix, or NULL); keep: P is wanted (attention maps), else long
@@ -155,7 +157,7 @@ static tfm_attn seq_attn(const tfm_fwd *f, const tfm_attn_t5 *t5, int T, int kee
                       .NKV = f->blk.n_kv_head, .HS = f->blk.head_dim,
                       .mask = prefix ? TFM_MASK_PREFIX : f->mask, .prefix_len = prefix,
                       .alibi = f->alibi, .t5 = f->e->rel_bias ? t5 : NULL,
-                      .impl = keep ? ATTN_IMPL : tfm_attn_tiled_wanted(T, ATTN_IMPL),
+                      .impl = keep ? f->attn_impl : tfm_attn_tiled_wanted(T, f->attn_impl),
                       .unscaled = f->blk.unscaled, .window = f->blk.window};
 }
 
@@ -174,9 +176,32 @@ static int keeps_probs(const tfm_fwd_batch *b, int s)
            tfm_attn_tiled_wanted(b->len[s], TFM_ATTN_AUTO) != TFM_ATTN_TILED;
 }
 
+/* Sequences run through one attention call from s on: those of s's
+ * length that follow it (perplexity windows, sentences of one length),
+ * their packed rows being [B, T] already, each (sequence, head) computed
+ * alone as in a call of its own; a sequence whose maps are asked for
+ * alone; kept P of a run within 4M floats. */
+static int run_len(const tfm_fwd *f, const tfm_fwd_batch *b, int s)
+{
+    const int T = b->len[s];
+    if (b->attn && s == b->attn_seq)
+        return 1;
+    size_t cap = (size_t)INT32_MAX;
+    if (keeps_probs(b, s)) {
+        size_t per = (size_t)f->blk.n_head * T * T;
+        cap = per >= ((size_t)1 << 22) ? 1 : ((size_t)1 << 22) / per;
+    }
+    int B = 1;
+    while (s + B < b->n && (size_t)B < cap && b->len[s + B] == T &&
+           !(b->attn && s + B == b->attn_seq))
+        B++;
+    return B;
+}
+
 /* Scratch for R rows and sequences of up to T positions, of which those
- * keeping P have up to Tp. */
-static void ensure(tfm_fwd *f, int R, int T, int Tp)
+ * keeping P have up to Tp, runs of up to Bmax sequences and kept P of up
+ * to np floats. */
+static void ensure(tfm_fwd *f, int R, int T, int Tp, int Bmax, size_t np)
 {
     const size_t C = (size_t)f->cfg.n_embd, F = (size_t)tfm_model_config_ff(&f->cfg);
     const size_t D = (size_t)tfm_block_q_dim(&f->blk);
@@ -210,15 +235,21 @@ static void ensure(tfm_fwd *f, int R, int T, int Tp)
         }
         f->max_len = T;
     }
-    if (Tp > f->probs_len) {
+    (void)NH;
+    if (np > f->probs_n) {
         free(f->probs);
-        f->probs = tfm_aligned_alloc(sizeof(float) * (size_t)NH * Tp * Tp);
-        f->probs_len = Tp;
+        f->probs = tfm_aligned_alloc(sizeof(float) * np);
+        f->probs_n = np;
     }
+    if (Tp > f->probs_len)
+        f->probs_len = Tp;
+    if (Bmax > f->max_run)
+        f->max_run = Bmax;
     /* attention scratch depends on the thread count too: asked every time */
     const tfm_attn_t5 t5 = seq_t5(f);
     tfm_attn kept = seq_attn(f, &t5, f->probs_len, 1, NULL);
     tfm_attn tiled = seq_attn(f, &t5, f->max_len, 0, NULL);
+    kept.B = tiled.B = f->max_run; /* T5's per-(sequence, head) region grows with B */
     size_t need = tfm_attn_scratch_floats(&kept) + 1, need2 = tfm_attn_scratch_floats(&tiled) + 1;
     need = need2 > need ? need2 : need;
     if (need > f->ascratch_n) {
@@ -290,17 +321,19 @@ static void attend(tfm_fwd *f, const tfm_fwd_batch *b, int l, float *attn_out)
     const int KO = tfm_block_qkv_off(&f->blk, 1), VO = tfm_block_qkv_off(&f->blk, 2);
     const tfm_attn_t5 t5 = seq_t5(f);
     size_t off = 0;
-    for (int s = 0; s < b->n; s++) {
-        const int T = b->len[s];
+    for (int s = 0; s < b->n;) {
+        const int T = b->len[s], B = run_len(f, b, s);
         const int keep = keeps_probs(b, s);
         tfm_attn at = seq_attn(f, &t5, T, keep, b->prefix ? &b->prefix[s] : NULL);
+        at.B = B;
         const float *q = f->qkv + off * QKV;
         tfm_attn_forward(&at, f->att + off * D, D, keep ? f->probs : NULL, q, QKV, q + KO, QKV,
                          q + VO, QKV, f->ascratch);
         if (attn_out && s == b->attn_seq)
             memcpy(attn_out + (size_t)l * NH * T * T, f->probs,
                    sizeof(float) * (size_t)NH * T * T);
-        off += (size_t)T;
+        off += (size_t)T * B;
+        s += B;
     }
 }
 
@@ -326,6 +359,17 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
         if (keeps_probs(b, s) && b->len[s] > Tp)
             Tp = b->len[s];
     }
+    int Bmax = 1;
+    size_t np = 0;
+    for (int s = 0; s < b->n;) {
+        int B = run_len(f, b, s);
+        if (keeps_probs(b, s)) {
+            size_t need = (size_t)B * f->blk.n_head * b->len[s] * b->len[s];
+            np = need > np ? need : np;
+        }
+        Bmax = B > Bmax ? B : Bmax;
+        s += B;
+    }
     if (b->prefix && f->mask != TFM_MASK_CAUSAL)
         return tfm_err_set(err, "a prefix-LM prefix asked of a stack that is not causal");
     if (R > INT32_MAX / 4)
@@ -343,7 +387,7 @@ int tfm_fwd_run(tfm_fwd *f, const tfm_fwd_batch *b, tfm_err *err)
                            b->attn_seq, b->n);
     if (R == 0)
         return 0;
-    ensure(f, (int)R, T, Tp);
+    ensure(f, (int)R, T, Tp, Bmax, np);
     for (int s = 0, r = 0; s < b->n; s++)
         for (int i = 0; i < b->len[s]; i++)
             f->pos[r++] = i;

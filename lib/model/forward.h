@@ -74,6 +74,9 @@ typedef struct tfm_fwd {
     int n_layer;
     int vocab;             /* the stack's input vocabulary */
     tfm_mask_kind mask;    /* causal for decoders */
+    tfm_attn_impl attn_impl; /* of the one-pass attention (nn/attention.h):
+                                BLAS without AVX-512 (tfm_fwd_init), where
+                                the reference tests' rounding was set */
     int t5_bidirectional;
     float *alibi;          /* [n_head] slopes, or NULL */
     /* scratch, for max_rows rows and sequences of up to max_len */
@@ -81,8 +84,11 @@ typedef struct tfm_fwd {
     tfm_block blk;         /* the block (model/transformer.h's tfm_model_block) */
     float *x, *h, *qkv, *att, *fc, *fc1, *mean, *rstd, *pe, *rope;
     int32_t *pos;
-    float *probs, *ascratch; /* probs: P of sequences of up to probs_len */
-    int probs_len;
+    float *probs, *ascratch; /* probs: P of one attention call (probs_n
+                                floats), of sequences of up to probs_len,
+                                runs of up to max_run sequences */
+    int probs_len, max_run;
+    size_t probs_n;
     size_t ascratch_n;
     tfm_gemm_b *packed;    /* [n_layer][5] qkv, proj, fc, fc proj, a gated
                               feed-forward's wi_1; or NULL */

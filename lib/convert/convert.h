@@ -69,7 +69,7 @@
  *     merges.txt.  mBART's pre-LN layout is refused.
  *   Llama, Qwen2 and Mistral (llama.c says what it reads): decoders with
  *     RMSNorm, RoPE, SwiGLU, grouped-query attention and a sliding window;
- *     weights copied; no tokenizer read yet.
+ *     weights copied; their tokenizers are not read.
  *   Every config.json's dropout rates become the model.*dropout keys, HF's
  *     defaults when absent (T5 dropout_rate: dropout, ffn_ and final_;
  *     BART dropout, attention_dropout, activation_dropout; BERT

@@ -136,6 +136,8 @@ void tfm_eval_close(tfm_eval *e)
     free(e->head_in);
     free(e->logits);
     free(e->head_row);
+    free(e->head_pos);
+    free(e->packed);
     memset(e, 0, sizeof *e);
 }
 

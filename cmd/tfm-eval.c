@@ -504,6 +504,15 @@ static void cmd_info(const app *a)
                        (double)(c->attn_dropout >= 0 ? c->attn_dropout : c->dropout),
                        (double)(c->emb_dropout >= 0 ? c->emb_dropout : c->dropout),
                        (double)c->ffn_dropout, (double)c->final_dropout);
+        if (c->pos == TFM_POS_ROPE)
+            tfm_buf_printf(&o, "\"rope\":{\"base\":%g,\"scaling\":\"%s\",\"factor\":%g,"
+                           "\"low_freq_factor\":%g,\"high_freq_factor\":%g,"
+                           "\"original_context\":%d},", (double)c->rope.base,
+                           tfm_rope_scaling_name(c->rope.scaling), (double)c->rope.factor,
+                           (double)c->rope.low_freq_factor, (double)c->rope.high_freq_factor,
+                           c->rope.original_context);
+        else
+            tfm_buf_puts(&o, "\"rope\":null,");
         tfm_buf_printf(&o, "\"source_bos\":%s,\"step\":", c->source_bos ? "true" : "false");
         if (mi.step >= 0)
             tfm_buf_printf(&o, "%lld", (long long)mi.step);
@@ -553,6 +562,15 @@ static void cmd_info(const app *a)
             tfm_buf_printf(&o, "forced_bos\t%d\n", c->forced_bos);
         else
             tfm_buf_puts(&o, "forced_bos\t-\n");
+        if (c->pos == TFM_POS_ROPE)
+            tfm_buf_printf(&o, "rope_base\t%g\nrope_scaling\t%s\n", (double)c->rope.base,
+                           tfm_rope_scaling_name(c->rope.scaling));
+        if (c->pos == TFM_POS_ROPE && c->rope.scaling != TFM_ROPE_DEFAULT)
+            tfm_buf_printf(&o, "rope_factor\t%g\n", (double)c->rope.factor);
+        if (c->pos == TFM_POS_ROPE && c->rope.scaling == TFM_ROPE_LLAMA3)
+            tfm_buf_printf(&o, "rope_low_freq_factor\t%g\nrope_high_freq_factor\t%g\n"
+                           "rope_original_context\t%d\n", (double)c->rope.low_freq_factor,
+                           (double)c->rope.high_freq_factor, c->rope.original_context);
         tfm_buf_printf(&o, "source_bos\t%s\n", c->source_bos ? "true" : "false");
         if (c->forced_eos >= 0)
             tfm_buf_printf(&o, "forced_eos\t%d\n", c->forced_eos);

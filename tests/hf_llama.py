@@ -4,6 +4,7 @@
 Random LlamaForCausalLM (grouped-query attention 4/2, untied head, F32),
 Qwen2ForCausalLM (multi-query 4/1, q/k/v biases, tied head, BF16) and
 MistralForCausalLM (a sliding window of 8 over 40 tokens, F16) folders,
+and Llamas with linear (F32) and llama3 (BF16) rope scaling,
 made with their configs' from_config and save_pretrained; transformers'
 own model of each folder (from_pretrained in float32, eager attention) is
 the reference:
@@ -13,8 +14,8 @@ the reference:
   log-probabilities those of the model's logits;
 - tfm-eval info: the architecture tfm made of it (n_kv_head, window);
 - config.json keys tfm lacks are refused, naming the file and the key:
-  rope scaling (linear, llama3), an activation other than silu, Qwen2's
-  window on some layers only.
+  rope scaling dynamic and yarn, llama3's bounds reversed, an activation
+  other than silu, Qwen2's window on some layers only.
 """
 import json
 import os
@@ -48,6 +49,16 @@ CASES = [
      dict(num_key_value_heads=1, tie_word_embeddings=True)),
     ("mistral", "MistralConfig", "MistralForCausalLM", torch.float16,
      dict(num_key_value_heads=2, sliding_window=8, tie_word_embeddings=False)),
+    # scaled rotations: the head size 8 gives wavelengths 6.3, 167, 4443
+    # and 118k, which llama3's bounds (100 and 400) keep, blend and divide
+    ("llama-linear", "LlamaConfig", "LlamaForCausalLM", torch.float32,
+     dict(num_key_value_heads=2, tie_word_embeddings=True,
+          rope_parameters={"rope_type": "linear", "factor": 2.5, "rope_theta": 1e4})),
+    ("llama3", "LlamaConfig", "LlamaForCausalLM", torch.bfloat16,
+     dict(num_key_value_heads=4, tie_word_embeddings=False,
+          rope_parameters={"rope_type": "llama3", "factor": 8.0, "rope_theta": 5e5,
+                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                           "original_max_position_embeddings": 400})),
 ]
 
 
@@ -157,12 +168,13 @@ def main():
             dirs[name] = d
             check(top, name, d, m, bad)
         refused(top, dirs["llama"], lambda c: c.update(
-            rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}),
-            ["linear"], bad)
+            rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4}),
+            ["dynamic"], bad)
         refused(top, dirs["llama"], lambda c: c.update(
-            rope_parameters={"rope_type": "llama3", "factor": 8.0, "rope_theta": 5e5,
-                             "low_freq_factor": 1, "high_freq_factor": 4,
-                             "original_max_position_embeddings": 64}), ["llama3"], bad)
+            rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
+                             "original_max_position_embeddings": 32}), ["yarn"], bad)
+        refused(top, dirs["llama3"], lambda c: c["rope_parameters"].update(
+            high_freq_factor=0.5), ["high_freq_factor"], bad)
         refused(top, dirs["llama"], lambda c: c.update(hidden_act="gelu"), ["hidden_act"], bad)
         refused(top, dirs["qwen2"], lambda c: c.update(
             use_sliding_window=True, sliding_window=8, max_window_layers=1,

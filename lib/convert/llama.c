@@ -13,8 +13,9 @@
  * model.attention_window.  The head is untied unless tie_word_embeddings.
  * HF's Linears are [out, in], tfm's [in, out], and q|k|v is fused: the
  * weights are copied.  Refused with a message naming config.json's key:
- * rope scaling other than "default", pretraining_tp other than 1, an
- * activation other than silu, Qwen2's window on some layers only. */
+ * rope types other than default, linear and llama3, pretraining_tp other
+ * than 1, an activation other than silu, Qwen2's window on some layers
+ * only. */
 #include "config.h"
 
 #include "convert/convert.h"
@@ -39,12 +40,28 @@ static const tfm_hf_key hf_llama_keys[] = {
     {"use_cache", HF_ANY}, {NULL, 0},
 };
 
-/* The rope base and type of a config.json (transformers 5's
- * rope_parameters, 4's rope_theta and rope_scaling): only "default"
- * rotations are tfm's. */
-static int llama_rope(const tfm_json_doc *doc, double *base, tfm_err *err)
+/* A number of the rope parameters object s, in (min, ∞); absent: def. */
+static int rope_num(const tfm_json_doc *doc, const tfm_json *s, const char *key, double def,
+                    double min, double *out, tfm_err *err)
 {
-    *base = 10000.0;
+    const tfm_json *j = tfm_json_get(s, key);
+    *out = def;
+    if (!j || j->type == TFM_JSON_NULL)
+        return 0;
+    if (j->type != TFM_JSON_NUMBER || !(j->num > min))
+        return tfm_err_at(err, doc->name, j->line, j->col, "%s must be a number above %g", key,
+                          min);
+    *out = j->num;
+    return 0;
+}
+
+/* The rope base and scaling of a config.json (transformers 5's
+ * rope_parameters, 4's rope_theta and rope_scaling) into c: the default
+ * rotation, linear and llama3 scaling are tfm's (nn/position.h); dynamic
+ * (whose frequencies change with the length of each input) and yarn (which
+ * also scales the attention) are refused. */
+static int llama_rope(const tfm_json_doc *doc, int64_t P, tfm_model_keys *c, tfm_err *err)
+{
     const tfm_json *p = tfm_json_get(doc->root, "rope_parameters");
     const tfm_json *s = tfm_json_get(doc->root, "rope_scaling");
     const tfm_json *t = tfm_json_get(doc->root, "rope_theta");
@@ -52,23 +69,40 @@ static int llama_rope(const tfm_json_doc *doc, double *base, tfm_err *err)
         t = tfm_json_get(p, "rope_theta") ? tfm_json_get(p, "rope_theta") : t;
         s = p;
     }
+    c->rope_base = 10000.0;
     if (t && t->type != TFM_JSON_NULL) {
         if (t->type != TFM_JSON_NUMBER || !(t->num > 1.0))
             return tfm_err_at(err, doc->name, t->line, t->col, "rope_theta must be a number "
                               "above 1");
-        *base = t->num;
+        c->rope_base = t->num;
     }
+    if (s && s->type != TFM_JSON_NULL && s->type != TFM_JSON_OBJECT)
+        return tfm_err_at(err, doc->name, s->line, s->col, "rope_scaling must be an object");
     const tfm_json *type = s && s->type == TFM_JSON_OBJECT
                                ? (tfm_json_get(s, "rope_type") ? tfm_json_get(s, "rope_type")
                                                                : tfm_json_get(s, "type"))
                                : NULL;
-    if (type && !(type->type == TFM_JSON_STRING && !strcmp(type->str, "default")))
+    const char *name = !type ? "default" : type->type == TFM_JSON_STRING ? type->str : "?";
+    c->rope_scaling = TFM_ROPE_DEFAULT;
+    if (!strcmp(name, "default"))
+        return 0;
+    if (strcmp(name, "linear") && strcmp(name, "llama3"))
         return tfm_err_at(err, doc->name, type->line, type->col, "rope type '%s' is not "
-                          "supported (tfm has the default rotation only; linear, dynamic, "
-                          "yarn and llama3 scaling are not)",
-                          type->type == TFM_JSON_STRING ? type->str : "?");
-    if (s && s->type != TFM_JSON_NULL && s->type != TFM_JSON_OBJECT)
-        return tfm_err_at(err, doc->name, s->line, s->col, "rope_scaling must be an object");
+                          "supported (tfm has default, linear and llama3; dynamic and yarn "
+                          "are not)", name);
+    double low, high, orig;
+    if (rope_num(doc, s, "factor", 1.0, 0.0, &c->rope_factor, err) < 0 ||
+        rope_num(doc, s, "low_freq_factor", 1.0, 0.0, &low, err) < 0 ||
+        rope_num(doc, s, "high_freq_factor", 4.0, 0.0, &high, err) < 0 ||
+        rope_num(doc, s, "original_max_position_embeddings", (double)P, 0.0, &orig, err) < 0)
+        return -1;
+    c->rope_scaling = !strcmp(name, "linear") ? TFM_ROPE_LINEAR : TFM_ROPE_LLAMA3;
+    c->rope_low_freq_factor = low;
+    c->rope_high_freq_factor = high;
+    c->rope_original_context = (int64_t)orig;
+    if (c->rope_scaling == TFM_ROPE_LLAMA3 && !(high > low))
+        return tfm_err_at(err, doc->name, s->line, s->col, "high_freq_factor (%g) must be above "
+                          "low_freq_factor (%g)", high, low);
     return 0;
 }
 
@@ -129,7 +163,7 @@ static int llama_describe(const tfm_safetensors *st, const char *pre, tfm_model_
         return -1;
     int rc = -1;
     int64_t V, C, F, L, NH, NKV, HS, P, tp, window, start = 0, forced_eos;
-    double eps, base, drop;
+    double eps, drop;
     int tied, abias, mbias;
     const tfm_json *mt = tfm_json_get(doc.root, "model_type");
     const char *type = mt && mt->type == TFM_JSON_STRING ? mt->str : "llama";
@@ -150,7 +184,7 @@ static int llama_describe(const tfm_safetensors *st, const char *pre, tfm_model_
         tfm_hf_bool(&doc, "tie_word_embeddings", 0, &tied, err) < 0 ||
         tfm_hf_bool(&doc, "attention_bias", 0, &abias, err) < 0 ||
         tfm_hf_bool(&doc, "mlp_bias", 0, &mbias, err) < 0 ||
-        llama_rope(&doc, &base, err) < 0 ||
+        llama_rope(&doc, P, c, err) < 0 ||
         llama_window(&doc, type, L, P, &window, err) < 0 ||
         tfm_hf_generation_ids(st->name, V, &start, eos, NULL, &forced_eos, err) < 0)
         goto out;
@@ -174,7 +208,6 @@ static int llama_describe(const tfm_safetensors *st, const char *pre, tfm_model_
     }
     c->kind = TFM_KIND_DECODER;
     c->positions = TFM_POS_ROPE;
-    c->rope_base = base;
     c->norm = TFM_LN_PRE;
     c->norm_type = TFM_NORM_RMS;
     c->ffn = TFM_FFN_SWIGLU;

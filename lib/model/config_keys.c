@@ -13,7 +13,7 @@
 _Static_assert(sizeof(tfm_kind) == sizeof(int) && sizeof(tfm_pos) == sizeof(int) &&
                    sizeof(tfm_ln_place) == sizeof(int) && sizeof(tfm_act) == sizeof(int) &&
                    sizeof(tfm_norm_kind) == sizeof(int) && sizeof(tfm_ffn_kind) == sizeof(int) &&
-                   sizeof(tfm_init) == sizeof(int),
+                   sizeof(tfm_init) == sizeof(int) && sizeof(tfm_rope_scaling) == sizeof(int),
                "enumerations stored as int");
 
 static const tfm_schema_key keys[] = {
@@ -104,6 +104,22 @@ static const tfm_schema_key keys[] = {
      "flan-t5-small: 6 heads of 64 over d_model 512)"},
     {"model.rope_base", TFM_SCHEMA_FLOAT, OFF(rope_base), "10000", 2, 1e9, NULL,
      "rope: the base of the rotation frequencies"},
+    {"model.rope_scaling", TFM_SCHEMA_ENUM, OFF(rope_scaling), "default", 0, 0,
+     "default|linear|llama3",
+     "rope: frequencies rescaled for a context longer than the one trained on, as "
+     "transformers' rope types: linear divides every frequency by model.rope_factor; llama3 "
+     "divides those of wavelengths above model.rope_original_context / "
+     "model.rope_low_freq_factor, keeps those below model.rope_original_context / "
+     "model.rope_high_freq_factor and blends between"},
+    {"model.rope_factor", TFM_SCHEMA_FLOAT, OFF(rope_factor), "1", 1e-3, 1e6, NULL,
+     "rope_scaling linear, llama3: the factor the frequencies are divided by"},
+    {"model.rope_low_freq_factor", TFM_SCHEMA_FLOAT, OFF(rope_low_freq_factor), "1", 1e-6,
+     1e6, NULL, "rope_scaling llama3: the low-frequency bound's divisor"},
+    {"model.rope_high_freq_factor", TFM_SCHEMA_FLOAT, OFF(rope_high_freq_factor), "4", 1e-6,
+     1e6, NULL, "rope_scaling llama3: the high-frequency bound's divisor (above "
+     "model.rope_low_freq_factor)"},
+    {"model.rope_original_context", TFM_SCHEMA_INT, OFF(rope_original_context), "8192", 1,
+     1 << 30, NULL, "rope_scaling llama3: the context the frequencies were trained for"},
     {"model.t5_buckets", TFM_SCHEMA_INT, OFF(t5_buckets), "32", 2, 4096, NULL,
      "t5: relative position buckets (half per direction in encoders)"},
     {"model.t5_max_distance", TFM_SCHEMA_INT, OFF(t5_max_distance), "128", 2, 1048576,
@@ -195,6 +211,11 @@ int tfm_model_keys_check(const tfm_model_keys *k, tfm_err *err)
     if (k->positions == TFM_POS_ROPE && hs % 2)
         return tfm_err_set(err, "model.positions rope needs an even head size, not %lld "
                            "(model.head_dim, or model.n_embd / model.n_head)", hs);
+    if (k->rope_scaling == TFM_ROPE_LLAMA3 &&
+        !(k->rope_high_freq_factor > k->rope_low_freq_factor))
+        return tfm_err_set(err, "model.rope_high_freq_factor (%g) must be above "
+                           "model.rope_low_freq_factor (%g)", k->rope_high_freq_factor,
+                           k->rope_low_freq_factor);
     if (k->positions == TFM_POS_SINUSOIDAL && k->n_embd % 2)
         return tfm_err_set(err, "model.positions sinusoidal needs an even model.n_embd (%lld)",
                            (long long)k->n_embd);

@@ -49,6 +49,9 @@ typedef struct tfm_model_keys {
     int64_t n_kv_head; /* key/value heads; 0: n_head */
     int64_t window;    /* sliding-window self-attention; 0: none */
     double rope_base;
+    tfm_rope_scaling rope_scaling;
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_original_context;
     int64_t t5_buckets, t5_max_distance;
     int64_t segments;
     int emb_norm;

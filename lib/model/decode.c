@@ -1034,7 +1034,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
         if (c->pos == TFM_POS_ROPE) /* keys enter the cache rotated */
             for (int r = 0; r < R; r++)
                 tfm_rope_row(g->qkv + (size_t)r * QKV, g->row_pos[r],
-                             g->blk.n_head + g->blk.n_kv_head, HS, c->rope_base,
+                             g->blk.n_head + g->blk.n_kv_head, HS, &c->rope,
                              g->pe + (size_t)r * HS);
         for (int r = 0; r < R; r++) {
             const float *q = g->qkv + (size_t)r * QKV;

@@ -275,7 +275,9 @@ int tfm_model_config_from_keys(const tfm_model_keys *c, const tfm_lora_keys *lor
     g->head_dim = (int)c->head_dim;
     g->n_kv_head = (int)c->n_kv_head;
     g->window = (int)c->window;
-    g->rope_base = (float)c->rope_base;
+    g->rope = (tfm_rope){(float)c->rope_base, c->rope_scaling, (float)c->rope_factor,
+                         (float)c->rope_low_freq_factor, (float)c->rope_high_freq_factor,
+                         (int)c->rope_original_context};
     g->t5_buckets = (int)c->t5_buckets;
     g->t5_max_distance = (int)c->t5_max_distance;
     g->n_segments = (int)c->segments;

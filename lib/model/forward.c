@@ -231,7 +231,7 @@ static void ensure(tfm_fwd *f, int R, int T, int Tp, int Bmax, size_t np)
         }
         if (f->cfg.pos == TFM_POS_ROPE) {
             f->rope = tfm_aligned_alloc(sizeof(float) * (size_t)T * HS);
-            tfm_rope_table(f->rope, 0, T, HS, f->cfg.rope_base);
+            tfm_rope_table(f->rope, 0, T, HS, &f->cfg.rope);
         }
         f->max_len = T;
     }

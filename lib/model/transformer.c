@@ -41,7 +41,7 @@ void tfm_model_config_default(tfm_model_config *c)
     c->kind = TFM_KIND_DECODER;
     c->pos = TFM_POS_LEARNED;
     c->d_ff = 0;
-    c->rope_base = 10000.0f;
+    c->rope = (tfm_rope){10000.0f, TFM_ROPE_DEFAULT, 1.0f, 1.0f, 4.0f, 8192};
     c->t5_buckets = 32;
     c->t5_max_distance = 128;
     c->tie_source = 1;
@@ -202,8 +202,13 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     int hs = tfm_model_config_head_dim(c);
     if (c->pos == TFM_POS_ROPE && hs % 2)
         return tfm_err_set(err, "positions rope needs an even head size, not %d", hs);
-    if (c->pos == TFM_POS_ROPE && !(c->rope_base > 1.0f))
-        return tfm_err_set(err, "rope_base %g must be greater than 1", c->rope_base);
+    if (c->pos == TFM_POS_ROPE && !(c->rope.base > 1.0f))
+        return tfm_err_set(err, "rope_base %g must be greater than 1", c->rope.base);
+    if (c->pos == TFM_POS_ROPE && c->rope.scaling != TFM_ROPE_DEFAULT &&
+        !(c->rope.factor > 0 && c->rope.original_context > 0 && c->rope.low_freq_factor > 0 &&
+          c->rope.high_freq_factor > c->rope.low_freq_factor))
+        return tfm_err_set(err, "rope scaling needs factor > 0, original_context > 0 and "
+                           "high_freq_factor > low_freq_factor > 0");
     if (c->pos == TFM_POS_SINUSOIDAL && c->n_embd % 2)
         return tfm_err_set(err, "positions sinusoidal needs an even n_embd, not %d", c->n_embd);
     if (c->pos == TFM_POS_T5 && (c->t5_buckets < 2 || c->t5_buckets > 4096 ||
@@ -1842,7 +1847,7 @@ int tfm_model_forward_checked(tfm_model *m, const tfm_batch *batch, float *loss,
     if (c->pos == TFM_POS_SINUSOIDAL)
         tfm_sinusoidal_table(a->pe, a->n_pe, C);
     else if (c->pos == TFM_POS_ROPE) /* packed documents restart: no position reaches T */
-        tfm_rope_table(a->pe, 0, a->n_pe, tfm_model_config_head_dim(c), c->rope_base);
+        tfm_rope_table(a->pe, 0, a->n_pe, tfm_model_config_head_dim(c), &c->rope);
     if (ed) {
         side enc = side_of(m, 1);
         a->memory = stack_forward(m, &enc);

@@ -189,6 +189,7 @@
 #include "base/rng.h"
 #include "nn/attention.h"
 #include "nn/block.h"
+#include "nn/position.h"
 
 typedef enum tfm_ln_place {
     TFM_LN_PRE,   /* GPT-2 */
@@ -253,7 +254,7 @@ typedef struct tfm_model_config {
     int bias;            /* 1: linear layers have biases (default) */
     float label_smoothing; /* in [0, 1): target = (1-ε)·onehot + ε/V */
     int d_ff;            /* F, the MLP's inner width; 0 means 4·n_embd */
-    float rope_base;     /* 10000 */
+    tfm_rope rope;       /* base 10000, default scaling */
     int t5_buckets;      /* 32 */
     int t5_max_distance; /* 128 */
     int n_segments;      /* segment (token type) embeddings; 0: none */

@@ -142,19 +142,21 @@ static double ref_bias(const tfm_attn *a, int h, int i, int j)
     return x;
 }
 
-/* Reference forward in double, without dropout. */
+/* Reference forward in double, without dropout: the output, and P where
+ * the path keeps it (the tiled one does not); a query that sees no key
+ * must give zeros. */
 static void check_forward(struct ctx *c)
 {
     tfm_attn *a = &c->a;
     int C = c->C, CK = c->CK, HS = a->HS;
+    double *s = malloc(sizeof(double) * (size_t)a->Tk);
     attn_loss(c);
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < a->NH; h++)
             for (int i = 0; i < a->Tq; i++) {
                 /* query head h's key/value head, from the definition */
                 int kh = h / (a->NH / (a->NKV ? a->NKV : a->NH));
-                double s[256], mx = -1e300, z = 0;
-                assert_true(a->Tk <= 256);
+                double mx = -1e300, z = 0;
                 for (int j = 0; j < a->Tk; j++) {
                     if (!ref_visible(a, b, i, j))
                         continue;
@@ -168,10 +170,12 @@ static void check_forward(struct ctx *c)
                 for (int j = 0; j < a->Tk; j++)
                     if (ref_visible(a, b, i, j))
                         z += (s[j] = exp(s[j] - mx));
-                const float *P = c->att + (((size_t)b * a->NH + h) * a->Tq + i) * a->Tk;
-                for (int j = 0; j < a->Tk; j++) {
-                    double ref = ref_visible(a, b, i, j) ? s[j] / z : 0.0;
-                    assert_true(fabs(P[j] - ref) < 1e-5);
+                if (c->att) {
+                    const float *P = c->att + (((size_t)b * a->NH + h) * a->Tq + i) * a->Tk;
+                    for (int j = 0; j < a->Tk; j++) {
+                        double ref = ref_visible(a, b, i, j) ? s[j] / z : 0.0;
+                        assert_true(fabs(P[j] - ref) < 1e-5);
+                    }
                 }
                 for (int e = 0; e < HS; e++) {
                     double y = 0;
@@ -182,6 +186,7 @@ static void check_forward(struct ctx *c)
                     assert_true(fabs(c->out[((size_t)b * a->Tq + i) * C + h * HS + e] - y) < 1e-5);
                 }
             }
+    free(s);
 }
 
 static void all_finite(const float *x, size_t n)
@@ -540,8 +545,6 @@ static void test_row(void **state)
     teardown_ctx(&c);
 }
 
-static void check_out(struct ctx *c);
-
 /* Sliding windows: causal (Mistral's: the window's last key is the query)
  * and symmetric (Longformer's, without a causal mask), with padding,
  * ALiBi, T5, grouped heads, dropout and a query block over a cache:
@@ -588,7 +591,7 @@ static void test_window(void **state)
         ready(&c);
         free(c.att);
         c.att = NULL;
-        check_out(&c);
+        check_forward(&c);
         teardown_ctx(&c);
     }
 }
@@ -708,44 +711,6 @@ static void test_paths_agree(void **state)
     teardown_ctx(&c);
 }
 
-/* The output alone against the double reference, any Tk (the tiled path
- * keeps no P); a query that sees no key must give zeros. */
-static void check_out(struct ctx *c)
-{
-    tfm_attn *a = &c->a;
-    int C = c->C, CK = c->CK, HS = a->HS;
-    double *s = malloc(sizeof(double) * (size_t)a->Tk);
-    attn_loss(c);
-    for (int b = 0; b < a->B; b++)
-        for (int h = 0; h < a->NH; h++)
-            for (int i = 0; i < a->Tq; i++) {
-                int kh = h / (a->NH / (a->NKV ? a->NKV : a->NH));
-                double mx = -1e300, z = 0;
-                for (int j = 0; j < a->Tk; j++) {
-                    if (!ref_visible(a, b, i, j))
-                        continue;
-                    double d = 0;
-                    for (int e = 0; e < HS; e++)
-                        d += (double)c->q[((size_t)b * a->Tq + i) * C + h * HS + e] *
-                             c->kv[((size_t)b * a->Tk + j) * 2 * CK + kh * HS + e];
-                    s[j] = (a->unscaled ? d : d / sqrt(HS)) + ref_bias(a, h, i, j);
-                    mx = fmax(mx, s[j]);
-                }
-                for (int j = 0; j < a->Tk; j++)
-                    if (ref_visible(a, b, i, j))
-                        z += (s[j] = exp(s[j] - mx));
-                for (int e = 0; e < HS; e++) {
-                    double y = 0;
-                    for (int j = 0; j < a->Tk; j++)
-                        if (ref_visible(a, b, i, j))
-                            y += s[j] / z *
-                                 c->kv[((size_t)b * a->Tk + j) * 2 * CK + CK + kh * HS + e];
-                    assert_true(fabs(c->out[((size_t)b * a->Tq + i) * C + h * HS + e] - y) < 1e-5);
-                }
-            }
-    free(s);
-}
-
 /* The tiled forward (no P kept) against the double reference and against
  * the one-pass path, over tile boundaries (64 queries, 256 keys), under
  * every mask with padding, packed documents, ALiBi, T5 and grouped heads,
@@ -794,7 +759,7 @@ static void test_tiled(void **state)
             ready(&c);
             free(c.att);
             c.att = NULL;
-            check_out(&c);
+            check_forward(&c);
             for (size_t i = 0; i < nq; i++)
                 assert_true(fabsf(c.out[i] - one[i]) <= 1e-5f * (1.0f + fabsf(one[i])));
             if (k == 2)

@@ -227,14 +227,15 @@ static void test_rope_row(void **state)
     (void)state;
     enum { NH = 3, HS = 10, T = 40 };
     const float base = 10000.0f;
+    const tfm_rope rope = {base, TFM_ROPE_DEFAULT, 1.0f, 1.0f, 4.0f, 8192};
     float x[NH * HS], y[NH * HS], z[NH * HS], cs[HS], table[T * HS];
     tfm_rng r;
     tfm_rng_seed(&r, 9);
     gc_fill(&r, x, NH * HS, 1.0f);
-    tfm_rope_table(table, 0, T, HS, base);
+    tfm_rope_table(table, 0, T, HS, &rope);
     for (int pos = 0; pos < T; pos += 13) {
         memcpy(y, x, sizeof x);
-        tfm_rope_row(y, pos, NH, HS, base, cs);
+        tfm_rope_row(y, pos, NH, HS, &rope, cs);
         for (int h = 0; h < NH; h++)
             for (int d = 0; d < HS / 2; d++) {
                 double th = pos * pow(base, -2.0 * d / HS);

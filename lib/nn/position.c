@@ -26,12 +26,35 @@ void tfm_sinusoidal_row(float *pe, int p, int C)
     }
 }
 
-void tfm_rope_table(float *cs, int first, int n_pos, int HS, float base)
+const char *tfm_rope_scaling_name(tfm_rope_scaling s)
+{
+    return s == TFM_ROPE_LINEAR ? "linear" : s == TFM_ROPE_LLAMA3 ? "llama3" : "default";
+}
+
+double tfm_rope_freq(const tfm_rope *r, int d, int HS)
+{
+    double f = pow((double)r->base, -2.0 * d / HS);
+    if (r->scaling == TFM_ROPE_LINEAR)
+        return f / r->factor;
+    if (r->scaling == TFM_ROPE_LLAMA3) {
+        double wavelength = 6.283185307179586 / f, ctx = r->original_context;
+        if (wavelength > ctx / r->low_freq_factor)
+            return f / r->factor;
+        if (wavelength < ctx / r->high_freq_factor)
+            return f;
+        double smooth = (ctx / wavelength - r->low_freq_factor) /
+                        (r->high_freq_factor - r->low_freq_factor);
+        return (1.0 - smooth) * f / r->factor + smooth * f;
+    }
+    return f;
+}
+
+void tfm_rope_table(float *cs, int first, int n_pos, int HS, const tfm_rope *r)
 {
     int half = HS / 2;
     float *sn = cs + (size_t)n_pos * half;
     for (int d = 0; d < half; d++) {
-        double freq = pow((double)base, -2.0 * d / HS);
+        double freq = tfm_rope_freq(r, d, HS);
         for (int p = 0; p < n_pos; p++) {
             double th = (double)(first + p) * freq;
             cs[(size_t)p * half + d] = (float)cos(th);
@@ -63,9 +86,9 @@ void tfm_rope_apply(float *x, int ld, int N, const int32_t *pos, int first, int 
     }
 }
 
-void tfm_rope_row(float *x, int pos, int n_heads, int HS, float base, float *cs)
+void tfm_rope_row(float *x, int pos, int n_heads, int HS, const tfm_rope *r, float *cs)
 {
     const int32_t p = pos;
-    tfm_rope_table(cs, pos, 1, HS, base);
+    tfm_rope_table(cs, pos, 1, HS, r);
     tfm_rope_apply(x, n_heads * HS, 1, &p, pos, n_heads, HS, cs, 1, 0);
 }

@@ -35,7 +35,8 @@ static const char *const shape_keys[] = {
     "model.emb_norm",   "model.emb_scale",     "model.norm_type",   "model.ffn",
     "model.attn_scale", "model.head_scale",    "model.decoder_start", "model.head_bias",
     "model.head_dim",   "model.forced_bos",    "model.source_bos",  "model.n_kv_head",
-    "model.attention_window",
+    "model.attention_window", "model.rope_scaling", "model.rope_factor",
+    "model.rope_low_freq_factor", "model.rope_high_freq_factor", "model.rope_original_context",
 };
 /* A HuggingFace folder's rates (config.json's) are part of its recipe:
  * from_pretrained trains with them.  A tfm file's were its run's choice. */
@@ -53,8 +54,12 @@ static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model
  * context length without a table of positions, does not. */
 static int applies(const tfm_config *c, const char *key)
 {
-    if (!strcmp(key, "model.rope_base"))
+    if (!strcmp(key, "model.rope_base") || !strcmp(key, "model.rope_scaling"))
         return c->model.positions == TFM_POS_ROPE;
+    if (!strncmp(key, "model.rope_", 11)) /* the scaling's parameters */
+        return c->model.positions == TFM_POS_ROPE &&
+               (c->model.rope_scaling == TFM_ROPE_LLAMA3 ||
+                (c->model.rope_scaling == TFM_ROPE_LINEAR && !strcmp(key, "model.rope_factor")));
     if (!strcmp(key, "model.t5_buckets") || !strcmp(key, "model.t5_max_distance"))
         return c->model.positions == TFM_POS_T5;
     if (!strcmp(key, "model.activation")) /* a gated feed-forward has its own */

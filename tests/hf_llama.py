@@ -11,7 +11,8 @@ the reference:
 - tfm-eval perplexity --tokens = exp of model(ids, labels=ids)'s loss, and
   --token-logprobs each token's log-softmax, to 1e-4;
 - tfm-generate --ids --greedy: generate(do_sample=False)'s tokens, and its
-  log-probabilities those of the model's logits;
+  log-probabilities those of the model's logits (Mistral's 200 tokens, on
+  tfm's rolling cache of its window);
 - tfm-eval info: the architecture tfm made of it (n_kv_head, window);
 - config.json keys tfm lacks are refused, naming the file and the key:
   rope scaling dynamic and yarn, llama3's bounds reversed, an activation
@@ -114,13 +115,16 @@ def check(top, name, d, m, bad):
     compare(f"{name}: tfm-eval --token-logprobs", [tl.get(t, 0.0) for t in range(1, N)], want,
             bad)
     prompt = ids[:6]
+    # past the rolling cache of a window (window + 64 positions, kept once
+    # the whole cache would hold twice that)
+    new = 200 if getattr(m.config, "sliding_window", None) else 12
     with torch.no_grad():
-        g = m.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=12,
-                       min_new_tokens=12, output_scores=True, return_dict_in_generate=True,
+        g = m.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=new,
+                       min_new_tokens=new, output_scores=True, return_dict_in_generate=True,
                        eos_token_id=None, pad_token_id=0)
     want_ids = g.sequences[0, len(prompt):].tolist()
     want_lp = [s[0].log_softmax(-1)[t].item() for s, t in zip(g.scores, want_ids)]
-    r = run([GEN, "-q", "-m", d, "--ids", "--greedy", "--ignore-eos", "-n", "12", "--json",
+    r = run([GEN, "-q", "-m", d, "--ids", "--greedy", "--ignore-eos", "-n", str(new), "--json",
              " ".join(map(str, prompt))])
     if r.returncode:
         bad.append(f"{name}: tfm-generate: {r.stderr.strip()}")

@@ -752,6 +752,12 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
                        const tfm_weights *w, int n_slots, int max_len,
                        tfm_err *err)
 {
+    return tfm_infer_init_cache(g, cfg, w, n_slots, max_len, 1, err);
+}
+
+int tfm_infer_init_cache(tfm_infer *g, const tfm_model_config *cfg, const tfm_weights *w,
+                         int n_slots, int max_len, int rolling, tfm_err *err)
+{
     memset(g, 0, sizeof *g);
     if (tfm_model_config_check(cfg, err) < 0)
         return -1;
@@ -769,9 +775,19 @@ int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
     g->n_slots = n_slots;
     g->max_len = max_len;
     g->kv_width = (size_t)tfm_model_config_kv_dim(cfg); /* n_kv_head heads */
+    g->self_rows = max_len;
+    if (rolling && cfg->window > 0 && cfg->kind == TFM_KIND_DECODER) {
+        int chunk = cfg->window > 64 ? cfg->window : 64;
+        if (2 * ((size_t)cfg->window + chunk) < (size_t)max_len) {
+            g->chunk = chunk;
+            g->ring = cfg->window + chunk;
+            g->self_rows = 2 * g->ring;
+        }
+    }
     size_t per = (size_t)cfg->n_layer * n_slots * max_len * g->kv_width;
-    g->kcache = tfm_aligned_alloc(sizeof(float) * per);
-    g->vcache = tfm_aligned_alloc(sizeof(float) * per);
+    size_t self = (size_t)cfg->n_layer * n_slots * g->self_rows * g->kv_width;
+    g->kcache = tfm_aligned_alloc(sizeof(float) * self);
+    g->vcache = tfm_aligned_alloc(sizeof(float) * self);
     g->len = tfm_calloc(2 * (size_t)n_slots, sizeof *g->len);
     g->prefix = g->len + n_slots;
     if (cfg->kind == TFM_KIND_ENCODER_DECODER) {
@@ -803,19 +819,27 @@ void tfm_infer_free(tfm_infer *g)
     memset(g, 0, sizeof *g);
 }
 
+/* Floats of a thread's attention scores: a row sees at most every cached
+ * position, with a ring at most its rows. */
+static size_t scores_len(const tfm_infer *g)
+{
+    return (size_t)(g->ring ? g->self_rows : g->max_len);
+}
+
 size_t tfm_infer_bytes(const tfm_infer *g)
 {
     const size_t C = (size_t)g->cfg.n_embd, D = (size_t)tfm_model_config_attn_dim(&g->cfg);
     const size_t QKV = (size_t)tfm_model_config_qkv_dim(&g->cfg);
-    size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len *
+    size_t cache = 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->self_rows *
                    g->kv_width;
     if (g->xkcache)
-        cache *= 2;
+        cache += 2 * sizeof(float) * (size_t)g->cfg.n_layer * g->n_slots * g->max_len *
+                 g->kv_width;
     const size_t F = (size_t)tfm_model_config_ff(&g->cfg), W = scratch_width(&g->cfg);
     size_t HS = (size_t)tfm_model_config_head_dim(&g->cfg);
     size_t scratch = sizeof(float) * (size_t)g->max_rows *
                      (2 * C + QKV + D + (C > HS ? C : HS) + (1 + (g->fc1 != NULL)) * F + W + 2);
-    return cache + scratch + sizeof(float) * (size_t)g->scores_threads * g->max_len +
+    return cache + scratch + sizeof(float) * (size_t)g->scores_threads * scores_len(g) +
            sizeof(float) * (g->wbuf_n + C) + g->qpack.cap * (8 * 64 + 16 * sizeof(float));
 }
 
@@ -826,9 +850,32 @@ void tfm_infer_reset(tfm_infer *g, int slot)
     g->prefix[slot] = 0;
 }
 
+/* Row `row` of a slot's cache: the self-attention's (self_rows a slot) or
+ * the cross-attention's (max_len). */
+static inline float *kv_row(const tfm_infer *g, float *cache, int layer, int slot, int row)
+{
+    const size_t rows = cache == g->kcache || cache == g->vcache ? (size_t)g->self_rows
+                                                                 : (size_t)g->max_len;
+    return cache + (((size_t)layer * g->n_slots + slot) * rows + row) * g->kv_width;
+}
+
 static inline float *kv_at(const tfm_infer *g, float *cache, int layer, int slot, int pos)
 {
-    return cache + (((size_t)layer * g->n_slots + slot) * g->max_len + pos) * g->kv_width;
+    return kv_row(g, cache, layer, slot, pos);
+}
+
+/* Writes the key or value of position pos: at its row, or with a ring at
+ * both of its rows. */
+static void kv_store(const tfm_infer *g, float *cache, int layer, int slot, int pos,
+                     const float *src)
+{
+    const size_t n = sizeof(float) * g->kv_width;
+    if (!g->ring) {
+        memcpy(kv_row(g, cache, layer, slot, pos), src, n);
+        return;
+    }
+    memcpy(kv_row(g, cache, layer, slot, pos % g->ring), src, n);
+    memcpy(kv_row(g, cache, layer, slot, pos % g->ring + g->ring), src, n);
 }
 
 void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
@@ -836,7 +883,7 @@ void tfm_infer_copy_slot(tfm_infer *g, int dst, int src)
     TFM_ASSERT(dst >= 0 && dst < g->n_slots && src >= 0 && src < g->n_slots);
     if (dst == src)
         return;
-    size_t n = (size_t)g->len[src] * g->kv_width * sizeof(float);
+    size_t n = (size_t)(g->ring ? g->self_rows : g->len[src]) * g->kv_width * sizeof(float);
     for (int l = 0; l < g->cfg.n_layer; l++) {
         memcpy(kv_at(g, g->kcache, l, dst, 0), kv_at(g, g->kcache, l, src, 0), n);
         memcpy(kv_at(g, g->vcache, l, dst, 0), kv_at(g, g->vcache, l, src, 0), n);
@@ -874,7 +921,7 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
     int nt = threads_now();
     if (nt > g->scores_threads) {
         free(g->scores);
-        g->scores = tfm_malloc(sizeof(float) * (size_t)nt * g->max_len);
+        g->scores = tfm_malloc(sizeof(float) * (size_t)nt * scores_len(g));
         g->scores_threads = nt;
     }
     /* worth threads only when there is real work: long contexts or many rows */
@@ -888,18 +935,30 @@ static void attention(tfm_infer *g, int layer, int R, int cross)
     for (int rh = 0; rh < R * NH; rh++) {
         int r = rh / NH, h = rh % NH, kh = tfm_attn_kv_head(&desc, h);
 #ifdef _OPENMP
-        float *s = g->scores + (size_t)omp_get_thread_num() * g->max_len;
+        float *s = g->scores + (size_t)omp_get_thread_num() * scores_len(g);
 #else
         float *s = g->scores;
 #endif
         int slot = g->row_slot[r];
         const float *q = g->qkv + (size_t)r * (cross ? D : QKV) + h * HS;
         /* self: the cache's rows up to max_len, of which the mask reads
-         * only those written (this row and the ones before, the prefix) */
+         * only those written (this row and the ones before, the prefix).
+         * A ring's rows are positions less a multiple of ring: shifted so,
+         * the window's first key is at row lo % ring and the rest follow
+         * it (distances, and so the biases, unchanged). */
+        int qpos = g->row_pos[r], n_keys = cross ? g->src_len[slot] : g->max_len;
+        int prefix = cross ? 0 : g->prefix[slot];
+        if (!cross && g->ring) {
+            int lo = qpos - desc.window + 1 > 0 ? qpos - desc.window + 1 : 0;
+            int shift = lo - lo % g->ring;
+            qpos -= shift;
+            prefix = prefix > shift ? prefix - shift : 0;
+            n_keys = g->self_rows;
+        }
         tfm_attn_row(&desc, h, g->att + (size_t)r * D + h * HS, q,
                      kv_at(g, kc, layer, slot, 0) + (size_t)kh * HS,
-                     kv_at(g, vc, layer, slot, 0) + (size_t)kh * HS, g->kv_width, g->row_pos[r],
-                     cross ? g->src_len[slot] : g->max_len, cross ? 0 : g->prefix[slot], s);
+                     kv_at(g, vc, layer, slot, 0) + (size_t)kh * HS, g->kv_width, qpos,
+                     n_keys, prefix, s);
     }
 }
 
@@ -1017,7 +1076,7 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
     double prof_t = g->profile ? tfm_now() : 0;
 
     const int HS = g->blk.head_dim, D = tfm_block_q_dim(&g->blk);
-    const int KV = tfm_block_kv_dim(&g->blk), QKV = tfm_block_qkv_dim(&g->blk);
+    const int QKV = tfm_block_qkv_dim(&g->blk);
     const int KO = tfm_block_qkv_off(&g->blk, 1), VO = tfm_block_qkv_off(&g->blk, 2);
     embed_rows(g, R, tok, &w->dec);
     for (int l = 0; l < c->n_layer; l++) {
@@ -1038,10 +1097,8 @@ static void forward_rows(tfm_infer *g, int R, const uint32_t *tok,
                              g->pe + (size_t)r * HS);
         for (int r = 0; r < R; r++) {
             const float *q = g->qkv + (size_t)r * QKV;
-            memcpy(kv_at(g, g->kcache, l, g->row_slot[r], g->row_pos[r]), q + KO,
-                   sizeof(float) * KV);
-            memcpy(kv_at(g, g->vcache, l, g->row_slot[r], g->row_pos[r]), q + VO,
-                   sizeof(float) * KV);
+            kv_store(g, g->kcache, l, g->row_slot[r], g->row_pos[r], q + KO);
+            kv_store(g, g->vcache, l, g->row_slot[r], g->row_pos[r], q + VO);
         }
         attention(g, l, R, 0);
         PROF(TFM_PROF_ATTN);
@@ -1198,13 +1255,21 @@ int tfm_infer_prefill(tfm_infer *g, int slot, const uint32_t *tokens,
     for (int i = 0; i < n; i++)
         if (check_token(g, tokens[i], err) < 0)
             return -1;
-    ensure_rows(g, n);
-    for (int i = 0; i < n; i++) {
-        g->row_slot[i] = slot;
-        g->row_pos[i] = g->len[slot] + i;
+    if (g->ring && g->prefix[slot] > g->chunk)
+        return tfm_err_set(err, "a prefix-LM prefix of %d tokens is longer than a sliding "
+                           "window's cache appends at once (%d)", g->prefix[slot], g->chunk);
+    /* a ring takes chunk rows at a time: their windows' keys all stay */
+    const int step = g->ring ? g->chunk : n;
+    for (int i0 = 0; i0 < n; i0 += step) {
+        const int m = n - i0 < step ? n - i0 : step;
+        ensure_rows(g, m);
+        for (int i = 0; i < m; i++) {
+            g->row_slot[i] = slot;
+            g->row_pos[i] = g->len[slot] + i;
+        }
+        forward_rows(g, m, tokens + i0, m - 1, i0 + m == n ? logits : NULL);
+        g->len[slot] += m;
     }
-    forward_rows(g, n, tokens, n - 1, logits);
-    g->len[slot] += n;
     return 0;
 }
 

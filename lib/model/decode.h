@@ -32,9 +32,16 @@
  * distance between a query and each cached key.
  *
  * Context: a slot holds at most max_len positions, and with learned positions
- * at most block_size (the table ends there); the other schemes go past it.  Appending past that is an error
- * ("context length N exceeded"); the caller decides to stop — there is no
- * sliding window.
+ * at most block_size (the table ends there); the other schemes go past it.
+ * Appending past that is an error ("context length N exceeded"); the
+ * caller decides to stop.  A decoder with a sliding window
+ * (model.attention_window W) keeps a rolling cache when that is smaller:
+ * ring = W + chunk rows (chunk = max(W, 64): a longer prefill runs in
+ * chunks of that many rows), position p stored at rows p % ring and
+ * p % ring + ring, so that every window's keys lie in one run of rows in
+ * the order of their positions: the same numbers as the whole cache, in
+ * memory constant in the number of tokens decoded.  A prefix-LM prefix
+ * must then fit one chunk.
  *
  * Threads: the OpenMP thread count (tfm_blas_init).  Up to 8 rows (decode
  * steps) use a gemv that streams each weight matrix once, split over the
@@ -164,7 +171,10 @@ typedef struct tfm_infer {
     const tfm_weights *w;
     int n_slots, max_len;
     size_t kv_width;        /* K = n_kv_head·head_dim, a cached key's width */
-    float *kcache, *vcache; /* [n_layer][n_slots][max_len][K] each */
+    float *kcache, *vcache; /* [n_layer][n_slots][self_rows][K] each */
+    int ring;               /* rolling cache: positions kept (0: none) */
+    int chunk;              /* rows a prefill appends at once with a ring */
+    int self_rows;          /* rows per slot: max_len, or 2·ring */
     int *len;               /* [n_slots] positions filled */
     int *prefix;            /* [n_slots] prefix-LM: positions every query of
                                the slot sees (tfm_infer_prefill_prefix);
@@ -214,6 +224,11 @@ typedef struct tfm_infer {
 int tfm_infer_init(tfm_infer *g, const tfm_model_config *cfg,
                        const tfm_weights *w, int n_slots, int max_len,
                        tfm_err *err);
+/* The same with the rolling cache asked for: rolling 0 never (every
+ * position at its own row), else where the window makes it smaller (as
+ * tfm_infer_init does). */
+int tfm_infer_init_cache(tfm_infer *g, const tfm_model_config *cfg, const tfm_weights *w,
+                         int n_slots, int max_len, int rolling, tfm_err *err);
 void tfm_infer_free(tfm_infer *g);
 
 /* Empties a slot's target (an encoder-decoder's source stays until the

@@ -1067,6 +1067,67 @@ static void test_prefix_cache_equals_full(void **state)
     }
 }
 
+/* A sliding window's rolling cache (ring of window + chunk positions)
+ * against the whole cache: a prompt prefilled across chunks, then steps
+ * far past the ring, on two slots (one a copy), give the same logits to
+ * the bit, in less memory; a prefix longer than a chunk is refused. */
+static void rolling_case(tfm_pos pos)
+{
+    enum { V = 23, W = 5, N0 = 150, STEPS = 100, MAX = 300 };
+    tfm_model m;
+    kind_scale = 4.0f;
+    tfm_model_config c;
+    make_model_pos(&m, TFM_LN_PRE, 1, 1, V, pos);
+    c = m.cfg;
+    c.window = W;
+    tfm_model_free(&m);
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&m, &c, &err), 0);
+    tfm_model_init_weights(&m, 77 + (uint64_t)pos);
+    kind_scale = 20.0f;
+    tfm_weights w;
+    assert_int_equal(tfm_weights_from_model(&w, &m, &err), 0);
+    tfm_infer ring, whole;
+    assert_int_equal(tfm_infer_init(&ring, &m.cfg, &w, 2, MAX, &err), 0);
+    assert_int_equal(tfm_infer_init_cache(&whole, &m.cfg, &w, 2, MAX, 0, &err), 0);
+    assert_int_equal(ring.ring, W + 64);
+    assert_int_equal(whole.ring, 0);
+    assert_true(tfm_infer_bytes(&ring) < tfm_infer_bytes(&whole));
+    uint32_t seq[N0 + STEPS];
+    for (int i = 0; i < N0 + STEPS; i++)
+        seq[i] = (uint32_t)((i * 7 + i / 3) % V);
+    float a[2 * V], b[2 * V];
+    assert_int_equal(tfm_infer_prefill(&ring, 0, seq, N0, a, &err), 0);
+    assert_int_equal(tfm_infer_prefill(&whole, 0, seq, N0, b, &err), 0);
+    assert_memory_equal(a, b, sizeof(float) * V);
+    tfm_infer_copy_slot(&ring, 1, 0);
+    tfm_infer_copy_slot(&whole, 1, 0);
+    for (int t = 0; t < STEPS; t++) {
+        const uint32_t tok[2] = {seq[N0 + t], seq[(N0 + 3 * t) % (N0 + STEPS)]};
+        const int slots[2] = {0, 1};
+        assert_int_equal(tfm_infer_step(&ring, 2, tok, slots, a, &err), 0);
+        assert_int_equal(tfm_infer_step(&whole, 2, tok, slots, b, &err), 0);
+        for (int v = 0; v < 2 * V; v++)
+            if (a[v] != b[v])
+                fail_msg("step %d logit %d: ring %.9g, whole cache %.9g", t, v, a[v], b[v]);
+    }
+    tfm_infer_reset(&ring, 0);
+    assert_int_equal(tfm_infer_prefill_prefix(&ring, 0, seq, 80, 70, a, &err), -1);
+    assert_non_null(strstr(err.msg, "prefix"));
+    tfm_infer_free(&ring);
+    tfm_infer_free(&whole);
+    tfm_weights_free(&w);
+    tfm_model_free(&m);
+}
+
+static void test_rolling_cache(void **state)
+{
+    (void)state;
+    rolling_case(TFM_POS_ROPE);
+    rolling_case(TFM_POS_ALIBI);
+    rolling_case(TFM_POS_T5);
+}
+
 static int setup(void **state)
 {
     tfm_blas_init(2);
@@ -1093,6 +1154,7 @@ int main(void)
         cmocka_unit_test(test_prefix_cache_equals_full),
         cmocka_unit_test(test_head_dim),
         cmocka_unit_test(test_kv_heads),
+        cmocka_unit_test(test_rolling_cache),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

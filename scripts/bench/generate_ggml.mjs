@@ -13,28 +13,15 @@
 // single-token passes after the prompt pass).  The median over R runs, after
 // a short warm-up, each run from an empty cache.
 //
-// libuv's thread pool is limited to one thread (UV_THREADPOOL_SIZE=1, unless
-// set): node-llama-cpp runs each evaluation as pool work, and with the
-// default four pool threads decoding ran 25-40% slower on a 2-core machine
-// (measured, 2 threads, quiet machine); with one, every evaluation is
-// submitted from the same thread, as in a C program.  (libuv reads the
-// variable before this module runs: without it the script runs itself again.)
+// (libuv's thread pool: one thread, see ggml_lib.mjs.)
 //
 // Prints "ggml cpu_backend=..." (the libggml-cpu variant llama.cpp chose for
 // this CPU), "ggml system_info=...", "ggml tok_per_s=...", "ggml ids=...".
 // node-llama-cpp is found through NODE_PATH (scripts/bench/generate installs
 // it into ~/.cache/tfm-bench/llama).
-import {spawnSync} from "node:child_process";
-import {createRequire} from "node:module";
-import {pathToFileURL, fileURLToPath} from "node:url";
-import fs from "node:fs";
-import path from "node:path";
+import {describe, loadLlama, median, oneThreadPool} from "./ggml_lib.mjs";
 
-if (process.env.UV_THREADPOOL_SIZE === undefined) {
-    const r = spawnSync(process.execPath, process.argv.slice(1),
-                        {stdio: "inherit", env: {...process.env, UV_THREADPOOL_SIZE: "1"}});
-    process.exit(r.status ?? 1);
-}
+oneThreadPool();
 
 function usage(msg) {
     if (msg) console.error("generate_ggml.mjs: " + msg);
@@ -65,30 +52,7 @@ if (!["on", "off", "auto"].includes(a.flash)) usage("--flash on, off or auto");
 const prompt = a.prompt.trim().split(/\s+/).map(Number);
 if (prompt.some((x) => !Number.isInteger(x) || x < 0)) usage("--prompt wants token ids");
 
-// ES modules ignore NODE_PATH: resolve the package through it by hand
-let nlcUrl = null;
-async function importFromNodePath(name) {
-    const dirs = (process.env.NODE_PATH || "").split(path.delimiter).filter(Boolean);
-    for (const d of [...dirs, process.cwd()]) {
-        try {
-            const req = createRequire(path.join(d, "noop.js"));
-            nlcUrl = pathToFileURL(req.resolve(name)).href;
-            return await import(nlcUrl);
-        } catch (e) {
-            if (e.code !== "MODULE_NOT_FOUND" && e.code !== "ERR_MODULE_NOT_FOUND" &&
-                e.code !== "ERR_PACKAGE_PATH_NOT_EXPORTED") throw e;
-        }
-    }
-    nlcUrl = import.meta.resolve(name);
-    return import(name);
-}
-const {getLlama, LlamaLogLevel} = await importFromNodePath("node-llama-cpp");
-
-const logs = [];
-const llama = await getLlama({
-    gpu: false, build: "never", maxThreads: a.threads,
-    logLevel: LlamaLogLevel.debug, logger: (level, msg) => logs.push(`${level}: ${msg}`),
-});
+const {llama, logs} = await loadLlama(a.threads);
 const model = await llama.loadModel({modelPath: a.model, gpuLayers: 0});
 const kvType = a.kv.toUpperCase();
 const context = await model.createContext({
@@ -125,27 +89,9 @@ for (let r = 0; r < a.runs; r++) {
     if (ids === null) ids = res.ids;
     else if (res.ids.join(" ") !== ids.join(" ")) console.log("ggml note: runs produced different tokens");
 }
-rates.sort((x, y) => x - y);
-const m = rates.length;
-const median = m % 2 ? rates[(m - 1) / 2] : (rates[m / 2 - 1] + rates[m / 2]) / 2;
-
-const backend = logs.map((l) => /loaded CPU backend from (\S+)/.exec(l)).find(Boolean);
-const variant = backend ? path.basename(backend[1]).replace(/^libggml-cpu-?|\.so.*$/g, "") || "default" : "unknown (static build?)";
-const ver = (() => {
-    try { // the package.json above the resolved entry point
-        let d = path.dirname(fileURLToPath(nlcUrl));
-        for (; d !== path.dirname(d); d = path.dirname(d)) {
-            const f = path.join(d, "package.json");
-            if (fs.existsSync(f)) { const j = JSON.parse(fs.readFileSync(f, "utf8")); if (j.name === "node-llama-cpp") return j.version; }
-        }
-    } catch { /* unknown */ }
-    return "?";
-})();
-console.log(`ggml node-llama-cpp=${ver} threads=${context.currentThreads} kv_cache=${a.kv} context=${context.contextSize}`);
-console.log(`ggml cpu_backend=${variant}${backend ? " (" + path.basename(backend[1]) + ")" : ""}`);
-console.log(`ggml system_info=${llama.systemInfo.replace(/\s*\|\s*$/, "").replace(/\s+/g, " ")}`);
+describe(llama, logs, `threads=${context.currentThreads} kv_cache=${a.kv} context=${context.contextSize}`);
 console.log(`ggml runs_tok_per_s=${rates.map((x) => x.toFixed(1)).join(",")}`);
-console.log(`ggml tok_per_s=${median.toFixed(1)}`);
+console.log(`ggml tok_per_s=${median(rates).toFixed(1)}`);
 console.log(`ggml ids=${ids.join(" ")}`);
 await context.dispose();
 await model.dispose();

@@ -39,8 +39,10 @@ Conv1D layout [in, out], so those four matrices per layer are transposed:
   lm_head.weight            -> output.weight          (untied models only)
 
 The tokenizer metadata (GPT-2 byte-level BPE: the 50257 tokens of
-encoder.json in id order, the merges of vocab.bpe) is there because llama.cpp
-refuses a model without a vocabulary; the benchmark feeds token ids."""
+encoder.json in id order, the merges of vocab.bpe; with --vocab-prefix a
+smaller model's first V - 1 of them and their merges, <|endoftext|> last)
+is there because llama.cpp refuses a model without a vocabulary; the
+benchmarks feed token ids."""
 import argparse
 import json
 import os
@@ -205,6 +207,9 @@ def main():
                     help="directory with encoder.json and vocab.bpe")
     ap.add_argument("--type", default="f32", choices=sorted(GGML_TYPE),
                     help="how the matrices are stored (default f32)")
+    ap.add_argument("--vocab-prefix", action="store_true",
+                    help="a model of fewer tokens than the tokenizer: its first V - 1 "
+                         "tokens (256 bytes, then merges in order) and <|endoftext|> last")
     ap.add_argument("--compare", metavar="TFM.safetensors",
                     help="count the stored values that differ from tfm's file of this type")
     a = ap.parse_args()
@@ -228,6 +233,10 @@ def main():
 
     with open(os.path.join(a.tokenizer, "encoder.json"), encoding="utf-8") as f:
         enc = json.load(f)
+    if a.vocab_prefix and 257 <= V < len(enc):
+        eos = "<|endoftext|>"
+        enc = {s: i for s, i in enc.items() if i < V - 1 and s != eos}
+        enc[eos] = V - 1
     if len(enc) != V:
         sys.exit("generate_ggml.py: the tokenizer has %d tokens, the model %d" % (len(enc), V))
     tokens = [None] * V
@@ -237,6 +246,8 @@ def main():
         sys.exit("generate_ggml.py: encoder.json's ids are not 0..%d" % (V - 1))
     with open(os.path.join(a.tokenizer, "vocab.bpe"), encoding="utf-8") as f:
         merges = [l.rstrip("\n") for l in f if l.strip() and not l.startswith("#version")]
+    if a.vocab_prefix:  # merge k makes token 256 + k
+        merges = merges[:V - 1 - 256]
     eot = enc.get("<|endoftext|>", V - 1)
     ttype = [1] * V          # 1 = normal
     ttype[eot] = 3           # 3 = control

@@ -1,5 +1,6 @@
 """The driver of scripts/bench/longctx (see there): makes the folder, runs
-tfm-eval and PyTorch in child processes, prints the lines and the table."""
+tfm-eval, PyTorch and (with --ggml) llama.cpp in child processes, prints
+the lines and the table."""
 import argparse
 import json
 import os
@@ -36,6 +37,51 @@ sys.exit(r.returncode)
 """
 
 
+def ggml_file(a, d):
+    """The folder as llama.cpp's GGUF (f32): tfm's file of it
+    (tfm-train --convert), then generate_ggml.py; None on failure."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    st, gguf = os.path.join(a.work, "model.safetensors"), os.path.join(a.work, "model.gguf")
+    train = os.path.join(os.path.dirname(a.eval), "tfm-train")
+    for cmd in ([train, "--convert", "f32", d, "-o", st],
+                [sys.executable, os.path.join(here, "generate_ggml.py"), st, gguf, "--vocab-prefix"]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            print(f"longctx: ggml skipped: {' '.join(cmd[:2])}: {r.stderr.strip()[-300:]}",
+                  file=sys.stderr)
+            return None
+    return gguf
+
+
+def rng_ids(npy):
+    import numpy as np
+    path = npy[:-4] + ".txt"
+    with open(path, "w") as f:
+        f.write(" ".join(map(str, np.load(npy).tolist())))
+    return path
+
+
+def ggml_run(a, gguf, T, ids):
+    """(ms per token, peak MiB) of llama.cpp over the ids, or None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, NODE_PATH=a.ggml, UV_THREADPOOL_SIZE="1")
+    r = subprocess.run(["node", os.path.join(here, "longctx_ggml.mjs"), gguf, "--ids", ids,
+                        "--threads", str(a.threads), "--runs", str(a.runs)],
+                       capture_output=True, text=True, env=env)
+    out = dict(x.split("=", 1) for x in r.stdout.split() if x.startswith(("ms_per", "peak")))
+    if r.returncode or "ms_per_token" not in out:
+        print(f"longctx: llama.cpp at {T}: {r.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    for line in r.stdout.splitlines():
+        if line.startswith(("ggml node-llama-cpp", "ggml cpu_backend")) and not ggml_run.said:
+            print(line)
+    ggml_run.said = True
+    return float(out["ms_per_token"]), float(out["peak_mib"])
+
+
+ggml_run.said = False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--eval", required=True)
@@ -46,6 +92,7 @@ def main():
     ap.add_argument("--embd", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--ggml", help="node-llama-cpp's node_modules: llama.cpp too")
     a = ap.parse_args()
     import numpy as np
     import torch
@@ -58,6 +105,9 @@ def main():
     d = os.path.join(a.work, "model")
     m.save_pretrained(d)
     del m
+    gguf = None
+    if a.ggml:
+        gguf = ggml_file(a, d)
     print(f"longctx: GPT-2 shape width {a.embd}, {a.layers} layers, {a.heads} heads, "
           f"vocabulary {V}; threads {a.threads}; median of {a.runs}")
     rows = []
@@ -89,6 +139,14 @@ def main():
         if pt:
             print(f"torch T={T} ms_per_token={1e3 * pt['seconds'] / T:.4f} "
                   f"peak_rss_mib={pt['rss']:.0f} cross_entropy={pt['loss']:.6f}")
+        gg = ggml_run(a, gguf, T, rng_ids(npy)) if gguf else None
+        if gg:
+            print(f"ggml T={T} ms_per_token={gg[0]:.4f} peak_rss_mib={gg[1]:.0f}")
+            if secs:
+                rows.append(("longctx", f"T={T}", "ms_per_token", 1e3 * t / T,
+                             "llama.cpp flash attention", gg[0]))
+                rows.append(("longctx", f"T={T}", "peak_rss_mib", rss,
+                             "llama.cpp flash attention", gg[1]))
         if secs and pt:
             label = f"PyTorch {torch.__version__} sdpa (pip)"
             rows.append(("longctx", f"T={T}", "ms_per_token", 1e3 * t / T, label,

@@ -1,7 +1,7 @@
-/* The model a program opens: a tfm model file (model/file.h) or a
+/* The model a program opens: a tfm model file (model/file.h), a
  * HuggingFace checkpoint (convert/convert.h says which families and how),
- * as a file or as the folder holding model.safetensors, with its
- * tokenizer.
+ * as a file or as the folder holding model.safetensors, or a GGUF file
+ * (convert/gguf.h), with its tokenizer.
  *
  *     tfm_lm lm;                                    // inference: weights stay mapped
  *     if (tfm_lm_open(&lm, "model.safetensors", &err) < 0) ...
@@ -31,6 +31,11 @@
 #include "model/quant.h"
 #include "model/transformer.h"
 #include "text/tokenizer.h"
+
+/* Opens a model file for its description and tensors: a safetensors file
+ * (io/safetensors.h) or a GGUF file's view as a tfm file (convert/gguf.h),
+ * by the file's first bytes or its name's .gguf. */
+int tfm_lm_file_open(tfm_safetensors *st, const char *path, tfm_err *err);
 
 /* The HuggingFace family of a checkpoint (a file or folder) as
  * convert/convert.h detects it, with the prefix its names carry ("bert.",

@@ -15,22 +15,31 @@
 #include "model/config_keys.h"
 #include "model/file.h"
 
-/* The view being built: the writer borrows the buffers kept here. */
+/* The view being built, in two passes over the architecture's tensors:
+ * the first (st NULL) lists tfm's tensors for the image's header, the
+ * second fills their data in the image itself (st), so that the file's
+ * tensors are copied once. */
 typedef struct view {
     const tfm_gguf *g;
     tfm_safetensors_writer w;
-    void **owned;
-    size_t n_owned;
+    tfm_safetensors *st;
     char *used; /* per GGUF tensor: mapped */
     int q8;     /* some tensor is tfm's q8_0 */
 } view;
 
-static void *keep(view *v, size_t n)
+/* The first pass: tensor name is listed (1); the second: *data gets its
+ * place in the image (0). */
+static int place(view *v, const char *name, tfm_st_dtype dt, int ndim, const size_t *shape,
+                 void **data)
 {
-    void *p = tfm_aligned_alloc(n + 1);
-    v->owned = tfm_realloc(v->owned, (v->n_owned + 1) * sizeof *v->owned);
-    v->owned[v->n_owned++] = p;
-    return p;
+    if (!v->st) {
+        tfm_safetensors_writer_add(&v->w, name, dt, ndim, shape, NULL);
+        return 1;
+    }
+    const tfm_st_tensor *t = tfm_safetensors_find(v->st, name);
+    TFM_ASSERT(t && t->dtype == dt);
+    *data = (void *)t->data;
+    return 0;
 }
 
 /* What a tensor is in tfm's layout: a block's matrix ([in, out],
@@ -127,8 +136,15 @@ static int add(view *v, const char *dst, int kind, const part *p, int np, tfm_er
     if (type == TFM_GGML_Q8_0 && (kind == K_BLOCK || kind == K_HEAD)) {
         /* tfm's q8_0: I8 values [out, in] and their F16 scales [out, in/32] */
         const uint64_t nb = in / TFM_GGML_Q8_BLOCK;
-        int8_t *q = keep(v, (size_t)(N * in));
-        uint16_t *s = keep(v, (size_t)(N * nb) * 2);
+        char sname[160];
+        snprintf(sname, sizeof sname, "%s.q8_scale", dst);
+        size_t qshape[2] = {(size_t)N, (size_t)in}, sshape[2] = {(size_t)N, (size_t)nb};
+        void *qd = NULL, *sd = NULL;
+        v->q8 = 1;
+        if (place(v, dst, TFM_ST_I8, 2, qshape, &qd) | place(v, sname, TFM_ST_F16, 2, sshape, &sd))
+            return 0;
+        int8_t *q = qd;
+        uint16_t *s = sd;
         uint64_t row = 0;
         for (int j = 0; j < np; j++)
             for (uint64_t r = 0; r < p[j].t->ne[1]; r++, row++) {
@@ -139,22 +155,19 @@ static int add(view *v, const char *dst, int kind, const part *p, int np, tfm_er
                     memcpy(q + row * in + b * TFM_GGML_Q8_BLOCK, src + 2, TFM_GGML_Q8_BLOCK);
                 }
             }
-        char sname[160];
-        snprintf(sname, sizeof sname, "%s.q8_scale", dst);
-        shape[0] = (size_t)N;
-        shape[1] = (size_t)in;
-        tfm_safetensors_writer_add(&v->w, dst, TFM_ST_I8, 2, shape, q);
-        shape[1] = (size_t)nb;
-        tfm_safetensors_writer_add(&v->w, sname, TFM_ST_F16, 2, shape, s);
-        v->q8 = 1;
         return 0;
     }
     /* 16-bit values kept as they are, the rest as float32 */
     const int es = type == TFM_GGML_F16 || type == TFM_GGML_BF16 ? 2 : 4;
     const tfm_st_dtype dt = type == TFM_GGML_F16 ? TFM_ST_F16
                             : type == TFM_GGML_BF16 ? TFM_ST_BF16 : TFM_ST_F32;
-    unsigned char *out = keep(v, (size_t)(N * in) * (size_t)es);
     const int trans = kind == K_BLOCK;
+    shape[0] = vec ? (size_t)in : trans ? (size_t)in : (size_t)N;
+    shape[1] = trans ? (size_t)N : (size_t)in;
+    void *o = NULL;
+    if (place(v, dst, dt, vec ? 1 : 2, shape, &o))
+        return 0;
+    unsigned char *out = o;
     uint64_t row = 0;
     for (int j = 0; j < np; j++) {
         const uint64_t rows = p[j].t->ndim == 2 ? p[j].t->ne[1] : 1;
@@ -172,9 +185,6 @@ static int add(view *v, const char *dst, int kind, const part *p, int np, tfm_er
             }
         }
     }
-    shape[0] = vec ? (size_t)in : trans ? (size_t)in : (size_t)N;
-    shape[1] = trans ? (size_t)N : (size_t)in;
-    tfm_safetensors_writer_add(&v->w, dst, dt, vec ? 1 : 2, shape, out);
     return 0;
 }
 
@@ -396,10 +406,14 @@ int tfm_gguf_view_open(tfm_safetensors *st, const char *path, tfm_err *err)
         tfm_err_set(err, "%s: no metadata 'general.architecture' (a string)", path);
         goto out;
     }
-    if (!strcmp(arch, "gpt2") ? gpt2_view(&v, &k.model, err) < 0
-        : !strcmp(arch, "llama") ? llama_view(&v, &k.model, err) < 0
-        : tfm_err_set(err, "%s: architecture '%s' is not one tfm reads: it reads GGUF's "
-                      "gpt2 and llama", path, arch) < 0)
+    int (*arch_view)(view *, tfm_model_keys *, tfm_err *) =
+        !strcmp(arch, "gpt2") ? gpt2_view : !strcmp(arch, "llama") ? llama_view : NULL;
+    if (!arch_view) {
+        tfm_err_set(err, "%s: architecture '%s' is not one tfm reads: it reads GGUF's gpt2 "
+                    "and llama", path, arch);
+        goto out;
+    }
+    if (arch_view(&v, &k.model, err) < 0)
         goto out;
     for (size_t i = 0; i < g.n_tensors; i++)
         if (!v.used[i]) {
@@ -434,14 +448,17 @@ int tfm_gguf_view_open(tfm_safetensors *st, const char *path, tfm_err *err)
     }
     void *image;
     size_t size;
-    if (tfm_safetensors_writer_image(&v.w, path, &image, &size, err) < 0)
+    if (tfm_safetensors_writer_image(&v.w, path, &image, &size, err) < 0 ||
+        tfm_safetensors_view(st, image, size, path, err) < 0)
         goto out;
-    rc = tfm_safetensors_view(st, image, size, path, err);
+    /* the second pass: the tensors' data into the image */
+    v.st = st;
+    tfm_model_file_keys_defaults(&k);
+    rc = arch_view(&v, &k.model, err);
+    if (rc < 0)
+        tfm_safetensors_close(st);
 out:
     tfm_safetensors_writer_free(&v.w);
-    for (size_t i = 0; i < v.n_owned; i++)
-        free(v.owned[i]);
-    free(v.owned);
     free(v.used);
     tfm_buf_free(&yaml);
     tfm_buf_free(&tok);

@@ -590,15 +590,17 @@ int tfm_safetensors_writer_image(const tfm_safetensors_writer *w, const char *na
     size_t n = h.len;
     for (size_t i = 0; i < w->n; i++)
         n += w->entries[i].nbytes;
-    /* page-aligned as a mapping, so that the tensors' alignment is the file's */
+    /* aligned as a mapping would be: the tensors' alignment is the file's */
     unsigned char *b = tfm_aligned_alloc(n + 1);
     memcpy(b, h.data, h.len);
     size_t off = h.len;
     tfm_buf_free(&h);
     for (size_t i = 0; i < w->n; i++) {
         const tfm_st_entry *e = &w->entries[order[i]];
-        if (e->nbytes)
+        if (e->nbytes && e->data)
             memcpy(b + off, e->data, e->nbytes);
+        else if (e->nbytes)
+            memset(b + off, 0, e->nbytes);
         off += e->nbytes;
     }
     free(order);

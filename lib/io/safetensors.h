@@ -162,7 +162,8 @@ void tfm_safetensors_writer_meta_n(tfm_safetensors_writer *w, const char *key,
 int tfm_safetensors_writer_write(const tfm_safetensors_writer *w, const char *path,
                                  tfm_err *err);
 /* The same file as an image in memory (*image malloc'd, *size bytes; name
- * for messages): what tfm_safetensors_view reads. */
+ * for messages): what tfm_safetensors_view reads.  A tensor added with
+ * NULL data is zeros, for the caller to fill in the view. */
 int tfm_safetensors_writer_image(const tfm_safetensors_writer *w, const char *name,
                                  void **image, size_t *size, tfm_err *err);
 void tfm_safetensors_writer_free(tfm_safetensors_writer *w);

@@ -25,6 +25,7 @@ typedef struct view {
     tfm_safetensors *st;
     char *used; /* per GGUF tensor: mapped */
     int q8;     /* some tensor is tfm's q8_0 */
+    int meta;   /* the metadata alone: no tensors listed */
 } view;
 
 /* The first pass: tensor name is listed (1); the second: *data gets its
@@ -33,7 +34,8 @@ static int place(view *v, const char *name, tfm_st_dtype dt, int ndim, const siz
                  void **data)
 {
     if (!v->st) {
-        tfm_safetensors_writer_add(&v->w, name, dt, ndim, shape, NULL);
+        if (!v->meta)
+            tfm_safetensors_writer_add(&v->w, name, dt, ndim, shape, NULL);
         return 1;
     }
     const tfm_st_tensor *t = tfm_safetensors_find(v->st, name);
@@ -386,13 +388,13 @@ static int tokenizer_json(const tfm_gguf *g, int64_t V, tfm_buf *out, tfm_err *e
     return 1;
 }
 
-int tfm_gguf_view_open(tfm_safetensors *st, const char *path, tfm_err *err)
+static int view_open(tfm_safetensors *st, const char *path, int meta, tfm_err *err)
 {
     memset(st, 0, sizeof *st);
     tfm_gguf g;
     if (tfm_gguf_open(&g, path, err) < 0)
         return -1;
-    view v = {.g = &g};
+    view v = {.g = &g, .meta = meta};
     tfm_safetensors_writer_init(&v.w);
     v.used = tfm_calloc(g.n_tensors + 1, 1);
     tfm_model_file_keys k;
@@ -451,6 +453,10 @@ int tfm_gguf_view_open(tfm_safetensors *st, const char *path, tfm_err *err)
     if (tfm_safetensors_writer_image(&v.w, path, &image, &size, err) < 0 ||
         tfm_safetensors_view(st, image, size, path, err) < 0)
         goto out;
+    if (meta) {
+        rc = 0;
+        goto out;
+    }
     /* the second pass: the tensors' data into the image */
     v.st = st;
     tfm_model_file_keys_defaults(&k);
@@ -464,4 +470,14 @@ out:
     tfm_buf_free(&tok);
     tfm_gguf_close(&g);
     return rc;
+}
+
+int tfm_gguf_view_open(tfm_safetensors *st, const char *path, tfm_err *err)
+{
+    return view_open(st, path, 0, err);
+}
+
+int tfm_gguf_view_meta(tfm_safetensors *st, const char *path, tfm_err *err)
+{
+    return view_open(st, path, 1, err);
 }

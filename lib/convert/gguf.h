@@ -43,5 +43,9 @@
 /* The view of GGUF file path in st (closed with tfm_safetensors_close).
  * Errors name the file and what was expected. */
 int tfm_gguf_view_open(tfm_safetensors *st, const char *path, tfm_err *err);
+/* The view's metadata alone, without tensors (the file checked as by
+ * tfm_gguf_view_open): what a file's description needs, without copying
+ * its weights. */
+int tfm_gguf_view_meta(tfm_safetensors *st, const char *path, tfm_err *err);
 
 #endif

@@ -8,7 +8,8 @@ the folder and by transformers:
   folder saved in that type: tfm-generate --greedy tokens and
   log-probabilities, tfm-eval perplexity and --token-logprobs equal those of
   tfm on the folder and of transformers to 1e-4; the GPT-2 file's tokenizer
-  gives the folder's ids for a text prompt;
+  gives the folder's output for a text prompt, and tfm-tokenize -t FILE.gguf
+  transformers' ids;
 - Q8_0 (gguf.quants, llama.cpp's reference quantizer) from the F32 folder:
   tfm-generate's and tfm-eval's output equal, bit for bit, those of tfm on
   tfm-train --convert q8_0 of the folder;
@@ -33,8 +34,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_lib import EMBED, EVAL, GEN, TOL, TRAIN, run  # noqa: E402
-from hf_gpt2_lib import make_model, train_tokenizer  # noqa: E402
+from hf_lib import EMBED, EVAL, GEN, TOKENIZE, TOL, TRAIN, run  # noqa: E402
+from hf_gpt2_lib import CORPUS, make_model, train_tokenizer  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 N = 40
@@ -288,6 +289,17 @@ def gpt2_case(top, bad):
     print(f"  gpt2: a text prompt through the GGUF file's tokenizer: {out[0][:70]!r}...")
     if out[0] != out[1] or not out[0].startswith("{"):
         bad.append(f"gpt2 GGUF tokenizer: {out[0]!r}, the folder's {out[1]!r}")
+    # tfm-tokenize -t FILE.gguf: transformers' ids of a text
+    with open(CORPUS, encoding="utf-8") as f:
+        corpus = [x for x in f.read().splitlines() if x][:50]
+    r = run([TOKENIZE, "encode", "-t", os.path.join(top, "gpt2-f32.gguf")],
+            input="\n".join(corpus) + "\n")
+    got = [list(map(int, x.split())) for x in r.stdout.splitlines()]
+    want = [tok(x)["input_ids"] for x in corpus]
+    print(f"  gpt2: tfm-tokenize -t FILE.gguf on {len(corpus)} lines: "
+          f"{'transformers ids' if got == want else 'DIFFERENT'}")
+    if got != want:
+        bad.append(f"tfm-tokenize -t gguf: {r.stderr.strip()} {got[:2]}, want {want[:2]}")
 
 
 def llama_case(top, bad):

@@ -23,13 +23,25 @@
 
 /* ---- training and evaluation: weights copied ----------------------- */
 
+/* by the name too: a broken .gguf file is told it is no GGUF file */
+static int is_gguf(const char *path)
+{
+    const size_t n = strlen(path);
+    return tfm_gguf_is(path) || (n > 5 && !strcmp(path + n - 5, ".gguf"));
+}
+
 int tfm_lm_file_open(tfm_safetensors *st, const char *path, tfm_err *err)
 {
-    /* by the name too: a broken .gguf file is told it is no GGUF file */
-    const size_t n = strlen(path);
-    const int named = n > 5 && !strcmp(path + n - 5, ".gguf");
-    return tfm_gguf_is(path) || named ? tfm_gguf_view_open(st, path, err)
-                                      : tfm_safetensors_open(st, path, err);
+    return is_gguf(path) ? tfm_gguf_view_open(st, path, err)
+                         : tfm_safetensors_open(st, path, err);
+}
+
+/* tfm_lm_file_open for the description alone (a GGUF view's tensors are
+ * not made) */
+static int file_meta_open(tfm_safetensors *st, const char *path, tfm_err *err)
+{
+    return is_gguf(path) ? tfm_gguf_view_meta(st, path, err)
+                         : tfm_safetensors_open(st, path, err);
 }
 
 /* tfm_model_load of a HuggingFace checkpoint st: 1 when st is none. */
@@ -143,6 +155,20 @@ int tfm_model_tokenizer_load(tfm_tokenizer **tok, const char *path, tfm_err *err
         if (*tok)
             return 0;
     }
+    if (tfm_gguf_is(path)) { /* the tokenizer inside a GGUF file */
+        tfm_safetensors st;
+        if (tfm_gguf_view_meta(&st, path, err) < 0)
+            return -1;
+        size_t len = 0;
+        const char *json = tfm_safetensors_meta(&st, "tokenizer", &len);
+        char name[4200];
+        snprintf(name, sizeof name, "%s:tokenizer", path);
+        int rc = json ? tfm_tokenizer_from_json(tok, json, len, name, err)
+                      : tfm_err_set(err, "%s: no tokenizer tfm reads (tokenizer.ggml.model gpt2 "
+                                    "is GPT-2's byte-level BPE; others are not read)", path);
+        tfm_safetensors_close(&st);
+        return rc;
+    }
     return tfm_tokenizer_load(tok, path, err); /* and its message for a folder without one */
 }
 
@@ -152,7 +178,7 @@ tfm_hf_family tfm_model_file_hf_family(const char *path, const char **prefix)
     tfm_safetensors st;
     *prefix = "";
     if (!path || !*path ||
-        tfm_lm_file_open(&st, tfm_model_file_path(path, file, sizeof file), NULL) < 0)
+        file_meta_open(&st, tfm_model_file_path(path, file, sizeof file), NULL) < 0)
         return TFM_HF_NONE;
     const tfm_convert_family *f = tfm_convert_detect(&st, prefix); /* string literals */
     tfm_safetensors_close(&st);
@@ -163,7 +189,7 @@ int tfm_lm_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *e
 {
     char file[4200];
     tfm_safetensors st;
-    if (tfm_lm_file_open(&st, tfm_model_file_path(path, file, sizeof file), err) < 0)
+    if (file_meta_open(&st, tfm_model_file_path(path, file, sizeof file), err) < 0)
         return -1;
     size_t len = 0;
     const char *v = tfm_safetensors_meta(&st, key, &len);

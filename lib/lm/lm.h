@@ -57,8 +57,8 @@ int tfm_model_folder_tokenizer(const char *dir, tfm_tokenizer **tok, tfm_err *er
 
 /* A tokenizer named by a user (-t, data.tokenizer): a HuggingFace folder
  * with its tokenizer_config.json as tfm_model_folder_tokenizer reads it (a
- * cased BERT folder stays cased, a T5 folder has its sentinels), else
- * tfm_tokenizer_load's file. */
+ * cased BERT folder stays cased, a T5 folder has its sentinels), a GGUF
+ * file's tokenizer (convert/gguf.h), else tfm_tokenizer_load's file. */
 int tfm_model_tokenizer_load(tfm_tokenizer **tok, const char *path, tfm_err *err);
 
 /* Loads a model file for training or evaluation: the keys of its config

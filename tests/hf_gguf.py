@@ -15,8 +15,9 @@ the folder and by transformers:
   tfm-train --convert q8_0 of the folder;
 - tfm-eval info of a GGUF file;
 - broken files refused by every program with one exact message, exit 1: a
-  truncated file, bad magic, another version, an unknown architecture, a
-  tensor type tfm lacks (Q4_0) and an unknown type id.
+  truncated file, bad magic, another version, an unknown architecture, an
+  architecture key tfm does not read, a tensor type tfm lacks (Q4_0) and
+  an unknown type id.
 """
 import json
 import os
@@ -69,7 +70,7 @@ def matrix_type(typ, cols, table=False):
     return typ
 
 
-def gpt2_gguf(path, m, tok, typ):
+def gpt2_gguf(path, m, tok, typ, extra=None):
     sd = {k: v for k, v in m.state_dict().items()}
     cfg = m.config
     C, L = cfg.n_embd, cfg.n_layer
@@ -80,6 +81,8 @@ def gpt2_gguf(path, m, tok, typ):
     w.add_feed_forward_length(4 * C)
     w.add_head_count(cfg.n_head)
     w.add_layer_norm_eps(cfg.layer_norm_epsilon)
+    for k, v in (extra or {}).items():
+        w.add_uint32(k, v)
     vocab = tok.get_vocab()
     tokens = [None] * len(vocab)
     for s, i in vocab.items():
@@ -280,6 +283,9 @@ def gpt2_case(top, bad):
 
     family(top, "gpt2", make, {"fn": lambda f, m, t: gpt2_gguf(f, m, tok, t), "tok": tok},
            V, bad)
+    # a key of the architecture's that tfm does not read (for refusals())
+    gpt2_gguf(os.path.join(top, "extra.gguf"), make(), tok, "f32",
+              {"gpt2.attention.sliding_window": 8})
     # the file's tokenizer: a text prompt gives the folder's output
     text = "The quick brown fox, once upon a time."
     out = []
@@ -368,6 +374,9 @@ def refusals(top, bad):
         ("type Q4_0", small("q4.gguf", "gpt2", "q4_0"),
          "q4.gguf: tensor 'token_embd.weight' is of type Q4_0: tfm reads F32, F16, BF16 and "
          "Q8_0 tensors"),
+        ("unknown key", os.path.join(top, "extra.gguf"),
+         "extra.gguf: metadata 'gpt2.attention.sliding_window' is not one tfm reads in a GGUF "
+         "gpt2 model (it may change the model)"),
         ("type 99", edited("t99.gguf", bytes(unknown)),
          "t99.gguf: tensor 'token_embd.weight' has unknown type 99 (ggml's types are 0..39; "
          "tfm reads F32, F16, BF16 and Q8_0)"),

@@ -208,6 +208,39 @@ static int addl(view *v, int l, const char *dst, int kind, const char *src, uint
     return add1(v, d, kind, s, in, out, err);
 }
 
+/* The "ARCH." keys each mapper reads (an empty type: absent or "none") */
+static const char *const gpt2_keys[] = {
+    "context_length", "embedding_length", "block_count", "feed_forward_length",
+    "attention.head_count", "attention.layer_norm_epsilon", "vocab_size", NULL,
+};
+static const char *const llama_keys[] = {
+    "context_length", "embedding_length", "block_count", "feed_forward_length",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length",
+    "attention.value_length", "attention.layer_norm_rms_epsilon", "rope.freq_base",
+    "rope.dimension_count", "rope.scaling.type", "expert_count", "vocab_size", NULL,
+};
+
+/* Every key of the architecture's is one its mapper reads: another (a
+ * window, a scaling factor, a softcap...) may change the model, and is not
+ * ignored. */
+static int keys_known(const tfm_gguf *g, const char *arch, const char *const *known,
+                      tfm_err *err)
+{
+    const size_t n = strlen(arch);
+    for (size_t k = 0; k < g->n_kv; k++) {
+        const char *key = g->kv[k].key;
+        if (strncmp(key, arch, n) || key[n] != '.')
+            continue;
+        int ok = 0;
+        for (const char *const *q = known; *q && !ok; q++)
+            ok = !strcmp(key + n + 1, *q);
+        if (!ok)
+            return tfm_err_set(err, "%s: metadata '%s' is not one tfm reads in a GGUF %s "
+                               "model (it may change the model)", g->name, key, arch);
+    }
+    return 0;
+}
+
 static int gpt2_view(view *v, tfm_model_keys *c, tfm_err *err)
 {
     const tfm_gguf *g = v->g;
@@ -221,9 +254,13 @@ static int gpt2_view(view *v, tfm_model_keys *c, tfm_err *err)
         tfm_gguf_float(g, "gpt2.attention.layer_norm_epsilon", 1, 1e-5, &eps, err) < 0)
         return -1;
     const tfm_gguf_tensor *te = tfm_gguf_find(g, "token_embd.weight");
+    int64_t nv;
     if (!te || te->ndim != 2)
         return tfm_err_set(err, "%s: no tensor 'token_embd.weight' {n_embd, n_vocab}", g->name);
     const uint64_t V = te->ne[1];
+    if (keys_known(g, "gpt2", gpt2_keys, err) < 0 ||
+        tfm_gguf_int(g, "gpt2.vocab_size", (int64_t)V, (int64_t)V, (int64_t)V, &nv, err) < 0)
+        return -1;
     tfm_model_config m;
     tfm_model_config_default(&m);
     m.vocab_size = (int)V;
@@ -292,6 +329,10 @@ static int llama_view(view *v, tfm_model_keys *c, tfm_err *err)
     if (!te || te->ndim != 2)
         return tfm_err_set(err, "%s: no tensor 'token_embd.weight' {n_embd, n_vocab}", g->name);
     d.V = (int64_t)te->ne[1];
+    int64_t nv;
+    if (keys_known(g, "llama", llama_keys, err) < 0 ||
+        tfm_gguf_int(g, "llama.vocab_size", d.V, d.V, d.V, &nv, err) < 0)
+        return -1;
     d.tied = !tfm_gguf_find(g, "output.weight");
     tfm_llama_config_into(&d, c);
     const uint64_t C = (uint64_t)d.C, F = (uint64_t)d.F, V = (uint64_t)d.V;

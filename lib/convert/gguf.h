@@ -27,7 +27,9 @@
  *     token_embd, blk.N.attn_norm, attn_q, attn_k, attn_v, attn_output,
  *     ffn_norm, ffn_gate, ffn_up, ffn_down, output_norm, output (absent:
  *     tied).  Rope scaling and experts are refused.
- * Every tensor must be one of these: another would be dropped unread.
+ * Every tensor must be one of these, and every key of the architecture's
+ * (plus ARCH.vocab_size, the rows of token_embd): another would be dropped
+ * unread.
  * The tokenizer: tokenizer.ggml.model "gpt2" (tokens, merges, token_type:
  * control and user-defined tokens are added tokens) with
  * tokenizer.ggml.pre "gpt-2" or "default", GPT-2's byte-level BPE; any

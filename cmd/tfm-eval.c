@@ -458,13 +458,15 @@ static void cmd_info(const app *a)
         die(&err);
     const tfm_model_config *c = &mi.cfg;
     char kind[64] = "tfm";
-    if (!mi.tfm_file)
+    if (mi.gguf)
+        snprintf(kind, sizeof kind, "%s-gguf", mi.family);
+    else if (!mi.tfm_file)
         snprintf(kind, sizeof kind, "%s-huggingface", mi.family ? mi.family : "gpt2");
     const char *tok = mi.has_tokenizer ? tfm_tok_kind_name(mi.tok_kind) : NULL;
     const char *sum = mi.checksum ? "verified" : "none";
     /* a fine-tuned model's label or tag set, as stored (JSON, one line) */
     tfm_buf task = {0};
-    if (mi.tfm_file && tfm_model_file_meta(a->model_path, "task", &task, &err) < 0)
+    if (mi.tfm_file && tfm_lm_file_meta(a->model_path, "task", &task, &err) < 0)
         die(&err);
     tfm_buf o = {0};
     if (a->json) {

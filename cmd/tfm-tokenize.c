@@ -48,7 +48,7 @@ static void usage_main(FILE *fp)
             "\n"
             "TOK (-t) is a tokenizer.json, a directory holding GPT-2's vocab.json +\n"
             "merges.txt (or encoder.json + vocab.bpe), BERT's vocab.txt, a sentencepiece\n"
-            "Unigram .model, or a directory holding spiece.model.\n"
+            "Unigram .model, a directory holding spiece.model, or a GGUF file.\n"
             "Exit status: 0 success, 1 failure, 2 usage error.  See tfm-tokenize(1).\n",
             prog, prog);
 }

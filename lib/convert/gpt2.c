@@ -199,8 +199,7 @@ int tfm_gpt2_config(const tfm_safetensors *st, tfm_model_config *g, tfm_err *err
     return tfm_model_config_check(g, err) < 0 ? tfm_err_prefix(err, "%s", st->name) : 0;
 }
 
-/* tfm's config (the model section) of a GPT-2 checkpoint's description. */
-static void gpt2_config_into(const tfm_model_config *g, tfm_model_keys *c)
+void tfm_gpt2_config_into(const tfm_model_config *g, tfm_model_keys *c)
 {
     c->kind = TFM_KIND_DECODER;
     c->positions = TFM_POS_LEARNED;
@@ -271,7 +270,7 @@ static int gpt2_describe(const tfm_safetensors *st, const char *pre, tfm_model_k
     *eos = -1;
     if (tfm_gpt2_config(st, g, err) < 0)
         return -1;
-    gpt2_config_into(g, c);
+    tfm_gpt2_config_into(g, c);
     return 0;
 }
 

@@ -16,6 +16,10 @@
  * another architecture). */
 int tfm_gpt2_config(const tfm_safetensors *st, tfm_model_config *g, tfm_err *err);
 
+/* tfm's config (the model section) of a GPT-2 description (a checkpoint's,
+ * a GGUF file's). */
+void tfm_gpt2_config_into(const tfm_model_config *g, tfm_model_keys *c);
+
 /* The token a GPT-2 folder's generation stops at, as transformers'
  * generate takes it: eos_token_id of generation_config.json, else of
  * config.json, beside model_path (else *eos stays as it is). */

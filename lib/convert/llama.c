@@ -18,7 +18,7 @@
  * only. */
 #include "config.h"
 
-#include "convert/convert.h"
+#include "convert/llama.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -149,6 +149,33 @@ static int llama_window(const tfm_json_doc *doc, const char *type, int64_t L, in
     return 0;
 }
 
+void tfm_llama_config_into(const tfm_llama_dims *d, tfm_model_keys *c)
+{
+    c->kind = TFM_KIND_DECODER;
+    c->positions = TFM_POS_ROPE;
+    c->rope_base = d->base;
+    c->norm = TFM_LN_PRE;
+    c->norm_type = TFM_NORM_RMS;
+    c->ffn = TFM_FFN_SWIGLU;
+    c->attn_scale = 1;
+    c->bias = d->bias;
+    c->ln_eps = d->eps;
+    c->n_layer = d->L;
+    c->n_head = d->NH;
+    c->n_kv_head = d->NKV;
+    c->n_embd = d->C;
+    c->head_dim = d->HS;
+    c->d_ff = d->F;
+    c->block_size = d->P;
+    c->vocab_size = d->V;
+    c->window = d->window;
+    c->tie_embeddings = d->tied;
+    c->dropout = 0;
+    c->attn_dropout = d->attn_dropout;
+    c->emb_dropout = 0;
+    c->forced_eos = d->forced_eos;
+}
+
 static int llama_describe(const tfm_safetensors *st, const char *pre, tfm_model_keys *c,
                           tfm_model_config *g, int64_t *eos, tfm_err *err)
 {
@@ -206,28 +233,13 @@ static int llama_describe(const tfm_safetensors *st, const char *pre, tfm_model_
                    "num_attention_heads %lld", (long long)NKV, (long long)NH);
         goto out;
     }
-    c->kind = TFM_KIND_DECODER;
-    c->positions = TFM_POS_ROPE;
-    c->norm = TFM_LN_PRE;
-    c->norm_type = TFM_NORM_RMS;
-    c->ffn = TFM_FFN_SWIGLU;
-    c->attn_scale = 1;
-    c->bias = !strcmp(type, "qwen2") || abias || mbias;
-    c->ln_eps = eps;
-    c->n_layer = L;
-    c->n_head = NH;
-    c->n_kv_head = NKV;
-    c->n_embd = C;
-    c->head_dim = HS;
-    c->d_ff = F;
-    c->block_size = P;
-    c->vocab_size = V;
-    c->window = window;
-    c->tie_embeddings = tied;
-    c->dropout = 0;
-    c->attn_dropout = drop;
-    c->emb_dropout = 0;
-    c->forced_eos = forced_eos;
+    const tfm_llama_dims dims = {
+        .V = V, .C = C, .F = F, .L = L, .NH = NH, .NKV = NKV, .HS = HS, .P = P,
+        .window = window, .forced_eos = forced_eos, .eps = eps, .base = c->rope_base,
+        .attn_dropout = drop, .tied = tied,
+        .bias = !strcmp(type, "qwen2") || abias || mbias,
+    };
+    tfm_llama_config_into(&dims, c); /* the scaling stays llama_rope's */
     if (tfm_model_config_from_keys(c, NULL, g, err) < 0) {
         tfm_err_prefix(err, "%s", path);
         goto out;

@@ -344,6 +344,17 @@ int tfm_safetensors_open(tfm_safetensors *st, const char *path, tfm_err *err)
     return 0;
 }
 
+int tfm_safetensors_view(tfm_safetensors *st, void *image, size_t size, const char *name,
+                         tfm_err *err)
+{
+    if (tfm_safetensors_parse(st, image, size, name, err) < 0) {
+        free(image);
+        return -1;
+    }
+    st->map = (tfm_map){image, size, 0};
+    return 0;
+}
+
 void tfm_safetensors_close(tfm_safetensors *st)
 {
     for (size_t k = 0; k < st->n_shards; k++)
@@ -458,10 +469,11 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int tfm_safetensors_writer_write(const tfm_safetensors_writer *w, const char *path,
-                                 tfm_err *err)
+/* The header (with its length) into h and the order of the data into
+ * *order (malloc'd), for writing to a file or into memory. */
+static int writer_header(const tfm_safetensors_writer *w, const char *name, tfm_buf *h_out,
+                         size_t **order_out, tfm_err *err)
 {
-    const char *name = path && strcmp(path, "-") ? path : "<stdout>";
     /* duplicate names would make an invalid file */
     if (w->n > 1) {
         char **names = tfm_malloc(w->n * sizeof *names);
@@ -534,7 +546,19 @@ int tfm_safetensors_writer_write(const tfm_safetensors_writer *w, const char *pa
     }
     for (int i = 0; i < 8; i++)
         h.data[i] = (char)(hlen >> (8 * i));
+    *h_out = h;
+    *order_out = order;
+    return 0;
+}
 
+int tfm_safetensors_writer_write(const tfm_safetensors_writer *w, const char *path,
+                                 tfm_err *err)
+{
+    const char *name = path && strcmp(path, "-") ? path : "<stdout>";
+    tfm_buf h;
+    size_t *order;
+    if (writer_header(w, name, &h, &order, err) < 0)
+        return -1;
     tfm_out o;
     if (tfm_out_open(&o, path, err) < 0) {
         tfm_buf_free(&h);
@@ -554,6 +578,35 @@ int tfm_safetensors_writer_write(const tfm_safetensors_writer *w, const char *pa
         return -1;
     }
     return tfm_out_commit(&o, err);
+}
+
+int tfm_safetensors_writer_image(const tfm_safetensors_writer *w, const char *name,
+                                 void **image, size_t *size, tfm_err *err)
+{
+    tfm_buf h;
+    size_t *order;
+    if (writer_header(w, name, &h, &order, err) < 0)
+        return -1;
+    size_t n = h.len;
+    for (size_t i = 0; i < w->n; i++)
+        n += w->entries[i].nbytes;
+    /* aligned as a mapping would be: the tensors' alignment is the file's */
+    unsigned char *b = tfm_aligned_alloc(n + 1);
+    memcpy(b, h.data, h.len);
+    size_t off = h.len;
+    tfm_buf_free(&h);
+    for (size_t i = 0; i < w->n; i++) {
+        const tfm_st_entry *e = &w->entries[order[i]];
+        if (e->nbytes && e->data)
+            memcpy(b + off, e->data, e->nbytes);
+        else if (e->nbytes)
+            memset(b + off, 0, e->nbytes);
+        off += e->nbytes;
+    }
+    free(order);
+    *image = b;
+    *size = n;
+    return 0;
 }
 
 void tfm_safetensors_writer_free(tfm_safetensors_writer *w)

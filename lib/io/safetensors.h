@@ -107,6 +107,10 @@ int tfm_safetensors_open(tfm_safetensors *st, const char *path, tfm_err *err);
 /* Validates an in-memory image (borrowed: it must outlive st). */
 int tfm_safetensors_parse(tfm_safetensors *st, const void *image, size_t size,
                           const char *name, tfm_err *err);
+/* tfm_safetensors_parse of an image st takes over (freed by close, also
+ * on failure): a view made of another format's file (convert/gguf.h). */
+int tfm_safetensors_view(tfm_safetensors *st, void *image, size_t size, const char *name,
+                         tfm_err *err);
 void tfm_safetensors_close(tfm_safetensors *st);
 
 /* Gives tensor t (one of st's) new contents: dtype, shape and data, an
@@ -157,6 +161,11 @@ void tfm_safetensors_writer_meta_n(tfm_safetensors_writer *w, const char *key,
  * names. */
 int tfm_safetensors_writer_write(const tfm_safetensors_writer *w, const char *path,
                                  tfm_err *err);
+/* The same file as an image in memory (*image malloc'd, *size bytes; name
+ * for messages): what tfm_safetensors_view reads.  A tensor added with
+ * NULL data is zeros, for the caller to fill in the view. */
+int tfm_safetensors_writer_image(const tfm_safetensors_writer *w, const char *name,
+                                 void **image, size_t *size, tfm_err *err);
 void tfm_safetensors_writer_free(tfm_safetensors_writer *w);
 
 #endif

@@ -43,7 +43,9 @@ int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err)
     const tfm_safetensors *st = lm.file;
     const char *format = tfm_safetensors_meta(st, "format", NULL);
     /* HuggingFace's save_pretrained writes "format": "pt" */
-    mi->tfm_file = format != NULL && strcmp(format, "pt") != 0;
+    const char *gguf = tfm_safetensors_meta(st, "gguf", NULL);
+    mi->gguf = gguf != NULL;
+    mi->tfm_file = !gguf && format != NULL && strcmp(format, "pt") != 0;
     mi->checksum = tfm_safetensors_meta(st, "checksum", NULL) != NULL;
     const char *step = tfm_safetensors_meta(st, "step", NULL);
     char *end = NULL;
@@ -52,13 +54,16 @@ int tfm_model_info_read(const char *path, tfm_model_info *mi, tfm_err *err)
         mi->step = -1;
     /* the stored dtypes (the loader widened its view to float32) */
     tfm_safetensors raw;
-    int rc = tfm_safetensors_open(&raw, st->name, err);
+    int rc = tfm_lm_file_open(&raw, st->name, err);
     tfm_lm_close(&lm);
     if (rc < 0)
         return -1;
     const char *pre;
-    const tfm_convert_family *fam = mi->tfm_file ? NULL : tfm_convert_detect(&raw, &pre);
+    const tfm_convert_family *fam = mi->tfm_file || gguf ? NULL : tfm_convert_detect(&raw, &pre);
     mi->family = fam ? fam->name : NULL;
+    gguf = tfm_safetensors_meta(&raw, "gguf", NULL); /* lm's is gone */
+    if (gguf) /* a literal: it outlives raw */
+        mi->family = !strcmp(gguf, "llama") ? "llama" : "gpt2";
     int i8 = 0, bf16 = 0, f16 = 0;
     mi->n_tensors = raw.n_tensors;
     for (size_t i = 0; i < raw.n_tensors; i++) {

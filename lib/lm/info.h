@@ -29,6 +29,8 @@ typedef struct tfm_model_info {
     const char *family;     /* a HuggingFace checkpoint's converter
                                (convert/convert.h: "gpt2", "llama", ...),
                                NULL for tfm's own files */
+    int gguf;               /* 1: a GGUF file (convert/gguf.h) of architecture
+                               family ("gpt2", "llama"); tfm_file 0 */
     size_t n_tensors;
     size_t file_bytes;
     int64_t step;           /* training steps behind it; -1 when not recorded */

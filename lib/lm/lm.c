@@ -15,32 +15,51 @@
 #include <unistd.h>
 
 #include "convert/convert.h"
+#include "convert/gguf.h"
 #include "convert/gpt2.h"
+#include "io/gguf.h"
 #include "model/lora.h"
 #include "model/quant.h"
 
 /* ---- training and evaluation: weights copied ----------------------- */
 
-/* tfm_model_load of a HuggingFace checkpoint: 1 when path is none. */
-static int hf_model_load(const char *path, tfm_model_file_keys *c, tfm_model *m,
+/* by the name too: a broken .gguf file is told it is no GGUF file */
+static int is_gguf(const char *path)
+{
+    const size_t n = strlen(path);
+    return tfm_gguf_is(path) || (n > 5 && !strcmp(path + n - 5, ".gguf"));
+}
+
+int tfm_lm_file_open(tfm_safetensors *st, const char *path, tfm_err *err)
+{
+    return is_gguf(path) ? tfm_gguf_view_open(st, path, err)
+                         : tfm_safetensors_open(st, path, err);
+}
+
+/* tfm_lm_file_open for the description alone (a GGUF view's tensors are
+ * not made) */
+static int file_meta_open(tfm_safetensors *st, const char *path, tfm_err *err)
+{
+    return is_gguf(path) ? tfm_gguf_view_meta(st, path, err)
+                         : tfm_safetensors_open(st, path, err);
+}
+
+/* tfm_model_load of a HuggingFace checkpoint st: 1 when st is none. */
+static int hf_model_load(tfm_safetensors *st, tfm_model_file_keys *c, tfm_model *m,
                          tfm_tokenizer **tok, tfm_err *err)
 {
-    tfm_safetensors st;
-    if (tfm_safetensors_open(&st, path, err) < 0)
-        return -1;
     const char *pre;
-    const tfm_convert_family *f = tfm_convert_detect(&st, &pre);
+    const tfm_convert_family *f = tfm_convert_detect(st, &pre);
     int rc = 1;
     if (f)
-        rc = tfm_model_file_verify(&st, 0, err) < 0 || tfm_quant_widen(&st, NULL, err) < 0
+        rc = tfm_model_file_verify(st, 0, err) < 0 || tfm_quant_widen(st, NULL, err) < 0
                  ? -1
-                 : tfm_convert_load(f, &st, pre, &c->model, m, tok, NULL, err);
+                 : tfm_convert_load(f, st, pre, &c->model, m, tok, NULL, err);
     if (rc == 0 && f->task) /* a checkpoint with a task head is fine-tuned for it */
         c->task = c->model.tags          ? TFM_CONFIG_TASK_TAG
                   : c->model.span        ? TFM_CONFIG_TASK_SPAN
                   : c->model.classes && !c->model.nsp ? TFM_CONFIG_TASK_CLASSIFY
                                          : c->task;
-    tfm_safetensors_close(&st);
     return rc;
 }
 
@@ -52,22 +71,32 @@ int tfm_model_load_keys(const char *path, tfm_model_file_keys *c, tfm_model *m,
     tfm_model_file_keys_defaults(c);
     char file[4200];
     path = tfm_model_file_path(path, file, sizeof file);
-    int hf = hf_model_load(path, c, m, tok, err);
-    if (hf <= 0)
-        return hf;
-    int has = tfm_model_file_apply_config(path, tfm_model_file_keys_schema(), c, err);
-    if (has == 0 && tfm_convert_unread(path, err) == 0)
-        tfm_err_set(err, "%s: no 'config' in __metadata__", path);
-    if (has <= 0)
-        return -1;
-    c->stored = 1;
-    tfm_model_config g;
-    if (tfm_model_config_from_keys(&c->model, &c->lora, &g, err) < 0)
-        return tfm_err_prefix(err, "%s", path);
     tfm_safetensors st;
-    if (tfm_safetensors_open(&st, path, err) < 0)
+    if (tfm_lm_file_open(&st, path, err) < 0)
         return -1;
-    int rc = -1;
+    int rc = hf_model_load(&st, c, m, tok, err);
+    if (rc <= 0)
+        goto out;
+    rc = -1;
+    size_t cfg_len = 0;
+    const char *cfg_text = tfm_safetensors_meta(&st, "config", &cfg_len);
+    if (!cfg_text) {
+        if (tfm_convert_unread(path, err) == 0)
+            tfm_err_set(err, "%s: no 'config' in __metadata__", path);
+        goto out;
+    }
+    char name[1100];
+    snprintf(name, sizeof name, "%s:config", path);
+    if (tfm_schema_apply_yaml(tfm_model_file_keys_schema(), c, cfg_text, cfg_len, name, err) < 0)
+        goto out;
+    /* a GGUF file's configuration is made of its metadata: it describes the
+     * model only, as a HuggingFace checkpoint's */
+    c->stored = !tfm_safetensors_meta(&st, "gguf", NULL);
+    tfm_model_config g;
+    if (tfm_model_config_from_keys(&c->model, &c->lora, &g, err) < 0) {
+        tfm_err_prefix(err, "%s", path);
+        goto out;
+    }
     if (tfm_model_init(m, &g, err) < 0) {
         tfm_err_prefix(err, "%s", path);
         goto out;
@@ -80,7 +109,6 @@ int tfm_model_load_keys(const char *path, tfm_model_file_keys *c, tfm_model *m,
     size_t tok_len = 0;
     const char *tok_json = tfm_safetensors_meta(&st, "tokenizer", &tok_len);
     if (tok && tok_json) {
-        char name[1100];
         snprintf(name, sizeof name, "%s:tokenizer", path);
         if (tfm_tokenizer_from_json(tok, tok_json, tok_len, name, err) < 0)
             goto fail;
@@ -127,6 +155,20 @@ int tfm_model_tokenizer_load(tfm_tokenizer **tok, const char *path, tfm_err *err
         if (*tok)
             return 0;
     }
+    if (tfm_gguf_is(path)) { /* the tokenizer inside a GGUF file */
+        tfm_safetensors st;
+        if (tfm_gguf_view_meta(&st, path, err) < 0)
+            return -1;
+        size_t len = 0;
+        const char *json = tfm_safetensors_meta(&st, "tokenizer", &len);
+        char name[4200];
+        snprintf(name, sizeof name, "%s:tokenizer", path);
+        int rc = json ? tfm_tokenizer_from_json(tok, json, len, name, err)
+                      : tfm_err_set(err, "%s: no tokenizer tfm reads (tokenizer.ggml.model gpt2 "
+                                    "is GPT-2's byte-level BPE; others are not read)", path);
+        tfm_safetensors_close(&st);
+        return rc;
+    }
     return tfm_tokenizer_load(tok, path, err); /* and its message for a folder without one */
 }
 
@@ -136,7 +178,7 @@ tfm_hf_family tfm_model_file_hf_family(const char *path, const char **prefix)
     tfm_safetensors st;
     *prefix = "";
     if (!path || !*path ||
-        tfm_safetensors_open(&st, tfm_model_file_path(path, file, sizeof file), NULL) < 0)
+        file_meta_open(&st, tfm_model_file_path(path, file, sizeof file), NULL) < 0)
         return TFM_HF_NONE;
     const tfm_convert_family *f = tfm_convert_detect(&st, prefix); /* string literals */
     tfm_safetensors_close(&st);
@@ -145,15 +187,17 @@ tfm_hf_family tfm_model_file_hf_family(const char *path, const char **prefix)
 
 int tfm_lm_file_meta(const char *path, const char *key, tfm_buf *out, tfm_err *err)
 {
-    int rc = tfm_model_file_meta(path, key, out, err);
-    if (rc != 0 || strcmp(key, "task"))
-        return rc;
     char file[4200];
     tfm_safetensors st;
-    if (tfm_safetensors_open(&st, tfm_model_file_path(path, file, sizeof file), err) < 0)
+    if (file_meta_open(&st, tfm_model_file_path(path, file, sizeof file), err) < 0)
         return -1;
+    size_t len = 0;
+    const char *v = tfm_safetensors_meta(&st, key, &len);
+    int rc = v != NULL;
+    if (v)
+        tfm_buf_append(out, v, len);
     const char *pre;
-    const tfm_convert_family *f = tfm_convert_detect(&st, &pre);
+    const tfm_convert_family *f = rc || strcmp(key, "task") ? NULL : tfm_convert_detect(&st, &pre);
     if (f && f->task)
         rc = f->task(&st, pre, out, err); /* a checkpoint's task head */
     tfm_safetensors_close(&st);
@@ -232,7 +276,7 @@ static int lm_open(tfm_lm *lm, const char *path, unsigned flags, tfm_err *err)
     char file[4200];
     path = tfm_model_file_path(path, file, sizeof file);
     tfm_safetensors *st = tfm_calloc(1, sizeof *st);
-    if (tfm_safetensors_open(st, path, err) < 0) {
+    if (tfm_lm_file_open(st, path, err) < 0) {
         free(st);
         return -1;
     }
@@ -319,6 +363,9 @@ static int lm_open(tfm_lm *lm, const char *path, unsigned flags, tfm_err *err)
         }
         lm->eos = tfm_tokenizer_specials(lm->tok)->eos;
     }
+    const char *eos = tfm_safetensors_meta(st, "eos_token_id", NULL); /* a GGUF file's */
+    if (eos)
+        lm->eos = strtoll(eos, NULL, 10);
     return 0;
 fail:
     tfm_lm_close(lm);
@@ -422,8 +469,8 @@ int tfm_model_resave(const char *meta_from, const char *config_yaml, const tfm_m
         tfm_tokenizer_to_json(tok, &tj);
     int rc = -1, has_task, has_src, has_step;
     if ((has_task = tfm_lm_file_meta(meta_from, "task", &task, err)) < 0 ||
-        (has_src = tfm_model_file_meta(meta_from, "source_tokenizer", &src, err)) < 0 ||
-        (has_step = tfm_model_file_meta(meta_from, "step", &step, err)) < 0)
+        (has_src = tfm_lm_file_meta(meta_from, "source_tokenizer", &src, err)) < 0 ||
+        (has_step = tfm_lm_file_meta(meta_from, "step", &step, err)) < 0)
         goto out;
     rc = tfm_model_save_dtype(out, m, config_yaml, tok ? tj.data : NULL, tj.len,
                               has_src ? src.data : NULL, src.len,

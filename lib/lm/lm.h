@@ -1,7 +1,7 @@
-/* The model a program opens: a tfm model file (model/file.h) or a
+/* The model a program opens: a tfm model file (model/file.h), a
  * HuggingFace checkpoint (convert/convert.h says which families and how),
- * as a file or as the folder holding model.safetensors, with its
- * tokenizer.
+ * as a file or as the folder holding model.safetensors, or a GGUF file
+ * (convert/gguf.h), with its tokenizer.
  *
  *     tfm_lm lm;                                    // inference: weights stay mapped
  *     if (tfm_lm_open(&lm, "model.safetensors", &err) < 0) ...
@@ -32,6 +32,11 @@
 #include "model/transformer.h"
 #include "text/tokenizer.h"
 
+/* Opens a model file for its description and tensors: a safetensors file
+ * (io/safetensors.h) or a GGUF file's view as a tfm file (convert/gguf.h),
+ * by the file's first bytes or its name's .gguf. */
+int tfm_lm_file_open(tfm_safetensors *st, const char *path, tfm_err *err);
+
 /* The HuggingFace family of a checkpoint (a file or folder) as
  * convert/convert.h detects it, with the prefix its names carry ("bert.",
  * "model.", "transformer." or ""); TFM_HF_NONE for a tfm file or none at
@@ -52,8 +57,8 @@ int tfm_model_folder_tokenizer(const char *dir, tfm_tokenizer **tok, tfm_err *er
 
 /* A tokenizer named by a user (-t, data.tokenizer): a HuggingFace folder
  * with its tokenizer_config.json as tfm_model_folder_tokenizer reads it (a
- * cased BERT folder stays cased, a T5 folder has its sentinels), else
- * tfm_tokenizer_load's file. */
+ * cased BERT folder stays cased, a T5 folder has its sentinels), a GGUF
+ * file's tokenizer (convert/gguf.h), else tfm_tokenizer_load's file. */
 int tfm_model_tokenizer_load(tfm_tokenizer **tok, const char *path, tfm_err *err);
 
 /* Loads a model file for training or evaluation: the keys of its config

@@ -120,6 +120,19 @@ typedef int (*tfm_translate_fn)(const tfm_model_config *cfg, const tfm_weights *
  * error. */
 void tfm_task_set_translate(tfm_task *t, tfm_translate_fn translate);
 
+/* PPO's answers: sampling is infer/'s, handed in as the translator is
+ * (tfm_train_opts.sample; infer/generate.h's tfm_gen_sample_answers has
+ * this type).  out[i]: the ids sampled after prompts[i] from the weights
+ * w, prompt i from seed + i, at most max_new, ending with eos when the
+ * answer stopped there. */
+typedef int (*tfm_sample_fn)(const tfm_model_config *cfg, const tfm_weights *w, uint32_t eos,
+                             const tfm_ids *prompts, size_t n, int max_new, double temperature,
+                             int top_k, uint64_t seed, tfm_ids *out, tfm_err *err);
+/* The sampler of a task that samples (ppo), and the file its samples go
+ * to (samples.tsv in the run directory; NULL: none); others ignore them.
+ * Without a sampler, such a task's step is an error. */
+void tfm_task_set_rollout(tfm_task *t, tfm_sample_fn sample, const char *samples_path);
+
 /* Whether the task computes each batch's loss and gradients itself (dpo:
  * a loss that couples rows, on the whole batch in one model, never split
  * among replicas or ranks), and that computation: grads += scale ·

@@ -68,6 +68,7 @@ typedef struct ppo_task {
     size_t n_prompts;
     char name[TFM_CONFIG_PATH_MAX + 8];
     /* settings */
+    int limit;               /* ids of a prompt and answer at most */
     int B, Bm, T, epochs, n_mini, max_new, top_k;
     double kl_coef, gamma, lam, clip, clip_v, vf_coef, temperature;
     uint32_t eos;
@@ -192,8 +193,16 @@ static double log_score_kl(ppo_task *D)
     return s / D->B;
 }
 
+/* The answer's per-token numbers a[o..o+n), one column. */
+static void put_floats(FILE *fp, const float *a, size_t n)
+{
+    fputc('\t', fp);
+    for (size_t k = 0; k < n; k++)
+        fprintf(fp, k ? " %.9g" : "%.9g", a[k]);
+}
+
 /* Each sample of the rollout, a line of samples.tsv. */
-static void write_samples(ppo_task *D)
+static void write_samples(ppo_task *D, const float *ref)
 {
     if (!D->samples_path)
         return;
@@ -201,12 +210,19 @@ static void write_samples(ppo_task *D)
     if (!fp)
         return;
     if (ftell(fp) == 0)
-        fputs("update\tsample\tprompt_line\treward\tkl\ttokens\tanswer_ids\n", fp);
+        fputs("update\tsample\tprompt_line\treward\tkl\ttokens\tanswer_ids\tlogprobs\t"
+              "ref_logprobs\tvalues\tadvantages\treturns\n", fp);
     for (int i = 0; i < D->B; i++) {
         fprintf(fp, "%lld\t%d\t%ld\t%.6g\t%.6g\t%zu\t", (long long)D->updates + 1, i,
                 D->line[D->draw[i]], D->score[i], D->kl[i], D->ans[i].len);
         for (size_t k = 0; k < D->ans[i].len; k++)
             fprintf(fp, k ? " %u" : "%u", D->ans[i].data[k]);
+        size_t o = (size_t)i * D->Tr + D->prompts[D->draw[i]].len - 1, n = D->ans[i].len;
+        put_floats(fp, D->oldlp + o, n);
+        put_floats(fp, ref + o, n);
+        put_floats(fp, D->val + o, n);
+        put_floats(fp, D->adv + o, n);
+        put_floats(fp, D->ret + o, n);
         fputc('\n', fp);
     }
     fclose(fp);
@@ -229,9 +245,15 @@ static int rollout(ppo_task *D, tfm_model *m, tfm_err *err)
     free(pr);
     if (rc < 0)
         return -1;
-    for (int i = 0; i < D->B; i++)
+    for (int i = 0; i < D->B; i++) {
+        /* the reward model's context may be shorter: a sample cut is one
+         * that stopped at its length */
+        size_t room = (size_t)D->limit - D->prompts[D->draw[i]].len;
+        if (D->ans[i].len > room)
+            D->ans[i].len = room;
         if (D->ans[i].len == 0) /* the context was full: the prompt's check keeps one */
             tfm_ids_push(&D->ans[i], D->eos);
+    }
     build_rows(D);
     const int B = D->B, Tr = D->Tr;
     const size_t N = (size_t)B * Tr;
@@ -310,7 +332,11 @@ static int rollout(ppo_task *D, tfm_model *m, tfm_err *err)
         D->adv[q] = D->y[q] >= 0 ? (float)(((double)D->adv[q] - mean) * inv) : 0.0f;
     D->last_score = score / B;
     D->last_kl = log_score_kl(D);
-    write_samples(D);
+    /* the reference's log-probabilities, for the log (wl is a step's
+     * scratch) */
+    for (size_t q = 0; q < N; q++)
+        D->wl[q] = -rl[q];
+    write_samples(D, D->wl);
     return 0;
 }
 
@@ -459,10 +485,6 @@ static int load_prompts(ppo_task *D, tfm_config *cfg, const tfm_tokenizer *tok, 
         const tfm_ids *p = &D->prompts[i];
         if (p->len == 0)
             rc = tfm_err_at(err, d.name, d.ex[i].line, 0, "the prompt has no tokens");
-        else if (p->len > (size_t)D->T)
-            rc = tfm_err_at(err, d.name, d.ex[i].line, 0, "the prompt is %zu tokens: an "
-                            "answer needs one more position than model.block_size %d leaves",
-                            p->len, D->T);
         for (size_t k = 0; rc == 0 && k < p->len; k++)
             if (p->data[k] >= V)
                 rc = tfm_err_at(err, d.name, d.ex[i].line, 0, "token id %u is outside "
@@ -510,10 +532,15 @@ static int open_models(ppo_task *D, tfm_config *cfg, tfm_err *err)
         return tfm_err_set(err, "train.reward_model %s: its model.vocab_size is %d, the "
                            "policy's %d (the reward model reads the policy's ids)", mp,
                            D->rm.cfg.vocab_size, pc.vocab_size);
-    if (D->rm.cfg.block_size < pc.block_size + 1 && D->rm.cfg.block_size < D->T + 1)
-        return tfm_err_set(err, "train.reward_model %s: its model.block_size %d is shorter "
-                           "than a prompt and answer (the policy's block_size + 1 = %d)", mp,
-                           D->rm.cfg.block_size, pc.block_size + 1);
+    /* a prompt and answer is at most block_size + 1 ids of the policy's,
+     * and the reward model reads them all */
+    D->limit = D->rm.cfg.block_size < D->T + 1 ? D->rm.cfg.block_size : D->T + 1;
+    for (size_t i = 0; i < D->n_prompts; i++)
+        if (D->prompts[i].len + 1 > (size_t)D->limit)
+            return tfm_err_at(err, D->name, D->line[i], 0, "the prompt is %zu tokens: an "
+                              "answer needs one more, and %s reads at most %d (the policy's "
+                              "model.block_size + 1, the reward model's model.block_size)",
+                              D->prompts[i].len, "the reward model and the policy", D->limit);
     return 0;
 }
 

@@ -342,6 +342,10 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
         return tfm_err_set(err, "train.label_smoothing and train.grad_accum with train.task ppo: "
                            "its loss reads each token's log-probability, and a minibatch is "
                            "one step (train.minibatches)");
+    if (ppo && c->train.lora.r > 0)
+        return tfm_err_set(err, "train.lora.r with train.task ppo: the answers are sampled "
+                           "from the model's own weights, which LoRA's adapters are not "
+                           "merged into (fine-tune the whole model)");
     if (ppo && c->train.batch_size % c->train.minibatches)
         return tfm_err_set(err, "train.batch_size %lld is not a multiple of train.minibatches "
                            "%lld (each step takes an equal share of the rollout)",

@@ -8,9 +8,11 @@ format), the kind of constraint small models break.
 
   listrule.py data OUT        corpus.txt (pre-training: the format with any
                               count), sft.jsonl (demonstrations, half of
-                              them with a wrong count), pref.jsonl and
-                              pref_val.jsonl (right count chosen, wrong
-                              rejected), prompts.jsonl (PPO's), eval.txt
+                              them breaking the rule), pref.jsonl and
+                              pref_val.jsonl (an answer that keeps the rule
+                              chosen, one that breaks it rejected: a wrong
+                              count, a word of another category, a word
+                              twice), prompts.jsonl (PPO's), eval.txt
   listrule.py answers GEN.jsonl OUT.jsonl   tfm-generate --json's answers
                               as {"prompt", "completion"} (tfm-eval reward)
                               and {"context", "endings"} (tfm-eval choice)
@@ -45,6 +47,22 @@ def wrong(rng, n):
     return rng.choice([k for k in range(1, 6) if k != n])
 
 
+def bad_answer(rng, n, cat):
+    """An answer that breaks the rule one way: a wrong count, a word of
+    another category, or a word twice (a one-item list has no repeat)."""
+    how = rng.randrange(3 if n > 1 else 2)
+    if how == 0:
+        return answer(rng, cat, wrong(rng, n))
+    items = rng.sample(CATS[cat], n)
+    if how == 1:
+        other = rng.choice([c for c in sorted(CATS) if c != cat])
+        items[rng.randrange(n)] = rng.choice(CATS[other])
+    else:
+        i = rng.randrange(1, n)
+        items[i] = items[rng.randrange(i)]
+    return " " + ", ".join(items)
+
+
 def score(p, a):
     """1 when answer a lists exactly the N distinct CATEGORY words prompt p asks for."""
     w = p.split()
@@ -69,15 +87,15 @@ def data(out, n_sft=2000, n_pref=2000, n_val=300, n_prompts=500, n_eval=200):
     sft = []
     for i in range(n_sft):
         n, cat = draw()
-        k = n if i % 2 == 0 else wrong(rng, n)
-        sft.append({"prompt": prompt(n, cat), "completion": answer(rng, cat, k)})
+        a = answer(rng, cat, n) if i % 2 == 0 else bad_answer(rng, n, cat)
+        sft.append({"prompt": prompt(n, cat), "completion": a})
     jsonl(f"{out}/sft.jsonl", sft)
     for name, m in (("pref", n_pref), ("pref_val", n_val)):
         rows = []
         for _ in range(m):
             n, cat = draw()
             rows.append({"prompt": prompt(n, cat), "chosen": answer(rng, cat, n),
-                         "rejected": answer(rng, cat, wrong(rng, n))})
+                         "rejected": bad_answer(rng, n, cat)})
         jsonl(f"{out}/{name}.jsonl", rows)
     jsonl(f"{out}/prompts.jsonl", [{"prompt": prompt(*draw())} for _ in range(n_prompts)])
     with open(f"{out}/eval.txt", "w") as f:

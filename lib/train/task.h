@@ -29,6 +29,9 @@
  *   reward   decoders: a reward model, the classifier's one output on the
  *            last token, trained on the same pairs (task_reward.c,
  *            data/reward.h; tfm_task_step).
+ *   ppo      decoders: PPO against a frozen reward model, answers sampled
+ *            by the policy (tfm_task_set_rollout), a value head on it
+ *            (task_ppo.c; tfm_task_step).
  *   sft      decoders: instruction tuning on JSON Lines (data/chat.h), the
  *            loss on the completion tokens only; packed with doc_start
  *            (task_sft.c).

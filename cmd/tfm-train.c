@@ -15,6 +15,7 @@
 #include "base/file.h"
 #include "base/opt.h"
 #include "base/thread.h"
+#include "infer/generate.h"
 #include "infer/translate.h"
 #include "model/file.h"
 #include "model/lora.h"
@@ -304,7 +305,8 @@ int main(int argc, char **argv)
     tfm_train_opts o = {.rundir = rundir, .quiet = quiet, .run_steps = steps,
                         .fresh_optimizer = fresh,
                         .stop = &stop_flag, .message = message, .ctx = &quiet,
-                        .translate = tfm_translate_greedy, .data_parallel = dp};
+                        .translate = tfm_translate_greedy,
+                        .sample = tfm_gen_sample_answers, .data_parallel = dp};
     tfm_train_result r;
     if (tfm_train_run(&cfg, &o, &r, &err) < 0)
         tfm_die(prog, &err); /* without tfm_dist_finalize: the launcher ends the other ranks */

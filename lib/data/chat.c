@@ -171,6 +171,32 @@ static int read_line(tfm_chat_example *e, const tfm_json *o, const char *name, l
 static int read_pref_line(tfm_chat_example *e, const tfm_json *o, const char *name, long line,
                           tfm_err *err);
 
+static int read_prompt_line(tfm_chat_example *e, const tfm_json *o, const char *name,
+                            long line, tfm_err *err)
+{
+    for (size_t k = 0; k < o->n; k++)
+        if (strcmp(o->keys[k]->str, "prompt"))
+            return tfm_err_at(err, name, line, o->keys[k]->col, "unknown key '%s' (expected "
+                              "{\"prompt\"}: prompts alone, the policy writes the answers)",
+                              o->keys[k]->str);
+    const tfm_json *p = tfm_json_get(o, "prompt");
+    e->line = line;
+    e->format = TFM_CHAT_PROMPT;
+    if (!p)
+        return tfm_err_at(err, name, line, 0, "expected {\"prompt\"}; \"prompt\" is missing");
+    if (p->type != TFM_JSON_ARRAY) {
+        if (json_text(p, name, line, "prompt", &e->prompt, &e->prompt_len, err) < 0)
+            return -1;
+        if (!e->prompt_len)
+            return tfm_err_at(err, name, line, p->col, "\"prompt\" is empty");
+        return 0;
+    }
+    if (read_messages(e, p, name, line, "prompt", err) < 0)
+        return -1;
+    e->n_prompt = e->n_msg;
+    return 0;
+}
+
 int tfm_chat_read(tfm_chat_data *d, const char *text, size_t len, const char *name,
                   int preference, tfm_err *err)
 {
@@ -207,8 +233,11 @@ int tfm_chat_read(tfm_chat_data *d, const char *text, size_t len, const char *na
             }
             memset(&d->ex[d->n], 0, sizeof *d->ex);
             d->n++;
-            rc = preference ? read_pref_line(&d->ex[d->n - 1], doc.root, name, line, err)
-                            : read_line(&d->ex[d->n - 1], doc.root, name, line, err);
+            tfm_chat_example *e = &d->ex[d->n - 1];
+            rc = preference == TFM_CHAT_READ_PROMPTS ? read_prompt_line(e, doc.root, name,
+                                                                        line, err)
+                 : preference ? read_pref_line(e, doc.root, name, line, err)
+                              : read_line(e, doc.root, name, line, err);
         }
         tfm_json_doc_free(&doc);
     }
@@ -375,6 +404,19 @@ void tfm_pref_encode_one(const tfm_chat_example *e, const tfm_tokenizer *tok,
                          tfm_tok_scratch *sc, tfm_ids *ids)
 {
     encode_answer(e, e->completion, e->completion_len, tok, sc, ids);
+}
+
+void tfm_chat_prompt_encode(const tfm_chat_example *e, const tfm_tokenizer *tok,
+                            tfm_tok_scratch *sc, tfm_ids *ids)
+{
+    if (e->prompt) {
+        encode(tok, sc, e->prompt, e->prompt_len, ids);
+        return;
+    }
+    tfm_buf pt = {0};
+    tfm_chat_render(e->msg, e->n_prompt, 1, &pt, NULL, NULL);
+    encode(tok, sc, pt.data, pt.len, ids);
+    tfm_buf_free(&pt);
 }
 
 /* ---- the model's template ---------------------------------------------- */

@@ -60,6 +60,7 @@ typedef enum tfm_chat_format {
     TFM_CHAT_CONVERSATION,      /* prompt and completion messages */
     TFM_CHAT_MESSAGES,
     TFM_CHAT_PREFERENCE,        /* prompt, chosen (completion), rejected */
+    TFM_CHAT_PROMPT,            /* a prompt alone: a string, or messages */
 } tfm_chat_format;
 
 typedef struct tfm_chat_example {
@@ -79,7 +80,9 @@ typedef struct tfm_chat_data {
     size_t n;
 } tfm_chat_data;
 
-/* preference 0: the formats above; 1: preferences (see below). */
+/* preference 0: the formats above; 1: preferences (see below);
+ * TFM_CHAT_READ_PROMPTS: prompts alone (see below). */
+#define TFM_CHAT_READ_PROMPTS 2
 int tfm_chat_read(tfm_chat_data *d, const char *text, size_t len, const char *name,
                   int preference, tfm_err *err);
 /* The file at path ("-": stdin). */
@@ -113,6 +116,14 @@ size_t tfm_pref_encode(const tfm_chat_example *e, const tfm_tokenizer *tok,
  * reward's single answers). */
 void tfm_pref_encode_one(const tfm_chat_example *e, const tfm_tokenizer *tok,
                          tfm_tok_scratch *sc, tfm_ids *ids);
+
+/* Prompts (train.task ppo): {"prompt": P}, TRL's prompt-only formats, P
+ * a string (its ids as they are, as TRL's plain text) or a non-empty
+ * array of messages (rendered with the assistant's header, as the sft
+ * template's prompts); any other key is an error naming the line.  Their
+ * ids into ids (cleared first). */
+void tfm_chat_prompt_encode(const tfm_chat_example *e, const tfm_tokenizer *tok,
+                            tfm_tok_scratch *sc, tfm_ids *ids);
 
 /* The chat template of the model at path (a folder, or a file in one):
  * 0 when its tokenizer_config.json and chat_template.jinja name none or

@@ -231,6 +231,48 @@ static void test_preferences(void **state)
     }
 }
 
+/* PPO's prompts: a string's ids as they are, messages rendered with the
+ * assistant's header; another key, an empty prompt, by line. */
+static void test_prompts(void **state)
+{
+    (void)state;
+    tfm_chat_data d;
+    tfm_err err = {0};
+    const char *ok = "{\"prompt\": \"Hello\"}\n\n"
+                     "{\"prompt\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n";
+    assert_int_equal(tfm_chat_read(&d, ok, strlen(ok), "q.jsonl", TFM_CHAT_READ_PROMPTS, &err),
+                     0);
+    assert_int_equal(d.n, 2);
+    assert_int_equal(d.ex[1].line, 3);
+    tfm_tok_scratch *sc = tfm_tok_scratch_new(gpt2);
+    tfm_ids ids = {0};
+    tfm_chat_prompt_encode(&d.ex[0], gpt2, sc, &ids);
+    assert_int_equal(ids.len, 1);
+    assert_int_equal(ids.data[0], 15496);
+    tfm_chat_prompt_encode(&d.ex[1], gpt2, sc, &ids);
+    tfm_buf t = {0};
+    assert_int_equal(tfm_tokenizer_decode(gpt2, ids.data, ids.len, 0, &t, &err), 0);
+    assert_string_equal(tfm_buf_cstr(&t), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    tfm_buf_free(&t);
+    tfm_ids_free(&ids);
+    tfm_tok_scratch_free(sc);
+    tfm_chat_data_free(&d);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"{\"prompt\": \"a\"}\n{\"prompt\": \"\"}\n", "q.jsonl:2:"},
+        {"{\"prompt\": \"a\", \"completion\": \"b\"}\n", "q.jsonl:1:"},
+        {"{\"text\": \"a\"}\n", "unknown key 'text'"},
+        {"", "q.jsonl: no examples"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(tfm_chat_read(&d, bad[i].text, strlen(bad[i].text), "q.jsonl",
+                                       TFM_CHAT_READ_PROMPTS, &err), -1);
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("got '%s', want '%s'", err.msg, bad[i].want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_masks),
         cmocka_unit_test(test_template_check),
         cmocka_unit_test(test_preferences),
+        cmocka_unit_test(test_prompts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -900,3 +900,48 @@ int tfm_gen_task_prefix(const char *path, tfm_buf *out, tfm_err *err)
     tfm_buf_puts(out, d.prefix);
     return 0;
 }
+
+int tfm_gen_sample_answers(const tfm_model_config *cfg, const tfm_weights *w, uint32_t eos,
+                           const tfm_ids *prompts, size_t n, int max_new, double temperature,
+                           int top_k, uint64_t seed, tfm_ids *out, tfm_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        tfm_ids_clear(&out[i]);
+    /* a model view without a file or tokenizer, as tfm_translate_greedy's */
+    tfm_lm lm;
+    memset(&lm, 0, sizeof lm);
+    lm.cfg = *cfg;
+    lm.w = *w;
+    lm.eos = eos;
+    tfm_gen_opts o;
+    tfm_gen_opts_default(&o);
+    o.strategy = TFM_GEN_SAMPLE;
+    tfm_sample_opts_default(&o.sample);
+    o.sample.temperature = (float)temperature;
+    o.sample.top_k = top_k > 0 ? (uint32_t)top_k : 0;
+    o.max_tokens = max_new;
+    o.seed = seed;
+    int batch = n < 64 ? (int)(n ? n : 1) : 64;
+    tfm_gen g;
+    if (tfm_gen_init(&g, &lm, &o, batch, err) < 0)
+        return -1;
+    tfm_gen_result *res = tfm_calloc((size_t)batch, sizeof *res);
+    int rc = 0;
+    for (size_t b0 = 0; b0 < n && rc == 0; b0 += (size_t)batch) {
+        size_t nb = n - b0 < (size_t)batch ? n - b0 : (size_t)batch;
+        if (tfm_gen_run(&g, prompts + b0, nb, b0, res, NULL, NULL, err) < 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t j = 0; j < nb; j++) {
+            const tfm_gen_hyp *h = &res[j].hyps[0];
+            tfm_ids_append(&out[b0 + j], h->ids.data, h->ids.len);
+            if (h->finish == TFM_FINISH_EOS)
+                tfm_ids_push(&out[b0 + j], eos);
+            tfm_gen_result_free(&res[j]);
+        }
+    }
+    free(res);
+    tfm_gen_free(&g);
+    return rc;
+}

@@ -223,6 +223,15 @@ int tfm_gen_run(tfm_gen *g, const tfm_ids *prompts, size_t n, size_t first_index
                 tfm_gen_result *results, tfm_gen_text_fn on_text, void *ctx,
                 tfm_err *err);
 
+/* PPO's rollouts (train/task.h tfm_sample_fn, which it is): answers
+ * sampled for prompts[0..n) of a decoder's weights w, prompt i from seed
+ * + i, with temperature and top_k (0: off) alone, at most max_new tokens
+ * each, into out[i]: the new ids, ending with eos when the answer stopped
+ * there. */
+int tfm_gen_sample_answers(const tfm_model_config *cfg, const tfm_weights *w, uint32_t eos,
+                           const tfm_ids *prompts, size_t n, int max_new, double temperature,
+                           int top_k, uint64_t seed, tfm_ids *out, tfm_err *err);
+
 /* Of text[0..n): how many leading bytes are final — not inside an
  * incomplete UTF-8 character at the end and not the start of a possible
  * stop string.  Exposed for the tests. */

@@ -278,7 +278,7 @@ static const tfm_schema_key lora_keys[] = {
 
 static const tfm_schema_key task_key[] = {
     {"train.task", TFM_SCHEMA_ENUM, 0, "lm", 0, 0,
-     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise|prefix-lm|sft|dpo|reward",
+     "lm|mlm|mlm+nsp|classify|tag|span|span-corruption|denoise|prefix-lm|sft|dpo|reward|ppo",
      "what the model learns: lm (next token), mlm (BERT's masked tokens in [CLS] A [SEP] B "
      "[SEP]: segments of data.text's documents, or windows of a token file; needs "
      "model.mlm_head and 2 segments), mlm+nsp (and whether B follows A, on model.pooler "
@@ -295,7 +295,9 @@ static const tfm_schema_key task_key[] = {
      "on data.text's {prompt, chosen, rejected} JSON Lines against a frozen reference, "
      "train.beta, train.reference), reward (a reward model: the classifier's one output "
      "on the last token, trained on the same pairs with -log sigmoid(r_chosen - "
-     "r_rejected))"},
+     "r_rejected)), ppo (InstructGPT's PPO: answers sampled for data.text's {prompt} "
+     "JSON Lines, scored by train.reward_model, a KL penalty to train.reference, a "
+     "value head, model.tags 1, on the policy; train.kl_coef and the other PPO keys))"},
 };
 
 static const tfm_schema_key prefix_from_key[] = {

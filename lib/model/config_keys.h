@@ -96,6 +96,7 @@ typedef enum tfm_config_task {
     TFM_CONFIG_TASK_SFT,
     TFM_CONFIG_TASK_DPO,
     TFM_CONFIG_TASK_REWARD,
+    TFM_CONFIG_TASK_PPO,
 } tfm_config_task;
 typedef enum tfm_config_prefix_from {
     TFM_CONFIG_PREFIX_RANDOM,

@@ -131,7 +131,10 @@ static void backward(void *acts, tfm_model *m, const float *final, float *dfinal
     (void)tmp;
     if (!a->has_tags)
         return;
-    tfm_crossentropy_backward(a->z, a->lse, a->tags, N, c->n_tags, 0.0f, f);
+    if (m->tag_grad) /* tfm_model_backward_positions: a value head's */
+        memcpy(a->z, m->tag_grad, (size_t)N * sizeof *a->z);
+    else
+        tfm_crossentropy_backward(a->z, a->lse, a->tags, N, c->n_tags, 0.0f, f);
     tfm_head_linear_backward(dfinal, 1.0f, tfm_model_ptr(m, G, tag_name(c, 0)),
                              tfm_model_ptr(m, G, tag_name(c, 1)), a->z, final,
                              tfm_model_ptr(m, P, tag_name(c, 0)), N, c->n_embd,

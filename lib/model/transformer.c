@@ -1798,7 +1798,7 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
         tfm_crossentropy_backward(a->logits, a->lse, a->lm_tgt, R, V, c->label_smoothing,
                                   rows ? 1.0f : f[TFM_HEAD_LM]);
         for (int r = 0; rows && r < R; r++) { /* each row's own factor */
-            float *g = a->logits + (size_t)r * V, w = m->rows_grad[r / m->T];
+            float *g = a->logits + (size_t)r * V, w = m->rows_grad[m->rows_per_pos ? r : r / m->T];
             for (int i = 0; i < V; i++)
                 g[i] *= w;
         }
@@ -2165,6 +2165,20 @@ void tfm_model_backward_rows(tfm_model *m, tfm_head h, const float *w)
     m->rows_head = h;
     tfm_model_backward_heads(m, f);
     m->rows_grad = NULL;
+}
+
+void tfm_model_backward_positions(tfm_model *m, const float *w_lm, const float *w_tag)
+{
+    TFM_ASSERT(m->acts && tfm_model_lm_losses(m) && (!w_tag || m->cfg.n_tags == 1));
+    float f[TFM_HEAD_N] = {0};
+    f[TFM_HEAD_LM] = 1.0f;
+    m->rows_grad = w_lm;
+    m->rows_head = TFM_HEAD_LM;
+    m->rows_per_pos = 1;
+    m->tag_grad = w_tag;
+    tfm_model_backward_heads(m, f);
+    m->rows_grad = m->tag_grad = NULL;
+    m->rows_per_pos = 0;
 }
 
 void tfm_model_backward(tfm_model *m, float scale)

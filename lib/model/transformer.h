@@ -455,6 +455,9 @@ typedef struct tfm_model {
      * heads' backward reads them); NULL otherwise. */
     const float *rows_grad;
     tfm_head rows_head;
+    int rows_per_pos;        /* tfm_model_backward_positions: rows_grad is
+                                per position, not per row */
+    const float *tag_grad;   /* and the tagger's output gradient, or NULL */
 } tfm_model;
 
 /* Allocates params (zeroed) and grads (zeroed: pages from the kernel, so
@@ -570,6 +573,12 @@ const float *tfm_model_lm_losses(const tfm_model *m);
  * targets (a classifier's: values, whose loss is ignored); decoders'
  * LM head without a transform. */
 void tfm_model_backward_rows(tfm_model *m, tfm_head h, const float *w);
+/* The same per position (PPO's loss over answer tokens): w_lm[b·T + t] is
+ * d(loss)/d(that position's LM loss) (tfm_model_lm_losses), and w_tag
+ * (NULL: none) d(loss)/d(the tagger's one output there) for a model with
+ * model.tags 1 (a value head), whose forward had tags (all -1: no tagger
+ * loss).  grads += the gradient. */
+void tfm_model_backward_positions(tfm_model *m, const float *w_lm, const float *w_tag);
 
 /* Sets every gradient to 0. */
 void tfm_model_zero_grad(tfm_model *m);

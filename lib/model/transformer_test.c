@@ -941,6 +941,70 @@ static void test_backward_rows(void **state)
     check_rows(TFM_HEAD_CLASS);
 }
 
+/* tfm_model_backward_positions: the gradient of Σ_i wl_i·ℓ_i + wt_i·v_i,
+ * ℓ_i position i's LM loss and v_i a one-output tagger's (PPO's value
+ * head), by finite differences, on a decoder. */
+struct pos_ctx {
+    struct ctx c;
+    float wl[B_ * T_], wt[B_ * T_];
+};
+
+static double pos_loss(void *p)
+{
+    struct pos_ctx *r = p;
+    model_loss(&r->c);
+    int rows, cols;
+    const float *ls = tfm_model_lm_losses(&r->c.m);
+    const float *v = tfm_model_head_out(&r->c.m, TFM_HEAD_TAG, &rows, &cols);
+    double s = 0;
+    for (int i = 0; i < B_ * T_; i++)
+        s += (double)r->wl[i] * ls[i] + (double)r->wt[i] * v[i];
+    return s;
+}
+
+static void test_backward_positions(void **state)
+{
+    (void)state;
+    struct pos_ctx r;
+    memset(&r, 0, sizeof r);
+    struct ctx *c = &r.c;
+    int32_t tags[B_ * T_];
+    tfm_model_config cfg;
+    small_config(&cfg);
+    cfg.n_tags = 1;
+    tfm_err err = {0};
+    assert_int_equal(tfm_model_init(&c->m, &cfg, &err), 0);
+    random_weights_scaled(&c->m, 7, 0.2f);
+    tfm_rng g;
+    tfm_rng_seed(&g, 13);
+    for (int i = 0; i < B_ * T_; i++) {
+        c->x[i] = (int32_t)tfm_rng_below(&g, cfg.vocab_size);
+        c->y[i] = i % 3 ? (int32_t)tfm_rng_below(&g, cfg.vocab_size) : -1;
+        tags[i] = -1;
+        r.wl[i] = c->y[i] >= 0 ? (float)(tfm_rng_below(&g, 2000) / 1000.0 - 1.0) : 0.0f;
+        r.wt[i] = c->y[i] >= 0 ? (float)(tfm_rng_below(&g, 2000) / 1000.0 - 1.0) : 0.0f;
+    }
+    c->batch = (tfm_batch){.inputs = c->x, .targets = c->y, .B = B_, .T = T_, .tags = tags};
+    tfm_rng_seed(&c->rng0, 5);
+    pos_loss(&r);
+    tfm_model_zero_grad(&c->m);
+    tfm_model_backward_positions(&c->m, r.wl, r.wt);
+    assert_null(c->m.rows_grad);
+    assert_null(c->m.tag_grad);
+    double worst = 0.0;
+    for (int i = 0; i < c->m.n_table; i++) {
+        const tfm_param *p = &c->m.table[i];
+        float *ana = malloc(p->numel * sizeof *ana);
+        memcpy(ana, c->m.grads + p->offset, p->numel * sizeof *ana);
+        double e = gc_check(p->name, pos_loss, &r, c->m.params + p->offset, ana, p->numel,
+                            3e-3f, 24, 1e-2);
+        free(ana);
+        worst = e > worst ? e : worst;
+    }
+    assert_true(worst < 2e-2);
+    tfm_model_free(&c->m);
+}
+
 int main(void)
 {
     tfm_blas_init(0);
@@ -960,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_inference),
         cmocka_unit_test(test_head_dim),
         cmocka_unit_test(test_backward_rows),
+        cmocka_unit_test(test_backward_positions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

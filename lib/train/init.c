@@ -161,7 +161,7 @@ static int task_uses(int t, const char *head)
         !strcmp(head, "model.classes"))
         return nsp || t == TFM_CONFIG_TASK_CLASSIFY || t == TFM_CONFIG_TASK_REWARD;
     if (!strcmp(head, "model.tags"))
-        return t == TFM_CONFIG_TASK_TAG;
+        return t == TFM_CONFIG_TASK_TAG || t == TFM_CONFIG_TASK_PPO;
     return t == TFM_CONFIG_TASK_SPAN;
 }
 

@@ -133,8 +133,36 @@ static const tfm_schema_key run_keys_2[] = {
     {"train.beta", TFM_SCHEMA_FLOAT, OFF(train.beta), "0.1", 1e-6, 1e6, NULL,
      "dpo: β, how far the policy may move from the reference (TRL's default 0.1)"},
     {"train.reference", TFM_SCHEMA_STRING, OFF(train.reference), "", 0, 0, NULL,
-     "dpo: the frozen reference model (a model file or folder of the policy's "
+     "dpo, ppo: the frozen reference model (a model file or folder of the policy's "
      "architecture); empty: train.init"},
+    {"train.reward_model", TFM_SCHEMA_STRING, OFF(train.reward_model), "", 0, 0, NULL,
+     "ppo: the frozen reward model (train.task reward's file) that scores each whole "
+     "answer; its vocabulary is the policy's"},
+    {"train.kl_coef", TFM_SCHEMA_FLOAT, OFF(train.kl_coef), "0.05", 0, 1e6, NULL,
+     "ppo: the per-token KL penalty's coefficient, reward - kl_coef x (log pi - log pi_ref) "
+     "(TRL's 0.05)"},
+    {"train.gamma", TFM_SCHEMA_FLOAT, OFF(train.gamma), "1", 0, 1, NULL,
+     "ppo: GAE's discount (TRL's 1)"},
+    {"train.lam", TFM_SCHEMA_FLOAT, OFF(train.lam), "0.95", 0, 1, NULL,
+     "ppo: GAE's lambda (TRL's 0.95)"},
+    {"train.cliprange", TFM_SCHEMA_FLOAT, OFF(train.cliprange), "0.2", 0, 10, NULL,
+     "ppo: the surrogate's clip on the ratio pi/pi_old, [1 - c, 1 + c] (TRL's 0.2)"},
+    {"train.cliprange_value", TFM_SCHEMA_FLOAT, OFF(train.cliprange_value), "0.2", 0, 1e6,
+     NULL, "ppo: the value loss's clip around the rollout's values (TRL's 0.2)"},
+    {"train.vf_coef", TFM_SCHEMA_FLOAT, OFF(train.vf_coef), "0.1", 0, 1e6, NULL,
+     "ppo: the value loss's weight in the loss (TRL's 0.1)"},
+    {"train.ppo_epochs", TFM_SCHEMA_INT, OFF(train.ppo_epochs), "4", 1, 1000, NULL,
+     "ppo: passes over each rollout batch (TRL's num_ppo_epochs 4)"},
+    {"train.minibatches", TFM_SCHEMA_INT, OFF(train.minibatches), "1", 1, 1 << 20, NULL,
+     "ppo: optimizer steps per pass, each on a share of the rollout's train.batch_size "
+     "answers (TRL's num_mini_batches 1); a rollout is ppo_epochs x minibatches steps"},
+    {"train.max_new_tokens", TFM_SCHEMA_INT, OFF(train.max_new_tokens), "53", 1, 1 << 20,
+     NULL, "ppo: the longest answer sampled, in tokens (TRL's response_length 53)"},
+    {"train.temperature", TFM_SCHEMA_FLOAT, OFF(train.temperature), "1", 0.01, 100, NULL,
+     "ppo: the sampling temperature of the answers (the log-probabilities are the model's "
+     "own)"},
+    {"train.top_k", TFM_SCHEMA_INT, OFF(train.top_k), "0", 0, 1 << 30, NULL,
+     "ppo: sample among the k most probable tokens only; 0: all"},
     {"train.lm_weight", TFM_SCHEMA_FLOAT, OFF(train.lm_weight), "0.5", 0, 100, NULL,
      "classify on a decoder: the weight of the language-model loss on the examples' text "
      "added to the classifier's (GPT's lambda); 0: none"},
@@ -294,8 +322,34 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
                            "at the answer's last token), not %s", kind);
     if (rwd && c->data.packing)
         return tfm_err_set(err, "data.packing with train.task reward: a row is one answer");
-    if (!dpo && c->train.reference[0])
-        return tfm_err_set(err, "train.reference is for train.task dpo");
+    int ppo = c->train.task == TFM_CONFIG_TASK_PPO;
+    if (!dpo && !ppo && c->train.reference[0])
+        return tfm_err_set(err, "train.reference is for train.task dpo and ppo");
+    if (!ppo && c->train.reward_model[0])
+        return tfm_err_set(err, "train.reward_model is for train.task ppo");
+    if (ppo && !dec)
+        return tfm_err_set(err, "train.task ppo needs model.kind decoder (the policy samples "
+                           "answers), not %s", kind);
+    if (ppo && !c->train.init[0])
+        return tfm_err_set(err, "train.task ppo needs train.init: the policy to start from "
+                           "(the SFT model), and its reference unless train.reference names one");
+    if (ppo && !c->train.reward_model[0])
+        return tfm_err_set(err, "train.task ppo needs train.reward_model: the reward model "
+                           "(train.task reward's) that scores the answers");
+    if (ppo && c->data.packing)
+        return tfm_err_set(err, "data.packing with train.task ppo: a row is one answer");
+    if (ppo && (c->train.label_smoothing > 0 || c->train.grad_accum > 1))
+        return tfm_err_set(err, "train.label_smoothing and train.grad_accum with train.task ppo: "
+                           "its loss reads each token's log-probability, and a minibatch is "
+                           "one step (train.minibatches)");
+    if (ppo && c->train.lora.r > 0)
+        return tfm_err_set(err, "train.lora.r with train.task ppo: the answers are sampled "
+                           "from the model's own weights, which LoRA's adapters are not "
+                           "merged into (fine-tune the whole model)");
+    if (ppo && c->train.batch_size % c->train.minibatches)
+        return tfm_err_set(err, "train.batch_size %lld is not a multiple of train.minibatches "
+                           "%lld (each step takes an equal share of the rollout)",
+                           (long long)c->train.batch_size, (long long)c->train.minibatches);
     if (dpo && !dec)
         return tfm_err_set(err, "train.task dpo needs model.kind decoder (it scores answers "
                            "by their log-probabilities), not %s", kind);
@@ -307,8 +361,8 @@ int tfm_config_validate(const tfm_config *c, tfm_err *err)
     if (dpo && c->train.label_smoothing > 0)
         return tfm_err_set(err, "train.label_smoothing with train.task dpo: the loss reads "
                            "the answers' log-probabilities");
-    if (c->train.task == TFM_CONFIG_TASK_SFT || dpo || rwd) {
-        const char *tn = dpo ? "dpo" : rwd ? "reward" : "sft";
+    if (c->train.task == TFM_CONFIG_TASK_SFT || dpo || rwd || ppo) {
+        const char *tn = dpo ? "dpo" : rwd ? "reward" : ppo ? "ppo" : "sft";
         if (!dec)
             return tfm_err_set(err, "train.task sft needs model.kind decoder (it learns to "
                                "continue a prompt), not %s", kind);

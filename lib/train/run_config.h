@@ -31,7 +31,7 @@
 #include "text/tokenizer.h"
 
 #define TFM_CONFIG_PATH_MAX TFM_SCHEMA_STRING_MAX
-#define TFM_CONFIG_MAX_KEYS 128
+#define TFM_CONFIG_MAX_KEYS 192
 
 typedef enum tfm_config_optim {
     TFM_CONFIG_OPTIM_ADAMW,
@@ -103,7 +103,11 @@ typedef struct tfm_config {
         int prefix_from;        /* prefix-lm: tfm_config_prefix_from */
         double lm_weight;       /* classify, decoders: the LM loss's weight */
         double beta;            /* dpo: β */
-        char reference[TFM_CONFIG_PATH_MAX]; /* dpo: the reference; "" train.init */
+        char reference[TFM_CONFIG_PATH_MAX]; /* dpo, ppo: the reference; "" train.init */
+        /* ppo (task_ppo.c) */
+        char reward_model[TFM_CONFIG_PATH_MAX];
+        double kl_coef, gamma, lam, cliprange, cliprange_value, vf_coef, temperature;
+        int64_t ppo_epochs, minibatches, max_new_tokens, top_k;
         double class_balance;   /* classify: draw ∝ class count^-q */
         tfm_lora_keys lora;     /* model/config_keys.h */
     } train;

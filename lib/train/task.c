@@ -29,6 +29,8 @@ int tfm_task_open(tfm_task **out, tfm_config *cfg, const tfm_tokenizer *tok,
         rc = tfm_task_dpo_open(t, cfg, tok, err);
     else if (cfg->train.task == TFM_CONFIG_TASK_REWARD)
         rc = tfm_task_reward_open(t, cfg, tok, err);
+    else if (cfg->train.task == TFM_CONFIG_TASK_PPO)
+        rc = tfm_task_ppo_open(t, cfg, tok, err);
     else if (cfg->model.kind == TFM_KIND_ENCODER_DECODER)
         rc = tfm_task_seq2seq_open(t, cfg, tok, src_tok, err);
     else if (cfg->train.task == TFM_CONFIG_TASK_LM)
@@ -81,6 +83,12 @@ const char *tfm_task_meta(const tfm_task *t)
 int tfm_task_metrics(const tfm_task *t, const char **names)
 {
     return t->ops->metrics ? t->ops->metrics(t->impl, names) : 0;
+}
+
+void tfm_task_set_rollout(tfm_task *t, tfm_sample_fn sample, const char *samples_path)
+{
+    if (t->ops->set_rollout)
+        t->ops->set_rollout(t->impl, sample, samples_path);
 }
 
 int tfm_task_metric_higher_better(const char *name)

@@ -29,6 +29,9 @@
  *   reward   decoders: a reward model, the classifier's one output on the
  *            last token, trained on the same pairs (task_reward.c,
  *            data/reward.h; tfm_task_step).
+ *   ppo      decoders: PPO against a frozen reward model, answers sampled
+ *            by the policy (tfm_task_set_rollout), a value head on it
+ *            (task_ppo.c; tfm_task_step).
  *   sft      decoders: instruction tuning on JSON Lines (data/chat.h), the
  *            loss on the completion tokens only; packed with doc_start
  *            (task_sft.c).
@@ -119,6 +122,19 @@ typedef int (*tfm_translate_fn)(const tfm_model_config *cfg, const tfm_weights *
  * other tasks ignore it.  Without one, such a task's evaluation is an
  * error. */
 void tfm_task_set_translate(tfm_task *t, tfm_translate_fn translate);
+
+/* PPO's answers: sampling is infer/'s, handed in as the translator is
+ * (tfm_train_opts.sample; infer/generate.h's tfm_gen_sample_answers has
+ * this type).  out[i]: the ids sampled after prompts[i] from the weights
+ * w, prompt i from seed + i, at most max_new, ending with eos when the
+ * answer stopped there. */
+typedef int (*tfm_sample_fn)(const tfm_model_config *cfg, const tfm_weights *w, uint32_t eos,
+                             const tfm_ids *prompts, size_t n, int max_new, double temperature,
+                             int top_k, uint64_t seed, tfm_ids *out, tfm_err *err);
+/* The sampler of a task that samples (ppo), and the file its samples go
+ * to (samples.tsv in the run directory; NULL: none); others ignore them.
+ * Without a sampler, such a task's step is an error. */
+void tfm_task_set_rollout(tfm_task *t, tfm_sample_fn sample, const char *samples_path);
 
 /* Whether the task computes each batch's loss and gradients itself (dpo:
  * a loss that couples rows, on the whole batch in one model, never split

@@ -301,9 +301,8 @@ static int encode_set(dpo_task *D, dpo_set *set, const tfm_chat_data *d, size_t 
     return rc;
 }
 
-/* The model keys the reference must share with the policy, by name. */
-static int same_architecture(const tfm_model_config *p, const tfm_model_config *r,
-                             const char *path, tfm_err *err)
+int tfm_task_same_architecture(const tfm_model_config *p, const tfm_model_config *r,
+                               const char *key, const char *path, tfm_err *err)
 {
     const struct {
         const char *key;
@@ -327,8 +326,8 @@ static int same_architecture(const tfm_model_config *p, const tfm_model_config *
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (k[i].a != k[i].b)
-            return tfm_err_set(err, "train.reference %s: its %s is %ld, the policy's %ld "
-                               "(expected a reference of the policy's architecture)", path,
+            return tfm_err_set(err, "%s %s: its %s is %ld, the policy's %ld "
+                               "(expected a reference of the policy's architecture)", key, path,
                                k[i].key, k[i].b, k[i].a);
     return 0;
 }
@@ -367,7 +366,7 @@ static int reference(dpo_task *D, tfm_config *cfg, tfm_err *err)
         tfm_err_prefix(err, "%s", cfg->train.reference[0] ? "train.reference" : "train.init");
         return -1;
     }
-    int rc = same_architecture(&pc, &ref.cfg, path, err);
+    int rc = tfm_task_same_architecture(&pc, &ref.cfg, "train.reference", path, err);
     if (rc == 0) {
         tfm_model_set_training(&ref, 0);
         tfm_model_set_inference(&ref);

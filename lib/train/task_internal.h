@@ -19,6 +19,8 @@ typedef struct tfm_task_ops {
     const char *(*meta)(void *impl);
     /* optional: takes the translator (task.h tfm_task_set_translate) */
     void (*set_translate)(void *impl, tfm_translate_fn translate);
+    /* optional: takes the sampler (task.h tfm_task_set_rollout) */
+    void (*set_rollout)(void *impl, tfm_sample_fn sample, const char *samples_path);
     /* optional: the batch's loss and gradients computed by the task (task.h
      * tfm_task_step) */
     int (*step)(void *impl, tfm_model *m, const tfm_batch *b, float scale, float *loss,
@@ -51,6 +53,11 @@ int tfm_task_prefixlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *to
                            tfm_err *err);
 int tfm_task_reward_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok,
                          tfm_err *err);
+int tfm_task_ppo_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
+/* The model keys a reference (path, named by key) must share with the
+ * policy p; else an error naming the key (task_dpo.c; ppo's too). */
+int tfm_task_same_architecture(const tfm_model_config *p, const tfm_model_config *r,
+                               const char *key, const char *path, tfm_err *err);
 int tfm_task_dpo_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_sft_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);
 int tfm_task_mlm_open(tfm_task *t, tfm_config *cfg, const tfm_tokenizer *tok, tfm_err *err);

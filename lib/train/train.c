@@ -576,6 +576,11 @@ static int load_data(run *R, tfm_config *cfg, tfm_tokenizer **init_tok, tfm_err 
     if (tfm_task_open(&R->task, cfg, R->tok, R->src_tok, err) < 0)
         return -1;
     tfm_task_set_translate(R->task, R->o->translate);
+    {
+        char *sp = R->o->rundir ? join(R->o->rundir, "samples.tsv") : NULL;
+        tfm_task_set_rollout(R->task, R->o->sample, sp);
+        free(sp);
+    }
     return 0;
 }
 

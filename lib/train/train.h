@@ -52,6 +52,9 @@ typedef struct tfm_train_opts {
     tfm_translate_fn translate;    /* seq2seq's validation BLEU decodes with it
                                       (train/task.h; tfm-train passes
                                       infer/translate.h's tfm_translate_greedy) */
+    tfm_sample_fn sample;          /* ppo's answers (train/task.h; tfm-train
+                                      passes infer/generate.h's
+                                      tfm_gen_sample_answers) */
 } tfm_train_opts;
 
 typedef enum tfm_train_end {

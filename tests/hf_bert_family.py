@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""DistilBERT, ELECTRA and ALBERT folders as transformers writes them,
+judged by transformers (lib/convert/distilbert.c, electra.c, albert.c over
+lib/convert/bert.c; tfm's factorised embedding, model.embedding_size).
+
+Small random models made by transformers, with BERT's WordPiece tokenizer
+(tests/hf_bert_models.py's vocabulary and checks, shared): tfm-embed's
+hidden states of every layer, poolings and attention maps; tfm-eval fill
+(masked LM: DistilBERT's vocab_*, ELECTRA's generator, ALBERT's
+predictions), classify (DistilBERT's pre_classifier + ReLU, ELECTRA's
+dense + GELU + out_proj, ALBERT's pooler), tag and span, each against
+transformers to 1e-4, in float32 and float16 or bfloat16; ALBERT with its
+layers shared across groups (num_hidden_groups 2, inner_group_num 2); and
+an ALBERT config whose num_hidden_groups does not divide its layers,
+refused naming the key."""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import torch
+import transformers
+from transformers import (AlbertConfig, AlbertForMaskedLM, AlbertForQuestionAnswering,
+                          AlbertForSequenceClassification, AlbertForTokenClassification,
+                          AlbertModel, DistilBertConfig, DistilBertForMaskedLM,
+                          DistilBertForQuestionAnswering, DistilBertForSequenceClassification,
+                          DistilBertForTokenClassification, DistilBertModel, ElectraConfig,
+                          ElectraForMaskedLM, ElectraForPreTraining,
+                          ElectraForSequenceClassification, ElectraForTokenClassification,
+                          ElectraModel)
+
+SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(SRC, "tests"))
+import hf_bert_models as hb  # noqa: E402
+from hf_lib import EMBED, EVAL, refusals, run  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+
+
+def no_types(cls):
+    """cls reading the tokenizer's token_type_ids as DistilBERT does: not at all"""
+    class NoTypes(cls):
+        def forward(self, *a, token_type_ids=None, **kw):
+            return super().forward(*a, **kw)
+    NoTypes.__name__ = cls.__name__
+    return NoTypes
+
+
+def randomized(m, seed):
+    """every parameter away from its initial value (norms' gains about 1)"""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if ("LayerNorm" in n or "layer_norm" in n) and n.endswith("weight"):
+                p.copy_(1 + 0.2 * torch.randn_like(p))
+            elif n.endswith("bias"):
+                p.copy_(0.2 * torch.randn_like(p))
+            else:
+                p.normal_(0, 0.2)
+    return m.eval()
+
+
+V = len(hb.VOCAB)
+LAB = {0: "positive", 1: "negative", 2: "neutral"}
+TAGS = {0: "O", 1: "B-X", 2: "I-X"}
+
+
+def labels(d):
+    return dict(num_labels=len(d), id2label=d, label2id={v: k for k, v in d.items()})
+
+
+def distil(**kw):
+    return DistilBertConfig(vocab_size=V, dim=32, n_layers=2, n_heads=4, hidden_dim=48,
+                            max_position_embeddings=40, attn_implementation="eager", **kw)
+
+
+def electra(**kw):
+    c = dict(vocab_size=V, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+             num_attention_heads=4, intermediate_size=48, max_position_embeddings=40,
+             attn_implementation="eager")
+    c.update(kw)
+    return ElectraConfig(**c)
+
+
+def albert(**kw):
+    c = dict(vocab_size=V, embedding_size=16, hidden_size=32, num_hidden_layers=4,
+             num_hidden_groups=2, inner_group_num=2, num_attention_heads=4,
+             intermediate_size=48, max_position_embeddings=40, attn_implementation="eager")
+    c.update(kw)
+    return AlbertConfig(**c)
+
+
+def check_bad_groups(top):
+    d = hb.save(AlbertModel(albert(num_hidden_layers=3, num_hidden_groups=2)).eval(),
+                os.path.join(top, "albert-bad"))
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["num_hidden_groups"] = 2  # save_pretrained keeps it; make sure
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    out = os.path.join(top, "never.npy")
+    bad = refusals("ALBERT num_hidden_groups 2 of 3 layers",
+                   ["config.json", "num_hidden_groups 2 does not divide num_hidden_layers 3"],
+                   [("tfm-embed", run([EMBED, "-m", d, "-q", "-o", out], input="hello\n")),
+                    ("tfm-eval", run([EVAL, "info", "-m", d]))])
+    return bad, "refused naming num_hidden_groups"
+
+
+def main():
+    for p in (EMBED, EVAL):
+        if not os.path.exists(p):
+            print(f"SKIP: {p} not built")
+            return 77
+    torch.set_num_threads(1)
+    top = tempfile.mkdtemp(prefix="hf_bert_family.")
+    with open(os.path.join(top, "vocab.txt"), "w") as f:
+        f.write("".join(w + "\n" for w in hb.VOCAB))
+    checks = []
+
+    def add(name, model, seed, check, dtypes=((None, "f32"),)):
+        for dt, dn in dtypes:
+            d = hb.save(randomized(model, seed), os.path.join(top, f"{name}-{dn}"), dt)
+            checks.append((f"{name} {dn}", lambda d=d, n=f"{name} {dn}": check(n, d)))
+
+    half = ((None, "f32"), (torch.float16, "f16"))
+    bf = ((None, "f32"), (torch.bfloat16, "bf16"))
+    try:
+        # DistilBERT: no token types
+        add("DistilBertModel", DistilBertModel(distil()), 1,
+            lambda n, d: hb.check_embed(n, d, top, no_types(DistilBertModel), pairs=False),
+            half)
+        add("DistilBertModel relu", DistilBertModel(distil(activation="relu")), 2,
+            lambda n, d: hb.check_embed(n, d, top, no_types(DistilBertModel), pairs=False))
+        add("DistilBertForMaskedLM", DistilBertForMaskedLM(distil()), 3,
+            lambda n, d: hb.check_fill(n, d, top, no_types(DistilBertForMaskedLM)))
+        add("DistilBertForSequenceClassification",
+            DistilBertForSequenceClassification(distil(**labels(LAB))), 4,
+            lambda n, d: hb.check_classify(n, d, top,
+                                           cls=no_types(DistilBertForSequenceClassification)),
+            half)
+        add("DistilBertForTokenClassification",
+            DistilBertForTokenClassification(distil(**labels(TAGS))), 5,
+            lambda n, d: hb.check_tag(n, d, top, no_types(DistilBertForTokenClassification)))
+        add("DistilBertForQuestionAnswering", DistilBertForQuestionAnswering(distil()), 6,
+            lambda n, d: hb.check_span(n, d, top, no_types(DistilBertForQuestionAnswering)))
+        # ELECTRA: embeddings 16 wide, projected to 32; and without the projection
+        add("ElectraModel", ElectraModel(electra()), 7,
+            lambda n, d: hb.check_embed(n, d, top, ElectraModel), bf)
+        add("ElectraModel E = H", ElectraModel(electra(embedding_size=32)), 8,
+            lambda n, d: hb.check_embed(n, d, top, ElectraModel))
+        add("ElectraForPreTraining", ElectraForPreTraining(electra()), 9,
+            lambda n, d: hb.check_embed(n, d, top, ElectraModel))
+        # the generator: hidden 24, embeddings 16 (and wider than hidden)
+        add("ElectraForMaskedLM", ElectraForMaskedLM(electra(hidden_size=24,
+                                                             num_attention_heads=2)), 10,
+            lambda n, d: hb.check_fill(n, d, top, ElectraForMaskedLM))
+        add("ElectraForMaskedLM E > H", ElectraForMaskedLM(electra(embedding_size=40)), 11,
+            lambda n, d: hb.check_fill(n, d, top, ElectraForMaskedLM))
+        add("ElectraForSequenceClassification",
+            ElectraForSequenceClassification(electra(**labels(LAB))), 12,
+            lambda n, d: hb.check_classify(n, d, top, cls=ElectraForSequenceClassification))
+        add("ElectraForTokenClassification",
+            ElectraForTokenClassification(electra(**labels(TAGS))), 13,
+            lambda n, d: hb.check_tag(n, d, top, ElectraForTokenClassification))
+        # ALBERT: 4 layers over 2 groups of 2 inner layers
+        add("AlbertModel", AlbertModel(albert()), 14,
+            lambda n, d: hb.check_embed(n, d, top, AlbertModel), half)
+        add("AlbertModel shared", AlbertModel(albert(num_hidden_groups=1, inner_group_num=1,
+                                                     embedding_size=32)), 15,
+            lambda n, d: hb.check_embed(n, d, top, AlbertModel))
+        add("AlbertForMaskedLM", AlbertForMaskedLM(albert()), 16,
+            lambda n, d: hb.check_fill(n, d, top, AlbertForMaskedLM))
+        add("AlbertForSequenceClassification",
+            AlbertForSequenceClassification(albert(**labels(LAB))), 17,
+            lambda n, d: hb.check_classify(n, d, top, cls=AlbertForSequenceClassification))
+        add("AlbertForTokenClassification",
+            AlbertForTokenClassification(albert(**labels(TAGS))), 18,
+            lambda n, d: hb.check_tag(n, d, top, AlbertForTokenClassification))
+        add("AlbertForQuestionAnswering", AlbertForQuestionAnswering(albert()), 19,
+            lambda n, d: hb.check_span(n, d, top, AlbertForQuestionAnswering))
+        checks.append(("ALBERT bad num_hidden_groups", lambda: check_bad_groups(top)))
+        failed = 0
+        for name, fn in checks:
+            bad, note = fn()
+            print(f"{'FAIL' if bad else 'ok'} {name}{': ' + note if note else ''}")
+            for b in bad:
+                print(f"  {b}")
+            failed += bool(bad)
+    finally:
+        shutil.rmtree(top)
+    print(f"hf_bert_family: {len(checks) - failed}/{len(checks)} passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -115,7 +115,8 @@ static const tfm_schema_key keys[] = {
     {"model.embedding_size", TFM_SCHEMA_INT, OFF(embedding_size), "0", 0, 65536, NULL,
      "encoders: the width of the token, position and segment embeddings and their norm, "
      "projected to n_embd after the embedding dropout (emb_proj: ALBERT's and ELECTRA's "
-     "factorised embedding; the MLM head maps back to it); 0 means n_embd"},
+     "factorised embedding, at n_embd's width too; the MLM head maps back to it); 0: none, "
+     "the tables n_embd wide"},
     {"model.emb_scale", TFM_SCHEMA_BOOL, OFF(emb_scale), "false", 0, 0, NULL,
      "token embeddings times sqrt(n_embd) before the positions are added (the original "
      "Transformer)"},

@@ -74,7 +74,7 @@ static int bind_embed(tfm_embed_weights *e, const tfm_model_config *c, const cha
         if (!rms)
             GETE(e->lne_b, "ln_e.bias", C, 0);
     }
-    if (C != (size_t)c->n_embd) {
+    if (c->emb_dim > 0) {
         GETE(e->proj_w, "emb_proj.weight", C, (size_t)c->n_embd);
         GETE(e->proj_b, "emb_proj.bias", (size_t)c->n_embd, 0);
     }

@@ -2,8 +2,9 @@
  * (tied to wte), at the positions whose target is not -1 only:
  *   logits = LN(act(h·Dᵀ + d))·wteᵀ + cls.predictions.bias
  * (HF BertOnlyMLMHead); D maps C to the embeddings' width E (C, or a
- * factorised embedding's: ALBERT's and ELECTRA's generator's).  The LM head (transformer.c) computes the logits
- * and the loss from the rows this part hands it. */
+ * factorised embedding's: ALBERT's and ELECTRA's generator's).  The LM
+ * head (transformer.c) computes the logits and the loss from the rows this
+ * part hands it. */
 #include "config.h"
 
 #include <string.h>

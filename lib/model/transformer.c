@@ -82,10 +82,11 @@ int tfm_model_config_emb_dim(const tfm_model_config *c)
     return c->emb_dim > 0 ? c->emb_dim : c->n_embd;
 }
 
-/* A factorised embedding: tables E wide, projected to C */
+/* A factorised embedding: tables E wide, projected to C (at E = C too:
+ * ALBERT's projection is there whatever the widths) */
 static int factorised(const tfm_model_config *c)
 {
-    return c->emb_dim > 0 && c->emb_dim != c->n_embd;
+    return c->emb_dim > 0;
 }
 
 int tfm_model_config_ff(const tfm_model_config *c)

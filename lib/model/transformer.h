@@ -28,8 +28,8 @@
  * = n_kv_head key/value heads, K = NKV·HS their width, D unless grouped):
  *   x = wte[tok]·(√C with emb_scale) (+ wpe[pos] learned | + sin/cos(pos) sinusoidal)
  *       (+ wse[segment] when n_segments > 0); x = ln_e(x) when emb_norm;
- *       dropout; with emb_dim E ≠ C (a factorised embedding: the tables
- *       and ln_e E wide) x = x·emb_proj + b, E → C.
+ *       dropout; with emb_dim E (a factorised embedding: the tables and
+ *       ln_e E wide) x = x·emb_proj + b, E → C.
  *   blocks, pre-LN (GPT-2):  x = x + attn(ln_1(x)); x = x + mlp(ln_2(x));
  *           then ln_f.
  *   blocks, post-LN (GPT-1, BERT, the original Transformer):
@@ -268,12 +268,12 @@ typedef struct tfm_model_config {
     int t5_max_distance; /* 128 */
     int n_segments;      /* segment (token type) embeddings; 0: none */
     int emb_norm;        /* 1: LayerNorm after the embedding sum (BERT) */
-    int emb_dim;         /* E, the width of the embedding tables (and of
-                            ln_e and the MLM head's output) when it differs
-                            from n_embd: a factorised embedding (ALBERT,
-                            ELECTRA), projected by emb_proj to n_embd after
-                            the embedding dropout; 0 means n_embd.
-                            Encoders only */
+    int emb_dim;         /* E > 0: a factorised embedding (ALBERT,
+                            ELECTRA): the embedding tables, ln_e and the MLM
+                            head's output E wide, projected by emb_proj to
+                            n_embd after the embedding dropout (at E =
+                            n_embd too, as ALBERT's); 0: none, the tables
+                            n_embd wide.  Encoders only */
     int emb_scale;       /* 1: token embeddings times √n_embd (the original
                             Transformer), before the positions are added */
     int head_scale;      /* 1: the LM head reads the final hidden states times

@@ -91,6 +91,20 @@ def albert(**kw):
     return AlbertConfig(**c)
 
 
+def with_info(check, family, E):
+    """check, then tfm-eval info's kind and embedding_size"""
+    def run_both(n, d):
+        bad, note = check(n, d)
+        r = run([EVAL, "info", "--json", "-m", d])
+        info = json.loads(r.stdout) if r.returncode == 0 else {}
+        want = {"kind": f"{family}-huggingface", "embedding_size": E}
+        got = {k: info.get(k) for k in want}
+        if got != want:
+            bad.append(f"{n}: tfm-eval info {got}, want {want} ({r.stderr.strip()})")
+        return bad, note
+    return run_both
+
+
 def check_bad_groups(top):
     d = hb.save(AlbertModel(albert(num_hidden_layers=3, num_hidden_groups=2)).eval(),
                 os.path.join(top, "albert-bad"))
@@ -128,8 +142,8 @@ def main():
     try:
         # DistilBERT: no token types
         add("DistilBertModel", DistilBertModel(distil()), 1,
-            lambda n, d: hb.check_embed(n, d, top, no_types(DistilBertModel), pairs=False),
-            half)
+            with_info(lambda n, d: hb.check_embed(n, d, top, no_types(DistilBertModel),
+                                                  pairs=False), "distilbert", 0), half)
         add("DistilBertModel relu", DistilBertModel(distil(activation="relu")), 2,
             lambda n, d: hb.check_embed(n, d, top, no_types(DistilBertModel), pairs=False))
         add("DistilBertForMaskedLM", DistilBertForMaskedLM(distil()), 3,
@@ -146,9 +160,9 @@ def main():
             lambda n, d: hb.check_span(n, d, top, no_types(DistilBertForQuestionAnswering)))
         # ELECTRA: embeddings 16 wide, projected to 32; and without the projection
         add("ElectraModel", ElectraModel(electra()), 7,
-            lambda n, d: hb.check_embed(n, d, top, ElectraModel), bf)
+            with_info(lambda n, d: hb.check_embed(n, d, top, ElectraModel), "electra", 16), bf)
         add("ElectraModel E = H", ElectraModel(electra(embedding_size=32)), 8,
-            lambda n, d: hb.check_embed(n, d, top, ElectraModel))
+            with_info(lambda n, d: hb.check_embed(n, d, top, ElectraModel), "electra", 0))
         add("ElectraForPreTraining", ElectraForPreTraining(electra()), 9,
             lambda n, d: hb.check_embed(n, d, top, ElectraModel))
         # the generator: hidden 24, embeddings 16 (and wider than hidden)
@@ -165,7 +179,7 @@ def main():
             lambda n, d: hb.check_tag(n, d, top, ElectraForTokenClassification))
         # ALBERT: 4 layers over 2 groups of 2 inner layers
         add("AlbertModel", AlbertModel(albert()), 14,
-            lambda n, d: hb.check_embed(n, d, top, AlbertModel), half)
+            with_info(lambda n, d: hb.check_embed(n, d, top, AlbertModel), "albert", 16), half)
         add("AlbertModel shared", AlbertModel(albert(num_hidden_groups=1, inner_group_num=1,
                                                      embedding_size=32)), 15,
             lambda n, d: hb.check_embed(n, d, top, AlbertModel))

@@ -43,9 +43,9 @@ static const struct bert_layout {
 };
 
 /* model_type: BERT's absent (old files) or "bert"; RoBERTa's "roberta" or
- * "xlm-roberta".  Any other (albert, electra, distilbert, camembert, ...)
- * is no family's here: its layout differs in ways these names would not
- * show (tfm_convert_unread refuses it). */
+ * "xlm-roberta".  Any other is no family's here: its layout differs in
+ * ways these names would not show (distilbert.c, electra.c, albert.c read
+ * theirs; tfm_convert_unread refuses the rest). */
 static int bert_type_is(tfm_bert_kind kind, const char *type)
 {
     if (kind == TFM_BERT)

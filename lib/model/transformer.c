@@ -235,9 +235,9 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
     /* the factorised embedding is ALBERT's and ELECTRA's: an encoder's,
      * with learned (or no) positions added at width E */
     if (factorised(c) && (c->kind != TFM_KIND_ENCODER || c->pos == TFM_POS_SINUSOIDAL ||
-                          c->emb_scale || c->lora_r))
+                          c->emb_scale))
         return tfm_err_set(err, "embedding_size %d (a factorised embedding) is for encoders "
-                           "without sinusoidal positions, emb_scale or LoRA", c->emb_dim);
+                           "without sinusoidal positions or emb_scale", c->emb_dim);
     if (c->pooler_act < TFM_POOL_TANH || c->pooler_act > TFM_POOL_GELU)
         return tfm_err_set(err, "unknown pooler activation %d", c->pooler_act);
     if (c->n_segments && c->kind != TFM_KIND_ENCODER)

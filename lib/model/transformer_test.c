@@ -676,6 +676,10 @@ static void test_lora(void **state)
             cfg.emb_norm = 1;
             cfg.pooler = 1;
             cfg.n_classes = 2;
+            /* ALBERT's factorised embedding, frozen with emb_proj, and its MLM
+             * head mapping back to it */
+            cfg.emb_dim = 5;
+            cfg.mlm_head = 1;
             ex.lengths = lengths;
             ex.labels = labels;
         } else if (v >= 2) { /* T5-like, gated, with cross-attention */

@@ -10,18 +10,25 @@ hidden states of every layer, poolings and attention maps; tfm-eval fill
 predictions), classify (DistilBERT's pre_classifier + ReLU, ELECTRA's
 dense + GELU + out_proj, ALBERT's pooler), tag and span, each against
 transformers to 1e-4, in float32 and float16 or bfloat16; ALBERT with its
-layers shared across groups (num_hidden_groups 2, inner_group_num 2); and
-an ALBERT config whose num_hidden_groups does not divide its layers,
-refused naming the key."""
+layers shared across groups (num_hidden_groups 2, inner_group_num 2); an
+ALBERT folder with its own tokenizer (a SentencePiece Unigram trained here,
+saved by AlbertTokenizer: quotes, NFKD, accents stripped, lowercase, the
+charsmap), its ids with and without [CLS] ... [SEP] against AutoTokenizer's,
+tfm-tokenize convert's tokenizer.json of it read by HF tokenizers, and
+tfm-embed's hidden states of its texts; and an ALBERT config whose
+num_hidden_groups does not divide its layers, refused naming the key."""
 import json
 import os
 import shutil
 import sys
 import tempfile
 
+import numpy as np
+import sentencepiece
 import torch
 import transformers
-from transformers import (AlbertConfig, AlbertForMaskedLM, AlbertForQuestionAnswering,
+from tokenizers import Tokenizer
+from transformers import (AlbertConfig, AlbertTokenizer, AutoTokenizer, AlbertForMaskedLM, AlbertForQuestionAnswering,
                           AlbertForSequenceClassification, AlbertForTokenClassification,
                           AlbertModel, DistilBertConfig, DistilBertForMaskedLM,
                           DistilBertForQuestionAnswering, DistilBertForSequenceClassification,
@@ -33,7 +40,7 @@ from transformers import (AlbertConfig, AlbertForMaskedLM, AlbertForQuestionAnsw
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
 import hf_bert_models as hb  # noqa: E402
-from hf_lib import EMBED, EVAL, refusals, run  # noqa: E402
+from hf_lib import EMBED, EVAL, TOKENIZE, refusals, run  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
@@ -105,6 +112,87 @@ def with_info(check, family, E):
     return run_both
 
 
+ODD = ["In the Beginning God created   the heaven and the earth.",
+       "Don't ``quote'' him: ÉCOLE, café, Ångström, ﬁne, ½", "[MASK] light",
+       "  leading and trailing  ", "İstanbul ǅ naïve"]
+
+
+def albert_folder(top):
+    """an AlbertModel folder with AlbertTokenizer's tokenizer.json"""
+    corpus = os.path.join(SRC, "testdata", "gpt2", "corpus.txt")
+    with open(corpus, encoding="utf-8") as f:
+        lines = [x.strip() for x in f if x.strip()]
+    raw = os.path.join(top, "spm")
+    os.makedirs(raw)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_prefix=os.path.join(raw, "spiece"),
+        vocab_size=300, model_type="unigram", num_threads=1, minloglevel=2, pad_id=0,
+        unk_id=1, bos_id=2, eos_id=3, pad_piece="<pad>", unk_piece="<unk>",
+        bos_piece="[CLS]", eos_piece="[SEP]", control_symbols=["[MASK]"])
+    tok = AlbertTokenizer.from_pretrained(raw)
+    d = os.path.join(top, "albert-spm")
+    randomized(AlbertModel(albert(vocab_size=len(tok), max_position_embeddings=256)),
+               20).save_pretrained(d)
+    tok.save_pretrained(d)
+    return d, ODD + lines[100:160]
+
+
+def check_albert_tokenizer(top):
+    d, texts = albert_folder(top)
+    hf = AutoTokenizer.from_pretrained(d)
+    bad = []
+    for extra, special in (((), False), (("--add-special",), True)):
+        r = run([TOKENIZE, "encode", "-q", "-t", d,
+                 "--format", "jsonl", "--split-special", *extra],
+                input="".join(t + "\n" for t in texts))
+        if r.returncode != 0:
+            return [f"tfm-tokenize {' '.join(extra)}: {r.stderr.strip()}"], ""
+        for t, line in zip(texts, r.stdout.splitlines()):
+            got, want = json.loads(line)["ids"], hf(t, add_special_tokens=special).input_ids
+            if got != want:
+                bad.append(f"{t!r}{' (special)' if special else ''}: tfm {got[:16]}, "
+                           f"AutoTokenizer {want[:16]}")
+    # and written back: tfm's tokenizer.json of it, read by HF tokenizers
+    conv = os.path.join(top, "albert-tok.json")
+    r = run([TOKENIZE, "convert", "-t", d, "-o", conv])
+    if r.returncode != 0:
+        return bad + [f"tfm-tokenize convert: {r.stderr.strip()}"], ""
+    back = Tokenizer.from_file(conv)
+    for t in texts:
+        got = back.encode(t, add_special_tokens=False).ids
+        want = hf(t, add_special_tokens=False).input_ids
+        if got != want:
+            bad.append(f"tfm-tokenize convert {t!r}: HF tokenizers {got[:16]}, AutoTokenizer "
+                       f"{want[:16]}")
+    ref = AlbertModel.from_pretrained(d, attn_implementation="eager").eval()
+    # tfm-embed reads text, special tokens' text included, as text
+    plain = [t for t in texts if "[MASK]" not in t][:8]
+    got, e = hb.tfm_embed(d, plain, top, "--pool", "none")
+    if e:
+        return bad + [f"tfm-embed: {e}"], ""
+    worst = 0.0
+    for t, g in zip(plain, got):
+        with torch.no_grad():
+            want = ref(**hf(t, return_tensors="pt")).last_hidden_state[0].numpy()
+        if g.shape != want.shape:
+            bad.append(f"tfm-embed {t!r}: shape {g.shape}, transformers {want.shape}")
+            continue
+        worst = max(worst, float(np.abs(g - want).max()))
+    if not worst <= hb.TOL:
+        bad.append(f"tfm-embed: hidden states differ by {worst:.3g}")
+    # its sentencepiece model alone lacks AlbertTokenizer's normalizers: refused
+    alone = os.path.join(top, "albert-spiece")
+    os.makedirs(alone)
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(d, f), alone)
+    shutil.copy(os.path.join(top, "spm", "spiece.model"), alone)
+    bad += refusals("ALBERT spiece.model alone", ["spiece.model", "tokenizer.json"],
+                    [("tfm-embed", run([EMBED, "-m", alone, "-q", "-o",
+                                        os.path.join(top, "never.npy")], input="hello\n"))])
+    return bad, (f"{len(texts)} texts, ids equal without and with [CLS] ... [SEP] and "
+                 f"written back; tfm-embed max diff {worst:.2e}")
+
+
 def check_bad_groups(top):
     d = hb.save(AlbertModel(albert(num_hidden_layers=3, num_hidden_groups=2)).eval(),
                 os.path.join(top, "albert-bad"))
@@ -122,7 +210,7 @@ def check_bad_groups(top):
 
 
 def main():
-    for p in (EMBED, EVAL):
+    for p in (EMBED, EVAL, TOKENIZE):
         if not os.path.exists(p):
             print(f"SKIP: {p} not built")
             return 77
@@ -193,6 +281,8 @@ def main():
             lambda n, d: hb.check_tag(n, d, top, AlbertForTokenClassification))
         add("AlbertForQuestionAnswering", AlbertForQuestionAnswering(albert()), 19,
             lambda n, d: hb.check_span(n, d, top, AlbertForQuestionAnswering))
+        checks.append(("ALBERT tokenizer (AlbertTokenizer's tokenizer.json)",
+                       lambda: check_albert_tokenizer(top)))
         checks.append(("ALBERT bad num_hidden_groups", lambda: check_bad_groups(top)))
         failed = 0
         for name, fn in checks:

@@ -12,7 +12,8 @@
  * embeddings) as the MLM head, the pooler (albert.pooler, tanh) with
  * AlbertForSequenceClassification's classifier, AlbertForTokenClassification's
  * classifier as the tagger, AlbertForQuestionAnswering's qa_outputs.  The
- * tokenizer is tokenizer.json beside the file. */
+ * tokenizer is tokenizer.json beside the file (AlbertTokenizer's
+ * normalizers, text/unigram.h); a spiece.model alone is refused. */
 #include "config.h"
 
 #include "convert/bert.h"
@@ -165,6 +166,23 @@ static int albert_task(const tfm_safetensors *st, const char *pre, tfm_buf *out,
     return tfm_bert_task_json(st, &c, h.regression, out, err);
 }
 
+/* AlbertTokenizer's normalizers (quotes, NFKD, accents stripped,
+ * lowercase) are in its tokenizer.json; a spiece.model alone has only
+ * sentencepiece's, and would give other ids than HF's: refused. */
+static int albert_tokenizer(const tfm_safetensors *st, tfm_tokenizer *tok, tfm_err *err)
+{
+    char tj[4200], sp[4200];
+    (void)tok;
+    tfm_hf_json_beside(st->name, "tokenizer.json", tj, sizeof tj);
+    tfm_hf_json_beside(st->name, "spiece.model", sp, sizeof sp);
+    if (access(tj, F_OK) != 0 && access(sp, F_OK) == 0)
+        return tfm_err_set(err, "%s: ALBERT's tokenizer without a tokenizer.json beside it: "
+                                "AlbertTokenizer lowercases and strips accents and quotes "
+                                "before its sentencepiece model, which tfm reads from "
+                                "tokenizer.json only (save_pretrained writes it)", sp);
+    return 0;
+}
+
 static const char *const albert_types[] = {"albert", NULL};
 
 const tfm_convert_family tfm_convert_albert = {
@@ -177,4 +195,5 @@ const tfm_convert_family tfm_convert_albert = {
     .config = albert_config,
     .weights = albert_weights,
     .task = albert_task,
+    .tokenizer = albert_tokenizer,
 };

@@ -8,7 +8,8 @@ Small random models made by transformers, with BERT's WordPiece tokenizer
 hidden states of every layer, poolings and attention maps; tfm-eval fill
 (masked LM: DistilBERT's vocab_*, ELECTRA's generator, ALBERT's
 predictions), classify (DistilBERT's pre_classifier + ReLU, ELECTRA's
-dense + GELU + out_proj, ALBERT's pooler), tag and span, each against
+dense + GELU + out_proj, ALBERT's pooler; also from the tfm file
+tfm-train --convert writes), tag and span, each against
 transformers to 1e-4, in float32 and float16 or bfloat16; ALBERT with its
 layers shared across groups (num_hidden_groups 2, inner_group_num 2); an
 ALBERT folder with its own tokenizer (a SentencePiece Unigram trained here,
@@ -40,7 +41,7 @@ from transformers import (AlbertConfig, AlbertTokenizer, AutoTokenizer, AlbertFo
 SRC = os.environ.get("TFM_SRCDIR", os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(SRC, "tests"))
 import hf_bert_models as hb  # noqa: E402
-from hf_lib import EMBED, EVAL, TOKENIZE, refusals, run  # noqa: E402
+from hf_lib import EMBED, EVAL, TOKENIZE, TRAIN, refusals, run  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
@@ -193,6 +194,20 @@ def check_albert_tokenizer(top):
                  f"written back; tfm-embed max diff {worst:.2e}")
 
 
+def converted(check, top):
+    """check on the folder, then on its tfm file (tfm-train --convert f32:
+    model.embedding_size, model.pooler_activation and the head kept)"""
+    def both(n, d):
+        bad, note = check(n, d, None)
+        f = os.path.join(top, "conv.safetensors")
+        r = run([TRAIN, "-q", "--convert", "f32", d, "-o", f])
+        if r.returncode != 0:
+            return bad + [f"{n}: tfm-train --convert f32: {r.stderr.strip()}"], note
+        b2, n2 = check(n + " converted", d, f)
+        return bad + b2, f"{note}; converted: {n2}"
+    return both
+
+
 def check_bad_groups(top):
     d = hb.save(AlbertModel(albert(num_hidden_layers=3, num_hidden_groups=2)).eval(),
                 os.path.join(top, "albert-bad"))
@@ -210,7 +225,7 @@ def check_bad_groups(top):
 
 
 def main():
-    for p in (EMBED, EVAL, TOKENIZE):
+    for p in (EMBED, EVAL, TOKENIZE, TRAIN):
         if not os.path.exists(p):
             print(f"SKIP: {p} not built")
             return 77
@@ -238,8 +253,8 @@ def main():
             lambda n, d: hb.check_fill(n, d, top, no_types(DistilBertForMaskedLM)))
         add("DistilBertForSequenceClassification",
             DistilBertForSequenceClassification(distil(**labels(LAB))), 4,
-            lambda n, d: hb.check_classify(n, d, top,
-                                           cls=no_types(DistilBertForSequenceClassification)),
+            converted(lambda n, d, f: hb.check_classify(
+                n, d, top, model=f, cls=no_types(DistilBertForSequenceClassification)), top),
             half)
         add("DistilBertForTokenClassification",
             DistilBertForTokenClassification(distil(**labels(TAGS))), 5,
@@ -261,7 +276,8 @@ def main():
             lambda n, d: hb.check_fill(n, d, top, ElectraForMaskedLM))
         add("ElectraForSequenceClassification",
             ElectraForSequenceClassification(electra(**labels(LAB))), 12,
-            lambda n, d: hb.check_classify(n, d, top, cls=ElectraForSequenceClassification))
+            converted(lambda n, d, f: hb.check_classify(
+                n, d, top, model=f, cls=ElectraForSequenceClassification), top))
         add("ElectraForTokenClassification",
             ElectraForTokenClassification(electra(**labels(TAGS))), 13,
             lambda n, d: hb.check_tag(n, d, top, ElectraForTokenClassification))
@@ -275,7 +291,8 @@ def main():
             lambda n, d: hb.check_fill(n, d, top, AlbertForMaskedLM))
         add("AlbertForSequenceClassification",
             AlbertForSequenceClassification(albert(**labels(LAB))), 17,
-            lambda n, d: hb.check_classify(n, d, top, cls=AlbertForSequenceClassification))
+            converted(lambda n, d, f: hb.check_classify(
+                n, d, top, model=f, cls=AlbertForSequenceClassification), top))
         add("AlbertForTokenClassification",
             AlbertForTokenClassification(albert(**labels(TAGS))), 18,
             lambda n, d: hb.check_tag(n, d, top, AlbertForTokenClassification))

@@ -9,8 +9,9 @@ hidden states of every layer, poolings and attention maps; tfm-eval fill
 (masked LM: DistilBERT's vocab_*, ELECTRA's generator, ALBERT's
 predictions), classify (DistilBERT's pre_classifier + ReLU, ELECTRA's
 dense + GELU + out_proj, ALBERT's pooler; also from the tfm file
-tfm-train --convert writes), tag and span, each against
-transformers to 1e-4, in float32 and float16 or bfloat16; ALBERT with its
+tfm-train --convert writes), tag and span, each against transformers to
+1e-4, in float32 and float16 or bfloat16; tfm-train classify for two steps
+from a DistilBERT, an ELECTRA and an ALBERT folder; ALBERT with its
 layers shared across groups (num_hidden_groups 2, inner_group_num 2); an
 ALBERT folder with its own tokenizer (a SentencePiece Unigram trained here,
 saved by AlbertTokenizer: quotes, NFKD, accents stripped, lowercase, the
@@ -208,6 +209,31 @@ def converted(check, top):
     return both
 
 
+def finetuned(check, top):
+    """check, then tfm-train classify for two steps from the folder (its
+    encoder, factorised embedding included): the result classifies"""
+    def both(n, d):
+        bad, note = check(n, d)
+        data = os.path.join(top, "cls.tsv")
+        with open(data, "w") as f:
+            f.write("".join(f"{'pos' if i % 2 else 'neg'}\t{t}\n"
+                            for i, t in enumerate(hb.TEXTS)))
+        out = os.path.join(top, "ft")
+        r = run([TRAIN, "-q", "--threads", "1", "-o", out, "--set", "train.task=classify",
+                 "--set", f"train.init={d}", "--set", f"data.text={data}", "--set",
+                 f"data.tokenizer={d}", "--set", "train.max_steps=2", "--set",
+                 "train.batch_size=4", "--set", "train.eval_interval=0"])
+        if r.returncode != 0:
+            return bad + [f"{n}: tfm-train classify from the folder: {r.stderr.strip()}"], note
+        r = run([EVAL, "classify", "-m", os.path.join(out, "model.safetensors"), "-q"],
+                input="the cat sat\nhello world\n")
+        if r.returncode != 0 or len(r.stdout.splitlines()) != 2:
+            bad.append(f"{n}: tfm-eval classify of the fine-tuned model: {r.stderr.strip()}")
+        shutil.rmtree(out)
+        return bad, note + "; fine-tuned for two steps, classifies"
+    return both
+
+
 def check_bad_groups(top):
     d = hb.save(AlbertModel(albert(num_hidden_layers=3, num_hidden_groups=2)).eval(),
                 os.path.join(top, "albert-bad"))
@@ -250,7 +276,8 @@ def main():
         add("DistilBertModel relu", DistilBertModel(distil(activation="relu")), 2,
             lambda n, d: hb.check_embed(n, d, top, no_types(DistilBertModel), pairs=False))
         add("DistilBertForMaskedLM", DistilBertForMaskedLM(distil()), 3,
-            lambda n, d: hb.check_fill(n, d, top, no_types(DistilBertForMaskedLM)))
+            finetuned(lambda n, d: hb.check_fill(n, d, top, no_types(DistilBertForMaskedLM)),
+                      top))
         add("DistilBertForSequenceClassification",
             DistilBertForSequenceClassification(distil(**labels(LAB))), 4,
             converted(lambda n, d, f: hb.check_classify(
@@ -267,7 +294,7 @@ def main():
         add("ElectraModel E = H", ElectraModel(electra(embedding_size=32)), 8,
             with_info(lambda n, d: hb.check_embed(n, d, top, ElectraModel), "electra", 0))
         add("ElectraForPreTraining", ElectraForPreTraining(electra()), 9,
-            lambda n, d: hb.check_embed(n, d, top, ElectraModel))
+            finetuned(lambda n, d: hb.check_embed(n, d, top, ElectraModel), top))
         # the generator: hidden 24, embeddings 16 (and wider than hidden)
         add("ElectraForMaskedLM", ElectraForMaskedLM(electra(hidden_size=24,
                                                              num_attention_heads=2)), 10,
@@ -288,7 +315,7 @@ def main():
                                                      embedding_size=32)), 15,
             lambda n, d: hb.check_embed(n, d, top, AlbertModel))
         add("AlbertForMaskedLM", AlbertForMaskedLM(albert()), 16,
-            lambda n, d: hb.check_fill(n, d, top, AlbertForMaskedLM))
+            finetuned(lambda n, d: hb.check_fill(n, d, top, AlbertForMaskedLM), top))
         add("AlbertForSequenceClassification",
             AlbertForSequenceClassification(albert(**labels(LAB))), 17,
             converted(lambda n, d, f: hb.check_classify(

@@ -476,14 +476,14 @@ static void cmd_info(const app *a)
                        "\"bytes\":%zu,\"tensors\":%zu,\"parameters\":%zu,"
                        "\"n_layer\":%d,\"n_enc_layer\":%d,\"n_head\":%d,\"n_kv_head\":%d,\"head_dim\":%d,"
                        "\"attention_window\":%d,"
-                       "\"n_embd\":%d,\"d_ff\":%d,\"block_size\":%d,"
+                       "\"n_embd\":%d,\"embedding_size\":%d,\"d_ff\":%d,\"block_size\":%d,"
                        "\"vocab_size\":%d,\"norm\":\"%s\",\"norm_type\":\"%s\",\"ffn\":\"%s\","
                        "\"attn_scale\":%s,\"bias\":%s,\"tied\":%s,\"weights\":\"%s\","
                        "\"prefix_lm\":%s,\"prefix_from\":%s,",
                        kind, tfm_kind_name(c->kind), tfm_pos_name(c->pos), mi.file_bytes,
                        mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
                        c->n_head, tfm_model_config_kv_heads(c), tfm_model_config_head_dim(c),
-                       c->window, c->n_embd,
+                       c->window, c->n_embd, c->emb_dim,
                        tfm_model_config_ff(c), c->block_size, c->vocab_size,
                        c->ln == TFM_LN_PRE ? "pre" : "post",
                        tfm_norm_name(c->norm), tfm_ffn_name(c->ffn),
@@ -544,7 +544,7 @@ static void cmd_info(const app *a)
         tfm_buf_printf(&o, "model\t%s\nkind\t%s\nmodel_kind\t%s\npositions\t%s\nbytes\t%zu\n"
                        "tensors\t%zu\nparameters\t%zu\n"
                        "n_layer\t%d\nn_enc_layer\t%d\nn_head\t%d\nn_kv_head\t%d\nhead_dim\t%d\n"
-                       "attention_window\t%d\nn_embd\t%d\n"
+                       "attention_window\t%d\nn_embd\t%d\nembedding_size\t%d\n"
                        "d_ff\t%d\nblock_size\t%d\nvocab_size\t%d\n"
                        "norm\t%s\nnorm_type\t%s\nffn\t%s\nattn_scale\t%s\n"
                        "bias\t%s\ntied\t%s\nweights\t%s\nprefix_lm\t%s\nprefix_from\t%s\n",
@@ -552,7 +552,7 @@ static void cmd_info(const app *a)
                        mi.file_bytes,
                        mi.n_tensors, mi.n_params, c->n_layer, tfm_model_config_enc_layers(c),
                        c->n_head, tfm_model_config_kv_heads(c), tfm_model_config_head_dim(c),
-                       c->window, c->n_embd,
+                       c->window, c->n_embd, c->emb_dim,
                        tfm_model_config_ff(c), c->block_size, c->vocab_size,
                        c->ln == TFM_LN_PRE ? "pre" : "post",
                        tfm_norm_name(c->norm), tfm_ffn_name(c->ffn),

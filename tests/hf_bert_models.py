@@ -98,12 +98,13 @@ def hf_line(t, line):
     return t(*line.split("\t"), return_tensors="pt")
 
 
-def check_embed(name, d, top, cls=BertModel):
-    """Hidden states of each layer, poolings and attention maps."""
+def check_embed(name, d, top, cls=BertModel, pairs=True):
+    """Hidden states of each layer, poolings and attention maps (pairs:
+    with text pairs, for a model with token types)."""
     bad, worst = [], 0.0
     ref = reference(cls, d)
     base = ref.bert if hasattr(ref, "bert") else ref
-    lines = TEXTS + ["\t".join(p) for p in PAIRS]
+    lines = TEXTS + (["\t".join(p) for p in PAIRS] if pairs else [])
     t = tok(d)
     with torch.no_grad():  # each line alone; tfm-embed batches them, padded
         outs = [base(**hf_line(t, x), output_hidden_states=True, output_attentions=True)
@@ -147,12 +148,12 @@ def check_embed(name, d, top, cls=BertModel):
         bad.append(f"{name}: hidden states / pooling max |tfm - transformers| = {worst:.3g}")
     if not aworst <= TOL:
         bad.append(f"{name}: attention maps max |tfm - transformers| = {aworst:.3g}")
-    return bad, (f"{len(lines)} inputs ({len(PAIRS)} pairs), layers 0-{L}, 4 poolings: "
+    return bad, (f"{len(lines)} inputs ({len(PAIRS) if pairs else 0} pairs), layers 0-{L}, 4 poolings: "
                  f"max diff {worst:.2e}; attention {aworst:.2e}")
 
 
-def check_fill(name, d, top):
-    ref = reference(BertForMaskedLM, d)
+def check_fill(name, d, top, cls=BertForMaskedLM):
+    ref = reference(cls, d)
     t = tok(d)
     lines = ["the [MASK] sat on the mat .", "a big [MASK] ran in the [MASK]",
              "[MASK] world"]
@@ -188,9 +189,10 @@ def check_fill(name, d, top):
     return bad, f"top-{K} of {sum(len(g['masks']) for g in got)} masks equal, max diff {worst:.2e}"
 
 
-def check_classify(name, d, top, regression=False, model=None):
+def check_classify(name, d, top, regression=False, model=None,
+                   cls=BertForSequenceClassification):
     """model: the file tfm reads instead of the folder d (its conversion)."""
-    ref = reference(BertForSequenceClassification, d)
+    ref = reference(cls, d)
     t = tok(d)
     r = run([EVAL, "classify", "-m", model or d, "--json", "--top-k", "100", "--threads", "1", "-q"],
             input="".join(x + "\n" for x in TEXTS))
@@ -227,8 +229,8 @@ def check_classify(name, d, top, regression=False, model=None):
     return bad, f"{len(got)} texts, max diff {worst:.2e}"
 
 
-def check_tag(name, d, top):
-    ref = reference(BertForTokenClassification, d)
+def check_tag(name, d, top, cls=BertForTokenClassification):
+    ref = reference(cls, d)
     t = tok(d)
     sents = [x.split() for x in TEXTS]
     r = run([EVAL, "tag", "-m", d, "--json", "--threads", "1", "-q"],
@@ -260,8 +262,8 @@ def check_tag(name, d, top):
     return bad, f"{len(sents)} sentences, tags equal, max diff {worst:.2e}"
 
 
-def check_span(name, d, top):
-    ref = reference(BertForQuestionAnswering, d)
+def check_span(name, d, top, cls=BertForQuestionAnswering):
+    ref = reference(cls, d)
     t = tok(d)
     items = [("who sang ?", "the small bird sang in the green tree ."),
              ("where is the boat ?", "the boat was in the big river , the man saw it ."),

@@ -43,9 +43,9 @@ static const struct bert_layout {
 };
 
 /* model_type: BERT's absent (old files) or "bert"; RoBERTa's "roberta" or
- * "xlm-roberta".  Any other (albert, electra, distilbert, camembert, ...)
- * is no family's here: its layout differs in ways these names would not
- * show (tfm_convert_unread refuses it). */
+ * "xlm-roberta".  Any other is no family's here: its layout differs in
+ * ways these names would not show (distilbert.c, electra.c, albert.c read
+ * theirs; tfm_convert_unread refuses the rest). */
 static int bert_type_is(tfm_bert_kind kind, const char *type)
 {
     if (kind == TFM_BERT)
@@ -88,64 +88,78 @@ static const tfm_hf_key hf_bert_keys[] = {
     {"forced_bos_token_id", HF_ANY}, {"forced_eos_token_id", HF_ANY}, {NULL, 0},
 };
 
+int tfm_bert_act(const tfm_json_doc *doc, const char *key, const char *def, tfm_act *act,
+                 tfm_err *err)
+{
+    const tfm_json *j = tfm_json_get(doc->root, key);
+    const char *s = def;
+    if ((j || !def) && tfm_json_expect(doc, j, TFM_JSON_STRING, key, err) < 0)
+        return -1;
+    if (j)
+        s = j->str;
+    if (!strcmp(s, "gelu")) {
+        *act = TFM_ACT_GELU_EXACT;
+    } else if (!strcmp(s, "gelu_new") || !strcmp(s, "gelu_pytorch_tanh")) {
+        *act = TFM_ACT_GELU_TANH; /* the tanh approximation */
+    } else if (!strcmp(s, "relu")) {
+        *act = TFM_ACT_RELU;
+    } else {
+        return tfm_err_at(err, doc->name, j->line, j->col, "%s '%s' is not supported (tfm has "
+                          "gelu, gelu_new and relu)", key, s);
+    }
+    return 0;
+}
+
 static int bert_config_int(const tfm_json_doc *doc, const char *key, int64_t min, int64_t max,
                            int64_t *out, tfm_err *err)
 {
     return tfm_json_get_int(doc, tfm_json_get(doc->root, key), key, min, max, out, err);
 }
 
-/* What config.json says of a BERT checkpoint's heads: the architecture's
- * task head, problem_type's regression, tie_word_embeddings. */
-typedef enum { BERT_ARCH_ANY, BERT_ARCH_SEQ, BERT_ARCH_TOK, BERT_ARCH_QA } bert_arch;
-typedef struct bert_heads {
-    bert_arch arch;
-    int regression; /* problem_type regression: -1 unsaid, 0 no, 1 yes */
-    int tie;
-} bert_heads;
+typedef tfm_bert_heads bert_heads;
+enum {
+    BERT_ARCH_ANY = TFM_BERT_ARCH_ANY, BERT_ARCH_SEQ = TFM_BERT_ARCH_SEQ,
+    BERT_ARCH_TOK = TFM_BERT_ARCH_TOK, BERT_ARCH_QA = TFM_BERT_ARCH_QA
+};
 
 /* The architectures tfm reads, and the task head each has. */
-static const struct {
-    const char *name;
-    tfm_bert_kind kind;
-    bert_arch arch;
-} bert_archs[] = {
-    {"BertModel", TFM_BERT, BERT_ARCH_ANY},
-    {"BertForPreTraining", TFM_BERT, BERT_ARCH_ANY},
-    {"BertForMaskedLM", TFM_BERT, BERT_ARCH_ANY},
-    {"BertForNextSentencePrediction", TFM_BERT, BERT_ARCH_ANY},
-    {"BertForSequenceClassification", TFM_BERT, BERT_ARCH_SEQ},
-    {"BertForTokenClassification", TFM_BERT, BERT_ARCH_TOK},
-    {"BertForQuestionAnswering", TFM_BERT, BERT_ARCH_QA},
+static const tfm_bert_arch bert_archs[][8] = {
+    [TFM_BERT] = {{"BertModel", BERT_ARCH_ANY},
+                  {"BertForPreTraining", BERT_ARCH_ANY},
+                  {"BertForMaskedLM", BERT_ARCH_ANY},
+                  {"BertForNextSentencePrediction", BERT_ARCH_ANY},
+                  {"BertForSequenceClassification", BERT_ARCH_SEQ},
+                  {"BertForTokenClassification", BERT_ARCH_TOK},
+                  {"BertForQuestionAnswering", BERT_ARCH_QA},
+                  {NULL, 0}},
     /* RobertaForSequenceClassification's head is dense, tanh, out_proj on
      * <s>: tfm's pooler and classifier; its token and span heads are not
      * read (yet) */
-    {"RobertaModel", TFM_BERT_ROBERTA, BERT_ARCH_ANY},
-    {"RobertaForMaskedLM", TFM_BERT_ROBERTA, BERT_ARCH_ANY},
-    {"RobertaForSequenceClassification", TFM_BERT_ROBERTA, BERT_ARCH_SEQ},
-    {"XLMRobertaModel", TFM_BERT_ROBERTA, BERT_ARCH_ANY},
-    {"XLMRobertaForMaskedLM", TFM_BERT_ROBERTA, BERT_ARCH_ANY},
-    {"XLMRobertaForSequenceClassification", TFM_BERT_ROBERTA, BERT_ARCH_SEQ},
+    [TFM_BERT_ROBERTA] = {{"RobertaModel", BERT_ARCH_ANY},
+                          {"RobertaForMaskedLM", BERT_ARCH_ANY},
+                          {"RobertaForSequenceClassification", BERT_ARCH_SEQ},
+                          {"XLMRobertaModel", BERT_ARCH_ANY},
+                          {"XLMRobertaForMaskedLM", BERT_ARCH_ANY},
+                          {"XLMRobertaForSequenceClassification", BERT_ARCH_SEQ},
+                          {NULL, 0}},
 };
 
-/* config.json's architectures, problem_type and tie_word_embeddings. */
-static int bert_heads_json(const tfm_json_doc *doc, tfm_bert_kind kind, bert_heads *h,
-                           tfm_err *err)
+int tfm_bert_heads_json(const tfm_json_doc *doc, const tfm_bert_arch *archs, const char *reads,
+                        tfm_bert_heads *h, tfm_err *err)
 {
     memset(h, 0, sizeof *h);
     h->regression = -1;
     const tfm_json *a = tfm_json_get(doc->root, "architectures");
     for (size_t i = 0; a && a->type == TFM_JSON_ARRAY && i < a->n; i++) {
         const tfm_json *n = a->items[i];
-        size_t k = 0, nk = sizeof bert_archs / sizeof *bert_archs;
-        while (k < nk && !(n->type == TFM_JSON_STRING && bert_archs[k].kind == kind &&
-                           !strcmp(n->str, bert_archs[k].name)))
+        size_t k = 0;
+        while (archs[k].name && !(n->type == TFM_JSON_STRING && !strcmp(n->str, archs[k].name)))
             k++;
-        if (k == nk)
+        if (!archs[k].name)
             return tfm_err_at(err, doc->name, n->line, n->col, "architectures: '%s' is not "
-                              "supported (tfm reads %s)", n->str ? n->str : "",
-                              layouts[kind].archs);
-        if (bert_archs[k].arch)
-            h->arch = bert_archs[k].arch;
+                              "supported (tfm reads %s)", n->str ? n->str : "", reads);
+        if (archs[k].arch)
+            h->arch = archs[k].arch;
     }
     const tfm_json *p = tfm_json_get(doc->root, "problem_type");
     if (p && p->type != TFM_JSON_NULL) {
@@ -191,7 +205,7 @@ static int bert_config(const char *model_path, tfm_bert_kind kind, tfm_model_key
         bert_config_int(&doc, "vocab_size", 1, 1 << 24, &V, err) < 0 ||
         tfm_hf_prob(&doc, "hidden_dropout_prob", 0.1, &drop, err) < 0 ||
         tfm_hf_prob(&doc, "attention_probs_dropout_prob", 0.1, &attn_drop, err) < 0 ||
-        bert_heads_json(&doc, kind, h, err) < 0 ||
+        tfm_bert_heads_json(&doc, bert_archs[kind], layouts[kind].archs, h, err) < 0 ||
         (kind == TFM_BERT_ROBERTA &&
          tfm_hf_int(&doc, "pad_token_id", 0, V - 1, 1, &pad, err) < 0))
         goto out;
@@ -204,21 +218,9 @@ static int bert_config(const char *model_path, tfm_bert_kind kind, tfm_model_key
         goto out;
     }
     double eps = j->num;
-    j = tfm_json_get(doc.root, "hidden_act");
-    if (tfm_json_expect(&doc, j, TFM_JSON_STRING, "hidden_act", err) < 0)
-        goto out;
     tfm_act act;
-    if (!strcmp(j->str, "gelu")) {
-        act = TFM_ACT_GELU_EXACT;
-    } else if (!strcmp(j->str, "gelu_new") || !strcmp(j->str, "gelu_pytorch_tanh")) {
-        act = TFM_ACT_GELU_TANH; /* the tanh approximation */
-    } else if (!strcmp(j->str, "relu")) {
-        act = TFM_ACT_RELU;
-    } else {
-        tfm_err_at(err, path, j->line, j->col, "hidden_act '%s' is not supported (tfm has "
-                   "gelu, gelu_new and relu)", j->str);
+    if (tfm_bert_act(&doc, "hidden_act", NULL, &act, err) < 0)
         goto out;
-    }
     j = tfm_json_get(doc.root, "model_type");
     if ((j || kind) && !(j && j->type == TFM_JSON_STRING && bert_type_is(kind, j->str))) {
         tfm_err_at(err, path, j ? j->line : 1, j ? j->col : 1, "model_type '%s' is not "
@@ -320,7 +322,7 @@ static int roberta_positions(const tfm_hf_ckpt *b, tfm_err *err)
 static int bert_weights(const tfm_hf_ckpt *b, tfm_bert_kind kind, tfm_err *err)
 {
     const tfm_model_config *g = &b->m->cfg;
-    size_t C = (size_t)g->n_embd, F = (size_t)tfm_model_config_ff(g);
+    size_t C = (size_t)g->n_embd;
     if (tfm_hf_copy(b, "wte.weight", 0, "embeddings.word_embeddings.weight", NULL,
                   (size_t)g->vocab_size, C, err) < 0 ||
         (kind == TFM_BERT_ROBERTA
@@ -333,28 +335,9 @@ static int bert_weights(const tfm_hf_ckpt *b, tfm_bert_kind kind, tfm_err *err)
         return -1;
     char src[128];
     for (int l = 0; l < g->n_layer; l++) {
-        /* q, k, v side by side: c_attn [C, 3C], bias [3C] */
-        char q[128], k[128], v[128], dst[64];
-        snprintf(q, sizeof q, "encoder.layer.%d.attention.self.query", l);
-        snprintf(k, sizeof k, "encoder.layer.%d.attention.self.key", l);
-        snprintf(v, sizeof v, "encoder.layer.%d.attention.self.value", l);
-        snprintf(dst, sizeof dst, "h.%d.attn.c_attn", l);
-        const char *qkv[3] = {q, k, v};
-        if (tfm_hf_fused(b, dst, qkv, 3, C, C, err) < 0)
+        snprintf(src, sizeof src, "encoder.layer.%d.", l);
+        if (tfm_bert_block(b, l, src, &tfm_bert_block_bert, err) < 0)
             return -1;
-#define BERT_PART(call, fmt)                                                    \
-    do {                                                                        \
-        snprintf(src, sizeof src, "encoder.layer.%d." fmt, l);                  \
-        if ((call) < 0)                                                         \
-            return -1;                                                          \
-    } while (0)
-        /* post-LN: ln_1 is the norm after attention, ln_2 after the MLP */
-        BERT_PART(tfm_hf_linear(b, "h.%d.attn.c_proj", l, src, C, C, err), "attention.output.dense");
-        BERT_PART(tfm_hf_norm(b, "h.%d.ln_1", l, src, C, err), "attention.output.LayerNorm");
-        BERT_PART(tfm_hf_linear(b, "h.%d.mlp.c_fc", l, src, F, C, err), "intermediate.dense");
-        BERT_PART(tfm_hf_linear(b, "h.%d.mlp.c_proj", l, src, C, F, err), "output.dense");
-        BERT_PART(tfm_hf_norm(b, "h.%d.ln_2", l, src, C, err), "output.LayerNorm");
-#undef BERT_PART
     }
     /* more layers than config.json says: the wrong config.json */
     snprintf(src, sizeof src, "%sencoder.layer.%d.attention.self.query.weight", b->pre,
@@ -550,11 +533,18 @@ int tfm_bert_task(const tfm_safetensors *st, const char *pre, tfm_bert_kind kind
 {
     tfm_model_keys c;
     bert_heads h;
-    char cfg[4200];
     memset(&c, 0, sizeof c);
     if (bert_config(st->name, kind, &c, &h, err) < 0 ||
         bert_heads_config(st, pre, kind, &h, &c, err) < 0)
         return -1;
+    return tfm_bert_task_json(st, &c, h.regression, out, err);
+}
+
+int tfm_bert_task_json(const tfm_safetensors *st, const tfm_model_keys *k, int regression,
+                       tfm_buf *out, tfm_err *err)
+{
+    const tfm_model_keys c = *k;
+    char cfg[4200];
     int K = (int)(c.tags ? c.tags : c.nsp ? 0 : c.classes);
     if (!K && c.span) {
         tfm_buf_puts(out, "{}");
@@ -562,7 +552,7 @@ int tfm_bert_task(const tfm_safetensors *st, const char *pre, tfm_bert_kind kind
     }
     if (!K)
         return 0;
-    if (!c.tags && K == 1 && h.regression != 0) {
+    if (!c.tags && K == 1 && regression != 0) {
         tfm_buf_puts(out, "{\"regression\":true,\"pairs\":false}");
         return 1;
     }
@@ -645,12 +635,18 @@ static int roberta_head_weights(const tfm_hf_ckpt *b, tfm_err *err)
                     err) < 0 ||
         tfm_hf_copy(&top, "pooler.dense.bias", 0, "classifier.dense.bias", NULL, C, 0, err) < 0)
         return -1;
+    return tfm_bert_classifier(&top, "classifier", "classifier.out_proj", K, err);
+}
+
+int tfm_bert_classifier(const tfm_hf_ckpt *b, const char *dst, const char *src, int K,
+                        tfm_err *err)
+{
     char cfg[4200], **names = NULL;
     int *perm = NULL;
     tfm_hf_json_beside(b->st->name, "config.json", cfg, sizeof cfg);
     if (K > 1 && bert_labels(cfg, K, &names, &perm, err) < 0)
         return -1;
-    int rc = bert_head_rows(&top, "classifier", "classifier.out_proj", K, perm, err);
+    int rc = bert_head_rows(b, dst, src, K, perm, err);
     bert_labels_free(names, perm, K);
     return rc;
 }
@@ -695,16 +691,9 @@ static int bert_head_weights(const tfm_hf_ckpt *b, tfm_err *err)
     int K = g->n_tags ? g->n_tags : g->nsp ? 0 : g->n_classes;
     if (!K)
         return 0;
-    /* the classifier's rows in the sorted order of its labels */
-    char cfg[4200], **names = NULL;
-    int *perm = NULL;
-    tfm_hf_json_beside(b->st->name, "config.json", cfg, sizeof cfg);
-    if (K > 1 && bert_labels(cfg, K, &names, &perm, err) < 0)
-        return -1;
-    /* the tagger is classifier.*, and so is the classifier without one */
-    int rc = bert_head_rows(&cls, "classifier", "classifier", K, perm, err);
-    bert_labels_free(names, perm, K);
-    return rc;
+    /* the tagger is classifier.*, and so is the classifier without one;
+     * the rows in the sorted order of its labels */
+    return tfm_bert_classifier(&cls, "classifier", "classifier", K, err);
 }
 
 /* The config mapper: config.json, and the heads the file has; the
@@ -761,3 +750,217 @@ const tfm_convert_family tfm_convert_bert = {
     .weights = bert_all_weights,
     .task = bert_task_json,
 };
+
+const char *tfm_bert_prefix(const tfm_safetensors *st, const char *pre, const char *type)
+{
+    if (tfm_hf_format(st))
+        return NULL;
+    char full[96], t[64];
+    snprintf(full, sizeof full, "%sembeddings.word_embeddings.weight", pre);
+    const char *p = tfm_safetensors_find(st, full)                                 ? pre
+                    : tfm_safetensors_find(st, "embeddings.word_embeddings.weight") ? ""
+                                                                                    : NULL;
+    tfm_hf_model_type(st->name, t, sizeof t);
+    return p && !strcmp(t, type) ? p : NULL;
+}
+
+/* The tensor NAME.weight of st (pre: its prefix, or ""), or NULL. */
+static const tfm_st_tensor *names_find(const tfm_safetensors *st, const char *pre,
+                                       const char *name)
+{
+    char full[160];
+    if (!name)
+        return NULL;
+    snprintf(full, sizeof full, "%s%s.weight", pre, name);
+    return tfm_safetensors_find(st, full);
+}
+
+int tfm_bert_names_config(const tfm_safetensors *st, const char *pre, const tfm_bert_names *n,
+                          const tfm_bert_heads *h, tfm_model_keys *c, tfm_err *err)
+{
+    c->mlm_head = names_find(st, "", n->mlm_dense) != NULL;
+    c->tie_embeddings = h->tie || !c->mlm_head;
+    const char *ppre = n->pooled_base ? pre : "";
+    const tfm_st_tensor *pool = names_find(st, ppre, n->pooler);
+    const tfm_st_tensor *cl = names_find(st, "", n->classifier);
+    const tfm_st_tensor *tag = names_find(st, "", n->tagger);
+    c->span = names_find(st, "", n->qa) != NULL;
+    /* one classifier.* may be either (DistilBERT's): the architecture says,
+     * else the pooler before it */
+    int seq = cl && (cl != tag || h->arch == BERT_ARCH_SEQ || (h->arch != BERT_ARCH_TOK && pool));
+    if (seq && cl == tag)
+        tag = NULL;
+    c->pooler = pool && (seq || n->pooled_base);
+    c->pooler_act = n->pooler_act;
+    if (h->arch == BERT_ARCH_SEQ && !(seq && pool))
+        return tfm_err_set(err, "%s: no tensor '%s%s.weight', which config.json's "
+                                "architectures (a %s sequence classifier) has", st->name,
+                           seq ? ppre : "", seq ? n->pooler : n->classifier, n->what);
+    if (seq && !pool)
+        return tfm_err_set(err, "%s: tensor '%s.weight' without '%s%s.weight': %s's sequence "
+                                "classifier reads it", st->name, n->classifier, ppre, n->pooler,
+                           n->what);
+    if ((h->arch == BERT_ARCH_TOK && !tag) || (h->arch == BERT_ARCH_QA && !c->span))
+        return tfm_err_set(err, "%s: no tensor '%s.weight', which config.json's architectures "
+                                "has", st->name, h->arch == BERT_ARCH_QA ? n->qa : n->tagger);
+    const tfm_st_tensor *t = seq ? cl : tag;
+    if (t) {
+        int64_t K = t->ndim == 2 ? (int64_t)t->shape[0] : 0;
+        if (K < 1 || K > 1 << 16)
+            return tfm_err_set(err, "%s: tensor '%s.weight' is not [labels, %lld]", st->name,
+                               seq ? n->classifier : n->tagger, (long long)c->n_embd);
+        if (h->regression == 1 && (!seq || K != 1))
+            return tfm_err_set(err, "%s: problem_type regression with %lld outputs: tfm's "
+                                    "regression is one value per text", st->name, (long long)K);
+        if (seq)
+            c->classes = K;
+        else
+            c->tags = K;
+    }
+    return 0;
+}
+
+/* A head's Linear SRC ([out, in], [out]) into DST as it is (tfm's heads
+ * are [out, in] too). */
+static int head_linear(const tfm_hf_ckpt *b, const char *dst, const char *src, size_t out,
+                       size_t in, tfm_err *err)
+{
+    char dw[96], db[96], sw[160], sb[160];
+    snprintf(dw, sizeof dw, "%s.weight", dst);
+    snprintf(db, sizeof db, "%s.bias", dst);
+    snprintf(sw, sizeof sw, "%s.weight", src);
+    snprintf(sb, sizeof sb, "%s.bias", src);
+    return tfm_hf_copy(b, dw, 0, sw, NULL, out, in, err) < 0 ||
+                   tfm_hf_copy(b, db, 0, sb, NULL, out, 0, err) < 0
+               ? -1
+               : 0;
+}
+
+int tfm_bert_names_weights(const tfm_hf_ckpt *b, const tfm_bert_names *n, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = g->n_embd, V = g->vocab_size, E = tfm_model_config_emb_dim(g);
+    tfm_hf_ckpt top = *b;
+    top.pre = ""; /* the heads are outside the base model's names */
+    char src[160];
+    if (g->mlm_head) {
+        snprintf(src, sizeof src, "%s.bias", n->mlm_bias);
+        if (head_linear(&top, "cls.predictions.transform.dense", n->mlm_dense, E, C,
+                               err) < 0 ||
+            tfm_hf_norm(&top, "cls.predictions.transform.LayerNorm", 0, n->mlm_norm, E, err) < 0 ||
+            tfm_hf_copy(&top, "cls.predictions.bias", 0, src, NULL, V, 0, err) < 0)
+            return -1;
+        snprintf(src, sizeof src, "%s.weight", n->mlm_decoder);
+        if (!g->tie_embeddings &&
+            tfm_hf_copy(&top, "lm_head.weight", 0, src, NULL, V, E, err) < 0)
+            return -1;
+    }
+    if (g->pooler &&
+        head_linear(n->pooled_base ? b : &top, "pooler.dense", n->pooler, C, C, err) < 0)
+        return -1;
+    if (g->n_classes && tfm_bert_classifier(&top, "classifier", n->classifier, g->n_classes,
+                                            err) < 0)
+        return -1;
+    if (g->n_tags && tfm_bert_classifier(&top, "classifier", n->tagger, g->n_tags, err) < 0)
+        return -1;
+    return g->span ? bert_head_rows(&top, "qa_outputs", n->qa, 2, NULL, err) : 0;
+}
+
+const tfm_bert_block_names tfm_bert_block_bert = {
+    "attention.self.query", "attention.self.key", "attention.self.value",
+    "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
+    "output.dense", "output.LayerNorm",
+};
+
+int tfm_bert_block(const tfm_hf_ckpt *b, int l, const char *src, const tfm_bert_block_names *n,
+                   tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t C = (size_t)g->n_embd, F = (size_t)tfm_model_config_ff(g);
+    char q[192], k[192], v[192], s[192], dst[48];
+    snprintf(q, sizeof q, "%s%s", src, n->q);
+    snprintf(k, sizeof k, "%s%s", src, n->k);
+    snprintf(v, sizeof v, "%s%s", src, n->v);
+    snprintf(dst, sizeof dst, "h.%d.attn.c_attn", l);
+    /* q, k, v side by side: c_attn [C, 3C], bias [3C] */
+    const char *qkv[3] = {q, k, v};
+    if (tfm_hf_fused(b, dst, qkv, 3, C, C, err) < 0)
+        return -1;
+    /* post-LN: ln_1 is the norm after attention, ln_2 after the MLP */
+#define PART(call, name)                                                        \
+    do {                                                                        \
+        snprintf(s, sizeof s, "%s%s", src, name);                               \
+        if ((call) < 0)                                                         \
+            return -1;                                                          \
+    } while (0)
+    PART(tfm_hf_linear(b, "h.%d.attn.c_proj", l, s, C, C, err), n->attn_out);
+    PART(tfm_hf_norm(b, "h.%d.ln_1", l, s, C, err), n->attn_norm);
+    PART(tfm_hf_linear(b, "h.%d.mlp.c_fc", l, s, F, C, err), n->fc);
+    PART(tfm_hf_linear(b, "h.%d.mlp.c_proj", l, s, C, F, err), n->fc_out);
+    PART(tfm_hf_norm(b, "h.%d.ln_2", l, s, C, err), n->out_norm);
+#undef PART
+    return 0;
+}
+
+int tfm_bert_factorised_config(const tfm_json_doc *doc, const char *act_def, tfm_model_keys *c,
+                               tfm_err *err)
+{
+    int64_t C, NH, L, F, P, S, V, E;
+    double drop, attn, eps;
+    tfm_act act;
+    if (tfm_hf_int(doc, "hidden_size", 1, 65536, -1, &C, err) < 0 ||
+        tfm_hf_int(doc, "embedding_size", 1, 65536, -1, &E, err) < 0 ||
+        tfm_hf_int(doc, "num_attention_heads", 1, 1024, -1, &NH, err) < 0 ||
+        tfm_hf_int(doc, "num_hidden_layers", 1, 1000, -1, &L, err) < 0 ||
+        tfm_hf_int(doc, "intermediate_size", 1, 1 << 20, -1, &F, err) < 0 ||
+        tfm_hf_int(doc, "max_position_embeddings", 1, 1 << 20, 512, &P, err) < 0 ||
+        tfm_hf_int(doc, "type_vocab_size", 1, 1024, 2, &S, err) < 0 ||
+        tfm_hf_int(doc, "vocab_size", 1, 1 << 24, -1, &V, err) < 0 ||
+        tfm_hf_prob(doc, "hidden_dropout_prob", 0.1, &drop, err) < 0 ||
+        tfm_hf_prob(doc, "attention_probs_dropout_prob", 0.1, &attn, err) < 0 ||
+        tfm_hf_prob(doc, "layer_norm_eps", 1e-12, &eps, err) < 0 ||
+        tfm_bert_act(doc, "hidden_act", act_def, &act, err) < 0)
+        return -1;
+    const tfm_json *j = tfm_json_get(doc->root, "position_embedding_type");
+    if (j && !(j->type == TFM_JSON_STRING && !strcmp(j->str, "absolute")))
+        return tfm_err_at(err, doc->name, j->line, j->col, "position_embedding_type '%s' is "
+                          "not supported (only absolute)", j->str ? j->str : "");
+    if (!(eps >= 1e-12)) {
+        j = tfm_json_get(doc->root, "layer_norm_eps");
+        return tfm_err_at(err, doc->name, j->line, j->col, "layer_norm_eps must be in "
+                          "[1e-12, 1), not %s", j->str);
+    }
+    c->kind = TFM_KIND_ENCODER;
+    c->positions = TFM_POS_LEARNED;
+    c->norm = TFM_LN_POST;
+    c->activation = act;
+    c->ln_eps = eps;
+    c->n_layer = L;
+    c->n_head = NH;
+    c->n_embd = C;
+    c->d_ff = F;
+    c->block_size = P;
+    c->segments = S;
+    c->vocab_size = V;
+    c->embedding_size = E;
+    c->emb_norm = 1;
+    c->bias = 1;
+    c->dropout = drop;
+    c->attn_dropout = attn;
+    return 0;
+}
+
+int tfm_bert_embeddings(const tfm_hf_ckpt *b, const char *proj, tfm_err *err)
+{
+    const tfm_model_config *g = &b->m->cfg;
+    size_t E = (size_t)tfm_model_config_emb_dim(g);
+    if (tfm_hf_copy(b, "wte.weight", 0, "embeddings.word_embeddings.weight", NULL,
+                    (size_t)g->vocab_size, E, err) < 0 ||
+        tfm_hf_copy(b, "wpe.weight", 0, "embeddings.position_embeddings.weight", NULL,
+                    (size_t)g->block_size, E, err) < 0 ||
+        tfm_hf_copy(b, "wse.weight", 0, "embeddings.token_type_embeddings.weight", NULL,
+                    (size_t)g->n_segments, E, err) < 0 ||
+        tfm_hf_norm(b, "ln_e", 0, "embeddings.LayerNorm", E, err) < 0)
+        return -1;
+    return g->emb_dim ? tfm_hf_linear(b, "emb_proj", 0, proj, (size_t)g->n_embd, E, err) : 0;
+}

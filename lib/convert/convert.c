@@ -10,19 +10,22 @@
 #include <unistd.h>
 
 extern const tfm_convert_family tfm_convert_gpt2, tfm_convert_bert, tfm_convert_roberta,
-    tfm_convert_t5, tfm_convert_bart, tfm_convert_llama;
+    tfm_convert_t5, tfm_convert_bart, tfm_convert_llama, tfm_convert_distilbert,
+    tfm_convert_electra, tfm_convert_albert;
 
 /* Detection order: BERT's names first (a file could hold another family's
  * too), GPT-2's last (its wte.weight is also tfm's own name). */
 const tfm_convert_family *const tfm_convert_families[] = {
-    &tfm_convert_bert, &tfm_convert_roberta, &tfm_convert_bart, &tfm_convert_t5,
-    &tfm_convert_llama, &tfm_convert_gpt2, NULL,
+    &tfm_convert_bert, &tfm_convert_roberta, &tfm_convert_distilbert, &tfm_convert_electra,
+    &tfm_convert_albert, &tfm_convert_bart, &tfm_convert_t5, &tfm_convert_llama,
+    &tfm_convert_gpt2, NULL,
 };
 
 /* The families in the order messages list them */
 static const tfm_convert_family *const listed[] = {
-    &tfm_convert_gpt2, &tfm_convert_bert, &tfm_convert_roberta, &tfm_convert_t5,
-    &tfm_convert_bart, &tfm_convert_llama, NULL,
+    &tfm_convert_gpt2, &tfm_convert_bert, &tfm_convert_roberta, &tfm_convert_distilbert,
+    &tfm_convert_electra, &tfm_convert_albert, &tfm_convert_t5, &tfm_convert_bart,
+    &tfm_convert_llama, NULL,
 };
 
 const tfm_convert_family *tfm_convert_detect(const tfm_safetensors *st, const char **pre)

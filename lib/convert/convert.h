@@ -1,6 +1,7 @@
 /* HuggingFace checkpoints as tfm models: one converter per family, in a
  * registry (convert.c), each in its own file (gpt2.c, bert.c, roberta.c,
- * t5.c, bart.c, llama.c) over the helpers of convert/hf.h.  A new family is one file and
+ * distilbert.c, electra.c, albert.c, t5.c, bart.c, llama.c) over the
+ * helpers of convert/hf.h (and the BERT-shaped ones over convert/bert.h).  A new family is one file and
  * one line of the registry.
  *
  *     const char *pre;
@@ -45,7 +46,12 @@
  *     pad_token_id + 1, the one token type folded into them, lm_head.* as
  *     the MLM head, classifier.dense/out_proj as the pooler and classifier,
  *     the tokenizer.json's <s> ... </s> wrap.  BERT's family takes
- *     model_type bert (or none); DistilBERT, ALBERT, ELECTRA... are refused.
+ *     model_type bert (or none).
+ *   DistilBERT, ELECTRA and ALBERT (distilbert.c, electra.c, albert.c say
+ *     what they read): BERT's encoder under their names and config keys,
+ *     ELECTRA's and ALBERT's factorised embedding as model.embedding_size,
+ *     ALBERT's shared layers copied into each block; their heads through
+ *     convert/bert.h's tfm_bert_names.  CamemBERT, RoFormer... are refused.
  *   T5 (T5ForConditionalGeneration, t5 or mt5: t5-small's layout, v1.1 and
  *     flan-t5's): an encoder-decoder from config.json (required: d_model,
  *     d_kv, d_ff, num_layers, num_heads, vocab_size; HF's defaults for

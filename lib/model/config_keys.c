@@ -128,6 +128,11 @@ static const tfm_schema_key keys[] = {
      "segment (token type) embeddings, e.g. 2 for BERT's sentence A and B; encoders only"},
     {"model.emb_norm", TFM_SCHEMA_BOOL, OFF(emb_norm), "false", 0, 0, NULL,
      "layer norm over the embedding sum, before the first block (BERT)"},
+    {"model.embedding_size", TFM_SCHEMA_INT, OFF(embedding_size), "0", 0, 65536, NULL,
+     "encoders: the width of the token, position and segment embeddings and their norm, "
+     "projected to n_embd after the embedding dropout (emb_proj: ALBERT's and ELECTRA's "
+     "factorised embedding, at n_embd's width too; the MLM head maps back to it); 0: none, "
+     "the tables n_embd wide"},
     {"model.emb_scale", TFM_SCHEMA_BOOL, OFF(emb_scale), "false", 0, 0, NULL,
      "token embeddings times sqrt(n_embd) before the positions are added (the original "
      "Transformer)"},
@@ -160,6 +165,10 @@ static const tfm_schema_key keys[] = {
      "with a bias of its own; logits only at the masked positions"},
     {"model.pooler", TFM_SCHEMA_BOOL, OFF(pooler), "false", 0, 0, NULL,
      "BERT's pooler: dense + tanh on the pooled position before the classifier"},
+    {"model.pooler_activation", TFM_SCHEMA_ENUM, OFF(pooler_act), "tanh", 0, 0,
+     "tanh|relu|gelu_exact",
+     "the pooler's activation: tanh (BERT), relu (DistilBERT's pre_classifier), gelu_exact "
+     "(ELECTRA's classification head)"},
     {"model.pooling", TFM_SCHEMA_ENUM, OFF(pooling), "token", 0, 0, "token|mean",
      "what the classifier (and model.pooler) reads: token, the pooled position (an "
      "encoder's first token, [CLS]; a decoder's last); mean, the mean of the hidden states "

@@ -55,6 +55,7 @@ typedef struct tfm_model_keys {
     int64_t t5_buckets, t5_max_distance;
     int64_t segments;
     int emb_norm;
+    int64_t embedding_size; /* E of a factorised embedding; 0: n_embd */
     int emb_scale;
     int head_scale;        /* final hidden states · n_embd^-0.5 before the head */
     int head_bias;         /* the LM head adds final_logits_bias (BART) */
@@ -68,6 +69,7 @@ typedef struct tfm_model_keys {
     int64_t src_vocab_size; /* 0: vocab_size */
     int mlm_head, pooler, nsp, span; /* the heads */
     int pooling;                     /* 0 token, 1 mean */
+    tfm_pool_act pooler_act;
     int64_t classes, tags;
 } tfm_model_keys;
 

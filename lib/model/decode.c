@@ -49,7 +49,8 @@ static inline uint16_t f32_bf16(float f)
 static int bind_embed(tfm_embed_weights *e, const tfm_model_config *c, const char *pre,
                       tfm_weights_lookup lookup, void *ctx, tfm_err *err)
 {
-    const size_t C = (size_t)c->n_embd;
+    /* the tables' width: E with a factorised embedding (an encoder's) */
+    const size_t C = (size_t)tfm_model_config_emb_dim(c);
     int enc = *pre != 0;
     char name[64];
 #define GETE(dst, suffix, d0, d1)                                             \
@@ -73,12 +74,16 @@ static int bind_embed(tfm_embed_weights *e, const tfm_model_config *c, const cha
         if (!rms)
             GETE(e->lne_b, "ln_e.bias", C, 0);
     }
+    if (c->emb_dim > 0) {
+        GETE(e->proj_w, "emb_proj.weight", C, (size_t)c->n_embd);
+        GETE(e->proj_b, "emb_proj.bias", (size_t)c->n_embd, 0);
+    }
     if (c->pos == TFM_POS_T5)
         GETE(e->rel_bias, "rel_bias.weight", (size_t)c->n_head, (size_t)c->t5_buckets);
     if (c->ln == TFM_LN_PRE) {
-        GETE(e->lnf_w, "ln_f.weight", C, 0);
+        GETE(e->lnf_w, "ln_f.weight", (size_t)c->n_embd, 0);
         if (!rms)
-            GETE(e->lnf_b, "ln_f.bias", C, 0);
+            GETE(e->lnf_b, "ln_f.bias", (size_t)c->n_embd, 0);
     }
 #undef GETE
     return 0;
@@ -107,7 +112,8 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
                          tfm_weights_lookup lookup, void *ctx, tfm_err *err)
 {
     memset(w, 0, sizeof *w);
-    const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
+    const size_t V = (size_t)c->vocab_size;
+    const size_t E = (size_t)tfm_model_config_emb_dim(c);
     char name[64];
 #define GET(dst, nm, d0, d1)                                                  \
     do {                                                                      \
@@ -117,11 +123,11 @@ int tfm_weights_bind(tfm_weights *w, const tfm_model_config *c,
     if (bind_embed(&w->dec, c, "", lookup, ctx, err) < 0)
         goto fail;
     if (c->n_segments)
-        GET(w->wse, "wse.weight", (size_t)c->n_segments, C);
+        GET(w->wse, "wse.weight", (size_t)c->n_segments, E);
     if (c->tie_embeddings)
         w->lm_head = w->dec.wte;
     else
-        GET(w->lm_head.f32, "lm_head.weight", V, C);
+        GET(w->lm_head.f32, "lm_head.weight", V, E);
     if (c->head_bias)
         GET(w->head_bias, "final_logits_bias", V, 0);
     int ed = c->kind == TFM_KIND_ENCODER_DECODER;

@@ -97,21 +97,24 @@ typedef struct tfm_layer_weights {
     const float *xp_b;            /* [C] */
 } tfm_layer_weights;
 
-/* One stack's embedding tables and final norm. */
+/* One stack's embedding tables and final norm (the tables and ln_e E wide:
+ * C, or a factorised embedding's emb_dim). */
 typedef struct tfm_embed_weights {
-    tfm_matrix wte;               /* [V, C]: the rows read as float32 (or,
+    tfm_matrix wte;               /* [V, E]: the rows read as float32 (or,
                                      stored only, widened from data) */
-    const float *wpe;             /* [block_size, C]; learned positions only */
-    const float *lne_w, *lne_b;   /* [C]: the embedding norm, or NULL (lne_b
+    const float *wpe;             /* [block_size, E]; learned positions only */
+    const float *lne_w, *lne_b;   /* [E]: the embedding norm, or NULL (lne_b
                                      NULL for rmsnorm, as every norm's bias) */
+    const float *proj_w, *proj_b; /* [E, C], [C]: a factorised embedding's
+                                     emb_proj, else NULL */
     const float *rel_bias;        /* [n_head, t5_buckets]: t5 positions, or NULL */
     const float *lnf_w, *lnf_b;   /* [C]; NULL for post-LN */
 } tfm_embed_weights;
 
 typedef struct tfm_weights {
     tfm_embed_weights dec;        /* the decoder's (or an encoder's only stack's) */
-    const float *wse;             /* [n_segments, C] or NULL */
-    tfm_matrix lm_head;           /* [V, C]; dec.wte's float32 values when tied */
+    const float *wse;             /* [n_segments, E] or NULL */
+    tfm_matrix lm_head;           /* [V, E]; dec.wte's float32 values when tied */
     const float *head_bias;       /* [V] final_logits_bias, or NULL */
     tfm_layer_weights *layers; /* [n_layer], owned by this struct */
     int n_layer;

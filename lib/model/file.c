@@ -298,6 +298,8 @@ int tfm_model_config_from_keys(const tfm_model_keys *c, const tfm_lora_keys *lor
     g->src_vocab_size = (int)c->src_vocab_size;
     g->mlm_head = c->mlm_head;
     g->pooler = c->pooler;
+    g->pooler_act = c->pooler_act;
+    g->emb_dim = (int)c->embedding_size;
     g->pool_mean = c->pooling;
     g->n_classes = (int)c->classes;
     g->nsp = c->nsp;

@@ -63,7 +63,7 @@ int tfm_fwd_init(tfm_fwd *f, const tfm_model_config *cfg, const tfm_weights *w,
 void tfm_fwd_free(tfm_fwd *f)
 {
     free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc); free(f->fc1);
-    free(f->mean); free(f->rstd); free(f->pe); free(f->rope); free(f->pos);
+    free(f->mean); free(f->rstd); free(f->pe); free(f->rope); free(f->pos); free(f->emb);
     free(f->probs); free(f->ascratch); free(f->alibi); free(f->xq); free(f->xd);
     if (f->q8)
         for (int i = 0; i < 5 * f->n_layer; i++)
@@ -209,8 +209,11 @@ static void ensure(tfm_fwd *f, int R, int T, int Tp, int Bmax, size_t np)
     const int NH = f->blk.n_head, HS = f->blk.head_dim;
     if (R > f->max_rows) {
         free(f->x); free(f->h); free(f->qkv); free(f->att); free(f->fc); free(f->fc1);
-        free(f->mean); free(f->rstd); free(f->pos);
+        free(f->mean); free(f->rstd); free(f->pos); free(f->emb);
         size_t r = (size_t)R;
+        f->emb = f->e->proj_w ? tfm_aligned_alloc(sizeof(float) * r *
+                                                  (size_t)tfm_model_config_emb_dim(&f->cfg))
+                              : NULL;
         f->x = tfm_aligned_alloc(sizeof(float) * r * C);
         f->h = tfm_aligned_alloc(sizeof(float) * r * C);
         f->qkv = tfm_aligned_alloc(sizeof(float) * r * QKV);
@@ -288,12 +291,13 @@ static void linear(tfm_fwd *f, float *out, const float *in, const float *W, tfm_
 }
 
 /* x[r] = wte[tok] (·√C with emb_scale) + position term + wse[seg], then the
- * embedding norm. */
+ * embedding norm; a factorised embedding's (E wide) then projected to C. */
 static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
 {
     const tfm_model_config *c = &f->cfg;
-    const int C = c->n_embd;
+    const int C = tfm_model_config_emb_dim(c);
     const tfm_embed_weights *e = f->e;
+    float *x = e->proj_w ? f->emb : f->x;
     const float *pt = c->pos == TFM_POS_LEARNED ? e->wpe
                       : c->pos == TFM_POS_SINUSOIDAL ? f->pe : NULL;
     const float *wse = e == &f->w->dec ? f->w->wse : NULL;
@@ -301,7 +305,7 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
 #pragma omp parallel for schedule(static) if ((size_t)R * C >= (1 << 16))
     for (int r = 0; r < R; r++) {
         const float *te = e->wte.f32 + (size_t)b->tok[r] * C;
-        float *xr = f->x + (size_t)r * C;
+        float *xr = x + (size_t)r * C;
         tfm_embed_row(xr, te, pt ? pt + (size_t)f->pos[r] * C : NULL, s, C);
         if (wse) {
             const float *se = wse + (size_t)(b->seg ? b->seg[r] : 0) * C;
@@ -310,7 +314,10 @@ static void embed(tfm_fwd *f, const tfm_fwd_batch *b, int R)
         }
     }
     if (e->lne_w)
-        tfm_block_norm(&f->blk, f->x, f->mean, f->rstd, f->x, e->lne_w, e->lne_b, R, C);
+        tfm_block_norm(&f->blk, x, f->mean, f->rstd, x, e->lne_w, e->lne_b, R, C);
+    if (e->proj_w)
+        linear(f, f->x, x, e->proj_w, NULL, NULL, R, C, c->n_embd,
+               (tfm_linear_epi){.bias = e->proj_b});
 }
 
 /* att[off.., :] = attention of each sequence over its own positions. */

@@ -83,6 +83,8 @@ typedef struct tfm_fwd {
     int max_rows, max_len;
     tfm_block blk;         /* the block (model/transformer.h's tfm_model_block) */
     float *x, *h, *qkv, *att, *fc, *fc1, *mean, *rstd, *pe, *rope;
+    float *emb;            /* [rows, E]: a factorised embedding before its
+                              projection, else NULL */
     int32_t *pos;
     float *probs, *ascratch; /* probs: P of one attention call (probs_n
                                 floats), of sequences of up to probs_len,

@@ -2,7 +2,8 @@
  * 0; a decoder's reader passes its last token): u = h[b, p_b], or with
  * pool_mean the mean of h[b, t] over t < n_b (n_b: the row's length, or
  * p_b + 1 for a batch without lengths, a decoder's), with the
- * pooler u = tanh(u·Pᵀ + p); z = u·Wᵀ + w; cross-entropy over the classes
+ * pooler u = act(u·Pᵀ + p) (tanh, or pooler_act's ReLU or GELU);
+ * z = u·Wᵀ + w; cross-entropy over the classes
  * against tfm_batch.labels, or with one output the mean squared error
  * against tfm_batch.values.  With nsp it is BERT's next-sentence head
  * (cls.seq_relationship.*), else HF's classifier.*. */
@@ -16,6 +17,7 @@
 
 typedef struct class_acts {
     float *pool_x, *pool_u;    /* [N,C] (B rows used) */
+    float *pool_h;             /* [N,C] the pooler's input of its activation */
     float *z, *lse;            /* [N,K], [N] */
     int32_t *cls_pos, *labels; /* [N] (B used) */
     int32_t *n_pool;           /* [N] positions pool_mean averages */
@@ -28,6 +30,12 @@ static const char *cls_name(const tfm_model_config *c, int bias)
     if (c->nsp)
         return bias ? "cls.seq_relationship.bias" : "cls.seq_relationship.weight";
     return bias ? "classifier.bias" : "classifier.weight";
+}
+
+/* The pooler's ReLU or GELU as an activation kernel's */
+static tfm_act_kind pool_act(const tfm_model_config *c)
+{
+    return c->pooler_act == TFM_POOL_RELU ? TFM_ACT_KIND_RELU : TFM_ACT_KIND_GELU_EXACT;
 }
 
 /* the pooler alone (a pre-trained BERT's) is kept and saved too */
@@ -76,6 +84,7 @@ static void layout(void *acts, const tfm_model_config *c, size_t N, float *base,
     if (c->n_classes) {
         tfm_acts_take(&a->pool_x, base, off, N * C);
         tfm_acts_take(&a->pool_u, base, off, N * C);
+        tfm_acts_take(&a->pool_h, base, off, N * C);
         tfm_acts_take(&a->z, base, off, N * (size_t)c->n_classes);
         tfm_acts_take(&a->lse, base, off, N);
         tfm_acts_take(&a->values, base, off, N);
@@ -170,10 +179,13 @@ static int forward(void *acts, tfm_model *m, const float *final, float *loss, lo
     }
     const float *u = a->pool_x;
     if (c->pooler) {
-        tfm_head_linear_forward(a->pool_u, a->pool_x, tfm_model_ptr(m, P, "pooler.dense.weight"),
+        tfm_head_linear_forward(a->pool_h, a->pool_x, tfm_model_ptr(m, P, "pooler.dense.weight"),
                                 tfm_model_ptr(m, P, "pooler.dense.bias"), B, C, C);
-        for (size_t i = 0; i < (size_t)B * C; i++)
-            a->pool_u[i] = tanhf(a->pool_u[i]);
+        if (c->pooler_act == TFM_POOL_TANH)
+            for (size_t i = 0; i < (size_t)B * C; i++)
+                a->pool_u[i] = tanhf(a->pool_h[i]);
+        else
+            tfm_act_forward(pool_act(c), a->pool_u, a->pool_h, (size_t)B * C);
         u = a->pool_u;
     }
     tfm_head_linear_forward(a->z, u, tfm_model_ptr(m, P, cls_name(c, 0)),
@@ -218,8 +230,11 @@ static void backward(void *acts, tfm_model *m, const float *final, float *dfinal
                              tfm_model_ptr(m, P, cls_name(c, 0)), B, C, K);
     float *dx = tmp;
     if (c->pooler) {
-        for (size_t i = 0; i < (size_t)B * C; i++)
-            tmp[i] *= 1.0f - a->pool_u[i] * a->pool_u[i];
+        if (c->pooler_act == TFM_POOL_TANH)
+            for (size_t i = 0; i < (size_t)B * C; i++)
+                tmp[i] *= 1.0f - a->pool_u[i] * a->pool_u[i];
+        else
+            tfm_act_backward(pool_act(c), tmp, tmp, a->pool_h, (size_t)B * C);
         tfm_head_linear_backward(a->pool_x, 0.0f, tfm_model_ptr(m, G, "pooler.dense.weight"),
                                  tfm_model_ptr(m, G, "pooler.dense.bias"), tmp, a->pool_x,
                                  tfm_model_ptr(m, P, "pooler.dense.weight"), B, C, C);

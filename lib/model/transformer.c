@@ -77,6 +77,18 @@ tfm_block tfm_model_block(const tfm_model_config *c)
                        .head_dim = tfm_model_config_head_dim(c), .window = c->window};
 }
 
+int tfm_model_config_emb_dim(const tfm_model_config *c)
+{
+    return c->emb_dim > 0 ? c->emb_dim : c->n_embd;
+}
+
+/* A factorised embedding: tables E wide, projected to C (at E = C too:
+ * ALBERT's projection is there whatever the widths) */
+static int factorised(const tfm_model_config *c)
+{
+    return c->emb_dim > 0;
+}
+
 int tfm_model_config_ff(const tfm_model_config *c)
 {
     return c->d_ff > 0 ? c->d_ff : 4 * c->n_embd;
@@ -223,6 +235,16 @@ int tfm_model_config_check(const tfm_model_config *c, tfm_err *err)
                            c->t5_max_distance, exact);
     if (c->n_segments < 0 || c->n_segments > 1024)
         return tfm_err_set(err, "segments %d is out of range [0, 1024]", c->n_segments);
+    if (c->emb_dim < 0 || c->emb_dim > 65536)
+        return tfm_err_set(err, "embedding_size %d is out of range [0, 65536]", c->emb_dim);
+    /* the factorised embedding is ALBERT's and ELECTRA's: an encoder's,
+     * with learned (or no) positions added at width E */
+    if (factorised(c) && (c->kind != TFM_KIND_ENCODER || c->pos == TFM_POS_SINUSOIDAL ||
+                          c->emb_scale))
+        return tfm_err_set(err, "embedding_size %d (a factorised embedding) is for encoders "
+                           "without sinusoidal positions or emb_scale", c->emb_dim);
+    if (c->pooler_act < TFM_POOL_TANH || c->pooler_act > TFM_POOL_GELU)
+        return tfm_err_set(err, "unknown pooler activation %d", c->pooler_act);
     if (c->n_segments && c->kind != TFM_KIND_ENCODER)
         return tfm_err_set(err, "segments %d on %s: segment embeddings are for "
                            "encoders (kind: encoder)", c->n_segments,
@@ -472,37 +494,46 @@ static void add_block(table_builder *tb, const tfm_model_config *c, const char *
     }
 }
 
-/* A norm's weight and (layernorm) bias: pre + "ln_f" and so on. */
-static void add_norm(table_builder *tb, const tfm_model_config *c, const char *name)
+/* A norm's weight and (layernorm) bias of width n: pre + "ln_f" and so on. */
+static void add_norm_w(table_builder *tb, const tfm_model_config *c, const char *name, size_t n)
 {
     char full[48];
     snprintf(full, sizeof full, "%s.weight", name);
-    add_param(tb, full, (size_t)c->n_embd, 0, 0);
+    add_param(tb, full, n, 0, 0);
     if (c->norm == TFM_NORM_RMS)
         return;
     snprintf(full, sizeof full, "%s.bias", name);
-    add_param(tb, full, (size_t)c->n_embd, 0, 0);
+    add_param(tb, full, n, 0, 0);
+}
+
+static void add_norm(table_builder *tb, const tfm_model_config *c, const char *name)
+{
+    add_norm_w(tb, c, name, (size_t)c->n_embd);
 }
 
 static void build_table(const tfm_model_config *c, table_builder *tb)
 {
-    size_t C = c->n_embd, V = c->vocab_size;
+    size_t C = c->n_embd, V = c->vocab_size, E = tfm_model_config_emb_dim(c);
     tb->lora = c->lora_r > 0;
     int ed = c->kind == TFM_KIND_ENCODER_DECODER;
-    add_param(tb, "wte.weight", V, C, 1);
+    add_param(tb, "wte.weight", V, E, 1);
     if (ed && !c->tie_source)
         add_param(tb, "enc.wte.weight", (size_t)tfm_model_config_src_vocab(c), C, 1);
     if (c->pos == TFM_POS_LEARNED) {
-        add_param(tb, "wpe.weight", c->block_size, C, 1);
+        add_param(tb, "wpe.weight", c->block_size, E, 1);
         if (ed)
             add_param(tb, "enc.wpe.weight", c->block_size, C, 1);
     }
     if (c->n_segments)
-        add_param(tb, "wse.weight", c->n_segments, C, 1);
+        add_param(tb, "wse.weight", c->n_segments, E, 1);
     if (c->emb_norm) {
-        add_norm(tb, c, "ln_e");
+        add_norm_w(tb, c, "ln_e", E);
         if (ed)
             add_norm(tb, c, "enc.ln_e");
+    }
+    if (factorised(c)) {
+        add_param(tb, "emb_proj.weight", E, C, 1);
+        add_param(tb, "emb_proj.bias", C, 0, 0);
     }
     if (c->pos == TFM_POS_T5) {
         add_param(tb, "rel_bias.weight", c->n_head, c->t5_buckets, 0);
@@ -520,7 +551,7 @@ static void build_table(const tfm_model_config *c, table_builder *tb)
     if (c->ln == TFM_LN_PRE)
         add_norm(tb, c, "ln_f");
     if (!c->tie_embeddings)
-        add_param(tb, "lm_head.weight", V, C, 1);
+        add_param(tb, "lm_head.weight", V, E, 1);
     if (c->head_bias)
         add_param(tb, "final_logits_bias", V, 0, 0);
     /* the heads ([out, in], HF BERT's names) */
@@ -574,7 +605,9 @@ typedef struct layer_acts {
 /* The embedding of one stack's input. */
 typedef struct embed_acts {
     float *encoded;                    /* [N,C] embeddings (after dropout) */
-    float *emb, *emb_mean, *emb_rstd;  /* [N,C] sum before ln_e, [N], [N] */
+    float *emb, *emb_mean, *emb_rstd;  /* [N,E] sum before ln_e, [N], [N] */
+    float *small, *dsmall;             /* factorised: [N,E] the embedding
+                                          before emb_proj, its gradient */
     float *lnf, *lnf_mean, *lnf_rstd;  /* [N,C] the final norm (pre-LN) */
 } embed_acts;
 
@@ -728,9 +761,15 @@ static void take_stack(tfm_model_acts *a, const tfm_model_config *c, embed_acts 
     const tfm_block blk = tfm_model_block(c);
     size_t C = c->n_embd, F = tfm_model_config_ff(c), D = tfm_block_q_dim(&blk);
     size_t KV = tfm_block_kv_dim(&blk);
+    size_t E = tfm_model_config_emb_dim(c);
     take(&e->encoded, base, off, N * C);
+    if (factorised(c)) {
+        take(&e->small, base, off, N * E);
+        if (!a->inference)
+            take(&e->dsmall, base, off, N * E);
+    }
     if (c->emb_norm) {
-        take(&e->emb, base, off, N * C);
+        take(&e->emb, base, off, N * E);
         take(&e->emb_mean, base, off, N);
         take(&e->emb_rstd, base, off, N);
     }
@@ -810,6 +849,7 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
                           size_t Ns, size_t att_s, size_t xatt, size_t scratch, float *base)
 {
     size_t C = c->n_embd, V = c->vocab_size, F = tfm_model_config_ff(c), off = 0;
+    int E = tfm_model_config_emb_dim(c);
     size_t D = tfm_model_config_attn_dim(c), HS = tfm_model_config_head_dim(c);
     int L = c->n_layer, Le = tfm_model_config_enc_layers(c);
     size_t Nmax = N > Ns ? N : Ns;
@@ -847,7 +887,8 @@ static size_t acts_layout(tfm_model_acts *a, const tfm_model_config *c, size_t N
         take(&a->dqkv, base, &off, Nmax * tfm_model_config_qkv_dim(c));
         take(&a->datty, base, &off, Nmax * D);
         take(&a->d0, base, &off, Nmax * C);
-        take(&a->d1, base, &off, Nmax * C);
+        /* the LM head's gradient of its rows, E wide (heads_backward) */
+        take(&a->d1, base, &off, Nmax * (C > (size_t)E ? C : (size_t)E));
         take(&a->d2, base, &off, Nmax * C);
         take(&a->d3, base, &off, Nmax * C);
         take(&a->dtmp, base, &off, Nmax * C);
@@ -1281,6 +1322,10 @@ int tfm_batch_check(const tfm_model_config *c, const tfm_batch *b, tfm_err *err)
                            c->block_size);
     if (b->segments && !c->n_segments)
         return tfm_err_set(err, "segment ids given to a model without segments");
+    if (b->targets && factorised(c) && !c->mlm_head)
+        return tfm_err_set(err, "LM targets given to a model with embedding_size %d and no "
+                           "MLM head (the head that maps back to the embeddings' width)",
+                           c->emb_dim);
     if (c->kind != TFM_KIND_DECODER && (b->prefix_len || b->doc_start))
         return tfm_err_set(err, "prefix-LM and packed documents are for decoders");
     if (c->kind != TFM_KIND_ENCODER && b->lengths)
@@ -1536,10 +1581,11 @@ static void embed_forward(tfm_model *m, const side *sd, int B)
     const tfm_block blk = tfm_model_block(c);
     tfm_model_acts *a = m->acts;
     embed_acts *e = sd->e;
-    int C = c->n_embd, T = sd->T;
+    int C = tfm_model_config_emb_dim(c), T = sd->T; /* the tables' width */
     size_t N = sd->N;
     float *P = m->params, *wte = side_wte(m, P, sd);
-    float *emb = c->emb_norm ? e->emb : e->encoded;
+    float *out = factorised(c) ? e->small : e->encoded;
+    float *emb = c->emb_norm ? e->emb : out;
     float *wpe = side_ptr(m, P, sd->pre, "wpe.weight");
     if (c->pos == TFM_POS_LEARNED && !sd->packed && !c->emb_scale) {
         tfm_embedding_forward(emb, sd->ids, wte, wpe, B, T, C);
@@ -1555,11 +1601,13 @@ static void embed_forward(tfm_model *m, const side *sd, int B)
     if (!sd->enc && a->has_segments)
         tfm_embedding_add(emb, a->segments, param_ptr(m, P, "wse.weight"), (int)N, C);
     if (c->emb_norm)
-        tfm_block_norm(&blk, e->encoded, e->emb_mean, e->emb_rstd, e->emb,
+        tfm_block_norm(&blk, out, e->emb_mean, e->emb_rstd, e->emb,
                               side_ptr(m, P, sd->pre, "ln_e.weight"),
                               side_ptr(m, P, sd->pre, "ln_e.bias"), (int)N, C);
-    tfm_dropout_forward(e->encoded, e->encoded, N * C, emb_p(m),
-                        site_seed(a->seed, sd->site + SITE_EMB));
+    tfm_dropout_forward(out, out, N * C, emb_p(m), site_seed(a->seed, sd->site + SITE_EMB));
+    if (factorised(c))
+        linear_forward(e->encoded, out, param_ptr(m, P, "emb_proj.weight"),
+                       param_ptr(m, P, "emb_proj.bias"), (int)N, C, c->n_embd);
 }
 
 /* Block l of a stack on input x; returns its output. */
@@ -1705,7 +1753,9 @@ static void heads_forward(tfm_model *m, const float *final, int lm_targets)
 {
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
-    int C = c->n_embd, V = c->vocab_size, B = m->B, T = m->T, N = B * T;
+    /* the LM head reads rows of the embeddings' width (the MLM transform's
+     * output); a factorised model has none without that transform */
+    int C = tfm_model_config_emb_dim(c), V = c->vocab_size, B = m->B, T = m->T, N = B * T;
     float *P = m->params;
     double total = 0.0;
     int any = 0;
@@ -1716,7 +1766,7 @@ static void heads_forward(tfm_model *m, const float *final, int lm_targets)
     a->count = 0;
     a->lm_rows = 0;
     a->lm_tgt = NULL;
-    if (lm_targets || !has_task_head(c)) {
+    if ((lm_targets || !has_task_head(c)) && (!factorised(c) || c->mlm_head)) {
         const float *head = c->tie_embeddings ? param_ptr(m, P, "wte.weight")
                                               : param_ptr(m, P, "lm_head.weight");
         const int32_t *tgt = lm_targets ? a->targets : NULL;
@@ -1786,7 +1836,7 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
 {
     const tfm_model_config *c = &m->cfg;
     tfm_model_acts *a = m->acts;
-    int C = c->n_embd, V = c->vocab_size, N = m->B * m->T;
+    int C = c->n_embd, E = tfm_model_config_emb_dim(c), V = c->vocab_size, N = m->B * m->T;
     float *G = m->grads, *P = m->params, *tmp = a->d1;
     int R = a->lm_rows, wrote = 0;
     if (R && a->lm_tgt) {
@@ -1805,7 +1855,7 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
         /* logits = s·x·headᵀ (+ bias) */
         const float hs = tfm_head_scale(c);
         if (dhead) /* NULL: frozen */
-            tfm_gemm(1, 0, V, C, R, hs, a->logits, V, a->lm_x, C, 1.0f, dhead, C);
+            tfm_gemm(1, 0, V, E, R, hs, a->logits, V, a->lm_x, E, 1.0f, dhead, E);
         float *dbias = a->lm_bias ? param_ptr(m, G, a->lm_bias) : NULL;
         if (dbias)
             tfm_bias_backward(dbias, a->logits, R, V);
@@ -1813,7 +1863,8 @@ static void heads_backward(tfm_model *m, const float *final, float *dfinal, cons
         if (t < 0) {
             tfm_gemm(0, 0, N, C, V, hs, a->logits, V, head, C, 0.0f, dfinal, C);
         } else {
-            tfm_gemm(0, 0, R, C, V, hs, a->logits, V, head, C, 0.0f, tmp, C);
+            /* R ≤ N rows of E: tmp is planned [N, max(C, E)] */
+            tfm_gemm(0, 0, R, E, V, hs, a->logits, V, head, E, 0.0f, tmp, E);
             tfm_head_parts[t]->lm_backward(a->head[t], m, R, tmp, dfinal);
         }
         wrote = 1;
@@ -2089,13 +2140,25 @@ static void stack_backward(tfm_model *m, const side *sd, float *dout)
         dy = block_backward(m, sd, l, dy);
     if (!side_wte(m, G, sd))
         return; /* frozen embeddings (a LoRA run's): nothing below to train */
-    tfm_dropout_backward(a->dtmp, dy, N * C, emb_p(m), site_seed(a->seed, sd->site + SITE_EMB));
-    const float *demb = a->dtmp;
+    float *dsmall = a->dtmp;
+    if (factorised(c)) {
+        /* emb_proj's, then the tables' at width E (dtmp and dy are [N,C],
+         * which E may exceed: the embedding's own buffers instead) */
+        C = tfm_model_config_emb_dim(c);
+        dsmall = e->dsmall;
+        linear_backward(dsmall, 0.0f, param_ptr(m, G, "emb_proj.weight"),
+                        param_ptr(m, G, "emb_proj.bias"), dy, e->small,
+                        param_ptr(m, P, "emb_proj.weight"), (int)N, C, c->n_embd);
+        dy = e->small; /* free: the forward's input of emb_proj is read */
+    }
+    tfm_dropout_backward(dsmall, factorised(c) ? dsmall : dy, N * C, emb_p(m),
+                         site_seed(a->seed, sd->site + SITE_EMB));
+    const float *demb = dsmall;
     if (c->emb_norm) {
         /* dy is free now: it receives d(sum before ln_e) */
         memset(dy, 0, N * C * sizeof *dy);
         tfm_block_norm_backward(&blk, dy, side_ptr(m, G, sd->pre, "ln_e.weight"),
-                               side_ptr(m, G, sd->pre, "ln_e.bias"), a->dtmp, e->emb,
+                               side_ptr(m, G, sd->pre, "ln_e.bias"), dsmall, e->emb,
                                side_ptr(m, P, sd->pre, "ln_e.weight"), e->emb_mean, e->emb_rstd,
                                N, C);
         demb = dy;

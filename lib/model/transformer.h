@@ -28,7 +28,8 @@
  * = n_kv_head key/value heads, K = NKV·HS their width, D unless grouped):
  *   x = wte[tok]·(√C with emb_scale) (+ wpe[pos] learned | + sin/cos(pos) sinusoidal)
  *       (+ wse[segment] when n_segments > 0); x = ln_e(x) when emb_norm;
- *       dropout.
+ *       dropout; with emb_dim E (a factorised embedding: the tables and
+ *       ln_e E wide) x = x·emb_proj + b, E → C.
  *   blocks, pre-LN (GPT-2):  x = x + attn(ln_1(x)); x = x + mlp(ln_2(x));
  *           then ln_f.
  *   blocks, post-LN (GPT-1, BERT, the original Transformer):
@@ -98,6 +99,8 @@
  *     wpe.weight               [block_size, C]   (learned positions only)
  *     wse.weight               [n_segments, C]   (segments only)
  *     ln_e.weight/.bias        [C]               (emb_norm only)
+ *     emb_proj.weight          [E, C]            (emb_dim only; [in, out];
+ *     emb_proj.bias            [C]                the tables above are E wide)
  *     rel_bias.weight          [NH, t5_buckets]  (t5 positions only)
  *     h.{i}.ln_1.weight/.bias  [C]
  *     h.{i}.attn.c_attn.weight [C, D+2K] (stored [in, out]: y = x·W + b)
@@ -110,7 +113,8 @@
  *     h.{i}.mlp.c_proj.weight  [F, C]    ([in, out])
  *     h.{i}.mlp.c_proj.bias    [C]
  *     ln_f.weight/.bias        [C]       (pre-LN only; post-LN has none)
- *     lm_head.weight           [V, C]    (only when tie_embeddings == 0; a
+ *     lm_head.weight           [V, C]    (only when tie_embeddings == 0, [V, E]
+ *                                         with emb_dim; a
  *                                         Linear, [out, in], as in HF)
  *     final_logits_bias        [V]       (head_bias only)
  * An encoder-decoder's table: wte, enc.wte (untied source), wpe, enc.wpe,
@@ -143,13 +147,14 @@
  * this order) with HuggingFace BERT's names; their Linears are stored
  * [out, in] as HF's nn.Linear, and always have biases.  h is the stack's output (after ln_f when pre-LN):
  *   mlm_head: logits = LN(act(h·Dᵀ + d))·headᵀ + cls.predictions.bias,
- *     computed only at the positions whose target is not -1:
- *     cls.predictions.transform.dense.weight      [C, C]
- *     cls.predictions.transform.dense.bias        [C]
- *     cls.predictions.transform.LayerNorm.weight/.bias [C]
+ *     computed only at the positions whose target is not -1 (D maps C to
+ *     E, the embeddings' width: C unless emb_dim):
+ *     cls.predictions.transform.dense.weight      [E, C]
+ *     cls.predictions.transform.dense.bias        [E]
+ *     cls.predictions.transform.LayerNorm.weight/.bias [E]
  *     cls.predictions.bias                        [V]
  *   pooled position p_b (tfm_batch.cls_pos, else 0): u = h[b, p_b], with
- *   pooler u = tanh(u·Pᵀ + p):
+ *   pooler u = act(u·Pᵀ + p), act tanh (or pooler_act's ReLU, GELU):
  *     pooler.dense.weight [C, C], pooler.dense.bias [C]
  *   n_classes: z = u·Wᵀ + w; cross-entropy over classes, or with one
  *   output the mean squared error against tfm_batch.values:
@@ -216,6 +221,11 @@ typedef enum tfm_pos {
     TFM_POS_T5,
 } tfm_pos;
 
+/* The pooler's activation (model.pooler_activation): BERT's tanh,
+ * DistilBERT's pre_classifier ReLU, ELECTRA's classification head GELU
+ * (erf). */
+typedef enum tfm_pool_act { TFM_POOL_TANH, TFM_POOL_RELU, TFM_POOL_GELU } tfm_pool_act;
+
 /* tfm_model_init_weights' scheme (model.init). */
 typedef enum tfm_init {
     TFM_INIT_GPT2,             /* N(0, 0.02), residual projections scaled */
@@ -259,6 +269,12 @@ typedef struct tfm_model_config {
     int t5_max_distance; /* 128 */
     int n_segments;      /* segment (token type) embeddings; 0: none */
     int emb_norm;        /* 1: LayerNorm after the embedding sum (BERT) */
+    int emb_dim;         /* E > 0: a factorised embedding (ALBERT,
+                            ELECTRA): the embedding tables, ln_e and the MLM
+                            head's output E wide, projected by emb_proj to
+                            n_embd after the embedding dropout (at E =
+                            n_embd too, as ALBERT's); 0: none, the tables
+                            n_embd wide.  Encoders only */
     int emb_scale;       /* 1: token embeddings times √n_embd (the original
                             Transformer), before the positions are added */
     int head_scale;      /* 1: the LM head reads the final hidden states times
@@ -287,6 +303,7 @@ typedef struct tfm_model_config {
     /* heads (decoders and encoders), each a part of its own: */
     int mlm_head;        /* BERT's MLM transform before the LM decoder */
     int pooler;          /* dense + tanh on the pooled position */
+    int pooler_act;      /* the pooler's activation: TFM_POOL_* */
     int pool_mean;       /* the classifier reads the mean of the positions up
                             to the pooled one, not that position */
     int n_classes;       /* classifier on the pooled position: 0 none, 1
@@ -354,6 +371,9 @@ int tfm_block_slot(const tfm_model_config *cfg, tfm_slot s, int cross, const cha
 /* The factor on the hidden states the LM head reads: n_embd^-0.5 with
  * head_scale (T5's tied head), else 1. */
 float tfm_head_scale(const tfm_model_config *cfg);
+
+/* E: emb_dim, or n_embd when 0 (the width of wte, wpe, wse and ln_e). */
+int tfm_model_config_emb_dim(const tfm_model_config *cfg);
 
 /* F: d_ff, or 4·n_embd when 0. */
 int tfm_model_config_ff(const tfm_model_config *cfg);

@@ -270,6 +270,35 @@ static void test_heads(void **state)
     check_model_with(&cfg, 0, &(extras){.lengths = lengths, .span_start = s0, .span_end = e0,
                                         .labels = labels, .no_lm = 1});
     check_model_with(&cfg, 0, &(extras){.span_start = s1, .span_end = e1, .no_lm = 1});
+    /* a factorised embedding (ALBERT's, ELECTRA's): tables E wide,
+     * narrower and wider than C, with dropout before emb_proj; the MLM
+     * head maps back to E, tied and untied; the pooler's GELU (ELECTRA's
+     * classification head; DistilBERT's ReLU has kinks finite differences
+     * cannot follow) */
+    const int widths[] = {5, 12, 8};
+    for (int i = 0; i < 3; i++) {
+        small_config(&cfg);
+        cfg.kind = TFM_KIND_ENCODER;
+        cfg.ln = TFM_LN_POST;
+        cfg.n_segments = 2;
+        cfg.emb_norm = 1;
+        cfg.act = TFM_ACT_GELU_EXACT;
+        cfg.emb_dim = widths[i];
+        cfg.mlm_head = 1;
+        cfg.dropout = i ? 0.1f : 0.0f;
+        check_model_with(&cfg, 0, &(extras){.lengths = lengths, .segments = seg,
+                                            .lm_every = 3});
+        cfg.tie_embeddings = 0;
+        check_model_with(&cfg, 0, &(extras){.lengths = lengths, .segments = seg,
+                                            .lm_every = 2});
+        cfg.tie_embeddings = 1;
+        cfg.mlm_head = 0;
+        cfg.dropout = 0.0f;
+        cfg.pooler = 1;
+        cfg.pooler_act = TFM_POOL_GELU;
+        cfg.n_classes = 3;
+        check_model_with(&cfg, 0, &(extras){.lengths = lengths, .labels = labels, .no_lm = 1});
+    }
     /* GPT fine-tuning: classifier on the last token + 0.5·LM */
     small_config(&cfg);
     cfg.n_classes = 2;
@@ -295,6 +324,10 @@ static void test_head_config(void **state)
     cfg.n_tags = 70000;
     assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
     assert_non_null(strstr(err.msg, "tags 70000 is out of range"));
+    small_config(&cfg);
+    cfg.emb_dim = 4; /* factorised embeddings are encoders' */
+    assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "embedding_size 4 (a factorised embedding) is for encoders"));
     small_config(&cfg);
     cfg.pool_mean = 1;
     assert_int_equal(tfm_model_config_check(&cfg, &err), -1);
@@ -643,6 +676,10 @@ static void test_lora(void **state)
             cfg.emb_norm = 1;
             cfg.pooler = 1;
             cfg.n_classes = 2;
+            /* ALBERT's factorised embedding, frozen with emb_proj, and its MLM
+             * head mapping back to it */
+            cfg.emb_dim = 5;
+            cfg.mlm_head = 1;
             ex.lengths = lengths;
             ex.labels = labels;
         } else if (v >= 2) { /* T5-like, gated, with cross-attention */

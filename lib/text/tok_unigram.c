@@ -276,6 +276,19 @@ static void uni_to_json(const tfm_tokenizer *tok, tfm_buf *out)
     int prepend_first = prepend && !sp->remove_extra_whitespaces;
     int k = 0;
     tfm_buf_puts(out, "  \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [");
+    /* ALBERT's, before the charsmap; the last Replace always follows */
+    if (sp->quotes) {
+        tfm_buf_puts(out, "{\"type\": \"Replace\", \"pattern\": {\"String\": \"``\"}, "
+                          "\"content\": \"\\\"\"}, ");
+        tfm_buf_puts(out, "{\"type\": \"Replace\", \"pattern\": {\"String\": \"''\"}, "
+                          "\"content\": \"\\\"\"}, ");
+    }
+    if (sp->nfkd)
+        tfm_buf_puts(out, "{\"type\": \"NFKD\"}, ");
+    if (sp->strip_accents)
+        tfm_buf_puts(out, "{\"type\": \"StripAccents\"}, ");
+    if (sp->lowercase)
+        tfm_buf_puts(out, "{\"type\": \"Lowercase\"}, ");
     if (prepend_first)
         tfm_buf_printf(out, "{\"type\": \"Prepend\", \"prepend\": \"\xe2\x96\x81\"}%s",
                        sp->charsmap_len || sp->nmt || sp->nfkc ? ", " : "");
@@ -455,6 +468,18 @@ static int norm_item(const tfm_json_doc *doc, const tfm_json *n, tfm_uni_norm_sp
         sp->nfkc = 1;
         return 0;
     }
+    /* AlbertTokenizer's (its normalizers' order: unigram.h) */
+    if (type_is(n, "NFKD") || type_is(n, "StripAccents") || type_is(n, "Lowercase")) {
+        *(type_is(n, "NFKD") ? &sp->nfkd : type_is(n, "Lowercase") ? &sp->lowercase
+                                                                   : &sp->strip_accents) = 1;
+        return 0;
+    }
+    const tfm_json *qs = tfm_json_get(tfm_json_get(n, "pattern"), "String");
+    if (type_is(n, "Replace") && (str_is(qs, "``") || str_is(qs, "''")) &&
+        str_is(tfm_json_get(n, "content"), "\"")) {
+        sp->quotes = 1; /* both come together (AlbertTokenizer's) */
+        return 0;
+    }
     const tfm_json *rx = tfm_json_get(tfm_json_get(n, "pattern"), "Regex");
     if (type_is(n, "Replace") && (str_is(rx, NMT_SPACES) || str_is(rx, NMT_DROPPED))) {
         sp->nmt = 1;
@@ -484,7 +509,8 @@ static int norm_item(const tfm_json_doc *doc, const tfm_json *n, tfm_uni_norm_sp
     return tfm_err_at(err, doc->name, n->line, n->col,
                       "unsupported normalizer for a Unigram model (Precompiled, NFKC, Strip, "
                       "Prepend of \"\xe2\x96\x81\", Replace of \" {2,}\", \" +$\", \" \" or of "
-                      "sentencepiece's nmt characters)");
+                      "sentencepiece's nmt characters; ALBERT's Replace of quotes, NFKD, "
+                      "StripAccents, Lowercase)");
 }
 
 /* model: where to point when there is no pre_tokenizer */

@@ -564,8 +564,87 @@ void tfm_unigram_normalize(const tfm_unigram *u, const char *s, size_t n, tfm_bu
     normalize(u, s, n, out, src, 0);
 }
 
+static void normalize_spm(const tfm_unigram *u, const char *s, size_t n, tfm_buf *out,
+                          tfm_ids *src, int no_prefix);
+
+/* ALBERT's normalizers before the charsmap (spec quotes, nfkd,
+ * strip_accents, lowercase) on s into out, map[i] the offset in s of out's
+ * byte i. */
+static void pre_normalize(const tfm_uni_norm_spec *sp, const char *s, size_t n, tfm_buf *out,
+                          tfm_ids *map)
+{
+    tfm_buf t = {0};
+    tfm_ids tm = {0};
+    for (size_t i = 0; i < n;) {
+        if (sp->quotes && i + 1 < n && (s[i] == '`' || s[i] == '\'') && s[i + 1] == s[i]) {
+            tfm_buf_putc(&t, '"');
+            tfm_ids_push(&tm, (uint32_t)i);
+            i += 2;
+            continue;
+        }
+        size_t adv;
+        int32_t c = tfm_utf8_decode((const unsigned char *)s + i, n - i, &adv);
+        utf8proc_int32_t d[32];
+        utf8proc_ssize_t k = -1;
+        int last = 0;
+        if (c >= 0 && sp->nfkd)
+            k = utf8proc_decompose_char(c, d, 32, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, &last);
+        if (k < 0 || k > 32) {
+            d[0] = c;
+            k = 1;
+        }
+        for (utf8proc_ssize_t j = 0; j < k; j++) {
+            if (c < 0) { /* an invalid byte, kept */
+                tfm_buf_putc(&t, s[i]);
+                tfm_ids_push(&tm, (uint32_t)i);
+                break;
+            }
+            if (sp->strip_accents && utf8proc_category(d[j]) == UTF8PROC_CATEGORY_MN)
+                continue;
+            unsigned char e[4];
+            size_t el = tfm_utf8_encode((uint32_t)d[j], e);
+            tfm_buf_append(&t, e, el);
+            for (size_t b = 0; b < el; b++)
+                tfm_ids_push(&tm, (uint32_t)i);
+        }
+        i += adv ? adv : 1;
+    }
+    if (sp->lowercase) {
+        tfm_ids lm = {0};
+        tfm_utf8_lower_src(t.data ? t.data : "", t.len, out, &lm);
+        for (size_t b = 0; b < lm.len; b++)
+            tfm_ids_push(map, tm.data[lm.data[b]]);
+        tfm_ids_free(&lm);
+    } else {
+        tfm_buf_append(out, t.data, t.len);
+        tfm_ids_append(map, tm.data, tm.len);
+    }
+    tfm_buf_free(&t);
+    tfm_ids_free(&tm);
+}
+
 static void normalize(const tfm_unigram *u, const char *s, size_t n, tfm_buf *out,
                       tfm_ids *src, int no_prefix)
+{
+    const tfm_uni_norm_spec *sp = &u->spec;
+    if (!(sp->quotes || sp->nfkd || sp->strip_accents || sp->lowercase)) {
+        normalize_spm(u, s, n, out, src, no_prefix);
+        return;
+    }
+    tfm_buf t = {0};
+    tfm_ids map = {0};
+    pre_normalize(sp, s, n, &t, &map);
+    size_t s0 = src ? src->len : 0;
+    normalize_spm(u, t.data ? t.data : "", t.len, out, src, no_prefix);
+    /* offsets in the pre-normalized text back to s's (its end: n) */
+    for (size_t i = s0; src && i < src->len; i++)
+        src->data[i] = src->data[i] < map.len ? map.data[src->data[i]] : (uint32_t)n;
+    tfm_buf_free(&t);
+    tfm_ids_free(&map);
+}
+
+static void normalize_spm(const tfm_unigram *u, const char *s, size_t n, tfm_buf *out,
+                          tfm_ids *src, int no_prefix)
 {
     const tfm_uni_norm_spec *sp = &u->spec;
     size_t at = 0, o0 = out->len;

@@ -78,6 +78,10 @@ typedef struct tfm_uni_norm_spec {
     /* HF's prepend_scheme "first": no dummy prefix on text that follows an
      * added token (tfm_unigram_encode_after) */
     int prefix_first;
+    /* AlbertTokenizer's normalizers before the charsmap, in this order:
+     * quotes: "``" and "''" become '"'; nfkd: NFKD; strip_accents: then
+     * nonspacing marks (Mn) dropped; lowercase: HF's Lowercase */
+    int quotes, nfkd, strip_accents, lowercase;
 } tfm_uni_norm_spec;
 
 typedef struct tfm_unigram tfm_unigram;

@@ -37,6 +37,7 @@ static const char *const shape_keys[] = {
     "model.head_dim",   "model.forced_bos",    "model.source_bos",  "model.n_kv_head",
     "model.attention_window", "model.rope_scaling", "model.rope_factor",
     "model.rope_low_freq_factor", "model.rope_high_freq_factor", "model.rope_original_context",
+    "model.embedding_size",
 };
 /* A HuggingFace folder's rates (config.json's) are part of its recipe:
  * from_pretrained trains with them.  A tfm file's were its run's choice. */
@@ -45,7 +46,7 @@ static const char *const dropout_keys[] = {"model.dropout", "model.attn_dropout"
                                            "model.final_dropout"};
 static const char *const head_keys[] = {"model.mlm_head", "model.pooler", "model.pooling",
                                         "model.nsp",      "model.classes", "model.tags",
-                                        "model.span"};
+                                        "model.span",     "model.pooler_activation"};
 #define N_SHAPE (sizeof shape_keys / sizeof shape_keys[0])
 #define N_HEAD (sizeof head_keys / sizeof head_keys[0])
 #define N_DROPOUT (sizeof dropout_keys / sizeof dropout_keys[0])
@@ -158,7 +159,7 @@ static int task_uses(int t, const char *head)
     if (!strcmp(head, "model.nsp"))
         return nsp;
     if (!strcmp(head, "model.pooler") || !strcmp(head, "model.pooling") ||
-        !strcmp(head, "model.classes"))
+        !strcmp(head, "model.classes") || !strcmp(head, "model.pooler_activation"))
         return nsp || t == TFM_CONFIG_TASK_CLASSIFY || t == TFM_CONFIG_TASK_REWARD;
     if (!strcmp(head, "model.tags"))
         return t == TFM_CONFIG_TASK_TAG || t == TFM_CONFIG_TASK_PPO;

@@ -58,6 +58,11 @@ int64_t tfm_tokenizer_merge_rank(const tfm_tokenizer *tok, uint32_t id);
  * eos: <|endoftext|> for GPT-2, [SEP] for BERT; bos: <|endoftext|> / [CLS]. */
 typedef struct tfm_tok_specials {
     int64_t unk, pad, bos, eos, cls, sep, mask;
+    /* the token tokenizer.json's post-processor puts before a text
+     * (TemplateProcessing's single [SpecialToken, A]: Llama 3's
+     * <|begin_of_text|>, Llama 2's <s>), which decoders' prompts and
+     * evaluated texts start with; -1: none */
+    int64_t prefix;
 } tfm_tok_specials;
 const tfm_tok_specials *tfm_tokenizer_specials(const tfm_tokenizer *tok);
 

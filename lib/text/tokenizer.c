@@ -703,6 +703,25 @@ static int added_from_json(tfm_tokenizer *t, const tfm_json_doc *doc, const tfm_
     return 0;
 }
 
+/* 1 when the normalizer is sentencepiece's in HF's terms: a Sequence
+ * holding Prepend("\xe2\x96\x81") or Replace(" ", "\xe2\x96\x81") (LlamaConverter's). */
+static int metaspace_normalizer(const tfm_json *root)
+{
+    const tfm_json *n = tfm_json_get(root, "normalizer");
+    const tfm_json *list = type_is(n, "Sequence") ? tfm_json_get(n, "normalizers") : NULL;
+    for (size_t i = 0; list && list->type == TFM_JSON_ARRAY && i < list->n; i++) {
+        const tfm_json *x = list->items[i], *c = tfm_json_get(x, "prepend");
+        if (type_is(x, "Prepend") && c && c->type == TFM_JSON_STRING &&
+            !strcmp(c->str, "\xe2\x96\x81"))
+            return 1;
+        c = tfm_json_get(x, "content");
+        if (type_is(x, "Replace") && c && c->type == TFM_JSON_STRING &&
+            !strcmp(c->str, "\xe2\x96\x81"))
+            return 1;
+    }
+    return 0;
+}
+
 static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
 {
     const tfm_json *root = doc->root;
@@ -733,6 +752,11 @@ static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
             rc = tfm_bpe_from_json(t, doc, root, err);
         } else if (ptype && ptype->type == TFM_JSON_STRING && strcmp(ptype->str, "Metaspace") == 0) {
             /* sentencepiece's BPE (pieces merged by score, as spm_encode) */
+            t = tfm_tok_new(TFM_TOK_UNIGRAM, NULL);
+            rc = tfm_tok_unigram_from_json(t, doc, root, err);
+        } else if ((!pre || pre->type == TFM_JSON_NULL) && metaspace_normalizer(root)) {
+            /* the same as older converters write it (Llama 2's): the
+             * normalizer puts the "\xe2\x96\x81"s in */
             t = tfm_tok_new(TFM_TOK_UNIGRAM, NULL);
             rc = tfm_tok_unigram_from_json(t, doc, root, err);
         } else if (!pre || pre->type == TFM_JSON_NULL) {

@@ -58,7 +58,10 @@ DOCS_EXTRA = ["a\n\nb\r\n\r\nc", "x \n y\n", "!!!\n\n?.\r\n", "  \n  \n", "\n",
 
 
 def training_text():
-    return T.corpus_lines() + T.lines(seed=5, n_random=400)[-400:] + T.documents(seed=3, n=30)
+    # the corpus also as one document: its lines end in punctuation and a
+    # newline, which Llama 3's regex keeps together (".\n" tokens)
+    return T.corpus_lines() + T.lines(seed=5, n_random=400)[-400:] + \
+        T.documents(seed=3, n=30) + ["\n".join(T.corpus_lines()) + "\n"] * 4
 
 
 def bytelevel(regex, nfc, specials, vocab_size=1500):
@@ -175,6 +178,9 @@ def main():
     lines = [t for t in T.lines(seed=1, n_random=150 if T.SANITIZED else 300, stride=2)
              if "\r" not in t] + [t for t in EXTRA if "\n" not in t]
     docs = T.documents(seed=4, n=10 if T.SANITIZED else 30) + DOCS_EXTRA + EXTRA
+    long_doc = ("".join(d + "\n" for d in T.documents(seed=9, n=300)) +
+                "\n".join(T.corpus_lines()) + "\nend!\n\n?.\r\n") * 2 + \
+        "Amen.\n" * 12000  # where the only whitespace follows punctuation
     with tempfile.TemporaryDirectory() as top:
         made = {}
         for name, mk in (("llama3", llama3_tokenizer), ("qwen2", qwen2_tokenizer)):
@@ -195,6 +201,16 @@ def main():
             tk = tokenizers.Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
             check(name + " (tokenizers)", os.path.join(d, "tokenizer.json"),
                   lambda t: tk.encode(t, add_special_tokens=False).ids, bad, lines, docs[:10])
+            # a long document, cut into pieces on 2 threads: the cuts never
+            # fall inside a pre-token ("end.\n" is one in Llama 3's)
+            want = f(long_doc, add_special_tokens=False).input_ids
+            got = T.tfm_encode_doc(d, long_doc, "--split-special", "--threads", "2")
+            print(f"  {name}: a document of {len(long_doc.encode())} bytes: "
+                  f"{'the same ids' if got == want else 'other ids'}")
+            if got != want:
+                k = next(i for i in range(len(want)) if i >= len(got) or got[i] != want[i])
+                bad.append(f"{name}: a long document differs at token {k}: HF "
+                           f"{want[k - 2:k + 3]} tfm {got[k - 2:k + 3]}")
             # the template's first token: transformers' add_special_tokens
             ids = f("Hello").input_ids
             print(f"  {name}: transformers' input_ids of 'Hello': {ids}")

@@ -58,16 +58,25 @@ struct tfm_encoder {
     tfm_enc_stats stats;
 };
 
+/* An ASCII graphic character a, then ASCII whitespace b; a line break only
+ * after a letter or digit: Llama 3's and Qwen2's pre-tokenizers keep the
+ * line breaks after punctuation with it (" ?[^\s\p{L}\p{N}]+[\r\n]*"). */
+static int cut_ok(unsigned char a, unsigned char b)
+{
+    if (a <= 0x20 || a >= 0x7f || !(b == ' ' || (b >= '\t' && b <= '\r')))
+        return 0;
+    return (b != '\n' && b != '\r') || (a >= '0' && a <= '9') || ((a | 0x20) >= 'a' &&
+                                                                   (a | 0x20) <= 'z');
+}
+
 static size_t safe_cut_above(const char *text, size_t len, size_t low)
 {
     const unsigned char *s = (const unsigned char *)text;
     if (low < 1)
         low = 1;
-    for (size_t p = len ? len - 1 : 0; p >= low; p--) {
-        unsigned char a = s[p - 1], b = s[p];
-        if (a > 0x20 && a < 0x7f && (b == ' ' || (b >= '\t' && b <= '\r')))
+    for (size_t p = len ? len - 1 : 0; p >= low; p--)
+        if (cut_ok(s[p - 1], s[p]))
             return p;
-    }
     return 0;
 }
 
@@ -79,11 +88,9 @@ size_t tfm_enc_safe_cut(const char *text, size_t len)
 size_t tfm_enc_safe_cut_after(const char *text, size_t len, size_t from)
 {
     const unsigned char *s = (const unsigned char *)text;
-    for (size_t p = from ? from : 1; p < len; p++) {
-        unsigned char a = s[p - 1], b = s[p];
-        if (a > 0x20 && a < 0x7f && (b == ' ' || (b >= '\t' && b <= '\r')))
+    for (size_t p = from ? from : 1; p < len; p++)
+        if (cut_ok(s[p - 1], s[p]))
             return p;
-    }
     return 0;
 }
 

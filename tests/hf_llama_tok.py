@@ -211,9 +211,23 @@ def main():
                 k = next(i for i in range(len(want)) if i >= len(got) or got[i] != want[i])
                 bad.append(f"{name}: a long document differs at token {k}: HF "
                            f"{want[k - 2:k + 3]} tfm {got[k - 2:k + 3]}")
-            # the template's first token: transformers' add_special_tokens
-            ids = f("Hello").input_ids
-            print(f"  {name}: transformers' input_ids of 'Hello': {ids}")
+            # the template's first token: transformers' add_special_tokens,
+            # tfm's --add-special (Qwen2's template adds nothing, tfm's
+            # --add-special its end-of-text as for GPT-2)
+            if name != "qwen2":
+                few = lines[:60]
+                first_diff(name, "encode --add-special", few, [f(t).input_ids for t in few],
+                           T.tfm_encode_lines(d, few, "--split-special", "--add-special"), bad)
+            # tfm-tokenize convert's tokenizer.json: tokenizers gives the ids
+            out = os.path.join(top, name + "-tfm.json")
+            T.tfm("convert", "-t", d, "-o", out)
+            tc = tokenizers.Tokenizer.from_file(out)
+            first_diff(name, "tokenizers on convert's tokenizer.json", lines,
+                       [f(t, add_special_tokens=False).input_ids for t in lines],
+                       [e.ids for e in tc.encode_batch(lines, add_special_tokens=False)], bad)
+            few = lines[:60]
+            first_diff(name, "tokenizers on convert's tokenizer.json, add_special_tokens", few,
+                       [f(t).input_ids for t in few], [e.ids for e in tc.encode_batch(few)], bad)
         # another regex: refused naming the file and the pattern
         e = os.path.join(top, "regex")
         shutil.copytree(made["llama3"], e)

@@ -521,9 +521,11 @@ static void bpe_to_json(const tfm_tokenizer *tok, tfm_buf *out)
         tfm_buf_printf(out, "  \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": "
                             "%s, \"trim_offsets\": true, \"use_regex\": true},\n", bl);
     }
+    tfm_buf_puts(out, "  \"post_processor\": ");
     if (!tfm_tok_prefix_to_json(tok, out))
-        tfm_buf_puts(out, "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": "
-                          "true, \"trim_offsets\": false, \"use_regex\": true},\n");
+        tfm_buf_puts(out, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
+                          "\"trim_offsets\": false, \"use_regex\": true}");
+    tfm_buf_puts(out, ",\n");
     tfm_buf_puts(out, "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
                       "\"trim_offsets\": true, \"use_regex\": true},\n");
     tfm_buf_puts(out, "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n"

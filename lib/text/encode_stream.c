@@ -265,6 +265,10 @@ static void encode_line(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc,
             encode_text(e, pt, sc, tab + 1, n - na - 1, &pt->ids);
             tfm_ids_push(&pt->ids, (uint32_t)sp->sep);
         }
+    } else if (e->opts.add_special && sp->prefix >= 0) {
+        /* the template's first token (Llama 3's <|begin_of_text|>), as HF */
+        tfm_ids_push(&pt->ids, (uint32_t)sp->prefix);
+        encode_text(e, pt, sc, s, n, &pt->ids);
     } else {
         encode_text(e, pt, sc, s, n, &pt->ids);
         if (e->opts.add_special && sp->eos >= 0)
@@ -297,7 +301,7 @@ static void encode_line(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc,
         break;
     case TFM_ENC_NPY:
         put_ids(e, b, pt->ids.data, pt->ids.len);
-        if (!e->opts.add_special || (!e->pairs && sp->eos < 0)) {
+        if (!e->opts.add_special || (!e->pairs && sp->eos < 0 && sp->prefix < 0)) {
             put_ids(e, b, e->sep_ids, e->n_sep);
             pt->tokens += e->n_sep;
         }
@@ -374,9 +378,9 @@ static void doc_start(tfm_encoder *e)
     e->started = 1;
     if (e->opts.format == TFM_ENC_JSONL)
         emit(e, "{\"ids\":[", 8);
-    if (e->opts.add_special && e->pairs) {
-        uint32_t cls = (uint32_t)e->sp->cls;
-        emit_doc_ids(e, &cls, 1);
+    if (e->opts.add_special && (e->pairs || e->sp->prefix >= 0)) {
+        uint32_t first = (uint32_t)(e->pairs ? e->sp->cls : e->sp->prefix);
+        emit_doc_ids(e, &first, 1);
     }
 }
 
@@ -708,7 +712,7 @@ int tfm_encoder_finish(tfm_encoder *e, tfm_err *err)
     if (e->opts.document) {
         doc_start(e);
         if (e->opts.add_special) {
-            int64_t end = e->pairs ? e->sp->sep : e->sp->eos;
+            int64_t end = e->pairs ? e->sp->sep : e->sp->prefix >= 0 ? -1 : e->sp->eos;
             if (end >= 0) {
                 uint32_t id = (uint32_t)end;
                 emit_doc_ids(e, &id, 1);

@@ -26,7 +26,9 @@
  *
  * add_special: with [CLS]/[SEP] (BERT): [CLS] A [SEP], and for a line
  * "A<TAB>B" the pair [CLS] A [SEP] B [SEP] with type ids 0.. 1..; otherwise,
- * with an eos (GPT-2's <|endoftext|>), the sequence is followed by eos.  In
+ * with a template's first token (specials.prefix: Llama 3's
+ * <|begin_of_text|>) the sequence starts with it, else with an eos (GPT-2's
+ * <|endoftext|>) the sequence is followed by eos.  In
  * document mode the whole stream is the one sequence (no pairs).
  *
  * Document mode cuts only at a position p where text[p-1] is an ASCII

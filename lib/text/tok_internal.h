@@ -102,9 +102,9 @@ int tfm_tok_normalizer_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
 const tfm_json *tfm_tok_pre_tokenizer(const tfm_json *root);
 /* Writes the "normalizer" member with its ",\n". */
 void tfm_tok_normalizer_to_json(const tfm_tokenizer *tok, tfm_buf *out);
-/* Writes "post_processor" (with ",\n") as TemplateProcessing putting
- * specials.prefix before a text and returns 1; 0 (nothing written) when
- * there is no prefix. */
+/* Writes a post-processor, TemplateProcessing putting specials.prefix
+ * before a text, and returns 1; 0 (nothing written) when there is no
+ * prefix. */
 int tfm_tok_prefix_to_json(const tfm_tokenizer *tok, tfm_buf *out);
 /* Llama 3's and Qwen2's pre_tokenizer, Sequence [Split(their regex,
  * Isolated), ByteLevel(use_regex false)]: 1 and *digits (3 or 1) when pre

@@ -141,10 +141,13 @@ static void decoder_json(const tfm_uni_norm_spec *sp, tfm_buf *out)
     tfm_buf_puts(out, "]}");
 }
 
-/* T5's template: </s> after each sequence, as --add-special does. */
+/* T5's template: </s> after each sequence, as --add-special does; a read
+ * template's first token (Llama 2's <s>) instead when there is one. */
 static void post_processor_json(const tfm_tokenizer *tok, tfm_buf *out)
 {
     int64_t eos = tok->specials.eos;
+    if (tfm_tok_prefix_to_json(tok, out))
+        return;
     if (eos < 0) {
         tfm_buf_puts(out, "null");
         return;

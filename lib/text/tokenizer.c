@@ -614,13 +614,13 @@ int tfm_tok_prefix_to_json(const tfm_tokenizer *t, tfm_buf *out)
     tfm_buf q = {0};
     tfm_buf_put_json_string(&q, t->pieces[p], t->piece_lens[p]);
     int n = (int)q.len;
-    tfm_buf_printf(out, "  \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": "
+    tfm_buf_printf(out, "{\"type\": \"TemplateProcessing\", \"single\": "
                         "[{\"SpecialToken\": {\"id\": %.*s, \"type_id\": 0}}, {\"Sequence\": "
                         "{\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"SpecialToken\": {\"id\": "
                         "%.*s, \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
                         "{\"SpecialToken\": {\"id\": %.*s, \"type_id\": 1}}, {\"Sequence\": "
                         "{\"id\": \"B\", \"type_id\": 1}}], \"special_tokens\": {%.*s: {\"id\": "
-                        "%.*s, \"ids\": [%lld], \"tokens\": [%.*s]}}},\n",
+                        "%.*s, \"ids\": [%lld], \"tokens\": [%.*s]}}}",
                    n, q.data, n, q.data, n, q.data, n, q.data, n, q.data, (long long)p, n, q.data);
     tfm_buf_free(&q);
     return 1;

@@ -61,8 +61,8 @@ static void __attribute__((noreturn)) usage(void)
            "      --tokens F.npy   perplexity: score these token ids instead of a text\n"
            "      --token-logprobs F  perplexity: each scored token's log-probability to\n"
            "                       F, as TSV (index in the text's tokens, id, logprob)\n"
-           "      --no-bos         do not put the end-of-text token before each text\n"
-           "                       (then the first token of a text is not scored)\n"
+           "      --no-bos         do not put the beginning (or end-of-text) token before\n"
+           "                       each text (then its first token is not scored)\n"
            "      --json           one JSON object on stdout (default: TSV, a header\n"
            "                       line and a value line)\n"
            "      --items F        choice, lastword: one JSON line per item to F (the\n"
@@ -146,12 +146,13 @@ static void need_tokenizer(app *a)
                   a->model_path, a->tokens_path ? "" : ", or token ids with --tokens");
 }
 
-/* Appends the end-of-text token when the model has one and --no-bos was
- * not given: it makes the first token of a text predictable. */
+/* Appends the token texts start with (the tokenizer's template's, else
+ * end-of-text) when the model has one and --no-bos was not given: it
+ * makes the first token of a text predictable. */
 static void put_bos(app *a, tfm_ids *ids)
 {
-    if (a->bos && a->ev.eos >= 0)
-        tfm_ids_push(ids, (uint32_t)a->ev.eos);
+    if (a->bos && a->ev.bos >= 0)
+        tfm_ids_push(ids, (uint32_t)a->ev.bos);
 }
 
 static double rate(const tfm_eval *e)
@@ -223,7 +224,7 @@ static void cmd_perplexity(app *a)
     if (ids.len < 2) /* the reason: --no-bos, or a model without the token */
         tfm_fatal(prog, "%s: a single token and %s: nothing to score",
                   a->tokens_path ? a->tokens_path : a->name,
-                  a->ev.eos >= 0 ? "--no-bos puts no end-of-text token before it"
+                  a->ev.bos >= 0 ? "--no-bos puts no end-of-text token before it"
                                  : "no end-of-text token to put before it");
     size_t bytes = 0, chars = 0;
     int have_bytes = a->ev.tok != NULL;
@@ -364,7 +365,7 @@ static void read_items(app *a, const tfm_buf *in, int choice, tfm_eval_items *it
     if (a->shots)
         fewshot_setup(a, in, choice);
     tfm_eval_items_opts o = {.tok = a->ev.tok, .scratch = a->scratch,
-                             .bos = a->bos ? a->ev.eos : -1, .shots = a->shots ? &a->fs : NULL,
+                             .bos = a->bos ? a->ev.bos : -1, .shots = a->shots ? &a->fs : NULL,
                              .block_size = a->ev.cfg.block_size,
                              .context = a->ev.context};
     if ((choice ? tfm_eval_choice_read : tfm_eval_lastword_read)(it, in->data, in->len, a->name,
@@ -425,7 +426,7 @@ static void cmd_choice(app *a)
                "\"correct\":%zu,\"correct_per_token\":%zu,\"correct_per_byte\":%zu,"
                "\"bos\":%s,\"seconds\":%.3f,\"tokens_per_second\":%.1f}\n",
                n_items, acc[0], se[0], acc[1], se[1], acc[2], se[2], right[0], right[1], right[2],
-               a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds, rate(&a->ev));
+               a->bos && a->ev.bos >= 0 ? "true" : "false", a->ev.stat_seconds, rate(&a->ev));
     } else {
         printf("items\tacc\tacc_stderr\tacc_per_token\tacc_per_token_stderr\tacc_per_byte"
                "\tacc_per_byte_stderr\n");
@@ -651,7 +652,7 @@ static void cmd_lastword(app *a)
         tfm_buf_put_json_double(&o, 8, ppl);
         tfm_buf_printf(&o, ",\"target_tokens\":%zu,\"bos\":%s,\"seconds\":%.3f,"
                        "\"tokens_per_second\":%.1f}\n", targets,
-                       a->bos && a->ev.eos >= 0 ? "true" : "false", a->ev.stat_seconds,
+                       a->bos && a->ev.bos >= 0 ? "true" : "false", a->ev.stat_seconds,
                        rate(&a->ev));
         fwrite(o.data, 1, o.len, stdout);
         tfm_buf_free(&o);

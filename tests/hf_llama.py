@@ -16,7 +16,13 @@ the reference:
 - tfm-eval info: the architecture tfm made of it (n_kv_head, window);
 - config.json keys tfm lacks are refused, naming the file and the key:
   rope scaling dynamic and yarn, llama3's bounds reversed, an activation
-  other than silu, Qwen2's window on some layers only.
+  other than silu, Qwen2's window on some layers only;
+- with a tokenizer in the folder (tests/hf_llama_tok.py's Llama 3, Qwen2
+  and Llama 2 tokenizers beside Llama, Qwen2 and Mistral models of their
+  vocabulary's size): text prompts through tfm-generate --greedy continue
+  as generate() does from AutoTokenizer's input_ids (Llama 3's
+  <|begin_of_text|> and Llama 2's <s> first), its text is decode()'s, and
+  tfm-eval perplexity of a text is transformers' loss on those ids.
 """
 import json
 import os
@@ -36,6 +42,7 @@ from transformers.utils import logging as hf_logging  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_lib import EVAL, GEN, TOL, run  # noqa: E402
+import hf_llama_tok  # noqa: E402
 
 hf_logging.set_verbosity_error()
 V, N = 97, 40
@@ -145,6 +152,70 @@ def check(top, name, d, m, bad):
             bad.append(f"{name}: tfm-eval info {k} = {info.get(k)!r}, expected {v!r}")
 
 
+PROMPTS = ["The quick brown fox", "don't stop: 12345 apples", "日本語 and emoji 😀",
+           "  two spaces\tand a tab", "<|im_start|>user hi"]
+
+
+def text_prompts(top, name, mk_tok, cfg_cls, model_cls, keys, bad):
+    d = os.path.join(top, name + "-text")
+    tok = mk_tok(d)
+    torch.manual_seed(7)
+    cfg = getattr(transformers, cfg_cls)(**{**COMMON, "vocab_size": len(tok),
+                                            "bos_token_id": tok.bos_token_id or 0,
+                                            "eos_token_id": tok.eos_token_id}, **keys)
+    m = getattr(transformers, model_cls)(cfg)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if "norm" not in n:
+                p.normal_(0, 0.3)
+    m.save_pretrained(d)
+    m = getattr(transformers, model_cls).from_pretrained(
+        d, dtype=torch.float32, attn_implementation="eager").eval()
+    r = run([GEN, "-q", "-m", d, "--greedy", "--ignore-eos", "-n", "8", "--json"],
+            input="\n".join(PROMPTS) + "\n")
+    if r.returncode:
+        bad.append(f"{name}: tfm-generate with its tokenizer: {r.stderr.strip()}")
+        return
+    outs = [json.loads(x) for x in r.stdout.splitlines()]
+    same = 0
+    for p, o in zip(PROMPTS, outs):
+        ids = tok(p).input_ids
+        with torch.no_grad():
+            # the mask given: generate() would take a first id equal to
+            # pad_token_id for padding
+            g = m.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids)),
+                           do_sample=False, max_new_tokens=8, min_new_tokens=8,
+                           eos_token_id=None, pad_token_id=0)
+        g = g[0, len(ids):].tolist()
+        text = tok.decode(g, skip_special_tokens=True)
+        if o["ids"] != g:
+            bad.append(f"{name}: tfm-generate from {p!r}: {o['ids']}, transformers {g}")
+        elif o["text"] != text:
+            bad.append(f"{name}: tfm-generate's text from {p!r}: {o['text']!r}, "
+                       f"transformers {text!r}")
+        else:
+            same += 1
+    print(f"  {name}: tfm-generate continues {same}/{len(PROMPTS)} text prompts as "
+          f"transformers from AutoTokenizer's ids ({tok(PROMPTS[0]).input_ids[:3]}...)")
+    # perplexity of a text: transformers' loss on AutoTokenizer's ids (the
+    # template's first token given, Qwen2's none: its first token given)
+    text = "In the beginning God created the heaven and the earth. 1234 don't"
+    ids = tok(text).input_ids
+    with torch.no_grad():
+        loss = m(torch.tensor([ids]), labels=torch.tensor([ids])).loss.item()
+    want = float(np.exp(loss))
+    txt = os.path.join(top, name + ".txt")
+    with open(txt, "w") as f:
+        f.write(text)
+    extra = [] if tok.bos_token_id is not None else ["--no-bos"]
+    r = run([EVAL, "perplexity", "-q", "-m", d, "--json", *extra, txt])
+    got = json.loads(r.stdout)["perplexity"] if r.returncode == 0 else float("nan")
+    print(f"  {name}: tfm-eval perplexity of a text {got:.6f}, transformers {want:.6f}")
+    if not abs(got - want) <= TOL * want:
+        bad.append(f"{name}: perplexity of a text {got} ({r.stderr.strip()}), "
+                   f"transformers {want}")
+
+
 def refused(top, d, edit, words, bad):
     e = os.path.join(top, "edited")
     shutil.rmtree(e, ignore_errors=True)
@@ -171,6 +242,12 @@ def main():
             d, m = make(top, name, cc, mc, dtype, keys)
             dirs[name] = d
             check(top, name, d, m, bad)
+        text_prompts(top, "llama", hf_llama_tok.llama3_tokenizer, "LlamaConfig",
+                     "LlamaForCausalLM", CASES[0][4], bad)
+        text_prompts(top, "qwen2", hf_llama_tok.qwen2_tokenizer, "Qwen2Config",
+                     "Qwen2ForCausalLM", CASES[1][4], bad)
+        text_prompts(top, "mistral", lambda d: hf_llama_tok.llama2_tokenizer(d, top),
+                     "MistralConfig", "MistralForCausalLM", CASES[2][4], bad)
         refused(top, dirs["llama"], lambda c: c.update(
             rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4}),
             ["dynamic"], bad)

@@ -37,6 +37,10 @@ static void test_json_string(void **state)
     tfm_buf b = {0};
     tfm_buf_put_json_string(&b, "a\"\\\n\x01\xc3\xa9\xff", 8);
     assert_string_equal(tfm_buf_cstr(&b), "\"a\\\"\\\\\\n\\u0001\xc3\xa9\\ufffd\"");
+    /* a truncated 3-byte character is one U+FFFD, as Python's "replace" */
+    tfm_buf_clear(&b);
+    tfm_buf_put_json_string(&b, "\xe6\x97x\xed\xa0\x80\xf0\x9f\x98", 9);
+    assert_string_equal(tfm_buf_cstr(&b), "\"\\ufffdx\\ufffd\\ufffd\\ufffd\\ufffd\"");
     tfm_buf_free(&b);
 }
 

@@ -76,6 +76,26 @@ static size_t utf8_valid_len(const unsigned char *s, size_t n)
     return len;
 }
 
+/* Bytes an invalid sequence at s covers (n >= 1): a lead byte and the
+ * continuation bytes that could still have completed it (Unicode's
+ * "maximal subpart", as Python's and Rust's lossy decoders replace each
+ * with one U+FFFD), else the one byte. */
+static size_t utf8_bad_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], lo = 0x80, hi = 0xbf;
+    size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                 : c >= 0xf0 && c <= 0xf4 ? 4 : 1;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+    size_t i = 1;
+    for (; i < len && i < n; i++, lo = 0x80, hi = 0xbf)
+        if (s[i] < lo || s[i] > hi)
+            break;
+    return i;
+}
+
 void tfm_buf_put_json_double(tfm_buf *b, int digits, double v)
 {
     if (isfinite(v))
@@ -112,7 +132,7 @@ void tfm_buf_put_json_string(tfm_buf *b, const char *str, size_t n)
             size_t len = utf8_valid_len(s + i, n - i);
             if (len == 0) {
                 tfm_buf_puts(b, "\\ufffd");
-                i++;
+                i += utf8_bad_len(s + i, n - i);
             } else {
                 tfm_buf_append(b, s + i, len);
                 i += len;

@@ -18,7 +18,9 @@ void tfm_buf_puts(tfm_buf *b, const char *s);
 void tfm_buf_printf(tfm_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal (quotes included).  JSON cannot carry
- * invalid UTF-8, so each invalid byte becomes U+FFFD. */
+ * invalid UTF-8, so each invalid sequence (a byte, or a truncated
+ * character's bytes: Unicode's maximal subpart, as Python's and Rust's
+ * lossy decoders take it) becomes one U+FFFD. */
 void tfm_buf_put_json_string(tfm_buf *b, const char *s, size_t n);
 /* Appends v as a JSON number with `digits` significant digits, or null when
  * v is not finite: JSON has no inf or nan (a diverged model gives them). */

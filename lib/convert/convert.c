@@ -67,10 +67,6 @@ int tfm_convert_load(const tfm_convert_family *f, const tfm_safetensors *st, con
 int tfm_convert_tokenizer(const tfm_convert_family *f, const tfm_safetensors *st,
                           int vocab_size, tfm_tokenizer **tok, tfm_err *err)
 {
-    if (f->no_tokenizer) {
-        *tok = NULL;
-        return 0;
-    }
     if (tfm_hf_tokenizer_beside(st->name, vocab_size, f->t5_tokenizer, tok, err) < 0)
         return -1;
     if (*tok && f->tokenizer && f->tokenizer(st, *tok, err) < 0) {

@@ -75,7 +75,10 @@
  *     merges.txt.  mBART's pre-LN layout is refused.
  *   Llama, Qwen2 and Mistral (llama.c says what it reads): decoders with
  *     RMSNorm, RoPE, SwiGLU, grouped-query attention and a sliding window;
- *     weights copied; their tokenizers are not read.
+ *     weights copied; the tokenizer is tokenizer.json beside the file
+ *     (Llama 3's and Qwen2's byte-level BPE, Llama 2's sentencepiece BPE,
+ *     read as transformers' LlamaTokenizer class reads it), its template's
+ *     first token (<|begin_of_text|>, <s>) put before prompts and texts.
  *   Every config.json's dropout rates become the model.*dropout keys, HF's
  *     defaults when absent (T5 dropout_rate: dropout, ffn_ and final_;
  *     BART dropout, attention_dropout, activation_dropout; BERT
@@ -123,9 +126,6 @@ typedef struct tfm_convert_family {
      * </s> wrap, from its post-processor); NULL: nothing. */
     int (*tokenizer)(const tfm_safetensors *st, tfm_tokenizer *tok, tfm_err *err);
     int t5_tokenizer; /* tfm_hf_tokenizer_beside's T5 defaults */
-    int no_tokenizer; /* the family's tokenizers are not read (their
-                         pre-tokenizers are not tfm's): none, rather than
-                         ids that differ from HF's */
     int in_place;     /* tfm's names and layout: tfm_lm binds the mapped tensors */
 } tfm_convert_family;
 

@@ -95,6 +95,51 @@ static int bpe_prefix_space(const tfm_tokenizer *tok)
     return same;
 }
 
+/* transformers 5's LlamaTokenizer (tokenizer_config.json's tokenizer_class
+ * at path) keeps tokenizer.json's vocab and merges only and puts its own
+ * Metaspace around them (prepend_scheme "first"; "always" with legacy
+ * true, "never" with add_prefix_space false): tok is made so, or refused
+ * when it is not a BPE model that can be (a byte-level one: transformers
+ * would give other ids than the file says).  Another class or no file:
+ * nothing. */
+static int hf_llama_class(const char *path, tfm_tokenizer *tok, const char *tokfile,
+                          tfm_err *err)
+{
+    if (access(path, F_OK) != 0)
+        return 0;
+    tfm_json_doc doc = {0};
+    int rc = -1, legacy = 0, prefix = 1;
+    if (tfm_json_parse_file(&doc, path, 0, err) < 0 ||
+        tfm_json_expect(&doc, doc.root, TFM_JSON_OBJECT, "the top level", err) < 0)
+        goto out;
+    const tfm_json *c = tfm_json_get(doc.root, "tokenizer_class");
+    if (!c || c->type != TFM_JSON_STRING ||
+        (strcmp(c->str, "LlamaTokenizer") && strcmp(c->str, "LlamaTokenizerFast"))) {
+        rc = 0;
+        goto out;
+    }
+    const tfm_json *ap = tfm_json_get(doc.root, "add_prefix_space");
+    if (tfm_hf_bool(&doc, "legacy", 0, &legacy, err) < 0 ||
+        (ap && ap->type != TFM_JSON_NULL && tfm_hf_bool(&doc, "add_prefix_space", 1, &prefix,
+                                                         err) < 0))
+        goto out;
+    const char *scheme = !prefix ? "never" : legacy ? "always" : "first";
+    if (tfm_tokenizer_set_llama_metaspace(tok, scheme) < 0) {
+        const char *tf = strrchr(tokfile, '/');
+        tfm_err_at(err, path, c->line, c->col, "tokenizer_class %s contradicts %s: "
+                   "transformers keeps only its vocab and merges and reads them as "
+                   "sentencepiece's BPE (Metaspace, byte fallback, no normalizer), which its "
+                   "%s is not (expected Llama 2's tokenizer.json, or the class its "
+                   "tokenizer is)", c->str, tf ? tf + 1 : tokfile,
+                   tfm_tokenizer_kind(tok) == TFM_TOK_UNIGRAM ? "normalizer" : "model");
+        goto out;
+    }
+    rc = 0;
+out:
+    tfm_json_doc_free(&doc);
+    return rc;
+}
+
 /* tokenizer_config.json at path against the tokenizer read from tokfile:
  * the special tokens it names (bos_token ... mask_token,
  * additional_special_tokens) must be tokens, and added_tokens_decoder's
@@ -214,6 +259,7 @@ int tfm_hf_tokenizer_beside(const char *model_path, int vocab_size, int t5, tfm_
     tfm_hf_json_beside(model_path, "tokenizer_config.json", cfg, sizeof cfg);
     int64_t extra = 0;
     if ((!plain && hf_tokenizer_config(cfg, *tok, t5, &extra, err) < 0) ||
+        (plain && hf_llama_class(cfg, *tok, path, err) < 0) ||
         hf_tokenizer_config_agrees(cfg, *tok, path, err) < 0) {
         tfm_tokenizer_free(*tok);
         *tok = NULL;

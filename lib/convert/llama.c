@@ -349,5 +349,4 @@ const tfm_convert_family tfm_convert_llama = {
     .detect = llama_detect,
     .config = llama_describe,
     .weights = llama_weights,
-    .no_tokenizer = 1,
 };

@@ -15,7 +15,7 @@ static void plan(tfm_eval *e, int context);
 int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch, tfm_err *err)
 {
     memset(e, 0, sizeof *e);
-    e->eos = -1;
+    e->eos = e->bos = -1;
     e->path = path;
     /* tfm_lm reads both tfm's files and HuggingFace checkpoints, verifies
      * the checksum and widens stored 8-bit and bfloat16 matrices */
@@ -45,6 +45,8 @@ int tfm_eval_open(tfm_eval *e, const char *path, const char *adapter, int batch,
     e->tok = e->lm.tok; /* taken over */
     e->lm.tok = NULL;
     e->eos = e->lm.eos;
+    e->bos = e->tok && tfm_tokenizer_specials(e->tok)->prefix >= 0
+                 ? tfm_tokenizer_specials(e->tok)->prefix : e->eos;
     e->prefix_lm = e->lm.prefix_lm;
     e->batch_asked = batch;
     plan(e, e->cfg.block_size);
@@ -121,6 +123,8 @@ int tfm_eval_set_tokenizer(tfm_eval *e, tfm_tokenizer *tok, tfm_err *err)
     tfm_tokenizer_free(e->tok);
     e->tok = tok;
     e->eos = tfm_tokenizer_specials(tok)->eos;
+    e->bos = tfm_tokenizer_specials(tok)->prefix >= 0 ? tfm_tokenizer_specials(tok)->prefix
+                                                      : e->eos;
     return 0;
 }
 

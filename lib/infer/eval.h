@@ -49,6 +49,10 @@ typedef struct tfm_eval {
     const char *path;     /* tfm_eval_open's, borrowed: for messages */
     tfm_tokenizer *tok;   /* NULL when the file carries none */
     int64_t eos;          /* end-of-text id, or -1 */
+    int64_t bos;          /* the id put before each text (unless the caller
+                             says not): the tokenizer's template's
+                             (Llama 3's <|begin_of_text|>), else eos
+                             (GPT-2's <|endoftext|>); -1: none */
     int prefix_lm;        /* a prefix LM (lm/lm.h tfm_lm.prefix_lm): a
                              sequence's history (all but its scored tokens)
                              is its prefix, seen whole by each position */

@@ -860,6 +860,11 @@ int tfm_gen_prompt_ids(const tfm_lm *lm, const tfm_gen_prompt *p, const char *te
     } else {
         if (tfm_tokenizer_check_kept(lm->tok, text, len, err) < 0)
             return tfm_err_prefix(err, "%s", where);
+        /* the token the tokenizer's template starts a text with (Llama 3's
+         * <|begin_of_text|>), as HF's input_ids have it */
+        int64_t pre = tfm_tokenizer_specials(lm->tok)->prefix;
+        if (pre >= 0)
+            tfm_ids_push(out, (uint32_t)pre);
         tfm_tokenizer_encode(lm->tok, p->scratch, text, len, 1, out);
     }
     if (encdec) { /* token ids of the line: the source ends with end-of-text */

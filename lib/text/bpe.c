@@ -69,6 +69,10 @@ struct tfm_bpe {
     char **bytes;          /* [n_vocab]: the bytes an id stands for */
     uint32_t *bytes_len;
     int add_prefix_space;
+    /* 0: GPT-2's pre-tokenizer; 3 or 1: Llama 3's or Qwen2's (Split with
+     * their regex, then ByteLevel without one), by the digits a number
+     * pre-token holds at most */
+    int split_digits;
     /* HF's ignore_merges: a word that is in the vocabulary as a whole is
      * that token, whatever the merges would give. */
     int ignore_merges;
@@ -480,7 +484,8 @@ static void bpe_encode(const tfm_tokenizer *tok, void *scratch, const char *text
     }
     size_t i = 0;
     while (i < len) {
-        size_t j = tfm_gpt2_pretok_next(s, len, i);
+        size_t j = m->split_digits ? tfm_llama3_pretok_next(s, len, i, m->split_digits)
+                                   : tfm_gpt2_pretok_next(s, len, i);
         tfm_bpe_encode_word(m, scratch, s + i, j - i, out);
         i = j;
     }
@@ -504,10 +509,23 @@ static void bpe_to_json(const tfm_tokenizer *tok, tfm_buf *out)
     const tfm_bpe *m = tok->impl;
     const char *bl = m->add_prefix_space ? "true" : "false";
     tfm_tok_normalizer_to_json(tok, out);
-    tfm_buf_printf(out, "  \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": %s, "
-                        "\"trim_offsets\": true, \"use_regex\": true},\n", bl);
-    tfm_buf_puts(out, "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
-                      "\"trim_offsets\": false, \"use_regex\": true},\n");
+    if (m->split_digits) {
+        const char *rx = m->split_digits == 3 ? tfm_pretok_llama3_regex : tfm_pretok_qwen2_regex;
+        tfm_buf_puts(out, "  \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": "
+                          "[{\"type\": \"Split\", \"pattern\": {\"Regex\": ");
+        tfm_buf_put_json_string(out, rx, strlen(rx));
+        tfm_buf_puts(out, "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": "
+                          "\"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
+                          "\"use_regex\": false}]},\n");
+    } else {
+        tfm_buf_printf(out, "  \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": "
+                            "%s, \"trim_offsets\": true, \"use_regex\": true},\n", bl);
+    }
+    tfm_buf_puts(out, "  \"post_processor\": ");
+    if (!tfm_tok_prefix_to_json(tok, out))
+        tfm_buf_puts(out, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
+                          "\"trim_offsets\": false, \"use_regex\": true}");
+    tfm_buf_puts(out, ",\n");
     tfm_buf_puts(out, "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
                       "\"trim_offsets\": true, \"use_regex\": true},\n");
     tfm_buf_puts(out, "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n"
@@ -610,6 +628,50 @@ static int vocab_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tf
     return 0;
 }
 
+static int str_is(const tfm_json *x, const char *s)
+{
+    return x && x->type == TFM_JSON_STRING && strcmp(x->str, s) == 0;
+}
+
+int tfm_bpe_split_pre_tokenizer(const tfm_json_doc *doc, const tfm_json *pre, int *digits,
+                                tfm_err *err)
+{
+    *digits = 0;
+    const tfm_json *list = tfm_json_get(pre, "pretokenizers");
+    if (!str_is(tfm_json_get(pre, "type"), "Sequence") || !list || list->type != TFM_JSON_ARRAY ||
+        list->n != 2 || !str_is(tfm_json_get(list->items[0], "type"), "Split") ||
+        !str_is(tfm_json_get(list->items[1], "type"), "ByteLevel"))
+        return 0;
+    const tfm_json *sp = list->items[0], *bl = list->items[1], *x;
+    const tfm_json *rx = tfm_json_get(tfm_json_get(sp, "pattern"), "Regex");
+    if (!rx || rx->type != TFM_JSON_STRING) {
+        const tfm_json *at = tfm_json_get(sp, "pattern") ? tfm_json_get(sp, "pattern") : sp;
+        return tfm_err_at(err, doc->name, at->line, at->col, "pre_tokenizer Split: expected "
+                          "{\"Regex\": PATTERN} (Llama 3's or Qwen2's)");
+    }
+    if (!strcmp(rx->str, tfm_pretok_llama3_regex))
+        *digits = 3;
+    else if (!strcmp(rx->str, tfm_pretok_qwen2_regex))
+        *digits = 1;
+    else
+        return tfm_err_at(err, doc->name, rx->line, rx->col, "pre_tokenizer Split: the regex "
+                          "'%s' is not one tfm reads (Llama 3's or Qwen2's, exactly)", rx->str);
+    if ((x = tfm_json_get(sp, "behavior")) && !str_is(x, "Isolated"))
+        return tfm_err_at(err, doc->name, x->line, x->col, "pre_tokenizer Split: behavior "
+                          "must be Isolated (as Llama 3's and Qwen2's)");
+    if ((x = tfm_json_get(sp, "invert")) && x->type == TFM_JSON_BOOL && x->boolean)
+        return tfm_err_at(err, doc->name, x->line, x->col, "pre_tokenizer Split: invert true "
+                          "is not supported");
+    if ((x = tfm_json_get(bl, "use_regex")) && !(x->type == TFM_JSON_BOOL && !x->boolean))
+        return tfm_err_at(err, doc->name, x->line, x->col, "pre_tokenizer ByteLevel after "
+                          "Split: use_regex must be false (the Split has split the text)");
+    if ((x = tfm_json_get(bl, "add_prefix_space")) && x->type == TFM_JSON_BOOL && x->boolean)
+        return tfm_err_at(err, doc->name, x->line, x->col, "pre_tokenizer ByteLevel after "
+                          "Split: add_prefix_space true is not supported (HF puts a space "
+                          "before every piece)");
+    return 1;
+}
+
 int tfm_bpe_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_json *root,
                       tfm_err *err)
 {
@@ -617,7 +679,11 @@ int tfm_bpe_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_jso
     const tfm_json *pre = tfm_tok_pre_tokenizer(root);
     if (tfm_tok_normalizer_from_json(tok, doc, root, err))
         return -1;
-    int aps = 0;
+    int aps = 0, digits = 0;
+    if (tfm_bpe_split_pre_tokenizer(doc, pre, &digits, err) < 0)
+        return -1;
+    if (digits)
+        pre = NULL; /* ByteLevel's settings checked there */
     const tfm_json *x;
     if ((x = tfm_json_get(pre, "add_prefix_space")) && x->type == TFM_JSON_BOOL)
         aps = x->boolean;
@@ -673,6 +739,7 @@ int tfm_bpe_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_jso
     }
     tfm_bpe *m = bpe_model_build(tok, mg, n);
     m->add_prefix_space = aps;
+    m->split_digits = digits;
     if ((x = tfm_json_get(model, "ignore_merges")) && x->type == TFM_JSON_BOOL)
         m->ignore_merges = x->boolean;
     tok->impl = m;

@@ -189,6 +189,52 @@ static void test_pretok(void **state)
     expect_split("x\xe4\xbd", (const char *[]){"x", "\xe4\xbd", NULL});
 }
 
+/* Llama 3's and Qwen2's pre-tokenizers: the byte ends of each text's
+ * pieces, as tokenizers 0.23's Split with their regexes gives them (the
+ * case-folded contractions, "\xc5\xbf" as s, included). */
+static void test_pretok_llama3(void **state)
+{
+    static const struct {
+        int digits;
+        const char *text;
+        size_t ends[16];
+    } cases[] = {
+    {3, "don't DON'T we'Ll x'\xc5\xbf 'x", {3, 5, 9, 11, 14, 17, 19, 22, 24, 25}},
+    {3, "12345 1 \xd9\xa3\xd9\xa4\xd9\xa5\xd9\xa6\xd9\xa7", {3, 5, 6, 7, 8, 14, 18}},
+    {3, "  a  b   \n\n  c", {1, 3, 4, 6, 11, 12, 14}},
+    {3, "!!!\n\n?.\r\n x", {5, 9, 11}},
+    {3, "\t\tfoo  ", {1, 5, 7}},
+    {3, "a\r\n\r\nb", {1, 5, 6}},
+    {3, ".Hello ..world", {6, 9, 14}},
+    {3, " ?x \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x80\x81\xe4\xb8\xad\xe6\x96\x87", {2, 3, 13, 22}},
+    {3, "x \n y", {1, 3, 5}},
+    {3, "   ", {3}},
+    {1, "don't DON'T we'Ll x'\xc5\xbf 'x", {3, 5, 9, 11, 14, 17, 19, 22, 24, 25}},
+    {1, "12345 1 \xd9\xa3\xd9\xa4\xd9\xa5\xd9\xa6\xd9\xa7", {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18}},
+    {1, "  a  b   \n\n  c", {1, 3, 4, 6, 11, 12, 14}},
+    {1, "!!!\n\n?.\r\n x", {5, 9, 11}},
+    {1, "\t\tfoo  ", {1, 5, 7}},
+    {1, "a\r\n\r\nb", {1, 5, 6}},
+    {1, ".Hello ..world", {6, 9, 14}},
+    {1, " ?x \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x80\x81\xe4\xb8\xad\xe6\x96\x87", {2, 3, 13, 22}},
+    {1, "x \n y", {1, 3, 5}},
+    {1, "   ", {3}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const unsigned char *s = (const unsigned char *)cases[c].text;
+        size_t n = strlen(cases[c].text), i = 0, k = 0;
+        while (i < n) {
+            size_t j = tfm_llama3_pretok_next(s, n, i, cases[c].digits);
+            if (j != cases[c].ends[k])
+                fail_msg("'%s' (digits %d): piece %zu ends at %zu, want %zu", cases[c].text,
+                         cases[c].digits, k, j, cases[c].ends[k]);
+            k++;
+            i = j;
+        }
+        assert_true(k == 16 || cases[c].ends[k] == 0);
+    }
+}
+
 /* The class of every code point, against testdata/gpt2/classes.tsv (what
  * tiktoken does; see gen-classes.js). */
 static void test_classes(void **state)
@@ -920,6 +966,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pretok),
+        cmocka_unit_test(test_pretok_llama3),
         cmocka_unit_test(test_classes),
         cmocka_unit_test(test_golden_shared),
         cmocka_unit_test(test_golden_extra),

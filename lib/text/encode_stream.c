@@ -58,16 +58,25 @@ struct tfm_encoder {
     tfm_enc_stats stats;
 };
 
+/* An ASCII graphic character a, then ASCII whitespace b; a line break only
+ * after a letter or digit: Llama 3's and Qwen2's pre-tokenizers keep the
+ * line breaks after punctuation with it (" ?[^\s\p{L}\p{N}]+[\r\n]*"). */
+static int cut_ok(unsigned char a, unsigned char b)
+{
+    if (a <= 0x20 || a >= 0x7f || !(b == ' ' || (b >= '\t' && b <= '\r')))
+        return 0;
+    return (b != '\n' && b != '\r') || (a >= '0' && a <= '9') || ((a | 0x20) >= 'a' &&
+                                                                   (a | 0x20) <= 'z');
+}
+
 static size_t safe_cut_above(const char *text, size_t len, size_t low)
 {
     const unsigned char *s = (const unsigned char *)text;
     if (low < 1)
         low = 1;
-    for (size_t p = len ? len - 1 : 0; p >= low; p--) {
-        unsigned char a = s[p - 1], b = s[p];
-        if (a > 0x20 && a < 0x7f && (b == ' ' || (b >= '\t' && b <= '\r')))
+    for (size_t p = len ? len - 1 : 0; p >= low; p--)
+        if (cut_ok(s[p - 1], s[p]))
             return p;
-    }
     return 0;
 }
 
@@ -79,11 +88,9 @@ size_t tfm_enc_safe_cut(const char *text, size_t len)
 size_t tfm_enc_safe_cut_after(const char *text, size_t len, size_t from)
 {
     const unsigned char *s = (const unsigned char *)text;
-    for (size_t p = from ? from : 1; p < len; p++) {
-        unsigned char a = s[p - 1], b = s[p];
-        if (a > 0x20 && a < 0x7f && (b == ' ' || (b >= '\t' && b <= '\r')))
+    for (size_t p = from ? from : 1; p < len; p++)
+        if (cut_ok(s[p - 1], s[p]))
             return p;
-    }
     return 0;
 }
 
@@ -258,6 +265,10 @@ static void encode_line(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc,
             encode_text(e, pt, sc, tab + 1, n - na - 1, &pt->ids);
             tfm_ids_push(&pt->ids, (uint32_t)sp->sep);
         }
+    } else if (e->opts.add_special && sp->prefix >= 0) {
+        /* the template's first token (Llama 3's <|begin_of_text|>), as HF */
+        tfm_ids_push(&pt->ids, (uint32_t)sp->prefix);
+        encode_text(e, pt, sc, s, n, &pt->ids);
     } else {
         encode_text(e, pt, sc, s, n, &pt->ids);
         if (e->opts.add_special && sp->eos >= 0)
@@ -290,7 +301,7 @@ static void encode_line(tfm_encoder *e, struct part *pt, tfm_tok_scratch *sc,
         break;
     case TFM_ENC_NPY:
         put_ids(e, b, pt->ids.data, pt->ids.len);
-        if (!e->opts.add_special || (!e->pairs && sp->eos < 0)) {
+        if (!e->opts.add_special || (!e->pairs && sp->eos < 0 && sp->prefix < 0)) {
             put_ids(e, b, e->sep_ids, e->n_sep);
             pt->tokens += e->n_sep;
         }
@@ -367,9 +378,9 @@ static void doc_start(tfm_encoder *e)
     e->started = 1;
     if (e->opts.format == TFM_ENC_JSONL)
         emit(e, "{\"ids\":[", 8);
-    if (e->opts.add_special && e->pairs) {
-        uint32_t cls = (uint32_t)e->sp->cls;
-        emit_doc_ids(e, &cls, 1);
+    if (e->opts.add_special && (e->pairs || e->sp->prefix >= 0)) {
+        uint32_t first = (uint32_t)(e->pairs ? e->sp->cls : e->sp->prefix);
+        emit_doc_ids(e, &first, 1);
     }
 }
 
@@ -701,7 +712,7 @@ int tfm_encoder_finish(tfm_encoder *e, tfm_err *err)
     if (e->opts.document) {
         doc_start(e);
         if (e->opts.add_special) {
-            int64_t end = e->pairs ? e->sp->sep : e->sp->eos;
+            int64_t end = e->pairs ? e->sp->sep : e->sp->prefix >= 0 ? -1 : e->sp->eos;
             if (end >= 0) {
                 uint32_t id = (uint32_t)end;
                 emit_doc_ids(e, &id, 1);

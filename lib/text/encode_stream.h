@@ -26,13 +26,17 @@
  *
  * add_special: with [CLS]/[SEP] (BERT): [CLS] A [SEP], and for a line
  * "A<TAB>B" the pair [CLS] A [SEP] B [SEP] with type ids 0.. 1..; otherwise,
- * with an eos (GPT-2's <|endoftext|>), the sequence is followed by eos.  In
+ * with a template's first token (specials.prefix: Llama 3's
+ * <|begin_of_text|>) the sequence starts with it, else with an eos (GPT-2's
+ * <|endoftext|>) the sequence is followed by eos.  In
  * document mode the whole stream is the one sequence (no pairs).
  *
  * Document mode cuts only at a position p where text[p-1] is an ASCII
- * graphic character and text[p] ASCII whitespace (tfm_enc_safe_cut).  For
- * GPT-2's pre-tokenizer no pre-token spans such a p and no match before p
- * looks past it (the one lookahead, \s+(?!\S), cannot start on a non-space);
+ * graphic character and text[p] ASCII whitespace, a line break only after
+ * a letter or digit (tfm_enc_safe_cut).  For GPT-2's, Llama 3's and Qwen2's
+ * pre-tokenizers no pre-token spans such a p (Llama 3's keeps line breaks
+ * with the punctuation before them) and no match before p looks past it
+ * (the one lookahead, \s+(?!\S), cannot start on a non-space);
  * BERT splits there anyway; so ids equal whole-document encoding.  Input
  * without such a position (e.g. one huge word) is held whole, and so is the
  * whole document for a tokenizer where a probe shows that cuts change the

@@ -68,6 +68,9 @@ static void test_safe_cut(void **state)
     assert_int_equal(tfm_enc_safe_cut("abc def ghi", 11), 7);
     assert_int_equal(tfm_enc_safe_cut("abc  ", 5), 3);
     assert_int_equal(tfm_enc_safe_cut("a\nb", 3), 1);
+    /* Llama 3's " ?[^\s\p{L}\p{N}]+[\r\n]*": no cut between "." and "\n" */
+    assert_int_equal(tfm_enc_safe_cut("a. b.\nc", 8), 2);
+    assert_int_equal(tfm_enc_safe_cut_after("x.\r\ny z", 8, 1), 5);
     assert_int_equal(tfm_enc_safe_cut("   ", 3), 0);
     assert_int_equal(tfm_enc_safe_cut("abcdef", 6), 0);
     assert_int_equal(tfm_enc_safe_cut("", 0), 0);

@@ -167,3 +167,81 @@ size_t tfm_gpt2_pretok_next(const unsigned char *s, size_t n, size_t i)
         return j;
     return last;
 }
+
+const char tfm_pretok_llama3_regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char tfm_pretok_qwen2_regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* The letter after an apostrophe, case-folded: 's' for "ſ" (U+017F) too;
+ * its length in *adv; 0 when none. */
+static int folded_letter(const unsigned char *s, size_t n, size_t i, size_t *adv)
+{
+    if (i >= n)
+        return 0;
+    *adv = 1;
+    if (s[i] < 0x80)
+        return s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i];
+    if (i + 1 < n && s[i] == 0xC5 && s[i + 1] == 0xBF) {
+        *adv = 2;
+        return 's';
+    }
+    return 0;
+}
+
+size_t tfm_llama3_pretok_next(const unsigned char *s, size_t n, size_t i, int max_digits)
+{
+    size_t adv, a2, a3;
+    /* (?i:'s|'t|'re|'ve|'m|'ll|'d) */
+    if (s[i] == '\'') {
+        int d = folded_letter(s, n, i + 1, &a2);
+        if (d == 's' || d == 't' || d == 'm' || d == 'd')
+            return i + 1 + a2;
+        int e = d ? folded_letter(s, n, i + 1 + a2, &a3) : 0;
+        if ((d == 'r' && e == 'e') || (d == 'v' && e == 'e') || (d == 'l' && e == 'l'))
+            return i + 1 + a2 + a3;
+    }
+    int k = tfm_char_class(s + i, n - i, &adv);
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if (k == TFM_CC_LETTER)
+        return run_end(s, n, i + adv, TFM_CC_LETTER);
+    if (k != TFM_CC_NUMBER && s[i] != '\r' && s[i] != '\n' && i + adv < n &&
+        tfm_char_class(s + i + adv, n - i - adv, &a2) == TFM_CC_LETTER)
+        return run_end(s, n, i + adv + a2, TFM_CC_LETTER);
+    /* \p{N}{1,max_digits} */
+    if (k == TFM_CC_NUMBER) {
+        size_t j = i + adv;
+        for (int c = 1; c < max_digits && j < n; c++) {
+            if (tfm_char_class(s + j, n - j, &a2) != TFM_CC_NUMBER)
+                break;
+            j += a2;
+        }
+        return j;
+    }
+    /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
+    size_t o = i;
+    if (s[i] == ' ' && i + 1 < n && tfm_char_class(s + i + 1, n - i - 1, &a2) == TFM_CC_OTHER)
+        o = i + 1;
+    if (o > i || k == TFM_CC_OTHER) {
+        size_t j = run_end(s, n, o, TFM_CC_OTHER);
+        while (j < n && (s[j] == '\r' || s[j] == '\n'))
+            j++;
+        return j;
+    }
+    /* whitespace: \s*[\r\n]+ ends after the run's last line break */
+    size_t j = i, last = i, nl = 0;
+    while (j < n && tfm_char_class(s + j, n - j, &a2) == TFM_CC_SPACE) {
+        if (s[j] == '\r' || s[j] == '\n')
+            nl = j + 1;
+        last = j;
+        j += a2;
+    }
+    if (nl)
+        return nl;
+    /* \s+(?!\S), else \s+ (one character before a non-space) */
+    if (j == n || last == i)
+        return j;
+    return last;
+}

@@ -27,4 +27,15 @@ int tfm_char_class(const unsigned char *s, size_t n, size_t *adv);
 /* End of the pre-token that starts at s[i] (i < n); always > i. */
 size_t tfm_gpt2_pretok_next(const unsigned char *s, size_t n, size_t i);
 
+/* Llama 3's and Qwen2's pre-tokenization (tokenizer.json's Split with
+ * these regexes, behavior Isolated), by hand as GPT-2's is, with the same
+ * classes and handling of invalid bytes:
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * Qwen2's has \p{N} where Llama 3's has \p{N}{1,3}: max_digits 1 or 3.
+ * The case-insensitive contractions take U+017F (long s) as an s, as
+ * Oniguruma's case folding does. */
+extern const char tfm_pretok_llama3_regex[], tfm_pretok_qwen2_regex[];
+size_t tfm_llama3_pretok_next(const unsigned char *s, size_t n, size_t i, int max_digits);
+
 #endif

@@ -81,9 +81,9 @@ struct tfm_tokenizer {
     size_t max_added_len; /* longest added token */
 
     tfm_tok_specials specials;
-    /* BPE and char: a Lowercase normalizer runs before the model (the
-     * facade applies it; WordPiece normalizes by itself). */
-    int lowercase;
+    /* BPE and char: a Lowercase or NFC normalizer runs before the model
+     * (the facade applies it; WordPiece normalizes by itself). */
+    int lowercase, nfc;
 };
 
 struct tfm_tok_scratch {
@@ -92,8 +92,9 @@ struct tfm_tok_scratch {
     tfm_buf norm; /* normalized text */
 };
 
-/* tokenizer.json's "normalizer" for BPE and char: null or Lowercase; sets
- * tok->lowercase, or fails naming the position. */
+/* tokenizer.json's "normalizer" for BPE and char: null, Lowercase or NFC
+ * (Qwen2's); sets tok->lowercase or tok->nfc, or fails naming the
+ * position. */
 int tfm_tok_normalizer_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
                                  const tfm_json *root, tfm_err *err);
 /* tokenizer.json's "pre_tokenizer", with a Sequence of one element taken
@@ -101,6 +102,16 @@ int tfm_tok_normalizer_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
 const tfm_json *tfm_tok_pre_tokenizer(const tfm_json *root);
 /* Writes the "normalizer" member with its ",\n". */
 void tfm_tok_normalizer_to_json(const tfm_tokenizer *tok, tfm_buf *out);
+/* Writes a post-processor, TemplateProcessing putting specials.prefix
+ * before a text, and returns 1; 0 (nothing written) when there is no
+ * prefix. */
+int tfm_tok_prefix_to_json(const tfm_tokenizer *tok, tfm_buf *out);
+/* Llama 3's and Qwen2's pre_tokenizer, Sequence [Split(their regex,
+ * Isolated), ByteLevel(use_regex false)]: 1 and *digits (3 or 1) when pre
+ * is one, 0 when pre is not a Sequence of Split and ByteLevel, -1 and an
+ * error naming the file and what it holds otherwise (another regex). */
+int tfm_bpe_split_pre_tokenizer(const tfm_json_doc *doc, const tfm_json *pre, int *digits,
+                                tfm_err *err);
 
 /* A new empty tokenizer of the kind (specials all -1). */
 tfm_tokenizer *tfm_tok_new(tfm_tok_kind kind, const tfm_tok_ops *ops);

@@ -141,10 +141,13 @@ static void decoder_json(const tfm_uni_norm_spec *sp, tfm_buf *out)
     tfm_buf_puts(out, "]}");
 }
 
-/* T5's template: </s> after each sequence, as --add-special does. */
+/* T5's template: </s> after each sequence, as --add-special does; a read
+ * template's first token (Llama 2's <s>) instead when there is one. */
 static void post_processor_json(const tfm_tokenizer *tok, tfm_buf *out)
 {
     int64_t eos = tok->specials.eos;
+    if (tfm_tok_prefix_to_json(tok, out))
+        return;
     if (eos < 0) {
         tfm_buf_puts(out, "null");
         return;
@@ -604,9 +607,15 @@ static int bpe_entries(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_js
     if (!merges || merges->type != TFM_JSON_ARRAY)
         return tfm_err_at(err, doc->name, model->line, model->col,
                           "a BPE model needs a \"merges\" array");
-    if (!unk || unk->type != TFM_JSON_STRING)
+    /* transformers 5's LlamaTokenizer writes null beside byte_fallback
+     * (every character has its bytes): sentencepiece's <unk> then */
+    const tfm_json *bf = tfm_json_get(model, "byte_fallback");
+    int null_unk = (!unk || unk->type == TFM_JSON_NULL) && bf && bf->type == TFM_JSON_BOOL &&
+                   bf->boolean;
+    if (!null_unk && (!unk || unk->type != TFM_JSON_STRING))
         return tfm_err_at(err, doc->name, model->line, model->col,
-                          "a sentencepiece BPE model needs an \"unk_token\"");
+                          "a sentencepiece BPE model needs an \"unk_token\" (or "
+                          "byte_fallback)");
     size_t nv = vocab->n;
     for (size_t i = 0; i < nv; i++) {
         int64_t id;
@@ -620,7 +629,11 @@ static int bpe_entries(tfm_tokenizer *tok, const tfm_json_doc *doc, const tfm_js
                               doc->name, err))
             return -1;
     }
-    *unk_id = tfm_tokenizer_token_id(tok, unk->str, unk->len);
+    *unk_id = null_unk ? tfm_tokenizer_token_id(tok, "<unk>", 5)
+                       : tfm_tokenizer_token_id(tok, unk->str, unk->len);
+    if (null_unk && *unk_id < 0)
+        return tfm_err_at(err, doc->name, model->line, model->col, "unk_token null: expected "
+                          "sentencepiece's <unk> in the vocab");
     if (*unk_id < 0)
         return tfm_err_at(err, doc->name, unk->line, unk->col, "unk_token is not in the vocab");
     tfm_buf m = {0};
@@ -672,8 +685,14 @@ int tfm_tok_unigram_from_json(tfm_tokenizer *tok, const tfm_json_doc *doc,
             rc = norm_item(doc, norm, &sp, &prepend, &charsmap, err);
         }
     }
-    if (!rc)
-        rc = metaspace(doc, tfm_tok_pre_tokenizer(root), model, &sp, err);
+    const tfm_json *pre = tfm_tok_pre_tokenizer(root);
+    if (!rc && (!pre || pre->type == TFM_JSON_NULL) && prepend) {
+        /* LlamaConverter's older form: no pre-tokenizer, the normalizer's
+         * Prepend and Replace do Metaspace's work; the text is one piece */
+        sp.split_spaces = 0;
+    } else if (!rc) {
+        rc = metaspace(doc, pre, model, &sp, err);
+    }
     if (prepend) /* sentencepiece's: before whatever the text starts with */
         sp.add_dummy_prefix = 1, sp.prefix_unless_space = 0;
     int bpe = type_is(model, "BPE");
@@ -784,5 +803,22 @@ int tfm_tokenizer_encode_nbest(const tfm_tokenizer *tok, const char *text, size_
         return tfm_err_set(err, "n-best encoding needs a Unigram model: this sentencepiece "
                                 "model is BPE (--sample is BPE-dropout with it)");
     tfm_unigram_nbest(tok->impl, text, len, nbest, out, off);
+    return 0;
+}
+
+int tfm_tokenizer_set_llama_metaspace(tfm_tokenizer *tok, const char *scheme)
+{
+    if (tok->ops != &uni_ops || !tfm_unigram_is_bpe(tok->impl))
+        return -1;
+    /* the spec is the model's own, and encoding reads it afresh */
+    tfm_uni_norm_spec *sp = (tfm_uni_norm_spec *)tfm_unigram_norm_spec(tok->impl);
+    if (sp->charsmap_len || sp->nmt || sp->nfkc)
+        return -1;
+    sp->remove_extra_whitespaces = 0;
+    sp->escape_whitespaces = 1;
+    sp->split_spaces = 0;
+    sp->add_dummy_prefix = strcmp(scheme, "never") != 0;
+    sp->prefix_unless_space = 1;
+    sp->prefix_first = strcmp(scheme, "first") == 0;
     return 0;
 }

@@ -29,7 +29,7 @@ tfm_tokenizer *tfm_tok_new(tfm_tok_kind kind, const tfm_tok_ops *ops)
     tfm_tokenizer *t = tfm_calloc(1, sizeof *t);
     t->kind = kind;
     t->ops = ops;
-    t->specials = (tfm_tok_specials){-1, -1, -1, -1, -1, -1, -1};
+    t->specials = (tfm_tok_specials){-1, -1, -1, -1, -1, -1, -1, -1};
     return t;
 }
 
@@ -407,7 +407,7 @@ static void encode_span(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const 
 {
     void *sc = scratch ? scratch->impl : NULL;
     size_t i0 = out->len;
-    if (!t->lowercase || t->kind == TFM_TOK_WORDPIECE) {
+    if ((!t->lowercase && !t->nfc) || t->kind == TFM_TOK_WORDPIECE) {
         if (base > 0 && t->ops->encode_after) {
             t->ops->encode_after(t, sc, text, len, out, st, en);
             if (!st)
@@ -422,15 +422,21 @@ static void encode_span(const tfm_tokenizer *t, tfm_tok_scratch *scratch, const 
         tfm_buf local = {0}, *b = scratch ? &scratch->norm : &local;
         tfm_buf_clear(b);
         if (!st) {
-            tfm_utf8_lower(text, len, b);
+            if (t->nfc)
+                tfm_utf8_nfc_src(text, len, b, NULL);
+            else
+                tfm_utf8_lower(text, len, b);
             t->ops->encode(t, sc, b->data, b->len, out);
             tfm_buf_free(&local);
             return;
         }
-        /* lowercasing may change a character's length (U+0130, U+1E9E):
-         * spans go back through the map of its bytes */
+        /* lowercasing may change a character's length (U+0130, U+1E9E),
+         * composing too: spans go back through the map of its bytes */
         tfm_ids src = {0};
-        tfm_utf8_lower_src(text, len, b, &src);
+        if (t->nfc)
+            tfm_utf8_nfc_src(text, len, b, &src);
+        else
+            tfm_utf8_lower_src(text, len, b, &src);
         model_spans(t, sc, b->data, b->len, out, st, en);
         for (size_t i = i0; i < out->len; i++) {
             uint32_t s0 = st->data[i], e0 = en->data[i];
@@ -574,6 +580,10 @@ int tfm_tok_normalizer_from_json(tfm_tokenizer *t, const tfm_json_doc *doc, cons
         t->lowercase = 1;
         return 0;
     }
+    if (type_is(n, "NFC")) {
+        t->nfc = 1;
+        return 0;
+    }
     /* a Sequence of Lowercase only (or empty) is the same */
     const tfm_json *list = tfm_json_get(n, "normalizers");
     if (type_is(n, "Sequence") && list && list->type == TFM_JSON_ARRAY) {
@@ -586,13 +596,55 @@ int tfm_tok_normalizer_from_json(tfm_tokenizer *t, const tfm_json_doc *doc, cons
         }
     }
     return tfm_err_at(err, doc->name, n->line, n->col,
-                      "unsupported normalizer for this model (null or Lowercase)");
+                      "unsupported normalizer for this model (null, Lowercase or NFC)");
 }
 
 void tfm_tok_normalizer_to_json(const tfm_tokenizer *t, tfm_buf *out)
 {
     tfm_buf_puts(out, t->lowercase ? "  \"normalizer\": {\"type\": \"Lowercase\"},\n"
-                                   : "  \"normalizer\": null,\n");
+                      : t->nfc   ? "  \"normalizer\": {\"type\": \"NFC\"},\n"
+                                 : "  \"normalizer\": null,\n");
+}
+
+int tfm_tok_prefix_to_json(const tfm_tokenizer *t, tfm_buf *out)
+{
+    int64_t p = t->specials.prefix;
+    if (p < 0)
+        return 0;
+    tfm_buf q = {0};
+    tfm_buf_put_json_string(&q, t->pieces[p], t->piece_lens[p]);
+    int n = (int)q.len;
+    tfm_buf_printf(out, "{\"type\": \"TemplateProcessing\", \"single\": "
+                        "[{\"SpecialToken\": {\"id\": %.*s, \"type_id\": 0}}, {\"Sequence\": "
+                        "{\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"SpecialToken\": {\"id\": "
+                        "%.*s, \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
+                        "{\"SpecialToken\": {\"id\": %.*s, \"type_id\": 1}}, {\"Sequence\": "
+                        "{\"id\": \"B\", \"type_id\": 1}}], \"special_tokens\": {%.*s: {\"id\": "
+                        "%.*s, \"ids\": [%lld], \"tokens\": [%.*s]}}}",
+                   n, q.data, n, q.data, n, q.data, n, q.data, n, q.data, (long long)p, n, q.data);
+    tfm_buf_free(&q);
+    return 1;
+}
+
+/* TemplateProcessing's single [SpecialToken X, Sequence A]: X is the
+ * prefix (a template of any other shape adds none here: RoBERTa's wrap is
+ * convert's). */
+static int prefix_from_json(tfm_tokenizer *t, const tfm_json_doc *doc, const tfm_json *root,
+                            tfm_err *err)
+{
+    const tfm_json *pp = tfm_json_get(root, "post_processor");
+    const tfm_json *s = type_is(pp, "TemplateProcessing") ? tfm_json_get(pp, "single") : NULL;
+    if (!s || s->type != TFM_JSON_ARRAY || s->n != 2 || !tfm_json_get(s->items[1], "Sequence"))
+        return 0;
+    const tfm_json *id = tfm_json_get(tfm_json_get(s->items[0], "SpecialToken"), "id");
+    if (!id || id->type != TFM_JSON_STRING)
+        return 0;
+    int64_t v = tfm_tokenizer_token_id(t, id->str, id->len);
+    if (v < 0)
+        return tfm_err_at(err, doc->name, id->line, id->col, "post_processor: the template's "
+                          "'%s' is not a token of the tokenizer", id->str);
+    t->specials.prefix = v;
+    return 0;
 }
 
 void tfm_tokenizer_to_json(const tfm_tokenizer *t, tfm_buf *out)
@@ -651,6 +703,25 @@ static int added_from_json(tfm_tokenizer *t, const tfm_json_doc *doc, const tfm_
     return 0;
 }
 
+/* 1 when the normalizer is sentencepiece's in HF's terms: a Sequence
+ * holding Prepend("\xe2\x96\x81") or Replace(" ", "\xe2\x96\x81") (LlamaConverter's). */
+static int metaspace_normalizer(const tfm_json *root)
+{
+    const tfm_json *n = tfm_json_get(root, "normalizer");
+    const tfm_json *list = type_is(n, "Sequence") ? tfm_json_get(n, "normalizers") : NULL;
+    for (size_t i = 0; list && list->type == TFM_JSON_ARRAY && i < list->n; i++) {
+        const tfm_json *x = list->items[i], *c = tfm_json_get(x, "prepend");
+        if (type_is(x, "Prepend") && c && c->type == TFM_JSON_STRING &&
+            !strcmp(c->str, "\xe2\x96\x81"))
+            return 1;
+        c = tfm_json_get(x, "content");
+        if (type_is(x, "Replace") && c && c->type == TFM_JSON_STRING &&
+            !strcmp(c->str, "\xe2\x96\x81"))
+            return 1;
+    }
+    return 0;
+}
+
 static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
 {
     const tfm_json *root = doc->root;
@@ -672,11 +743,20 @@ static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
         t = tfm_tok_new(TFM_TOK_WORDPIECE, NULL);
         rc = tfm_tok_wordpiece_from_json(t, doc, root, err);
     } else if (type && type->type == TFM_JSON_STRING && strcmp(type->str, "BPE") == 0) {
-        if (ptype && ptype->type == TFM_JSON_STRING && strcmp(ptype->str, "ByteLevel") == 0) {
+        int digits = 0;
+        if (tfm_bpe_split_pre_tokenizer(doc, pre, &digits, err) < 0)
+            return -1;
+        if (digits || (ptype && ptype->type == TFM_JSON_STRING &&
+                       strcmp(ptype->str, "ByteLevel") == 0)) {
             t = tfm_tok_new(TFM_TOK_BPE, &tfm_bpe_ops);
             rc = tfm_bpe_from_json(t, doc, root, err);
         } else if (ptype && ptype->type == TFM_JSON_STRING && strcmp(ptype->str, "Metaspace") == 0) {
             /* sentencepiece's BPE (pieces merged by score, as spm_encode) */
+            t = tfm_tok_new(TFM_TOK_UNIGRAM, NULL);
+            rc = tfm_tok_unigram_from_json(t, doc, root, err);
+        } else if ((!pre || pre->type == TFM_JSON_NULL) && metaspace_normalizer(root)) {
+            /* the same as older converters write it (Llama 2's): the
+             * normalizer puts the "\xe2\x96\x81"s in */
             t = tfm_tok_new(TFM_TOK_UNIGRAM, NULL);
             rc = tfm_tok_unigram_from_json(t, doc, root, err);
         } else if (!pre || pre->type == TFM_JSON_NULL) {
@@ -685,8 +765,9 @@ static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
         } else {
             const tfm_json *at = ptype ? ptype : pre;
             return tfm_err_at(err, doc->name, at->line, at->col,
-                              "unsupported pre_tokenizer for a BPE model (ByteLevel, Metaspace "
-                              "for sentencepiece's BPE, or null for a character model)");
+                              "unsupported pre_tokenizer for a BPE model (ByteLevel, Llama 3's "
+                              "or Qwen2's Split then ByteLevel, Metaspace for sentencepiece's "
+                              "BPE, or null for a character model)");
         }
     } else if (type && type->type == TFM_JSON_STRING && strcmp(type->str, "Unigram") == 0) {
         t = tfm_tok_new(TFM_TOK_UNIGRAM, NULL);
@@ -698,6 +779,8 @@ static int from_doc(tfm_tokenizer **out, const tfm_json_doc *doc, tfm_err *err)
     }
     if (rc == 0)
         rc = added_from_json(t, doc, tfm_json_get(root, "added_tokens"), err);
+    if (rc == 0)
+        rc = prefix_from_json(t, doc, root, err);
     if (rc) {
         tfm_tokenizer_free(t);
         return -1;

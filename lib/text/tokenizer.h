@@ -58,6 +58,11 @@ int64_t tfm_tokenizer_merge_rank(const tfm_tokenizer *tok, uint32_t id);
  * eos: <|endoftext|> for GPT-2, [SEP] for BERT; bos: <|endoftext|> / [CLS]. */
 typedef struct tfm_tok_specials {
     int64_t unk, pad, bos, eos, cls, sep, mask;
+    /* the token tokenizer.json's post-processor puts before a text
+     * (TemplateProcessing's single [SpecialToken, A]: Llama 3's
+     * <|begin_of_text|>, Llama 2's <s>), which decoders' prompts and
+     * evaluated texts start with; -1: none */
+    int64_t prefix;
 } tfm_tok_specials;
 const tfm_tok_specials *tfm_tokenizer_specials(const tfm_tokenizer *tok);
 
@@ -184,6 +189,14 @@ int tfm_tokenizer_set_bert_case(tfm_tokenizer *tok, int lowercase, int strip_acc
  * must be a token id.  tokenizer.json as tfm writes it does not record
  * them. */
 int tfm_tokenizer_set_wrap(tfm_tokenizer *tok, int64_t cls, int64_t sep);
+/* transformers 5's LlamaTokenizer (a folder's tokenizer_class) keeps only
+ * tokenizer.json's vocab and merges and builds its own pipeline around
+ * them: no normalizer, Metaspace with prepend_scheme scheme ("first",
+ * "always" or "never") and no split.  Makes a sentencepiece-BPE tok (HF's
+ * BPE under Metaspace, or under the older Prepend/Replace normalizer) so;
+ * -1 for another kind or a normalizer that is more than spaces (a
+ * charsmap, NFKC, nmt rules). */
+int tfm_tokenizer_set_llama_metaspace(tfm_tokenizer *tok, const char *scheme);
 /* T5Tokenizer's extra_ids: <extra_id_0> .. <extra_id_{n-1}> as special
  * added tokens at the next n ids, <extra_id_0> the last (as HF numbers
  * them); one already in the vocabulary must have that id. */

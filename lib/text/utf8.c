@@ -1,5 +1,8 @@
 #include "config.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include <utf8proc.h>
 
 #include "base/buf.h"
@@ -138,5 +141,34 @@ void tfm_utf8_lower_src(const char *s, size_t n, tfm_buf *out, tfm_ids *src)
             tfm_buf_append(out, d, tfm_utf8_encode((uint32_t)utf8proc_tolower(cp), d));
         }
         i += adv;
+    }
+}
+
+void tfm_utf8_nfc_src(const char *s, size_t n, tfm_buf *out, tfm_ids *src)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        /* nothing composes with an ASCII character that follows, nor is
+         * reordered past one: runs that start at one are normalized alone */
+        size_t j = i + 1;
+        while (j < n && u[j] >= 0x80)
+            j++;
+        utf8proc_uint8_t *r = NULL;
+        utf8proc_ssize_t l = -1;
+        if (j - i > 1 && tfm_utf8_valid(u + i, j - i))
+            l = utf8proc_map(u + i, (utf8proc_ssize_t)(j - i), &r,
+                             UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        if (l < 0 || ((size_t)l == j - i && memcmp(r, u + i, j - i) == 0)) {
+            tfm_buf_append(out, s + i, j - i);
+            for (size_t k = i; src && k < j; k++)
+                tfm_ids_push(src, (uint32_t)k);
+        } else {
+            tfm_buf_append(out, r, (size_t)l);
+            for (utf8proc_ssize_t k = 0; src && k < l; k++)
+                tfm_ids_push(src, (uint32_t)i);
+        }
+        free(r);
+        i = j;
     }
 }

@@ -27,6 +27,13 @@ void tfm_utf8_lower(const char *s, size_t n, struct tfm_buf *out);
 struct tfm_ids;
 void tfm_utf8_lower_src(const char *s, size_t n, struct tfm_buf *out, struct tfm_ids *src);
 
+/* Appends s[0..n) in Unicode normalization form C (utf8proc's, as HF's NFC
+ * normalizer); src (may be NULL) receives for each byte appended the
+ * offset in s it came from: its own for text NFC keeps, else the start of
+ * the run that composed (a character and the non-ASCII ones after it).
+ * Invalid bytes are copied unchanged. */
+void tfm_utf8_nfc_src(const char *s, size_t n, struct tfm_buf *out, struct tfm_ids *src);
+
 /* 1 when s[0..n) is valid UTF-8. */
 int tfm_utf8_valid(const unsigned char *s, size_t n);
 

@@ -105,8 +105,12 @@ def data(out, n_sft=2000, n_pref=2000, n_val=300, n_prompts=500, n_eval=200):
 
 def answers(gen, out):
     rows = [json.loads(x) for x in open(gen)]
-    for r in rows:  # byte-level BPE may sample a NUL, which a JSON text line may not hold
-        r["text"] = r["text"].replace("\0", "\ufffd")
+    # Byte-level BPE may sample a NUL, which a JSON text line may not hold,
+    # and bytes that are no UTF-8, which decode to U+FFFD: that is 3 bytes
+    # again, so the text would encode longer than the sampled ids (past the
+    # context).  Both are dropped: the answers scored are their text.
+    for r in rows:
+        r["text"] = r["text"].replace("\0", "").replace("\ufffd", "")
     jsonl(out, [{"prompt": r["prompt"], "completion": r["text"]} for r in rows])
     jsonl(out.replace(".jsonl", ".choice.jsonl"),
           [{"context": r["prompt"], "endings": [r["text"] or " "] * 2, "label": 0}
